@@ -1,0 +1,30 @@
+# Two commands do everything on a fresh machine:
+#   make demo   - set up, then analyse and optimise the bundled Tiny U-Net
+#   make test   - set up, then run the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+MODEL  ?= examples/models/tiny_unet.tflite
+OUT    ?= build
+
+.PHONY: setup demo test test-python test-native clean
+
+$(BIN)/tinyseg: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+setup: $(BIN)/tinyseg
+
+demo: setup
+	mkdir -p $(OUT)
+	$(BIN)/tinyseg analyze $(MODEL) --plot $(OUT)/tiny_unet_plan.png --json $(OUT)/tiny_unet_analysis.json
+
+test: test-python
+
+test-python: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) $(OUT) build

@@ -1,0 +1,167 @@
+// TinySeg dynamic tensor compression (paper section 5.1), block-wise.
+//
+// A tensor is cut into fixed-size blocks (block_bytes, a multiple of the
+// element size). Each block is encoded on its own as
+//   * constant:   header only (every element equals the representative value),
+//   * compressed: header + bitmap (1 bit per element, set = "not the
+//                 representative value", LSB first) + the other values in order,
+//   * raw:        header + the block bytes, used whenever compression would
+//                 not be smaller, so a block never grows by more than its header.
+// An index of block offsets follows the stream header, so a byte range (for
+// example a band of rows) is decoded by reading only the blocks it touches.
+//
+// Stream layout (all integers little-endian):
+//   stream header, 16 bytes:
+//     u32 magic "TSC1" | u32 total_bytes | u32 block_bytes |
+//     u8 elem_size | u8 version(1) | u16 reserved(0)
+//   index: num_blocks x u32, absolute offset of each block in the stream
+//   blocks, each with an 8-byte header:
+//     u8 mode | u8 reserved(0) | u16 others_count | u8[4] representative
+//     (first elem_size bytes used, rest zero)
+//
+// Elements are compared bit-exactly (memcmp), so float32 tensors round-trip
+// exactly (-0.0, NaN payloads included). The representative value is the exact
+// mode for 1-byte elements (histogram); for 2- and 4-byte elements it is the
+// most frequent of up to 8 Misra-Gries candidates (exact for any value that
+// covers more than 1/9 of the block, which is the case the paper targets).
+//
+// No heap: the encoder streams into a ByteSink, the decoder reads from a
+// ByteSource at offsets and writes straight into the caller's buffer.
+#ifndef TINYSEG_CODEC_H_
+#define TINYSEG_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tinyseg/status.h"
+
+namespace tinyseg {
+
+constexpr uint32_t kCodecMagic = 0x31435354u;  // "TSC1" read as little-endian u32
+constexpr uint8_t kCodecVersion = 1;
+constexpr size_t kStreamHeaderBytes = 16;
+constexpr size_t kIndexEntryBytes = 4;
+constexpr size_t kBlockHeaderBytes = 8;
+constexpr uint32_t kMaxBlockBytes = 32768;  // others_count fits in u16
+
+enum class BlockMode : uint8_t { kRaw = 0, kCompressed = 1, kConstant = 2 };
+
+struct CodecParams {
+  uint32_t elem_size = 1;      // 1, 2 or 4 bytes
+  uint32_t block_bytes = 1024; // multiple of elem_size, <= kMaxBlockBytes
+};
+
+struct StreamHeader {
+  uint32_t total_bytes = 0;
+  uint32_t block_bytes = 0;
+  uint32_t elem_size = 0;
+  uint32_t num_blocks = 0;
+};
+
+struct EncodeStats {
+  size_t encoded_bytes = 0;
+  uint32_t raw_blocks = 0;
+  uint32_t compressed_blocks = 0;
+  uint32_t constant_blocks = 0;
+};
+
+// Destination of an encoded stream; Write is called with consecutive pieces.
+class ByteSink {
+ public:
+  virtual Status Write(const uint8_t* data, size_t len) = 0;
+
+ protected:
+  ~ByteSink() = default;
+};
+
+// Random-access origin of an encoded stream.
+class ByteSource {
+ public:
+  virtual size_t Size() const = 0;
+  virtual Status Read(size_t offset, uint8_t* dst, size_t len) = 0;
+
+ protected:
+  ~ByteSource() = default;
+};
+
+// Sink writing into a caller buffer; fails with kBufferTooSmall when full.
+class MemorySink final : public ByteSink {
+ public:
+  MemorySink(uint8_t* buffer, size_t capacity) : buf_(buffer), cap_(capacity) {}
+  Status Write(const uint8_t* data, size_t len) override;
+  size_t size() const { return len_; }
+
+ private:
+  uint8_t* buf_;
+  size_t cap_;
+  size_t len_ = 0;
+};
+
+// Source over a caller buffer.
+class MemorySource final : public ByteSource {
+ public:
+  MemorySource(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  size_t Size() const override { return size_; }
+  Status Read(size_t offset, uint8_t* dst, size_t len) override;
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+};
+
+// Checks elem_size, block_bytes and that total_bytes is a whole number of
+// elements that fits the u32 header field.
+Status ValidateCodecParams(size_t total_bytes, const CodecParams& params);
+
+size_t NumBlocks(size_t total_bytes, uint32_t block_bytes);
+
+// Upper bound of the encoded size (header + index + every block raw).
+// Returns 0 if the parameters are invalid.
+size_t WorstCaseEncodedSize(size_t total_bytes, const CodecParams& params);
+
+// Exact encoded size without producing output (the encoder's first pass).
+Status MeasureEncodedSize(const uint8_t* data, size_t size,
+                          const CodecParams& params, size_t* encoded_size);
+
+// Streams the encoding of data[0, size) into sink. Two passes over the input
+// (sizes for the index, then blocks), no buffering beyond a few hundred bytes
+// of stack. stats may be null.
+Status Encode(const uint8_t* data, size_t size, const CodecParams& params,
+              ByteSink& sink, EncodeStats* stats);
+
+// Convenience wrapper around Encode + MemorySink.
+Status EncodeToBuffer(const uint8_t* data, size_t size,
+                      const CodecParams& params, uint8_t* out,
+                      size_t capacity, size_t* out_len, EncodeStats* stats);
+
+// Reads and validates the stream header.
+Status ReadStreamHeader(ByteSource& source, StreamHeader* header);
+
+// Decoder that caches the stream header between range requests.
+class StreamReader {
+ public:
+  // Reads and validates the header of the stream in source.
+  Status Open(ByteSource& source);
+  const StreamHeader& header() const { return header_; }
+
+  // Decodes original bytes [offset, offset + length) into dst. Any byte
+  // range is allowed; only the blocks touching it are read.
+  Status DecodeRange(size_t offset, size_t length, uint8_t* dst);
+
+ private:
+  Status DecodeElements(uint32_t first, uint32_t last, uint8_t* dst);
+  Status DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b, uint8_t* dst);
+
+  ByteSource* source_ = nullptr;
+  StreamHeader header_;
+};
+
+// One-shot helpers (re-read the header every call).
+Status DecodeRange(ByteSource& source, size_t offset, size_t length,
+                   uint8_t* dst);
+Status DecodeAll(ByteSource& source, uint8_t* dst, size_t capacity,
+                 size_t* out_len);
+
+}  // namespace tinyseg
+
+#endif  // TINYSEG_CODEC_H_

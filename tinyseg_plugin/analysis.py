@@ -1,0 +1,140 @@
+"""The analysis of one model: plan, cold ranges and the per-operator schedule, as plain data.
+
+``analyze`` is what ``tinyseg analyze`` prints and what the tflite-tools plugin
+contributes to the host's report; ``to_dict`` is the stable JSON layout
+documented in docs/analysis_json.md (bump SCHEMA when it changes).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .coldrange import ColdRange, cold_ranges, op_of, scope_of
+from .graph import Graph
+from .planner import Buffer, Plan, plan_graph
+
+SCHEMA = "tinyseg.analysis/1"
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One operator of the schedule with what is live while it runs."""
+
+    index: int
+    scope: int
+    opcode: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    scratch: tuple[int, ...]  # planned bytes of each scratch buffer
+    live: tuple[str, ...]  # labels of the live buffers
+    live_bytes: int
+    arena_top: int  # highest offset + size among the live buffers
+    input_bytes: int
+    output_bytes: int
+    scratch_bytes: int
+    other_bytes: int
+
+
+@dataclass
+class Analysis:
+    graph: Graph
+    plan: Plan
+    cold: dict[int, ColdRange]
+    ops: list[OpRow]
+    peak_op: int | None  # operator whose scope reaches the head first; None for a model with no operators
+
+    @property
+    def head(self) -> int:
+        return self.plan.head
+
+
+def _row(graph: Graph, plan: Plan, op_index: int) -> OpRow:
+    op = graph.operators[op_index]
+    s = scope_of(op_index)
+    live = [b for b in plan.live_at(s) if b.subgraph == 0 or b.kind == "scratch"]
+    ins = {t for t in op.inputs if t >= 0}
+    outs = set(op.outputs)
+    by_kind = {"in": 0, "out": 0, "scratch": 0, "other": 0}
+    for b in live:
+        if b.kind == "scratch" and b.index == op_index and b.subgraph == graph.subgraph:
+            by_kind["scratch"] += b.size
+        elif b.kind == "tensor" and b.subgraph == graph.subgraph and b.index in outs:
+            by_kind["out"] += b.size
+        elif b.kind == "tensor" and b.subgraph == graph.subgraph and b.index in ins:
+            by_kind["in"] += b.size
+        else:
+            by_kind["other"] += b.size
+    scratch = tuple(b.size for b in plan.buffers if b.kind == "scratch" and b.index == op_index and b.subgraph == graph.subgraph)
+    return OpRow(
+        op_index, s, op.opcode, op.inputs, op.outputs, scratch, tuple(b.label for b in live),
+        sum(b.size for b in live), max((b.offset + b.size for b in live), default=0),
+        by_kind["in"], by_kind["out"], by_kind["scratch"], by_kind["other"],
+    )
+
+
+def analyze_graph(graph: Graph, kernels: str = "reference", target: str = "host64", plan: Plan | None = None) -> Analysis:
+    plan = plan or plan_graph(graph, kernels, target)
+    rows = [_row(graph, plan, i) for i in range(len(graph.operators))]
+    peak = None
+    if rows:
+        peak = max(rows, key=lambda r: (r.arena_top, r.live_bytes, -r.index)).index
+    return Analysis(graph, plan, cold_ranges(graph), rows, peak)
+
+
+def _buffer_dict(b: Buffer) -> dict:
+    return {
+        "label": b.label, "kind": b.kind, "subgraph": b.subgraph, "index": b.index, "bytes": b.nbytes,
+        "size": b.size, "offset": b.offset, "first_scope": b.first, "last_scope": b.last, "offline": b.offline,
+    }
+
+
+def to_dict(a: Analysis, model_name: str = "") -> dict:
+    """The documented JSON layout (docs/analysis_json.md)."""
+    g, p = a.graph, a.plan
+    tensors = []
+    for t in g.tensors:
+        if t.index not in set(g.activations):
+            continue
+        b = p.tensor_buffer(t.index, g.subgraph)
+        cr = a.cold.get(t.index)
+        tensors.append({
+            "index": t.index, "name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.nbytes,
+            "arena_bytes": b.size if b else 0, "offset": b.offset if b else None,
+            "first_scope": b.first if b else None, "last_scope": b.last if b else None,
+            "producer": g.producers.get(t.index), "consumers": g.consumers.get(t.index, []),
+            "graph_input": t.index in g.inputs, "graph_output": t.index in g.outputs,
+            "cold_range": None if cr is None else {"start": cr.start, "end": cr.end, "last": cr.last, "length": cr.length},
+            "idle_ranges": [] if cr is None else [list(r) for r in cr.idle],
+        })
+    ops = [{
+        "index": r.index, "scope": r.scope, "opcode": r.opcode, "inputs": list(r.inputs), "outputs": list(r.outputs),
+        "scratch": list(r.scratch), "live": list(r.live), "live_bytes": r.live_bytes, "arena_top": r.arena_top,
+        "input_bytes": r.input_bytes, "output_bytes": r.output_bytes, "scratch_bytes": r.scratch_bytes,
+        "other_bytes": r.other_bytes, "peak": r.index == a.peak_op,
+    } for r in a.ops]
+    tail = p.tail
+    return {
+        "schema": SCHEMA,
+        "model": model_name,
+        "kernels": p.kernels,
+        "target": p.target,
+        "exact": p.exact,
+        "unknown_ops": p.unknown_ops,
+        "head": p.head,
+        "tail": {
+            "estimate": True, "total": tail.total, "eval_tensors": tail.eval_tensors,
+            "node_registrations": tail.node_registrations, "io_tensors": tail.io_tensors,
+            "kernel_data": tail.kernel_data, "scratch_handles": tail.scratch_handles,
+            "variables": tail.variables, "fixed": tail.fixed,
+        },
+        "total": p.total,
+        "peak": None if a.peak_op is None else {
+            "operator": a.peak_op, "scope": scope_of(a.peak_op), "opcode": g.operators[a.peak_op].opcode,
+            "live": list(a.ops[a.peak_op].live), "live_bytes": a.ops[a.peak_op].live_bytes,
+        },
+        "tensors": tensors,
+        "operators": ops,
+        "buffers": [_buffer_dict(b) for b in p.buffers],
+    }
+
+
+__all__ = ["Analysis", "OpRow", "SCHEMA", "analyze_graph", "to_dict", "op_of", "scope_of"]

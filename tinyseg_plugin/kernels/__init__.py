@@ -1,0 +1,66 @@
+"""Per-kernel memory rules: the scratch buffers each kernel requests in Prepare and
+the persistent memory it takes, for each TFLM kernel set we model.
+
+A kernel set is a module with two functions, ``scratch_requests`` and
+``persistent_bytes``; this package picks the module and routes TinySeg's own
+custom operators to the custom-operator contract, so the planner never needs to
+know which kernel set it is planning for.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from ..errors import TinySegError
+from ..graph import Graph, Operator
+from . import cmsis_nn, reference
+
+KERNEL_SETS: dict[str, ModuleType] = {"reference": reference, "cmsis-nn": cmsis_nn}
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the arena layout depends on besides the kernels: the width of a pointer."""
+
+    name: str
+    pointer_bytes: int
+
+
+TARGETS: dict[str, Target] = {
+    "host64": Target("host64", 8),
+    "cortex-m": Target("cortex-m", 4),
+}
+
+
+@dataclass
+class KernelRules:
+    """Scratch and persistent rules for one kernel set on one target."""
+
+    kernels: str = "reference"
+    target: Target = field(default_factory=lambda: TARGETS["host64"])
+    unknown_ops: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.kernels not in KERNEL_SETS:
+            raise TinySegError(f"unknown kernel set '{self.kernels}' (choose from: {', '.join(KERNEL_SETS)})")
+
+    def scratch_requests(self, graph: Graph, op: Operator) -> list[int]:
+        """Bytes of each scratch buffer the operator's kernel requests, in request order."""
+        from .. import customops  # the contract module; imported late to keep the layering one-way
+
+        if customops.is_tinyseg_op(op):
+            return customops.scratch_requests(graph, op, self.kernels)
+        module = KERNEL_SETS[self.kernels]
+        result = module.scratch_requests(graph, op, self.target.pointer_bytes)
+        if result is None:
+            self.unknown_ops.add(op.opcode)
+            return []
+        return result
+
+    def persistent_bytes(self, graph: Graph, op: Operator) -> int:
+        """Bytes the kernel allocates from the persistent (tail) section, alignment included."""
+        from .. import customops
+
+        if customops.is_tinyseg_op(op):
+            return customops.persistent_bytes(graph, op, self.target.pointer_bytes)
+        return KERNEL_SETS[self.kernels].persistent_bytes(graph, op, self.target.pointer_bytes)

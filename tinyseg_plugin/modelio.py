@@ -1,0 +1,171 @@
+"""Reading and writing .tflite files through the schema's object API.
+
+A model read here and written back keeps every table the schema has (buffers,
+metadata, signature defs, all subgraphs, quantization). Buffer data is written
+16-byte aligned, as TFLite's own writer does, so that kernels may read weights
+with wide loads on the target.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from pathlib import Path
+
+import flatbuffers
+import numpy as np
+
+from .errors import TinySegError
+from .schema import fb
+
+FILE_IDENTIFIER = b"TFL3"
+BUFFER_ALIGNMENT = 16
+
+
+def read_model_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The raw bytes of a model file, with the checks that need no parsing."""
+    p = Path(path)
+    if not p.exists():
+        raise TinySegError(f"{p}: no such file")
+    if p.is_dir():
+        raise TinySegError(f"{p}: is a directory, not a .tflite model")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise TinySegError(f"{p}: cannot read: {exc.strerror}") from None
+    if not data:
+        raise TinySegError(f"{p}: empty file, not a .tflite model")
+    return data
+
+
+def parse_model(data: bytes, name: str = "model") -> "fb.ModelT":
+    """Parse flatbuffer bytes into the object API, rejecting anything that is not a whole TFLite model."""
+    if len(data) < 8:
+        raise TinySegError(f"{name}: too short to be a flatbuffer ({len(data)} bytes)")
+    root = int.from_bytes(data[0:4], "little")
+    if root < 8 or root + 4 > len(data):
+        raise TinySegError(f"{name}: not a flatbuffer (root offset {root} outside the {len(data)}-byte file)")
+    ident = data[4:8]
+    if ident != FILE_IDENTIFIER:
+        raise TinySegError(
+            f"{name}: wrong file identifier {ident!r}, expected {FILE_IDENTIFIER!r} (not a TFLite model)"
+        )
+    try:
+        model = fb.ModelT.InitFromObj(fb.Model.GetRootAs(data, 0))
+    except Exception as exc:  # flatbuffers raises assorted errors on corrupt input
+        raise TinySegError(f"{name}: corrupt or truncated flatbuffer ({type(exc).__name__})") from None
+    _check_structure(model, name, len(data))
+    _load_external_buffers(model, data, name)
+    return model
+
+
+def load_model(path: str | os.PathLike[str]) -> "fb.ModelT":
+    """Load a .tflite file into the schema's object API."""
+    return parse_model(read_model_bytes(path), str(path))
+
+
+def _check_structure(model: "fb.ModelT", name: str, size: int) -> None:
+    """Index checks the flatbuffer verifier would make and TFLM relies on."""
+    if not model.subgraphs:
+        raise TinySegError(f"{name}: the model has no subgraphs")
+    n_buffers = len(model.buffers or [])
+    n_codes = len(model.operatorCodes or [])
+    for s, sg in enumerate(model.subgraphs):
+        n_tensors = len(sg.tensors or [])
+        for t, tensor in enumerate(sg.tensors or []):
+            if not 0 <= tensor.buffer < max(n_buffers, 1):
+                raise TinySegError(f"{name}: subgraph {s} tensor {t} names buffer {tensor.buffer}, which does not exist")
+        for o, op in enumerate(sg.operators or []):
+            if not 0 <= op.opcodeIndex < n_codes:
+                raise TinySegError(f"{name}: subgraph {s} operator {o} has an invalid opcode index {op.opcodeIndex}")
+            for idx in list(op.inputs if op.inputs is not None else []) + list(
+                op.outputs if op.outputs is not None else []
+            ):
+                if idx < -1 or idx >= n_tensors:
+                    raise TinySegError(f"{name}: subgraph {s} operator {o} names tensor {idx}, which does not exist")
+        for idx in list(sg.inputs if sg.inputs is not None else []) + list(
+            sg.outputs if sg.outputs is not None else []
+        ):
+            if not 0 <= idx < n_tensors:
+                raise TinySegError(f"{name}: subgraph {s} input/output names tensor {idx}, which does not exist")
+
+
+def _load_external_buffers(model: "fb.ModelT", data: bytes, name: str) -> None:
+    """Pull buffers stored after the flatbuffer (the >2 GB layout) into the model, so writing is uniform."""
+    for i, buf in enumerate(model.buffers or []):
+        if buf.offset > 1:
+            end = buf.offset + buf.size
+            if end > len(data):
+                raise TinySegError(f"{name}: buffer {i} lies past the end of the file (truncated?)")
+            buf.data = np.frombuffer(data[buf.offset:end], dtype=np.uint8).copy()
+            buf.offset = 0
+            buf.size = 0
+
+
+class _AlignedBufferT(fb.BufferT):
+    """A BufferT whose data vector starts on a 16-byte boundary."""
+
+    def Pack(self, builder: flatbuffers.Builder) -> int:  # noqa: N802 (schema naming)
+        data_off = None
+        if self.data is not None:
+            payload = np.asarray(self.data, dtype=np.uint8).tobytes()
+            builder.StartVector(1, len(payload), BUFFER_ALIGNMENT)
+            builder.head = builder.head - len(payload)
+            builder.Bytes[builder.head : builder.head + len(payload)] = payload
+            builder.vectorNumElems = len(payload)
+            data_off = builder.EndVector()
+        fb.BufferStart(builder)
+        if data_off is not None:
+            fb.BufferAddData(builder, data_off)
+        fb.BufferAddOffset(builder, self.offset)
+        fb.BufferAddSize(builder, self.size)
+        return fb.BufferEnd(builder)
+
+
+def model_to_bytes(model: "fb.ModelT") -> bytes:
+    """Serialise a model; the input object is not changed."""
+    m = copy.copy(model)
+    bufs = []
+    for b in model.buffers or []:
+        ab = _AlignedBufferT()
+        ab.data, ab.offset, ab.size = b.data, b.offset, b.size
+        bufs.append(ab)
+    m.buffers = bufs
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(m.Pack(builder), file_identifier=FILE_IDENTIFIER)
+    return bytes(builder.Output())
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write a file so that it is either whole or absent: never half-written."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise TinySegError(f"{p}: directory {parent} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, p)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise TinySegError(f"{p}: cannot write: {exc.strerror}") from None
+
+
+def save_model(model: "fb.ModelT", path: str | os.PathLike[str]) -> bytes:
+    """Serialise and write atomically; returns the bytes written."""
+    data = model_to_bytes(model)
+    write_atomic(path, data)
+    return data
+
+
+def clone_model(model: "fb.ModelT") -> "fb.ModelT":
+    """A deep copy that shares the (never mutated) buffer data arrays, so copies of large models are cheap."""
+    memo: dict[int, object] = {}
+    for b in model.buffers or []:
+        if b.data is not None:
+            memo[id(b.data)] = b.data
+    return copy.deepcopy(model, memo)

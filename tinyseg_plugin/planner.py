@@ -1,0 +1,335 @@
+"""TFLM-exact memory planning of the arena's non-persistent part (the "head").
+
+This follows what TFLM does when it commits its static memory plan:
+AllocationInfoBuilder gives every tensor and scratch buffer a lifetime in
+"allocation scopes" (graph inputs at scope 0, operator i at scope i+1,
+graph outputs kept to the last scope, control-flow subgraphs nested in their
+operator's scope), sizes are rounded up to 16 bytes, and GreedyMemoryPlanner
+places offline-planned buffers first, then the rest largest first (a stable
+sort over the reversed insertion order, as its bubble sort does) at the lowest
+offset that fits among the buffers alive at the same time.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from .errors import TinySegError
+from .graph import Graph, build_graph
+from .kernels import TARGETS, KernelRules, Target
+from .schema import fb
+
+ARENA_ALIGNMENT = 16
+OFFLINE_METADATA = "OfflineMemoryAllocation"
+ONLINE = -1
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One buffer of the plan: a tensor of some subgraph, or a kernel's scratch buffer."""
+
+    kind: str  # "tensor" or "scratch"
+    subgraph: int
+    index: int  # tensor index, or the requesting operator's index for scratch
+    nbytes: int  # bytes asked for
+    size: int  # bytes planned (rounded up to 16)
+    first: int  # first allocation scope
+    last: int  # last allocation scope
+    offset: int
+    offline: bool = False
+    request: int = 0  # for scratch: which of the operator's requests
+
+    def alive_at(self, scope: int) -> bool:
+        return self.first <= scope <= self.last
+
+    @property
+    def label(self) -> str:
+        if self.kind == "tensor":
+            return f"t{self.index}" if self.subgraph == 0 else f"s{self.subgraph}:t{self.index}"
+        return f"scratch(op{self.index}#{self.request})"
+
+
+@dataclass(frozen=True)
+class Tail:
+    """An estimate of the persistent section (the "tail"), by category."""
+
+    target: str
+    eval_tensors: int
+    node_registrations: int
+    io_tensors: int
+    kernel_data: int
+    scratch_handles: int
+    variables: int
+    fixed: int
+
+    @property
+    def total(self) -> int:
+        return (
+            self.eval_tensors + self.node_registrations + self.io_tensors + self.kernel_data
+            + self.scratch_handles + self.variables + self.fixed
+        )
+
+
+@dataclass
+class Plan:
+    """A memory plan: every buffer with its offset, the head, and the tail estimate."""
+
+    graph: Graph
+    kernels: str
+    target: str
+    buffers: list[Buffer]
+    head: int
+    tail: Tail
+    scopes: int  # number of allocation scopes (operators of subgraph 0 + 1, without control flow)
+    unknown_ops: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.head + self.tail.total
+
+    @property
+    def exact(self) -> bool:
+        """False when some operator had no scratch rule, so the head may be off."""
+        return not self.unknown_ops
+
+    def live_at(self, scope: int) -> list[Buffer]:
+        return [b for b in self.buffers if b.alive_at(scope)]
+
+    def tensor_buffer(self, tensor: int, subgraph: int = 0) -> Buffer | None:
+        for b in self.buffers:
+            if b.kind == "tensor" and b.index == tensor and b.subgraph == subgraph:
+                return b
+        return None
+
+    def peak_scope(self) -> int:
+        """The scope whose live buffers reach highest in the arena (the first such scope)."""
+        best, best_top = 0, -1
+        for s in range(self.scopes + 1):
+            top = max((b.offset + b.size for b in self.live_at(s)), default=0)
+            if top > best_top:
+                best, best_top = s, top
+        return best
+
+
+def align_up(n: int, a: int = ARENA_ALIGNMENT) -> int:
+    return (n + a - 1) // a * a
+
+
+# ---------------------------------------------------------------- lifetimes
+
+
+@dataclass
+class _Info:
+    nbytes: int
+    needs: bool
+    offline: int = ONLINE
+    first: int = -1
+    last: int = -1
+
+
+_CONTROL_FLOW = {
+    "IF": ("thenSubgraphIndex", "elseSubgraphIndex"),
+    "WHILE": ("condSubgraphIndex", "bodySubgraphIndex"),
+    "CALL_ONCE": ("initSubgraphIndex",),
+}
+
+
+class _Lifetimes:
+    """AllocationInfoBuilder::MarkAllocationLifetimes, recursion into control flow included."""
+
+    def __init__(self, graphs: list[Graph], infos: list[list[_Info]], scratch: list[tuple[int, int, _Info]]):
+        self.graphs, self.infos, self.scratch, self.scope = graphs, infos, scratch, 0
+
+    @staticmethod
+    def _created(info: _Info, scope: int) -> None:
+        if info.first == -1:
+            info.first = scope
+
+    def mark(self, s: int) -> None:
+        g, infos = self.graphs[s], self.infos[s]
+        for t in g.inputs:
+            self._created(infos[t], self.scope)
+            infos[t].last = self.scope
+        for op in g.operators:
+            self.scope += 1
+            for t in op.outputs:
+                self._created(infos[t], self.scope)
+            start = self.scope
+            for attr in _CONTROL_FLOW.get(op.opcode, ()):
+                self.scope += 1
+                self.mark(int(getattr(op.options, attr)))
+            for t in op.inputs:
+                if t >= 0:
+                    infos[t].last = self.scope
+            for t in op.outputs:
+                infos[t].last = self.scope
+            for sg, node, info in self.scratch:
+                if sg == s and node == op.index:
+                    self._created(info, start)
+                    info.last = self.scope
+        for t in g.outputs:
+            self._created(infos[t], self.scope)
+            infos[t].last = self.scope
+
+
+def offline_offsets(model: "fb.ModelT") -> list[int] | None:
+    """Offsets from the model's OfflineMemoryAllocation metadata (-1: planned online), or None."""
+    for md in model.metadata or []:
+        name = md.name.decode() if isinstance(md.name, bytes) else md.name
+        if name != OFFLINE_METADATA:
+            continue
+        data = bytes(bytearray(model.buffers[md.buffer].data))
+        if len(data) < 12:
+            raise TinySegError("OfflineMemoryAllocation metadata is shorter than its 12-byte header")
+        count = struct.unpack_from("<I", data, 8)[0]
+        if len(data) < 12 + 4 * count:
+            raise TinySegError("OfflineMemoryAllocation metadata is truncated")
+        return list(struct.unpack_from(f"<{count}i", data, 12))
+    return None
+
+
+# ---------------------------------------------------------------- placement
+
+
+def greedy_place(sizes: list[int], firsts: list[int], lasts: list[int], offline: list[int]) -> list[int]:
+    """GreedyMemoryPlanner::CalculateOffsetsIfNeeded: offsets for each buffer, in insertion order."""
+    n = len(sizes)
+    if n == 0:
+        return []
+    head_ids = [i for i in range(n) if offline[i] != ONLINE]
+    online = [i for i in range(n) if offline[i] == ONLINE]
+    online.reverse()  # filled from the tail of the array in insertion order
+    online.sort(key=lambda i: -sizes[i])  # stable, like the planner's bubble sort
+    order = head_ids + online
+    offsets = [ONLINE] * n
+    placed: list[tuple[int, int]] = []  # (offset, id), kept sorted by offset; ties after existing entries
+    for k, i in enumerate(order):
+        if offline[i] != ONLINE:
+            cand = offline[i]
+        elif k == 0:
+            cand = 0
+        else:
+            cand = 0
+            f, l, size = firsts[i], lasts[i], sizes[i]
+            for off, j in placed:
+                if firsts[j] > l or f > lasts[j]:
+                    continue
+                if off - cand >= size:
+                    break
+                cand = max(cand, off + sizes[j])
+        offsets[i] = cand
+        _insert_sorted(placed, cand, i, first=(k == 0))
+    return offsets
+
+
+def _insert_sorted(placed: list[tuple[int, int]], offset: int, i: int, first: bool) -> None:
+    """Insert like the planner's linked list: before the first entry with a strictly larger offset,
+    except that a new entry goes in front of the list head only when the head's offset is larger."""
+    if first or not placed:
+        placed.append((offset, i))
+        return
+    if placed[0][0] > offset:
+        placed.insert(0, (offset, i))
+        return
+    for pos in range(1, len(placed)):
+        if placed[pos][0] > offset:
+            placed.insert(pos, (offset, i))
+            return
+    placed.append((offset, i))
+
+
+# ---------------------------------------------------------------- the plan
+
+
+def plan_graph(graph: Graph, kernels: str = "reference", target: str | Target = "host64") -> Plan:
+    """Plan the whole model behind ``graph`` as TFLM would, and estimate its tail."""
+    tgt = TARGETS[target] if isinstance(target, str) else target
+    rules = KernelRules(kernels, tgt)
+    model = graph.model
+    graphs = [graph if s == graph.subgraph else build_graph(model, s) for s in range(len(model.subgraphs))]
+    offsets = offline_offsets(model)
+    total_tensors = sum(len(g.tensors) for g in graphs)
+    if offsets is not None and len(offsets) != total_tensors:
+        raise TinySegError(
+            f"OfflineMemoryAllocation metadata has {len(offsets)} offsets but the model has {total_tensors} tensors"
+        )
+    infos: list[list[_Info]] = []
+    k = 0
+    for g in graphs:
+        row = []
+        for t in g.tensors:
+            needs = not t.is_constant and not t.is_variable and t.nbytes != 0
+            off = ONLINE
+            if offsets is not None:
+                off = offsets[k]
+                if t.is_variable and off != ONLINE:
+                    needs = True
+            k += 1
+            row.append(_Info(t.nbytes, needs, off))
+        infos.append(row)
+    scratch: list[tuple[int, int, _Info]] = []
+    requests: list[tuple[int, int, int]] = []
+    for s, g in enumerate(graphs):
+        for op in g.operators:
+            for r, nbytes in enumerate(rules.scratch_requests(g, op)):
+                scratch.append((s, op.index, _Info(nbytes, True)))
+                requests.append((s, op.index, r))
+    marker = _Lifetimes(graphs, infos, scratch)
+    marker.mark(0)
+
+    entries: list[tuple[str, int, int, _Info, int]] = []
+    for s, row in enumerate(infos):
+        for t, info in enumerate(row):
+            if info.needs:
+                entries.append(("tensor", s, t, info, 0))
+    for (s, node, info), (_, _, r) in zip(scratch, requests):
+        entries.append(("scratch", s, node, info, r))
+    sizes = [align_up(e[3].nbytes) for e in entries]
+    placed = greedy_place(sizes, [e[3].first for e in entries], [e[3].last for e in entries], [e[3].offline for e in entries])
+    buffers = [
+        Buffer(kind, s, idx, info.nbytes, size, info.first, info.last, off, info.offline != ONLINE, r)
+        for (kind, s, idx, info, r), size, off in zip(entries, sizes, placed)
+    ]
+    head = max((b.offset + b.size for b in buffers), default=0)
+    tail = estimate_tail(graphs, rules, len(scratch))
+    return Plan(graph, kernels, tgt.name, buffers, head, tail, marker.scope, sorted(rules.unknown_ops))
+
+
+def plan_model(model: "fb.ModelT", kernels: str = "reference", target: str = "host64") -> Plan:
+    return plan_graph(build_graph(model), kernels, target)
+
+
+# ---------------------------------------------------------------- the tail
+
+# sizeof() of TFLM's runtime structures, measured with the recording allocator
+# (64-bit: the tflite-micro wheel; 32-bit: a Cortex-M7 build).
+_SIZES = {
+    8: {"eval_tensor": 24, "node": 64, "tensor": 64, "quant": 24, "handle": 8, "fixed": 480, "per_op": 28},
+    4: {"eval_tensor": 12, "node": 36, "tensor": 40, "quant": 12, "handle": 4, "fixed": 320, "per_op": 16},
+}
+
+
+def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -> Tail:
+    """Estimate of the persistent section: runtime structures plus what kernels keep."""
+    sz = _SIZES[rules.target.pointer_bytes]
+    tensors = sum(len(g.tensors) for g in graphs)
+    ops = sum(len(g.operators) for g in graphs)
+    main = graphs[0]
+    io = list(main.inputs) + list(main.outputs)
+    io_bytes = 0
+    for t in io:
+        io_bytes += sz["tensor"]
+        if main.tensors[t].scales:
+            io_bytes += sz["quant"] + align_up(4 + 4 * len(main.tensors[t].zero_points), 8)
+    kernel = sum(rules.persistent_bytes(g, op) for g in graphs for op in g.operators)
+    variables = sum(align_up(t.nbytes) for g in graphs for t in g.tensors if t.is_variable)
+    return Tail(
+        target=rules.target.name,
+        eval_tensors=align_up(tensors * sz["eval_tensor"]),
+        node_registrations=align_up(ops * sz["node"]),
+        io_tensors=io_bytes,
+        kernel_data=kernel,
+        scratch_handles=align_up(scratch_count * sz["handle"]) if scratch_count else 0,
+        variables=variables,
+        fixed=sz["fixed"] + sz["per_op"] * ops,
+    )

@@ -1,0 +1,229 @@
+"""Small random models built straight into the flatbuffer schema, without TensorFlow.
+
+Tests, benchmarks and bug reports need many valid models of the shape TinySeg
+cares about (encoder/decoder graphs with long skip connections); building them
+here keeps TensorFlow out of everything but the example-model script.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .schema import BUILTIN_CODES, TYPE_CODES, fb
+
+SAME, VALID = fb.Padding.SAME, fb.Padding.VALID
+
+
+@dataclass
+class ModelBuilder:
+    """Builds one subgraph; int8 models share one activation scale so every operator is valid."""
+
+    dtype: str = "INT8"  # "INT8" or "FLOAT32"
+    seed: int = 0
+    act_scale: float = 0.05
+    act_zero_point: int = -3
+    rng: np.random.Generator = field(init=False)
+    tensors: list = field(default_factory=list)
+    buffers: list = field(default_factory=lambda: [fb.BufferT()])
+    operators: list = field(default_factory=list)
+    opcodes: dict = field(default_factory=dict)
+    inputs: list = field(default_factory=list)
+    shapes: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+
+    # -- tensors
+    def _tensor(self, shape, dtype: str, name: str, data: np.ndarray | None = None, scales=None, zps=None, qdim=0) -> int:
+        t = fb.TensorT()
+        t.shape = list(shape)
+        t.type = TYPE_CODES[dtype]
+        t.name = name.encode()
+        if data is not None:
+            b = fb.BufferT()
+            b.data = np.frombuffer(np.ascontiguousarray(data).tobytes(), dtype=np.uint8).copy()
+            self.buffers.append(b)
+            t.buffer = len(self.buffers) - 1
+        else:
+            t.buffer = 0
+        if scales is not None:
+            q = fb.QuantizationParametersT()
+            q.scale = [float(s) for s in scales]
+            q.zeroPoint = [int(z) for z in zps]
+            q.quantizedDimension = qdim
+            t.quantization = q
+        self.tensors.append(t)
+        idx = len(self.tensors) - 1
+        self.shapes[idx] = tuple(shape)
+        return idx
+
+    def activation(self, shape, name: str) -> int:
+        if self.dtype == "INT8":
+            return self._tensor(shape, "INT8", name, scales=[self.act_scale], zps=[self.act_zero_point])
+        return self._tensor(shape, "FLOAT32", name)
+
+    def input(self, shape) -> int:
+        t = self.activation(shape, f"input{len(self.inputs)}")
+        self.inputs.append(t)
+        return t
+
+    def _weights(self, shape, qdim: int, name: str) -> int:
+        channels = shape[qdim]
+        if self.dtype == "INT8":
+            w = self.rng.integers(-127, 128, size=shape, dtype=np.int8)
+            scales = self.rng.uniform(0.002, 0.01, size=channels)
+            return self._tensor(shape, "INT8", name, w, scales, [0] * channels, qdim)
+        w = self.rng.normal(0, 0.3, size=shape).astype(np.float32)
+        return self._tensor(shape, "FLOAT32", name, w)
+
+    def _bias(self, channels: int, in_t: int, w_t: int, name: str) -> int:
+        if self.dtype == "INT8":
+            ws = self.tensors[w_t].quantization.scale
+            scales = [self.act_scale * s for s in ws]
+            b = self.rng.integers(-2000, 2000, size=channels, dtype=np.int32)
+            return self._tensor([channels], "INT32", name, b, scales, [0] * channels)
+        return self._tensor([channels], "FLOAT32", name, self.rng.normal(0, 0.1, size=channels).astype(np.float32))
+
+    # -- operators
+    def _op(self, name: str, inputs, outputs, options_type=0, options=None) -> None:
+        code = BUILTIN_CODES[name]
+        if name not in self.opcodes:
+            oc = fb.OperatorCodeT()
+            oc.builtinCode = code
+            oc.deprecatedBuiltinCode = min(code, 127)
+            oc.version = 1
+            self.opcodes[name] = (len(self.opcodes), oc)
+        op = fb.OperatorT()
+        op.opcodeIndex = self.opcodes[name][0]
+        op.inputs = list(inputs)
+        op.outputs = list(outputs)
+        op.builtinOptionsType = options_type
+        op.builtinOptions = options
+        self.operators.append(op)
+
+    @staticmethod
+    def _out_dim(size: int, k: int, stride: int, padding: int, dilation: int = 1) -> int:
+        eff = (k - 1) * dilation + 1
+        return math.ceil(size / stride) if padding == SAME else (size - eff) // stride + 1
+
+    def conv(self, x: int, out_ch: int, k: int = 3, stride: int = 1, padding: int = SAME, relu: bool = True, dilation: int = 1) -> int:
+        n, h, w, c = self.shapes[x]
+        wt = self._weights([out_ch, k, k, c], 0, f"conv{len(self.operators)}/w")
+        bt = self._bias(out_ch, x, wt, f"conv{len(self.operators)}/b")
+        oh, ow = self._out_dim(h, k, stride, padding, dilation), self._out_dim(w, k, stride, padding, dilation)
+        y = self.activation([n, oh, ow, out_ch], f"conv{len(self.operators)}")
+        o = fb.Conv2DOptionsT()
+        o.padding, o.strideH, o.strideW = padding, stride, stride
+        o.dilationHFactor = o.dilationWFactor = dilation
+        o.fusedActivationFunction = fb.ActivationFunctionType.RELU if relu else 0
+        self._op("CONV_2D", [x, wt, bt], [y], fb.BuiltinOptions.Conv2DOptions, o)
+        return y
+
+    def depthwise(self, x: int, k: int = 3, stride: int = 1, padding: int = SAME, multiplier: int = 1) -> int:
+        n, h, w, c = self.shapes[x]
+        wt = self._weights([1, k, k, c * multiplier], 3, f"dw{len(self.operators)}/w")
+        bt = self._bias(c * multiplier, x, wt, f"dw{len(self.operators)}/b")
+        y = self.activation([n, self._out_dim(h, k, stride, padding), self._out_dim(w, k, stride, padding), c * multiplier], f"dw{len(self.operators)}")
+        o = fb.DepthwiseConv2DOptionsT()
+        o.padding, o.strideH, o.strideW, o.depthMultiplier = padding, stride, stride, multiplier
+        o.dilationHFactor = o.dilationWFactor = 1
+        self._op("DEPTHWISE_CONV_2D", [x, wt, bt], [y], fb.BuiltinOptions.DepthwiseConv2DOptions, o)
+        return y
+
+    def pool(self, x: int, kind: str = "MAX_POOL_2D", k: int = 2, stride: int = 2, padding: int = VALID) -> int:
+        n, h, w, c = self.shapes[x]
+        y = self.activation([n, self._out_dim(h, k, stride, padding), self._out_dim(w, k, stride, padding), c], f"pool{len(self.operators)}")
+        o = fb.Pool2DOptionsT()
+        o.padding, o.strideH, o.strideW, o.filterHeight, o.filterWidth = padding, stride, stride, k, k
+        self._op(kind, [x], [y], fb.BuiltinOptions.Pool2DOptions, o)
+        return y
+
+    def transpose_conv(self, x: int, out_ch: int, k: int = 2, stride: int = 2) -> int:
+        n, h, w, c = self.shapes[x]
+        oshape = [n, h * stride, w * stride, out_ch]
+        shape_t = self._tensor([4], "INT32", f"tconv{len(self.operators)}/shape", np.array(oshape, dtype=np.int32))
+        wt = self._weights([out_ch, k, k, c], 0, f"tconv{len(self.operators)}/w")
+        bt = self._bias(out_ch, x, wt, f"tconv{len(self.operators)}/b")
+        y = self.activation(oshape, f"tconv{len(self.operators)}")
+        o = fb.TransposeConvOptionsT()
+        o.padding, o.strideH, o.strideW = SAME, stride, stride
+        self._op("TRANSPOSE_CONV", [shape_t, wt, x, bt], [y], fb.BuiltinOptions.TransposeConvOptions, o)
+        return y
+
+    def concat(self, xs: list[int], axis: int = 3) -> int:
+        shape = list(self.shapes[xs[0]])
+        shape[axis] = sum(self.shapes[x][axis] for x in xs)
+        y = self.activation(shape, f"concat{len(self.operators)}")
+        o = fb.ConcatenationOptionsT()
+        o.axis = axis
+        self._op("CONCATENATION", xs, [y], fb.BuiltinOptions.ConcatenationOptions, o)
+        return y
+
+    def add(self, a: int, b: int) -> int:
+        y = self.activation(list(self.shapes[a]), f"add{len(self.operators)}")
+        self._op("ADD", [a, b], [y], fb.BuiltinOptions.AddOptions, fb.AddOptionsT())
+        return y
+
+    def build(self, outputs: list[int]) -> "fb.ModelT":
+        sg = fb.SubGraphT()
+        sg.tensors, sg.operators = self.tensors, self.operators
+        sg.inputs, sg.outputs = list(self.inputs), list(outputs)
+        sg.name = b"main"
+        m = fb.ModelT()
+        m.version = 3
+        m.operatorCodes = [oc for _, oc in sorted(self.opcodes.values(), key=lambda v: v[0])]
+        m.subgraphs = [sg]
+        m.buffers = self.buffers
+        m.description = b"tinyseg synth"
+        return m
+
+
+def random_unet(seed: int, dtype: str | None = None, max_depth: int = 3) -> "fb.ModelT":
+    """A random encoder/decoder with long skip connections, pooling, depthwise and residual adds."""
+    rng = np.random.default_rng(seed)
+    dtype = dtype or ("INT8" if rng.random() < 0.7 else "FLOAT32")
+    b = ModelBuilder(dtype=dtype, seed=seed)
+    depth = int(rng.integers(1, max_depth + 1))
+    size = int(rng.choice([8, 12, 16, 24])) * (2 ** max(depth - 2, 0))
+    ch = int(rng.choice([2, 4, 8]))
+    x = b.input([1, size, size * int(rng.choice([1, 2])) if False else size, int(rng.choice([1, 3, 4]))])
+    skips = []
+    for d in range(depth):
+        x = b.conv(x, ch * 2**d, k=int(rng.choice([1, 3])))
+        if rng.random() < 0.4:
+            x = b.add(x, b.depthwise(x)) if rng.random() < 0.5 else b.depthwise(x)
+        if rng.random() < 0.3:
+            x = b.conv(x, ch * 2**d, k=3, relu=bool(rng.random() < 0.5))
+        skips.append(x)
+        kind = "MAX_POOL_2D" if rng.random() < 0.6 else "AVERAGE_POOL_2D"
+        x = b.pool(x, kind) if rng.random() < 0.7 else b.conv(x, ch * 2**d, k=3, stride=2)
+    x = b.conv(x, ch * 2**depth, k=int(rng.choice([1, 3])))
+    for d in reversed(range(depth)):
+        x = b.transpose_conv(x, max(ch * 2**d // int(rng.choice([1, 2])), 1))
+        skip = skips[d]
+        if b.shapes[x][1:3] != b.shapes[skip][1:3]:
+            x = b.conv(x, b.shapes[x][3], k=1)  # never happens for even sizes; keeps the graph valid
+        parts = [skip, x] if rng.random() < 0.7 else [x, skip]
+        x = b.concat(parts, axis=3)
+        x = b.conv(x, ch * 2**d, k=3)
+        if rng.random() < 0.3:
+            x = b.conv(x, ch * 2**d, k=3)
+    out = b.conv(x, int(rng.choice([1, 2])), k=1, relu=False)
+    return b.build([out])
+
+
+def chain(n_ops: int, size: int = 16, channels: int = 8, seed: int = 0) -> "fb.ModelT":
+    """A long model (for planner benchmarks): n_ops convolutions with a skip every few layers."""
+    b = ModelBuilder(dtype="INT8", seed=seed)
+    x = b.input([1, size, size, channels])
+    skips: list[int] = []
+    for i in range(n_ops):
+        if skips and i % 7 == 6:
+            x = b.add(x, skips.pop(0))
+        else:
+            x = b.conv(x, channels, k=1)
+        if i % 5 == 0:
+            skips.append(x)
+    return b.build([x])
