@@ -56,6 +56,7 @@ class Operator:
     options: Any = None  # the schema's <Op>OptionsT object, or None
     custom_options: bytes | None = None
     version: int = 1
+    intermediates: tuple[int, ...] = ()
 
     @property
     def is_custom(self) -> bool:
@@ -143,6 +144,7 @@ def build_graph(model: "fb.ModelT", subgraph: int = 0, name: str = "model") -> G
             options=raw.builtinOptions,
             custom_options=custom,
             version=int(code.version),
+            intermediates=tuple(int(x) for x in (raw.intermediates if raw.intermediates is not None else [])),
         )
         operators.append(op)
         for t in op.outputs:

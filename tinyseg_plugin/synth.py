@@ -227,3 +227,23 @@ def chain(n_ops: int, size: int = 16, channels: int = 8, seed: int = 0) -> "fb.M
         if i % 5 == 0:
             skips.append(x)
     return b.build([x])
+
+
+def tiny_unet_like(seed: int = 0, dtype: str = "INT8") -> "fb.ModelT":
+    """The Tiny U-Net's operator graph (80x120x3 in, skips at 8/16/32 channels) with random weights:
+    the same tensors and lifetimes as the converted Keras model, for tests that must not need TensorFlow."""
+    b = ModelBuilder(dtype=dtype, seed=seed)
+    x = b.input([1, 80, 120, 3])
+
+    def double(t: int, c: int) -> int:
+        return b.conv(b.conv(t, c), c)
+
+    x1 = double(x, 8)
+    x2 = double(b.pool(x1), 16)
+    x3 = double(b.pool(x2), 32)
+    x4 = double(b.pool(x3), 64)
+    y = x4
+    for skip, c in ((x3, 32), (x2, 16), (x1, 8)):
+        up = b.transpose_conv(y, c // 2)
+        y = double(b.concat([skip, up]), c)
+    return b.build([b.conv(y, 1, k=1, relu=False)])

@@ -50,6 +50,10 @@ class KernelRules:
 
         if customops.is_tinyseg_op(op):
             return customops.scratch_requests(graph, op, self.kernels)
+        if op.opcode == "TRANSPOSE_CONV" and op.intermediates:
+            marker = customops.transpose_conv_marker(graph, op)
+            if marker is not None:
+                return customops.transpose_conv_scratch(graph, op, marker)
         module = KERNEL_SETS[self.kernels]
         result = module.scratch_requests(graph, op, self.target.pointer_bytes)
         if result is None:

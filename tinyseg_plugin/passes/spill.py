@@ -1,0 +1,100 @@
+"""Tensor spilling (Algorithm 3, Figures 6 and 7): Spill at the start of a cold range, Fetching at its end,
+optionally for only part of the tensor (SPLIT_V after the start, CONCATENATION before the end)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import customops
+from ..coldrange import ColdRange
+from ..graph import Graph
+from ..schema import fb
+from .edit import Editor
+
+
+@dataclass(frozen=True)
+class SpillPlan:
+    """What to spill: a tensor over one of its cold ranges, all of it or ``rows`` slices along ``axis``."""
+
+    tensor: int
+    start: int  # scope of the last access before the range
+    end: int  # scope of the access that ends it
+    rows: int | None = None  # None: the whole tensor
+    axis: int = 1
+
+
+def spillable(graph: Graph, t: int) -> bool:
+    tensor = graph.tensors[t]
+    return (
+        t in set(graph.activations)
+        and t not in graph.outputs
+        and tensor.numpy_dtype is not None
+        and tensor.dtype in ("INT8", "UINT8", "INT16", "FLOAT32", "INT32")
+    )
+
+
+def split_axis(shape: tuple[int, ...]) -> int | None:
+    """The outermost axis with more than one slice: its slices are contiguous in memory."""
+    for axis, d in enumerate(shape):
+        if d > 1:
+            return axis
+    return None
+
+
+def partial_plan(graph: Graph, t: int, cr: ColdRange, reduction: int) -> SpillPlan:
+    """Spill just enough whole slices (rows) to free ``reduction`` bytes, as the paper's align(MR)."""
+    tensor = graph.tensors[t]
+    axis = split_axis(tensor.shape)
+    if axis is None:
+        return SpillPlan(t, cr.start, cr.end)
+    slice_bytes = tensor.nbytes // tensor.shape[axis]
+    rows = math.ceil(reduction / slice_bytes)
+    if rows >= tensor.shape[axis] or rows <= 0:
+        return SpillPlan(t, cr.start, cr.end)
+    return SpillPlan(t, cr.start, cr.end, rows, axis)
+
+
+def apply_spill(graph: Graph, plan: SpillPlan, slot: int) -> Graph:
+    """Insert the operators; returns the new graph (the input graph is unchanged)."""
+    ed = Editor(graph)
+    name = graph.tensors[plan.tensor].name or f"t{plan.tensor}"
+    start_pos = plan.start  # operator index start-1, so the new operator goes at index start
+    end_pos = plan.end - 1  # the operator that ends the cold range
+    victim = plan.tensor
+    whole = victim
+    keep = None
+    shape = list(graph.tensors[victim].shape)
+    inserted = 0
+    if plan.rows is not None:
+        keep_shape = list(shape)
+        keep_shape[plan.axis] = shape[plan.axis] - plan.rows
+        part_shape = list(shape)
+        part_shape[plan.axis] = plan.rows
+        keep = ed.tensor_like(whole, f"{name}/kept", keep_shape)
+        victim = ed.tensor_like(whole, f"{name}/spilled", part_shape)
+        sizes = ed.constant(f"{name}/split_sizes", np.array([keep_shape[plan.axis], plan.rows], np.int32), "INT32")
+        axis_t = ed.constant(f"{name}/split_axis", np.array(plan.axis, np.int32), "INT32")
+        o = fb.SplitVOptionsT()
+        o.numSplits = 2
+        ed.insert(start_pos, ed.make_op("SPLIT_V", [whole, sizes, axis_t], [keep, victim], options_type=fb.BuiltinOptions.SplitVOptions, options=o))
+        inserted += 1
+        shape = part_shape
+    spill = customops.encode(customops.SpillOptions(slot=slot))
+    ed.insert(start_pos + inserted, ed.make_op(customops.SPILL, [victim], [], custom_options=spill))
+    inserted += 1
+    end = end_pos + inserted
+    fetched = ed.tensor_like(victim, f"{name}/fetched", shape)
+    opts = customops.FetchingOptions(axis=0, operands=1, fetched=(customops.Fetched(0, slot, tuple(shape)),))
+    ed.insert(end, ed.make_op(customops.FETCHING, [], [fetched], custom_options=customops.encode(opts)))
+    end += 1
+    restored = fetched
+    if keep is not None:
+        restored = ed.tensor_like(whole, f"{name}/restored")
+        o = fb.ConcatenationOptionsT()
+        o.axis = plan.axis
+        ed.insert(end, ed.make_op("CONCATENATION", [keep, fetched], [restored], options_type=fb.BuiltinOptions.ConcatenationOptions, options=o))
+        end += 1
+    ed.rename_uses(plan.tensor, restored, end)
+    return ed.graph()
