@@ -60,6 +60,84 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_UNITS = {"": 1, "B": 1, "K": 1024, "KIB": 1024, "KB": 1000, "M": 1 << 20, "MIB": 1 << 20, "MB": 1_000_000}
+
+
+def parse_size(text: str) -> int:
+    """'153600', '150KiB', '150K' (KiB), '153.6KB', '1.2MB', '1MiB' -> bytes."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).upper() not in _UNITS:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a size (examples: 153600, 150KiB, 153.6KB, 1MB)")
+    value = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}': the target must be positive")
+    return value
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from .graph import build_graph
+    from .modelio import load_model, model_to_bytes, write_atomic
+    from .optimizer import Options, optimize
+    from .optimize_report import report_dict, steps_table
+    from .verify import verify
+
+    out_dir = __import__("pathlib").Path(args.output).resolve().parent
+    if not out_dir.is_dir():
+        raise TinySegError(f"{args.output}: directory {out_dir} does not exist")
+    model = load_model(args.model)
+    graph = build_graph(model, name=args.model)
+    opts = Options(kernels=args.kernels, arch=args.arch, target=args.target, partial=not args.no_partial,
+                   fuse=not args.no_fuse, scratch=not args.no_scratch16)
+    progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if not args.quiet else None
+    result = optimize(graph, opts, progress)
+    verification = None
+    if not args.no_verify:
+        if progress:
+            progress(f"verifying against the original in TFLM ({args.runs} random inputs)")
+        verification = verify(graph, result.graph, runs=args.runs)
+        if not verification.identical:
+            raise TinySegError(f"verification failed: {verification.detail}; no output written", EXIT_VERIFY_FAILED)
+    data = model_to_bytes(result.graph.model)
+    report = report_dict(result, args.model, args.output, verification)
+    writes = [lambda: write_atomic(args.output, data)]
+    if args.report:
+        text = json.dumps(report, indent=1) + "\n"
+        writes.append(lambda: write_atomic(args.report, text.encode()))
+    if args.plot:
+        from .analysis import analyze_graph
+        from .plots import plan_png
+
+        png = plan_png(analyze_graph(result.graph, args.kernels, args.arch, result.plan),
+                       f"{args.output}: head {result.plan.head:,} B ({args.kernels})")
+        writes.append(lambda: write_atomic(args.plot, png))
+    for w in writes:
+        w()
+    sys.stdout.write(steps_table(result))
+    if verification is not None:
+        print(f"verified: outputs bit-identical to the original in TFLM on {verification.runs} random inputs")
+    print(f"wrote {args.output}")
+    if args.target is not None and result.plan.head > args.target:
+        print(f"tinyseg: target {args.target:,} B not reachable: best head {result.plan.head:,} B (written)", file=sys.stderr)
+        return EXIT_TARGET_NOT_REACHED
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .graph import build_graph
+    from .modelio import load_model
+    from .verify import verify
+
+    a = build_graph(load_model(args.original), name=args.original)
+    b = build_graph(load_model(args.optimized), name=args.optimized)
+    v = verify(a, b, runs=args.runs)
+    if not v.identical:
+        raise TinySegError(f"outputs differ: {v.detail}", EXIT_VERIFY_FAILED)
+    print(f"identical: {v.runs} random inputs, outputs bit-identical in TFLM")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tinyseg", description="TFLM-exact memory analysis and TinySeg optimization of .tflite models")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -71,6 +149,27 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--csv", metavar="DIR", help="write tensors.csv, operators.csv and buffers.csv into DIR")
     a.add_argument("--plot", metavar="FILE.png", help="draw the arena plan and per-operator memory")
     a.set_defaults(func=cmd_analyze)
+
+    o = sub.add_parser("optimize", help="spill, fuse and narrow until the arena head meets the target")
+    o.add_argument("model", help=".tflite file")
+    o.add_argument("-o", "--output", required=True, help="optimized .tflite to write")
+    o.add_argument("--target", type=parse_size, help="arena head to reach, e.g. 160KB (default: as low as it goes)")
+    o.add_argument("--no-partial", action="store_true", help="spill whole tensors only")
+    o.add_argument("--no-fuse", action="store_true", help="no fused fetching")
+    o.add_argument("--no-scratch16", action="store_true", help="keep TRANSPOSE_CONV's full int32 scratch")
+    _kernels(o)
+    o.add_argument("--report", metavar="FILE.json", help="write the optimization report")
+    o.add_argument("--plot", metavar="FILE.png", help="draw the optimized arena plan")
+    o.add_argument("--runs", type=int, default=3, help="random inputs for verification (default: 3)")
+    o.add_argument("--no-verify", action="store_true", help="skip the bit-exact check in TFLM (not recommended)")
+    o.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    o.set_defaults(func=cmd_optimize)
+
+    v = sub.add_parser("verify", help="check an optimized model computes exactly what the original does")
+    v.add_argument("original")
+    v.add_argument("optimized")
+    v.add_argument("--runs", type=int, default=3)
+    v.set_defaults(func=cmd_verify)
     return p
 
 

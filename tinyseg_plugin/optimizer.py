@@ -60,10 +60,6 @@ class Result:
     steps: list[Step] = field(default_factory=list)
     spills: list[SpillRecord] = field(default_factory=list)
 
-    @property
-    def target_met(self) -> bool:
-        return True
-
 
 def _plan(g: Graph, o: Options) -> Plan:
     return plan_graph(g, o.kernels, o.arch)
@@ -140,13 +136,20 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
             cr = crs[t]
             size = g.tensors[t].nbytes
             need = plan.head - o.target if o.target is not None else None
-            sp = partial_plan(g, t, cr, need) if (o.partial and need is not None and size > need) else SpillPlan(t, cr.start, cr.end)
-            g2 = apply_spill(g, sp, slot)
-            how = ""
-            if o.fuse:
-                g2, how = _best_fusion(g2, slot, o)
-            p2 = _plan(g2, o)
-            if p2.head >= plan.head:
+            plans = [SpillPlan(t, cr.start, cr.end)]
+            if o.partial and need is not None and size > need:
+                part = partial_plan(g, t, cr, need)
+                if part.rows is not None:
+                    plans.insert(0, part)  # spill as little as meets the target; whole tensor if that fails
+            for sp in plans:
+                g2 = apply_spill(g, sp, slot)
+                how = ""
+                if o.fuse:
+                    g2, how = _best_fusion(g2, slot, o)
+                p2 = _plan(g2, o)
+                if p2.head < plan.head:
+                    break
+            else:
                 continue
             name = g.tensors[t].name
             spilled = size if sp.rows is None else size // g.tensors[t].shape[sp.axis] * sp.rows

@@ -1,0 +1,119 @@
+"""The command line: outputs, and every bad input gives one line, a non-zero code and no file."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from tinyseg_plugin import synth
+from tinyseg_plugin.cli import main
+from tinyseg_plugin.modelio import model_to_bytes, save_model
+
+
+@pytest.fixture(scope="module")
+def unet_file(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("m") / "unet.tflite"
+    save_model(synth.tiny_unet_like(), p)
+    return p
+
+
+def _bad_models(tmp: Path) -> dict[str, tuple[Path, str]]:
+    good = model_to_bytes(synth.random_unet(2))
+    cases = {
+        "missing": (tmp / "nope.tflite", "no such file"),
+        "empty": (tmp / "empty.tflite", "empty file"),
+        "text": (tmp / "text.tflite", "not a flatbuffer"),
+        "identifier": (tmp / "ident.tflite", "wrong file identifier"),
+        "truncated": (tmp / "trunc.tflite", ""),
+        "dynamic": (tmp / "dyn.tflite", "dynamic shape"),
+        "directory": (tmp, "is a directory"),
+    }
+    cases["empty"][0].write_bytes(b"")
+    cases["text"][0].write_bytes(b"this is not a model, just some text that is long enough")
+    cases["identifier"][0].write_bytes(good[:4] + b"XXXX" + good[8:])
+    cases["truncated"][0].write_bytes(good[: len(good) // 2])
+    m = synth.random_unet(2)
+    m.subgraphs[0].tensors[m.subgraphs[0].inputs[0]].shape[1] = -1
+    cases["dynamic"][0].write_bytes(model_to_bytes(m))
+    return cases
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    import os
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "text", "identifier", "truncated", "dynamic", "directory"])
+@pytest.mark.parametrize("command", ["analyze", "optimize"])
+def test_bad_model_one_line_no_output(tmp_path: Path, case: str, command: str) -> None:
+    path, message = _bad_models(tmp_path)[case]
+    out = tmp_path / "out"
+    args = [command, str(path)]
+    if command == "analyze":
+        args += ["--json", str(out / "a.json"), "--csv", str(out / "csv"), "--plot", str(out / "p.png")]
+    else:
+        out.mkdir()
+        args += ["-o", str(out / "o.tflite"), "--report", str(out / "r.json"), "--plot", str(out / "p.png")]
+    r = _run(args, tmp_path)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tinyseg: error:"), r.stderr
+    assert message in lines[0]
+    assert "Traceback" not in r.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_bad_arguments(tmp_path: Path, unet_file: Path) -> None:
+    for args, message in (
+        (["optimize", str(unet_file), "-o", str(tmp_path / "o.tflite"), "--target", "12XB"], "not a size"),
+        (["optimize", str(unet_file), "-o", str(tmp_path / "no" / "dir" / "o.tflite")], "does not exist"),
+        (["analyze", str(unet_file), "--kernels", "fast"], "invalid choice"),
+        (["frobnicate"], "invalid choice"),
+    ):
+        r = _run(args, tmp_path)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and message in lines[0], r.stderr
+    assert not (tmp_path / "o.tflite").exists()
+
+
+def test_analyze_outputs(tmp_path: Path, unet_file: Path, capsys) -> None:
+    rc = main(["analyze", str(unet_file), "--json", str(tmp_path / "a.json"), "--csv", str(tmp_path / "csv"),
+               "--plot", str(tmp_path / "p.png")])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "<== peak" in text and "307,200" in text
+    d = json.loads((tmp_path / "a.json").read_text())
+    assert d["schema"] == "tinyseg.analysis/1" and d["head"] == 307_200 and d["exact"]
+    assert d["peak"]["live_bytes"] <= d["head"]
+    assert {"tensors.csv", "operators.csv", "buffers.csv"} <= {p.name for p in (tmp_path / "csv").iterdir()}
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_optimize_then_verify(tmp_path: Path, unet_file: Path, capsys) -> None:
+    out = tmp_path / "o.tflite"
+    rc = main(["optimize", str(unet_file), "-o", str(out), "--report", str(tmp_path / "r.json"), "-q"])
+    assert rc == 0 and out.exists()
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["original"]["head"] == 307_200 and rep["optimized"]["head"] <= 153_600
+    assert rep["verified"]["identical"] and rep["spilled"] and rep["bytes_moved_per_inference"] > 0
+    assert main(["verify", str(unet_file), str(out)]) == 0
+
+
+def test_unreachable_target_writes_best_and_exits_3(tmp_path: Path, unet_file: Path) -> None:
+    out = tmp_path / "o.tflite"
+    r = _run(["optimize", str(unet_file), "-o", str(out), "--target", "10KB", "-q"], tmp_path)
+    assert r.returncode == 3 and out.exists() and "not reachable" in r.stderr
+
+
+def test_verify_detects_a_different_model(tmp_path: Path, unet_file: Path) -> None:
+    other = tmp_path / "other.tflite"
+    save_model(synth.tiny_unet_like(seed=9), other)
+    r = _run(["verify", str(unet_file), str(other)], tmp_path)
+    assert r.returncode == 4 and "differ" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -1,0 +1,127 @@
+"""The optimizer lowers the head, every result is bit-exact in TFLM, and the contract round-trips."""
+from __future__ import annotations
+
+import pytest
+
+from tinyseg_plugin import customops, synth, tflm
+from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.modelio import model_to_bytes, parse_model
+from tinyseg_plugin.optimizer import Options, optimize
+from tinyseg_plugin.passes.scratch import accumulator_bound, narrow_transpose_convs
+from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
+from tinyseg_plugin.planner import plan_graph
+from tinyseg_plugin.verify import lower, verify
+
+
+@pytest.fixture(scope="module")
+def unet_graph():
+    return build_graph(synth.tiny_unet_like())
+
+
+def test_tiny_unet_reference_reaches_153600_bit_exact(unet_graph) -> None:
+    r = optimize(unet_graph, Options(kernels="reference"))
+    assert r.original.head == 307_200
+    assert r.plan.head <= 153_600
+    assert verify(unet_graph, r.graph, runs=3).identical
+    ops = [op.opcode for op in r.graph.operators]
+    assert customops.SPILL in ops and customops.FETCHING_CONV_2D in ops
+
+
+def test_optimized_model_survives_serialisation(unet_graph) -> None:
+    r = optimize(unet_graph, Options())
+    again = build_graph(parse_model(model_to_bytes(r.graph.model)))
+    assert plan_graph(again).head == r.plan.head
+    for op in again.operators:
+        if customops.is_tinyseg_op(op):
+            customops.decode(op)  # options decode after a round trip
+
+
+def test_head_of_custom_ops_model_is_what_tflm_sees_after_lowering(unet_graph) -> None:
+    """The lowered model is a real model: its TFLM head is what the planner says of it."""
+    r = optimize(unet_graph, Options())
+    low = lower(r.graph)
+    assert plan_graph(low).head == tflm.arena_usage(model_to_bytes(low.model)).head
+
+
+def test_partial_spill_splits_rows_and_verifies(unet_graph) -> None:
+    g, _ = narrow_transpose_convs(unet_graph)
+    skip = g.operators[1].outputs[0]  # the first DoubleConv's output, 80x120x8
+    from tinyseg_plugin.coldrange import cold_ranges
+
+    cr = cold_ranges(g)[skip]
+    g2 = apply_spill(g, SpillPlan(skip, cr.start, cr.end, rows=30, axis=1), slot=0)
+    ops = [op.opcode for op in g2.operators]
+    assert "SPLIT_V" in ops and ops.count(customops.SPILL) == 1 and "CONCATENATION" in ops
+    assert verify(g, g2, runs=2).identical
+
+
+def test_target_uses_partial_spilling(unet_graph) -> None:
+    r = optimize(unet_graph, Options(target=200_000))
+    assert r.plan.head <= 200_000
+    assert any(s.partial for s in r.spills) or r.plan.head < 230_400
+    assert verify(unet_graph, r.graph, runs=2).identical
+
+
+def test_switches_turn_techniques_off(unet_graph) -> None:
+    r = optimize(unet_graph, Options(fuse=False, scratch=False))
+    ops = {op.opcode for op in r.graph.operators}
+    assert customops.FETCHING_CONV_2D not in ops
+    assert all(not op.intermediates for op in r.graph.operators)
+    assert r.plan.head < 307_200
+
+
+def test_int16_accumulator_only_when_provable() -> None:
+    b = synth.ModelBuilder(seed=3)
+    x = b.input([1, 4, 4, 16])
+    y = b.transpose_conv(x, 4)
+    g = build_graph(b.build([y]))
+    bound = accumulator_bound(g, 0)
+    assert bound is not None and bound > 32767  # random int8 weights over 16 channels cannot be proven
+    g2, marks = narrow_transpose_convs(g)
+    assert marks[0][1].startswith("INT32")
+    # One input channel with tiny weights is provably safe.
+    b = synth.ModelBuilder(seed=3)
+    x = b.input([1, 4, 4, 1])
+    y = b.transpose_conv(x, 2)
+    m = b.build([y])
+    w = m.buffers[m.subgraphs[0].tensors[m.subgraphs[0].operators[0].inputs[1]].buffer]
+    w.data[:] = 1
+    g = build_graph(m)
+    assert accumulator_bound(g, 0) <= 32767
+    g2, marks = narrow_transpose_convs(g)
+    assert marks == [(0, "INT16")]
+    assert plan_graph(g2).head < plan_graph(g).head
+    assert verify(g, g2, runs=2).identical
+
+
+def test_contract_round_trip_and_bad_options() -> None:
+    from tinyseg_plugin.graph import Operator
+    from tinyseg_plugin.errors import TinySegError
+
+    o = customops.FetchingConv2DOptions(
+        customops.FetchingOptions(3, 3, (customops.Fetched(0, 7, (1, 8, 8, 4)), customops.Fetched(2, 300, (1, 8, 8, 2)))),
+        customops.ConvParams("VALID", 2, 2, 1, 1, "RELU6"), band_rows=4)
+    op = Operator(0, customops.FETCHING_CONV_2D, (1, 2, 3), (4,), custom_options=customops.encode(o))
+    assert customops.decode(op) == o  # slots above 255 survive (the prototype used single bytes)
+    with pytest.raises(TinySegError, match="FlexBuffers|malformed|version"):
+        customops.decode(Operator(0, customops.SPILL, (1,), (), custom_options=b"\x01\x02\x03"))
+
+
+def test_property_random_models_never_worse_and_bit_exact() -> None:
+    improved = 0
+    for seed in range(40):
+        g = build_graph(synth.random_unet(seed))
+        r = optimize(g, Options())
+        assert r.plan.head <= r.original.head, f"seed {seed}"
+        improved += r.plan.head < r.original.head
+        v = verify(g, r.graph, runs=1, seed=seed)
+        assert v.identical, f"seed {seed}: {v.detail}"
+    assert improved >= 10
+
+
+def test_model_that_cannot_improve_is_unchanged() -> None:
+    b = synth.ModelBuilder(seed=1)
+    x = b.input([1, 8, 8, 4])
+    g = build_graph(b.build([b.conv(x, 4)]))
+    r = optimize(g, Options())
+    assert r.plan.head == r.original.head and r.graph is g and not r.spills

@@ -1,0 +1,34 @@
+"""The optimization report: the Figure-11-style step table and the JSON the tools consume."""
+from __future__ import annotations
+
+from .optimizer import Result
+
+SCHEMA = "tinyseg.optimization/1"
+
+
+def steps_table(r: Result) -> str:
+    base_head, base_total = r.steps[0].head, r.steps[0].total
+    lines = [f"{'step':<32} {'head (B)':>10} {'total (B)':>10} {'head cut':>9}  detail"]
+    for s in r.steps:
+        cut = 100.0 * (base_head - s.head) / base_head if base_head else 0.0
+        lines.append(f"{s.technique:<32} {s.head:>10,} {s.total:>10,} {cut:>8.1f}%  {s.detail}")
+    return "\n".join(lines) + "\n"
+
+
+def report_dict(r: Result, model: str, output: str, verification) -> dict:
+    base = r.original
+    return {
+        "schema": SCHEMA,
+        "model": model,
+        "output": output,
+        "kernels": r.plan.kernels,
+        "target": r.plan.target,
+        "original": {"head": base.head, "tail_estimate": base.tail.total, "total": base.total},
+        "optimized": {"head": r.plan.head, "tail_estimate": r.plan.tail.total, "total": r.plan.total},
+        "reduction_percent": round(100.0 * (base.head - r.plan.head) / base.head, 2) if base.head else 0.0,
+        "steps": [{"technique": s.technique, "detail": s.detail, "head": s.head, "total": s.total} for s in r.steps],
+        "spilled": [{"tensor": s.tensor, "name": s.name, "bytes": s.bytes, "cold_range": [s.cold_start, s.cold_end],
+                     "partial": s.partial, "slot": s.slot, "bytes_moved_per_inference": s.bytes_moved} for s in r.spills],
+        "bytes_moved_per_inference": sum(s.bytes_moved for s in r.spills),
+        "verified": None if verification is None else {"runs": verification.runs, "identical": verification.identical},
+    }
