@@ -20,6 +20,7 @@ setup: $(BIN)/tinyseg
 demo: setup
 	mkdir -p $(OUT)
 	$(BIN)/tinyseg analyze $(MODEL) --plot $(OUT)/tiny_unet_plan.png --json $(OUT)/tiny_unet_analysis.json
+	$(BIN)/tinyseg optimize $(MODEL) -o $(OUT)/tiny_unet_opt.tflite --report $(OUT)/tiny_unet_report.json --plot $(OUT)/tiny_unet_opt_plan.png
 
 test: test-python
 
