@@ -9,6 +9,8 @@ from . import customops
 from .coldrange import cold_ranges
 from .graph import Graph
 from .passes.fuse import fuse_concat, fuse_conv
+from .passes.layout import improve_layout
+from .passes.reorder import reorder
 from .passes.scratch import narrow_transpose_convs
 from .passes.spill import SpillPlan, apply_spill, partial_plan, spillable
 from .planner import Plan, plan_graph
@@ -50,6 +52,8 @@ class Options:
     partial: bool = True
     fuse: bool = True
     scratch: bool = True
+    layout: bool = True  # offline-planned arena layout when it beats TFLM's greedy placement
+    reorder: bool = True  # off when a host (tflite-tools) has already reordered
 
 
 @dataclass
@@ -118,6 +122,17 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
     plan = _plan(graph, o)
     res = Result(graph, plan, plan, [Step("original", "", plan.head, plan.total)])
     g = graph
+    if o.reorder and len(g.operators) > 1:
+        from .kernels import TARGETS, KernelRules
+
+        rules = KernelRules(o.kernels, TARGETS[o.arch])
+        g2 = reorder(g, lambda x: _plan(x, o).head,
+                     lambda i: sum((s + 15) // 16 * 16 for s in rules.scratch_requests(g, g.operators[i])))
+        if g2 is not g:
+            plan = _plan(g2, o)
+            g = g2
+            res.steps.append(Step("operator reordering", "memory-minimising topological order", plan.head, plan.total))
+            say(f"reordered: head {plan.head:,} B")
     if o.scratch:
         g2, marks = narrow_transpose_convs(g)
         if marks:
@@ -163,5 +178,11 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
             break
         if not accepted:
             break
+    if o.layout and (o.target is None or plan.head > o.target):
+        g2, p2, how = improve_layout(g, plan, lambda x: _plan(x, o))
+        if p2.head < plan.head:
+            g, plan = g2, p2
+            res.steps.append(Step("offline arena layout", f"first-fit by {how} (OfflineMemoryAllocation)", plan.head, plan.total))
+            say(f"offline layout: head {plan.head:,} B")
     res.graph, res.plan = g, plan
     return res

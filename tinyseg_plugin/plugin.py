@@ -60,6 +60,7 @@ def _options(options: argparse.Namespace):
         partial=not getattr(options, "no_partial", False),
         fuse=not getattr(options, "no_fuse", False),
         scratch=not getattr(options, "no_scratch16", False),
+        reorder=False,  # the host's own reorder pass has run
     )
 
 

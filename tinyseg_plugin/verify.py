@@ -14,7 +14,7 @@ import numpy as np
 
 from . import customops, tflm
 from .errors import TinySegError
-from .graph import Graph, build_graph
+from .graph import Graph
 from .modelio import model_to_bytes
 from .passes.edit import Editor
 from .schema import fb
@@ -84,7 +84,7 @@ def lower(graph: Graph) -> Graph:
         for raw in new_ops[start:]:
             raw.inputs = [new if i == old else i for i in raw.inputs]
         ed.sg.outputs = [new if i == old else i for i in ed.sg.outputs]
-    return build_graph(ed.model, graph.subgraph)
+    return ed.graph()
 
 
 def random_inputs(model: bytes, seed: int) -> list[np.ndarray]:

@@ -1,0 +1,583 @@
+#!/usr/bin/env python3
+"""Build TinySeg's example segmentation models as fully-integer .tflite files.
+
+There is no training data here: weights are seeded random values, so the files
+are for memory-planning and runtime tests, not for segmenting images. What
+matters for TinySeg is the graph (the long skip connections and the tensor
+shapes), and that is faithful to the paper.
+
+Models (see README.md next to this script):
+  tiny_unet       the paper's Tiny U-Net (Table 2), exactly.
+  vnet2d          a scaled-down 2D V-Net (paper Table 4).
+  attention_unet  a scaled-down Attention U-Net (paper Table 4).
+  resunet_a       a scaled-down ResUNet-a d6 (paper Table 4).
+
+Usage:
+  python examples/models/build.py                    # tiny_unet into examples/models/
+  python examples/models/build.py --all --out /tmp/models
+  python examples/models/build.py --models vnet2d --measure
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterator, Sequence
+
+try:  # numpy comes with TensorFlow; without either, main() says what to install
+    import numpy as np
+except ImportError:  # pragma: no cover - depends on the environment
+    np = None  # type: ignore[assignment]
+
+SEED = 20240401
+"""One seed for weights, BN statistics and calibration data: same bytes every run."""
+
+INSTALL_HINT = "pip install tinyseg-plugin[models]"
+
+Tensor = Any  # a symbolic Keras tensor; TensorFlow is imported lazily
+
+
+# --------------------------------------------------------------------------
+# Model specs
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """One buildable model: how to build it and how to calibrate it."""
+
+    name: str
+    input_shape: tuple[int, int, int]  # (H, W, C), batch is fixed to 1
+    build: Callable[[ModuleType, tuple[int, int, int]], Any]
+    calibration_samples: int
+    expected_params: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildResult:
+    """What one build produced, for the summary line."""
+
+    name: str
+    path: Path
+    params: int
+    size: int
+    seconds: float
+    sha256: str
+    ops: dict[str, int]
+
+
+# --------------------------------------------------------------------------
+# Tiny U-Net (paper, Table 2)
+# --------------------------------------------------------------------------
+
+
+def _tiny_double_conv(layers: Any, x: Tensor, c: int) -> Tensor:
+    """Conv-BN-ReLU twice with ONE shared BN layer, as in the paper's model.
+
+    Sharing the BN layer is what makes the count come out at exactly
+    109,725 parameters.
+    """
+    bn = layers.BatchNormalization()
+    x = layers.Conv2D(c, 3, padding="same", use_bias=False)(x)
+    x = layers.ReLU()(bn(x))
+    x = layers.Conv2D(c, 3, padding="same", use_bias=False)(x)
+    return layers.ReLU()(bn(x))
+
+
+def _tiny_down(layers: Any, x: Tensor, c: int) -> Tensor:
+    return _tiny_double_conv(layers, layers.MaxPooling2D(2)(x), c)
+
+
+def _tiny_up(layers: Any, x: Tensor, skip: Tensor, c: int) -> Tensor:
+    up = layers.Conv2DTranspose(c // 2, 2, strides=2)(x)
+    return _tiny_double_conv(layers, layers.Concatenate(axis=-1)([skip, up]), c)
+
+
+def build_tiny_unet(tf: ModuleType, shape: tuple[int, int, int]) -> Any:
+    """Tiny U-Net: 3 levels down, 3 up, 8..64 channels, raw 1-channel logits."""
+    layers = tf.keras.layers
+    inp = tf.keras.Input(shape=shape, batch_size=1, name="image")
+    x1 = _tiny_double_conv(layers, inp, 8)
+    x2 = _tiny_down(layers, x1, 16)
+    x3 = _tiny_down(layers, x2, 32)
+    x4 = _tiny_down(layers, x3, 64)
+    x = _tiny_up(layers, x4, x3, 32)
+    x = _tiny_up(layers, x, x2, 16)
+    x = _tiny_up(layers, x, x1, 8)
+    out = layers.Conv2D(1, 1, name="mask")(x)
+    return tf.keras.Model(inp, out, name="tiny_unet")
+
+
+# --------------------------------------------------------------------------
+# 2D V-Net (Milletari et al. 2016), scaled down
+# --------------------------------------------------------------------------
+
+VNET_CHANNELS = (8, 16, 32, 64, 128)  # V-Net has 16..256; halved here
+VNET_CONVS = (1, 2, 3, 3, 3)  # 5x5 convolutions per stage, as in V-Net
+
+
+def _prelu(keras: Any, x: Tensor) -> Tensor:
+    """Per-channel PReLU, V-Net's activation; alpha starts at the usual 0.25."""
+    return keras.layers.PReLU(
+        alpha_initializer=keras.initializers.Constant(0.25), shared_axes=[1, 2]
+    )(x)
+
+
+def _vnet_stage(keras: Any, x: Tensor, c: int, n_convs: int) -> Tensor:
+    """n 5x5 convs, then add the stage input (V-Net's residual stage)."""
+    layers = keras.layers
+    y = x
+    for i in range(n_convs):
+        y = layers.Conv2D(c, 5, padding="same")(y)
+        if i < n_convs - 1:
+            y = _prelu(keras, y)
+    return _prelu(keras, layers.Add()([y, x]))
+
+
+def build_vnet2d(tf: ModuleType, shape: tuple[int, int, int]) -> Any:
+    """V-Net in 2D: residual stages, 2x2 stride-2 conv down, transpose conv up.
+
+    Each decoder stage concatenates the up-convolved features with the
+    encoder stage of the same resolution (the long skip), as in V-Net. The
+    first stage's residual broadcasts the 1-channel input to the stage width
+    by concatenating copies of it, as V-Net does.
+    """
+    keras = tf.keras
+    layers = keras.layers
+    inp = keras.Input(shape=shape, batch_size=1, name="image")
+    c0 = VNET_CHANNELS[0]
+    widened = layers.Concatenate(axis=-1)([inp] * (c0 // shape[2]))
+    y = layers.Conv2D(c0, 5, padding="same")(inp)
+    x = _prelu(keras, layers.Add()([y, widened]))
+    skips = [x]
+    for c, n in zip(VNET_CHANNELS[1:], VNET_CONVS[1:]):
+        x = _prelu(keras, layers.Conv2D(c, 2, strides=2)(x))
+        x = _vnet_stage(keras, x, c, n)
+        skips.append(x)
+    skips.pop()  # the bottom stage feeds the decoder directly
+    for c, n, skip in zip(
+        reversed(VNET_CHANNELS[:-1]), reversed(VNET_CONVS[:-1]), reversed(skips)
+    ):
+        up = _prelu(keras, layers.Conv2DTranspose(c, 2, strides=2)(x))
+        x = layers.Concatenate(axis=-1)([up, skip])
+        x = _vnet_stage(keras, x, 2 * c, n)
+    out = layers.Softmax(axis=-1, name="mask")(layers.Conv2D(2, 1)(x))
+    return keras.Model(inp, out, name="vnet2d")
+
+
+# --------------------------------------------------------------------------
+# Attention U-Net (Oktay et al. 2018), scaled down
+# --------------------------------------------------------------------------
+
+ATTN_CHANNELS = (16, 32, 64, 128, 256)
+
+
+def _upsample_nearest(layers: Any, x: Tensor, factor: int) -> Tensor:
+    """Nearest-neighbour upsampling that converts to RESIZE_NEAREST_NEIGHBOR.
+
+    Keras 3's UpSampling2D lowers to RESHAPE+TILE, and TFLM has no TILE.
+    """
+    if factor == 1:
+        return x
+    h, w = x.shape[1], x.shape[2]
+    return layers.Resizing(h * factor, w * factor, interpolation="nearest")(x)
+
+
+def _conv_bn_relu(layers: Any, x: Tensor, c: int, k: int = 3) -> Tensor:
+    x = layers.Conv2D(c, k, padding="same", use_bias=False)(x)
+    return layers.ReLU()(layers.BatchNormalization()(x))
+
+
+def _attention_gate(layers: Any, x: Tensor, g: Tensor, inter: int) -> Tensor:
+    """Additive attention gate: x (skip, fine) is weighted by alpha from g (coarse).
+
+    As in Oktay et al.: theta(x) is a 2x2 stride-2 conv to g's grid, phi(g) a
+    1x1 conv, psi a 1x1 conv to one channel, sigmoid, then alpha is resampled
+    to x's grid and multiplies every channel of x.
+    """
+    theta = layers.Conv2D(inter, 2, strides=2, use_bias=False)(x)
+    phi = layers.Conv2D(inter, 1)(g)
+    f = layers.ReLU()(layers.Add()([theta, phi]))
+    alpha = layers.Activation("sigmoid")(layers.Conv2D(1, 1)(f))
+    alpha = _upsample_nearest(layers, alpha, 2)
+    return layers.Multiply()([x, alpha])
+
+
+def build_attention_unet(tf: ModuleType, shape: tuple[int, int, int]) -> Any:
+    """U-Net whose every skip passes through an attention gate before concat."""
+    layers = tf.keras.layers
+    inp = tf.keras.Input(shape=shape, batch_size=1, name="image")
+    x = inp
+    skips = []
+    for i, c in enumerate(ATTN_CHANNELS):
+        if i:
+            x = layers.MaxPooling2D(2)(x)
+        x = _conv_bn_relu(layers, _conv_bn_relu(layers, x, c), c)
+        skips.append(x)
+    skips.pop()
+    for c, skip in zip(reversed(ATTN_CHANNELS[:-1]), reversed(skips)):
+        gated = _attention_gate(layers, skip, x, max(c // 2, 1))
+        up = layers.Conv2DTranspose(c, 2, strides=2)(x)
+        x = layers.Concatenate(axis=-1)([gated, up])
+        x = _conv_bn_relu(layers, _conv_bn_relu(layers, x, c), c)
+    out = layers.Activation("sigmoid", name="mask")(layers.Conv2D(1, 1)(x))
+    return tf.keras.Model(inp, out, name="attention_unet")
+
+
+# --------------------------------------------------------------------------
+# ResUNet-a d6 (Diakogiannis et al. 2020), scaled down
+# --------------------------------------------------------------------------
+
+RESA_BASE = 16
+RESA_RATES = ((1, 3, 15, 31), (1, 3, 15, 31), (1, 3, 15), (1, 3, 15), (1,), (1,))
+RESA_CLASSES = 2
+
+
+def _bn_relu_conv(layers: Any, x: Tensor, c: int, dilation: int) -> Tensor:
+    x = layers.ReLU()(layers.BatchNormalization()(x))
+    return layers.Conv2D(c, 3, padding="same", dilation_rate=dilation)(x)
+
+
+def _resblock_a(layers: Any, x: Tensor, c: int, rates: Sequence[int]) -> Tensor:
+    """ResBlock-a: input plus parallel atrous (BN-ReLU-conv)x2 branches."""
+    branches = [
+        _bn_relu_conv(layers, _bn_relu_conv(layers, x, c, r), c, r) for r in rates
+    ]
+    return layers.Add()([x, *branches])
+
+
+def _psp_pooling(layers: Any, x: Tensor, c: int) -> Tensor:
+    """PSP pooling: max-pool at 4 scales, 1x1 conv, upsample, concat, 1x1 conv."""
+    h = x.shape[1]
+    parts = [x]
+    for k in (1, 2, 4, 8):
+        p = layers.MaxPooling2D(h // k)(x) if h // k > 1 else x
+        p = _conv_bn_relu(layers, p, c // 4, k=1)
+        parts.append(_upsample_nearest(layers, p, h // k))
+    return _conv_bn_relu(layers, layers.Concatenate(axis=-1)(parts), c, k=1)
+
+
+def _combine(layers: Any, x: Tensor, skip: Tensor, c: int) -> Tensor:
+    """ResUNet-a's Combine: ReLU(decoder) concat skip, then 1x1 conv + BN."""
+    x = layers.Concatenate(axis=-1)([layers.ReLU()(x), skip])
+    return layers.BatchNormalization()(layers.Conv2D(c, 1, use_bias=False)(x))
+
+
+def build_resunet_a(tf: ModuleType, shape: tuple[int, int, int]) -> Any:
+    """ResUNet-a d6 layout: 1x1 stem, 6 ResBlock-a levels, PSP pooling bridge."""
+    layers = tf.keras.layers
+    inp = tf.keras.Input(shape=shape, batch_size=1, name="image")
+    stem = layers.Conv2D(RESA_BASE, 1)(inp)
+    x = stem
+    skips = []
+    for level, rates in enumerate(RESA_RATES):
+        c = RESA_BASE * 2**level
+        if level:
+            x = layers.Conv2D(c, 1, strides=2)(x)
+        x = _resblock_a(layers, x, c, rates)
+        skips.append((x, c, rates))
+    x = _psp_pooling(layers, x, RESA_BASE * 2 ** (len(RESA_RATES) - 1))
+    for skip, c, rates in reversed(skips[:-1]):
+        x = _upsample_nearest(layers, x, 2)
+        x = layers.BatchNormalization()(layers.Conv2D(c, 1, use_bias=False)(x))
+        x = _combine(layers, x, skip, c)
+        x = _resblock_a(layers, x, c, rates)
+    x = _combine(layers, x, stem, RESA_BASE)
+    x = _psp_pooling(layers, x, RESA_BASE)
+    out = layers.Softmax(axis=-1, name="mask")(layers.Conv2D(RESA_CLASSES, 1)(x))
+    return tf.keras.Model(inp, out, name="resunet_a")
+
+
+MODELS: dict[str, ModelSpec] = {
+    s.name: s
+    for s in (
+        ModelSpec("tiny_unet", (80, 120, 3), build_tiny_unet, 32, expected_params=109_725),
+        ModelSpec("vnet2d", (128, 128, 1), build_vnet2d, 16),
+        ModelSpec("attention_unet", (160, 160, 3), build_attention_unet, 16),
+        ModelSpec("resunet_a", (256, 256, 3), build_resunet_a, 8),
+    )
+}
+DEFAULT_MODELS = ("tiny_unet",)
+
+
+# --------------------------------------------------------------------------
+# Weights, calibration, conversion
+# --------------------------------------------------------------------------
+
+
+def randomize_batchnorm(tf: ModuleType, model: Any, rng: np.random.Generator) -> None:
+    """Give every BN layer non-degenerate statistics.
+
+    With no training data the defaults (gamma 1, beta 0, mean 0, var 1) make
+    BN an identity; random values make the folded conv weights and the
+    activation ranges look like a trained model's instead.
+    """
+    for layer in model.layers:
+        if isinstance(layer, tf.keras.layers.BatchNormalization):
+            (c,) = layer.gamma.shape
+            layer.set_weights(
+                [
+                    rng.uniform(0.5, 1.5, c).astype(np.float32),  # gamma
+                    rng.normal(0.0, 0.1, c).astype(np.float32),  # beta
+                    rng.normal(0.0, 0.1, c).astype(np.float32),  # moving mean
+                    rng.uniform(0.5, 2.0, c).astype(np.float32),  # moving variance
+                ]
+            )
+
+
+def calibration_data(
+    shape: tuple[int, int, int], count: int, seed: int
+) -> Iterator[list[np.ndarray]]:
+    """Seeded images in [0, 1): the converter's representative dataset."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        yield [rng.random((1, *shape), dtype=np.float32)]
+
+
+@contextlib.contextmanager
+def _quiet_fds() -> Iterator[None]:
+    """Send fds 1 and 2 to a temp file while converting.
+
+    The converter prints the exported signature (Python) and quantizer notes
+    (C++) on every run; they are noise unless the conversion fails, in which
+    case the tail of the log is replayed on stderr.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            if not ok:
+                log.seek(0)
+                sys.stderr.write(log.read()[-4000:].decode(errors="replace"))
+
+
+def convert_int8(tf: ModuleType, model: Any, spec: ModelSpec, seed: int) -> bytes:
+    """Full-integer quantization: int8 inside, uint8 input and output."""
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: calibration_data(
+        spec.input_shape, spec.calibration_samples, seed
+    )
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.uint8
+    converter.inference_output_type = tf.uint8
+    with _quiet_fds():
+        return converter.convert()
+
+
+def op_histogram(model_bytes: bytes) -> dict[str, int]:
+    """Builtin op name -> count, read from the flatbuffer (all subgraphs)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    names = {
+        v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")
+    }
+    m = schema.Model.GetRootAs(model_bytes, 0)
+    codes = []
+    for i in range(m.OperatorCodesLength()):
+        oc = m.OperatorCodes(i)
+        code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+        codes.append(names.get(code, f"CUSTOM:{oc.CustomCode()!r}"))
+    counts: dict[str, int] = {}
+    for s in range(m.SubgraphsLength()):
+        sg = m.Subgraphs(s)
+        for o in range(sg.OperatorsLength()):
+            name = codes[sg.Operators(o).OpcodeIndex()]
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def build_one(tf: ModuleType, spec: ModelSpec, out_dir: Path, seed: int) -> BuildResult:
+    """Build, check, convert and write one model; deterministic for a given seed."""
+    t0 = time.monotonic()
+    tf.keras.backend.clear_session()
+    tf.keras.utils.set_random_seed(seed)
+    model = spec.build(tf, spec.input_shape)
+    params = model.count_params()
+    if spec.expected_params is not None and params != spec.expected_params:
+        raise RuntimeError(
+            f"{spec.name}: {params} parameters, expected {spec.expected_params}"
+        )
+    randomize_batchnorm(tf, model, np.random.default_rng(seed))
+    data = convert_int8(tf, model, spec, seed)
+    path = out_dir / f"{spec.name}.tflite"
+    path.write_bytes(data)
+    return BuildResult(
+        name=spec.name,
+        path=path,
+        params=params,
+        size=len(data),
+        seconds=time.monotonic() - t0,
+        sha256=hashlib.sha256(data).hexdigest(),
+        ops=op_histogram(data),
+    )
+
+
+# --------------------------------------------------------------------------
+# Optional check in the real TFLM interpreter
+# --------------------------------------------------------------------------
+
+_MEASURE_SNIPPET = """
+import sys
+import numpy as np
+from tflite_micro.python.tflite_micro import runtime
+it = runtime.Interpreter.from_bytes(open(sys.argv[1], 'rb').read(), arena_size=int(sys.argv[2]))
+d = it.get_input_details(0)
+it.set_input(np.zeros(d['shape'], dtype=d['dtype']), 0)
+it.invoke()
+it.print_allocations()
+"""
+
+
+_ARENA_LINE = re.compile(r"Arena allocation (head|total) (\d+) bytes")
+
+
+@dataclasses.dataclass(frozen=True)
+class ArenaFigures:
+    """Arena use reported by TFLM's own print_allocations()."""
+
+    head: int
+    total: int
+
+
+def measure_arena(path: Path, arena_size: int) -> ArenaFigures:
+    """Run the model once in the tflite_micro interpreter, in a child process.
+
+    print_allocations() writes through TFLM's MicroPrintf (C stdio, stderr
+    in the PyPI build), which Python cannot capture in-process; a child
+    process with pipes for both streams sees all of it.
+    """
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURE_SNIPPET, str(path), str(arena_size)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    figures = {k: int(v) for k, v in _ARENA_LINE.findall(proc.stdout + proc.stderr)}
+    if proc.returncode != 0 or set(figures) != {"head", "total"}:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"{path.name}: TFLM run failed: {last}")
+    return ArenaFigures(head=figures["head"], total=figures["total"])
+
+
+# --------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------
+
+
+def _import_tensorflow() -> ModuleType | None:
+    """Import TensorFlow quietly, or return None if it is not installed."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    tf: ModuleType | None = None
+    with _quiet_fds():  # TF logs oneDNN notes on import, whatever the log level
+        try:
+            import tensorflow as tf
+        except ImportError:
+            pass
+    if tf is None:
+        return None
+    tf.get_logger().setLevel("ERROR")
+    return tf
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description="Build TinySeg's example segmentation models as int8 .tflite files."
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).resolve().parent,
+        help="output directory (default: the directory of this script)",
+    )
+    p.add_argument(
+        "--models",
+        default=",".join(DEFAULT_MODELS),
+        help=f"comma-separated subset of: {','.join(MODELS)} (default: %(default)s)",
+    )
+    p.add_argument("--all", action="store_true", help="build all models")
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="run each model once in the tflite_micro interpreter and print its arena use",
+    )
+    p.add_argument(
+        "--arena-size",
+        type=int,
+        default=64 << 20,
+        help="arena size in bytes for --measure (default: 64 MiB)",
+    )
+    p.add_argument("--seed", type=int, default=SEED, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    names = list(MODELS) if args.all else [n.strip() for n in args.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown or not names:
+        print(
+            f"build.py: error: unknown model(s) {','.join(unknown) or '(none given)'}; "
+            f"choose from {','.join(MODELS)}",
+            file=sys.stderr,
+        )
+        return 2
+    tf = _import_tensorflow() if np is not None else None
+    if tf is None:
+        print(
+            f"build.py: error: TensorFlow is not installed; run: {INSTALL_HINT}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print(f"build.py: error: cannot create {args.out}: {e.strerror}", file=sys.stderr)
+        return 2
+    for name in names:
+        try:
+            r = build_one(tf, MODELS[name], args.out, args.seed)
+        except (RuntimeError, OSError) as e:
+            print(f"build.py: error: {e}", file=sys.stderr)
+            return 1
+        ops = " ".join(f"{k}x{v}" for k, v in r.ops.items())
+        print(
+            f"{r.name}: {r.path} params={r.params} size={r.size} "
+            f"time={r.seconds:.1f}s sha256={r.sha256[:16]} ops: {ops}",
+            flush=True,
+        )
+        if args.measure:
+            try:
+                a = measure_arena(r.path, args.arena_size)
+            except RuntimeError as e:
+                print(f"build.py: error: {e}", file=sys.stderr)
+                return 1
+            print(f"{r.name}: TFLM arena head={a.head} total={a.total}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Offline arena layout: when TFLM's greedy placement fragments the arena, find a tighter one and
+store it in the model's ``OfflineMemoryAllocation`` metadata, which TFLM's planner honours as is.
+
+Scratch buffers cannot be planned offline (kernels request them at Prepare time); TFLM places
+them online around the offline tensors, and the planner emulates exactly that, so a candidate
+layout is kept only if the TFLM-exact head it yields is lower. Run it last: any later edit of the
+graph invalidates tensor indices and drops the metadata.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Callable
+
+import numpy as np
+
+from ..graph import Graph
+from ..planner import OFFLINE_METADATA, Buffer, Plan
+from ..schema import fb
+from .edit import Editor
+
+ORDERS: dict[str, Callable[[Buffer], tuple]] = {
+    "size, then lifetime": lambda b: (-b.size, -(b.last - b.first), b.first),
+    "lifetime, then size": lambda b: (-(b.last - b.first), -b.size, b.first),
+    "area": lambda b: (-b.size * (b.last - b.first + 1), b.first),
+    "start": lambda b: (b.first, -b.size),
+}
+
+
+def first_fit(buffers: list[Buffer], key: Callable[[Buffer], tuple]) -> dict[int, int]:
+    """Offsets (by position in ``buffers``) from first-fit in the given order."""
+    placed: list[tuple[int, int, int, int]] = []  # offset, size, first, last
+    out: dict[int, int] = {}
+    for i in sorted(range(len(buffers)), key=lambda k: key(buffers[k])):
+        b = buffers[i]
+        busy = sorted((o, o + s) for o, s, f, l in placed if not (f > b.last or b.first > l))
+        cand = 0
+        for lo, hi in busy:
+            if lo - cand >= b.size:
+                break
+            cand = max(cand, hi)
+        out[i] = cand
+        placed.append((cand, b.size, b.first, b.last))
+    return out
+
+
+def with_offsets(graph: Graph, offsets: dict[int, int]) -> Graph:
+    """A copy of the model whose OfflineMemoryAllocation metadata pins the given subgraph-0 tensors."""
+    ed = Editor(graph)
+    counts = [len(sg.tensors or []) for sg in ed.model.subgraphs]
+    values = [-1] * sum(counts)
+    for t, off in offsets.items():
+        values[t] = off
+    data = struct.pack("<III", 0, 0, len(values)) + struct.pack(f"<{len(values)}i", *values)
+    buf = fb.BufferT()
+    buf.data = np.frombuffer(data, dtype=np.uint8).copy()
+    ed.model.buffers.append(buf)
+    md = fb.MetadataT()
+    md.name = OFFLINE_METADATA.encode()
+    md.buffer = len(ed.model.buffers) - 1
+    g = ed.graph()  # drops any previous OfflineMemoryAllocation
+    g.model.metadata = list(g.model.metadata or []) + [md]
+    return g
+
+
+def improve_layout(graph: Graph, plan: Plan, plan_of: Callable[[Graph], Plan]) -> tuple[Graph, Plan, str]:
+    """Try a few first-fit orders over all buffers; keep the layout whose TFLM-exact head is lowest."""
+    if len(graph.model.subgraphs) != 1:
+        return graph, plan, ""
+    best, best_plan, how = graph, plan, ""
+    buffers = plan.buffers
+    for name, key in ORDERS.items():
+        offs = first_fit(buffers, key)
+        tensors = {buffers[i].index: o for i, o in offs.items() if buffers[i].kind == "tensor"}
+        g = with_offsets(graph, tensors)
+        p = plan_of(g)
+        if p.head < best_plan.head:
+            best, best_plan, how = g, p, name
+    return best, best_plan, how
