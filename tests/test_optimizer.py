@@ -160,3 +160,16 @@ def test_offline_layout_is_what_tflm_lays_out() -> None:
         if found == 3:
             break
     assert found >= 1
+
+
+def test_many_tensors_and_float32() -> None:
+    """Past 255 tensors (the prototype's single-byte indices broke there) and in float32."""
+    g = build_graph(synth.chain(120, size=16, channels=8))
+    assert len(g.tensors) > 255
+    r = optimize(g, Options())
+    assert r.plan.head <= r.original.head
+    assert verify(g, r.graph, runs=1).identical
+    f = build_graph(synth.tiny_unet_like(dtype="FLOAT32"))
+    rf = optimize(f, Options())
+    assert rf.plan.head < rf.original.head and any(s.bytes for s in rf.spills)
+    assert verify(f, rf.graph, runs=1).identical
