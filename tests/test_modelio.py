@@ -8,19 +8,7 @@ from conftest import SHARED_FIGURES, shared_model
 from tinyseg_plugin import synth, tflm
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.modelio import load_model, model_to_bytes, parse_model
-
-
-def _random_inputs(model: bytes, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for d in tflm.input_details(model):
-        dt = np.dtype(d["dtype"])
-        if dt.kind == "f":
-            out.append(rng.normal(0, 1, size=d["shape"]).astype(dt))
-        else:
-            info = np.iinfo(dt)
-            out.append(rng.integers(info.min, info.max, size=d["shape"], endpoint=True, dtype=dt))
-    return out
+from tinyseg_plugin.verify import random_inputs
 
 
 @pytest.mark.parametrize("name", sorted(SHARED_FIGURES))
@@ -50,7 +38,7 @@ def test_round_trip_keeps_everything_and_runs_identically(name: str) -> None:
     assert model_to_bytes(again) == written
     # Same outputs in the real interpreter on several random inputs.
     for seed in range(3):
-        x = _random_inputs(original, seed)
+        x = random_inputs(original, seed)
         for a, b in zip(tflm.run(original, x), tflm.run(written, x)):
             assert a.dtype == b.dtype and np.array_equal(a, b)
 

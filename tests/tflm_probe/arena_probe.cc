@@ -2,7 +2,7 @@
 // .tflite model, as machine-readable lines, so that our own memory figures can
 // be checked against ground truth.
 //
-// Usage: arena_probe MODEL.tflite [ARENA_BYTES]
+// Usage: arena_probe MODEL.tflite [ARENA_BYTES] [--print-plan]
 //
 // On Cortex-M under qemu-arm the program is linked with semihosting (rdimon),
 // so argv and fopen() reach the host: the same source serves both targets.
@@ -34,6 +34,7 @@
 #include <new>
 
 #include "tensorflow/lite/micro/arena_allocator/single_arena_buffer_allocator.h"
+#include "tensorflow/lite/micro/compatibility.h"
 #include "tensorflow/lite/micro/memory_planner/greedy_memory_planner.h"
 #include "tensorflow/lite/micro/micro_allocator.h"
 #include "tensorflow/lite/micro/micro_interpreter.h"
@@ -130,6 +131,10 @@ class LoggingGreedyPlanner : public tflite::GreedyMemoryPlanner {
 
   PlannedBuffer logged_[kMaxPlannedBuffers] = {};
   int logged_count_ = 0;
+
+  // The base class has a private operator delete (no heap in TFLM); the
+  // virtual destructor of this class needs one of its own.
+  TF_LITE_REMOVE_VIRTUAL_DELETE
 };
 
 struct ModelBytes {
@@ -245,7 +250,7 @@ bool RecordingPass(const tflite::Model* model, const ProbeResolver& resolver,
 
 // Pass 2: the memory plan, buffer by buffer, with scratch buffers per node.
 bool PlanPass(const tflite::Model* model, const ProbeResolver& resolver,
-              uint8_t* arena, size_t arena_bytes) {
+              uint8_t* arena, size_t arena_bytes, bool print_plan) {
   LoggingGreedyPlanner planner;
   tflite::SingleArenaBufferAllocator* buffers =
       tflite::SingleArenaBufferAllocator::Create(arena, arena_bytes);
@@ -267,6 +272,9 @@ bool PlanPass(const tflite::Model* model, const ProbeResolver& resolver,
     return false;
   }
   const size_t plan_head = planner.GetMaximumMemorySize();
+  // TFLM's own rendering of the plan (what TF_LITE_SHOW_MEMORY_USE prints),
+  // written through DebugLog, i.e. to stderr.
+  if (print_plan) planner.PrintMemoryPlan();
   printf("plan_head %lu\n", U(plan_head));
   printf("plan_head_used %lu\n", U(buffers->GetNonPersistentUsedBytes()));
   printf("plan_buffers %d\n", count);
@@ -334,29 +342,45 @@ bool PlainPass(const tflite::Model* model, const ProbeResolver& resolver,
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 3) {
-    fprintf(stderr, "usage: arena_probe MODEL.tflite [ARENA_BYTES]\n");
+  const char* model_path = nullptr;
+  const char* arena_arg = nullptr;
+  bool print_plan = false;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--print-plan") == 0) {
+      print_plan = true;
+    } else if (model_path == nullptr) {
+      model_path = argv[i];
+    } else if (arena_arg == nullptr) {
+      arena_arg = argv[i];
+    } else {
+      model_path = nullptr;
+      break;
+    }
+  }
+  if (model_path == nullptr) {
+    fprintf(stderr,
+            "usage: arena_probe MODEL.tflite [ARENA_BYTES] [--print-plan]\n");
     return 2;
   }
   size_t arena_bytes = kDefaultArenaBytes;
-  if (argc == 3) {
+  if (arena_arg != nullptr) {
     char* end = nullptr;
-    const unsigned long v = strtoul(argv[2], &end, 10);
-    if (end == argv[2] || *end != '\0' || v < 1024) {
-      fprintf(stderr, "arena_probe: bad arena size '%s'\n", argv[2]);
+    const unsigned long v = strtoul(arena_arg, &end, 10);
+    if (end == arena_arg || *end != '\0' || v < 1024) {
+      fprintf(stderr, "arena_probe: bad arena size '%s'\n", arena_arg);
       return 2;
     }
     arena_bytes = static_cast<size_t>(v);
   }
   ModelBytes bytes;
-  if (!ReadModel(argv[1], &bytes)) {
-    fprintf(stderr, "arena_probe: cannot read model '%s'\n", argv[1]);
+  if (!ReadModel(model_path, &bytes)) {
+    fprintf(stderr, "arena_probe: cannot read model '%s'\n", model_path);
     return 2;
   }
   flatbuffers::Verifier verifier(bytes.data, bytes.size);
   if (!tflite::VerifyModelBuffer(verifier)) {
     fprintf(stderr, "arena_probe: '%s' is not a valid .tflite model\n",
-            argv[1]);
+            model_path);
     free(bytes.raw);
     return 2;
   }
@@ -378,12 +402,12 @@ int main(int argc, char** argv) {
       (reinterpret_cast<uintptr_t>(arena_raw) + 15u) &
       ~static_cast<uintptr_t>(15u));
 
-  printf("model %s\n", argv[1]);
+  printf("model %s\n", model_path);
   printf("kernels %s\n", ARENA_PROBE_KERNELS);
   printf("pointer_bytes %lu\n", U(sizeof(void*)));
   printf("arena_size %lu\n", U(arena_bytes));
   bool ok = RecordingPass(model, resolver, arena, arena_bytes);
-  if (ok) ok = PlanPass(model, resolver, arena, arena_bytes);
+  if (ok) ok = PlanPass(model, resolver, arena, arena_bytes, print_plan);
   if (ok) ok = PlainPass(model, resolver, arena, arena_bytes);
   free(arena_raw);
   free(bytes.raw);
