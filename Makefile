@@ -22,10 +22,14 @@ demo: setup
 	$(BIN)/tinyseg analyze $(MODEL) --plot $(OUT)/tiny_unet_plan.png --json $(OUT)/tiny_unet_analysis.json
 	$(BIN)/tinyseg optimize $(MODEL) -o $(OUT)/tiny_unet_opt.tflite --report $(OUT)/tiny_unet_report.json --plot $(OUT)/tiny_unet_opt_plan.png
 
-test: test-python
+test: test-native test-python
 
 test-python: setup
 	$(BIN)/python -m pytest -q
+
+test-native:
+	bash scripts/install-native-deps.sh
+	bash tflm_ops/run_tests.sh
 
 clean:
 	rm -rf $(VENV) $(OUT) build

@@ -1,0 +1,170 @@
+// Spill manager: compressed tensor spilling to a block device (paper sections
+// 4.2.1, 5.1, 5.2).
+//
+// Spill slots (small integer ids, one per spilled tensor) map to byte ranges
+// of a spill region, used as a ring log over its sectors: each spill is
+// appended after the previous one (program-size aligned), wrapping at the
+// region end, so erases rotate over every sector of the region (wear
+// levelling). A sector is erased only when no live slot has data in it.
+// Erases go through an EraseQueue: sectors ahead of the write head are
+// pre-erased after every spill and release, and the spill path waits only
+// when it must program a sector whose erase has not finished.
+//
+// Spill() streams the codec output through a caller-provided staging buffer
+// to the device; FetchRange() decodes only the codec blocks covering the
+// requested bytes, reading the device directly. No heap: every table is
+// caller memory (SpillMemory).
+#ifndef TINYSEG_SPILL_MANAGER_H_
+#define TINYSEG_SPILL_MANAGER_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tinyseg/block_device.h"
+#include "tinyseg/codec.h"
+#include "tinyseg/erase_queue.h"
+#include "tinyseg/status.h"
+
+namespace tinyseg {
+
+struct SpillSlot {
+  bool live = false;
+  uint64_t start = 0;     // ring offset in the region
+  uint32_t length = 0;    // encoded stream bytes
+  uint32_t stored = 0;    // bytes used on flash (length rounded to program size)
+  uint32_t raw_bytes = 0; // original tensor bytes
+  uint32_t elem_size = 0;
+};
+
+enum class SectorState : uint8_t { kDirty = 0, kErasing = 1, kErased = 2 };
+
+struct SectorInfo {
+  SectorState state = SectorState::kDirty;
+  EraseTicket ticket = 0;  // valid while kErasing
+  uint32_t erases = 0;     // erases issued by this manager
+};
+
+struct SpillConfig {
+  uint64_t region_offset = 0;     // device byte offset, erase-aligned
+  uint64_t region_size = 0;       // bytes, multiple of the erase size
+  uint32_t codec_block_bytes = 1024;
+  uint32_t pre_erase_sectors = 2; // sectors kept erased ahead of the head
+  // Pre-erase after every spill too (not only after Init/Release). Off suits
+  // one-bank flash when spills come in bursts: an erase started between two
+  // spills blocks the bank for the second one.
+  bool pre_erase_after_spill = true;
+  bool assume_erased = false;     // region known erased at Init
+};
+
+struct SpillMemory {
+  SpillSlot* slots = nullptr;
+  size_t num_slots = 0;
+  SectorInfo* sectors = nullptr;  // region_size / erase_size entries
+  size_t num_sectors = 0;
+  uint8_t* staging = nullptr;     // multiple of program_size and read_size
+  size_t staging_bytes = 0;
+};
+
+struct SpillStats {
+  uint64_t spills = 0;
+  uint64_t fetches = 0;
+  uint64_t raw_bytes_spilled = 0;
+  uint64_t encoded_bytes = 0;
+  uint64_t bytes_programmed = 0;  // incl. alignment padding
+  uint64_t bytes_read = 0;        // device bytes read by fetches
+  uint64_t erases_submitted = 0;  // sectors
+  uint64_t erase_waits = 0;       // programs that found their sector not yet erased
+  uint64_t inferences = 0;
+};
+
+struct WearReport {
+  uint64_t inferences = 0;
+  uint64_t total_erases = 0;
+  uint32_t max_sector_erases = 0;
+  uint32_t min_sector_erases = 0;
+  uint64_t last_inference_erases = 0;
+  double erases_per_inference = 0.0;
+  // inferences * endurance / max_sector_erases (0 when nothing was erased).
+  double projected_inferences = 0.0;
+};
+
+struct WearEstimate {
+  double erases_per_inference = 0.0;  // sectors erased per inference, steady state
+  double inferences_to_limit = 0.0;   // before any sector reaches `endurance`
+};
+
+// Steady-state wear of a ring over region_bytes with perfect rotation:
+// every inference writes bytes_per_inference (after alignment padding), so
+// each sector is erased once per region_bytes / bytes_per_inference
+// inferences.
+WearEstimate EstimateWear(uint64_t region_bytes, uint32_t sector_bytes,
+                          uint64_t bytes_per_inference, uint32_t endurance = 10000);
+
+class SpillManager {
+ public:
+  // clock (optional): flash reads/programs are booked on it as main-core time.
+  SpillManager(BlockDevice& device, EraseQueue& erase_queue,
+               const SpillConfig& config, const SpillMemory& memory,
+               VirtualClock* clock = nullptr);
+
+  // Validates configuration and memory, forgets every slot and pre-erases.
+  Status Init();
+
+  // Compresses data[0, size) and appends it to the ring under `slot`
+  // (replacing that slot's previous data).
+  Status Spill(uint32_t slot, const void* data, size_t size, uint32_t elem_size);
+
+  // Decodes original bytes [offset, offset + length) of `slot` into dst,
+  // reading only the codec blocks that cover them.
+  Status FetchRange(uint32_t slot, size_t offset, size_t length, void* dst);
+  Status Fetch(uint32_t slot, void* dst, size_t capacity);
+
+  // Marks a slot's data dead so its sectors can be erased and reused.
+  Status Release(uint32_t slot);
+
+  // Marks the end of one inference (for the wear report).
+  void EndInference();
+
+  // Waits for every queued erase.
+  Status Drain() { return eq_.Drain(); }
+
+  WearReport Wear(uint32_t endurance = 10000) const;
+  const SpillStats& stats() const { return stats_; }
+  const SpillSlot* slot(uint32_t id) const {
+    return id < mem_.num_slots ? &mem_.slots[id] : nullptr;
+  }
+  uint64_t head() const { return head_; }
+  uint32_t num_sectors() const { return static_cast<uint32_t>(nsec_); }
+  const SectorInfo& sector(uint32_t i) const { return mem_.sectors[i]; }
+
+ private:
+  friend class SpillSink;
+  friend class SlotSource;
+
+  bool SectorHasLiveData(uint32_t sector) const;
+  bool RangeOverlapsLive(uint64_t start, uint64_t len) const;
+  Status SubmitErase(uint32_t sector);
+  Status PreErase();
+  Status EnsureErased(uint32_t sector);
+  Status ProgramRing(uint64_t ring_off, const uint8_t* data, size_t len);
+  Status ReadRing(uint64_t ring_off, uint8_t* dst, size_t len);
+  Status DeviceRead(uint64_t addr, uint8_t* dst, size_t len);
+
+  BlockDevice& dev_;
+  EraseQueue& eq_;
+  SpillConfig cfg_;
+  SpillMemory mem_;
+  VirtualClock* clock_;
+  uint32_t erase_size_ = 0;
+  uint32_t program_size_ = 0;
+  size_t nsec_ = 0;
+  uint64_t head_ = 0;  // ring offset of the next write, program-aligned
+  bool ready_ = false;
+  SpillStats stats_;
+  uint64_t erases_at_last_inference_ = 0;
+  uint64_t last_inference_erases_ = 0;
+};
+
+}  // namespace tinyseg
+
+#endif  // TINYSEG_SPILL_MANAGER_H_

@@ -1,0 +1,558 @@
+// Block-wise representative-value codec (see codec.h for the format).
+#include "tinyseg/codec.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace tinyseg {
+namespace {
+
+constexpr size_t kChunk = 128;  // stack staging for bitmap / others
+
+void PutU16(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+void PutU32(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+  p[2] = static_cast<uint8_t>(v >> 16);
+  p[3] = static_cast<uint8_t>(v >> 24);
+}
+uint32_t GetU16(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8);
+}
+uint32_t GetU32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) |
+         (static_cast<uint32_t>(p[3]) << 24);
+}
+
+// Element bytes as an integer key; only equality matters, so host byte
+// order is irrelevant.
+inline uint32_t LoadElem(const uint8_t* p, uint32_t es) {
+  uint32_t v = 0;
+  std::memcpy(&v, p, es);
+  return v;
+}
+
+inline int PopCount8(uint8_t v) {
+  int c = 0;
+  while (v) {
+    v = static_cast<uint8_t>(v & (v - 1));
+    ++c;
+  }
+  return c;
+}
+
+struct BlockPlan {
+  BlockMode mode = BlockMode::kRaw;
+  uint32_t rep = 0;     // element bytes, memcpy'd into a u32
+  uint32_t others = 0;  // elements != rep
+  size_t encoded = 0;   // bytes including the block header
+};
+
+// Most frequent element of block[0, n). Exact for es == 1.
+void FindRepresentative(const uint8_t* block, uint32_t n, uint32_t es,
+                        uint32_t* rep, uint32_t* rep_count) {
+  if (es == 1) {
+    uint16_t hist[256];
+    std::memset(hist, 0, sizeof(hist));
+    for (uint32_t i = 0; i < n; ++i) ++hist[block[i]];
+    uint32_t best = 0;
+    for (uint32_t v = 1; v < 256; ++v) {
+      if (hist[v] > hist[best]) best = v;
+    }
+    *rep = best;
+    *rep_count = hist[best];
+    return;
+  }
+  // Misra-Gries heavy hitters with K candidates, then exact recount.
+  constexpr int K = 8;
+  uint32_t cand[K];
+  uint32_t cnt[K];
+  int used = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t v = LoadElem(block + i * es, es);
+    int j = 0;
+    for (; j < used; ++j) {
+      if (cand[j] == v) break;
+    }
+    if (j < used) {
+      ++cnt[j];
+    } else if (used < K) {
+      cand[used] = v;
+      cnt[used] = 1;
+      ++used;
+    } else {
+      for (int k = 0; k < K; ++k) --cnt[k];
+      // Drop exhausted candidates (compact the table).
+      int w = 0;
+      for (int k = 0; k < K; ++k) {
+        if (cnt[k] != 0) {
+          cand[w] = cand[k];
+          cnt[w] = cnt[k];
+          ++w;
+        }
+      }
+      used = w;
+    }
+  }
+  if (used == 0) {
+    // Every candidate cancelled out (no value above n/(K+1)): fall back to
+    // the first element; its count is taken exactly below like any other.
+    if (n == 0) {
+      *rep = 0;
+      *rep_count = 0;
+      return;
+    }
+    cand[0] = LoadElem(block, es);
+    used = 1;
+  }
+  uint32_t exact[K];
+  for (int k = 0; k < used; ++k) exact[k] = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t v = LoadElem(block + i * es, es);
+    for (int k = 0; k < used; ++k) {
+      if (cand[k] == v) {
+        ++exact[k];
+        break;
+      }
+    }
+  }
+  int best = 0;
+  for (int k = 1; k < used; ++k) {
+    if (exact[k] > exact[best]) best = k;
+  }
+  *rep = cand[best];
+  *rep_count = exact[best];
+}
+
+BlockPlan PlanBlock(const uint8_t* block, uint32_t n, uint32_t es) {
+  BlockPlan p;
+  uint32_t rep_count = 0;
+  FindRepresentative(block, n, es, &p.rep, &rep_count);
+  p.others = n - rep_count;
+  const size_t raw = kBlockHeaderBytes + static_cast<size_t>(n) * es;
+  const size_t comp = kBlockHeaderBytes + (n + 7) / 8 +
+                      static_cast<size_t>(p.others) * es;
+  if (p.others == 0) {
+    p.mode = BlockMode::kConstant;
+    p.encoded = kBlockHeaderBytes;
+  } else if (comp < raw) {
+    p.mode = BlockMode::kCompressed;
+    p.encoded = comp;
+  } else {
+    p.mode = BlockMode::kRaw;
+    p.others = 0;
+    p.encoded = raw;
+  }
+  return p;
+}
+
+Status WriteBlock(const uint8_t* block, uint32_t n, uint32_t es,
+                  const BlockPlan& p, ByteSink& sink) {
+  uint8_t hdr[kBlockHeaderBytes];
+  hdr[0] = static_cast<uint8_t>(p.mode);
+  hdr[1] = 0;
+  PutU16(hdr + 2, p.mode == BlockMode::kCompressed ? p.others : 0);
+  std::memset(hdr + 4, 0, 4);
+  if (p.mode != BlockMode::kRaw) std::memcpy(hdr + 4, &p.rep, es);
+  TINYSEG_RETURN_IF_ERROR(sink.Write(hdr, sizeof(hdr)));
+  if (p.mode == BlockMode::kConstant) return Status::kOk;
+  if (p.mode == BlockMode::kRaw) {
+    return sink.Write(block, static_cast<size_t>(n) * es);
+  }
+  // Bitmap, streamed in kChunk-byte pieces.
+  uint8_t buf[kChunk];
+  const uint32_t bitmap_bytes = (n + 7) / 8;
+  for (uint32_t byte0 = 0; byte0 < bitmap_bytes; byte0 += kChunk) {
+    const uint32_t nb =
+        (bitmap_bytes - byte0 < kChunk) ? bitmap_bytes - byte0 : kChunk;
+    std::memset(buf, 0, nb);
+    const uint32_t e_begin = byte0 * 8;
+    uint32_t e_end = (byte0 + nb) * 8;
+    if (e_end > n) e_end = n;
+    for (uint32_t i = e_begin; i < e_end; ++i) {
+      if (LoadElem(block + i * es, es) != p.rep) {
+        buf[(i - e_begin) >> 3] |= static_cast<uint8_t>(1u << (i & 7));
+      }
+    }
+    TINYSEG_RETURN_IF_ERROR(sink.Write(buf, nb));
+  }
+  // Other values, packed through the same staging buffer.
+  size_t fill = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint8_t* e = block + i * es;
+    if (LoadElem(e, es) == p.rep) continue;
+    if (fill + es > kChunk) {
+      TINYSEG_RETURN_IF_ERROR(sink.Write(buf, fill));
+      fill = 0;
+    }
+    std::memcpy(buf + fill, e, es);
+    fill += es;
+  }
+  if (fill) TINYSEG_RETURN_IF_ERROR(sink.Write(buf, fill));
+  return Status::kOk;
+}
+
+inline uint32_t BlockElems(const StreamHeader& h, uint32_t block) {
+  const uint32_t start = block * h.block_bytes;
+  const uint32_t left = h.total_bytes - start;
+  return (left < h.block_bytes ? left : h.block_bytes) / h.elem_size;
+}
+
+}  // namespace
+
+const char* StatusName(Status s) {
+  switch (s) {
+    case Status::kOk: return "ok";
+    case Status::kInvalidArgument: return "invalid_argument";
+    case Status::kOutOfRange: return "out_of_range";
+    case Status::kMisaligned: return "misaligned";
+    case Status::kNotErased: return "not_erased";
+    case Status::kBufferTooSmall: return "buffer_too_small";
+    case Status::kCorrupt: return "corrupt";
+    case Status::kIoError: return "io_error";
+    case Status::kBusy: return "busy";
+    case Status::kNoSpace: return "no_space";
+    case Status::kNotFound: return "not_found";
+    case Status::kUnsupported: return "unsupported";
+  }
+  return "unknown";
+}
+
+Status MemorySink::Write(const uint8_t* data, size_t len) {
+  if (len > cap_ - len_) return Status::kBufferTooSmall;
+  if (len) std::memcpy(buf_ + len_, data, len);
+  len_ += len;
+  return Status::kOk;
+}
+
+Status MemorySource::Read(size_t offset, uint8_t* dst, size_t len) {
+  if (offset > size_ || len > size_ - offset) return Status::kOutOfRange;
+  if (len) std::memcpy(dst, data_ + offset, len);
+  return Status::kOk;
+}
+
+Status ValidateCodecParams(size_t total_bytes, const CodecParams& params) {
+  const uint32_t es = params.elem_size;
+  if (es != 1 && es != 2 && es != 4) return Status::kInvalidArgument;
+  if (params.block_bytes == 0 || params.block_bytes > kMaxBlockBytes ||
+      params.block_bytes % es != 0) {
+    return Status::kInvalidArgument;
+  }
+  if (total_bytes % es != 0) return Status::kMisaligned;
+  // Every offset of the stream (worst case: all blocks raw) must fit in u32.
+  const uint64_t nb = (static_cast<uint64_t>(total_bytes) + params.block_bytes - 1) /
+                      params.block_bytes;
+  const uint64_t worst = kStreamHeaderBytes +
+                         nb * (kIndexEntryBytes + kBlockHeaderBytes) + total_bytes;
+  if (worst > 0xFFFFFFFFull || worst > static_cast<uint64_t>(SIZE_MAX)) {
+    return Status::kOutOfRange;
+  }
+  return Status::kOk;
+}
+
+size_t NumBlocks(size_t total_bytes, uint32_t block_bytes) {
+  if (block_bytes == 0) return 0;
+  return (total_bytes + block_bytes - 1) / block_bytes;
+}
+
+size_t WorstCaseEncodedSize(size_t total_bytes, const CodecParams& params) {
+  if (!Ok(ValidateCodecParams(total_bytes, params))) return 0;
+  const size_t nb = NumBlocks(total_bytes, params.block_bytes);
+  return kStreamHeaderBytes + nb * (kIndexEntryBytes + kBlockHeaderBytes) +
+         total_bytes;
+}
+
+Status MeasureEncodedSize(const uint8_t* data, size_t size,
+                          const CodecParams& params, size_t* encoded_size) {
+  if (encoded_size == nullptr || (data == nullptr && size != 0)) {
+    return Status::kInvalidArgument;
+  }
+  TINYSEG_RETURN_IF_ERROR(ValidateCodecParams(size, params));
+  const uint32_t es = params.elem_size;
+  const size_t nb = NumBlocks(size, params.block_bytes);
+  size_t total = kStreamHeaderBytes + nb * kIndexEntryBytes;
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t start = b * params.block_bytes;
+    const size_t len =
+        (size - start < params.block_bytes) ? size - start : params.block_bytes;
+    total += PlanBlock(data + start, static_cast<uint32_t>(len / es), es).encoded;
+  }
+  *encoded_size = total;
+  return Status::kOk;
+}
+
+Status Encode(const uint8_t* data, size_t size, const CodecParams& params,
+              ByteSink& sink, EncodeStats* stats) {
+  if (data == nullptr && size != 0) return Status::kInvalidArgument;
+  TINYSEG_RETURN_IF_ERROR(ValidateCodecParams(size, params));
+  const uint32_t es = params.elem_size;
+  const uint32_t bb = params.block_bytes;
+  const size_t nb = NumBlocks(size, bb);
+
+  uint8_t hdr[kStreamHeaderBytes];
+  PutU32(hdr + 0, kCodecMagic);
+  PutU32(hdr + 4, static_cast<uint32_t>(size));
+  PutU32(hdr + 8, bb);
+  hdr[12] = static_cast<uint8_t>(es);
+  hdr[13] = kCodecVersion;
+  PutU16(hdr + 14, 0);
+  TINYSEG_RETURN_IF_ERROR(sink.Write(hdr, sizeof(hdr)));
+
+  // Pass 1: block sizes -> index (streamed in chunks of offsets).
+  size_t offset = kStreamHeaderBytes + nb * kIndexEntryBytes;
+  uint8_t idx[kChunk];
+  size_t fill = 0;
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t start = b * bb;
+    const size_t len = (size - start < bb) ? size - start : bb;
+    const BlockPlan p = PlanBlock(data + start, static_cast<uint32_t>(len / es), es);
+    PutU32(idx + fill, static_cast<uint32_t>(offset));
+    fill += kIndexEntryBytes;
+    if (fill == kChunk) {
+      TINYSEG_RETURN_IF_ERROR(sink.Write(idx, fill));
+      fill = 0;
+    }
+    offset += p.encoded;
+  }
+  if (fill) TINYSEG_RETURN_IF_ERROR(sink.Write(idx, fill));
+
+  // Pass 2: blocks.
+  EncodeStats st;
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t start = b * bb;
+    const size_t len = (size - start < bb) ? size - start : bb;
+    const uint32_t n = static_cast<uint32_t>(len / es);
+    const BlockPlan p = PlanBlock(data + start, n, es);
+    TINYSEG_RETURN_IF_ERROR(WriteBlock(data + start, n, es, p, sink));
+    switch (p.mode) {
+      case BlockMode::kRaw: ++st.raw_blocks; break;
+      case BlockMode::kCompressed: ++st.compressed_blocks; break;
+      case BlockMode::kConstant: ++st.constant_blocks; break;
+    }
+  }
+  st.encoded_bytes = offset;
+  if (stats) *stats = st;
+  return Status::kOk;
+}
+
+Status EncodeToBuffer(const uint8_t* data, size_t size,
+                      const CodecParams& params, uint8_t* out, size_t capacity,
+                      size_t* out_len, EncodeStats* stats) {
+  if (out == nullptr && capacity != 0) return Status::kInvalidArgument;
+  MemorySink sink(out, capacity);
+  TINYSEG_RETURN_IF_ERROR(Encode(data, size, params, sink, stats));
+  if (out_len) *out_len = sink.size();
+  return Status::kOk;
+}
+
+Status ReadStreamHeader(ByteSource& source, StreamHeader* header) {
+  if (header == nullptr) return Status::kInvalidArgument;
+  uint8_t hdr[kStreamHeaderBytes];
+  if (source.Size() < kStreamHeaderBytes) return Status::kCorrupt;
+  TINYSEG_RETURN_IF_ERROR(source.Read(0, hdr, sizeof(hdr)));
+  if (GetU32(hdr) != kCodecMagic || hdr[13] != kCodecVersion ||
+      GetU16(hdr + 14) != 0) {
+    return Status::kCorrupt;
+  }
+  CodecParams p;
+  p.elem_size = hdr[12];
+  p.block_bytes = GetU32(hdr + 8);
+  const uint32_t total = GetU32(hdr + 4);
+  if (!Ok(ValidateCodecParams(total, p))) return Status::kCorrupt;
+  const size_t nb = NumBlocks(total, p.block_bytes);
+  const size_t min_size = kStreamHeaderBytes + nb * (kIndexEntryBytes + kBlockHeaderBytes);
+  if (source.Size() < min_size) return Status::kCorrupt;
+  header->total_bytes = total;
+  header->block_bytes = p.block_bytes;
+  header->elem_size = p.elem_size;
+  header->num_blocks = static_cast<uint32_t>(nb);
+  return Status::kOk;
+}
+
+Status StreamReader::Open(ByteSource& source) {
+  source_ = nullptr;
+  TINYSEG_RETURN_IF_ERROR(ReadStreamHeader(source, &header_));
+  source_ = &source;
+  return Status::kOk;
+}
+
+Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b,
+                                     uint8_t* dst) {
+  const uint32_t es = header_.elem_size;
+  const uint32_t n_blk = BlockElems(header_, block);
+  uint8_t ib[kIndexEntryBytes];
+  TINYSEG_RETURN_IF_ERROR(source_->Read(
+      kStreamHeaderBytes + static_cast<size_t>(block) * kIndexEntryBytes, ib,
+      sizeof(ib)));
+  const size_t off = GetU32(ib);
+  const size_t data_start = kStreamHeaderBytes +
+                            static_cast<size_t>(header_.num_blocks) * kIndexEntryBytes;
+  const size_t size = source_->Size();
+  if (off < data_start || off > size || size - off < kBlockHeaderBytes) {
+    return Status::kCorrupt;
+  }
+  uint8_t bh[kBlockHeaderBytes];
+  TINYSEG_RETURN_IF_ERROR(source_->Read(off, bh, sizeof(bh)));
+  const uint8_t mode = bh[0];
+  const uint32_t count = GetU16(bh + 2);
+  const size_t body = off + kBlockHeaderBytes;
+  const uint32_t n = b - a;
+  if (bh[1] != 0) return Status::kCorrupt;
+
+  if (mode == static_cast<uint8_t>(BlockMode::kRaw)) {
+    if (size - body < static_cast<size_t>(n_blk) * es) return Status::kCorrupt;
+    return source_->Read(body + static_cast<size_t>(a) * es, dst,
+                         static_cast<size_t>(n) * es);
+  }
+  if (mode == static_cast<uint8_t>(BlockMode::kConstant)) {
+    for (uint32_t i = 0; i < n; ++i) std::memcpy(dst + i * es, bh + 4, es);
+    return Status::kOk;
+  }
+  if (mode != static_cast<uint8_t>(BlockMode::kCompressed)) return Status::kCorrupt;
+
+  const size_t bitmap_bytes = (n_blk + 7) / 8;
+  if (count > n_blk ||
+      size - body < bitmap_bytes + static_cast<size_t>(count) * es) {
+    return Status::kCorrupt;
+  }
+  // Pass A: s = popcount(bits[0, a)), m = popcount(bits[a, b)).
+  uint8_t buf[kChunk];
+  const size_t need = (b + 7) / 8;  // bitmap bytes covering [0, b)
+  uint32_t s = 0, m = 0;
+  for (size_t byte0 = 0; byte0 < need; byte0 += kChunk) {
+    const size_t nb = (need - byte0 < kChunk) ? need - byte0 : kChunk;
+    TINYSEG_RETURN_IF_ERROR(source_->Read(body + byte0, buf, nb));
+    for (size_t k = 0; k < nb; ++k) {
+      const uint32_t e0 = static_cast<uint32_t>((byte0 + k) * 8);
+      uint8_t v = buf[k];
+      if (e0 + 8 <= a) {
+        s += PopCount8(v);
+        continue;
+      }
+      for (uint32_t bit = 0; bit < 8; ++bit) {
+        const uint32_t e = e0 + bit;
+        if (e >= b) break;
+        if ((v >> bit) & 1u) {
+          if (e < a) ++s; else ++m;
+        }
+      }
+    }
+  }
+  if (static_cast<size_t>(s) + m > count) return Status::kCorrupt;
+  // Packed others for [a, b) go to the tail of dst, then expand in place
+  // front to back (never overtakes an unread packed value).
+  uint8_t* packed = dst + static_cast<size_t>(n - m) * es;
+  if (m) {
+    TINYSEG_RETURN_IF_ERROR(source_->Read(
+        body + bitmap_bytes + static_cast<size_t>(s) * es, packed,
+        static_cast<size_t>(m) * es));
+  }
+  const bool cached = need <= kChunk;  // whole [0, b) bitmap still in buf
+  uint32_t used = 0;
+  size_t chunk_first = static_cast<size_t>(-1);
+  for (uint32_t e = a; e < b; ++e) {
+    const size_t byte = e >> 3;
+    uint8_t bits;
+    if (cached) {
+      bits = buf[byte];
+    } else {
+      if (chunk_first == static_cast<size_t>(-1) || byte < chunk_first ||
+          byte >= chunk_first + kChunk) {
+        chunk_first = byte;
+        const size_t nb = (need - byte < kChunk) ? need - byte : kChunk;
+        TINYSEG_RETURN_IF_ERROR(source_->Read(body + byte, buf, nb));
+      }
+      bits = buf[byte - chunk_first];
+    }
+    uint8_t* out = dst + static_cast<size_t>(e - a) * es;
+    if ((bits >> (e & 7)) & 1u) {
+      const uint8_t* from = packed + static_cast<size_t>(used) * es;
+      if (from != out) std::memmove(out, from, es);
+      ++used;
+    } else {
+      std::memcpy(out, bh + 4, es);
+    }
+  }
+  return Status::kOk;
+}
+
+Status StreamReader::DecodeElements(uint32_t first, uint32_t last,
+                                    uint8_t* dst) {
+  const uint32_t es = header_.elem_size;
+  const uint32_t per_block = header_.block_bytes / es;
+  uint32_t e = first;
+  while (e < last) {
+    const uint32_t block = e / per_block;
+    const uint32_t a = e - block * per_block;
+    uint32_t b = per_block;
+    if (last - block * per_block < b) b = last - block * per_block;
+    TINYSEG_RETURN_IF_ERROR(DecodeBlockPart(block, a, b, dst));
+    dst += static_cast<size_t>(b - a) * es;
+    e += b - a;
+  }
+  return Status::kOk;
+}
+
+Status StreamReader::DecodeRange(size_t offset, size_t length, uint8_t* dst) {
+  if (source_ == nullptr) return Status::kInvalidArgument;
+  if (length == 0) return Status::kOk;
+  if (dst == nullptr) return Status::kInvalidArgument;
+  const size_t total = header_.total_bytes;
+  if (offset > total || length > total - offset) return Status::kOutOfRange;
+  const uint32_t es = header_.elem_size;
+  size_t pos = offset;
+  const size_t end = offset + length;
+  // Leading partial element.
+  if (pos % es != 0) {
+    uint8_t tmp[4];
+    const uint32_t e = static_cast<uint32_t>(pos / es);
+    TINYSEG_RETURN_IF_ERROR(DecodeElements(e, e + 1, tmp));
+    const size_t skip = pos % es;
+    size_t take = es - skip;
+    if (take > end - pos) take = end - pos;
+    std::memcpy(dst, tmp + skip, take);
+    dst += take;
+    pos += take;
+  }
+  // Whole elements.
+  const size_t whole_end = end - end % es;
+  if (pos < whole_end) {
+    TINYSEG_RETURN_IF_ERROR(DecodeElements(static_cast<uint32_t>(pos / es),
+                                           static_cast<uint32_t>(whole_end / es),
+                                           dst));
+    dst += whole_end - pos;
+    pos = whole_end;
+  }
+  // Trailing partial element.
+  if (pos < end) {
+    uint8_t tmp[4];
+    const uint32_t e = static_cast<uint32_t>(pos / es);
+    TINYSEG_RETURN_IF_ERROR(DecodeElements(e, e + 1, tmp));
+    std::memcpy(dst, tmp, end - pos);
+  }
+  return Status::kOk;
+}
+
+Status DecodeRange(ByteSource& source, size_t offset, size_t length,
+                   uint8_t* dst) {
+  StreamReader r;
+  TINYSEG_RETURN_IF_ERROR(r.Open(source));
+  return r.DecodeRange(offset, length, dst);
+}
+
+Status DecodeAll(ByteSource& source, uint8_t* dst, size_t capacity,
+                 size_t* out_len) {
+  StreamReader r;
+  TINYSEG_RETURN_IF_ERROR(r.Open(source));
+  const size_t total = r.header().total_bytes;
+  if (capacity < total) return Status::kBufferTooSmall;
+  TINYSEG_RETURN_IF_ERROR(r.DecodeRange(0, total, dst));
+  if (out_len) *out_len = total;
+  return Status::kOk;
+}
+
+}  // namespace tinyseg

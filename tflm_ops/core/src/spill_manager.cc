@@ -1,0 +1,367 @@
+// Spill manager: ring log of compressed tensors over a flash region.
+#include "tinyseg/spill_manager.h"
+
+#include <cstring>
+
+namespace tinyseg {
+
+// Codec sink that stages bytes and programs them at the ring write position.
+class SpillSink final : public ByteSink {
+ public:
+  SpillSink(SpillManager& m, uint64_t start) : m_(m), pos_(start) {}
+  Status Write(const uint8_t* data, size_t len) override {
+    while (len > 0) {
+      const size_t room = m_.mem_.staging_bytes - fill_;
+      const size_t n = len < room ? len : room;
+      std::memcpy(m_.mem_.staging + fill_, data, n);
+      fill_ += n;
+      data += n;
+      len -= n;
+      if (fill_ == m_.mem_.staging_bytes) TINYSEG_RETURN_IF_ERROR(Flush(fill_));
+    }
+    return Status::kOk;
+  }
+  // Pads the tail to the program size with the erased value and programs it.
+  Status Finish() {
+    if (fill_ == 0) return Status::kOk;
+    const size_t ps = m_.program_size_;
+    const size_t padded = (fill_ + ps - 1) / ps * ps;
+    std::memset(m_.mem_.staging + fill_, m_.dev_.erased_value(), padded - fill_);
+    return Flush(padded);
+  }
+  uint64_t programmed() const { return programmed_; }
+
+ private:
+  Status Flush(size_t n) {
+    const Status s = m_.ProgramRing(pos_, m_.mem_.staging, n);
+    if (Ok(s)) {
+      pos_ = (pos_ + n) % m_.cfg_.region_size;
+      programmed_ += n;
+    }
+    fill_ = 0;
+    return s;
+  }
+
+  SpillManager& m_;
+  uint64_t pos_;
+  size_t fill_ = 0;
+  uint64_t programmed_ = 0;
+};
+
+// Codec source reading one slot's stream from the ring.
+class SlotSource final : public ByteSource {
+ public:
+  SlotSource(SpillManager& m, const SpillSlot& s) : m_(m), s_(s) {}
+  size_t Size() const override { return s_.length; }
+  Status Read(size_t offset, uint8_t* dst, size_t len) override {
+    if (offset > s_.length || len > s_.length - offset) return Status::kOutOfRange;
+    const uint64_t ring = (s_.start + offset) % m_.cfg_.region_size;
+    return m_.ReadRing(ring, dst, len);
+  }
+
+ private:
+  SpillManager& m_;
+  const SpillSlot& s_;
+};
+
+WearEstimate EstimateWear(uint64_t region_bytes, uint32_t sector_bytes,
+                          uint64_t bytes_per_inference, uint32_t endurance) {
+  WearEstimate w;
+  if (sector_bytes == 0 || region_bytes == 0 || bytes_per_inference == 0) return w;
+  w.erases_per_inference =
+      static_cast<double>(bytes_per_inference) / static_cast<double>(sector_bytes);
+  w.inferences_to_limit = static_cast<double>(endurance) *
+                          static_cast<double>(region_bytes) /
+                          static_cast<double>(bytes_per_inference);
+  return w;
+}
+
+SpillManager::SpillManager(BlockDevice& device, EraseQueue& erase_queue,
+                           const SpillConfig& config, const SpillMemory& memory,
+                           VirtualClock* clock)
+    : dev_(device), eq_(erase_queue), cfg_(config), mem_(memory), clock_(clock) {}
+
+Status SpillManager::Init() {
+  ready_ = false;
+  const Geometry& g = dev_.geometry();
+  TINYSEG_RETURN_IF_ERROR(ValidateGeometry(g));
+  erase_size_ = g.erase_size;
+  program_size_ = g.program_size;
+  if (cfg_.region_size == 0 || cfg_.region_offset % g.erase_size != 0 ||
+      cfg_.region_size % g.erase_size != 0) {
+    return Status::kMisaligned;
+  }
+  if (cfg_.region_offset > g.total_size ||
+      cfg_.region_size > g.total_size - cfg_.region_offset) {
+    return Status::kOutOfRange;
+  }
+  if (cfg_.region_size > 0xFFFFFFFFull) return Status::kInvalidArgument;
+  nsec_ = static_cast<size_t>(cfg_.region_size / g.erase_size);
+  if (mem_.slots == nullptr || mem_.num_slots == 0 || mem_.sectors == nullptr ||
+      mem_.num_sectors < nsec_ || mem_.staging == nullptr) {
+    return Status::kInvalidArgument;
+  }
+  if (mem_.staging_bytes < g.program_size || mem_.staging_bytes % g.program_size != 0 ||
+      mem_.staging_bytes % g.read_size != 0) {
+    return Status::kInvalidArgument;
+  }
+  if (cfg_.codec_block_bytes == 0 || cfg_.codec_block_bytes % 4 != 0 ||
+      cfg_.codec_block_bytes > kMaxBlockBytes) {
+    return Status::kInvalidArgument;
+  }
+  for (size_t i = 0; i < mem_.num_slots; ++i) mem_.slots[i] = SpillSlot();
+  for (size_t i = 0; i < nsec_; ++i) {
+    mem_.sectors[i] = SectorInfo();
+    mem_.sectors[i].state = cfg_.assume_erased ? SectorState::kErased : SectorState::kDirty;
+  }
+  head_ = 0;
+  stats_ = SpillStats();
+  erases_at_last_inference_ = 0;
+  last_inference_erases_ = 0;
+  ready_ = true;
+  return PreErase();
+}
+
+bool SpillManager::RangeOverlapsLive(uint64_t start, uint64_t len) const {
+  if (len == 0) return false;
+  const uint64_t r = cfg_.region_size;
+  for (size_t i = 0; i < mem_.num_slots; ++i) {
+    const SpillSlot& s = mem_.slots[i];
+    if (!s.live || s.stored == 0) continue;
+    // Two arcs of a circle overlap iff one starts inside the other.
+    if ((s.start + r - start) % r < len || (start + r - s.start) % r < s.stored) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool SpillManager::SectorHasLiveData(uint32_t sector) const {
+  return RangeOverlapsLive(static_cast<uint64_t>(sector) * erase_size_, erase_size_);
+}
+
+Status SpillManager::SubmitErase(uint32_t sector) {
+  const uint64_t addr = cfg_.region_offset + static_cast<uint64_t>(sector) * erase_size_;
+  EraseTicket t = 0;
+  Status s = eq_.Submit(addr, erase_size_, &t);
+  while (s == Status::kBusy) {
+    // Queue full: wait for our oldest pending erase, then retry.
+    EraseTicket oldest = 0;
+    for (size_t i = 0; i < nsec_; ++i) {
+      const SectorInfo& si = mem_.sectors[i];
+      if (si.state == SectorState::kErasing && (oldest == 0 || si.ticket < oldest)) {
+        oldest = si.ticket;
+      }
+    }
+    if (oldest != 0) {
+      TINYSEG_RETURN_IF_ERROR(eq_.Wait(oldest));
+    } else {
+      TINYSEG_RETURN_IF_ERROR(eq_.Drain());
+    }
+    s = eq_.Submit(addr, erase_size_, &t);
+  }
+  TINYSEG_RETURN_IF_ERROR(s);
+  SectorInfo& si = mem_.sectors[sector];
+  si.state = SectorState::kErasing;
+  si.ticket = t;
+  ++si.erases;
+  ++stats_.erases_submitted;
+  return Status::kOk;
+}
+
+Status SpillManager::PreErase() {
+  const uint64_t k = head_ / erase_size_;
+  const bool mid = (head_ % erase_size_) != 0;
+  const uint64_t first = mid ? k + 1 : k;
+  uint64_t n = cfg_.pre_erase_sectors;
+  if (n > nsec_ - 1) n = nsec_ - 1;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t s = static_cast<uint32_t>((first + i) % nsec_);
+    if (mid && s == k) break;
+    if (mem_.sectors[s].state != SectorState::kDirty) continue;
+    if (SectorHasLiveData(s)) break;  // the head cannot pass live data anyway
+    TINYSEG_RETURN_IF_ERROR(SubmitErase(s));
+  }
+  return Status::kOk;
+}
+
+Status SpillManager::EnsureErased(uint32_t sector) {
+  SectorInfo& si = mem_.sectors[sector];
+  if (si.state == SectorState::kErased) return Status::kOk;
+  if (si.state == SectorState::kDirty) TINYSEG_RETURN_IF_ERROR(SubmitErase(sector));
+  if (!eq_.IsDone(si.ticket)) ++stats_.erase_waits;
+  TINYSEG_RETURN_IF_ERROR(eq_.Wait(si.ticket));
+  si.state = SectorState::kErased;
+  return Status::kOk;
+}
+
+Status SpillManager::ProgramRing(uint64_t ring_off, const uint8_t* data, size_t len) {
+  while (len > 0) {
+    const uint32_t sector = static_cast<uint32_t>(ring_off / erase_size_);
+    const uint64_t in_sector = erase_size_ - ring_off % erase_size_;
+    const size_t n = len < in_sector ? len : static_cast<size_t>(in_sector);
+    if (ring_off % erase_size_ == 0) TINYSEG_RETURN_IF_ERROR(EnsureErased(sector));
+    const uint64_t addr = cfg_.region_offset + ring_off;
+    TINYSEG_RETURN_IF_ERROR(eq_.AwaitBankIdle(addr, n));
+    TINYSEG_RETURN_IF_ERROR(dev_.Program(addr, data, n));
+    if (clock_) clock_->Advance(dev_.ModelledNs(Op::kProgram, addr, n));
+    mem_.sectors[sector].state = SectorState::kDirty;
+    stats_.bytes_programmed += n;
+    data += n;
+    len -= n;
+    ring_off = (ring_off + n) % cfg_.region_size;
+  }
+  return Status::kOk;
+}
+
+Status SpillManager::DeviceRead(uint64_t addr, uint8_t* dst, size_t len) {
+  const uint32_t rs = dev_.geometry().read_size;
+  if (rs <= 1 || (addr % rs == 0 && len % rs == 0)) {
+    TINYSEG_RETURN_IF_ERROR(eq_.AwaitBankIdle(addr, len));
+    TINYSEG_RETURN_IF_ERROR(dev_.Read(addr, dst, len));
+    if (clock_) clock_->Advance(dev_.ModelledNs(Op::kRead, addr, len));
+    stats_.bytes_read += len;
+    return Status::kOk;
+  }
+  // Unaligned on a device with read_size > 1: bounce through staging.
+  while (len > 0) {
+    const uint64_t base = addr - addr % rs;
+    const size_t skip = static_cast<size_t>(addr - base);
+    size_t span = skip + len;
+    span = (span + rs - 1) / rs * rs;
+    if (span > mem_.staging_bytes) span = mem_.staging_bytes;
+    TINYSEG_RETURN_IF_ERROR(eq_.AwaitBankIdle(base, span));
+    TINYSEG_RETURN_IF_ERROR(dev_.Read(base, mem_.staging, span));
+    if (clock_) clock_->Advance(dev_.ModelledNs(Op::kRead, base, span));
+    stats_.bytes_read += span;
+    const size_t take = span - skip < len ? span - skip : len;
+    std::memcpy(dst, mem_.staging + skip, take);
+    dst += take;
+    addr += take;
+    len -= take;
+  }
+  return Status::kOk;
+}
+
+Status SpillManager::ReadRing(uint64_t ring_off, uint8_t* dst, size_t len) {
+  while (len > 0) {
+    const uint64_t to_end = cfg_.region_size - ring_off;
+    const size_t n = len < to_end ? len : static_cast<size_t>(to_end);
+    TINYSEG_RETURN_IF_ERROR(DeviceRead(cfg_.region_offset + ring_off, dst, n));
+    dst += n;
+    len -= n;
+    ring_off = (ring_off + n) % cfg_.region_size;
+  }
+  return Status::kOk;
+}
+
+Status SpillManager::Spill(uint32_t slot, const void* data, size_t size,
+                           uint32_t elem_size) {
+  if (!ready_ || slot >= mem_.num_slots || (data == nullptr && size != 0)) {
+    return Status::kInvalidArgument;
+  }
+  const CodecParams params{elem_size, cfg_.codec_block_bytes};
+  const uint8_t* bytes = static_cast<const uint8_t*>(data);
+  size_t encoded = 0;
+  TINYSEG_RETURN_IF_ERROR(MeasureEncodedSize(bytes, size, params, &encoded));
+  mem_.slots[slot].live = false;  // re-spill replaces the old data
+
+  const uint64_t stored = (encoded + program_size_ - 1) / program_size_ * program_size_;
+  const uint64_t first_off = head_ % erase_size_;
+  const uint64_t count = (first_off + stored + erase_size_ - 1) / erase_size_;
+  if (stored > cfg_.region_size || count > nsec_) return Status::kNoSpace;
+  const uint64_t k = head_ / erase_size_;
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint32_t s = static_cast<uint32_t>((k + i) % nsec_);
+    const bool entered = i > 0 || first_off == 0;
+    if (entered && mem_.sectors[s].state == SectorState::kDirty && SectorHasLiveData(s)) {
+      return Status::kNoSpace;
+    }
+  }
+  // Start every needed erase now; programs wait only for the ones not done.
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint32_t s = static_cast<uint32_t>((k + i) % nsec_);
+    const bool entered = i > 0 || first_off == 0;
+    if (entered && mem_.sectors[s].state == SectorState::kDirty) {
+      TINYSEG_RETURN_IF_ERROR(SubmitErase(s));
+    }
+  }
+
+  SpillSink sink(*this, head_);
+  Status s = Encode(bytes, size, params, sink, nullptr);
+  if (Ok(s)) s = sink.Finish();
+  // Keep the invariant "bytes after the head are erased" even on failure.
+  head_ = (head_ + sink.programmed()) % cfg_.region_size;
+  TINYSEG_RETURN_IF_ERROR(s);
+
+  SpillSlot& sl = mem_.slots[slot];
+  sl.live = true;
+  sl.start = (head_ + cfg_.region_size - stored) % cfg_.region_size;
+  sl.length = static_cast<uint32_t>(encoded);
+  sl.stored = static_cast<uint32_t>(stored);
+  sl.raw_bytes = static_cast<uint32_t>(size);
+  sl.elem_size = elem_size;
+  ++stats_.spills;
+  stats_.raw_bytes_spilled += size;
+  stats_.encoded_bytes += encoded;
+  return cfg_.pre_erase_after_spill ? PreErase() : Status::kOk;
+}
+
+Status SpillManager::FetchRange(uint32_t slot, size_t offset, size_t length, void* dst) {
+  if (!ready_ || slot >= mem_.num_slots) return Status::kInvalidArgument;
+  const SpillSlot& sl = mem_.slots[slot];
+  if (!sl.live) return Status::kNotFound;
+  SlotSource src(*this, sl);
+  StreamReader reader;
+  TINYSEG_RETURN_IF_ERROR(reader.Open(src));
+  TINYSEG_RETURN_IF_ERROR(reader.DecodeRange(offset, length, static_cast<uint8_t*>(dst)));
+  ++stats_.fetches;
+  return Status::kOk;
+}
+
+Status SpillManager::Fetch(uint32_t slot, void* dst, size_t capacity) {
+  if (!ready_ || slot >= mem_.num_slots) return Status::kInvalidArgument;
+  const SpillSlot& sl = mem_.slots[slot];
+  if (!sl.live) return Status::kNotFound;
+  if (capacity < sl.raw_bytes) return Status::kBufferTooSmall;
+  return FetchRange(slot, 0, sl.raw_bytes, dst);
+}
+
+Status SpillManager::Release(uint32_t slot) {
+  if (!ready_ || slot >= mem_.num_slots) return Status::kInvalidArgument;
+  if (!mem_.slots[slot].live) return Status::kNotFound;
+  mem_.slots[slot].live = false;
+  return PreErase();
+}
+
+void SpillManager::EndInference() {
+  ++stats_.inferences;
+  last_inference_erases_ = stats_.erases_submitted - erases_at_last_inference_;
+  erases_at_last_inference_ = stats_.erases_submitted;
+}
+
+WearReport SpillManager::Wear(uint32_t endurance) const {
+  WearReport w;
+  w.inferences = stats_.inferences;
+  w.last_inference_erases = last_inference_erases_;
+  if (nsec_ == 0) return w;
+  w.min_sector_erases = mem_.sectors[0].erases;
+  for (size_t i = 0; i < nsec_; ++i) {
+    const uint32_t e = mem_.sectors[i].erases;
+    w.total_erases += e;
+    if (e > w.max_sector_erases) w.max_sector_erases = e;
+    if (e < w.min_sector_erases) w.min_sector_erases = e;
+  }
+  if (w.inferences > 0) {
+    w.erases_per_inference =
+        static_cast<double>(w.total_erases) / static_cast<double>(w.inferences);
+  }
+  if (w.max_sector_erases > 0) {
+    w.projected_inferences = static_cast<double>(w.inferences) *
+                             static_cast<double>(endurance) /
+                             static_cast<double>(w.max_sector_erases);
+  }
+  return w;
+}
+
+}  // namespace tinyseg

@@ -1,0 +1,142 @@
+// Band logic against a brute-force replay of TFLM's convolution row loop.
+#include <initializer_list>
+
+#include "tinyseg/band.h"
+#include "tinytest.h"
+
+using namespace tinyseg;
+
+namespace {
+
+// TFLM reference: out = ComputeOutSize, padding = ComputePaddingWithOffset.
+void ReferencePadding(const ConvRows& p, int32_t* out_h, int32_t* top, int32_t* bottom) {
+  const int eff = (p.kernel_h - 1) * p.dilation_h + 1;
+  int out = p.padding == Padding::kSame ? (p.input_h + p.stride_h - 1) / p.stride_h
+                                        : (p.input_h + p.stride_h - eff) / p.stride_h;
+  if (out < 0) out = 0;
+  int total = (out - 1) * p.stride_h + eff - p.input_h;
+  total = total > 0 ? total : 0;
+  *out_h = out;
+  *top = total / 2;
+  *bottom = total / 2 + total % 2;
+}
+
+}  // namespace
+
+TEST(KnownPaddings) {
+  PaddingRows pr;
+  ConvRows p{80, 3, 1, 1, Padding::kSame};
+  CHECK_EQ(ComputeOutputHeight(p), 80);
+  CHECK_OK(ComputePaddingRows(p, 80, &pr));
+  CHECK_EQ(pr.top, 1);
+  CHECK_EQ(pr.bottom, 1);
+  p = ConvRows{80, 3, 2, 1, Padding::kSame};  // odd total padding goes below
+  CHECK_EQ(ComputeOutputHeight(p), 40);
+  CHECK_OK(ComputePaddingRows(p, 40, &pr));
+  CHECK_EQ(pr.top, 0);
+  CHECK_EQ(pr.bottom, 1);
+  p = ConvRows{80, 3, 1, 1, Padding::kValid};
+  CHECK_EQ(ComputeOutputHeight(p), 78);
+  CHECK_OK(ComputePaddingRows(p, 78, &pr));
+  CHECK_EQ(pr.top + pr.bottom, 0);
+  p = ConvRows{80, 3, 1, 2, Padding::kSame};  // dilated: effective kernel 5
+  CHECK_EQ(EffectiveKernelH(p), 5);
+  CHECK_OK(ComputePaddingRows(p, 80, &pr));
+  CHECK_EQ(pr.top, 2);
+  CHECK_STATUS(ComputePaddingRows(p, 79, &pr), Status::kInvalidArgument);
+  CHECK_EQ(ComputeOutputHeight(ConvRows{0, 3, 1, 1, Padding::kSame}), 0);
+}
+
+TEST(BandRowsMatchBruteForce) {
+  int cases = 0;
+  for (int in_h = 1; in_h <= 20; ++in_h) {
+    for (int kh = 1; kh <= 5; ++kh) {
+      for (int s = 1; s <= 3; ++s) {
+        for (int d = 1; d <= 3; ++d) {
+          for (Padding pad : {Padding::kSame, Padding::kValid}) {
+            const ConvRows p{in_h, kh, s, d, pad};
+            int32_t out_h, top, bottom;
+            ReferencePadding(p, &out_h, &top, &bottom);
+            CHECK_EQ(ComputeOutputHeight(p), out_h);
+            if (out_h <= 0) continue;
+            PaddingRows pr;
+            CHECK_OK(ComputePaddingRows(p, out_h, &pr));
+            CHECK_EQ(pr.top, top);
+            CHECK_EQ(pr.bottom, bottom);
+            for (int r0 = 0; r0 < out_h; ++r0) {
+              for (int r1 = r0 + 1; r1 <= out_h; ++r1) {
+                // Replay TFLM's loop: which virtual rows are touched.
+                int vmin = 1 << 30, vmax = -(1 << 30);
+                int used_min = 1 << 30, used_max = -(1 << 30);
+                for (int r = r0; r < r1; ++r) {
+                  const int origin = r * s - top;
+                  for (int k = 0; k < kh; ++k) {
+                    const int y = origin + k * d;
+                    if (y < vmin) vmin = y;
+                    if (y > vmax) vmax = y;
+                    if (y >= 0 && y < in_h) {
+                      if (y < used_min) used_min = y;
+                      if (y > used_max) used_max = y;
+                    }
+                  }
+                }
+                BandRows b;
+                CHECK_OK(InputRowsForBand(p, out_h, r0, r1, &b));
+                // The band buffer holds virtual rows [vmin, vmax]; its
+                // in-image part is the fetched range.
+                const int lo = vmin < 0 ? 0 : (vmin > in_h ? in_h : vmin);
+                int hi = vmax + 1 > in_h ? in_h : vmax + 1;
+                if (hi < lo) hi = lo;
+                CHECK_EQ(b.in_begin, lo);
+                CHECK_EQ(b.in_end, hi);
+                if (used_max >= used_min) {  // every row a tap reads is fetched
+                  CHECK(used_min >= b.in_begin);
+                  CHECK(used_max < b.in_end);
+                }
+                const int span = vmax - vmin + 1;
+                CHECK_EQ(b.pad_top, vmin < 0 ? (-vmin < span ? -vmin : span) : 0);
+                CHECK_EQ(b.pad_bottom,
+                         vmax >= in_h ? (vmax - in_h + 1 < span ? vmax - in_h + 1 : span) : 0);
+                // Band buffer rows = padding + input rows = formula.
+                const int rows = b.pad_top + (b.in_end - b.in_begin) + b.pad_bottom;
+                CHECK_EQ(rows, (vmax - vmin + 1));
+                CHECK_EQ(BandBufferBytes(p, r1 - r0, 7, 3, 2),
+                         static_cast<size_t>(rows) * 7 * 3 * 2);
+                ++cases;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(cases > 10000);
+  BandRows b;
+  const ConvRows p{10, 3, 1, 1, Padding::kSame};
+  CHECK_STATUS(InputRowsForBand(p, 10, 3, 3, &b), Status::kOutOfRange);
+  CHECK_STATUS(InputRowsForBand(p, 10, 0, 11, &b), Status::kOutOfRange);
+}
+
+TEST(MaxBandRowsMatchesLinearSearch) {
+  for (int kh = 1; kh <= 5; ++kh) {
+    for (int s = 1; s <= 3; ++s) {
+      for (int d = 1; d <= 2; ++d) {
+        const ConvRows p{40, kh, s, d, Padding::kSame};
+        const int32_t out_h = ComputeOutputHeight(p);
+        for (size_t budget = 0; budget < 3000; budget += 37) {
+          int32_t expect = 0;
+          for (int rows = 1; rows <= out_h; ++rows) {
+            if (BandBufferBytes(p, rows, 5, 4, 1) <= budget) expect = rows;
+          }
+          CHECK_EQ(MaxBandRows(p, out_h, 5, 4, 1, budget), expect);
+        }
+      }
+    }
+  }
+  // Tiny U-Net first layer: 80x120x3 int8 input, 3x3 SAME conv, 8 KB buffer.
+  const ConvRows p{80, 3, 1, 1, Padding::kSame};
+  const int32_t rows = MaxBandRows(p, 80, 120, 3, 1, 8192);
+  CHECK_EQ(rows, 20);  // (3 + 19) * 360 = 7920 <= 8192 < (3 + 20) * 360
+}
+
+TINYTEST_MAIN("band")

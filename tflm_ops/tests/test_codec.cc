@@ -1,0 +1,300 @@
+// Codec round-trip, range decoding and robustness tests.
+#include <cstring>
+#include <initializer_list>
+#include <vector>
+
+#include "tinyseg/codec.h"
+#include "tinytest.h"
+
+using namespace tinyseg;
+using tinytest::Rng;
+
+namespace {
+
+std::vector<uint8_t> Encoded(const std::vector<uint8_t>& t, CodecParams p,
+                             EncodeStats* st = nullptr) {
+  std::vector<uint8_t> out(WorstCaseEncodedSize(t.size(), p));
+  size_t len = 0;
+  if (!Ok(EncodeToBuffer(t.data(), t.size(), p, out.data(), out.size(), &len, st))) {
+    out.clear();
+    return out;
+  }
+  out.resize(len);
+  return out;
+}
+
+// Random tensor where a fraction `rep_permille` of elements equals one value.
+std::vector<uint8_t> Skewed(size_t n_elems, uint32_t es, uint32_t rep_permille,
+                            Rng& rng) {
+  std::vector<uint8_t> t(n_elems * es);
+  const uint32_t rep = static_cast<uint32_t>(rng.Next());
+  for (size_t i = 0; i < n_elems; ++i) {
+    uint32_t v = rng.Below(1000) < rep_permille ? rep
+                                                : static_cast<uint32_t>(rng.Next());
+    std::memcpy(&t[i * es], &v, es);
+  }
+  return t;
+}
+
+// Checks encode/measure/decode agree, and that no block grew past its header.
+bool RoundTrip(const std::vector<uint8_t>& t, CodecParams p) {
+  EncodeStats st;
+  std::vector<uint8_t> enc = Encoded(t, p, &st);
+  if (enc.empty()) return false;
+  size_t measured = 0;
+  if (!Ok(MeasureEncodedSize(t.data(), t.size(), p, &measured))) return false;
+  if (measured != enc.size() || st.encoded_bytes != enc.size()) return false;
+  if (enc.size() > WorstCaseEncodedSize(t.size(), p)) return false;
+  // Per block: encoded size <= header + block bytes.
+  const size_t nb = NumBlocks(t.size(), p.block_bytes);
+  for (size_t b = 0; b < nb; ++b) {
+    uint32_t off, next;
+    std::memcpy(&off, &enc[kStreamHeaderBytes + 4 * b], 4);  // host is LE
+    if (b + 1 < nb) std::memcpy(&next, &enc[kStreamHeaderBytes + 4 * (b + 1)], 4);
+    else next = static_cast<uint32_t>(enc.size());
+    size_t blen = t.size() - b * p.block_bytes;
+    if (blen > p.block_bytes) blen = p.block_bytes;
+    if (next - off > kBlockHeaderBytes + blen) return false;
+  }
+  MemorySource src(enc.data(), enc.size());
+  std::vector<uint8_t> dec(t.size() + 1, 0xAB);
+  size_t len = 0;
+  if (!Ok(DecodeAll(src, dec.data(), dec.size(), &len))) return false;
+  if (len != t.size()) return false;
+  if (!t.empty() && std::memcmp(dec.data(), t.data(), t.size()) != 0) return false;
+  return dec[t.size()] == 0xAB;  // no write past the end
+}
+
+}  // namespace
+
+TEST(RandomRoundTrip) {
+  Rng rng(1);
+  const uint32_t blocks[] = {8, 64, 512, 1024};
+  for (uint32_t es : {1u, 2u, 4u}) {
+    for (uint32_t bb : blocks) {
+      for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{255}, size_t{1000},
+                       size_t{4099}}) {
+        std::vector<uint8_t> t(n * es);
+        for (auto& b : t) b = static_cast<uint8_t>(rng.Next());
+        CHECK(RoundTrip(t, CodecParams{es, bb}));
+      }
+    }
+  }
+}
+
+TEST(SkewedRoundTripAndCompresses) {
+  Rng rng(2);
+  for (uint32_t es : {1u, 2u, 4u}) {
+    for (uint32_t permille : {0u, 300u, 500u, 900u, 1000u}) {
+      std::vector<uint8_t> t = Skewed(3001, es, permille, rng);
+      CodecParams p{es, 1024};
+      CHECK(RoundTrip(t, p));
+      EncodeStats st;
+      std::vector<uint8_t> enc = Encoded(t, p, &st);
+      if (permille >= 500) {
+        CHECK(enc.size() < t.size());  // the paper's case: ~50% dominant value
+        CHECK(st.compressed_blocks + st.constant_blocks > 0);
+      }
+    }
+  }
+}
+
+TEST(ConstantTensorIsHeaderOnly) {
+  for (uint32_t es : {1u, 2u, 4u}) {
+    std::vector<uint8_t> t(10000 * es);
+    for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<uint8_t>(0xF7 + (i % es));
+    CodecParams p{es, 512};
+    EncodeStats st;
+    std::vector<uint8_t> enc = Encoded(t, p, &st);
+    const size_t nb = NumBlocks(t.size(), 512);
+    CHECK_EQ(enc.size(), kStreamHeaderBytes + nb * (kIndexEntryBytes + kBlockHeaderBytes));
+    CHECK_EQ(st.constant_blocks, nb);
+    CHECK(RoundTrip(t, p));
+  }
+}
+
+TEST(AllDistinctFallsBackToRaw) {
+  // 1-byte: 0..255 repeated has no value above 1/256; 2/4-byte: a counter.
+  for (uint32_t es : {1u, 2u, 4u}) {
+    const size_t n = 4096;
+    std::vector<uint8_t> t(n * es);
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t v = static_cast<uint32_t>(i * 2654435761u);
+      if (es == 1) v = static_cast<uint32_t>(i);
+      std::memcpy(&t[i * es], &v, es);
+    }
+    CodecParams p{es, 1024};
+    EncodeStats st;
+    std::vector<uint8_t> enc = Encoded(t, p, &st);
+    CHECK_EQ(st.compressed_blocks, 0u);
+    CHECK_EQ(st.constant_blocks, 0u);
+    CHECK_EQ(enc.size(), WorstCaseEncodedSize(t.size(), p));
+    CHECK(RoundTrip(t, p));
+  }
+}
+
+TEST(SizesNotMultipleOfBlock) {
+  Rng rng(3);
+  for (uint32_t es : {1u, 2u, 4u}) {
+    for (size_t n_elems = 1; n_elems < 300; n_elems += 7) {
+      std::vector<uint8_t> t = Skewed(n_elems, es, 600, rng);
+      CHECK(RoundTrip(t, CodecParams{es, 16 * es}));
+      CHECK(RoundTrip(t, CodecParams{es, 40 * es}));
+    }
+  }
+}
+
+TEST(DecodeEverySubRange) {
+  Rng rng(4);
+  for (uint32_t es : {1u, 2u, 4u}) {
+    for (uint32_t permille : {0u, 500u, 1000u}) {
+      for (uint32_t bb_elems : {1u, 3u, 8u}) {
+        std::vector<uint8_t> t = Skewed(23, es, permille, rng);
+        CodecParams p{es, bb_elems * es};
+        std::vector<uint8_t> enc = Encoded(t, p);
+        CHECK(!enc.empty());
+        MemorySource src(enc.data(), enc.size());
+        StreamReader reader;
+        CHECK_OK(reader.Open(src));
+        std::vector<uint8_t> dst(t.size() + 2);
+        for (size_t off = 0; off <= t.size(); ++off) {
+          for (size_t len = 0; off + len <= t.size(); ++len) {
+            std::fill(dst.begin(), dst.end(), 0xCD);
+            CHECK_OK(reader.DecodeRange(off, len, dst.data()));
+            CHECK(len == 0 || std::memcmp(dst.data(), &t[off], len) == 0);
+            CHECK_EQ(dst[len], 0xCD);
+          }
+        }
+        CHECK_STATUS(reader.DecodeRange(1, t.size(), dst.data()), Status::kOutOfRange);
+      }
+    }
+  }
+}
+
+TEST(DecodeRangeLargeBlocksBitmapBeyondStackChunk) {
+  // 4096-element blocks: bitmap 512 bytes > the decoder's 128-byte chunk.
+  Rng rng(5);
+  std::vector<uint8_t> t = Skewed(20000, 1, 700, rng);
+  CodecParams p{1, 4096};
+  std::vector<uint8_t> enc = Encoded(t, p);
+  MemorySource src(enc.data(), enc.size());
+  std::vector<uint8_t> dst(t.size());
+  for (int i = 0; i < 300; ++i) {
+    const size_t off = rng.Below(static_cast<uint32_t>(t.size()));
+    const size_t len = rng.Below(static_cast<uint32_t>(t.size() - off + 1));
+    CHECK_OK(DecodeRange(src, off, len, dst.data()));
+    CHECK(len == 0 || std::memcmp(dst.data(), &t[off], len) == 0);
+  }
+}
+
+TEST(FloatBitExact) {
+  const float vals[] = {0.0f, -0.0f, 1.5f, -3.25e-7f};
+  std::vector<uint8_t> t;
+  for (int i = 0; i < 1000; ++i) {
+    float f = vals[(i * 7) % 4];
+    if (i % 97 == 0) {
+      uint32_t nan = 0x7FC00001u + static_cast<uint32_t>(i);
+      std::memcpy(&f, &nan, 4);
+    }
+    uint8_t b[4];
+    std::memcpy(b, &f, 4);
+    t.insert(t.end(), b, b + 4);
+  }
+  CHECK(RoundTrip(t, CodecParams{4, 256}));
+}
+
+TEST(DominantValueFoundForWideElements) {
+  // 2-byte elements: value 0x1234 at 20% (mode), the rest distinct.
+  std::vector<uint8_t> t(2 * 1000);
+  for (uint32_t i = 0; i < 1000; ++i) {
+    uint16_t v = (i % 5 == 0) ? 0x1234 : static_cast<uint16_t>(i * 7 + 1);
+    if (v == 0x1234 && i % 5 != 0) v = 1;
+    std::memcpy(&t[2 * i], &v, 2);
+  }
+  CodecParams p{2, 2000};
+  std::vector<uint8_t> enc = Encoded(t, p);
+  CHECK(enc.size() > kStreamHeaderBytes + 4 + kBlockHeaderBytes);
+  const uint8_t* bh = &enc[kStreamHeaderBytes + 4];
+  CHECK_EQ(bh[0], static_cast<uint8_t>(BlockMode::kCompressed));
+  uint16_t rep;
+  std::memcpy(&rep, bh + 4, 2);
+  CHECK_EQ(rep, 0x1234);
+  CHECK(RoundTrip(t, p));
+}
+
+TEST(MeasureMatchesEncodeWhenCandidatesCancel) {
+  // Wide elements from a small alphabet: the Misra-Gries table often ends
+  // empty; the representative count must still be exact (fuzzer finding).
+  Rng rng(7);
+  for (uint32_t es : {2u, 4u}) {
+    for (uint32_t alphabet : {3u, 9u, 12u, 40u}) {
+      for (uint32_t block_elems = 1; block_elems <= 40; ++block_elems) {
+        std::vector<uint8_t> t(es * (block_elems * 3 + rng.Below(block_elems)));
+        for (size_t i = 0; i < t.size() / es; ++i) {
+          const uint32_t v = 0x01010101u * (1 + rng.Below(alphabet));
+          std::memcpy(&t[i * es], &v, es);
+        }
+        CHECK(RoundTrip(t, CodecParams{es, block_elems * es}));
+      }
+    }
+  }
+  // The fuzzer's crash input: elem_size 4, 64-element blocks.
+  static const uint8_t kCrash[] = {
+      0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0b, 0x9b, 0xd4, 0xff, 0xb1, 0xb1, 0xf2, 0xb1,
+      0xff, 0xff, 0xff, 0x0b, 0x4f, 0x0f, 0x0f, 0x0f, 0x0f, 0x01, 0x00, 0x60, 0x60, 0x00, 0xfd,
+      0xa5, 0x00, 0x01, 0x00, 0x28, 0x00, 0x00, 0x00, 0x00, 0x35, 0xe8, 0x44, 0x35, 0xd4, 0xf2,
+      0xb1, 0xb1, 0xff, 0xff, 0xd4, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xf2, 0xb1, 0xb1,
+      0x01, 0x00, 0x00, 0x00, 0xf2, 0xb1, 0xb1, 0xff, 0xff, 0xff, 0x0b, 0x9b, 0x1b, 0x35, 0x35,
+      0xff};
+  std::vector<uint8_t> t(kCrash + 2, kCrash + 2 + 72);
+  CHECK(RoundTrip(t, CodecParams{4, 256}));
+}
+
+TEST(InvalidParamsRejected) {
+  uint8_t data[16] = {0};
+  uint8_t out[256];
+  size_t len;
+  CHECK_STATUS(EncodeToBuffer(data, 16, CodecParams{3, 12}, out, sizeof(out), &len, nullptr),
+               Status::kInvalidArgument);
+  CHECK_STATUS(EncodeToBuffer(data, 16, CodecParams{4, 6}, out, sizeof(out), &len, nullptr),
+               Status::kInvalidArgument);
+  CHECK_STATUS(EncodeToBuffer(data, 15, CodecParams{2, 8}, out, sizeof(out), &len, nullptr),
+               Status::kMisaligned);
+  CHECK_STATUS(EncodeToBuffer(data, 16, CodecParams{1, 0}, out, sizeof(out), &len, nullptr),
+               Status::kInvalidArgument);
+  CHECK_STATUS(EncodeToBuffer(data, 16, CodecParams{1, 8}, out, 20, &len, nullptr),
+               Status::kBufferTooSmall);
+  CHECK_EQ(WorstCaseEncodedSize(16, CodecParams{3, 12}), 0u);
+}
+
+TEST(CorruptStreamsRejectedWithoutCrash) {
+  Rng rng(6);
+  std::vector<uint8_t> t = Skewed(500, 1, 600, rng);
+  std::vector<uint8_t> enc = Encoded(t, CodecParams{1, 64});
+  std::vector<uint8_t> dst(t.size());
+  {
+    std::vector<uint8_t> bad = enc;
+    bad[0] ^= 1;  // magic
+    MemorySource src(bad.data(), bad.size());
+    CHECK_STATUS(DecodeAll(src, dst.data(), dst.size(), nullptr), Status::kCorrupt);
+  }
+  // Every truncation fails cleanly.
+  for (size_t cut = 0; cut < enc.size(); ++cut) {
+    MemorySource src(enc.data(), cut);
+    const Status s = DecodeAll(src, dst.data(), dst.size(), nullptr);
+    CHECK(s == Status::kCorrupt || s == Status::kOutOfRange);
+  }
+  // Random byte flips: any status, but never a crash or out-of-bounds access.
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<uint8_t> bad = enc;
+    bad[rng.Below(static_cast<uint32_t>(bad.size()))] ^=
+        static_cast<uint8_t>(1u << rng.Below(8));
+    MemorySource src(bad.data(), bad.size());
+    (void)DecodeAll(src, dst.data(), dst.size(), nullptr);
+  }
+  std::vector<uint8_t> small(10);
+  MemorySource src(enc.data(), enc.size());
+  CHECK_STATUS(DecodeAll(src, small.data(), small.size(), nullptr), Status::kBufferTooSmall);
+}
+
+TINYTEST_MAIN("codec")

@@ -1,0 +1,317 @@
+// Spill manager: round trips, ring rotation, wear statistics, space checks
+// and the modelled benefit of asynchronous erase.
+#include <cstring>
+#include <initializer_list>
+#include <vector>
+
+#include "tinyseg/block_device.h"
+#include "tinyseg/erase_queue.h"
+#include "tinyseg/flash_profiles.h"
+#include "tinyseg/nor_flash_sim.h"
+#include "tinyseg/spill_manager.h"
+#include "tinytest.h"
+
+using namespace tinyseg;
+using tinytest::Rng;
+
+namespace {
+
+struct SimBox {
+  std::vector<uint8_t> mem;
+  std::vector<uint32_t> counts;
+  std::vector<uint8_t> flags;
+  NorFlashSim sim;
+  explicit SimBox(const NorFlashConfig& c)
+      : mem(static_cast<size_t>(c.geometry.total_size)),
+        counts(c.geometry.num_sectors()),
+        flags(NorFlashSim::ProgramFlagBytes(c)),
+        sim(c, mem.data(), counts.data(), flags.data()) {}
+};
+
+// Manager tables sized for a region.
+struct Tables {
+  std::vector<SpillSlot> slots;
+  std::vector<SectorInfo> sectors;
+  std::vector<uint8_t> staging;
+  Tables(size_t n_slots, size_t n_sectors, size_t staging_bytes)
+      : slots(n_slots), sectors(n_sectors), staging(staging_bytes) {}
+  SpillMemory memory() {
+    SpillMemory m;
+    m.slots = slots.data();
+    m.num_slots = slots.size();
+    m.sectors = sectors.data();
+    m.num_sectors = sectors.size();
+    m.staging = staging.data();
+    m.staging_bytes = staging.size();
+    return m;
+  }
+};
+
+// Activation-like int8 tensor: ~`permille`/1000 of elements equal `rep`.
+std::vector<uint8_t> Activation(size_t n, uint32_t permille, Rng& rng) {
+  std::vector<uint8_t> t(n);
+  const uint8_t rep = static_cast<uint8_t>(rng.Next());
+  for (auto& v : t) v = rng.Below(1000) < permille ? rep : static_cast<uint8_t>(rng.Next());
+  return t;
+}
+
+}  // namespace
+
+TEST(SpillFetchRoundTripWithRotationAndWear) {
+  SimBox b(Resized(NiclaVisionQspiFlash(), 64 * 1024));  // 16 sectors of 4 KB
+  CHECK_OK(b.sim.Init());
+  SyncEraseQueue q(b.sim);
+  Tables tb(4, 16, 256);
+  SpillConfig cfg;
+  cfg.region_size = 64 * 1024;
+  cfg.pre_erase_sectors = 2;
+  SpillManager m(b.sim, q, cfg, tb.memory());
+  CHECK_OK(m.Init());
+  Rng rng(11);
+  std::vector<uint8_t> out(12000);
+  uint64_t programmed_before = 0;
+  const int kInferences = 60;
+  for (int inf = 0; inf < kInferences; ++inf) {
+    // Three skip-connection tensors live at once, released after fetching.
+    std::vector<uint8_t> t0 = Activation(9000, 600, rng);
+    std::vector<uint8_t> t1 = Activation(5000, 500, rng);
+    std::vector<uint8_t> t2 = Activation(2400, 800, rng);
+    CHECK_OK(m.Spill(0, t0.data(), t0.size(), 1));
+    CHECK_OK(m.Spill(1, t1.data(), t1.size(), 1));
+    CHECK_OK(m.Spill(2, t2.data(), t2.size(), 1));
+    CHECK_OK(m.Fetch(2, out.data(), out.size()));
+    CHECK(std::memcmp(out.data(), t2.data(), t2.size()) == 0);
+    CHECK_OK(m.Release(2));
+    // Row band of t1 (rows 10..19 of a 50x100 tensor).
+    CHECK_OK(m.FetchRange(1, 1000, 1000, out.data()));
+    CHECK(std::memcmp(out.data(), &t1[1000], 1000) == 0);
+    CHECK_OK(m.Fetch(1, out.data(), out.size()));
+    CHECK(std::memcmp(out.data(), t1.data(), t1.size()) == 0);
+    CHECK_OK(m.Release(1));
+    CHECK_OK(m.Fetch(0, out.data(), out.size()));
+    CHECK(std::memcmp(out.data(), t0.data(), t0.size()) == 0);
+    CHECK_OK(m.Release(0));
+    m.EndInference();
+    if (inf == 0) programmed_before = m.stats().bytes_programmed;
+  }
+  CHECK_EQ(b.sim.access_stats().rejected_programs, 0u);
+  // The manager's erase counts are the device's.
+  for (uint32_t s = 0; s < 16; ++s) CHECK_EQ(m.sector(s).erases, b.sim.erase_count(s));
+  const WearReport w = m.Wear(10000);
+  CHECK_EQ(w.inferences, static_cast<uint64_t>(kInferences));
+  // Rotation: every sector used, evenly.
+  CHECK(w.min_sector_erases > 0);
+  CHECK(w.max_sector_erases - w.min_sector_erases <= 1);
+  // Erases per inference ~ flash bytes per inference / sector size.
+  const double per_inf = static_cast<double>(m.stats().bytes_programmed) / kInferences;
+  const WearEstimate est = EstimateWear(64 * 1024, 4096, static_cast<uint64_t>(per_inf), 10000);
+  CHECK(w.erases_per_inference > 0.8 * est.erases_per_inference);
+  CHECK(w.erases_per_inference < 1.2 * est.erases_per_inference + 0.1);
+  CHECK(w.projected_inferences > 0.8 * est.inferences_to_limit);
+  CHECK(w.projected_inferences < 1.2 * est.inferences_to_limit);
+  CHECK(m.stats().encoded_bytes < m.stats().raw_bytes_spilled);  // compression helps
+  CHECK(programmed_before > 0);
+}
+
+TEST(FetchRangeReadsOnlyNeededBlocks) {
+  SimBox b(Resized(NiclaVisionQspiFlash(), 256 * 1024));
+  CHECK_OK(b.sim.Init());
+  SyncEraseQueue q(b.sim);
+  Tables tb(2, 64, 512);
+  SpillConfig cfg;
+  cfg.region_size = 256 * 1024;
+  cfg.codec_block_bytes = 1024;
+  SpillManager m(b.sim, q, cfg, tb.memory());
+  CHECK_OK(m.Init());
+  Rng rng(12);
+  std::vector<uint8_t> t = Activation(80 * 120 * 8, 500, rng);  // 76,800 bytes
+  CHECK_OK(m.Spill(0, t.data(), t.size(), 1));
+  const uint64_t before = m.stats().bytes_read;
+  std::vector<uint8_t> band(3 * 120 * 8);  // three rows
+  CHECK_OK(m.FetchRange(0, 40 * 960, band.size(), band.data()));
+  CHECK(std::memcmp(band.data(), &t[40 * 960], band.size()) == 0);
+  const uint64_t read = m.stats().bytes_read - before;
+  CHECK(read < 4 * 1024);                       // a few blocks, not 76 KB
+  CHECK(read < m.slot(0)->length / 10);
+  // Every row band of the tensor, in order.
+  for (int r = 0; r < 80; r += 3) {
+    const int rows = r + 3 <= 80 ? 3 : 80 - r;
+    CHECK_OK(m.FetchRange(0, static_cast<size_t>(r) * 960, rows * 960u, band.data()));
+    CHECK(std::memcmp(band.data(), &t[static_cast<size_t>(r) * 960], rows * 960u) == 0);
+  }
+}
+
+TEST(ElementSizesAndH7FlashWords) {
+  // 4 sectors of 128 KB, 32-byte ECC flash words: spills pad to 32 bytes.
+  SimBox b(Resized(Stm32h757InternalFlash(), 512 * 1024));
+  CHECK_OK(b.sim.Init());
+  SyncEraseQueue q(b.sim);
+  Tables tb(3, 4, 64);
+  SpillConfig cfg;
+  cfg.region_size = 512 * 1024;
+  SpillManager m(b.sim, q, cfg, tb.memory());
+  CHECK_OK(m.Init());
+  Rng rng(13);
+  for (int round = 0; round < 12; ++round) {
+    for (uint32_t es : {1u, 2u, 4u}) {
+      std::vector<uint8_t> t(es * (3001 + 17 * round));
+      const uint32_t rep = static_cast<uint32_t>(rng.Next());
+      for (size_t i = 0; i < t.size() / es; ++i) {
+        uint32_t v = rng.Below(2) ? rep : static_cast<uint32_t>(rng.Next());
+        std::memcpy(&t[i * es], &v, es);
+      }
+      const uint32_t slot = es == 1 ? 0 : es == 2 ? 1 : 2;
+      CHECK_OK(m.Spill(slot, t.data(), t.size(), es));
+      CHECK_EQ(m.slot(slot)->start % 32, 0u);
+      std::vector<uint8_t> out(t.size());
+      CHECK_OK(m.Fetch(slot, out.data(), out.size()));
+      CHECK(out == t);
+      // An element-unaligned byte range too.
+      CHECK_OK(m.FetchRange(slot, 3, 101, out.data()));
+      CHECK(std::memcmp(out.data(), &t[3], 101) == 0);
+    }
+  }
+  CHECK_EQ(b.sim.access_stats().rejected_programs, 0u);
+  CHECK_STATUS(m.Spill(0, nullptr, 8, 1), Status::kInvalidArgument);
+  CHECK_STATUS(m.Spill(9, "x", 1, 1), Status::kInvalidArgument);
+}
+
+TEST(NoSpaceWhenLiveDataWouldBeOverwritten) {
+  SimBox b(Resized(NiclaVisionQspiFlash(), 32 * 1024));  // 8 sectors
+  CHECK_OK(b.sim.Init());
+  SyncEraseQueue q(b.sim);
+  Tables tb(8, 8, 256);
+  SpillConfig cfg;
+  cfg.region_size = 32 * 1024;
+  SpillManager m(b.sim, q, cfg, tb.memory());
+  CHECK_OK(m.Init());
+  Rng rng(14);
+  std::vector<uint8_t> big(40 * 1024);
+  for (auto& v : big) v = static_cast<uint8_t>(rng.Next());
+  CHECK_STATUS(m.Spill(0, big.data(), big.size(), 1), Status::kNoSpace);
+  std::vector<uint8_t> t(7000);  // incompressible: 2 sectors each
+  for (auto& v : t) v = static_cast<uint8_t>(rng.Next());
+  CHECK_OK(m.Spill(0, t.data(), t.size(), 1));
+  CHECK_OK(m.Spill(1, t.data(), t.size(), 1));
+  CHECK_OK(m.Spill(2, t.data(), t.size(), 1));
+  CHECK_OK(m.Spill(3, t.data(), 6000, 1));
+  CHECK_STATUS(m.Spill(4, t.data(), t.size(), 1), Status::kNoSpace);  // would hit slot 0
+  std::vector<uint8_t> out(t.size());
+  CHECK_OK(m.Fetch(0, out.data(), out.size()));  // slot 0 intact
+  CHECK(out == t);
+  CHECK_OK(m.Release(0));
+  CHECK_OK(m.Spill(4, t.data(), t.size(), 1));  // now fits (wraps)
+  CHECK_OK(m.Fetch(4, out.data(), out.size()));
+  CHECK(out == t);
+  CHECK_OK(m.Fetch(1, out.data(), out.size()));
+  CHECK(out == t);
+  CHECK_STATUS(m.Fetch(0, out.data(), out.size()), Status::kNotFound);
+  CHECK_STATUS(m.Release(0), Status::kNotFound);
+  CHECK_STATUS(m.Fetch(1, out.data(), 10), Status::kBufferTooSmall);
+  CHECK_EQ(b.sim.access_stats().rejected_programs, 0u);
+}
+
+TEST(ReadSizeBiggerThanOneUsesBounceBuffer) {
+  std::vector<uint8_t> mem(16 * 1024);
+  RamBlockDevice ram(Geometry{16, 8, 1024, 16 * 1024}, mem.data());
+  CHECK_OK(ram.Init());
+  SyncEraseQueue q(ram);
+  Tables tb(2, 16, 64);
+  SpillConfig cfg;
+  cfg.region_size = 16 * 1024;
+  cfg.codec_block_bytes = 64;
+  SpillManager m(ram, q, cfg, tb.memory());
+  CHECK_OK(m.Init());
+  Rng rng(15);
+  std::vector<uint8_t> t = Activation(3333, 500, rng);
+  for (int i = 0; i < 5; ++i) {
+    CHECK_OK(m.Spill(0, t.data(), t.size(), 1));
+    std::vector<uint8_t> out(t.size());
+    for (size_t off = 0; off < t.size(); off += 301) {
+      const size_t len = off + 77 <= t.size() ? 77 : t.size() - off;
+      CHECK_OK(m.FetchRange(0, off, len, out.data()));
+      CHECK(std::memcmp(out.data(), &t[off], len) == 0);
+    }
+  }
+}
+
+TEST(InvalidConfigRejected) {
+  SimBox b(Resized(NiclaVisionQspiFlash(), 32 * 1024));
+  CHECK_OK(b.sim.Init());
+  SyncEraseQueue q(b.sim);
+  Tables tb(2, 8, 256);
+  SpillConfig cfg;
+  cfg.region_offset = 100;
+  cfg.region_size = 16 * 1024;
+  SpillManager m1(b.sim, q, cfg, tb.memory());
+  CHECK_STATUS(m1.Init(), Status::kMisaligned);
+  cfg.region_offset = 16 * 1024;
+  cfg.region_size = 32 * 1024;
+  SpillManager m2(b.sim, q, cfg, tb.memory());
+  CHECK_STATUS(m2.Init(), Status::kOutOfRange);
+  cfg.region_offset = 0;
+  cfg.codec_block_bytes = 1022;
+  SpillManager m3(b.sim, q, cfg, tb.memory());
+  CHECK_STATUS(m3.Init(), Status::kInvalidArgument);
+  Tables small(2, 4, 256);  // too few sector entries
+  cfg.codec_block_bytes = 1024;
+  SpillManager m4(b.sim, q, cfg, small.memory());
+  CHECK_STATUS(m4.Init(), Status::kInvalidArgument);
+  SpillManager m5(b.sim, q, cfg, tb.memory());
+  CHECK_STATUS(m5.Spill(0, "abcd", 4, 1), Status::kInvalidArgument);  // not initialised
+}
+
+// Paper section 5.2 in the model: erases overlapping compute are hidden.
+TEST(AsyncEraseHidesEraseTime) {
+  uint64_t critical[2] = {0, 0};
+  uint64_t waits[2] = {0, 0};
+  for (int async = 0; async < 2; ++async) {
+    SimBox b(Resized(NiclaVisionQspiFlash(), 128 * 1024));
+    CHECK_OK(b.sim.Init());
+    VirtualClock clock;
+    SyncEraseQueue sq(b.sim, &clock);
+    EraseRecord rec[32];
+    ModelledEraseQueue mq(b.sim, clock, rec, 32);
+    EraseQueue& q = async ? static_cast<EraseQueue&>(mq) : static_cast<EraseQueue&>(sq);
+    Tables tb(2, 32, 256);
+    SpillConfig cfg;
+    cfg.region_size = 128 * 1024;
+    cfg.pre_erase_sectors = 6;
+    SpillManager m(b.sim, q, cfg, tb.memory(), &clock);
+    CHECK_OK(m.Init());
+    Rng rng(16);
+    std::vector<uint8_t> t = Activation(20000, 500, rng);
+    std::vector<uint8_t> out(t.size());
+    clock.Advance(1000 * 1000000ull);  // model set-up before the first inference
+    const uint64_t start = clock.now_ns;
+    const uint64_t wait0 = clock.erase_wait_ns;
+    for (int inf = 0; inf < 20; ++inf) {
+      CHECK_OK(m.Spill(0, t.data(), t.size(), 1));
+      clock.Advance(200 * 1000000ull);  // 200 ms of layers in the cold range
+      CHECK_OK(m.Fetch(0, out.data(), out.size()));
+      CHECK(out == t);
+      CHECK_OK(m.Release(0));
+      clock.Advance(100 * 1000000ull);  // rest of the inference
+      m.EndInference();
+    }
+    critical[async] = clock.now_ns - start;
+    waits[async] = clock.erase_wait_ns - wait0;
+  }
+  // Synchronous: every erase (60 ms x ~3 sectors per inference) is on the
+  // critical path; asynchronous: they overlap the 300 ms of compute.
+  CHECK(waits[0] > 20 * 120 * 1000000ull);
+  CHECK(waits[1] < waits[0] / 10);
+  CHECK(critical[1] < critical[0]);
+}
+
+TEST(WearEstimateFormula) {
+  // 64 KB ring of 4 KB sectors, 8 KB written per inference: 2 erases per
+  // inference, each sector erased every 8 inferences -> 80,000 inferences.
+  const WearEstimate w = EstimateWear(64 * 1024, 4096, 8 * 1024, 10000);
+  CHECK(w.erases_per_inference > 1.999 && w.erases_per_inference < 2.001);
+  CHECK(w.inferences_to_limit > 79999.0 && w.inferences_to_limit < 80001.0);
+  const WearEstimate z = EstimateWear(64 * 1024, 4096, 0, 10000);
+  CHECK(z.erases_per_inference == 0.0);
+}
+
+TINYTEST_MAIN("spill_manager")
