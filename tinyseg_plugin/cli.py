@@ -138,6 +138,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_tflm_install(args: argparse.Namespace) -> int:
+    from .tflm_install import install
+
+    for line in install(args.tflm_dir, check_only=args.check):
+        print(line)
+    return EXIT_OK
+
+
+def cmd_remote_host(args: argparse.Namespace) -> int:
+    from .remote import serve
+
+    return serve(port=args.port, baud=args.baud, storage=args.storage, timeout=args.timeout, once=args.once)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tinyseg", description="TFLM-exact memory analysis and TinySeg optimization of .tflite models")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -170,6 +184,22 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("optimized")
     v.add_argument("--runs", type=int, default=3)
     v.set_defaults(func=cmd_verify)
+
+    t = sub.add_parser("tflm", help="add TinySeg's kernels to a TFLM checkout")
+    tsub = t.add_subparsers(dest="tflm_command", metavar="ACTION", parser_class=_Parser)
+    tsub.required = True
+    ti = tsub.add_parser("install", help="copy tflm_ops into the checkout and apply patches/tflm (idempotent)")
+    ti.add_argument("--tflm-dir", required=True, help="tflite-micro checkout")
+    ti.add_argument("--check", action="store_true", help="only check whether it can be installed")
+    ti.set_defaults(func=cmd_tflm_install)
+
+    r = sub.add_parser("remote-host", help="serve a board's remote spilling over a serial line")
+    r.add_argument("--port", required=True, help="serial device, e.g. /dev/ttyACM0")
+    r.add_argument("--baud", type=int, default=921600)
+    r.add_argument("--storage", default=None, help="directory for spilled slots (default: memory)")
+    r.add_argument("--timeout", type=float, default=2.0, help="seconds before a silent peer is an error")
+    r.add_argument("--once", action="store_true", help="exit when the board disconnects")
+    r.set_defaults(func=cmd_remote_host)
     return p
 
 

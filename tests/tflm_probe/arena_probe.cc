@@ -25,6 +25,7 @@
 //   buffer IDX tensor SUBGRAPH TENSOR SIZE FIRST LAST OFFSET
 //   buffer IDX scratch NODE OPNAME SIZE FIRST LAST OFFSET
 //   scratch NODE OPNAME SIZE            (SIZE is aligned up to 16 bytes)
+//   node NODE OPNAME                    operators of subgraph 0
 //   plain_used N                        pass 3
 
 #include <cstdint>
@@ -278,6 +279,11 @@ bool PlanPass(const tflite::Model* model, const ProbeResolver& resolver,
   printf("plan_head %lu\n", U(plan_head));
   printf("plan_head_used %lu\n", U(buffers->GetNonPersistentUsedBytes()));
   printf("plan_buffers %d\n", count);
+  const auto* ops = model->subgraphs()->Get(0)->operators();
+  const int node_count = ops == nullptr ? 0 : static_cast<int>(ops->size());
+  for (int node = 0; node < node_count; ++node) {
+    printf("node %d %s\n", node, OpName(model, 0, node));
+  }
 
   // Planned tensors come first, in (subgraph, tensor index) order; they are
   // the tensors whose data pointer lies in the non-persistent region. Every
