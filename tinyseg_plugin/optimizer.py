@@ -140,7 +140,7 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
             if p2.head < plan.head:
                 g, plan = g2, p2
                 detail = ", ".join(f"op {i}: {acc}" for i, acc in marks)
-                res.steps.append(Step("temporary tensor quantization", detail, plan.head, plan.total))
+                res.steps.append(Step("scratch narrowing", detail, plan.head, plan.total))
                 say(f"scratch narrowing: head {plan.head:,} B")
     slot = max((customops.decode(op).slot for op in g.operators if op.opcode == customops.SPILL), default=-1) + 1
     while o.target is None or plan.head > o.target:
@@ -167,10 +167,11 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
             else:
                 continue
             name = g.tensors[t].name
+            short = name if len(name) <= 40 else name[:18] + "..." + name[-19:]
             spilled = size if sp.rows is None else size // g.tensors[t].shape[sp.axis] * sp.rows
             res.spills.append(SpillRecord(t, name, spilled, cr.start, cr.end, sp.rows is not None, slot))
             kind = "partial spilling" if sp.rows is not None else "tensor spilling"
-            res.steps.append(Step(kind, f"t{t} '{name}' {spilled:,} B over scopes {cr.start}-{cr.end}", p2.head, p2.total))
+            res.steps.append(Step(kind, f"t{t} '{short}' {spilled:,} B over scopes {cr.start}-{cr.end}", p2.head, p2.total))
             if how:
                 res.steps.append(Step("fused fetching", how, p2.head, p2.total))
             say(f"spilled t{t} ({spilled:,} B): head {p2.head:,} B")
