@@ -1,0 +1,291 @@
+"""patches/tflite-tools against a real tflite-tools checkout at 08709f1.
+
+The patches must apply to a clean checkout, install with pip, run TinySeg as a plugin through the
+installed ``tflite-tools`` command, and leave every old ``python tflite_tools.py`` command line as it
+was (same stdout, same files). Runs only when TFLITE_TOOLS_DIR names such a checkout:
+
+    TFLITE_TOOLS_DIR=/path/to/tflite-tools python -m pytest tests/test_tflite_tools_patch.py
+
+The checkout is copied, never changed. A venv in a temporary directory sees this interpreter's
+packages (numpy, flatbuffers, pluggy, prettytable, tflite-micro) through a .pth file; the patched copy
+and a copy of this repository are pip-installed into it (pip may fetch setuptools for the builds and
+any tflite-tools dependency this interpreter lacks).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import site
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tinyseg_plugin import synth
+from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.modelio import model_to_bytes, parse_model
+from tinyseg_plugin.planner import plan_model
+from tinyseg_plugin.verify import verify
+
+ROOT = Path(__file__).resolve().parent.parent
+PATCHES = sorted((ROOT / "patches" / "tflite-tools").glob("*.patch"))
+TARGET = "08709f1"
+TINY_UNET = ROOT / "examples" / "models" / "tiny_unet.tflite"
+BUILD_LEFTOVERS = ("build", "*.egg-info", "__pycache__")
+TIMEOUT = 900
+
+
+@dataclass(frozen=True)
+class Env:
+    """The copies of the checkout, the venv's interpreter and its tflite-tools command."""
+
+    base: Path
+    pristine: Path
+    patched: Path
+    python: Path
+    tool: Path
+
+
+def _clean_environ() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _run(cmd: list, cwd: Path | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    p = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True,
+                       timeout=TIMEOUT, env=_clean_environ())
+    if check and p.returncode != 0:
+        pytest.fail(f"{' '.join(map(str, cmd))} exited {p.returncode}:\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+    return p
+
+
+def _checkout() -> Path:
+    value = os.environ.get("TFLITE_TOOLS_DIR")
+    if not value:
+        pytest.skip("TFLITE_TOOLS_DIR is not set (a tflite-tools checkout at 08709f1)")
+    if shutil.which("git") is None:
+        pytest.skip("git is needed to apply the patches")
+    src = Path(value).expanduser().resolve()
+    if not (src / "tflite_tools.py").is_file() or not (src / "tflite_tools" / "tflite_model.py").is_file():
+        pytest.skip(f"TFLITE_TOOLS_DIR={src} is not a tflite-tools checkout")
+    if (src / ".git").exists():
+        head = _run(["git", "-C", src, "rev-parse", "HEAD"]).stdout.strip()
+        if not head.startswith(TARGET):
+            pytest.skip(f"TFLITE_TOOLS_DIR={src} is at {head[:7] or '?'}, the patches are for {TARGET}")
+    return src
+
+
+def _copy_checkout(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".git", *BUILD_LEFTOVERS))
+    return dst
+
+
+def _host_site_pth(python: Path) -> None:
+    """Let the venv see this interpreter's packages (tflite-micro, numpy, ...) after its own."""
+    purelib = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True).stdout.strip()
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    lines = [f"import site; site.addsitedir({d!r})" for d in dirs if Path(d).is_dir()]
+    (Path(purelib) / "_host_site.pth").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
+    assert PATCHES, "patches/tflite-tools/*.patch"
+    src = _checkout()
+    base = tmp_path_factory.mktemp("tflite_tools_patch")
+    pristine = _copy_checkout(src, base / "pristine")
+    patched = _copy_checkout(src, base / "patched")
+    _run(["git", "init", "-q"], cwd=patched, check=True)  # git apply then resolves paths from the copy
+    _run(["git", "apply", *PATCHES], cwd=patched, check=True)
+
+    venv = base / "venv"
+    _run([sys.executable, "-m", "venv", venv], check=True)
+    bindir = venv / ("Scripts" if os.name == "nt" else "bin")
+    python = bindir / ("python.exe" if os.name == "nt" else "python")
+    _host_site_pth(python)
+    repo = base / "tinyseg"
+    repo.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, repo / name)
+    shutil.copytree(ROOT / "tinyseg_plugin", repo / "tinyseg_plugin", ignore=shutil.ignore_patterns("__pycache__"))
+    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    _run(pip + [patched], check=True)
+    _run(pip + ["--no-deps", "-e", repo], check=True)
+    return Env(base, pristine, patched, python, bindir / "tflite-tools")
+
+
+@pytest.fixture(scope="module")
+def unet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if TINY_UNET.exists():
+        return TINY_UNET
+    p = tmp_path_factory.mktemp("models") / "tiny_unet_like.tflite"
+    p.write_bytes(model_to_bytes(synth.tiny_unet_like()))
+    return p
+
+
+@pytest.fixture(scope="module")
+def branchy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model whose file order is not tflite-tools' best: its reorder pass moves operators."""
+    b = synth.ModelBuilder(seed=3)
+    x = b.input([1, 16, 16, 4])
+    side = b.conv(x, 16)
+    wide = b.conv(b.conv(x, 64), 1, k=1)
+    y = b.concat([side, wide])
+    p = tmp_path_factory.mktemp("models") / "branchy.tflite"
+    p.write_bytes(model_to_bytes(b.build([b.conv(y, 2, k=1, relu=False)])))
+    return p
+
+
+@pytest.fixture(scope="module")
+def optimized(env: Env, unet: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    cwd = env.base / "run-optimize-tinyseg"
+    cwd.mkdir()
+    p = _run([env.tool, "optimize", "--plugin", "tinyseg", "-i", unet, "-o", "out.tflite"], cwd=cwd)
+    return p, cwd / "out.tflite"
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*")) if f.is_file()}
+
+
+def _in_fresh_dir(env: Env, name: str, cmd: list) -> tuple[subprocess.CompletedProcess, dict[str, bytes]]:
+    cwd = env.base / name
+    cwd.mkdir()
+    p = _run(cmd, cwd=cwd)
+    return p, _files(cwd)
+
+
+def _legacy(env: Env, tree: Path, tag: str, argv: list) -> tuple[subprocess.CompletedProcess, dict[str, bytes]]:
+    return _in_fresh_dir(env, f"{tree.name}-{tag}", [env.python, tree / "tflite_tools.py", *argv])
+
+
+def _one_error_line(p: subprocess.CompletedProcess) -> str:
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("tflite-tools: error: "), lines[0]
+    return lines[0]
+
+
+def test_patches_apply_with_patch_p1_to_the_same_tree(env: Env) -> None:
+    if shutil.which("patch") is None:
+        pytest.skip("no patch(1)")
+    other = _copy_checkout(env.pristine, env.base / "patched-with-patch-p1")
+    for patch in PATCHES:
+        _run(["patch", "-p1", "-s", "-i", patch], cwd=other, check=True)
+    ignore = {".git", "build", "tflite_tools.egg-info", "__pycache__"}
+    strip = lambda files: {k: v for k, v in files.items() if not ignore & set(Path(k).parts)}  # noqa: E731
+    assert strip(_files(other)) == strip(_files(env.patched))
+
+
+def test_installs_a_tflite_tools_command_with_analyze_and_optimize(env: Env) -> None:
+    top = _run([env.tool, "--help"], check=True).stdout
+    assert "analyze" in top and "optimize" in top
+    plain = _run([env.tool, "optimize", "--help"], check=True).stdout
+    assert "--plugin NAME" in plain and "--target" not in plain
+    with_plugin = _run([env.tool, "optimize", "--plugin", "tinyseg", "--help"], check=True).stdout
+    assert "--target" in with_plugin and "--kernels" in with_plugin
+    where = _run([env.python, "-c", "import tflite_tools.cli as c; print(c.__file__)"], cwd=env.base, check=True)
+    assert str(env.base / "venv") in where.stdout  # the installed package, not a checkout on the path
+
+
+def test_optimize_with_tinyseg_lowers_the_arena_head_bit_exact(optimized, unet: Path) -> None:
+    p, out = optimized
+    assert p.returncode == 0, p.stderr
+    assert out.exists()
+    g0, g1 = build_graph(parse_model(unet.read_bytes())), build_graph(parse_model(out.read_bytes()))
+    before, after = plan_model(g0.model).head, plan_model(g1.model).head
+    assert after < before
+    assert verify(g0, g1).identical
+    assert "Plugin analysis (tinyseg):" in p.stdout
+    assert f"  head: {after:,}" in p.stdout  # the section describes the model as written
+    assert "Optimizing peak memory usage..." in p.stdout  # the built-in reorder ran first
+
+
+def test_the_old_script_takes_plugins_too(env: Env, unet: Path, optimized) -> None:
+    p, files = _legacy(env, env.patched, "plugin", ["-i", unet, "--optimize", "--plugin", "tinyseg", "-o", "out.tflite"])
+    assert p.returncode == 0, p.stderr
+    assert files["out.tflite"] == optimized[1].read_bytes()
+    assert p.stdout == optimized[0].stdout
+
+
+@pytest.mark.parametrize(
+    "tag, argv",
+    [
+        ("analyze", ["-i", "{m}"]),
+        ("optimize", ["-i", "{m}", "--optimize", "-o", "old.tflite"]),
+        ("macs-size", ["-i", "{m}", "--optimize", "--calc-macs", "--calc-size"]),
+        ("csv", ["-i", "{m}", "--optimize", "--csv", "csv", "-o", "old.tflite"]),
+        ("help", ["--help"]),
+        ("bad-option", ["-i", "{m}", "--no-such-option"]),
+    ],
+)
+def test_old_command_lines_are_unchanged(env: Env, unet: Path, tag: str, argv: list[str]) -> None:
+    argv = [a.format(m=unet) for a in argv]
+    old, old_files = _legacy(env, env.pristine, tag, argv)
+    new, new_files = _legacy(env, env.patched, tag, argv)
+    assert (new.returncode, new.stdout, new.stderr) == (old.returncode, old.stdout, old.stderr)
+    assert new_files == old_files
+    if tag == "optimize":
+        assert old.returncode == 0 and "old.tflite" in old_files
+
+
+def test_old_reorder_is_unchanged_where_operators_move(env: Env, branchy: Path) -> None:
+    argv = ["-i", branchy, "--optimize", "-o", "old.tflite"]
+    old, old_files = _legacy(env, env.pristine, "moves", argv)
+    new, new_files = _legacy(env, env.patched, "moves", argv)
+    assert new.returncode == 0, new.stderr
+    moved = new_files["old.tflite"]
+    assert moved != branchy.read_bytes()
+    if old.returncode == 0:
+        assert new.stdout == old.stdout
+        assert moved == old_files["old.tflite"]
+    else:
+        # Unpatched 08709f1 cannot move an operator later under NumPy 2 (0002 fixes exactly that):
+        # check the reordered model the only other way, by running it.
+        assert int(np.__version__.split(".")[0]) >= 2 and "OverflowError" in old.stderr, old.stderr
+        g0, g1 = build_graph(parse_model(branchy.read_bytes())), build_graph(parse_model(moved))
+        assert plan_model(g1.model).head < plan_model(g0.model).head
+        assert verify(g0, g1).identical
+
+
+def test_subcommands_match_the_old_script(env: Env, unet: Path) -> None:
+    old, old_files = _legacy(env, env.pristine, "same-as-optimize", ["-i", unet, "--optimize", "-o", "m.tflite"])
+    new, new_files = _in_fresh_dir(env, "tool-optimize", [env.tool, "optimize", "-i", unet, "-o", "m.tflite"])
+    assert new.returncode == old.returncode == 0, new.stderr
+    assert (new.stdout, new_files) == (old.stdout, old_files)
+    old, _ = _legacy(env, env.pristine, "same-as-analyze", ["-i", unet])
+    new, _ = _in_fresh_dir(env, "tool-analyze", [env.tool, "analyze", "-i", unet])
+    assert new.returncode == old.returncode == 0, new.stderr
+    assert new.stdout == old.stdout
+
+
+def test_analyze_csv_has_the_plugin_section(env: Env, unet: Path) -> None:
+    p, files = _in_fresh_dir(env, "tool-analyze-csv", [env.tool, "analyze", "--plugin", "tinyseg", "-i", unet, "--csv", "csv"])
+    assert p.returncode == 0, p.stderr
+    assert {"csv/tensor_details.csv", "csv/execution_schedule_info.csv", "csv/plugin_tinyseg.csv"} <= set(files)
+    rows = dict(line.split(",", 1) for line in files["csv/plugin_tinyseg.csv"].decode().splitlines())
+    head = plan_model(parse_model(unet.read_bytes())).head
+    assert rows["head"] == str(head)
+    assert "Plugin analysis (tinyseg):" in p.stdout
+
+
+@pytest.mark.parametrize("script", [False, True])
+def test_unknown_plugin_is_one_line(env: Env, unet: Path, script: bool) -> None:
+    cmd = [env.python, env.patched / "tflite_tools.py"] if script else [env.tool, "analyze"]
+    p, files = _in_fresh_dir(env, f"unknown-{script}", cmd + ["-i", unet, "--plugin", "no-such-plugin"])
+    assert p.returncode != 0 and not files and not p.stdout
+    assert "unknown plugin 'no-such-plugin' (installed: " in _one_error_line(p)
+
+
+def test_plugin_value_error_is_one_line_exit_2(env: Env, unet: Path) -> None:
+    p, files = _in_fresh_dir(env, "bad-target", [env.tool, "optimize", "--plugin", "tinyseg", "--target", "12XB",
+                                                 "-i", unet, "-o", "out.tflite"])
+    assert p.returncode == 2
+    assert _one_error_line(p).startswith("tflite-tools: error: tinyseg: --target: '12XB' is not a size")
+    assert "out.tflite" not in files
