@@ -1,0 +1,520 @@
+#!/usr/bin/env python3
+"""Runtime figures of TinySeg on the Tiny U-Net: compression of its real skip activations, the
+codec's cost in instructions per byte, and the modelled latency of each spill storage beside the
+paper's Table 5.
+
+1. Activations: examples/models/tiny_unet.tflite runs in the real TFLM interpreter (tflite_micro,
+   ``InterpreterConfig.kPreserveAllTensors``) on a deterministic, natural-looking synthetic image
+   (a car-like shape on a road under a sky gradient, shading and mild sensor noise; the model's
+   weights are seeded random, so the activations have a trained model's shapes and ranges but
+   not its semantics). The three skip tensors are read with ``GetTensor``.
+2. Compression: the C++ codec of tflm_ops/core (MeasureEncodedSize) on those bytes, per block size.
+3. Instructions per byte: valgrind --tool=callgrind on a small harness built from the core,
+   counting only inside ``tinyseg::Encode`` / ``tinyseg::StreamReader::DecodeRange`` (x86-64
+   instructions; the Cortex-M7 time estimate assumes the same count at 1 instruction per cycle).
+4. Latency model: the paper's measured 1199 ms (Table 5, "+ Temp. tensor quant.", no spilling)
+   is the compute baseline, split over the operators in proportion to their MACs. The harness
+   replays one inference of the optimized model on the core's SpillManager: compute time advances
+   a VirtualClock; the spill (after op 3) and the band-wise fetch (fused FetchingConv2D, op 21+22)
+   go to a NorFlashSim with the STM32H757 internal flash or the AT25QL128A QSPI timing profile
+   (tflm_ops/core/include/tinyseg/flash_profiles.h: datasheet typicals, the QSPI ones
+   provisional), with SyncEraseQueue (M7 erases) or ModelledEraseQueue (M4 erases in parallel).
+   Remote storage: RemoteBlockDevice's link model (COBS framing, 20-byte header + CRC, one
+   round trip per 4 KB chunk, stop-and-wait) at a given payload rate. "No compression" is the
+   codec's raw mode (every block stored raw, +1.2 % block headers), same code path.
+
+    python benchmarks/runtime_table.py            # needs g++ (cmake not required), valgrind optional
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+MODEL = ROOT / "examples" / "models" / "tiny_unet.tflite"
+CORE = ROOT / "tflm_ops" / "core"
+
+# Paper Table 5 (ms): rows x (internal, external, remote); None where the paper has no figure.
+PAPER = {
+    "original": (None, 1190, None),
+    "temp_quant": (None, 1199, None),
+    "spilling": (2421, 2494, 1583),
+    "fused": (2430, 2511, 1587),
+    "compression": (2333, 2046, 1470),
+    "async": (1270, 1718, None),
+}
+BASE_MS = 1199.0  # paper: optimized model's compute without spilling (temp. tensor quantization)
+M7_HZ = 480e6
+
+HARNESS = r"""
+// Benchmark harness for benchmarks/runtime_table.py (written to a temp dir and built there).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include "tinyseg/codec.h"
+#include "tinyseg/erase_queue.h"
+#include "tinyseg/flash_profiles.h"
+#include "tinyseg/nor_flash_sim.h"
+#include "tinyseg/remote_protocol.h"
+#include "tinyseg/spill_manager.h"
+using namespace tinyseg;
+
+static std::vector<uint8_t> Load(const char* path) {
+  std::vector<uint8_t> v;
+  FILE* f = std::fopen(path, "rb");
+  if (!f) { std::fprintf(stderr, "cannot read %s\n", path); std::exit(2); }
+  uint8_t buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) v.insert(v.end(), buf, buf + n);
+  std::fclose(f);
+  return v;
+}
+
+// The reference host of the remote protocol, answering synchronously: the
+// board-side RemoteClient + RemoteBlockDevice (with its read-ahead /
+// write-behind buffer) run for real, and the device reports the wire time of
+// the requests it actually sent.
+class Loop final : public remote::ByteStream {
+ public:
+  explicit Loop(remote::RemoteServer& s) : srv_(s), back_(*this) {}
+  Status Write(const uint8_t* d, size_t n) override { return srv_.Feed(d, n, back_); }
+  Status Read(uint8_t* dst, size_t len, uint32_t, size_t* got) override {
+    const size_t n = len < in_.size() - pos_ ? len : in_.size() - pos_;
+    std::memcpy(dst, in_.data() + pos_, n);
+    pos_ += n;
+    if (pos_ == in_.size()) { in_.clear(); pos_ = 0; }
+    *got = n;
+    return Status::kOk;
+  }
+  uint32_t NowMs() override { return 0; }
+ private:
+  struct Back final : remote::ByteStream {
+    explicit Back(Loop& l) : l(l) {}
+    Status Write(const uint8_t* d, size_t n) override { l.in_.insert(l.in_.end(), d, d + n); return Status::kOk; }
+    Status Read(uint8_t*, size_t, uint32_t, size_t* got) override { *got = 0; return Status::kOk; }
+    uint32_t NowMs() override { return 0; }
+    Loop& l;
+  };
+  remote::RemoteServer& srv_;
+  Back back_;
+  std::vector<uint8_t> in_;
+  size_t pos_ = 0;
+};
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  const char* mode = argv[1];
+  std::vector<uint8_t> t = Load(argv[2]);
+  if (!std::strcmp(mode, "measure")) {  // FILE BLOCK
+    CodecParams p; p.elem_size = 1; p.block_bytes = static_cast<uint32_t>(std::atoi(argv[3]));
+    size_t n = 0;
+    if (!Ok(MeasureEncodedSize(t.data(), t.size(), p, &n))) return 1;
+    std::printf("%zu\n", n);
+    return 0;
+  }
+  if (!std::strcmp(mode, "encode") || !std::strcmp(mode, "decode")) {  // FILE REPS
+    const int reps = std::atoi(argv[3]);
+    CodecParams p;
+    std::vector<uint8_t> enc(WorstCaseEncodedSize(t.size(), p)), back(t.size());
+    size_t n = 0;
+    if (!Ok(EncodeToBuffer(t.data(), t.size(), p, enc.data(), enc.size(), &n, nullptr))) return 1;
+    for (int r = 0; r < reps; ++r) {
+      if (mode[0] == 'e') {
+        MemorySink sink(enc.data(), enc.size());
+        if (!Ok(Encode(t.data(), t.size(), p, sink, nullptr))) return 1;
+      } else {
+        MemorySource src(enc.data(), n);
+        StreamReader rd;
+        if (!Ok(rd.Open(src)) || !Ok(rd.DecodeRange(0, t.size(), back.data()))) return 1;
+      }
+    }
+    if (reps > 0 && mode[0] == 'd' && std::memcmp(back.data(), t.data(), t.size()) != 0) return 1;
+    std::printf("%zu %d\n", t.size(), reps);
+    return 0;
+  }
+  // spill FILE STORAGE ASYNC RAW PRE_MS MID_MS FETCHCONV_MS POST_MS BAND_ROWS ROW_BYTES INFERENCES [RATE RTT_US]
+  if (std::strcmp(mode, "spill") || argc < 13) return 2;
+  const char* storage = argv[3];
+  const bool async = std::atoi(argv[4]) != 0, raw = std::atoi(argv[5]) != 0;
+  const double pre = std::atof(argv[6]), mid = std::atof(argv[7]), conv = std::atof(argv[8]),
+               post = std::atof(argv[9]);
+  const size_t band_rows = static_cast<size_t>(std::atoi(argv[10])),
+               row_bytes = static_cast<size_t>(std::atoi(argv[11]));
+  int inferences = std::atoi(argv[12]);
+  if (raw) {  // incompressible bytes: every codec block is stored raw
+    uint64_t s = 88172645463325252ull;
+    for (auto& v : t) { s ^= s << 13; s ^= s >> 7; s ^= s << 17; v = static_cast<uint8_t>(s >> 24); }
+  }
+  NorFlashConfig fc;
+  uint64_t region_off = 0, region = 0;
+  const bool remote_link = !std::strcmp(storage, "remote");
+  if (!std::strcmp(storage, "internal")) {
+    fc = Stm32h757InternalFlash();
+    region_off = 0x180000; region = 0x80000;  // last 512 KB of bank 2
+  } else if (!std::strcmp(storage, "qspi")) {
+    fc = Resized(NiclaVisionQspiFlash(), 1 << 20);
+    region = 1 << 20;
+  } else if (remote_link) {
+    fc.geometry.read_size = 1; fc.geometry.program_size = 1; fc.geometry.erase_size = 4096;
+    fc.geometry.total_size = 512 * 1024; region = 512 * 1024;
+  } else {
+    return 2;
+  }
+  std::vector<uint8_t> mem(static_cast<size_t>(fc.geometry.total_size));
+  std::vector<uint32_t> counts(fc.geometry.num_sectors());
+  std::vector<uint8_t> flags(NorFlashSim::ProgramFlagBytes(fc));
+  NorFlashSim sim(fc, mem.data(), counts.data(), flags.data());
+  // Remote: host slot store + reference server + loopback + client + device.
+  std::vector<uint8_t> host_mem(static_cast<size_t>(fc.geometry.total_size));
+  uint32_t host_sizes[1];
+  uint8_t host_present[1];
+  remote::RamSlotStore store(host_mem.data(), host_sizes, host_present, 1,
+                             static_cast<uint32_t>(fc.geometry.total_size));
+  std::vector<uint8_t> sbuf(remote::ServerBufferBytes(4096));
+  remote::RemoteServer server(store, 4096, sbuf.data(), sbuf.size());
+  Loop loop(server);
+  remote::ClientConfig cc;
+  cc.max_payload = 4096;
+  std::vector<uint8_t> cbuf(remote::ClientBufferBytes(cc.max_payload));
+  remote::RemoteClient client(loop, cc, cbuf.data(), cbuf.size());
+  remote::LinkModel link;
+  if (remote_link && argc >= 15) {
+    link.bytes_per_second = static_cast<uint64_t>(std::atof(argv[13]));
+    link.round_trip_ns = static_cast<uint64_t>(std::atof(argv[14]) * 1000.0);
+  }
+  std::vector<uint8_t> link_cache(4096);
+  remote::RemoteBlockDevice rdev(client, 0, fc.geometry, link, link_cache.data(), link_cache.size());
+  BlockDevice* dev = remote_link ? static_cast<BlockDevice*>(&rdev) : static_cast<BlockDevice*>(&sim);
+  if (remote_link) {
+    if (!Ok(client.Init()) || !Ok(client.Hello()) || !Ok(rdev.Init())) return 1;
+  } else if (!Ok(sim.Init())) {
+    return 1;
+  }
+  VirtualClock clock;
+  SyncEraseQueue sq(*dev, &clock);
+  EraseRecord rec[256];
+  ModelledEraseQueue mq(*dev, clock, rec, 256);
+  EraseQueue& q = async ? static_cast<EraseQueue&>(mq) : static_cast<EraseQueue&>(sq);
+  const size_t nsec = static_cast<size_t>(region / fc.geometry.erase_size);
+  std::vector<SectorInfo> sectors(nsec);
+  SpillSlot slots[2];
+  uint8_t staging[512];
+  SpillMemory m{slots, 2, sectors.data(), nsec, staging, sizeof staging};
+  SpillConfig sc;
+  sc.region_offset = region_off;
+  sc.region_size = region;
+  sc.assume_erased = true;
+  size_t encoded = 0;
+  CodecParams cp;
+  MeasureEncodedSize(t.data(), t.size(), cp, &encoded);
+  const size_t per_spill = (encoded + fc.geometry.erase_size - 1) / fc.geometry.erase_size + 1;
+  sc.pre_erase_sectors = static_cast<uint32_t>(per_spill < nsec - 1 ? per_spill : nsec - 1);
+  if (remote_link || !async) sc.pre_erase_sectors = 0;  // nothing to hide: erase on demand
+  SpillManager mgr(*dev, q, sc, m, &clock);
+  if (!Ok(mgr.Init())) return 1;
+  // Steady state: the ring must wrap a few times so erases show up at their real rate.
+  const int wrap = static_cast<int>(3 * region / (encoded + 1)) + 2;
+  if (inferences < wrap) inferences = wrap;
+  std::vector<uint8_t> band(band_rows * row_bytes);
+  const size_t rows = t.size() / row_bytes;
+  uint64_t start_ns = 0, total_ns = 0, wait_ns = 0, wait0 = 0, spill_ns = 0, fetch_ns = 0;
+  for (int i = 0; i < inferences; ++i) {
+    if (i == 1) { start_ns = clock.now_ns; wait0 = clock.erase_wait_ns; }  // first one warms up
+    clock.Advance(static_cast<uint64_t>(pre * 1e6));
+    uint64_t t0 = clock.now_ns;
+    if (!Ok(mgr.Spill(0, t.data(), t.size(), 1))) return 1;
+    if (i > 0) spill_ns += clock.now_ns - t0;
+    clock.Advance(static_cast<uint64_t>(mid * 1e6));
+    const size_t bands = (rows + band_rows - 1) / band_rows;
+    for (size_t r = 0; r < rows; r += band_rows) {
+      const size_t n = (r + band_rows <= rows ? band_rows : rows - r) * row_bytes;
+      t0 = clock.now_ns;
+      if (!Ok(mgr.FetchRange(0, r * row_bytes, n, band.data()))) return 1;
+      if (std::memcmp(band.data(), t.data() + r * row_bytes, n) != 0) return 1;
+      if (i > 0) fetch_ns += clock.now_ns - t0;
+      clock.Advance(static_cast<uint64_t>(conv * 1e6 / static_cast<double>(bands)));
+    }
+    if (!Ok(mgr.Release(0))) return 1;
+    clock.Advance(static_cast<uint64_t>(post * 1e6));
+    mgr.EndInference();
+  }
+  total_ns = clock.now_ns - start_ns;
+  wait_ns = clock.erase_wait_ns - wait0;
+  const double k = 1e6 * (inferences - 1);
+  std::printf("%.3f %.3f %.3f %.3f %zu %.3f %d %llu\n", total_ns / k, spill_ns / k, fetch_ns / k,
+              wait_ns / k, static_cast<size_t>(mgr.stats().encoded_bytes / static_cast<uint64_t>(inferences)),
+              static_cast<double>(mgr.stats().erases_submitted) / inferences, inferences,
+              static_cast<unsigned long long>(rdev.requests() / static_cast<uint64_t>(inferences)));
+  return 0;
+}
+"""
+
+
+# ----------------------------------------------------------------------------- activations
+
+
+def natural_image(h: int = 80, w: int = 120, seed: int = 7) -> np.ndarray:
+    """A Carvana-like scene: sky gradient, road, a shaded car body with wheels and windows, noise."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+    img = np.zeros((h, w, 3), np.float32)
+    horizon = 0.45 * h
+    sky = (y < horizon)[..., None]
+    img += sky * np.stack([150 + 60 * (1 - y / horizon), 180 + 50 * (1 - y / horizon), 235 + 0 * y], -1)
+    road = 90 + 25 * (y - horizon) / (h - horizon) + 6 * np.sin(x / 7.0)
+    img += (~sky) * np.stack([road, road, road * 1.05], -1)
+    cx, cy, rx, ry = 0.52 * w, 0.58 * h, 0.36 * w, 0.2 * h
+    body = ((x - cx) / rx) ** 2 + ((y - cy) / ry) ** 2 < 1
+    roof = (((x - cx) / (0.55 * rx)) ** 2 + ((y - (cy - 0.8 * ry)) / (0.55 * ry)) ** 2 < 1) & (y < cy - 0.2 * ry)
+    car = body | roof
+    shade = 0.75 + 0.25 * np.cos((x - cx) / rx * 1.2) * np.cos((y - cy) / ry)
+    paint = np.stack([170 * shade, 30 * shade, 40 * shade], -1)
+    img = np.where(car[..., None], paint, img)
+    window = roof & (((x - cx) / (0.45 * rx)) ** 2 + ((y - (cy - 0.85 * ry)) / (0.4 * ry)) ** 2 < 1)
+    img = np.where(window[..., None], np.array([60, 80, 100], np.float32), img)
+    for wx in (cx - 0.6 * rx, cx + 0.6 * rx):
+        wheel = ((x - wx) ** 2 + (y - (cy + 0.75 * ry)) ** 2) < (0.28 * ry) ** 2 * 4
+        img = np.where(wheel[..., None], np.array([25, 25, 28], np.float32), img)
+    img += rng.normal(0, 3.0, img.shape)
+    return np.clip(img, 0, 255).astype(np.uint8)[None]
+
+
+@dataclass
+class Skip:
+    name: str
+    tensor: int
+    shape: tuple[int, ...]
+    data: np.ndarray
+    zero_point: int
+
+
+def skip_activations(model_path: Path) -> list[Skip]:
+    """Run the model in TFLM keeping every tensor; return the long-living inputs of each CONCATENATION."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    from tinyseg_plugin.modelio import load_model
+    from tinyseg_plugin.schema import BUILTIN_CODES
+
+    names = {v: k for k, v in BUILTIN_CODES.items()}
+    m = load_model(model_path)
+    sg = m.subgraphs[0]
+    producer = {t: i for i, op in enumerate(sg.operators) for t in op.outputs}
+    it = runtime.Interpreter.from_bytes(model_path.read_bytes(), arena_size=16 << 20,
+                                        intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors)
+    it.set_input(natural_image(), 0)
+    it.invoke()
+    skips = []
+    for i, op in enumerate(sg.operators):
+        oc = m.operatorCodes[op.opcodeIndex]
+        if names.get(max(oc.builtinCode, oc.deprecatedBuiltinCode)) != "CONCATENATION":
+            continue
+        t = min(op.inputs, key=lambda t: producer.get(t, -1))  # the one produced longest ago
+        tt = sg.tensors[t]
+        shape = tuple(int(d) for d in tt.shape)
+        data = np.asarray(it.GetTensor(int(t), 0)["tensor_data"]).reshape(shape)
+        skips.append(Skip(tt.name.decode(errors="replace"), int(t), shape, data, int(tt.quantization.zeroPoint[0])))
+    return sorted(skips, key=lambda s: -s.data.size)
+
+
+def op_macs(model_path: Path) -> list[tuple[str, int]]:
+    """(operator, MACs) in execution order; pooling/quantize/concat count their output elements."""
+    from tinyseg_plugin.modelio import load_model
+    from tinyseg_plugin.schema import BUILTIN_CODES
+
+    names = {v: k for k, v in BUILTIN_CODES.items()}
+    m = load_model(model_path)
+    sg = m.subgraphs[0]
+    out = []
+    for op in sg.operators:
+        oc = m.operatorCodes[op.opcodeIndex]
+        name = names.get(max(oc.builtinCode, oc.deprecatedBuiltinCode))
+        o = [int(d) for d in sg.tensors[op.outputs[0]].shape]
+        if name == "CONV_2D":
+            w = [int(d) for d in sg.tensors[op.inputs[1]].shape]
+            macs = math.prod(o) * w[1] * w[2] * w[3]
+        elif name == "TRANSPOSE_CONV":
+            w = [int(d) for d in sg.tensors[op.inputs[1]].shape]
+            i = [int(d) for d in sg.tensors[op.inputs[2]].shape]
+            macs = math.prod(i) * w[0] * w[1] * w[2]
+        else:
+            macs = math.prod(o)
+        out.append((name, macs))
+    return out
+
+
+# ----------------------------------------------------------------------------- harness
+
+
+def build_harness(work: Path) -> Path:
+    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    if cxx is None:
+        raise SystemExit("runtime_table: error: no C++ compiler (g++/clang++) found")
+    src = work / "runtime_harness.cc"
+    src.write_text(HARNESS)
+    exe = work / "runtime_harness"
+    core = [str(p) for p in sorted((CORE / "src").glob("*.cc"))]
+    cmd = [cxx, "-std=c++17", "-O2", "-g", "-fno-exceptions", "-fno-rtti", f"-I{CORE / 'include'}", str(src), *core,
+           "-o", str(exe)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"runtime_table: error: harness build failed:\n{p.stderr[-3000:]}")
+    return exe
+
+
+def run(exe: Path, *args) -> str:
+    p = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"runtime_table: error: harness {' '.join(map(str, args))} failed: {p.stderr.strip()}")
+    return p.stdout.strip()
+
+
+def callgrind_ir(exe: Path, mode: str, data: Path, reps: int, work: Path) -> float | None:
+    """Instructions per tensor byte of one encode / full decode (None without valgrind).
+
+    Two callgrind runs, with `reps` repetitions and with none; the difference is `reps` times the
+    codec alone (set-up, file loading and process start cancel out)."""
+    if shutil.which("valgrind") is None:
+        return None
+    totals = []
+    for n in (reps, 0):
+        out = work / f"cg.{mode}.{n}.out"
+        p = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(exe), mode,
+                            str(data), str(n)], capture_output=True, text=True)
+        if p.returncode != 0:
+            return None
+        lines = [ln for ln in out.read_text().splitlines() if ln.startswith(("totals:", "summary:"))]
+        if not lines:
+            return None
+        totals.append(int(lines[0].split()[1]))
+    return (totals[0] - totals[1]) / (reps * data.stat().st_size)
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def fmt(v: float | None, unit: str = "") -> str:
+    return "-" if v is None else f"{v:,.0f}{unit}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path, default=MODEL)
+    ap.add_argument("--inferences", type=int, default=6,
+                    help="modelled inferences, at least enough to wrap the spill region 3 times (first is warm-up)")
+    ap.add_argument("--usb-rate", type=float, default=1.0e6,
+                    help="remote: payload bytes/s over USB CDC (assumption, default 1 MB/s)")
+    ap.add_argument("--rtt-us", type=float, default=1000.0, help="remote: round trip per 4 KB chunk (us)")
+    args = ap.parse_args(argv)
+    t_start = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        exe = build_harness(work)
+        skips = skip_activations(args.model)
+
+        print("1. Tiny U-Net skip activations (TFLM, kPreserveAllTensors, synthetic natural image)")
+        print(f"{'tensor':<12} {'shape':<14} {'bytes':>7} {'mode share':>10} {'zp share':>9} "
+              f"{'enc 512':>8} {'enc 1024':>8} {'enc 4096':>8} {'ratio@1K':>8}")
+        files = {}
+        for s in skips:
+            f = work / f"t{s.tensor}.bin"
+            f.write_bytes(s.data.astype(np.int8).tobytes())
+            files[s.tensor] = f
+            vals, counts = np.unique(s.data, return_counts=True)
+            mode_share = counts.max() / s.data.size
+            zp_share = float((s.data == s.zero_point).mean())
+            enc = {b: int(run(exe, "measure", f, b)) for b in (512, 1024, 4096)}
+            print(f"t{s.tensor:<11} {'x'.join(map(str, s.shape[1:])):<14} {s.data.size:>7,} {mode_share:>10.1%} "
+                  f"{zp_share:>9.1%} {enc[512]:>8,} {enc[1024]:>8,} {enc[4096]:>8,} {s.data.size / enc[1024]:>7.2f}x")
+        spilled = skips[0]  # the 80x120x8 tensor the optimizer spills
+        sp_file = files[spilled.tensor]
+        enc_bytes = int(run(exe, "measure", sp_file, 1024))
+
+        print("\n2. Codec cost (callgrind, instructions inside the function per tensor byte, x86-64)")
+        ipb = {}
+        for mode in ("encode", "decode"):
+            ipb[mode] = callgrind_ir(exe, mode, sp_file, 5, work)
+        if ipb["encode"] is None:
+            print("valgrind not installed: skipped (apt-get install valgrind)")
+        else:
+            for mode in ("encode", "decode"):
+                ms = ipb[mode] * spilled.data.size / M7_HZ * 1e3
+                print(f"{mode:<7} t{spilled.tensor}: {ipb[mode]:6.2f} instr/byte -> ~{ms:5.2f} ms for "
+                      f"{spilled.data.size:,} B on a 480 MHz Cortex-M7 at 1 instr/cycle (estimate)")
+
+        # Compute split of the paper's 1199 ms by MACs: before the spill (ops 0-3), between spill
+        # and fetch (ops 4-20), the fused concat+conv (21-22), after it (23-25).
+        macs = op_macs(args.model)
+        total = sum(m for _, m in macs)
+        part = lambda a, b: BASE_MS * sum(m for _, m in macs[a:b]) / total  # noqa: E731
+        pre, mid, conv, post = part(0, 4), part(4, 21), part(21, 23), part(23, len(macs))
+        row_bytes = spilled.shape[2] * spilled.shape[3]
+        band_rows = 20
+        codec_ms = {m: (ipb[m] or 0.0) * spilled.data.size / M7_HZ * 1e3 for m in ("encode", "decode")}
+
+        def model(storage: str, async_erase: bool, compressed: bool, fused: bool) -> dict[str, float]:
+            extra = [str(args.usb_rate), str(args.rtt_us)] if storage == "remote" else []
+            rows_per_fetch = band_rows if fused else spilled.shape[1]  # unfused: one whole-tensor fetch
+            out = run(exe, "spill", sp_file, storage, int(async_erase), int(not compressed), f"{pre:.3f}",
+                      f"{mid:.3f}", f"{conv:.3f}", f"{post:.3f}", rows_per_fetch, row_bytes, args.inferences,
+                      *extra)
+            tot, sp, fe, wait, stored, erases, n, reqs = map(float, out.split())
+            cpu = codec_ms["encode"] + codec_ms["decode"] if compressed else 0.0
+            return dict(total=tot + cpu, spill=sp, fetch=fe, wait=wait, stored=stored, erases=erases, cpu=cpu,
+                        n=n, reqs=reqs)
+
+        print(f"\n3. Modelled latency of the optimized Tiny U-Net (ms per inference; compute baseline "
+              f"{BASE_MS:.0f} ms from the paper,\n   split by MACs: {pre:.0f} before the spill, {mid:.0f} "
+              f"until the fetch, {conv:.0f} in FetchingConv2D, {post:.0f} after;\n   spilled t{spilled.tensor} "
+              f"{spilled.data.size:,} B, {enc_bytes:,} B encoded; fused fetch in bands of {band_rows} rows; "
+              f"remote at {args.usb_rate / 1e3:,.0f} KB/s + {args.rtt_us:.0f} us per 4 KB chunk)")
+        rows = [
+            ("+ tensor spilling (raw)", "spilling", False, False, False),
+            ("+ fused fetching", "fused", False, False, True),
+            ("+ tensor compression", "compression", False, True, True),
+            ("+ async erase (M4)", "async", True, True, True),
+            ("async erase, no compression", None, True, False, True),
+        ]
+        head = f"{'configuration':<28}" + "".join(f"{s + ' (paper)':>17}{s + ' (model)':>17}"
+                                                for s in ("internal", "external", "remote"))
+        print(head)
+        print(f"{'original / temp. quant':<28}{'-':>17}{'-':>17}{'1190 / 1199':>17}{'(baseline)':>17}{'-':>17}{'-':>17}")
+        details = []
+        for label, key, async_erase, compressed, fused in rows:
+            cells = []
+            for j, storage in enumerate(("internal", "qspi", "remote")):
+                paper = PAPER[key][j] if key else None
+                if storage == "remote" and async_erase:
+                    cells += ["-", "-"]
+                    continue
+                r = model(storage, async_erase, compressed, fused)
+                details.append((label, storage, r))
+                cells += [fmt(paper), fmt(r["total"])]
+            print(f"{label:<28}" + "".join(f"{c:>17}" for c in cells))
+        print("\n   breakdown (ms per inference): spill = Spill operator on the critical path, fetch = FetchRange "
+              "calls in FetchingConv2D, wait = of those, time waiting for erases; codec = estimate above")
+        print(f"   {'configuration':<28} {'storage':<9} {'total':>8} {'spill':>8} {'fetch':>8} {'wait':>8} "
+              f"{'codec':>6} {'stored B':>9} {'erases':>7} {'requests':>8} {'runs':>5}")
+        for label, storage, r in details:
+            reqs = f"{r['reqs']:.0f}" if storage == "remote" else "-"
+            print(f"   {label:<28} {storage:<9} {r['total']:>8.0f} {r['spill']:>8.1f} {r['fetch']:>8.1f} "
+                  f"{r['wait']:>8.1f} {r['cpu']:>6.2f} {r['stored']:>9,.0f} {r['erases']:>7.2f} {reqs:>8} "
+                  f"{r['n']:>5.0f}")
+        print("   (erases = sectors erased per inference; requests = protocol requests per inference; runs = "
+              "modelled inferences, the first one excluded)")
+    print(f"\n(runtime_table.py took {time.monotonic() - t_start:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

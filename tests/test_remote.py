@@ -1,0 +1,379 @@
+"""Remote spilling: the Python host (tinyseg_plugin.remote, `tinyseg remote-host`) against the C++
+client built from tflm_ops/core and against the Python reference client, over pseudo-terminals.
+
+Covers every command, a corrupted request (host NAKs, client resends), a corrupted and a lost
+response (client resends, host answers from its cache), and a host that stops answering (the
+client fails with a timeout after its retries, never with made-up data).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import select
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import tty
+import zlib
+from pathlib import Path
+
+import pytest
+
+from tinyseg_plugin import remote
+from tinyseg_plugin.remote import (
+    DirStore,
+    Faults,
+    Frame,
+    FrameError,
+    MemoryStore,
+    MsgType,
+    RemoteClient,
+    RemoteError,
+    RemoteServer,
+    Status,
+    cobs_decode,
+    cobs_encode,
+    encode_frame,
+    parse_frame,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+# The protocol tests need nothing; the serial-port ones need pyserial (in the test extra).
+needs_serial = pytest.mark.skipif(importlib.util.find_spec("serial") is None,
+                                  reason="pyserial is not installed (pip install 'tinyseg-plugin[test]')")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+class FdStream:
+    """The client's end of a pty (the master has no path pyserial could open)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.in_waiting = 0
+
+    def write(self, data: bytes) -> int:
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+        return len(data)
+
+    def read(self, size: int = 1) -> bytes:
+        r, _, _ = select.select([self.fd], [], [], 0.02)
+        return os.read(self.fd, 4096) if r else b""
+
+
+class Pty:
+    """A raw pseudo-terminal pair: the host opens `name` with pyserial, the client uses `master`."""
+
+    def __init__(self) -> None:
+        self.master, self.slave = os.openpty()
+        tty.setraw(self.slave)  # no echo / line editing before pyserial configures the port
+        self.name = os.ttyname(self.slave)
+
+    def close(self) -> None:
+        for fd in (self.master, self.slave):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class HostThread:
+    """remote.run() on the pty's slave, in a thread, with optional faults."""
+
+    def __init__(self, pty: Pty, faults: Faults | None = None, store=None, timeout: float = 1.0) -> None:
+        self.ser = remote._open_port(pty.name, 921600)
+        self.logs: list[str] = []
+        self.server = RemoteServer(store if store is not None else MemoryStore(), faults=faults,
+                                   on_log=self.logs.append)
+        self.stop = threading.Event()
+        self.result: list[str] = []
+        self.thread = threading.Thread(target=lambda: self.result.append(
+            remote.run(self.ser, self.server, timeout, self.stop)), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.ser.close()
+
+
+@pytest.fixture
+def pty_pair():
+    p = Pty()
+    yield p
+    p.close()
+
+
+class Loop:
+    """In-process link without a tty: the server runs when the client waits for bytes."""
+
+    def __init__(self, server: RemoteServer) -> None:
+        self.server = server
+        self.pending = bytearray()
+        self.inbox = bytearray()
+        self.in_waiting = 0
+
+    def write(self, data: bytes) -> int:
+        self.pending += data
+        return len(data)
+
+    def read(self, size: int = 1) -> bytes:
+        if not self.inbox and self.pending:
+            data, self.pending = bytes(self.pending), bytearray()
+            for wire in self.server.feed(data):
+                self.inbox += wire
+        out, self.inbox = bytes(self.inbox), bytearray()
+        return out
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 0.01
+        return self.t
+
+
+# ----------------------------------------------------------------------------- framing
+
+
+@pytest.mark.parametrize("data", [b"", b"\0", b"\0\0\0", bytes(range(1, 255)), bytes(range(1, 256)) * 3,
+                                  bytes(range(256)) * 4, b"\x11" * 254 + b"\0" + b"\x22" * 600])
+def test_cobs_round_trip(data: bytes) -> None:
+    enc = cobs_encode(data)
+    assert 0 not in enc
+    assert len(enc) <= len(data) + len(data) // 254 + 1
+    assert cobs_decode(enc) == data
+
+
+def test_frame_crc_is_zlib_crc32_and_any_flip_is_caught() -> None:
+    f = Frame(MsgType.WRITE, seq=0xBEEF, slot=7, offset=0x01020304, arg=5, payload=b"\0\1\0\2\0")
+    wire = encode_frame(f)
+    assert wire.endswith(b"\0") and 0 not in wire[:-1]
+    raw = cobs_decode(wire[:-1])
+    assert int.from_bytes(raw[-4:], "little") == zlib.crc32(raw[:-4])
+    assert parse_frame(wire[:-1]) == f
+    for i in range(len(raw)):
+        bad = bytearray(raw)
+        bad[i] ^= 0x04
+        with pytest.raises(FrameError):
+            parse_frame(cobs_encode(bytes(bad)))
+
+
+# ----------------------------------------------------------------------------- server logic
+
+
+def test_every_command_in_process() -> None:
+    logs: list[str] = []
+    client = RemoteClient(Loop(RemoteServer(MemoryStore(), max_payload=256, on_log=logs.append)), max_payload=1024)
+    assert client.hello() == remote.PROTOCOL_VERSION
+    assert client.chunk == 256
+    data = os.urandom(3000)
+    client.write(2, 10, data)
+    assert client.size(2) == 3010
+    assert client.read(2, 10, 3000) == data
+    assert client.read(2, 0, 10) == b"\xff" * 10
+    client.erase(2, 100, 50)
+    assert client.read(2, 100, 50) == b"\xff" * 50
+    with pytest.raises(RemoteError) as e:
+        client.read(2, 3000, 20)
+    assert e.value.kind == "remote_status" and e.value.status == Status.OUT_OF_RANGE
+    client.drop(2)
+    with pytest.raises(RemoteError) as e:
+        client.size(2)
+    assert e.value.status == Status.NOT_FOUND
+    client.log("inference 1: 1270 ms\n")
+    assert logs == ["inference 1: 1270 ms"]
+    assert client.stats.retries == 0
+
+
+def test_repeated_seq_is_answered_from_cache_not_run_twice() -> None:
+    store = MemoryStore()
+    server = RemoteServer(store)
+    hello = encode_frame(Frame(MsgType.HELLO, seq=1, arg=1, payload=(1024).to_bytes(4, "little")))
+    write = encode_frame(Frame(MsgType.WRITE, seq=2, slot=0, offset=0, arg=3, payload=b"abc"))
+    first = server.feed(hello + write)
+    store.slots[0][:] = b"xyz"  # if the repeat ran again, it would write abc over this
+    again = server.feed(write)
+    assert again == first[1:]
+    assert bytes(store.slots[0]) == b"xyz"
+    assert server.stats.duplicates == 1
+    # HELLO restarts the session: the same seq is new again.
+    server.feed(hello + write)
+    assert bytes(store.slots[0]) == b"abc"
+
+
+def test_garbage_and_overlong_input_get_naks() -> None:
+    server = RemoteServer(MemoryStore(), max_payload=64)
+    out = server.feed(b"\x05garbage\0" + b"\x01" * 1000 + b"\0")
+    assert [parse_frame(w[:-1]).type for w in out] == [MsgType.NAK, MsgType.NAK]
+    assert server.stats.bad_frames == 2
+
+
+def test_dir_store_persists_slots(tmp_path: Path) -> None:
+    client = RemoteClient(Loop(RemoteServer(DirStore(tmp_path / "slots"))))
+    client.hello()
+    client.write(5, 0, b"tensor-bytes")
+    assert (tmp_path / "slots" / "slot_00000005.bin").read_bytes() == b"tensor-bytes"
+    again = RemoteClient(Loop(RemoteServer(DirStore(tmp_path / "slots"))))
+    again.hello()
+    assert again.read(5, 0, 12) == b"tensor-bytes"
+    again.drop(5)
+    assert not (tmp_path / "slots" / "slot_00000005.bin").exists()
+
+
+def test_python_client_times_out_on_a_silent_host() -> None:
+    clock = FakeClock()
+    client = RemoteClient(Loop(RemoteServer(MemoryStore(), faults=Faults(silent_after=1))),
+                          timeout=0.5, attempts=3, clock=clock)
+    client.hello()
+    with pytest.raises(RemoteError) as e:
+        client.read(0, 0, 10)
+    assert e.value.kind == "timeout"
+    assert "timeout after 3 attempts" in str(e.value)
+    assert client.stats.frames_sent == 4
+
+
+# ----------------------------------------------------------------------------- over a pty, Python client
+
+
+@needs_serial
+def test_python_client_over_pty_with_corruption(pty_pair: Pty) -> None:
+    host = HostThread(pty_pair, Faults(corrupt_responses=frozenset({2}), drop_responses=frozenset({4})))
+    try:
+        client = RemoteClient(FdStream(pty_pair.master), timeout=0.3, attempts=4)
+        client.hello()
+        data = bytes((i * 7) & 0xFF for i in range(5000))
+        client.write(1, 0, data)
+        assert client.read(1, 0, len(data)) == data
+        assert client.stats.bad_frames == 1 and client.stats.timeouts == 1
+        assert host.server.stats.duplicates == 2
+    finally:
+        host.close()
+
+
+# ----------------------------------------------------------------------------- over a pty, C++ client
+
+
+@pytest.fixture(scope="session")
+def cpp_client(tmp_path_factory) -> Path:
+    """Build tflm_ops' remote_pty_client with cmake (skip only when the toolchain is missing)."""
+    if not shutil.which("cmake") or not (shutil.which("g++") or shutil.which("c++")):
+        pytest.skip("cmake / a C++ compiler are not installed")
+    build = tmp_path_factory.mktemp("remote_client_build")
+    cfg = subprocess.run(["cmake", "-S", str(ROOT / "tflm_ops"), "-B", str(build), "-DTINYSEG_FUZZ=OFF",
+                          "-DTINYSEG_WERROR=OFF", "-DCMAKE_BUILD_TYPE=Release"],
+                         capture_output=True, text=True)
+    assert cfg.returncode == 0, cfg.stdout + cfg.stderr
+    b = subprocess.run(["cmake", "--build", str(build), "--target", "remote_pty_client", "-j2"],
+                       capture_output=True, text=True)
+    assert b.returncode == 0, b.stdout[-4000:] + b.stderr[-4000:]
+    return build / "remote_pty_client"
+
+
+def _run_client(exe: Path, pty: Pty, scenario: str, *args: str, timeout: float = 120):
+    t0 = time.monotonic()
+    p = subprocess.run([str(exe), f"fd:{pty.master}", scenario, *args], pass_fds=[pty.master],
+                       capture_output=True, text=True, timeout=timeout)
+    return p, time.monotonic() - t0
+
+
+def _stats(line: str) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+
+
+@needs_serial
+def test_cpp_client_round_trip(cpp_client: Path, pty_pair: Pty) -> None:
+    host = HostThread(pty_pair)
+    try:
+        p, _ = _run_client(cpp_client, pty_pair, "roundtrip")
+    finally:
+        host.close()
+    assert p.returncode == 0, p.stderr
+    s = _stats(p.stdout)
+    assert s["retries"] == "0" and s["naks"] == "0"
+    enc, raw = s["encoded"].split("/")
+    assert int(enc) < int(raw)  # the spill went through the codec
+    assert host.server.stats.bad_frames == 0
+    assert host.logs == ["remote_pty_client: all slots verified"]
+
+
+@needs_serial
+def test_cpp_client_recovers_from_corrupted_frames(cpp_client: Path, pty_pair: Pty) -> None:
+    # Request 3 is corrupted on the way to the host (NAK, resend); responses 6 and 9 are corrupted
+    # and response 12 is lost on the way back (client resends; host answers from its cache).
+    host = HostThread(pty_pair, Faults(corrupt_responses=frozenset({6, 9}), drop_responses=frozenset({12})))
+    try:
+        p, _ = _run_client(cpp_client, pty_pair, "roundtrip", "--corrupt-request", "3", "--timeout-ms", "300")
+    finally:
+        host.close()
+    assert p.returncode == 0, p.stderr
+    s = _stats(p.stdout)
+    assert int(s["naks"]) == 1
+    assert int(s["bad_frames"]) == 2
+    assert int(s["timeouts"]) == 1
+    assert int(s["retries"]) == 4
+    assert host.server.stats.bad_frames == 1
+    assert host.server.stats.duplicates == 3
+
+
+@needs_serial
+def test_cpp_client_reports_timeout_when_host_goes_silent(cpp_client: Path, pty_pair: Pty) -> None:
+    host = HostThread(pty_pair, Faults(silent_after=2))  # hello + one write, then nothing
+    try:
+        p, elapsed = _run_client(cpp_client, pty_pair, "timeout", "--timeout-ms", "200", "--attempts", "3")
+    finally:
+        host.close()
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "io_error (timeout, 5 frames sent, 2 retries)" in p.stderr  # hello + write + 3 sends of the read
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert 0.55 < elapsed < 10
+
+
+# ----------------------------------------------------------------------------- the CLI
+
+
+@needs_serial
+def test_cli_bad_port_is_one_line_exit_2(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", "remote-host", "--port",
+                        str(tmp_path / "no-such-tty"), "--baud", "115200"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot open serial port" in lines[0] and "Traceback" not in p.stderr
+
+
+@needs_serial
+def test_cli_serves_until_the_board_disconnects(pty_pair: Pty, tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "tinyseg_plugin.cli", "remote-host", "--port", pty_pair.name,
+                             "--baud", "921600", "--storage", str(tmp_path), "--once", "--timeout", "1"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        client = RemoteClient(FdStream(pty_pair.master), timeout=2.0)
+        deadline = time.monotonic() + 30
+        while True:  # the host needs a moment to start and open the port
+            try:
+                client.hello()
+                break
+            except RemoteError:
+                assert time.monotonic() < deadline, "remote-host did not answer"
+        client.write(3, 0, b"skip-connection")
+        assert client.read(3, 0, 15) == b"skip-connection"
+        assert (tmp_path / "slot_00000003.bin").read_bytes() == b"skip-connection"
+        os.close(pty_pair.slave)
+        os.close(pty_pair.master)  # the board goes away
+        rc = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read()
+    assert rc == 0, err
+    assert "board disconnected" in err
