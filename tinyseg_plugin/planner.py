@@ -61,12 +61,14 @@ class Tail:
     scratch_handles: int
     variables: int
     fixed: int
+    builtin_data: int = 0  # parsed operator options (TfLite<Op>Params)
+    app: str = ""  # which application's allocations the estimate follows (see estimate_tail)
 
     @property
     def total(self) -> int:
         return (
             self.eval_tensors + self.node_registrations + self.io_tensors + self.kernel_data
-            + self.scratch_handles + self.variables + self.fixed
+            + self.scratch_handles + self.variables + self.fixed + self.builtin_data
         )
 
 
@@ -301,35 +303,164 @@ def plan_model(model: "fb.ModelT", kernels: str = "reference", target: str = "ho
 
 # ---------------------------------------------------------------- the tail
 
-# sizeof() of TFLM's runtime structures, measured with the recording allocator
-# (64-bit: the tflite-micro wheel; 32-bit: a Cortex-M7 build).
-_SIZES = {
-    8: {"eval_tensor": 24, "node": 64, "tensor": 64, "quant": 24, "handle": 8, "fixed": 480, "per_op": 28},
-    4: {"eval_tensor": 12, "node": 36, "tensor": 40, "quant": 12, "handle": 4, "fixed": 320, "per_op": 16},
+# (sizeof, alignof) of TFLM's runtime structures at 90b983c (g++ 12 x86-64 and
+# arm-none-eabi-g++ 12 -mcpu=cortex-m7), and what the application's setup puts at
+# the far end of the tail. One profile per build and application; a target whose
+# name is not a profile gets "host64" (8-byte pointers) or "cortex-m" (4).
+_LP64 = {
+    "builtin_allocator": (16, 8),  # MicroBuiltinDataAllocator: vtable + pointer
+    "eval_tensor": (24, 8),  # TfLiteEvalTensor
+    "node": (64, 8),  # NodeAndRegistration
+    "tensor": (64, 8),  # TfLiteTensor (TF_LITE_STATIC_MEMORY)
+    "quant": (24, 8),  # TfLiteAffineQuantization
+    "handle": (8, 8),  # ScratchBufferHandle
+    "pointer": 8,
+    "resource_variables": (16, 40),  # MicroResourceVariables, one MicroResourceVariable
+}
+_ILP32 = {
+    "builtin_allocator": (8, 4),
+    "eval_tensor": (12, 4),
+    "node": (32, 4),
+    "tensor": (32, 4),
+    "quant": (12, 4),
+    "handle": (4, 4),
+    "pointer": 4,
+    "resource_variables": (12, 20),
+}
+# (SingleArenaBufferAllocator, GreedyMemoryPlanner, MicroAllocator): what
+# MicroInterpreter(model, resolver, arena, size) makes, and the Recording* variant
+# that RecordingMicroInterpreter and the Python wheel make.
+_PLAIN64 = ((72, 8), (72, 8), (72, 8))
+_PLAIN32 = ((36, 4), (44, 4), (36, 4))
+_SIZES: dict[str, dict] = {
+    "host64": {  # the tflite-micro Python wheel: Bazel, USE_TFLM_COMPRESSION, RecordingMicroAllocator
+        **_LP64,
+        "app": "tflite-micro Python wheel (RecordingMicroAllocator, LP64, compression build)",
+        "setup": ((104, 8), (72, 8), (272, 8)),
+        "subgraph_allocations": (24, 8),  # with the compressed-tensor list
+        "compression": True,
+        "resource_variables_in_arena": True,  # the wheel creates them for VAR_HANDLE models
+        # The wheel (0.dev20261023, g8f6596d) is newer than 90b983c: its ParseFullyConnected
+        # allocates 32 bytes with 8-byte alignment (read from its _runtime.so), 90b983c 16.
+        "builtin_overrides": {"FULLY_CONNECTED": (32, 8)},
+    },
+    "host64-make": {  # x86-64 Makefile build, plain MicroInterpreter
+        **_LP64, "app": "x86-64 Makefile build, MicroInterpreter on an arena", "setup": _PLAIN64,
+        "subgraph_allocations": (16, 8), "compression": False,
+    },
+    "host64-make-recording": {  # the same with RecordingMicroInterpreter (tests/tflm_probe)
+        **_LP64, "app": "x86-64 Makefile build, RecordingMicroInterpreter",
+        "setup": ((104, 8), (72, 8), (248, 8)), "subgraph_allocations": (16, 8), "compression": False,
+    },
+    "cortex-m": {  # firmware: arm-none-eabi Makefile build, plain MicroInterpreter
+        **_ILP32, "app": "Cortex-M firmware (Makefile build, MicroInterpreter on an arena, ILP32)",
+        "setup": _PLAIN32, "subgraph_allocations": (8, 4), "compression": False,
+    },
+    "cortex-m-recording": {  # the same with RecordingMicroInterpreter (tests/tflm_probe)
+        **_ILP32, "app": "Cortex-M Makefile build, RecordingMicroInterpreter (ILP32)",
+        "setup": ((52, 4), (44, 4), (124, 4)), "subgraph_allocations": (8, 4), "compression": False,
+    },
 }
 
 
 def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -> Tail:
-    """Estimate of the persistent section: runtime structures plus what kernels keep."""
-    sz = _SIZES[rules.target.pointer_bytes]
-    tensors = sum(len(g.tensors) for g in graphs)
-    ops = sum(len(g.operators) for g in graphs)
+    """The persistent section, allocation by allocation, in the order TFLM makes them.
+
+    TFLM's tail allocator moves down by each allocation's size and then down to
+    its alignment, so we replay that: the application's allocator objects,
+    StartModelAllocation (builtin data allocator, SubgraphAllocations, then the
+    TfLiteEvalTensor and NodeAndRegistration arrays of every subgraph), the parsed
+    builtin options of every operator, every kernel's Init and Prepare allocations
+    (16-byte aligned), the scratch buffer handles, the variable tensors, and the
+    input/output pointer arrays and TfLiteTensors (with quantization) that
+    MicroInterpreter::AllocateTensors keeps. Which application and build is
+    assumed comes from the target (see _SIZES): "host64" is the tflite-micro
+    Python wheel, "cortex-m" a firmware that constructs a plain MicroInterpreter
+    on its arena. The arena's end is assumed 16-byte aligned.
+    """
+    from .kernels import KERNEL_SETS, reference
+
+    pb = rules.target.pointer_bytes
+    sz = _SIZES.get(rules.target.name) or _SIZES["host64" if pb == 8 else "cortex-m"]
+    used = 0
+
+    def phase(allocs) -> int:
+        nonlocal used
+        start = used
+        for size, align in allocs:
+            used = (used + size + align - 1) // align * align
+        return used - start
+
     main = graphs[0]
-    io = list(main.inputs) + list(main.outputs)
-    io_bytes = 0
-    for t in io:
-        io_bytes += sz["tensor"]
-        if main.tensors[t].scales:
-            io_bytes += sz["quant"] + align_up(4 + 4 * len(main.tensors[t].zero_points), 8)
-    kernel = sum(rules.persistent_bytes(g, op) for g in graphs for op in g.operators)
-    variables = sum(align_up(t.nbytes) for g in graphs for t in g.tensors if t.is_variable)
+    ops = [(g, op) for g in graphs for op in g.operators]
+    setup = list(sz["setup"])
+    n_vars = sum(1 for _, op in ops if op.opcode == "VAR_HANDLE")
+    if sz.get("resource_variables_in_arena") and n_vars:
+        rv, one = sz["resource_variables"]
+        setup += [(rv, ARENA_ALIGNMENT), (one * n_vars, ARENA_ALIGNMENT)]
+    setup += [sz["builtin_allocator"], (sz["subgraph_allocations"][0] * len(graphs), sz["subgraph_allocations"][1])]
+    fixed = phase(setup)
+    eval_tensors = phase((sz["eval_tensor"][0] * len(g.tensors), sz["eval_tensor"][1]) for g in graphs)
+    nodes = phase((sz["node"][0] * len(g.operators), sz["node"][1]) for g in graphs)
+    builtin = phase(reference.builtin_data(op, pb, sz.get("builtin_overrides")) for _, op in ops)
+    kernel_total = sum(rules.persistent_bytes(g, op) for g, op in ops)
+    kset = KERNEL_SETS[rules.kernels]
+    if sz["compression"] != kset.default_compression(pb):
+        # the kernel rules assume their usual build for this pointer width; compression
+        # only changes the size of some kernels' OpData
+        for _, op in ops:
+            if not op.is_custom:
+                kernel_total += reference.align_up(kset.opdata_bytes(op.opcode, pb, sz["compression"]))
+                kernel_total -= reference.align_up(kset.opdata_bytes(op.opcode, pb))
+
+    def first_kernel_allocation() -> int:
+        """Bytes of the first kernel allocation: all Inits run before any Prepare."""
+        for g, op in ops:
+            if op.is_custom:
+                if rules.persistent_bytes(g, op):
+                    return rules.persistent_bytes(g, op)  # TinySeg's kernels: taken as 16-byte sized
+                continue
+            n = kset.opdata_bytes(op.opcode, pb, sz["compression"])
+            if n:
+                return n
+        for g, op in ops:
+            if not op.is_custom and kset.prepare_allocations(g, op, pb):
+                return kset.prepare_allocations(g, op, pb)[0]
+        return 0
+
+    # Every kernel allocation is 16-byte aligned, so only the first one can end on a
+    # smaller padding (when the builtin data before it left the tail unaligned).
+    first = first_kernel_allocation()
+    kernel_allocs = [(first, ARENA_ALIGNMENT), (kernel_total - reference.align_up(first), ARENA_ALIGNMENT)]
+    kernel = phase(kernel_allocs if kernel_total else [])
+    handles = phase([(sz["handle"][0] * scratch_count, sz["handle"][1])] if scratch_count else [])
+    offsets = offline_offsets(main.model)
+    var_allocs, k = [], 0
+    for g in graphs:
+        for t in g.tensors:
+            if t.is_variable and (offsets is None or offsets[k] == ONLINE):
+                var_allocs.append((t.nbytes, ARENA_ALIGNMENT))
+            k += 1
+    variables = phase(var_allocs)
+    io_allocs: list[tuple[int, int]] = []
+    for group in (main.inputs, main.outputs):
+        io_allocs.append((sz["pointer"] * len(group), ARENA_ALIGNMENT))
+        for ti in group:
+            t = main.tensors[ti]
+            io_allocs.append(sz["tensor"])
+            if t.scales and t.zero_points:
+                io_allocs += [sz["quant"], (4 + 4 * len(t.scales), 4)]
+    io = phase(io_allocs)
     return Tail(
         target=rules.target.name,
-        eval_tensors=align_up(tensors * sz["eval_tensor"]),
-        node_registrations=align_up(ops * sz["node"]),
-        io_tensors=io_bytes,
+        eval_tensors=eval_tensors,
+        node_registrations=nodes,
+        io_tensors=io,
         kernel_data=kernel,
-        scratch_handles=align_up(scratch_count * sz["handle"]) if scratch_count else 0,
+        scratch_handles=handles,
         variables=variables,
-        fixed=sz["fixed"] + sz["per_op"] * ops,
+        fixed=fixed,
+        builtin_data=builtin,
+        app=sz["app"],
     )
+

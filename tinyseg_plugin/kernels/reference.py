@@ -294,7 +294,7 @@ BUILTIN_DATA: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
     "DEPTHWISE_CONV_2D": ((28, 4), (28, 4)),
     "DEPTH_TO_SPACE": ((4, 4), (4, 4)),
     "DIV": ((4, 4), (1, 1)),
-    "FULLY_CONNECTED": ((16, 4), (5, 1)),
+    "FULLY_CONNECTED": ((16, 4), (5, 1)),  # the wheel's newer TFLM: (32, 8), see planner._SIZES
     "GATHER": ((8, 4), (8, 4)),
     "IF": ((8, 4), (8, 4)),
     "L2_NORMALIZATION": ((4, 4), (1, 1)),
@@ -329,10 +329,13 @@ BUILTIN_DATA: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
 }
 
 
-def builtin_data(op: Operator, pointer_bytes: int) -> tuple[int, int]:
-    """(size, alignment) of the operator's parsed builtin options in the tail; (0, 1) for none."""
+def builtin_data(op: Operator, pointer_bytes: int, overrides: dict | None = None) -> tuple[int, int]:
+    """(size, alignment) of the operator's parsed builtin options in the tail; (0, 1) for none.
+    ``overrides`` maps an operator to (size, alignment) for TFLM versions that differ."""
     if op.is_custom:
         return (0, 1)
+    if overrides and op.opcode in overrides:
+        return overrides[op.opcode]
     row = BUILTIN_DATA.get(op.opcode)
     if row is None:
         return (0, 1)
