@@ -124,7 +124,7 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
             "estimate": True, "total": tail.total, "eval_tensors": tail.eval_tensors,
             "node_registrations": tail.node_registrations, "io_tensors": tail.io_tensors,
             "kernel_data": tail.kernel_data, "scratch_handles": tail.scratch_handles,
-            "variables": tail.variables, "fixed": tail.fixed,
+            "variables": tail.variables, "fixed": tail.fixed, "builtin_data": tail.builtin_data,
         },
         "total": p.total,
         "peak": None if a.peak_op is None else {

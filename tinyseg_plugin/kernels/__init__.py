@@ -1,8 +1,9 @@
 """Per-kernel memory rules: the scratch buffers each kernel requests in Prepare and
 the persistent memory it takes, for each TFLM kernel set we model.
 
-A kernel set is a module with two functions, ``scratch_requests`` and
-``persistent_bytes``; this package picks the module and routes TinySeg's own
+A kernel set is a module with ``scratch_requests`` and ``persistent_bytes`` (plus the
+tables ``estimate_tail`` reads: ``opdata_bytes``, ``prepare_allocations``,
+``default_compression``); this package picks the module and routes TinySeg's own
 custom operators to the custom-operator contract, so the planner never needs to
 know which kernel set it is planning for.
 """
