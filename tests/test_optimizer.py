@@ -173,3 +173,75 @@ def test_many_tensors_and_float32() -> None:
     rf = optimize(f, Options())
     assert rf.plan.head < rf.original.head and any(s.bytes for s in rf.spills)
     assert verify(f, rf.graph, runs=1).identical
+
+
+def _skips_model(reread: bool):
+    b = synth.ModelBuilder(seed=4)
+    x = b.input([1, 16, 16, 4])
+    a = b.conv(x, 8)
+    c = b.conv(a, 8)
+    y = b.pool(c)
+    for _ in range(4):
+        y = b.conv(y, 8)
+    up = b.transpose_conv(y, 8)
+    out = b.conv(b.concat([a, up, c]), 8)
+    if reread:
+        out = b.add(out, b.conv(c, 8))  # `c` is read again after the concatenation
+    return build_graph(b.build([out])), a, c
+
+
+def _spill_both(g, a, c):
+    from tinyseg_plugin.coldrange import cold_ranges
+
+    crs = cold_ranges(g)
+    g1 = apply_spill(g, SpillPlan(a, crs[a].start, crs[a].end), slot=0)
+    crs1 = cold_ranges(g1)
+    c1 = next(t.index for t in g1.tensors if t.name == g.tensors[c].name)
+    return apply_spill(g1, SpillPlan(c1, crs1[c1].start, crs1[c1].end), slot=1)
+
+
+def test_two_fetched_operands_in_one_operator() -> None:
+    from tinyseg_plugin.passes.fuse import fuse_concat
+
+    g, a, c = _skips_model(reread=False)
+    g2 = _spill_both(g, a, c)
+    for _ in range(4):
+        for op in g2.operators:
+            if op.opcode == customops.FETCHING:
+                fused = fuse_concat(g2, op.index)
+                if fused is not None:
+                    g2 = fused
+                    break
+    fetches = [customops.decode(op) for op in g2.operators if op.opcode == customops.FETCHING]
+    assert any(len(o.fetched) == 2 for o in fetches), fetches
+    assert verify(g, g2, runs=2).identical
+
+
+def test_victim_with_several_readers_after_its_cold_range() -> None:
+    g, a, c = _skips_model(reread=True)
+    g2 = _spill_both(g, a, c)
+    fetched_c = next(op.outputs[0] for op in g2.operators if op.opcode == customops.FETCHING
+                     and customops.decode(op).fetched[0].slot == 1)
+    assert len(g2.consumers[fetched_c]) == 2
+    assert verify(g, g2, runs=2).identical
+
+
+def test_optimize_writes_nothing_when_verification_fails(tmp_path, monkeypatch) -> None:
+    """A pass that changed the function must be caught: exit 4, no files."""
+    from tinyseg_plugin import cli, optimizer
+    from tinyseg_plugin.modelio import save_model
+
+    model = tmp_path / "m.tflite"
+    save_model(synth.tiny_unet_like(), model)
+    real = optimizer.optimize
+
+    def broken(graph, o, progress=None):
+        r = real(graph, o, progress)
+        other = build_graph(synth.tiny_unet_like(seed=5))  # same shapes, other weights
+        r.graph = other
+        return r
+
+    monkeypatch.setattr(optimizer, "optimize", broken)
+    rc = cli.main(["optimize", str(model), "-o", str(tmp_path / "o.tflite"), "--report", str(tmp_path / "r.json"), "-q"])
+    assert rc == 4
+    assert not (tmp_path / "o.tflite").exists() and not (tmp_path / "r.json").exists()

@@ -24,40 +24,49 @@ def _same_quantization(graph: Graph, tensors: list[int]) -> bool:
     return len(qs) == 1
 
 
+def _operands(graph: Graph, op: Operator) -> tuple[int, list[tuple[str, object]]] | None:
+    """(axis, operands) of a CONCATENATION or Fetching: each operand ("ram", tensor) or ("fetched", Fetched)."""
+    rank = len(graph.tensors[op.outputs[0]].shape)
+    if op.opcode == "CONCATENATION":
+        if getattr(op.options, "fusedActivationFunction", 0) != 0:
+            return None
+        return op.options.axis % rank, [("ram", t) for t in op.inputs]
+    if op.opcode == customops.FETCHING:
+        o = customops.decode(op)
+        ram = iter(op.inputs)
+        items: list[tuple[str, object]] = []
+        for k in range(o.operands):
+            hit = [f for f in o.fetched if f.position == k]
+            items.append(("fetched", hit[0]) if hit else ("ram", next(ram)))
+        return o.axis, items
+    return None
+
+
 def fuse_concat(graph: Graph, fetch_index: int) -> Graph | None:
-    """Fetching -> CONCATENATION becomes one Fetching that writes straight into the concatenation."""
+    """Fetching -> CONCATENATION (or -> another Fetching that concatenates) becomes one Fetching
+    that writes every operand straight into the concatenation."""
     f = graph.operators[fetch_index]
     if f.opcode != customops.FETCHING:
         return None
-    fo = customops.decode(f)
     c = _sole_consumer(graph, f.outputs[0])
-    if c is None or c.opcode != "CONCATENATION" or c.index < f.index:
+    if c is None or c.index < f.index or c.opcode not in ("CONCATENATION", customops.FETCHING):
         return None
-    if getattr(c.options, "fusedActivationFunction", 0) != 0:
+    outer, inner = _operands(graph, c), _operands(graph, f)
+    if outer is None or inner is None:
         return None
-    if not _same_quantization(graph, [i for i in c.inputs] + [c.outputs[0]]):
+    axis, items = outer
+    if len(inner[1]) > 1 and inner[0] != axis:
         return None
-    rank = len(graph.tensors[c.outputs[0]].shape)
-    axis = c.options.axis % rank
-    if fo.operands > 1 and fo.axis != axis:
+    ram_tensors = [t for kind, t in items if kind == "ram"] + [c.outputs[0]]
+    if not _same_quantization(graph, ram_tensors + [graph.tensors[f.outputs[0]].index]):
         return None
-    in_ram: list[int] = []
-    fetched: list[customops.Fetched] = []
-    position = 0
-    for t in c.inputs:
-        if t == f.outputs[0]:
-            inner_ram = iter(f.inputs)
-            for k in range(fo.operands):
-                hit = [x for x in fo.fetched if x.position == k]
-                if hit:
-                    fetched.append(customops.Fetched(position, hit[0].slot, hit[0].shape))
-                else:
-                    in_ram.append(next(inner_ram))
-                position += 1
-        else:
-            in_ram.append(t)
-            position += 1
-    opts = customops.FetchingOptions(axis=axis, operands=position, fetched=tuple(fetched), block=fo.block)
+    merged: list[tuple[str, object]] = []
+    for kind, t in items:
+        merged.extend(inner[1] if kind == "ram" and t == f.outputs[0] else [(kind, t)])
+    in_ram = [t for kind, t in merged if kind == "ram"]
+    fetched = tuple(customops.Fetched(k, x.slot, x.shape) for k, (kind, x) in enumerate(merged) if kind == "fetched")
+    block = customops.decode(f).block
+    opts = customops.FetchingOptions(axis=axis, operands=len(merged), fetched=fetched, block=block)
     ed = Editor(graph)
     ed.replace(c.index, ed.make_op(customops.FETCHING, in_ram, [c.outputs[0]], custom_options=customops.encode(opts)))
     ed.remove(f.index)
