@@ -1,0 +1,446 @@
+"""TinySeg's TFLM runtime: the installer, the kernels in TFLM's own test harness, and the
+optimized Tiny U-Net end to end in a patched TFLM.
+
+Always run: install() on fake trees (error paths, all-or-nothing writes, idempotence).
+With TFLM_DIR (a TFLM 90b983c checkout holding its third-party downloads): the checkout is
+copied to a temporary directory, installed into, built with TFLM's make, the kernel tests
+run as TFLM make test targets, and tests/tflm_e2e/tinyseg_e2e runs original and optimized
+models on the same random inputs -- bit-identical outputs, and the arena head the patched
+TFLM reports equals the planner's.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tinyseg_plugin import customops, modelio, optimizer, synth, tflm_install
+from tinyseg_plugin.coldrange import cold_ranges
+from tinyseg_plugin.errors import TinySegError
+from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.passes.fuse import fuse_concat, fuse_conv
+from tinyseg_plugin.passes.spill import SpillPlan, apply_spill, partial_plan
+from tinyseg_plugin.planner import plan_graph
+from tinyseg_plugin.tflm_install import EXPECTED_FILES, INSTALL_DIR, STAMP, install
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY_UNET = ROOT / "examples" / "models" / "tiny_unet.tflite"
+sys.path.insert(0, str(ROOT / "tests" / "tflm_e2e"))
+import build_e2e  # noqa: E402  (tests/tflm_e2e/build_e2e.py)
+
+PATCHES = sorted((ROOT / "patches" / "tflm").glob("*.patch"))
+
+
+# ---------------------------------------------------------------- fake trees
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under root with its bytes and mtime: 'nothing modified' means equal snapshots."""
+    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def fake_checkout(root: Path, patched_content: bool) -> Path:
+    """A tree with every file install() looks for. With patched_content, each file a patch
+    changes holds that patch's old-side lines (built from our own patches, at their line
+    numbers, between filler lines), so the patches apply; otherwise placeholder text."""
+    for rel in EXPECTED_FILES:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("// placeholder\n")
+    if patched_content:
+        for patch in PATCHES:
+            for fp in tflm_install.parse_patch(patch.read_text(), patch.name):
+                lines: list[str] = []
+                for h in fp.hunks:
+                    while len(lines) < h.old_start - 1:
+                        lines.append(f"// filler {len(lines)}\n")
+                    lines += h.old
+                lines += [f"// tail {i}\n" for i in range(3)]
+                p = root / fp.path
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text("".join(lines))
+    return root
+
+
+def one_line_error(excinfo: pytest.ExceptionInfo) -> str:
+    msg = str(excinfo.value)
+    assert msg and "\n" not in msg, msg
+    return msg
+
+
+def test_not_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(TinySegError) as e:
+        install(str(tmp_path / "missing"), False)
+    assert "no such directory" in one_line_error(e)
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(TinySegError) as e:
+        install(str(f), True)
+    assert "not a directory" in one_line_error(e)
+
+
+def test_not_a_tflm_checkout(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("something else\n")
+    before = snapshot(tmp_path)
+    with pytest.raises(TinySegError) as e:
+        install(str(tmp_path), False)
+    assert "is not a TFLM checkout" in one_line_error(e)
+    assert snapshot(tmp_path) == before
+
+
+def test_patch_that_does_not_apply_changes_nothing(tmp_path: Path) -> None:
+    root = fake_checkout(tmp_path / "tflm", patched_content=False)
+    before = snapshot(root)
+    for check_only in (True, False):
+        with pytest.raises(TinySegError) as e:
+            install(str(root), check_only)
+        assert "does not apply" in one_line_error(e)
+        assert snapshot(root) == before
+    assert not (root / INSTALL_DIR).exists()
+
+
+def test_one_file_changed_in_a_copy_changes_nothing(tmp_path: Path) -> None:
+    """A checkout whose transpose_conv.cc differs (another TFLM version, local edits)."""
+    root = fake_checkout(tmp_path / "tflm", patched_content=True)
+    target = root / "tensorflow/lite/micro/kernels/transpose_conv.cc"
+    target.write_text(target.read_text().replace("int32_t* per_channel_output_shift;", "int32_t* shift;"))
+    before = snapshot(root)
+    with pytest.raises(TinySegError) as e:
+        install(str(root), False)
+    assert "0002-tinyseg-transpose-conv-scratch.patch does not apply" in one_line_error(e)
+    assert snapshot(root) == before
+
+
+def test_install_check_then_install_then_idempotent(tmp_path: Path) -> None:
+    root = fake_checkout(tmp_path / "tflm", patched_content=True)
+    before = snapshot(root)
+    lines = list(install(str(root), True))
+    assert any("check passed" in line for line in lines)
+    assert snapshot(root) == before
+
+    lines = list(install(str(root), False))
+    assert any(line.startswith("installed TinySeg") for line in lines), lines
+    dest = root / INSTALL_DIR
+    assert (dest / STAMP).is_file()
+    assert (dest / "tinyseg_ops.h").read_bytes() == (ROOT / "tflm_ops/kernels/tinyseg_ops.h").read_bytes()
+    assert (dest / "core/include/tinyseg/spill_manager.h").is_file()
+    assert (dest / "core/src/codec.cc").is_file()
+    assert not (dest / "core/src/host").exists()  # host-only sources stay out of TFLM
+    assert "tinyseg_transpose_conv.h" in (root / "tensorflow/lite/micro/kernels/transpose_conv.cc").read_text()
+    leftovers = [p.name for p in (root / INSTALL_DIR).parent.iterdir() if p.name.startswith(".tinyseg")]
+    assert leftovers == []
+
+    after = snapshot(root)
+    for check_only in (False, True):
+        lines = list(install(str(root), check_only))
+        assert lines[-1].startswith("already installed"), lines
+        assert snapshot(root) == after
+
+
+def test_outdated_copy_is_replaced(tmp_path: Path) -> None:
+    root = fake_checkout(tmp_path / "tflm", patched_content=True)
+    list(install(str(root), False))
+    dest = root / INSTALL_DIR
+    (dest / "tinyseg_ops.h").write_text("// edited\n")
+    (dest / "stale.cc").write_text("// no longer shipped\n")
+    lines = list(install(str(root), False))
+    assert any("updated" in line for line in lines), lines
+    assert all("already applied" in line for line in lines if line.startswith("000"))
+    assert (dest / "tinyseg_ops.h").read_bytes() == (ROOT / "tflm_ops/kernels/tinyseg_ops.h").read_bytes()
+    assert not (dest / "stale.cc").exists()
+
+
+def test_foreign_directory_is_not_overwritten(tmp_path: Path) -> None:
+    root = fake_checkout(tmp_path / "tflm", patched_content=True)
+    (root / INSTALL_DIR).mkdir(parents=True)
+    (root / INSTALL_DIR / "mine.cc").write_text("// someone else's\n")
+    before = snapshot(root)
+    with pytest.raises(TinySegError) as e:
+        install(str(root), False)
+    assert "not written by tinyseg" in one_line_error(e)
+    assert snapshot(root) == before
+
+
+def test_partly_applied_patch_changes_nothing(tmp_path: Path) -> None:
+    """0001 touches two files; with only one of them patched the tree is inconsistent."""
+    clean = fake_checkout(tmp_path / "clean", patched_content=True)
+    done = fake_checkout(tmp_path / "done", patched_content=True)
+    list(install(str(done), False))
+    root = clean
+    makefile = "tensorflow/lite/micro/tools/make/Makefile"
+    (root / makefile).write_bytes((done / makefile).read_bytes())
+    before = snapshot(root)
+    with pytest.raises(TinySegError) as e:
+        install(str(root), False)
+    assert "partly applied" in one_line_error(e)
+    assert snapshot(root) == before
+
+
+def test_failure_while_writing_restores_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = fake_checkout(tmp_path / "tflm", patched_content=True)
+    before = snapshot(root)
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def flaky_replace(src, dst):  # the third file swap fails (two patched files already in place)
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError("disk full")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(tflm_install.os, "replace", flaky_replace)
+    with pytest.raises(TinySegError) as e:
+        install(str(root), False)
+    assert "restored" in one_line_error(e)
+    monkeypatch.setattr(tflm_install.os, "replace", real_replace)
+    assert {k: v[0] for k, v in snapshot(root).items()} == {k: v[0] for k, v in before.items()}
+    assert not (root / INSTALL_DIR).exists()
+
+
+def test_patches_round_trip() -> None:
+    """Each patch applied to its own old side gives its new side, and reverses back."""
+    for patch in PATCHES:
+        for fp in tflm_install.parse_patch(patch.read_text(), patch.name):
+            for h in fp.hunks:
+                alone = [tflm_install.Hunk(1, 1, h.old, h.new)]
+                assert tflm_install.apply_hunks(list(h.old), alone) == h.new
+                assert tflm_install.apply_hunks(list(h.new), alone, reverse=True) == h.old
+
+
+def test_cli_reports_one_line(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", "tflm", "install", "--tflm-dir",
+                        str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode != 0
+    assert r.stderr.strip().count("\n") == 0 and "not a TFLM checkout" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+# ---------------------------------------------------------------- a real TFLM checkout
+
+
+@pytest.fixture(scope="module")
+def tflm_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    src = os.environ.get("TFLM_DIR")
+    if not src:
+        pytest.skip("set TFLM_DIR to a TFLM 90b983c checkout with its third-party downloads")
+    src_path = Path(src)
+    if not (src_path / "tensorflow/lite/micro/tools/make/Makefile").is_file():
+        pytest.skip(f"TFLM_DIR={src} is not a TFLM checkout")
+    missing = [d for d in ("flatbuffers", "gemmlowp", "ruy", "kissfft", "pigweed")
+               if not (src_path / "tensorflow/lite/micro/tools/make/downloads" / d).is_dir()]
+    if missing:
+        pytest.skip(f"TFLM_DIR lacks third-party downloads {missing}")
+    for tool in ("make", "g++"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not on PATH")
+    dest = tmp_path_factory.mktemp("tflm") / "tflm"
+    # A copy keeps the caller's checkout untouched; -a keeps mtimes, so an existing gen/
+    # build is reused and only what the patches touch is rebuilt.
+    if shutil.which("cp"):
+        subprocess.run(["cp", "-a", str(src_path), str(dest)], check=True)
+    else:
+        shutil.copytree(src_path, dest, symlinks=True)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def installed(tflm_copy: Path) -> Path:
+    lines = list(install(str(tflm_copy), False))
+    assert any(line.startswith("installed TinySeg") for line in lines), lines
+    return tflm_copy
+
+
+def test_real_checkout_install_is_idempotent(installed: Path) -> None:
+    touched = [INSTALL_DIR] + sorted({fp.path for p in PATCHES
+                                      for fp in tflm_install.parse_patch(p.read_text(), p.name)})
+    before = {rel: snapshot(installed / rel) if (installed / rel).is_dir() else (installed / rel).read_bytes()
+              for rel in touched}
+    lines = list(install(str(installed), False))
+    assert lines[-1].startswith("already installed"), lines
+    after = {rel: snapshot(installed / rel) if (installed / rel).is_dir() else (installed / rel).read_bytes()
+             for rel in touched}
+    assert after == before
+    if shutil.which("git") and (installed / ".git").exists():
+        # What the installer wrote is exactly our patches, as git sees them.
+        r = subprocess.run(["git", "apply", "--check", "-R", *map(str, PATCHES)], cwd=installed,
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+
+@pytest.fixture(scope="module")
+def e2e_exe(installed: Path) -> Path:
+    try:
+        return build_e2e.build(installed)
+    except build_e2e.BuildError as exc:
+        pytest.fail(str(exc))
+
+
+TFLM_TESTS = [
+    "test_kernel_tinyseg_spill_fetching_test",
+    "test_kernel_tinyseg_fetching_conv_test",
+    "test_kernel_tinyseg_transpose_conv_test",
+    # upstream tests of the files the patches change
+    "test_kernel_transpose_conv_test",
+    "test_fake_micro_context_test",
+]
+
+
+@pytest.mark.parametrize("target", TFLM_TESTS)
+def test_tflm_make_test_target(e2e_exe: Path, installed: Path, target: str) -> None:
+    out = build_e2e.make(installed, target)
+    assert "~~~ALL TESTS PASSED~~~" in out, out[-3000:]
+
+
+@pytest.fixture(scope="module")
+def variants() -> dict[str, object]:
+    """The optimized Tiny U-Net, and hand-made spills that exercise every Fetching form."""
+    g = build_graph(modelio.load_model(TINY_UNET))
+    result = optimizer.optimize(g, optimizer.Options())
+    victim = 39  # the 80x120x8 skip tensor the optimizer spills
+    cr = cold_ranges(g)[victim]
+    whole = apply_spill(g, SpillPlan(victim, cr.start, cr.end), slot=3)
+    rows = apply_spill(g, partial_plan(g, victim, cr, 30000), slot=1)
+
+    def fetch_index(graph) -> int:
+        return next(op.index for op in graph.operators if op.opcode == customops.FETCHING)
+
+    return {
+        "optimized": result.graph,  # Spill + FetchingConv2D + marked TRANSPOSE_CONVs
+        "spill_restore": whole,  # Fetching with one operand, no input
+        "spill_concat_channels": fuse_concat(whole, fetch_index(whole)),  # Fetching, axis 3
+        "partial_rows": rows,  # SPLIT_V + Spill + Fetching + CONCATENATION
+        "partial_concat_rows": fuse_concat(rows, fetch_index(rows)),  # Fetching, axis 1
+    }
+
+
+def _write_inputs(path: Path, seed: int) -> Path:
+    from tinyseg_plugin.verify import random_inputs
+
+    path.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(TINY_UNET), seed)))
+    return path
+
+
+def _run_e2e(exe: Path, model: Path, inputs: Path, out: Path) -> dict[str, int]:
+    r = subprocess.run([str(exe), str(model), str(inputs), str(out), "--runs", "2"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return {k: int(v) for k, v in (line.split() for line in r.stdout.splitlines() if line)}
+
+
+@pytest.mark.parametrize("variant", ["optimized", "spill_restore", "spill_concat_channels",
+                                     "partial_rows", "partial_concat_rows"])
+def test_end_to_end_bit_identical_and_planned_head(e2e_exe: Path, variants: dict, tmp_path: Path,
+                                                   variant: str) -> None:
+    graph = variants[variant]
+    assert graph is not None
+    model = tmp_path / f"{variant}.tflite"
+    modelio.save_model(graph.model, model)
+    for seed in (0, 1):
+        inputs = _write_inputs(tmp_path / f"in{seed}.bin", seed)
+        want = _run_e2e(e2e_exe, TINY_UNET, inputs, tmp_path / "want.bin")
+        got = _run_e2e(e2e_exe, model, inputs, tmp_path / "got.bin")
+        assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
+        assert want["head"] == plan_graph(build_graph(modelio.load_model(TINY_UNET))).head
+        assert got["head"] == plan_graph(build_graph(modelio.load_model(model))).head
+        assert got["spills"] == 2  # one per inference, two inferences
+        assert got["fetched_bytes"] == got["spilled_bytes"]
+    if variant == "optimized":
+        assert got["head"] < want["head"]
+        assert got["bands"] == 2 * 80  # 80 output rows in bands of 1, twice
+
+
+def _two_skips_spilled() -> tuple[object, object, object]:
+    """Two skip tensors spilled and merged into one concatenation: a Fetching with two fetched
+    operands, and the same fused into the CONV_2D (FetchingConv2D, bands of 3 rows)."""
+    b = synth.ModelBuilder(seed=4)
+    x = b.input([1, 16, 16, 4])
+    a = b.conv(x, 8)
+    c = b.conv(a, 8)
+    y = b.pool(c)
+    for _ in range(4):
+        y = b.conv(y, 8)
+    out = b.conv(b.concat([a, b.transpose_conv(y, 8), c]), 8)
+    g = build_graph(b.build([out]))
+    crs = cold_ranges(g)
+    g1 = apply_spill(g, SpillPlan(a, crs[a].start, crs[a].end), slot=0)
+    c1 = next(t.index for t in g1.tensors if t.name == g.tensors[c].name)
+    crs1 = cold_ranges(g1)
+    g2 = apply_spill(g1, SpillPlan(c1, crs1[c1].start, crs1[c1].end), slot=1)
+    while True:
+        fused = next((f for op in g2.operators if op.opcode == customops.FETCHING
+                      for f in [fuse_concat(g2, op.index)] if f is not None), None)
+        if fused is None:
+            break
+        g2 = fused
+    fetch = next(op for op in g2.operators if op.opcode == customops.FETCHING)
+    assert len(customops.decode(fetch).fetched) == 2
+    return g, g2, fuse_conv(g2, fetch.index, band_rows=3)
+
+
+@pytest.mark.parametrize("case", ["two_fetched_concat", "two_fetched_conv", "float32_unet", "random_unet"])
+def test_end_to_end_synthetic(e2e_exe: Path, tmp_path: Path, case: str) -> None:
+    """Forms the Tiny U-Net does not have: several fetched operands in one operator, float32,
+    other shapes."""
+    if case.startswith("two_fetched"):
+        g, concat, conv = _two_skips_spilled()
+        optimized = concat if case == "two_fetched_concat" else conv
+    else:
+        model = synth.tiny_unet_like(dtype="FLOAT32") if case == "float32_unet" else synth.random_unet(1)
+        g = build_graph(model)
+        optimized = optimizer.optimize(g, optimizer.Options()).graph
+    assert any(customops.is_tinyseg_op(op) for op in optimized.operators)
+    original, variant = tmp_path / "original.tflite", tmp_path / "variant.tflite"
+    modelio.save_model(g.model, original)
+    modelio.save_model(optimized.model, variant)
+    inputs = tmp_path / "in.bin"
+    from tinyseg_plugin.verify import random_inputs
+
+    inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 3)))
+    want = _run_e2e(e2e_exe, original, inputs, tmp_path / "want.bin")
+    got = _run_e2e(e2e_exe, variant, inputs, tmp_path / "got.bin")
+    assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
+    assert want["head"] == plan_graph(g).head
+    assert got["head"] == plan_graph(build_graph(modelio.load_model(variant))).head
+    assert got["head"] < want["head"]
+
+
+# ---------------------------------------------------------------- the same with CMSIS-NN kernels
+
+
+@pytest.fixture(scope="module")
+def e2e_cmsis(installed: Path) -> Path:
+    downloads = installed / "tensorflow/lite/micro/tools/make/downloads"
+    if not ((downloads / "cmsis").is_dir() and (downloads / "cmsis_nn").is_dir()):
+        pytest.skip("TFLM_DIR lacks the cmsis and cmsis_nn downloads")
+    try:
+        return build_e2e.build(installed, "cmsis_nn")
+    except build_e2e.BuildError as exc:
+        pytest.fail(str(exc))
+
+
+def test_cmsis_nn_marked_transpose_conv_kernel_test(e2e_cmsis: Path, installed: Path) -> None:
+    out = build_e2e.make(installed, "test_kernel_tinyseg_transpose_conv_test", kernels="cmsis_nn")
+    assert "~~~ALL TESTS PASSED~~~" in out, out[-3000:]
+
+
+def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> None:
+    """Optimized for CMSIS-NN, run with CMSIS-NN: same outputs as the original with CMSIS-NN
+    (and, for this model, as the reference kernels), head as the planner's cmsis-nn rules say."""
+    g = build_graph(modelio.load_model(TINY_UNET))
+    model = tmp_path / "opt_cmsis.tflite"
+    modelio.save_model(optimizer.optimize(g, optimizer.Options(kernels="cmsis-nn")).graph.model, model)
+    inputs = _write_inputs(tmp_path / "in.bin", 0)
+    want = _run_e2e(e2e_cmsis, TINY_UNET, inputs, tmp_path / "want.bin")
+    got = _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")
+    _run_e2e(e2e_exe, TINY_UNET, inputs, tmp_path / "reference.bin")
+    assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
+    assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "reference.bin").read_bytes()
+    assert want["head"] == plan_graph(g, "cmsis-nn").head
+    assert got["head"] == plan_graph(build_graph(modelio.load_model(model)), "cmsis-nn").head
+    assert got["head"] < want["head"]

@@ -1,0 +1,100 @@
+"""Build tinyseg_e2e (tests/tflm_e2e/tinyseg_e2e.cc) against a TFLM checkout patched by
+``tinyseg tflm install``, with the compiler and flags TFLM's own Makefile uses.
+
+Why a builder of our own: the program must link TFLM's microlite library with TinySeg's
+kernels in it, and only TFLM's Makefile knows its flags. Nothing is downloaded; the
+checkout must hold its third-party downloads already (as for TFLM's own tests).
+
+    python tests/tflm_e2e/build_e2e.py --tflm "$TFLM_DIR" [--kernels cmsis_nn]   # prints the executable's path
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().with_name("tinyseg_e2e.cc")
+MAKEFILE = "tensorflow/lite/micro/tools/make/Makefile"
+FLAG_NAMES = ("CXX", "CXXFLAGS", "INCLUDES", "LDFLAGS", "MICROLITE_LIBS", "MICROLITE_LIB_PATH")
+KERNELS = ("reference", "cmsis_nn")
+
+
+class BuildError(RuntimeError):
+    """The build failed; the message carries the command and the end of its output."""
+
+
+def make_env() -> dict[str, str]:
+    """TFLM's Makefile runs python3 (numpy, PIL) while it parses: put this interpreter first."""
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def run(cmd: list[str], cwd: Path, what: str, timeout: float = 3600) -> str:
+    proc = subprocess.run(cmd, cwd=cwd, env=make_env(), capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+        raise BuildError(f"{what} failed ({shlex.join(cmd)}):\n{tail}")
+    return proc.stdout + proc.stderr
+
+
+def make_args(kernels: str) -> list[str]:
+    if kernels not in KERNELS:
+        raise BuildError(f"kernels must be one of {KERNELS}, not {kernels!r}")
+    return ["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else []
+
+
+def make(tflm: Path, *targets: str, kernels: str = "reference", jobs: int = 2, timeout: float = 3600) -> str:
+    cmd = ["make", "-f", MAKEFILE, *make_args(kernels), *targets, f"-j{jobs}"]
+    return run(cmd, tflm, f"make {' '.join(targets)}", timeout)
+
+
+def flags(tflm: Path, kernels: str = "reference") -> dict[str, str]:
+    cmd = ["make", "-f", MAKEFILE, *make_args(kernels)] + [f"print-{n}" for n in FLAG_NAMES]
+    out = run(cmd, tflm, "make print")
+    values: dict[str, str] = {}
+    for line in out.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name in FLAG_NAMES and name not in values:
+            values[name] = value
+    missing = set(FLAG_NAMES) - set(values)
+    if missing:
+        raise BuildError(f"TFLM's Makefile did not report {sorted(missing)}")
+    return values
+
+
+def build(tflm: Path, kernels: str = "reference", jobs: int = 2) -> Path:
+    """microlite (with the TinySeg kernels), then tinyseg_e2e; returns the executable."""
+    tflm = Path(tflm).resolve()
+    make(tflm, "microlite", kernels=kernels, jobs=jobs)
+    f = flags(tflm, kernels)
+    library = tflm / f["MICROLITE_LIB_PATH"].strip()
+    exe = tflm / "gen" / "tinyseg_e2e" / kernels / "tinyseg_e2e"
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    cmd = (shlex.split(f["CXX"]) + shlex.split(f["CXXFLAGS"]) + ["-O2"] + shlex.split(f["INCLUDES"])
+           + ["-o", str(exe), str(SOURCE), str(library)] + shlex.split(f["LDFLAGS"]) + shlex.split(f["MICROLITE_LIBS"]))
+    run(cmd, tflm, "compiling tinyseg_e2e")
+    return exe
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tflm", type=Path, default=os.environ.get("TFLM_DIR"), help="patched TFLM checkout")
+    parser.add_argument("--kernels", choices=KERNELS, default="reference")
+    args = parser.parse_args(argv)
+    if args.tflm is None:
+        print("build_e2e: give --tflm or set TFLM_DIR", file=sys.stderr)
+        return 2
+    try:
+        print(build(args.tflm, args.kernels))
+    except (BuildError, OSError, subprocess.SubprocessError) as exc:
+        print(f"build_e2e: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,256 @@
+// Shared pieces of the TinySeg kernels (see tinyseg_common.h).
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_common.h"
+
+#include <cstring>
+
+#include "tensorflow/lite/micro/micro_context.h"
+#include "tensorflow/lite/micro/micro_log.h"
+
+namespace tflite {
+namespace tinyseg_ops {
+
+bool Options::Open(const char* op, const char* buffer, size_t length) {
+  op_ = op;
+  const uint8_t* data = reinterpret_cast<const uint8_t*>(buffer);
+  if (data == nullptr || length == 0 || !flexbuffers::VerifyBuffer(data, length)) {
+    MicroPrintf("%s: custom options are not a FlexBuffers map", op);
+    return false;
+  }
+  const flexbuffers::Reference root = flexbuffers::GetRoot(data, length);
+  if (!root.IsMap()) {
+    MicroPrintf("%s: custom options are not a FlexBuffers map", op);
+    return false;
+  }
+  map_ = root.AsMap();
+  int64_t version = 0;
+  if (!Int("version", 0, INT32_MAX, &version)) return false;
+  if (version != kContractVersion) {
+    MicroPrintf("%s: contract version %d, this runtime speaks %d", op,
+                static_cast<int>(version), kContractVersion);
+    return false;
+  }
+  return true;
+}
+
+bool Options::Int(const char* key, int64_t lo, int64_t hi, int64_t* out) const {
+  const flexbuffers::Reference r = map_[key];
+  if (!r.IsIntOrUint()) {
+    MicroPrintf("%s: option '%s' missing or not an integer", op_, key);
+    return false;
+  }
+  const int64_t v = r.IsUInt() && r.AsUInt64() > static_cast<uint64_t>(INT64_MAX)
+                        ? INT64_MAX
+                        : r.AsInt64();
+  if (v < lo || v > hi) {
+    MicroPrintf("%s: option '%s' out of range", op_, key);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool Options::String(const char* key, const char** out) const {
+  const flexbuffers::Reference r = map_[key];
+  if (!r.IsString()) {
+    MicroPrintf("%s: option '%s' missing or not a string", op_, key);
+    return false;
+  }
+  *out = r.AsString().c_str();
+  return true;
+}
+
+bool CountFetched(const Options& options, int32_t* count) {
+  const flexbuffers::Reference r = options.map()["fetched"];
+  if (!r.IsUntypedVector() && !r.IsTypedVector()) {
+    MicroPrintf("%s: option 'fetched' missing or not a vector", options.op());
+    return false;
+  }
+  const size_t n = r.IsTypedVector() ? r.AsTypedVector().size() : r.AsVector().size();
+  if (r.IsTypedVector() && n != 0) {  // maps never form a typed vector
+    MicroPrintf("%s: option 'fetched' is not a vector of maps", options.op());
+    return false;
+  }
+  if (n > 4096) {
+    MicroPrintf("%s: too many fetched operands", options.op());
+    return false;
+  }
+  *count = static_cast<int32_t>(n);
+  return true;
+}
+
+namespace {
+
+bool IntAt(const flexbuffers::Reference& r, int64_t lo, int64_t hi, int64_t* out) {
+  if (!r.IsIntOrUint()) return false;
+  if (r.IsUInt() && r.AsUInt64() > static_cast<uint64_t>(hi)) return false;
+  const int64_t v = r.AsInt64();
+  if (v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+bool ReadFetched(const Options& options, int32_t i, FetchedOption* out) {
+  const char* op = options.op();
+  const flexbuffers::Vector v = options.map()["fetched"].AsVector();
+  const flexbuffers::Reference e = v[static_cast<size_t>(i)];
+  if (!e.IsMap()) {
+    MicroPrintf("%s: fetched[%d] is not a map", op, static_cast<int>(i));
+    return false;
+  }
+  const flexbuffers::Map m = e.AsMap();
+  int64_t position = 0;
+  int64_t slot = 0;
+  if (!IntAt(m["position"], 0, INT32_MAX, &position) ||
+      !IntAt(m["slot"], 0, INT32_MAX, &slot)) {
+    MicroPrintf("%s: fetched[%d] needs integer 'position' and 'slot'", op,
+                static_cast<int>(i));
+    return false;
+  }
+  const flexbuffers::Reference shape = m["shape"];
+  size_t rank = 0;
+  if (shape.IsTypedVector()) {
+    rank = shape.AsTypedVector().size();
+  } else if (shape.IsUntypedVector()) {
+    rank = shape.AsVector().size();
+  } else {
+    MicroPrintf("%s: fetched[%d] has no 'shape' vector", op, static_cast<int>(i));
+    return false;
+  }
+  if (rank == 0 || rank > static_cast<size_t>(kMaxDims)) {
+    MicroPrintf("%s: fetched[%d] shape has rank %d (1..%d)", op,
+                static_cast<int>(i), static_cast<int>(rank), kMaxDims);
+    return false;
+  }
+  size_t elements = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    const flexbuffers::Reference dim =
+        shape.IsTypedVector() ? shape.AsTypedVector()[d] : shape.AsVector()[d];
+    int64_t value = 0;
+    if (!IntAt(dim, 1, INT32_MAX, &value)) {
+      MicroPrintf("%s: fetched[%d] shape has a bad dimension", op, static_cast<int>(i));
+      return false;
+    }
+    out->shape[d] = static_cast<int32_t>(value);
+    if (elements > SIZE_MAX / static_cast<size_t>(value)) {
+      MicroPrintf("%s: fetched[%d] shape is too large", op, static_cast<int>(i));
+      return false;
+    }
+    elements *= static_cast<size_t>(value);
+  }
+  out->position = static_cast<int32_t>(position);
+  out->slot = static_cast<uint32_t>(slot);
+  out->rank = static_cast<int32_t>(rank);
+  out->elements = elements;
+  return true;
+}
+
+::tinyseg::Runtime* GetRuntime(TfLiteContext* context, const char* op) {
+  void* payload = GetMicroContext(context)->external_context();
+  auto* rt = static_cast<::tinyseg::Runtime*>(payload);
+  if (rt == nullptr) {
+    MicroPrintf("%s: no tinyseg::Runtime attached (call tinyseg::AttachRuntime)", op);
+    return nullptr;
+  }
+  if (rt->magic != ::tinyseg::kRuntimeMagic) {
+    MicroPrintf("%s: the interpreter's external context is not a tinyseg::Runtime", op);
+    return nullptr;
+  }
+  if (rt->spill == nullptr) {
+    MicroPrintf("%s: tinyseg::Runtime has no SpillManager", op);
+    return nullptr;
+  }
+  return rt;
+}
+
+TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes,
+                       const char* op) {
+  const ::tinyseg::SpillSlot* s = rt.spill->slot(slot);
+  if (s == nullptr) {
+    MicroPrintf("%s: slot %u is beyond the SpillManager's slot table", op,
+                static_cast<unsigned>(slot));
+    return kTfLiteError;
+  }
+  if (!s->live) {
+    MicroPrintf("%s: slot %u holds no spilled tensor", op, static_cast<unsigned>(slot));
+    return kTfLiteError;
+  }
+  if (s->raw_bytes != raw_bytes) {
+    MicroPrintf("%s: slot %u holds %u bytes, the operand needs %u", op,
+                static_cast<unsigned>(slot), static_cast<unsigned>(s->raw_bytes),
+                static_cast<unsigned>(raw_bytes));
+    return kTfLiteError;
+  }
+  return kTfLiteOk;
+}
+
+namespace {
+
+TfLiteStatus Fetch(::tinyseg::Runtime& rt, uint32_t slot, size_t offset,
+                   size_t length, uint8_t* dst, const char* op) {
+  if (length == 0) return kTfLiteOk;
+  const ::tinyseg::Status s = rt.spill->FetchRange(slot, offset, length, dst);
+  if (!::tinyseg::Ok(s)) {
+    MicroPrintf("%s: fetching %u bytes of slot %u failed: %s", op,
+                static_cast<unsigned>(length), static_cast<unsigned>(slot),
+                ::tinyseg::StatusName(s));
+    return kTfLiteError;
+  }
+  ++rt.stats.fetches;
+  rt.stats.fetched_bytes += length;
+  return kTfLiteOk;
+}
+
+}  // namespace
+
+TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, uint32_t slot,
+                          size_t src_offset, size_t runs, size_t run_bytes,
+                          uint8_t* dst, size_t dst_stride, uint8_t* staging,
+                          size_t staging_bytes, const char* op) {
+  if (runs == 0 || run_bytes == 0) return kTfLiteOk;
+  if (dst_stride == run_bytes) {  // contiguous: one range, straight into dst
+    return Fetch(rt, slot, src_offset, runs * run_bytes, dst, op);
+  }
+  if (run_bytes >= staging_bytes || staging == nullptr) {
+    for (size_t i = 0; i < runs; ++i) {
+      TF_LITE_ENSURE_STATUS(Fetch(rt, slot, src_offset + i * run_bytes, run_bytes,
+                                  dst + i * dst_stride, op));
+    }
+    return kTfLiteOk;
+  }
+  const size_t per_chunk = staging_bytes / run_bytes;
+  for (size_t first = 0; first < runs; first += per_chunk) {
+    const size_t n = runs - first < per_chunk ? runs - first : per_chunk;
+    TF_LITE_ENSURE_STATUS(
+        Fetch(rt, slot, src_offset + first * run_bytes, n * run_bytes, staging, op));
+    rt.stats.staged_bytes += n * run_bytes;
+    for (size_t i = 0; i < n; ++i) {
+      std::memcpy(dst + (first + i) * dst_stride, staging + i * run_bytes, run_bytes);
+    }
+  }
+  return kTfLiteOk;
+}
+
+size_t ElementBytes(TfLiteType type) {
+  switch (type) {
+    case kTfLiteInt8:
+    case kTfLiteUInt8:
+      return 1;
+    case kTfLiteInt16:
+      return 2;
+    case kTfLiteInt32:
+    case kTfLiteFloat32:
+      return 4;
+    default:
+      return 0;
+  }
+}
+
+bool SameQuantization(const TfLiteTensor& a, const TfLiteTensor& b) {
+  return a.params.scale == b.params.scale &&
+         a.params.zero_point == b.params.zero_point;
+}
+
+}  // namespace tinyseg_ops
+}  // namespace tflite

@@ -1,0 +1,178 @@
+// Shared pieces of the TinySeg kernels: option parsing, the runtime lookup,
+// and the strided fetch that decodes a spilled operand into its place in a
+// concatenation (or a band buffer) through the staging buffer.
+//
+// Memory contract (docs/custom_ops.md): every kernel keeps exactly the OpData
+// bytes the contract gives, so the structs below have fixed sizes that are
+// checked at compile time for both 32- and 64-bit pointers.
+#ifndef TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_COMMON_H_
+#define TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_COMMON_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "flatbuffers/flexbuffers.h"
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_runtime.h"
+#include "tinyseg/codec.h"
+#include "tinyseg/spill_manager.h"
+
+namespace tflite {
+namespace tinyseg_ops {
+
+constexpr int kContractVersion = 1;
+constexpr int kMaxDims = 6;
+
+// Scratch every kernel stages codec blocks through: one encoded block.
+inline size_t StagingBytes(int32_t block) {
+  return static_cast<size_t>(block) + ::tinyseg::kBlockHeaderBytes;
+}
+
+// ------------------------------------------------------------ OpData layouts
+
+// Spill: 16 bytes.
+struct SpillOpData {
+  uint32_t slot;
+  int32_t block;
+  int staging_index;  // RequestScratchBufferInArena takes int*
+  int32_t elem_size;
+};
+static_assert(sizeof(SpillOpData) == 16, "contract: Spill OpData is 16 bytes");
+
+// One fetched operand of a Fetching: 16 + 2 * pointer bytes.
+struct FetchedConcatOperand {
+  int32_t position;   // index in the concatenation
+  uint32_t slot;
+  int32_t axis_dim;   // its extent along the concatenation axis
+  int32_t reserved;
+  size_t elements;    // from its `shape` option
+  size_t run_bytes;   // contiguous bytes per outer index (Prepare)
+};
+static_assert(sizeof(FetchedConcatOperand) == 16 + 2 * sizeof(void*),
+              "contract: 16 + 2 pointers per fetched operand");
+
+// Fetching header: 32 bytes, followed by the fetched operands.
+struct FetchingHeader {
+  int32_t axis;
+  int32_t operands;
+  int32_t num_fetched;
+  int32_t block;
+  int staging_index;  // RequestScratchBufferInArena takes int*
+  int32_t elem_size;
+  int32_t reserved[2];
+};
+constexpr size_t kFetchingHeaderBytes = 32;
+static_assert(sizeof(FetchingHeader) == kFetchingHeaderBytes,
+              "contract: Fetching OpData header is 32 bytes");
+
+// One fetched operand of a FetchingConv2D: 16 + 2 * pointer bytes.
+struct FetchedConvOperand {
+  int32_t position;
+  uint32_t slot;
+  int32_t height;
+  int32_t width;
+  size_t channels;
+  size_t elements;
+};
+static_assert(sizeof(FetchedConvOperand) == 16 + 2 * sizeof(void*),
+              "contract: 16 + 2 pointers per fetched operand");
+
+// FetchingConv2D header: at most 64 bytes (the contract reserves exactly 64).
+struct FetchingConvHeader {
+  int32_t* per_channel_multiplier;  // Prepare: persistent, 4 * C_out bytes
+  int32_t* per_channel_shift;       // Prepare: persistent, 4 * C_out bytes
+  int32_t num_fetched;
+  int32_t band_rows;
+  int band_index;
+  int staging_index;  // RequestScratchBufferInArena takes int*
+  int32_t input_offset;
+  int32_t output_offset;
+  int32_t activation_min;  // int8/int16: quantized range
+  int32_t activation_max;
+  int16_t stride_h;
+  int16_t stride_w;
+  int16_t dilation_h;
+  int16_t dilation_w;
+  int16_t pad_h;
+  int16_t pad_w;
+  uint16_t staging_bytes;
+  uint8_t padding;     // TfLitePadding
+  uint8_t activation;  // TfLiteFusedActivation
+};
+constexpr size_t kFetchingConvHeaderBytes = 64;
+static_assert(sizeof(FetchingConvHeader) <= kFetchingConvHeaderBytes,
+              "contract: FetchingConv2D OpData header is 64 bytes");
+
+inline FetchedConcatOperand* ConcatOperands(FetchingHeader* h) {
+  return reinterpret_cast<FetchedConcatOperand*>(
+      reinterpret_cast<uint8_t*>(h) + kFetchingHeaderBytes);
+}
+inline FetchedConvOperand* ConvOperands(FetchingConvHeader* h) {
+  return reinterpret_cast<FetchedConvOperand*>(
+      reinterpret_cast<uint8_t*>(h) + kFetchingConvHeaderBytes);
+}
+
+// ------------------------------------------------------------ options
+
+// A checked view of a custom operator's FlexBuffers options map.
+class Options {
+ public:
+  // False (with a message) unless the buffer is a valid FlexBuffers map whose
+  // `version` equals kContractVersion.
+  bool Open(const char* op, const char* buffer, size_t length);
+  // Integer key in [lo, hi]; false (with a message) otherwise.
+  bool Int(const char* key, int64_t lo, int64_t hi, int64_t* out) const;
+  // String key; false (with a message) if missing.
+  bool String(const char* key, const char** out) const;
+  const flexbuffers::Map& map() const { return map_; }
+  const char* op() const { return op_; }
+
+ private:
+  const char* op_ = "";
+  flexbuffers::Map map_ = flexbuffers::Map::EmptyMap();
+};
+
+// One entry of the `fetched` option.
+struct FetchedOption {
+  int32_t position = 0;
+  uint32_t slot = 0;
+  int32_t rank = 0;
+  int32_t shape[kMaxDims] = {};
+  size_t elements = 0;
+};
+
+// Number of entries of `fetched` (false with a message if malformed).
+bool CountFetched(const Options& options, int32_t* count);
+// Entry i of `fetched`, validated.
+bool ReadFetched(const Options& options, int32_t i, FetchedOption* out);
+
+// ------------------------------------------------------------ runtime
+
+// The application's Runtime attached to this interpreter, or nullptr (with a
+// message naming `op`) if none or a foreign object is attached.
+::tinyseg::Runtime* GetRuntime(TfLiteContext* context, const char* op);
+
+// Checks that `slot` holds a live spilled tensor of exactly `raw_bytes`.
+TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes,
+                       const char* op);
+
+// Decodes `runs` consecutive runs of `run_bytes` starting at byte
+// `src_offset` of slot `slot` into dst, run i at dst + i * dst_stride.
+// Contiguous destinations and runs at least as large as the staging buffer
+// are decoded straight into dst; shorter runs are decoded a staging buffer at
+// a time and scattered from there.
+TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, uint32_t slot,
+                          size_t src_offset, size_t runs, size_t run_bytes,
+                          uint8_t* dst, size_t dst_stride, uint8_t* staging,
+                          size_t staging_bytes, const char* op);
+
+// Bytes per element of the types the contract allows (0 otherwise).
+size_t ElementBytes(TfLiteType type);
+
+// Same scale and zero point (per-tensor parameters).
+bool SameQuantization(const TfLiteTensor& a, const TfLiteTensor& b);
+
+}  // namespace tinyseg_ops
+}  // namespace tflite
+
+#endif  // TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_COMMON_H_

@@ -1,0 +1,531 @@
+// FetchingConv2D: CONV_2D over the virtual channel concatenation of in-RAM
+// and spilled operands, computed in bands of output rows
+// (docs/custom_ops.md, paper section 4.2.2).
+//
+// inputs [in-RAM operands..., filter, bias or -1], outputs [out]; options:
+// everything of Fetching with axis 3, plus padding, stride_h/w, dilation_h/w,
+// activation and band_rows.
+//
+// For each band of `band_rows` output rows the kernel assembles the image rows
+// the band reads -- at most (kh - 1) * dh + 1 + stride_h * (band_rows - 1),
+// all input channels -- into the band scratch buffer: rows of in-RAM operands
+// are copied, rows of fetched operands are decoded from storage with
+// SpillManager::FetchRange (through the staging buffer, since an operand's
+// channels are interleaved with the others' in the band). Rows shared with
+// the previous band stay in the buffer. Then TFLM's own reference arithmetic
+// (reference_integer_ops::ConvPerChannel for int8 and int16x8,
+// reference_ops::Conv for float32) runs on the band with the band's input
+// height and a shifted top padding, so every output element is computed from
+// exactly the same products in the same order as CONCATENATION + CONV_2D:
+// outputs are bit-identical.
+//
+// Scratch (Prepare, in order): band buffer min(rows_in, H) * W * C_in *
+// itemsize, staging block + 8. Persistent: 64 + (16 + 2 * pointer) bytes per
+// fetched operand, plus per-channel multiplier and shift arrays (4 * C_out
+// bytes each), as TFLM's CONV_2D keeps them.
+#include <cstring>
+
+#include "tensorflow/lite/c/builtin_op_data.h"
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/kernels/internal/reference/conv.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/conv.h"
+#include "tensorflow/lite/kernels/internal/types.h"
+#include "tensorflow/lite/kernels/kernel_util.h"
+#include "tensorflow/lite/kernels/padding.h"
+#include "tensorflow/lite/micro/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_common.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_ops.h"
+#include "tensorflow/lite/micro/micro_context.h"
+#include "tensorflow/lite/micro/micro_log.h"
+
+namespace tflite {
+namespace {
+
+using tinyseg_ops::FetchedConvOperand;
+using tinyseg_ops::FetchingConvHeader;
+
+constexpr char kOp[] = "FetchingConv2D";
+
+bool ParsePadding(const char* s, TfLitePadding* out) {
+  if (std::strcmp(s, "SAME") == 0) {
+    *out = kTfLitePaddingSame;
+  } else if (std::strcmp(s, "VALID") == 0) {
+    *out = kTfLitePaddingValid;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool ParseActivation(const char* s, TfLiteFusedActivation* out) {
+  if (std::strcmp(s, "NONE") == 0) {
+    *out = kTfLiteActNone;
+  } else if (std::strcmp(s, "RELU") == 0) {
+    *out = kTfLiteActRelu;
+  } else if (std::strcmp(s, "RELU_N1_TO_1") == 0) {
+    *out = kTfLiteActReluN1To1;
+  } else if (std::strcmp(s, "RELU6") == 0) {
+    *out = kTfLiteActRelu6;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length) {
+  tinyseg_ops::Options options;
+  if (!options.Open(kOp, buffer, length)) return nullptr;
+  int64_t axis = 0, operands = 0, block = 0, sh = 0, sw = 0, dh = 0, dw = 0, rows = 0;
+  int32_t num_fetched = 0;
+  const char* padding_name = nullptr;
+  const char* activation_name = nullptr;
+  if (!options.Int("axis", 0, 3, &axis) || !options.Int("operands", 1, 4096, &operands) ||
+      !options.Int("block", 4, ::tinyseg::kMaxBlockBytes, &block) ||
+      !options.Int("stride_h", 1, INT16_MAX, &sh) ||
+      !options.Int("stride_w", 1, INT16_MAX, &sw) ||
+      !options.Int("dilation_h", 1, INT16_MAX, &dh) ||
+      !options.Int("dilation_w", 1, INT16_MAX, &dw) ||
+      !options.Int("band_rows", 1, INT32_MAX, &rows) ||
+      !options.String("padding", &padding_name) ||
+      !options.String("activation", &activation_name) ||
+      !tinyseg_ops::CountFetched(options, &num_fetched)) {
+    return nullptr;
+  }
+  TfLitePadding padding = kTfLitePaddingUnknown;
+  TfLiteFusedActivation activation = kTfLiteActNone;
+  if (axis != 3 || !ParsePadding(padding_name, &padding) ||
+      !ParseActivation(activation_name, &activation) || num_fetched > operands) {
+    MicroPrintf("FetchingConv2D: needs axis 3, padding SAME/VALID, a known "
+                "activation and at most `operands` fetched operands");
+    return nullptr;
+  }
+  const size_t bytes = tinyseg_ops::kFetchingConvHeaderBytes +
+                       static_cast<size_t>(num_fetched) * sizeof(FetchedConvOperand);
+  auto* h = static_cast<FetchingConvHeader*>(context->AllocatePersistentBuffer(context, bytes));
+  if (h == nullptr) return nullptr;
+  std::memset(h, 0, tinyseg_ops::kFetchingConvHeaderBytes);
+  h->num_fetched = num_fetched;
+  h->band_rows = static_cast<int32_t>(rows);
+  h->band_index = -1;
+  h->staging_index = -1;
+  h->stride_h = static_cast<int16_t>(sh);
+  h->stride_w = static_cast<int16_t>(sw);
+  h->dilation_h = static_cast<int16_t>(dh);
+  h->dilation_w = static_cast<int16_t>(dw);
+  h->staging_bytes = static_cast<uint16_t>(tinyseg_ops::StagingBytes(static_cast<int32_t>(block)));
+  h->padding = static_cast<uint8_t>(padding);
+  h->activation = static_cast<uint8_t>(activation);
+  FetchedConvOperand* f = tinyseg_ops::ConvOperands(h);
+  for (int32_t i = 0; i < num_fetched; ++i) {
+    tinyseg_ops::FetchedOption o;
+    if (!tinyseg_ops::ReadFetched(options, i, &o)) return nullptr;
+    if (o.rank != 4 || o.position >= operands) {
+      MicroPrintf("FetchingConv2D: fetched[%d] must be rank 4 with position < %d",
+                  static_cast<int>(i), static_cast<int>(operands));
+      return nullptr;
+    }
+    for (int32_t j = 0; j < i; ++j) {
+      if (f[j].position == o.position) {
+        MicroPrintf("FetchingConv2D: two fetched operands at position %d",
+                    static_cast<int>(o.position));
+        return nullptr;
+      }
+    }
+    f[i].position = o.position;
+    f[i].slot = o.slot;
+    f[i].height = o.shape[1];
+    f[i].width = o.shape[2];
+    f[i].channels = static_cast<size_t>(o.shape[3]);
+    f[i].elements = o.elements;
+  }
+  return h;
+}
+
+const FetchedConvOperand* FetchedAt(FetchingConvHeader* h, int32_t position) {
+  FetchedConvOperand* f = tinyseg_ops::ConvOperands(h);
+  for (int32_t i = 0; i < h->num_fetched; ++i) {
+    if (f[i].position == position) return &f[i];
+  }
+  return nullptr;
+}
+
+// The tensors Prepare looks at, released together.
+struct PrepareTensors {
+  MicroContext* mc = nullptr;
+  TfLiteTensor* out = nullptr;
+  TfLiteTensor* filter = nullptr;
+  TfLiteTensor* bias = nullptr;
+  TfLiteTensor* input = nullptr;  // first in-RAM operand (quantization)
+  ~PrepareTensors() {
+    if (out) mc->DeallocateTempTfLiteTensor(out);
+    if (filter) mc->DeallocateTempTfLiteTensor(filter);
+    if (bias) mc->DeallocateTempTfLiteTensor(bias);
+    if (input) mc->DeallocateTempTfLiteTensor(input);
+  }
+};
+
+TfLiteStatus CheckOperands(TfLiteContext* context, TfLiteNode* node,
+                           FetchingConvHeader* h, PrepareTensors& t, int32_t operands,
+                           int32_t* in_h, int32_t* in_w, int32_t* channels) {
+  const int32_t batches = t.out->dims->data[0];
+  const bool quantized = t.out->type != kTfLiteFloat32;
+  int32_t height = -1, width = -1, total = 0;
+  int next_input = 0;
+  for (int32_t k = 0; k < operands; ++k) {
+    int32_t oh = 0, ow = 0, oc = 0;
+    const FetchedConvOperand* f = FetchedAt(h, k);
+    if (f != nullptr) {
+      oh = f->height;
+      ow = f->width;
+      oc = static_cast<int32_t>(f->channels);
+      if (f->elements != static_cast<size_t>(batches) * static_cast<size_t>(oh) *
+                             static_cast<size_t>(ow) * f->channels) {
+        MicroPrintf("FetchingConv2D: fetched operand %d does not match the batch size",
+                    static_cast<int>(k));
+        return kTfLiteError;
+      }
+    } else {
+      TfLiteTensor* in = t.mc->AllocateTempInputTensor(node, next_input++);
+      TF_LITE_ENSURE(context, in != nullptr);
+      const bool ok = in->type == t.out->type && in->dims->size == 4 &&
+                      in->dims->data[0] == batches &&
+                      (t.input == nullptr || !quantized ||
+                       tinyseg_ops::SameQuantization(*in, *t.input));
+      if (ok) {
+        oh = in->dims->data[1];
+        ow = in->dims->data[2];
+        oc = in->dims->data[3];
+      }
+      if (t.input == nullptr) {
+        t.input = in;
+      } else {
+        t.mc->DeallocateTempTfLiteTensor(in);
+      }
+      if (!ok) {
+        MicroPrintf("FetchingConv2D: in-RAM operand %d differs in type, batch "
+                    "or quantization", static_cast<int>(k));
+        return kTfLiteError;
+      }
+    }
+    if (height < 0) {
+      height = oh;
+      width = ow;
+    }
+    if (oh != height || ow != width) {
+      MicroPrintf("FetchingConv2D: operand %d is %dx%d, operand 0 is %dx%d",
+                  static_cast<int>(k), static_cast<int>(oh), static_cast<int>(ow),
+                  static_cast<int>(height), static_cast<int>(width));
+      return kTfLiteError;
+    }
+    total += oc;
+  }
+  *in_h = height;
+  *in_w = width;
+  *channels = total;
+  return kTfLiteOk;
+}
+
+TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
+  TF_LITE_ENSURE_MSG(context, node->user_data != nullptr,
+                     "FetchingConv2D: bad custom options (see the message above)");
+  auto* h = static_cast<FetchingConvHeader*>(node->user_data);
+  const int n_in = NumInputs(node) - 2;
+  TF_LITE_ENSURE(context, n_in >= 0);
+  // Operand k is fetched or the next in-RAM input: every position must exist.
+  const int32_t operands = n_in + h->num_fetched;
+  for (int32_t i = 0; i < h->num_fetched; ++i) {
+    TF_LITE_ENSURE(context, tinyseg_ops::ConvOperands(h)[i].position < operands);
+  }
+  TF_LITE_ENSURE_EQ(context, NumOutputs(node), 1);
+
+  PrepareTensors t;
+  t.mc = GetMicroContext(context);
+  t.out = t.mc->AllocateTempOutputTensor(node, 0);
+  TF_LITE_ENSURE(context, t.out != nullptr);
+  t.filter = t.mc->AllocateTempInputTensor(node, n_in);
+  TF_LITE_ENSURE(context, t.filter != nullptr);
+  t.bias = t.mc->AllocateTempInputTensor(node, n_in + 1);
+
+  const TfLiteType type = t.out->type;
+  const bool ok_types =
+      (type == kTfLiteFloat32 && t.filter->type == kTfLiteFloat32) ||
+      ((type == kTfLiteInt8 || type == kTfLiteInt16) && t.filter->type == kTfLiteInt8);
+  TF_LITE_ENSURE_MSG(context, ok_types,
+                     "FetchingConv2D: supports float32, int8 and int16x8 (int8 filters)");
+  TF_LITE_ENSURE_EQ(context, t.out->dims->size, 4);
+  TF_LITE_ENSURE_EQ(context, t.filter->dims->size, 4);
+  const int32_t out_c = t.out->dims->data[3];
+  TF_LITE_ENSURE_EQ(context, t.filter->dims->data[0], out_c);
+  if (t.bias != nullptr) {
+    const bool ok_bias = (type == kTfLiteFloat32 && t.bias->type == kTfLiteFloat32) ||
+                         (type == kTfLiteInt8 && t.bias->type == kTfLiteInt32) ||
+                         (type == kTfLiteInt16 && (t.bias->type == kTfLiteInt32 ||
+                                                   t.bias->type == kTfLiteInt64));
+    TF_LITE_ENSURE_MSG(context, ok_bias, "FetchingConv2D: unsupported bias type");
+    TF_LITE_ENSURE_EQ(context, NumElements(t.bias), out_c);
+  }
+
+  int32_t in_h = 0, in_w = 0, in_c = 0;
+  TF_LITE_ENSURE_STATUS(CheckOperands(context, node, h, t, operands, &in_h, &in_w, &in_c));
+  TF_LITE_ENSURE_MSG(context, in_c == t.filter->dims->data[3],
+                     "FetchingConv2D: operand channels do not add up to the "
+                     "filter's input channels");
+
+  const int32_t kh = t.filter->dims->data[1];
+  const int32_t kw = t.filter->dims->data[2];
+  int out_h = 0, out_w = 0;
+  const TfLitePaddingValues pad = ComputePaddingHeightWidth(
+      h->stride_h, h->stride_w, h->dilation_h, h->dilation_w, in_h, in_w, kh, kw,
+      static_cast<TfLitePadding>(h->padding), &out_h, &out_w);
+  TF_LITE_ENSURE_EQ(context, out_h, t.out->dims->data[1]);
+  TF_LITE_ENSURE_EQ(context, out_w, t.out->dims->data[2]);
+  h->pad_h = static_cast<int16_t>(pad.height);
+  h->pad_w = static_cast<int16_t>(pad.width);
+
+  // Per-channel quantization, kept like TFLM's CONV_2D keeps it.
+  h->per_channel_multiplier = static_cast<int32_t*>(
+      context->AllocatePersistentBuffer(context, out_c * sizeof(int32_t)));
+  h->per_channel_shift = static_cast<int32_t*>(
+      context->AllocatePersistentBuffer(context, out_c * sizeof(int32_t)));
+  TF_LITE_ENSURE(context, h->per_channel_multiplier != nullptr &&
+                              h->per_channel_shift != nullptr);
+  if (type != kTfLiteFloat32) {
+    TF_LITE_ENSURE_MSG(context, t.input != nullptr,
+                       "FetchingConv2D: a quantized operator needs an in-RAM operand "
+                       "to read the input quantization from");
+    TF_LITE_ENSURE_EQ(context, t.filter->quantization.type, kTfLiteAffineQuantization);
+    const auto* affine =
+        static_cast<const TfLiteAffineQuantization*>(t.filter->quantization.params);
+    TF_LITE_ENSURE(context, affine != nullptr && affine->scale != nullptr &&
+                                affine->zero_point != nullptr);
+    TF_LITE_ENSURE(context, affine->scale->size == 1 || affine->scale->size == out_c);
+    int32_t unused_multiplier = 0;
+    int unused_shift = 0;
+    TF_LITE_ENSURE_STATUS(PopulateConvolutionQuantizationParams(
+        context, t.input, t.filter, t.bias, t.out,
+        static_cast<TfLiteFusedActivation>(h->activation), &unused_multiplier,
+        &unused_shift, &h->activation_min, &h->activation_max,
+        h->per_channel_multiplier, h->per_channel_shift, out_c));
+    h->input_offset = -t.input->params.zero_point;
+    h->output_offset = t.out->params.zero_point;
+  } else {
+    h->input_offset = 0;
+    h->output_offset = 0;
+  }
+
+  const size_t elem = tinyseg_ops::ElementBytes(type);
+  const int64_t rows_in = static_cast<int64_t>(kh - 1) * h->dilation_h + 1 +
+                          static_cast<int64_t>(h->stride_h) * (h->band_rows - 1);
+  const int64_t rows = rows_in < in_h ? rows_in : in_h;
+  const size_t band_bytes = static_cast<size_t>(rows) * static_cast<size_t>(in_w) *
+                            static_cast<size_t>(in_c) * elem;
+  TF_LITE_ENSURE_STATUS(
+      context->RequestScratchBufferInArena(context, band_bytes, &h->band_index));
+  return context->RequestScratchBufferInArena(context, h->staging_bytes,
+                                              &h->staging_index);
+}
+
+// Everything Eval needs about the node, gathered once per invocation.
+struct EvalView {
+  FetchingConvHeader* h;
+  ::tinyseg::Runtime* rt;
+  int n_in;
+  int32_t operands;
+  int32_t batches, in_h, in_w, in_c, out_h, out_w, out_c;
+  size_t elem;
+  uint8_t* band;
+  uint8_t* staging;
+};
+
+// Copies or decodes image rows [a, e) of batch b into the band buffer, whose
+// first row holds image row `begin`.
+TfLiteStatus AssembleRows(TfLiteContext* context, TfLiteNode* node, const EvalView& v,
+                          int32_t b, int32_t begin, int32_t a, int32_t e) {
+  if (e <= a) return kTfLiteOk;
+  const size_t pixel = static_cast<size_t>(v.in_c) * v.elem;  // band bytes per pixel
+  const size_t pixels = static_cast<size_t>(e - a) * static_cast<size_t>(v.in_w);
+  uint8_t* dst_base = v.band + static_cast<size_t>(a - begin) * v.in_w * pixel;
+  size_t channel_offset = 0;  // bytes
+  int next_input = 0;
+  for (int32_t k = 0; k < v.operands; ++k) {
+    const FetchedConvOperand* f = FetchedAt(v.h, k);
+    size_t run = 0;
+    if (f != nullptr) {
+      run = f->channels * v.elem;
+      const size_t src = (static_cast<size_t>(b) * v.in_h + a) * v.in_w * run;
+      TF_LITE_ENSURE_STATUS(tinyseg_ops::FetchStrided(
+          *v.rt, f->slot, src, pixels, run, dst_base + channel_offset, pixel, v.staging,
+          v.h->staging_bytes, kOp));
+    } else {
+      const TfLiteEvalTensor* in = micro::GetEvalInput(context, node, next_input++);
+      run = static_cast<size_t>(in->dims->data[3]) * v.elem;
+      const uint8_t* src = reinterpret_cast<const uint8_t*>(in->data.raw) +
+                           (static_cast<size_t>(b) * v.in_h + a) * v.in_w * run;
+      if (run == pixel) {
+        std::memcpy(dst_base, src, pixels * run);
+      } else {
+        for (size_t p = 0; p < pixels; ++p) {
+          std::memcpy(dst_base + p * pixel + channel_offset, src + p * run, run);
+        }
+      }
+    }
+    channel_offset += run;
+  }
+  return kTfLiteOk;
+}
+
+// Runs TFLM's reference convolution on one band.
+TfLiteStatus ConvBand(TfLiteContext* context, const EvalView& v, const ConvParams& params,
+                      const TfLiteEvalTensor* filter, const TfLiteEvalTensor* bias,
+                      TfLiteEvalTensor* out, int32_t b, int32_t r0, int32_t r1,
+                      int32_t rows) {
+  const int32_t in_dims[4] = {1, rows, v.in_w, v.in_c};
+  const int32_t out_dims[4] = {1, r1 - r0, v.out_w, v.out_c};
+  const RuntimeShape in_shape(4, in_dims);
+  const RuntimeShape out_shape(4, out_dims);
+  const RuntimeShape filter_shape = micro::GetTensorShape(filter);
+  const RuntimeShape bias_shape = micro::GetTensorShape(bias);
+  const size_t out_offset =
+      (static_cast<size_t>(b) * v.out_h + r0) * v.out_w * static_cast<size_t>(v.out_c);
+  switch (out->type) {
+    case kTfLiteInt8:
+      reference_integer_ops::ConvPerChannel(
+          params, v.h->per_channel_multiplier, v.h->per_channel_shift, in_shape,
+          reinterpret_cast<const int8_t*>(v.band), filter_shape,
+          micro::GetTensorData<int8_t>(filter), bias_shape,
+          micro::GetOptionalTensorData<int32_t>(bias), out_shape,
+          micro::GetTensorData<int8_t>(out) + out_offset);
+      return kTfLiteOk;
+    case kTfLiteInt16:
+      if (bias != nullptr && bias->type == kTfLiteInt32) {
+        reference_integer_ops::ConvPerChannel(
+            params, v.h->per_channel_multiplier, v.h->per_channel_shift, in_shape,
+            reinterpret_cast<const int16_t*>(v.band), filter_shape,
+            micro::GetTensorData<int8_t>(filter), bias_shape,
+            micro::GetOptionalTensorData<std::int32_t>(bias), out_shape,
+            micro::GetTensorData<int16_t>(out) + out_offset);
+      } else {
+        reference_integer_ops::ConvPerChannel(
+            params, v.h->per_channel_multiplier, v.h->per_channel_shift, in_shape,
+            reinterpret_cast<const int16_t*>(v.band), filter_shape,
+            micro::GetTensorData<int8_t>(filter), bias_shape,
+            micro::GetOptionalTensorData<std::int64_t>(bias), out_shape,
+            micro::GetTensorData<int16_t>(out) + out_offset);
+      }
+      return kTfLiteOk;
+    case kTfLiteFloat32:
+      reference_ops::Conv(params, in_shape, reinterpret_cast<const float*>(v.band),
+                          filter_shape, micro::GetTensorData<float>(filter), bias_shape,
+                          micro::GetOptionalTensorData<float>(bias), out_shape,
+                          micro::GetTensorData<float>(out) + out_offset,
+                          RuntimeShape(), nullptr);
+      return kTfLiteOk;
+    default:
+      MicroPrintf("FetchingConv2D: type %s not supported", TfLiteTypeGetName(out->type));
+      return kTfLiteError;
+  }
+}
+
+TfLiteStatus FetchingConvEval(TfLiteContext* context, TfLiteNode* node) {
+  EvalView v;
+  v.h = static_cast<FetchingConvHeader*>(node->user_data);
+  v.n_in = NumInputs(node) - 2;
+  v.operands = v.n_in + v.h->num_fetched;
+  v.rt = nullptr;
+  if (v.h->num_fetched > 0) {
+    v.rt = tinyseg_ops::GetRuntime(context, kOp);
+    if (v.rt == nullptr) return kTfLiteError;
+  }
+  const TfLiteEvalTensor* filter = micro::GetEvalInput(context, node, v.n_in);
+  const TfLiteEvalTensor* bias = micro::GetEvalInput(context, node, v.n_in + 1);
+  TfLiteEvalTensor* out = micro::GetEvalOutput(context, node, 0);
+  v.batches = out->dims->data[0];
+  v.out_h = out->dims->data[1];
+  v.out_w = out->dims->data[2];
+  v.out_c = out->dims->data[3];
+  v.in_c = filter->dims->data[3];
+  if (v.n_in > 0) {
+    const TfLiteEvalTensor* first = micro::GetEvalInput(context, node, 0);
+    v.in_h = first->dims->data[1];
+    v.in_w = first->dims->data[2];
+  } else {
+    v.in_h = tinyseg_ops::ConvOperands(v.h)[0].height;
+    v.in_w = tinyseg_ops::ConvOperands(v.h)[0].width;
+  }
+  v.elem = tinyseg_ops::ElementBytes(out->type);
+  v.band = static_cast<uint8_t*>(context->GetScratchBuffer(context, v.h->band_index));
+  v.staging = static_cast<uint8_t*>(context->GetScratchBuffer(context, v.h->staging_index));
+  TF_LITE_ENSURE(context, v.band != nullptr && v.staging != nullptr);
+  const FetchedConvOperand* fetched = tinyseg_ops::ConvOperands(v.h);
+  for (int32_t i = 0; i < v.h->num_fetched; ++i) {
+    TF_LITE_ENSURE_STATUS(
+        tinyseg_ops::CheckSlot(*v.rt, fetched[i].slot, fetched[i].elements * v.elem, kOp));
+  }
+
+  ConvParams params = {};
+  params.padding_type = v.h->padding == kTfLitePaddingSame ? PaddingType::kSame
+                                                           : PaddingType::kValid;
+  params.padding_values.width = v.h->pad_w;
+  params.stride_width = v.h->stride_w;
+  params.stride_height = v.h->stride_h;
+  params.dilation_width_factor = v.h->dilation_w;
+  params.dilation_height_factor = v.h->dilation_h;
+  params.input_offset = v.h->input_offset;
+  params.weights_offset = 0;
+  params.output_offset = v.h->output_offset;
+  params.quantized_activation_min = v.h->activation_min;
+  params.quantized_activation_max = v.h->activation_max;
+  CalculateActivationRange(static_cast<TfLiteFusedActivation>(v.h->activation),
+                           &params.float_activation_min, &params.float_activation_max);
+
+  const int32_t kh = filter->dims->data[1];
+  const int32_t eff = (kh - 1) * v.h->dilation_h + 1;
+  const int32_t sh = v.h->stride_h;
+  const size_t row_bytes = static_cast<size_t>(v.in_w) * v.in_c * v.elem;
+  for (int32_t b = 0; b < v.batches; ++b) {
+    int32_t have_begin = 0, have_end = 0;  // image rows in the band buffer
+    for (int32_t r0 = 0; r0 < v.out_h; r0 += v.h->band_rows) {
+      const int32_t r1 = v.out_h - r0 < v.h->band_rows ? v.out_h : r0 + v.h->band_rows;
+      const int32_t first = r0 * sh - v.h->pad_h;      // first virtual row read
+      const int32_t last = (r1 - 1) * sh - v.h->pad_h + eff;  // one past the last
+      const int32_t begin = first > 0 ? first : 0;
+      int32_t end = last < v.in_h ? last : v.in_h;
+      if (end < begin) end = begin;
+      int32_t fresh = begin;  // first row not already in the buffer
+      if (have_end > begin && have_begin <= begin) {
+        const int32_t kept = (have_end < end ? have_end : end) - begin;
+        std::memmove(v.band, v.band + static_cast<size_t>(begin - have_begin) * row_bytes,
+                     static_cast<size_t>(kept) * row_bytes);
+        fresh = begin + kept;
+        if (v.rt != nullptr) v.rt->stats.reused_rows += static_cast<uint64_t>(kept);
+      }
+      TF_LITE_ENSURE_STATUS(AssembleRows(context, node, v, b, begin, fresh, end));
+      have_begin = begin;
+      have_end = end;
+      // The band's own input starts at image row `begin`: shift the top padding.
+      params.padding_values.height = static_cast<int16_t>(v.h->pad_h - r0 * sh + begin);
+      TF_LITE_ENSURE_STATUS(
+          ConvBand(context, v, params, filter, bias, out, b, r0, r1, end - begin));
+      if (v.rt != nullptr) ++v.rt->stats.bands;
+    }
+  }
+  if (v.rt != nullptr && v.rt->release_after_fetch) {
+    for (int32_t i = 0; i < v.h->num_fetched; ++i) {
+      const ::tinyseg::Status s = v.rt->spill->Release(fetched[i].slot);
+      if (!::tinyseg::Ok(s)) {
+        MicroPrintf("FetchingConv2D: releasing slot %u failed: %s",
+                    static_cast<unsigned>(fetched[i].slot), ::tinyseg::StatusName(s));
+        return kTfLiteError;
+      }
+    }
+  }
+  return kTfLiteOk;
+}
+
+}  // namespace
+
+TFLMRegistration Register_FETCHING_CONV_2D() {
+  return micro::RegisterOp(FetchingConvInit, FetchingConvPrepare, FetchingConvEval);
+}
+
+}  // namespace tflite

@@ -1,0 +1,51 @@
+// TinySeg's custom operators for TFLM (docs/custom_ops.md, contract version 1)
+// and the one call that adds them to an op resolver.
+//
+//   tflite::MicroMutableOpResolver<N> resolver;   // N counts these 3 too
+//   ... resolver.AddConv2D(); ...
+//   tflite::AddTinySegOps(resolver);
+//   tflite::MicroInterpreter interpreter(model, resolver, arena, arena_bytes);
+//   tinyseg::Runtime runtime;  runtime.spill = &spill_manager;
+//   tinyseg::AttachRuntime(interpreter, runtime);   // tinyseg_runtime.h
+//   interpreter.AllocateTensors(); interpreter.Invoke();
+//
+// Marked TRANSPOSE_CONVs need no registration: the patched builtin kernel
+// reads the marker itself (tinyseg_transpose_conv.h).
+#ifndef TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_OPS_H_
+#define TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_OPS_H_
+
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/micro/micro_common.h"
+#include "tensorflow/lite/micro/micro_mutable_op_resolver.h"
+
+namespace tflite {
+
+// OperatorCode.custom_code of each operator.
+inline constexpr char kTinySegSpillName[] = "Spill";
+inline constexpr char kTinySegFetchingName[] = "Fetching";
+inline constexpr char kTinySegFetchingConv2DName[] = "FetchingConv2D";
+inline constexpr int kTinySegContractVersion = 1;
+// How many resolver entries AddTinySegOps takes.
+inline constexpr unsigned int kTinySegOpCount = 3;
+
+TFLMRegistration Register_SPILL();
+TFLMRegistration Register_FETCHING();
+TFLMRegistration Register_FETCHING_CONV_2D();
+
+// Adds Spill, Fetching and FetchingConv2D (AddCustom copies each
+// registration, so the temporaries below are enough).
+template <unsigned int tOpCount>
+TfLiteStatus AddTinySegOps(MicroMutableOpResolver<tOpCount>& resolver) {
+  const TFLMRegistration spill = Register_SPILL();
+  const TFLMRegistration fetching = Register_FETCHING();
+  const TFLMRegistration fetching_conv = Register_FETCHING_CONV_2D();
+  TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegSpillName, &spill));
+  TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegFetchingName, &fetching));
+  TF_LITE_ENSURE_STATUS(
+      resolver.AddCustom(kTinySegFetchingConv2DName, &fetching_conv));
+  return kTfLiteOk;
+}
+
+}  // namespace tflite
+
+#endif  // TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_OPS_H_

@@ -1,0 +1,62 @@
+// TinySeg kernels <-> application: the object through which the Spill,
+// Fetching and FetchingConv2D kernels reach spill storage.
+//
+// Why an external context: a TFLMRegistration carries only function pointers,
+// so a kernel cannot be bound to an application object at registration time
+// without a global. TFLM's own per-interpreter hook is the external context
+// (MicroInterpreter::SetMicroExternalContext, read by kernels through
+// GetMicroContext(context)->external_context()). The application owns a
+// tinyseg::Runtime, points it at its SpillManager and attaches it to the
+// interpreter before AllocateTensors; nothing here is global, and two
+// interpreters can use two different storages.
+//
+// The external context is a single slot per interpreter. An application that
+// already uses it for something else (e.g. the Ethos-U driver) cannot also
+// attach a Runtime; the kernels detect a foreign object by the magic word and
+// fail with a clear message instead of misusing it.
+#ifndef TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_RUNTIME_H_
+#define TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_RUNTIME_H_
+
+#include <cstdint>
+
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/micro/micro_interpreter.h"
+#include "tinyseg/spill_manager.h"
+
+namespace tinyseg {
+
+constexpr uint32_t kRuntimeMagic = 0x54535254u;  // "TRST" little-endian
+
+// What the kernels did, for reports and tests (application memory).
+struct RuntimeStats {
+  uint64_t spills = 0;           // Spill kernel invocations
+  uint64_t spilled_bytes = 0;    // raw bytes handed to SpillManager::Spill
+  uint64_t fetches = 0;          // SpillManager::FetchRange calls
+  uint64_t fetched_bytes = 0;    // raw bytes decoded from storage
+  uint64_t staged_bytes = 0;     // of those, bytes decoded via the staging buffer
+  uint64_t bands = 0;            // FetchingConv2D bands computed
+  uint64_t reused_rows = 0;      // band rows kept from the previous band
+};
+
+struct Runtime {
+  uint32_t magic = kRuntimeMagic;  // lets the kernels reject a foreign context
+  SpillManager* spill = nullptr;   // storage of every spill slot (required)
+  // Release a slot after the fetching kernel that restores it has read it:
+  // the optimizer emits exactly one fetching operator per slot and inference,
+  // and a released slot lets SpillManager pre-erase its sectors early.
+  bool release_after_fetch = true;
+  // Read every spilled tensor back through the Spill kernel's staging buffer
+  // and compare it with the victim (flash bring-up aid; costs a full read).
+  bool verify_spills = false;
+  RuntimeStats stats;
+};
+
+// Attaches `runtime` to `interpreter` (call once, before AllocateTensors).
+inline TfLiteStatus AttachRuntime(tflite::MicroInterpreter& interpreter,
+                                  Runtime& runtime) {
+  return interpreter.SetMicroExternalContext(&runtime);
+}
+
+}  // namespace tinyseg
+
+#endif  // TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_RUNTIME_H_

@@ -1,0 +1,124 @@
+// Spill: compresses its input into spill storage (docs/custom_ops.md).
+//
+// inputs [victim], no outputs; options {version, slot, block}.
+// Prepare requests one scratch buffer of block + 8 bytes (one encoded block)
+// and keeps 16 bytes of OpData. Eval hands the victim to the application's
+// SpillManager, which encodes it block by block with the core codec and
+// programs it into the slot; after this operator nothing reads the victim, so
+// TFLM's planner reuses its arena bytes.
+//
+// The staging scratch: SpillManager streams the codec output through the
+// staging buffer it was built with (SpillMemory::staging), so the arena
+// buffer requested here is what the contract reserves for a per-call staging
+// API; today it is used by Runtime::verify_spills to read the slot back a
+// staging buffer at a time.
+#include <cstring>
+
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_common.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_ops.h"
+#include "tensorflow/lite/micro/micro_context.h"
+#include "tensorflow/lite/micro/micro_log.h"
+#include "tensorflow/lite/micro/micro_utils.h"
+
+namespace tflite {
+namespace {
+
+using tinyseg_ops::SpillOpData;
+
+constexpr char kOp[] = "Spill";
+
+void* SpillInit(TfLiteContext* context, const char* buffer, size_t length) {
+  tinyseg_ops::Options options;
+  if (!options.Open(kOp, buffer, length)) return nullptr;
+  int64_t slot = 0;
+  int64_t block = 0;
+  if (!options.Int("slot", 0, INT32_MAX, &slot) ||
+      !options.Int("block", 4, ::tinyseg::kMaxBlockBytes, &block)) {
+    return nullptr;
+  }
+  auto* data = static_cast<SpillOpData*>(
+      context->AllocatePersistentBuffer(context, sizeof(SpillOpData)));
+  if (data == nullptr) return nullptr;
+  data->slot = static_cast<uint32_t>(slot);
+  data->block = static_cast<int32_t>(block);
+  data->staging_index = -1;
+  data->elem_size = 0;
+  return data;
+}
+
+TfLiteStatus SpillPrepare(TfLiteContext* context, TfLiteNode* node) {
+  TF_LITE_ENSURE_MSG(context, node->user_data != nullptr,
+                     "Spill: bad custom options (see the message above)");
+  auto* data = static_cast<SpillOpData*>(node->user_data);
+  TF_LITE_ENSURE_EQ(context, NumInputs(node), 1);
+  TF_LITE_ENSURE_EQ(context, NumOutputs(node), 0);
+  MicroContext* micro_context = GetMicroContext(context);
+  TfLiteTensor* victim = micro_context->AllocateTempInputTensor(node, 0);
+  TF_LITE_ENSURE(context, victim != nullptr);
+  const size_t elem = tinyseg_ops::ElementBytes(victim->type);
+  const TfLiteType type = victim->type;
+  micro_context->DeallocateTempTfLiteTensor(victim);
+  if (elem == 0) {
+    MicroPrintf("Spill: type %s is not spillable", TfLiteTypeGetName(type));
+    return kTfLiteError;
+  }
+  TF_LITE_ENSURE_MSG(context, data->block % static_cast<int32_t>(elem) == 0,
+                     "Spill: block is not a multiple of the element size");
+  data->elem_size = static_cast<int32_t>(elem);
+  return context->RequestScratchBufferInArena(
+      context, tinyseg_ops::StagingBytes(data->block), &data->staging_index);
+}
+
+// Reads the slot back through the staging buffer and compares it.
+TfLiteStatus VerifySpill(::tinyseg::Runtime& rt, const SpillOpData& data,
+                         const uint8_t* victim, size_t bytes, uint8_t* staging) {
+  const size_t chunk = tinyseg_ops::StagingBytes(data.block);
+  for (size_t off = 0; off < bytes; off += chunk) {
+    const size_t n = bytes - off < chunk ? bytes - off : chunk;
+    const ::tinyseg::Status s = rt.spill->FetchRange(data.slot, off, n, staging);
+    if (!::tinyseg::Ok(s) || std::memcmp(staging, victim + off, n) != 0) {
+      MicroPrintf("Spill: slot %u does not read back (%s)",
+                  static_cast<unsigned>(data.slot), ::tinyseg::StatusName(s));
+      return kTfLiteError;
+    }
+  }
+  return kTfLiteOk;
+}
+
+TfLiteStatus SpillEval(TfLiteContext* context, TfLiteNode* node) {
+  const auto& data = *static_cast<const SpillOpData*>(node->user_data);
+  ::tinyseg::Runtime* rt = tinyseg_ops::GetRuntime(context, kOp);
+  if (rt == nullptr) return kTfLiteError;
+  const TfLiteEvalTensor* victim = micro::GetEvalInput(context, node, 0);
+  TF_LITE_ENSURE(context, victim != nullptr);
+  const size_t bytes = EvalTensorBytes(victim);
+  const ::tinyseg::Status s = rt->spill->Spill(
+      data.slot, victim->data.raw, bytes, static_cast<uint32_t>(data.elem_size));
+  if (!::tinyseg::Ok(s)) {
+    MicroPrintf("Spill: spilling %u bytes to slot %u failed: %s",
+                static_cast<unsigned>(bytes), static_cast<unsigned>(data.slot),
+                ::tinyseg::StatusName(s));
+    return kTfLiteError;
+  }
+  ++rt->stats.spills;
+  rt->stats.spilled_bytes += bytes;
+  if (rt->verify_spills) {
+    auto* staging =
+        static_cast<uint8_t*>(context->GetScratchBuffer(context, data.staging_index));
+    TF_LITE_ENSURE(context, staging != nullptr);
+    return VerifySpill(*rt, data,
+                       static_cast<const uint8_t*>(victim->data.data), bytes, staging);
+  }
+  return kTfLiteOk;
+}
+
+}  // namespace
+
+TFLMRegistration Register_SPILL() {
+  return micro::RegisterOp(SpillInit, SpillPrepare, SpillEval);
+}
+
+}  // namespace tflite
