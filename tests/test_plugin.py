@@ -35,6 +35,7 @@ def test_optimize_hook_rewrites_and_report_hook_contributes(unet: bytes) -> None
     assert verify(g0, g1).identical
     (s,) = sections
     assert s["name"] == "tinyseg" and s["head"] == plan_graph(g1).head and s["spill_ops"]
+    assert s["spilled"] and s["spilled"][0]["bytes"] == 76_800
 
 
 def test_bad_option_value_is_a_clear_error(unet: bytes) -> None:

@@ -95,15 +95,25 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
 def tflite_tools_analysis(model: bytes, options: argparse.Namespace) -> dict:
     from .analysis import analyze_graph, to_dict
 
+    from . import customops
+
     opts = _options(options)
-    d = to_dict(analyze_graph(_graph(model), opts.kernels))
+    graph = _graph(model)
+    d = to_dict(analyze_graph(graph, opts.kernels))
+    spilled = []
+    for op in graph.operators:
+        if op.opcode == customops.SPILL:
+            t = graph.tensors[op.inputs[0]]
+            spilled.append({"tensor": t.index, "name": t.name, "bytes": t.nbytes, "slot": customops.decode(op).slot,
+                            "spilled_after_operator": op.index})
     return {
         "name": "tinyseg",
         "head": d["head"],
         "tail_estimate": d["tail"]["total"],
         "total": d["total"],
         "peak": d["peak"],
-        "spill_ops": [o["index"] for o in d["operators"] if o["opcode"] in ("Spill", "Fetching", "FetchingConv2D")],
+        "spill_ops": [o["index"] for o in d["operators"] if o["opcode"] in customops.TINYSEG_OPS],
+        "spilled": spilled,
         "kernels": d["kernels"],
         "exact": d["exact"],
     }
