@@ -7,23 +7,11 @@
 #include "tinyseg/flash_profiles.h"
 #include "tinyseg/nor_flash_sim.h"
 #include "tinytest.h"
+#include "sim_box.h"
 
 using namespace tinyseg;
 
 namespace {
-
-// A simulator with its backing memory.
-struct SimBox {
-  std::vector<uint8_t> mem;
-  std::vector<uint32_t> counts;
-  std::vector<uint8_t> flags;
-  NorFlashSim sim;
-  explicit SimBox(const NorFlashConfig& c)
-      : mem(static_cast<size_t>(c.geometry.total_size)),
-        counts(c.geometry.num_sectors()),
-        flags(NorFlashSim::ProgramFlagBytes(c)),
-        sim(c, mem.data(), counts.data(), flags.data()) {}
-};
 
 NorFlashConfig SmallNor() {
   NorFlashConfig c;

@@ -17,23 +17,12 @@
 #include "tinyseg/nor_flash_sim.h"
 #include "tinyseg/spill_manager.h"
 #include "tinytest.h"
+#include "sim_box.h"
 
 using namespace tinyseg;
 using tinytest::Rng;
 
 namespace {
-
-struct SimBox {
-  std::vector<uint8_t> mem;
-  std::vector<uint32_t> counts;
-  std::vector<uint8_t> flags;
-  NorFlashSim sim;
-  explicit SimBox(const NorFlashConfig& c)
-      : mem(static_cast<size_t>(c.geometry.total_size)),
-        counts(c.geometry.num_sectors()),
-        flags(NorFlashSim::ProgramFlagBytes(c)),
-        sim(c, mem.data(), counts.data(), flags.data()) {}
-};
 
 std::string TempPath(const char* tag) {
   const char* dir = std::getenv("TMPDIR");
