@@ -83,7 +83,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from .optimize_report import report_dict, steps_table
     from .verify import verify
 
-    out_dir = __import__("pathlib").Path(args.output).resolve().parent
+    from pathlib import Path
+
+    out_dir = Path(args.output).resolve().parent
     if not out_dir.is_dir():
         raise TinySegError(f"{args.output}: directory {out_dir} does not exist")
     model = load_model(args.model)

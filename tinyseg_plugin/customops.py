@@ -20,7 +20,6 @@ Options are FlexBuffers maps, like TFLM's own custom operators use.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from flatbuffers import flexbuffers
@@ -223,8 +222,3 @@ def transpose_conv_scratch(graph, op, marker: ScratchMarker) -> list[int]:
         return [out.elements * 2]
     rows = min(max(marker.band_rows, 1), out.shape[1])
     return [rows * out.shape[2] * out.shape[3] * 4]
-
-
-def fetched_elements(f: Fetched) -> int:
-    return math.prod(f.shape)
-

@@ -7,7 +7,7 @@ SCHEMA = "tinyseg.optimization/1"
 
 
 def steps_table(r: Result) -> str:
-    base_head, base_total = r.steps[0].head, r.steps[0].total
+    base_head = r.steps[0].head
     lines = [f"{'step':<32} {'head (B)':>10} {'total (B)':>10} {'head cut':>9}  detail"]
     for s in r.steps:
         cut = 100.0 * (base_head - s.head) / base_head if base_head else 0.0
