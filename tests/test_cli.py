@@ -117,3 +117,17 @@ def test_verify_detects_a_different_model(tmp_path: Path, unet_file: Path) -> No
     save_model(synth.tiny_unet_like(seed=9), other)
     r = _run(["verify", str(unet_file), str(other)], tmp_path)
     assert r.returncode == 4 and "differ" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_no_split_switch(tmp_path: Path) -> None:
+    """`--no-split` keeps the V-Net-like decoder's ADD whole (and the head above the split result)."""
+    m = tmp_path / "vnet.tflite"
+    save_model(synth.vnet_like(), m)
+    heads = {}
+    for flag in ([], ["--no-split"]):
+        rep = tmp_path / f"r{len(flag)}.json"
+        assert main(["optimize", str(m), "-o", str(tmp_path / f"o{len(flag)}.tflite"), "--report", str(rep), "-q", *flag]) == 0
+        r = json.loads(rep.read_text())
+        heads[bool(flag)] = r["optimized"]["head"]
+        assert any(s["technique"] == "operator splitting" for s in r["steps"]) != bool(flag)
+    assert heads[False] < heads[True]

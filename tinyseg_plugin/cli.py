@@ -91,7 +91,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     graph = build_graph(model, name=args.model)
     opts = Options(kernels=args.kernels, arch=args.arch, target=args.target, partial=not args.no_partial,
-                   fuse=not args.no_fuse, scratch=not args.no_scratch16)
+                   fuse=not args.no_fuse, scratch=not args.no_scratch16,
+                   split=not args.no_split)
     progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if not args.quiet else None
     result = optimize(graph, opts, progress)
     verification = None
@@ -172,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--target", type=parse_size, help="arena head to reach, e.g. 160KB (default: as low as it goes)")
     o.add_argument("--no-partial", action="store_true", help="spill whole tensors only")
     o.add_argument("--no-fuse", action="store_true", help="no fused fetching")
+    o.add_argument("--no-split", action="store_true",
+                   help="never split an ADD/SUB/MUL over a concatenation into per-slice operators")
     o.add_argument("--no-scratch16", action="store_true", help="keep TRANSPOSE_CONV's full int32 scratch")
     _kernels(o)
     o.add_argument("--report", metavar="FILE.json", help="write the optimization report")

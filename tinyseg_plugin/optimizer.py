@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import customops
-from .coldrange import cold_ranges
+from .coldrange import ColdRange, cold_ranges
 from .graph import Graph
+from .passes.distribute import concat_operand, split_elementwise, splittable
 from .passes.fuse import fuse_concat, fuse_conv
 from .passes.layout import improve_layout
 from .passes.reorder import reorder
@@ -54,6 +55,7 @@ class Options:
     scratch: bool = True
     layout: bool = True  # offline-planned arena layout when it beats TFLM's greedy placement
     reorder: bool = True  # off when a host (tflite-tools) has already reordered
+    split: bool = True  # split an elementwise operator over a concatenation when spilling is stuck
 
 
 @dataclass
@@ -69,21 +71,30 @@ def _plan(g: Graph, o: Options) -> Plan:
     return plan_graph(g, o.kernels, o.arch)
 
 
-def _candidates(g: Graph, plan: Plan) -> list[int]:
-    """Tensors live where the arena reaches its head and idle there, longest cold range first."""
+def _candidates(g: Graph, plan: Plan) -> list[ColdRange]:
+    """Cold ranges of tensors live where the arena reaches its head, each the idle range that spans
+    such a scope (a tensor read several times has several), longest first (Algorithm 3's order)."""
     crs = cold_ranges(g)
     peak_scopes = [s for s in range(plan.scopes + 1)
                    if max((b.offset + b.size for b in plan.live_at(s)), default=0) == plan.head]
-    found: dict[int, tuple[int, int]] = {}
+    found: dict[tuple[int, int, int], tuple[int, int]] = {}  # (tensor, start, end) -> (live bytes, size)
     for s in peak_scopes:
-        for b in plan.live_at(s):
+        live = plan.live_at(s)
+        load = sum(b.size for b in live)
+        for b in live:
             if b.kind != "tensor" or b.subgraph != g.subgraph or not spillable(g, b.index):
                 continue
             cr = crs.get(b.index)
-            if cr is None or not cr.start < s < cr.end:
+            if cr is None:
                 continue
-            found[b.index] = (cr.length, b.size)
-    return sorted(found, key=lambda t: (-found[t][0], -found[t][1], t))
+            for start, end in cr.idle:
+                if start < s < end:
+                    key = (b.index, start, end)
+                    found[key] = (max(load, found.get(key, (0, 0))[0]), b.size)
+    # Ranges spanning the most crowded peak scope first: spilling there is what can lower the head
+    # when the greedy placement's top is reached at many scopes; then the longest, as Algorithm 3.
+    ranked = sorted(found, key=lambda k: (-found[k][0], -(k[2] - k[1]), -found[k][1], k))
+    return [ColdRange(t, start, end, crs[t].last, crs[t].idle) for t, start, end in ranked]
 
 
 def _fetch_index(g: Graph, slot: int) -> int | None:
@@ -117,6 +128,82 @@ def _best_fusion(g: Graph, slot: int, o: Options) -> tuple[Graph, str]:
     return best, how
 
 
+@dataclass(frozen=True)
+class _Found:
+    """One accepted step of the loop: the new graph, its plan and score, the table rows, the spill made."""
+
+    graph: Graph
+    plan: Plan
+    score: int
+    steps: list[Step]
+    spill: SpillRecord
+
+
+def _score(g: Graph, plan: Plan, o: Options, beat: int) -> int:
+    """The head this graph reaches: TFLM's greedy placement, or the offline layout the last step will
+    store when that is lower. The layout is only tried when the greedy head does not already beat ``beat``
+    (it costs a few plans), so a spill whose gain the greedy placement hides by fragmenting still counts."""
+    if plan.head < beat or not o.layout:
+        return plan.head
+    return min(plan.head, improve_layout(g, plan, lambda x: _plan(x, o))[1].head)
+
+
+def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Found | None:
+    """Algorithm 3: spill the first candidate (longest cold range first) that lowers the peak."""
+    for cr in _candidates(g, plan)[:MAX_CANDIDATES]:
+        t = cr.tensor
+        size = g.tensors[t].nbytes
+        need = score - o.target if o.target is not None else None
+        plans = [SpillPlan(t, cr.start, cr.end)]
+        if o.partial and need is not None and size > need:
+            part = partial_plan(g, t, cr, need)
+            if part.rows is not None:
+                plans.insert(0, part)  # spill as little as meets the target; whole tensor if that fails
+        for sp in plans:
+            g2 = apply_spill(g, sp, slot)
+            how = ""
+            if o.fuse:
+                g2, how = _best_fusion(g2, slot, o)
+            p2 = _plan(g2, o)
+            s2 = _score(g2, p2, o, score)
+            if s2 < score:
+                break
+        else:
+            continue
+        name = g.tensors[t].name
+        short = name if len(name) <= 40 else name[:18] + "..." + name[-19:]
+        spilled = size if sp.rows is None else size // g.tensors[t].shape[sp.axis] * sp.rows
+        kind = "partial spilling" if sp.rows is not None else "tensor spilling"
+        note = " (head with an offline layout)" if s2 < p2.head else ""
+        steps = [Step(kind, f"t{t} '{short}' {spilled:,} B over scopes {cr.start}-{cr.end}{note}", s2, p2.total)]
+        if how:
+            steps.append(Step("fused fetching", how + note, s2, p2.total))
+        return _Found(g2, p2, s2, steps, SpillRecord(t, name, spilled, cr.start, cr.end, sp.rows is not None, slot))
+    return None
+
+
+def _split_then_spill(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Found | None:
+    """When no spill lowers the peak, split an elementwise operator over a concatenation that runs at
+    the peak (passes/distribute.py) and keep the split only if a spill then lowers the peak."""
+    peak_ops = [s - 1 for s in range(1, plan.scopes + 1)
+                if max((b.offset + b.size for b in plan.live_at(s)), default=0) == plan.head]
+    for i in peak_ops:
+        if i >= len(g.operators) or not splittable(g, i):
+            continue
+        g2 = split_elementwise(g, i)
+        if g2 is None:
+            continue
+        found = _spill_step(g2, _plan(g2, o), score, o, slot)
+        if found is None:
+            continue
+        op = g.operators[i]
+        parts = len(g.operators[concat_operand(g, i)[1]].inputs)
+        p1 = _plan(g2, o)
+        split = Step("operator splitting", f"op {i} {op.opcode} over CONCATENATION split into {parts} slices", p1.head, p1.total)
+        return _Found(found.graph, found.plan, found.score, [split] + found.steps, found.spill)
+    return None
+
+
 def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = None) -> Result:
     say = progress or (lambda _msg: None)
     plan = _plan(graph, o)
@@ -143,42 +230,18 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
                 res.steps.append(Step("scratch narrowing", detail, plan.head, plan.total))
                 say(f"scratch narrowing: head {plan.head:,} B")
     slot = max((customops.decode(op).slot for op in g.operators if op.opcode == customops.SPILL), default=-1) + 1
-    while o.target is None or plan.head > o.target:
-        cands = _candidates(g, plan)[:MAX_CANDIDATES]
-        crs = cold_ranges(g)
-        accepted = False
-        for t in cands:
-            cr = crs[t]
-            size = g.tensors[t].nbytes
-            need = plan.head - o.target if o.target is not None else None
-            plans = [SpillPlan(t, cr.start, cr.end)]
-            if o.partial and need is not None and size > need:
-                part = partial_plan(g, t, cr, need)
-                if part.rows is not None:
-                    plans.insert(0, part)  # spill as little as meets the target; whole tensor if that fails
-            for sp in plans:
-                g2 = apply_spill(g, sp, slot)
-                how = ""
-                if o.fuse:
-                    g2, how = _best_fusion(g2, slot, o)
-                p2 = _plan(g2, o)
-                if p2.head < plan.head:
-                    break
-            else:
-                continue
-            name = g.tensors[t].name
-            short = name if len(name) <= 40 else name[:18] + "..." + name[-19:]
-            spilled = size if sp.rows is None else size // g.tensors[t].shape[sp.axis] * sp.rows
-            res.spills.append(SpillRecord(t, name, spilled, cr.start, cr.end, sp.rows is not None, slot))
-            kind = "partial spilling" if sp.rows is not None else "tensor spilling"
-            res.steps.append(Step(kind, f"t{t} '{short}' {spilled:,} B over scopes {cr.start}-{cr.end}", p2.head, p2.total))
-            if how:
-                res.steps.append(Step("fused fetching", how, p2.head, p2.total))
-            say(f"spilled t{t} ({spilled:,} B): head {p2.head:,} B")
-            g, plan, slot, accepted = g2, p2, slot + 1, True
+    score = _score(g, plan, o, plan.head)
+    while o.target is None or score > o.target:
+        found = _spill_step(g, plan, score, o, slot)
+        if found is None and o.split:
+            found = _split_then_spill(g, plan, score, o, slot)
+        if found is None:
             break
-        if not accepted:
-            break
+        g, plan, score = found.graph, found.plan, found.score
+        res.steps.extend(found.steps)
+        res.spills.append(found.spill)
+        slot += 1
+        say(f"spilled t{found.spill.tensor} ({found.spill.bytes:,} B): head {score:,} B")
     if o.layout and (o.target is None or plan.head > o.target):
         g2, p2, how = improve_layout(g, plan, lambda x: _plan(x, o))
         if p2.head < plan.head:

@@ -42,6 +42,7 @@ def tflite_tools_add_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--kernels", default="reference", help="TFLM kernel set: reference or cmsis-nn")
     g.add_argument("--no-partial", action="store_true", help="spill whole tensors only")
     g.add_argument("--no-fuse", action="store_true", help="no fused fetching")
+    g.add_argument("--no-split", action="store_true", help="no splitting of ADD/SUB/MUL over a concatenation")
     g.add_argument("--no-scratch16", action="store_true", help="keep TRANSPOSE_CONV's int32 scratch")
     g.add_argument("--verify-runs", type=int, default=3, help="random inputs for the bit-exact check")
 
@@ -59,6 +60,7 @@ def _options(options: argparse.Namespace):
         target=_size(target) if isinstance(target, str) else target,
         partial=not getattr(options, "no_partial", False),
         fuse=not getattr(options, "no_fuse", False),
+        split=not getattr(options, "no_split", False),
         scratch=not getattr(options, "no_scratch16", False),
         reorder=False,  # the host's own reorder pass has run
     )

@@ -161,9 +161,11 @@ class ModelBuilder:
         self._op("CONCATENATION", xs, [y], fb.BuiltinOptions.ConcatenationOptions, o)
         return y
 
-    def add(self, a: int, b: int) -> int:
-        y = self.activation(list(self.shapes[a]), f"add{len(self.operators)}")
-        self._op("ADD", [a, b], [y], fb.BuiltinOptions.AddOptions, fb.AddOptionsT())
+    def add(self, a: int, b: int, op: str = "ADD") -> int:
+        """An elementwise ADD (or SUB or MUL) of two tensors of one shape."""
+        y = self.activation(list(self.shapes[a]), f"{op.lower()}{len(self.operators)}")
+        kind = op.title()  # Add, Sub, Mul
+        self._op(op, [a, b], [y], getattr(fb.BuiltinOptions, f"{kind}Options"), getattr(fb, f"{kind}OptionsT")())
         return y
 
     def build(self, outputs: list[int]) -> "fb.ModelT":
@@ -207,6 +209,8 @@ def random_unet(seed: int, dtype: str | None = None, max_depth: int = 3) -> "fb.
             x = b.conv(x, b.shapes[x][3], k=1)  # never happens for even sizes; keeps the graph valid
         parts = [skip, x] if rng.random() < 0.7 else [x, skip]
         x = b.concat(parts, axis=3)
+        if rng.random() < 0.3:  # V-Net's decoder residual: ADD(concatenation, conv(concatenation))
+            x = b.add(x, b.conv(x, b.shapes[x][3], k=3))
         x = b.conv(x, ch * 2**d, k=3)
         if rng.random() < 0.3:
             x = b.conv(x, ch * 2**d, k=3)
@@ -247,3 +251,22 @@ def tiny_unet_like(seed: int = 0, dtype: str = "INT8") -> "fb.ModelT":
         up = b.transpose_conv(y, c // 2)
         y = double(b.concat([skip, up]), c)
     return b.build([b.conv(y, 1, k=1, relu=False)])
+
+
+def vnet_like(seed: int = 0, dtype: str = "INT8", size: int = 32) -> "fb.ModelT":
+    """V-Net 2D's shape at a small scale: residual blocks, and decoder blocks whose residual ADD reads the
+    skip concatenation, ADD(CONCATENATION(up, skip), CONV_2D(CONCATENATION(up, skip))): the pattern that
+    keeps three full-resolution tensors live until it is split."""
+    b = ModelBuilder(dtype=dtype, seed=seed)
+    x = b.input([1, size, size, 1])
+    x = b.add(b.concat([x] * 4), b.conv(x, 4))
+    skips = []
+    for c in (4, 8):
+        skips.append(x)
+        x = b.conv(x, 2 * c, k=2, stride=2, padding=VALID)
+        x = b.add(x, b.conv(b.conv(x, 2 * c), 2 * c))
+    for c, skip in zip((8, 4), reversed(skips)):
+        up = b.transpose_conv(x, c)
+        cat = b.concat([up, skip])
+        x = b.add(cat, b.conv(cat, 2 * c))
+    return b.build([b.conv(x, 2, k=1, relu=False)])
