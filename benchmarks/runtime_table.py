@@ -17,8 +17,8 @@ paper's Table 5.
    replays one inference of the optimized model on the core's SpillManager: compute time advances
    a VirtualClock; the spill (after op 3) and the band-wise fetch (fused FetchingConv2D, op 21+22)
    go to a NorFlashSim with the STM32H757 internal flash or the AT25QL128A QSPI timing profile
-   (tflm_ops/core/include/tinyseg/flash_profiles.h: datasheet typicals, the QSPI ones
-   provisional), with SyncEraseQueue (M7 erases) or ModelledEraseQueue (M4 erases in parallel).
+   (tflm_ops/core/include/tinyseg/flash_profiles.h: the QSPI part's own SFDP typicals; the H7
+   figures from ST's DS12110 for the same flash, provisional until checked against DS12930), with SyncEraseQueue (M7 erases) or ModelledEraseQueue (M4 erases in parallel).
    Remote storage: RemoteBlockDevice's link model (COBS framing, 20-byte header + CRC, one
    round trip per 4 KB chunk, stop-and-wait) at a given payload rate. "No compression" is the
    codec's raw mode (every block stored raw, +1.2 % block headers), same code path.
@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
   std::vector<SectorInfo> sectors(nsec);
   SpillSlot slots[2];
   uint8_t staging[512];
-  SpillMemory m{slots, 2, sectors.data(), nsec, staging, sizeof staging};
+  SpillMemory m{slots, 2, sectors.data(), nsec};
   SpillConfig sc;
   sc.region_offset = region_off;
   sc.region_size = region;
@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
     if (i == 1) { start_ns = clock.now_ns; wait0 = clock.erase_wait_ns; }  // first one warms up
     clock.Advance(static_cast<uint64_t>(pre * 1e6));
     uint64_t t0 = clock.now_ns;
-    if (!Ok(mgr.Spill(0, t.data(), t.size(), 1))) return 1;
+    if (!Ok(mgr.Spill(0, t.data(), t.size(), 1, ByteSpan{staging, sizeof staging}))) return 1;
     if (i > 0) spill_ns += clock.now_ns - t0;
     clock.Advance(static_cast<uint64_t>(mid * 1e6));
     const size_t bands = (rows + band_rows - 1) / band_rows;

@@ -245,3 +245,26 @@ def test_optimize_writes_nothing_when_verification_fails(tmp_path, monkeypatch) 
     rc = cli.main(["optimize", str(model), "-o", str(tmp_path / "o.tflite"), "--report", str(tmp_path / "r.json"), "-q"])
     assert rc == 4
     assert not (tmp_path / "o.tflite").exists() and not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("dtype", ["INT8", "FLOAT32"])
+def test_quantized_all_fetched_conv_is_left_unfused(dtype: str) -> None:
+    """Contract v1: a quantized FetchingConv2D with every operand fetched has no in-RAM tensor to take
+    the input quantization from, so the pass must leave Fetching + CONV_2D as they are."""
+    from tinyseg_plugin.coldrange import cold_ranges
+    from tinyseg_plugin.passes.fuse import fuse_conv
+
+    b = synth.ModelBuilder(dtype=dtype, seed=2)
+    x = b.input([1, 8, 8, 4])
+    a = b.conv(x, 4)
+    y = a
+    for _ in range(3):
+        y = b.conv(y, 4)
+    g = build_graph(b.build([b.add(y, b.conv(a, 4))]))
+    cr = cold_ranges(g)[a]
+    g2 = apply_spill(g, SpillPlan(a, cr.start, cr.end), slot=0)
+    fetch = next(op.index for op in g2.operators if op.opcode == customops.FETCHING)
+    fused = fuse_conv(g2, fetch)
+    assert (fused is None) == (dtype == "INT8")
+    if fused is not None:
+        assert verify(g, fused, runs=2).identical

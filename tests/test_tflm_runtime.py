@@ -4,9 +4,10 @@ optimized Tiny U-Net end to end in a patched TFLM.
 Always run: install() on fake trees (error paths, all-or-nothing writes, idempotence).
 With TFLM_DIR (a TFLM 90b983c checkout holding its third-party downloads): the checkout is
 copied to a temporary directory, installed into, built with TFLM's make, the kernel tests
-run as TFLM make test targets, and tests/tflm_e2e/tinyseg_e2e runs original and optimized
-models on the same random inputs -- bit-identical outputs, and the arena head the patched
-TFLM reports equals the planner's.
+run as TFLM make test targets (on the host, and for a Cortex-M7 under qemu-arm with the
+reference and the CMSIS-NN kernels), and tests/tflm_e2e/tinyseg_e2e runs original and
+optimized models on the same random inputs -- bit-identical outputs, and the arena head the
+patched TFLM reports equals the planner's.
 """
 from __future__ import annotations
 
@@ -383,15 +384,19 @@ def _two_skips_spilled() -> tuple[object, object, object]:
     return g, g2, fuse_conv(g2, fetch.index, band_rows=3)
 
 
-@pytest.mark.parametrize("case", ["two_fetched_concat", "two_fetched_conv", "float32_unet", "random_unet"])
+@pytest.mark.parametrize("case", ["two_fetched_concat", "two_fetched_conv", "float32_unet", "random_unet", "vnet_like"])
 def test_end_to_end_synthetic(e2e_exe: Path, tmp_path: Path, case: str) -> None:
     """Forms the Tiny U-Net does not have: several fetched operands in one operator, float32,
-    other shapes."""
+    other shapes, split elementwise operators under an offline layout."""
     if case.startswith("two_fetched"):
         g, concat, conv = _two_skips_spilled()
         optimized = concat if case == "two_fetched_concat" else conv
     else:
-        model = synth.tiny_unet_like(dtype="FLOAT32") if case == "float32_unet" else synth.random_unet(1)
+        # random_unet(5): two spills, one of them partial (SPLIT_V + Fetching). The optimizer
+        # reduces some seeds (1, for one) without any TinySeg operator.
+        # vnet_like: operator splitting, a spill, and an offline arena layout (OfflineMemoryAllocation).
+        model = {"float32_unet": synth.tiny_unet_like(dtype="FLOAT32"), "random_unet": synth.random_unet(5),
+                 "vnet_like": synth.vnet_like()}[case]
         g = build_graph(model)
         optimized = optimizer.optimize(g, optimizer.Options()).graph
     assert any(customops.is_tinyseg_op(op) for op in optimized.operators)
@@ -444,3 +449,42 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
     assert want["head"] == plan_graph(g, "cmsis-nn").head
     assert got["head"] == plan_graph(build_graph(modelio.load_model(model)), "cmsis-nn").head
     assert got["head"] < want["head"]
+
+
+# ---------------------------------------------------------------- the kernel tests on a Cortex-M7
+
+
+# make takes variable assignments among its goals: build_e2e.make(tflm, *CORTEX_M7, target).
+CORTEX_M7 = ["TARGET=cortex_m_qemu", "TARGET_ARCH=cortex-m7"]
+
+
+def _cortex_m7_skip_reason(tflm: Path, kernels: str) -> str | None:
+    """Why the Cortex-M7 kernel tests cannot run here, or None. Never downloads: without
+    downloads/gcc_embedded TFLM's cortex_m_qemu makefile would fetch a toolchain."""
+    absent = [t for t in ("arm-none-eabi-g++", "qemu-arm") if shutil.which(t) is None]
+    if absent:
+        return f"tools not on PATH: {absent}"
+    needed = ["gcc_embedded"] + (["cmsis", "cmsis_nn"] if kernels == "cmsis_nn" else [])
+    downloads = tflm / "tensorflow/lite/micro/tools/make/downloads"
+    missing = [d for d in needed if not (downloads / d).is_dir()]
+    if missing:
+        return f"TFLM_DIR lacks the downloads {missing} a Cortex-M7 {kernels} build needs"
+    return None
+
+
+@pytest.mark.parametrize("target", TFLM_TESTS)
+@pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])
+def test_cortex_m7_kernel_test(installed: Path, kernels: str, target: str) -> None:
+    """The same make test targets built for a Cortex-M7 (TFLM's cortex_m_qemu target: soft
+    float, semihosting) and run under qemu-arm by TFLM's test script: 32-bit pointers, the
+    OpData sizes of the contract, the arena scratch as the Spill staging buffer. The first
+    case builds microlite for the target (reusing TFLM_DIR's gen/ objects); the rest reuse it."""
+    reason = _cortex_m7_skip_reason(installed, kernels)
+    if reason:
+        pytest.skip(reason)
+    try:
+        out = build_e2e.make(installed, *CORTEX_M7, target, kernels=kernels)
+    except build_e2e.BuildError as exc:
+        pytest.fail(str(exc))
+    assert "test_with_qemu.sh arm cortex-m7" in out, out[-3000:]  # really the M7 build, in qemu
+    assert "~~~ALL TESTS PASSED~~~" in out, out[-3000:]

@@ -68,7 +68,7 @@ int Run(const char* label, const NorFlashConfig& cfg, uint64_t region_bytes, boo
   std::vector<SpillSlot> slots(3);
   std::vector<SectorInfo> sectors(nsec);
   std::vector<uint8_t> staging(256);
-  SpillMemory m{slots.data(), slots.size(), sectors.data(), nsec, staging.data(), staging.size()};
+  SpillMemory m{slots.data(), slots.size(), sectors.data(), nsec};
   SpillConfig sc;
   sc.region_size = region_bytes;
   sc.pre_erase_sectors = static_cast<uint32_t>(nsec > 8 ? 8 : nsec - 1);
@@ -90,7 +90,7 @@ int Run(const char* label, const NorFlashConfig& cfg, uint64_t region_bytes, boo
     std::vector<uint8_t> t[3];
     for (int i = 0; i < 3; ++i) {
       t[i] = Activation(kSkips[i].bytes, rep, static_cast<uint64_t>(inf * 3 + i + 1));
-      s = mgr.Spill(static_cast<uint32_t>(i), t[i].data(), t[i].size(), 1);
+      s = mgr.Spill(static_cast<uint32_t>(i), t[i].data(), t[i].size(), 1, ByteSpan{staging.data(), staging.size()});
       if (!Ok(s)) { std::fprintf(stderr, "%s: spill: %s\n", label, StatusName(s)); return 1; }
       clock.Advance(static_cast<uint64_t>(compute_ms * 1e6 / 3));  // encoder layers
     }

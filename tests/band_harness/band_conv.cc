@@ -143,13 +143,13 @@ int Run(const Spec& s, std::vector<int8_t>* out, int32_t* out_h_ret, int32_t* ou
   std::vector<SectorInfo> sectors(g.num_sectors());
   SpillSlot slot[1];
   uint8_t staging[256];
-  SpillMemory mem{slot, 1, sectors.data(), sectors.size(), staging, sizeof(staging)};
+  SpillMemory mem{slot, 1, sectors.data(), sectors.size()};
   SpillConfig cfg;
   cfg.region_size = g.total_size;
   cfg.codec_block_bytes = 512;
   cfg.assume_erased = true;
   SpillManager spill(dev, eq, cfg, mem);
-  if (!Ok(spill.Init()) || !Ok(spill.Spill(0, s.fetched.data(), fetched_bytes, 1))) return 1;
+  if (!Ok(spill.Init()) || !Ok(spill.Spill(0, s.fetched.data(), fetched_bytes, 1, ByteSpan{staging, sizeof(staging)}))) return 1;
 
   std::vector<int32_t> mult(s.c_out);
   std::vector<int> shift(s.c_out);

@@ -95,7 +95,6 @@ struct Storage {
   uint8_t* memory;
   ::tinyseg::SectorInfo* sectors;
   ::tinyseg::SpillSlot slots[kSlots];
-  uint8_t staging[256];
   ::tinyseg::Geometry geometry;
   ::tinyseg::SpillConfig config;
   ::tinyseg::SpillMemory spill_memory;
@@ -115,8 +114,6 @@ struct Storage {
     spill_memory.num_slots = kSlots;
     spill_memory.sectors = sectors;
     spill_memory.num_sectors = bytes / kSector;
-    spill_memory.staging = staging;
-    spill_memory.staging_bytes = sizeof(staging);
   }
   ~Storage() {
     free(sectors);

@@ -2,16 +2,13 @@
 //
 // inputs [victim], no outputs; options {version, slot, block}.
 // Prepare requests one scratch buffer of block + 8 bytes (one encoded block)
-// and keeps 16 bytes of OpData. Eval hands the victim to the application's
-// SpillManager, which encodes it block by block with the core codec and
-// programs it into the slot; after this operator nothing reads the victim, so
-// TFLM's planner reuses its arena bytes.
-//
-// The staging scratch: SpillManager streams the codec output through the
-// staging buffer it was built with (SpillMemory::staging), so the arena
-// buffer requested here is what the contract reserves for a per-call staging
-// API; today it is used by Runtime::verify_spills to read the slot back a
-// staging buffer at a time.
+// and keeps 16 bytes of OpData. Eval hands the victim and that arena scratch
+// to the application's SpillManager, which encodes the victim block by block
+// with the core codec and programs it into the slot through the scratch (the
+// manager has no staging memory of its own, so the arena bytes the planner
+// counts are the ones used). After this operator nothing reads the victim, so
+// TFLM's planner reuses its arena bytes. Runtime::verify_spills reads the slot
+// back through the same scratch.
 #include <cstring>
 
 #include "tensorflow/lite/c/common.h"
@@ -94,9 +91,20 @@ TfLiteStatus SpillEval(TfLiteContext* context, TfLiteNode* node) {
   if (rt == nullptr) return kTfLiteError;
   const TfLiteEvalTensor* victim = micro::GetEvalInput(context, node, 0);
   TF_LITE_ENSURE(context, victim != nullptr);
+  auto* staging =
+      static_cast<uint8_t*>(context->GetScratchBuffer(context, data.staging_index));
+  TF_LITE_ENSURE(context, staging != nullptr);
+  const ::tinyseg::ByteSpan span{staging, tinyseg_ops::StagingBytes(data.block)};
   const size_t bytes = EvalTensorBytes(victim);
   const ::tinyseg::Status s = rt->spill->Spill(
-      data.slot, victim->data.raw, bytes, static_cast<uint32_t>(data.elem_size));
+      data.slot, victim->data.raw, bytes, static_cast<uint32_t>(data.elem_size), span);
+  if (s == ::tinyseg::Status::kBufferTooSmall) {
+    MicroPrintf("Spill: staging scratch of %u bytes (block %d + 8) is smaller than "
+                "the spill device's program unit of %u bytes",
+                static_cast<unsigned>(span.size), static_cast<int>(data.block),
+                static_cast<unsigned>(rt->spill->MinStagingBytes()));
+    return kTfLiteError;
+  }
   if (!::tinyseg::Ok(s)) {
     MicroPrintf("Spill: spilling %u bytes to slot %u failed: %s",
                 static_cast<unsigned>(bytes), static_cast<unsigned>(data.slot),
@@ -106,9 +114,6 @@ TfLiteStatus SpillEval(TfLiteContext* context, TfLiteNode* node) {
   ++rt->stats.spills;
   rt->stats.spilled_bytes += bytes;
   if (rt->verify_spills) {
-    auto* staging =
-        static_cast<uint8_t*>(context->GetScratchBuffer(context, data.staging_index));
-    TF_LITE_ENSURE(context, staging != nullptr);
     return VerifySpill(*rt, data,
                        static_cast<const uint8_t*>(victim->data.data), bytes, staging);
   }

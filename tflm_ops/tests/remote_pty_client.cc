@@ -147,8 +147,6 @@ int RoundTrip(RemoteClient& client) {
   mem.num_slots = 2;
   mem.sectors = sectors;
   mem.num_sectors = 16;
-  mem.staging = staging;
-  mem.staging_bytes = sizeof(staging);
   SpillConfig cfg;
   cfg.region_size = g.total_size;
   cfg.assume_erased = true;
@@ -160,7 +158,7 @@ int RoundTrip(RemoteClient& client) {
     x = x * 1664525u + 1013904223u;
     t[i] = (x >> 28) < 9 ? 0x80 : static_cast<uint8_t>(x >> 16);  // ~56% zero point
   }
-  TRY("spill", m.Spill(1, t.data(), t.size(), 1));
+  TRY("spill", m.Spill(1, t.data(), t.size(), 1, ByteSpan{staging, sizeof(staging)}));
   const size_t row = 120 * 8;
   std::vector<uint8_t> band(22 * row);
   for (int r0 = 0; r0 < 80; r0 += 20) {

@@ -131,18 +131,18 @@ TEST(TimingProfiles) {
   CHECK_EQ(q.geometry.erase_size, 4096u);
   SimBox bq(Resized(q, 64 * 1024));
   CHECK_OK(bq.sim.Init());
-  // One page at 40 MHz quad: 0.7 ms + 40 clocks + 512 clocks.
-  CHECK_EQ(bq.sim.ModelledNs(Op::kProgram, 0, 256), 700000u + 1000u + 12800u);
+  // One page at 40 MHz, 1-1-1: 640 us (SFDP) + 40 clocks + 256 x 8 clocks.
+  CHECK_EQ(bq.sim.ModelledNs(Op::kProgram, 0, 256), 640000u + 1000u + 51200u);
   // Unaligned 256 bytes touch two pages.
-  CHECK_EQ(bq.sim.ModelledNs(Op::kProgram, 128, 256), 2u * 701000u + 12800u);
+  CHECK_EQ(bq.sim.ModelledNs(Op::kProgram, 128, 256), 2u * 641000u + 51200u);
   CHECK_EQ(bq.sim.ModelledNs(Op::kRead, 0, 1000), 500u + 50000u);
-  CHECK_EQ(bq.sim.ModelledNs(Op::kErase, 0, 8192), 120000000u);
+  CHECK_EQ(bq.sim.ModelledNs(Op::kErase, 0, 8192), 2u * 64000000u);
   uint8_t page[256];
   std::memset(page, 0, sizeof(page));
   CHECK_OK(bq.sim.Program(0, page, 256));
-  CHECK_EQ(bq.sim.access_stats().program_ns, 713800u);
+  CHECK_EQ(bq.sim.access_stats().program_ns, 692200u);
   CHECK_OK(bq.sim.Erase(0, 4096));
-  CHECK_EQ(bq.sim.erase_stats().erase_ns, 60000000u);
+  CHECK_EQ(bq.sim.erase_stats().erase_ns, 64000000u);
   CHECK_EQ(bq.sim.BankOf(60000), 0u);
 }
 

@@ -101,6 +101,12 @@ TEST(TicketsCompleteInOrderAndQueueBacksOff) {
   CHECK_EQ(back[0], 0xFF);
   CHECK_EQ(pf.held[0] + pf.held[1], 0u);  // every lock released
   CHECK_EQ(q.blocking_waits(), 0u);
+  // Shared RAM survives a reset of the main core, the worker's stamp included:
+  // a re-initialised ring waits until the worker has looked at it again.
+  CHECK_OK(q.Init());
+  CHECK(q.WaitForWorker(3) == Status::kIoError);
+  CHECK(!w.Poll());
+  CHECK_OK(q.WaitForWorker(0));
 }
 
 TEST(WorkerErrorsReachTheWaiter) {
@@ -207,7 +213,7 @@ TEST(SecondCoreErasesWhileSpillingWithBankExclusion) {
   SpillSlot slots[3];
   SectorInfo sectors[16];
   uint8_t staging[256];
-  SpillMemory mem{slots, 3, sectors, 16, staging, sizeof(staging)};
+  SpillMemory mem{slots, 3, sectors, 16};
   SpillConfig cfg;
   cfg.region_size = 64 * 1024;
   cfg.codec_block_bytes = 512;
@@ -220,8 +226,8 @@ TEST(SecondCoreErasesWhileSpillingWithBankExclusion) {
     std::vector<uint8_t> a(6000), b(3000);
     for (auto& v : a) v = rng.Below(2) ? 7 : static_cast<uint8_t>(rng.Next());
     for (auto& v : b) v = static_cast<uint8_t>(rng.Next());
-    st = m.Spill(0, a.data(), a.size(), 1);
-    if (Ok(st)) st = m.Spill(1, b.data(), b.size(), 1);
+    st = m.Spill(0, a.data(), a.size(), 1, ByteSpan{staging, sizeof(staging)});
+    if (Ok(st)) st = m.Spill(1, b.data(), b.size(), 1, ByteSpan{staging, sizeof(staging)});
     std::vector<uint8_t> back(a.size());
     if (Ok(st)) st = m.FetchRange(0, 1000, 2000, back.data());
     same = same && Ok(st) && std::memcmp(back.data(), a.data() + 1000, 2000) == 0;

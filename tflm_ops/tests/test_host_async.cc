@@ -41,7 +41,7 @@ TEST(ThreadQueueErasesInBackground) {
   // Dirty the sectors the worker will erase.
   std::vector<uint8_t> zeros(4096, 0);
   for (uint32_t s = 0; s < 32; ++s) CHECK_OK(b.sim.Program(s * 4096ull, zeros.data(), 4096));
-  // 1e-3 scale: each 60 ms erase sleeps 60 us on the worker.
+  // 1e-3 scale: each 64 ms erase sleeps 64 us on the worker.
   ThreadEraseQueue q(b.sim, 64, 1e-3);
   std::vector<EraseTicket> tickets;
   for (uint32_t s = 0; s < 32; ++s) {
@@ -100,8 +100,7 @@ TEST(SpillWithThreadWorkerRoundTrips) {
   std::vector<SpillSlot> slots(3);
   std::vector<SectorInfo> sectors(32);
   std::vector<uint8_t> staging(256);
-  SpillMemory mem{slots.data(), slots.size(), sectors.data(), sectors.size(),
-                  staging.data(), staging.size()};
+  SpillMemory mem{slots.data(), slots.size(), sectors.data(), sectors.size()};
   SpillConfig cfg;
   cfg.region_size = 128 * 1024;
   cfg.pre_erase_sectors = 4;
@@ -114,8 +113,8 @@ TEST(SpillWithThreadWorkerRoundTrips) {
     const uint8_t rep = static_cast<uint8_t>(rng.Next());
     for (auto& v : a) v = rng.Below(2) ? rep : static_cast<uint8_t>(rng.Next());
     for (auto& v : c) v = rng.Below(4) ? rep : static_cast<uint8_t>(rng.Next());
-    CHECK_OK(m.Spill(0, a.data(), a.size(), 1));
-    CHECK_OK(m.Spill(1, c.data(), c.size(), 1));
+    CHECK_OK(m.Spill(0, a.data(), a.size(), 1, ByteSpan{staging.data(), staging.size()}));
+    CHECK_OK(m.Spill(1, c.data(), c.size(), 1, ByteSpan{staging.data(), staging.size()}));
     CHECK_OK(m.Fetch(1, out.data(), out.size()));
     CHECK(std::memcmp(out.data(), c.data(), c.size()) == 0);
     CHECK_OK(m.Release(1));
@@ -157,8 +156,7 @@ TEST(FileBlockDeviceAndSpill) {
     std::vector<SpillSlot> slots(2);
     std::vector<SectorInfo> sectors(16);
     std::vector<uint8_t> staging(512);
-    SpillMemory mem{slots.data(), slots.size(), sectors.data(), sectors.size(),
-                    staging.data(), staging.size()};
+    SpillMemory mem{slots.data(), slots.size(), sectors.data(), sectors.size()};
     SpillConfig cfg;
     cfg.region_size = 64 * 1024;
     SpillManager m(f, q, cfg, mem);
@@ -166,7 +164,7 @@ TEST(FileBlockDeviceAndSpill) {
     std::vector<uint8_t> t(20000), out(20000);
     for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<uint8_t>((i % 3) ? 0x80 : i);
     for (int i = 0; i < 10; ++i) {
-      CHECK_OK(m.Spill(0, t.data(), t.size(), 2));
+      CHECK_OK(m.Spill(0, t.data(), t.size(), 2, ByteSpan{staging.data(), staging.size()}));
       CHECK_OK(m.Fetch(0, out.data(), out.size()));
       CHECK(out == t);
     }

@@ -396,8 +396,6 @@ TEST(SpillManagerOverRemoteBlockDevice) {
   mem.num_slots = 2;
   mem.sectors = sectors;
   mem.num_sectors = 8;
-  mem.staging = staging;
-  mem.staging_bytes = sizeof(staging);
   SpillConfig cfg;
   cfg.region_size = g.total_size;
   cfg.assume_erased = true;
@@ -407,7 +405,7 @@ TEST(SpillManagerOverRemoteBlockDevice) {
   Rng rng(11);
   std::vector<uint8_t> t(40 * 60 * 16);
   for (auto& v : t) v = rng.Below(10) < 6 ? 0x80 : static_cast<uint8_t>(rng.Next());
-  CHECK_OK(m.Spill(1, t.data(), t.size(), 1));
+  CHECK_OK(m.Spill(1, t.data(), t.size(), 1, ByteSpan{staging, sizeof(staging)}));
   CHECK(m.stats().encoded_bytes < t.size());
   const uint64_t wire_before = r.client.stats().bytes_received;
   std::vector<uint8_t> band(5 * 60 * 16);

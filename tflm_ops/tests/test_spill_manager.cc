@@ -1,5 +1,7 @@
 // Spill manager: round trips, ring rotation, wear statistics, space checks
 // and the modelled benefit of asynchronous erase.
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <vector>
@@ -8,6 +10,7 @@
 #include "tinyseg/erase_queue.h"
 #include "tinyseg/flash_profiles.h"
 #include "tinyseg/nor_flash_sim.h"
+#include "tinyseg/source_recording_device.h"
 #include "tinyseg/spill_manager.h"
 #include "tinytest.h"
 #include "sim_box.h"
@@ -17,23 +20,26 @@ using tinytest::Rng;
 
 namespace {
 
-// Manager tables sized for a region.
+// Manager tables sized for a region, a read bounce, and the staging buffer
+// the tests lend to every Spill call.
 struct Tables {
   std::vector<SpillSlot> slots;
   std::vector<SectorInfo> sectors;
   std::vector<uint8_t> staging;
-  Tables(size_t n_slots, size_t n_sectors, size_t staging_bytes)
-      : slots(n_slots), sectors(n_sectors), staging(staging_bytes) {}
+  std::vector<uint8_t> bounce;
+  Tables(size_t n_slots, size_t n_sectors, size_t staging_bytes, size_t bounce_bytes = 0)
+      : slots(n_slots), sectors(n_sectors), staging(staging_bytes), bounce(bounce_bytes) {}
   SpillMemory memory() {
     SpillMemory m;
     m.slots = slots.data();
     m.num_slots = slots.size();
     m.sectors = sectors.data();
     m.num_sectors = sectors.size();
-    m.staging = staging.data();
-    m.staging_bytes = staging.size();
+    m.read_bounce = bounce.empty() ? nullptr : bounce.data();
+    m.read_bounce_bytes = bounce.size();
     return m;
   }
+  ByteSpan span() { return ByteSpan{staging.data(), staging.size()}; }
 };
 
 // Activation-like int8 tensor: ~`permille`/1000 of elements equal `rep`.
@@ -65,9 +71,9 @@ TEST(SpillFetchRoundTripWithRotationAndWear) {
     std::vector<uint8_t> t0 = Activation(9000, 600, rng);
     std::vector<uint8_t> t1 = Activation(5000, 500, rng);
     std::vector<uint8_t> t2 = Activation(2400, 800, rng);
-    CHECK_OK(m.Spill(0, t0.data(), t0.size(), 1));
-    CHECK_OK(m.Spill(1, t1.data(), t1.size(), 1));
-    CHECK_OK(m.Spill(2, t2.data(), t2.size(), 1));
+    CHECK_OK(m.Spill(0, t0.data(), t0.size(), 1, tb.span()));
+    CHECK_OK(m.Spill(1, t1.data(), t1.size(), 1, tb.span()));
+    CHECK_OK(m.Spill(2, t2.data(), t2.size(), 1, tb.span()));
     CHECK_OK(m.Fetch(2, out.data(), out.size()));
     CHECK(std::memcmp(out.data(), t2.data(), t2.size()) == 0);
     CHECK_OK(m.Release(2));
@@ -114,7 +120,7 @@ TEST(FetchRangeReadsOnlyNeededBlocks) {
   CHECK_OK(m.Init());
   Rng rng(12);
   std::vector<uint8_t> t = Activation(80 * 120 * 8, 500, rng);  // 76,800 bytes
-  CHECK_OK(m.Spill(0, t.data(), t.size(), 1));
+  CHECK_OK(m.Spill(0, t.data(), t.size(), 1, tb.span()));
   const uint64_t before = m.stats().bytes_read;
   std::vector<uint8_t> band(3 * 120 * 8);  // three rows
   CHECK_OK(m.FetchRange(0, 40 * 960, band.size(), band.data()));
@@ -150,7 +156,7 @@ TEST(ElementSizesAndH7FlashWords) {
         std::memcpy(&t[i * es], &v, es);
       }
       const uint32_t slot = es == 1 ? 0 : es == 2 ? 1 : 2;
-      CHECK_OK(m.Spill(slot, t.data(), t.size(), es));
+      CHECK_OK(m.Spill(slot, t.data(), t.size(), es, tb.span()));
       CHECK_EQ(m.slot(slot)->start % 32, 0u);
       std::vector<uint8_t> out(t.size());
       CHECK_OK(m.Fetch(slot, out.data(), out.size()));
@@ -161,8 +167,8 @@ TEST(ElementSizesAndH7FlashWords) {
     }
   }
   CHECK_EQ(b.sim.access_stats().rejected_programs, 0u);
-  CHECK_STATUS(m.Spill(0, nullptr, 8, 1), Status::kInvalidArgument);
-  CHECK_STATUS(m.Spill(9, "x", 1, 1), Status::kInvalidArgument);
+  CHECK_STATUS(m.Spill(0, nullptr, 8, 1, tb.span()), Status::kInvalidArgument);
+  CHECK_STATUS(m.Spill(9, "x", 1, 1, tb.span()), Status::kInvalidArgument);
 }
 
 TEST(NoSpaceWhenLiveDataWouldBeOverwritten) {
@@ -177,19 +183,20 @@ TEST(NoSpaceWhenLiveDataWouldBeOverwritten) {
   Rng rng(14);
   std::vector<uint8_t> big(40 * 1024);
   for (auto& v : big) v = static_cast<uint8_t>(rng.Next());
-  CHECK_STATUS(m.Spill(0, big.data(), big.size(), 1), Status::kNoSpace);
+  CHECK_STATUS(m.Spill(0, big.data(), big.size(), 1, tb.span()), Status::kNoSpace);
   std::vector<uint8_t> t(7000);  // incompressible: 2 sectors each
   for (auto& v : t) v = static_cast<uint8_t>(rng.Next());
-  CHECK_OK(m.Spill(0, t.data(), t.size(), 1));
-  CHECK_OK(m.Spill(1, t.data(), t.size(), 1));
-  CHECK_OK(m.Spill(2, t.data(), t.size(), 1));
-  CHECK_OK(m.Spill(3, t.data(), 6000, 1));
-  CHECK_STATUS(m.Spill(4, t.data(), t.size(), 1), Status::kNoSpace);  // would hit slot 0
+  CHECK_OK(m.Spill(0, t.data(), t.size(), 1, tb.span()));
+  CHECK_OK(m.Spill(1, t.data(), t.size(), 1, tb.span()));
+  CHECK_OK(m.Spill(2, t.data(), t.size(), 1, tb.span()));
+  CHECK_OK(m.Spill(3, t.data(), 6000, 1, tb.span()));
+  // Would overwrite slot 0.
+  CHECK_STATUS(m.Spill(4, t.data(), t.size(), 1, tb.span()), Status::kNoSpace);
   std::vector<uint8_t> out(t.size());
   CHECK_OK(m.Fetch(0, out.data(), out.size()));  // slot 0 intact
   CHECK(out == t);
   CHECK_OK(m.Release(0));
-  CHECK_OK(m.Spill(4, t.data(), t.size(), 1));  // now fits (wraps)
+  CHECK_OK(m.Spill(4, t.data(), t.size(), 1, tb.span()));  // now fits (wraps)
   CHECK_OK(m.Fetch(4, out.data(), out.size()));
   CHECK(out == t);
   CHECK_OK(m.Fetch(1, out.data(), out.size()));
@@ -205,7 +212,9 @@ TEST(ReadSizeBiggerThanOneUsesBounceBuffer) {
   RamBlockDevice ram(Geometry{16, 8, 1024, 16 * 1024}, mem.data());
   CHECK_OK(ram.Init());
   SyncEraseQueue q(ram);
-  Tables tb(2, 16, 64);
+  // The bounce is one read unit; the staging lent to Spill need not be a
+  // multiple of the read or program size (20 bytes: 16 are used).
+  Tables tb(2, 16, 20, 16);
   SpillConfig cfg;
   cfg.region_size = 16 * 1024;
   cfg.codec_block_bytes = 64;
@@ -214,14 +223,93 @@ TEST(ReadSizeBiggerThanOneUsesBounceBuffer) {
   Rng rng(15);
   std::vector<uint8_t> t = Activation(3333, 500, rng);
   for (int i = 0; i < 5; ++i) {
-    CHECK_OK(m.Spill(0, t.data(), t.size(), 1));
+    CHECK_OK(m.Spill(0, t.data(), t.size(), 1, tb.span()));
     std::vector<uint8_t> out(t.size());
     for (size_t off = 0; off < t.size(); off += 301) {
       const size_t len = off + 77 <= t.size() ? 77 : t.size() - off;
+      const uint64_t before = m.stats().bytes_read;
       CHECK_OK(m.FetchRange(0, off, len, out.data()));
       CHECK(std::memcmp(out.data(), &t[off], len) == 0);
+      CHECK_EQ((m.stats().bytes_read - before) % 16, 0u);  // whole read units only
     }
   }
+  // A read_size > 1 device needs a bounce of at least one read unit.
+  Tables none(2, 16, 20);
+  SpillManager m1(ram, q, cfg, none.memory());
+  CHECK_STATUS(m1.Init(), Status::kInvalidArgument);
+  Tables short_bounce(2, 16, 20, 15);
+  SpillManager m2(ram, q, cfg, short_bounce.memory());
+  CHECK_STATUS(m2.Init(), Status::kBufferTooSmall);
+}
+
+// Spill programs only from the staging buffer of the call, in chunks of its
+// largest program-size multiple; FetchRange needs no buffer at all.
+TEST(SpillStagesThroughTheCallersBuffer) {
+  SimBox b(Resized(Stm32h757InternalFlash(), 256 * 1024));  // 32-byte flash words
+  CHECK_OK(b.sim.Init());
+  SourceRecordingDevice dev(b.sim);
+  SyncEraseQueue q(dev);
+  Tables tb(2, 2, 0);
+  SpillConfig cfg;
+  cfg.region_size = 256 * 1024;
+  SpillManager m(dev, q, cfg, tb.memory());  // no read bounce: read_size is 1
+  CHECK_OK(m.Init());
+  CHECK_EQ(m.MinStagingBytes(), 32u);
+  Rng rng(17);
+  std::vector<uint8_t> t = Activation(20000, 400, rng), out(t.size());
+  std::vector<uint8_t> first(1032), second(100);  // block + 8, and 3 words + 4
+  CHECK_OK(m.Spill(0, t.data(), t.size(), 1, ByteSpan{first.data(), first.size()}));
+  CHECK(dev.AllFrom(first.data(), first.size()));
+  CHECK_EQ(dev.longest(), 1024u);
+  dev.Forget();
+  CHECK_OK(m.Spill(1, t.data(), t.size(), 1, ByteSpan{second.data(), second.size()}));
+  CHECK(dev.AllFrom(second.data(), second.size()));
+  CHECK_EQ(dev.longest(), 96u);
+  // Both read back with no staging; the staging buffers can be reused.
+  std::fill(first.begin(), first.end(), 0);
+  std::fill(second.begin(), second.end(), 0);
+  CHECK_OK(m.Fetch(0, out.data(), out.size()));
+  CHECK(out == t);
+  CHECK_OK(m.Fetch(1, out.data(), out.size()));
+  CHECK(out == t);
+  CHECK_EQ(b.sim.access_stats().rejected_programs, 0u);
+}
+
+// A staging buffer too small to hold one program unit is refused before
+// anything changes; so are a missing one and one overlapping the input.
+TEST(TooSmallStagingIsRefused) {
+  SimBox b(Resized(Stm32h757InternalFlash(), 256 * 1024));  // program size 32
+  CHECK_OK(b.sim.Init());
+  SyncEraseQueue q(b.sim);
+  Tables tb(2, 2, 64);
+  SpillConfig cfg;
+  cfg.region_size = 256 * 1024;
+  SpillManager m(b.sim, q, cfg, tb.memory());
+  CHECK_OK(m.Init());
+  Rng rng(18);
+  std::vector<uint8_t> t = Activation(5000, 500, rng), out(t.size());
+  CHECK_OK(m.Spill(0, t.data(), t.size(), 1, tb.span()));
+  const SpillStats before = m.stats();
+  const uint64_t head = m.head();
+  uint8_t small[31];
+  CHECK_STATUS(m.Spill(0, t.data(), t.size(), 1, ByteSpan{small, sizeof(small)}),
+               Status::kBufferTooSmall);
+  CHECK_STATUS(m.Spill(1, t.data(), t.size(), 1, ByteSpan{nullptr, 64}),
+               Status::kInvalidArgument);
+  CHECK_STATUS(m.Spill(1, t.data(), t.size(), 1, ByteSpan{t.data() + 100, 64}),
+               Status::kInvalidArgument);
+  // Nothing changed: slot 0 still holds its tensor, nothing was programmed.
+  CHECK_EQ(m.head(), head);
+  CHECK_EQ(m.stats().spills, before.spills);
+  CHECK_EQ(m.stats().bytes_programmed, before.bytes_programmed);
+  CHECK(m.slot(0)->live);
+  CHECK(!m.slot(1)->live);
+  CHECK_OK(m.Fetch(0, out.data(), out.size()));
+  CHECK(out == t);
+  // Exactly one program unit is enough.
+  CHECK_OK(m.Spill(1, t.data(), t.size(), 1, ByteSpan{tb.staging.data(), 32}));
+  CHECK_OK(m.Fetch(1, out.data(), out.size()));
+  CHECK(out == t);
 }
 
 TEST(InvalidConfigRejected) {
@@ -247,7 +335,8 @@ TEST(InvalidConfigRejected) {
   SpillManager m4(b.sim, q, cfg, small.memory());
   CHECK_STATUS(m4.Init(), Status::kInvalidArgument);
   SpillManager m5(b.sim, q, cfg, tb.memory());
-  CHECK_STATUS(m5.Spill(0, "abcd", 4, 1), Status::kInvalidArgument);  // not initialised
+  // Not initialised.
+  CHECK_STATUS(m5.Spill(0, "abcd", 4, 1, tb.span()), Status::kInvalidArgument);
 }
 
 // Paper section 5.2 in the model: erases overlapping compute are hidden.
@@ -275,7 +364,7 @@ TEST(AsyncEraseHidesEraseTime) {
     const uint64_t start = clock.now_ns;
     const uint64_t wait0 = clock.erase_wait_ns;
     for (int inf = 0; inf < 20; ++inf) {
-      CHECK_OK(m.Spill(0, t.data(), t.size(), 1));
+      CHECK_OK(m.Spill(0, t.data(), t.size(), 1, tb.span()));
       clock.Advance(200 * 1000000ull);  // 200 ms of layers in the cold range
       CHECK_OK(m.Fetch(0, out.data(), out.size()));
       CHECK(out == t);

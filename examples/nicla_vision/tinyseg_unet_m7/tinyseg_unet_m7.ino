@@ -14,6 +14,10 @@
 #include "tinyseg_config.h"
 
 #include <Arduino.h>
+// The Mbed core's Arduino.h (which the IDE also puts before line 1) defines
+// abs() as a one-argument macro; TFLM's headers call std::abs, which that
+// macro breaks. Nothing below needs the macro.
+#undef abs
 #include <RPC.h>
 #include <TensorFlowLite.h>
 
@@ -50,7 +54,9 @@ alignas(16) uint8_t tensor_arena[kArenaBytes];
 // ------------------------------------------------------------------ storage
 constexpr uint32_t kSpillSlots = 4;
 tinyseg::SpillSlot spill_slots[kSpillSlots];
-alignas(8) uint8_t spill_staging[512];  // multiple of every program size used here
+// No staging buffer here: the Spill kernel stages the encoded stream through
+// its own arena scratch (SpillManager::Spill's `staging` argument), and every
+// storage below reads bytes (read_size 1), so no read bounce either.
 
 #if TINYSEG_STORAGE == TINYSEG_STORAGE_INTERNAL
 constexpr uint32_t kSectors = tinyseg_nicla::kInternalRegionSize / tinyseg_nicla::kInternalSector;
@@ -165,6 +171,9 @@ bool SetUpStorage() {
   auto* ring = new (ring_queue_mem)
       tinyseg::RingEraseQueue(tinyseg_nicla::SharedEraseRing(), platform, *locked);
   ring->Init();  // before the M4 boots and attaches
+  // SRAM4 is still cacheable here: push the ring out to memory before
+  // RPC.begin() remaps it (and boots the M4); nothing touches it in between.
+  tinyseg_nicla::WriteBackSharedEraseRing();
   erase_queue = ring;
   // RPC.begin() boots the M4 (sketch tinyseg_erase_m4) and maps SRAM4,
   // where the ring lives, non-cacheable on the M7.
@@ -182,8 +191,6 @@ bool SetUpStorage() {
   mem.num_slots = kSpillSlots;
   mem.sectors = spill_sectors;
   mem.num_sectors = kSectors;
-  mem.staging = spill_staging;
-  mem.staging_bytes = sizeof(spill_staging);
   spill = new (spill_mem) tinyseg::SpillManager(*device, *erase_queue, cfg, mem);
   if (!tinyseg::Ok(s = spill->Init())) return Fail("spill manager", s);
   return true;

@@ -18,6 +18,9 @@ EraseRingEntry& EntryFor(EraseRingShared& r, EraseTicket t) {
 
 Status RingEraseQueue::Init() {
   ring_.magic.store(0, kRlx);
+  // Shared RAM keeps its contents across a reset of the main core: a stale stamp
+  // would let WaitForWorker pass before the worker has seen this ring.
+  ring_.worker_state.store(0, kRlx);
   ring_.submitted.store(0, kRlx);
   ring_.completed.store(0, kRlx);
   ring_.erasing_bank.store(0, kRlx);
@@ -94,6 +97,8 @@ bool RingEraseWorker::Attach() {
 
 bool RingEraseWorker::Poll() {
   if (ring_.magic.load(kAcq) != kEraseRingMagic) return false;
+  // Re-stamp after the main core re-initialised the ring under a running worker.
+  if (ring_.worker_state.load(kRlx) != kEraseWorkerAlive) ring_.worker_state.store(kEraseWorkerAlive, kRel);
   const uint32_t done = ring_.completed.load(kRlx);  // we are its only writer
   if (ring_.submitted.load(kAcq) == done) return false;
   const EraseTicket t = done + 1;

@@ -5,19 +5,22 @@
 
 namespace tinyseg {
 
-// Codec sink that stages bytes and programs them at the ring write position.
+// Codec sink that fills the caller's staging buffer and programs it at the
+// ring write position whenever it is full (`buf` bytes: a multiple of the
+// program size).
 class SpillSink final : public ByteSink {
  public:
-  SpillSink(SpillManager& m, uint64_t start) : m_(m), pos_(start) {}
+  SpillSink(SpillManager& m, uint64_t start, uint8_t* buf, size_t bytes)
+      : m_(m), pos_(start), buf_(buf), cap_(bytes) {}
   Status Write(const uint8_t* data, size_t len) override {
     while (len > 0) {
-      const size_t room = m_.mem_.staging_bytes - fill_;
+      const size_t room = cap_ - fill_;
       const size_t n = len < room ? len : room;
-      std::memcpy(m_.mem_.staging + fill_, data, n);
+      std::memcpy(buf_ + fill_, data, n);
       fill_ += n;
       data += n;
       len -= n;
-      if (fill_ == m_.mem_.staging_bytes) TINYSEG_RETURN_IF_ERROR(Flush(fill_));
+      if (fill_ == cap_) TINYSEG_RETURN_IF_ERROR(Flush(fill_));
     }
     return Status::kOk;
   }
@@ -26,14 +29,14 @@ class SpillSink final : public ByteSink {
     if (fill_ == 0) return Status::kOk;
     const size_t ps = m_.program_size_;
     const size_t padded = (fill_ + ps - 1) / ps * ps;
-    std::memset(m_.mem_.staging + fill_, m_.dev_.erased_value(), padded - fill_);
+    std::memset(buf_ + fill_, m_.dev_.erased_value(), padded - fill_);
     return Flush(padded);
   }
   uint64_t programmed() const { return programmed_; }
 
  private:
   Status Flush(size_t n) {
-    const Status s = m_.ProgramRing(pos_, m_.mem_.staging, n);
+    const Status s = m_.ProgramRing(pos_, buf_, n);
     if (Ok(s)) {
       pos_ = (pos_ + n) % m_.cfg_.region_size;
       programmed_ += n;
@@ -44,6 +47,8 @@ class SpillSink final : public ByteSink {
 
   SpillManager& m_;
   uint64_t pos_;
+  uint8_t* buf_;
+  size_t cap_;
   size_t fill_ = 0;
   uint64_t programmed_ = 0;
 };
@@ -98,12 +103,12 @@ Status SpillManager::Init() {
   if (cfg_.region_size > 0xFFFFFFFFull) return Status::kInvalidArgument;
   nsec_ = static_cast<size_t>(cfg_.region_size / g.erase_size);
   if (mem_.slots == nullptr || mem_.num_slots == 0 || mem_.sectors == nullptr ||
-      mem_.num_sectors < nsec_ || mem_.staging == nullptr) {
+      mem_.num_sectors < nsec_) {
     return Status::kInvalidArgument;
   }
-  if (mem_.staging_bytes < g.program_size || mem_.staging_bytes % g.program_size != 0 ||
-      mem_.staging_bytes % g.read_size != 0) {
-    return Status::kInvalidArgument;
+  if (g.read_size > 1) {
+    if (mem_.read_bounce == nullptr) return Status::kInvalidArgument;
+    if (mem_.read_bounce_bytes < g.read_size) return Status::kBufferTooSmall;
   }
   if (cfg_.codec_block_bytes == 0 || cfg_.codec_block_bytes % 4 != 0 ||
       cfg_.codec_block_bytes > kMaxBlockBytes) {
@@ -214,28 +219,31 @@ Status SpillManager::ProgramRing(uint64_t ring_off, const uint8_t* data, size_t 
   return Status::kOk;
 }
 
+// Whole read units (or any length when read_size is 1) straight into dst.
+Status SpillManager::ReadUnits(uint64_t addr, uint8_t* dst, size_t len) {
+  TINYSEG_RETURN_IF_ERROR(eq_.AwaitBankIdle(addr, len));
+  TINYSEG_RETURN_IF_ERROR(dev_.Read(addr, dst, len));
+  if (clock_) clock_->Advance(dev_.ModelledNs(Op::kRead, addr, len));
+  stats_.bytes_read += len;
+  return Status::kOk;
+}
+
+// Any byte range: the aligned middle goes straight into dst; a partial read
+// unit at either end is read whole into the read bounce and copied from there.
 Status SpillManager::DeviceRead(uint64_t addr, uint8_t* dst, size_t len) {
   const uint32_t rs = dev_.geometry().read_size;
-  if (rs <= 1 || (addr % rs == 0 && len % rs == 0)) {
-    TINYSEG_RETURN_IF_ERROR(eq_.AwaitBankIdle(addr, len));
-    TINYSEG_RETURN_IF_ERROR(dev_.Read(addr, dst, len));
-    if (clock_) clock_->Advance(dev_.ModelledNs(Op::kRead, addr, len));
-    stats_.bytes_read += len;
-    return Status::kOk;
-  }
-  // Unaligned on a device with read_size > 1: bounce through staging.
+  if (rs <= 1) return len == 0 ? Status::kOk : ReadUnits(addr, dst, len);
   while (len > 0) {
-    const uint64_t base = addr - addr % rs;
-    const size_t skip = static_cast<size_t>(addr - base);
-    size_t span = skip + len;
-    span = (span + rs - 1) / rs * rs;
-    if (span > mem_.staging_bytes) span = mem_.staging_bytes;
-    TINYSEG_RETURN_IF_ERROR(eq_.AwaitBankIdle(base, span));
-    TINYSEG_RETURN_IF_ERROR(dev_.Read(base, mem_.staging, span));
-    if (clock_) clock_->Advance(dev_.ModelledNs(Op::kRead, base, span));
-    stats_.bytes_read += span;
-    const size_t take = span - skip < len ? span - skip : len;
-    std::memcpy(dst, mem_.staging + skip, take);
+    const size_t skip = static_cast<size_t>(addr % rs);
+    size_t take;
+    if (skip == 0 && len >= rs) {
+      take = len - len % rs;
+      TINYSEG_RETURN_IF_ERROR(ReadUnits(addr, dst, take));
+    } else {
+      TINYSEG_RETURN_IF_ERROR(ReadUnits(addr - skip, mem_.read_bounce, rs));
+      take = rs - skip < len ? rs - skip : len;
+      std::memcpy(dst, mem_.read_bounce + skip, take);
+    }
     dst += take;
     addr += take;
     len -= take;
@@ -256,9 +264,16 @@ Status SpillManager::ReadRing(uint64_t ring_off, uint8_t* dst, size_t len) {
 }
 
 Status SpillManager::Spill(uint32_t slot, const void* data, size_t size,
-                           uint32_t elem_size) {
-  if (!ready_ || slot >= mem_.num_slots || (data == nullptr && size != 0)) {
+                           uint32_t elem_size, ByteSpan staging) {
+  if (!ready_ || slot >= mem_.num_slots || (data == nullptr && size != 0) ||
+      staging.data == nullptr) {
     return Status::kInvalidArgument;
+  }
+  if (staging.size < MinStagingBytes()) return Status::kBufferTooSmall;
+  const uintptr_t s0 = reinterpret_cast<uintptr_t>(staging.data);
+  const uintptr_t d0 = reinterpret_cast<uintptr_t>(data);
+  if (size != 0 && s0 < d0 + size && d0 < s0 + staging.size) {
+    return Status::kInvalidArgument;  // the sink would overwrite unread input
   }
   const CodecParams params{elem_size, cfg_.codec_block_bytes};
   const uint8_t* bytes = static_cast<const uint8_t*>(data);
@@ -287,7 +302,8 @@ Status SpillManager::Spill(uint32_t slot, const void* data, size_t size,
     }
   }
 
-  SpillSink sink(*this, head_);
+  SpillSink sink(*this, head_, staging.data,
+                 staging.size - staging.size % program_size_);
   Status s = Encode(bytes, size, params, sink, nullptr);
   if (Ok(s)) s = sink.Finish();
   // Keep the invariant "bytes after the head are erased" even on failure.

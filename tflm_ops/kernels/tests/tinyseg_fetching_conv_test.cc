@@ -26,6 +26,13 @@ using tinyseg_testing::Random;
 constexpr int kH = 9, kW = 7, kCa = 3, kCb = 2, kCin = kCa + kCb, kCout = 4, kK = 3;
 constexpr int kSlot = 6;
 
+// Spills as the Spill kernel would, through a staging buffer of block + 8.
+::tinyseg::Status SpillDirect(::tinyseg::Runtime& rt, uint32_t slot, const void* data,
+                              size_t bytes, uint32_t elem_size) {
+  return rt.spill->Spill(slot, data, bytes, elem_size,
+                         tinyseg_testing::Storage().Staging());
+}
+
 struct Case {
   const char* padding;
   int stride;
@@ -150,7 +157,7 @@ bool QuantizedCaseMatches(const Case& c, uint32_t seed, int zero_point) {
                         CreateQuantizedTensor(want, out_shape, out_scale, zero_point / 2)};
   if (RunConv(ref, c) != kTfLiteOk) return false;
 
-  if (!::tinyseg::Ok(rt.spill->Spill(kSlot, b, sizeof(b), sizeof(T)))) return false;
+  if (!::tinyseg::Ok(SpillDirect(rt, kSlot, b, sizeof(b), sizeof(T)))) return false;
   std::memset(got, 0x5a, sizeof(got));
   TfLiteTensor fused[] = {CreateQuantizedTensor(a, IntArrayFromInts(a_dims), in_scale, zero_point),
                           filter_t, bias_t,
@@ -191,11 +198,11 @@ bool FloatCaseMatches(const Case& c, uint32_t seed, bool all_fetched) {
                         CreateTensor(want, out_shape)};
   if (RunConv(ref, c) != kTfLiteOk) return false;
 
-  if (!::tinyseg::Ok(rt.spill->Spill(kSlot, b, sizeof(b), 4))) return false;
+  if (!::tinyseg::Ok(SpillDirect(rt, kSlot, b, sizeof(b), 4))) return false;
   std::memset(got, 0, sizeof(got));
   TfLiteStatus s;
   if (all_fetched) {
-    if (!::tinyseg::Ok(rt.spill->Spill(kSlot + 1, a, sizeof(a), 4))) return false;
+    if (!::tinyseg::Ok(SpillDirect(rt, kSlot + 1, a, sizeof(a), 4))) return false;
     TfLiteTensor fused[] = {filter_t, bias_t, CreateTensor(got, out_shape)};
     const int a_pos = 1 - c.fetched_position;
     s = RunFetchingConv(rt, fused, 0,
@@ -280,7 +287,7 @@ TF_LITE_MICRO_TEST(QuantizedWithoutInRamOperandIsRejected) {
   float f_scales[] = {kCout, 0.01f, 0.01f, 0.01f, 0.01f};
   static int f_zps[] = {kCout, 0, 0, 0, 0};
   TfLiteAffineQuantization f_quant;
-  TF_LITE_MICRO_EXPECT(::tinyseg::Ok(rt.spill->Spill(kSlot, b, sizeof(b), 1)));
+  TF_LITE_MICRO_EXPECT(::tinyseg::Ok(SpillDirect(rt, kSlot, b, sizeof(b), 1)));
   TfLiteTensor tensors[] = {
       CreatePerChannelQuantizedTensor(filter, IntArrayFromInts(f_dims),
                                       FloatArrayFromFloats(f_scales),

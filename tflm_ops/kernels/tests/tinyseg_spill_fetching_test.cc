@@ -20,9 +20,10 @@ using tinyseg_testing::AsChars;
 using tinyseg_testing::FetchedSpec;
 using tinyseg_testing::Random;
 
-// Runs Spill on `victim` (slot `slot`); returns the kernel's status.
+// Runs Spill on `victim` (slot `slot`); returns the kernel's status and, if
+// `scratch` is given, the arena scratch buffer the kernel requested.
 TfLiteStatus RunSpill(::tinyseg::Runtime* rt, TfLiteTensor victim,
-                      const std::vector<uint8_t>& options) {
+                      const std::vector<uint8_t>& options, uint8_t** scratch = nullptr) {
   TfLiteTensor tensors[] = {victim};
   int inputs_data[] = {1, 0};
   int outputs_data[] = {0};
@@ -31,7 +32,11 @@ TfLiteStatus RunSpill(::tinyseg::Runtime* rt, TfLiteTensor victim,
                              IntArrayFromInts(outputs_data), nullptr);
   if (rt != nullptr) runner.GetFakeMicroContext()->set_external_context(rt);
   TF_LITE_ENSURE_STATUS(runner.InitAndPrepare(AsChars(options), options.size()));
-  return runner.Invoke();
+  const TfLiteStatus status = runner.Invoke();
+  if (scratch != nullptr) {
+    *scratch = static_cast<uint8_t*>(runner.GetFakeMicroContext()->GetScratchBuffer(0));
+  }
+  return status;
 }
 
 // Runs Fetching with `in_ram` inputs (tensors[0..n-1]) into tensors[n].
@@ -196,6 +201,59 @@ TF_LITE_MICRO_TEST(SpillVerifiesReadBack) {
   TfLiteTensor t = CreateQuantizedTensor(victim, IntArrayFromInts(dims), 1.0f, 0);
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunSpill(&rt, t, tflite::tinyseg_testing::SpillOptions(4)));
   TF_LITE_MICRO_EXPECT(rt.stats.fetched_bytes == 0);  // verification is not counted
+}
+
+// The Spill kernel's arena scratch is the staging buffer: every programmed
+// byte comes from it, a block at a time (flash words of 32 bytes: 1024 of
+// its 1032 bytes are used), and the slot restores exactly.
+TF_LITE_MICRO_TEST(SpillStagesThroughArenaScratch) {
+  using namespace tflite::testing;
+  tflite::tinyseg_testing::RamStorage& storage = tflite::tinyseg_testing::WordStorage();
+  ::tinyseg::Runtime& rt = storage.Reset();
+  static int8_t victim[1 * 20 * 16 * 8], restored[sizeof(victim)];
+  Random rng(13);
+  rng.Fill<int8_t>(victim, sizeof(victim), -128, 127, 20, 0);
+  int dims[] = {4, 1, 20, 16, 8};
+  TfLiteIntArray* shape = IntArrayFromInts(dims);
+  uint8_t* scratch = nullptr;
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk,
+                          RunSpill(&rt, CreateQuantizedTensor(victim, shape, 0.1f, 0),
+                                   tflite::tinyseg_testing::SpillOptions(2), &scratch));
+  TF_LITE_MICRO_EXPECT(scratch != nullptr);
+  TF_LITE_MICRO_EXPECT(storage.device().AllFrom(scratch, 1024 + 8));
+  TF_LITE_MICRO_EXPECT_EQ(1024u, static_cast<unsigned>(storage.device().longest()));
+  TfLiteTensor tensors[] = {CreateQuantizedTensor(restored, shape, 0.1f, 0)};
+  TF_LITE_MICRO_EXPECT_EQ(
+      kTfLiteOk, RunFetching(&rt, tensors, 0,
+                             tflite::tinyseg_testing::FetchingOptions(
+                                 0, 1, {FetchedSpec{0, 2, {1, 20, 16, 8}}})));
+  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(victim, restored, sizeof(victim)));
+}
+
+// A `block` whose staging (block + 8) cannot hold one program unit of the
+// device is an error at Eval, and the slot stays empty; one unit is enough.
+TF_LITE_MICRO_TEST(SpillRefusesStagingSmallerThanProgramUnit) {
+  using namespace tflite::testing;
+  ::tinyseg::Runtime& rt = tflite::tinyseg_testing::WordStorage().Reset();
+  static int8_t victim[600], restored[600];
+  Random rng(17);
+  rng.Fill<int8_t>(victim, sizeof(victim), -128, 127, 50, 0);
+  int dims[] = {2, 20, 30};
+  TfLiteIntArray* shape = IntArrayFromInts(dims);
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError,
+                          RunSpill(&rt, CreateQuantizedTensor(victim, shape, 1.0f, 0),
+                                   tflite::tinyseg_testing::SpillOptions(1, 8)));  // 16 < 32
+  TF_LITE_MICRO_EXPECT(!rt.spill->slot(1)->live);
+  TF_LITE_MICRO_EXPECT_EQ(0u, static_cast<unsigned>(rt.stats.spills));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk,
+                          RunSpill(&rt, CreateQuantizedTensor(victim, shape, 1.0f, 0),
+                                   tflite::tinyseg_testing::SpillOptions(1, 24)));  // 32
+  TfLiteTensor tensors[] = {CreateQuantizedTensor(restored, shape, 1.0f, 0)};
+  TF_LITE_MICRO_EXPECT_EQ(
+      kTfLiteOk, RunFetching(&rt, tensors, 0,
+                             tflite::tinyseg_testing::FetchingOptions(
+                                 0, 1, {FetchedSpec{0, 1, {20, 30}}})));
+  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(victim, restored, sizeof(victim)));
 }
 
 // What goes wrong is reported, not executed.

@@ -1,6 +1,7 @@
 // Test support for the TinySeg kernel tests: a RAM-backed SpillManager behind
-// a tinyseg::Runtime, FlexBuffers options as the optimizer writes them, and a
-// small deterministic random generator.
+// a tinyseg::Runtime (its device records where programmed bytes come from),
+// FlexBuffers options as the optimizer writes them, and a small deterministic
+// random generator.
 #ifndef TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TESTS_TINYSEG_TEST_SUPPORT_H_
 #define TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TESTS_TINYSEG_TEST_SUPPORT_H_
 
@@ -12,40 +13,51 @@
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_runtime.h"
 #include "tinyseg/block_device.h"
 #include "tinyseg/erase_queue.h"
+#include "tinyseg/source_recording_device.h"
 #include "tinyseg/spill_manager.h"
 
 namespace tflite {
 namespace tinyseg_testing {
 
-// 256 KB of RAM as spill storage: 64 sectors of 4 KB, 16 slots.
+using RecordingDevice = ::tinyseg::SourceRecordingDevice;
+
+// 256 KB of RAM as spill storage: 64 sectors of 4 KB, 16 slots, programmed
+// in units of `program_size` bytes.
 class RamStorage {
  public:
   static constexpr size_t kBytes = 256 * 1024;
   static constexpr uint32_t kSector = 4096;
   static constexpr size_t kSlots = 16;
+  // What a Spill kernel with the default block (1024) gets from the arena.
+  static constexpr size_t kStagingBytes = 1024 + 8;
 
-  RamStorage()
-      : device_(Geom(), memory_),
+  explicit RamStorage(uint32_t program_size = 1)
+      : ram_(Geom(program_size), memory_),
+        device_(ram_),
         erase_queue_(device_),
         manager_(device_, erase_queue_, Config(), Memory()) {}
 
   // Fresh storage and runtime (call at the start of every test).
   ::tinyseg::Runtime& Reset() {
-    device_.Init();
+    ram_.Init();
     manager_.Init();
+    device_.Forget();
     runtime_ = ::tinyseg::Runtime();
     runtime_.spill = &manager_;
     return runtime_;
   }
   ::tinyseg::SpillManager& manager() { return manager_; }
+  RecordingDevice& device() { return device_; }
   // The runtime of the last Reset (its stats survive until the next one).
   ::tinyseg::Runtime& runtime() { return runtime_; }
+  // A staging buffer for tests that call SpillManager::Spill themselves.
+  ::tinyseg::ByteSpan Staging() { return ::tinyseg::ByteSpan{staging_, sizeof(staging_)}; }
 
  private:
-  static ::tinyseg::Geometry Geom() {
+  static ::tinyseg::Geometry Geom(uint32_t program_size) {
     ::tinyseg::Geometry g;
     g.read_size = 1;
-    g.program_size = 1;
+    g.program_size = program_size;
     g.erase_size = kSector;
     g.total_size = kBytes;
     return g;
@@ -62,17 +74,16 @@ class RamStorage {
     m.slots = slots_;
     m.num_slots = kSlots;
     m.sectors = sectors_;
-    m.num_sectors = kBytes / kSector;
-    m.staging = staging_;
-    m.staging_bytes = sizeof(staging_);
+    m.num_sectors = kBytes / kSector;  // read_size 1: no read bounce
     return m;
   }
 
   uint8_t memory_[kBytes];
   ::tinyseg::SpillSlot slots_[kSlots];
   ::tinyseg::SectorInfo sectors_[kBytes / kSector];
-  uint8_t staging_[256];
-  ::tinyseg::RamBlockDevice device_;
+  uint8_t staging_[kStagingBytes];
+  ::tinyseg::RamBlockDevice ram_;
+  RecordingDevice device_;
   ::tinyseg::SyncEraseQueue erase_queue_;
   ::tinyseg::SpillManager manager_;
   ::tinyseg::Runtime runtime_;
@@ -80,6 +91,12 @@ class RamStorage {
 
 inline RamStorage& Storage() {
   static RamStorage storage;  // 256 KB: too large for the stack
+  return storage;
+}
+
+// Storage programmed in 32-byte words, as the STM32H7's internal flash.
+inline RamStorage& WordStorage() {
+  static RamStorage storage(32);
   return storage;
 }
 

@@ -34,6 +34,15 @@ inline tinyseg::EraseRingShared& SharedEraseRing() {
   return *reinterpret_cast<tinyseg::EraseRingShared*>(static_cast<uintptr_t>(kEraseRingAddr));
 }
 
+// M7 only (no-op on the M4): call after RingEraseQueue::Init() and before
+// RPC.begin(), without touching the ring in between. Until RPC.begin() maps
+// SRAM4 non-cacheable, the M7's stores to the ring sit in its write-back
+// D-cache, and RPC.begin() changes the MPU attributes without cache
+// maintenance: the M4 it then boots would not see the initialised ring, and
+// the dirty lines could later be evicted over words the M4 has written. This
+// writes the ring's lines back to SRAM4 and drops them from the cache.
+void WriteBackSharedEraseRing();
+
 }  // namespace tinyseg_nicla
 
 #endif  // TINYSEG_TARGETS_NICLA_VISION_HSEM_RING_PLATFORM_H_

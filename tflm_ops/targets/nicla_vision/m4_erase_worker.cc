@@ -1,7 +1,11 @@
 // Cortex-M4 erase worker loop (see the header).
 #include "m4_erase_worker.h"
 
-#include "mbed.h"  // __WFE, rtos::ThisThread
+#include <chrono>
+
+// Mbed's own headers, not the Arduino "mbed.h" wrapper (see hsem_ring_platform.cc).
+#include "cmsis.h"            // __WFE
+#include "rtos/ThisThread.h"  // rtos::ThisThread::sleep_for
 
 namespace tinyseg_nicla {
 

@@ -10,10 +10,13 @@
 // pre-erased after every spill and release, and the spill path waits only
 // when it must program a sector whose erase has not finished.
 //
-// Spill() streams the codec output through a caller-provided staging buffer
-// to the device; FetchRange() decodes only the codec blocks covering the
-// requested bytes, reading the device directly. No heap: every table is
-// caller memory (SpillMemory).
+// Spill() streams the codec output to the device through a staging buffer the
+// caller passes with each call (in TFLM: the Spill kernel's arena scratch, so
+// the bytes the memory planner counts are the bytes used). FetchRange()
+// decodes only the codec blocks covering the requested bytes, reading the
+// device straight into the destination. No heap: what the manager keeps
+// between calls is caller memory of fixed size (SpillMemory: the slot and
+// sector tables, plus a read_size bounce on devices with read_size > 1).
 #ifndef TINYSEG_SPILL_MANAGER_H_
 #define TINYSEG_SPILL_MANAGER_H_
 
@@ -56,13 +59,23 @@ struct SpillConfig {
   bool assume_erased = false;     // region known erased at Init
 };
 
+// A caller buffer lent to the manager for the duration of one call.
+struct ByteSpan {
+  uint8_t* data = nullptr;
+  size_t size = 0;
+};
+
+// What the manager keeps between calls (all caller memory, fixed size).
 struct SpillMemory {
   SpillSlot* slots = nullptr;
   size_t num_slots = 0;
   SectorInfo* sectors = nullptr;  // region_size / erase_size entries
   size_t num_sectors = 0;
-  uint8_t* staging = nullptr;     // multiple of program_size and read_size
-  size_t staging_bytes = 0;
+  // One device read unit, for reads that do not start or end on a read_size
+  // boundary: at least read_size bytes. Only needed (and only checked) when
+  // the device's read_size is > 1; NOR flash with read_size 1 needs none.
+  uint8_t* read_bounce = nullptr;
+  size_t read_bounce_bytes = 0;
 };
 
 struct SpillStats {
@@ -111,11 +124,20 @@ class SpillManager {
   Status Init();
 
   // Compresses data[0, size) and appends it to the ring under `slot`
-  // (replacing that slot's previous data).
-  Status Spill(uint32_t slot, const void* data, size_t size, uint32_t elem_size);
+  // (replacing that slot's previous data). The encoded stream reaches the
+  // device through `staging`: at least MinStagingBytes() bytes (else
+  // kBufferTooSmall, nothing changed), not overlapping data (else
+  // kInvalidArgument); only its first whole multiple of the program size is
+  // used. The manager does not keep it after the call.
+  Status Spill(uint32_t slot, const void* data, size_t size, uint32_t elem_size,
+               ByteSpan staging);
+
+  // Smallest staging buffer Spill accepts: one program unit (valid after Init).
+  size_t MinStagingBytes() const { return program_size_; }
 
   // Decodes original bytes [offset, offset + length) of `slot` into dst,
-  // reading only the codec blocks that cover them.
+  // reading only the codec blocks that cover them. No buffer besides dst
+  // (and the read bounce of SpillMemory on read_size > 1 devices).
   Status FetchRange(uint32_t slot, size_t offset, size_t length, void* dst);
   Status Fetch(uint32_t slot, void* dst, size_t capacity);
 
@@ -149,6 +171,7 @@ class SpillManager {
   Status ProgramRing(uint64_t ring_off, const uint8_t* data, size_t len);
   Status ReadRing(uint64_t ring_off, uint8_t* dst, size_t len);
   Status DeviceRead(uint64_t addr, uint8_t* dst, size_t len);
+  Status ReadUnits(uint64_t addr, uint8_t* dst, size_t len);
 
   BlockDevice& dev_;
   EraseQueue& eq_;
