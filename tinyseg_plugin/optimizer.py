@@ -8,7 +8,7 @@ from typing import Callable
 from . import customops
 from .coldrange import ColdRange, cold_ranges
 from .graph import Graph
-from .passes.distribute import concat_operand, split_elementwise, splittable
+from .passes.distribute import concat_operand, split_elementwise
 from .passes.fuse import fuse_concat, fuse_conv
 from .passes.layout import improve_layout
 from .passes.reorder import reorder
@@ -71,14 +71,19 @@ def _plan(g: Graph, o: Options) -> Plan:
     return plan_graph(g, o.kernels, o.arch)
 
 
+def _peak_scopes(plan: Plan) -> list[int]:
+    """Scopes where the arena's top reaches the head."""
+    return [s for s in range(plan.scopes + 1)
+            if max((b.offset + b.size for b in plan.live_at(s)), default=0) == plan.head]
+
+
 def _candidates(g: Graph, plan: Plan) -> list[ColdRange]:
     """Cold ranges of tensors live where the arena reaches its head, each the idle range that spans
-    such a scope (a tensor read several times has several), longest first (Algorithm 3's order)."""
+    such a scope (a tensor read several times has several): the most crowded such scope first, then
+    the longest range (Algorithm 3's order)."""
     crs = cold_ranges(g)
-    peak_scopes = [s for s in range(plan.scopes + 1)
-                   if max((b.offset + b.size for b in plan.live_at(s)), default=0) == plan.head]
     found: dict[tuple[int, int, int], tuple[int, int]] = {}  # (tensor, start, end) -> (live bytes, size)
-    for s in peak_scopes:
+    for s in _peak_scopes(plan):
         live = plan.live_at(s)
         load = sum(b.size for b in live)
         for b in live:
@@ -149,11 +154,11 @@ def _score(g: Graph, plan: Plan, o: Options, beat: int) -> int:
 
 
 def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Found | None:
-    """Algorithm 3: spill the first candidate (longest cold range first) that lowers the peak."""
+    """Algorithm 3: spill the first candidate (in ``_candidates``' order) that lowers the peak."""
+    need = score - o.target if o.target is not None else None
     for cr in _candidates(g, plan)[:MAX_CANDIDATES]:
         t = cr.tensor
         size = g.tensors[t].nbytes
-        need = score - o.target if o.target is not None else None
         plans = [SpillPlan(t, cr.start, cr.end)]
         if o.partial and need is not None and size > need:
             part = partial_plan(g, t, cr, need)
@@ -185,20 +190,16 @@ def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Fou
 def _split_then_spill(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Found | None:
     """When no spill lowers the peak, split an elementwise operator over a concatenation that runs at
     the peak (passes/distribute.py) and keep the split only if a spill then lowers the peak."""
-    peak_ops = [s - 1 for s in range(1, plan.scopes + 1)
-                if max((b.offset + b.size for b in plan.live_at(s)), default=0) == plan.head]
-    for i in peak_ops:
-        if i >= len(g.operators) or not splittable(g, i):
-            continue
+    for i in (s - 1 for s in _peak_scopes(plan) if 0 < s <= len(g.operators)):
         g2 = split_elementwise(g, i)
         if g2 is None:
             continue
-        found = _spill_step(g2, _plan(g2, o), score, o, slot)
+        p1 = _plan(g2, o)
+        found = _spill_step(g2, p1, score, o, slot)
         if found is None:
             continue
         op = g.operators[i]
         parts = len(g.operators[concat_operand(g, i)[1]].inputs)
-        p1 = _plan(g2, o)
         split = Step("operator splitting", f"op {i} {op.opcode} over CONCATENATION split into {parts} slices", p1.head, p1.total)
         return _Found(found.graph, found.plan, found.score, [split] + found.steps, found.spill)
     return None

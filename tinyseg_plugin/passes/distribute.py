@@ -31,11 +31,13 @@ def concat_operand(graph: Graph, op_index: int) -> tuple[int, int] | None:
     """(input position, CONCATENATION operator index) of the operand to split, or None."""
     op = graph.operators[op_index]
     out = graph.tensors[op.outputs[0]]
-    if len(op.inputs) != 2 or any(graph.tensors[t].shape != out.shape for t in op.inputs):
+    if len(op.inputs) != 2 or op.inputs[0] == op.inputs[1]:
+        return None
+    if any(graph.tensors[t].shape != out.shape for t in op.inputs):
         return None  # broadcasting: the slices of the other operand would not line up
     for pos, t in enumerate(op.inputs):
         p = graph.producers.get(t)
-        if p is None or op.inputs[0] == op.inputs[1]:
+        if p is None:
             continue
         c = graph.operators[p]
         if c.opcode != "CONCATENATION" or getattr(c.options, "fusedActivationFunction", 0) != 0:
@@ -46,20 +48,25 @@ def concat_operand(graph: Graph, op_index: int) -> tuple[int, int] | None:
     return None
 
 
-def splittable(graph: Graph, op_index: int) -> bool:
-    """Whether ``split_elementwise`` applies to operator ``op_index``."""
+def _split_point(graph: Graph, op_index: int) -> tuple[int, int] | None:
     op = graph.operators[op_index]
     if op.opcode not in ELEMENTWISE or graph.tensors[op.outputs[0]].dtype not in DTYPES:
-        return False
-    return concat_operand(graph, op_index) is not None
+        return None
+    return concat_operand(graph, op_index)
+
+
+def splittable(graph: Graph, op_index: int) -> bool:
+    """Whether ``split_elementwise`` applies to operator ``op_index``."""
+    return _split_point(graph, op_index) is not None
 
 
 def split_elementwise(graph: Graph, op_index: int) -> Graph | None:
     """Split the elementwise operator at ``op_index`` along its concatenated operand's axis."""
-    if not splittable(graph, op_index):
+    found = _split_point(graph, op_index)
+    if found is None:
         return None
     op = graph.operators[op_index]
-    pos, ci = concat_operand(graph, op_index)
+    pos, ci = found
     concat = graph.operators[ci]
     out = graph.tensors[op.outputs[0]]
     rank = len(out.shape)
