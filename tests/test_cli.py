@@ -88,9 +88,9 @@ def test_analyze_outputs(tmp_path: Path, unet_file: Path, capsys) -> None:
                "--plot", str(tmp_path / "p.png")])
     assert rc == 0
     text = capsys.readouterr().out
-    assert "<== peak" in text and "307,200" in text
+    assert "<== head" in text and "307,200" in text
     d = json.loads((tmp_path / "a.json").read_text())
-    assert d["schema"] == "tinyseg.analysis/1" and d["head"] == 307_200 and d["exact"]
+    assert d["schema"] == "tinyseg.analysis/2" and d["head"] == 307_200 and d["exact"]
     assert d["peak"]["live_bytes"] <= d["head"]
     assert {"tensors.csv", "operators.csv", "buffers.csv"} <= {p.name for p in (tmp_path / "csv").iterdir()}
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"

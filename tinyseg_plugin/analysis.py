@@ -12,7 +12,7 @@ from .coldrange import ColdRange, cold_ranges, op_of, scope_of
 from .graph import Graph
 from .planner import Buffer, Plan, plan_graph
 
-SCHEMA = "tinyseg.analysis/1"
+SCHEMA = "tinyseg.analysis/2"  # 2: "target" (the build profile) renamed "arch"
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
         "schema": SCHEMA,
         "model": model_name,
         "kernels": p.kernels,
-        "target": p.target,
+        "arch": p.target,
         "exact": p.exact,
         "unknown_ops": p.unknown_ops,
         "head": p.head,

@@ -16,10 +16,16 @@ EXIT_VERIFY_FAILED = 4  # verify/optimize: outputs differ; nothing written
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line and exit code 2."""
+    """argparse that reports a usage error as one line and exit code 2, and takes no abbreviated option."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # "--targ" must not silently stand for "--target"
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise TinySegError(f"{self.prog}: {message}", EXIT_ERROR)
+        # main() prints "tinyseg: error: "; name the subcommand only ("analyze: ..."), not the program again.
+        sub = self.prog.split(" ", 1)[1] if " " in self.prog else ""
+        raise TinySegError(f"{sub}: {message}" if sub else message, EXIT_ERROR)
 
 
 def _kernels(p: argparse.ArgumentParser) -> None:
@@ -33,7 +39,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_graph, to_dict
     from .graph import build_graph
     from .modelio import load_model, write_atomic
-    from .report import analysis_text, csv_files, write_csv_dir
+    from .report import analysis_text, csv_files, table_width, write_csv_dir
 
     model = load_model(args.model)
     graph = build_graph(model, name=args.model)
@@ -56,7 +62,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         else:
             write_atomic(args.json, (text + "\n").encode())
     if not args.json or args.json != "-":
-        sys.stdout.write(analysis_text(a, args.model))
+        sys.stdout.write(analysis_text(a, args.model, table_width()))
     return EXIT_OK
 
 
@@ -88,8 +94,18 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     out_dir = Path(args.output).resolve().parent
     if not out_dir.is_dir():
         raise TinySegError(f"{args.output}: directory {out_dir} does not exist")
+    if not args.force and Path(args.output).resolve() == Path(args.model).resolve():
+        raise TinySegError(f"-o {args.output} is the input model; choose another file (or --force to replace it)")
     model = load_model(args.model)
     graph = build_graph(model, name=args.model)
+    if args.target is not None:
+        from .optimizer import Result
+        from .planner import plan_graph
+
+        plan = plan_graph(graph, args.kernels, args.arch)
+        if plan.head <= args.target:
+            # Nothing to do: the output is the input, byte for byte; the report says so (no steps).
+            return _write_unchanged(args, Result(graph=graph, plan=plan, original=plan))
     opts = Options(kernels=args.kernels, arch=args.arch, target=args.target, partial=not args.no_partial,
                    fuse=not args.no_fuse, scratch=not args.no_scratch16,
                    split=not args.no_split)
@@ -103,7 +119,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if not verification.identical:
             raise TinySegError(f"verification failed: {verification.detail}; no output written", EXIT_VERIFY_FAILED)
     data = model_to_bytes(result.graph.model)
-    report = report_dict(result, args.model, args.output, verification)
+    report = report_dict(result, args.model, args.output, verification, target_bytes=args.target)
     writes = [lambda: write_atomic(args.output, data)]
     if args.report:
         text = json.dumps(report, indent=1) + "\n"
@@ -124,6 +140,32 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.target is not None and result.plan.head > args.target:
         print(f"tinyseg: target {args.target:,} B not reachable: best head {result.plan.head:,} B (written)", file=sys.stderr)
         return EXIT_TARGET_NOT_REACHED
+    return EXIT_OK
+
+
+def _write_unchanged(args: argparse.Namespace, result) -> int:
+    """--target already met: write the input unchanged (and the report and plot of it), say so, exit 0."""
+    from pathlib import Path
+
+    from .modelio import write_atomic
+    from .optimize_report import report_dict
+
+    data = Path(args.model).read_bytes()
+    writes = [lambda: write_atomic(args.output, data)]
+    if args.report:
+        report = report_dict(result, args.model, args.output, None, target_bytes=args.target, unchanged=True)
+        writes.append(lambda: write_atomic(args.report, (json.dumps(report, indent=1) + "\n").encode()))
+    if args.plot:
+        from .analysis import analyze_graph
+        from .plots import plan_png
+
+        png = plan_png(analyze_graph(result.graph, args.kernels, args.arch, result.plan),
+                       f"{args.output}: head {result.plan.head:,} B ({args.kernels})")
+        writes.append(lambda: write_atomic(args.plot, png))
+    for w in writes:
+        w()
+    print(f"the model already meets --target {args.target:,} B (head {result.plan.head:,} B): "
+          f"wrote it unchanged to {args.output}")
     return EXIT_OK
 
 
@@ -156,7 +198,16 @@ def cmd_remote_host(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="tinyseg", description="TFLM-exact memory analysis and TinySeg optimization of .tflite models")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        __version__ = version("tinyseg-plugin")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        __version__ = "unknown (not installed)"
+    p = _Parser(prog="tinyseg", description="TFLM-exact memory analysis and TinySeg optimization of .tflite models",
+                epilog="Exit codes: 0 done, 2 bad input, 3 --target not reached (best model written), "
+                       "4 verification failed (nothing written). Docs: docs/cli.md")
+    p.add_argument("--version", action="version", version=f"tinyseg {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     a = sub.add_parser("analyze", help="show how TFLM lays the model out in its arena")
@@ -182,12 +233,15 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--runs", type=int, default=3, help="random inputs for verification (default: 3)")
     o.add_argument("--no-verify", action="store_true", help="skip the bit-exact check in TFLM (not recommended)")
     o.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    o.add_argument("--force", action="store_true", help="allow -o to be the input model (replaced only when done)")
     o.set_defaults(func=cmd_optimize)
 
-    v = sub.add_parser("verify", help="check an optimized model computes exactly what the original does")
-    v.add_argument("original")
-    v.add_argument("optimized")
-    v.add_argument("--runs", type=int, default=3)
+    v = sub.add_parser("verify", help="check an optimized model computes exactly what the original does",
+                       description="Run both models in TFLM on the same random inputs; their outputs must be "
+                                   "bit-identical (exit 0), else exit 4.")
+    v.add_argument("original", help="the model before optimization (.tflite)")
+    v.add_argument("optimized", help="the model tinyseg optimize wrote (.tflite)")
+    v.add_argument("--runs", type=int, default=3, help="random inputs to compare on (default: 3)")
     v.set_defaults(func=cmd_verify)
 
     t = sub.add_parser("tflm", help="add TinySeg's kernels to a TFLM checkout")

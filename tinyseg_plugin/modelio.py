@@ -136,6 +136,13 @@ def model_to_bytes(model: "fb.ModelT") -> bytes:
     return bytes(builder.Output())
 
 
+def _umask() -> int:
+    """The process umask (read by setting it, then restoring it at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Write a file so that it is either whole or absent: never half-written."""
     p = Path(path)
@@ -144,6 +151,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         raise TinySegError(f"{p}: directory {parent} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a written file gets what open() would give
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, p)
