@@ -19,7 +19,7 @@ from .planner import Buffer
 HEAD_COLOR = "#d62728"
 SCRATCH_COLOR = "#bbbbbb"
 TINYSEG_COLORS = {SPILL: "#9467bd", FETCHING: "#17becf", FETCHING_CONV_2D: "#2ca02c"}
-LIST_LIMIT = 40  # unlabelled boxes listed beside the plot; the rest are counted
+LIST_LIMIT = 26  # unlabelled boxes listed beside the plot; the rest are counted
 LABEL_PT = 6.5  # label font size, points
 CHAR_W = 0.62  # average character width, in font sizes (DejaVu Sans)
 
@@ -41,13 +41,17 @@ def _layout(scopes: int, head: int) -> Layout:
     return Layout(width, plot_w, 4.3, scopes + 2.0, max(head, 1) / 1024 * 1.08)
 
 
-def fits(b: Buffer, lay: Layout) -> bool:
-    """Whether the box's label fits inside the box at LABEL_PT (with a small margin)."""
+def fits(b: Buffer, lay: Layout) -> int | None:
+    """The rotation (0 or 90 degrees) at which the box's label fits inside the box, or None."""
     w_in = (b.last - b.first + 0.9) / lay.x_span * lay.plot_w_in
     h_in = (b.size / 1024) / lay.y_span * lay.plot_h_in
     text_w = len(b.label) * CHAR_W * LABEL_PT / 72 + 0.04
     text_h = LABEL_PT * 1.25 / 72
-    return w_in >= text_w and h_in >= text_h
+    if w_in >= text_w and h_in >= text_h:
+        return 0
+    if h_in >= text_w and w_in >= text_h:
+        return 90
+    return None
 
 
 def head_scopes(a: Analysis) -> list[int]:
@@ -81,7 +85,7 @@ def plan_png(a: Analysis, title: str = "") -> bytes:
                             left=0.9 / lay.width_in, right=0.99, top=0.94, bottom=0.16)
     ax1 = fig.add_subplot(grid[0, 0])
     ax2 = fig.add_subplot(grid[1, 0], sharex=ax1)
-    side = fig.add_subplot(grid[:, 1])
+    side = fig.add_subplot(grid[0, 1])
     side.axis("off")
 
     # Boxes: one collection for tensors, one (hatched) for scratch: fast even with thousands of buffers.
@@ -94,13 +98,17 @@ def plan_png(a: Analysis, title: str = "") -> bytes:
         else:
             tensors.append(r)
             colors.append(cmap(k % 20))
-        (labelled if fits(b, lay) else small).append(b)
+        angle = fits(b, lay)
+        if angle is None:
+            small.append(b)
+        else:
+            labelled.append((b, angle))
     ax1.add_collection(PatchCollection(tensors, facecolors=colors, edgecolors="black", linewidths=0.4))
     ax1.add_collection(PatchCollection(scratch, facecolors=SCRATCH_COLOR, edgecolors="black", linewidths=0.4,
                                        hatch="///"))
-    for b in labelled:
+    for b, angle in labelled:
         ax1.text((b.first + b.last) / 2, (b.offset + b.size / 2) / 1024, b.label, ha="center", va="center",
-                 fontsize=LABEL_PT, clip_on=True)
+                 fontsize=LABEL_PT, rotation=angle, clip_on=True)
 
     # TinySeg's operators on the timeline: a thin band at their scope, in both panels.
     seen = set()
@@ -164,7 +172,9 @@ def plan_png(a: Analysis, title: str = "") -> bytes:
     if len(small) > LIST_LIMIT:
         lines.append(f"... and {len(small) - LIST_LIMIT} smaller (see --csv)")
     if lines:
-        side.text(0.02, 0.58, "\n".join(lines), fontsize=6, family="monospace", va="top", ha="left",
+        side_h_in = 9.0 * (0.94 - 0.16) * 3 / 5
+        top = 1.0 - (len(legend) + 1.2) * 0.165 / side_h_in  # under the legend
+        side.text(0.02, top, "\n".join(lines), fontsize=6, family="monospace", va="top", ha="left",
                   transform=side.transAxes)
 
     buf = io.BytesIO()
