@@ -35,10 +35,14 @@ class Layout:
     y_span: float  # KiB shown on the y axis
 
 
+SIDE_IN = 3.3  # the column beside the plot: legends and the list of unlabelled boxes
+LEFT_IN = 0.9
+
+
 def _layout(scopes: int, head: int) -> Layout:
-    width = min(max(12.0, 0.16 * scopes + 3.0), 60.0)
-    plot_w = width * 0.78 - 0.9
-    return Layout(width, plot_w, 4.3, scopes + 2.0, max(head, 1) / 1024 * 1.08)
+    width = min(max(12.0, 0.15 * scopes + LEFT_IN + SIDE_IN), 60.0)
+    plot_w = width - LEFT_IN - SIDE_IN - 0.1
+    return Layout(width, plot_w, 4.2, scopes + 2.0, max(head, 1) / 1024 * 1.08)
 
 
 def fits(b: Buffer, lay: Layout) -> int | None:
@@ -81,10 +85,11 @@ def plan_png(a: Analysis, title: str = "") -> bytes:
     head_k = p.head / 1024
     lay = _layout(p.scopes, p.head)
     fig = plt.figure(figsize=(lay.width_in, 9.0))
-    grid = fig.add_gridspec(2, 2, width_ratios=[0.78, 0.22], height_ratios=[3, 2], wspace=0.02, hspace=0.08,
-                            left=0.9 / lay.width_in, right=0.99, top=0.94, bottom=0.16)
+    grid = fig.add_gridspec(2, 2, width_ratios=[lay.plot_w_in, SIDE_IN], height_ratios=[3, 2], wspace=0.0,
+                            hspace=0.08, left=LEFT_IN / lay.width_in, right=1 - 0.1 / lay.width_in, top=0.94,
+                            bottom=0.16)
     ax1 = fig.add_subplot(grid[0, 0])
-    ax2 = fig.add_subplot(grid[1, 0], sharex=ax1)
+    ax2 = fig.add_subplot(grid[1, 0])  # not sharex: a second set of ~scopes tick objects costs as much as the boxes
     side = fig.add_subplot(grid[0, 1])
     side.axis("off")
 
@@ -124,7 +129,8 @@ def plan_png(a: Analysis, title: str = "") -> bytes:
     reach = head_scopes(a)
     for ax in (ax1, ax2):
         ax.axhline(head_k, color=HEAD_COLOR, linestyle="--", linewidth=1, zorder=3)
-    ax1.plot(reach, [head_k] * len(reach), linestyle="none", marker="v", markersize=7, color=HEAD_COLOR,
+    size = 7 if len(reach) <= 40 else 4
+    ax1.plot(reach, [head_k] * len(reach), linestyle="none", marker="v", markersize=size, color=HEAD_COLOR,
              clip_on=False, zorder=4)
     ax1.set_ylim(0, lay.y_span)
     ax1.set_ylabel("arena offset (KiB)")
@@ -140,17 +146,23 @@ def plan_png(a: Analysis, title: str = "") -> bytes:
     # Bottom: live bytes stacked, the arena top above them (the gap is fragmentation), the head.
     xs = [r.scope for r in a.ops]
     bottoms = [0.0] * len(xs)
+    stack = []
     for field, label, color in (("input_bytes", "inputs", "#4c72b0"), ("output_bytes", "outputs", "#dd8452"),
                                 ("scratch_bytes", "scratch", "#999999"), ("other_bytes", "other live", "#55a868")):
         vals = [getattr(r, field) / 1024 for r in a.ops]
-        ax2.bar(xs, vals, bottom=bottoms, color=color, label=label, width=0.8, linewidth=0)
+        bars = [Rectangle((x - 0.4, b), 0.8, v) for x, b, v in zip(xs, bottoms, vals) if v > 0]
+        ax2.add_collection(PatchCollection(bars, facecolors=color, linewidths=0))  # one artist, not one per bar
+        stack.append(Patch(facecolor=color, label=label))
         bottoms = [b + v for b, v in zip(bottoms, vals)]
     tops = [r.arena_top / 1024 for r in a.ops]
-    ax2.step(xs, tops, where="mid", color="black", linewidth=1, label="arena top\n(gap above the bars:\nfragmentation)")
-    ax2.plot(reach, [head_k] * len(reach), linestyle="none", marker="v", markersize=6, color=HEAD_COLOR, clip_on=False)
+    (top_line,) = ax2.step(xs, tops, where="mid", color="black", linewidth=1,
+                           label="arena top\n(gap above the bars:\nfragmentation)")
+    ax2.plot(reach, [head_k] * len(reach), linestyle="none", marker="v", markersize=size, color=HEAD_COLOR,
+             clip_on=False)
     ax2.set_ylim(0, lay.y_span)
     ax2.set_ylabel("KiB live / arena top")
-    ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0)
+    ax2.legend(handles=[top_line] + stack[::-1], fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0),
+               borderaxespad=0)
 
     # x axis: scope numbers with the operator type.
     ticks = [0] + xs
@@ -161,7 +173,9 @@ def plan_png(a: Analysis, title: str = "") -> bytes:
         if r.opcode in TINYSEG_COLORS:
             lab.set_color(TINYSEG_COLORS[r.opcode])
             lab.set_fontweight("bold")
-    ax1.set_xlim(-1, p.scopes + 1)
+    for ax in (ax1, ax2):
+        ax.set_xlim(-1, p.scopes + 1)
+    ax1.set_xticks(range(0, p.scopes + 1, 5))
     ax2.set_xlabel("operator (index and type); scope 0 holds the inputs, operator i runs in scope i+1", fontsize=8)
 
     # Boxes without a label, listed beside the plot.
