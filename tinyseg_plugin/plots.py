@@ -73,6 +73,17 @@ def _short(opcode: str) -> str:
 
 def plan_png(a: Analysis, title: str = "") -> bytes:
     """A two-panel PNG: buffers as boxes (offset against scope) and live bytes per operator."""
+    import matplotlib.pyplot as plt
+
+    fig = plan_figure(a, title)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def plan_figure(a: Analysis, title: str = ""):
+    """The matplotlib Figure plan_png renders (tests look at what is drawn where)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -191,7 +202,4 @@ def plan_png(a: Analysis, title: str = "") -> bytes:
         side.text(0.02, top, "\n".join(lines), fontsize=6, family="monospace", va="top", ha="left",
                   transform=side.transAxes)
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    return buf.getvalue()
+    return fig
