@@ -71,8 +71,8 @@ def _row(graph: Graph, plan: Plan, op_index: int) -> OpRow:
     )
 
 
-def analyze_graph(graph: Graph, kernels: str = "reference", target: str = "host64", plan: Plan | None = None) -> Analysis:
-    plan = plan or plan_graph(graph, kernels, target)
+def analyze_graph(graph: Graph, kernels: str = "reference", arch: str = "host64", plan: Plan | None = None) -> Analysis:
+    plan = plan or plan_graph(graph, kernels, arch)
     rows = [_row(graph, plan, i) for i in range(len(graph.operators))]
     peak = None
     if rows:
@@ -116,7 +116,7 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
         "schema": SCHEMA,
         "model": model_name,
         "kernels": p.kernels,
-        "arch": p.target,
+        "arch": p.arch,
         "exact": p.exact,
         "unknown_ops": p.unknown_ops,
         "head": p.head,

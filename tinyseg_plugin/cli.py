@@ -106,7 +106,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if plan.head <= args.target:
             # Nothing to do: the output is the input, byte for byte; the report says so (no steps).
             return _write_unchanged(args, Result(graph=graph, plan=plan, original=plan))
-    opts = Options(kernels=args.kernels, arch=args.arch, target=args.target, partial=not args.no_partial,
+    opts = Options(kernels=args.kernels, arch=args.arch, target_bytes=args.target, partial=not args.no_partial,
                    fuse=not args.no_fuse, scratch=not args.no_scratch16,
                    split=not args.no_split)
     progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if not args.quiet else None

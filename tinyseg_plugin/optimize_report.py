@@ -24,7 +24,7 @@ def report_dict(r: Result, model: str, output: str, verification, target_bytes: 
         "model": model,
         "output": output,
         "kernels": r.plan.kernels,
-        "arch": r.plan.target,
+        "arch": r.plan.arch,
         "target_bytes": target_bytes,
         "target_met": None if target_bytes is None else r.plan.head <= target_bytes,
         "unchanged": unchanged,

@@ -106,7 +106,7 @@ def _options(options: argparse.Namespace):
     return Options(
         kernels=runtime,
         arch=arch,
-        target=_size(target) if isinstance(target, str) else target,
+        target_bytes=_size(target) if isinstance(target, str) else target,
         partial=not getattr(options, "no_partial", False),
         fuse=not getattr(options, "no_fuse", False),
         split=not getattr(options, "no_split", False),
@@ -154,10 +154,10 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
     opts = _options(options)
     runs = None if getattr(options, "no_verify", False) else _verify_runs(options)
     graph = _graph(model)
-    if opts.target is not None:
+    if opts.target_bytes is not None:
         head = plan_graph(graph, opts.kernels, opts.arch).head
-        if head <= opts.target:
-            print(f"tinyseg: the model already meets --target {opts.target:,} B (head {head:,} B); left unchanged")
+        if head <= opts.target_bytes:
+            print(f"tinyseg: the model already meets --target {opts.target_bytes:,} B (head {head:,} B); left unchanged")
             return None
     result = optimize(graph, opts)
     out = model if result.graph is graph else None
@@ -171,8 +171,8 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
         else:
             print("tinyseg: not verified (--no-verify)")
         out = model_to_bytes(result.graph.model)
-    if opts.target is not None and result.plan.head > opts.target:
-        raise PluginError(f"tinyseg: target {opts.target:,} B not reachable: best head {result.plan.head:,} B (written)",
+    if opts.target_bytes is not None and result.plan.head > opts.target_bytes:
+        raise PluginError(f"tinyseg: target {opts.target_bytes:,} B not reachable: best head {result.plan.head:,} B (written)",
                           EXIT_TARGET_NOT_REACHED, model=out)
     return None if out is model else out
 
