@@ -124,7 +124,8 @@ def plan_figure(a: Analysis, title: str = ""):
                                        hatch="///"))
     for b, angle in labelled:
         ax1.text((b.first + b.last) / 2, (b.offset + b.size / 2) / 1024, b.label, ha="center", va="center",
-                 fontsize=LABEL_PT, rotation=angle, clip_on=True)
+                 fontsize=LABEL_PT, rotation=angle, clip_on=True,
+                 bbox=dict(facecolor="white", alpha=0.8, pad=0.3, linewidth=0) if b.kind == "scratch" else None)
 
     # TinySeg's operators on the timeline: a thin band at their scope, in both panels.
     seen = set()
