@@ -230,6 +230,7 @@ def test_the_old_script_takes_plugins_too(env: Env, unet: Path, optimized) -> No
         ("optimize", ["-i", "{m}", "--optimize", "-o", "old.tflite"]),
         ("macs-size", ["-i", "{m}", "--optimize", "--calc-macs", "--calc-size"]),
         ("csv", ["-i", "{m}", "--optimize", "--csv", "csv", "-o", "old.tflite"]),
+        ("plot", ["-i", "{m}", "--optimize", "--plot", "p.png"]),
         ("help", ["--help"]),
         ("bad-option", ["-i", "{m}", "--no-such-option"]),
     ],
@@ -330,7 +331,7 @@ def test_a_model_no_installed_plugin_describes_is_one_line_exit_2(env: Env, opti
     p, files = _in_fresh_dir(env, "no-describer", [env.python, "-c", code, "analyze", "-i", out])
     assert p.returncode == 2 and not files and not p.stdout
     line = _one_error_line(p)
-    assert "custom operator 'Spill'" in line and "no installed plugin describes it" in line
+    assert "custom operator 'Spill'" in line and "no plugin is installed" in line
 
 
 @pytest.mark.parametrize("argv", [["--plug", "tinyseg"], ["--plugin", "tinyseg", "--plug", "x"], ["--plugin=tinyseg", "--targ", "1"]])
@@ -371,3 +372,31 @@ def test_missing_model_with_a_plugin_is_one_line(env: Env) -> None:
     p, _ = _in_fresh_dir(env, "missing", [env.tool, "analyze", "--plugin", "tinyseg", "-i", "no-such.tflite"])
     assert p.returncode == 2 and not p.stdout
     assert _one_error_line(p) == "tflite-tools: error: No such file or directory: no-such.tflite"
+
+
+@pytest.fixture(scope="module")
+def split_model(env: Env, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A V-Net-like model TinySeg optimizes with SPLIT_V (two outputs), Spill and Fetching."""
+    d = tmp_path_factory.mktemp("split")
+    src = d / "vnet_like.tflite"
+    src.write_bytes(model_to_bytes(synth.vnet_like()))
+    p = _run([env.tool, "optimize", "--plugin", "tinyseg", "-i", src, "-o", "out.tflite"], cwd=d, check=True)
+    assert "Plugin tinyseg rewrote the model" in p.stdout
+    return src, d / "out.tflite"
+
+
+def test_a_model_with_split_v_spill_and_fetching_is_read_and_plotted(env: Env, split_model) -> None:
+    src, out = split_model
+    g = build_graph(parse_model(out.read_bytes()))
+    opcodes = {op.opcode for op in g.operators}
+    assert {"SPLIT_V", "Spill", "Fetching"} <= opcodes
+    p, files = _in_fresh_dir(env, "split-analyse", [env.tool, "analyze", "-i", out, "--csv", "csv", "--plot", "p.png"])
+    assert p.returncode == 0, p.stderr
+    rows = files["csv/execution_schedule_info.csv"].decode().strip().splitlines()
+    assert len(rows) == 1 + len(g.operators)
+    assert files["p.png"].startswith(b"\x89PNG")
+    again, files = _in_fresh_dir(env, "split-again", [env.tool, "optimize", "--plugin", "tinyseg", "-i", out,
+                                                      "-o", "again.tflite"])
+    assert again.returncode == 0, again.stderr
+    assert "keeping its operator order" in again.stdout
+    assert verify(build_graph(parse_model(src.read_bytes())), build_graph(parse_model(files["again.tflite"]))).identical
