@@ -4,12 +4,13 @@ from __future__ import annotations
 import pytest
 
 from tinyseg_plugin import synth
-from tinyseg_plugin.analysis import analyze_graph
+from tinyseg_plugin.analysis import analyze_graph, to_dict
 from tinyseg_plugin.customops import TINYSEG_OPS
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import model_to_bytes, parse_model
 from tinyseg_plugin.optimizer import Options, optimize
-from tinyseg_plugin.plots import head_scopes, plan_figure, plan_png
+from tinyseg_plugin.analysis import head_scopes
+from tinyseg_plugin.plots import plan_figure, plan_png
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +35,7 @@ def test_every_scope_reaching_the_head_is_marked(which: str, request) -> None:
     a = request.getfixturevalue(which)
     expected = [s for s in _scopes_at_head(a) if s >= 1]  # scope 0 holds only the inputs, no operator
     assert head_scopes(a) == expected and len(expected) >= 1
+    assert to_dict(a)["head_scopes"] == expected  # the JSON and the table's "<== head" say the same
     fig = plan_figure(a)
     ax1 = fig.axes[0]
     marked = [line for line in ax1.get_lines() if line.get_marker() == "v"]

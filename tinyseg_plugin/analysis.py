@@ -87,6 +87,12 @@ def _buffer_dict(b: Buffer) -> dict:
     }
 
 
+def head_scopes(a: Analysis) -> list[int]:
+    """Every scope (of an operator) at which the arena reaches its head, not only the first."""
+    head = a.plan.head
+    return [r.scope for r in a.ops if head and r.arena_top >= head]
+
+
 def to_dict(a: Analysis, model_name: str = "") -> dict:
     """The documented JSON layout (docs/analysis_json.md)."""
     g, p = a.graph, a.plan
@@ -127,6 +133,7 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
             "variables": tail.variables, "fixed": tail.fixed, "builtin_data": tail.builtin_data,
         },
         "total": p.total,
+        "head_scopes": head_scopes(a),
         "peak": None if a.peak_op is None else {
             "operator": a.peak_op, "scope": scope_of(a.peak_op), "opcode": g.operators[a.peak_op].opcode,
             "live": list(a.ops[a.peak_op].live), "live_bytes": a.ops[a.peak_op].live_bytes,
@@ -137,4 +144,4 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
     }
 
 
-__all__ = ["Analysis", "OpRow", "SCHEMA", "analyze_graph", "to_dict", "op_of", "scope_of"]
+__all__ = ["Analysis", "OpRow", "SCHEMA", "analyze_graph", "head_scopes", "to_dict", "op_of", "scope_of"]

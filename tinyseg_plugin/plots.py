@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from .analysis import Analysis
+from .analysis import Analysis, head_scopes
 from .customops import FETCHING, FETCHING_CONV_2D, SPILL
 from .planner import Buffer
 
@@ -56,12 +56,6 @@ def fits(b: Buffer, lay: Layout) -> int | None:
     if h_in >= text_w and w_in >= text_h:
         return 90
     return None
-
-
-def head_scopes(a: Analysis) -> list[int]:
-    """Every scope at which the arena reaches the head (not only the first)."""
-    head = a.plan.head
-    return [r.scope for r in a.ops if head and r.arena_top >= head]
 
 
 def _short(opcode: str) -> str:

@@ -50,9 +50,9 @@ def analysis_text(a: Analysis, model_name: str = "", width: int = 100) -> str:
     w("\nSchedule (live set while each operator runs; <== head: the arena reaches its head here)\n")
     w(f"{'op':>4} {'scope':>5} {'operator':<16} {'scratch':>9} {'live bytes':>11} {'arena top':>11}  live\n")
     live_w = max(16, width - 63)
-    head = d["head"]
+    at_head = set(d["head_scopes"])
     for r in d["operators"]:
-        mark = " <== head" if head and r["arena_top"] >= head else ""
+        mark = " <== head" if r["scope"] in at_head else ""
         live = _clip(" ".join(r["live"]), live_w - len(mark))
         w(f"{r['index']:>4} {r['scope']:>5} {r['opcode'][:16]:<16} {sum(r['scratch']):>9,} {r['live_bytes']:>11,} "
           f"{r['arena_top']:>11,}  {live}{mark}\n")
