@@ -4,12 +4,11 @@ from __future__ import annotations
 import pytest
 
 from tinyseg_plugin import synth
-from tinyseg_plugin.analysis import analyze_graph, to_dict
+from tinyseg_plugin.analysis import analyze_graph, head_scopes, to_dict
 from tinyseg_plugin.customops import TINYSEG_OPS
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import model_to_bytes, parse_model
 from tinyseg_plugin.optimizer import Options, optimize
-from tinyseg_plugin.analysis import head_scopes
 from tinyseg_plugin.plots import plan_figure, plan_png
 
 
