@@ -23,8 +23,8 @@ def analysis_text(a: Analysis, model_name: str = "") -> str:
     out = io.StringIO()
     w = out.write
     w(f"model: {model_name}   kernels: {d['kernels']}   target: {d['target']}\n")
-    if d["unknown_ops"]:
-        w(f"warning: no scratch rule for {', '.join(d['unknown_ops'])}; the head may be low\n")
+    if not d["exact"]:
+        w(f"exact: false ({'; '.join(d['not_exact_because'])})\n")
     w("\nTensors in the arena (scopes: inputs at 0, operator i at i+1)\n")
     w(f"{'idx':>5} {'name':<32} {'shape':<16} {'type':<8} {'bytes':>9} {'offset':>9} {'life':>9} {'cold range':>12}\n")
     for t in d["tensors"]:
@@ -42,7 +42,8 @@ def analysis_text(a: Analysis, model_name: str = "") -> str:
             live = live[:57] + "..."
         w(f"{r['index']:>4} {r['scope']:>5} {r['opcode'][:24]:<24} {sum(r['scratch']):>9,} {r['live_bytes']:>11,} {r['arena_top']:>10,}  {live}{mark}\n")
     w("\n")
-    w(f"head  (non-persistent, TFLM-exact): {kb(d['head'])}\n")
+    exactness = "TFLM-exact" if d["exact"] else "NOT exact, see above"
+    w(f"head  (non-persistent, {exactness}): {kb(d['head'])}\n")
     w(f"tail  (persistent, estimate):       {kb(d['tail']['total'])}\n")
     w(f"total (head + tail estimate):       {kb(d['total'])}\n")
     return out.getvalue()

@@ -87,10 +87,10 @@ def lower(graph: Graph) -> Graph:
     return ed.graph()
 
 
-def random_inputs(model: bytes, seed: int) -> list[np.ndarray]:
+def random_inputs(model: bytes, seed: int, details: list[dict] | None = None) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     out = []
-    for d in tflm.input_details(model):
+    for d in details if details is not None else tflm.input_details(model):
         dt = np.dtype(d["dtype"])
         if dt.kind == "f":
             out.append(rng.normal(0, 1, size=d["shape"]).astype(dt))
@@ -102,24 +102,68 @@ def random_inputs(model: bytes, seed: int) -> list[np.ndarray]:
     return out
 
 
+def _extremes(dt: np.dtype) -> tuple:
+    if dt.kind == "f":
+        return (-1e3, 1e3) if dt.itemsize >= 4 else (-1e2, 1e2)
+    if dt.kind == "b":
+        return (False, True)
+    info = np.iinfo(dt)
+    return (info.min, info.max)
+
+
+def edge_inputs(details: list[dict]) -> list[list[np.ndarray]]:
+    """All-minimum, all-maximum and alternating min/max inputs: where saturation and rounding bugs show."""
+    lo = [np.full(d["shape"], _extremes(np.dtype(d["dtype"]))[0], dtype=np.dtype(d["dtype"])) for d in details]
+    hi = [np.full(d["shape"], _extremes(np.dtype(d["dtype"]))[1], dtype=np.dtype(d["dtype"])) for d in details]
+    alt = []
+    for d in details:
+        a, b = _extremes(np.dtype(d["dtype"]))
+        n = int(np.prod(d["shape"], dtype=np.int64))
+        alt.append(np.where(np.arange(n) % 2 == 0, a, b).astype(np.dtype(d["dtype"])).reshape(d["shape"]))
+    return [lo, hi, alt]
+
+
+EDGE_NAMES = ("all-minimum", "all-maximum", "alternating")
+
+
 @dataclass(frozen=True)
 class Verification:
-    runs: int
+    runs: int  # random inputs compared
     identical: bool
     detail: str = ""
+    edge_cases: int = 0  # edge-case inputs compared besides the random ones
 
 
-def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0) -> Verification:
-    """Run the original and the lowered optimized model on ``runs`` random inputs; outputs must be bit-identical."""
+def _describe(details: list[dict]) -> str:
+    return ", ".join(f"{np.dtype(d['dtype'])}{list(d['shape'])}" for d in details) or "none"
+
+
+def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
+           seconds: float = tflm.RUN_SECONDS, edge_cases: bool = True) -> Verification:
+    """Run the original and the lowered optimized model on ``runs`` random inputs (and the edge cases);
+    outputs must be bit-identical. Both models run in TFLM child processes bounded by ``seconds`` each."""
+    if runs < 1:
+        raise TinySegError(f"verification needs at least one random input (got {runs})")
     a = model_to_bytes(original.model)
     b = model_to_bytes(lower(optimized).model)
-    for r in range(runs):
-        x = random_inputs(a, seed + r)
-        ya, yb = tflm.run(a, x), tflm.run(b, x)
+    da = tflm.input_details(a)
+    db = tflm.input_details(b)
+    if [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in da] != [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in db]:
+        raise TinySegError(f"the models' inputs differ: {_describe(da)} against {_describe(db)}; "
+                           "they cannot compute the same function")
+    batches = [random_inputs(a, seed + r, da) for r in range(runs)]
+    names = [f"random input {r}" for r in range(runs)]
+    if edge_cases:
+        batches += edge_inputs(da)
+        names += list(EDGE_NAMES)
+    ya_all = tflm.run_many(a, batches, seconds=seconds)
+    yb_all = tflm.run_many(b, batches, seconds=seconds)
+    n_edge = len(batches) - runs
+    for r, (ya, yb) in enumerate(zip(ya_all, yb_all)):
         if len(ya) != len(yb):
-            return Verification(r + 1, False, f"{len(ya)} outputs against {len(yb)}")
+            return Verification(runs, False, f"{len(ya)} outputs against {len(yb)}", n_edge)
         for k, (p, q) in enumerate(zip(ya, yb)):
             if p.shape != q.shape or p.dtype != q.dtype or not np.array_equal(p, q, equal_nan=p.dtype.kind == "f"):
                 diff = int(np.count_nonzero(p != q)) if p.shape == q.shape else -1
-                return Verification(r + 1, False, f"output {k} differs on random input {r} ({diff} elements)")
-    return Verification(runs, True)
+                return Verification(runs, False, f"output {k} differs on {names[r]} ({diff} elements)", n_edge)
+    return Verification(runs, True, "", n_edge)
