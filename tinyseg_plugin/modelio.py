@@ -71,7 +71,8 @@ def parse_model(data: bytes, name: str = "model") -> "fb.ModelT":
     try:
         model = fb.ModelT.InitFromObj(fb.Model.GetRootAs(data, 0))
     except Exception as exc:  # flatbuffers raises assorted errors on corrupt input
-        raise TinySegError(f"{name}: corrupt or truncated flatbuffer ({type(exc).__name__})") from None
+        raise TinySegError(f"{name}: corrupt or truncated flatbuffer (a table or vector lies outside the "
+                           f"{len(data):,}-byte file)") from None
     _check_structure(model, name, len(data))
     _load_external_buffers(model, data, name)
     from .validate import validate_model
@@ -174,8 +175,7 @@ def check_writable(path: str | os.PathLike[str], *, directory: bool = False) -> 
         if p.exists():
             if not p.is_dir():
                 raise TinySegError(f"{p}: exists and is not a directory")
-            if not os.access(p, os.W_OK | os.X_OK):
-                raise TinySegError(f"{p}: directory is not writable")
+            _probe(p, p)
             return
         parent = p.parent if str(p.parent) else Path(".")
     else:
@@ -184,8 +184,17 @@ def check_writable(path: str | os.PathLike[str], *, directory: bool = False) -> 
         parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise TinySegError(f"{p}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise TinySegError(f"{p}: directory {parent} is not writable")
+    _probe(parent, p)
+
+
+def _probe(directory: Path, target: Path) -> None:
+    """Create and remove a temporary file in ``directory``: the only honest writability test (root ignores modes)."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tinyseg-probe.", dir=directory)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise TinySegError(f"{target}: cannot write into {directory}: {exc.strerror}") from None
 
 
 def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tuple = ()) -> None:
@@ -195,6 +204,7 @@ def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tupl
     user's umask); only when every one of them is complete are they renamed into place.
     ``make_dirs`` are created first and removed again if anything fails."""
     created: list[Path] = []
+    current: Path | None = None
     temps: list[tuple[str, Path]] = []
     mode = 0o666 & ~_umask()
     try:
@@ -205,7 +215,7 @@ def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tupl
                     d.mkdir()
                     created.append(d)
             for path, data in files:
-                p = Path(path)
+                p = current = Path(path)
                 parent = p.parent if str(p.parent) else Path(".")
                 if not parent.is_dir():
                     raise TinySegError(f"{p}: directory {parent} does not exist")
@@ -215,9 +225,10 @@ def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tupl
                     fh.write(data)
                     os.fchmod(fh.fileno(), mode)
             for tmp, p in temps:
+                current = p
                 os.replace(tmp, p)
         except OSError as exc:
-            where = exc.filename or (temps[-1][1] if temps else "output")
+            where = current if current is not None else (exc.filename or "output")
             raise TinySegError(f"{where}: cannot write: {exc.strerror}") from None
     except TinySegError:
         for tmp, _ in temps:
