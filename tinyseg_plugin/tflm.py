@@ -107,6 +107,22 @@ def input_details(model: bytes, seconds: float = LOAD_SECONDS) -> list[dict]:
     return _child({"kind": "load", "model": model, "arena": DEFAULT_ARENA}, seconds, "loading the model")["inputs"]
 
 
+def compare_inputs(models: list[bytes], labels: list[str] | None = None,
+                   seconds: float = LOAD_SECONDS) -> list[list[dict]]:
+    """input_details of several models, loaded one after the other in one child."""
+    r = _child({"kind": "load", "models": models, "labels": labels, "arena": DEFAULT_ARENA}, seconds,
+               "loading the models")
+    return r["each"]
+
+
+def run_models(models: list[bytes], batches: list[list[np.ndarray]], labels: list[str] | None = None,
+               arena_size: int = DEFAULT_ARENA, seconds: float = RUN_SECONDS) -> list[list[list[np.ndarray]]]:
+    """run_many for several models on the same inputs, in one child bounded by ``seconds`` in all."""
+    r = _child({"kind": "run", "models": models, "labels": labels, "arena": arena_size, "batches": batches}, seconds,
+               f"running {len(models)} models on {len(batches)} input(s)")
+    return r["each"]
+
+
 # ---------------------------------------------------------------- the child side
 
 
@@ -157,12 +173,22 @@ def _child_main() -> None:
     except Exception as exc:  # the wheel is a hard dependency; say so if it is broken
         answer({"error": f"cannot import the tflite-micro wheel: {exc}"})
         return
-    model = request["model"]
+    models = request["models"] if "models" in request else [request["model"]]
+    each = []
+    for k, model in enumerate(models):
+        labels = request.get("labels") or [f"model {i + 1} of {len(models)}" for i in range(len(models))]
+        which = labels[k] if "models" in request else ""
+        reply = _serve_one(runtime, model, request, which, log_text, answer)
+        each.append(reply)
+    answer({"each": each} if "models" in request else each[0])
+
+
+def _serve_one(runtime, model: bytes, request: dict, which: str, log_text, answer) -> dict:
+    """One model's part of a child request; errors end the child through ``answer``."""
     try:
         it = runtime.Interpreter.from_bytes(model, arena_size=request["arena"])
     except Exception as exc:
-        answer({"error": f"TFLM cannot load the model: {_tflm_reason(exc, log_text())}"})
-        return
+        answer({"error": f"TFLM cannot load {which or 'the model'}: {_tflm_reason(exc, log_text())}"})
     from .schema import fb
 
     sg = fb.Model.GetRootAs(model, 0).Subgraphs(0)
@@ -170,9 +196,8 @@ def _child_main() -> None:
     details = [it.get_input_details(i) for i in range(n_in)]
     kind = request["kind"]
     if kind == "load":
-        answer({"inputs": [{"shape": tuple(int(s) for s in d["shape"]), "dtype": np.dtype(d["dtype"]).str}
-                           for d in details]})
-        return
+        inputs = [{"shape": tuple(int(s) for s in d["shape"]), "dtype": np.dtype(d["dtype"]).str} for d in details]
+        return {"inputs": inputs} if not which and "models" not in request else inputs
 
     def invoke(inputs: list) -> None:
         for i, x in enumerate(inputs):
@@ -180,7 +205,7 @@ def _child_main() -> None:
         try:
             it.invoke()
         except Exception as exc:
-            answer({"error": f"TFLM cannot run the model: {_tflm_reason(exc, log_text())}"})
+            answer({"error": f"TFLM cannot run {which or 'the model'}: {_tflm_reason(exc, log_text())}"})
 
     if kind == "usage":
         invoke([np.zeros(d["shape"], d["dtype"]) for d in details])
@@ -195,17 +220,16 @@ def _child_main() -> None:
             if not m:
                 answer({"error": "could not read the arena figures from TFLM's print_allocations()"})
             vals[key] = int(m.group(1))
-        answer(vals)
-        return
+        return vals
     outputs = []
     for inputs in request["batches"]:
         if len(inputs) != n_in:
-            answer({"error": f"the model has {n_in} inputs, {len(inputs)} given"})
+            answer({"error": f"{which or 'the model'} has {n_in} inputs, {len(inputs)} given"})
         for i, x in enumerate(inputs):
             want = tuple(int(s) for s in details[i]["shape"])
             if tuple(x.shape) != want or np.dtype(x.dtype) != np.dtype(details[i]["dtype"]):
-                answer({"error": f"input {i} is {x.dtype}{list(x.shape)}, the model wants "
+                answer({"error": f"{which or 'the model'}: input {i} is {x.dtype}{list(x.shape)}, the model wants "
                                  f"{np.dtype(details[i]['dtype'])}{list(want)}"})
         invoke(inputs)
         outputs.append([np.array(it.get_output(i), copy=True) for i in range(n_out)])
-    answer({"outputs": outputs})
+    return {"outputs": outputs} if "models" not in request else outputs

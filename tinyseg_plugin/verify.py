@@ -146,8 +146,8 @@ def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
         raise TinySegError(f"verification needs at least one random input (got {runs})")
     a = model_to_bytes(original.model)
     b = model_to_bytes(lower(optimized).model)
-    da = tflm.input_details(a)
-    db = tflm.input_details(b)
+    labels = ["the original", "the optimized model (lowered to builtins)"]
+    da, db = tflm.compare_inputs([a, b], labels)
     if [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in da] != [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in db]:
         raise TinySegError(f"the models' inputs differ: {_describe(da)} against {_describe(db)}; "
                            "they cannot compute the same function")
@@ -156,8 +156,7 @@ def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
     if edge_cases:
         batches += edge_inputs(da)
         names += list(EDGE_NAMES)
-    ya_all = tflm.run_many(a, batches, seconds=seconds)
-    yb_all = tflm.run_many(b, batches, seconds=seconds)
+    ya_all, yb_all = tflm.run_models([a, b], batches, labels, seconds=seconds)
     n_edge = len(batches) - runs
     for r, (ya, yb) in enumerate(zip(ya_all, yb_all)):
         if len(ya) != len(yb):
