@@ -58,9 +58,13 @@ MIN_INPUTS = {
     "BATCH_MATMUL": 2, "SPLIT": 2, "SPLIT_V": 3, "STRIDED_SLICE": 4, "SLICE": 3, "GATHER": 2, "GATHER_ND": 2,
     "TRANSPOSE": 2, "MEAN": 2, "SUM": 2, "REDUCE_MAX": 2, "REDUCE_MIN": 2, "RESIZE_BILINEAR": 2,
     "RESIZE_NEAREST_NEIGHBOR": 2, "PRELU": 2, "SELECT_V2": 3, "EXPAND_DIMS": 2, "FILL": 2, "BROADCAST_TO": 2,
+    "SVDF": 3, "REDUCE_PROD": 2, "REDUCE_ANY": 2, "REDUCE_ALL": 2, "EMBEDDING_LOOKUP": 2,
 }
 NO_INPUTS_OK = frozenset({"VAR_HANDLE", "CALL_ONCE", "WHILE"})
 NO_OUTPUTS_OK = frozenset({"ASSIGN_VARIABLE", "CALL_ONCE", "WHILE", "IF"})
+# Least rank of inputs (by position; -1: the first output) that the kernels and the planner index.
+MIN_RANK = {"SVDF": {0: 2, 1: 2}, "UNIDIRECTIONAL_SEQUENCE_LSTM": {0: 2, -1: 1}, "FULLY_CONNECTED": {1: 2},
+            "BATCH_MATMUL": {0: 2, 1: 2}, "MIRROR_PAD": {0: 1}}
 RANK4 = {"CONV_2D": (0, 1), "DEPTHWISE_CONV_2D": (0, 1), "TRANSPOSE_CONV": (1, 2), "AVERAGE_POOL_2D": (0,),
          "MAX_POOL_2D": (0,)}
 
@@ -94,6 +98,16 @@ def _name(raw) -> str:
     return n.decode(errors="replace") if isinstance(n, bytes) else str(n or "")
 
 
+def _utf8(value) -> bool:
+    if not isinstance(value, bytes):
+        return True
+    try:
+        value.decode()
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
 def _packed_bytes(dtype: str, elements: int) -> int:
     """Bytes of a constant buffer holding ``elements`` values (sub-byte types are packed in flatbuffers)."""
     if dtype in ("INT4", "UINT4"):
@@ -106,7 +120,12 @@ def _packed_bytes(dtype: str, elements: int) -> int:
 def validate_model(model: "fb.ModelT", name: str = "model") -> None:
     """Refuse (TinySegError, exit 2) anything no correct converter writes and TFLM cannot run safely."""
     n_buffers = len(model.buffers or [])
+    for k, code in enumerate(model.operatorCodes or []):
+        if code.customCode is not None and not _utf8(code.customCode):
+            raise TinySegError(f"{name}: operator code {k} has a custom name that is not UTF-8 text")
     for k, md in enumerate(model.metadata or []):
+        if md.name is not None and not _utf8(md.name):
+            raise TinySegError(f"{name}: metadata {k} has a name that is not UTF-8 text")
         if not 0 <= md.buffer < n_buffers:
             raise TinySegError(f"{name}: metadata {k} names buffer {md.buffer}, which does not exist")
     subgraphs = model.subgraphs or []
@@ -196,6 +215,11 @@ def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: st
                 if pos < len(ins) and ins[pos] >= 0 and len(_ints(tensors[ins[pos]].shape)) != 4:
                     raise TinySegError(f"{here}: input {pos} has shape {_ints(tensors[ins[pos]].shape)}, "
                                        "not the 4-D shape the kernel indexes")
+            for pos, rank in MIN_RANK.get(opname, {}).items():
+                idx = (outs[0] if outs else -1) if pos == -1 else (ins[pos] if pos < len(ins) else -1)
+                if idx >= 0 and len(_ints(tensors[idx].shape)) < rank:
+                    which = "output" if pos == -1 else f"input {pos}"
+                    raise TinySegError(f"{here}: {which} has shape {_ints(tensors[idx].shape)}, rank below {rank}")
             if opname in RANK4 and outs and len(_ints(tensors[outs[0]].shape)) != 4:
                 raise TinySegError(f"{here}: output has shape {_ints(tensors[outs[0]].shape)}, not 4-D")
         for idx in ins:
