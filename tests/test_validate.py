@@ -326,3 +326,26 @@ def test_custom_operator_blocks_verification_and_unverified_mode_says_so(tmp_pat
     assert not d["exact"] and any("Convolution2DTransposeBias" in r for r in d["not_exact_because"])
     rc, lines, _ = _cli(capfd, ["verify", str(path), str(out / "o.tflite")])
     assert rc == 2 and len(lines) == 1 and "Convolution2DTransposeBias" in lines[0]
+
+
+# ---------------------------------------------------------------- TFLM in a child process (point 9)
+
+
+def test_a_tflm_crash_is_a_clean_error() -> None:
+    """OfflineMemoryAllocation naming buffer 9999 makes TFLM itself segfault: the child dies, not the tool."""
+    data = model_to_bytes(_mutate("offline buffer 9999"))
+    with pytest.raises(TinySegError, match=r"TFLM crashed \(SIGSEGV\) while loading the model"):
+        tflm.check_loads(data)
+
+
+def test_a_slow_tflm_run_is_stopped_and_said(tmp_path: Path, capfd) -> None:
+    """The time limit bounds every TFLM run (a float LSTM under WHILE runs for minutes in TFLM)."""
+    data = model_to_bytes(synth.tiny_unet_like())
+    with pytest.raises(TinySegError, match="did not finish .* within 0.01 s"):
+        tflm.run_many(data, [[np.zeros((1, 80, 120, 3), np.int8)]], seconds=0.01)
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    out = tmp_path / "out"
+    out.mkdir()
+    rc, lines, _ = _cli(capfd, ["verify", str(path), str(path), "--time-limit", "0.01"])
+    _assert_refused(rc, lines, "--time-limit", out)
