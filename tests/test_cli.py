@@ -215,3 +215,23 @@ def test_tflm_log_never_reaches_stderr(tmp_path: Path) -> None:
     save_model(float16_model(), m)
     r = _run(["verify", str(m), str(m)], tmp_path)
     _one_line(r, 2, "float16")
+
+
+def test_plugin_verify_runs_must_be_positive() -> None:
+    """Issue 11, point 6: the tflite-tools plugin cannot switch the check off with --verify-runs 0 either."""
+    import argparse
+
+    from tflite_tools_host import manager
+    from tinyseg_plugin import plugin
+    from tinyseg_plugin.errors import TinySegError
+    from tinyseg_plugin.graph import build_graph
+    from tinyseg_plugin.verify import verify
+
+    p = argparse.ArgumentParser()
+    manager(plugin).hook.tflite_tools_add_options(parser=p)
+    for bad in ("0", "-1"):
+        with pytest.raises(SystemExit):
+            p.parse_args(["--verify-runs", bad])
+    g = build_graph(synth.random_unet(1))
+    with pytest.raises(TinySegError, match="at least one"):
+        verify(g, g, runs=0)

@@ -44,7 +44,10 @@ def tflite_tools_add_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--no-fuse", action="store_true", help="no fused fetching")
     g.add_argument("--no-split", action="store_true", help="no splitting of ADD/SUB/MUL over a concatenation")
     g.add_argument("--no-scratch16", action="store_true", help="keep TRANSPOSE_CONV's int32 scratch")
-    g.add_argument("--verify-runs", type=int, default=3, help="random inputs for the bit-exact check")
+    from .cli import positive_int
+
+    g.add_argument("--verify-runs", type=positive_int, default=3,
+                   help="random inputs for the bit-exact check, at least 1 (3 edge-case inputs are added)")
 
 
 def _options(options: argparse.Namespace):
