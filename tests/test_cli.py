@@ -235,3 +235,50 @@ def test_plugin_verify_runs_must_be_positive() -> None:
     g = build_graph(synth.random_unet(1))
     with pytest.raises(TinySegError, match="at least one"):
         verify(g, g, runs=0)
+
+
+# ---------------------------------------------------------------- the layout the check runs (issue 11, point 1)
+
+
+def _optimized_with_layout(tmp_path: Path, unet_file: Path, offset_of) -> Path:
+    from tinyseg_plugin.graph import build_graph
+    from tinyseg_plugin.modelio import load_model
+    from tinyseg_plugin.passes.layout import with_offsets
+    from tinyseg_plugin.planner import plan_graph
+
+    out = tmp_path / "o.tflite"
+    if not out.exists():
+        assert main(["optimize", str(unet_file), "-o", str(out), "-q"]) == 0
+    g = build_graph(load_model(out))
+    plan = plan_graph(g)
+    laid = with_offsets(g, {b.index: offset_of(b) for b in plan.buffers if b.kind == "tensor" and b.subgraph == 0})
+    path = tmp_path / "laid.tflite"
+    save_model(laid.model, path)
+    return path
+
+
+def test_verify_runs_the_offline_layout(tmp_path: Path, unet_file: Path) -> None:
+    """A correct layout passes; the same model with every offset 0 must fail (it used to pass as identical)."""
+    good = _optimized_with_layout(tmp_path, unet_file, lambda b: b.offset)
+    assert _run(["verify", str(unet_file), str(good), "--runs", "1"], tmp_path).returncode == 0
+    broken = _optimized_with_layout(tmp_path, unet_file, lambda b: 0)
+    r = _run(["verify", str(unet_file), str(broken), "--runs", "1"], tmp_path)
+    _one_line(r, 4, "outputs differ")
+
+
+def test_verify_refuses_a_layout_of_the_wrong_length(tmp_path: Path, unet_file: Path) -> None:
+    import numpy as np
+
+    from tinyseg_plugin.modelio import load_model
+
+    good = _optimized_with_layout(tmp_path, unet_file, lambda b: b.offset)
+    m = load_model(good)
+    md = next(md for md in m.metadata if md.name == b"OfflineMemoryAllocation")
+    for cut in (4, -4):  # one offset short, and a table longer than its header says
+        data = bytes(np.asarray(m.buffers[md.buffer].data, np.uint8))
+        m2 = load_model(good)
+        m2.buffers[md.buffer].data = np.frombuffer(data[:cut] if cut < 0 else data + b"\0" * cut, np.uint8).copy()
+        bad = tmp_path / "bad.tflite"
+        save_model(m2, bad)
+        r = _run(["verify", str(unet_file), str(bad), "--runs", "1"], tmp_path)
+        _one_line(r, 2, "OfflineMemoryAllocation metadata")

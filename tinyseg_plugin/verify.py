@@ -2,12 +2,14 @@
 
 Lowering: Spill is removed; a Fetching becomes CONCATENATION (or, with a single operand,
 disappears and its readers read the spilled tensor again); FetchingConv2D becomes
-CONCATENATION then CONV_2D; scratch markers are dropped. The lowered model computes
+CONCATENATION then CONV_2D; scratch markers are dropped. The OfflineMemoryAllocation layout is
+kept (tensor by tensor), so the check runs the arena layout the optimizer wrote. The lowered model computes
 what the optimized model's operators are specified to compute, so equal outputs in
 the real interpreter on random inputs show the rewrite preserved the function.
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +19,7 @@ from .errors import TinySegError
 from .graph import Graph
 from .modelio import model_to_bytes
 from .passes.edit import Editor
+from .planner import OFFLINE_METADATA, ONLINE, offline_offsets
 from .schema import fb
 
 _PAD = {v: k for k, v in customops.PADDING.items()}
@@ -30,6 +33,7 @@ def lower(graph: Graph) -> Graph:
         if op.opcode == customops.SPILL:
             slots[customops.decode(op).slot] = op.inputs[0]
     ed = Editor(graph)
+    layout = _layout_by_tensor(graph, ed, set(slots.values()))
     ops = ed.sg.operators
     renames: list[tuple[int, int, int]] = []  # (old, new, from operator object identity position)
     new_ops = []
@@ -84,7 +88,44 @@ def lower(graph: Graph) -> Graph:
         for raw in new_ops[start:]:
             raw.inputs = [new if i == old else i for i in raw.inputs]
         ed.sg.outputs = [new if i == old else i for i in ed.sg.outputs]
-    return ed.graph()
+    lowered = ed.graph()
+    if layout is not None:
+        _restore_layout(lowered, graph.subgraph, *layout)
+    return lowered
+
+
+def _layout_by_tensor(graph: Graph, ed: Editor, spilled: set[int]):
+    """The optimized model's OfflineMemoryAllocation, keyed by tensor object (lowering renumbers tensors).
+
+    The lowered model runs the layout the device runs, except for what the lowering itself changes:
+    a spilled tensor stays in RAM until its lowered reader, and the lowered concatenation of a
+    FetchingConv2D is new, so those are planned online (TFLM places them around the offline ones).
+    Returns None without the metadata."""
+    offsets = offline_offsets(graph.model)
+    if offsets is None:
+        return None
+    counts = [len(sg.tensors or []) for sg in graph.model.subgraphs]
+    base = sum(counts[: graph.subgraph])
+    by_obj = {id(t): (ONLINE if i in spilled else offsets[base + i]) for i, t in enumerate(ed.sg.tensors)}
+    others = {s: offsets[sum(counts[:s]): sum(counts[: s + 1])] for s in range(len(counts)) if s != graph.subgraph}
+    return by_obj, others
+
+
+def _restore_layout(lowered: Graph, subgraph: int, by_obj: dict[int, int], others: dict[int, list[int]]) -> None:
+    values: list[int] = []
+    for s, sg in enumerate(lowered.model.subgraphs):
+        if s == subgraph:
+            values += [by_obj.get(id(t), ONLINE) for t in sg.tensors or []]
+        else:
+            values += list(others[s])
+    data = struct.pack("<III", 0, 0, len(values)) + struct.pack(f"<{len(values)}i", *values)
+    buf = fb.BufferT()
+    buf.data = np.frombuffer(data, dtype=np.uint8).copy()
+    lowered.model.buffers.append(buf)
+    md = fb.MetadataT()
+    md.name = OFFLINE_METADATA.encode()
+    md.buffer = len(lowered.model.buffers) - 1
+    lowered.model.metadata = list(lowered.model.metadata or []) + [md]
 
 
 def random_inputs(model: bytes, seed: int, details: list[dict] | None = None) -> list[np.ndarray]:
