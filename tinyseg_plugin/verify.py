@@ -36,6 +36,14 @@ def lower(graph: Graph) -> Graph:
     layout = _layout_by_tensor(graph, ed, set(slots.values()))
     ops = ed.sg.operators
     renames: list[tuple[int, int, int]] = []  # (old, new, from operator object identity position)
+    alias: dict[int, int] = {}  # a removed single-operand Fetching's output -> the tensor it stands for
+
+    def resolve(t: int) -> int:
+        """Follow renames to the end: a fetched tensor that was spilled again is still the first tensor."""
+        while t in alias:
+            t = alias[t]
+        return t
+
     new_ops = []
     for op, raw in zip(graph.operators, list(ops)):
         if raw.intermediates is not None and len(raw.intermediates):
@@ -52,11 +60,12 @@ def lower(graph: Graph) -> Graph:
                 if hit:
                     if hit[0].slot not in slots:
                         raise TinySegError(f"operator {op.index}: fetches slot {hit[0].slot}, which no Spill fills")
-                    operands.append(slots[hit[0].slot])
+                    operands.append(resolve(slots[hit[0].slot]))
                 else:
                     operands.append(next(ram))
             target = op.outputs[0]
             if op.opcode == customops.FETCHING and len(operands) == 1:
+                alias[target] = operands[0]
                 renames.append((target, operands[0], len(new_ops)))
                 continue
             if op.opcode == customops.FETCHING:
