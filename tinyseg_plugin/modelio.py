@@ -70,7 +70,7 @@ def parse_model(data: bytes, name: str = "model") -> "fb.ModelT":
         )
     try:
         model = fb.ModelT.InitFromObj(fb.Model.GetRootAs(data, 0))
-    except Exception as exc:  # flatbuffers raises assorted errors on corrupt input
+    except Exception:  # flatbuffers raises assorted errors on corrupt input
         raise TinySegError(f"{name}: corrupt or truncated flatbuffer (a table or vector lies outside the "
                            f"{len(data):,}-byte file)") from None
     _check_structure(model, name, len(data))

@@ -86,6 +86,7 @@ OPTIONS = dict(REQUIRED_OPTIONS, **{
     "LEAKY_RELU": "LeakyReluOptions", "GATHER": "GatherOptions", "DEPTH_TO_SPACE": "DepthToSpaceOptions",
     "SPACE_TO_DEPTH": "SpaceToDepthOptions", "TRANSPOSE": "TransposeOptions", "PAD": "PadOptions",
 })
+_BUILTIN_SET = frozenset(BUILTIN_NAMES.values())
 _OPTION_NAMES = {v: k for k, v in vars(fb.BuiltinOptions).items() if not k.startswith("_") and isinstance(v, int)}
 
 
@@ -323,7 +324,7 @@ def tflm_refusals(graph) -> list[Refusal]:
         name = op.opcode
         if name in TINYSEG_OPS:
             continue
-        if op.is_custom or name not in BUILTIN_NAMES.values():
+        if op.is_custom or name not in _BUILTIN_SET:
             if name not in TFLM_CUSTOM:
                 out.append(Refusal(op.index, name, "a custom operator TFLM does not ship", True))
             continue
