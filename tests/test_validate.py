@@ -349,3 +349,25 @@ def test_a_slow_tflm_run_is_stopped_and_said(tmp_path: Path, capfd) -> None:
     out.mkdir()
     rc, lines, _ = _cli(capfd, ["verify", str(path), str(path), "--time-limit", "0.01"])
     _assert_refused(rc, lines, "--time-limit", out)
+
+
+def test_an_uncalled_second_subgraph_is_not_claimed_exact(tmp_path: Path, capfd) -> None:
+    """TFLM prepares every subgraph; one holding a TRANSPOSE_CONV that nothing calls crashes it (SIGSEGV).
+    analyze must not claim exactness; optimize and verify refuse with one line."""
+    import copy
+
+    m = synth.tiny_unet_like()
+    m.subgraphs.append(copy.deepcopy(m.subgraphs[0]))
+    data = model_to_bytes(m)
+    with pytest.raises(TinySegError, match="SIGSEGV"):
+        tflm.check_loads(data)
+    path = tmp_path / "two.tflite"
+    path.write_bytes(data)
+    rc, _, out = _cli(capfd, ["analyze", str(path), "--json"])
+    d = json.loads(out)
+    assert rc == 0 and not d["exact"] and any("subgraph 1" in r for r in d["not_exact_because"])
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    for args in (["optimize", str(path), "-o", str(out_dir / "o.tflite")], ["verify", str(path), str(path)]):
+        rc, lines, _ = _cli(capfd, args)
+        _assert_refused(rc, lines, "TFLM crashed (SIGSEGV)", out_dir)

@@ -111,7 +111,7 @@ def _refuse_unrunnable(graph, name: str, unverified: bool) -> None:
     if ts:
         raise TinySegError(f"{name} already holds TinySeg operators ({graph.operators[ts[0]].opcode} at operator "
                            f"{ts[0]}): give the original model")
-    refusals = tflm_refusals(graph)
+    refusals = [r for r in tflm_refusals(graph) if r.certain]  # the real load below settles the rest
     fatal = [r for r in refusals if not r.missing]
     if fatal:
         raise TinySegError(f"{name}: TFLM refuses the model in Prepare: {fatal[0]}")
@@ -200,7 +200,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise TinySegError(f"{args.original} holds TinySeg operators ({a.operators[ta[0]].opcode} at operator {ta[0]}), "
                            f"so it is not an original model{swapped}: give the original first, then the optimized one")
     for g, name in ((a, args.original), (b, args.optimized)):
-        refusals = tflm_refusals(g)
+        refusals = [r for r in tflm_refusals(g) if r.certain]
         if refusals:
             raise TinySegError(f"{name}: cannot be verified in TFLM: {refusals[0]}")
     v = verify(a, b, runs=args.runs, seconds=args.time_limit)

@@ -312,14 +312,37 @@ class Refusal:
     opcode: str
     reason: str
     missing: bool = False
+    certain: bool = True  # False: TFLM may or may not cope (only a real load tells)
 
     def __str__(self) -> str:
+        if self.operator < 0:
+            return self.reason
         return f"operator {self.operator} ({self.opcode}): {self.reason}"
+
+
+CONTROL_FLOW_INDICES = ("thenSubgraphIndex", "elseSubgraphIndex", "condSubgraphIndex", "bodySubgraphIndex",
+                        "initSubgraphIndex")
+
+
+def uncalled_subgraphs(model: "fb.ModelT") -> list[int]:
+    """Subgraphs other than 0 that no IF, WHILE or CALL_ONCE operator of the model calls."""
+    called = {0}
+    for sg in model.subgraphs or []:
+        for op in sg.operators or []:
+            for attr in CONTROL_FLOW_INDICES:
+                v = getattr(op.builtinOptions, attr, None)
+                if isinstance(v, int):
+                    called.add(v)
+    return [s for s in range(len(model.subgraphs or [])) if s not in called]
 
 
 def tflm_refusals(graph) -> list[Refusal]:
     """What the real interpreter would refuse in this graph (a graph.Graph), in operator order."""
     out: list[Refusal] = []
+    for s in uncalled_subgraphs(graph.model):
+        # TFLM allocates every subgraph, called or not, and crashes on some (e.g. a TRANSPOSE_CONV in one).
+        out.append(Refusal(-1, "", f"subgraph {s} is called by no IF/WHILE/CALL_ONCE; TFLM still prepares it "
+                                   "and may crash on it", certain=False))
     for op in graph.operators:
         name = op.opcode
         if name in TINYSEG_OPS:
