@@ -65,3 +65,21 @@ def test_edge_inputs_are_min_max_and_alternating() -> None:
     assert lo[1].dtype == np.float32 and (lo[1] < 0).all() and (hi[1] > 0).all()
     orig, twice = _respilled()
     assert verify(orig, twice, runs=1).edge_cases == 3
+
+
+def test_a_model_beyond_the_default_arena_is_checked() -> None:
+    """The check sizes TFLM's arena from the plan: a 64 MiB head no longer fails for lack of arena."""
+    import pytest
+
+    from tinyseg_plugin import tflm
+    from tinyseg_plugin.errors import TinySegError
+    from tinyseg_plugin.modelio import model_to_bytes
+    from tinyseg_plugin.planner import plan_graph
+
+    b = ModelBuilder(dtype="INT8")
+    y = b.conv(b.input([1, 1024, 1024, 16]), 48, k=1)
+    g = build_graph(b.build([y]))
+    assert plan_graph(g).total > tflm.DEFAULT_ARENA
+    with pytest.raises(TinySegError, match="cannot load"):
+        tflm.check_loads(model_to_bytes(g.model))
+    assert verify(g, g, runs=1).identical

@@ -107,10 +107,10 @@ def input_details(model: bytes, seconds: float = LOAD_SECONDS) -> list[dict]:
     return _child({"kind": "load", "model": model, "arena": DEFAULT_ARENA}, seconds, "loading the model")["inputs"]
 
 
-def compare_inputs(models: list[bytes], labels: list[str] | None = None,
+def compare_inputs(models: list[bytes], labels: list[str] | None = None, arena_size: int = DEFAULT_ARENA,
                    seconds: float = LOAD_SECONDS) -> list[list[dict]]:
     """input_details of several models, loaded one after the other in one child."""
-    r = _child({"kind": "load", "models": models, "labels": labels, "arena": DEFAULT_ARENA}, seconds,
+    r = _child({"kind": "load", "models": models, "labels": labels, "arena": arena_size}, seconds,
                "loading the models")
     return r["each"]
 

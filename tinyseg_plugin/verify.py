@@ -184,6 +184,18 @@ class Verification:
     edge_cases: int = 0  # edge-case inputs compared besides the random ones
 
 
+def _arena_for(graph: Graph) -> int:
+    """An arena that holds the model with room to spare (the lowered model may need more than the
+    original), so models beyond the default 64 MiB can be checked too."""
+    from .planner import plan_graph
+
+    try:
+        need = plan_graph(graph).total
+    except TinySegError:
+        return tflm.DEFAULT_ARENA
+    return max(tflm.DEFAULT_ARENA, 2 * need + (16 << 20))
+
+
 def _describe(details: list[dict]) -> str:
     return ", ".join(f"{np.dtype(d['dtype'])}{list(d['shape'])}" for d in details) or "none"
 
@@ -197,7 +209,8 @@ def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
     a = model_to_bytes(original.model)
     b = model_to_bytes(lower(optimized).model)
     labels = ["the original", "the optimized model (lowered to builtins)"]
-    da, db = tflm.compare_inputs([a, b], labels)
+    arena = _arena_for(original)
+    da, db = tflm.compare_inputs([a, b], labels, arena_size=arena)
     if [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in da] != [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in db]:
         raise TinySegError(f"the models' inputs differ: {_describe(da)} against {_describe(db)}; "
                            "they cannot compute the same function")
@@ -206,7 +219,7 @@ def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
     if edge_cases:
         batches += edge_inputs(da)
         names += list(EDGE_NAMES)
-    ya_all, yb_all = tflm.run_models([a, b], batches, labels, seconds=seconds)
+    ya_all, yb_all = tflm.run_models([a, b], batches, labels, arena_size=arena, seconds=seconds)
     n_edge = len(batches) - runs
     for r, (ya, yb) in enumerate(zip(ya_all, yb_all)):
         if len(ya) != len(yb):
