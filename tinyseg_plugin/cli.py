@@ -129,7 +129,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from .optimize_report import report_dict, steps_table
     from . import tflm
     from .optimizer import Options, optimize
-    from .verify import verify
+    from .verify import arena_for, verify
 
     model = load_model(args.model)
     graph = build_graph(model, name=args.model)
@@ -140,7 +140,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if not args.unverified:
         original = model_to_bytes(model)
         try:
-            tflm.check_loads(original, seconds=min(args.time_limit, tflm.LOAD_SECONDS))
+            tflm.check_loads(original, arena_for(graph), seconds=min(args.time_limit, tflm.LOAD_SECONDS))
         except TinySegError as exc:
             raise TinySegError(f"{args.model}: {exc}; nothing to optimize") from None
     opts = Options(kernels=args.kernels, arch=args.arch, target=args.target, partial=not args.no_partial,

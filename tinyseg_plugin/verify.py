@@ -184,7 +184,7 @@ class Verification:
     edge_cases: int = 0  # edge-case inputs compared besides the random ones
 
 
-def _arena_for(graph: Graph) -> int:
+def arena_for(graph: Graph) -> int:
     """An arena that holds the model with room to spare (the lowered model may need more than the
     original), so models beyond the default 64 MiB can be checked too."""
     from .planner import plan_graph
@@ -209,7 +209,7 @@ def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
     a = model_to_bytes(original.model)
     b = model_to_bytes(lower(optimized).model)
     labels = ["the original", "the optimized model (lowered to builtins)"]
-    arena = _arena_for(original)
+    arena = arena_for(original)
     da, db = tflm.compare_inputs([a, b], labels, arena_size=arena)
     if [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in da] != [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in db]:
         raise TinySegError(f"the models' inputs differ: {_describe(da)} against {_describe(db)}; "
