@@ -282,3 +282,10 @@ def test_verify_refuses_a_layout_of_the_wrong_length(tmp_path: Path, unet_file: 
         save_model(m2, bad)
         r = _run(["verify", str(unet_file), str(bad), "--runs", "1"], tmp_path)
         _one_line(r, 2, "OfflineMemoryAllocation metadata")
+
+
+def test_failed_optimize_without_quiet_is_one_line(tmp_path: Path, unet_file: Path) -> None:
+    """Without -q and with stderr captured (not a terminal), no progress line comes before the error."""
+    r = _run(["optimize", str(unet_file), "-o", str(tmp_path / "o.tflite"), "--time-limit", "0.01"], tmp_path)
+    _one_line(r, 2, "did not finish")
+    assert not (tmp_path / "o.tflite").exists()

@@ -80,7 +80,7 @@ def corpus(tmp_path_factory) -> list[tuple[str, Path, Path]]:
     cases = []
     for s, src in enumerate(_sources()):
         data = src.read_bytes()
-        for k, (what, bad) in enumerate(mutants(data, 70, seed=1000 + s)):
+        for k, (what, bad) in enumerate(mutants(data, 100, seed=1000 + s)):
             p = d / f"{src.stem}_{k}.tflite"
             p.write_bytes(bad)
             cases.append((f"{src.name} {what}", src, p))
@@ -92,14 +92,28 @@ def test_analyze_survives_every_mutant(corpus, tmp_path: Path, capfd) -> None:
         rc = main(["analyze", str(bad), "--json", str(tmp_path / "a.json")])
         _, err = capfd.readouterr()
         _check(rc, err, f"analyze {what}")
-    assert len(corpus) >= 200
+    assert len(corpus) >= 300
 
 
 def test_verify_survives_mutants(corpus, capfd) -> None:
-    for what, src, bad in corpus[::6]:
+    for what, src, bad in corpus[::8]:
         rc = main(["verify", str(src), str(bad), "--runs", "1"])
         _, err = capfd.readouterr()
         _check(rc, err, f"verify {what}")
+
+
+def test_verify_survives_damaged_optimized_models(tmp_path: Path, capfd) -> None:
+    """Damaged TinySeg operators (custom options, slots, markers) in the second argument."""
+    opt = tmp_path / "opt.tflite"
+    assert main(["optimize", str(TINY_UNET), "-o", str(opt), "-q", "--runs", "1"]) == 0
+    capfd.readouterr()
+    for k, (what, bad) in enumerate(mutants(opt.read_bytes(), 20, seed=77)):
+        p = tmp_path / f"bad{k}.tflite"
+        p.write_bytes(bad)
+        for args in (["analyze", str(p)], ["verify", str(TINY_UNET), str(p), "--runs", "1"]):
+            rc = main(args)
+            _, err = capfd.readouterr()
+            _check(rc, err, f"{args[0]} optimized model {what}")
 
 
 def test_optimize_survives_mutants(corpus, tmp_path: Path, capfd) -> None:
@@ -118,7 +132,7 @@ def test_optimize_survives_mutants(corpus, tmp_path: Path, capfd) -> None:
 
 def test_real_processes_never_die_of_a_signal(corpus, tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    for what, src, bad in corpus[3::25]:
+    for what, src, bad in corpus[3::35]:
         for args in (["analyze", str(bad)], ["verify", str(src), str(bad), "--runs", "1"]):
             r = subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", *args], capture_output=True, text=True,
                                timeout=300, env=env, cwd=tmp_path)

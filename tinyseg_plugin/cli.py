@@ -146,7 +146,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     opts = Options(kernels=args.kernels, arch=args.arch, target=args.target, partial=not args.no_partial,
                    fuse=not args.no_fuse, scratch=not args.no_scratch16,
                    split=not args.no_split)
-    progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if not args.quiet else None
+    # Progress only on a terminal: when stderr is captured, a failure must be its one line.
+    progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if not args.quiet and sys.stderr.isatty() else None
     result = optimize(graph, opts, progress)
     verification = None
     if not args.unverified:
