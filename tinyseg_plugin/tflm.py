@@ -46,15 +46,9 @@ def _child(request: dict, seconds: float, what: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     cmd = [sys.executable, "-c", "from tinyseg_plugin.tflm import _child_main; _child_main()"]
-
-    def no_core() -> None:  # a crashing child must not leave core files behind
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
     try:
         proc = subprocess.run(cmd, input=pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL),
-                              capture_output=True, timeout=seconds, env=env, preexec_fn=no_core)
+                              capture_output=True, timeout=seconds, env=env)
     except subprocess.TimeoutExpired:
         raise TinySegError(f"TFLM did not finish {what} within {seconds:g} s (stopped; raise the limit with "
                            f"--time-limit if the model is just slow)") from None
@@ -147,7 +141,9 @@ def _child_main() -> None:
     mixes with the answer and its text can be quoted in the error message.
     """
     import ctypes
+    import resource
 
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crashing child leaves no core file behind
     request = pickle.loads(sys.stdin.buffer.read())
     answer_fd = os.dup(1)
     libc = ctypes.CDLL(None)
