@@ -6,11 +6,12 @@ documented in docs/analysis_json.md (bump SCHEMA when it changes).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .coldrange import ColdRange, cold_ranges, op_of, scope_of
 from .graph import Graph
 from .planner import Buffer, Plan, plan_graph
+from .validate import Refusal, tflm_refusals
 
 SCHEMA = "tinyseg.analysis/2"  # 2: "target" (the build profile) renamed "arch"
 
@@ -41,10 +42,23 @@ class Analysis:
     cold: dict[int, ColdRange]
     ops: list[OpRow]
     peak_op: int | None  # operator whose scope reaches the head first; None for a model with no operators
+    refusals: list[Refusal] = field(default_factory=list)  # what TFLM would refuse: then nothing is exact
 
     @property
     def head(self) -> int:
         return self.plan.head
+
+    @property
+    def exact(self) -> bool:
+        """Exact only where TFLM can run the model and every operator has a scratch rule."""
+        return self.plan.exact and not self.refusals
+
+    @property
+    def not_exact_because(self) -> list[str]:
+        reasons = [f"TFLM refuses {r}" if r.certain else str(r) for r in self.refusals]
+        if self.plan.unknown_ops:
+            reasons.append(f"no scratch rule for {', '.join(self.plan.unknown_ops)}; the head may be low")
+        return reasons
 
 
 def _row(graph: Graph, plan: Plan, op_index: int) -> OpRow:
@@ -77,7 +91,7 @@ def analyze_graph(graph: Graph, kernels: str = "reference", arch: str = "host64"
     peak = None
     if rows:
         peak = max(rows, key=lambda r: (r.arena_top, r.live_bytes, -r.index)).index
-    return Analysis(graph, plan, cold_ranges(graph), rows, peak)
+    return Analysis(graph, plan, cold_ranges(graph), rows, peak, tflm_refusals(graph))
 
 
 def _buffer_dict(b: Buffer) -> dict:
@@ -123,7 +137,8 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
         "model": model_name,
         "kernels": p.kernels,
         "arch": p.arch,
-        "exact": p.exact,
+        "exact": a.exact,
+        "not_exact_because": a.not_exact_because,
         "unknown_ops": p.unknown_ops,
         "head": p.head,
         "tail": {

@@ -75,7 +75,7 @@ def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | Non
     g.add_argument("--no-split", action="store_true", help="no splitting of ADD/SUB/MUL over a concatenation")
     g.add_argument("--no-scratch16", action="store_true", help="keep TRANSPOSE_CONV's int32 scratch")
     g.add_argument("--verify-runs", type=str, default="3", metavar="N",
-                   help="random inputs for the bit-exact check in TFLM, at least 1 (default: 3)")
+                   help="random inputs for the bit-exact check in TFLM, at least 1 (default: 3; 3 edge-case inputs are added)")
     g.add_argument("--no-verify", action="store_true", help="skip the bit-exact check in TFLM (not recommended)")
 
 

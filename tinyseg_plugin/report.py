@@ -35,8 +35,8 @@ def analysis_text(a: Analysis, model_name: str = "", width: int = 100) -> str:
     out = io.StringIO()
     w = out.write
     w(f"model: {model_name}   kernels: {d['kernels']}   arch: {d['arch']}\n")
-    if d["unknown_ops"]:
-        w(f"warning: no scratch rule for {', '.join(d['unknown_ops'])}; the head may be low\n")
+    if not d["exact"]:
+        w(f"exact: false ({'; '.join(d['not_exact_because'])})\n")
     w("\nTensors in the arena (scopes: inputs at 0, operator i at i+1)\n")
     name_w = max(20, width - 71)
     w(f"{'idx':>5} {'name':<{name_w}} {'shape':<14} {'type':<7} {'bytes':>10} {'offset':>10} {'life':>7} {'cold range':>11}\n")
@@ -57,7 +57,8 @@ def analysis_text(a: Analysis, model_name: str = "", width: int = 100) -> str:
         w(f"{r['index']:>4} {r['scope']:>5} {r['opcode'][:16]:<16} {sum(r['scratch']):>9,} {r['live_bytes']:>11,} "
           f"{r['arena_top']:>11,}  {live}{mark}\n")
     w("\n")
-    w(f"head  (non-persistent, TFLM-exact): {kb(d['head'])}\n")
+    exactness = "TFLM-exact" if d["exact"] else "NOT exact, see above"
+    w(f"head  (non-persistent, {exactness}): {kb(d['head'])}\n")
     w(f"tail  (persistent, estimate):       {kb(d['tail']['total'])}\n")
     w(f"total (head + tail estimate):       {kb(d['total'])}\n")
     return out.getvalue()
