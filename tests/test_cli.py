@@ -228,10 +228,11 @@ def test_plugin_verify_runs_must_be_positive() -> None:
     from tinyseg_plugin.verify import verify
 
     p = argparse.ArgumentParser()
-    manager(plugin).hook.tflite_tools_add_options(parser=p)
+    hook = manager(plugin).hook
+    hook.tflite_tools_add_options(parser=p, command="optimize")
     for bad in ("0", "-1"):
-        with pytest.raises(SystemExit):
-            p.parse_args(["--verify-runs", bad])
+        with pytest.raises(plugin.PluginError, match="at least 1"):
+            hook.tflite_tools_check_options(options=p.parse_args(["--verify-runs", bad]), command="optimize")
     g = build_graph(synth.random_unet(1))
     with pytest.raises(TinySegError, match="at least one"):
         verify(g, g, runs=0)

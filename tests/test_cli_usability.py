@@ -57,7 +57,7 @@ def test_abbreviations_are_refused(unet_file: Path, tmp_path: Path, argv: list[s
 
 def test_verify_help_describes_its_arguments() -> None:
     text = _tinyseg("verify", "--help").stdout
-    assert "the model before optimization" in text and "random inputs to compare on" in text
+    assert "the model before optimization" in text and "random inputs, at least 1" in text
 
 
 def test_output_equal_to_input_is_refused_without_force(unet_file: Path, tmp_path: Path, capsys) -> None:
