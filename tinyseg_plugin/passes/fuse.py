@@ -85,6 +85,8 @@ def fuse_conv(graph: Graph, fetch_index: int, band_rows: int = 1) -> Graph | Non
     out_shape = graph.tensors[f.outputs[0]].shape
     if len(out_shape) != 4 or (fo.operands > 1 and fo.axis != 3):
         return None
+    if graph.tensors[k.inputs[1]].shape[3] != out_shape[3]:
+        return None  # a grouped convolution (filter depth < input depth): the kernel convolves all channels
     if not f.inputs and graph.tensors[f.outputs[0]].scales:
         return None  # contract v1: a quantized FetchingConv2D reads the input quantization from an in-RAM operand
     o = k.options
