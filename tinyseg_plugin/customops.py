@@ -11,6 +11,9 @@ model; docs/custom_ops.md describes the same contract for the C++ side
   operand it simply restores one spilled tensor.
 - ``FetchingConv2D``: inputs [in-RAM operands..., filter, bias or -1], outputs [out]:
   CONV_2D over the virtual concatenation, computed in bands of ``band_rows`` output rows.
+  ``quantized_bias_type`` (optional, "NONE" when absent) is the CONV_2D's
+  Conv2DOptions.quantized_bias_type: an int16 convolution without bias accumulates
+  in int32 when it is "INT32", else in int64, as TFLM's CONV_2D does.
 - TRANSPOSE_CONV scratch narrowing: a zero-size marker tensor in the operator's
   ``intermediates``: type INT16, shape [0, 0] = int16 accumulator over the whole
   output; type INT32, shape [0, rows] = int32 accumulator over bands of ``rows``
@@ -75,11 +78,15 @@ class ConvParams:
     activation: str = "NONE"
 
 
+BIAS_TYPES = {0: "NONE", 2: "INT32", 4: "INT64"}  # schema TensorType of Conv2DOptions.quantized_bias_type
+
+
 @dataclass(frozen=True)
 class FetchingConv2DOptions:
     fetching: FetchingOptions
     conv: ConvParams = field(default_factory=ConvParams)
     band_rows: int = 1
+    quantized_bias_type: str = "NONE"  # one of BIAS_TYPES' values
 
 
 def is_tinyseg_op(op) -> bool:
@@ -108,6 +115,7 @@ def encode(options: SpillOptions | FetchingOptions | FetchingConv2DOptions) -> b
         m.update({
             "padding": c.padding, "stride_h": c.stride_h, "stride_w": c.stride_w, "dilation_h": c.dilation_h,
             "dilation_w": c.dilation_w, "activation": c.activation, "band_rows": options.band_rows,
+            "quantized_bias_type": options.quantized_bias_type,
         })
     return bytes(flexbuffers.Dumps(m))
 
@@ -144,7 +152,10 @@ def decode(op) -> SpillOptions | FetchingOptions | FetchingConv2DOptions:
         if op.opcode == FETCHING_CONV_2D:
             conv = ConvParams(str(m["padding"]), int(m["stride_h"]), int(m["stride_w"]), int(m["dilation_h"]),
                               int(m["dilation_w"]), str(m["activation"]))
-            return FetchingConv2DOptions(_fetching(m), conv, int(m["band_rows"]))
+            bias_type = str(m.get("quantized_bias_type", "NONE"))
+            if bias_type not in BIAS_TYPES.values():
+                raise ValueError(f"quantized_bias_type {bias_type!r}")
+            return FetchingConv2DOptions(_fetching(m), conv, int(m["band_rows"]), bias_type)
     except (KeyError, TypeError, ValueError) as exc:
         raise TinySegError(f"operator {op.index} ({op.opcode}): malformed options ({exc})") from None
     raise TinySegError(f"operator {op.index}: {op.opcode} is not a TinySeg operator")

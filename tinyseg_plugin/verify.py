@@ -24,6 +24,7 @@ from .schema import fb
 
 _PAD = {v: k for k, v in customops.PADDING.items()}
 _ACT = {v: k for k, v in customops.ACTIVATIONS.items()}
+_BIAS = {v: k for k, v in customops.BIAS_TYPES.items()}
 
 
 def lower(graph: Graph) -> Graph:
@@ -88,6 +89,7 @@ def lower(graph: Graph) -> Graph:
             cv.strideH, cv.strideW = o.conv.stride_h, o.conv.stride_w
             cv.dilationHFactor, cv.dilationWFactor = o.conv.dilation_h, o.conv.dilation_w
             cv.fusedActivationFunction = _ACT[o.conv.activation]
+            cv.quantizedBiasType = _BIAS[o.quantized_bias_type]  # int16 without bias: int32 or int64 sums
             inputs = [cat, filt] + ([bias] if bias >= 0 else [])
             new_ops.append(ed.make_op("CONV_2D", inputs, [target], options_type=fb.BuiltinOptions.Conv2DOptions, options=cv))
             continue

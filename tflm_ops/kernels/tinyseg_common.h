@@ -96,8 +96,9 @@ struct FetchingConvHeader {
   int16_t pad_h;
   int16_t pad_w;
   uint16_t staging_bytes;
-  uint8_t padding;     // TfLitePadding
-  uint8_t activation;  // TfLiteFusedActivation
+  uint8_t padding : 7;           // TfLitePadding
+  uint8_t int32_accumulator : 1;  // int16 without bias: quantized_bias_type INT32
+  uint8_t activation;             // TfLiteFusedActivation
 };
 constexpr size_t kFetchingConvHeaderBytes = 64;
 static_assert(sizeof(FetchingConvHeader) <= kFetchingConvHeaderBytes,

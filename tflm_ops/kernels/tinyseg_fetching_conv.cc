@@ -4,7 +4,7 @@
 //
 // inputs [in-RAM operands..., filter, bias or -1], outputs [out]; options:
 // everything of Fetching with axis 3, plus padding, stride_h/w, dilation_h/w,
-// activation and band_rows.
+// activation, band_rows and (optional) quantized_bias_type.
 //
 // For each band of `band_rows` output rows the kernel assembles the image rows
 // the band reads -- at most (kh - 1) * dh + 1 + stride_h * (band_rows - 1),
@@ -91,6 +91,23 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
       !tinyseg_ops::CountFetched(options, &num_fetched)) {
     return nullptr;
   }
+  // Optional (absent in older models): like CONV_2D's Conv2DOptions.quantized_bias_type, it
+  // picks the int32 accumulator for an int16 convolution without bias.
+  bool int32_accumulator = false;
+  const flexbuffers::Reference bias_type = options.map()["quantized_bias_type"];
+  if (!bias_type.IsNull()) {
+    if (!bias_type.IsString()) {
+      MicroPrintf("FetchingConv2D: quantized_bias_type must be a string");
+      return nullptr;
+    }
+    const char* name = bias_type.AsString().c_str();
+    if (std::strcmp(name, "INT32") == 0) {
+      int32_accumulator = true;
+    } else if (std::strcmp(name, "NONE") != 0 && std::strcmp(name, "INT64") != 0) {
+      MicroPrintf("FetchingConv2D: quantized_bias_type must be NONE, INT32 or INT64");
+      return nullptr;
+    }
+  }
   TfLitePadding padding = kTfLitePaddingUnknown;
   TfLiteFusedActivation activation = kTfLiteActNone;
   if (axis != 3 || !ParsePadding(padding_name, &padding) ||
@@ -114,6 +131,7 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
   h->dilation_w = static_cast<int16_t>(dw);
   h->staging_bytes = static_cast<uint16_t>(tinyseg_ops::StagingBytes(static_cast<int32_t>(block)));
   h->padding = static_cast<uint8_t>(padding);
+  h->int32_accumulator = int32_accumulator ? 1 : 0;
   h->activation = static_cast<uint8_t>(activation);
   FetchedConvOperand* f = tinyseg_ops::ConvOperands(h);
   for (int32_t i = 0; i < num_fetched; ++i) {
@@ -397,7 +415,10 @@ TfLiteStatus ConvBand(TfLiteContext* context, const EvalView& v, const ConvParam
           micro::GetTensorData<int8_t>(out) + out_offset);
       return kTfLiteOk;
     case kTfLiteInt16:
-      if (bias != nullptr && bias->type == kTfLiteInt32) {
+      // As TFLM's CONV_2D: int32 accumulation with an int32 bias, or without bias when the
+      // operator's quantized_bias_type says INT32; int64 otherwise.
+      if ((bias != nullptr && bias->type == kTfLiteInt32) ||
+          (bias == nullptr && v.h->int32_accumulator)) {
         reference_integer_ops::ConvPerChannel(
             params, v.h->per_channel_multiplier, v.h->per_channel_shift, in_shape,
             reinterpret_cast<const int16_t*>(v.band), filter_shape,

@@ -97,8 +97,11 @@ def fuse_conv(graph: Graph, fetch_index: int, band_rows: int = 1) -> Graph | Non
     )
     if o.fusedActivationFunction not in ACTIVATIONS:
         return None
+    bias_type = customops.BIAS_TYPES.get(getattr(o, "quantizedBiasType", 0) or 0)
+    if bias_type is None:
+        return None  # a quantized_bias_type the kernel does not know
     fetching = customops.FetchingOptions(axis=3, operands=fo.operands, fetched=fo.fetched, block=fo.block)
-    opts = customops.FetchingConv2DOptions(fetching, conv, band_rows)
+    opts = customops.FetchingConv2DOptions(fetching, conv, band_rows, bias_type)
     bias = k.inputs[2] if len(k.inputs) > 2 else -1
     ed = Editor(graph)
     ed.replace(k.index, ed.make_op(customops.FETCHING_CONV_2D, list(f.inputs) + [k.inputs[1], bias], [k.outputs[0]],
