@@ -171,7 +171,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if not args.unverified:
         if progress:
             progress(f"verifying against the original in TFLM ({args.runs} random inputs + 3 edge cases)")
-        verification = verify(graph, result.graph, runs=args.runs, seconds=args.time_limit)
+        from .devicecheck import resolve_tflm_dir
+
+        verification = verify(graph, result.graph, runs=args.runs, seconds=args.time_limit,
+                              tflm_dir=resolve_tflm_dir(args.tflm_dir), progress=progress)
         if not verification.identical:
             raise TinySegError(f"verification failed: {verification.detail}; no output written", EXIT_VERIFY_FAILED)
     data = model_to_bytes(result.graph.model)
@@ -179,7 +182,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if verification is None:
         report["verification"] = "UNVERIFIED: not checked in TFLM (--unverified)"
     else:
-        report["verification"] = (f"bit-identical to the original in TFLM (lowered to builtins) on "
+        report["verification"] = (f"bit-identical to the original in TFLM ({verification.describe()}) on "
                                   f"{verification.runs} random and {verification.edge_cases} edge-case inputs")
     files: list[tuple[str, bytes]] = [(args.output, data)]
     if args.report:
@@ -194,7 +197,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     write_all(files)
     sys.stdout.write(steps_table(result))
     if verification is not None:
-        print(f"verified (TinySeg operators lowered to builtins): outputs bit-identical to the original in TFLM "
+        print(f"verified ({verification.describe()}): outputs bit-identical to the original in TFLM "
               f"on {verification.runs} random inputs and {verification.edge_cases} edge cases")
     else:
         print("UNVERIFIED: the written model was not checked against the original in TFLM (--unverified)")
@@ -246,10 +249,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
         refusals = [r for r in tflm_refusals(g) if r.certain]
         if refusals:
             raise TinySegError(f"{name}: cannot be verified in TFLM: {refusals[0]}")
-    v = verify(a, b, runs=args.runs, seconds=args.time_limit)
+    from .devicecheck import resolve_tflm_dir
+
+    progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if sys.stderr.isatty() else None
+    v = verify(a, b, runs=args.runs, seconds=args.time_limit, tflm_dir=resolve_tflm_dir(args.tflm_dir),
+               progress=progress)
     if not v.identical:
-        raise TinySegError(f"outputs differ: {v.detail}", EXIT_VERIFY_FAILED)
-    print(f"identical: {v.runs} random inputs and {v.edge_cases} edge cases, outputs bit-identical in TFLM")
+        raise TinySegError(f"outputs differ ({v.describe()}): {v.detail}", EXIT_VERIFY_FAILED)
+    print(f"identical: {v.runs} random inputs and {v.edge_cases} edge cases, outputs bit-identical in TFLM "
+          f"({v.describe()})")
     return EXIT_OK
 
 
@@ -308,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--time-limit", type=positive_seconds, default=120.0, metavar="SECONDS",
                    help="bound on each TFLM run of the verification (default: 120)")
     o.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    o.add_argument("--tflm-dir", metavar="DIR", default=None,
+                   help="TFLM tree: check with TinySeg's real kernels in a cached host build of it (default: "
+                        "$TFLM_DIR; without either, TinySeg operators are lowered to builtins)")
     o.add_argument("--force", action="store_true", help="allow -o to be the input model (replaced only when done)")
     o.set_defaults(func=cmd_optimize)
 
@@ -320,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="random inputs, at least 1 (default: 3; 3 edge-case inputs are added)")
     v.add_argument("--time-limit", type=positive_seconds, default=120.0, metavar="SECONDS",
                    help="bound on each TFLM run (default: 120)")
+    v.add_argument("--tflm-dir", metavar="DIR", default=None,
+                   help="TFLM tree: check with TinySeg's real kernels in a cached host build of it (default: "
+                        "$TFLM_DIR; without either, TinySeg operators are lowered to builtins)")
     v.set_defaults(func=cmd_verify)
 
     t = sub.add_parser("tflm", help="add TinySeg's kernels to a TFLM checkout")

@@ -178,12 +178,25 @@ def edge_inputs(details: list[dict]) -> list[list[np.ndarray]]:
 EDGE_NAMES = ("all-minimum", "all-maximum", "alternating")
 
 
+LOWERED = "lowered"  # the fallback: TinySeg operators lowered to builtins, run in the tflite-micro wheel
+REAL_KERNELS = "real-kernels"  # the model as written, TinySeg's kernels in a host build of a TFLM tree
+
+
 @dataclass(frozen=True)
 class Verification:
     runs: int  # random inputs compared
     identical: bool
     detail: str = ""
     edge_cases: int = 0  # edge-case inputs compared besides the random ones
+    check: str = LOWERED  # which of the two checks ran
+    tflm_dir: str = ""  # the TFLM tree of the real-kernel check
+
+    def describe(self) -> str:
+        """One phrase naming the check, for the output line and the report."""
+        if self.check == REAL_KERNELS:
+            return (f"real-kernel check: the model as written, TinySeg kernels in a host build of TFLM "
+                    f"{self.tflm_dir}")
+        return "fallback check: TinySeg operators lowered to builtins in the tflite-micro wheel (no TFLM tree)"
 
 
 def arena_for(graph: Graph) -> int:
@@ -203,11 +216,16 @@ def _describe(details: list[dict]) -> str:
 
 
 def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
-           seconds: float = tflm.RUN_SECONDS, edge_cases: bool = True) -> Verification:
-    """Run the original and the lowered optimized model on ``runs`` random inputs (and the edge cases);
-    outputs must be bit-identical. Both models run in TFLM child processes bounded by ``seconds`` each."""
+           seconds: float = tflm.RUN_SECONDS, edge_cases: bool = True, tflm_dir: str | None = None,
+           progress=None) -> Verification:
+    """Run the original and the optimized model on ``runs`` random inputs (and the edge cases);
+    outputs must be bit-identical. With ``tflm_dir`` (a TFLM tree) the optimized model runs as written
+    with TinySeg's kernels (devicecheck.py); without, its lowering runs in the tflite-micro wheel.
+    Every run is a child process bounded by ``seconds``."""
     if runs < 1:
         raise TinySegError(f"verification needs at least one random input (got {runs})")
+    if tflm_dir:
+        return verify_real_kernels(original, optimized, tflm_dir, runs, seed, seconds, edge_cases, progress)
     a = model_to_bytes(original.model)
     b = model_to_bytes(lower(optimized).model)
     labels = ["the original", "the optimized model (lowered to builtins)"]
@@ -231,3 +249,63 @@ def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
                 diff = int(np.count_nonzero(p != q)) if p.shape == q.shape else -1
                 return Verification(runs, False, f"output {k} differs on {names[r]} ({diff} elements)", n_edge)
     return Verification(runs, True, "", n_edge)
+
+
+def _details(graph: Graph) -> list[dict]:
+    out = []
+    for t in graph.inputs:
+        tensor = graph.tensors[t]
+        if tensor.numpy_dtype is None:
+            raise TinySegError(f"input {tensor.name!r} has type {tensor.dtype}, which the check cannot feed")
+        out.append({"shape": tuple(tensor.shape), "dtype": np.dtype(tensor.numpy_dtype)})
+    return out
+
+
+def _split(graph: Graph, data: bytes) -> list[np.ndarray]:
+    """One batch of the runner's output bytes as the graph's output arrays."""
+    arrays, at = [], 0
+    for t in graph.outputs:
+        tensor = graph.tensors[t]
+        n = tensor.elements * tensor.itemsize
+        dt = np.dtype(tensor.numpy_dtype) if tensor.numpy_dtype else np.uint8
+        arrays.append(np.frombuffer(data[at:at + n], dtype=dt).reshape(tensor.shape if tensor.numpy_dtype else (-1,)))
+        at += n
+    return arrays
+
+
+def verify_real_kernels(original: Graph, optimized: Graph, tflm_dir: str, runs: int = 3, seed: int = 0,
+                        seconds: float = tflm.RUN_SECONDS, edge_cases: bool = True, progress=None) -> Verification:
+    """Both models in one host build of ``tflm_dir`` with TinySeg's kernels: the optimized one exactly as
+    written (offline layout, scratch markers, Spill/Fetching/FetchingConv2D through the C++ codec into
+    host-RAM storage). Built once and cached (devicecheck.prepare)."""
+    from . import devicecheck
+
+    exe = devicecheck.prepare(tflm_dir, progress=progress)
+    da, db = _details(original), _details(optimized)
+    if [(d["shape"], d["dtype"]) for d in da] != [(d["shape"], d["dtype"]) for d in db]:
+        raise TinySegError(f"the models' inputs differ: {_describe(da)} against {_describe(db)}; "
+                           "they cannot compute the same function")
+    a = model_to_bytes(original.model)
+    b = model_to_bytes(optimized.model)
+    batches = [random_inputs(a, seed + r, da) for r in range(runs)]
+    names = [f"random input {r}" for r in range(runs)]
+    if edge_cases:
+        batches += edge_inputs(da)
+        names += list(EDGE_NAMES)
+    n_edge = len(batches) - runs
+    arena = arena_for(original)
+    ra = devicecheck.run(exe, a, batches, arena, seconds, "the original")
+    rb = devicecheck.run(exe, b, batches, arena, seconds, "the optimized model")
+    done = dict(check=REAL_KERNELS, tflm_dir=str(tflm_dir))
+    if [(original.tensors[t].shape, original.tensors[t].dtype) for t in original.outputs] != \
+            [(optimized.tensors[t].shape, optimized.tensors[t].dtype) for t in optimized.outputs]:
+        return Verification(runs, False, "the models' outputs have other shapes or types", n_edge, **done)
+    for r, (pa, pb) in enumerate(zip(ra.outputs, rb.outputs)):
+        if pa == pb:
+            continue
+        for k, (p, q) in enumerate(zip(_split(original, pa), _split(optimized, pb))):
+            if p.tobytes() != q.tobytes():
+                diff = int(np.count_nonzero(p != q)) if p.shape == q.shape else -1
+                return Verification(runs, False, f"output {k} differs on {names[r]} ({diff} elements)", n_edge, **done)
+        return Verification(runs, False, f"outputs differ on {names[r]}", n_edge, **done)
+    return Verification(runs, True, "", n_edge, **done)

@@ -1,0 +1,152 @@
+"""The real-kernel check (issue 11): optimized models run as written in a host build of TFLM with
+TinySeg's kernels, compared with the original in the same build. Needs TFLM_DIR (a TFLM 90b983c tree
+with its third-party downloads); the build is made once and cached (devicecheck.prepare)."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SHARED_MODELS, TINY_UNET
+from tinyseg_plugin import cli, customops, devicecheck, synth
+from tinyseg_plugin.errors import TinySegError
+from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.modelio import load_model, save_model
+from tinyseg_plugin.optimizer import Options, optimize
+from tinyseg_plugin.planner import OFFLINE_METADATA, ONLINE, offline_offsets
+from tinyseg_plugin.verify import LOWERED, REAL_KERNELS, verify
+
+EXAMPLES = ("tiny_unet", "vnet2d", "attention_unet", "resunet_a")
+
+
+def _tflm_dir() -> str:
+    d = os.environ.get(devicecheck.ENV_TFLM)
+    if not d:
+        pytest.skip("set TFLM_DIR to a TFLM 90b983c tree with its third-party downloads for the real-kernel check")
+    if not (Path(d) / "tensorflow/lite/micro/tools/make/downloads/flatbuffers").is_dir():
+        pytest.skip(f"TFLM_DIR={d} lacks its third-party downloads")
+    return d
+
+
+@pytest.fixture(scope="module")
+def tflm_dir() -> str:
+    d = _tflm_dir()
+    devicecheck.prepare(d)  # the one build (cached); later calls find it
+    return d
+
+
+def _optimized(graph):
+    return optimize(graph, Options()).graph
+
+
+def _example(name: str, tmp_path_factory) -> Path:
+    if name == "tiny_unet":
+        return TINY_UNET
+    built = ROOT / "examples" / "models" / f"{name}.tflite"
+    if built.exists():
+        return built
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip(f"{name}: not built and tensorflow is not installed (make models-deps)")
+    out = tmp_path_factory.mktemp("models")
+    subprocess.run([sys.executable, str(ROOT / "examples" / "models" / "build.py"), "--models", name, "--out", str(out)],
+                   check=True, capture_output=True, timeout=3600)
+    return out / f"{name}.tflite"
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_examples_pass_the_real_kernel_check(tflm_dir: str, name: str, tmp_path_factory) -> None:
+    graph = build_graph(load_model(_example(name, tmp_path_factory)))
+    opt = _optimized(graph)
+    assert any(customops.is_tinyseg_op(op) for op in opt.operators)
+    v = verify(graph, opt, runs=2, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
+    assert v.edge_cases == 3
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_random_unets_pass_the_real_kernel_check(tflm_dir: str, seed: int) -> None:
+    graph = build_graph(synth.random_unet(seed))
+    v = verify(graph, _optimized(graph), runs=2, seed=seed, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SHARED_MODELS.glob("*.tflite")) or ["none"])
+def test_shared_models_pass_the_real_kernel_check(tflm_dir: str, name: str) -> None:
+    path = SHARED_MODELS / name
+    if not path.exists():
+        pytest.skip(f"{SHARED_MODELS} has no models")
+    graph = build_graph(load_model(path))
+    v = verify(graph, _optimized(graph), runs=2, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
+
+
+def _zero_layout(graph) -> None:
+    """Every offline-planned offset set to 0: all tensors on top of each other."""
+    model = graph.model
+    md = next(m for m in model.metadata if m.name.decode() == OFFLINE_METADATA)
+    buf = model.buffers[md.buffer]
+    raw = bytes(buf.data)
+    n = struct.unpack_from("<I", raw, 8)[0]
+    values = [0 if v != ONLINE else v for v in struct.unpack_from(f"<{n}i", raw, 12)]
+    import numpy as np
+
+    buf.data = np.frombuffer(raw[:12] + struct.pack(f"<{n}i", *values), dtype=np.uint8).copy()
+
+
+def test_a_broken_offline_layout_fails_the_real_kernel_check(tflm_dir: str) -> None:
+    graph = build_graph(load_model(TINY_UNET))
+    opt = _optimized(graph)
+    offsets = offline_offsets(opt.model)
+    assert offsets is not None and len({o for o in offsets if o != ONLINE}) > 1  # the optimizer wrote a layout
+    _zero_layout(opt)
+    broken = build_graph(opt.model)
+    assert set(o for o in offline_offsets(broken.model) if o != ONLINE) == {0}
+    try:
+        v = verify(graph, broken, runs=1, tflm_dir=tflm_dir)
+    except TinySegError as exc:  # TFLM may also refuse or crash on it: a failure either way
+        assert "TinySeg kernels" in str(exc)
+        return
+    assert v.check == REAL_KERNELS and not v.identical
+
+
+def test_int16_without_bias_in_the_real_kernels(tflm_dir: str) -> None:
+    """Point 5 in the C++ FetchingConv2D: the int32 accumulator (overflowing here) and the int64 one."""
+    from test_verify_kernels import fused_int16
+
+    for bias_type in (2, 4, 0):
+        graph, fused = fused_int16(bias_type)
+        v = verify(graph, fused, runs=1, tflm_dir=tflm_dir)
+        assert v.check == REAL_KERNELS and v.identical, (bias_type, v.detail)
+
+
+def test_cli_verify_names_the_check(tflm_dir: str, tmp_path: Path, capsys) -> None:
+    graph = build_graph(load_model(TINY_UNET))
+    save_model(_optimized(graph).model, tmp_path / "o.tflite")
+    rc = cli.main(["verify", str(TINY_UNET), str(tmp_path / "o.tflite"), "--runs", "1", "--tflm-dir", tflm_dir])
+    out = capsys.readouterr().out
+    assert rc == 0 and "real-kernel check" in out and tflm_dir in out
+
+
+def test_without_a_tflm_tree_the_fallback_says_so(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv(devicecheck.ENV_TFLM, raising=False)
+    rc = cli.main(["optimize", str(TINY_UNET), "-o", str(tmp_path / "o.tflite"), "--report", str(tmp_path / "r.json"),
+                   "--runs", "1", "-q"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "fallback check" in out and "lowered to builtins" in out
+    import json
+
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert "fallback check" in rep["verification"]
+    g = build_graph(load_model(TINY_UNET))
+    assert verify(g, build_graph(load_model(tmp_path / "o.tflite")), runs=1).check == LOWERED
+
+
+def test_a_bad_tflm_dir_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    rc = cli.main(["verify", str(TINY_UNET), str(TINY_UNET), "--runs", "1", "--tflm-dir", str(tmp_path / "nope")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no such directory" in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,230 @@
+// tinyseg_run: runs a .tflite model -- original or TinySeg-optimized, as written
+// (offline arena layout, scratch markers) -- in a host build of TFLM patched by
+// `tinyseg tflm install`, with TinySeg's kernels and a RAM-backed SpillManager.
+// `tinyseg verify` (tinyseg_plugin/devicecheck.py) builds and runs it.
+//
+// Usage: tinyseg_run MODEL INPUT OUTPUT [--batches N] [--arena BYTES] [--storage BYTES]
+//   INPUT   N batches, each the raw bytes of every model input in input order
+//   OUTPUT  written with N batches, each the raw bytes of every output in order
+// One Invoke per batch, on the same interpreter (spill slots are rewritten and
+// released each inference). Printed lines (sizes in bytes):
+//   head N / tail N / total N   RecordingMicroAllocator's arena sections
+//   persistent_buffers N        tail bytes of AllocatePersistentBuffer (kernels' OpData)
+//   spills N / spilled_bytes N / encoded_bytes N / fetches N / fetched_bytes N
+//   staged_bytes N / bands N / reused_rows N / erases N
+// Exit 0 on success; 1 with one line on stderr naming the failing step.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_ops.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_runtime.h"
+#include "tensorflow/lite/micro/micro_mutable_op_resolver.h"
+#include "tensorflow/lite/micro/recording_micro_allocator.h"
+#include "tensorflow/lite/micro/recording_micro_interpreter.h"
+#include "tensorflow/lite/schema/schema_generated.h"
+#include "tinyseg/block_device.h"
+#include "tinyseg/erase_queue.h"
+#include "tinyseg/spill_manager.h"
+
+namespace {
+
+using Resolver = tflite::MicroMutableOpResolver<112>;
+
+bool AddBuiltins(Resolver& r) {
+  const TfLiteStatus statuses[] = {
+      r.AddAbs(), r.AddAdd(), r.AddAddN(), r.AddArgMax(), r.AddArgMin(),
+      r.AddAveragePool2D(), r.AddBatchMatMul(), r.AddBatchToSpaceNd(), r.AddCast(),
+      r.AddCeil(), r.AddConcatenation(), r.AddConv2D(), r.AddCos(), r.AddCumSum(),
+      r.AddDepthToSpace(), r.AddDepthwiseConv2D(), r.AddDequantize(), r.AddDiv(),
+      r.AddElu(), r.AddEqual(), r.AddExp(), r.AddExpandDims(), r.AddFill(),
+      r.AddFloor(), r.AddFloorDiv(), r.AddFloorMod(), r.AddFullyConnected(),
+      r.AddGather(), r.AddGatherNd(), r.AddGreater(), r.AddGreaterEqual(),
+      r.AddHardSwish(), r.AddL2Normalization(), r.AddL2Pool2D(), r.AddLeakyRelu(),
+      r.AddLess(), r.AddLessEqual(), r.AddLog(), r.AddLogicalAnd(),
+      r.AddLogicalNot(), r.AddLogicalOr(), r.AddLogistic(), r.AddLogSoftmax(),
+      r.AddMaximum(), r.AddMaxPool2D(), r.AddMirrorPad(), r.AddMean(),
+      r.AddMinimum(), r.AddMul(), r.AddNeg(), r.AddNotEqual(), r.AddPack(),
+      r.AddPad(), r.AddPadV2(), r.AddPrelu(), r.AddQuantize(), r.AddReduceMax(),
+      r.AddReduceMin(), r.AddRelu(), r.AddRelu6(), r.AddReshape(),
+      r.AddResizeBilinear(), r.AddResizeNearestNeighbor(), r.AddRound(),
+      r.AddRsqrt(), r.AddSelectV2(), r.AddShape(), r.AddSin(), r.AddSlice(),
+      r.AddSoftmax(), r.AddSpaceToBatchNd(), r.AddSpaceToDepth(), r.AddSplit(),
+      r.AddSplitV(), r.AddSqueeze(), r.AddSqrt(), r.AddSquare(),
+      r.AddSquaredDifference(), r.AddStridedSlice(), r.AddSub(), r.AddSum(),
+      r.AddTanh(), r.AddTranspose(), r.AddTransposeConv(), r.AddUnpack(),
+      r.AddZerosLike(),
+      tflite::AddTinySegOps(r),
+  };
+  for (TfLiteStatus s : statuses) {
+    if (s != kTfLiteOk) return false;
+  }
+  return true;
+}
+
+// A file's bytes in 16-byte aligned heap memory (the model must be aligned).
+uint8_t* ReadFile(const char* path, size_t* size) {
+  FILE* f = fopen(path, "rb");
+  if (f == nullptr) return nullptr;
+  uint8_t* data = nullptr;
+  long n = -1;
+  if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+  if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+    data = static_cast<uint8_t*>(aligned_alloc(16, (static_cast<size_t>(n) + 16) / 16 * 16));
+    if (data != nullptr && fread(data, 1, static_cast<size_t>(n), f) != static_cast<size_t>(n)) {
+      free(data);
+      data = nullptr;
+    }
+  }
+  fclose(f);
+  *size = n < 0 ? 0 : static_cast<size_t>(n);
+  return data;
+}
+
+int Fail(const char* what) {
+  fprintf(stderr, "tinyseg_run: %s\n", what);
+  return 1;
+}
+
+unsigned long long U(uint64_t v) { return static_cast<unsigned long long>(v); }
+
+// Spill storage: RAM behind the same SpillManager a board uses with flash.
+struct Storage {
+  static constexpr uint32_t kSector = 4096;
+  static constexpr size_t kSlots = 64;
+  size_t bytes;
+  uint8_t* memory;
+  ::tinyseg::SectorInfo* sectors;
+  ::tinyseg::SpillSlot slots[kSlots];
+  ::tinyseg::Geometry geometry;
+  ::tinyseg::SpillConfig config;
+  ::tinyseg::SpillMemory spill_memory;
+
+  explicit Storage(size_t total) : bytes(total) {
+    memory = static_cast<uint8_t*>(malloc(bytes));
+    sectors = static_cast<::tinyseg::SectorInfo*>(
+        calloc(bytes / kSector, sizeof(::tinyseg::SectorInfo)));
+    geometry.read_size = 1;
+    geometry.program_size = 1;
+    geometry.erase_size = kSector;
+    geometry.total_size = bytes;
+    config.region_offset = 0;
+    config.region_size = bytes;
+    config.codec_block_bytes = 1024;
+    spill_memory.slots = slots;
+    spill_memory.num_slots = kSlots;
+    spill_memory.sectors = sectors;
+    spill_memory.num_sectors = bytes / kSector;
+  }
+  ~Storage() {
+    free(sectors);
+    free(memory);
+  }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    return Fail("usage: tinyseg_run MODEL INPUT OUTPUT [--batches N] [--arena BYTES] [--storage BYTES]");
+  }
+  long batches = 1;
+  size_t arena_bytes = 4u << 20;
+  size_t storage_bytes = 8u << 20;
+  for (int i = 4; i < argc; i += 2) {
+    if (i + 1 >= argc) return Fail("an option lacks its value");
+    if (strcmp(argv[i], "--batches") == 0) {
+      batches = atol(argv[i + 1]);
+    } else if (strcmp(argv[i], "--arena") == 0) {
+      arena_bytes = static_cast<size_t>(atoll(argv[i + 1]));
+    } else if (strcmp(argv[i], "--storage") == 0) {
+      storage_bytes = static_cast<size_t>(atoll(argv[i + 1]));
+    } else {
+      return Fail("unknown option");
+    }
+  }
+  if (batches < 1 || arena_bytes == 0 || storage_bytes < Storage::kSector) {
+    return Fail("bad --batches, --arena or --storage");
+  }
+  storage_bytes = storage_bytes / Storage::kSector * Storage::kSector;
+
+  size_t model_size = 0, input_size = 0;
+  uint8_t* model_data = ReadFile(argv[1], &model_size);
+  if (model_data == nullptr) return Fail("cannot read the model");
+  uint8_t* input_data = ReadFile(argv[2], &input_size);
+  if (input_data == nullptr) return Fail("cannot read the input file");
+  const tflite::Model* model = tflite::GetModel(model_data);
+
+  Resolver resolver;
+  if (!AddBuiltins(resolver)) return Fail("op resolver is too small");
+
+  Storage storage(storage_bytes);
+  if (storage.memory == nullptr || storage.sectors == nullptr) return Fail("no memory for the spill storage");
+  ::tinyseg::RamBlockDevice device(storage.geometry, storage.memory);
+  ::tinyseg::SyncEraseQueue erase_queue(device);
+  ::tinyseg::SpillManager manager(device, erase_queue, storage.config, storage.spill_memory);
+  if (!::tinyseg::Ok(device.Init()) || !::tinyseg::Ok(manager.Init())) {
+    return Fail("spill storage does not initialise");
+  }
+  ::tinyseg::Runtime runtime;
+  runtime.spill = &manager;
+
+  uint8_t* arena = static_cast<uint8_t*>(aligned_alloc(16, (arena_bytes + 15) / 16 * 16));
+  if (arena == nullptr) return Fail("no memory for the arena");
+  tflite::RecordingMicroInterpreter interpreter(model, resolver, arena, arena_bytes);
+  if (::tinyseg::AttachRuntime(interpreter, runtime) != kTfLiteOk) {
+    return Fail("cannot attach the TinySeg runtime");
+  }
+  if (interpreter.AllocateTensors() != kTfLiteOk) return Fail("AllocateTensors failed");
+
+  size_t needed = 0;
+  for (size_t i = 0; i < interpreter.inputs_size(); ++i) needed += interpreter.input(i)->bytes;
+  if (needed * static_cast<size_t>(batches) != input_size) {
+    return Fail("input file size differs from the model's inputs times --batches");
+  }
+  size_t output_bytes = 0;
+  for (size_t i = 0; i < interpreter.outputs_size(); ++i) {
+    output_bytes += interpreter.output(i)->bytes;
+  }
+  FILE* out = fopen(argv[3], "wb");
+  if (out == nullptr) return Fail("cannot write the output file");
+  size_t offset = 0;
+  for (long r = 0; r < batches; ++r) {
+    for (size_t i = 0; i < interpreter.inputs_size(); ++i) {
+      TfLiteTensor* t = interpreter.input(i);
+      memcpy(t->data.raw, input_data + offset, t->bytes);
+      offset += t->bytes;
+    }
+    if (interpreter.Invoke() != kTfLiteOk) return Fail("Invoke failed");
+    manager.EndInference();
+    for (size_t i = 0; i < interpreter.outputs_size(); ++i) {
+      const TfLiteTensor* t = interpreter.output(i);
+      if (fwrite(t->data.raw, 1, t->bytes, out) != t->bytes) return Fail("cannot write the output file");
+    }
+  }
+  if (fclose(out) != 0) return Fail("cannot write the output file");
+
+  const tflite::RecordingMicroAllocator& allocator = interpreter.GetMicroAllocator();
+  const auto* sections = allocator.GetSimpleMemoryAllocator();
+  printf("head %llu\n", U(sections->GetNonPersistentUsedBytes()));
+  printf("tail %llu\n", U(sections->GetPersistentUsedBytes()));
+  printf("total %llu\n", U(sections->GetUsedBytes()));
+  const tflite::RecordedAllocation buffers =
+      allocator.GetRecordedAllocation(tflite::RecordedAllocationType::kPersistentBufferData);
+  printf("persistent_buffers %llu\n", U(buffers.used_bytes));
+  const ::tinyseg::SpillStats& s = manager.stats();
+  printf("spills %llu\nspilled_bytes %llu\nencoded_bytes %llu\n", U(runtime.stats.spills),
+         U(runtime.stats.spilled_bytes), U(s.encoded_bytes));
+  printf("fetches %llu\nfetched_bytes %llu\nstaged_bytes %llu\n", U(runtime.stats.fetches),
+         U(runtime.stats.fetched_bytes), U(runtime.stats.staged_bytes));
+  printf("bands %llu\nreused_rows %llu\nerases %llu\n", U(runtime.stats.bands),
+         U(runtime.stats.reused_rows), U(s.erases_submitted));
+  fflush(stdout);
+  free(input_data);
+  // The arena and the model stay allocated: the interpreter, destroyed on
+  // return, still reads them.
+  return 0;
+}

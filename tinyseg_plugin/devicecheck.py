@@ -1,0 +1,227 @@
+"""The real-kernel check: run a model as written in a host build of TFLM with TinySeg's kernels.
+
+``tinyseg verify --tflm-dir DIR`` (or TFLM_DIR) and the check inside ``optimize`` use this instead
+of the lowering in verify.py when a TFLM tree is at hand. The optimized model runs exactly as a
+device runs it: its OfflineMemoryAllocation layout, its TRANSPOSE_CONV scratch markers, Spill /
+Fetching / FetchingConv2D with the C++ codec and a RAM-backed SpillManager (flash replaced by host
+memory); the original runs in the same build, and the outputs must be bit-identical.
+
+Why a cache: building TFLM's microlite takes minutes. The user's tree is never written to: it is
+copied once into the cache (keyed by its path and the content of the files our patches touch),
+``tinyseg tflm install`` runs on the copy, and ``make microlite`` plus the runner
+(tflm_ops/tools/tinyseg_run.cc) are built there. When our runtime sources change, the install
+updates the copy and make recompiles only what changed; the runner executable is keyed by the
+hash of the runtime sources, so a stale one is never used.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .errors import TinySegError
+from .tflm_install import EXPECTED_FILES, check_checkout, find_sources, install, sources_digest
+
+ENV_TFLM = "TFLM_DIR"
+ENV_CACHE = "TINYSEG_CACHE_DIR"
+MAKEFILE = "tensorflow/lite/micro/tools/make/Makefile"
+FLAG_NAMES = ("CXX", "CXXFLAGS", "INCLUDES", "LDFLAGS", "MICROLITE_LIBS", "MICROLITE_LIB_PATH")
+KERNELS = ("reference", "cmsis_nn")
+RUNNER = "tinyseg_run"
+BUILD_SECONDS = 3600.0
+STORAGE_BYTES = 64 << 20  # host RAM standing in for the spill flash
+
+
+@dataclass(frozen=True)
+class RunnerOutput:
+    outputs: list[bytes]  # per batch: the raw bytes of every output, concatenated
+    stats: dict[str, int]  # the runner's printed figures (head, tail, spills, ...)
+
+
+# ---------------------------------------------------------------- where the build lives
+
+
+def cache_root() -> Path:
+    """$TINYSEG_CACHE_DIR, else $XDG_CACHE_HOME/tinyseg, else ~/.cache/tinyseg."""
+    if os.environ.get(ENV_CACHE):
+        return Path(os.environ[ENV_CACHE]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "tinyseg"
+
+
+def tree_key(root: Path) -> str:
+    """The checkout's path and the content of the files our patches and kernels rely on."""
+    h = hashlib.sha256(str(root).encode() + b"\0")
+    for rel in EXPECTED_FILES:
+        h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def runner_source() -> Path:
+    src = find_sources().tflm_ops / "tools" / f"{RUNNER}.cc"
+    if not src.is_file():
+        raise TinySegError(f"the runner source {src} is missing from this installation")
+    return src
+
+
+def runtime_key(kernels: str) -> str:
+    """Our kernels, core, patches and runner: a change to any of them means a new runner."""
+    h = hashlib.sha256(sources_digest(find_sources()).encode() + runner_source().read_bytes() + kernels.encode())
+    return h.hexdigest()[:16]
+
+
+def resolve_tflm_dir(given: str | None) -> str | None:
+    """--tflm-dir, else $TFLM_DIR, else None (the fallback check runs)."""
+    return given or os.environ.get(ENV_TFLM) or None
+
+
+# ---------------------------------------------------------------- building
+
+
+def _env() -> dict[str, str]:
+    """TFLM's Makefile runs python3 (numpy, PIL) while it parses: put this interpreter first."""
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def _run(cmd: list[str], cwd: Path, what: str, timeout: float = BUILD_SECONDS) -> str:
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise TinySegError(f"{what} did not finish within {timeout:g} s") from None
+    except OSError as exc:
+        raise TinySegError(f"{what}: cannot run {cmd[0]} ({exc.strerror})") from None
+    if proc.returncode != 0:
+        tail = [ln for ln in (proc.stdout + proc.stderr).strip().splitlines() if ln.strip()][-1:] or ["no output"]
+        raise TinySegError(f"{what} failed (exit {proc.returncode}): {tail[0][:300]}")
+    return proc.stdout + proc.stderr
+
+
+def _make_args(kernels: str) -> list[str]:
+    if kernels not in KERNELS:
+        raise TinySegError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
+    return ["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else []
+
+
+def make_flags(tree: Path, kernels: str = "reference") -> dict[str, str]:
+    """The compiler and flags TFLM's Makefile uses for the host build."""
+    out = _run(["make", "-f", MAKEFILE, *_make_args(kernels)] + [f"print-{n}" for n in FLAG_NAMES], tree,
+               "asking TFLM's Makefile for its flags")
+    values: dict[str, str] = {}
+    for line in out.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name in FLAG_NAMES and name not in values:
+            values[name] = value
+    missing = set(FLAG_NAMES) - set(values)
+    if missing:
+        raise TinySegError(f"TFLM's Makefile did not report {sorted(missing)}")
+    return values
+
+
+def build_runner(tree: Path, exe: Path, source: Path, kernels: str = "reference", jobs: int = 2) -> Path:
+    """microlite (with TinySeg's kernels, already installed in ``tree``), then the runner at ``exe``."""
+    _run(["make", "-f", MAKEFILE, *_make_args(kernels), "microlite", f"-j{jobs}"], tree, "building TFLM's microlite")
+    f = make_flags(tree, kernels)
+    library = tree / f["MICROLITE_LIB_PATH"].strip()
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    tmp = exe.with_name(f".{exe.name}.tmp")
+    cmd = (shlex.split(f["CXX"]) + shlex.split(f["CXXFLAGS"]) + ["-O2"] + shlex.split(f["INCLUDES"])
+           + ["-o", str(tmp), str(source), str(library)] + shlex.split(f["LDFLAGS"]) + shlex.split(f["MICROLITE_LIBS"]))
+    _run(cmd, tree, f"compiling {source.name}")
+    os.replace(tmp, exe)
+    return exe
+
+
+def _copy_tree(root: Path, tree: Path) -> None:
+    """The user's checkout, without its build outputs, into the cache (renamed into place when complete)."""
+    staged = Path(tempfile.mkdtemp(prefix=".tree-", dir=tree.parent))
+    try:
+        shutil.copytree(root, staged / "t", symlinks=True,
+                        ignore=lambda d, names: ["gen", ".git"] if Path(d) == root else [])
+        os.replace(staged / "t", tree)
+    except OSError as exc:
+        raise TinySegError(f"cannot copy {root} into the cache {tree.parent}: {exc}") from None
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def prepare(tflm_dir: str, kernels: str = "reference", progress: Callable[[str], None] | None = None) -> Path:
+    """The runner executable for this TFLM tree and our runtime sources, built once and cached."""
+    root = check_checkout(tflm_dir)
+    work = cache_root() / f"tflm-{tree_key(root)}"
+    exe = work / "bin" / f"{RUNNER}-{kernels}-{runtime_key(kernels)}"
+    if exe.is_file() and os.access(exe, os.X_OK):
+        return exe
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        lock = open(work / "lock", "w")
+    except OSError as exc:
+        raise TinySegError(f"cannot use the cache directory {work}: {exc.strerror}") from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another tinyseg may be building the same tree
+        if exe.is_file():
+            return exe
+        tree = work / "tree"
+        if not tree.is_dir():
+            if progress:
+                progress(f"copying {root} into {work} (once; your tree is not modified)")
+            _copy_tree(root, tree)
+        install(str(tree))
+        if progress:
+            progress(f"building TFLM with TinySeg's kernels in {tree} (once per TFLM tree and runtime; minutes)")
+        build_runner(tree, exe, runner_source(), kernels)
+        (work / "SOURCE").write_text(f"{root}\n", encoding="utf-8")
+    return exe
+
+
+# ---------------------------------------------------------------- running
+
+
+def run(exe: Path, model: bytes, batches: list[list[np.ndarray]], arena_size: int, seconds: float,
+        what: str) -> RunnerOutput:
+    """Run ``model`` on every batch in one process; a crash, a hang or a refusal is a TinySegError."""
+    with tempfile.TemporaryDirectory(prefix="tinyseg-run-") as d:
+        mpath, ipath, opath = Path(d) / "model.tflite", Path(d) / "in.bin", Path(d) / "out.bin"
+        mpath.write_bytes(model)
+        ipath.write_bytes(b"".join(np.ascontiguousarray(x).tobytes() for batch in batches for x in batch))
+        cmd = [str(exe), str(mpath), str(ipath), str(opath), "--batches", str(len(batches)),
+               "--arena", str(arena_size), "--storage", str(STORAGE_BYTES)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds)
+        except subprocess.TimeoutExpired:
+            raise TinySegError(f"TFLM (TinySeg kernels) did not finish {what} within {seconds:g} s") from None
+        except OSError as exc:
+            raise TinySegError(f"cannot start the TFLM runner {exe}: {exc.strerror}") from None
+        if proc.returncode < 0:
+            try:
+                name = signal.Signals(-proc.returncode).name
+            except ValueError:
+                name = f"signal {-proc.returncode}"
+            raise TinySegError(f"TFLM (TinySeg kernels) crashed ({name}) while running {what}")
+        if proc.returncode != 0:
+            msg = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+            reason = next((ln for ln in msg if ln.startswith(f"{RUNNER}:")), msg[-1] if msg else "no message")
+            raise TinySegError(f"TFLM (TinySeg kernels) cannot run {what}: {reason[:200]}")
+        data = opath.read_bytes()
+    stats = {}
+    for line in proc.stdout.splitlines():
+        name, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            stats[name] = int(value)
+    n = len(batches)
+    if len(data) % n:
+        raise TinySegError(f"the TFLM runner wrote {len(data)} output bytes for {n} batches")
+    step = len(data) // n
+    return RunnerOutput([data[i * step:(i + 1) * step] for i in range(n)], stats)
