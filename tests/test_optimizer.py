@@ -56,7 +56,7 @@ def test_partial_spill_splits_rows_and_verifies(unet_graph) -> None:
 
 
 def test_target_uses_partial_spilling(unet_graph) -> None:
-    r = optimize(unet_graph, Options(target=200_000))
+    r = optimize(unet_graph, Options(target_bytes=200_000))
     assert r.plan.head <= 200_000
     assert any(s.partial for s in r.spills) or r.plan.head < 230_400
     assert verify(unet_graph, r.graph, runs=2).identical

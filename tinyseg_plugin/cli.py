@@ -90,7 +90,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise TinySegError(f"{args.output}: directory {out_dir} does not exist")
     model = load_model(args.model)
     graph = build_graph(model, name=args.model)
-    opts = Options(kernels=args.kernels, arch=args.arch, target=args.target, partial=not args.no_partial,
+    opts = Options(kernels=args.kernels, arch=args.arch, target_bytes=args.target, partial=not args.no_partial,
                    fuse=not args.no_fuse, scratch=not args.no_scratch16,
                    split=not args.no_split)
     progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if not args.quiet else None

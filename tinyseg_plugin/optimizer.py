@@ -49,7 +49,7 @@ class SpillRecord:
 class Options:
     kernels: str = "reference"
     arch: str = "host64"
-    target: int | None = None  # bytes of head; None: as low as it goes
+    target_bytes: int | None = None  # bytes of head to reach; None: as low as it goes
     partial: bool = True
     fuse: bool = True
     scratch: bool = True
@@ -155,7 +155,7 @@ def _score(g: Graph, plan: Plan, o: Options, beat: int) -> int:
 
 def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Found | None:
     """Algorithm 3: spill the first candidate (in ``_candidates``' order) that lowers the peak."""
-    need = score - o.target if o.target is not None else None
+    need = score - o.target_bytes if o.target_bytes is not None else None
     for cr in _candidates(g, plan)[:MAX_CANDIDATES]:
         t = cr.tensor
         size = g.tensors[t].nbytes
@@ -232,7 +232,7 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
                 say(f"scratch narrowing: head {plan.head:,} B")
     slot = max((customops.decode(op).slot for op in g.operators if op.opcode == customops.SPILL), default=-1) + 1
     score = _score(g, plan, o, plan.head)
-    while o.target is None or score > o.target:
+    while o.target_bytes is None or score > o.target_bytes:
         found = _spill_step(g, plan, score, o, slot)
         if found is None and o.split:
             found = _split_then_spill(g, plan, score, o, slot)
@@ -243,7 +243,7 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
         res.spills.append(found.spill)
         slot += 1
         say(f"spilled t{found.spill.tensor} ({found.spill.bytes:,} B): head {score:,} B")
-    if o.layout and (o.target is None or plan.head > o.target):
+    if o.layout and (o.target_bytes is None or plan.head > o.target_bytes):
         g2, p2, how = improve_layout(g, plan, lambda x: _plan(x, o))
         if p2.head < plan.head:
             g, plan = g2, p2

@@ -57,7 +57,7 @@ def _options(options: argparse.Namespace):
     target = getattr(options, "target", None)
     return Options(
         kernels=kernels,
-        target=_size(target) if isinstance(target, str) else target,
+        target_bytes=_size(target) if isinstance(target, str) else target,
         partial=not getattr(options, "no_partial", False),
         fuse=not getattr(options, "no_fuse", False),
         split=not getattr(options, "no_split", False),
