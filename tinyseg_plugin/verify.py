@@ -16,8 +16,7 @@ from . import customops, tflm
 from .errors import TinySegError
 from .graph import Graph
 from .modelio import model_to_bytes
-from .passes.edit import Editor
-from .schema import fb
+from .passes.edit import Editor, Op
 
 _PAD = {v: k for k, v in customops.PADDING.items()}
 _ACT = {v: k for k, v in customops.ACTIVATIONS.items()}
@@ -30,12 +29,10 @@ def lower(graph: Graph) -> Graph:
         if op.opcode == customops.SPILL:
             slots[customops.decode(op).slot] = op.inputs[0]
     ed = Editor(graph)
-    ops = ed.sg.operators
-    renames: list[tuple[int, int, int]] = []  # (old, new, from operator object identity position)
-    new_ops = []
-    for op, raw in zip(graph.operators, list(ops)):
-        if raw.intermediates is not None and len(raw.intermediates):
-            raw.intermediates = [t for t in raw.intermediates if graph.tensors[t].name != customops.MARKER_NAME] or None
+    ed.drop_intermediates_named(customops.MARKER_NAME)
+    new_ops: list[int | Op] = []  # kept operators by position, new ones as built
+    renames: list[tuple[int, int, int]] = []  # (old, new, from this position of new_ops on)
+    for op in graph.operators:
         if op.opcode == customops.SPILL:
             continue
         if op.opcode in (customops.FETCHING, customops.FETCHING_CONV_2D):
@@ -56,9 +53,7 @@ def lower(graph: Graph) -> Graph:
                 renames.append((target, operands[0], len(new_ops)))
                 continue
             if op.opcode == customops.FETCHING:
-                co = fb.ConcatenationOptionsT()
-                co.axis = fo.axis
-                new_ops.append(ed.make_op("CONCATENATION", operands, [target], options_type=fb.BuiltinOptions.ConcatenationOptions, options=co))
+                new_ops.append(ed.concatenation(operands, target, fo.axis))
                 continue
             filt, bias = op.inputs[-2], op.inputs[-1]
             if len(operands) == 1:
@@ -67,23 +62,17 @@ def lower(graph: Graph) -> Graph:
                 shape = list(graph.tensors[operands[0]].shape)
                 shape[3] = graph.tensors[filt].shape[3]
                 cat = ed.tensor_like(operands[0], f"{graph.tensors[target].name}/lowered_concat", shape)
-                co = fb.ConcatenationOptionsT()
-                co.axis = 3
-                new_ops.append(ed.make_op("CONCATENATION", operands, [cat], options_type=fb.BuiltinOptions.ConcatenationOptions, options=co))
-            cv = fb.Conv2DOptionsT()
-            cv.padding = _PAD[o.conv.padding]
-            cv.strideH, cv.strideW = o.conv.stride_h, o.conv.stride_w
-            cv.dilationHFactor, cv.dilationWFactor = o.conv.dilation_h, o.conv.dilation_w
-            cv.fusedActivationFunction = _ACT[o.conv.activation]
-            inputs = [cat, filt] + ([bias] if bias >= 0 else [])
-            new_ops.append(ed.make_op("CONV_2D", inputs, [target], options_type=fb.BuiltinOptions.Conv2DOptions, options=cv))
+                new_ops.append(ed.concatenation(operands, cat, 3))
+            c = o.conv
+            new_ops.append(ed.conv2d([cat, filt] + ([bias] if bias >= 0 else []), target, padding=_PAD[c.padding],
+                                     stride_h=c.stride_h, stride_w=c.stride_w, dilation_h=c.dilation_h,
+                                     dilation_w=c.dilation_w, activation=_ACT[c.activation]))
             continue
-        new_ops.append(raw)
-    ed.sg.operators = new_ops
+        new_ops.append(op.index)
+    ed.rebuild(new_ops)
     for old, new, start in renames:
-        for raw in new_ops[start:]:
-            raw.inputs = [new if i == old else i for i in raw.inputs]
-        ed.sg.outputs = [new if i == old else i for i in ed.sg.outputs]
+        ed.rename_uses(old, new, start)
+        ed.rename_outputs(old, new)
     return ed.graph()
 
 

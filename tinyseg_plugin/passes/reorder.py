@@ -102,8 +102,7 @@ def greedy_order(graph: Graph, scratch: Callable[[int], int]) -> list[int]:
 
 def apply_order(graph: Graph, order: list[int]) -> Graph:
     ed = Editor(graph)
-    ops = list(ed.sg.operators)
-    ed.sg.operators = [ops[i] for i in order]
+    ed.reorder(order)
     return ed.graph()
 
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from .. import customops
 from ..coldrange import ColdRange
 from ..graph import Graph
-from ..schema import fb
 from .edit import Editor
 
 
@@ -74,27 +71,21 @@ def apply_spill(graph: Graph, plan: SpillPlan, slot: int) -> Graph:
         part_shape[plan.axis] = plan.rows
         keep = ed.tensor_like(whole, f"{name}/kept", keep_shape)
         victim = ed.tensor_like(whole, f"{name}/spilled", part_shape)
-        sizes = ed.constant(f"{name}/split_sizes", np.array([keep_shape[plan.axis], plan.rows], np.int32), "INT32")
-        axis_t = ed.constant(f"{name}/split_axis", np.array(plan.axis, np.int32), "INT32")
-        o = fb.SplitVOptionsT()
-        o.numSplits = 2
-        ed.insert(start_pos, ed.make_op("SPLIT_V", [whole, sizes, axis_t], [keep, victim], options_type=fb.BuiltinOptions.SplitVOptions, options=o))
+        ed.insert(start_pos, ed.split_v(whole, [keep_shape[plan.axis], plan.rows], plan.axis, [keep, victim], name))
         inserted += 1
         shape = part_shape
     spill = customops.encode(customops.SpillOptions(slot=slot))
-    ed.insert(start_pos + inserted, ed.make_op(customops.SPILL, [victim], [], custom_options=spill))
+    ed.insert(start_pos + inserted, ed.custom(customops.SPILL, [victim], [], spill))
     inserted += 1
     end = end_pos + inserted
     fetched = ed.tensor_like(victim, f"{name}/fetched", shape)
     opts = customops.FetchingOptions(axis=0, operands=1, fetched=(customops.Fetched(0, slot, tuple(shape)),))
-    ed.insert(end, ed.make_op(customops.FETCHING, [], [fetched], custom_options=customops.encode(opts)))
+    ed.insert(end, ed.custom(customops.FETCHING, [], [fetched], customops.encode(opts)))
     end += 1
     restored = fetched
     if keep is not None:
         restored = ed.tensor_like(whole, f"{name}/restored")
-        o = fb.ConcatenationOptionsT()
-        o.axis = plan.axis
-        ed.insert(end, ed.make_op("CONCATENATION", [keep, fetched], [restored], options_type=fb.BuiltinOptions.ConcatenationOptions, options=o))
+        ed.insert(end, ed.concatenation([keep, fetched], restored, plan.axis))
         end += 1
     ed.rename_uses(plan.tensor, restored, end)
     return ed.graph()
