@@ -40,17 +40,50 @@ def split_axis(shape: tuple[int, ...]) -> int | None:
     return None
 
 
-def partial_plan(graph: Graph, t: int, cr: ColdRange, reduction: int) -> SpillPlan:
-    """Spill just enough whole slices (rows) to free ``reduction`` bytes, as the paper's align(MR)."""
+def partial_axis(graph: Graph, t: int, cr: ColdRange) -> int | None:
+    """The axis to cut a partial spill along. When the operator that ends the cold range is a
+    CONCATENATION (a skip connection), its axis: then the fetched part merges into that concatenation
+    and its convolution (fused fetching) and the whole tensor is never rebuilt in RAM at the peak.
+    Otherwise the outermost axis with more than one slice (its slices are contiguous)."""
+    shape = graph.tensors[t].shape
+    reader = graph.operators[cr.end - 1] if 0 < cr.end <= len(graph.operators) else None
+    if reader is not None and reader.opcode == "CONCATENATION" and t in reader.inputs and shape:
+        axis = getattr(reader.options, "axis", None)
+        if axis is not None and -len(shape) <= axis < len(shape) and shape[axis % len(shape)] > 1:
+            return axis % len(shape)
+    return split_axis(shape)
+
+
+def partial_plans(graph: Graph, t: int, cr: ColdRange, reduction: int, extra: int = 2) -> list[SpillPlan]:
+    """Partial spills that free at least ``reduction`` bytes, smallest first: just enough whole slices
+    (the paper's align(MR)), then ``extra`` more slices at a time, in case alignment or the layout
+    keeps the head from dropping by exactly the bytes spilled. Empty if only the whole tensor would do."""
     tensor = graph.tensors[t]
-    axis = split_axis(tensor.shape)
-    if axis is None:
-        return SpillPlan(t, cr.start, cr.end)
+    axis = partial_axis(graph, t, cr)
+    if axis is None or reduction <= 0:
+        return []
     slice_bytes = tensor.nbytes // tensor.shape[axis]
+    if slice_bytes == 0:
+        return []
     rows = math.ceil(reduction / slice_bytes)
-    if rows >= tensor.shape[axis] or rows <= 0:
-        return SpillPlan(t, cr.start, cr.end)
-    return SpillPlan(t, cr.start, cr.end, rows, axis)
+    out = []
+    for r in dict.fromkeys((rows, rows + 1, rows + extra, math.ceil(rows * 1.5))):
+        if 0 < r < tensor.shape[axis]:
+            out.append(SpillPlan(t, cr.start, cr.end, r, axis))
+    return out
+
+
+def partial_plan(graph: Graph, t: int, cr: ColdRange, reduction: int) -> SpillPlan:
+    """Spill just enough whole slices (rows) to free ``reduction`` bytes; the whole tensor if that is all of it."""
+    plans = partial_plans(graph, t, cr, reduction)
+    return plans[0] if plans else SpillPlan(t, cr.start, cr.end)
+
+
+def spilled_bytes(graph: Graph, plan: SpillPlan) -> int:
+    tensor = graph.tensors[plan.tensor]
+    if plan.rows is None:
+        return tensor.nbytes
+    return tensor.nbytes // tensor.shape[plan.axis] * plan.rows
 
 
 def apply_spill(graph: Graph, plan: SpillPlan, slot: int) -> Graph:
