@@ -27,6 +27,8 @@ SEEDS = range(24)
 def _models():
     for seed in SEEDS:
         yield f"real{seed}", synth.random_real(seed)
+    for kind in ("hybrid_fc", "hybrid_conv", "dequantize"):
+        yield f"real_{kind}", synth.random_real(100, refused=kind)
     yield "wide_conv", synth.wide_branches(1, 110, "conv")
     yield "wide_dequantize_int8", synth.wide_branches(1, 110, "dequantize-int8")
     yield "wide_dequantize_float16", synth.wide_branches(1, 110, "dequantize")
@@ -53,7 +55,8 @@ def test_the_sample_holds_models_tflm_runs_and_models_it_refuses(corpus) -> None
     runs = [n for n, _, h in corpus if h is not None]
     refused = [n for n, _, h in corpus if h is None]
     assert len(runs) >= 15 and len(refused) >= 2, (runs, refused)
-    assert "wide_dequantize_float16" in refused and "wide_conv" in runs
+    assert {"wide_dequantize_float16", "real_hybrid_fc", "real_hybrid_conv", "real_dequantize"} <= set(refused)
+    assert "wide_conv" in runs
 
 
 def test_analyze_equals_the_interpreter_wherever_it_runs(corpus) -> None:

@@ -344,13 +344,15 @@ def wide_branches(seed: int = 0, width: int = 110, kind: str = "conv", dtype: st
     return b.build([acc])
 
 
-def random_real(seed: int) -> "fb.ModelT":
+def random_real(seed: int, refused: str | None = None) -> "fb.ModelT":
     """A random model with what real converted models carry beyond the U-Net shape: several graph inputs
     and outputs, a graph output that is also read inside the graph, unreferenced tensors, RESHAPE and
     TRANSPOSE next to concatenations, concatenation along height and width, and (rarely) hybrid operators
-    or float16 weights behind DEQUANTIZE, which TFLM refuses."""
+    or float16 weights behind DEQUANTIZE, which TFLM refuses (``refused``: "hybrid_fc", "hybrid_conv" or
+    "dequantize" forces one)."""
     rng = np.random.default_rng(seed)
-    refused = rng.random() < 0.15
+    if rng.random() < 0.15 and refused is None:
+        refused = str(rng.choice(["hybrid_fc", "hybrid_conv", "dequantize"]))
     dtype = "FLOAT32" if refused or rng.random() < 0.3 else "INT8"
     b = ModelBuilder(dtype=dtype, seed=seed)
     size = int(rng.choice([8, 12, 16]))
@@ -398,10 +400,9 @@ def random_real(seed: int) -> "fb.ModelT":
     if rng.random() < 0.5:
         outputs.append(b.pool(y))  # a second head
     if refused:
-        kind = rng.choice(["hybrid_fc", "hybrid_conv", "dequantize"])
-        if kind == "hybrid_fc":
+        if refused == "hybrid_fc":
             outputs.append(b.hybrid_fully_connected(y, 3))
-        elif kind == "hybrid_conv":
+        elif refused == "hybrid_conv":
             outputs.append(b.hybrid_conv(y, 2))
         else:
             outputs.append(b.add(y, b.dequantize(list(b.shapes[y]))))
