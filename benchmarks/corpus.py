@@ -97,7 +97,13 @@ def run_child(path: Path, runtime: str, timeout: float) -> dict:
     if not lines:
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1][:160]
         return {"model": str(path), "error": f"child exited {p.returncode}: {tail}"}
-    return json.loads(lines[-1])
+    row = json.loads(lines[-1])
+    if "tflm_refuses" in row:  # the wrapper says "failed to allocate tensors"; TFLM's log says why
+        why = [ln.strip() for ln in p.stderr.splitlines()
+               if ln.strip() and not ln.startswith(("Node ", "  ..", "Traceback", "WARNING")) and "Warning" not in ln]
+        if why:
+            row["tflm_refuses"] = why[0][:200]
+    return row
 
 
 def _fmt(v, spec: str = ",") -> str:
