@@ -90,3 +90,21 @@ def test_optimized_wide_graph_is_far_below_the_input(corpus) -> None:
     r = optimize(build_graph(load_model(p)), Options())
     assert r.plan.head * 10 < r.original.head
     assert tflm.arena_usage(model_to_bytes(r.graph.model)).head == r.plan.head
+
+
+def test_corpus_benchmark_gives_a_row_per_model_even_for_a_bad_file(tmp_path) -> None:
+    """benchmarks/corpus.py runs each model in a child: a file that cannot be read is a row, not a stop."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(b"\x00" * 64)
+    good = tmp_path / "good.tflite"
+    save_model(synth.random_real(0), good)
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus.py"
+    p = subprocess.run([sys.executable, str(script), str(bad), str(good)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = [ln for ln in p.stdout.splitlines() if ln.startswith(("bad.tflite", "good.tflite"))]
+    assert len(rows) == 2
+    assert "yes" in rows[1].split()  # exact
+    assert "bad.tflite: cannot read" in p.stdout
