@@ -129,6 +129,8 @@ def table(rows: list[dict], markdown: bool) -> str:
         if r.get("opt_head") is not None and r.get("analyze_head"):
             cut = f"{100.0 * (r['analyze_head'] - r['opt_head']) / r['analyze_head']:.1f}"
         verified = r.get("verified", "-")
+        if "tflm_refuses" in r and verified.startswith("cannot"):
+            verified = "-"  # TFLM cannot run the original either: the note above says why
         if verified.startswith(("NO", "cannot")):
             notes.append(f"{name}: verification: {verified}")
             verified = f"{verified.split(':')[0]} [{len(notes)}]"
