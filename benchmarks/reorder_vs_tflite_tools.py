@@ -20,14 +20,14 @@ from tinyseg_plugin.graph import Graph, build_graph  # noqa: E402
 from tinyseg_plugin.kernels import KernelRules  # noqa: E402
 from tinyseg_plugin.modelio import load_model  # noqa: E402
 from tinyseg_plugin.passes.reorder import min_peak_order, reorder  # noqa: E402
-from tinyseg_plugin.planner import plan_graph  # noqa: E402
+from tinyseg_plugin.planner import align_up, plan_graph  # noqa: E402
 
 
 def row(name: str, g: Graph, theirs: Graph | None) -> None:
     rules = KernelRules()
 
     def scratch(i: int) -> int:
-        return sum((s + 15) // 16 * 16 for s in rules.scratch_requests(g, g.operators[i]))
+        return sum(align_up(s) for s in rules.scratch_requests(g, g.operators[i]))
 
     t = time.process_time()
     ours = reorder(g, lambda x: plan_graph(x).head, scratch)

@@ -14,7 +14,7 @@ from .passes.layout import improve_layout
 from .passes.reorder import reorder
 from .passes.scratch import narrow_transpose_convs
 from .passes.spill import SpillPlan, apply_spill, partial_plans, spillable, spilled_bytes
-from .planner import Plan, plan_graph
+from .planner import Plan, align_up, plan_graph
 
 MAX_CANDIDATES = 8  # victims tried per iteration, longest cold range first
 
@@ -233,7 +233,7 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
 
         rules = KernelRules(o.kernels, TARGETS[o.arch])
         g2 = reorder(g, lambda x: _plan(x, o).head,
-                     lambda i: sum((s + 15) // 16 * 16 for s in rules.scratch_requests(g, g.operators[i])))
+                     lambda i: sum(align_up(s) for s in rules.scratch_requests(g, g.operators[i])))
         if g2 is not g:
             plan = _plan(g2, o)
             g = g2
