@@ -186,17 +186,6 @@ class Editor:
         op.inputs, op.outputs = [int(i) for i in inputs], [int(o) for o in outputs]
         return Op(op)
 
-    def make_op(self, name: str, inputs: list[int], outputs: list[int], *, custom_options: bytes | None = None,
-                options_type: int = 0, options=None) -> Op:
-        """Deprecated (kept for callers outside passes/): prefer the typed constructors above."""
-        if custom_options is not None:
-            return self.custom(name, inputs, outputs, custom_options)
-        op = fb.OperatorT()
-        op.opcodeIndex = self.opcode(name)
-        op.inputs, op.outputs = list(inputs), list(outputs)
-        op.builtinOptionsType, op.builtinOptions = options_type, options
-        return Op(op)
-
     @staticmethod
     def _raw(op: "Op | fb.OperatorT") -> "fb.OperatorT":
         return op.raw if isinstance(op, Op) else op
