@@ -356,3 +356,19 @@ def test_exact_reorder_search_matches_brute_force(seed: int) -> None:
     best = min(p for p in map(peak, itertools.permutations(range(len(g.operators)))) if p is not None)
     order = min_peak_order(g, lambda i: 0)
     assert peak(order) == best
+
+
+def test_reorder_leaves_a_cyclic_graph_alone() -> None:
+    """Two operators reading each other's output: no topological order exists; the pass must not raise."""
+    from tinyseg_plugin.passes.reorder import min_peak_order, reorder
+
+    b = synth.ModelBuilder(seed=0)
+    x = b.input([1, 4, 4, 4])
+    a = b.conv(x, 4)
+    c = b.conv(a, 4)
+    m = b.build([b.add(c, x)])
+    first = m.subgraphs[0].operators[0]
+    first.inputs = [c, first.inputs[1], first.inputs[2]]  # a = conv(c), c = conv(a)
+    g = build_graph(m)
+    assert min_peak_order(g, lambda i: 0) is None
+    assert reorder(g, lambda h: plan_graph(h).head, lambda i: 0) is g

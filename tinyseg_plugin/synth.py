@@ -371,7 +371,6 @@ def random_real(seed: int, refused: str | None = None) -> "fb.ModelT":
     x = b.conv(x, ch * 2)
     if rng.random() < 0.5:
         b.unreferenced((1, size, size, 1))
-    h = size // 2
     # A concatenation along height or width, with RESHAPE/TRANSPOSE around it.
     axis = int(rng.choice([1, 2, 3]))
     other = b.conv(x, ch * 2, k=1)
