@@ -258,11 +258,3 @@ def save_model(model: "fb.ModelT", path: str | os.PathLike[str]) -> bytes:
     write_atomic(path, data)
     return data
 
-
-def clone_model(model: "fb.ModelT") -> "fb.ModelT":
-    """A deep copy that shares the (never mutated) buffer data arrays, so copies of large models are cheap."""
-    memo: dict[int, object] = {}
-    for b in model.buffers or []:
-        if b.data is not None:
-            memo[id(b.data)] = b.data
-    return copy.deepcopy(model, memo)

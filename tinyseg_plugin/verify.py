@@ -9,7 +9,6 @@ the real interpreter on random inputs show the rewrite preserved the function.
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,9 +17,8 @@ from . import customops, tflm
 from .errors import TinySegError
 from .graph import Graph
 from .modelio import model_to_bytes
-from .passes.edit import Editor
-from .planner import OFFLINE_METADATA, ONLINE, offline_offsets
-from .schema import fb
+from .passes.edit import Editor, Op
+from .planner import ONLINE, offline_offsets
 
 _PAD = {v: k for k, v in customops.PADDING.items()}
 _ACT = {v: k for k, v in customops.ACTIVATIONS.items()}
@@ -34,9 +32,10 @@ def lower(graph: Graph) -> Graph:
         if op.opcode == customops.SPILL:
             slots[customops.decode(op).slot] = op.inputs[0]
     ed = Editor(graph)
-    layout = _layout_by_tensor(graph, ed, set(slots.values()))
-    ops = ed.sg.operators
-    renames: list[tuple[int, int, int]] = []  # (old, new, from operator object identity position)
+    ed.drop_intermediates_named(customops.MARKER_NAME)
+    layout = _layout_by_tensor(graph, set(slots.values()))
+    new_ops: list[int | Op] = []  # kept operators by position, new ones as built
+    renames: list[tuple[int, int, int]] = []  # (old, new, from this position of new_ops on)
     alias: dict[int, int] = {}  # a removed single-operand Fetching's output -> the tensor it stands for
 
     def resolve(t: int) -> int:
@@ -45,10 +44,7 @@ def lower(graph: Graph) -> Graph:
             t = alias[t]
         return t
 
-    new_ops = []
-    for op, raw in zip(graph.operators, list(ops)):
-        if raw.intermediates is not None and len(raw.intermediates):
-            raw.intermediates = [t for t in raw.intermediates if graph.tensors[t].name != customops.MARKER_NAME] or None
+    for op in graph.operators:
         if op.opcode == customops.SPILL:
             continue
         if op.opcode in (customops.FETCHING, customops.FETCHING_CONV_2D):
@@ -70,9 +66,7 @@ def lower(graph: Graph) -> Graph:
                 renames.append((target, operands[0], len(new_ops)))
                 continue
             if op.opcode == customops.FETCHING:
-                co = fb.ConcatenationOptionsT()
-                co.axis = fo.axis
-                new_ops.append(ed.make_op("CONCATENATION", operands, [target], options_type=fb.BuiltinOptions.ConcatenationOptions, options=co))
+                new_ops.append(ed.concatenation(operands, target, fo.axis))
                 continue
             filt, bias = op.inputs[-2], op.inputs[-1]
             if len(operands) == 1:
@@ -81,62 +75,36 @@ def lower(graph: Graph) -> Graph:
                 shape = list(graph.tensors[operands[0]].shape)
                 shape[3] = graph.tensors[filt].shape[3]
                 cat = ed.tensor_like(operands[0], f"{graph.tensors[target].name}/lowered_concat", shape)
-                co = fb.ConcatenationOptionsT()
-                co.axis = 3
-                new_ops.append(ed.make_op("CONCATENATION", operands, [cat], options_type=fb.BuiltinOptions.ConcatenationOptions, options=co))
-            cv = fb.Conv2DOptionsT()
-            cv.padding = _PAD[o.conv.padding]
-            cv.strideH, cv.strideW = o.conv.stride_h, o.conv.stride_w
-            cv.dilationHFactor, cv.dilationWFactor = o.conv.dilation_h, o.conv.dilation_w
-            cv.fusedActivationFunction = _ACT[o.conv.activation]
-            cv.quantizedBiasType = _BIAS[o.quantized_bias_type]  # int16 without bias: int32 or int64 sums
-            inputs = [cat, filt] + ([bias] if bias >= 0 else [])
-            new_ops.append(ed.make_op("CONV_2D", inputs, [target], options_type=fb.BuiltinOptions.Conv2DOptions, options=cv))
+                new_ops.append(ed.concatenation(operands, cat, 3))
+            c = o.conv
+            new_ops.append(ed.conv2d([cat, filt] + ([bias] if bias >= 0 else []), target, padding=_PAD[c.padding],
+                                     stride_h=c.stride_h, stride_w=c.stride_w, dilation_h=c.dilation_h,
+                                     dilation_w=c.dilation_w, activation=_ACT[c.activation],
+                                     quantized_bias_type=_BIAS[o.quantized_bias_type]))  # int16 without bias: int32/int64 sums
             continue
-        new_ops.append(raw)
-    ed.sg.operators = new_ops
+        new_ops.append(op.index)
+    ed.rebuild(new_ops)
     for old, new, start in renames:
-        for raw in new_ops[start:]:
-            raw.inputs = [new if i == old else i for i in raw.inputs]
-        ed.sg.outputs = [new if i == old else i for i in ed.sg.outputs]
-    lowered = ed.graph()
+        ed.rename_uses(old, new, start)
+        ed.rename_outputs(old, new)
     if layout is not None:
-        _restore_layout(lowered, graph.subgraph, *layout)
-    return lowered
+        ed.offline_offsets(layout)
+    return ed.graph()
 
 
-def _layout_by_tensor(graph: Graph, ed: Editor, spilled: set[int]):
-    """The optimized model's OfflineMemoryAllocation, keyed by tensor object (lowering renumbers tensors).
+def _layout_by_tensor(graph: Graph, spilled: set[int]) -> dict[int, int] | None:
+    """The optimized model's OfflineMemoryAllocation for this subgraph, by tensor index.
 
     The lowered model runs the layout the device runs, except for what the lowering itself changes:
     a spilled tensor stays in RAM until its lowered reader, and the lowered concatenation of a
     FetchingConv2D is new, so those are planned online (TFLM places them around the offline ones).
-    Returns None without the metadata."""
+    None without the metadata."""
     offsets = offline_offsets(graph.model)
     if offsets is None:
         return None
-    counts = [len(sg.tensors or []) for sg in graph.model.subgraphs]
-    base = sum(counts[: graph.subgraph])
-    by_obj = {id(t): (ONLINE if i in spilled else offsets[base + i]) for i, t in enumerate(ed.sg.tensors)}
-    others = {s: offsets[sum(counts[:s]): sum(counts[: s + 1])] for s in range(len(counts)) if s != graph.subgraph}
-    return by_obj, others
-
-
-def _restore_layout(lowered: Graph, subgraph: int, by_obj: dict[int, int], others: dict[int, list[int]]) -> None:
-    values: list[int] = []
-    for s, sg in enumerate(lowered.model.subgraphs):
-        if s == subgraph:
-            values += [by_obj.get(id(t), ONLINE) for t in sg.tensors or []]
-        else:
-            values += list(others[s])
-    data = struct.pack("<III", 0, 0, len(values)) + struct.pack(f"<{len(values)}i", *values)
-    buf = fb.BufferT()
-    buf.data = np.frombuffer(data, dtype=np.uint8).copy()
-    lowered.model.buffers.append(buf)
-    md = fb.MetadataT()
-    md.name = OFFLINE_METADATA.encode()
-    md.buffer = len(lowered.model.buffers) - 1
-    lowered.model.metadata = list(lowered.model.metadata or []) + [md]
+    base = sum(len(sg.tensors or []) for sg in graph.model.subgraphs[: graph.subgraph])
+    return {i: offsets[base + i] for i in range(len(graph.tensors))
+            if i not in spilled and offsets[base + i] != ONLINE}
 
 
 def random_inputs(model: bytes, seed: int, details: list[dict] | None = None) -> list[np.ndarray]:
