@@ -52,11 +52,13 @@ def test_optimize_hook_rewrites_and_report_hook_contributes(unet: bytes, optimiz
     assert set(victim) == {"name", "bytes", "slot", "after_operator"}
 
 
-def test_optimize_says_what_it_verified(unet: bytes, capsys) -> None:
+def test_optimize_says_what_it_verified(unet: bytes, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("TFLM_DIR", raising=False)  # no TFLM tree: the fallback check, and the line says so
     run_optimize(manager(plugin), unet, ["--verify-runs", "2"])
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("tinyseg: verified")]
     assert line == ["tinyseg: verified: outputs bit-identical to the reordered model in TFLM on 2 random inputs "
-                    "(reference kernels)"]
+                    "(reference kernels; fallback check: TinySeg operators lowered to builtins in the tflite-micro "
+                    "wheel (no TFLM tree))"]
 
 
 def test_every_tinyseg_operator_is_described_and_others_are_not(optimized) -> None:

@@ -163,11 +163,13 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
     out = model if result.graph is graph else None
     if out is None:
         if runs is not None:
-            v = verify(graph, result.graph, runs=runs)
+            from .devicecheck import resolve_tflm_dir
+
+            v = verify(graph, result.graph, runs=runs, tflm_dir=resolve_tflm_dir(None))  # TFLM_DIR: real kernels
             if not v.identical:
                 raise PluginError(f"tinyseg: verification failed: {v.detail}; no output written", EXIT_VERIFY_FAILED)
             print(f"tinyseg: verified: outputs bit-identical to the reordered model in TFLM on {v.runs} random inputs "
-                  f"({opts.kernels} kernels)")
+                  f"({opts.kernels} kernels; {v.describe()})")
         else:
             print("tinyseg: not verified (--no-verify)")
         out = model_to_bytes(result.graph.model)
