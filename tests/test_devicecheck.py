@@ -98,13 +98,26 @@ def _zero_layout(graph) -> None:
     buf.data = np.frombuffer(raw[:12] + struct.pack(f"<{n}i", *values), dtype=np.uint8).copy()
 
 
-def test_a_broken_offline_layout_fails_the_real_kernel_check(tflm_dir: str) -> None:
-    graph = build_graph(load_model(TINY_UNET))
+def _broken(case: str):
+    """(original, optimized model with every offline offset 0)."""
+    if case == "random_unet_1":  # the optimizer writes an offline layout here
+        graph = build_graph(synth.random_unet(1))
+        opt = _optimized(graph)
+        offsets = offline_offsets(opt.model)
+        assert offsets is not None and len({o for o in offsets if o != ONLINE}) > 1
+        _zero_layout(opt)
+        return graph, build_graph(opt.model)
+    from tinyseg_plugin.passes.layout import with_offsets
+
+    graph = build_graph(load_model(TINY_UNET))  # spilled and fused; a zero layout pinned on every activation
     opt = _optimized(graph)
-    offsets = offline_offsets(opt.model)
-    assert offsets is not None and len({o for o in offsets if o != ONLINE}) > 1  # the optimizer wrote a layout
-    _zero_layout(opt)
-    broken = build_graph(opt.model)
+    assert any(customops.is_tinyseg_op(op) for op in opt.operators)
+    return graph, with_offsets(opt, {t.index: 0 for t in opt.tensors if not t.is_constant and t.elements > 0})
+
+
+@pytest.mark.parametrize("case", ["random_unet_1", "tiny_unet"])
+def test_a_broken_offline_layout_fails_the_real_kernel_check(tflm_dir: str, case: str) -> None:
+    graph, broken = _broken(case)
     assert set(o for o in offline_offsets(broken.model) if o != ONLINE) == {0}
     try:
         v = verify(graph, broken, runs=1, tflm_dir=tflm_dir)
