@@ -145,11 +145,12 @@ def build_runner(tree: Path, exe: Path, source: Path, kernels: str = "reference"
 
 
 def _copy_tree(root: Path, tree: Path) -> None:
-    """The user's checkout, without its build outputs, into the cache (renamed into place when complete)."""
+    """The user's checkout into the cache (renamed into place when complete); copy2 keeps mtimes, so a
+    build already in its gen/ is reused and make rebuilds only what the install changes."""
     staged = Path(tempfile.mkdtemp(prefix=".tree-", dir=tree.parent))
     try:
         shutil.copytree(root, staged / "t", symlinks=True,
-                        ignore=lambda d, names: ["gen", ".git"] if Path(d) == root else [])
+                        ignore=lambda d, names: [".git"] if Path(d) == root else [])
         os.replace(staged / "t", tree)
     except OSError as exc:
         raise TinySegError(f"cannot copy {root} into the cache {tree.parent}: {exc}") from None
