@@ -163,3 +163,17 @@ def test_a_bad_tflm_dir_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
     rc = cli.main(["verify", str(TINY_UNET), str(TINY_UNET), "--runs", "1", "--tflm-dir", str(tmp_path / "nope")])
     err = capsys.readouterr().err
     assert rc == 2 and "no such directory" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_build_is_cached_and_the_users_tree_untouched(tflm_dir: str) -> None:
+    from tinyseg_plugin.tflm_install import EXPECTED_FILES, INSTALL_DIR
+
+    root = Path(tflm_dir)
+    had_install = (root / INSTALL_DIR).exists()
+    before = {rel: (root / rel).stat().st_mtime_ns for rel in EXPECTED_FILES}
+    exe = devicecheck.prepare(tflm_dir)
+    stamp = exe.stat().st_mtime_ns
+    assert devicecheck.prepare(tflm_dir) == exe and exe.stat().st_mtime_ns == stamp  # reused, not rebuilt
+    assert exe.is_relative_to(devicecheck.cache_root())
+    assert {rel: (root / rel).stat().st_mtime_ns for rel in EXPECTED_FILES} == before
+    assert (root / INSTALL_DIR).exists() == had_install
