@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import TinySegError
-from .tflm_install import EXPECTED_FILES, check_checkout, find_sources, install, sources_digest
+from .tflm_install import find_sources, install
 
 ENV_TFLM = "TFLM_DIR"
 ENV_CACHE = "TINYSEG_CACHE_DIR"
@@ -41,6 +41,15 @@ KERNELS = ("reference", "cmsis_nn")
 RUNNER = "tinyseg_run"
 BUILD_SECONDS = 3600.0
 STORAGE_BYTES = 64 << 20  # host RAM standing in for the spill flash
+# The files of a TFLM tree the build and our patches rely on: they identify its content in the cache key.
+TREE_FILES = (
+    MAKEFILE,
+    "tensorflow/lite/micro/kernels/Makefile.inc",
+    "tensorflow/lite/micro/kernels/transpose_conv.cc",
+    "tensorflow/lite/micro/kernels/conv.cc",
+    "tensorflow/lite/micro/micro_interpreter.h",
+    "tensorflow/lite/micro/micro_allocator.cc",
+)
 
 
 @dataclass(frozen=True)
@@ -60,12 +69,34 @@ def cache_root() -> Path:
     return Path(base).expanduser() / "tinyseg"
 
 
+def check_tree(tflm_dir: str) -> Path:
+    """The TFLM tree as an absolute path; a clear error if it is not a make-buildable TFLM tree."""
+    root = Path(tflm_dir).expanduser()
+    if not root.exists():
+        raise TinySegError(f"--tflm-dir {tflm_dir}: no such directory")
+    if not root.is_dir():
+        raise TinySegError(f"--tflm-dir {tflm_dir}: not a directory")
+    missing = [f for f in TREE_FILES if not (root / f).is_file()]
+    if missing:
+        raise TinySegError(f"--tflm-dir {tflm_dir}: not a TFLM tree with its make build (no {missing[0]})")
+    if not (root / "tensorflow/lite/micro/tools/make/downloads/flatbuffers").is_dir():
+        raise TinySegError(f"--tflm-dir {tflm_dir}: its third-party downloads are missing "
+                           "(tensorflow/lite/micro/tools/make/downloads); nothing is downloaded here")
+    return root.resolve()
+
+
 def tree_key(root: Path) -> str:
-    """The checkout's path and the content of the files our patches and kernels rely on."""
+    """The checkout's path and the content of the files the build and our patches rely on."""
     h = hashlib.sha256(str(root).encode() + b"\0")
-    for rel in EXPECTED_FILES:
+    for rel in TREE_FILES:
         h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
     return h.hexdigest()[:16]
+
+
+def _digest(directory: Path, h) -> None:
+    for p in sorted(directory.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(directory)).encode() + b"\0" + p.read_bytes() + b"\0")
 
 
 def runner_source() -> Path:
@@ -76,8 +107,15 @@ def runner_source() -> Path:
 
 
 def runtime_key(kernels: str) -> str:
-    """Our kernels, core, patches and runner: a change to any of them means a new runner."""
-    h = hashlib.sha256(sources_digest(find_sources()).encode() + runner_source().read_bytes() + kernels.encode())
+    """Our kernels, core, patches, runner and installer: a change to any of them means a new runner."""
+    h = hashlib.sha256(kernels.encode() + b"\0")
+    ops = find_sources().tflm_ops
+    for sub in ("kernels", "core", "tools"):
+        _digest(ops / sub, h)
+    patches = ops.parent / "patches"
+    if patches.is_dir():
+        _digest(patches, h)
+    h.update(Path(__file__).with_name("tflm_install.py").read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -160,7 +198,7 @@ def _copy_tree(root: Path, tree: Path) -> None:
 
 def prepare(tflm_dir: str, kernels: str = "reference", progress: Callable[[str], None] | None = None) -> Path:
     """The runner executable for this TFLM tree and our runtime sources, built once and cached."""
-    root = check_checkout(tflm_dir)
+    root = check_tree(tflm_dir)
     work = cache_root() / f"tflm-{tree_key(root)}"
     exe = work / "bin" / f"{RUNNER}-{kernels}-{runtime_key(kernels)}"
     if exe.is_file() and os.access(exe, os.X_OK):
