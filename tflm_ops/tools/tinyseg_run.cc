@@ -33,7 +33,7 @@
 
 namespace {
 
-using Resolver = tflite::MicroMutableOpResolver<112>;
+using Resolver = tflite::MicroMutableOpResolver<128>;
 
 bool AddBuiltins(Resolver& r) {
   const TfLiteStatus statuses[] = {
@@ -57,7 +57,10 @@ bool AddBuiltins(Resolver& r) {
       r.AddSplitV(), r.AddSqueeze(), r.AddSqrt(), r.AddSquare(),
       r.AddSquaredDifference(), r.AddStridedSlice(), r.AddSub(), r.AddSum(),
       r.AddTanh(), r.AddTranspose(), r.AddTransposeConv(), r.AddUnpack(),
-      r.AddZerosLike(),
+      r.AddZerosLike(), r.AddBroadcastArgs(), r.AddBroadcastTo(), r.AddDynamicUpdateSlice(),
+      r.AddEmbeddingLookup(), r.AddIf(), r.AddReduceAll(), r.AddReverseV2(), r.AddSvdf(),
+      r.AddUnidirectionalSequenceLSTM(), r.AddWhile(), r.AddDetectionPostprocess(),
+      r.AddCircularBuffer(),
       tflite::AddTinySegOps(r),
   };
   for (TfLiteStatus s : statuses) {
