@@ -265,6 +265,10 @@ def verify_real_kernels(original: Graph, optimized: Graph, tflm_dir: str, runs: 
     ra = devicecheck.run(exe, a, batches, arena, seconds, "the original")
     rb = devicecheck.run(exe, b, batches, arena, seconds, "the optimized model")
     done = dict(check=REAL_KERNELS, tflm_dir=str(tflm_dir))
+    spills = sum(1 for op in optimized.operators if op.opcode == customops.SPILL) * len(batches)
+    if rb.stats.get("spills") != spills:  # the TinySeg kernels must really have run, once per Spill and input
+        return Verification(runs, False, f"the TinySeg kernels ran {rb.stats.get('spills')} spills, "
+                                         f"the model asks for {spills}", n_edge, **done)
     if [(original.tensors[t].shape, original.tensors[t].dtype) for t in original.outputs] != \
             [(optimized.tensors[t].shape, optimized.tensors[t].dtype) for t in optimized.outputs]:
         return Verification(runs, False, "the models' outputs have other shapes or types", n_edge, **done)
