@@ -1,9 +1,10 @@
 """Build tinyseg_e2e (tests/tflm_e2e/tinyseg_e2e.cc) against a TFLM checkout patched by
 ``tinyseg tflm install``, with the compiler and flags TFLM's own Makefile uses.
 
-Why a builder of our own: the program must link TFLM's microlite library with TinySeg's
-kernels in it, and only TFLM's Makefile knows its flags. Nothing is downloaded; the
-checkout must hold its third-party downloads already (as for TFLM's own tests).
+A thin wrapper over the shipped builder (tinyseg_plugin/devicecheck.py, which builds the
+real-kernel check's runner tflm_ops/tools/tinyseg_run.cc the same way): microlite, then one
+program linked against it. Nothing is downloaded; the checkout must hold its third-party
+downloads already (as for TFLM's own tests).
 
     python tests/tflm_e2e/build_e2e.py --tflm "$TFLM_DIR" [--kernels cmsis_nn]   # prints the executable's path
 """
@@ -16,9 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tinyseg_plugin import devicecheck
+from tinyseg_plugin.errors import TinySegError
+
 SOURCE = Path(__file__).resolve().with_name("tinyseg_e2e.cc")
 MAKEFILE = "tensorflow/lite/micro/tools/make/Makefile"
-FLAG_NAMES = ("CXX", "CXXFLAGS", "INCLUDES", "LDFLAGS", "MICROLITE_LIBS", "MICROLITE_LIB_PATH")
 KERNELS = ("reference", "cmsis_nn")
 
 
@@ -53,31 +56,23 @@ def make(tflm: Path, *targets: str, kernels: str = "reference", jobs: int = 2, t
 
 
 def flags(tflm: Path, kernels: str = "reference") -> dict[str, str]:
-    cmd = ["make", "-f", MAKEFILE, *make_args(kernels)] + [f"print-{n}" for n in FLAG_NAMES]
-    out = run(cmd, tflm, "make print")
-    values: dict[str, str] = {}
-    for line in out.splitlines():
-        name, sep, value = line.partition("=")
-        if sep and name in FLAG_NAMES and name not in values:
-            values[name] = value
-    missing = set(FLAG_NAMES) - set(values)
-    if missing:
-        raise BuildError(f"TFLM's Makefile did not report {sorted(missing)}")
-    return values
+    make_args(kernels)
+    try:
+        return devicecheck.make_flags(Path(tflm), kernels)
+    except TinySegError as exc:
+        raise BuildError(str(exc)) from None
 
 
 def build(tflm: Path, kernels: str = "reference", jobs: int = 2) -> Path:
     """microlite (with the TinySeg kernels), then tinyseg_e2e; returns the executable."""
     tflm = Path(tflm).resolve()
-    make(tflm, "microlite", kernels=kernels, jobs=jobs)
-    f = flags(tflm, kernels)
-    library = tflm / f["MICROLITE_LIB_PATH"].strip()
+    make_args(kernels)
+    make(tflm, "microlite", kernels=kernels, jobs=jobs)  # here, for the full tail of a failing build
     exe = tflm / "gen" / "tinyseg_e2e" / kernels / "tinyseg_e2e"
-    exe.parent.mkdir(parents=True, exist_ok=True)
-    cmd = (shlex.split(f["CXX"]) + shlex.split(f["CXXFLAGS"]) + ["-O2"] + shlex.split(f["INCLUDES"])
-           + ["-o", str(exe), str(SOURCE), str(library)] + shlex.split(f["LDFLAGS"]) + shlex.split(f["MICROLITE_LIBS"]))
-    run(cmd, tflm, "compiling tinyseg_e2e")
-    return exe
+    try:
+        return devicecheck.build_runner(tflm, exe, SOURCE, kernels, jobs)
+    except TinySegError as exc:
+        raise BuildError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
