@@ -177,3 +177,11 @@ def test_the_build_is_cached_and_the_users_tree_untouched(tflm_dir: str) -> None
     assert exe.is_relative_to(devicecheck.cache_root())
     assert {rel: (root / rel).stat().st_mtime_ns for rel in EXPECTED_FILES} == before
     assert (root / INSTALL_DIR).exists() == had_install
+
+
+def test_cli_verify_of_a_broken_layout_exits_4_in_one_line(tflm_dir: str, tmp_path: Path, capsys) -> None:
+    graph, broken = _broken("tiny_unet")
+    save_model(broken.model, tmp_path / "b.tflite")
+    rc = cli.main(["verify", str(TINY_UNET), str(tmp_path / "b.tflite"), "--runs", "1", "--tflm-dir", tflm_dir])
+    err = capsys.readouterr().err
+    assert rc == 4 and "real-kernel check" in err and "differs" in err and len(err.strip().splitlines()) == 1
