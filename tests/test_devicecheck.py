@@ -145,6 +145,17 @@ def test_cli_verify_names_the_check(tflm_dir: str, tmp_path: Path, capsys) -> No
     assert rc == 0 and "real-kernel check" in out and tflm_dir in out
 
 
+def test_cli_optimize_with_tflm_dir_reports_the_real_kernel_check(tflm_dir: str, tmp_path: Path, capsys) -> None:
+    import json
+
+    rc = cli.main(["optimize", str(TINY_UNET), "-o", str(tmp_path / "o.tflite"), "--report", str(tmp_path / "r.json"),
+                   "--runs", "1", "-q", "--tflm-dir", tflm_dir])
+    out = capsys.readouterr().out
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rc == 0 and "real-kernel check" in out
+    assert rep["verified"]["check"] == REAL_KERNELS and "real-kernel check" in rep["verification"]
+
+
 def test_without_a_tflm_tree_the_fallback_says_so(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.delenv(devicecheck.ENV_TFLM, raising=False)
     rc = cli.main(["optimize", str(TINY_UNET), "-o", str(tmp_path / "o.tflite"), "--report", str(tmp_path / "r.json"),
@@ -154,7 +165,7 @@ def test_without_a_tflm_tree_the_fallback_says_so(tmp_path: Path, capsys, monkey
     import json
 
     rep = json.loads((tmp_path / "r.json").read_text())
-    assert "fallback check" in rep["verification"]
+    assert "fallback check" in rep["verification"] and rep["verified"]["check"] == LOWERED
     g = build_graph(load_model(TINY_UNET))
     assert verify(g, build_graph(load_model(tmp_path / "o.tflite")), runs=1).check == LOWERED
 

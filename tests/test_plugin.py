@@ -106,7 +106,7 @@ def test_target_already_met_leaves_the_model_unchanged(unet: bytes, capsys) -> N
 def test_failed_verification_is_exit_4(unet: bytes, monkeypatch) -> None:
     from tinyseg_plugin import verify as verify_module
 
-    monkeypatch.setattr(verify_module, "verify", lambda a, b, runs: verify_module.Verification(1, False, "output 0 differs"))
+    monkeypatch.setattr(verify_module, "verify", lambda a, b, runs, **kw: verify_module.Verification(1, False, "output 0 differs"))
     with pytest.raises(plugin.PluginError, match="verification failed: output 0 differs") as e:
         run_optimize(manager(plugin), unet, [])
     assert e.value.exit_code == 4 and not hasattr(e.value, "model")

@@ -35,5 +35,7 @@ def report_dict(r: Result, model: str, output: str, verification, target_bytes: 
         "spilled": [{"tensor": s.tensor, "name": s.name, "bytes": s.bytes, "cold_range": [s.cold_start, s.cold_end],
                      "partial": s.partial, "slot": s.slot, "bytes_moved_per_inference": s.bytes_moved} for s in r.spills],
         "bytes_moved_per_inference": sum(s.bytes_moved for s in r.spills),
-        "verified": None if verification is None else {"runs": verification.runs, "identical": verification.identical},
+        "verified": None if verification is None else {
+            "runs": verification.runs, "identical": verification.identical,
+            "edge_cases": verification.edge_cases, "check": verification.check},  # "real-kernels" or "lowered"
     }
