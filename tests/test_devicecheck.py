@@ -68,9 +68,11 @@ def test_examples_pass_the_real_kernel_check(tflm_dir: str, name: str, tmp_path_
     assert v.edge_cases == 3
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_random_unets_pass_the_real_kernel_check(tflm_dir: str, seed: int) -> None:
-    graph = build_graph(synth.random_unet(seed))
+@pytest.mark.parametrize("dtype", ["INT8", "FLOAT32"])
+@pytest.mark.parametrize("seed", range(12))
+def test_random_unets_pass_the_real_kernel_check(tflm_dir: str, seed: int, dtype: str) -> None:
+    """Spill + FetchingConv2D or Fetching, scratch markers (int8), offline layouts (some seeds)."""
+    graph = build_graph(synth.random_unet(seed, dtype=dtype))
     v = verify(graph, _optimized(graph), runs=2, seed=seed, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
 
@@ -100,8 +102,8 @@ def _zero_layout(graph) -> None:
 
 def _broken(case: str):
     """(original, optimized model with every offline offset 0)."""
-    if case == "random_unet_1":  # the optimizer writes an offline layout here
-        graph = build_graph(synth.random_unet(1))
+    if case == "random_unet_0":  # the optimizer writes an offline layout here (and spills, fuses, marks)
+        graph = build_graph(synth.random_unet(0, dtype="INT8"))
         opt = _optimized(graph)
         offsets = offline_offsets(opt.model)
         assert offsets is not None and len({o for o in offsets if o != ONLINE}) > 1
@@ -115,7 +117,7 @@ def _broken(case: str):
     return graph, with_offsets(opt, {t.index: 0 for t in opt.tensors if not t.is_constant and t.elements > 0})
 
 
-@pytest.mark.parametrize("case", ["random_unet_1", "tiny_unet"])
+@pytest.mark.parametrize("case", ["random_unet_0", "tiny_unet"])
 def test_a_broken_offline_layout_fails_the_real_kernel_check(tflm_dir: str, case: str) -> None:
     graph, broken = _broken(case)
     assert set(o for o in offline_offsets(broken.model) if o != ONLINE) == {0}
