@@ -240,7 +240,8 @@ def run(exe: Path, model: bytes, batches: list[list[np.ndarray]], arena_size: in
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds)
         except subprocess.TimeoutExpired:
-            raise TinySegError(f"TFLM (TinySeg kernels) did not finish {what} within {seconds:g} s") from None
+            raise TinySegError(f"TFLM did not finish running {what} within {seconds:g} s (real-kernel check; stopped; "
+                               f"raise the limit with --time-limit if the model is just slow)") from None
         except OSError as exc:
             raise TinySegError(f"cannot start the TFLM runner {exe}: {exc.strerror}") from None
         if proc.returncode < 0:
@@ -248,11 +249,11 @@ def run(exe: Path, model: bytes, batches: list[list[np.ndarray]], arena_size: in
                 name = signal.Signals(-proc.returncode).name
             except ValueError:
                 name = f"signal {-proc.returncode}"
-            raise TinySegError(f"TFLM (TinySeg kernels) crashed ({name}) while running {what}")
+            raise TinySegError(f"TFLM crashed ({name}) while running {what} (real-kernel check)")
         if proc.returncode != 0:
             msg = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
             reason = next((ln for ln in msg if ln.startswith(f"{RUNNER}:")), msg[-1] if msg else "no message")
-            raise TinySegError(f"TFLM (TinySeg kernels) cannot run {what}: {reason[:200]}")
+            raise TinySegError(f"TFLM cannot run {what} (real-kernel check): {reason[:200]}")
         data = opath.read_bytes()
     stats = {}
     for line in proc.stdout.splitlines():
