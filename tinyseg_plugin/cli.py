@@ -23,10 +23,22 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _kernels(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kernels", choices=["reference", "cmsis-nn"], default="reference",
-                   help="TFLM kernel set whose scratch buffers are planned (default: reference)")
-    p.add_argument("--arch", choices=["host64", "cortex-m"], default="host64",
-                   help="pointer width the tail estimate assumes: 64-bit host or 32-bit Cortex-M (default: host64)")
+    from .kernels import RUNTIMES
+
+    p.add_argument("--runtime", choices=RUNTIMES, default="reference",
+                   help="TFLM build whose kernels are planned: which implementation each operator gets "
+                        "(reference, cmsis-nn, arduino, esp-idf, zephyr, edge-impulse; default: reference)")
+    p.add_argument("--kernels", dest="runtime", choices=RUNTIMES, help=argparse.SUPPRESS)  # deprecated alias
+    p.add_argument("--arch", choices=["host64", "cortex-m"], default=None,
+                   help="pointer width the tail estimate assumes: 64-bit host or 32-bit Cortex-M "
+                        "(default: host64; cortex-m for the arduino, esp-idf, zephyr and edge-impulse runtimes)")
+
+
+def _resolve_arch(args: argparse.Namespace) -> None:
+    from .kernels import default_arch
+
+    if args.arch is None:
+        args.arch = default_arch(args.runtime)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -37,7 +49,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     model = load_model(args.model)
     graph = build_graph(model, name=args.model)
-    a = analyze_graph(graph, args.kernels, args.arch)
+    _resolve_arch(args)
+    a = analyze_graph(graph, args.runtime, args.arch)
     outputs: list[Callable[[], None]] = []
     if args.csv:
         files = csv_files(a, args.model)
@@ -45,7 +58,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.plot:
         from .plots import plan_png
 
-        png = plan_png(a, f"{args.model}: head {a.head:,} B ({args.kernels})")
+        png = plan_png(a, f"{args.model}: head {a.head:,} B ({args.runtime})")
         outputs.append(lambda: write_atomic(args.plot, png))
     for write in outputs:
         write()
@@ -90,7 +103,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise TinySegError(f"{args.output}: directory {out_dir} does not exist")
     model = load_model(args.model)
     graph = build_graph(model, name=args.model)
-    opts = Options(kernels=args.kernels, arch=args.arch, target=args.target, partial=not args.no_partial,
+    _resolve_arch(args)
+    opts = Options(kernels=args.runtime, arch=args.arch, target=args.target, partial=not args.no_partial,
                    fuse=not args.no_fuse, scratch=not args.no_scratch16,
                    split=not args.no_split)
     progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if not args.quiet else None
@@ -112,8 +126,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         from .analysis import analyze_graph
         from .plots import plan_png
 
-        png = plan_png(analyze_graph(result.graph, args.kernels, args.arch, result.plan),
-                       f"{args.output}: head {result.plan.head:,} B ({args.kernels})")
+        png = plan_png(analyze_graph(result.graph, args.runtime, args.arch, result.plan),
+                       f"{args.output}: head {result.plan.head:,} B ({args.runtime})")
         writes.append(lambda: write_atomic(args.plot, png))
     for w in writes:
         w()
