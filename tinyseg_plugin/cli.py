@@ -23,7 +23,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _kernels(p: argparse.ArgumentParser) -> None:
-    from .kernels import RUNTIMES
+    from .runtimes import RUNTIMES
 
     p.add_argument("--runtime", choices=RUNTIMES, default="reference",
                    help="TFLM build whose kernels are planned: which implementation each operator gets "

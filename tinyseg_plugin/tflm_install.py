@@ -696,10 +696,20 @@ def next_steps(layout: Layout, with_tests: bool) -> list[str]:
                          "test_kernel_tinyseg_transpose_conv_test (also _fetching_conv_, _spill_fetching_)")
         return steps
     if layout.kind == "arduino":
-        return ["next: nothing to add to a build file: the Arduino IDE / arduino-cli compiles every .cpp "
-                f"under {layout.rel('')}; compile examples/nicla_vision/tinyseg_unet_m7 with "
-                "`arduino-cli compile -b arduino:mbed_nicla:nicla_vision --library "
-                f"{layout.root}`; plan with `tinyseg optimize --runtime arduino`"]
+        steps = ["next: nothing to add to a build file: the Arduino IDE / arduino-cli compiles every .cpp "
+                 f"under {layout.rel('')}; compile examples/nicla_vision/tinyseg_unet_m7 with "
+                 "`arduino-cli compile -b arduino:mbed_nicla:nicla_vision --library "
+                 f"{layout.root}`; plan with `tinyseg optimize --runtime arduino`"]
+        periph = layout.src / "peripherals" / "peripherals.h"
+        try:
+            nano_only = periph.is_file() and "unsupported board" in periph.read_text(errors="replace")
+        except OSError:
+            nano_only = False
+        if nano_only:
+            steps.append(f"note: {layout.rel('peripherals')} of this library builds only for the Nano 33 BLE "
+                         "(#error \"unsupported board\" elsewhere, and arduino-cli compiles all of src/): "
+                         "for another board (Nicla Vision) move that folder out of the library first")
+        return steps
     if layout.kind == "esp-idf":
         return ["next: CMakeLists.txt now compiles tensorflow/lite/micro/kernels/tinyseg/*.cc; "
                 "`idf.py build` in your project; plan with `tinyseg optimize --runtime esp-idf`"]

@@ -15,12 +15,13 @@ from typing import Any
 from ..errors import TinySegError
 from ..graph import Graph, Operator
 from . import cmsis_nn, reference
+from ..runtimes import RUNTIMES
 from .profiles import PROFILES
 
 # Every runtime (``--runtime``): the two upstream kernel sets and the forks' profiles
 # (profiles.py). A value is a module or a RuntimeProfile; both have the same functions.
 KERNEL_SETS: dict[str, Any] = {"reference": reference, "cmsis-nn": cmsis_nn, **PROFILES}
-RUNTIMES = tuple(KERNEL_SETS)
+assert tuple(KERNEL_SETS) == RUNTIMES, "runtimes.py lists every runtime, in this order"
 
 
 def default_arch(runtime: str) -> str:

@@ -19,7 +19,9 @@
 // macro breaks. Nothing below needs the macro.
 #undef abs
 #include <RPC.h>
-#include <TensorFlowLite.h>
+// No <TensorFlowLite.h>: in Arduino_TensorFlowLite it pulls in src/peripherals,
+// which is for the Nano 33 BLE only (#error "unsupported board" elsewhere). The
+// TFLM includes below are enough for arduino-cli to find the library.
 
 #include <cstdarg>
 #include <cstdio>
