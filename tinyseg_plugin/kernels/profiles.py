@@ -54,6 +54,7 @@ class RuntimeProfile:
     optimized_ops: frozenset[str]      # operators that run the optimized implementation
     arch: str                          # the pointer width of the tree's usual build
     implementation: str                # what the optimized kernels are called, for reports
+    dsp: bool = True                   # CMSIS-NN built with ARM_MATH_DSP (Cortex-M4/M7); False: plain C
 
     def implementation_of(self, opcode: str) -> str:
         return self.implementation if opcode in self.optimized_ops else "reference"
@@ -63,6 +64,8 @@ class RuntimeProfile:
 
     def scratch_requests(self, graph: Graph, op: Operator, pointer_bytes: int) -> list[int] | None:
         m = self._module(op.opcode)
+        if m is cmsis_nn:
+            return cmsis_nn.scratch_requests_for(graph, op, pointer_bytes, dsp=self.dsp)
         return None if m is None else m.scratch_requests(graph, op, pointer_bytes)
 
     def opdata_bytes(self, opcode: str, pointer_bytes: int, compression: bool | None = None) -> int:
