@@ -1,15 +1,21 @@
 """Runtime profiles (``--runtime``): which kernel implementation each operator gets in each
-TFLM tree, checked operator by operator against the two upstream kernel sets whose rules
-tests/test_kernel_rules.py checks against real TFLM builds.
+TFLM tree.
 
-What is not checked here, and why: a host build of the forks' own TFLM with the arena probe
-(tests/tflm_probe). The Arduino library's TFLM (2023-02) has no make build (arduino-cli
-compiles it; its CMSIS-NN needs the library's third_party/cmsis_nn); esp-tflite-micro needs
-the ESP-IDF toolchain and the esp-nn component (not in the snapshot); Zephyr and Edge Impulse
-are not in ../shared/third_party. docs/runtime.md, "Runtime profiles".
+Always: operator by operator, each profile gives exactly the rules of the implementation its
+tree compiles (the upstream reference and CMSIS-NN rules that tests/test_kernel_rules.py checks
+against real upstream builds), the Nicla's library plans TRANSPOSE_CONV like reference, ESP-NN
+operators are reported unknown, and the CLI option.
+
+With TINYSEG_FORK_PROBE=1 and ../shared/third_party: the Arduino library's own TFLM (2023-02)
+is built on the host (tests/fork_probe) and its head compared with the profile's on the example
+model, the shared models and 50 random U-Nets. Trees not built here, and why: esp-tflite-micro
+needs the esp-nn component (its kernels call esp_nn_* functions; esp-nn is not in the snapshot)
+and the ESP-IDF toolchain; Zephyr's module and the Edge Impulse SDK are not in
+../shared/third_party (their profiles reuse the upstream CMSIS-NN rules minus TRANSPOSE_CONV).
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -89,3 +95,62 @@ def test_cli_runtime_and_deprecated_alias(capsys: pytest.CaptureFixture) -> None
     assert "--runtime" in err and err.strip().count("\n") == 0
     assert "--kernels" not in cli.build_parser().format_help()
     assert all(k in KERNEL_SETS for k in RUNTIMES)
+
+
+# ---------------------------------------------------------------- against the Arduino library itself
+
+FORK_PROBE_ENV = "TINYSEG_FORK_PROBE"
+THIRD_PARTY = ROOT.parent / "shared" / "third_party"
+ARDUINO_LIBRARY = "tflite-micro-arduino-examples-7948b85"
+
+
+def _probe_models(tmp_path: Path) -> list[Path]:
+    """The example model, the shared models and 50 random U-Nets (synth.py)."""
+    from tinyseg_plugin.modelio import model_to_bytes
+
+    shared = ROOT.parent / "shared" / "models"
+    paths = [TINY_UNET] + sorted(shared.glob("*.tflite"))
+    for seed in range(50):
+        p = tmp_path / f"unet{seed}.tflite"
+        p.write_bytes(model_to_bytes(synth.random_unet(seed)))
+        paths.append(p)
+    return paths
+
+
+@pytest.mark.skipif(not os.environ.get(FORK_PROBE_ENV),
+                    reason=f"set {FORK_PROBE_ENV}=1: builds the Arduino library's TFLM on the host "
+                           "(214 files, about 10 minutes on 2 cores)")
+def test_arduino_profile_against_the_library_built_on_the_host(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The `arduino` profile's head equals what the library's own TFLM (2023-02, CMSIS-NN
+    kernels, built for x86: no ARM_MATH_DSP, so the profile is taken with dsp=False) reports
+    for every model; the tail is printed beside the upstream-based estimate."""
+    import dataclasses
+    import subprocess
+    import sys
+
+    unpack = THIRD_PARTY / "unpack.sh"
+    if not unpack.is_file():
+        pytest.skip(f"{unpack} not present")
+    base = tmp_path_factory.mktemp("third_party")
+    r = subprocess.run(["bash", str(unpack), ARDUINO_LIBRARY, str(base)], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        pytest.skip(f"unpack.sh: {r.stderr.strip()}")
+    sys.path.insert(0, str(ROOT / "tests" / "fork_probe"))
+    import build_fork_probe as bfp
+
+    try:
+        exe = bfp.build_arduino_probe(Path(r.stdout.strip()) / "src", base / "build")
+    except bfp.ProbeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    host = dataclasses.replace(PROFILES["arduino"], dsp=False)
+    mismatches = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(KERNEL_SETS, "arduino", host)
+        for path in _probe_models(tmp_path_factory.mktemp("models")):
+            real = bfp.run_probe(exe, path)
+            plan = plan_graph(build_graph(load_model(str(path))), "arduino", "host64")
+            print(f"{path.name}: head {plan.head} (library {real['head']}), tail estimate {plan.tail.total} "
+                  f"(library {real['tail']})")
+            if plan.head != real["head"]:
+                mismatches.append(f"{path.name}: head {plan.head} vs {real['head']}")
+    assert not mismatches, "\n".join(mismatches)
