@@ -178,6 +178,8 @@ def test_layouts_are_recognised(pristine, tmp_path: Path) -> None:
     assert detect_layout(pristine(UPSTREAM)).kind == "upstream-make"
     lay = detect_layout(pristine(ARDUINO))
     assert (lay.kind, lay.ext, lay.src.name) == ("arduino", ".cpp", "src")
+    lay = detect_layout(pristine(ARDUINO) / "src")  # the library's src/ named instead of the library
+    assert (lay.kind, lay.root, lay.src.name) == ("arduino", pristine(ARDUINO), "src")
     assert detect_layout(pristine(ESP)).kind == "esp-idf"
     assert detect_layout(zephyr_tree(pristine(UPSTREAM), tmp_path / "z")).kind == "zephyr"
     ei = detect_layout(edge_impulse_tree(pristine(UPSTREAM), tmp_path / "ei"))

@@ -130,30 +130,34 @@ def _prefix_of(text: str) -> str | None:
 
 def detect_layout(root: Path) -> Layout | None:
     """The layout of `root`, or None when no TFLM sources are found there."""
-    if (root / "library.properties").is_file() and (root / "src" / MICRO).is_dir():
-        return Layout("arduino", root, root / "src", "", ".cpp")
-    if (root / "src" / MICRO).is_dir() and (root / "src" / "TensorFlowLite.h").is_file():
-        return Layout("arduino", root, root / "src", "", ".cpp")
+    def ext(src: Path) -> str:  # the Arduino library renamed TFLM's .cc to .cpp (Arduino compiles no .cc)
+        return ".cpp" if (src / KERNELS / "transpose_conv.cpp").is_file() else ".cc"
+
+    if root.name == "src" and (root / MICRO).is_dir() and (root.parent / "library.properties").is_file():
+        root = root.parent  # the user named the library's src/: the library is its parent
+    if (root / "src" / MICRO).is_dir() and ((root / "library.properties").is_file()
+                                            or (root / "src" / "TensorFlowLite.h").is_file()):
+        return Layout("arduino", root, root / "src", "", ext(root / "src"))
     src = root
     if not (root / MICRO).is_dir() and (root / "edge-impulse-sdk" / MICRO).is_dir():
         src = root / "edge-impulse-sdk"
     if not (src / MICRO).is_dir():
         return None
-    tc = src / KERNELS / "transpose_conv.cc"
+    tc = src / KERNELS / f"transpose_conv{ext(src)}"
     try:
         prefix = _prefix_of(tc.read_text(encoding="utf-8", errors="replace")) if tc.is_file() else None
     except OSError:
         prefix = None
     if prefix or (src / "classifier" / "ei_run_classifier.h").is_file() or src.name == "edge-impulse-sdk":
-        return Layout("edge-impulse", root, src, prefix or "edge-impulse-sdk/", ".cc")
+        return Layout("edge-impulse", root, src, prefix or "edge-impulse-sdk/", ext(src))
     if (root / "zephyr" / "module.yml").is_file():
-        return Layout("zephyr", root, src, "", ".cc")
+        return Layout("zephyr", root, src, "", ext(src))
     cmake = root / "CMakeLists.txt"
     if cmake.is_file() and "idf_component_register" in cmake.read_text(encoding="utf-8", errors="replace"):
-        return Layout("esp-idf", root, src, "", ".cc")
+        return Layout("esp-idf", root, src, "", ext(src))
     if (src / MICRO / "tools" / "make" / "Makefile").is_file():
-        return Layout("upstream-make", root, src, "", ".cc")
-    return Layout("unknown", root, src, "", ".cc")
+        return Layout("upstream-make", root, src, "", ext(src))
+    return Layout("unknown", root, src, "", ext(src))
 
 
 # ---------------------------------------------------------------- pattern edits
