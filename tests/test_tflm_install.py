@@ -400,3 +400,34 @@ def test_kernels_compile_in_edge_impulse_tree(pristine, tmp_path: Path) -> None:
     compile_units(units, ["-std=c++17", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror",
                           "-DTF_LITE_STATIC_MEMORY", f"-I{ei}", f"-I{up}", f"-I{dl / 'flatbuffers/include'}",
                           f"-I{dl / 'gemmlowp'}", f"-I{dl / 'ruy'}"], ei)
+
+
+def _make_sources(tree: Path, *args: str) -> list[str]:
+    """What TFLM's make build compiles into microlite (its list_library_sources target)."""
+    if shutil.which("make") is None:
+        pytest.skip("make not on PATH")
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    r = subprocess.run(["make", "-f", "tensorflow/lite/micro/tools/make/Makefile", *args, "list_library_sources"],
+                       cwd=tree, capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout.split()
+
+
+@pytest.mark.parametrize("sources_inc", ["included", "inline"])
+def test_make_build_compiles_our_sources(pristine, tmp_path: Path, sources_inc: str) -> None:
+    """In TFLM's make build (reference and CMSIS-NN kernels) microlite gets every TinySeg
+    source; "inline" is the tree as it was before 2026-02, with sources.inc's lists written
+    in the Makefile itself."""
+    up = pristine(UPSTREAM)
+    tree = copy_tree(up, tmp_path / "tflm")
+    mk = tree / "tensorflow/lite/micro/tools/make/Makefile"
+    if sources_inc == "inline":
+        inc = (tree / "tensorflow/lite/micro/tools/make/sources.inc").read_text()
+        mk.write_text(mk.read_text().replace("include $(MAKEFILE_DIR)/sources.inc\n", inc))
+    list(install(str(tree)))
+    ours = sorted(p.relative_to(tree).as_posix() for p in (tree / INSTALL_DIR).rglob("*.cc") if "tests" not in p.parts)
+    for args in ((), ("OPTIMIZED_KERNEL_DIR=cmsis_nn",)):
+        if args and not (up / "tensorflow/lite/micro/tools/make/downloads/cmsis_nn").is_dir():
+            continue
+        listed = _make_sources(tree, *args)
+        assert set(ours) <= set(listed), sorted(set(ours) - set(listed))
