@@ -319,19 +319,6 @@ def prepare_sketch(sketch_dir: Path, build: Path) -> Path:
     return cpp
 
 
-def wire_dir(tc: Toolchain, tmp_path: Path) -> Path:
-    """The core's Wire library, which the Arduino_TensorFlowLite umbrella header includes
-    (src/peripherals/peripherals.h). The core snapshot prunes libraries/Wire; then an empty
-    stand-in Wire.h is used: nothing of ours or of TFLM uses it, only the include must resolve."""
-    real = tc.core_dir / "libraries" / "Wire"
-    if (real / "Wire.h").is_file():
-        return real
-    stub = tmp_path / "wire_standin"
-    stub.mkdir(exist_ok=True)
-    (stub / "Wire.h").write_text("// stand-in: the core snapshot has no libraries/Wire\n")
-    return stub
-
-
 def sketch_library_dirs(tc: Toolchain) -> list[Path]:
     dirs = [tc.core_dir / "libraries" / name / "src" for name in SKETCH_LIBRARIES]
     for d in dirs:
@@ -435,8 +422,7 @@ def test_sketch_m7(toolchain: Toolchain, library: Path, ours: OurFiles,
     (build / "model_data.h").write_text(
         make_model_header.header_text(placeholder, "g_tinyseg_model", "placeholder.tflite", 160 * 1024))
     result = run_compile(toolchain, toolchain.targets["cm7"], cpp,
-                         [library] + sketch_library_dirs(toolchain) + [wire_dir(toolchain, tmp_path)],
-                         tmp_path,
+                         [library] + sketch_library_dirs(toolchain), tmp_path,
                          (f"-DTINYSEG_STORAGE={STORAGES[storage]}",
                           f"-DTINYSEG_ASYNC_ERASE={async_erase}"))
     assert_clean(result, ours.with_root(tmp_path), f"tinyseg_unet_m7 ({storage}, async erase {async_erase})")
