@@ -13,9 +13,14 @@
 #include <vector>
 
 #include "tensorflow/lite/micro/all_ops_resolver.h"
+#include "tensorflow/lite/micro/debug_log.h"
 #include "tensorflow/lite/micro/recording_micro_allocator.h"
 #include "tensorflow/lite/micro/recording_micro_interpreter.h"
 #include "tensorflow/lite/schema/schema_generated.h"
+
+// The Arduino library's DebugLog lives in its board-specific system_setup.cpp (Serial),
+// which is not built for the host: the probe is the platform here.
+extern "C" void DebugLog(const char* s) { fputs(s, stderr); }
 
 namespace {
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 PROBE = Path(__file__).resolve().with_name("arena_probe_2023.cc")
 DEFINES = ["-DTF_LITE_STATIC_MEMORY", "-DTF_LITE_DISABLE_X86_NEON", "-DARDUINO", "-DCMSIS_NN"]
+CXX_ONLY = ["-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics"]  # as TFLM builds (placement new needs it)
 SKIP = ("/peripherals/", "/test_over_serial/", "/kissfft/tools/", "/examples/")
 
 
@@ -45,14 +46,14 @@ def build_arduino_probe(src: Path, build: Path, jobs: int = 2) -> Path:
         o = build / "obj" / (re.sub(r"[^A-Za-z0-9_.]", "_", str(s.relative_to(src))) + ".o")
         objs.append(o)
         if s.suffix == ".cpp":
-            cmd = f"g++ -std=gnu++14 -O1 -w {' '.join(DEFINES)} -I{src} -c {s} -o {o}"
+            cmd = f"g++ -std=gnu++14 -O1 -w {' '.join(DEFINES + CXX_ONLY)} -I{src} -c {s} -o {o}"
         else:
             cmd = f"gcc -std=gnu11 -O1 -w {' '.join(DEFINES)} -I{src} -I{src}/third_party/cmsis_nn/Include -c {s} -o {o}"
         rules.append(f"{o}: {s}\n\t@mkdir -p {o.parent}\n\t@{cmd}\n")
     exe = build / "arena_probe_2023"
     lib = build / "libtflm_arduino.a"
     mk = (f"all: {exe}\n{lib}: {' '.join(map(str, objs))}\n\t@rm -f $@\n\t@ar rcs $@ $^\n"
-          f"{exe}: {PROBE} {lib}\n\t@g++ -std=gnu++14 -O1 -w {' '.join(DEFINES)} -I{src} {PROBE} {lib} -lm -o $@\n"
+          f"{exe}: {PROBE} {lib}\n\t@g++ -std=gnu++14 -O1 -w {' '.join(DEFINES + CXX_ONLY)} -I{src} {PROBE} {lib} -lm -o $@\n"
           + "".join(rules))
     (build / "Makefile").write_text(mk)
     proc = subprocess.run(["make", "-f", str(build / "Makefile"), f"-j{jobs}"], cwd=build, capture_output=True,
