@@ -330,12 +330,17 @@ def _gxx() -> str:
 
 def compile_units(units: list[Path], flags: list[str], cwd: Path) -> None:
     """Compile each translation unit (-fsyntax-only: compile errors and warnings, no objects)."""
-    failures = []
-    for u in units:
-        r = subprocess.run([_gxx(), *flags, "-fsyntax-only", str(u)], capture_output=True, text=True, cwd=cwd,
+    from concurrent.futures import ThreadPoolExecutor
+
+    gxx = _gxx()
+
+    def one(u: Path) -> str:
+        r = subprocess.run([gxx, *flags, "-fsyntax-only", str(u)], capture_output=True, text=True, cwd=cwd,
                            timeout=600)
-        if r.returncode != 0:
-            failures.append(f"{u.name}:\n{r.stderr[-3000:]}")
+        return f"{u.name}:\n{r.stderr[-3000:]}" if r.returncode != 0 else ""
+
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two cores at most
+        failures = [f for f in pool.map(one, units) if f]
     assert not failures, "\n".join(failures)
 
 
