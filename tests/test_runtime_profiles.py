@@ -22,7 +22,7 @@ import pytest
 
 from tinyseg_plugin import cli, synth
 from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.kernels import KERNEL_SETS, RUNTIMES, TARGETS, KernelRules, Target, default_arch
+from tinyseg_plugin.kernels import ARCHES, KERNEL_SETS, RUNTIMES, Arch, KernelRules, default_arch
 from tinyseg_plugin.kernels.profiles import ARDUINO_CMSIS_NN, PROFILES
 from tinyseg_plugin.modelio import load_model
 from tinyseg_plugin.planner import plan_graph
@@ -46,7 +46,7 @@ def _graphs():
 def test_each_operator_gets_its_trees_kernel(runtime: str) -> None:
     prof = PROFILES[runtime]
     for arch in ("host64", "cortex-m"):
-        rules = {k: KernelRules(k, TARGETS[arch]) for k in ("reference", "cmsis-nn", runtime)}
+        rules = {k: KernelRules(k, ARCHES[arch]) for k in ("reference", "cmsis-nn", runtime)}
         for g in _graphs():
             for op in g.operators:
                 got = rules[runtime].scratch_requests(g, op)
@@ -71,7 +71,7 @@ def test_arduino_plans_transpose_conv_like_reference() -> None:
     assert tc
     for op in tc:
         out = g.tensors[op.outputs[0]]
-        assert KernelRules("arduino", TARGETS["cortex-m"]).scratch_requests(g, op) == [out.elements * 4]
+        assert KernelRules("arduino", ARCHES["cortex-m"]).scratch_requests(g, op) == [out.elements * 4]
 
 
 def test_esp_idf_reports_esp_nn_operators_as_unknown() -> None:
@@ -153,7 +153,7 @@ def test_arduino_profile_against_the_library_built_on_the_host(tmp_path_factory:
         mp.setitem(KERNEL_SETS, "arduino", host)
         for path in _probe_models(tmp_path_factory.mktemp("models")):
             real = bfp.run_probe(exe, path)
-            plan = plan_graph(build_graph(load_model(str(path))), "arduino", Target("host64-make-recording", 8))
+            plan = plan_graph(build_graph(load_model(str(path))), "arduino", Arch("host64-make-recording", 8))
             print(f"{path.name}: head {plan.head} (library {real['head']}), tail estimate {plan.tail.total} "
                   f"(library {real['tail']})")
             if plan.head != real["head"]:
