@@ -8,12 +8,15 @@ variant's own flag files and the core's real headers:
 
 * every .cc of tflm_ops/targets/nicla_vision and tflm_ops/core/src, for the M7 (variant
   NICLA_VISION) and the M4 (variant GENERIC_STM32H747_M4);
-* the M4 sketch (examples/nicla_vision/tinyseg_erase_m4) for each storage;
-* with TFLM_DIR too: the TinySeg TFLM kernels for both cores, and the M7 sketch
-  (examples/nicla_vision/tinyseg_unet_m7) for each storage and erase mode.
+* the TinySeg TFLM kernels and the TRANSPOSE_CONV the installer changed, for both cores;
+* the M4 sketch (examples/nicla_vision/tinyseg_erase_m4) for each storage, and the M7
+  sketch (examples/nicla_vision/tinyseg_unet_m7) for each storage and erase mode.
 
-Sources are laid out as install_arduino_library.py installs them (library src/ as the
-include root), a sketch is compiled as arduino-cli does (`#include <Arduino.h>` and a
+All of it from what a user installs: the Arduino_TensorFlowLite library (the snapshot
+tflite-micro-arduino-examples-7948b85 in ../shared/third_party, TFLM of 2023-02, unpacked
+into a tmp dir) with `tinyseg tflm install` run on it; the library's src/ is the only
+include root besides the core's, as arduino-cli compiles a library, and C++ is the core's
+own -std=gnu++14. A sketch is compiled as arduino-cli does (`#include <Arduino.h>` and a
 #line directive put before it). A compile fails the test with the compiler's messages, and
 so does any warning located in one of our files (-Wall -Wextra; the core's and TFLM's own
 warnings are not ours and are ignored). Compile only: objects are discarded, nothing is
@@ -24,8 +27,8 @@ Environment:
                          checkout of ArduinoCore-mbed with ArduinoCore-API's api/ folder
                          at cores/arduino/api (see tflm_ops/targets/nicla_vision/README.md).
                          Unset: every test here is skipped. Only read, never written.
-  TFLM_DIR               a TFLM checkout with its third-party downloads (the one
-                         test_tflm_runtime.py uses). Unset: kernel and M7 sketch tests skip.
+  (the Arduino library)  ../shared/third_party/tflite-micro-arduino-examples-7948b85.tar.xz
+                         via unpack.sh. Absent: every test here is skipped.
   NICLA_CXX              the compiler (default arm-none-eabi-g++ from PATH).
 """
 from __future__ import annotations
@@ -43,11 +46,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "nicla_vision"
 sys.path.insert(0, str(EXAMPLES))
-import install_arduino_library  # noqa: E402  (examples/nicla_vision/install_arduino_library.py)
 import make_model_header  # noqa: E402
 
+from tinyseg_plugin.tflm_install import INSTALL_DIR, install  # noqa: E402
+
 CORE_ENV = "ARDUINO_MBED_CORE_DIR"
-TFLM_ENV = "TFLM_DIR"
+THIRD_PARTY = ROOT.parent / "shared" / "third_party"
+ARDUINO_LIBRARY = "tflite-micro-arduino-examples-7948b85"
 CXX_ENV = "NICLA_CXX"
 
 BOARD = "nicla_vision"
@@ -55,9 +60,9 @@ SPLIT = "50_50"  # "1MB M7 + 1MB M4": the split the sketches need
 ARCH = "MBED_NICLA"  # {build.arch} of the arduino:mbed_nicla platform
 ARDUINO_VERSION = "10607"
 # What examples/nicla_vision/README.md tells users to set as compiler.cpp.extra_flags:
-# C++17 for TinySeg and TFLM, and <chrono> before the core's Arduino.h defines its
-# one-argument abs() macro (which breaks std::chrono::abs, even in the core's own files).
-CPP_EXTRA_FLAGS = ("-std=gnu++17", "-include", "chrono")
+# <chrono> before the core's Arduino.h defines its one-argument abs() macro (which breaks
+# std::chrono::abs, even in the core's own files). The C++ standard stays the core's gnu++14.
+CPP_EXTRA_FLAGS = ("-include", "chrono")
 WARNING_FLAGS = ("-Wall", "-Wextra")  # platform.txt: compiler.warning_flags.all
 # Libraries of the core that RPC.h pulls in (arduino-cli finds them by their headers).
 SKETCH_LIBRARIES = ("RPC", "rpclib", "openamp_arduino")
@@ -67,8 +72,8 @@ TIMEOUT_S = 600
 TARGET_SOURCES = sorted((ROOT / "tflm_ops" / "targets" / "nicla_vision").glob("*.cc"))
 CORE_SOURCES = sorted((ROOT / "tflm_ops" / "core" / "src").glob("*.cc"))
 KERNEL_SOURCES = sorted((ROOT / "tflm_ops" / "kernels").glob("*.cc"))
-# Where install_arduino_library.py puts our files under the library's src/.
-OUR_LIBRARY_DIRS = ("tinyseg", "tinyseg_nicla", "tensorflow/lite/micro/kernels/tinyseg")
+# Where `tinyseg tflm install` puts our files under the library's src/.
+OUR_LIBRARY_DIRS = ("tinyseg", "tinyseg_nicla", INSTALL_DIR)
 
 DIAGNOSTIC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?P<kind>warning|error): ",
                         re.MULTILINE)
@@ -265,31 +270,24 @@ def toolchain() -> Toolchain:
 
 
 @pytest.fixture(scope="session")
-def tflm_includes() -> list[Path]:
-    value = os.environ.get(TFLM_ENV)
-    if not value:
-        pytest.skip(f"{TFLM_ENV} not set: TFLM kernels and the M7 sketch need a TFLM checkout")
-    tflm = Path(value).expanduser().resolve()
-    downloads = tflm / "tensorflow" / "lite" / "micro" / "tools" / "make" / "downloads"
-    if not (tflm / "tensorflow" / "lite" / "micro" / "micro_interpreter.h").is_file():
-        pytest.fail(f"{TFLM_ENV}={value} is not a TFLM checkout", pytrace=False)
-    if not (downloads / "flatbuffers" / "include").is_dir():
-        pytest.fail(f"{downloads}/flatbuffers missing: run TFLM's third_party_downloads make "
-                    "target in that checkout", pytrace=False)
-    return [tflm, downloads / "flatbuffers" / "include", downloads / "gemmlowp", downloads / "ruy"]
-
-
-@pytest.fixture(scope="session")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Our files laid out as install_arduino_library.py installs them; returns the src/ root."""
-    src = tmp_path_factory.mktemp("Arduino_TensorFlowLite") / "src"
-    for s, d in install_arduino_library.plan_files(src):
-        d.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(s, d)
-    # The Arduino TFLM library's umbrella header: the sketch includes it so that the IDE
-    # finds the library; the declarations it uses come from the TFLM headers it includes.
-    (src / "TensorFlowLite.h").write_text("// stand-in for Arduino_TensorFlowLite's TensorFlowLite.h\n")
-    return src
+    """The Arduino_TensorFlowLite library with TinySeg installed by `tinyseg tflm install`;
+    returns its src/ (the include root)."""
+    unpack = THIRD_PARTY / "unpack.sh"
+    if not unpack.is_file():
+        pytest.skip(f"{unpack} not present: no Arduino_TensorFlowLite library to install into")
+    base = tmp_path_factory.mktemp("third_party")
+    r = subprocess.run(["bash", str(unpack), ARDUINO_LIBRARY, str(base)], capture_output=True, text=True,
+                       timeout=TIMEOUT_S)
+    if r.returncode != 0:
+        pytest.skip(f"unpack.sh {ARDUINO_LIBRARY}: {r.stderr.strip()}")
+    lib = base / "Arduino_TensorFlowLite"
+    lib.mkdir()
+    shutil.copy2(Path(r.stdout.strip()) / "library.properties", lib)
+    shutil.copytree(Path(r.stdout.strip()) / "src", lib / "src", symlinks=True)
+    lines = list(install(str(lib)))
+    assert any(line.startswith("installed TinySeg") for line in lines), lines
+    return lib / "src"
 
 
 @pytest.fixture(scope="session")
@@ -298,10 +296,14 @@ def ours(library: Path) -> OurFiles:
 
 
 def staged(library: Path, source: Path) -> Path:
-    for s, d in install_arduino_library.plan_files(library):
-        if s == source:
-            return d
-    raise AssertionError(f"{source} is not installed by install_arduino_library.py")
+    """Where the installer put one of our sources in the library (.cc become .cpp)."""
+    kind = source.parent.name
+    name = source.stem + ".cpp"
+    d = {"nicla_vision": library / "tinyseg_nicla" / name,
+         "src": library / INSTALL_DIR / f"tinyseg_core_{name}",
+         "kernels": library / INSTALL_DIR / name}[kind]
+    assert d.is_file(), f"{source} is not installed at {d}"
+    return d
 
 
 def prepare_sketch(sketch_dir: Path, build: Path) -> Path:
@@ -377,11 +379,22 @@ def test_board_and_core_sources(toolchain: Toolchain, library: Path, ours: OurFi
 @pytest.mark.parametrize("core", ["cm7", "cm4"])
 @pytest.mark.parametrize("source", KERNEL_SOURCES, ids=lambda p: p.name)
 def test_kernel_sources(toolchain: Toolchain, library: Path, ours: OurFiles,
-                        tflm_includes: list[Path], tmp_path: Path, source: Path, core: str) -> None:
+                        tmp_path: Path, source: Path, core: str) -> None:
     """The TFLM kernels: arduino-cli builds the whole library for either core's sketch."""
-    result = run_compile(toolchain, toolchain.targets[core], staged(library, source),
-                         [library] + tflm_includes, tmp_path)
+    result = run_compile(toolchain, toolchain.targets[core], staged(library, source), [library], tmp_path)
     assert_clean(result, ours, f"{source.relative_to(ROOT)} ({core})")
+
+
+@pytest.mark.parametrize("core", ["cm7", "cm4"])
+def test_changed_transpose_conv(toolchain: Toolchain, library: Path, ours: OurFiles, tmp_path: Path,
+                                core: str) -> None:
+    """The library's own TRANSPOSE_CONV as the installer changed it (the Nicla runs this one:
+    the library has no CMSIS-NN TRANSPOSE_CONV)."""
+    tc = library / "tensorflow/lite/micro/kernels/transpose_conv.cpp"
+    assert "tinyseg_ops::ReadTransposeConvMarker" in tc.read_text()
+    assert not (library / "tensorflow/lite/micro/kernels/cmsis_nn/transpose_conv.cpp").exists()
+    result = run_compile(toolchain, toolchain.targets[core], tc, [library], tmp_path)
+    assert_clean(result, ours, f"transpose_conv.cpp ({core})")
 
 
 @pytest.mark.parametrize("storage", list(STORAGES))
@@ -399,7 +412,7 @@ M7_CONFIGS = [("internal", 1), ("internal", 0), ("qspi", 1), ("qspi", 0), ("remo
 
 @pytest.mark.parametrize("storage,async_erase", M7_CONFIGS,
                          ids=[f"{s}-async{a}" for s, a in M7_CONFIGS])
-def test_sketch_m7(toolchain: Toolchain, library: Path, ours: OurFiles, tflm_includes: list[Path],
+def test_sketch_m7(toolchain: Toolchain, library: Path, ours: OurFiles,
                    tmp_path: Path, storage: str, async_erase: int) -> None:
     build = tmp_path / "sketch"
     cpp = prepare_sketch(EXAMPLES / "tinyseg_unet_m7", build)
@@ -409,7 +422,7 @@ def test_sketch_m7(toolchain: Toolchain, library: Path, ours: OurFiles, tflm_inc
     (build / "model_data.h").write_text(
         make_model_header.header_text(placeholder, "g_tinyseg_model", "placeholder.tflite", 160 * 1024))
     result = run_compile(toolchain, toolchain.targets["cm7"], cpp,
-                         [library] + sketch_library_dirs(toolchain) + tflm_includes, tmp_path,
+                         [library] + sketch_library_dirs(toolchain), tmp_path,
                          (f"-DTINYSEG_STORAGE={STORAGES[storage]}",
                           f"-DTINYSEG_ASYNC_ERASE={async_erase}"))
     assert_clean(result, ours.with_root(tmp_path), f"tinyseg_unet_m7 ({storage}, async erase {async_erase})")

@@ -19,24 +19,23 @@ from pathlib import Path
 
 import pytest
 
-from tinyseg_plugin import customops, modelio, optimizer, synth, tflm_install
+from tinyseg_plugin import customops, modelio, optimizer, synth
 from tinyseg_plugin.coldrange import cold_ranges
-from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.passes.fuse import fuse_concat, fuse_conv
 from tinyseg_plugin.passes.spill import SpillPlan, apply_spill, partial_plan
 from tinyseg_plugin.planner import plan_graph
-from tinyseg_plugin.tflm_install import EXPECTED_FILES, INSTALL_DIR, STAMP, install
+from tinyseg_plugin.tflm_install import INSTALL_DIR, install
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_UNET = ROOT / "examples" / "models" / "tiny_unet.tflite"
 sys.path.insert(0, str(ROOT / "tests" / "tflm_e2e"))
 import build_e2e  # noqa: E402  (tests/tflm_e2e/build_e2e.py)
 
-PATCHES = sorted((ROOT / "patches" / "tflm").glob("*.patch"))
-
-
-# ---------------------------------------------------------------- fake trees
+# The TFLM files the installer changes in an upstream make tree.
+CHANGED = ["tensorflow/lite/micro/kernels/transpose_conv.cc", "tensorflow/lite/micro/kernels/cmsis_nn/transpose_conv.cc",
+           "tensorflow/lite/micro/tools/make/Makefile", "tensorflow/lite/micro/kernels/Makefile.inc",
+           "tensorflow/lite/micro/fake_micro_context.cc", "tensorflow/lite/micro/fake_micro_context.h"]
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -45,181 +44,7 @@ def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def fake_checkout(root: Path, patched_content: bool) -> Path:
-    """A tree with every file install() looks for. With patched_content, each file a patch
-    changes holds that patch's old-side lines (built from our own patches, at their line
-    numbers, between filler lines), so the patches apply; otherwise placeholder text."""
-    for rel in EXPECTED_FILES:
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text("// placeholder\n")
-    if patched_content:
-        for patch in PATCHES:
-            for fp in tflm_install.parse_patch(patch.read_text(), patch.name):
-                lines: list[str] = []
-                for h in fp.hunks:
-                    while len(lines) < h.old_start - 1:
-                        lines.append(f"// filler {len(lines)}\n")
-                    lines += h.old
-                lines += [f"// tail {i}\n" for i in range(3)]
-                p = root / fp.path
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text("".join(lines))
-    return root
-
-
-def one_line_error(excinfo: pytest.ExceptionInfo) -> str:
-    msg = str(excinfo.value)
-    assert msg and "\n" not in msg, msg
-    return msg
-
-
-def test_not_a_directory(tmp_path: Path) -> None:
-    with pytest.raises(TinySegError) as e:
-        install(str(tmp_path / "missing"), False)
-    assert "no such directory" in one_line_error(e)
-    f = tmp_path / "file"
-    f.write_text("x")
-    with pytest.raises(TinySegError) as e:
-        install(str(f), True)
-    assert "not a directory" in one_line_error(e)
-
-
-def test_not_a_tflm_checkout(tmp_path: Path) -> None:
-    (tmp_path / "README.md").write_text("something else\n")
-    before = snapshot(tmp_path)
-    with pytest.raises(TinySegError) as e:
-        install(str(tmp_path), False)
-    assert "is not a TFLM checkout" in one_line_error(e)
-    assert snapshot(tmp_path) == before
-
-
-def test_patch_that_does_not_apply_changes_nothing(tmp_path: Path) -> None:
-    root = fake_checkout(tmp_path / "tflm", patched_content=False)
-    before = snapshot(root)
-    for check_only in (True, False):
-        with pytest.raises(TinySegError) as e:
-            install(str(root), check_only)
-        assert "does not apply" in one_line_error(e)
-        assert snapshot(root) == before
-    assert not (root / INSTALL_DIR).exists()
-
-
-def test_one_file_changed_in_a_copy_changes_nothing(tmp_path: Path) -> None:
-    """A checkout whose transpose_conv.cc differs (another TFLM version, local edits)."""
-    root = fake_checkout(tmp_path / "tflm", patched_content=True)
-    target = root / "tensorflow/lite/micro/kernels/transpose_conv.cc"
-    target.write_text(target.read_text().replace("int32_t* per_channel_output_shift;", "int32_t* shift;"))
-    before = snapshot(root)
-    with pytest.raises(TinySegError) as e:
-        install(str(root), False)
-    assert "0002-tinyseg-transpose-conv-scratch.patch does not apply" in one_line_error(e)
-    assert snapshot(root) == before
-
-
-def test_install_check_then_install_then_idempotent(tmp_path: Path) -> None:
-    root = fake_checkout(tmp_path / "tflm", patched_content=True)
-    before = snapshot(root)
-    lines = list(install(str(root), True))
-    assert any("check passed" in line for line in lines)
-    assert snapshot(root) == before
-
-    lines = list(install(str(root), False))
-    assert any(line.startswith("installed TinySeg") for line in lines), lines
-    dest = root / INSTALL_DIR
-    assert (dest / STAMP).is_file()
-    assert (dest / "tinyseg_ops.h").read_bytes() == (ROOT / "tflm_ops/kernels/tinyseg_ops.h").read_bytes()
-    assert (dest / "core/include/tinyseg/spill_manager.h").is_file()
-    assert (dest / "core/src/codec.cc").is_file()
-    assert not (dest / "core/src/host").exists()  # host-only sources stay out of TFLM
-    assert "tinyseg_transpose_conv.h" in (root / "tensorflow/lite/micro/kernels/transpose_conv.cc").read_text()
-    leftovers = [p.name for p in (root / INSTALL_DIR).parent.iterdir() if p.name.startswith(".tinyseg")]
-    assert leftovers == []
-
-    after = snapshot(root)
-    for check_only in (False, True):
-        lines = list(install(str(root), check_only))
-        assert lines[-1].startswith("already installed"), lines
-        assert snapshot(root) == after
-
-
-def test_outdated_copy_is_replaced(tmp_path: Path) -> None:
-    root = fake_checkout(tmp_path / "tflm", patched_content=True)
-    list(install(str(root), False))
-    dest = root / INSTALL_DIR
-    (dest / "tinyseg_ops.h").write_text("// edited\n")
-    (dest / "stale.cc").write_text("// no longer shipped\n")
-    lines = list(install(str(root), False))
-    assert any("updated" in line for line in lines), lines
-    assert all("already applied" in line for line in lines if line.startswith("000"))
-    assert (dest / "tinyseg_ops.h").read_bytes() == (ROOT / "tflm_ops/kernels/tinyseg_ops.h").read_bytes()
-    assert not (dest / "stale.cc").exists()
-
-
-def test_foreign_directory_is_not_overwritten(tmp_path: Path) -> None:
-    root = fake_checkout(tmp_path / "tflm", patched_content=True)
-    (root / INSTALL_DIR).mkdir(parents=True)
-    (root / INSTALL_DIR / "mine.cc").write_text("// someone else's\n")
-    before = snapshot(root)
-    with pytest.raises(TinySegError) as e:
-        install(str(root), False)
-    assert "not written by tinyseg" in one_line_error(e)
-    assert snapshot(root) == before
-
-
-def test_partly_applied_patch_changes_nothing(tmp_path: Path) -> None:
-    """0001 touches two files; with only one of them patched the tree is inconsistent."""
-    clean = fake_checkout(tmp_path / "clean", patched_content=True)
-    done = fake_checkout(tmp_path / "done", patched_content=True)
-    list(install(str(done), False))
-    root = clean
-    makefile = "tensorflow/lite/micro/tools/make/Makefile"
-    (root / makefile).write_bytes((done / makefile).read_bytes())
-    before = snapshot(root)
-    with pytest.raises(TinySegError) as e:
-        install(str(root), False)
-    assert "partly applied" in one_line_error(e)
-    assert snapshot(root) == before
-
-
-def test_failure_while_writing_restores_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = fake_checkout(tmp_path / "tflm", patched_content=True)
-    before = snapshot(root)
-    real_replace = os.replace
-    calls = {"n": 0}
-
-    def flaky_replace(src, dst):  # the third file swap fails (two patched files already in place)
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise OSError("disk full")
-        return real_replace(src, dst)
-
-    monkeypatch.setattr(tflm_install.os, "replace", flaky_replace)
-    with pytest.raises(TinySegError) as e:
-        install(str(root), False)
-    assert "restored" in one_line_error(e)
-    monkeypatch.setattr(tflm_install.os, "replace", real_replace)
-    assert {k: v[0] for k, v in snapshot(root).items()} == {k: v[0] for k, v in before.items()}
-    assert not (root / INSTALL_DIR).exists()
-
-
-def test_patches_round_trip() -> None:
-    """Each patch applied to its own old side gives its new side, and reverses back."""
-    for patch in PATCHES:
-        for fp in tflm_install.parse_patch(patch.read_text(), patch.name):
-            for h in fp.hunks:
-                alone = [tflm_install.Hunk(1, 1, h.old, h.new)]
-                assert tflm_install.apply_hunks(list(h.old), alone) == h.new
-                assert tflm_install.apply_hunks(list(h.new), alone, reverse=True) == h.old
-
-
-def test_cli_reports_one_line(tmp_path: Path) -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", "tflm", "install", "--tflm-dir",
-                        str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode != 0
-    assert r.stderr.strip().count("\n") == 0 and "not a TFLM checkout" in r.stderr
-    assert "Traceback" not in r.stderr
+# The installer on fake and real trees of every layout: tests/test_tflm_install.py.
 
 
 # ---------------------------------------------------------------- a real TFLM checkout
@@ -258,20 +83,14 @@ def installed(tflm_copy: Path) -> Path:
 
 
 def test_real_checkout_install_is_idempotent(installed: Path) -> None:
-    touched = [INSTALL_DIR] + sorted({fp.path for p in PATCHES
-                                      for fp in tflm_install.parse_patch(p.read_text(), p.name)})
+    touched = [INSTALL_DIR] + CHANGED
     before = {rel: snapshot(installed / rel) if (installed / rel).is_dir() else (installed / rel).read_bytes()
               for rel in touched}
     lines = list(install(str(installed), False))
-    assert lines[-1].startswith("already installed"), lines
+    assert any(line.startswith("already installed") for line in lines), lines
     after = {rel: snapshot(installed / rel) if (installed / rel).is_dir() else (installed / rel).read_bytes()
              for rel in touched}
     assert after == before
-    if shutil.which("git") and (installed / ".git").exists():
-        # What the installer wrote is exactly our patches, as git sees them.
-        r = subprocess.run(["git", "apply", "--check", "-R", *map(str, PATCHES)], cwd=installed,
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
 
 
 @pytest.fixture(scope="module")

@@ -135,7 +135,7 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
     return {
         "schema": SCHEMA,
         "model": model_name,
-        "kernels": p.kernels,
+        "runtime": p.kernels,
         "arch": p.arch,
         "exact": a.exact,
         "not_exact_because": a.not_exact_because,

@@ -30,10 +30,22 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _kernels(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kernels", choices=["reference", "cmsis-nn"], default="reference",
-                   help="TFLM kernel set whose scratch buffers are planned (default: reference)")
-    p.add_argument("--arch", choices=["host64", "cortex-m"], default="host64",
-                   help="pointer width the tail estimate assumes: 64-bit host or 32-bit Cortex-M (default: host64)")
+    from .runtimes import RUNTIMES
+
+    p.add_argument("--runtime", choices=RUNTIMES, default="reference",
+                   help="TFLM build whose kernels are planned: which implementation each operator gets "
+                        "(reference, cmsis-nn, arduino, esp-idf, zephyr, edge-impulse; default: reference)")
+    p.add_argument("--kernels", dest="runtime", choices=RUNTIMES, help=argparse.SUPPRESS)  # deprecated alias
+    p.add_argument("--arch", choices=["host64", "cortex-m"], default=None,
+                   help="pointer width the tail estimate assumes: 64-bit host or 32-bit Cortex-M "
+                        "(default: host64; cortex-m for the arduino, esp-idf, zephyr and edge-impulse runtimes)")
+
+
+def _resolve_arch(args: argparse.Namespace) -> None:
+    from .kernels import default_arch
+
+    if args.arch is None:
+        args.arch = default_arch(args.runtime)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -44,13 +56,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     model = load_model(args.model)
     graph = build_graph(model, name=args.model)
+    _resolve_arch(args)
     json_file = args.json if args.json and args.json != "-" else None
     for path in (json_file, args.plot):
         if path:
             check_writable(path)
     if args.csv:
         check_writable(args.csv, directory=True)
-    a = analyze_graph(graph, args.kernels, args.arch)
+    a = analyze_graph(graph, args.runtime, args.arch)
     files: list[tuple[str, bytes]] = []
     if args.csv:
         from pathlib import Path
@@ -59,7 +72,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.plot:
         from .plots import plan_png
 
-        files.append((args.plot, plan_png(a, f"{args.model}: head {a.head:,} B ({args.kernels})")))
+        files.append((args.plot, plan_png(a, f"{args.model}: head {a.head:,} B ({args.runtime})")))
     text = json.dumps(to_dict(a, args.model), indent=1) if args.json else ""
     if json_file:
         files.append((json_file, (text + "\n").encode()))
@@ -143,6 +156,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise TinySegError(f"-o {args.output} is the input model; choose another file (or --force to replace it)")
     model = load_model(args.model)
     graph = build_graph(model, name=args.model)
+    _resolve_arch(args)
     for path in (args.output, args.report, args.plot):
         if path:
             check_writable(path)
@@ -151,7 +165,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         from .optimizer import Result
         from .planner import plan_graph
 
-        plan = plan_graph(graph, args.kernels, args.arch)
+        plan = plan_graph(graph, args.runtime, args.arch)
         if plan.head <= args.target:
             # Nothing to do: the output is the input, byte for byte; the report says so (no steps).
             return _write_unchanged(args, Result(graph=graph, plan=plan, original=plan))
@@ -161,7 +175,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             tflm.check_loads(original, arena_for(graph), seconds=min(args.time_limit, tflm.LOAD_SECONDS))
         except TinySegError as exc:
             raise TinySegError(f"{args.model}: {exc}; nothing to optimize") from None
-    opts = Options(kernels=args.kernels, arch=args.arch, target_bytes=args.target, partial=not args.no_partial,
+    opts = Options(kernels=args.runtime, arch=args.arch, target_bytes=args.target, partial=not args.no_partial,
                    fuse=not args.no_fuse, scratch=not args.no_scratch16,
                    split=not args.no_split)
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.
@@ -191,8 +205,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         from .analysis import analyze_graph
         from .plots import plan_png
 
-        png = plan_png(analyze_graph(result.graph, args.kernels, args.arch, result.plan),
-                       f"{args.output}: head {result.plan.head:,} B ({args.kernels})")
+        png = plan_png(analyze_graph(result.graph, args.runtime, args.arch, result.plan),
+                       f"{args.output}: head {result.plan.head:,} B ({args.runtime})")
         files.append((args.plot, png))
     write_all(files)
     sys.stdout.write(steps_table(result))
@@ -223,8 +237,8 @@ def _write_unchanged(args: argparse.Namespace, result) -> int:
         from .analysis import analyze_graph
         from .plots import plan_png
 
-        png = plan_png(analyze_graph(result.graph, args.kernels, args.arch, result.plan),
-                       f"{args.output}: head {result.plan.head:,} B ({args.kernels})")
+        png = plan_png(analyze_graph(result.graph, args.runtime, args.arch, result.plan),
+                       f"{args.output}: head {result.plan.head:,} B ({args.runtime})")
         files.append((args.plot, png))
     write_all(files)
     print(f"the model already meets --target {args.target:,} B (head {result.plan.head:,} B): "

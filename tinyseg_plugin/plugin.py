@@ -207,7 +207,7 @@ def tflite_tools_analysis(model: bytes, options: argparse.Namespace) -> dict:
         "peak": peak,
         "tinyseg_ops": [o["index"] for o in d["operators"] if o["opcode"] in customops.TINYSEG_OPS],
         "spilled": spilled or "none",
-        "runtime": d["kernels"],
+        "runtime": d["runtime"],
         "arch": opts.arch,
         "exact": d["exact"],
     }

@@ -11,8 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "flatbuffers/flexbuffers.h"
 #include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_tflm_compat.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_runtime.h"
 #include "tinyseg/codec.h"
 #include "tinyseg/spill_manager.h"

@@ -15,30 +15,33 @@
 #define TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_OPS_H_
 
 #include "tensorflow/lite/c/common.h"
-#include "tensorflow/lite/micro/micro_common.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_tflm_compat.h"
 #include "tensorflow/lite/micro/micro_mutable_op_resolver.h"
 
 namespace tflite {
 
 // OperatorCode.custom_code of each operator.
-inline constexpr char kTinySegSpillName[] = "Spill";
-inline constexpr char kTinySegFetchingName[] = "Fetching";
-inline constexpr char kTinySegFetchingConv2DName[] = "FetchingConv2D";
-inline constexpr int kTinySegContractVersion = 1;
+constexpr char kTinySegSpillName[] = "Spill";
+constexpr char kTinySegFetchingName[] = "Fetching";
+constexpr char kTinySegFetchingConv2DName[] = "FetchingConv2D";
+constexpr int kTinySegContractVersion = 1;
 // How many resolver entries AddTinySegOps takes.
-inline constexpr unsigned int kTinySegOpCount = 3;
+constexpr unsigned int kTinySegOpCount = 3;
 
 TFLMRegistration Register_SPILL();
 TFLMRegistration Register_FETCHING();
 TFLMRegistration Register_FETCHING_CONV_2D();
 
 // Adds Spill, Fetching and FetchingConv2D (AddCustom copies each
-// registration, so the temporaries below are enough).
+// registration, so the temporaries below are enough). They are not const:
+// AddCustom takes `const TFLMRegistration*` upstream but a non-const
+// `TfLiteRegistration*` in TFLM of 2023 (Arduino library, Edge Impulse), and a
+// non-const pointer converts to both.
 template <unsigned int tOpCount>
 TfLiteStatus AddTinySegOps(MicroMutableOpResolver<tOpCount>& resolver) {
-  const TFLMRegistration spill = Register_SPILL();
-  const TFLMRegistration fetching = Register_FETCHING();
-  const TFLMRegistration fetching_conv = Register_FETCHING_CONV_2D();
+  TFLMRegistration spill = Register_SPILL();
+  TFLMRegistration fetching = Register_FETCHING();
+  TFLMRegistration fetching_conv = Register_FETCHING_CONV_2D();
   TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegSpillName, &spill));
   TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegFetchingName, &fetching));
   TF_LITE_ENSURE_STATUS(

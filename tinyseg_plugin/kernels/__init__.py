@@ -10,13 +10,25 @@ know which kernel set it is planning for.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import ModuleType
+from typing import Any
 
 from ..errors import TinySegError
 from ..graph import Graph, Operator
 from . import cmsis_nn, reference
+from ..runtimes import RUNTIMES
+from .profiles import PROFILES
 
-KERNEL_SETS: dict[str, ModuleType] = {"reference": reference, "cmsis-nn": cmsis_nn}
+# Every runtime (``--runtime``): the two upstream kernel sets and the forks' profiles
+# (profiles.py). A value is a module or a RuntimeProfile; both have the same functions.
+KERNEL_SETS: dict[str, Any] = {"reference": reference, "cmsis-nn": cmsis_nn, **PROFILES}
+assert tuple(KERNEL_SETS) == RUNTIMES, "runtimes.py lists every runtime, in this order"
+
+
+def default_arch(runtime: str) -> str:
+    """The pointer width a runtime's usual build has: the forks run on 32-bit MCUs; the
+    upstream sets keep host64 (the Python wheel the verification uses)."""
+    prof = PROFILES.get(runtime)
+    return prof.arch if prof is not None else "host64"
 
 
 @dataclass(frozen=True)
@@ -43,7 +55,7 @@ class KernelRules:
 
     def __post_init__(self) -> None:
         if self.kernels not in KERNEL_SETS:
-            raise TinySegError(f"unknown kernel set '{self.kernels}' (choose from: {', '.join(KERNEL_SETS)})")
+            raise TinySegError(f"unknown runtime '{self.kernels}' (choose from: {', '.join(KERNEL_SETS)})")
 
     def scratch_requests(self, graph: Graph, op: Operator) -> list[int]:
         """Bytes of each scratch buffer the operator's kernel requests, in request order."""

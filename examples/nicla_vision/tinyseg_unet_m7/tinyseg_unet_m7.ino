@@ -19,10 +19,13 @@
 // macro breaks. Nothing below needs the macro.
 #undef abs
 #include <RPC.h>
-#include <TensorFlowLite.h>
+// No <TensorFlowLite.h>: in Arduino_TensorFlowLite it pulls in src/peripherals,
+// which is for the Nano 33 BLE only (#error "unsupported board" elsewhere). The
+// TFLM includes below are enough for arduino-cli to find the library.
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <new>
 
 #include "model_data.h"
@@ -120,6 +123,20 @@ void Log(const char* fmt, ...) {
   Serial.write('\n');
 #endif
 }
+
+#if !__has_include("tensorflow/lite/micro/micro_common.h")
+// TFLM's log sink. The Arduino_TensorFlowLite library (TFLM of 2023-02) defines
+// DebugLog only for the Nano 33 BLE (system_setup.cpp excludes its code on
+// other boards), so the sketch gives it one; newer TFLM trees bring their own
+// (with another signature), hence the guard.
+extern "C" void DebugLog(const char* s) {
+#if TINYSEG_STORAGE == TINYSEG_STORAGE_REMOTE
+  if (remote_client != nullptr) remote_client->Log(s, strlen(s));
+#else
+  Serial.print(s);
+#endif
+}
+#endif
 
 const char* StorageName() {
 #if TINYSEG_STORAGE == TINYSEG_STORAGE_INTERNAL
