@@ -179,16 +179,16 @@ def test_a_bad_tflm_dir_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
 
 
 def test_the_build_is_cached_and_the_users_tree_untouched(tflm_dir: str) -> None:
-    from tinyseg_plugin.tflm_install import EXPECTED_FILES, INSTALL_DIR
+    from tinyseg_plugin.tflm_install import INSTALL_DIR
 
     root = Path(tflm_dir)
     had_install = (root / INSTALL_DIR).exists()
-    before = {rel: (root / rel).stat().st_mtime_ns for rel in EXPECTED_FILES}
+    before = {rel: (root / rel).stat().st_mtime_ns for rel in devicecheck.TREE_FILES}
     exe = devicecheck.prepare(tflm_dir)
     stamp = exe.stat().st_mtime_ns
     assert devicecheck.prepare(tflm_dir) == exe and exe.stat().st_mtime_ns == stamp  # reused, not rebuilt
     assert exe.is_relative_to(devicecheck.cache_root())
-    assert {rel: (root / rel).stat().st_mtime_ns for rel in EXPECTED_FILES} == before
+    assert {rel: (root / rel).stat().st_mtime_ns for rel in devicecheck.TREE_FILES} == before
     assert (root / INSTALL_DIR).exists() == had_install
 
 
