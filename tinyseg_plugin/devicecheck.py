@@ -7,7 +7,7 @@ Fetching / FetchingConv2D with the C++ codec and a RAM-backed SpillManager (flas
 memory); the original runs in the same build, and the outputs must be bit-identical.
 
 Why a cache: building TFLM's microlite takes minutes. The user's tree is never written to: it is
-copied once into the cache (keyed by its path and the content of the files our patches touch),
+copied once into the cache (keyed by its path and the content of the files the installer edits),
 ``tinyseg tflm install`` runs on the copy, and ``make microlite`` plus the runner
 (tflm_ops/tools/tinyseg_run.cc) are built there. When our runtime sources change, the install
 updates the copy and make recompiles only what changed; the runner executable is keyed by the
@@ -41,7 +41,7 @@ KERNELS = ("reference", "cmsis_nn")
 RUNNER = "tinyseg_run"
 BUILD_SECONDS = 3600.0
 STORAGE_BYTES = 64 << 20  # host RAM standing in for the spill flash
-# The files of a TFLM tree the build and our patches rely on: they identify its content in the cache key.
+# The files of a TFLM tree the build and the installer rely on: they identify its content in the cache key.
 TREE_FILES = (
     MAKEFILE,
     "tensorflow/lite/micro/kernels/Makefile.inc",
@@ -86,7 +86,7 @@ def check_tree(tflm_dir: str) -> Path:
 
 
 def tree_key(root: Path) -> str:
-    """The checkout's path and the content of the files the build and our patches rely on."""
+    """The checkout's path and the content of the files the build and the installer rely on."""
     h = hashlib.sha256(str(root).encode() + b"\0")
     for rel in TREE_FILES:
         h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
@@ -107,14 +107,12 @@ def runner_source() -> Path:
 
 
 def runtime_key(kernels: str) -> str:
-    """Our kernels, core, patches, runner and installer: a change to any of them means a new runner."""
+    """Our kernels, core, runner and installer (which edits TFLM's files): a change to any of them means a
+    new runner."""
     h = hashlib.sha256(kernels.encode() + b"\0")
     ops = find_sources().tflm_ops
     for sub in ("kernels", "core", "tools"):
         _digest(ops / sub, h)
-    patches = ops.parent / "patches"
-    if patches.is_dir():
-        _digest(patches, h)
     h.update(Path(__file__).with_name("tflm_install.py").read_bytes())
     return h.hexdigest()[:16]
 

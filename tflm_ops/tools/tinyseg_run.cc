@@ -1,5 +1,5 @@
 // tinyseg_run: runs a .tflite model -- original or TinySeg-optimized, as written
-// (offline arena layout, scratch markers) -- in a host build of TFLM patched by
+// (offline arena layout, scratch markers) -- in a host build of TFLM prepared by
 // `tinyseg tflm install`, with TinySeg's kernels and a RAM-backed SpillManager.
 // `tinyseg verify` (tinyseg_plugin/devicecheck.py) builds and runs it.
 //
