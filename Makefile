@@ -29,7 +29,9 @@ demo: setup
 TINYSEG_BUILD_ROOT ?= $(abspath ..)/.tinyseg-build/$(notdir $(CURDIR))
 export TINYSEG_BUILD_ROOT
 
-test: setup
+test:
+	bash scripts/install-native-deps.sh
+	$(MAKE) setup
 	PYTHON_BIN=$(BIN)/python bash scripts/test.sh
 
 test-python: setup
