@@ -33,8 +33,10 @@ native_rc=$?
 t2=$(date +%s)
 
 echo "=== Python suite (pytest)"
+# Temporary files (copies of the TFLM and tflite-tools trees) under the build folder: pytest
+# empties it at the start of each run, and no other pytest run on the machine rotates it away.
 # shellcheck disable=SC2086
-"$py" -m pytest -q -rfEs --durations=15 ${PYTEST_ARGS:-}
+"$py" -m pytest -q -rfEs --durations=15 --basetemp="$TINYSEG_BUILD_ROOT/pytest" ${PYTEST_ARGS:-}
 python_rc=$?
 t3=$(date +%s)
 

@@ -336,9 +336,10 @@ def _run_e2e(exe: Path, model: Path, inputs: Path, out: Path) -> dict[str, int]:
     return {k: int(v) for k, v in (line.split() for line in r.stdout.splitlines() if line)}
 
 
-# tinyseg_e2e is an x86-64 Makefile build running a RecordingMicroInterpreter: the tail profile
-# of that build (the one tests/test_kernel_rules.py checks against the arena probe).
-E2E_BUILD = Target("host64-make-recording", 8)
+# tinyseg_e2e is an x86-64 Makefile build of a TFLM with TinySeg installed, running a
+# RecordingMicroInterpreter: the tail profile of that build (host64-make-recording, which
+# tests/test_kernel_rules.py checks against the arena probe, plus TinySeg's patches).
+E2E_BUILD = Target("host64-make-recording-tinyseg", 8)
 
 
 def _assert_as_analyzed(got: dict[str, int], model: Path, kernels: str = "reference") -> None:
