@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 MODEL  ?= examples/models/tiny_unet.tflite
 OUT    ?= build
 
-.PHONY: setup demo test test-python test-native clean
+.PHONY: setup demo test test-python test-native clean models-deps
 
 $(BIN)/tinyseg: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,3 +44,7 @@ test-native:
 
 clean:
 	rm -rf $(VENV) $(OUT) build
+
+# TensorFlow for examples/models/build.py, at the versions the committed models were built with.
+models-deps: setup
+	$(BIN)/pip install --quiet tensorflow-cpu==2.21.0 keras==3.15.1

@@ -24,6 +24,12 @@ paper's Table 5.
    codec's raw mode (every block stored raw, +1.2 % block headers), same code path.
 
     python benchmarks/runtime_table.py            # needs g++ (cmake not required), valgrind optional
+    python benchmarks/runtime_table.py --readme examples/nicla_vision/README.md --check   # docs in step?
+    python benchmarks/runtime_table.py --readme examples/nicla_vision/README.md --write   # bring them in step
+
+The README's figures sit between ``<!-- runtime_table.py:NAME -->`` and ``<!-- /runtime_table.py:NAME -->``
+markers; ``--check`` exits 1 (and prints a diff) when they are not what this script computes, and
+tests/test_docs_figures.py runs it.
 """
 from __future__ import annotations
 
@@ -407,6 +413,73 @@ def fmt(v: float | None, unit: str = "") -> str:
     return "-" if v is None else f"{v:,.0f}{unit}"
 
 
+README_ROWS = [("+ tensor spilling", "spilling"), ("+ fused fetching", "fused"),
+               ("+ tensor compression", "compression"), ("+ async erase (M4)", "async")]
+SKIP_NAMES = {0: "80x120x8 (the spilled one)"}
+
+
+def readme_blocks(fig: dict) -> dict[str, str]:
+    """The README's generated blocks (markdown), from the figures main() computed."""
+    skips = ["| skip tensor | bytes | most frequent value | encoded (1 KB blocks) | ratio |",
+             "|---|---:|---:|---:|---:|"]
+    for k, (shape, nbytes, mode_share, enc) in enumerate(fig["skips"]):
+        skips.append(f"| {SKIP_NAMES.get(k, shape)} | {nbytes:,} | {100 * mode_share:.1f} % | {enc:,} | "
+                     f"{nbytes / enc:.2f}x |")
+    ipb, codec_ms = fig["ipb"], fig["codec_ms"]
+    if ipb["encode"] is None:
+        codec = "Codec cost: not measured (valgrind not installed)."
+    else:
+        codec = (f"Codec cost (callgrind, x86-64 instructions per byte): encode {ipb['encode']:.1f}, decode "
+                 f"{ipb['decode']:.1f}, i.e. about {codec_ms['encode']:.0f} ms + {codec_ms['decode']:.0f} ms for the "
+                 f"spilled tensor if a 480 MHz Cortex-M7\nran the same instruction count at one per cycle.")
+    lat = ["| configuration | internal paper | internal model | external paper | external model | remote paper "
+           "| remote model |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for label, key in README_ROWS:
+        cells = []
+        for j, storage in enumerate(("internal", "qspi", "remote")):
+            model = fig["latency"].get((key, storage))
+            cells += [fmt(PAPER[key][j]).replace(",", "") if model is not None else "-",
+                      fmt(model).replace(",", "") if model is not None else "-"]
+        lat.append(f"| {label} | " + " | ".join(cells) + " |")
+    e = fig["erases"]
+    erases = (f"{e['compression_off']:.2f} and {e['compression_on']:.2f} erases per inference")
+    return {"skips": "\n".join(skips), "codec": codec, "latency": "\n".join(lat), "erases": erases}
+
+
+def _marker(name: str) -> tuple[str, str]:
+    return f"<!-- runtime_table.py:{name} -->", f"<!-- /runtime_table.py:{name} -->"
+
+
+def sync_readme(path: Path, blocks: dict[str, str], write: bool) -> int:
+    """Compare (or replace) each marked block of the README; 0 when all are in step."""
+    import difflib
+    import re
+
+    text = path.read_text()
+    new = text
+    for name, body in blocks.items():
+        start, end = _marker(name)
+        pattern = re.compile(re.escape(start) + r"(.*?)" + re.escape(end), re.S)
+        m = pattern.search(new)
+        if m is None:
+            print(f"runtime_table.py: error: {path} has no {start} ... {end} block", file=sys.stderr)
+            return 2
+        inline = "\n" not in m.group(1)
+        repl = f"{start}{body}{end}" if inline else f"{start}\n{body}\n{end}"
+        new = new[: m.start()] + repl + new[m.end():]
+    if new == text:
+        print(f"{path}: figures in step with runtime_table.py")
+        return 0
+    if write:
+        path.write_text(new)
+        print(f"{path}: figures rewritten")
+        return 0
+    sys.stdout.writelines(difflib.unified_diff(text.splitlines(True), new.splitlines(True), str(path),
+                                               "runtime_table.py"))
+    print(f"{path}: figures differ from runtime_table.py (run with --write to update)", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, default=MODEL)
@@ -415,7 +488,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--usb-rate", type=float, default=1.0e6,
                     help="remote: payload bytes/s over USB CDC (assumption, default 1 MB/s)")
     ap.add_argument("--rtt-us", type=float, default=1000.0, help="remote: round trip per 4 KB chunk (us)")
+    ap.add_argument("--readme", type=Path, help="a README with runtime_table.py blocks to --check or --write")
+    ap.add_argument("--check", action="store_true", help="with --readme: exit 1 if its figures differ")
+    ap.add_argument("--write", action="store_true", help="with --readme: replace its figures")
     args = ap.parse_args(argv)
+    if args.readme and not (args.check or args.write):
+        ap.error("--readme needs --check or --write")
+    fig: dict = {"skips": [], "latency": {}, "erases": {}}
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -434,6 +513,7 @@ def main(argv: list[str] | None = None) -> int:
             mode_share = counts.max() / s.data.size
             zp_share = float((s.data == s.zero_point).mean())
             enc = {b: int(run(exe, "measure", f, b)) for b in (512, 1024, 4096)}
+            fig["skips"].append(("x".join(map(str, s.shape[1:])), s.data.size, mode_share, enc[1024]))
             print(f"t{s.tensor:<11} {'x'.join(map(str, s.shape[1:])):<14} {s.data.size:>7,} {mode_share:>10.1%} "
                   f"{zp_share:>9.1%} {enc[512]:>8,} {enc[1024]:>8,} {enc[4096]:>8,} {s.data.size / enc[1024]:>7.2f}x")
         spilled = skips[0]  # the 80x120x8 tensor the optimizer spills
@@ -461,6 +541,7 @@ def main(argv: list[str] | None = None) -> int:
         row_bytes = spilled.shape[2] * spilled.shape[3]
         band_rows = 20
         codec_ms = {m: (ipb[m] or 0.0) * spilled.data.size / M7_HZ * 1e3 for m in ("encode", "decode")}
+        fig["ipb"], fig["codec_ms"] = ipb, codec_ms
 
         def model(storage: str, async_erase: bool, compressed: bool, fused: bool) -> dict[str, float]:
             extra = [str(args.usb_rate), str(args.rtt_us)] if storage == "remote" else []
@@ -499,6 +580,10 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 r = model(storage, async_erase, compressed, fused)
                 details.append((label, storage, r))
+                if key:
+                    fig["latency"][(key, storage)] = r["total"]
+                if storage == "internal" and not async_erase and fused:
+                    fig["erases"]["compression_on" if compressed else "compression_off"] = r["erases"]
                 cells += [fmt(paper), fmt(r["total"])]
             print(f"{label:<28}" + "".join(f"{c:>17}" for c in cells))
         print("\n   breakdown (ms per inference): spill = Spill operator on the critical path, fetch = FetchRange "
@@ -513,6 +598,8 @@ def main(argv: list[str] | None = None) -> int:
         print("   (erases = sectors erased per inference; requests = protocol requests per inference; runs = "
               "modelled inferences, the first one excluded)")
     print(f"\n(runtime_table.py took {time.monotonic() - t_start:.1f} s)")
+    if args.readme:
+        return sync_readme(args.readme, readme_blocks(fig), write=args.write)
     return 0
 
 

@@ -28,7 +28,7 @@ def _bad_models(tmp: Path) -> dict[str, tuple[Path, str]]:
         "empty": (tmp / "empty.tflite", "empty file"),
         "text": (tmp / "text.tflite", "not a flatbuffer"),
         "identifier": (tmp / "ident.tflite", "wrong file identifier"),
-        "truncated": (tmp / "trunc.tflite", ""),
+        "truncated": (tmp / "trunc.tflite", "corrupt or truncated flatbuffer"),
         "dynamic": (tmp / "dyn.tflite", "dynamic shape"),
         "directory": (tmp, "is a directory"),
     }
@@ -65,7 +65,7 @@ def test_bad_model_one_line_no_output(tmp_path: Path, case: str, command: str) -
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tinyseg: error:"), r.stderr
-    assert message in lines[0]
+    assert message and message in lines[0]
     assert "Traceback" not in r.stderr
     assert not out.exists() or not any(out.iterdir())
 
@@ -88,9 +88,9 @@ def test_analyze_outputs(tmp_path: Path, unet_file: Path, capsys) -> None:
                "--plot", str(tmp_path / "p.png")])
     assert rc == 0
     text = capsys.readouterr().out
-    assert "<== peak" in text and "307,200" in text
+    assert "<== head" in text and "307,200" in text
     d = json.loads((tmp_path / "a.json").read_text())
-    assert d["schema"] == "tinyseg.analysis/1" and d["head"] == 307_200 and d["exact"]
+    assert d["schema"] == "tinyseg.analysis/2" and d["head"] == 307_200 and d["exact"]
     assert d["peak"]["live_bytes"] <= d["head"]
     assert {"tensors.csv", "operators.csv", "buffers.csv"} <= {p.name for p in (tmp_path / "csv").iterdir()}
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
@@ -131,3 +131,162 @@ def test_no_split_switch(tmp_path: Path) -> None:
         heads[bool(flag)] = r["optimized"]["head"]
         assert any(s["technique"] == "operator splitting" for s in r["steps"]) != bool(flag)
     assert heads[False] < heads[True]
+
+
+# ---------------------------------------------------------------- verify's arguments (issue 10, point 8)
+
+
+def _one_line(r: subprocess.CompletedProcess, code: int, message: str) -> None:
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == code and len(lines) == 1 and lines[0].startswith("tinyseg: error:"), r.stderr
+    assert message in lines[0], lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_verify_models_with_different_inputs(tmp_path: Path, unet_file: Path) -> None:
+    other = tmp_path / "other.tflite"
+    save_model(synth.random_unet(5), other)  # 1x16x16x.. input against the 80x120x3 Tiny-U-Net-like one
+    r = _run(["verify", str(unet_file), str(other)], tmp_path)
+    _one_line(r, 2, "the models' inputs differ")
+
+
+@pytest.mark.parametrize("runs", ["0", "-1", "two"])
+def test_runs_must_be_positive(tmp_path: Path, unet_file: Path, runs: str) -> None:
+    for args in (["verify", str(unet_file), str(unet_file), "--runs", runs],
+                 ["optimize", str(unet_file), "-o", str(tmp_path / "o.tflite"), "--runs", runs]):
+        r = _run(args, tmp_path)
+        _one_line(r, 2, "--runs")
+    assert not (tmp_path / "o.tflite").exists()
+
+
+def test_verify_swapped_arguments_name_the_optimized_file(tmp_path: Path, unet_file: Path) -> None:
+    out = tmp_path / "o.tflite"
+    assert main(["optimize", str(unet_file), "-o", str(out), "-q"]) == 0
+    r = _run(["verify", str(out), str(unet_file)], tmp_path)
+    _one_line(r, 2, f"{out} holds TinySeg operators")
+    assert "give the original first" in r.stderr and "swapped" in r.stderr
+
+
+# ---------------------------------------------------------------- outputs: all or nothing (point 10)
+
+
+def test_optimize_writes_nothing_when_an_output_directory_is_missing(tmp_path: Path, unet_file: Path) -> None:
+    out = tmp_path / "o.tflite"
+    for extra in (["--report", str(tmp_path / "missing" / "r.json")], ["--plot", str(tmp_path / "missing" / "p.png")]):
+        r = _run(["optimize", str(unet_file), "-o", str(out), "-q", *extra], tmp_path)
+        _one_line(r, 2, "does not exist")
+        assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_analyze_plot_into_missing_directory_leaves_no_csv_directory(tmp_path: Path, unet_file: Path) -> None:
+    r = _run(["analyze", str(unet_file), "--csv", str(tmp_path / "csv"), "--json", str(tmp_path / "a.json"),
+              "--plot", str(tmp_path / "missing" / "p.png")], tmp_path)
+    _one_line(r, 2, "does not exist")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_output_directory_is_one_line(tmp_path: Path, unet_file: Path) -> None:
+    """/proc refuses new files even for root (the tests may run as root, where chmod does not bite)."""
+    for args in (["optimize", str(unet_file), "-o", "/proc/tinyseg_o.tflite", "-q"],
+                 ["analyze", str(unet_file), "--json", "/proc/tinyseg_a.json"],
+                 ["analyze", str(unet_file), "--csv", "/proc/tinyseg_csv"]):
+        r = _run(args, tmp_path)
+        _one_line(r, 2, "/proc/tinyseg_")
+
+
+def test_written_files_respect_the_umask(tmp_path: Path, unet_file: Path) -> None:
+    import os
+
+    old = os.umask(0o027)
+    try:
+        assert main(["analyze", str(unet_file), "--json", str(tmp_path / "a.json"), "--csv", str(tmp_path / "csv")]) == 0
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "csv" / "tensors.csv").stat().st_mode & 0o777 == 0o640
+
+
+def test_tflm_log_never_reaches_stderr(tmp_path: Path) -> None:
+    """A model TFLM refuses at load: tinyseg's line is the only line on stderr."""
+    from test_validate import float16_model
+
+    m = tmp_path / "f16.tflite"
+    save_model(float16_model(), m)
+    r = _run(["verify", str(m), str(m)], tmp_path)
+    _one_line(r, 2, "float16")
+
+
+def test_plugin_verify_runs_must_be_positive() -> None:
+    """Issue 11, point 6: the tflite-tools plugin cannot switch the check off with --verify-runs 0 either."""
+    import argparse
+
+    from tflite_tools_host import manager
+    from tinyseg_plugin import plugin
+    from tinyseg_plugin.errors import TinySegError
+    from tinyseg_plugin.graph import build_graph
+    from tinyseg_plugin.verify import verify
+
+    p = argparse.ArgumentParser()
+    hook = manager(plugin).hook
+    hook.tflite_tools_add_options(parser=p, command="optimize")
+    for bad in ("0", "-1"):
+        with pytest.raises(plugin.PluginError, match="at least 1"):
+            hook.tflite_tools_check_options(options=p.parse_args(["--verify-runs", bad]), command="optimize")
+    g = build_graph(synth.random_unet(1))
+    with pytest.raises(TinySegError, match="at least one"):
+        verify(g, g, runs=0)
+
+
+# ---------------------------------------------------------------- the layout the check runs (issue 11, point 1)
+
+
+def _optimized_with_layout(tmp_path: Path, unet_file: Path, offset_of) -> Path:
+    from tinyseg_plugin.graph import build_graph
+    from tinyseg_plugin.modelio import load_model
+    from tinyseg_plugin.passes.layout import with_offsets
+    from tinyseg_plugin.planner import plan_graph
+
+    out = tmp_path / "o.tflite"
+    if not out.exists():
+        assert main(["optimize", str(unet_file), "-o", str(out), "-q"]) == 0
+    g = build_graph(load_model(out))
+    plan = plan_graph(g)
+    laid = with_offsets(g, {b.index: offset_of(b) for b in plan.buffers if b.kind == "tensor" and b.subgraph == 0})
+    path = tmp_path / "laid.tflite"
+    save_model(laid.model, path)
+    return path
+
+
+def test_verify_runs_the_offline_layout(tmp_path: Path, unet_file: Path) -> None:
+    """A correct layout passes; the same model with every offset 0 must fail (it used to pass as identical)."""
+    good = _optimized_with_layout(tmp_path, unet_file, lambda b: b.offset)
+    assert _run(["verify", str(unet_file), str(good), "--runs", "1"], tmp_path).returncode == 0
+    broken = _optimized_with_layout(tmp_path, unet_file, lambda b: 0)
+    r = _run(["verify", str(unet_file), str(broken), "--runs", "1"], tmp_path)
+    _one_line(r, 4, "outputs differ")
+
+
+def test_verify_refuses_a_layout_of_the_wrong_length(tmp_path: Path, unet_file: Path) -> None:
+    import numpy as np
+
+    from tinyseg_plugin.modelio import load_model
+
+    good = _optimized_with_layout(tmp_path, unet_file, lambda b: b.offset)
+    m = load_model(good)
+    md = next(md for md in m.metadata if md.name == b"OfflineMemoryAllocation")
+    for cut in (4, -4):  # one offset short, and a table longer than its header says
+        data = bytes(np.asarray(m.buffers[md.buffer].data, np.uint8))
+        m2 = load_model(good)
+        m2.buffers[md.buffer].data = np.frombuffer(data[:cut] if cut < 0 else data + b"\0" * cut, np.uint8).copy()
+        bad = tmp_path / "bad.tflite"
+        save_model(m2, bad)
+        r = _run(["verify", str(unet_file), str(bad), "--runs", "1"], tmp_path)
+        _one_line(r, 2, "OfflineMemoryAllocation metadata")
+
+
+def test_failed_optimize_without_quiet_is_one_line(tmp_path: Path, unet_file: Path) -> None:
+    """Without -q and with stderr captured (not a terminal), no progress line comes before the error."""
+    r = _run(["optimize", str(unet_file), "-o", str(tmp_path / "o.tflite"), "--time-limit", "0.01"], tmp_path)
+    _one_line(r, 2, "did not finish")
+    assert not (tmp_path / "o.tflite").exists()

@@ -1,10 +1,12 @@
 """The tflite-tools plugin through pluggy, with a host harness declaring the same hook specifications."""
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
-from tflite_tools_host import manager, run_optimize
-from tinyseg_plugin import plugin, synth, tflm
+from tflite_tools_host import describe_all, manager, parse, run_optimize
+from tinyseg_plugin import customops, plugin, synth, tflm
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import model_to_bytes, parse_model
 from tinyseg_plugin.planner import plan_graph
@@ -16,34 +18,96 @@ def unet() -> bytes:
     return model_to_bytes(synth.tiny_unet_like())
 
 
+@pytest.fixture(scope="module")
+def optimized(unet: bytes) -> tuple[bytes, list[dict]]:
+    return run_optimize(manager(plugin), unet, ["-i", "m.tflite"])
+
+
 def test_options_are_registered_through_the_host_parser() -> None:
-    import argparse
-
     pm = manager(plugin)
-    p = argparse.ArgumentParser()
-    pm.hook.tflite_tools_add_options(parser=p)
-    a = p.parse_args(["--target", "160KB", "--kernels", "cmsis-nn", "--no-fuse"])
-    assert (a.target, a.kernels, a.no_fuse, a.no_partial) == ("160KB", "cmsis-nn", True, False)
+    a = parse(pm, ["--target", "160KB", "--runtime", "cmsis-nn", "--no-fuse"])
+    assert (a.target, a.runtime, a.no_fuse, a.no_partial) == ("160KB", "cmsis-nn", True, False)
+    assert parse(pm, ["--kernels", "cmsis-nn"]).runtime == "cmsis-nn"  # the deprecated alias
 
 
-def test_optimize_hook_rewrites_and_report_hook_contributes(unet: bytes) -> None:
+def test_analyze_gets_no_optimize_options() -> None:
     pm = manager(plugin)
-    out, sections = run_optimize(pm, unet, ["-i", "m.tflite"])
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    pm.hook.tflite_tools_add_options(parser=p, command="analyze")
+    text = p.format_help()
+    assert "--runtime" in text and "--arch" in text
+    assert "--target" not in text and "--verify-runs" not in text and "--no-fuse" not in text
+
+
+def test_optimize_hook_rewrites_and_report_hook_contributes(unet: bytes, optimized, capsys) -> None:
+    out, sections = optimized
     assert out != unet
     g0, g1 = build_graph(parse_model(unet)), build_graph(parse_model(out))
     assert plan_graph(g1).head < plan_graph(g0).head
     assert verify(g0, g1).identical
     (s,) = sections
-    assert s["name"] == "tinyseg" and s["head"] == plan_graph(g1).head and s["spill_ops"]
-    assert s["spilled"] and s["spilled"][0]["bytes"] == 76_800
+    assert s["name"] == "tinyseg" and s["head"] == plan_graph(g1).head and s["tinyseg_ops"]
+    assert "kernel scratch" in s["head_is"]
+    (victim,) = [v for v in s["spilled"].values() if v["bytes"] == 76_800]
+    assert set(victim) == {"name", "bytes", "slot", "after_operator"}
 
 
-def test_bad_option_value_is_a_clear_error(unet: bytes) -> None:
+def test_optimize_says_what_it_verified(unet: bytes, capsys) -> None:
+    run_optimize(manager(plugin), unet, ["--verify-runs", "2"])
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("tinyseg: verified")]
+    assert line == ["tinyseg: verified: outputs bit-identical to the reordered model in TFLM on 2 random inputs "
+                    "(reference kernels)"]
+
+
+def test_every_tinyseg_operator_is_described_and_others_are_not(optimized) -> None:
+    out, _ = optimized
+    g = build_graph(parse_model(out))
+    descriptions = describe_all(manager(plugin), out)
+    custom = [op for op in g.operators if op.opcode in customops.TINYSEG_OPS]
+    assert len(descriptions) == len(custom) and custom
+    for op, d in zip(custom, descriptions):
+        assert d == {"type": op.opcode, "inputs": list(op.inputs), "outputs": list(op.outputs)}
+    assert any(d["type"] == "Spill" and d["outputs"] == [] for d in descriptions)
     pm = manager(plugin)
-    with pytest.raises(plugin.PluginError, match="--target: '12XB' is not a size"):
-        run_optimize(pm, unet, ["--target", "12XB"])
-    with pytest.raises(plugin.PluginError, match="--kernels: 'fast'"):
-        run_optimize(pm, unet, ["--kernels", "fast"])
+    assert pm.hook.tflite_tools_describe_operator(op_id=0, custom_code="TFLite_Detection_PostProcess",
+                                                  inputs=[0], outputs=[1], custom_options=b"") is None
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--target", "12XB"], "--target: '12XB' is not a size"),
+    (["--runtime", "fast"], "--runtime: 'fast'"),
+    (["--arch", "arm"], "--arch: 'arm'"),
+    (["--verify-runs", "0"], "--verify-runs: '0'"),
+    (["--verify-runs", "-1"], "--verify-runs: '-1'"),
+    (["--verify-runs", "x"], "--verify-runs: 'x'"),
+])
+def test_bad_option_value_is_refused_before_the_model_is_read(argv: list[str], message: str) -> None:
+    with pytest.raises(plugin.PluginError, match=message) as e:
+        parse(manager(plugin), argv)  # check_options: no model involved
+    assert e.value.exit_code == 2
+
+
+def test_unreachable_target_is_exit_3_with_the_best_model(unet: bytes, optimized) -> None:
+    with pytest.raises(plugin.PluginError, match=r"target 1,000 B not reachable: best head [0-9,]+ B \(written\)") as e:
+        run_optimize(manager(plugin), unet, ["--target", "1000"])
+    assert e.value.exit_code == 3
+    assert e.value.model == optimized[0]
+
+
+def test_target_already_met_leaves_the_model_unchanged(unet: bytes, capsys) -> None:
+    head = tflm.arena_usage(unet).head
+    out, _ = run_optimize(manager(plugin), unet, ["--target", str(head)])
+    assert out == unet
+    assert f"already meets --target {head:,} B" in capsys.readouterr().out
+
+
+def test_failed_verification_is_exit_4(unet: bytes, monkeypatch) -> None:
+    from tinyseg_plugin import verify as verify_module
+
+    monkeypatch.setattr(verify_module, "verify", lambda a, b, runs: verify_module.Verification(1, False, "output 0 differs"))
+    with pytest.raises(plugin.PluginError, match="verification failed: output 0 differs") as e:
+        run_optimize(manager(plugin), unet, [])
+    assert e.value.exit_code == 4 and not hasattr(e.value, "model")
 
 
 def test_model_the_plugin_cannot_improve_is_returned_unchanged() -> None:
@@ -53,11 +117,15 @@ def test_model_the_plugin_cannot_improve_is_returned_unchanged() -> None:
     out, sections = run_optimize(manager(plugin), model, [])
     assert out == model
     assert sections[0]["head"] == tflm.arena_usage(model).head
+    assert sections[0]["spilled"] == "none"
 
 
-def test_entry_point_is_declared() -> None:
-    import tomllib
-    from pathlib import Path
+def test_entry_point_loads_this_plugin() -> None:
+    from importlib import metadata
 
-    meta = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
-    assert meta["project"]["entry-points"]["tflite_tools"]["tinyseg"] == "tinyseg_plugin.plugin"
+    eps = metadata.entry_points().select(group="tflite_tools", name="tinyseg")
+    assert len(eps) == 1, "pyproject.toml must register the plugin (pip install -e . again after changing it)"
+    loaded = next(iter(eps)).load()
+    assert loaded is plugin
+    pm = manager(loaded)  # every hook implementation matches the host's specifications
+    assert {h.name for h in pm.get_hookcallers(loaded)} == {n for n in dir(plugin) if n.startswith("tflite_tools_")}

@@ -186,10 +186,13 @@ def test_patches_apply_with_patch_p1_to_the_same_tree(env: Env) -> None:
 def test_installs_a_tflite_tools_command_with_analyze_and_optimize(env: Env) -> None:
     top = _run([env.tool, "--help"], check=True).stdout
     assert "analyze" in top and "optimize" in top
+    assert "--plugin NAME" in top and "installed: tinyseg" in top
     plain = _run([env.tool, "optimize", "--help"], check=True).stdout
     assert "--plugin NAME" in plain and "--target" not in plain
     with_plugin = _run([env.tool, "optimize", "--plugin", "tinyseg", "--help"], check=True).stdout
-    assert "--target" in with_plugin and "--kernels" in with_plugin
+    assert "--target" in with_plugin and "--runtime" in with_plugin and "--verify-runs" in with_plugin
+    analyze = _run([env.tool, "analyze", "--plugin", "tinyseg", "--help"], check=True).stdout
+    assert "--runtime" in analyze and "--target" not in analyze and "--verify-runs" not in analyze
     where = _run([env.python, "-c", "import tflite_tools.cli as c; print(c.__file__)"], cwd=env.base, check=True)
     assert str(env.base / "venv") in where.stdout  # the installed package, not a checkout on the path
 
@@ -205,6 +208,12 @@ def test_optimize_with_tinyseg_lowers_the_arena_head_bit_exact(optimized, unet: 
     assert "Plugin analysis (tinyseg):" in p.stdout
     assert f"  head: {after:,}" in p.stdout  # the section describes the model as written
     assert "Optimizing peak memory usage..." in p.stdout  # the built-in reorder ran first
+    assert "tinyseg: verified: outputs bit-identical to the reordered model in TFLM on 3 random inputs" in p.stdout
+    # The host's own table is of the model as written (its Spill row), and both estimates are labelled.
+    assert "| Spill(" in p.stdout
+    assert "tflite-tools' peak estimate: 230,400 B before the plugins" in p.stdout
+    assert "leaves out kernel scratch" in p.stdout and "  head_is: TFLM arena head" in p.stdout
+    assert "{'" not in p.stdout  # nested values printed as the host prints the rest, not as Python reprs
 
 
 def test_the_old_script_takes_plugins_too(env: Env, unet: Path, optimized) -> None:
@@ -221,6 +230,7 @@ def test_the_old_script_takes_plugins_too(env: Env, unet: Path, optimized) -> No
         ("optimize", ["-i", "{m}", "--optimize", "-o", "old.tflite"]),
         ("macs-size", ["-i", "{m}", "--optimize", "--calc-macs", "--calc-size"]),
         ("csv", ["-i", "{m}", "--optimize", "--csv", "csv", "-o", "old.tflite"]),
+        ("plot", ["-i", "{m}", "--optimize", "--plot", "p.png"]),
         ("help", ["--help"]),
         ("bad-option", ["-i", "{m}", "--no-such-option"]),
     ],
@@ -289,3 +299,104 @@ def test_plugin_value_error_is_one_line_exit_2(env: Env, unet: Path) -> None:
     assert p.returncode == 2
     assert _one_error_line(p).startswith("tflite-tools: error: tinyseg: --target: '12XB' is not a size")
     assert "out.tflite" not in files
+
+
+@pytest.mark.parametrize("how", ["tool", "script"])
+def test_a_model_tinyseg_wrote_can_be_analysed_again(env: Env, optimized, how: str) -> None:
+    """Without --plugin: the installed plugin describes Spill/Fetching/FetchingConv2D to the host's reader."""
+    _, out = optimized
+    cmd = [env.tool, "analyze", "-i", out] if how == "tool" else [env.python, env.patched / "tflite_tools.py", "-i", out]
+    p, files = _in_fresh_dir(env, f"reanalyse-{how}", cmd + ["--csv", "csv"])
+    assert p.returncode == 0, p.stderr
+    schedule = files["csv/execution_schedule_info.csv"].decode()
+    assert "Spill(" in schedule
+    g = build_graph(parse_model(out.read_bytes()))
+    assert len(schedule.strip().splitlines()) == 1 + len(g.operators)
+
+
+def test_chaining_optimize_on_an_optimized_model_keeps_its_order(env: Env, optimized) -> None:
+    _, out = optimized
+    p, files = _in_fresh_dir(env, "chain", [env.tool, "optimize", "--plugin", "tinyseg", "-i", out, "-o", "again.tflite"])
+    assert p.returncode == 0, p.stderr
+    assert "keeping its operator order" in p.stdout
+    g0 = build_graph(parse_model(out.read_bytes()))
+    g1 = build_graph(parse_model(files["again.tflite"]))
+    assert plan_model(g1.model).head <= plan_model(g0.model).head
+
+
+def test_a_model_no_installed_plugin_describes_is_one_line_exit_2(env: Env, optimized) -> None:
+    _, out = optimized
+    code = ("import sys, tflite_tools.plugins as p; p.installed_plugins = lambda: []; "
+            "from tflite_tools.cli import main; sys.exit(main(sys.argv[1:]))")
+    p, files = _in_fresh_dir(env, "no-describer", [env.python, "-c", code, "analyze", "-i", out])
+    assert p.returncode == 2 and not files and not p.stdout
+    line = _one_error_line(p)
+    assert "custom operator 'Spill'" in line and "no plugin is installed" in line
+
+
+@pytest.mark.parametrize("argv", [["--plug", "tinyseg"], ["--plugin", "tinyseg", "--plug", "x"], ["--plugin=tinyseg", "--targ", "1"]])
+def test_no_abbreviation_is_accepted(env: Env, unet: Path, argv: list[str]) -> None:
+    p, files = _in_fresh_dir(env, f"abbrev-{len(argv)}-{argv[-1]}", [env.tool, "optimize", "-i", unet, "-o", "o.tflite", *argv])
+    assert p.returncode == 2 and not files
+    assert "unrecognized arguments" in p.stderr
+
+
+def test_script_with_a_plugin_accepts_no_abbreviation(env: Env, unet: Path) -> None:
+    p, files = _legacy(env, env.patched, "abbrev", ["-i", unet, "--plugin", "tinyseg", "--plug", "x"])
+    assert p.returncode == 2 and not files and "unrecognized arguments: --plug" in p.stderr
+
+
+def test_unreachable_target_writes_the_best_model_and_exits_3(env: Env, unet: Path, optimized) -> None:
+    p, files = _in_fresh_dir(env, "target-3", [env.tool, "optimize", "--plugin", "tinyseg", "--target", "50KB",
+                                                "-i", unet, "-o", "out.tflite"])
+    assert p.returncode == 3
+    assert _one_error_line(p) == "tflite-tools: error: tinyseg: target 50,000 B not reachable: best head 153,600 B (written)"
+    assert files["out.tflite"] == optimized[1].read_bytes()
+
+
+@pytest.mark.parametrize("runs", ["0", "-1"])
+def test_verify_runs_below_one_is_refused_before_anything_runs(env: Env, unet: Path, runs: str) -> None:
+    p, files = _in_fresh_dir(env, f"runs{runs}", [env.tool, "optimize", "--plugin", "tinyseg", "--verify-runs", runs,
+                                                  "-i", unet, "-o", "out.tflite"])
+    assert p.returncode == 2 and not files and not p.stdout
+    assert f"--verify-runs: '{runs}'" in _one_error_line(p)
+
+
+def test_bad_plugin_option_is_refused_before_the_analysis(env: Env, unet: Path) -> None:
+    p, _ = _in_fresh_dir(env, "bad-runtime", [env.tool, "analyze", "--plugin", "tinyseg", "--runtime", "fast", "-i", unet])
+    assert p.returncode == 2 and not p.stdout
+    assert "--runtime: 'fast'" in _one_error_line(p)
+
+
+def test_missing_model_with_a_plugin_is_one_line(env: Env) -> None:
+    p, _ = _in_fresh_dir(env, "missing", [env.tool, "analyze", "--plugin", "tinyseg", "-i", "no-such.tflite"])
+    assert p.returncode == 2 and not p.stdout
+    assert _one_error_line(p) == "tflite-tools: error: No such file or directory: no-such.tflite"
+
+
+@pytest.fixture(scope="module")
+def split_model(env: Env, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A V-Net-like model TinySeg optimizes with SPLIT_V (two outputs), Spill and Fetching."""
+    d = tmp_path_factory.mktemp("split")
+    src = d / "vnet_like.tflite"
+    src.write_bytes(model_to_bytes(synth.vnet_like()))
+    p = _run([env.tool, "optimize", "--plugin", "tinyseg", "-i", src, "-o", "out.tflite"], cwd=d, check=True)
+    assert "Plugin tinyseg rewrote the model" in p.stdout
+    return src, d / "out.tflite"
+
+
+def test_a_model_with_split_v_spill_and_fetching_is_read_and_plotted(env: Env, split_model) -> None:
+    src, out = split_model
+    g = build_graph(parse_model(out.read_bytes()))
+    opcodes = {op.opcode for op in g.operators}
+    assert {"SPLIT_V", "Spill", "Fetching"} <= opcodes
+    p, files = _in_fresh_dir(env, "split-analyse", [env.tool, "analyze", "-i", out, "--csv", "csv", "--plot", "p.png"])
+    assert p.returncode == 0, p.stderr
+    rows = files["csv/execution_schedule_info.csv"].decode().strip().splitlines()
+    assert len(rows) == 1 + len(g.operators)
+    assert files["p.png"].startswith(b"\x89PNG")
+    again, files = _in_fresh_dir(env, "split-again", [env.tool, "optimize", "--plugin", "tinyseg", "-i", out,
+                                                      "-o", "again.tflite"])
+    assert again.returncode == 0, again.stderr
+    assert "keeping its operator order" in again.stdout
+    assert verify(build_graph(parse_model(src.read_bytes())), build_graph(parse_model(files["again.tflite"]))).identical

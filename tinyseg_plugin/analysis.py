@@ -6,13 +6,14 @@ documented in docs/analysis_json.md (bump SCHEMA when it changes).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .coldrange import ColdRange, cold_ranges, op_of, scope_of
 from .graph import Graph
 from .planner import Buffer, Plan, plan_graph
+from .validate import Refusal, tflm_refusals
 
-SCHEMA = "tinyseg.analysis/1"
+SCHEMA = "tinyseg.analysis/2"  # 2: "target" (the build profile) renamed "arch"
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,23 @@ class Analysis:
     cold: dict[int, ColdRange]
     ops: list[OpRow]
     peak_op: int | None  # operator whose scope reaches the head first; None for a model with no operators
+    refusals: list[Refusal] = field(default_factory=list)  # what TFLM would refuse: then nothing is exact
 
     @property
     def head(self) -> int:
         return self.plan.head
+
+    @property
+    def exact(self) -> bool:
+        """Exact only where TFLM can run the model and every operator has a scratch rule."""
+        return self.plan.exact and not self.refusals
+
+    @property
+    def not_exact_because(self) -> list[str]:
+        reasons = [f"TFLM refuses {r}" if r.certain else str(r) for r in self.refusals]
+        if self.plan.unknown_ops:
+            reasons.append(f"no scratch rule for {', '.join(self.plan.unknown_ops)}; the head may be low")
+        return reasons
 
 
 def _row(graph: Graph, plan: Plan, op_index: int) -> OpRow:
@@ -71,13 +85,13 @@ def _row(graph: Graph, plan: Plan, op_index: int) -> OpRow:
     )
 
 
-def analyze_graph(graph: Graph, kernels: str = "reference", target: str = "host64", plan: Plan | None = None) -> Analysis:
-    plan = plan or plan_graph(graph, kernels, target)
+def analyze_graph(graph: Graph, kernels: str = "reference", arch: str = "host64", plan: Plan | None = None) -> Analysis:
+    plan = plan or plan_graph(graph, kernels, arch)
     rows = [_row(graph, plan, i) for i in range(len(graph.operators))]
     peak = None
     if rows:
         peak = max(rows, key=lambda r: (r.arena_top, r.live_bytes, -r.index)).index
-    return Analysis(graph, plan, cold_ranges(graph), rows, peak)
+    return Analysis(graph, plan, cold_ranges(graph), rows, peak, tflm_refusals(graph))
 
 
 def _buffer_dict(b: Buffer) -> dict:
@@ -85,6 +99,12 @@ def _buffer_dict(b: Buffer) -> dict:
         "label": b.label, "kind": b.kind, "subgraph": b.subgraph, "index": b.index, "bytes": b.nbytes,
         "size": b.size, "offset": b.offset, "first_scope": b.first, "last_scope": b.last, "offline": b.offline,
     }
+
+
+def head_scopes(a: Analysis) -> list[int]:
+    """Every scope (of an operator) at which the arena reaches its head, not only the first."""
+    head = a.plan.head
+    return [r.scope for r in a.ops if head and r.arena_top >= head]
 
 
 def to_dict(a: Analysis, model_name: str = "") -> dict:
@@ -116,8 +136,9 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
         "schema": SCHEMA,
         "model": model_name,
         "kernels": p.kernels,
-        "target": p.target,
-        "exact": p.exact,
+        "arch": p.arch,
+        "exact": a.exact,
+        "not_exact_because": a.not_exact_because,
         "unknown_ops": p.unknown_ops,
         "head": p.head,
         "tail": {
@@ -127,6 +148,7 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
             "variables": tail.variables, "fixed": tail.fixed, "builtin_data": tail.builtin_data,
         },
         "total": p.total,
+        "head_scopes": head_scopes(a),
         "peak": None if a.peak_op is None else {
             "operator": a.peak_op, "scope": scope_of(a.peak_op), "opcode": g.operators[a.peak_op].opcode,
             "live": list(a.ops[a.peak_op].live), "live_bytes": a.ops[a.peak_op].live_bytes,
@@ -137,4 +159,4 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
     }
 
 
-__all__ = ["Analysis", "OpRow", "SCHEMA", "analyze_graph", "to_dict", "op_of", "scope_of"]
+__all__ = ["Analysis", "OpRow", "SCHEMA", "analyze_graph", "head_scopes", "to_dict", "op_of", "scope_of"]

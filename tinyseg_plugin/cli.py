@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Callable, Sequence
+from typing import Sequence
 
 from .errors import TinySegError
 
@@ -13,13 +13,20 @@ EXIT_OK = 0
 EXIT_ERROR = 2  # bad input or a model we cannot handle
 EXIT_TARGET_NOT_REACHED = 3  # optimize: best model written, target not met
 EXIT_VERIFY_FAILED = 4  # verify/optimize: outputs differ; nothing written
+EXIT_INTERNAL = 1  # a bug in tinyseg (never expected; the fuzz tests assert it does not happen)
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line and exit code 2."""
+    """argparse that reports a usage error as one line and exit code 2, and takes no abbreviated option."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # "--targ" must not silently stand for "--target"
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise TinySegError(f"{self.prog}: {message}", EXIT_ERROR)
+        # main() prints "tinyseg: error: "; name the subcommand only ("analyze: ..."), not the program again.
+        sub = self.prog.split(" ", 1)[1] if " " in self.prog else ""
+        raise TinySegError(f"{sub}: {message}" if sub else message, EXIT_ERROR)
 
 
 def _kernels(p: argparse.ArgumentParser) -> None:
@@ -32,32 +39,58 @@ def _kernels(p: argparse.ArgumentParser) -> None:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_graph, to_dict
     from .graph import build_graph
-    from .modelio import load_model, write_atomic
-    from .report import analysis_text, csv_files, write_csv_dir
+    from .modelio import check_writable, load_model, write_all
+    from .report import analysis_text, csv_files, table_width
 
     model = load_model(args.model)
     graph = build_graph(model, name=args.model)
-    a = analyze_graph(graph, args.kernels, args.arch)
-    outputs: list[Callable[[], None]] = []
+    json_file = args.json if args.json and args.json != "-" else None
+    for path in (json_file, args.plot):
+        if path:
+            check_writable(path)
     if args.csv:
-        files = csv_files(a, args.model)
-        outputs.append(lambda: write_csv_dir(files, args.csv))
+        check_writable(args.csv, directory=True)
+    a = analyze_graph(graph, args.kernels, args.arch)
+    files: list[tuple[str, bytes]] = []
+    if args.csv:
+        from pathlib import Path
+
+        files += [(str(Path(args.csv) / name), data) for name, data in csv_files(a, args.model).items()]
     if args.plot:
         from .plots import plan_png
 
-        png = plan_png(a, f"{args.model}: head {a.head:,} B ({args.kernels})")
-        outputs.append(lambda: write_atomic(args.plot, png))
-    for write in outputs:
-        write()
-    if args.json:
-        text = json.dumps(to_dict(a, args.model), indent=1)
-        if args.json == "-":
-            print(text)
-        else:
-            write_atomic(args.json, (text + "\n").encode())
-    if not args.json or args.json != "-":
-        sys.stdout.write(analysis_text(a, args.model))
+        files.append((args.plot, plan_png(a, f"{args.model}: head {a.head:,} B ({args.kernels})")))
+    text = json.dumps(to_dict(a, args.model), indent=1) if args.json else ""
+    if json_file:
+        files.append((json_file, (text + "\n").encode()))
+    write_all(files, make_dirs=(args.csv,) if args.csv else ())
+    if args.json == "-":
+        print(text)
+    else:
+        sys.stdout.write(analysis_text(a, args.model, table_width()))
     return EXIT_OK
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': must be at least 1")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"'{text}': must be a positive number of seconds")
+    return value
 
 
 _UNITS = {"": 1, "B": 1, "K": 1024, "KIB": 1024, "KB": 1000, "M": 1 << 20, "MIB": 1 << 20, "MB": 1_000_000}
@@ -76,50 +109,95 @@ def parse_size(text: str) -> int:
     return value
 
 
+def _refuse_unrunnable(graph, name: str, unverified: bool) -> None:
+    """Refuse, before any search, a model TFLM cannot run (exit 2, with the reason and what to do)."""
+    from .validate import tflm_refusals, tinyseg_operators
+
+    ts = tinyseg_operators(graph)
+    if ts:
+        raise TinySegError(f"{name} already holds TinySeg operators ({graph.operators[ts[0]].opcode} at operator "
+                           f"{ts[0]}): give the original model")
+    refusals = [r for r in tflm_refusals(graph) if r.certain]  # the real load below settles the rest
+    fatal = [r for r in refusals if not r.missing]
+    if fatal:
+        raise TinySegError(f"{name}: TFLM refuses the model in Prepare: {fatal[0]}")
+    if refusals and not unverified:
+        r = refusals[0]
+        raise TinySegError(
+            f"{name}: operator {r.operator} '{r.opcode}' is {r.reason}, so the result cannot be verified in TFLM; "
+            "rerun with --unverified to write it unchecked (marked UNVERIFIED in the table and the report) once "
+            "your firmware registers that kernel, or replace the operator with builtins")
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
     from .graph import build_graph
-    from .modelio import load_model, model_to_bytes, write_atomic
-    from .optimizer import Options, optimize
+    from .modelio import check_writable, load_model, model_to_bytes, write_all
     from .optimize_report import report_dict, steps_table
-    from .verify import verify
+    from . import tflm
+    from .optimizer import Options, optimize
+    from .verify import arena_for, verify
 
     from pathlib import Path
 
-    out_dir = Path(args.output).resolve().parent
-    if not out_dir.is_dir():
-        raise TinySegError(f"{args.output}: directory {out_dir} does not exist")
+    if not args.force and Path(args.output).resolve() == Path(args.model).resolve():
+        raise TinySegError(f"-o {args.output} is the input model; choose another file (or --force to replace it)")
     model = load_model(args.model)
     graph = build_graph(model, name=args.model)
-    opts = Options(kernels=args.kernels, arch=args.arch, target=args.target, partial=not args.no_partial,
+    for path in (args.output, args.report, args.plot):
+        if path:
+            check_writable(path)
+    _refuse_unrunnable(graph, args.model, args.unverified)
+    if args.target is not None:
+        from .optimizer import Result
+        from .planner import plan_graph
+
+        plan = plan_graph(graph, args.kernels, args.arch)
+        if plan.head <= args.target:
+            # Nothing to do: the output is the input, byte for byte; the report says so (no steps).
+            return _write_unchanged(args, Result(graph=graph, plan=plan, original=plan))
+    if not args.unverified:
+        original = model_to_bytes(model)
+        try:
+            tflm.check_loads(original, arena_for(graph), seconds=min(args.time_limit, tflm.LOAD_SECONDS))
+        except TinySegError as exc:
+            raise TinySegError(f"{args.model}: {exc}; nothing to optimize") from None
+    opts = Options(kernels=args.kernels, arch=args.arch, target_bytes=args.target, partial=not args.no_partial,
                    fuse=not args.no_fuse, scratch=not args.no_scratch16,
                    split=not args.no_split)
-    progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if not args.quiet else None
+    # Progress only on a terminal: when stderr is captured, a failure must be its one line.
+    progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if not args.quiet and sys.stderr.isatty() else None
     result = optimize(graph, opts, progress)
     verification = None
-    if not args.no_verify:
+    if not args.unverified:
         if progress:
-            progress(f"verifying against the original in TFLM ({args.runs} random inputs)")
-        verification = verify(graph, result.graph, runs=args.runs)
+            progress(f"verifying against the original in TFLM ({args.runs} random inputs + 3 edge cases)")
+        verification = verify(graph, result.graph, runs=args.runs, seconds=args.time_limit)
         if not verification.identical:
             raise TinySegError(f"verification failed: {verification.detail}; no output written", EXIT_VERIFY_FAILED)
     data = model_to_bytes(result.graph.model)
-    report = report_dict(result, args.model, args.output, verification)
-    writes = [lambda: write_atomic(args.output, data)]
+    report = report_dict(result, args.model, args.output, verification, target_bytes=args.target)
+    if verification is None:
+        report["verification"] = "UNVERIFIED: not checked in TFLM (--unverified)"
+    else:
+        report["verification"] = (f"bit-identical to the original in TFLM (lowered to builtins) on "
+                                  f"{verification.runs} random and {verification.edge_cases} edge-case inputs")
+    files: list[tuple[str, bytes]] = [(args.output, data)]
     if args.report:
-        text = json.dumps(report, indent=1) + "\n"
-        writes.append(lambda: write_atomic(args.report, text.encode()))
+        files.append((args.report, (json.dumps(report, indent=1) + "\n").encode()))
     if args.plot:
         from .analysis import analyze_graph
         from .plots import plan_png
 
         png = plan_png(analyze_graph(result.graph, args.kernels, args.arch, result.plan),
                        f"{args.output}: head {result.plan.head:,} B ({args.kernels})")
-        writes.append(lambda: write_atomic(args.plot, png))
-    for w in writes:
-        w()
+        files.append((args.plot, png))
+    write_all(files)
     sys.stdout.write(steps_table(result))
     if verification is not None:
-        print(f"verified: outputs bit-identical to the original in TFLM on {verification.runs} random inputs")
+        print(f"verified (TinySeg operators lowered to builtins): outputs bit-identical to the original in TFLM "
+              f"on {verification.runs} random inputs and {verification.edge_cases} edge cases")
+    else:
+        print("UNVERIFIED: the written model was not checked against the original in TFLM (--unverified)")
     print(f"wrote {args.output}")
     if args.target is not None and result.plan.head > args.target:
         print(f"tinyseg: target {args.target:,} B not reachable: best head {result.plan.head:,} B (written)", file=sys.stderr)
@@ -127,17 +205,51 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _write_unchanged(args: argparse.Namespace, result) -> int:
+    """--target already met: write the input unchanged (and the report and plot of it), say so, exit 0."""
+    from pathlib import Path
+
+    from .modelio import write_all
+    from .optimize_report import report_dict
+
+    files: list[tuple[str, bytes]] = [(args.output, Path(args.model).read_bytes())]
+    if args.report:
+        report = report_dict(result, args.model, args.output, None, target_bytes=args.target, unchanged=True)
+        files.append((args.report, (json.dumps(report, indent=1) + "\n").encode()))
+    if args.plot:
+        from .analysis import analyze_graph
+        from .plots import plan_png
+
+        png = plan_png(analyze_graph(result.graph, args.kernels, args.arch, result.plan),
+                       f"{args.output}: head {result.plan.head:,} B ({args.kernels})")
+        files.append((args.plot, png))
+    write_all(files)
+    print(f"the model already meets --target {args.target:,} B (head {result.plan.head:,} B): "
+          f"wrote it unchanged to {args.output}")
+    return EXIT_OK
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from .graph import build_graph
     from .modelio import load_model
+    from .validate import tflm_refusals, tinyseg_operators
     from .verify import verify
 
     a = build_graph(load_model(args.original), name=args.original)
     b = build_graph(load_model(args.optimized), name=args.optimized)
-    v = verify(a, b, runs=args.runs)
+    ta, tb = tinyseg_operators(a), tinyseg_operators(b)
+    if ta:
+        swapped = " (the arguments look swapped)" if not tb else ""
+        raise TinySegError(f"{args.original} holds TinySeg operators ({a.operators[ta[0]].opcode} at operator {ta[0]}), "
+                           f"so it is not an original model{swapped}: give the original first, then the optimized one")
+    for g, name in ((a, args.original), (b, args.optimized)):
+        refusals = [r for r in tflm_refusals(g) if r.certain]
+        if refusals:
+            raise TinySegError(f"{name}: cannot be verified in TFLM: {refusals[0]}")
+    v = verify(a, b, runs=args.runs, seconds=args.time_limit)
     if not v.identical:
         raise TinySegError(f"outputs differ: {v.detail}", EXIT_VERIFY_FAILED)
-    print(f"identical: {v.runs} random inputs, outputs bit-identical in TFLM")
+    print(f"identical: {v.runs} random inputs and {v.edge_cases} edge cases, outputs bit-identical in TFLM")
     return EXIT_OK
 
 
@@ -156,7 +268,16 @@ def cmd_remote_host(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="tinyseg", description="TFLM-exact memory analysis and TinySeg optimization of .tflite models")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        __version__ = version("tinyseg-plugin")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        __version__ = "unknown (not installed)"
+    p = _Parser(prog="tinyseg", description="TFLM-exact memory analysis and TinySeg optimization of .tflite models",
+                epilog="Exit codes: 0 done, 2 bad input, 3 --target not reached (best model written), "
+                       "4 verification failed (nothing written). Docs: docs/cli.md")
+    p.add_argument("--version", action="version", version=f"tinyseg {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     a = sub.add_parser("analyze", help="show how TFLM lays the model out in its arena")
@@ -179,15 +300,26 @@ def build_parser() -> argparse.ArgumentParser:
     _kernels(o)
     o.add_argument("--report", metavar="FILE.json", help="write the optimization report")
     o.add_argument("--plot", metavar="FILE.png", help="draw the optimized arena plan")
-    o.add_argument("--runs", type=int, default=3, help="random inputs for verification (default: 3)")
-    o.add_argument("--no-verify", action="store_true", help="skip the bit-exact check in TFLM (not recommended)")
+    o.add_argument("--runs", type=positive_int, default=3,
+                   help="random inputs for verification, at least 1 (default: 3; 3 edge-case inputs are added)")
+    o.add_argument("--unverified", "--no-verify", dest="unverified", action="store_true",
+                   help="write the result without the bit-exact check in TFLM, marked UNVERIFIED (for models with "
+                        "operators TFLM does not ship)")
+    o.add_argument("--time-limit", type=positive_seconds, default=120.0, metavar="SECONDS",
+                   help="bound on each TFLM run of the verification (default: 120)")
     o.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    o.add_argument("--force", action="store_true", help="allow -o to be the input model (replaced only when done)")
     o.set_defaults(func=cmd_optimize)
 
-    v = sub.add_parser("verify", help="check an optimized model computes exactly what the original does")
-    v.add_argument("original")
-    v.add_argument("optimized")
-    v.add_argument("--runs", type=int, default=3)
+    v = sub.add_parser("verify", help="check an optimized model computes exactly what the original does",
+                       description="Run both models in TFLM on the same random and edge-case inputs; their outputs "
+                                   "must be bit-identical (exit 0), else exit 4.")
+    v.add_argument("original", help="the model before optimization (.tflite)")
+    v.add_argument("optimized", help="the model tinyseg optimize wrote (.tflite)")
+    v.add_argument("--runs", type=positive_int, default=3,
+                   help="random inputs, at least 1 (default: 3; 3 edge-case inputs are added)")
+    v.add_argument("--time-limit", type=positive_seconds, default=120.0, metavar="SECONDS",
+                   help="bound on each TFLM run (default: 120)")
     v.set_defaults(func=cmd_verify)
 
     t = sub.add_parser("tflm", help="add TinySeg's kernels to a TFLM checkout")
@@ -220,6 +352,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:  # a bug, not bad input: one line, no traceback (TINYSEG_DEBUG=1 shows it)
+        import os
+
+        if os.environ.get("TINYSEG_DEBUG"):
+            raise
+        print(f"tinyseg: internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''} "
+              "(please report it; TINYSEG_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

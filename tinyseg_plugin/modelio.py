@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -22,19 +23,36 @@ FILE_IDENTIFIER = b"TFL3"
 BUFFER_ALIGNMENT = 16
 
 
+MAX_MODEL_BYTES = 4 << 30  # beyond the 2 GB flatbuffer limit plus external buffers: not a microcontroller model
+
+
 def read_model_bytes(path: str | os.PathLike[str]) -> bytes:
-    """The raw bytes of a model file, with the checks that need no parsing."""
+    """The raw bytes of a model file, with the checks that need no parsing.
+
+    Only regular files are read (a FIFO or /dev/zero would block or never end), and
+    only up to MAX_MODEL_BYTES."""
     p = Path(path)
-    if not p.exists():
-        raise TinySegError(f"{p}: no such file")
-    if p.is_dir():
-        raise TinySegError(f"{p}: is a directory, not a .tflite model")
     try:
-        data = p.read_bytes()
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise TinySegError(f"{p}: no such file") from None
+    except OSError as exc:
+        raise TinySegError(f"{p}: cannot read: {exc.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TinySegError(f"{p}: is a directory, not a .tflite model")
+    if not stat.S_ISREG(st.st_mode):
+        raise TinySegError(f"{p}: not a regular file (a device, FIFO or socket), not a .tflite model")
+    if st.st_size > MAX_MODEL_BYTES:
+        raise TinySegError(f"{p}: {st.st_size:,} bytes, larger than any model this tool handles")
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read(MAX_MODEL_BYTES + 1)
     except OSError as exc:
         raise TinySegError(f"{p}: cannot read: {exc.strerror}") from None
     if not data:
         raise TinySegError(f"{p}: empty file, not a .tflite model")
+    if len(data) > MAX_MODEL_BYTES:
+        raise TinySegError(f"{p}: larger than any model this tool handles")
     return data
 
 
@@ -52,10 +70,14 @@ def parse_model(data: bytes, name: str = "model") -> "fb.ModelT":
         )
     try:
         model = fb.ModelT.InitFromObj(fb.Model.GetRootAs(data, 0))
-    except Exception as exc:  # flatbuffers raises assorted errors on corrupt input
-        raise TinySegError(f"{name}: corrupt or truncated flatbuffer ({type(exc).__name__})") from None
+    except Exception:  # flatbuffers raises assorted errors on corrupt input
+        raise TinySegError(f"{name}: corrupt or truncated flatbuffer (a table or vector lies outside the "
+                           f"{len(data):,}-byte file)") from None
     _check_structure(model, name, len(data))
     _load_external_buffers(model, data, name)
+    from .validate import validate_model
+
+    validate_model(model, name)
     return model
 
 
@@ -136,23 +158,98 @@ def model_to_bytes(model: "fb.ModelT") -> bytes:
     return bytes(builder.Output())
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write a file so that it is either whole or absent: never half-written."""
+def _umask() -> int:
+    """The process umask (read by setting it, then restoring it at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def check_writable(path: str | os.PathLike[str], *, directory: bool = False) -> None:
+    """Refuse now, before any work, an output that could not be written later.
+
+    For a file: its directory must exist and be writable, and the path must not be a directory.
+    For a directory output (``directory=True``): it may exist (then writable) or be created
+    in an existing, writable parent."""
     p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
+    if directory:
+        if p.exists():
+            if not p.is_dir():
+                raise TinySegError(f"{p}: exists and is not a directory")
+            _probe(p, p)
+            return
+        parent = p.parent if str(p.parent) else Path(".")
+    else:
+        if p.is_dir():
+            raise TinySegError(f"{p}: is a directory; give a file name")
+        parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise TinySegError(f"{p}: directory {parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=parent)
+    _probe(parent, p)
+
+
+def _probe(directory: Path, target: Path) -> None:
+    """Create and remove a temporary file in ``directory``: the only honest writability test (root ignores modes)."""
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, p)
+        fd, tmp = tempfile.mkstemp(prefix=".tinyseg-probe.", dir=directory)
+        os.close(fd)
+        os.unlink(tmp)
     except OSError as exc:
+        raise TinySegError(f"{target}: cannot write into {directory}: {exc.strerror}") from None
+
+
+def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tuple = ()) -> None:
+    """Write several files so that either all appear whole or none does.
+
+    Each file goes to a temporary file in its own directory first (created with the
+    user's umask); only when every one of them is complete are they renamed into place.
+    ``make_dirs`` are created first and removed again if anything fails."""
+    created: list[Path] = []
+    current: Path | None = None
+    temps: list[tuple[str, Path]] = []
+    mode = 0o666 & ~_umask()
+    try:
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise TinySegError(f"{p}: cannot write: {exc.strerror}") from None
+            for d in make_dirs:
+                d = Path(d)
+                if not d.is_dir():
+                    d.mkdir()
+                    created.append(d)
+            for path, data in files:
+                p = current = Path(path)
+                parent = p.parent if str(p.parent) else Path(".")
+                if not parent.is_dir():
+                    raise TinySegError(f"{p}: directory {parent} does not exist")
+                fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=parent)
+                temps.append((tmp, p))
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    os.fchmod(fh.fileno(), mode)
+            for tmp, p in temps:
+                current = p
+                os.replace(tmp, p)
+        except OSError as exc:
+            where = current if current is not None else (exc.filename or "output")
+            raise TinySegError(f"{where}: cannot write: {exc.strerror}") from None
+    except TinySegError:
+        for tmp, _ in temps:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        for d in reversed(created):
+            try:
+                for f in d.iterdir():
+                    f.unlink()
+                d.rmdir()
+            except OSError:
+                pass
+        raise
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write a file so that it is either whole or absent: never half-written."""
+    write_all([(path, data)])
 
 
 def save_model(model: "fb.ModelT", path: str | os.PathLike[str]) -> bytes:
@@ -161,11 +258,3 @@ def save_model(model: "fb.ModelT", path: str | os.PathLike[str]) -> bytes:
     write_atomic(path, data)
     return data
 
-
-def clone_model(model: "fb.ModelT") -> "fb.ModelT":
-    """A deep copy that shares the (never mutated) buffer data arrays, so copies of large models are cheap."""
-    memo: dict[int, object] = {}
-    for b in model.buffers or []:
-        if b.data is not None:
-            memo[id(b.data)] = b.data
-    return copy.deepcopy(model, memo)

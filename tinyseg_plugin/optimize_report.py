@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .optimizer import Result
 
-SCHEMA = "tinyseg.optimization/1"
+SCHEMA = "tinyseg.optimization/2"  # 2: "arch" (was "target"), "target_bytes", "target_met", "unchanged"
 
 
 def steps_table(r: Result) -> str:
@@ -15,14 +15,19 @@ def steps_table(r: Result) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_dict(r: Result, model: str, output: str, verification) -> dict:
+def report_dict(r: Result, model: str, output: str, verification, target_bytes: int | None = None,
+                unchanged: bool = False) -> dict:
+    """The JSON report; target_bytes is the --target asked for (None without one)."""
     base = r.original
     return {
         "schema": SCHEMA,
         "model": model,
         "output": output,
         "kernels": r.plan.kernels,
-        "target": r.plan.target,
+        "arch": r.plan.arch,
+        "target_bytes": target_bytes,
+        "target_met": None if target_bytes is None else r.plan.head <= target_bytes,
+        "unchanged": unchanged,
         "original": {"head": base.head, "tail_estimate": base.tail.total, "total": base.total},
         "optimized": {"head": r.plan.head, "tail_estimate": r.plan.tail.total, "total": r.plan.total},
         "reduction_percent": round(100.0 * (base.head - r.plan.head) / base.head, 2) if base.head else 0.0,

@@ -13,8 +13,8 @@ from .passes.fuse import fuse_concat, fuse_conv
 from .passes.layout import improve_layout
 from .passes.reorder import reorder
 from .passes.scratch import narrow_transpose_convs
-from .passes.spill import SpillPlan, apply_spill, partial_plan, spillable
-from .planner import Plan, plan_graph
+from .passes.spill import SpillPlan, apply_spill, partial_plans, spillable, spilled_bytes
+from .planner import Plan, align_up, plan_graph
 
 MAX_CANDIDATES = 8  # victims tried per iteration, longest cold range first
 
@@ -49,7 +49,7 @@ class SpillRecord:
 class Options:
     kernels: str = "reference"
     arch: str = "host64"
-    target: int | None = None  # bytes of head; None: as low as it goes
+    target_bytes: int | None = None  # the --target: bytes of head to reach; None: as low as it goes
     partial: bool = True
     fuse: bool = True
     scratch: bool = True
@@ -116,14 +116,20 @@ def _best_fusion(g: Graph, slot: int, o: Options) -> tuple[Graph, str]:
     i = _fetch_index(g, slot)
     if i is None:
         return g, ""
-    options: list[tuple[Graph | None, str]] = []
-    merged = fuse_concat(g, i)
-    options.append((merged, "Fetching+Concatenation"))
-    if merged is not None:
+    options: list[tuple[Graph | None, str]] = [(fuse_conv(g, i), "Fetching+Conv2D -> FetchingConv2D")]
+    # Merge into concatenations as far as they go (a partial spill's CONCATENATION, then the skip's),
+    # trying the convolution after each merge.
+    merged, label = g, "Fetching"
+    for _ in range(4):
+        j = _fetch_index(merged, slot)
+        nxt = fuse_concat(merged, j) if j is not None else None
+        if nxt is None:
+            break
+        merged, label = nxt, label + "+Concatenation"
+        options.append((merged, label))
         j = _fetch_index(merged, slot)
         if j is not None:
-            options.append((fuse_conv(merged, j), "Fetching+Concatenation+Conv2D -> FetchingConv2D"))
-    options.append((fuse_conv(g, i), "Fetching+Conv2D -> FetchingConv2D"))
+            options.append((fuse_conv(merged, j), label + "+Conv2D -> FetchingConv2D"))
     for cand, label in options:
         if cand is None:
             continue
@@ -154,16 +160,21 @@ def _score(g: Graph, plan: Plan, o: Options, beat: int) -> int:
 
 
 def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Found | None:
-    """Algorithm 3: spill the first candidate (in ``_candidates``' order) that lowers the peak."""
-    need = score - o.target if o.target is not None else None
+    """Algorithm 3: spill the first candidate (in ``_candidates``' order) that lowers the peak.
+
+    With a byte budget, a candidate is first tried as partial spills of just the bytes the budget
+    needs (smallest first): the first that meets the budget is taken, so no more is moved through
+    flash than the target asks for. Failing that, the whole tensor, and of the tries the one that
+    lowers the peak most."""
+    need = score - o.target_bytes if o.target_bytes is not None else None
     for cr in _candidates(g, plan)[:MAX_CANDIDATES]:
         t = cr.tensor
         size = g.tensors[t].nbytes
-        plans = [SpillPlan(t, cr.start, cr.end)]
+        plans = []
         if o.partial and need is not None and size > need:
-            part = partial_plan(g, t, cr, need)
-            if part.rows is not None:
-                plans.insert(0, part)  # spill as little as meets the target; whole tensor if that fails
+            plans = partial_plans(g, t, cr, need)
+        plans.append(SpillPlan(t, cr.start, cr.end))
+        chosen = None
         for sp in plans:
             g2 = apply_spill(g, sp, slot)
             how = ""
@@ -171,16 +182,23 @@ def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Fou
                 g2, how = _best_fusion(g2, slot, o)
             p2 = _plan(g2, o)
             s2 = _score(g2, p2, o, score)
-            if s2 < score:
+            if s2 >= score:
+                continue
+            if chosen is None or s2 < chosen[3]:
+                chosen = (sp, g2, p2, s2, how)
+            if o.target_bytes is None or s2 <= o.target_bytes:
+                chosen = (sp, g2, p2, s2, how)
                 break
-        else:
+        if chosen is None:
             continue
+        sp, g2, p2, s2, how = chosen
         name = g.tensors[t].name
         short = name if len(name) <= 40 else name[:18] + "..." + name[-19:]
-        spilled = size if sp.rows is None else size // g.tensors[t].shape[sp.axis] * sp.rows
+        spilled = spilled_bytes(g, sp)
         kind = "partial spilling" if sp.rows is not None else "tensor spilling"
+        part = f" ({sp.rows} of {g.tensors[t].shape[sp.axis]} slices along axis {sp.axis})" if sp.rows is not None else ""
         note = " (head with an offline layout)" if s2 < p2.head else ""
-        steps = [Step(kind, f"t{t} '{short}' {spilled:,} B over scopes {cr.start}-{cr.end}{note}", s2, p2.total)]
+        steps = [Step(kind, f"t{t} '{short}' {spilled:,} B{part} over scopes {cr.start}-{cr.end}{note}", s2, p2.total)]
         if how:
             steps.append(Step("fused fetching", how + note, s2, p2.total))
         return _Found(g2, p2, s2, steps, SpillRecord(t, name, spilled, cr.start, cr.end, sp.rows is not None, slot))
@@ -211,11 +229,11 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
     res = Result(graph, plan, plan, [Step("original", "", plan.head, plan.total)])
     g = graph
     if o.reorder and len(g.operators) > 1:
-        from .kernels import TARGETS, KernelRules
+        from .kernels import ARCHES, KernelRules
 
-        rules = KernelRules(o.kernels, TARGETS[o.arch])
+        rules = KernelRules(o.kernels, ARCHES[o.arch])
         g2 = reorder(g, lambda x: _plan(x, o).head,
-                     lambda i: sum((s + 15) // 16 * 16 for s in rules.scratch_requests(g, g.operators[i])))
+                     lambda i: sum(align_up(s) for s in rules.scratch_requests(g, g.operators[i])))
         if g2 is not g:
             plan = _plan(g2, o)
             g = g2
@@ -232,7 +250,7 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
                 say(f"scratch narrowing: head {plan.head:,} B")
     slot = max((customops.decode(op).slot for op in g.operators if op.opcode == customops.SPILL), default=-1) + 1
     score = _score(g, plan, o, plan.head)
-    while o.target is None or score > o.target:
+    while o.target_bytes is None or score > o.target_bytes:
         found = _spill_step(g, plan, score, o, slot)
         if found is None and o.split:
             found = _split_then_spill(g, plan, score, o, slot)
@@ -243,7 +261,7 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
         res.spills.append(found.spill)
         slot += 1
         say(f"spilled t{found.spill.tensor} ({found.spill.bytes:,} B): head {score:,} B")
-    if o.layout and (o.target is None or plan.head > o.target):
+    if o.layout and (o.target_bytes is None or plan.head > o.target_bytes):
         g2, p2, how = improve_layout(g, plan, lambda x: _plan(x, o))
         if p2.head < plan.head:
             g, plan = g2, p2

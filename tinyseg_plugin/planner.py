@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .errors import TinySegError
 from .graph import Graph, build_graph
-from .kernels import TARGETS, KernelRules, Target
+from .kernels import ARCHES, Arch, KernelRules
 from .schema import fb
 
 ARENA_ALIGNMENT = 16
@@ -53,7 +53,7 @@ class Buffer:
 class Tail:
     """An estimate of the persistent section (the "tail"), by category."""
 
-    target: str
+    arch: str
     eval_tensors: int
     node_registrations: int
     io_tensors: int
@@ -78,7 +78,7 @@ class Plan:
 
     graph: Graph
     kernels: str
-    target: str
+    arch: str
     buffers: list[Buffer]
     head: int
     tail: Tail
@@ -243,9 +243,9 @@ def _insert_sorted(placed: list[tuple[int, int]], offset: int, i: int, first: bo
 # ---------------------------------------------------------------- the plan
 
 
-def plan_graph(graph: Graph, kernels: str = "reference", target: str | Target = "host64") -> Plan:
+def plan_graph(graph: Graph, kernels: str = "reference", arch: str | Arch = "host64") -> Plan:
     """Plan the whole model behind ``graph`` as TFLM would, and estimate its tail."""
-    tgt = TARGETS[target] if isinstance(target, str) else target
+    tgt = ARCHES[arch] if isinstance(arch, str) else arch
     rules = KernelRules(kernels, tgt)
     model = graph.model
     graphs = [graph if s == graph.subgraph else build_graph(model, s) for s in range(len(model.subgraphs))]
@@ -297,15 +297,15 @@ def plan_graph(graph: Graph, kernels: str = "reference", target: str | Target = 
     return Plan(graph, kernels, tgt.name, buffers, head, tail, marker.scope, sorted(rules.unknown_ops))
 
 
-def plan_model(model: "fb.ModelT", kernels: str = "reference", target: str = "host64") -> Plan:
-    return plan_graph(build_graph(model), kernels, target)
+def plan_model(model: "fb.ModelT", kernels: str = "reference", arch: str = "host64") -> Plan:
+    return plan_graph(build_graph(model), kernels, arch)
 
 
 # ---------------------------------------------------------------- the tail
 
 # (sizeof, alignof) of TFLM's runtime structures at 90b983c (g++ 12 x86-64 and
 # arm-none-eabi-g++ 12 -mcpu=cortex-m7), and what the application's setup puts at
-# the far end of the tail. One profile per build and application; a target whose
+# the far end of the tail. One profile per build and application; an arch whose
 # name is not a profile gets "host64" (8-byte pointers) or "cortex-m" (4).
 _LP64 = {
     "builtin_allocator": (16, 8),  # MicroBuiltinDataAllocator: vtable + pointer
@@ -384,14 +384,14 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
     (16-byte aligned), the scratch buffer handles, the variable tensors, and the
     input/output pointer arrays and TfLiteTensors (with quantization) that
     MicroInterpreter::AllocateTensors keeps. Which application and build is
-    assumed comes from the target (see _SIZES): "host64" is the tflite-micro
+    assumed comes from the arch (see _SIZES): "host64" is the tflite-micro
     Python wheel, "cortex-m" a firmware that constructs a plain MicroInterpreter
     on its arena. The arena's end is assumed 16-byte aligned.
     """
     from .kernels import KERNEL_SETS, reference
 
-    pb = rules.target.pointer_bytes
-    sz = _SIZES.get(rules.target.name) or _SIZES["host64" if pb == 8 else "cortex-m"]
+    pb = rules.arch.pointer_bytes
+    sz = _SIZES.get(rules.arch.name) or _SIZES["host64" if pb == 8 else "cortex-m"]
     used = 0
 
     def phase(allocs) -> int:
@@ -472,7 +472,7 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
                 io_allocs += [sz["quant"], (4 + 4 * len(t.scales), 4)]
     io = phase(io_allocs)
     return Tail(
-        target=rules.target.name,
+        arch=rules.arch.name,
         eval_tensors=eval_tensors,
         node_registrations=nodes,
         io_tensors=io,

@@ -18,31 +18,47 @@ def _shape(s) -> str:
     return "x".join(str(d) for d in s) or "scalar"
 
 
-def analysis_text(a: Analysis, model_name: str = "") -> str:
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 3, 0)] + "..."
+
+
+def table_width() -> int:
+    """The terminal's width, at least 100 (100 when not a terminal and COLUMNS is unset)."""
+    import shutil
+
+    return max(100, shutil.get_terminal_size((100, 24)).columns)
+
+
+def analysis_text(a: Analysis, model_name: str = "", width: int = 100) -> str:
+    """The analysis as text tables no wider than ``width`` (at least 96) characters."""
     d = to_dict(a, model_name)
     out = io.StringIO()
     w = out.write
-    w(f"model: {model_name}   kernels: {d['kernels']}   target: {d['target']}\n")
-    if d["unknown_ops"]:
-        w(f"warning: no scratch rule for {', '.join(d['unknown_ops'])}; the head may be low\n")
+    w(f"model: {model_name}   kernels: {d['kernels']}   arch: {d['arch']}\n")
+    if not d["exact"]:
+        w(f"exact: false ({'; '.join(d['not_exact_because'])})\n")
     w("\nTensors in the arena (scopes: inputs at 0, operator i at i+1)\n")
-    w(f"{'idx':>5} {'name':<32} {'shape':<16} {'type':<8} {'bytes':>9} {'offset':>9} {'life':>9} {'cold range':>12}\n")
+    name_w = max(20, width - 71)
+    w(f"{'idx':>5} {'name':<{name_w}} {'shape':<14} {'type':<7} {'bytes':>10} {'offset':>10} {'life':>7} {'cold range':>11}\n")
     for t in d["tensors"]:
         life = f"{t['first_scope']}-{t['last_scope']}" if t["first_scope"] is not None else "-"
         cr = t["cold_range"]
         cold = f"{cr['start']}-{cr['end']} ({cr['length']})" if cr and cr["length"] > 0 else "-"
-        off = "-" if t["offset"] is None else str(t["offset"])
-        w(f"{t['index']:>5} {t['name'][:32]:<32} {_shape(t['shape']):<16} {t['dtype']:<8} {t['bytes']:>9,} {off:>9} {life:>9} {cold:>12}\n")
-    w("\nSchedule (live set while each operator runs)\n")
-    w(f"{'op':>4} {'scope':>5} {'operator':<24} {'scratch':>9} {'live bytes':>11} {'arena top':>10}  live\n")
+        off = "-" if t["offset"] is None else f"{t['offset']:,}"
+        w(f"{t['index']:>5} {_clip(t['name'], name_w):<{name_w}} {_clip(_shape(t['shape']), 14):<14} {t['dtype'][:7]:<7} "
+          f"{t['bytes']:>10,} {off:>10} {life:>7} {cold:>11}\n")
+    w("\nSchedule (live set while each operator runs; <== head: the arena reaches its head here)\n")
+    w(f"{'op':>4} {'scope':>5} {'operator':<16} {'scratch':>9} {'live bytes':>11} {'arena top':>11}  live\n")
+    live_w = max(16, width - 63)
+    at_head = set(d["head_scopes"])
     for r in d["operators"]:
-        mark = " <== peak" if r["peak"] else ""
-        live = " ".join(r["live"])
-        if len(live) > 60:
-            live = live[:57] + "..."
-        w(f"{r['index']:>4} {r['scope']:>5} {r['opcode'][:24]:<24} {sum(r['scratch']):>9,} {r['live_bytes']:>11,} {r['arena_top']:>10,}  {live}{mark}\n")
+        mark = " <== head" if r["scope"] in at_head else ""
+        live = _clip(" ".join(r["live"]), live_w - len(mark))
+        w(f"{r['index']:>4} {r['scope']:>5} {r['opcode'][:16]:<16} {sum(r['scratch']):>9,} {r['live_bytes']:>11,} "
+          f"{r['arena_top']:>11,}  {live}{mark}\n")
     w("\n")
-    w(f"head  (non-persistent, TFLM-exact): {kb(d['head'])}\n")
+    exactness = "TFLM-exact" if d["exact"] else "NOT exact, see above"
+    w(f"head  (non-persistent, {exactness}): {kb(d['head'])}\n")
     w(f"tail  (persistent, estimate):       {kb(d['tail']['total'])}\n")
     w(f"total (head + tail estimate):       {kb(d['total'])}\n")
     return out.getvalue()

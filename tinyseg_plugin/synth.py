@@ -168,6 +168,61 @@ class ModelBuilder:
         self._op(op, [a, b], [y], getattr(fb.BuiltinOptions, f"{kind}Options"), getattr(fb, f"{kind}OptionsT")())
         return y
 
+    def reshape(self, x: int, shape) -> int:
+        """RESHAPE with its shape as a constant operand (as converters write it)."""
+        y = self.activation(list(shape), f"reshape{len(self.operators)}")
+        st = self._tensor([len(shape)], "INT32", f"reshape{len(self.operators)}/shape", np.array(shape, np.int32))
+        o = fb.ReshapeOptionsT()
+        o.newShape = [int(d) for d in shape]
+        self._op("RESHAPE", [x, st], [y], fb.BuiltinOptions.ReshapeOptions, o)
+        return y
+
+    def transpose(self, x: int, perm) -> int:
+        shape = [self.shapes[x][p] for p in perm]
+        y = self.activation(shape, f"transpose{len(self.operators)}")
+        pt = self._tensor([len(perm)], "INT32", f"transpose{len(self.operators)}/perm", np.array(perm, np.int32))
+        self._op("TRANSPOSE", [x, pt], [y], fb.BuiltinOptions.TransposeOptions, fb.TransposeOptionsT())
+        return y
+
+    def dequantize(self, shape, source: str = "FLOAT16") -> int:
+        """DEQUANTIZE of constant weights (FLOAT16, as float16-quantized converters write them,
+        or INT8) to a FLOAT32 activation."""
+        name = f"dequant{len(self.operators)}"
+        if source == "FLOAT16":
+            w = self._tensor(shape, "FLOAT16", f"{name}/w", self.rng.normal(0, 0.3, size=shape).astype(np.float16))
+        else:
+            w = self._tensor(shape, "INT8", f"{name}/w", self.rng.integers(-127, 128, size=shape, dtype=np.int8), [0.01], [0])
+        y = self._tensor(shape, "FLOAT32", name)
+        self._op("DEQUANTIZE", [w], [y])
+        return y
+
+    def hybrid_fully_connected(self, x: int, units: int) -> int:
+        """FULLY_CONNECTED with float activations and int8 weights (a dynamic-range "hybrid" operator)."""
+        shape = self.shapes[x]
+        depth = shape[-1]
+        w = self._tensor([units, depth], "INT8", f"fc{len(self.operators)}/w",
+                         self.rng.integers(-127, 128, size=(units, depth), dtype=np.int8), [0.01], [0])
+        y = self._tensor(list(shape[:-1]) + [units], "FLOAT32", f"fc{len(self.operators)}")
+        o = fb.FullyConnectedOptionsT()
+        o.keepNumDims = True
+        self._op("FULLY_CONNECTED", [x, w, -1], [y], fb.BuiltinOptions.FullyConnectedOptions, o)
+        return y
+
+    def hybrid_conv(self, x: int, out_ch: int, k: int = 1) -> int:
+        """CONV_2D with float activations and per-channel int8 weights (hybrid)."""
+        n, h, w, c = self.shapes[x]
+        wt = self._tensor([out_ch, k, k, c], "INT8", f"hconv{len(self.operators)}/w",
+                          self.rng.integers(-127, 128, size=(out_ch, k, k, c), dtype=np.int8), [0.01] * out_ch, [0] * out_ch, 0)
+        y = self._tensor([n, h, w, out_ch], "FLOAT32", f"hconv{len(self.operators)}")
+        o = fb.Conv2DOptionsT()
+        o.padding, o.strideH, o.strideW, o.dilationHFactor, o.dilationWFactor = SAME, 1, 1, 1, 1
+        self._op("CONV_2D", [x, wt, -1], [y], fb.BuiltinOptions.Conv2DOptions, o)
+        return y
+
+    def unreferenced(self, shape=(1, 4, 4, 4)) -> int:
+        """A tensor no operator reads or writes and no graph input or output names (converters leave these)."""
+        return self.activation(list(shape), f"unreferenced{len(self.tensors)}")
+
     def build(self, outputs: list[int]) -> "fb.ModelT":
         sg = fb.SubGraphT()
         sg.tensors, sg.operators = self.tensors, self.operators
@@ -270,3 +325,85 @@ def vnet_like(seed: int = 0, dtype: str = "INT8", size: int = 32) -> "fb.ModelT"
         cat = b.concat([up, skip])
         x = b.add(cat, b.conv(cat, 2 * c))
     return b.build([b.conv(x, 2, k=1, relu=False)])
+
+
+def wide_branches(seed: int = 0, width: int = 110, kind: str = "conv", dtype: str = "INT8") -> "fb.ModelT":
+    """A wide graph: ``width`` independent operators feeding a chain of ADDs (the shape of detection heads
+    and of converters' weight DEQUANTIZEs). kind "conv": 1x1 convolutions of the input; "dequantize":
+    DEQUANTIZE of constant weights (FLOAT16, which TFLM refuses; "dequantize-int8" runs), added to the input."""
+    b = ModelBuilder(dtype="FLOAT32" if kind.startswith("dequantize") else dtype, seed=seed)
+    x = b.input([1, 4, 4, 4])
+    if kind == "conv":
+        branches = [b.conv(x, 4, k=1, relu=False) for _ in range(width)]
+    else:
+        source = "INT8" if kind == "dequantize-int8" else "FLOAT16"
+        branches = [b.dequantize([1, 4, 4, 4], source) for _ in range(width)]
+    acc = x
+    for t in branches:
+        acc = b.add(acc, t)
+    return b.build([acc])
+
+
+def random_real(seed: int, refused: str | None = None) -> "fb.ModelT":
+    """A random model with what real converted models carry beyond the U-Net shape: several graph inputs
+    and outputs, a graph output that is also read inside the graph, unreferenced tensors, RESHAPE and
+    TRANSPOSE next to concatenations, concatenation along height and width, and (rarely) hybrid operators
+    or float16 weights behind DEQUANTIZE, which TFLM refuses (``refused``: "hybrid_fc", "hybrid_conv" or
+    "dequantize" forces one)."""
+    rng = np.random.default_rng(seed)
+    if rng.random() < 0.15 and refused is None:
+        refused = str(rng.choice(["hybrid_fc", "hybrid_conv", "dequantize"]))
+    dtype = "FLOAT32" if refused or rng.random() < 0.3 else "INT8"
+    b = ModelBuilder(dtype=dtype, seed=seed)
+    size = int(rng.choice([8, 12, 16]))
+    ch = int(rng.choice([2, 4]))
+    n_inputs = int(rng.integers(1, 4))
+    xs = [b.input([1, size, size, ch]) for _ in range(n_inputs)]
+    if rng.random() < 0.5:
+        b.unreferenced()
+    x = b.concat(xs, axis=3) if n_inputs > 1 else xs[0]
+    x = b.conv(x, ch * 2)
+    outputs: list[int] = []
+    skip = x
+    if rng.random() < 0.5:
+        outputs.append(skip)  # a graph output that later operators read too
+    x = b.pool(x)
+    x = b.conv(x, ch * 2)
+    if rng.random() < 0.5:
+        b.unreferenced((1, size, size, 1))
+    # A concatenation along height or width, with RESHAPE/TRANSPOSE around it.
+    axis = int(rng.choice([1, 2, 3]))
+    other = b.conv(x, ch * 2, k=1)
+    if rng.random() < 0.5:
+        other = b.transpose(b.transpose(other, [0, 2, 1, 3]), [0, 2, 1, 3])
+    cat = b.concat([x, other], axis=axis)
+    shape = b.shapes[cat]
+    if rng.random() < 0.5:
+        flat = b.reshape(cat, [1, shape[1] * shape[2], shape[3]])
+        cat = b.reshape(flat, list(shape))
+    y = b.conv(cat, ch * 2, k=3)
+    if axis != 3:
+        y = b.pool(y, "MAX_POOL_2D", k=1, stride=1)
+        y = b.conv(y, ch * 2, k=1)
+        # back to h x h for the decoder: pool away the doubled axis
+        kh, kw = (2, 1) if axis == 1 else (1, 2)
+        n_, hh, ww, cc = b.shapes[y]
+        out = b.activation([n_, hh // kh, ww // kw, cc], f"pool{len(b.operators)}")
+        o = fb.Pool2DOptionsT()
+        o.padding, o.strideH, o.strideW, o.filterHeight, o.filterWidth = VALID, kh, kw, kh, kw
+        b._op("MAX_POOL_2D", [y], [out], fb.BuiltinOptions.Pool2DOptions, o)
+        y = out
+    up = b.transpose_conv(y, ch * 2)
+    y = b.conv(b.concat([skip, up], axis=3), ch, k=3)
+    outputs.append(b.conv(y, 1, k=1, relu=False))
+    if rng.random() < 0.5:
+        outputs.append(b.pool(y))  # a second head
+    if refused:
+        if refused == "hybrid_fc":
+            outputs.append(b.hybrid_fully_connected(y, 3))
+        elif refused == "hybrid_conv":
+            outputs.append(b.hybrid_conv(y, 2))
+        else:
+            outputs.append(b.add(y, b.dequantize(list(b.shapes[y]))))
+    rng.shuffle(outputs)
+    return b.build(outputs)

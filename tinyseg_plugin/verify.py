@@ -2,7 +2,8 @@
 
 Lowering: Spill is removed; a Fetching becomes CONCATENATION (or, with a single operand,
 disappears and its readers read the spilled tensor again); FetchingConv2D becomes
-CONCATENATION then CONV_2D; scratch markers are dropped. The lowered model computes
+CONCATENATION then CONV_2D; scratch markers are dropped. The OfflineMemoryAllocation layout is
+kept (tensor by tensor), so the check runs the arena layout the optimizer wrote. The lowered model computes
 what the optimized model's operators are specified to compute, so equal outputs in
 the real interpreter on random inputs show the rewrite preserved the function.
 """
@@ -16,8 +17,8 @@ from . import customops, tflm
 from .errors import TinySegError
 from .graph import Graph
 from .modelio import model_to_bytes
-from .passes.edit import Editor
-from .schema import fb
+from .passes.edit import Editor, Op
+from .planner import ONLINE, offline_offsets
 
 _PAD = {v: k for k, v in customops.PADDING.items()}
 _ACT = {v: k for k, v in customops.ACTIVATIONS.items()}
@@ -30,12 +31,19 @@ def lower(graph: Graph) -> Graph:
         if op.opcode == customops.SPILL:
             slots[customops.decode(op).slot] = op.inputs[0]
     ed = Editor(graph)
-    ops = ed.sg.operators
-    renames: list[tuple[int, int, int]] = []  # (old, new, from operator object identity position)
-    new_ops = []
-    for op, raw in zip(graph.operators, list(ops)):
-        if raw.intermediates is not None and len(raw.intermediates):
-            raw.intermediates = [t for t in raw.intermediates if graph.tensors[t].name != customops.MARKER_NAME] or None
+    ed.drop_intermediates_named(customops.MARKER_NAME)
+    layout = _layout_by_tensor(graph, set(slots.values()))
+    new_ops: list[int | Op] = []  # kept operators by position, new ones as built
+    renames: list[tuple[int, int, int]] = []  # (old, new, from this position of new_ops on)
+    alias: dict[int, int] = {}  # a removed single-operand Fetching's output -> the tensor it stands for
+
+    def resolve(t: int) -> int:
+        """Follow renames to the end: a fetched tensor that was spilled again is still the first tensor."""
+        while t in alias:
+            t = alias[t]
+        return t
+
+    for op in graph.operators:
         if op.opcode == customops.SPILL:
             continue
         if op.opcode in (customops.FETCHING, customops.FETCHING_CONV_2D):
@@ -48,17 +56,16 @@ def lower(graph: Graph) -> Graph:
                 if hit:
                     if hit[0].slot not in slots:
                         raise TinySegError(f"operator {op.index}: fetches slot {hit[0].slot}, which no Spill fills")
-                    operands.append(slots[hit[0].slot])
+                    operands.append(resolve(slots[hit[0].slot]))
                 else:
                     operands.append(next(ram))
             target = op.outputs[0]
             if op.opcode == customops.FETCHING and len(operands) == 1:
+                alias[target] = operands[0]
                 renames.append((target, operands[0], len(new_ops)))
                 continue
             if op.opcode == customops.FETCHING:
-                co = fb.ConcatenationOptionsT()
-                co.axis = fo.axis
-                new_ops.append(ed.make_op("CONCATENATION", operands, [target], options_type=fb.BuiltinOptions.ConcatenationOptions, options=co))
+                new_ops.append(ed.concatenation(operands, target, fo.axis))
                 continue
             filt, bias = op.inputs[-2], op.inputs[-1]
             if len(operands) == 1:
@@ -67,30 +74,41 @@ def lower(graph: Graph) -> Graph:
                 shape = list(graph.tensors[operands[0]].shape)
                 shape[3] = graph.tensors[filt].shape[3]
                 cat = ed.tensor_like(operands[0], f"{graph.tensors[target].name}/lowered_concat", shape)
-                co = fb.ConcatenationOptionsT()
-                co.axis = 3
-                new_ops.append(ed.make_op("CONCATENATION", operands, [cat], options_type=fb.BuiltinOptions.ConcatenationOptions, options=co))
-            cv = fb.Conv2DOptionsT()
-            cv.padding = _PAD[o.conv.padding]
-            cv.strideH, cv.strideW = o.conv.stride_h, o.conv.stride_w
-            cv.dilationHFactor, cv.dilationWFactor = o.conv.dilation_h, o.conv.dilation_w
-            cv.fusedActivationFunction = _ACT[o.conv.activation]
-            inputs = [cat, filt] + ([bias] if bias >= 0 else [])
-            new_ops.append(ed.make_op("CONV_2D", inputs, [target], options_type=fb.BuiltinOptions.Conv2DOptions, options=cv))
+                new_ops.append(ed.concatenation(operands, cat, 3))
+            c = o.conv
+            new_ops.append(ed.conv2d([cat, filt] + ([bias] if bias >= 0 else []), target, padding=_PAD[c.padding],
+                                     stride_h=c.stride_h, stride_w=c.stride_w, dilation_h=c.dilation_h,
+                                     dilation_w=c.dilation_w, activation=_ACT[c.activation]))
             continue
-        new_ops.append(raw)
-    ed.sg.operators = new_ops
+        new_ops.append(op.index)
+    ed.rebuild(new_ops)
     for old, new, start in renames:
-        for raw in new_ops[start:]:
-            raw.inputs = [new if i == old else i for i in raw.inputs]
-        ed.sg.outputs = [new if i == old else i for i in ed.sg.outputs]
+        ed.rename_uses(old, new, start)
+        ed.rename_outputs(old, new)
+    if layout is not None:
+        ed.offline_offsets(layout)
     return ed.graph()
 
 
-def random_inputs(model: bytes, seed: int) -> list[np.ndarray]:
+def _layout_by_tensor(graph: Graph, spilled: set[int]) -> dict[int, int] | None:
+    """The optimized model's OfflineMemoryAllocation for this subgraph, by tensor index.
+
+    The lowered model runs the layout the device runs, except for what the lowering itself changes:
+    a spilled tensor stays in RAM until its lowered reader, and the lowered concatenation of a
+    FetchingConv2D is new, so those are planned online (TFLM places them around the offline ones).
+    None without the metadata."""
+    offsets = offline_offsets(graph.model)
+    if offsets is None:
+        return None
+    base = sum(len(sg.tensors or []) for sg in graph.model.subgraphs[: graph.subgraph])
+    return {i: offsets[base + i] for i in range(len(graph.tensors))
+            if i not in spilled and offsets[base + i] != ONLINE}
+
+
+def random_inputs(model: bytes, seed: int, details: list[dict] | None = None) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     out = []
-    for d in tflm.input_details(model):
+    for d in details if details is not None else tflm.input_details(model):
         dt = np.dtype(d["dtype"])
         if dt.kind == "f":
             out.append(rng.normal(0, 1, size=d["shape"]).astype(dt))
@@ -102,24 +120,80 @@ def random_inputs(model: bytes, seed: int) -> list[np.ndarray]:
     return out
 
 
+def _extremes(dt: np.dtype) -> tuple:
+    if dt.kind == "f":
+        return (-1e3, 1e3) if dt.itemsize >= 4 else (-1e2, 1e2)
+    if dt.kind == "b":
+        return (False, True)
+    info = np.iinfo(dt)
+    return (info.min, info.max)
+
+
+def edge_inputs(details: list[dict]) -> list[list[np.ndarray]]:
+    """All-minimum, all-maximum and alternating min/max inputs: where saturation and rounding bugs show."""
+    lo = [np.full(d["shape"], _extremes(np.dtype(d["dtype"]))[0], dtype=np.dtype(d["dtype"])) for d in details]
+    hi = [np.full(d["shape"], _extremes(np.dtype(d["dtype"]))[1], dtype=np.dtype(d["dtype"])) for d in details]
+    alt = []
+    for d in details:
+        a, b = _extremes(np.dtype(d["dtype"]))
+        n = int(np.prod(d["shape"], dtype=np.int64))
+        alt.append(np.where(np.arange(n) % 2 == 0, a, b).astype(np.dtype(d["dtype"])).reshape(d["shape"]))
+    return [lo, hi, alt]
+
+
+EDGE_NAMES = ("all-minimum", "all-maximum", "alternating")
+
+
 @dataclass(frozen=True)
 class Verification:
-    runs: int
+    runs: int  # random inputs compared
     identical: bool
     detail: str = ""
+    edge_cases: int = 0  # edge-case inputs compared besides the random ones
 
 
-def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0) -> Verification:
-    """Run the original and the lowered optimized model on ``runs`` random inputs; outputs must be bit-identical."""
+def arena_for(graph: Graph) -> int:
+    """An arena that holds the model with room to spare (the lowered model may need more than the
+    original), so models beyond the default 64 MiB can be checked too."""
+    from .planner import plan_graph
+
+    try:
+        need = plan_graph(graph).total
+    except TinySegError:
+        return tflm.DEFAULT_ARENA
+    return max(tflm.DEFAULT_ARENA, 2 * need + (16 << 20))
+
+
+def _describe(details: list[dict]) -> str:
+    return ", ".join(f"{np.dtype(d['dtype'])}{list(d['shape'])}" for d in details) or "none"
+
+
+def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
+           seconds: float = tflm.RUN_SECONDS, edge_cases: bool = True) -> Verification:
+    """Run the original and the lowered optimized model on ``runs`` random inputs (and the edge cases);
+    outputs must be bit-identical. Both models run in TFLM child processes bounded by ``seconds`` each."""
+    if runs < 1:
+        raise TinySegError(f"verification needs at least one random input (got {runs})")
     a = model_to_bytes(original.model)
     b = model_to_bytes(lower(optimized).model)
-    for r in range(runs):
-        x = random_inputs(a, seed + r)
-        ya, yb = tflm.run(a, x), tflm.run(b, x)
+    labels = ["the original", "the optimized model (lowered to builtins)"]
+    arena = arena_for(original)
+    da, db = tflm.compare_inputs([a, b], labels, arena_size=arena)
+    if [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in da] != [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in db]:
+        raise TinySegError(f"the models' inputs differ: {_describe(da)} against {_describe(db)}; "
+                           "they cannot compute the same function")
+    batches = [random_inputs(a, seed + r, da) for r in range(runs)]
+    names = [f"random input {r}" for r in range(runs)]
+    if edge_cases:
+        batches += edge_inputs(da)
+        names += list(EDGE_NAMES)
+    ya_all, yb_all = tflm.run_models([a, b], batches, labels, arena_size=arena, seconds=seconds)
+    n_edge = len(batches) - runs
+    for r, (ya, yb) in enumerate(zip(ya_all, yb_all)):
         if len(ya) != len(yb):
-            return Verification(r + 1, False, f"{len(ya)} outputs against {len(yb)}")
+            return Verification(runs, False, f"{len(ya)} outputs against {len(yb)}", n_edge)
         for k, (p, q) in enumerate(zip(ya, yb)):
             if p.shape != q.shape or p.dtype != q.dtype or not np.array_equal(p, q, equal_nan=p.dtype.kind == "f"):
                 diff = int(np.count_nonzero(p != q)) if p.shape == q.shape else -1
-                return Verification(r + 1, False, f"output {k} differs on random input {r} ({diff} elements)")
-    return Verification(runs, True)
+                return Verification(runs, False, f"output {k} differs on {names[r]} ({diff} elements)", n_edge)
+    return Verification(runs, True, "", n_edge)

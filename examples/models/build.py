@@ -42,7 +42,12 @@ except ImportError:  # pragma: no cover - depends on the environment
 SEED = 20240401
 """One seed for weights, BN statistics and calibration data: same bytes every run."""
 
-INSTALL_HINT = "pip install tinyseg-plugin[models]"
+PINNED = {"tensorflow": "2.21.0", "keras": "3.15.1"}
+"""The versions the committed tiny_unet.tflite was built with. Other versions give other bytes: the
+converter writes its version into the model's metadata, and Keras' layers and the converter's
+quantisation can change between releases, so `tinyseg verify` may then report different outputs."""
+
+INSTALL_HINT = "pip install tensorflow-cpu==2.21.0 keras==3.15.1  (in the venv: make models-deps)"
 
 Tensor = Any  # a symbolic Keras tensor; TensorFlow is imported lazily
 
@@ -503,6 +508,15 @@ def _import_tensorflow() -> ModuleType | None:
     return tf
 
 
+def _keras_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("keras")
+    except Exception:  # pragma: no cover - keras ships with TensorFlow
+        return "unknown"
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="Build TinySeg's example segmentation models as int8 .tflite files."
@@ -552,6 +566,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    versions = {"tensorflow": tf.__version__, "keras": _keras_version()}
+    if versions != PINNED:
+        have = ", ".join(f"{k} {v}" for k, v in versions.items())
+        want = ", ".join(f"{k} {v}" for k, v in PINNED.items())
+        print(f"build.py: note: {have} is not the pinned {want}: the files will not be byte-identical to the "
+              f"committed tiny_unet.tflite (install: {INSTALL_HINT})", file=sys.stderr)
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -20,25 +20,25 @@ KERNEL_SETS: dict[str, ModuleType] = {"reference": reference, "cmsis-nn": cmsis_
 
 
 @dataclass(frozen=True)
-class Target:
-    """What the arena layout depends on besides the kernels: the width of a pointer."""
+class Arch:
+    """The build profile (--arch): what the arena layout depends on besides the kernels, a pointer's width."""
 
     name: str
     pointer_bytes: int
 
 
-TARGETS: dict[str, Target] = {
-    "host64": Target("host64", 8),
-    "cortex-m": Target("cortex-m", 4),
+ARCHES: dict[str, Arch] = {
+    "host64": Arch("host64", 8),
+    "cortex-m": Arch("cortex-m", 4),
 }
 
 
 @dataclass
 class KernelRules:
-    """Scratch and persistent rules for one kernel set on one target."""
+    """Scratch and persistent rules for one kernel set on one build profile (arch)."""
 
     kernels: str = "reference"
-    target: Target = field(default_factory=lambda: TARGETS["host64"])
+    arch: Arch = field(default_factory=lambda: ARCHES["host64"])
     unknown_ops: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -56,7 +56,7 @@ class KernelRules:
             if marker is not None:
                 return customops.transpose_conv_scratch(graph, op, marker)
         module = KERNEL_SETS[self.kernels]
-        result = module.scratch_requests(graph, op, self.target.pointer_bytes)
+        result = module.scratch_requests(graph, op, self.arch.pointer_bytes)
         if result is None:
             self.unknown_ops.add(op.opcode)
             return []
@@ -67,5 +67,5 @@ class KernelRules:
         from .. import customops
 
         if customops.is_tinyseg_op(op):
-            return customops.persistent_bytes(graph, op, self.target.pointer_bytes)
-        return KERNEL_SETS[self.kernels].persistent_bytes(graph, op, self.target.pointer_bytes)
+            return customops.persistent_bytes(graph, op, self.arch.pointer_bytes)
+        return KERNEL_SETS[self.kernels].persistent_bytes(graph, op, self.arch.pointer_bytes)

@@ -11,19 +11,10 @@ copies bytes (it requires its inputs and output to share one quantization), so t
 the same bytes. The verifier still checks every result in the interpreter."""
 from __future__ import annotations
 
-import copy
-
-import numpy as np
-
 from ..graph import Graph
-from ..schema import fb
 from .edit import Editor
 
-ELEMENTWISE = {  # operator -> its builtin options type
-    "ADD": fb.BuiltinOptions.AddOptions,
-    "SUB": fb.BuiltinOptions.SubOptions,
-    "MUL": fb.BuiltinOptions.MulOptions,
-}
+ELEMENTWISE = ("ADD", "SUB", "MUL")
 DTYPES = ("INT8", "INT16", "FLOAT32")
 
 
@@ -77,22 +68,13 @@ def split_elementwise(graph: Graph, op_index: int) -> Graph | None:
     ed = Editor(graph)
     name = out.name or f"t{out.index}"
     pieces = [ed.tensor_like(other, f"{name}/operand_part{k}", _with(out.shape, axis, s)) for k, s in enumerate(sizes)]
-    size_t = ed.constant(f"{name}/split_sizes", np.array(sizes, np.int32), "INT32")
-    axis_t = ed.constant(f"{name}/split_axis", np.array(axis, np.int32), "INT32")
-    so = fb.SplitVOptionsT()
-    so.numSplits = len(sizes)
-    new_ops = [ed.make_op("SPLIT_V", [other, size_t, axis_t], pieces, options_type=fb.BuiltinOptions.SplitVOptions, options=so)]
+    new_ops = [ed.split_v(other, sizes, axis, pieces, name)]
     sums = []
     for k, (part, piece) in enumerate(zip(parts, pieces)):
         s = ed.tensor_like(out.index, f"{name}/part{k}", _with(out.shape, axis, sizes[k]))
-        ins = [part, piece] if pos == 0 else [piece, part]
-        opts = copy.deepcopy(op.options)
-        new_ops.append(ed.make_op(op.opcode, ins, [s], options_type=ELEMENTWISE[op.opcode] if opts is not None else 0,
-                                  options=opts))
+        new_ops.append(ed.like(op_index, [part, piece] if pos == 0 else [piece, part], [s]))
         sums.append(s)
-    co = fb.ConcatenationOptionsT()
-    co.axis = axis
-    new_ops.append(ed.make_op("CONCATENATION", sums, [out.index], options_type=fb.BuiltinOptions.ConcatenationOptions, options=co))
+    new_ops.append(ed.concatenation(sums, out.index, axis))
     ed.remove(op_index)
     for k, new in enumerate(new_ops):
         ed.insert(op_index + k, new)

@@ -68,7 +68,7 @@ def fuse_concat(graph: Graph, fetch_index: int) -> Graph | None:
     block = customops.decode(f).block
     opts = customops.FetchingOptions(axis=axis, operands=len(merged), fetched=fetched, block=block)
     ed = Editor(graph)
-    ed.replace(c.index, ed.make_op(customops.FETCHING, in_ram, [c.outputs[0]], custom_options=customops.encode(opts)))
+    ed.replace(c.index, ed.custom(customops.FETCHING, in_ram, [c.outputs[0]], customops.encode(opts)))
     ed.remove(f.index)
     return ed.graph()
 
@@ -99,7 +99,7 @@ def fuse_conv(graph: Graph, fetch_index: int, band_rows: int = 1) -> Graph | Non
     opts = customops.FetchingConv2DOptions(fetching, conv, band_rows)
     bias = k.inputs[2] if len(k.inputs) > 2 else -1
     ed = Editor(graph)
-    ed.replace(k.index, ed.make_op(customops.FETCHING_CONV_2D, list(f.inputs) + [k.inputs[1], bias], [k.outputs[0]],
-                                   custom_options=customops.encode(opts)))
+    ed.replace(k.index, ed.custom(customops.FETCHING_CONV_2D, list(f.inputs) + [k.inputs[1], bias], [k.outputs[0]],
+                                  customops.encode(opts)))
     ed.remove(f.index)
     return ed.graph()

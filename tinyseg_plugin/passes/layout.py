@@ -8,14 +8,10 @@ graph invalidates tensor indices and drops the metadata.
 """
 from __future__ import annotations
 
-import struct
 from typing import Callable
 
-import numpy as np
-
 from ..graph import Graph
-from ..planner import OFFLINE_METADATA, Buffer, Plan
-from ..schema import fb
+from ..planner import Buffer, Plan
 from .edit import Editor
 
 ORDERS: dict[str, Callable[[Buffer], tuple]] = {
@@ -44,22 +40,11 @@ def first_fit(buffers: list[Buffer], key: Callable[[Buffer], tuple]) -> dict[int
 
 
 def with_offsets(graph: Graph, offsets: dict[int, int]) -> Graph:
-    """A copy of the model whose OfflineMemoryAllocation metadata pins the given subgraph-0 tensors."""
+    """A copy of the model whose OfflineMemoryAllocation metadata pins the given tensors of
+    ``graph`` (the table is sized and indexed after the edit prunes unused tensors)."""
     ed = Editor(graph)
-    counts = [len(sg.tensors or []) for sg in ed.model.subgraphs]
-    values = [-1] * sum(counts)
-    for t, off in offsets.items():
-        values[t] = off
-    data = struct.pack("<III", 0, 0, len(values)) + struct.pack(f"<{len(values)}i", *values)
-    buf = fb.BufferT()
-    buf.data = np.frombuffer(data, dtype=np.uint8).copy()
-    ed.model.buffers.append(buf)
-    md = fb.MetadataT()
-    md.name = OFFLINE_METADATA.encode()
-    md.buffer = len(ed.model.buffers) - 1
-    g = ed.graph()  # drops any previous OfflineMemoryAllocation
-    g.model.metadata = list(g.model.metadata or []) + [md]
-    return g
+    ed.offline_offsets(offsets)
+    return ed.graph()
 
 
 def improve_layout(graph: Graph, plan: Plan, plan_of: Callable[[Graph], Plan]) -> tuple[Graph, Plan, str]:

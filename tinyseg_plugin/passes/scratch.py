@@ -74,5 +74,5 @@ def narrow_transpose_convs(graph: Graph, band_rows: int = DEFAULT_BAND_ROWS) -> 
         else:
             marker = ed.tensor(customops.MARKER_NAME, "INT32", [0, band_rows])
             marks.append((i, f"INT32 bands of {band_rows} row(s)"))
-        ed.sg.operators[i].intermediates = [marker]
+        ed.set_intermediates(i, [marker])
     return ed.graph(), marks

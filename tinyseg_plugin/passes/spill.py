@@ -5,12 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from .. import customops
 from ..coldrange import ColdRange
 from ..graph import Graph
-from ..schema import fb
 from .edit import Editor
 
 
@@ -43,17 +40,50 @@ def split_axis(shape: tuple[int, ...]) -> int | None:
     return None
 
 
-def partial_plan(graph: Graph, t: int, cr: ColdRange, reduction: int) -> SpillPlan:
-    """Spill just enough whole slices (rows) to free ``reduction`` bytes, as the paper's align(MR)."""
+def partial_axis(graph: Graph, t: int, cr: ColdRange) -> int | None:
+    """The axis to cut a partial spill along. When the operator that ends the cold range is a
+    CONCATENATION (a skip connection), its axis: then the fetched part merges into that concatenation
+    and its convolution (fused fetching) and the whole tensor is never rebuilt in RAM at the peak.
+    Otherwise the outermost axis with more than one slice (its slices are contiguous)."""
+    shape = graph.tensors[t].shape
+    reader = graph.operators[cr.end - 1] if 0 < cr.end <= len(graph.operators) else None
+    if reader is not None and reader.opcode == "CONCATENATION" and t in reader.inputs and shape:
+        axis = getattr(reader.options, "axis", None)
+        if axis is not None and -len(shape) <= axis < len(shape) and shape[axis % len(shape)] > 1:
+            return axis % len(shape)
+    return split_axis(shape)
+
+
+def partial_plans(graph: Graph, t: int, cr: ColdRange, reduction: int, extra: int = 2) -> list[SpillPlan]:
+    """Partial spills that free at least ``reduction`` bytes, smallest first: just enough whole slices
+    (the paper's align(MR)), then ``extra`` more slices at a time, in case alignment or the layout
+    keeps the head from dropping by exactly the bytes spilled. Empty if only the whole tensor would do."""
     tensor = graph.tensors[t]
-    axis = split_axis(tensor.shape)
-    if axis is None:
-        return SpillPlan(t, cr.start, cr.end)
+    axis = partial_axis(graph, t, cr)
+    if axis is None or reduction <= 0:
+        return []
     slice_bytes = tensor.nbytes // tensor.shape[axis]
+    if slice_bytes == 0:
+        return []
     rows = math.ceil(reduction / slice_bytes)
-    if rows >= tensor.shape[axis] or rows <= 0:
-        return SpillPlan(t, cr.start, cr.end)
-    return SpillPlan(t, cr.start, cr.end, rows, axis)
+    out = []
+    for r in dict.fromkeys((rows, rows + 1, rows + extra, math.ceil(rows * 1.5))):
+        if 0 < r < tensor.shape[axis]:
+            out.append(SpillPlan(t, cr.start, cr.end, r, axis))
+    return out
+
+
+def partial_plan(graph: Graph, t: int, cr: ColdRange, reduction: int) -> SpillPlan:
+    """Spill just enough whole slices (rows) to free ``reduction`` bytes; the whole tensor if that is all of it."""
+    plans = partial_plans(graph, t, cr, reduction)
+    return plans[0] if plans else SpillPlan(t, cr.start, cr.end)
+
+
+def spilled_bytes(graph: Graph, plan: SpillPlan) -> int:
+    tensor = graph.tensors[plan.tensor]
+    if plan.rows is None:
+        return tensor.nbytes
+    return tensor.nbytes // tensor.shape[plan.axis] * plan.rows
 
 
 def apply_spill(graph: Graph, plan: SpillPlan, slot: int) -> Graph:
@@ -74,27 +104,21 @@ def apply_spill(graph: Graph, plan: SpillPlan, slot: int) -> Graph:
         part_shape[plan.axis] = plan.rows
         keep = ed.tensor_like(whole, f"{name}/kept", keep_shape)
         victim = ed.tensor_like(whole, f"{name}/spilled", part_shape)
-        sizes = ed.constant(f"{name}/split_sizes", np.array([keep_shape[plan.axis], plan.rows], np.int32), "INT32")
-        axis_t = ed.constant(f"{name}/split_axis", np.array(plan.axis, np.int32), "INT32")
-        o = fb.SplitVOptionsT()
-        o.numSplits = 2
-        ed.insert(start_pos, ed.make_op("SPLIT_V", [whole, sizes, axis_t], [keep, victim], options_type=fb.BuiltinOptions.SplitVOptions, options=o))
+        ed.insert(start_pos, ed.split_v(whole, [keep_shape[plan.axis], plan.rows], plan.axis, [keep, victim], name))
         inserted += 1
         shape = part_shape
     spill = customops.encode(customops.SpillOptions(slot=slot))
-    ed.insert(start_pos + inserted, ed.make_op(customops.SPILL, [victim], [], custom_options=spill))
+    ed.insert(start_pos + inserted, ed.custom(customops.SPILL, [victim], [], spill))
     inserted += 1
     end = end_pos + inserted
     fetched = ed.tensor_like(victim, f"{name}/fetched", shape)
     opts = customops.FetchingOptions(axis=0, operands=1, fetched=(customops.Fetched(0, slot, tuple(shape)),))
-    ed.insert(end, ed.make_op(customops.FETCHING, [], [fetched], custom_options=customops.encode(opts)))
+    ed.insert(end, ed.custom(customops.FETCHING, [], [fetched], customops.encode(opts)))
     end += 1
     restored = fetched
     if keep is not None:
         restored = ed.tensor_like(whole, f"{name}/restored")
-        o = fb.ConcatenationOptionsT()
-        o.axis = plan.axis
-        ed.insert(end, ed.make_op("CONCATENATION", [keep, fetched], [restored], options_type=fb.BuiltinOptions.ConcatenationOptions, options=o))
+        ed.insert(end, ed.concatenation([keep, fetched], restored, plan.axis))
         end += 1
     ed.rename_uses(plan.tensor, restored, end)
     return ed.graph()

@@ -1,0 +1,113 @@
+"""What a newcomer meets first: usage errors, --version, names, -o and --target edge cases, file modes."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tinyseg_plugin import synth
+from tinyseg_plugin.cli import main
+from tinyseg_plugin.modelio import save_model
+from tinyseg_plugin.planner import plan_model
+
+
+@pytest.fixture(scope="module")
+def unet_file(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("m") / "unet.tflite"
+    save_model(synth.tiny_unet_like(), p)
+    return p
+
+
+def _tinyseg(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+def test_no_arguments_names_the_program_once() -> None:
+    p = _tinyseg()
+    assert p.returncode == 2
+    assert p.stderr == "tinyseg: error: the following arguments are required: COMMAND\n"
+
+
+def test_subcommand_usage_error_names_the_subcommand_once(capsys) -> None:
+    assert main(["analyze"]) == 2
+    assert capsys.readouterr().err == "tinyseg: error: analyze: the following arguments are required: model\n"
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    p = _tinyseg("--version")
+    assert p.returncode == 0 and p.stdout == f"tinyseg {version('tinyseg-plugin')}\n"
+
+
+@pytest.mark.parametrize("argv", [["optimize", "{m}", "-o", "{o}", "--targ", "1M"],
+                                  ["analyze", "{m}", "--js"], ["optimize", "{m}", "-o", "{o}", "--no-ver"]])
+def test_abbreviations_are_refused(unet_file: Path, tmp_path: Path, argv: list[str], capsys) -> None:
+    out = tmp_path / "o.tflite"
+    assert main([a.format(m=unet_file, o=out) for a in argv]) == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_verify_help_describes_its_arguments() -> None:
+    text = _tinyseg("verify", "--help").stdout
+    assert "the model before optimization" in text and "random inputs, at least 1" in text
+
+
+def test_output_equal_to_input_is_refused_without_force(unet_file: Path, tmp_path: Path, capsys) -> None:
+    model = tmp_path / "m.tflite"
+    model.write_bytes(unet_file.read_bytes())
+    assert main(["optimize", str(model), "-o", str(model), "-q", "--runs", "1"]) == 2
+    assert "is the input model" in capsys.readouterr().err
+    assert model.read_bytes() == unet_file.read_bytes()
+    assert main(["optimize", str(model), "-o", str(model), "-q", "--runs", "1", "--force"]) == 0
+    assert plan_model_head(model) < plan_model_head(unet_file)
+
+
+def plan_model_head(path: Path) -> int:
+    from tinyseg_plugin.modelio import load_model
+
+    return plan_model(load_model(str(path))).head
+
+
+def test_target_already_met_writes_the_input_unchanged(unet_file: Path, tmp_path: Path, capsys) -> None:
+    head = plan_model_head(unet_file)
+    out, report = tmp_path / "o.tflite", tmp_path / "r.json"
+    assert main(["optimize", str(unet_file), "-o", str(out), "--target", str(head), "--report", str(report)]) == 0
+    assert out.read_bytes() == unet_file.read_bytes()
+    assert f"already meets --target {head:,} B" in capsys.readouterr().out
+    r = json.loads(report.read_text())
+    assert (r["target_bytes"], r["target_met"], r["unchanged"], r["steps"]) == (head, True, True, [])
+
+
+def test_report_records_the_target_asked_for(unet_file: Path, tmp_path: Path) -> None:
+    out, report = tmp_path / "o.tflite", tmp_path / "r.json"
+    assert main(["optimize", str(unet_file), "-o", str(out), "--target", "200KB", "-q", "--report", str(report)]) == 0
+    r = json.loads(report.read_text())
+    assert r["target_bytes"] == 200_000 and r["target_met"] is True and r["arch"] == "host64" and "target" not in r
+
+
+def test_files_respect_the_umask(unet_file: Path, tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        assert main(["analyze", str(unet_file), "--json", str(tmp_path / "a.json")]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o640
+
+
+def test_analysis_names_the_arch_and_fits_in_100_columns(unet_file: Path, tmp_path: Path, capsys) -> None:
+    assert main(["analyze", str(unet_file), "--arch", "cortex-m", "--json", str(tmp_path / "a.json")]) == 0
+    text = capsys.readouterr().out
+    assert "arch: cortex-m" in text.splitlines()[0] and "target" not in text.splitlines()[0]
+    assert max(len(line) for line in text.splitlines()) <= 100
+    d = json.loads((tmp_path / "a.json").read_text())
+    assert d["arch"] == "cortex-m" and "target" not in d
+    big = [t for t in d["tensors"] if t["offset"] and t["offset"] >= 1000]
+    assert big and f"{big[0]['offset']:,}" in text  # offsets with separators, like bytes

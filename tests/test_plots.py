@@ -1,0 +1,93 @@
+"""The arena-plan picture: what a person reads off it must be there and must be right."""
+from __future__ import annotations
+
+import pytest
+
+from tinyseg_plugin import synth
+from tinyseg_plugin.analysis import analyze_graph, head_scopes, to_dict
+from tinyseg_plugin.customops import TINYSEG_OPS
+from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.modelio import model_to_bytes, parse_model
+from tinyseg_plugin.optimizer import Options, optimize
+from tinyseg_plugin.plots import plan_figure, plan_png
+
+
+@pytest.fixture(scope="module")
+def before():
+    return analyze_graph(build_graph(parse_model(model_to_bytes(synth.tiny_unet_like()))))
+
+
+@pytest.fixture(scope="module")
+def after(before):
+    r = optimize(before.graph, Options())
+    return analyze_graph(r.graph, "reference", "host64", r.plan)
+
+
+def _scopes_at_head(a) -> list[int]:
+    """From the plan's buffers directly: scopes where some live buffer ends at the head."""
+    p = a.plan
+    return [s for s in range(p.scopes) if any(b.alive_at(s) and b.offset + b.size == p.head for b in p.buffers)]
+
+
+@pytest.mark.parametrize("which", ["before", "after"])
+def test_every_scope_reaching_the_head_is_marked(which: str, request) -> None:
+    a = request.getfixturevalue(which)
+    expected = [s for s in _scopes_at_head(a) if s >= 1]  # scope 0 holds only the inputs, no operator
+    assert head_scopes(a) == expected and len(expected) >= 1
+    assert to_dict(a)["head_scopes"] == expected  # the JSON and the table's "<== head" say the same
+    fig = plan_figure(a)
+    ax1 = fig.axes[0]
+    marked = [line for line in ax1.get_lines() if line.get_marker() == "v"]
+    assert sorted(marked[0].get_xdata()) == expected
+
+
+def _extent(artist, renderer):
+    return artist.get_window_extent(renderer)
+
+
+@pytest.mark.parametrize("which", ["before", "after"])
+def test_labels_stay_inside_their_boxes_and_never_overlap(which: str, request) -> None:
+    a = request.getfixturevalue(which)
+    fig = plan_figure(a)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax1 = fig.axes[0]
+    by_label = {b.label: b for b in a.plan.buffers}
+    texts = [t for t in ax1.texts if t.get_text() in by_label]
+    assert texts
+    boxes = []
+    for t in texts:
+        b = by_label[t.get_text()]
+        x0, y0 = ax1.transData.transform((b.first - 0.45, b.offset / 1024))
+        x1, y1 = ax1.transData.transform((b.last + 0.45, (b.offset + b.size) / 1024))
+        e = _extent(t, renderer)
+        assert x0 - 1 <= e.x0 and e.x1 <= x1 + 1 and y0 - 1 <= e.y0 and e.y1 <= y1 + 1, t.get_text()
+        boxes.append(e)
+    for i, e in enumerate(boxes):
+        for f in boxes[i + 1:]:
+            assert not e.overlaps(f)
+    listed = "\n".join(t.get_text() for t in fig.axes[2].texts)
+    for b in a.plan.buffers:  # every box is either labelled or listed beside the plot
+        assert b.label in {t.get_text() for t in texts} or b.label in listed
+
+
+def test_tinyseg_operators_and_types_are_on_the_x_axis(after) -> None:
+    fig = plan_figure(after)
+    fig.canvas.draw()
+    ax2 = fig.axes[1]
+    labels = [t.get_text() for t in ax2.get_xticklabels()]
+    assert labels[0] == "inputs"
+    assert labels[1:] == [f"{r.index} {r.opcode if r.opcode != 'FetchingConv2D' else 'FetchConv'}"
+                          .replace("TRANSPOSE_CONV", "TCONV").replace("CONCATENATION", "CONCAT")
+                          .replace("MAX_POOL_2D", "MAXPOOL") for r in after.ops]
+    ours = [r for r in after.ops if r.opcode in TINYSEG_OPS]
+    assert ours
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("kernel scratch" in t for t in legend) and any(t.startswith("head ") for t in legend)
+    assert {f"{r.opcode} (TinySeg)" for r in ours} <= set(legend)
+    frag = [t.get_text() for t in ax2.get_legend().get_texts()]
+    assert any("fragmentation" in t for t in frag)
+
+
+def test_png_is_written(before) -> None:
+    assert plan_png(before).startswith(b"\x89PNG")

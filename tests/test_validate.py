@@ -1,0 +1,373 @@
+"""Malformed and unsupported models: each refused with one line, exit 2, nothing written.
+
+Every case builds the bad input itself and runs the command on it; the TFLM refusals
+are also checked against the real interpreter, so the static mirror cannot drift.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tinyseg_plugin import synth, tflm
+from tinyseg_plugin.cli import main
+from tinyseg_plugin.errors import TinySegError
+from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.modelio import model_to_bytes, parse_model, save_model
+from tinyseg_plugin.schema import BUILTIN_CODES, fb
+from tinyseg_plugin.synth import ModelBuilder
+from tinyseg_plugin.validate import tflm_refusals
+
+
+# ---------------------------------------------------------------- models
+
+
+def _conv_options() -> "fb.Conv2DOptionsT":
+    o = fb.Conv2DOptionsT()
+    o.padding, o.strideH, o.strideW = synth.SAME, 1, 1
+    o.dilationHFactor = o.dilationWFactor = 1
+    return o
+
+
+def hybrid_model() -> "fb.ModelT":
+    """Float activations, int8 weights: TFLM's conv Prepare says hybrid models are not supported."""
+    b = ModelBuilder(dtype="FLOAT32")
+    x = b.input([1, 8, 8, 3])
+    w = b._tensor([4, 3, 3, 3], "INT8", "w", np.ones([4, 3, 3, 3], np.int8), [0.01] * 4, [0] * 4, 0)
+    bias = b._tensor([4], "FLOAT32", "b", np.zeros(4, np.float32))
+    y = b.activation([1, 8, 8, 4], "y")
+    b._op("CONV_2D", [x, w, bias], [y], fb.BuiltinOptions.Conv2DOptions, _conv_options())
+    return b.build([y])
+
+
+def float16_model() -> "fb.ModelT":
+    """Float16 weights behind DEQUANTIZE (a common converter output): TFLM's DEQUANTIZE refuses float16."""
+    b = ModelBuilder(dtype="FLOAT32")
+    x = b.input([1, 8, 8, 3])
+    w16 = b._tensor([4, 3, 3, 3], "FLOAT16", "w16", np.ones([4, 3, 3, 3], np.float16))
+    w = b.activation([4, 3, 3, 3], "w32")
+    b._op("DEQUANTIZE", [w16], [w])
+    bias = b._tensor([4], "FLOAT32", "b", np.zeros(4, np.float32))
+    y = b.activation([1, 8, 8, 4], "y")
+    b._op("CONV_2D", [x, w, bias], [y], fb.BuiltinOptions.Conv2DOptions, _conv_options())
+    return b.build([y])
+
+
+def custom_op_model(code: bytes = b"Convolution2DTransposeBias") -> "fb.ModelT":
+    """A Tiny-U-Net-like model whose last convolution is a custom operator TFLM does not ship."""
+    m = synth.tiny_unet_like()
+    sg = m.subgraphs[0]
+    oc = fb.OperatorCodeT()
+    oc.builtinCode = oc.deprecatedBuiltinCode = fb.BuiltinOperator.CUSTOM
+    oc.customCode = code
+    oc.version = 1
+    m.operatorCodes.append(oc)
+    last = sg.operators[-1]
+    last.opcodeIndex = len(m.operatorCodes) - 1
+    last.builtinOptionsType, last.builtinOptions = 0, None
+    last.customOptions = [0, 0, 0]
+    return m
+
+
+def _base() -> "fb.ModelT":
+    return synth.random_unet(2)
+
+
+def _op_named(m, name: str) -> "fb.OperatorT":
+    code = BUILTIN_CODES[name]
+    return next(op for op in m.subgraphs[0].operators if m.operatorCodes[op.opcodeIndex].builtinCode == code)
+
+
+def _with_offline(m, offsets: list[int], count: int | None = None, buffer: int | None = None) -> "fb.ModelT":
+    data = struct.pack("<III", 1, 0, len(offsets) if count is None else count) + struct.pack(f"<{len(offsets)}i", *offsets)
+    buf = fb.BufferT()
+    buf.data = np.frombuffer(data, np.uint8).copy()
+    m.buffers.append(buf)
+    md = fb.MetadataT()
+    md.name = b"OfflineMemoryAllocation"
+    md.buffer = len(m.buffers) - 1 if buffer is None else buffer
+    m.metadata = [md]
+    return m
+
+
+def _mutate(kind: str) -> "fb.ModelT":
+    m = _base()
+    sg = m.subgraphs[0]
+    n = len(sg.tensors)
+    if kind == "no operators":
+        sg.operators = []
+    elif kind == "intermediate out of range":
+        sg.operators[0].intermediates = [n + 50]
+    elif kind == "conv with one input":
+        _op_named(m, "CONV_2D").inputs = _op_named(m, "CONV_2D").inputs[:1]
+    elif kind == "operator without inputs":
+        _op_named(m, "MAX_POOL_2D").inputs = []
+    elif kind == "options missing":
+        op = _op_named(m, "CONV_2D")
+        op.builtinOptionsType, op.builtinOptions = 0, None
+    elif kind == "options of the wrong type":
+        op = _op_named(m, "CONV_2D")
+        op.builtinOptionsType, op.builtinOptions = fb.BuiltinOptions.Pool2DOptions, fb.Pool2DOptionsT()
+    elif kind == "use before define":
+        sg.operators[0], sg.operators[1] = sg.operators[1], sg.operators[0]
+    elif kind == "reads its own output":
+        op = sg.operators[1]
+        op.inputs = [op.outputs[0]] + list(op.inputs[1:])
+    elif kind == "two writers":
+        sg.operators[-1].outputs = [sg.operators[0].outputs[0]]
+    elif kind == "huge dimension":
+        sg.tensors[sg.inputs[0]].shape = [1, 2**31 - 1, 2, 3]
+    elif kind == "offline buffer 9999":
+        _with_offline(m, [-1] * n, buffer=9999)
+    elif kind == "offline negative offset":
+        _with_offline(m, [-5] + [-1] * (n - 1))
+    elif kind == "offline wrong length":
+        _with_offline(m, [-1] * (n - 1), count=n)
+    elif kind == "weights shorter than tensor":
+        w = _op_named(m, "CONV_2D").inputs[1]
+        buf = m.buffers[sg.tensors[w].buffer]
+        buf.data = buf.data[: len(buf.data) // 2]
+    elif kind == "output never written":
+        t = fb.TensorT()
+        t.shape, t.type, t.buffer, t.name = [1, 4], fb.TensorType.INT8, 0, b"orphan"
+        sg.tensors.append(t)
+        sg.outputs = list(sg.outputs) + [n]
+    elif kind == "control flow names a missing subgraph":
+        oc = fb.OperatorCodeT()
+        oc.builtinCode, oc.deprecatedBuiltinCode = BUILTIN_CODES["CALL_ONCE"], 127
+        oc.version = 1
+        m.operatorCodes.append(oc)
+        op = fb.OperatorT()
+        op.opcodeIndex, op.inputs, op.outputs = len(m.operatorCodes) - 1, [], []
+        op.builtinOptionsType, op.builtinOptions = fb.BuiltinOptions.CallOnceOptions, fb.CallOnceOptionsT()
+        op.builtinOptions.initSubgraphIndex = 7
+        sg.operators.insert(0, op)
+    else:
+        raise AssertionError(kind)
+    return m
+
+
+MALFORMED = {
+    "no operators": "no operators",
+    "intermediate out of range": "intermediate tensor",
+    "conv with one input": "needs at least 2",
+    "operator without inputs": "needs at least 1",
+    "options missing": "has no Conv2DOptions",
+    "options of the wrong type": "Pool2DOptions, expected Conv2DOptions",
+    "use before define": "before it is defined",
+    "reads its own output": "reads its own output",
+    "two writers": "already writes",
+    "huge dimension": "more elements than TFLM's int can count",
+    "offline buffer 9999": "names buffer 9999",
+    "offline negative offset": "offset -5",
+    "offline wrong length": "bytes long",
+    "weights shorter than tensor": "truncated weights",
+    "output never written": "never written",
+    "control flow names a missing subgraph": "not another subgraph",
+}
+
+
+def _cli(capfd, args: list[str]) -> tuple[int, list[str], str]:
+    rc = main(args)
+    out, err = capfd.readouterr()
+    return rc, err.strip().splitlines(), out
+
+
+def _assert_refused(rc: int, lines: list[str], message: str, out_dir: Path) -> None:
+    assert rc == 2, lines
+    assert len(lines) == 1 and lines[0].startswith("tinyseg: error:"), lines
+    assert message in lines[0], lines
+    assert not any(out_dir.iterdir()), list(out_dir.iterdir())
+
+
+# ---------------------------------------------------------------- malformed models
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+def test_malformed_model_refused_by_every_command(tmp_path: Path, capfd, kind: str) -> None:
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(model_to_bytes(_mutate(kind)))
+    good = tmp_path / "good.tflite"
+    save_model(_base(), good)
+    out = tmp_path / "out"
+    out.mkdir()
+    for args in (
+        ["analyze", str(bad), "--json", str(out / "a.json"), "--csv", str(out / "csv"), "--plot", str(out / "p.png")],
+        ["optimize", str(bad), "-o", str(out / "o.tflite"), "--report", str(out / "r.json"), "-q"],
+        ["verify", str(good), str(bad)],
+        ["verify", str(bad), str(good)],
+    ):
+        rc, lines, _ = _cli(capfd, args)
+        _assert_refused(rc, lines, MALFORMED[kind], out)
+
+
+def test_parse_model_refuses_each_malformed_model() -> None:
+    for kind, message in MALFORMED.items():
+        with pytest.raises(TinySegError, match=message.replace("(", r"\(")):
+            parse_model(model_to_bytes(_mutate(kind)), kind)
+
+
+def test_mutations_are_the_only_defect() -> None:
+    """The base model passes validation and TFLM loads it: each case above fails for its own reason."""
+    data = model_to_bytes(_base())
+    parse_model(data)
+    tflm.check_loads(data)
+
+
+def test_special_files_are_refused_without_hanging(tmp_path: Path, capfd) -> None:
+    fifo = tmp_path / "fifo.tflite"
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+    out.mkdir()
+    for path in ("/dev/zero", str(fifo)):
+        for args in (["analyze", path], ["optimize", path, "-o", str(out / "o.tflite")], ["verify", path, path]):
+            rc, lines, _ = _cli(capfd, args)
+            _assert_refused(rc, lines, "not a regular file", out)
+
+
+# ---------------------------------------------------------------- models TFLM refuses (point 4, 5)
+
+
+@pytest.mark.parametrize("build, reason, tflm_says", [
+    (hybrid_model, "hybrid models are not supported", "Hybrid models are not supported"),
+    (float16_model, "float16 weights are not supported", "dequantize"),
+])
+def test_analyze_is_not_exact_where_tflm_refuses(tmp_path: Path, capfd, build, reason: str, tflm_says: str) -> None:
+    m = build()
+    data = model_to_bytes(m)
+    with pytest.raises(TinySegError, match=tflm_says):  # the real interpreter refuses it in Prepare
+        tflm.check_loads(data)
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    rc, _, out = _cli(capfd, ["analyze", str(path), "--json"])
+    d = json.loads(out)
+    assert rc == 0 and d["exact"] is False
+    assert any(reason in r for r in d["not_exact_because"]), d["not_exact_because"]
+    rc, _, out = _cli(capfd, ["analyze", str(path)])
+    assert "exact: false" in out and reason in out and "NOT exact" in out
+
+
+def test_static_refusals_agree_with_the_interpreter() -> None:
+    """Where tflm_refusals finds nothing TFLM loads the model; where it finds something TFLM refuses it."""
+    cases = [hybrid_model(), float16_model(), custom_op_model(), synth.tiny_unet_like(),
+             synth.random_unet(3, "FLOAT32"), synth.random_unet(4, "INT8")]
+    for m in cases:
+        data = model_to_bytes(m)
+        refused = bool(tflm_refusals(build_graph(m)))
+        try:
+            tflm.check_loads(data)
+            loads = True
+        except TinySegError:
+            loads = False
+        assert loads != refused, (tflm_refusals(build_graph(m)),)
+
+
+def test_optimize_refuses_before_searching(tmp_path: Path, capfd, monkeypatch) -> None:
+    import tinyseg_plugin.optimizer as optimizer
+
+    def no_search(*a, **k):
+        raise AssertionError("the search ran on a model TFLM refuses")
+
+    monkeypatch.setattr(optimizer, "optimize", no_search)
+    out = tmp_path / "out"
+    out.mkdir()
+    for build, message in ((hybrid_model, "hybrid"), (float16_model, "float16")):
+        path = tmp_path / "m.tflite"
+        save_model(build(), path)
+        for extra in ([], ["--unverified"]):  # TFLM refuses it outright: --unverified does not help
+            rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite"), *extra])
+            _assert_refused(rc, lines, message, out)
+            assert "TFLM refuses" in lines[0]
+
+
+def test_optimize_refuses_a_model_tflm_cannot_load_before_searching(tmp_path: Path, capfd, monkeypatch) -> None:
+    """A refusal the static mirror does not know (here: a SOFTMAX on int32) still stops optimize first."""
+    import tinyseg_plugin.optimizer as optimizer
+
+    monkeypatch.setattr(optimizer, "optimize", lambda *a, **k: (_ for _ in ()).throw(AssertionError("searched")))
+    b = ModelBuilder(dtype="FLOAT32")
+    x = b._tensor([1, 16], "INT32", "x")
+    b.inputs.append(x)
+    y = b._tensor([1, 16], "INT32", "y")
+    b._op("SOFTMAX", [x], [y], fb.BuiltinOptions.SoftmaxOptions, fb.SoftmaxOptionsT())
+    path = tmp_path / "m.tflite"
+    save_model(b.build([y]), path)
+    out = tmp_path / "out"
+    out.mkdir()
+    rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite")])
+    _assert_refused(rc, lines, "TFLM cannot load the model", out)
+    assert "nothing to optimize" in lines[0]
+
+
+# ---------------------------------------------------------------- custom operators (point 6)
+
+
+def test_custom_operator_blocks_verification_and_unverified_mode_says_so(tmp_path: Path, capfd) -> None:
+    path = tmp_path / "custom.tflite"
+    save_model(custom_op_model(), path)
+    out = tmp_path / "out"
+    out.mkdir()
+    rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite"), "-q"])
+    _assert_refused(rc, lines, "'Convolution2DTransposeBias' is a custom operator TFLM does not ship", out)
+    assert "--unverified" in lines[0]
+    rc, _, text = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite"), "--report", str(out / "r.json"),
+                               "-q", "--unverified"])
+    assert rc == 0
+    assert "UNVERIFIED" in text
+    rep = json.loads((out / "r.json").read_text())
+    assert rep["verified"] is None and rep["verification"].startswith("UNVERIFIED")
+    assert rep["optimized"]["head"] < rep["original"]["head"]
+    rc, _, out_json = _cli(capfd, ["analyze", str(path), "--json"])
+    d = json.loads(out_json)
+    assert not d["exact"] and any("Convolution2DTransposeBias" in r for r in d["not_exact_because"])
+    rc, lines, _ = _cli(capfd, ["verify", str(path), str(out / "o.tflite")])
+    assert rc == 2 and len(lines) == 1 and "Convolution2DTransposeBias" in lines[0]
+
+
+# ---------------------------------------------------------------- TFLM in a child process (point 9)
+
+
+def test_a_tflm_crash_is_a_clean_error() -> None:
+    """OfflineMemoryAllocation naming buffer 9999 makes TFLM itself segfault: the child dies, not the tool."""
+    data = model_to_bytes(_mutate("offline buffer 9999"))
+    with pytest.raises(TinySegError, match=r"TFLM crashed \(SIGSEGV\) while loading the model"):
+        tflm.check_loads(data)
+
+
+def test_a_slow_tflm_run_is_stopped_and_said(tmp_path: Path, capfd) -> None:
+    """The time limit bounds every TFLM run (a float LSTM under WHILE runs for minutes in TFLM)."""
+    data = model_to_bytes(synth.tiny_unet_like())
+    with pytest.raises(TinySegError, match="did not finish .* within 0.01 s"):
+        tflm.run_many(data, [[np.zeros((1, 80, 120, 3), np.int8)]], seconds=0.01)
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    out = tmp_path / "out"
+    out.mkdir()
+    rc, lines, _ = _cli(capfd, ["verify", str(path), str(path), "--time-limit", "0.01"])
+    _assert_refused(rc, lines, "--time-limit", out)
+
+
+def test_an_uncalled_second_subgraph_is_not_claimed_exact(tmp_path: Path, capfd) -> None:
+    """TFLM prepares every subgraph; one holding a TRANSPOSE_CONV that nothing calls crashes it (SIGSEGV).
+    analyze must not claim exactness; optimize and verify refuse with one line."""
+    import copy
+
+    m = synth.tiny_unet_like()
+    m.subgraphs.append(copy.deepcopy(m.subgraphs[0]))
+    data = model_to_bytes(m)
+    with pytest.raises(TinySegError, match="SIGSEGV"):
+        tflm.check_loads(data)
+    path = tmp_path / "two.tflite"
+    path.write_bytes(data)
+    rc, _, out = _cli(capfd, ["analyze", str(path), "--json"])
+    d = json.loads(out)
+    assert rc == 0 and not d["exact"] and any("subgraph 1" in r for r in d["not_exact_because"])
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    for args in (["optimize", str(path), "-o", str(out_dir / "o.tflite")], ["verify", str(path), str(path)]):
+        rc, lines, _ = _cli(capfd, args)
+        _assert_refused(rc, lines, "TFLM crashed (SIGSEGV)", out_dir)
