@@ -24,7 +24,7 @@ from tinyseg_plugin.analysis import analyze_graph
 from tinyseg_plugin.coldrange import cold_ranges
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.kernels import Target
+from tinyseg_plugin.kernels import Arch
 from tinyseg_plugin.passes.fuse import fuse_concat, fuse_conv
 from tinyseg_plugin.passes.spill import SpillPlan, apply_spill, partial_plan
 from tinyseg_plugin.tflm_install import EXPECTED_FILES, INSTALL_DIR, STAMP, install
@@ -339,7 +339,7 @@ def _run_e2e(exe: Path, model: Path, inputs: Path, out: Path) -> dict[str, int]:
 # tinyseg_e2e is an x86-64 Makefile build of a TFLM with TinySeg installed, running a
 # RecordingMicroInterpreter: the tail profile of that build (host64-make-recording, which
 # tests/test_kernel_rules.py checks against the arena probe, plus TinySeg's patches).
-E2E_BUILD = Target("host64-make-recording-tinyseg", 8)
+E2E_BUILD = Arch("host64-make-recording-tinyseg", 8)
 
 
 def _assert_as_analyzed(got: dict[str, int], model: Path, kernels: str = "reference") -> None:
