@@ -22,14 +22,25 @@ demo: setup
 	$(BIN)/tinyseg analyze $(MODEL) --plot $(OUT)/tiny_unet_plan.png --json $(OUT)/tiny_unet_analysis.json
 	$(BIN)/tinyseg optimize $(MODEL) -o $(OUT)/tiny_unet_opt.tflite --report $(OUT)/tiny_unet_report.json --plot $(OUT)/tiny_unet_opt_plan.png
 
-test: test-native test-python
+# The whole suite (scripts/test.sh): Debian packages, the third-party trees from
+# ../shared/third_party unpacked into $(TINYSEG_BUILD_ROOT)/third_party (TFLM_DIR,
+# TFLITE_TOOLS_DIR, ARDUINO_MBED_CORE_DIR; a value you set wins), the C++ core's suite,
+# then the Python suite even when the first failed; non-zero exit if either failed.
+TINYSEG_BUILD_ROOT ?= $(abspath ..)/.tinyseg-build/$(notdir $(CURDIR))
+export TINYSEG_BUILD_ROOT
+
+test:
+	bash scripts/install-native-deps.sh
+	$(MAKE) setup
+	PYTHON_BIN=$(BIN)/python bash scripts/test.sh
 
 test-python: setup
-	$(BIN)/python -m pytest -q
+	bash scripts/install-native-deps.sh
+	eval "$$(bash scripts/third-party-env.sh)" && $(BIN)/python -m pytest -q -rfEs
 
 test-native:
 	bash scripts/install-native-deps.sh
-	bash tflm_ops/run_tests.sh
+	TINYSEG_BUILD_DIR=$${TINYSEG_BUILD_DIR:-$(TINYSEG_BUILD_ROOT)/native} bash tflm_ops/run_tests.sh
 
 clean:
 	rm -rf $(VENV) $(OUT) build

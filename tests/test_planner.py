@@ -1,4 +1,4 @@
-"""The planner's head equals the real TFLM interpreter's, byte for byte; the tail estimate is close."""
+"""The planner's head and tail estimate equal the real TFLM interpreter's, byte for byte."""
 from __future__ import annotations
 
 import struct
@@ -12,8 +12,6 @@ from tinyseg_plugin.modelio import load_model, model_to_bytes
 from tinyseg_plugin.planner import greedy_place, plan_model
 from tinyseg_plugin.schema import fb
 
-TAIL_TOLERANCE = 0.10
-
 
 @pytest.mark.parametrize("name", sorted(SHARED_FIGURES))
 def test_shared_models_match_tflm(name: str) -> None:
@@ -24,7 +22,7 @@ def test_shared_models_match_tflm(name: str) -> None:
     plan = plan_model(load_model(path))
     assert plan.exact
     assert plan.head == real.head
-    assert abs(plan.tail.total - real.tail) <= TAIL_TOLERANCE * real.tail
+    assert plan.tail.total == real.tail
 
 
 def test_tiny_unet_matches_tflm(tiny_unet) -> None:
@@ -32,12 +30,11 @@ def test_tiny_unet_matches_tflm(tiny_unet) -> None:
     assert real.head == 307_200  # the figure the issue was filed with
     plan = plan_model(load_model(tiny_unet))
     assert plan.head == real.head == 307_200
-    assert abs(plan.tail.total - real.tail) <= TAIL_TOLERANCE * real.tail
+    assert plan.tail.total == real.tail
 
 
 def test_property_random_unets_match_tflm() -> None:
-    """200 random encoder/decoder models (int8 and float32, long skips): head exact, tail within 10%."""
-    worst = 0.0
+    """200 random encoder/decoder models (int8 and float32, long skips): head and tail exact."""
     dtypes = {"INT8": 0, "FLOAT32": 0}
     for seed in range(200):
         m = synth.random_unet(seed)
@@ -45,11 +42,8 @@ def test_property_random_unets_match_tflm() -> None:
         real = tflm.arena_usage(model_to_bytes(m))
         plan = plan_model(m)
         assert plan.head == real.head, f"seed {seed}: planned {plan.head}, TFLM {real.head}"
-        err = abs(plan.tail.total - real.tail) / real.tail
-        worst = max(worst, err)
-        assert err <= TAIL_TOLERANCE, f"seed {seed}: tail {plan.tail.total} vs {real.tail}"
+        assert plan.tail.total == real.tail, f"seed {seed}: tail {plan.tail.total} vs {real.tail}"
     assert dtypes["INT8"] > 50 and dtypes["FLOAT32"] > 20
-    print(f"worst tail error over 200 random models: {worst:.1%}")
 
 
 def fb_type(m: "fb.ModelT") -> str:

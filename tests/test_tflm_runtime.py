@@ -6,8 +6,8 @@ With TFLM_DIR (a TFLM 90b983c checkout holding its third-party downloads): the c
 copied to a temporary directory, installed into, built with TFLM's make, the kernel tests
 run as TFLM make test targets (on the host, and for a Cortex-M7 under qemu-arm with the
 reference and the CMSIS-NN kernels), and tests/tflm_e2e/tinyseg_e2e runs original and
-optimized models on the same random inputs -- bit-identical outputs, and the arena head the
-patched TFLM reports equals the planner's.
+optimized models on the same random inputs -- bit-identical outputs, and the arena head, tail
+and persistent buffers the patched TFLM reports equal what `tinyseg analyze` says for that build.
 """
 from __future__ import annotations
 
@@ -20,17 +20,19 @@ from pathlib import Path
 import pytest
 
 from tinyseg_plugin import customops, modelio, optimizer, synth
+from tinyseg_plugin.analysis import analyze_graph
 from tinyseg_plugin.coldrange import cold_ranges
 from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.kernels import Arch
 from tinyseg_plugin.passes.fuse import fuse_concat, fuse_conv
 from tinyseg_plugin.passes.spill import SpillPlan, apply_spill, partial_plan
-from tinyseg_plugin.planner import plan_graph
 from tinyseg_plugin.tflm_install import INSTALL_DIR, install
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_UNET = ROOT / "examples" / "models" / "tiny_unet.tflite"
 sys.path.insert(0, str(ROOT / "tests" / "tflm_e2e"))
 import build_e2e  # noqa: E402  (tests/tflm_e2e/build_e2e.py)
+import test_band_exact  # noqa: E402  (its geometries, run through the real kernel here)
 
 # The TFLM files the installer changes in an upstream make tree.
 CHANGED = ["tensorflow/lite/micro/kernels/transpose_conv.cc", "tensorflow/lite/micro/kernels/cmsis_nn/transpose_conv.cc",
@@ -153,6 +155,30 @@ def _run_e2e(exe: Path, model: Path, inputs: Path, out: Path) -> dict[str, int]:
     return {k: int(v) for k, v in (line.split() for line in r.stdout.splitlines() if line)}
 
 
+# tinyseg_e2e is an x86-64 Makefile build of a TFLM with TinySeg installed, running a
+# RecordingMicroInterpreter: the tail profile of that build (host64-make-recording, which
+# tests/test_kernel_rules.py checks against the arena probe, plus TinySeg's patches).
+E2E_BUILD = Arch("host64-make-recording-tinyseg", 8)
+
+
+def _assert_as_analyzed(got: dict[str, int], model: Path, kernels: str = "reference") -> None:
+    """What TFLM reported for `model` is what `tinyseg analyze` says for the e2e build: the head,
+    the tail, and the persistent buffers (the kernels' Init/Prepare allocations, analyze's
+    kernel_data, plus the interpreter's input and output pointer arrays)."""
+    graph = build_graph(modelio.load_model(model))
+    plan = analyze_graph(graph, kernels, E2E_BUILD).plan
+    assert got["head"] == plan.head, f"{model.name}: head {got['head']}, analyze {plan.head}"
+    assert got["tail"] == plan.tail.total, f"{model.name}: tail {got['tail']}, analyze {plan.tail.total}"
+    # The io category is the two pointer arrays (8 bytes a pointer, each 16-byte aligned) and the
+    # TfLiteTensors with their quantization that TFLM reports on their own lines.
+    pointer_arrays = plan.tail.io_tensors - got["persistent_tensors"] - got["persistent_quantization"]
+    pointers = 8 * (len(graph.inputs) + len(graph.outputs))
+    assert pointers <= pointer_arrays < pointers + 32, (model.name, pointer_arrays)
+    assert got["persistent_buffers"] == plan.tail.kernel_data + pointer_arrays, (
+        f"{model.name}: persistent buffers {got['persistent_buffers']}, analyze kernel_data "
+        f"{plan.tail.kernel_data} + pointer arrays {pointer_arrays}")
+
+
 @pytest.mark.parametrize("variant", ["optimized", "spill_restore", "spill_concat_channels",
                                      "partial_rows", "partial_concat_rows"])
 def test_end_to_end_bit_identical_and_planned_head(e2e_exe: Path, variants: dict, tmp_path: Path,
@@ -166,8 +192,8 @@ def test_end_to_end_bit_identical_and_planned_head(e2e_exe: Path, variants: dict
         want = _run_e2e(e2e_exe, TINY_UNET, inputs, tmp_path / "want.bin")
         got = _run_e2e(e2e_exe, model, inputs, tmp_path / "got.bin")
         assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
-        assert want["head"] == plan_graph(build_graph(modelio.load_model(TINY_UNET))).head
-        assert got["head"] == plan_graph(build_graph(modelio.load_model(model))).head
+        _assert_as_analyzed(want, TINY_UNET)
+        _assert_as_analyzed(got, model)
         assert got["spills"] == 2  # one per inference, two inferences
         assert got["fetched_bytes"] == got["spilled_bytes"]
     if variant == "optimized":
@@ -229,9 +255,60 @@ def test_end_to_end_synthetic(e2e_exe: Path, tmp_path: Path, case: str) -> None:
     want = _run_e2e(e2e_exe, original, inputs, tmp_path / "want.bin")
     got = _run_e2e(e2e_exe, variant, inputs, tmp_path / "got.bin")
     assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
-    assert want["head"] == plan_graph(g).head
-    assert got["head"] == plan_graph(build_graph(modelio.load_model(variant))).head
+    _assert_as_analyzed(want, original)
+    _assert_as_analyzed(got, variant)
     assert got["head"] < want["head"]
+
+
+def _band_case_graphs(case, band_rows: int):
+    """test_band_exact's geometry as a real model: the fetched operand is an activation spilled
+    over its cold range, fused into the CONV_2D as FetchingConv2D with bands of band_rows."""
+    b = synth.ModelBuilder(dtype="INT8", seed=case.seed, act_zero_point=case.zero_point)
+    x = b.input([1, case.h, case.w, 3])
+    skip = b.conv(x, case.c_fetch, k=1)
+    res = b.conv(b.conv(x, case.c_res, k=1), case.c_res, k=1)
+    cat = b.concat([skip, res] if case.fetched_first else [res, skip], axis=3)
+    y = b.conv(cat, case.c_out, k=case.k, stride=case.stride, padding=case.padding, relu=case.relu,
+               dilation=case.dilation)
+    g = build_graph(b.build([y]))
+    cr = cold_ranges(g)[skip]
+    spilled = apply_spill(g, SpillPlan(skip, cr.start, cr.end), slot=0)
+    fetch = next(op.index for op in spilled.operators if op.opcode == customops.FETCHING)
+    concat = fuse_concat(spilled, fetch)
+    assert concat is not None
+    fetch = next(op.index for op in concat.operators if op.opcode == customops.FETCHING)
+    fused = fuse_conv(concat, fetch, band_rows=band_rows)
+    assert fused is not None and any(op.opcode == customops.FETCHING_CONV_2D for op in fused.operators)
+    return g, fused
+
+
+@pytest.mark.parametrize("case", test_band_exact.CASES, ids=str)
+def test_fetching_conv_band_walk_in_tflm(e2e_exe: Path, tmp_path: Path, case) -> None:
+    """The FetchingConv2D kernel itself, on every geometry of tests/test_band_exact.py and band
+    heights from one row to more than the output: bit-identical to CONCATENATION + CONV_2D, its
+    band buffer (clipped to the input height) as the planner says, bands and reused rows as
+    tinyseg/band.h's walk gives them."""
+    out_h = test_band_exact._out_h(case)
+    original = tmp_path / "original.tflite"
+    inputs = tmp_path / "in.bin"
+    want = None
+    for band_rows in sorted({1, 2, 3, max(1, out_h // 2), out_h, out_h + 5}):
+        g, fused = _band_case_graphs(case, band_rows)
+        if want is None:
+            modelio.save_model(g.model, original)
+            from tinyseg_plugin.verify import random_inputs
+
+            inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 5)))
+            want = _run_e2e(e2e_exe, original, inputs, tmp_path / "want.bin")
+            _assert_as_analyzed(want, original)
+        variant = tmp_path / f"bands{band_rows}.tflite"
+        modelio.save_model(fused.model, variant)
+        got = _run_e2e(e2e_exe, variant, inputs, tmp_path / "got.bin")
+        assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes(), band_rows
+        _assert_as_analyzed(got, variant)  # the head: the band buffer as the planner sizes it
+        rows = min(band_rows, out_h)
+        assert got["bands"] == 2 * -(-out_h // rows), band_rows  # two inferences
+        assert got["fetched_bytes"] == got["spilled_bytes"], band_rows  # every image row fetched once
 
 
 # ---------------------------------------------------------------- the same with CMSIS-NN kernels
@@ -265,8 +342,8 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
     _run_e2e(e2e_exe, TINY_UNET, inputs, tmp_path / "reference.bin")
     assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
     assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "reference.bin").read_bytes()
-    assert want["head"] == plan_graph(g, "cmsis-nn").head
-    assert got["head"] == plan_graph(build_graph(modelio.load_model(model)), "cmsis-nn").head
+    _assert_as_analyzed(want, TINY_UNET, "cmsis-nn")
+    _assert_as_analyzed(got, model, "cmsis-nn")
     assert got["head"] < want["head"]
 
 

@@ -352,6 +352,11 @@ _SIZES: dict[str, dict] = {
         **_LP64, "app": "x86-64 Makefile build, RecordingMicroInterpreter",
         "setup": ((104, 8), (72, 8), (248, 8)), "subgraph_allocations": (16, 8), "compression": False,
     },
+    "host64-make-recording-tinyseg": {  # the same after `tinyseg tflm install` (tests/tflm_e2e)
+        **_LP64, "app": "x86-64 Makefile build with TinySeg installed, RecordingMicroInterpreter",
+        "setup": ((104, 8), (72, 8), (248, 8)), "subgraph_allocations": (16, 8), "compression": False,
+        "tinyseg_installed": True,
+    },
     "cortex-m": {  # firmware: arm-none-eabi Makefile build, plain MicroInterpreter
         **_ILP32, "app": "Cortex-M firmware (Makefile build, MicroInterpreter on an arena, ILP32)",
         "setup": _PLAIN32, "subgraph_allocations": (8, 4), "compression": False,
@@ -361,6 +366,11 @@ _SIZES: dict[str, dict] = {
         "setup": ((52, 4), (44, 4), (124, 4)), "subgraph_allocations": (8, 4), "compression": False,
     },
 }
+
+
+# sizeof(tinyseg_ops::TransposeConvMarker) (tflm_ops/kernels/tinyseg_transpose_conv.h): an enum
+# and an int, on LP64 and ILP32 alike.
+TINYSEG_MARKER_BYTES = 8
 
 
 def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -> Tail:
@@ -413,6 +423,14 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
                 kernel_total += reference.align_up(kset.opdata_bytes(op.opcode, pb, sz["compression"]))
                 kernel_total -= reference.align_up(kset.opdata_bytes(op.opcode, pb))
 
+    if sz.get("tinyseg_installed"):
+        # patches/tflm/000[23]: TRANSPOSE_CONV's OpData (reference and CMSIS-NN) carries a
+        # TinySeg TransposeConvMarker; whether that adds 16 bytes depends on the OpData's size.
+        for _, op in ops:
+            if op.opcode == "TRANSPOSE_CONV":
+                base = kset.opdata_bytes(op.opcode, pb, sz["compression"])
+                kernel_total += reference.align_up(base + TINYSEG_MARKER_BYTES) - reference.align_up(base)
+
     def first_kernel_allocation() -> int:
         """Bytes of the first kernel allocation: all Inits run before any Prepare."""
         for g, op in ops:
@@ -421,6 +439,8 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
                     return rules.persistent_bytes(g, op)  # TinySeg's kernels: taken as 16-byte sized
                 continue
             n = kset.opdata_bytes(op.opcode, pb, sz["compression"])
+            if n and op.opcode == "TRANSPOSE_CONV" and sz.get("tinyseg_installed"):
+                n += TINYSEG_MARKER_BYTES
             if n:
                 return n
         for g, op in ops:

@@ -3,11 +3,14 @@
 // Computes an int8 per-channel CONV_2D over the channel concatenation of a
 // resident tensor and a spilled ("fetched") tensor without ever building the
 // concatenation: the fetched tensor is spilled through the SpillManager
-// (compressed, on a RAM block device), and for each band of output rows the
-// harness asks band.h which input rows the band reads, fetches just those
-// rows with FetchRange, assembles the band buffer (padding rows at the input
-// zero point, then resident | fetched channels in concat order) and convolves
-// the band. The integer arithmetic is TFLM's reference per-channel
+// (compressed, on a RAM block device), and the bands are walked exactly as
+// FetchingConv2D's Eval walks them, with the same functions of band.h: the
+// band buffer is BandBufferBytes (image rows only, clipped to the input
+// height), NextBand says which image rows each band reads and which of the
+// previous band's rows stay in the buffer; only the other rows are fetched
+// (FetchRange) or copied, and the band is convolved as an input of its own
+// rows with the band's top padding, as the kernel hands it to TFLM's
+// convolution. The integer arithmetic is TFLM's reference per-channel
 // convolution written out from its definition:
 //   acc   = bias[oc] + sum filter[oc][ky][kx][ic] * (input - input_zp)
 //   out   = clamp(MultiplyByQuantizedMultiplier(acc, M[oc], shift[oc]) + output_zp)
@@ -162,29 +165,36 @@ int Run(const Spec& s, std::vector<int8_t>* out, int32_t* out_h_ret, int32_t* ou
   const int32_t act_max = 127;
 
   out->assign(static_cast<size_t>(out_h) * out_w * s.c_out, 0);
-  const size_t row_res = static_cast<size_t>(s.w) * s.c_res;
   const size_t row_fetch = static_cast<size_t>(s.w) * s.c_fetch;
   const size_t row_all = static_cast<size_t>(s.w) * cin;
-  std::vector<int8_t> fetched_rows, buf;
+  // The band buffer exactly as FetchingConv2D's Prepare requests it; image rows only.
+  std::vector<int8_t> buf(BandBufferBytes(rows, band, s.w, cin, 1));
+  if (buf.empty()) return 1;
+  std::vector<int8_t> fetched_rows;
   int32_t bands = 0;
-  for (int32_t r0 = 0; r0 < out_h; r0 += band) {
-    const int32_t r1 = std::min(out_h, r0 + band);
-    BandRows br;
-    if (!Ok(InputRowsForBand(rows, out_h, r0, r1, &br))) return 1;
-    const int32_t img = br.in_end - br.in_begin;
-    const int32_t total = br.pad_top + img + br.pad_bottom;
-    if (static_cast<size_t>(total) * row_all != BandBufferBytes(rows, r1 - r0, s.w, cin, 1)) return 1;
-    // Fetch only the band's rows of the spilled tensor.
-    fetched_rows.resize(static_cast<size_t>(img) * row_fetch);
-    if (img > 0 && !Ok(spill.FetchRange(0, br.in_begin * row_fetch, fetched_rows.size(),
-                                        fetched_rows.data()))) {
+  BandStep step;
+  // FetchingConv2D's Eval loop: the same NextBand walk, the same kept rows.
+  for (int32_t r0 = 0; r0 < out_h; r0 = step.r1) {
+    if (!Ok(NextBand(rows, out_h, band, r0 == 0 ? nullptr : &step, &step))) return 1;
+    const int32_t begin = step.rows.in_begin;
+    const int32_t img = step.rows.in_end - begin;
+    if (static_cast<size_t>(img) * row_all > buf.size()) return 3;  // the buffer is too small
+    if (step.kept > 0) {
+      std::memmove(buf.data(), buf.data() + static_cast<size_t>(step.keep_from) * row_all,
+                   static_cast<size_t>(step.kept) * row_all);
+    }
+    // Fetch only the rows not kept, and only the band's rows of the spilled tensor.
+    const int32_t fresh = begin + step.kept;
+    const int32_t n_fresh = step.rows.in_end - fresh;
+    fetched_rows.resize(static_cast<size_t>(n_fresh) * row_fetch);
+    if (n_fresh > 0 && !Ok(spill.FetchRange(0, fresh * row_fetch, fetched_rows.size(),
+                                            fetched_rows.data()))) {
       return 1;
     }
-    buf.assign(static_cast<size_t>(total) * row_all, static_cast<int8_t>(s.in_zp));
-    for (int32_t r = 0; r < img; ++r) {
+    for (int32_t r = 0; r < n_fresh; ++r) {
       for (int32_t x = 0; x < s.w; ++x) {
-        int8_t* dst = &buf[(static_cast<size_t>(br.pad_top + r) * s.w + x) * cin];
-        const int8_t* res = &s.resident[(static_cast<size_t>(br.in_begin + r) * s.w + x) * s.c_res];
+        int8_t* dst = &buf[(static_cast<size_t>(step.kept + r) * s.w + x) * cin];
+        const int8_t* res = &s.resident[(static_cast<size_t>(fresh + r) * s.w + x) * s.c_res];
         const int8_t* fet = &fetched_rows[(static_cast<size_t>(r) * s.w + x) * s.c_fetch];
         if (s.fetched_first) {
           std::memcpy(dst, fet, s.c_fetch);
@@ -195,15 +205,17 @@ int Run(const Spec& s, std::vector<int8_t>* out, int32_t* out_h_ret, int32_t* ou
         }
       }
     }
-    (void)row_res;
-    // Convolve the band: band row 0 is virtual input row r0 * stride - pad_top.
-    for (int32_t oy = r0; oy < r1; ++oy) {
+    // Convolve the band as TFLM's loop does on an input of `img` rows with
+    // step.rows.pad_top rows of top padding: band row by = (oy - r0) * stride -
+    // pad_top + ky * dilation, rows outside [0, img) are padding (contribute 0).
+    for (int32_t oy = r0; oy < step.r1; ++oy) {
       for (int32_t ox = 0; ox < out_w; ++ox) {
         const int32_t x0 = ox * s.stride_w - pad_cols.top;
         for (int32_t oc = 0; oc < s.c_out; ++oc) {
           int32_t acc = 0;
           for (int32_t ky = 0; ky < s.kh; ++ky) {
-            const int32_t by = (oy - r0) * s.stride_h + ky * s.dilation;  // band row
+            const int32_t by = (oy - r0) * s.stride_h - step.rows.pad_top + ky * s.dilation;
+            if (by < 0 || by >= img) continue;  // row padding contributes zero
             for (int32_t kx = 0; kx < s.kw; ++kx) {
               const int32_t ix = x0 + kx * s.dilation;
               if (ix < 0 || ix >= s.w) continue;  // column padding contributes zero

@@ -8,7 +8,10 @@
 // Every run must give the same outputs (spill slots are rewritten and
 // released each inference). Printed lines (sizes in bytes):
 //   head N / tail N / total N   RecordingMicroAllocator's arena sections
-//   persistent_buffers N        tail bytes of AllocatePersistentBuffer (kernels' OpData)
+//   persistent_buffers N        tail bytes of AllocatePersistentBuffer: the kernels' Init and
+//                               Prepare allocations, then the input and output pointer arrays
+//   persistent_tensors N        tail bytes of the input/output TfLiteTensors
+//   persistent_quantization N   tail bytes of their quantization parameters
 //   spills N / spilled_bytes N / encoded_bytes N / fetches N / fetched_bytes N
 //   staged_bytes N / bands N / reused_rows N / erases N
 #include <cstdint>
@@ -211,6 +214,14 @@ int main(int argc, char** argv) {
   const tflite::RecordedAllocation buffers =
       allocator.GetRecordedAllocation(tflite::RecordedAllocationType::kPersistentBufferData);
   printf("persistent_buffers %llu\n", U(buffers.used_bytes));
+  printf("persistent_tensors %llu\n",
+         U(allocator.GetRecordedAllocation(tflite::RecordedAllocationType::kPersistentTfLiteTensorData)
+               .used_bytes));
+  printf("persistent_quantization %llu\n",
+         U(allocator
+               .GetRecordedAllocation(
+                   tflite::RecordedAllocationType::kPersistentTfLiteTensorQuantizationData)
+               .used_bytes));
   const ::tinyseg::SpillStats& s = manager.stats();
   printf("spills %llu\nspilled_bytes %llu\nencoded_bytes %llu\n", U(runtime.stats.spills),
          U(runtime.stats.spilled_bytes), U(s.encoded_bytes));

@@ -37,6 +37,7 @@
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_ops.h"
 #include "tensorflow/lite/micro/micro_context.h"
 #include "tensorflow/lite/micro/micro_log.h"
+#include "tinyseg/band.h"
 
 namespace tflite {
 namespace {
@@ -165,6 +166,18 @@ const FetchedConvOperand* FetchedAt(FetchingConvHeader* h, int32_t position) {
     if (f[i].position == position) return &f[i];
   }
   return nullptr;
+}
+
+// The rows the band logic (tinyseg/band.h) works on: the kernel's height geometry.
+::tinyseg::ConvRows BandGeometry(const FetchingConvHeader* h, int32_t in_h, int32_t kh) {
+  ::tinyseg::ConvRows p;
+  p.input_h = in_h;
+  p.kernel_h = kh;
+  p.stride_h = h->stride_h;
+  p.dilation_h = h->dilation_h;
+  p.padding = h->padding == kTfLitePaddingSame ? ::tinyseg::Padding::kSame
+                                               : ::tinyseg::Padding::kValid;
+  return p;
 }
 
 // The tensors Prepare looks at, released together.
@@ -331,12 +344,14 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
     h->output_offset = 0;
   }
 
-  const size_t elem = tinyseg_ops::ElementBytes(type);
-  const int64_t rows_in = static_cast<int64_t>(kh - 1) * h->dilation_h + 1 +
-                          static_cast<int64_t>(h->stride_h) * (h->band_rows - 1);
-  const int64_t rows = rows_in < in_h ? rows_in : in_h;
-  const size_t band_bytes = static_cast<size_t>(rows) * static_cast<size_t>(in_w) *
-                            static_cast<size_t>(in_c) * elem;
+  // The band buffer: the image rows one band reads, never more than the image.
+  const ::tinyseg::ConvRows rows = BandGeometry(h, in_h, kh);
+  ::tinyseg::PaddingRows pad_rows;
+  TF_LITE_ENSURE(context, ::tinyseg::Ok(::tinyseg::ComputePaddingRows(rows, out_h, &pad_rows)) &&
+                              pad_rows.top == pad.height);
+  const size_t band_bytes = ::tinyseg::BandBufferBytes(
+      rows, h->band_rows, in_w, in_c, static_cast<int32_t>(tinyseg_ops::ElementBytes(type)));
+  TF_LITE_ENSURE(context, band_bytes > 0);
   TF_LITE_ENSURE_STATUS(
       context->RequestScratchBufferInArena(context, band_bytes, &h->band_index));
   return context->RequestScratchBufferInArena(context, h->staging_bytes,
@@ -499,34 +514,27 @@ TfLiteStatus FetchingConvEval(TfLiteContext* context, TfLiteNode* node) {
   CalculateActivationRange(static_cast<TfLiteFusedActivation>(v.h->activation),
                            &params.float_activation_min, &params.float_activation_max);
 
-  const int32_t kh = filter->dims->data[1];
-  const int32_t eff = (kh - 1) * v.h->dilation_h + 1;
-  const int32_t sh = v.h->stride_h;
+  const ::tinyseg::ConvRows rows = BandGeometry(v.h, v.in_h, filter->dims->data[1]);
   const size_t row_bytes = static_cast<size_t>(v.in_w) * v.in_c * v.elem;
   for (int32_t b = 0; b < v.batches; ++b) {
-    int32_t have_begin = 0, have_end = 0;  // image rows in the band buffer
-    for (int32_t r0 = 0; r0 < v.out_h; r0 += v.h->band_rows) {
-      const int32_t r1 = v.out_h - r0 < v.h->band_rows ? v.out_h : r0 + v.h->band_rows;
-      const int32_t first = r0 * sh - v.h->pad_h;      // first virtual row read
-      const int32_t last = (r1 - 1) * sh - v.h->pad_h + eff;  // one past the last
-      const int32_t begin = first > 0 ? first : 0;
-      int32_t end = last < v.in_h ? last : v.in_h;
-      if (end < begin) end = begin;
-      int32_t fresh = begin;  // first row not already in the buffer
-      if (have_end > begin && have_begin <= begin) {
-        const int32_t kept = (have_end < end ? have_end : end) - begin;
-        std::memmove(v.band, v.band + static_cast<size_t>(begin - have_begin) * row_bytes,
-                     static_cast<size_t>(kept) * row_bytes);
-        fresh = begin + kept;
-        if (v.rt != nullptr) v.rt->stats.reused_rows += static_cast<uint64_t>(kept);
+    // The band walk of tinyseg/band.h: which image rows each band reads, which
+    // of them the previous band's buffer already holds.
+    ::tinyseg::BandStep band;
+    for (int32_t r0 = 0; r0 < v.out_h; r0 = band.r1) {
+      TF_LITE_ENSURE(context, ::tinyseg::Ok(::tinyseg::NextBand(
+                                  rows, v.out_h, v.h->band_rows, r0 == 0 ? nullptr : &band, &band)));
+      const int32_t begin = band.rows.in_begin;
+      const int32_t end = band.rows.in_end;
+      if (band.kept > 0) {
+        std::memmove(v.band, v.band + static_cast<size_t>(band.keep_from) * row_bytes,
+                     static_cast<size_t>(band.kept) * row_bytes);
+        if (v.rt != nullptr) v.rt->stats.reused_rows += static_cast<uint64_t>(band.kept);
       }
-      TF_LITE_ENSURE_STATUS(AssembleRows(context, node, v, b, begin, fresh, end));
-      have_begin = begin;
-      have_end = end;
-      // The band's own input starts at image row `begin`: shift the top padding.
-      params.padding_values.height = static_cast<int16_t>(v.h->pad_h - r0 * sh + begin);
+      TF_LITE_ENSURE_STATUS(AssembleRows(context, node, v, b, begin, begin + band.kept, end));
+      // The band's own input starts at image row `begin`: its top padding.
+      params.padding_values.height = static_cast<int16_t>(band.rows.pad_top);
       TF_LITE_ENSURE_STATUS(
-          ConvBand(context, v, params, filter, bias, out, b, r0, r1, end - begin));
+          ConvBand(context, v, params, filter, bias, out, b, band.r0, band.r1, end - begin));
       if (v.rt != nullptr) ++v.rt->stats.bands;
     }
   }

@@ -100,8 +100,12 @@ TEST(BandRowsMatchBruteForce) {
                 // Band buffer rows = padding + input rows = formula.
                 const int rows = b.pad_top + (b.in_end - b.in_begin) + b.pad_bottom;
                 CHECK_EQ(rows, (vmax - vmin + 1));
+                // The buffer holds the image rows only: every band fits.
+                const int stored = rows < in_h ? rows : in_h;
+                CHECK_EQ(BandBufferRows(p, r1 - r0), stored);
                 CHECK_EQ(BandBufferBytes(p, r1 - r0, 7, 3, 2),
-                         static_cast<size_t>(rows) * 7 * 3 * 2);
+                         static_cast<size_t>(stored) * 7 * 3 * 2);
+                CHECK(b.in_end - b.in_begin <= stored);
                 ++cases;
               }
             }
@@ -115,6 +119,68 @@ TEST(BandRowsMatchBruteForce) {
   const ConvRows p{10, 3, 1, 1, Padding::kSame};
   CHECK_STATUS(InputRowsForBand(p, 10, 3, 3, &b), Status::kOutOfRange);
   CHECK_STATUS(InputRowsForBand(p, 10, 0, 11, &b), Status::kOutOfRange);
+}
+
+// FetchingConv2D's walk: a buffer of image-row ids replayed band by band as
+// the kernel does (keep rows, assemble the rest), against the rows each band
+// must hold; the kept rows are all the previous band's rows it reads again.
+TEST(NextBandWalkKeepsAndFetchesTheRightRows) {
+  int walks = 0;
+  for (int in_h = 1; in_h <= 14; ++in_h) {
+    for (int kh = 1; kh <= 5; ++kh) {
+      for (int s = 1; s <= 3; ++s) {
+        for (int d = 1; d <= 3; ++d) {
+          for (int pad = 0; pad < 2; ++pad) {
+            const ConvRows p{in_h, kh, s, d, pad == 0 ? Padding::kSame : Padding::kValid};
+            const int32_t out_h = ComputeOutputHeight(p);
+            if (out_h <= 0) continue;
+            for (int band_rows = 1; band_rows <= out_h + 2; ++band_rows) {
+              const int32_t cap = BandBufferRows(p, band_rows);
+              int buffer[64];
+              for (int& v : buffer) v = -1;
+              BandStep step;
+              int32_t r0 = 0, fetched = 0;
+              for (; r0 < out_h; r0 = step.r1) {
+                const BandStep prev = step;
+                CHECK_OK(NextBand(p, out_h, band_rows, r0 == 0 ? nullptr : &step, &step));
+                CHECK_EQ(step.r0, r0);
+                CHECK_EQ(step.r1, r0 + band_rows < out_h ? r0 + band_rows : out_h);
+                BandRows want;
+                CHECK_OK(InputRowsForBand(p, out_h, step.r0, step.r1, &want));
+                CHECK_EQ(step.rows.in_begin, want.in_begin);
+                CHECK_EQ(step.rows.in_end, want.in_end);
+                CHECK_EQ(step.rows.pad_top, want.pad_top);
+                const int n = step.rows.in_end - step.rows.in_begin;
+                CHECK(n <= cap);
+                CHECK(step.kept >= 0 && step.kept <= n);
+                int expect_kept = 0;
+                if (r0 > 0) {
+                  const int lo = step.rows.in_begin;
+                  const int hi = prev.rows.in_end < step.rows.in_end ? prev.rows.in_end : step.rows.in_end;
+                  if (prev.rows.in_begin <= lo && hi > lo) expect_kept = hi - lo;
+                }
+                CHECK_EQ(step.kept, expect_kept);
+                for (int i = 0; i < step.kept; ++i) buffer[i] = buffer[step.keep_from + i];
+                for (int i = step.kept; i < n; ++i) buffer[i] = step.rows.in_begin + i;
+                fetched += n - step.kept;
+                for (int i = 0; i < n; ++i) CHECK_EQ(buffer[i], step.rows.in_begin + i);
+              }
+              CHECK_EQ(r0, out_h);
+              CHECK_STATUS(NextBand(p, out_h, band_rows, &step, &step), Status::kOutOfRange);
+              CHECK(fetched <= in_h);  // no image row is fetched twice
+              ++walks;
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(walks > 1000);
+  BandStep step;
+  const ConvRows p{10, 3, 1, 1, Padding::kSame};
+  CHECK_STATUS(NextBand(p, 10, 0, nullptr, &step), Status::kInvalidArgument);
+  CHECK_STATUS(NextBand(p, 9, 2, nullptr, &step), Status::kInvalidArgument);  // wrong out_h
+  CHECK_STATUS(NextBand(p, 10, 2, nullptr, nullptr), Status::kInvalidArgument);
 }
 
 TEST(MaxBandRowsMatchesLinearSearch) {

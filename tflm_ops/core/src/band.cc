@@ -67,13 +67,18 @@ Status InputRowsForBand(const ConvRows& p, int32_t output_h, int32_t r0, int32_t
   return Status::kOk;
 }
 
+int32_t BandBufferRows(const ConvRows& p, int32_t rows) {
+  const int32_t eff = EffectiveKernelH(p);
+  if (eff == 0 || rows <= 0) return 0;
+  const int64_t n = static_cast<int64_t>(eff) + static_cast<int64_t>(p.stride_h) * (rows - 1);
+  return n < p.input_h ? static_cast<int32_t>(n) : p.input_h;
+}
+
 size_t BandBufferBytes(const ConvRows& p, int32_t rows, int32_t width,
                        int32_t channels, int32_t elem_size) {
-  const int32_t eff = EffectiveKernelH(p);
-  if (eff == 0 || rows <= 0 || width <= 0 || channels <= 0 || elem_size <= 0) return 0;
-  const uint64_t band_rows = static_cast<uint64_t>(eff) +
-                             static_cast<uint64_t>(p.stride_h) * static_cast<uint64_t>(rows - 1);
-  const uint64_t bytes = band_rows * static_cast<uint64_t>(width) *
+  const int32_t band_rows = BandBufferRows(p, rows);
+  if (band_rows == 0 || width <= 0 || channels <= 0 || elem_size <= 0) return 0;
+  const uint64_t bytes = static_cast<uint64_t>(band_rows) * static_cast<uint64_t>(width) *
                          static_cast<uint64_t>(channels) * static_cast<uint64_t>(elem_size);
   return bytes > static_cast<uint64_t>(SIZE_MAX) ? SIZE_MAX : static_cast<size_t>(bytes);
 }
@@ -85,9 +90,37 @@ int32_t MaxBandRows(const ConvRows& p, int32_t output_h, int32_t width,
   const uint64_t row_bytes = static_cast<uint64_t>(width) * static_cast<uint64_t>(channels) *
                              static_cast<uint64_t>(elem_size);
   const uint64_t budget_rows = static_cast<uint64_t>(budget_bytes) / row_bytes;
+  // The buffer never holds more than the image: with room for all of it, any band fits.
+  if (budget_rows >= static_cast<uint64_t>(p.input_h)) return output_h;
   if (budget_rows < static_cast<uint64_t>(eff)) return 0;
   const uint64_t rows = (budget_rows - eff) / static_cast<uint64_t>(p.stride_h) + 1;
   return rows > static_cast<uint64_t>(output_h) ? output_h : static_cast<int32_t>(rows);
+}
+
+Status NextBand(const ConvRows& p, int32_t output_h, int32_t band_rows,
+                const BandStep* prev, BandStep* out) {
+  if (out == nullptr || band_rows <= 0) return Status::kInvalidArgument;
+  const bool first = prev == nullptr;
+  const BandStep before = first ? BandStep() : *prev;  // prev may alias out
+  const int32_t r0 = first ? 0 : before.r1;
+  if (!first && (before.r0 < 0 || before.r1 <= before.r0 || before.r1 > output_h)) {
+    return Status::kInvalidArgument;
+  }
+  if (r0 == output_h && !first) return Status::kOutOfRange;
+  const int32_t r1 = output_h - r0 < band_rows ? output_h : r0 + band_rows;
+  BandStep step;
+  TINYSEG_RETURN_IF_ERROR(InputRowsForBand(p, output_h, r0, r1, &step.rows));
+  step.r0 = r0;
+  step.r1 = r1;
+  // Rows of the previous band's buffer that this band reads again: they stay.
+  const int32_t begin = step.rows.in_begin, end = step.rows.in_end;
+  const int32_t have_begin = before.rows.in_begin, have_end = before.rows.in_end;
+  if (!first && have_end > begin && have_begin <= begin) {
+    step.keep_from = begin - have_begin;
+    step.kept = (have_end < end ? have_end : end) - begin;
+  }
+  *out = step;
+  return Status::kOk;
 }
 
 }  // namespace tinyseg

@@ -62,8 +62,15 @@ Status ComputePaddingRows(const ConvRows& p, int32_t output_h, PaddingRows* out)
 Status InputRowsForBand(const ConvRows& p, int32_t output_h, int32_t r0, int32_t r1,
                         BandRows* out);
 
+// Image rows the band buffer holds for bands of `rows` output rows: the rows
+// a band of that height reads, effective_kernel + stride * (rows - 1), but
+// never more than the image has (input_h); padding rows are not stored.
+// 0 if the parameters are invalid.
+int32_t BandBufferRows(const ConvRows& p, int32_t rows);
+
 // Band buffer for `rows` output rows:
-//   (effective_kernel + stride * (rows - 1)) * width * channels * elem_size.
+//   BandBufferRows(p, rows) * width * channels * elem_size
+// (FetchingConv2D's band scratch buffer).
 size_t BandBufferBytes(const ConvRows& p, int32_t rows, int32_t width,
                        int32_t channels, int32_t elem_size = 1);
 
@@ -71,6 +78,29 @@ size_t BandBufferBytes(const ConvRows& p, int32_t rows, int32_t width,
 // 0 if even one row does not fit or the parameters are invalid.
 int32_t MaxBandRows(const ConvRows& p, int32_t output_h, int32_t width,
                     int32_t channels, int32_t elem_size, size_t budget_bytes);
+
+// One band of FetchingConv2D's walk over the output rows, top to bottom, in
+// bands of band_rows (the last one may be shorter). The band buffer holds
+// image rows [rows.in_begin, rows.in_end) of the band; before the band is
+// assembled, the previous band's buffer rows [keep_from, keep_from + kept)
+// are moved to buffer rows [0, kept) (they are image rows
+// [in_begin, in_begin + kept)), and only image rows
+// [in_begin + kept, in_end) are copied or fetched. The band's convolution
+// then runs on an input of in_end - in_begin rows with rows.pad_top rows of
+// top padding (rows below in_end are padding or past the image).
+struct BandStep {
+  int32_t r0 = 0;  // output rows [r0, r1)
+  int32_t r1 = 0;
+  BandRows rows;
+  int32_t keep_from = 0;
+  int32_t kept = 0;
+};
+
+// The band that follows `prev` (nullptr: the first band, r0 = 0) of a walk
+// with bands of band_rows output rows. prev may alias out. kOutOfRange when
+// prev was the last band; kInvalidArgument for bad parameters.
+Status NextBand(const ConvRows& p, int32_t output_h, int32_t band_rows,
+                const BandStep* prev, BandStep* out);
 
 }  // namespace tinyseg
 

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# `make test`: the whole suite.
+#   1. Debian packages the native and TFLM tests need (scripts/install-native-deps.sh; root only,
+#      waits for a busy dpkg lock).
+#   2. TFLM_DIR, TFLITE_TOOLS_DIR, ARDUINO_MBED_CORE_DIR from ../shared/third_party unless set
+#      (scripts/third-party-env.sh; build folder outside the source tree).
+#   3. The C++ core (tflm_ops/run_tests.sh), built in $TINYSEG_BUILD_ROOT/native.
+#   4. The Python suite (pytest), whatever step 3 gave.
+# Exit status: non-zero when either suite failed (or step 2 failed).
+# Environment: PYTHON_BIN (default .venv/bin/python), PYTEST_ARGS (extra pytest arguments).
+set -uo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+py="${PYTHON_BIN:-$repo/.venv/bin/python}"
+export TINYSEG_BUILD_ROOT="${TINYSEG_BUILD_ROOT:-$(cd "$repo/.." && pwd)/.tinyseg-build/$(basename "$repo")}"
+t0=$(date +%s)
+
+bash scripts/install-native-deps.sh || echo "test: installing Debian packages failed; tests needing them will skip or fail" >&2
+
+env_rc=0
+tp_env=$(bash scripts/third-party-env.sh) || env_rc=$?
+if [ "$env_rc" -ne 0 ]; then
+  echo "test: unpacking the third-party snapshots failed (exit $env_rc)" >&2
+else
+  eval "$tp_env"
+fi
+
+echo "=== native suite (tflm_ops/run_tests.sh)"
+t1=$(date +%s)
+TINYSEG_BUILD_DIR="${TINYSEG_BUILD_DIR:-$TINYSEG_BUILD_ROOT/native}" bash tflm_ops/run_tests.sh
+native_rc=$?
+t2=$(date +%s)
+
+echo "=== Python suite (pytest)"
+# Temporary files (copies of the TFLM and tflite-tools trees) under the build folder: pytest
+# empties it at the start of each run, and no other pytest run on the machine rotates it away.
+# shellcheck disable=SC2086
+"$py" -m pytest -q -rfEs --durations=15 --basetemp="$TINYSEG_BUILD_ROOT/pytest" ${PYTEST_ARGS:-}
+python_rc=$?
+t3=$(date +%s)
+
+echo
+echo "=== make test summary"
+printf 'native suite  exit %s  %5ss\n' "$native_rc" $((t2 - t1))
+printf 'python suite  exit %s  %5ss\n' "$python_rc" $((t3 - t2))
+printf 'total wall time       %5ss\n' $((t3 - t0))
+[ "$env_rc" -eq 0 ] && [ "$native_rc" -eq 0 ] && [ "$python_rc" -eq 0 ]
