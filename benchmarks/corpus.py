@@ -61,7 +61,7 @@ def measure(path: str, runtime: str) -> dict:
         return row
     t = time.process_time()
     try:
-        r = optimize(g, Options(kernels=runtime))
+        r = optimize(g, Options(runtime=runtime))
         row["opt_cpu_s"] = time.process_time() - t
         row["opt_head"] = r.plan.head
         row["spills"] = len(r.spills)

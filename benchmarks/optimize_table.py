@@ -1,7 +1,7 @@
 """The paper's Tables 3 and 4 on our models: original and optimized arena (TFLM-exact head,
 estimated tail), reduction, bytes spilled per inference, optimizer wall time.
 
-Run: python benchmarks/optimize_table.py [MODEL_DIR] [--kernels reference|cmsis-nn] [--verify]
+Run: python benchmarks/optimize_table.py [MODEL_DIR] [--runtime NAME] [--verify]
 MODEL_DIR holds vnet2d.tflite, attention_unet.tflite, resunet_a.tflite
 (build them with: python examples/models/build.py --all --out MODEL_DIR; needs the [models] extra).
 """
@@ -31,7 +31,7 @@ PAPER = {
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("model_dir", nargs="?", default=None)
-    ap.add_argument("--kernels", default="reference")
+    ap.add_argument("--runtime", default="reference", help="runtime fork whose kernels are planned")
     ap.add_argument("--verify", action="store_true", help="also check each result bit-exact in TFLM (slow for big models)")
     args = ap.parse_args()
     root = Path(__file__).resolve().parent.parent
@@ -46,7 +46,7 @@ def main() -> None:
             continue
         g = build_graph(load_model(p))
         t = time.perf_counter()
-        r = optimize(g, Options(kernels=args.kernels))
+        r = optimize(g, Options(runtime=args.runtime))
         secs = time.perf_counter() - t
         cut = 100.0 * (r.original.head - r.plan.head) / r.original.head
         ok = "-"

@@ -20,7 +20,7 @@ def unet_graph():
 
 
 def test_tiny_unet_reference_reaches_153600_bit_exact(unet_graph) -> None:
-    r = optimize(unet_graph, Options(kernels="reference"))
+    r = optimize(unet_graph, Options(runtime="reference"))
     assert r.original.head == 307_200
     assert r.plan.head <= 153_600
     assert verify(unet_graph, r.graph, runs=3).identical

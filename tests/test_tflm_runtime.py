@@ -335,7 +335,7 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
     (and, for this model, as the reference kernels), head as the planner's cmsis-nn rules say."""
     g = build_graph(modelio.load_model(TINY_UNET))
     model = tmp_path / "opt_cmsis.tflite"
-    modelio.save_model(optimizer.optimize(g, optimizer.Options(kernels="cmsis-nn")).graph.model, model)
+    modelio.save_model(optimizer.optimize(g, optimizer.Options(runtime="cmsis-nn")).graph.model, model)
     inputs = _write_inputs(tmp_path / "in.bin", 0)
     want = _run_e2e(e2e_cmsis, TINY_UNET, inputs, tmp_path / "want.bin")
     got = _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")

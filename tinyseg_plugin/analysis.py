@@ -85,8 +85,8 @@ def _row(graph: Graph, plan: Plan, op_index: int) -> OpRow:
     )
 
 
-def analyze_graph(graph: Graph, kernels: str = "reference", arch: str = "host64", plan: Plan | None = None) -> Analysis:
-    plan = plan or plan_graph(graph, kernels, arch)
+def analyze_graph(graph: Graph, runtime: str = "reference", arch: str = "host64", plan: Plan | None = None) -> Analysis:
+    plan = plan or plan_graph(graph, runtime, arch)
     rows = [_row(graph, plan, i) for i in range(len(graph.operators))]
     peak = None
     if rows:
@@ -135,7 +135,7 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
     return {
         "schema": SCHEMA,
         "model": model_name,
-        "runtime": p.kernels,
+        "runtime": p.runtime,
         "arch": p.arch,
         "exact": a.exact,
         "not_exact_because": a.not_exact_because,

@@ -175,7 +175,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             tflm.check_loads(original, arena_for(graph), seconds=min(args.time_limit, tflm.LOAD_SECONDS))
         except TinySegError as exc:
             raise TinySegError(f"{args.model}: {exc}; nothing to optimize") from None
-    opts = Options(kernels=args.runtime, arch=args.arch, target_bytes=args.target, partial=not args.no_partial,
+    opts = Options(runtime=args.runtime, arch=args.arch, target_bytes=args.target, partial=not args.no_partial,
                    fuse=not args.no_fuse, scratch=not args.no_scratch16,
                    split=not args.no_split)
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.

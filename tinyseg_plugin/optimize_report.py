@@ -23,7 +23,7 @@ def report_dict(r: Result, model: str, output: str, verification, target_bytes: 
         "schema": SCHEMA,
         "model": model,
         "output": output,
-        "runtime": r.plan.kernels,
+        "runtime": r.plan.runtime,
         "arch": r.plan.arch,
         "target_bytes": target_bytes,
         "target_met": None if target_bytes is None else r.plan.head <= target_bytes,

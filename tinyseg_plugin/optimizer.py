@@ -47,7 +47,7 @@ class SpillRecord:
 
 @dataclass
 class Options:
-    kernels: str = "reference"
+    runtime: str = "reference"
     arch: str = "host64"
     target_bytes: int | None = None  # the --target: bytes of head to reach; None: as low as it goes
     partial: bool = True
@@ -68,7 +68,7 @@ class Result:
 
 
 def _plan(g: Graph, o: Options) -> Plan:
-    return plan_graph(g, o.kernels, o.arch)
+    return plan_graph(g, o.runtime, o.arch)
 
 
 def _peak_scopes(plan: Plan) -> list[int]:
@@ -231,7 +231,7 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
     if o.reorder and len(g.operators) > 1:
         from .kernels import ARCHES, KernelRules
 
-        rules = KernelRules(o.kernels, ARCHES[o.arch])
+        rules = KernelRules(o.runtime, ARCHES[o.arch])
         g2 = reorder(g, lambda x: _plan(x, o).head,
                      lambda i: sum(align_up(s) for s in rules.scratch_requests(g, g.operators[i])))
         if g2 is not g:

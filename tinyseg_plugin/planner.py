@@ -77,7 +77,7 @@ class Plan:
     """A memory plan: every buffer with its offset, the head, and the tail estimate."""
 
     graph: Graph
-    kernels: str
+    runtime: str
     arch: str
     buffers: list[Buffer]
     head: int
@@ -243,10 +243,10 @@ def _insert_sorted(placed: list[tuple[int, int]], offset: int, i: int, first: bo
 # ---------------------------------------------------------------- the plan
 
 
-def plan_graph(graph: Graph, kernels: str = "reference", arch: str | Arch = "host64") -> Plan:
+def plan_graph(graph: Graph, runtime: str = "reference", arch: str | Arch = "host64") -> Plan:
     """Plan the whole model behind ``graph`` as TFLM would, and estimate its tail."""
     tgt = ARCHES[arch] if isinstance(arch, str) else arch
-    rules = KernelRules(kernels, tgt)
+    rules = KernelRules(runtime, tgt)
     model = graph.model
     graphs = [graph if s == graph.subgraph else build_graph(model, s) for s in range(len(model.subgraphs))]
     offsets = offline_offsets(model)
@@ -294,11 +294,11 @@ def plan_graph(graph: Graph, kernels: str = "reference", arch: str | Arch = "hos
     ]
     head = max((b.offset + b.size for b in buffers), default=0)
     tail = estimate_tail(graphs, rules, len(scratch))
-    return Plan(graph, kernels, tgt.name, buffers, head, tail, marker.scope, sorted(rules.unknown_ops))
+    return Plan(graph, runtime, tgt.name, buffers, head, tail, marker.scope, sorted(rules.unknown_ops))
 
 
-def plan_model(model: "fb.ModelT", kernels: str = "reference", arch: str = "host64") -> Plan:
-    return plan_graph(build_graph(model), kernels, arch)
+def plan_model(model: "fb.ModelT", runtime: str = "reference", arch: str = "host64") -> Plan:
+    return plan_graph(build_graph(model), runtime, arch)
 
 
 # ---------------------------------------------------------------- the tail
@@ -414,7 +414,7 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
     nodes = phase((sz["node"][0] * len(g.operators), sz["node"][1]) for g in graphs)
     builtin = phase(reference.builtin_data(op, pb, sz.get("builtin_overrides")) for _, op in ops)
     kernel_total = sum(rules.persistent_bytes(g, op) for g, op in ops)
-    kset = KERNEL_SETS[rules.kernels]
+    kset = KERNEL_SETS[rules.runtime]
     if sz["compression"] != kset.default_compression(pb):
         # the kernel rules assume their usual build for this pointer width; compression
         # only changes the size of some kernels' OpData

@@ -140,7 +140,7 @@ def plan_figure(a: Analysis, title: str = ""):
              clip_on=False, zorder=4)
     ax1.set_ylim(0, lay.y_span)
     ax1.set_ylabel("arena offset (KiB)")
-    ax1.set_title(title or f"arena plan: head {p.head:,} B ({p.kernels} kernels)", fontsize=10)
+    ax1.set_title(title or f"arena plan: head {p.head:,} B ({p.runtime} kernels)", fontsize=10)
     ax1.tick_params(labelbottom=False)
     legend = [Line2D([], [], color=HEAD_COLOR, linestyle="--", label=f"head {p.head:,} B"),
               Line2D([], [], color=HEAD_COLOR, marker="v", linestyle="none",

@@ -104,7 +104,7 @@ def _options(options: argparse.Namespace):
         raise PluginError(f"tinyseg: --arch: '{arch}' is not a build profile (choose from: host64, cortex-m)")
     target = getattr(options, "target", None)
     return Options(
-        kernels=runtime,
+        runtime=runtime,
         arch=arch,
         target_bytes=_size(target) if isinstance(target, str) else target,
         partial=not getattr(options, "no_partial", False),
@@ -155,7 +155,7 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
     runs = None if getattr(options, "no_verify", False) else _verify_runs(options)
     graph = _graph(model)
     if opts.target_bytes is not None:
-        head = plan_graph(graph, opts.kernels, opts.arch).head
+        head = plan_graph(graph, opts.runtime, opts.arch).head
         if head <= opts.target_bytes:
             print(f"tinyseg: the model already meets --target {opts.target_bytes:,} B (head {head:,} B); left unchanged")
             return None
@@ -169,7 +169,7 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
             if not v.identical:
                 raise PluginError(f"tinyseg: verification failed: {v.detail}; no output written", EXIT_VERIFY_FAILED)
             print(f"tinyseg: verified: outputs bit-identical to the reordered model in TFLM on {v.runs} random inputs "
-                  f"({opts.kernels} kernels; {v.describe()})")
+                  f"({opts.runtime} kernels; {v.describe()})")
         else:
             print("tinyseg: not verified (--no-verify)")
         out = model_to_bytes(result.graph.model)
@@ -187,7 +187,7 @@ def tflite_tools_analysis(model: bytes, options: argparse.Namespace) -> dict:
 
     opts = _options(options)
     graph = _graph(model)
-    d = to_dict(analyze_graph(graph, opts.kernels, opts.arch))
+    d = to_dict(analyze_graph(graph, opts.runtime, opts.arch))
     spilled = {}
     for op in graph.operators:
         if op.opcode == customops.SPILL:

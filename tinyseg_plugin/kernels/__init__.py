@@ -49,25 +49,25 @@ ARCHES: dict[str, Arch] = {
 class KernelRules:
     """Scratch and persistent rules for one kernel set on one build profile (arch)."""
 
-    kernels: str = "reference"
+    runtime: str = "reference"
     arch: Arch = field(default_factory=lambda: ARCHES["host64"])
     unknown_ops: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        if self.kernels not in KERNEL_SETS:
-            raise TinySegError(f"unknown runtime '{self.kernels}' (choose from: {', '.join(KERNEL_SETS)})")
+        if self.runtime not in KERNEL_SETS:
+            raise TinySegError(f"unknown runtime '{self.runtime}' (choose from: {', '.join(KERNEL_SETS)})")
 
     def scratch_requests(self, graph: Graph, op: Operator) -> list[int]:
         """Bytes of each scratch buffer the operator's kernel requests, in request order."""
         from .. import customops  # the contract module; imported late to keep the layering one-way
 
         if customops.is_tinyseg_op(op):
-            return customops.scratch_requests(graph, op, self.kernels)
+            return customops.scratch_requests(graph, op, self.runtime)
         if op.opcode == "TRANSPOSE_CONV" and op.intermediates:
             marker = customops.transpose_conv_marker(graph, op)
             if marker is not None:
                 return customops.transpose_conv_scratch(graph, op, marker)
-        module = KERNEL_SETS[self.kernels]
+        module = KERNEL_SETS[self.runtime]
         result = module.scratch_requests(graph, op, self.arch.pointer_bytes)
         if result is None:
             self.unknown_ops.add(op.opcode)
@@ -80,4 +80,4 @@ class KernelRules:
 
         if customops.is_tinyseg_op(op):
             return customops.persistent_bytes(graph, op, self.arch.pointer_bytes)
-        return KERNEL_SETS[self.kernels].persistent_bytes(graph, op, self.arch.pointer_bytes)
+        return KERNEL_SETS[self.runtime].persistent_bytes(graph, op, self.arch.pointer_bytes)
