@@ -5,7 +5,7 @@ Always run: install() on fake trees (error paths, all-or-nothing writes, idempot
 With TFLM_DIR (a TFLM 90b983c checkout holding its third-party downloads): the checkout is
 copied to a temporary directory, installed into, built with TFLM's make, the kernel tests
 run as TFLM make test targets (on the host, and for a Cortex-M7 under qemu-arm with the
-reference and the CMSIS-NN kernels), and tests/tflm_e2e/tinyseg_e2e runs original and
+reference and the CMSIS-NN kernels), and the shipped runner (tflm_ops/tools/tinyseg_run) runs original and
 optimized models on the same random inputs -- bit-identical outputs, and the arena head, tail
 and persistent buffers the patched TFLM reports equal what `tinyseg analyze` says for that build.
 """
@@ -149,13 +149,17 @@ def _write_inputs(path: Path, seed: int) -> Path:
 
 
 def _run_e2e(exe: Path, model: Path, inputs: Path, out: Path) -> dict[str, int]:
-    r = subprocess.run([str(exe), str(model), str(inputs), str(out), "--runs", "2"],
+    """Two inferences on the same input (spill slots rewritten and released in between): both
+    batches of outputs land in ``out``, so a second inference that differs shows in the comparison."""
+    twice = out.with_name(out.name + ".in")
+    twice.write_bytes(inputs.read_bytes() * 2)
+    r = subprocess.run([str(exe), str(model), str(twice), str(out), "--batches", "2"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     return {k: int(v) for k, v in (line.split() for line in r.stdout.splitlines() if line)}
 
 
-# tinyseg_e2e is an x86-64 Makefile build of a TFLM with TinySeg installed, running a
+# The runner is an x86-64 Makefile build of a TFLM with TinySeg installed, running a
 # RecordingMicroInterpreter: the tail profile of that build (host64-make-recording, which
 # tests/test_kernel_rules.py checks against the arena probe, plus TinySeg's patches).
 E2E_BUILD = Arch("host64-make-recording-tinyseg", 8)

@@ -371,3 +371,24 @@ def test_an_uncalled_second_subgraph_is_not_claimed_exact(tmp_path: Path, capfd)
     for args in (["optimize", str(path), "-o", str(out_dir / "o.tflite")], ["verify", str(path), str(path)]):
         rc, lines, _ = _cli(capfd, args)
         _assert_refused(rc, lines, "TFLM crashed (SIGSEGV)", out_dir)
+
+
+def test_a_tensor_nothing_writes_is_planned_as_tflm_plans_it() -> None:
+    """Vela's Ethos-U scratch tensors are read by an operator and written by none: TFLM plans them
+    from their first reader on, so validation must accept them (only a read before a later write is
+    out of order), and the planner must agree with the interpreter."""
+    import copy
+
+    from tinyseg_plugin.planner import plan_graph
+
+    m = _base()
+    sg = m.subgraphs[0]
+    cat = _op_named(m, "CONCATENATION")
+    fresh = copy.deepcopy(sg.tensors[cat.inputs[1]])
+    fresh.name = b"scratch_nobody_writes"
+    fresh.buffer = 0
+    sg.tensors.append(fresh)
+    cat.inputs = [cat.inputs[0], len(sg.tensors) - 1] + list(cat.inputs[2:])
+    data = model_to_bytes(m)
+    graph = build_graph(parse_model(data))
+    assert plan_graph(graph).head == tflm.arena_usage(data).head

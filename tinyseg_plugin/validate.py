@@ -191,6 +191,11 @@ def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: st
         raise TinySegError(f"{where}: a tensor is listed twice among the graph inputs")
     defined = set(graph_inputs) | constant | {t for t, raw in enumerate(tensors) if raw.isVariable}
     defined |= {t for t in range(n) if nbytes[t] == 0}
+    # A tensor no operator writes is TFLM's to plan from its first reader on (Vela's Ethos-U scratch
+    # tensors are such): only a read before a later operator's write is out of order.
+    written = {i for op in ops for i in _ints(op.outputs)}
+    unwritten = {t for t in range(n) if t not in written and t not in defined}
+    defined |= unwritten
     writer: dict[int, int] = {}
     for o, op in enumerate(ops):
         code = codes[op.opcodeIndex]
@@ -243,7 +248,7 @@ def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: st
             writer[idx] = o
             defined.add(idx)
     for idx in _ints(sg.outputs):
-        if idx not in defined:
+        if idx not in defined or idx in unwritten:
             raise TinySegError(f"{where}: graph output tensor {idx} is never written")
 
 

@@ -1,9 +1,9 @@
-"""Build tinyseg_e2e (tests/tflm_e2e/tinyseg_e2e.cc) against a TFLM checkout patched by
-``tinyseg tflm install``, with the compiler and flags TFLM's own Makefile uses.
+"""Build the shipped runner (tflm_ops/tools/tinyseg_run.cc, the real-kernel check's program) against
+a TFLM checkout patched by ``tinyseg tflm install``, with the compiler and flags TFLM's own Makefile
+uses, for the tests that run models end to end (with CMSIS-NN kernels too, which the check does not).
 
-A thin wrapper over the shipped builder (tinyseg_plugin/devicecheck.py, which builds the
-real-kernel check's runner tflm_ops/tools/tinyseg_run.cc the same way): microlite, then one
-program linked against it. Nothing is downloaded; the checkout must hold its third-party
+A thin wrapper over the shipped builder (tinyseg_plugin/devicecheck.py): microlite, then the runner
+linked against it. Nothing is downloaded; the checkout must hold its third-party
 downloads already (as for TFLM's own tests).
 
     python tests/tflm_e2e/build_e2e.py --tflm "$TFLM_DIR" [--kernels cmsis_nn]   # prints the executable's path
@@ -20,7 +20,7 @@ from pathlib import Path
 from tinyseg_plugin import devicecheck
 from tinyseg_plugin.errors import TinySegError
 
-SOURCE = Path(__file__).resolve().with_name("tinyseg_e2e.cc")
+SOURCE = Path(__file__).resolve().parents[2] / "tflm_ops" / "tools" / "tinyseg_run.cc"
 MAKEFILE = "tensorflow/lite/micro/tools/make/Makefile"
 KERNELS = ("reference", "cmsis_nn")
 
@@ -64,11 +64,11 @@ def flags(tflm: Path, kernels: str = "reference") -> dict[str, str]:
 
 
 def build(tflm: Path, kernels: str = "reference", jobs: int = 2) -> Path:
-    """microlite (with the TinySeg kernels), then tinyseg_e2e; returns the executable."""
+    """microlite (with the TinySeg kernels), then the runner; returns the executable."""
     tflm = Path(tflm).resolve()
     make_args(kernels)
     make(tflm, "microlite", kernels=kernels, jobs=jobs)  # here, for the full tail of a failing build
-    exe = tflm / "gen" / "tinyseg_e2e" / kernels / "tinyseg_e2e"
+    exe = tflm / "gen" / "tinyseg_run" / kernels / "tinyseg_run"
     try:
         return devicecheck.build_runner(tflm, exe, SOURCE, kernels, jobs)
     except TinySegError as exc:
