@@ -175,7 +175,9 @@ def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: st
             total += size
         q = raw.quantization
         if q is not None and q.scale is not None and len(q.scale) > 0:
-            if q.zeroPoint is not None and len(q.zeroPoint) not in (0, len(q.scale)):
+            # TFLM copies one zero point per scale: fewer would be read past their end; more are
+            # ignored (converters and our own random models write such biases).
+            if q.zeroPoint is not None and 0 < len(q.zeroPoint) < len(q.scale):
                 raise TinySegError(f"{where}: tensor {t} '{_name(raw)}' has {len(q.scale)} scales but "
                                    f"{len(q.zeroPoint)} zero points")
             if len(q.scale) > 1 and len(q.scale) > elements:
