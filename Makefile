@@ -31,7 +31,7 @@ export TINYSEG_BUILD_ROOT
 
 test:
 	bash scripts/install-native-deps.sh
-	$(MAKE) setup
+	$(MAKE) models-deps
 	PYTHON_BIN=$(BIN)/python bash scripts/test.sh
 
 test-python: setup
@@ -45,6 +45,7 @@ test-native:
 clean:
 	rm -rf $(VENV) $(OUT) build
 
-# TensorFlow for examples/models/build.py, at the versions the committed models were built with.
+# TensorFlow for examples/models/build.py, at the versions the committed models were built with
+# (make test installs it too: the real-kernel check runs on the example models it builds).
 models-deps: setup
 	$(BIN)/pip install --quiet tensorflow-cpu==2.21.0 keras==3.15.1
