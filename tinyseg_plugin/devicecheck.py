@@ -235,11 +235,13 @@ def run(exe: Path, model: bytes, batches: list[list[np.ndarray]], arena_size: in
         ipath.write_bytes(b"".join(np.ascontiguousarray(x).tobytes() for batch in batches for x in batch))
         cmd = [str(exe), str(mpath), str(ipath), str(opath), "--batches", str(len(batches)),
                "--arena", str(arena_size), "--storage", str(STORAGE_BYTES)]
+        limit = seconds * max(1, len(batches))  # --time-limit bounds each inference; all run in one process
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
         except subprocess.TimeoutExpired:
-            raise TinySegError(f"TFLM did not finish running {what} within {seconds:g} s (real-kernel check; stopped; "
-                               f"raise the limit with --time-limit if the model is just slow)") from None
+            raise TinySegError(f"TFLM did not finish running {what} on {len(batches)} input(s) within {limit:g} s "
+                               f"({seconds:g} s each; real-kernel check; stopped; raise the limit with --time-limit "
+                               "if the model is just slow)") from None
         except OSError as exc:
             raise TinySegError(f"cannot start the TFLM runner {exe}: {exc.strerror}") from None
         if proc.returncode < 0:
