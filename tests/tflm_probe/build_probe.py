@@ -35,6 +35,11 @@ class ProbeError(RuntimeError):
     """A probe could not be built or run; the message says what to fix."""
 
 
+class ProbeUnavailable(ProbeError):
+    """What the build needs is not on this machine (checkout, downloads, tools): a reason to skip,
+    where any other ProbeError (a failing compile or link) is a failure."""
+
+
 @dataclass(frozen=True)
 class BuildFlags:
     """The compiler and flags TFLM's Makefile uses for one configuration."""
@@ -83,10 +88,10 @@ def _make_env() -> dict[str, str]:
 def check_checkout(tflm_dir: Path, kernels: str, target: str) -> None:
     """Raise ProbeError unless the checkout and tools for this build are present."""
     if not (tflm_dir / MAKEFILE).is_file():
-        raise ProbeError(f"{tflm_dir} is not a TFLM checkout (no {MAKEFILE})")
+        raise ProbeUnavailable(f"{tflm_dir} is not a TFLM checkout (no {MAKEFILE})")
     missing = [d for d in required_downloads(kernels, target) if not (tflm_dir / DOWNLOADS / d).is_dir()]
     if missing:
-        raise ProbeError(
+        raise ProbeUnavailable(
             f"TFLM checkout {tflm_dir} lacks third-party downloads {missing} under {DOWNLOADS}; "
             "place them there by hand (this builder never downloads)"
         )
@@ -95,7 +100,7 @@ def check_checkout(tflm_dir: Path, kernels: str, target: str) -> None:
         tools = ["make", "arm-none-eabi-g++", QEMU]
     absent = [t for t in tools if shutil.which(t) is None]
     if absent:
-        raise ProbeError(f"tools not on PATH: {absent}")
+        raise ProbeUnavailable(f"tools not on PATH: {absent}")
 
 
 def _run(cmd: list[str], cwd: Path, what: str) -> str:
