@@ -3,7 +3,9 @@
 #   1. Debian packages the native and TFLM tests need (scripts/install-native-deps.sh; root only,
 #      waits for a busy dpkg lock).
 #   2. TFLM_DIR, TFLITE_TOOLS_DIR, ARDUINO_MBED_CORE_DIR from ../shared/third_party unless set
-#      (scripts/third-party-env.sh; build folder outside the source tree).
+#      (scripts/third-party-env.sh; build folder outside the source tree); with those, also
+#      TINYSEG_FORK_PROBE (the Arduino library built on the host). TINYSEG_CACHE_DIR (the
+#      real-kernel check's TFLM build) defaults to the build folder.
 #   3. The C++ core (tflm_ops/run_tests.sh), built in $TINYSEG_BUILD_ROOT/native.
 #   4. The Python suite (pytest), whatever step 3 gave.
 # Exit status: non-zero when either suite failed (or step 2 failed).
@@ -24,7 +26,15 @@ if [ "$env_rc" -ne 0 ]; then
   echo "test: unpacking the third-party snapshots failed (exit $env_rc)" >&2
 else
   eval "$tp_env"
+  if [ -n "$tp_env" ]; then
+    # The Arduino library's TFLM built on the host for the `arduino` runtime profile's check
+    # (tests/test_runtime_profiles.py), kept in the build folder so a second run reuses it.
+    export TINYSEG_FORK_PROBE="${TINYSEG_FORK_PROBE:-$TINYSEG_BUILD_ROOT/arduino-probe}"
+  fi
 fi
+# The real-kernel check's cached TFLM build goes to the build folder, not ~/.cache: each clone
+# starts from its own, so the suite measures what a fresh machine does.
+export TINYSEG_CACHE_DIR="${TINYSEG_CACHE_DIR:-$TINYSEG_BUILD_ROOT/cache}"
 
 echo "=== native suite (tflm_ops/run_tests.sh)"
 t1=$(date +%s)

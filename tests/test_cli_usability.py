@@ -111,3 +111,27 @@ def test_analysis_names_the_arch_and_fits_in_100_columns(unet_file: Path, tmp_pa
     assert d["arch"] == "cortex-m" and "target" not in d
     big = [t for t in d["tensors"] if t["offset"] and t["offset"] >= 1000]
     assert big and f"{big[0]['offset']:,}" in text  # offsets with separators, like bytes
+
+
+def test_nothing_to_gain_writes_the_input_unchanged_without_running_tflm(tmp_path: Path, capsys, monkeypatch) -> None:
+    """One convolution: no pass can lower its arena, so the output is the input, byte for byte, and
+    verification (two TFLM runs per input, the whole cost on big models) is not needed."""
+    from tinyseg_plugin import synth, verify as verify_mod
+    from tinyseg_plugin.modelio import save_model
+
+    model, out, report = tmp_path / "one.tflite", tmp_path / "o.tflite", tmp_path / "r.json"
+    save_model(synth.chain(1), model)
+    head = plan_model_head(model)
+
+    def no_verify(*a, **k):
+        raise AssertionError("verification ran on an unchanged model")
+
+    monkeypatch.setattr(verify_mod, "verify", no_verify)
+    assert main(["optimize", str(model), "-o", str(out), "--report", str(report)]) == 0
+    assert out.read_bytes() == model.read_bytes()
+    assert f"no pass lowers the arena of {model} (head {head:,} B): wrote it unchanged" in capsys.readouterr().out
+    r = json.loads(report.read_text())
+    assert r["unchanged"] is True and r["steps"] == [] and "verification" not in r
+    # A --target below what is reachable: still written unchanged, exit 3 with the reason.
+    assert main(["optimize", str(model), "-o", str(out), "--target", str(head - 1), "--force"]) == 3
+    assert f"target {head - 1:,} B not reachable: best head {head:,} B" in capsys.readouterr().err

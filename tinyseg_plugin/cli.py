@@ -168,7 +168,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         plan = plan_graph(graph, args.runtime, args.arch)
         if plan.head <= args.target:
             # Nothing to do: the output is the input, byte for byte; the report says so (no steps).
-            return _write_unchanged(args, Result(graph=graph, plan=plan, original=plan))
+            return _write_unchanged(args, Result(graph=graph, plan=plan, original=plan),
+                                    f"the model already meets --target {args.target:,} B (head {plan.head:,} B)")
     if not args.unverified:
         original = model_to_bytes(model)
         try:
@@ -181,6 +182,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.
     progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if not args.quiet and sys.stderr.isatty() else None
     result = optimize(graph, opts, progress)
+    if result.plan.head >= result.original.head and result.plan.total >= result.original.total:
+        # No pass lowers the arena: the output is the input, byte for byte, and needs no verification.
+        from .optimizer import Result
+
+        kept = Result(graph=graph, plan=result.original, original=result.original)
+        return _write_unchanged(args, kept, f"no pass lowers the arena of {args.model} "
+                                            f"(head {result.original.head:,} B)")
     verification = None
     if not args.unverified:
         if progress:
@@ -216,14 +224,12 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     else:
         print("UNVERIFIED: the written model was not checked against the original in TFLM (--unverified)")
     print(f"wrote {args.output}")
-    if args.target is not None and result.plan.head > args.target:
-        print(f"tinyseg: target {args.target:,} B not reachable: best head {result.plan.head:,} B (written)", file=sys.stderr)
-        return EXIT_TARGET_NOT_REACHED
-    return EXIT_OK
+    return _target_status(args, result.plan.head)
 
 
-def _write_unchanged(args: argparse.Namespace, result) -> int:
-    """--target already met: write the input unchanged (and the report and plot of it), say so, exit 0."""
+def _write_unchanged(args: argparse.Namespace, result, why: str) -> int:
+    """Nothing to gain (--target already met, or no pass lowers the arena): write the input
+    unchanged (and the report and plot of it), say why, exit 0."""
     from pathlib import Path
 
     from .modelio import write_all
@@ -241,8 +247,15 @@ def _write_unchanged(args: argparse.Namespace, result) -> int:
                        f"{args.output}: head {result.plan.head:,} B ({args.runtime})")
         files.append((args.plot, png))
     write_all(files)
-    print(f"the model already meets --target {args.target:,} B (head {result.plan.head:,} B): "
-          f"wrote it unchanged to {args.output}")
+    print(f"{why}: wrote it unchanged to {args.output}")
+    return _target_status(args, result.plan.head)
+
+
+def _target_status(args: argparse.Namespace, head: int) -> int:
+    """EXIT_TARGET_NOT_REACHED (with the reason on stderr) when a --target was given and missed."""
+    if args.target is not None and head > args.target:
+        print(f"tinyseg: target {args.target:,} B not reachable: best head {head:,} B (written)", file=sys.stderr)
+        return EXIT_TARGET_NOT_REACHED
     return EXIT_OK
 
 
