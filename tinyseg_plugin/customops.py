@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from flatbuffers import flexbuffers
 
+from .align import align_up
 from .errors import TinySegError
 
 SPILL = "Spill"
@@ -41,6 +42,71 @@ MARKER_NAME = "tinyseg/transpose_conv_scratch"
 
 PADDING = {0: "SAME", 1: "VALID"}
 ACTIVATIONS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
+
+# ---------------------------------------------------------------- the contract's numbers, defined once
+# The C++ kernels read these from tflm_ops/kernels/tinyseg_contract.h, which is generated from this
+# module (`python -m tinyseg_plugin.customops --header`); tests/test_contract.py fails when the
+# committed header differs from what this module generates, or when a kernel spells a key or a
+# limit itself.
+
+MAX_DIMS = 6  # rank of a fetched operand
+MAX_OPERANDS = 4096  # operands of a concatenation, and fetched entries
+MIN_BLOCK_BYTES = 4
+MAX_BLOCK_BYTES = 32768  # tflm_ops/core codec.h kMaxBlockBytes (the header static_asserts the two agree)
+INT16_MAX = (1 << 15) - 1
+INT32_MAX = (1 << 31) - 1
+
+# Integer options: key -> (least, greatest) value a kernel accepts. `axis` of FetchingConv2D is
+# also bounded by CONV_AXIS below.
+INT_LIMITS: dict[str, tuple[int, int]] = {
+    "slot": (0, INT32_MAX),
+    "position": (0, INT32_MAX),
+    "axis": (0, MAX_DIMS - 1),
+    "operands": (1, MAX_OPERANDS),
+    "block": (MIN_BLOCK_BYTES, MAX_BLOCK_BYTES),
+    "stride_h": (1, INT16_MAX),
+    "stride_w": (1, INT16_MAX),
+    "dilation_h": (1, INT16_MAX),
+    "dilation_w": (1, INT16_MAX),
+    "band_rows": (1, INT32_MAX),
+    "dim": (1, INT32_MAX),  # each entry of a fetched operand's shape
+}
+CONV_AXIS = 3  # FetchingConv2D concatenates NHWC operands along channels
+CONV_RANK = 4
+
+# The keys of each operator's FlexBuffers map (quantized_bias_type is optional).
+KEYS: dict[str, tuple[str, ...]] = {
+    SPILL: ("version", "slot", "block"),
+    FETCHING: ("version", "axis", "operands", "block", "fetched"),
+    FETCHING_CONV_2D: ("version", "axis", "operands", "block", "fetched", "padding", "stride_h", "stride_w",
+                       "dilation_h", "dilation_w", "activation", "band_rows", "quantized_bias_type"),
+}
+FETCHED_KEYS = ("position", "slot", "shape")
+
+# dtype rules. Spill and Fetching move bytes of these element types:
+ELEMENT_BYTES: dict[str, int] = {"INT8": 1, "UINT8": 1, "INT16": 2, "INT32": 4, "FLOAT32": 4}
+# FetchingConv2D: (activation type, filter type) pairs it computes, and the bias types of each.
+CONV_TYPES: tuple[tuple[str, str], ...] = (("FLOAT32", "FLOAT32"), ("INT8", "INT8"), ("INT16", "INT8"))
+CONV_BIAS_TYPES: dict[str, tuple[str, ...]] = {"FLOAT32": ("FLOAT32",), "INT8": ("INT32",), "INT16": ("INT32", "INT64")}
+
+# OpData each kernel keeps (persistent_bytes adds them up; the C++ structs static_assert them).
+SPILL_OPDATA_BYTES = 16
+FETCHING_HEADER_BYTES = 32
+FETCHING_CONV_HEADER_BYTES = 64
+FETCHED_FIXED_BYTES = 16  # one fetched operand: 16 bytes and two pointers
+FETCHED_POINTERS = 2
+PER_CHANNEL_BYTES = 4  # FetchingConv2D: one int32 multiplier and one int32 shift per output channel
+
+
+def fetched_operand_bytes(pointer_bytes: int) -> int:
+    return FETCHED_FIXED_BYTES + FETCHED_POINTERS * pointer_bytes
+
+
+def conv_types_supported(activation: str, filter_type: str, bias: str | None) -> bool:
+    """Whether FetchingConv2D computes this convolution (bias None: no bias tensor)."""
+    if (activation, filter_type) not in CONV_TYPES:
+        return False
+    return bias is None or bias in CONV_BIAS_TYPES[activation]
 
 
 @dataclass(frozen=True)
@@ -134,11 +200,33 @@ def _load(op) -> dict:
     return m
 
 
+def _int(m: dict, key: str, limit: str | None = None) -> int:
+    """An integer option within the contract's limits (what the C++ kernel would refuse, refused)."""
+    v = m[key]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"option '{key}' is not an integer")
+    lo, hi = INT_LIMITS[limit or key]
+    if not lo <= v <= hi:
+        raise ValueError(f"option '{key}' = {v} is outside {lo}..{hi}")
+    return v
+
+
 def _fetching(m: dict) -> FetchingOptions:
-    return FetchingOptions(
-        axis=int(m["axis"]), operands=int(m["operands"]), block=int(m["block"]),
-        fetched=tuple(Fetched(int(f["position"]), int(f["slot"]), tuple(int(d) for d in f["shape"])) for f in m["fetched"]),
-    )
+    operands = _int(m, "operands")
+    entries = m["fetched"]
+    if not isinstance(entries, list) or len(entries) > operands:
+        raise ValueError("'fetched' must be a list of at most `operands` entries")
+    fetched = []
+    for f in entries:
+        shape = f["shape"]
+        if not isinstance(shape, list) or not 1 <= len(shape) <= MAX_DIMS:
+            raise ValueError(f"a fetched shape must have rank 1..{MAX_DIMS}")
+        fetched.append(Fetched(_int(f, "position"), _int(f, "slot"),
+                               tuple(_int({"dim": d}, "dim") for d in shape)))
+    positions = [f.position for f in fetched]
+    if any(p >= operands for p in positions) or len(set(positions)) != len(positions):
+        raise ValueError("fetched positions must be distinct and below `operands`")
+    return FetchingOptions(axis=_int(m, "axis"), operands=operands, block=_int(m, "block"), fetched=tuple(fetched))
 
 
 def decode(op) -> SpillOptions | FetchingOptions | FetchingConv2DOptions:
@@ -146,16 +234,21 @@ def decode(op) -> SpillOptions | FetchingOptions | FetchingConv2DOptions:
     m = _load(op)
     try:
         if op.opcode == SPILL:
-            return SpillOptions(slot=int(m["slot"]), block=int(m["block"]))
+            return SpillOptions(slot=_int(m, "slot"), block=_int(m, "block"))
         if op.opcode == FETCHING:
             return _fetching(m)
         if op.opcode == FETCHING_CONV_2D:
-            conv = ConvParams(str(m["padding"]), int(m["stride_h"]), int(m["stride_w"]), int(m["dilation_h"]),
-                              int(m["dilation_w"]), str(m["activation"]))
+            conv = ConvParams(str(m["padding"]), _int(m, "stride_h"), _int(m, "stride_w"), _int(m, "dilation_h"),
+                              _int(m, "dilation_w"), str(m["activation"]))
+            if conv.padding not in PADDING.values() or conv.activation not in ACTIVATIONS.values():
+                raise ValueError(f"padding {conv.padding!r} / activation {conv.activation!r}")
             bias_type = str(m.get("quantized_bias_type", "NONE"))
             if bias_type not in BIAS_TYPES.values():
                 raise ValueError(f"quantized_bias_type {bias_type!r}")
-            return FetchingConv2DOptions(_fetching(m), conv, int(m["band_rows"]), bias_type)
+            fetching = _fetching(m)
+            if fetching.axis != CONV_AXIS or any(len(f.shape) != CONV_RANK for f in fetching.fetched):
+                raise ValueError(f"FetchingConv2D concatenates rank-{CONV_RANK} operands along axis {CONV_AXIS}")
+            return FetchingConv2DOptions(fetching, conv, _int(m, "band_rows"), bias_type)
     except (KeyError, TypeError, ValueError) as exc:
         raise TinySegError(f"operator {op.index} ({op.opcode}): malformed options ({exc})") from None
     raise TinySegError(f"operator {op.index}: {op.opcode} is not a TinySeg operator")
@@ -193,19 +286,32 @@ def scratch_requests(graph, op, kernels: str) -> list[int]:
 
 
 def persistent_bytes(graph, op, pointer_bytes: int) -> int:
-    """OpData each kernel keeps (see docs/custom_ops.md), rounded to 16 bytes."""
+    """OpData each kernel keeps (see docs/custom_ops.md), each allocation rounded to 16 bytes."""
     o = decode(op)
     if isinstance(o, SpillOptions):
-        return 16
-    per_fetched = 16 + 2 * pointer_bytes
+        return align_up(SPILL_OPDATA_BYTES)
+    per_fetched = fetched_operand_bytes(pointer_bytes)
     if isinstance(o, FetchingOptions):
-        return _align(32 + per_fetched * len(o.fetched))
+        return align_up(FETCHING_HEADER_BYTES + per_fetched * len(o.fetched))
     channels = graph.tensors[op.outputs[0]].shape[-1]
-    return _align(64 + per_fetched * len(o.fetching.fetched)) + 2 * _align(4 * channels)
+    return (align_up(FETCHING_CONV_HEADER_BYTES + per_fetched * len(o.fetching.fetched))
+            + 2 * align_up(PER_CHANNEL_BYTES * channels))
 
 
-def _align(n: int) -> int:
-    return (n + 15) // 16 * 16
+def operand_sources(op, o: "FetchingOptions") -> list["Fetched | int"]:
+    """The operand expansion, written once: operand k is the fetched entry whose position is k,
+    otherwise the next in-RAM input (of ``op.inputs``, without FetchingConv2D's filter and bias)."""
+    ram = list(op.inputs if op.opcode == FETCHING else op.inputs[:-2])
+    at = {f.position: f for f in o.fetched}
+    out: list[Fetched | int] = []
+    for k in range(o.operands):
+        if k in at:
+            out.append(at[k])
+        elif ram:
+            out.append(int(ram.pop(0)))
+        else:
+            raise TinySegError(f"operator {op.index} ({op.opcode}): operand {k} is neither fetched nor an input")
+    return out
 
 
 # ---------------------------------------------------------------- TRANSPOSE_CONV marker
@@ -233,3 +339,99 @@ def transpose_conv_scratch(graph, op, marker: ScratchMarker) -> list[int]:
         return [out.elements * 2]
     rows = min(max(marker.band_rows, 1), out.shape[1])
     return [rows * out.shape[2] * out.shape[3] * 4]
+
+
+# ---------------------------------------------------------------- the C++ side of the contract
+
+_TFLITE_TYPE = {"INT8": "kTfLiteInt8", "UINT8": "kTfLiteUInt8", "INT16": "kTfLiteInt16", "INT32": "kTfLiteInt32",
+                "INT64": "kTfLiteInt64", "FLOAT32": "kTfLiteFloat32"}
+
+
+def _cname(key: str) -> str:
+    return "k" + "".join(part.capitalize() for part in key.split("_"))
+
+
+def header() -> str:
+    """tflm_ops/kernels/tinyseg_contract.h: this module's contract as C++14 constants and checks."""
+    out = [
+        "// GENERATED from tinyseg_plugin/customops.py by `python -m tinyseg_plugin.customops --header`.",
+        "// Do not edit: change customops.py and regenerate (tests/test_contract.py checks the two agree).",
+        "// The custom-operator contract, defined once: option keys, limits, dtype rules, OpData sizes.",
+        "#ifndef TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_",
+        "#define TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_",
+        "",
+        "#include <cstddef>",
+        "#include <cstdint>",
+        "",
+        '#include "tensorflow/lite/c/common.h"',
+        "",
+        "namespace tflite {",
+        "namespace tinyseg_ops {",
+        "namespace contract {",
+        "",
+        f"constexpr int kVersion = {CONTRACT_VERSION};",
+        f'constexpr char kSpill[] = "{SPILL}";',
+        f'constexpr char kFetching[] = "{FETCHING}";',
+        f'constexpr char kFetchingConv2D[] = "{FETCHING_CONV_2D}";',
+        "",
+        "// Option keys.",
+    ]
+    keys = sorted({k for ks in KEYS.values() for k in ks} | set(FETCHED_KEYS))
+    out += [f'constexpr char {_cname("key_" + k)}[] = "{k}";' for k in keys]
+    out += ["", "// Integer options: least and greatest accepted value."]
+    for k, (lo, hi) in INT_LIMITS.items():
+        out.append(f"constexpr int64_t {_cname('min_' + k)} = {lo};")
+        out.append(f"constexpr int64_t {_cname('max_' + k)} = {hi};")
+    out += ["", "// The same limits by key (Options::Int looks an option's limits up here).",
+            "struct IntLimit {", "  const char* key;", "  int64_t min;", "  int64_t max;", "};",
+            "constexpr IntLimit kIntLimits[] = {"]
+    out += [f'    {{"{k}", {lo}, {hi}}},' for k, (lo, hi) in INT_LIMITS.items()]
+    out += ["};", ""]
+    out += [
+        f"constexpr int kMaxDims = {MAX_DIMS};",
+        f"constexpr int kConvAxis = {CONV_AXIS};",
+        f"constexpr int kConvRank = {CONV_RANK};",
+        f"constexpr int32_t kMaxFetched = {MAX_OPERANDS};",
+        "",
+        "// OpData bytes.",
+        f"constexpr size_t kSpillOpDataBytes = {SPILL_OPDATA_BYTES};",
+        f"constexpr size_t kFetchingHeaderBytes = {FETCHING_HEADER_BYTES};",
+        f"constexpr size_t kFetchingConvHeaderBytes = {FETCHING_CONV_HEADER_BYTES};",
+        f"constexpr size_t kFetchedOperandBytes = {FETCHED_FIXED_BYTES} + {FETCHED_POINTERS} * sizeof(void*);",
+        f"constexpr size_t kPerChannelBytes = {PER_CHANNEL_BYTES};",
+        f"constexpr size_t kBlockHeaderBytes = {BLOCK_HEADER_BYTES};",
+        "",
+        "// Bytes per element of the types Spill and Fetching move (0: not allowed).",
+        "inline size_t ElementBytes(TfLiteType type) {",
+        "  switch (type) {",
+    ]
+    for t, n in ELEMENT_BYTES.items():
+        out.append(f"    case {_TFLITE_TYPE[t]}: return {n};")
+    out += ["    default: return 0;", "  }", "}", "",
+            "// FetchingConv2D: the activation/filter type pairs it computes.",
+            "inline bool ConvTypes(TfLiteType activation, TfLiteType filter) {",
+            "  return " + " ||\n         ".join(f"(activation == {_TFLITE_TYPE[a]} && filter == {_TFLITE_TYPE[f]})"
+                                               for a, f in CONV_TYPES) + ";",
+            "}", "",
+            "// FetchingConv2D: the bias types each activation type takes.",
+            "inline bool ConvBiasType(TfLiteType activation, TfLiteType bias) {",
+            "  return " + " ||\n         ".join(f"(activation == {_TFLITE_TYPE[a]} && bias == {_TFLITE_TYPE[b]})"
+                                               for a, bs in CONV_BIAS_TYPES.items() for b in bs) + ";",
+            "}", "",
+            "}  // namespace contract",
+            "}  // namespace tinyseg_ops",
+            "}  // namespace tflite",
+            "",
+            "#endif  // TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_",
+            ""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--header"]:
+        print("usage: python -m tinyseg_plugin.customops --header > tflm_ops/kernels/tinyseg_contract.h",
+              file=sys.stderr)
+        sys.exit(2)
+    sys.stdout.write(header())

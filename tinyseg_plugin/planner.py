@@ -18,8 +18,8 @@ from .errors import TinySegError
 from .graph import Graph, build_graph
 from .kernels import ARCHES, Arch, KernelRules
 from .schema import fb
+from .align import ARENA_ALIGNMENT, align_up
 
-ARENA_ALIGNMENT = 16
 OFFLINE_METADATA = "OfflineMemoryAllocation"
 ONLINE = -1
 
@@ -111,10 +111,6 @@ class Plan:
             if top > best_top:
                 best, best_top = s, top
         return best
-
-
-def align_up(n: int, a: int = ARENA_ALIGNMENT) -> int:
-    return (n + a - 1) // a * a
 
 
 # ---------------------------------------------------------------- lifetimes

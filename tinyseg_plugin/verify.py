@@ -50,16 +50,14 @@ def lower(graph: Graph) -> Graph:
         if op.opcode in (customops.FETCHING, customops.FETCHING_CONV_2D):
             o = customops.decode(op)
             fo = o if isinstance(o, customops.FetchingOptions) else o.fetching
-            ram = iter(op.inputs if op.opcode == customops.FETCHING else op.inputs[:-2])
             operands = []
-            for k in range(fo.operands):
-                hit = [f for f in fo.fetched if f.position == k]
-                if hit:
-                    if hit[0].slot not in slots:
-                        raise TinySegError(f"operator {op.index}: fetches slot {hit[0].slot}, which no Spill fills")
-                    operands.append(resolve(slots[hit[0].slot]))
+            for src in customops.operand_sources(op, fo):
+                if isinstance(src, customops.Fetched):
+                    if src.slot not in slots:
+                        raise TinySegError(f"operator {op.index}: fetches slot {src.slot}, which no Spill fills")
+                    operands.append(resolve(slots[src.slot]))
                 else:
-                    operands.append(next(ram))
+                    operands.append(src)
             target = op.outputs[0]
             if op.opcode == customops.FETCHING and len(operands) == 1:
                 alias[target] = operands[0]

@@ -23,7 +23,7 @@ bool Options::Open(const char* op, const char* buffer, size_t length) {
   }
   map_ = root.AsMap();
   int64_t version = 0;
-  if (!Int("version", 0, INT32_MAX, &version)) return false;
+  if (!Int(contract::kKeyVersion, 0, INT32_MAX, &version)) return false;
   if (version != kContractVersion) {
     MicroPrintf("%s: contract version %d, this runtime speaks %d", op,
                 static_cast<int>(version), kContractVersion);
@@ -49,6 +49,14 @@ bool Options::Int(const char* key, int64_t lo, int64_t hi, int64_t* out) const {
   return true;
 }
 
+bool Options::Int(const char* key, int64_t* out) const {
+  for (const contract::IntLimit& limit : contract::kIntLimits) {
+    if (std::strcmp(limit.key, key) == 0) return Int(key, limit.min, limit.max, out);
+  }
+  MicroPrintf("%s: option '%s' has no limits in the contract", op_, key);
+  return false;
+}
+
 bool Options::String(const char* key, const char** out) const {
   const flexbuffers::Reference r = map_[key];
   if (!r.IsString()) {
@@ -60,7 +68,7 @@ bool Options::String(const char* key, const char** out) const {
 }
 
 bool CountFetched(const Options& options, int32_t* count) {
-  const flexbuffers::Reference r = options.map()["fetched"];
+  const flexbuffers::Reference r = options.map()[contract::kKeyFetched];
   if (!r.IsUntypedVector() && !r.IsTypedVector()) {
     MicroPrintf("%s: option 'fetched' missing or not a vector", options.op());
     return false;
@@ -70,7 +78,7 @@ bool CountFetched(const Options& options, int32_t* count) {
     MicroPrintf("%s: option 'fetched' is not a vector of maps", options.op());
     return false;
   }
-  if (n > 4096) {
+  if (n > static_cast<size_t>(contract::kMaxFetched)) {
     MicroPrintf("%s: too many fetched operands", options.op());
     return false;
   }
@@ -93,7 +101,7 @@ bool IntAt(const flexbuffers::Reference& r, int64_t lo, int64_t hi, int64_t* out
 
 bool ReadFetched(const Options& options, int32_t i, FetchedOption* out) {
   const char* op = options.op();
-  const flexbuffers::Vector v = options.map()["fetched"].AsVector();
+  const flexbuffers::Vector v = options.map()[contract::kKeyFetched].AsVector();
   const flexbuffers::Reference e = v[static_cast<size_t>(i)];
   if (!e.IsMap()) {
     MicroPrintf("%s: fetched[%d] is not a map", op, static_cast<int>(i));
@@ -102,13 +110,13 @@ bool ReadFetched(const Options& options, int32_t i, FetchedOption* out) {
   const flexbuffers::Map m = e.AsMap();
   int64_t position = 0;
   int64_t slot = 0;
-  if (!IntAt(m["position"], 0, INT32_MAX, &position) ||
-      !IntAt(m["slot"], 0, INT32_MAX, &slot)) {
+  if (!IntAt(m[contract::kKeyPosition], contract::kMinPosition, contract::kMaxPosition, &position) ||
+      !IntAt(m[contract::kKeySlot], contract::kMinSlot, contract::kMaxSlot, &slot)) {
     MicroPrintf("%s: fetched[%d] needs integer 'position' and 'slot'", op,
                 static_cast<int>(i));
     return false;
   }
-  const flexbuffers::Reference shape = m["shape"];
+  const flexbuffers::Reference shape = m[contract::kKeyShape];
   size_t rank = 0;
   if (shape.IsTypedVector()) {
     rank = shape.AsTypedVector().size();
@@ -128,7 +136,7 @@ bool ReadFetched(const Options& options, int32_t i, FetchedOption* out) {
     const flexbuffers::Reference dim =
         shape.IsTypedVector() ? shape.AsTypedVector()[d] : shape.AsVector()[d];
     int64_t value = 0;
-    if (!IntAt(dim, 1, INT32_MAX, &value)) {
+    if (!IntAt(dim, contract::kMinDim, contract::kMaxDim, &value)) {
       MicroPrintf("%s: fetched[%d] shape has a bad dimension", op, static_cast<int>(i));
       return false;
     }
@@ -232,20 +240,7 @@ TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, uint32_t slot,
   return kTfLiteOk;
 }
 
-size_t ElementBytes(TfLiteType type) {
-  switch (type) {
-    case kTfLiteInt8:
-    case kTfLiteUInt8:
-      return 1;
-    case kTfLiteInt16:
-      return 2;
-    case kTfLiteInt32:
-    case kTfLiteFloat32:
-      return 4;
-    default:
-      return 0;
-  }
-}
+size_t ElementBytes(TfLiteType type) { return contract::ElementBytes(type); }
 
 bool SameQuantization(const TfLiteTensor& a, const TfLiteTensor& b) {
   return a.params.scale == b.params.scale &&

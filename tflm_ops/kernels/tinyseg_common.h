@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_contract.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_tflm_compat.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_runtime.h"
 #include "tinyseg/codec.h"
@@ -20,8 +21,12 @@
 namespace tflite {
 namespace tinyseg_ops {
 
-constexpr int kContractVersion = 1;
-constexpr int kMaxDims = 6;
+constexpr int kContractVersion = contract::kVersion;
+constexpr int kMaxDims = contract::kMaxDims;
+static_assert(contract::kMaxBlock == ::tinyseg::kMaxBlockBytes,
+              "contract: the block limit is the codec's");
+static_assert(contract::kBlockHeaderBytes == ::tinyseg::kBlockHeaderBytes,
+              "contract: staging is one encoded block");
 
 // Scratch every kernel stages codec blocks through: one encoded block.
 inline size_t StagingBytes(int32_t block) {
@@ -37,7 +42,7 @@ struct SpillOpData {
   int staging_index;  // RequestScratchBufferInArena takes int*
   int32_t elem_size;
 };
-static_assert(sizeof(SpillOpData) == 16, "contract: Spill OpData is 16 bytes");
+static_assert(sizeof(SpillOpData) == contract::kSpillOpDataBytes, "contract: Spill OpData");
 
 // One fetched operand of a Fetching: 16 + 2 * pointer bytes.
 struct FetchedConcatOperand {
@@ -48,7 +53,7 @@ struct FetchedConcatOperand {
   size_t elements;    // from its `shape` option
   size_t run_bytes;   // contiguous bytes per outer index (Prepare)
 };
-static_assert(sizeof(FetchedConcatOperand) == 16 + 2 * sizeof(void*),
+static_assert(sizeof(FetchedConcatOperand) == contract::kFetchedOperandBytes,
               "contract: 16 + 2 pointers per fetched operand");
 
 // Fetching header: 32 bytes, followed by the fetched operands.
@@ -61,7 +66,7 @@ struct FetchingHeader {
   int32_t elem_size;
   int32_t reserved[2];
 };
-constexpr size_t kFetchingHeaderBytes = 32;
+constexpr size_t kFetchingHeaderBytes = contract::kFetchingHeaderBytes;
 static_assert(sizeof(FetchingHeader) == kFetchingHeaderBytes,
               "contract: Fetching OpData header is 32 bytes");
 
@@ -74,7 +79,7 @@ struct FetchedConvOperand {
   size_t channels;
   size_t elements;
 };
-static_assert(sizeof(FetchedConvOperand) == 16 + 2 * sizeof(void*),
+static_assert(sizeof(FetchedConvOperand) == contract::kFetchedOperandBytes,
               "contract: 16 + 2 pointers per fetched operand");
 
 // FetchingConv2D header: at most 64 bytes (the contract reserves exactly 64).
@@ -100,7 +105,7 @@ struct FetchingConvHeader {
   uint8_t int32_accumulator : 1;  // int16 without bias: quantized_bias_type INT32
   uint8_t activation;             // TfLiteFusedActivation
 };
-constexpr size_t kFetchingConvHeaderBytes = 64;
+constexpr size_t kFetchingConvHeaderBytes = contract::kFetchingConvHeaderBytes;
 static_assert(sizeof(FetchingConvHeader) <= kFetchingConvHeaderBytes,
               "contract: FetchingConv2D OpData header is 64 bytes");
 
@@ -123,6 +128,8 @@ class Options {
   bool Open(const char* op, const char* buffer, size_t length);
   // Integer key in [lo, hi]; false (with a message) otherwise.
   bool Int(const char* key, int64_t lo, int64_t hi, int64_t* out) const;
+  // Integer key within the contract's limits for that key (contract::kIntLimits).
+  bool Int(const char* key, int64_t* out) const;
   // String key; false (with a message) if missing.
   bool String(const char* key, const char** out) const;
   const flexbuffers::Map& map() const { return map_; }

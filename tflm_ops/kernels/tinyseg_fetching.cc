@@ -31,6 +31,7 @@ namespace {
 
 using tinyseg_ops::FetchedConcatOperand;
 using tinyseg_ops::FetchingHeader;
+namespace contract = tinyseg_ops::contract;
 
 constexpr char kOp[] = "Fetching";
 
@@ -41,9 +42,9 @@ void* FetchingInit(TfLiteContext* context, const char* buffer, size_t length) {
   int64_t operands = 0;
   int64_t block = 0;
   int32_t num_fetched = 0;
-  if (!options.Int("axis", 0, tinyseg_ops::kMaxDims - 1, &axis) ||
-      !options.Int("operands", 1, 4096, &operands) ||
-      !options.Int("block", 4, ::tinyseg::kMaxBlockBytes, &block) ||
+  if (!options.Int(contract::kKeyAxis, &axis) ||
+      !options.Int(contract::kKeyOperands, &operands) ||
+      !options.Int(contract::kKeyBlock, &block) ||
       !tinyseg_ops::CountFetched(options, &num_fetched)) {
     return nullptr;
   }

@@ -44,6 +44,7 @@ namespace {
 
 using tinyseg_ops::FetchedConvOperand;
 using tinyseg_ops::FetchingConvHeader;
+namespace contract = tinyseg_ops::contract;
 
 constexpr char kOp[] = "FetchingConv2D";
 
@@ -80,22 +81,22 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
   int32_t num_fetched = 0;
   const char* padding_name = nullptr;
   const char* activation_name = nullptr;
-  if (!options.Int("axis", 0, 3, &axis) || !options.Int("operands", 1, 4096, &operands) ||
-      !options.Int("block", 4, ::tinyseg::kMaxBlockBytes, &block) ||
-      !options.Int("stride_h", 1, INT16_MAX, &sh) ||
-      !options.Int("stride_w", 1, INT16_MAX, &sw) ||
-      !options.Int("dilation_h", 1, INT16_MAX, &dh) ||
-      !options.Int("dilation_w", 1, INT16_MAX, &dw) ||
-      !options.Int("band_rows", 1, INT32_MAX, &rows) ||
-      !options.String("padding", &padding_name) ||
-      !options.String("activation", &activation_name) ||
+  if (!options.Int(contract::kKeyAxis, &axis) || !options.Int(contract::kKeyOperands, &operands) ||
+      !options.Int(contract::kKeyBlock, &block) ||
+      !options.Int(contract::kKeyStrideH, &sh) ||
+      !options.Int(contract::kKeyStrideW, &sw) ||
+      !options.Int(contract::kKeyDilationH, &dh) ||
+      !options.Int(contract::kKeyDilationW, &dw) ||
+      !options.Int(contract::kKeyBandRows, &rows) ||
+      !options.String(contract::kKeyPadding, &padding_name) ||
+      !options.String(contract::kKeyActivation, &activation_name) ||
       !tinyseg_ops::CountFetched(options, &num_fetched)) {
     return nullptr;
   }
   // Optional (absent in older models): like CONV_2D's Conv2DOptions.quantized_bias_type, it
   // picks the int32 accumulator for an int16 convolution without bias.
   bool int32_accumulator = false;
-  const flexbuffers::Reference bias_type = options.map()["quantized_bias_type"];
+  const flexbuffers::Reference bias_type = options.map()[contract::kKeyQuantizedBiasType];
   if (!bias_type.IsNull()) {
     if (!bias_type.IsString()) {
       MicroPrintf("FetchingConv2D: quantized_bias_type must be a string");
@@ -111,7 +112,7 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
   }
   TfLitePadding padding = kTfLitePaddingUnknown;
   TfLiteFusedActivation activation = kTfLiteActNone;
-  if (axis != 3 || !ParsePadding(padding_name, &padding) ||
+  if (axis != contract::kConvAxis || !ParsePadding(padding_name, &padding) ||
       !ParseActivation(activation_name, &activation) || num_fetched > operands) {
     MicroPrintf("FetchingConv2D: needs axis 3, padding SAME/VALID, a known "
                 "activation and at most `operands` fetched operands");
@@ -138,7 +139,7 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
   for (int32_t i = 0; i < num_fetched; ++i) {
     tinyseg_ops::FetchedOption o;
     if (!tinyseg_ops::ReadFetched(options, i, &o)) return nullptr;
-    if (o.rank != 4 || o.position >= operands) {
+    if (o.rank != contract::kConvRank || o.position >= operands) {
       MicroPrintf("FetchingConv2D: fetched[%d] must be rank 4 with position < %d",
                   static_cast<int>(i), static_cast<int>(operands));
       return nullptr;
@@ -278,21 +279,15 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
   t.bias = t.mc->AllocateTempInputTensor(node, n_in + 1);
 
   const TfLiteType type = t.out->type;
-  const bool ok_types =
-      (type == kTfLiteFloat32 && t.filter->type == kTfLiteFloat32) ||
-      ((type == kTfLiteInt8 || type == kTfLiteInt16) && t.filter->type == kTfLiteInt8);
-  TF_LITE_ENSURE_MSG(context, ok_types,
+  TF_LITE_ENSURE_MSG(context, contract::ConvTypes(type, t.filter->type),
                      "FetchingConv2D: supports float32, int8 and int16x8 (int8 filters)");
   TF_LITE_ENSURE_EQ(context, t.out->dims->size, 4);
   TF_LITE_ENSURE_EQ(context, t.filter->dims->size, 4);
   const int32_t out_c = t.out->dims->data[3];
   TF_LITE_ENSURE_EQ(context, t.filter->dims->data[0], out_c);
   if (t.bias != nullptr) {
-    const bool ok_bias = (type == kTfLiteFloat32 && t.bias->type == kTfLiteFloat32) ||
-                         (type == kTfLiteInt8 && t.bias->type == kTfLiteInt32) ||
-                         (type == kTfLiteInt16 && (t.bias->type == kTfLiteInt32 ||
-                                                   t.bias->type == kTfLiteInt64));
-    TF_LITE_ENSURE_MSG(context, ok_bias, "FetchingConv2D: unsupported bias type");
+    TF_LITE_ENSURE_MSG(context, contract::ConvBiasType(type, t.bias->type),
+                       "FetchingConv2D: unsupported bias type");
     TF_LITE_ENSURE_EQ(context, NumElements(t.bias), out_c);
   }
 
@@ -314,10 +309,11 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
   h->pad_w = static_cast<int16_t>(pad.width);
 
   // Per-channel quantization, kept like TFLM's CONV_2D keeps it.
+  static_assert(contract::kPerChannelBytes == sizeof(int32_t), "contract: int32 per channel");
   h->per_channel_multiplier = static_cast<int32_t*>(
-      context->AllocatePersistentBuffer(context, out_c * sizeof(int32_t)));
+      context->AllocatePersistentBuffer(context, out_c * contract::kPerChannelBytes));
   h->per_channel_shift = static_cast<int32_t*>(
-      context->AllocatePersistentBuffer(context, out_c * sizeof(int32_t)));
+      context->AllocatePersistentBuffer(context, out_c * contract::kPerChannelBytes));
   TF_LITE_ENSURE(context, h->per_channel_multiplier != nullptr &&
                               h->per_channel_shift != nullptr);
   if (type != kTfLiteFloat32) {

@@ -24,6 +24,7 @@ namespace tflite {
 namespace {
 
 using tinyseg_ops::SpillOpData;
+namespace contract = tinyseg_ops::contract;
 
 constexpr char kOp[] = "Spill";
 
@@ -32,8 +33,7 @@ void* SpillInit(TfLiteContext* context, const char* buffer, size_t length) {
   if (!options.Open(kOp, buffer, length)) return nullptr;
   int64_t slot = 0;
   int64_t block = 0;
-  if (!options.Int("slot", 0, INT32_MAX, &slot) ||
-      !options.Int("block", 4, ::tinyseg::kMaxBlockBytes, &block)) {
+  if (!options.Int(contract::kKeySlot, &slot) || !options.Int(contract::kKeyBlock, &block)) {
     return nullptr;
   }
   auto* data = static_cast<SpillOpData*>(
@@ -96,8 +96,10 @@ TfLiteStatus SpillEval(TfLiteContext* context, TfLiteNode* node) {
   TF_LITE_ENSURE(context, staging != nullptr);
   const ::tinyseg::ByteSpan span{staging, tinyseg_ops::StagingBytes(data.block)};
   const size_t bytes = EvalTensorBytes(victim);
+  // The operator's `block` is the codec block (the staging holds one encoded block of it).
   const ::tinyseg::Status s = rt->spill->Spill(
-      data.slot, victim->data.raw, bytes, static_cast<uint32_t>(data.elem_size), span);
+      data.slot, victim->data.raw, bytes, static_cast<uint32_t>(data.elem_size), span,
+      static_cast<uint32_t>(data.block));
   if (s == ::tinyseg::Status::kBufferTooSmall) {
     MicroPrintf("Spill: staging scratch of %u bytes (block %d + 8) is smaller than "
                 "the spill device's program unit of %u bytes",

@@ -136,6 +136,40 @@ TEST(FetchRangeReadsOnlyNeededBlocks) {
   }
 }
 
+TEST(BlockChosenPerSpill) {
+  // The Spill operator's `block` option is the codec block of that spill; fetches read
+  // the block size from the stream. Incompressible bytes are stored raw, so the encoded
+  // length is the worst case of exactly that block size.
+  SimBox b(Resized(NiclaVisionQspiFlash(), 256 * 1024));
+  CHECK_OK(b.sim.Init());
+  SyncEraseQueue q(b.sim);
+  Tables tb(3, 64, 512);
+  SpillConfig cfg;
+  cfg.region_size = 256 * 1024;
+  cfg.codec_block_bytes = 1024;
+  SpillManager m(b.sim, q, cfg, tb.memory());
+  CHECK_OK(m.Init());
+  Rng rng(21);
+  std::vector<uint8_t> t(6000);
+  for (auto& v : t) v = static_cast<uint8_t>(rng.Next());
+  const uint32_t blocks[3] = {0u, 64u, 256u};  // 0: the config's 1024
+  for (uint32_t s = 0; s < 3; ++s) {
+    CHECK_OK(m.Spill(s, t.data(), t.size(), 2, tb.span(), blocks[s]));
+    const uint32_t used = blocks[s] != 0 ? blocks[s] : 1024u;
+    CHECK_EQ(m.slot(s)->length, WorstCaseEncodedSize(t.size(), CodecParams{2, used}));
+    std::vector<uint8_t> out(t.size());
+    CHECK_OK(m.Fetch(s, out.data(), out.size()));
+    CHECK(out == t);
+    CHECK_OK(m.FetchRange(s, 1001, 333, out.data()));
+    CHECK(std::memcmp(out.data(), &t[1001], 333) == 0);
+  }
+  CHECK(m.slot(1)->length > m.slot(2)->length);  // smaller blocks: more headers
+  // A block the codec cannot take (not a multiple of the element size, or too big).
+  CHECK_STATUS(m.Spill(0, t.data(), t.size(), 2, tb.span(), 63), Status::kInvalidArgument);
+  CHECK_STATUS(m.Spill(0, t.data(), t.size(), 2, tb.span(), kMaxBlockBytes + 2),
+               Status::kInvalidArgument);
+}
+
 TEST(ElementSizesAndH7FlashWords) {
   // 4 sectors of 128 KB, 32-byte ECC flash words: spills pad to 32 bytes.
   SimBox b(Resized(Stm32h757InternalFlash(), 512 * 1024));

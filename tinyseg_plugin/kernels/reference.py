@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import math
 
+from ..align import ARENA_ALIGNMENT, align_up
 from ..graph import Graph, Operator, Tensor
 
-PERSISTENT_ALIGNMENT = 16  # MicroArenaBufferAlignment(), used by AllocatePersistentBuffer
+PERSISTENT_ALIGNMENT = ARENA_ALIGNMENT  # MicroArenaBufferAlignment(), used by AllocatePersistentBuffer
 
 # Operators whose reference kernels request no scratch memory.
 NO_SCRATCH = frozenset(
@@ -122,10 +123,6 @@ def scratch_requests(graph: Graph, op: Operator, pointer_bytes: int) -> list[int
 
 
 # ---------------------------------------------------------------- persistent memory
-
-
-def align_up(n: int, a: int = PERSISTENT_ALIGNMENT) -> int:
-    return (n + a - 1) // a * a
 
 
 # sizeof() of what each reference kernel's Init allocates (its OpData), as

@@ -33,12 +33,8 @@ def _operands(graph: Graph, op: Operator) -> tuple[int, list[tuple[str, object]]
         return op.options.axis % rank, [("ram", t) for t in op.inputs]
     if op.opcode == customops.FETCHING:
         o = customops.decode(op)
-        ram = iter(op.inputs)
-        items: list[tuple[str, object]] = []
-        for k in range(o.operands):
-            hit = [f for f in o.fetched if f.position == k]
-            items.append(("fetched", hit[0]) if hit else ("ram", next(ram)))
-        return o.axis, items
+        return o.axis, [("fetched", s) if isinstance(s, customops.Fetched) else ("ram", s)
+                        for s in customops.operand_sources(op, o)]
     return None
 
 
@@ -100,6 +96,10 @@ def fuse_conv(graph: Graph, fetch_index: int, band_rows: int = 1) -> Graph | Non
     bias_type = customops.BIAS_TYPES.get(getattr(o, "quantizedBiasType", 0) or 0)
     if bias_type is None:
         return None  # a quantized_bias_type the kernel does not know
+    bias = k.inputs[2] if len(k.inputs) > 2 and k.inputs[2] >= 0 else None
+    if not customops.conv_types_supported(graph.tensors[k.outputs[0]].dtype, graph.tensors[k.inputs[1]].dtype,
+                                          None if bias is None else graph.tensors[bias].dtype):
+        return None  # FetchingConv2D would refuse it in Prepare (the contract's dtype rules)
     fetching = customops.FetchingOptions(axis=3, operands=fo.operands, fetched=fo.fetched, block=fo.block)
     opts = customops.FetchingConv2DOptions(fetching, conv, band_rows, bias_type)
     bias = k.inputs[2] if len(k.inputs) > 2 else -1

@@ -264,7 +264,7 @@ Status SpillManager::ReadRing(uint64_t ring_off, uint8_t* dst, size_t len) {
 }
 
 Status SpillManager::Spill(uint32_t slot, const void* data, size_t size,
-                           uint32_t elem_size, ByteSpan staging) {
+                           uint32_t elem_size, ByteSpan staging, uint32_t block_bytes) {
   if (!ready_ || slot >= mem_.num_slots || (data == nullptr && size != 0) ||
       staging.data == nullptr) {
     return Status::kInvalidArgument;
@@ -275,7 +275,7 @@ Status SpillManager::Spill(uint32_t slot, const void* data, size_t size,
   if (size != 0 && s0 < d0 + size && d0 < s0 + staging.size) {
     return Status::kInvalidArgument;  // the sink would overwrite unread input
   }
-  const CodecParams params{elem_size, cfg_.codec_block_bytes};
+  const CodecParams params{elem_size, block_bytes != 0 ? block_bytes : cfg_.codec_block_bytes};
   const uint8_t* bytes = static_cast<const uint8_t*>(data);
   size_t encoded = 0;
   TINYSEG_RETURN_IF_ERROR(MeasureEncodedSize(bytes, size, params, &encoded));

@@ -128,9 +128,13 @@ class SpillManager {
   // device through `staging`: at least MinStagingBytes() bytes (else
   // kBufferTooSmall, nothing changed), not overlapping data (else
   // kInvalidArgument); only its first whole multiple of the program size is
-  // used. The manager does not keep it after the call.
+  // used. The manager does not keep it after the call. `block_bytes` is the
+  // codec block (a multiple of elem_size, at most kMaxBlockBytes; else
+  // kInvalidArgument): the Spill operator's `block` option, so the block the
+  // optimizer chose is the one encoded; 0 takes SpillConfig::codec_block_bytes.
+  // Fetches read the block size from the stream, whatever it was.
   Status Spill(uint32_t slot, const void* data, size_t size, uint32_t elem_size,
-               ByteSpan staging);
+               ByteSpan staging, uint32_t block_bytes = 0);
 
   // Smallest staging buffer Spill accepts: one program unit (valid after Init).
   size_t MinStagingBytes() const { return program_size_; }
