@@ -33,6 +33,8 @@ def test_kernels_spell_no_option_key_or_limit_themselves() -> None:
         assert not literal_key.search(text), f"{src.name} reads an option by a literal key"
         for call in re.findall(r"options\.Int\(([^;]*?)\)", text, re.S):
             assert call.count(",") == 1, f"{src.name}: options.Int({call}) gives limits of its own"
+        # The operand expansion is tinyseg_common.h's OperandWalk, not a loop of each kernel's own.
+        assert "next_input" not in text and "FetchedAt(" not in text, f"{src.name} expands operands itself"
     core = (ROOT / "tflm_ops" / "core" / "include" / "tinyseg" / "codec.h").read_text()
     assert f"kMaxBlockBytes = {customops.MAX_BLOCK_BYTES};" in core
     assert f"kBlockHeaderBytes = {customops.BLOCK_HEADER_BYTES};" in core

@@ -118,6 +118,29 @@ inline FetchedConvOperand* ConvOperands(FetchingConvHeader* h) {
       reinterpret_cast<uint8_t*>(h) + kFetchingConvHeaderBytes);
 }
 
+// The operand expansion, written once: operand k is the fetched entry whose
+// position is k, otherwise the next in-RAM input. Call Next for k = 0, 1, ...
+// in order (customops.operand_sources is the same rule in Python).
+template <typename Fetched>
+class OperandWalk {
+ public:
+  OperandWalk(const Fetched* fetched, int32_t count) : fetched_(fetched), count_(count) {}
+  // The fetched entry at position k; else nullptr, and *input is the index of
+  // the in-RAM input that operand k is.
+  const Fetched* Next(int32_t k, int* input) {
+    for (int32_t i = 0; i < count_; ++i) {
+      if (fetched_[i].position == k) return &fetched_[i];
+    }
+    *input = next_input_++;
+    return nullptr;
+  }
+
+ private:
+  const Fetched* fetched_;
+  int32_t count_;
+  int next_input_ = 0;
+};
+
 // ------------------------------------------------------------ options
 
 // A checked view of a custom operator's FlexBuffers options map.

@@ -92,13 +92,6 @@ void* FetchingInit(TfLiteContext* context, const char* buffer, size_t length) {
   return h;
 }
 
-const FetchedConcatOperand* FetchedAt(FetchingHeader* h, int32_t position) {
-  FetchedConcatOperand* f = tinyseg_ops::ConcatOperands(h);
-  for (int32_t i = 0; i < h->num_fetched; ++i) {
-    if (f[i].position == position) return &f[i];
-  }
-  return nullptr;
-}
 
 TfLiteStatus FetchingPrepare(TfLiteContext* context, TfLiteNode* node) {
   TF_LITE_ENSURE_MSG(context, node->user_data != nullptr,
@@ -126,10 +119,11 @@ TfLiteStatus FetchingPrepare(TfLiteContext* context, TfLiteNode* node) {
   }
   const bool quantized = out->type != kTfLiteFloat32 && out->type != kTfLiteInt32;
   int32_t axis_total = 0;
-  int next_input = 0;
   FetchedConcatOperand* fetched = tinyseg_ops::ConcatOperands(h);
+  tinyseg_ops::OperandWalk<FetchedConcatOperand> walk(fetched, h->num_fetched);
   for (int32_t k = 0; status == kTfLiteOk && k < h->operands; ++k) {
-    const FetchedConcatOperand* f = FetchedAt(h, k);
+    int input = -1;
+    const FetchedConcatOperand* f = walk.Next(k, &input);
     if (f != nullptr) {
       const size_t want = outer * static_cast<size_t>(f->axis_dim) * inner;
       if (f->elements != want) {
@@ -141,7 +135,7 @@ TfLiteStatus FetchingPrepare(TfLiteContext* context, TfLiteNode* node) {
       axis_total += f->axis_dim;
       continue;
     }
-    TfLiteTensor* in = micro_context->AllocateTempInputTensor(node, next_input++);
+    TfLiteTensor* in = micro_context->AllocateTempInputTensor(node, input);
     if (in == nullptr) {
       status = kTfLiteError;
       break;
@@ -195,9 +189,11 @@ TfLiteStatus FetchingEval(TfLiteContext* context, TfLiteNode* node) {
       static_cast<uint8_t*>(context->GetScratchBuffer(context, h->staging_index));
   const size_t staging_bytes = tinyseg_ops::StagingBytes(h->block);
   size_t offset = 0;  // bytes into each output run
-  int next_input = 0;
+  tinyseg_ops::OperandWalk<FetchedConcatOperand> walk(tinyseg_ops::ConcatOperands(h),
+                                                      h->num_fetched);
   for (int32_t k = 0; k < h->operands; ++k) {
-    const FetchedConcatOperand* f = FetchedAt(h, k);
+    int input = -1;
+    const FetchedConcatOperand* f = walk.Next(k, &input);
     if (f != nullptr) {
       TF_LITE_ENSURE_STATUS(tinyseg_ops::CheckSlot(*rt, f->slot, outer * f->run_bytes, kOp));
       TF_LITE_ENSURE_STATUS(tinyseg_ops::FetchStrided(*rt, f->slot, 0, outer, f->run_bytes,
@@ -214,7 +210,7 @@ TfLiteStatus FetchingEval(TfLiteContext* context, TfLiteNode* node) {
       offset += f->run_bytes;
       continue;
     }
-    const TfLiteEvalTensor* in = micro::GetEvalInput(context, node, next_input++);
+    const TfLiteEvalTensor* in = micro::GetEvalInput(context, node, input);
     TF_LITE_ENSURE(context, in != nullptr);
     const size_t run = static_cast<size_t>(in->dims->data[axis]) * inner;
     const uint8_t* src = reinterpret_cast<const uint8_t*>(in->data.raw);

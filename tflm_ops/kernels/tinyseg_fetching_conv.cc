@@ -161,13 +161,6 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
   return h;
 }
 
-const FetchedConvOperand* FetchedAt(FetchingConvHeader* h, int32_t position) {
-  FetchedConvOperand* f = tinyseg_ops::ConvOperands(h);
-  for (int32_t i = 0; i < h->num_fetched; ++i) {
-    if (f[i].position == position) return &f[i];
-  }
-  return nullptr;
-}
 
 // The rows the band logic (tinyseg/band.h) works on: the kernel's height geometry.
 ::tinyseg::ConvRows BandGeometry(const FetchingConvHeader* h, int32_t in_h, int32_t kh) {
@@ -202,10 +195,11 @@ TfLiteStatus CheckOperands(TfLiteContext* context, TfLiteNode* node,
   const int32_t batches = t.out->dims->data[0];
   const bool quantized = t.out->type != kTfLiteFloat32;
   int32_t height = -1, width = -1, total = 0;
-  int next_input = 0;
+  tinyseg_ops::OperandWalk<FetchedConvOperand> walk(tinyseg_ops::ConvOperands(h), h->num_fetched);
   for (int32_t k = 0; k < operands; ++k) {
     int32_t oh = 0, ow = 0, oc = 0;
-    const FetchedConvOperand* f = FetchedAt(h, k);
+    int input = -1;
+    const FetchedConvOperand* f = walk.Next(k, &input);
     if (f != nullptr) {
       oh = f->height;
       ow = f->width;
@@ -217,7 +211,7 @@ TfLiteStatus CheckOperands(TfLiteContext* context, TfLiteNode* node,
         return kTfLiteError;
       }
     } else {
-      TfLiteTensor* in = t.mc->AllocateTempInputTensor(node, next_input++);
+      TfLiteTensor* in = t.mc->AllocateTempInputTensor(node, input);
       TF_LITE_ENSURE(context, in != nullptr);
       const bool ok = in->type == t.out->type && in->dims->size == 4 &&
                       in->dims->data[0] == batches &&
@@ -375,9 +369,11 @@ TfLiteStatus AssembleRows(TfLiteContext* context, TfLiteNode* node, const EvalVi
   const size_t pixels = static_cast<size_t>(e - a) * static_cast<size_t>(v.in_w);
   uint8_t* dst_base = v.band + static_cast<size_t>(a - begin) * v.in_w * pixel;
   size_t channel_offset = 0;  // bytes
-  int next_input = 0;
+  tinyseg_ops::OperandWalk<FetchedConvOperand> walk(tinyseg_ops::ConvOperands(v.h),
+                                                    v.h->num_fetched);
   for (int32_t k = 0; k < v.operands; ++k) {
-    const FetchedConvOperand* f = FetchedAt(v.h, k);
+    int input = -1;
+    const FetchedConvOperand* f = walk.Next(k, &input);
     size_t run = 0;
     if (f != nullptr) {
       run = f->channels * v.elem;
@@ -386,7 +382,7 @@ TfLiteStatus AssembleRows(TfLiteContext* context, TfLiteNode* node, const EvalVi
           *v.rt, f->slot, src, pixels, run, dst_base + channel_offset, pixel, v.staging,
           v.h->staging_bytes, kOp));
     } else {
-      const TfLiteEvalTensor* in = micro::GetEvalInput(context, node, next_input++);
+      const TfLiteEvalTensor* in = micro::GetEvalInput(context, node, input);
       run = static_cast<size_t>(in->dims->data[3]) * v.elem;
       const uint8_t* src = reinterpret_cast<const uint8_t*>(in->data.raw) +
                            (static_cast<size_t>(b) * v.in_h + a) * v.in_w * run;
