@@ -24,6 +24,29 @@ def shared_model(name: str) -> Path:
     return p
 
 
+EXAMPLE_MODELS = ("tiny_unet", "vnet2d", "attention_unet", "resunet_a")
+
+
+@pytest.fixture(scope="session")
+def example_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The four example models: the committed Tiny U-Net, the others built once per session with
+    examples/models/build.py (pinned TensorFlow: `make models-deps`; make test installs it).
+    Without TensorFlow only the Tiny U-Net is there."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    found = {n: ROOT / "examples" / "models" / f"{n}.tflite" for n in EXAMPLE_MODELS}
+    found = {n: p for n, p in found.items() if p.exists()}
+    missing = [n for n in EXAMPLE_MODELS if n not in found]
+    if missing and importlib.util.find_spec("tensorflow") is not None:
+        out = tmp_path_factory.mktemp("example_models")
+        subprocess.run([sys.executable, str(ROOT / "examples" / "models" / "build.py"), "--models", ",".join(missing),
+                        "--out", str(out)], check=True, capture_output=True, timeout=3600)
+        found.update({n: out / f"{n}.tflite" for n in missing})
+    return found
+
+
 @pytest.fixture
 def tiny_unet() -> Path:
     assert TINY_UNET.exists(), "examples/models/tiny_unet.tflite is committed with the repository"

@@ -3,16 +3,13 @@ TinySeg's kernels, compared with the original in the same build. Needs TFLM_DIR 
 with its third-party downloads); the build is made once and cached (devicecheck.prepare)."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SHARED_MODELS, TINY_UNET
+from conftest import EXAMPLE_MODELS as EXAMPLES, SHARED_MODELS, TINY_UNET
 from tinyseg_plugin import cli, customops, devicecheck, synth
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.graph import build_graph
@@ -21,7 +18,6 @@ from tinyseg_plugin.optimizer import Options, optimize
 from tinyseg_plugin.planner import OFFLINE_METADATA, ONLINE, offline_offsets
 from tinyseg_plugin.verify import LOWERED, REAL_KERNELS, verify
 
-EXAMPLES = ("tiny_unet", "vnet2d", "attention_unet", "resunet_a")
 
 
 def _tflm_dir() -> str:
@@ -44,23 +40,11 @@ def _optimized(graph):
     return optimize(graph, Options()).graph
 
 
-def _example(name: str, tmp_path_factory) -> Path:
-    if name == "tiny_unet":
-        return TINY_UNET
-    built = ROOT / "examples" / "models" / f"{name}.tflite"
-    if built.exists():
-        return built
-    if importlib.util.find_spec("tensorflow") is None:
-        pytest.skip(f"{name}: not built and tensorflow is not installed (make models-deps)")
-    out = tmp_path_factory.mktemp("models")
-    subprocess.run([sys.executable, str(ROOT / "examples" / "models" / "build.py"), "--models", name, "--out", str(out)],
-                   check=True, capture_output=True, timeout=3600)
-    return out / f"{name}.tflite"
-
-
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_examples_pass_the_real_kernel_check(tflm_dir: str, name: str, tmp_path_factory) -> None:
-    graph = build_graph(load_model(_example(name, tmp_path_factory)))
+def test_examples_pass_the_real_kernel_check(tflm_dir: str, name: str, example_models: dict) -> None:
+    if name not in example_models:
+        pytest.skip(f"{name}: not built and tensorflow is not installed (make models-deps)")
+    graph = build_graph(load_model(example_models[name]))
     opt = _optimized(graph)
     assert any(customops.is_tinyseg_op(op) for op in opt.operators)
     # One random input and the three edge cases: ResUNet-a takes about a minute an inference with

@@ -105,12 +105,12 @@ THIRD_PARTY = ROOT.parent / "shared" / "third_party"
 ARDUINO_LIBRARY = "tflite-micro-arduino-examples-7948b85"
 
 
-def _probe_models(tmp_path: Path) -> list[Path]:
-    """The example model, the shared models and 50 random U-Nets (synth.py)."""
+def _probe_models(tmp_path: Path, examples: dict[str, Path]) -> list[Path]:
+    """The example models, the shared models and 50 random U-Nets (synth.py)."""
     from tinyseg_plugin.modelio import model_to_bytes
 
     shared = ROOT.parent / "shared" / "models"
-    paths = [TINY_UNET] + sorted(shared.glob("*.tflite"))
+    paths = list(examples.values()) + sorted(shared.glob("*.tflite"))
     for seed in range(50):
         p = tmp_path / f"unet{seed}.tflite"
         p.write_bytes(model_to_bytes(synth.random_unet(seed)))
@@ -121,10 +121,11 @@ def _probe_models(tmp_path: Path) -> list[Path]:
 @pytest.mark.skipif(not os.environ.get(FORK_PROBE_ENV),
                     reason=f"set {FORK_PROBE_ENV}=1 (or =DIR to keep the build in DIR; make test does): builds "
                            "the Arduino library's TFLM on the host (about 2 minutes on 2 cores)")
-def test_arduino_profile_against_the_library_built_on_the_host(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_arduino_profile_against_the_library_built_on_the_host(tmp_path_factory: pytest.TempPathFactory,
+                                                               example_models: dict) -> None:
     """The `arduino` profile's head equals what the library's own TFLM (2023-02, CMSIS-NN
     kernels, built for x86: no ARM_MATH_DSP, so the profile is taken with dsp=False) reports
-    for every model (the example model, the shared models, 50 random U-Nets), and the tail
+    for every model (the example models, the shared models, 50 random U-Nets), and the tail
     estimate (upstream's interpreter structures, RecordingMicroInterpreter) is within the
     bound the upstream tail is held to."""
     import dataclasses
@@ -153,7 +154,7 @@ def test_arduino_profile_against_the_library_built_on_the_host(tmp_path_factory:
     worst = (0.0, "")
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(KERNEL_SETS, "arduino", host)
-        for path in _probe_models(tmp_path_factory.mktemp("models")):
+        for path in _probe_models(tmp_path_factory.mktemp("models"), example_models):
             real = bfp.run_probe(exe, path)
             plan = plan_graph(build_graph(load_model(str(path))), "arduino", Arch("host64-make-recording", 8))
             print(f"{path.name}: head {plan.head} (library {real['head']}), tail estimate {plan.tail.total} "
