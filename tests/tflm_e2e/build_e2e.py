@@ -47,7 +47,7 @@ def run(cmd: list[str], cwd: Path, what: str, timeout: float = 3600) -> str:
 def make_args(kernels: str) -> list[str]:
     if kernels not in KERNELS:
         raise BuildError(f"kernels must be one of {KERNELS}, not {kernels!r}")
-    return ["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else []
+    return [f"BUILD_TYPE={devicecheck.BUILD_TYPE}"] + (["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else [])
 
 
 def make(tflm: Path, *targets: str, kernels: str = "reference", jobs: int = 2, timeout: float = 3600) -> str:

@@ -22,6 +22,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinyseg_plugin import devicecheck
+
 KERNELS = ("reference", "cmsis_nn")
 TARGETS = ("host", "cortex_m7")
 PROBE_SOURCE = Path(__file__).resolve().with_name("arena_probe.cc")
@@ -29,6 +31,9 @@ MAKEFILE = "tensorflow/lite/micro/tools/make/Makefile"
 DOWNLOADS = Path("tensorflow/lite/micro/tools/make/downloads")
 QEMU = "qemu-arm"
 QEMU_CPU = "cortex-m7"
+# As the real-kernel check builds TFLM (release_with_logs: NDEBUG, the same arena figures), so
+# that its build and the installed copies of the tests reuse these objects.
+BUILD_TYPE = devicecheck.BUILD_TYPE
 
 
 class ProbeError(RuntimeError):
@@ -70,7 +75,7 @@ def make_command(kernels: str, target: str) -> list[str]:
         raise ProbeError(f"kernels must be one of {KERNELS}, not {kernels!r}")
     if target not in TARGETS:
         raise ProbeError(f"target must be one of {TARGETS}, not {target!r}")
-    cmd = ["make", "-f", MAKEFILE]
+    cmd = ["make", "-f", MAKEFILE, f"BUILD_TYPE={BUILD_TYPE}"]  # the build every test and the real-kernel check share
     if kernels == "cmsis_nn":
         cmd.append("OPTIMIZED_KERNEL_DIR=cmsis_nn")
     if target == "cortex_m7":
