@@ -17,6 +17,26 @@ SHARED_FIGURES = {
 }
 
 
+def spilled_skip_graphs(dtype: str):
+    """(original, spilled): a convolution whose output is a skip read four operators later, and
+    the same graph with that skip spilled (Spill after its first reader, Fetching before the ADD's
+    convolution): the smallest graph fuse_conv applies to."""
+    from tinyseg_plugin import synth
+    from tinyseg_plugin.coldrange import cold_ranges
+    from tinyseg_plugin.graph import build_graph
+    from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
+
+    b = synth.ModelBuilder(dtype=dtype, seed=2)
+    x = b.input([1, 8, 8, 4])
+    a = b.conv(x, 4)
+    y = a
+    for _ in range(3):
+        y = b.conv(y, 4)
+    g = build_graph(b.build([b.add(y, b.conv(a, 4))]))
+    cr = cold_ranges(g)[a]
+    return g, apply_spill(g, SpillPlan(a, cr.start, cr.end), slot=0)
+
+
 def shared_model(name: str) -> Path:
     p = SHARED_MODELS / name
     if not p.exists():

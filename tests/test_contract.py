@@ -5,13 +5,12 @@ kernel would refuse in Prepare."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from flatbuffers import flexbuffers
 
-from conftest import ROOT
-from tinyseg_plugin import customops, synth
+from conftest import ROOT, spilled_skip_graphs
+from tinyseg_plugin import customops
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.graph import Operator, build_graph
 
@@ -110,7 +109,7 @@ def test_fusion_builds_no_fetching_conv_the_kernel_would_refuse(bias_type, fusab
     from tinyseg_plugin.passes.fuse import fuse_conv
     from tinyseg_plugin.schema import fb
 
-    g2 = _spilled_float_conv()
+    _, g2 = spilled_skip_graphs("FLOAT32")
     fetch = next(op.index for op in g2.operators if op.opcode == customops.FETCHING)
     conv = g2.operators[g2.consumers[g2.operators[fetch].outputs[0]][0]]
     if bias_type is not None:
@@ -118,18 +117,3 @@ def test_fusion_builds_no_fetching_conv_the_kernel_would_refuse(bias_type, fusab
         g2 = build_graph(g2.model)
     assert (fuse_conv(g2, fetch) is not None) == fusable
     assert customops.conv_types_supported("FLOAT32", "FLOAT32", bias_type or "FLOAT32") == fusable
-
-
-def _spilled_float_conv():
-    from tinyseg_plugin.coldrange import cold_ranges
-    from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
-
-    b = synth.ModelBuilder(dtype="FLOAT32", seed=2)
-    x = b.input([1, 8, 8, 4])
-    a = b.conv(x, 4)
-    y = a
-    for _ in range(3):
-        y = b.conv(y, 4)
-    g = build_graph(b.build([b.add(y, b.conv(a, 4))]))
-    cr = cold_ranges(g)[a]
-    return apply_spill(g, SpillPlan(a, cr.start, cr.end), slot=0)

@@ -267,18 +267,10 @@ def test_optimize_writes_nothing_when_verification_fails(tmp_path, monkeypatch) 
 def test_quantized_all_fetched_conv_is_left_unfused(dtype: str) -> None:
     """Contract v1: a quantized FetchingConv2D with every operand fetched has no in-RAM tensor to take
     the input quantization from, so the pass must leave Fetching + CONV_2D as they are."""
-    from tinyseg_plugin.coldrange import cold_ranges
+    from conftest import spilled_skip_graphs
     from tinyseg_plugin.passes.fuse import fuse_conv
 
-    b = synth.ModelBuilder(dtype=dtype, seed=2)
-    x = b.input([1, 8, 8, 4])
-    a = b.conv(x, 4)
-    y = a
-    for _ in range(3):
-        y = b.conv(y, 4)
-    g = build_graph(b.build([b.add(y, b.conv(a, 4))]))
-    cr = cold_ranges(g)[a]
-    g2 = apply_spill(g, SpillPlan(a, cr.start, cr.end), slot=0)
+    g, g2 = spilled_skip_graphs(dtype)
     fetch = next(op.index for op in g2.operators if op.opcode == customops.FETCHING)
     fused = fuse_conv(g2, fetch)
     assert (fused is None) == (dtype == "INT8")

@@ -6,7 +6,7 @@ tree compiles (the upstream reference and CMSIS-NN rules that tests/test_kernel_
 against real upstream builds), the Nicla's library plans TRANSPOSE_CONV like reference, ESP-NN
 operators are reported unknown, and the CLI option.
 
-With TINYSEG_FORK_PROBE=1 and ../shared/third_party: the Arduino library's own TFLM (2023-02)
+With TINYSEG_FORK_PROBE (make test sets it) and ../shared/third_party: the Arduino library's own TFLM (2023-02)
 is built on the host (tests/fork_probe) and its head compared with the profile's on the example
 model, the shared models and 50 random U-Nets. Trees not built here, and why: esp-tflite-micro
 needs the esp-nn component (its kernels call esp_nn_* functions; esp-nn is not in the snapshot)

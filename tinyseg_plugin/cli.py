@@ -106,20 +106,14 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-_UNITS = {"": 1, "B": 1, "K": 1024, "KIB": 1024, "KB": 1000, "M": 1 << 20, "MIB": 1 << 20, "MB": 1_000_000}
-
-
 def parse_size(text: str) -> int:
-    """'153600', '150KiB', '150K' (KiB), '153.6KB', '1.2MB', '1MiB' -> bytes."""
-    import re
+    """argparse type for byte sizes (tinyseg_plugin/sizes.py)."""
+    from .sizes import parse_size as parse
 
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", text)
-    if not m or m.group(2).upper() not in _UNITS:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a size (examples: 153600, 150KiB, 153.6KB, 1MB)")
-    value = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"'{text}': the target must be positive")
-    return value
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _refuse_unrunnable(graph, name: str, unverified: bool) -> None:

@@ -47,11 +47,11 @@ class PluginError(ValueError):
 
 
 def _size(text: str) -> int:
-    from .cli import parse_size
+    from .sizes import parse_size
 
     try:
         return parse_size(text)
-    except argparse.ArgumentTypeError as exc:
+    except ValueError as exc:
         raise PluginError(f"tinyseg: --target: {exc}") from None
 
 
