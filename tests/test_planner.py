@@ -9,7 +9,8 @@ import pytest
 from conftest import SHARED_FIGURES, shared_model
 from tinyseg_plugin import synth, tflm
 from tinyseg_plugin.modelio import load_model, model_to_bytes
-from tinyseg_plugin.planner import greedy_place, plan_model
+from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.planner import greedy_place, plan_graph, plan_model
 from tinyseg_plugin.schema import fb
 
 
@@ -88,3 +89,22 @@ def test_offline_planned_offsets_match_tflm() -> None:
     real = tflm.arena_usage(model_to_bytes(m))
     assert plan.tensor_buffer(x).offset == 1024 and plan.tensor_buffer(x).offline
     assert plan.head == real.head
+
+
+@pytest.mark.parametrize("runtime", ["reference", "cmsis-nn"])
+def test_a_model_with_tinyseg_operators_is_planned_as_installed(runtime: str) -> None:
+    """An optimized model runs only in a TFLM with TinySeg installed, whose TRANSPOSE_CONV OpData
+    carries the marker: every profile plans it so (tests/test_tflm_runtime.py checks the installed
+    profile's tail against the real build), not only the *-tinyseg one."""
+    from conftest import TINY_UNET
+    from tinyseg_plugin.kernels import Arch
+    from tinyseg_plugin.modelio import load_model
+    from tinyseg_plugin.optimizer import Options, optimize
+
+    g = build_graph(load_model(TINY_UNET))
+    opt = optimize(g, Options(runtime=runtime)).graph
+    plain, installed = Arch("host64-make-recording", 8), Arch("host64-make-recording-tinyseg", 8)
+    assert plan_graph(opt, runtime, plain).tail.total == plan_graph(opt, runtime, installed).tail.total
+    if runtime == "reference":  # 80-byte OpData + 8-byte marker: one more 16-byte step per op
+        n = sum(op.opcode == "TRANSPOSE_CONV" for op in g.operators)
+        assert plan_graph(g, runtime, installed).tail.total - plan_graph(g, runtime, plain).tail.total == 16 * n

@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from . import customops
 from .errors import TinySegError
 from .graph import Graph, build_graph
 from .kernels import ARCHES, Arch, KernelRules
@@ -419,8 +420,13 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
                 kernel_total += reference.align_up(kset.opdata_bytes(op.opcode, pb, sz["compression"]))
                 kernel_total -= reference.align_up(kset.opdata_bytes(op.opcode, pb))
 
-    if sz.get("tinyseg_installed"):
-        # patches/tflm/000[23]: TRANSPOSE_CONV's OpData (reference and CMSIS-NN) carries a
+    # A model holding TinySeg operators or TRANSPOSE_CONV scratch markers runs only in a TFLM with
+    # TinySeg installed, whatever the build profile says.
+    installed = bool(sz.get("tinyseg_installed")) or any(
+        customops.is_tinyseg_op(op) or (op.opcode == "TRANSPOSE_CONV" and customops.transpose_conv_marker(g, op))
+        for g, op in ops)
+    if installed:
+        # `tinyseg tflm install`: TRANSPOSE_CONV's OpData (reference and CMSIS-NN) carries a
         # TinySeg TransposeConvMarker; whether that adds 16 bytes depends on the OpData's size.
         for _, op in ops:
             if op.opcode == "TRANSPOSE_CONV":
@@ -435,7 +441,7 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
                     return rules.persistent_bytes(g, op)  # TinySeg's kernels: taken as 16-byte sized
                 continue
             n = kset.opdata_bytes(op.opcode, pb, sz["compression"])
-            if n and op.opcode == "TRANSPOSE_CONV" and sz.get("tinyseg_installed"):
+            if n and op.opcode == "TRANSPOSE_CONV" and installed:
                 n += TINYSEG_MARKER_BYTES
             if n:
                 return n
