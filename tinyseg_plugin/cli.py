@@ -64,6 +64,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.csv:
         check_writable(args.csv, directory=True)
     a = analyze_graph(graph, args.runtime, args.arch)
+    stream = None
+    if args.stream:
+        from .stream_search import choice_dict, choose_streaming
+
+        stream = choice_dict(choose_streaming(graph, args.runtime, args.arch), graph)
     files: list[tuple[str, bytes]] = []
     if args.csv:
         from pathlib import Path
@@ -73,7 +78,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from .plots import plan_png
 
         files.append((args.plot, plan_png(a, f"{args.model}: head {a.head:,} B ({args.runtime})")))
-    text = json.dumps(to_dict(a, args.model), indent=1) if args.json else ""
+    d = to_dict(a, args.model)
+    if stream is not None:
+        d["stream"] = stream
+    text = json.dumps(d, indent=1) if args.json else ""
     if json_file:
         files.append((json_file, (text + "\n").encode()))
     write_all(files, make_dirs=(args.csv,) if args.csv else ())
@@ -81,6 +89,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print(text)
     else:
         sys.stdout.write(analysis_text(a, args.model, table_width()))
+        if stream is not None:
+            from .report import stream_text
+
+            sys.stdout.write(stream_text(stream))
     return EXIT_OK
 
 
@@ -315,6 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write the analysis as JSON (to stdout without FILE)")
     a.add_argument("--csv", metavar="DIR", help="write tensors.csv, operators.csv and buffers.csv into DIR")
     a.add_argument("--plot", metavar="FILE.png", help="draw the arena plan and per-operator memory")
+    a.add_argument("--stream", action="store_true",
+                   help="also estimate the head if chains of row-local operators ran row by row (issue 14; "
+                        "planner figures only: no TFLM kernel runs chains yet)")
     a.set_defaults(func=cmd_analyze)
 
     o = sub.add_parser("optimize", help="spill, fuse and narrow until the arena head meets the target")

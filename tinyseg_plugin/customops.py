@@ -34,6 +34,11 @@ SPILL = "Spill"
 FETCHING = "Fetching"
 FETCHING_CONV_2D = "FetchingConv2D"
 TINYSEG_OPS = (SPILL, FETCHING, FETCHING_CONV_2D)
+# Planning only (issue 14): a chain of row-local operators run row by row. There is no TFLM kernel
+# for it yet, so no model file ever holds it (validate refuses it like any unknown custom operator)
+# and it is not part of the C++ header; the streaming estimate plans graphs that contain it.
+STREAM_CHAIN = "StreamChain"
+PLANNED_OPS = TINYSEG_OPS + (STREAM_CHAIN,)
 CONTRACT_VERSION = 1
 
 BLOCK_BYTES = 1024  # codec block size the optimizer asks for
@@ -82,6 +87,7 @@ KEYS: dict[str, tuple[str, ...]] = {
                        "dilation_h", "dilation_w", "activation", "band_rows", "quantized_bias_type"),
 }
 FETCHED_KEYS = ("position", "slot", "shape")
+STREAM_CHAIN_KEYS = ("version", "ring_bytes", "op_scratch", "spilled", "fetched", "block")
 
 # dtype rules. Spill and Fetching move bytes of these element types:
 ELEMENT_BYTES: dict[str, int] = {"INT8": 1, "UINT8": 1, "INT16": 2, "INT32": 4, "FLOAT32": 4}
@@ -95,6 +101,7 @@ FETCHING_HEADER_BYTES = 32
 FETCHING_CONV_HEADER_BYTES = 64
 FETCHED_FIXED_BYTES = 16  # one fetched operand: 16 bytes and two pointers
 FETCHED_POINTERS = 2
+STREAM_CHAIN_OPDATA_BYTES = 64  # provisional: the kernel that will static_assert it is not built yet
 PER_CHANNEL_BYTES = 4  # FetchingConv2D: one int32 multiplier and one int32 shift per output channel
 
 
@@ -155,8 +162,21 @@ class FetchingConv2DOptions:
     quantized_bias_type: str = "NONE"  # one of BIAS_TYPES' values
 
 
+@dataclass(frozen=True)
+class StreamChainOptions:
+    """A streamed chain as the planner sees it: its rings, and how many tensors it writes to
+    storage (spilled) and reads from it (fetched) row by row. Planning only (see STREAM_CHAIN)."""
+
+    ring_bytes: int
+    op_scratch: int = 0  # the largest scratch a member operator needs for one row step
+    spilled: int = 0
+    fetched: int = 0
+    block: int = BLOCK_BYTES
+    version: int = CONTRACT_VERSION
+
+
 def is_tinyseg_op(op) -> bool:
-    return op.opcode in TINYSEG_OPS
+    return op.opcode in PLANNED_OPS
 
 
 # ---------------------------------------------------------------- encoding
@@ -169,9 +189,11 @@ def _fetching_map(o: FetchingOptions) -> dict:
     }
 
 
-def encode(options: SpillOptions | FetchingOptions | FetchingConv2DOptions) -> bytes:
+def encode(options: SpillOptions | FetchingOptions | FetchingConv2DOptions | StreamChainOptions) -> bytes:
     """FlexBuffers bytes for an operator's custom_options."""
-    if isinstance(options, SpillOptions):
+    if isinstance(options, StreamChainOptions):
+        m = {k: getattr(options, k) for k in STREAM_CHAIN_KEYS}
+    elif isinstance(options, SpillOptions):
         m = {"version": options.version, "slot": options.slot, "block": options.block}
     elif isinstance(options, FetchingOptions):
         m = _fetching_map(options)
@@ -237,6 +259,8 @@ def decode(op) -> SpillOptions | FetchingOptions | FetchingConv2DOptions:
             return SpillOptions(slot=_int(m, "slot"), block=_int(m, "block"))
         if op.opcode == FETCHING:
             return _fetching(m)
+        if op.opcode == STREAM_CHAIN:
+            return StreamChainOptions(*(int(m[k]) for k in STREAM_CHAIN_KEYS[1:]))
         if op.opcode == FETCHING_CONV_2D:
             conv = ConvParams(str(m["padding"]), _int(m, "stride_h"), _int(m, "stride_w"), _int(m, "dilation_h"),
                               _int(m, "dilation_w"), str(m["activation"]))
@@ -262,6 +286,15 @@ def staging_bytes(block: int) -> int:
     return block + BLOCK_HEADER_BYTES
 
 
+def stream_chain_scratch(o: StreamChainOptions) -> list[int]:
+    """A streamed chain's scratch: one buffer for every ring and, per spilled tensor, the block
+    its rows collect in before the codec encodes it; then the member operators' own scratch
+    (shared: one runs at a time); then one staging block if it touches storage."""
+    first = o.ring_bytes + o.spilled * o.block
+    return ([first] + ([o.op_scratch] if o.op_scratch else [])
+            + ([staging_bytes(o.block)] if o.spilled or o.fetched else []))
+
+
 def band_input_rows(conv: ConvParams, filter_h: int, band_rows: int) -> int:
     return (filter_h - 1) * conv.dilation_h + 1 + conv.stride_h * (band_rows - 1)
 
@@ -278,6 +311,8 @@ def band_buffer_bytes(graph, op, o: FetchingConv2DOptions) -> int:
 def scratch_requests(graph, op, kernels: str) -> list[int]:
     """Scratch buffers each TinySeg kernel requests in Prepare, in order (same for every kernel set)."""
     o = decode(op)
+    if isinstance(o, StreamChainOptions):
+        return stream_chain_scratch(o)
     if isinstance(o, SpillOptions):
         return [staging_bytes(o.block)]
     if isinstance(o, FetchingOptions):
@@ -288,6 +323,8 @@ def scratch_requests(graph, op, kernels: str) -> list[int]:
 def persistent_bytes(graph, op, pointer_bytes: int) -> int:
     """OpData each kernel keeps (see docs/custom_ops.md), each allocation rounded to 16 bytes."""
     o = decode(op)
+    if isinstance(o, StreamChainOptions):
+        return align_up(STREAM_CHAIN_OPDATA_BYTES)
     if isinstance(o, SpillOptions):
         return align_up(SPILL_OPDATA_BYTES)
     per_fetched = fetched_operand_bytes(pointer_bytes)

@@ -98,3 +98,25 @@ def write_csv_dir(files: dict[str, bytes], directory: str) -> None:
     d.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         write_atomic(d / name, data)
+
+
+def stream_text(d: dict) -> str:
+    """The streaming estimate (``stream_search.choice_dict``) as text."""
+    out = io.StringIO()
+    w = out.write
+    w("\nStreaming (ESTIMATE: chains of row-local operators run row by row; no TFLM kernel runs them yet)\n")
+    if not d["chains"]:
+        w(f"no chain lowers the head ({d['head_without_streaming']:,} B)\n")
+        return out.getvalue()
+    for k, c in enumerate(d["chains"]):
+        ops = c["operators"]
+        w(f"  chain {k}: operators {ops[0]}-{ops[-1]} ({len(ops)}: {c['opcodes'][0]} .. {c['opcodes'][-1]}), "
+          f"rings {c['ring_bytes']:,} B, operator scratch {c['op_scratch']:,} B\n")
+        for label, key in (("reads whole", "reads"), ("fetches rows of", "fetches"), ("writes whole", "writes"),
+                           ("spills rows of", "spills")):
+            if c[key]:
+                w(f"    {label}: {' '.join(f't{t}' for t in c[key])}\n")
+    w(f"head without streaming: {kb(d['head_without_streaming'])}\n")
+    w(f"head streamed (estimate, TFLM's planner over the chains): {kb(d['head'])}\n")
+    w(f"storage traffic per inference (row spills and fetches): {d['storage_bytes_per_inference']:,} B\n")
+    return out.getvalue()

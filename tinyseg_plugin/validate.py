@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import TinySegError
+from .customops import TINYSEG_OPS
 from .schema import BUILTIN_NAMES, TYPE_NAMES, TYPE_SIZES, fb, opcode_name
 
 INT_MAX = 2**31 - 1
@@ -30,7 +31,6 @@ MAX_TENSOR_BYTES = 1 << 31  # TFLM sizes arena buffers with int/size_t arithmeti
 MAX_ACTIVATION_BYTES = 1 << 33  # sum over all activations: far beyond any microcontroller
 OFFLINE_METADATA = "OfflineMemoryAllocation"
 
-TINYSEG_OPS = ("Spill", "Fetching", "FetchingConv2D")
 
 # Builtins the tflite-micro wheel registers (python_ops_resolver.cc, TFLM 90b983c).
 TFLM_BUILTINS = frozenset("""

@@ -1,0 +1,153 @@
+"""Row streaming, the analysis stage (issue 14, planning only): row windows against TFLM's own
+row loops, the pull schedule (every row once, rings of the rows a window needs), the chain search
+against the planner, and `tinyseg analyze --stream`. No TFLM kernel runs chains yet, so nothing
+here claims more than planner figures."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tinyseg_plugin import customops, stream, stream_search, synth
+from tinyseg_plugin.cli import main
+from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.modelio import load_model
+from tinyseg_plugin.passes.stream import stream_chains
+from tinyseg_plugin.planner import plan_graph
+
+TINY = Path(__file__).resolve().parents[1] / "examples" / "models" / "tiny_unet.tflite"
+
+
+def _tflm_rows(in_h: int, kh: int, stride: int, dil: int, same: bool) -> list[set[int]]:
+    """The input rows each output row of TFLM's conv/pool loop reads (kernels/padding.h)."""
+    eff = (kh - 1) * dil + 1
+    out_h = (in_h + stride - 1) // stride if same else (in_h + stride - eff) // stride
+    total = max((out_h - 1) * stride + eff - in_h, 0) if same else 0
+    top = total // 2
+    return [{y * stride - top + k * dil for k in range(kh)} & set(range(in_h)) for y in range(out_h)]
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_windows_cover_exactly_the_rows_tflm_reads(same):
+    cases = 0
+    for in_h in range(1, 18):
+        for kh in range(1, 6):
+            for stride in range(1, 4):
+                for dil in range(1, 3):
+                    rows = _tflm_rows(in_h, kh, stride, dil, same)
+                    if not rows:
+                        continue
+                    eff = (kh - 1) * dil + 1
+                    top = stream._padding_top(in_h, len(rows), stride, eff) if same else 0
+                    m = stream.RowMap(in_h, len(rows), stride, 1, top, eff - 1 - top)
+                    for y, read in enumerate(rows):
+                        lo, hi = m.window(y)
+                        assert read <= set(range(lo, hi + 1)), (in_h, kh, stride, dil, y)
+                        # the band TFLM's loop spans (rows between dilated taps included), clipped
+                        first = y * stride - top
+                        assert (lo, hi) == (max(first, 0), min(first + eff - 1, in_h - 1))
+                        if dil == 1 and read:
+                            assert (lo, hi) == (min(read), max(read))
+                        cases += 1
+    assert cases > 1000
+
+
+def test_upsampling_reads_one_row():
+    m = stream.RowMap(10, 20, 1, 2)  # TRANSPOSE_CONV stride 2, kernel 2: output row y reads y // 2
+    assert [m.window(y) for y in range(4)] == [(0, 0), (0, 0), (1, 1), (1, 1)]
+
+
+def test_tiny_unet_is_one_row_local_chain():
+    g = build_graph(load_model(TINY))
+    assert all(stream.is_row_local(g, op) for op in g.operators)
+    assert stream.find_chains(g) == [list(range(len(g.operators)))]
+
+
+def test_pull_schedule_rings():
+    g = build_graph(load_model(TINY))
+    cost = stream.simulate(g, list(range(len(g.operators))))  # raises if a row is computed twice
+    assert all(cost.rows_computed[i] == g.tensors[g.operators[i].outputs[0]].shape[1] for i in cost.ops)
+    # a 3x3 convolution's input needs exactly 3 rows; the transposed convolution's input 1
+    conv2 = g.operators[2]
+    assert cost.ring_rows[conv2.inputs[0]] == 3
+    tconv = next(op for op in g.operators if op.opcode == "TRANSPOSE_CONV")
+    assert cost.ring_rows[tconv.inputs[2]] == 1
+    # the skip of the first level is read 60+ rows of operators later: its ring holds many rows
+    skip = g.operators[2].outputs[0]
+    assert cost.ring_rows[skip] > 20
+    assert cost.ring_bytes[skip] == cost.ring_rows[skip] * 120 * 8
+
+
+def test_spilled_skip_takes_no_ring_in_its_producer():
+    g = build_graph(load_model(TINY))
+    skip = g.operators[2].outputs[0]
+    s = stream_chains(g, [[0, 1, 2], [3, 4, 5], list(range(6, len(g.operators)))], frozenset({skip}))
+    first, second, third = s.chains
+    assert first.spilled == (skip,) and skip not in first.ring_rows
+    assert second.fetched == (skip,) and second.ring_rows[skip] == 2  # MAX_POOL_2D 2x2 reads 2 rows
+    assert third.fetched == (skip,) and third.ring_rows[skip] == 1  # CONCATENATION reads 1 row
+    ops = [op.opcode for op in s.graph.operators]
+    assert ops == [customops.STREAM_CHAIN] * 3
+    # the skip is nowhere in the arena: no operator of the streamed graph reads or writes it whole
+    plan = plan_graph(s.graph)
+    assert all(b.nbytes != g.tensors[skip].nbytes or b.kind == "scratch" for b in plan.buffers)
+
+
+def test_chains_must_be_consecutive_and_spills_read_by_chains_only():
+    g = build_graph(load_model(TINY))
+    with pytest.raises(ValueError):
+        stream_chains(g, [[0, 2]])
+    skip = g.operators[2].outputs[0]
+    with pytest.raises(ValueError):  # the CONCATENATION that reads the skip is in no chain
+        stream_chains(g, [[0, 1, 2], [3, 4, 5]], frozenset({skip}))
+
+
+@pytest.mark.parametrize("runtime,arch", [("reference", "host64"), ("cmsis-nn", "cortex-m")])
+def test_search_lowers_the_tiny_unet_head(runtime, arch):
+    g = build_graph(load_model(TINY))
+    choice = stream_search.choose_streaming(g, runtime, arch)
+    assert choice.base_head == plan_graph(g, runtime, arch).head
+    assert choice.streamed is not None
+    # the planner's head of the streamed graph is the figure reported
+    assert choice.head == plan_graph(choice.streamed.graph, runtime, arch).head
+    assert choice.head <= 64_000  # issue 14's target for the Tiny U-Net (as a plan; no kernel yet)
+    # every chain phase holds at least its whole inputs, whole outputs and rings at once
+    for c in choice.streamed.chains:
+        whole = sum(g.tensors[t].nbytes for t in c.inputs + c.outputs)
+        assert choice.head >= whole + c.rings
+    ops = [i for c in choice.streamed.chains for i in c.ops]
+    assert ops == sorted(set(ops))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_search_never_worse_on_random_unets(seed):
+    g = build_graph(synth.random_unet(seed))
+    choice = stream_search.choose_streaming(g, max_work=2_000)
+    assert choice.head <= choice.base_head
+    if choice.streamed is not None:
+        assert choice.head == plan_graph(choice.streamed.graph).head
+
+
+def test_analyze_stream_cli(capsys):
+    assert main(["analyze", str(TINY), "--stream"]) == 0
+    out = capsys.readouterr().out
+    assert "ESTIMATE" in out and "head streamed (estimate" in out
+    assert main(["analyze", str(TINY), "--stream", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    s = d["stream"]
+    assert s["estimate"] is True and s["head"] < s["head_without_streaming"] == d["head"]
+    assert sum(len(c["operators"]) for c in s["chains"]) <= len(d["operators"])
+    assert main(["analyze", str(TINY), "--json"]) == 0
+    assert "stream" not in json.loads(capsys.readouterr().out)
+
+
+def test_stream_chain_is_never_a_model_tflm_runs():
+    """StreamChain is planning only: validate refuses a model that holds it like any custom
+    operator TFLM does not ship, so nothing claims it runs."""
+    from tinyseg_plugin.validate import tflm_refusals
+
+    g = build_graph(load_model(TINY))
+    s = stream_chains(g, [[0, 1, 2]])
+    assert any(r.opcode == customops.STREAM_CHAIN for r in tflm_refusals(s.graph))
+    assert customops.STREAM_CHAIN not in customops.TINYSEG_OPS

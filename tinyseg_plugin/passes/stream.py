@@ -1,0 +1,71 @@
+"""The streaming pass (issue 14, planning only for now): each chain becomes one StreamChain
+operator that reads its inputs whole, writes its outputs whole, and holds only ring buffers in
+between; tensors that cross chains as skips are spilled row by row by their producing chain and
+fetched row by row by the reading one, so they take no arena bytes at all. The result is what the
+TFLM-exact planner measures a streamed schedule with; no model file holds it until the kernel
+exists (customops.STREAM_CHAIN)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from .. import customops
+from ..graph import Graph
+from ..stream import ChainCost, simulate
+from .edit import Editor
+
+
+@dataclass(frozen=True)
+class Streamed:
+    graph: Graph  # the rewritten graph (StreamChain operators in place of the chains)
+    chains: tuple[ChainCost, ...]
+    spilled: tuple[int, ...]  # tensors (of the input graph) that move through storage row by row
+
+
+def stream_chains(graph: Graph, chains: list[list[int]], spilled: frozenset[int] = frozenset(),
+                  op_scratch: Callable[[int], int] = lambda i: 0, block: int = customops.BLOCK_BYTES,
+                  measure: Callable[..., ChainCost] = simulate) -> Streamed:
+    """Replace each chain (operator indices, in schedule order, at least two) by one StreamChain.
+
+    ``spilled``: tensors produced by one chain and read by later chains only, moved through
+    storage row by row instead of staying whole in the arena. ``op_scratch(i)``: the scratch
+    operator i needs for one row step in the target runtime (stream.row_step_scratch).
+    ``measure``: stream.simulate, or a cached form of it (the chain search asks for the same
+    chains many times)."""
+    position = {i: k for k, chain in enumerate(chains) for i in chain}
+    for chain in chains:
+        if len(chain) < 2 or chain != list(range(chain[0], chain[0] + len(chain))):
+            raise ValueError(f"a chain must be 2+ consecutive operators: {chain}")
+    if len(position) != sum(len(c) for c in chains):
+        raise ValueError("chains overlap")
+    for t in spilled:
+        source = graph.producers.get(t)
+        readers = graph.consumers.get(t, [])
+        if (source not in position or t in graph.outputs or not readers
+                or any(position.get(r, -1) <= position[source] for r in readers)):
+            raise ValueError(f"tensor {t} is not produced by a chain and read by later chains only")
+    costs: list[ChainCost] = []
+    ed = Editor(graph)
+    drop: list[int] = []
+    for ops in chains:
+        reads = {t for i in ops for t in graph.operators[i].inputs if t >= 0}
+        produced = {graph.operators[i].outputs[0] for i in ops}
+        fetched = frozenset(t for t in spilled if t in reads and t not in produced)
+        cost = measure(graph, ops, spilled=frozenset(spilled & produced), fetched=fetched)
+        cost = replace(cost, op_scratch=max(op_scratch(i) for i in ops))
+        costs.append(cost)
+        constants = []
+        for i in ops:
+            for t in graph.operators[i].inputs:
+                if t >= 0 and graph.tensors[t].is_constant and t not in constants:
+                    constants.append(t)
+        options = customops.StreamChainOptions(ring_bytes=cost.rings, op_scratch=cost.op_scratch,
+                                               spilled=len(cost.spilled),
+                                               fetched=len(cost.fetched), block=block)
+        op = ed.custom(customops.STREAM_CHAIN, list(cost.inputs) + constants, list(cost.outputs),
+                       customops.encode(options))
+        ed.replace(ops[0], op)
+        drop.extend(ops[1:])
+    for i in sorted(drop, reverse=True):
+        ed.remove(i)
+    return Streamed(ed.graph(), tuple(costs), tuple(sorted(spilled)))

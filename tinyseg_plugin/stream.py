@@ -1,0 +1,300 @@
+"""Row streaming (issue 14): which operators can run row by row, and what a chain of them costs.
+
+A *row-local* operator computes output row y of an NHWC tensor from a window of rows of
+each activation input (a 3x3 convolution: three rows; an elementwise ADD: one row). A
+*chain* of such operators can run row by row: every intermediate tensor lives in a ring
+buffer holding only the rows some consumer's window still needs, and every row is
+computed once (no halo recomputation). This module is the analysis stage of streaming:
+
+- ``row_map`` gives, for one operator and one of its inputs, the input rows output row y
+  reads (TFLM's own padding and row loops, the same arithmetic as tflm_ops/core band.h);
+- ``simulate`` runs a chain's pull schedule row by row and measures the rows each ring
+  must hold, and the order rows are produced (each exactly once);
+- ``find_chains`` finds the maximal chains of row-local operators of a graph.
+
+The fused TFLM kernel that executes a chain is not built yet; figures from here are the
+memory a chain *would* take, labelled as estimates wherever they are shown.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .graph import Graph, Operator
+from .schema import TYPE_SIZES
+
+# Operators whose output row y depends on input row y only (same height).
+ROW_IDENTITY = frozenset(
+    """
+    ADD SUB MUL RELU RELU6 RELU_N1_TO_1 LOGISTIC TANH HARD_SWISH LEAKY_RELU PRELU QUANTIZE DEQUANTIZE
+    CONCATENATION
+    """.split()
+)
+WINDOWED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D"})
+UPSAMPLING = frozenset({"TRANSPOSE_CONV", "RESIZE_NEAREST_NEIGHBOR"})
+PADDING_OP = "PAD"
+ROW_LOCAL = ROW_IDENTITY | WINDOWED | UPSAMPLING | {PADDING_OP}
+
+
+@dataclass(frozen=True)
+class RowMap:
+    """How output rows read one input: output row y reads input rows
+    [y * num // den - before, y * num // den + after] clipped to [0, in_h) (for a
+    down-sampling window num = stride, den = 1; for up-sampling by f: num = 1, den = f)."""
+
+    in_h: int
+    out_h: int
+    num: int = 1
+    den: int = 1
+    before: int = 0  # rows above the anchor row (top padding)
+    after: int = 0  # rows below it (effective kernel - 1 - top padding)
+
+    def window(self, y: int) -> tuple[int, int]:
+        """Input rows [lo, hi] output row y reads; lo > hi when it reads none (padding)."""
+        anchor = y * self.num // self.den
+        return max(anchor - self.before, 0), min(anchor + self.after, self.in_h - 1)
+
+
+def _padding_top(in_h: int, out_h: int, stride: int, eff_kernel: int) -> int:
+    """TFLM's ComputePaddingHeightWidth (top = total // 2; odd padding goes below)."""
+    total = max((out_h - 1) * stride + eff_kernel - in_h, 0)
+    return total // 2
+
+
+def _nhwc(graph: Graph, t: int) -> tuple[int, int, int, int] | None:
+    shape = graph.tensors[t].shape
+    return tuple(shape) if len(shape) == 4 else None  # type: ignore[return-value]
+
+
+def activation_inputs(graph: Graph, op: Operator) -> list[int]:
+    """The operator's inputs that live in the arena (not constants), in order, without repeats."""
+    seen: list[int] = []
+    for t in op.inputs:
+        if t >= 0 and not graph.tensors[t].is_constant and t not in seen:
+            seen.append(t)
+    return seen
+
+
+def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
+    """The rows of activation input ``t`` that each output row of ``op`` reads, or None when
+    ``op`` is not row-local for that input (then it cannot join a chain)."""
+    if len(op.outputs) != 1:
+        return None
+    out, inp = _nhwc(graph, op.outputs[0]), _nhwc(graph, t)
+    if out is None or inp is None or out[0] != 1 or inp[0] != 1:
+        return None
+    in_h, out_h = inp[1], out[1]
+    o = op.options
+    name = op.opcode
+    if name in ROW_IDENTITY:
+        if name == "CONCATENATION" and (o is None or o.axis % 4 != 3):
+            return None
+        if in_h != out_h:
+            return None  # broadcast along height: every output row reads the whole input
+        return RowMap(in_h, out_h)
+    if name in WINDOWED:
+        if o is None or op.inputs[0] != t:
+            return None
+        if name in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+            filt = graph.tensors[op.inputs[1]].shape
+            if len(filt) != 4:
+                return None
+            kh, stride, dil = filt[1], o.strideH, (o.dilationHFactor or 1)
+        else:
+            kh, stride, dil = o.filterHeight, o.strideH, 1
+        if kh < 1 or stride < 1 or dil < 1:
+            return None
+        eff = (kh - 1) * dil + 1
+        top = _padding_top(in_h, out_h, stride, eff) if o.padding == 0 else 0
+        if dil > 1 and kh > 1:
+            pass  # the window spans the dilated taps; rows between taps are held too
+        return RowMap(in_h, out_h, stride, 1, top, eff - 1 - top)
+    if name == "TRANSPOSE_CONV":
+        # inputs: output_shape, filter, input[, bias]; row-local when stride >= kernel height:
+        # output row y then reads input row y // stride only.
+        if o is None or len(op.inputs) < 3 or op.inputs[2] != t:
+            return None
+        filt = graph.tensors[op.inputs[1]].shape
+        if len(filt) != 4 or o.strideH < filt[1] or out_h != in_h * o.strideH:
+            return None
+        return RowMap(in_h, out_h, 1, o.strideH)
+    if name == "RESIZE_NEAREST_NEIGHBOR":
+        if o is None or o.alignCorners or op.inputs[0] != t or out_h % in_h:
+            return None
+        return RowMap(in_h, out_h, 1, out_h // in_h)
+    if name == PADDING_OP:
+        pads = graph.buffer_array(op.inputs[1]) if len(op.inputs) > 1 else None
+        if op.inputs[0] != t or pads is None or pads.shape != (4, 2) or pads[0].any():
+            return None
+        top = int(pads[1][0])
+        return RowMap(in_h, out_h, 1, 1, -top, top) if top >= 0 else None  # y reads y - top
+    return None
+
+
+def row_bytes(graph: Graph, t: int) -> int:
+    """Bytes of one row of an NHWC tensor (batch 1)."""
+    tensor = graph.tensors[t]
+    return tensor.shape[2] * tensor.shape[3] * TYPE_SIZES.get(tensor.dtype, 0)
+
+
+def is_row_local(graph: Graph, op: Operator) -> bool:
+    ins = activation_inputs(graph, op)
+    return op.opcode in ROW_LOCAL and bool(ins) and all(row_map(graph, op, t) is not None for t in ins)
+
+
+# ---------------------------------------------------------------- the pull schedule of one chain
+
+
+@dataclass
+class ChainCost:
+    """What running a chain row by row costs: ring rows per tensor and rows computed."""
+
+    ops: tuple[int, ...]
+    inputs: tuple[int, ...]  # chain inputs read whole from the arena
+    fetched: tuple[int, ...]  # chain inputs read row by row from storage
+    outputs: tuple[int, ...]  # tensors written whole to the arena (read after the chain, or graph outputs)
+    spilled: tuple[int, ...]  # tensors written row by row to storage
+    ring_rows: dict[int, int] = field(default_factory=dict)  # tensor -> rows its ring holds at most
+    ring_bytes: dict[int, int] = field(default_factory=dict)
+    rows_computed: dict[int, int] = field(default_factory=dict)  # op -> output rows computed
+    op_scratch: int = 0  # the largest scratch one member needs for one row step (set by the pass)
+
+    @property
+    def rings(self) -> int:
+        return sum(self.ring_bytes.values())
+
+
+def chain_io(graph: Graph, ops: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """(inputs, outputs, intermediates) of a chain: what it reads from before it, what is read
+    after it (or is a graph output), and what only its own operators read."""
+    members = set(ops)
+    produced = [graph.operators[i].outputs[0] for i in ops]
+    inputs: list[int] = []
+    for i in ops:
+        for t in activation_inputs(graph, graph.operators[i]):
+            if t not in produced and t not in inputs:
+                inputs.append(t)
+    outputs, inner = [], []
+    for t in produced:
+        outside = t in graph.outputs or any(c not in members for c in graph.consumers.get(t, []))
+        (outputs if outside else inner).append(t)
+    return inputs, outputs, inner
+
+
+def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset(),
+             fetched: frozenset[int] = frozenset()) -> ChainCost:
+    """Run the chain's pull schedule and measure it.
+
+    The chain's outputs are produced row by row, top to bottom, one row of each in turn; a
+    row is computed when some reader's window first needs it and dropped when no reader's
+    window will read it again. A ring holds the rows between those two moments: intermediates
+    and spilled outputs that chain members read, and inputs in ``fetched`` (read row by row
+    from storage). Outputs not in ``spilled`` are written whole to the arena and need no ring.
+    Every row of every operator is computed exactly once (asserted)."""
+    inputs, outputs, inner = chain_io(graph, ops)
+    producer = {graph.operators[i].outputs[0]: i for i in ops}
+    maps: dict[tuple[int, int], RowMap] = {}
+    readers: dict[int, list[int]] = {}
+    for i in ops:
+        op = graph.operators[i]
+        for t in activation_inputs(graph, op):
+            m = row_map(graph, op, t)
+            if m is None:
+                raise ValueError(f"operator {i} ({op.opcode}) is not row-local")
+            maps[(i, t)] = m
+            readers.setdefault(t, []).append(i)
+    streamed = set(producer) | (set(inputs) & set(fetched))
+    height = {t: graph.tensors[t].shape[1] for t in streamed}
+    done = {t: 0 for t in streamed}  # rows produced (or fetched) so far
+    computed = {i: 0 for i in ops}
+    ringed = [t for t in streamed if t in inner or t in spilled or t in fetched]
+    ringed = [t for t in ringed if readers.get(t)]
+    held = {t: 0 for t in ringed}
+
+    def lowest_needed(t: int) -> int:
+        """First row of t that the next output row of some in-chain reader reads."""
+        low = height[t]
+        for r in readers.get(t, []):
+            out = graph.operators[r].outputs[0]
+            y = done[out]
+            if y < height[out]:
+                lo, hi = maps[(r, t)].window(y)
+                low = min(low, lo if lo <= hi else height[t])
+        return low
+
+    def note(t: int) -> None:
+        if t in held:
+            held[t] = max(held[t], done[t] - min(lowest_needed(t), done[t]))
+
+    def pull(t: int, row: int) -> None:
+        """Produce rows of t up to `row` (inclusive)."""
+        i = producer.get(t)
+        while done[t] <= row:
+            if i is not None:
+                op = graph.operators[i]
+                y = done[t]
+                for u in activation_inputs(graph, op):
+                    if u in done:
+                        lo, hi = maps[(i, u)].window(y)
+                        if lo <= hi:
+                            pull(u, hi)
+                computed[i] += 1
+            done[t] += 1
+            note(t)
+            if i is not None:
+                for u in activation_inputs(graph, graph.operators[i]):
+                    note(u)
+
+    order = [t for t in outputs if t not in spilled] + [t for t in outputs if t in spilled]
+    progress = True
+    while progress:
+        progress = False
+        for t in order:  # one row of each output in turn
+            if done[t] < height[t]:
+                pull(t, done[t])
+                progress = True
+    for t in inner:  # an intermediate no output needs (dead code) is still computed
+        if done[t] < height[t]:
+            pull(t, height[t] - 1)
+    cost = ChainCost(tuple(ops), tuple(t for t in inputs if t not in fetched), tuple(t for t in inputs if t in fetched),
+                     tuple(t for t in outputs if t not in spilled), tuple(t for t in outputs if t in spilled),
+                     rows_computed=computed)
+    for t in ringed:
+        rows = min(max(held[t], 1), height[t])
+        cost.ring_rows[t] = rows
+        cost.ring_bytes[t] = rows * row_bytes(graph, t)
+    for i in ops:
+        if computed[i] != graph.tensors[graph.operators[i].outputs[0]].shape[1]:
+            raise AssertionError(f"operator {i}: {computed[i]} rows computed")
+    return cost
+
+
+def row_step_scratch(graph: Graph, op: Operator, whole_scratch: list[int]) -> int:
+    """Scratch one operator of a chain needs while it computes one step of rows, given what its
+    kernel requests when it runs whole: TRANSPOSE_CONV accumulates only the `stride` output rows
+    one input row makes (int32, as TinySeg's banded accumulator); every other kernel's scratch
+    (CMSIS-NN's im2col and the like) does not depend on the height, so it is kept."""
+    if op.opcode == "TRANSPOSE_CONV":
+        out = graph.tensors[op.outputs[0]]
+        return op.options.strideH * out.shape[2] * out.shape[3] * 4
+    return sum(whole_scratch)
+
+
+def find_chains(graph: Graph) -> list[list[int]]:
+    """Maximal runs of consecutive row-local operators (in schedule order) that are connected:
+    each operator after the first reads a tensor an earlier member produced."""
+    chains: list[list[int]] = []
+    current: list[int] = []
+    produced: set[int] = set()
+    for op in graph.operators:
+        if is_row_local(graph, op):
+            if current and not any(t in produced for t in activation_inputs(graph, op)):
+                chains.append(current)
+                current, produced = [], set()
+            current.append(op.index)
+            produced.add(op.outputs[0])
+        elif current:
+            chains.append(current)
+            current, produced = [], set()
+    if current:
+        chains.append(current)
+    return [c for c in chains if len(c) > 1]

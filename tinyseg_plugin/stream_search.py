@@ -1,0 +1,161 @@
+"""Where to cut chains for streaming (issue 14, step 3): the TFLM-exact planner is the judge.
+
+Streaming a whole maximal chain is rarely best: a skip tensor read far down the chain then
+needs a ring of all the rows in flight between its producer and its reader. Cutting the chain
+there and moving the skip through storage row by row removes it from the arena, but each cut
+also keeps the tensor at the cut whole. ``choose_streaming`` cuts greedily, one cut at a time,
+and for each candidate spills (greedily, largest first) the crossing tensors that lower the
+head; objective: the head, then the bytes moved through storage per inference."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .graph import Graph
+from .passes.stream import Streamed, stream_chains
+from .kernels import ARCHES, KernelRules
+from .planner import plan_graph
+from .stream import ChainCost, find_chains, row_step_scratch, simulate
+
+# Budget of the cut rounds: planner runs times the input's operators (a count, not seconds, so the
+# answer is reproducible; 400 runs on the Tiny U-Net, about 40 on a 500-operator graph).
+MAX_WORK = 20_000
+
+
+@dataclass(frozen=True)
+class StreamChoice:
+    streamed: Streamed | None  # None: no chain lowers the head
+    head: int  # head of the streamed graph (or of the input graph when streamed is None)
+    base_head: int  # head without streaming
+    storage_bytes: int  # bytes written to and read from storage per inference (each fetch counted)
+    plans: int  # planner runs the search made
+
+
+def _segments(chains: list[list[int]], cuts: frozenset[int]) -> list[list[int]]:
+    """Split each maximal chain after every operator index in cuts; keep parts of 2+ operators."""
+    out: list[list[int]] = []
+    for chain in chains:
+        part: list[int] = []
+        for i in chain:
+            part.append(i)
+            if i in cuts:
+                out.append(part)
+                part = []
+        out.append(part)
+    return [p for p in out if len(p) > 1]
+
+
+def _spillable(graph: Graph, segments: list[list[int]]) -> list[int]:
+    """Tensors produced by one segment and read only by later segments (never a graph output)."""
+    where = {i: k for k, seg in enumerate(segments) for i in seg}
+    out = []
+    for k, seg in enumerate(segments):
+        for i in seg:
+            t = graph.operators[i].outputs[0]
+            readers = graph.consumers.get(t, [])
+            if t in graph.outputs or not readers:
+                continue
+            if all(r in where and where[r] > k for r in readers):
+                out.append(t)
+    return sorted(out, key=lambda t: -graph.tensors[t].nbytes)
+
+
+def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host64",
+                     max_work: int = MAX_WORK) -> StreamChoice:
+    """The chains (and row spills) that give the lowest head, judged by the planner."""
+    base = plan_graph(graph, runtime, arch).head
+    chains = find_chains(graph)
+    plans = 1
+    rules = KernelRules(runtime, ARCHES[arch])
+    scratch = {i: row_step_scratch(graph, graph.operators[i], rules.scratch_requests(graph, graph.operators[i]) or [])
+               for chain in chains for i in chain}
+    if not chains:
+        return StreamChoice(None, base, base, 0, plans)
+
+    def cost(streamed: Streamed) -> tuple[int, int]:
+        nonlocal plans
+        plans += 1
+        moved = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled + c.fetched)
+        return plan_graph(streamed.graph, runtime, arch).head, moved
+
+    measured: dict[tuple, ChainCost] = {}
+
+    def measure(g: Graph, ops: list[int], spilled: frozenset[int], fetched: frozenset[int]) -> ChainCost:
+        key = (tuple(ops), spilled, fetched)
+        if key not in measured:
+            measured[key] = simulate(g, ops, spilled=spilled, fetched=fetched)
+        return measured[key]
+
+    def build(cuts: frozenset[int], spilled: frozenset[int]) -> Streamed:
+        return stream_chains(graph, _segments(chains, cuts), spilled, scratch.__getitem__, measure=measure)
+
+    def evaluate(cuts: frozenset[int]) -> tuple[tuple[int, int], Streamed, frozenset[int]] | None:
+        segments = _segments(chains, cuts)
+        if not segments:
+            return None
+        spilled: frozenset[int] = frozenset()
+        best_s = build(cuts, spilled)
+        best = cost(best_s)
+        for t in _spillable(graph, segments):
+            s = build(cuts, spilled | {t})
+            c = cost(s)
+            if c < best:
+                best, best_s, spilled = c, s, spilled | {t}
+        return best, best_s, spilled
+
+    def out_of_time() -> bool:
+        return plans * max(len(graph.operators), 1) >= max_work
+
+    current: frozenset[int] = frozenset()
+    found = evaluate(current)
+    best_cost, best, spills = found if found else ((base, 0), None, frozenset())
+    positions = [i for chain in chains for i in chain[:-1]]
+    improved = True
+    while improved and not out_of_time():
+        improved = False
+        round_best = None
+        for i in positions:
+            if i in current or out_of_time():
+                continue
+            r = evaluate(current | {i})
+            if r is not None and (round_best is None or r[0] < round_best[0][0]):
+                round_best = (r, current | {i})
+        if round_best is not None and round_best[0][0] < best_cost:
+            (best_cost, best, spills), current = round_best
+            improved = True
+    # Then the same head with less storage traffic: drop each cut and each spill that the head
+    # does not need.
+    for kind in ("cut", "spill"):
+        for item in sorted(current if kind == "cut" else spills):
+            cuts2 = current - {item} if kind == "cut" else current
+            spills2 = spills if kind == "cut" else spills - {item}
+            segments = _segments(chains, cuts2)
+            if not segments:
+                continue
+            spills2 = frozenset(t for t in spills2 if t in _spillable(graph, segments))
+            s = build(cuts2, spills2)
+            c = cost(s)
+            if c[0] <= best_cost[0] and c[1] < best_cost[1]:
+                best_cost, best, current, spills = c, s, cuts2, spills2
+    if best is None or best_cost[0] >= base:
+        return StreamChoice(None, base, base, 0, plans)
+    return StreamChoice(best, best_cost[0], base, best_cost[1], plans)
+
+
+def choice_dict(choice: StreamChoice, graph: Graph) -> dict:
+    """The JSON form of a streaming choice (the "stream" key of `tinyseg analyze --stream --json`)."""
+    chains = []
+    for c in choice.streamed.chains if choice.streamed else ():
+        chains.append({
+            "operators": list(c.ops),
+            "opcodes": [graph.operators[i].opcode for i in c.ops],
+            "reads": list(c.inputs), "fetches": list(c.fetched), "writes": list(c.outputs), "spills": list(c.spilled),
+            "ring_rows": {str(t): r for t, r in c.ring_rows.items()},
+            "ring_bytes": c.rings, "op_scratch": c.op_scratch,
+        })
+    return {
+        "estimate": True,  # no TFLM kernel runs a chain yet (customops.STREAM_CHAIN)
+        "head_without_streaming": choice.base_head,
+        "head": choice.head,
+        "storage_bytes_per_inference": choice.storage_bytes,
+        "chains": chains,
+    }
