@@ -88,6 +88,7 @@ KEYS: dict[str, tuple[str, ...]] = {
 }
 FETCHED_KEYS = ("position", "slot", "shape")
 STREAM_CHAIN_KEYS = ("version", "ring_bytes", "op_scratch", "spilled", "fetched", "block")
+STREAM_BODY_KEYS = ("stages", "tensors", "spill", "fetch", "rings")
 
 # dtype rules. Spill and Fetching move bytes of these element types:
 ELEMENT_BYTES: dict[str, int] = {"INT8": 1, "UINT8": 1, "INT16": 2, "INT32": 4, "FLOAT32": 4}
@@ -163,6 +164,32 @@ class FetchingConv2DOptions:
 
 
 @dataclass(frozen=True)
+class StreamTensor:
+    """A tensor of a chain's body that is not an input or output of the StreamChain itself
+    (an intermediate, or a tensor it spills or fetches row by row)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    scales: tuple[float, ...] = ()
+    zero_points: tuple[int, ...] = ()
+    quantized_dimension: int = 0
+
+
+@dataclass(frozen=True)
+class StreamStage:
+    """One operator of a chain's body. Operands are chain-local ids: 0.. the StreamChain's inputs,
+    then its outputs, then its ``tensors``; -1 an omitted optional input."""
+
+    op: str  # builtin name
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    options: str | None = None  # builtin options class name, e.g. "Conv2DOptions"
+    fields: tuple[tuple[str, object], ...] = ()  # its field values
+    version: int = 1
+
+
+@dataclass(frozen=True)
 class StreamChainOptions:
     """A streamed chain as the planner sees it: its rings, and how many tensors it writes to
     storage (spilled) and reads from it (fetched) row by row. Planning only (see STREAM_CHAIN)."""
@@ -173,6 +200,12 @@ class StreamChainOptions:
     fetched: int = 0
     block: int = BLOCK_BYTES
     version: int = CONTRACT_VERSION
+    # The body: what the chain computes (the kernel's program; lowering rebuilds it as builtins).
+    stages: tuple[StreamStage, ...] = ()
+    tensors: tuple[StreamTensor, ...] = ()
+    spill: tuple[tuple[int, int], ...] = ()  # (local id, slot): written row by row to storage
+    fetch: tuple[tuple[int, int], ...] = ()  # (local id, slot): read row by row from storage
+    rings: tuple[tuple[int, int], ...] = ()  # (local id, rows its ring holds)
 
 
 def is_tinyseg_op(op) -> bool:
@@ -193,6 +226,13 @@ def encode(options: SpillOptions | FetchingOptions | FetchingConv2DOptions | Str
     """FlexBuffers bytes for an operator's custom_options."""
     if isinstance(options, StreamChainOptions):
         m = {k: getattr(options, k) for k in STREAM_CHAIN_KEYS}
+        m["stages"] = [{"op": st.op, "version": st.version, "inputs": list(st.inputs), "outputs": list(st.outputs),
+                        "options": st.options or "", "fields": dict(st.fields)} for st in options.stages]
+        m["tensors"] = [{"name": t.name, "type": t.dtype, "shape": list(t.shape), "scale": list(t.scales),
+                         "zero_point": list(t.zero_points), "quantized_dimension": t.quantized_dimension}
+                        for t in options.tensors]
+        for key in ("spill", "fetch", "rings"):
+            m[key] = [list(pair) for pair in getattr(options, key)]
     elif isinstance(options, SpillOptions):
         m = {"version": options.version, "slot": options.slot, "block": options.block}
     elif isinstance(options, FetchingOptions):
@@ -251,6 +291,21 @@ def _fetching(m: dict) -> FetchingOptions:
     return FetchingOptions(axis=_int(m, "axis"), operands=operands, block=_int(m, "block"), fetched=tuple(fetched))
 
 
+def _stream_chain(m: dict) -> StreamChainOptions:
+    numbers = [int(m[k]) for k in STREAM_CHAIN_KEYS[1:]]
+    stages = tuple(
+        StreamStage(str(st["op"]), tuple(int(i) for i in st["inputs"]), tuple(int(o) for o in st["outputs"]),
+                    str(st["options"]) or None, tuple(sorted(dict(st["fields"]).items())), int(st["version"]))
+        for st in m["stages"])
+    tensors = tuple(
+        StreamTensor(str(t["name"]), str(t["type"]), tuple(int(d) for d in t["shape"]),
+                     tuple(float(x) for x in t["scale"]), tuple(int(z) for z in t["zero_point"]),
+                     int(t["quantized_dimension"]))
+        for t in m["tensors"])
+    pairs = {k: tuple((int(a), int(b)) for a, b in m[k]) for k in ("spill", "fetch", "rings")}
+    return StreamChainOptions(*numbers, stages=stages, tensors=tensors, **pairs)
+
+
 def decode(op) -> SpillOptions | FetchingOptions | FetchingConv2DOptions:
     """The options of a TinySeg operator (an Operator of graph.py)."""
     m = _load(op)
@@ -260,7 +315,7 @@ def decode(op) -> SpillOptions | FetchingOptions | FetchingConv2DOptions:
         if op.opcode == FETCHING:
             return _fetching(m)
         if op.opcode == STREAM_CHAIN:
-            return StreamChainOptions(*(int(m[k]) for k in STREAM_CHAIN_KEYS[1:]))
+            return _stream_chain(m)
         if op.opcode == FETCHING_CONV_2D:
             conv = ConvParams(str(m["padding"]), _int(m, "stride_h"), _int(m, "stride_w"), _int(m, "dilation_h"),
                               _int(m, "dilation_w"), str(m["activation"]))

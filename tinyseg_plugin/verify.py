@@ -47,6 +47,9 @@ def lower(graph: Graph) -> Graph:
     for op in graph.operators:
         if op.opcode == customops.SPILL:
             continue
+        if op.opcode == customops.STREAM_CHAIN:
+            new_ops.extend(_lower_chain(ed, op, slots, resolve))
+            continue
         if op.opcode in (customops.FETCHING, customops.FETCHING_CONV_2D):
             o = customops.decode(op)
             fo = o if isinstance(o, customops.FetchingOptions) else o.fetching
@@ -88,6 +91,26 @@ def lower(graph: Graph) -> Graph:
     if layout is not None:
         ed.offline_offsets(layout)
     return ed.graph()
+
+
+def _lower_chain(ed: Editor, op, slots: dict[int, int], resolve) -> list[Op]:
+    """A StreamChain's body as builtins: its tensors made whole, a fetched one being the tensor the
+    chain that spilled it made (``slots``, filled here in operator order)."""
+    o = customops.decode(op)
+    ids = list(op.inputs) + list(op.outputs)
+    fetched = dict(o.fetch)
+    for k, t in enumerate(o.tensors):
+        lid = len(ids)
+        if lid in fetched:
+            if fetched[lid] not in slots:
+                raise TinySegError(f"operator {op.index}: fetches slot {fetched[lid]}, which nothing before it spills")
+            ids.append(resolve(slots[fetched[lid]]))
+        else:
+            ids.append(ed.quantized_tensor(t.name, t.dtype, t.shape, t.scales, t.zero_points, t.quantized_dimension))
+    for lid, slot in o.spill:
+        slots[slot] = ids[lid]
+    return [ed.builtin(st.op, [ids[i] if i >= 0 else -1 for i in st.inputs], [ids[i] for i in st.outputs],
+                       st.options, dict(st.fields), st.version) for st in o.stages]
 
 
 def _layout_by_tensor(graph: Graph, spilled: set[int]) -> dict[int, int] | None:

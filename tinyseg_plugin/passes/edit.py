@@ -113,6 +113,18 @@ class Editor:
         t.shape, t.type, t.buffer, t.name = [int(d) for d in shape], TYPE_CODES[dtype], 0, name.encode()
         return self._add_tensor(t)
 
+    def quantized_tensor(self, name: str, dtype: str, shape: Sequence[int], scales: Sequence[float],
+                         zero_points: Sequence[int], quantized_dimension: int = 0) -> int:
+        """A new activation tensor with this quantization (none when ``scales`` is empty)."""
+        index = self.tensor(name, dtype, shape)
+        if scales:
+            q = fb.QuantizationParametersT()
+            q.scale = [float(x) for x in scales]
+            q.zeroPoint = [int(z) for z in zero_points]
+            q.quantizedDimension = int(quantized_dimension)
+            self.sg.tensors[index].quantization = q
+        return index
+
     def constant(self, name: str, values: np.ndarray, dtype: str) -> int:
         """A new constant tensor holding ``values`` in a buffer of its own."""
         b = fb.BufferT()
@@ -156,6 +168,42 @@ class Editor:
             setattr(options, k, v)
         op.builtinOptionsType, op.builtinOptions = options_type, options
         return Op(op)
+
+    def builtin(self, name: str, inputs: Sequence[int], outputs: Sequence[int], options: str | None,
+                fields: dict[str, Any], version: int = 1) -> Op:
+        """Any builtin operator, its options given by class name ("Conv2DOptions") and field values
+        (how a StreamChain keeps the operators of its body)."""
+        op = fb.OperatorT()
+        op.opcodeIndex = self.opcode_version(name, version)
+        op.inputs, op.outputs = [int(i) for i in inputs], [int(o) for o in outputs]
+        if options is not None:
+            cls = getattr(fb, options + "T", None)
+            kind = getattr(fb.BuiltinOptions, options, None)
+            if cls is None or kind is None:
+                raise ValueError(f"unknown builtin options {options!r}")
+            obj = cls()
+            for k, v in fields.items():
+                if not hasattr(obj, k):
+                    raise ValueError(f"{options} has no field {k!r}")
+                setattr(obj, k, v)
+            op.builtinOptionsType, op.builtinOptions = kind, obj
+        return Op(op)
+
+    def opcode_version(self, name: str, version: int) -> int:
+        """The operator code index of a builtin at this version, added if missing."""
+        if version == 1:
+            return self.opcode(name)
+        codes = self.model.operatorCodes
+        for i, c in enumerate(codes or []):
+            if max(c.builtinCode, c.deprecatedBuiltinCode) == BUILTIN_CODES[name] and c.version == version:
+                return i
+        if codes is None:
+            codes = self.model.operatorCodes = []
+        c = fb.OperatorCodeT()
+        code = BUILTIN_CODES[name]
+        c.builtinCode, c.deprecatedBuiltinCode, c.version = code, min(code, 127), int(version)
+        codes.append(c)
+        return len(codes) - 1
 
     def concatenation(self, inputs: Sequence[int], output: int, axis: int) -> Op:
         return self._builtin("CONCATENATION", inputs, [output], axis=int(axis))

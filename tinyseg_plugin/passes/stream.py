@@ -45,6 +45,8 @@ def stream_chains(graph: Graph, chains: list[list[int]], spilled: frozenset[int]
                 or any(position.get(r, -1) <= position[source] for r in readers)):
             raise ValueError(f"tensor {t} is not produced by a chain and read by later chains only")
     costs: list[ChainCost] = []
+    used = [customops.decode(op).slot for op in graph.operators if op.opcode == customops.SPILL]
+    slot_of = {t: max(used, default=-1) + 1 + k for k, t in enumerate(sorted(spilled))}
     ed = Editor(graph)
     drop: list[int] = []
     for ops in chains:
@@ -59,13 +61,57 @@ def stream_chains(graph: Graph, chains: list[list[int]], spilled: frozenset[int]
             for t in graph.operators[i].inputs:
                 if t >= 0 and graph.tensors[t].is_constant and t not in constants:
                     constants.append(t)
-        options = customops.StreamChainOptions(ring_bytes=cost.rings, op_scratch=cost.op_scratch,
-                                               spilled=len(cost.spilled),
-                                               fetched=len(cost.fetched), block=block)
-        op = ed.custom(customops.STREAM_CHAIN, list(cost.inputs) + constants, list(cost.outputs),
-                       customops.encode(options))
+        inputs = list(cost.inputs) + constants
+        options = _body(graph, ops, cost, inputs, slot_of, block)
+        op = ed.custom(customops.STREAM_CHAIN, inputs, list(cost.outputs), customops.encode(options))
         ed.replace(ops[0], op)
         drop.extend(ops[1:])
     for i in sorted(drop, reverse=True):
         ed.remove(i)
     return Streamed(ed.graph(), tuple(costs), tuple(sorted(spilled)))
+
+
+def _fields(options: object) -> tuple[str | None, tuple[tuple[str, object], ...]]:
+    """A builtin options object as (class name, scalar fields) for the chain's body."""
+    if options is None:
+        return None, ()
+    name = type(options).__name__
+    fields = []
+    for k, v in sorted(vars(options).items()):
+        if v is None:
+            continue
+        if isinstance(v, (bool, int, float)):
+            fields.append((k, v))
+        else:
+            raise ValueError(f"{name}.{k} is not a scalar; the operator cannot join a chain")
+    return (name[:-1] if name.endswith("T") else name), tuple(fields)
+
+
+def _body(graph: Graph, ops: list[int], cost: ChainCost, inputs: list[int], slot_of: dict[int, int],
+          block: int) -> customops.StreamChainOptions:
+    """The StreamChain's options: planning figures and the body (customops.StreamStage)."""
+    local = {t: k for k, t in enumerate(inputs)}
+    for t in cost.outputs:
+        local[t] = len(local)
+    tensors: list[customops.StreamTensor] = []
+    for i in ops:
+        op = graph.operators[i]
+        for t in list(op.inputs) + list(op.outputs):
+            if t >= 0 and t not in local:
+                local[t] = len(local)
+                x = graph.tensors[t]
+                tensors.append(customops.StreamTensor(x.name, x.dtype, x.shape, x.scales, x.zero_points,
+                                                      x.quantized_dimension))
+    stages = []
+    for i in ops:
+        op = graph.operators[i]
+        name, fields = _fields(op.options)
+        stages.append(customops.StreamStage(op.opcode, tuple(local[t] if t >= 0 else -1 for t in op.inputs),
+                                            tuple(local[t] for t in op.outputs), name, fields, op.version))
+    return customops.StreamChainOptions(
+        ring_bytes=cost.rings, op_scratch=cost.op_scratch, spilled=len(cost.spilled), fetched=len(cost.fetched),
+        block=block, stages=tuple(stages), tensors=tuple(tensors),
+        spill=tuple((local[t], slot_of[t]) for t in cost.spilled),
+        fetch=tuple((local[t], slot_of[t]) for t in cost.fetched),
+        rings=tuple((local[t], r) for t, r in cost.ring_rows.items()),
+    )
