@@ -60,6 +60,14 @@ def test_upsampling_reads_one_row():
     assert [m.window(y) for y in range(4)] == [(0, 0), (0, 0), (1, 1), (1, 1)]
 
 
+def test_pad_reads_the_row_above_its_padding():
+    m = stream.RowMap(6, 8, 1, 1, 1, -1)  # PAD with one row on top (row_map's form for PAD)
+    lo, hi = m.window(0)
+    assert lo > hi  # padding: reads nothing
+    assert [m.window(y) for y in (1, 3, 6)] == [(0, 0), (2, 2), (5, 5)]
+    assert m.window(7)[0] > m.window(7)[1]  # the bottom padding row
+
+
 def test_tiny_unet_is_one_row_local_chain():
     g = build_graph(load_model(TINY))
     assert all(stream.is_row_local(g, op) for op in g.operators)
@@ -232,3 +240,75 @@ def test_streamed_random_unets_verify(seed):
 def test_most_random_unets_stream():
     streamed = sum(_random(s)[1].streamed is not None for s in range(6))
     assert streamed >= 4
+
+
+# ---------------------------------------------------------------- the C++ schedule is the same schedule
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def schedule_tool(tmp_path_factory) -> Path:
+    """tflm_ops/tools/chain_schedule_check.cc over the core's chain_schedule.cc, built with g++."""
+    import shutil
+    import subprocess
+
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.fail("g++ is needed (make test installs build-essential)")
+    exe = tmp_path_factory.mktemp("schedule") / "chain_schedule_check"
+    subprocess.run([cxx, "-std=c++14", "-O1", "-Wall", "-Werror", "-I", str(ROOT / "tflm_ops/core/include"),
+                    str(ROOT / "tflm_ops/tools/chain_schedule_check.cc"),
+                    str(ROOT / "tflm_ops/core/src/chain_schedule.cc"),
+                    str(ROOT / "tflm_ops/core/src/codec.cc"),  # StatusName
+                    "-o", str(exe)], check=True)
+    return exe
+
+
+def _compare(tool: Path, g, ops, cost) -> None:
+    import subprocess
+
+    trace: list[tuple[int, int]] = []
+    again = stream.simulate(g, list(ops), frozenset(cost.spilled), frozenset(cost.fetched), trace=trace)
+    assert again.ring_rows == cost.ring_rows
+    run = subprocess.run([str(tool)], input=stream.schedule_program(g, list(ops), cost), capture_output=True,
+                         text=True, timeout=60)
+    lines = run.stdout.split("\n")
+    assert "status ok" in lines, run.stdout[-300:]
+    steps = [tuple(int(x) for x in ln.split()[1:]) for ln in lines if ln.startswith("step ")]
+    assert [(ops[s], r) for s, r in steps] == trace  # the same rows in the same order
+    held = {int(ln.split()[1]): int(ln.split()[2]) for ln in lines if ln.startswith("held ")}
+    tensors = [g.operators[i].outputs[0] for i in ops] + list(cost.fetched) + list(cost.inputs)
+    for k, t in enumerate(tensors):
+        if t in cost.ring_rows:
+            assert cost.ring_rows[t] == min(max(held[k], 1), g.tensors[t].shape[1]), t
+
+
+def test_cpp_schedule_equals_python_on_the_tiny_unet(schedule_tool):
+    g, s = _streamed_tiny()
+    for c in s.chains:
+        _compare(schedule_tool, g, c.ops, c)
+    whole = list(range(len(g.operators)))  # the whole network as one chain: 48-row skip rings
+    _compare(schedule_tool, g, whole, stream.simulate(g, whole))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cpp_schedule_equals_python_on_random_unets(schedule_tool, seed):
+    g, choice = _random(seed)
+    for chain in stream.find_chains(g):
+        _compare(schedule_tool, g, chain, stream.simulate(g, chain))
+    for c in choice.streamed.chains if choice.streamed else ():
+        _compare(schedule_tool, g, c.ops, c)
+
+
+def test_cpp_schedule_refuses_a_ring_the_plan_made_too_small(schedule_tool):
+    import subprocess
+
+    g = build_graph(load_model(TINY))
+    whole = list(range(len(g.operators)))
+    cost = stream.simulate(g, whole)
+    skip = g.operators[2].outputs[0]
+    small = dataclasses.replace(cost, ring_rows={**cost.ring_rows, skip: cost.ring_rows[skip] - 1})
+    run = subprocess.run([str(schedule_tool)], input=stream.schedule_program(g, whole, small),
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "status out_of_range" in run.stdout

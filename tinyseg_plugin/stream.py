@@ -126,7 +126,7 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
         if op.inputs[0] != t or pads is None or pads.shape != (4, 2) or pads[0].any():
             return None
         top = int(pads[1][0])
-        return RowMap(in_h, out_h, 1, 1, -top, top) if top >= 0 else None  # y reads y - top
+        return RowMap(in_h, out_h, 1, 1, top, -top) if top >= 0 else None  # y reads y - top
     return None
 
 
@@ -181,7 +181,7 @@ def chain_io(graph: Graph, ops: list[int]) -> tuple[list[int], list[int], list[i
 
 
 def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset(),
-             fetched: frozenset[int] = frozenset()) -> ChainCost:
+             fetched: frozenset[int] = frozenset(), trace: list[tuple[int, int]] | None = None) -> ChainCost:
     """Run the chain's pull schedule and measure it.
 
     The chain's outputs are produced row by row, top to bottom, one row of each in turn; a
@@ -189,7 +189,9 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
     window will read it again. A ring holds the rows between those two moments: intermediates
     and spilled outputs that chain members read, and inputs in ``fetched`` (read row by row
     from storage). Outputs not in ``spilled`` are written whole to the arena and need no ring.
-    Every row of every operator is computed exactly once (asserted)."""
+    Every row of every operator is computed exactly once (asserted). ``trace`` collects the
+    (operator, row) steps in order; tflm_ops/core chain_schedule.h is the same schedule in C++
+    (``schedule_program`` gives it this chain, and tests/test_stream.py compares the two)."""
     inputs, outputs, inner = chain_io(graph, ops)
     producer = {graph.operators[i].outputs[0]: i for i in ops}
     maps: dict[tuple[int, int], RowMap] = {}
@@ -238,6 +240,8 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
                         if lo <= hi:
                             pull(u, hi)
                 computed[i] += 1
+                if trace is not None:
+                    trace.append((i, y))
             done[t] += 1
             note(t)
             if i is not None:
@@ -298,3 +302,30 @@ def find_chains(graph: Graph) -> list[list[int]]:
     if current:
         chains.append(current)
     return [c for c in chains if len(c) > 1]
+
+
+def schedule_program(graph: Graph, ops: list[int], cost: ChainCost) -> str:
+    """The chain as chain_schedule.h's program (the input of tflm_ops/tools/chain_schedule_check.cc):
+    tensors (height, producing stage, streamed, ring rows), stages, edges in each stage's input
+    order, and the outputs in the order simulate asks them for rows."""
+    streamed = [graph.operators[i].outputs[0] for i in ops] + list(cost.fetched)
+    whole = list(cost.inputs)
+    tensors = streamed + whole
+    index = {t: k for k, t in enumerate(tensors)}
+    stage_of = {i: k for k, i in enumerate(ops)}
+    lines = [str(len(tensors))]
+    for t in tensors:
+        producer = stage_of.get(graph.producers.get(t, -1), -1) if t in streamed else -1
+        lines.append(f"{graph.tensors[t].shape[1]} {producer} {int(t in streamed)} {cost.ring_rows.get(t, 0)}")
+    lines.append(str(len(ops)))
+    lines += [str(index[graph.operators[i].outputs[0]]) for i in ops]
+    edges = []
+    for i in ops:
+        op = graph.operators[i]
+        for t in activation_inputs(graph, op):
+            m = row_map(graph, op, t)
+            edges.append(f"{stage_of[i]} {index[t]} {m.in_h} {m.out_h} {m.num} {m.den} {m.before} {m.after}")
+    lines += [str(len(edges))] + edges
+    order = list(cost.outputs) + list(cost.spilled)
+    lines += [str(len(order)), " ".join(str(index[t]) for t in order)]
+    return "\n".join(lines) + "\n"
