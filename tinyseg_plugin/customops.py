@@ -226,6 +226,8 @@ def encode(options: SpillOptions | FetchingOptions | FetchingConv2DOptions | Str
     """FlexBuffers bytes for an operator's custom_options."""
     if isinstance(options, StreamChainOptions):
         m = {k: getattr(options, k) for k in STREAM_CHAIN_KEYS}
+        if not options.stages:  # planning figures only (the chain search)
+            return bytes(flexbuffers.Dumps(m))
         m["stages"] = [{"op": st.op, "version": st.version, "inputs": list(st.inputs), "outputs": list(st.outputs),
                         "options": st.options or "", "fields": dict(st.fields)} for st in options.stages]
         m["tensors"] = [{"name": t.name, "type": t.dtype, "shape": list(t.shape), "scale": list(t.scales),
@@ -293,6 +295,8 @@ def _fetching(m: dict) -> FetchingOptions:
 
 def _stream_chain(m: dict) -> StreamChainOptions:
     numbers = [int(m[k]) for k in STREAM_CHAIN_KEYS[1:]]
+    if not any(k in m for k in STREAM_BODY_KEYS):
+        return StreamChainOptions(*numbers)  # planning figures only (the chain search)
     stages = tuple(
         StreamStage(str(st["op"]), tuple(int(i) for i in st["inputs"]), tuple(int(o) for o in st["outputs"]),
                     str(st["options"]) or None, tuple(sorted(dict(st["fields"]).items())), int(st["version"]))

@@ -212,40 +212,45 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
     ringed = [t for t in ringed if readers.get(t)]
     held = {t: 0 for t in ringed}
 
-    def lowest_needed(t: int) -> int:
-        """First row of t that the next output row of some in-chain reader reads."""
-        low = height[t]
-        for r in readers.get(t, []):
-            out = graph.operators[r].outputs[0]
-            y = done[out]
-            if y < height[out]:
-                lo, hi = maps[(r, t)].window(y)
-                low = min(low, lo if lo <= hi else height[t])
-        return low
+    # Precomputed for speed (the chain search simulates thousands of chains): each operator's
+    # streamed inputs with their windows, and each ringed tensor's readers.
+    out_of = {i: graph.operators[i].outputs[0] for i in ops}
+    pulls = {i: [(u, maps[(i, u)]) for u in activation_inputs(graph, graph.operators[i]) if u in done] for i in ops}
+    reads = {t: [(out_of[r], height[out_of[r]], maps[(r, t)]) for r in readers.get(t, [])] for t in ringed}
 
     def note(t: int) -> None:
-        if t in held:
-            held[t] = max(held[t], done[t] - min(lowest_needed(t), done[t]))
+        """Record how many rows t's ring holds now: from the first row that the next output row
+        of some in-chain reader reads, to the last row produced."""
+        d = done[t]
+        low = height[t]
+        for out, out_h, m in reads[t]:
+            y = done[out]
+            if y < out_h:
+                lo, hi = m.window(y)
+                if lo <= hi and lo < low:
+                    low = lo
+        if d - min(low, d) > held[t]:
+            held[t] = d - min(low, d)
 
     def pull(t: int, row: int) -> None:
         """Produce rows of t up to `row` (inclusive)."""
         i = producer.get(t)
+        inputs_i = pulls[i] if i is not None else ()
         while done[t] <= row:
             if i is not None:
-                op = graph.operators[i]
                 y = done[t]
-                for u in activation_inputs(graph, op):
-                    if u in done:
-                        lo, hi = maps[(i, u)].window(y)
-                        if lo <= hi:
-                            pull(u, hi)
+                for u, m in inputs_i:
+                    lo, hi = m.window(y)
+                    if lo <= hi and done[u] <= hi:
+                        pull(u, hi)
                 computed[i] += 1
                 if trace is not None:
                     trace.append((i, y))
             done[t] += 1
-            note(t)
-            if i is not None:
-                for u in activation_inputs(graph, graph.operators[i]):
+            if t in held:
+                note(t)
+            for u, _ in inputs_i:
+                if u in held:
                     note(u)
 
     order = [t for t in outputs if t not in spilled] + [t for t in outputs if t in spilled]

@@ -14,11 +14,12 @@ from .graph import Graph
 from .passes.stream import Streamed, stream_chains
 from .kernels import ARCHES, KernelRules
 from .planner import plan_graph
-from .stream import ChainCost, find_chains, row_step_scratch, simulate
+from .stream import ChainCost, activation_inputs, find_chains, row_step_scratch, simulate
 
 # Budget of the cut rounds: planner runs times the input's operators (a count, not seconds, so the
 # answer is reproducible; 400 runs on the Tiny U-Net, about 40 on a 500-operator graph).
-MAX_WORK = 20_000
+MAX_WORK = 40_000
+MAX_ROW_STEPS = 2_000_000  # rows the chain simulations compute, summed (the other half of the budget)
 
 
 @dataclass(frozen=True)
@@ -78,15 +79,19 @@ def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host
         return plan_graph(streamed.graph, runtime, arch).head, moved
 
     measured: dict[tuple, ChainCost] = {}
+    steps = 0
 
     def measure(g: Graph, ops: list[int], spilled: frozenset[int], fetched: frozenset[int]) -> ChainCost:
+        nonlocal steps
         key = (tuple(ops), spilled, fetched)
         if key not in measured:
             measured[key] = simulate(g, ops, spilled=spilled, fetched=fetched)
+            steps += sum(measured[key].rows_computed.values())
         return measured[key]
 
-    def build(cuts: frozenset[int], spilled: frozenset[int]) -> Streamed:
-        return stream_chains(graph, _segments(chains, cuts), spilled, scratch.__getitem__, measure=measure)
+    def build(cuts: frozenset[int], spilled: frozenset[int], body: bool = False) -> Streamed:
+        return stream_chains(graph, _segments(chains, cuts), spilled, scratch.__getitem__, measure=measure,
+                             body=body)
 
     def evaluate(cuts: frozenset[int]) -> tuple[tuple[int, int], Streamed, frozenset[int]] | None:
         segments = _segments(chains, cuts)
@@ -102,26 +107,45 @@ def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host
                 best, best_s, spilled = c, s, spilled | {t}
         return best, best_s, spilled
 
-    def out_of_time() -> bool:
-        return plans * max(len(graph.operators), 1) >= max_work
+    def out_of_time(share: float = 1.0) -> bool:
+        return (plans * max(len(graph.operators), 1) >= share * max_work
+                or steps >= share * MAX_ROW_STEPS)
 
-    current: frozenset[int] = frozenset()
-    found = evaluate(current)
-    best_cost, best, spills = found if found else ((base, 0), None, frozenset())
+    def climb(seed: frozenset[int], share: float):
+        """Hill-climb from a set of cuts, one cut added or removed per round, the best move first,
+        until no move lowers the objective or this climb's share of the budget is spent."""
+        found = evaluate(seed)
+        if found is None:
+            return None
+        here, cuts = found, seed
+        improved = True
+        while improved and not out_of_time(share):
+            improved = False
+            round_best = None
+            for i in positions:
+                if out_of_time(share):
+                    break
+                cand = cuts - {i} if i in cuts else cuts | {i}
+                r = evaluate(cand)
+                if r is not None and (round_best is None or r[0] < round_best[0][0]):
+                    round_best = (r, cand)
+            if round_best is not None and round_best[0][0] < here[0]:
+                here, cuts = round_best
+                improved = True
+        return here, cuts
+
     positions = [i for chain in chains for i in chain[:-1]]
-    improved = True
-    while improved and not out_of_time():
-        improved = False
-        round_best = None
-        for i in positions:
-            if i in current or out_of_time():
-                continue
-            r = evaluate(current | {i})
-            if r is not None and (round_best is None or r[0] < round_best[0][0]):
-                round_best = (r, current | {i})
-        if round_best is not None and round_best[0][0] < best_cost:
-            (best_cost, best, spills), current = round_best
-            improved = True
+    # Two climbs, each with half the budget: from no cut, and from a cut wherever the height
+    # changes (pools, strided convolutions, up-sampling: where U-Nets keep their skips).
+    resized = frozenset(i for i in positions
+                        if any(graph.tensors[t].shape[1] != graph.tensors[graph.operators[i].outputs[0]].shape[1]
+                               for t in activation_inputs(graph, graph.operators[i])))
+    current: frozenset[int] = frozenset()
+    best_cost, best, spills = (base, 0), None, frozenset()
+    for seed, share in ((frozenset(), 0.5), (resized, 1.0)):
+        result = climb(seed, share)
+        if result is not None and (best is None or result[0][0] < best_cost):
+            (best_cost, best, spills), current = result
     # Then the same head with less storage traffic: drop each cut and each spill that the head
     # does not need.
     for kind in ("cut", "spill"):
@@ -138,6 +162,7 @@ def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host
                 best_cost, best, current, spills = c, s, cuts2, spills2
     if best is None or best_cost[0] >= base:
         return StreamChoice(None, base, base, 0, plans)
+    best = build(current, spills, body=True)  # the chosen chains with their bodies (same plan)
     return StreamChoice(best, best_cost[0], base, best_cost[1], plans)
 
 

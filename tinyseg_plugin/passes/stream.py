@@ -24,14 +24,15 @@ class Streamed:
 
 def stream_chains(graph: Graph, chains: list[list[int]], spilled: frozenset[int] = frozenset(),
                   op_scratch: Callable[[int], int] = lambda i: 0, block: int = customops.BLOCK_BYTES,
-                  measure: Callable[..., ChainCost] = simulate) -> Streamed:
+                  measure: Callable[..., ChainCost] = simulate, body: bool = True) -> Streamed:
     """Replace each chain (operator indices, in schedule order, at least two) by one StreamChain.
 
     ``spilled``: tensors produced by one chain and read by later chains only, moved through
     storage row by row instead of staying whole in the arena. ``op_scratch(i)``: the scratch
     operator i needs for one row step in the target runtime (stream.row_step_scratch).
     ``measure``: stream.simulate, or a cached form of it (the chain search asks for the same
-    chains many times)."""
+    chains many times). ``body=False`` leaves the chains' bodies out of the options: the planner does
+    not read them, and encoding them is most of a search step."""
     position = {i: k for k, chain in enumerate(chains) for i in chain}
     for chain in chains:
         if len(chain) < 2 or chain != list(range(chain[0], chain[0] + len(chain))):
@@ -62,7 +63,9 @@ def stream_chains(graph: Graph, chains: list[list[int]], spilled: frozenset[int]
                 if t >= 0 and graph.tensors[t].is_constant and t not in constants:
                     constants.append(t)
         inputs = list(cost.inputs) + constants
-        options = _body(graph, ops, cost, inputs, slot_of, block)
+        options = _body(graph, ops, cost, inputs, slot_of, block) if body else customops.StreamChainOptions(
+            ring_bytes=cost.rings, op_scratch=cost.op_scratch, spilled=len(cost.spilled), fetched=len(cost.fetched),
+            block=block)
         op = ed.custom(customops.STREAM_CHAIN, inputs, list(cost.outputs), customops.encode(options))
         ed.replace(ops[0], op)
         drop.extend(ops[1:])

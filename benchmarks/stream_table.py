@@ -1,0 +1,49 @@
+"""The streaming estimate (issue 14) on the models given: head today, streamed head, storage traffic,
+chains, and the CPU seconds of the search (`tinyseg analyze --stream` as a child process, so the
+figure is the whole command). Estimates only: no TFLM kernel runs chains yet.
+
+Run: python benchmarks/stream_table.py MODEL.tflite... [--runtime NAME] [--arch host64|cortex-m]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run(model: Path, runtime: str, arch: str | None) -> tuple[dict | None, float, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cmd = [sys.executable, "-m", "tinyseg_plugin.cli", "analyze", str(model), "--stream", "--json",
+           "--runtime", runtime] + (["--arch", arch] if arch else [])
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if p.returncode != 0:
+        return None, cpu, (p.stderr.strip().splitlines() or ["?"])[-1]
+    return json.loads(p.stdout), cpu, ""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="+", type=Path)
+    ap.add_argument("--runtime", default="reference")
+    ap.add_argument("--arch", default=None)
+    args = ap.parse_args()
+    print(f"{'model':<44} {'ops':>4} {'head':>11} {'streamed':>11} {'cut':>5} {'storage B':>11} {'chains':>6} {'CPU s':>6}")
+    for m in args.models:
+        d, cpu, err = run(m, args.runtime, args.arch)
+        if d is None:
+            print(f"{m.name[:44]:<44} {'':>4} {'refused: ' + err[:60]}")
+            continue
+        s = d["stream"]
+        cut = 100 * (1 - s["head"] / s["head_without_streaming"]) if s["head_without_streaming"] else 0.0
+        print(f"{m.name[:44]:<44} {len(d['operators']):>4} {s['head_without_streaming']:>11,} {s['head']:>11,} "
+              f"{cut:>4.0f}% {s['storage_bytes_per_inference']:>11,} {len(s['chains']):>6} {cpu:>6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
