@@ -255,7 +255,7 @@ def schedule_tool(tmp_path_factory) -> Path:
 
     cxx = shutil.which("g++")
     if cxx is None:
-        pytest.fail("g++ is needed (make test installs build-essential)")
+        pytest.fail("g++ is needed (scripts/install-native-deps.sh installs it)")
     exe = tmp_path_factory.mktemp("schedule") / "chain_schedule_check"
     subprocess.run([cxx, "-std=c++14", "-O1", "-Wall", "-Werror", "-I", str(ROOT / "tflm_ops/core/include"),
                     str(ROOT / "tflm_ops/tools/chain_schedule_check.cc"),

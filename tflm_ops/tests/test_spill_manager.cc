@@ -416,6 +416,96 @@ TEST(AsyncEraseHidesEraseTime) {
   CHECK(critical[1] < critical[0]);
 }
 
+// Row streams: a tensor written a few rows at a time (while a chain computes
+// it) reads back like a whole spill, also with several streams open at once,
+// on 1-byte-program QSPI NOR and on the H7's 32-byte ECC flash words.
+TEST(RowStreamsReadBackLikeSpills) {
+  for (int device = 0; device < 2; ++device) {
+    SimBox b(device == 0 ? Resized(NiclaVisionQspiFlash(), 64 * 1024)
+                         : Resized(Stm32h757InternalFlash(), 512 * 1024));
+    CHECK_OK(b.sim.Init());
+    SyncEraseQueue q(b.sim);
+    const size_t region = device == 0 ? 64 * 1024 : 512 * 1024;
+    Tables tb(4, region / b.sim.geometry().erase_size, 64);
+    SpillConfig cfg;
+    cfg.region_size = region;
+    SpillManager m(b.sim, q, cfg, tb.memory());
+    CHECK_OK(m.Init());
+    Rng rng(21 + device);
+    for (int inference = 0; inference < 12; ++inference) {
+      // Two skips of a 40x120 and a 20x60 layer, written row by row, interleaved.
+      std::vector<uint8_t> a = Activation(40 * 120 * 2, 600, rng);
+      std::vector<uint8_t> c = Activation(20 * 60 * 4, 300, rng);
+      std::vector<uint8_t> acc_a(1024), acc_c(512);
+      SpillStream sa, sc;
+      CHECK_OK(m.BeginStream(0, a.size(), 1, acc_a.data(), &sa));
+      CHECK_OK(m.BeginStream(1, c.size(), 2, acc_c.data(), &sc, 512));
+      const size_t row_a = 120 * 2, row_c = 60 * 4;
+      for (int r = 0; r < 40; ++r) {
+        CHECK_OK(m.Append(&sa, &a[r * row_a], row_a));
+        if (r % 2 == 1) CHECK_OK(m.Append(&sc, &c[(r / 2) * row_c], row_c));
+        if (r == 5) {  // an open stream cannot be fetched yet
+          std::vector<uint8_t> tmp(8);
+          CHECK_STATUS(m.FetchRange(0, 0, 8, tmp.data()), Status::kNotFound);
+        }
+      }
+      CHECK_STATUS(m.Append(&sa, a.data(), 1), Status::kOutOfRange);
+      CHECK_OK(m.EndStream(&sa));
+      CHECK_OK(m.EndStream(&sc));
+      // And an ordinary spill after them, sharing the ring.
+      std::vector<uint8_t> d = Activation(3000, 700, rng);
+      CHECK_OK(m.Spill(2, d.data(), d.size(), 1, tb.span()));
+      std::vector<uint8_t> out(a.size());
+      CHECK_OK(m.Fetch(0, out.data(), out.size()));
+      CHECK(out == a);
+      out.assign(c.size(), 0);
+      CHECK_OK(m.Fetch(1, out.data(), out.size()));
+      CHECK(out == c);
+      CHECK_OK(m.FetchRange(0, 7 * row_a + 3, 2 * row_a, out.data()));  // a band of rows
+      CHECK(std::memcmp(out.data(), &a[7 * row_a + 3], 2 * row_a) == 0);
+      out.assign(d.size(), 0);
+      CHECK_OK(m.Fetch(2, out.data(), out.size()));
+      CHECK(out == d);
+      for (uint32_t slot = 0; slot < 3; ++slot) CHECK_OK(m.Release(slot));
+      m.EndInference();
+    }
+    CHECK_EQ(b.sim.access_stats().rejected_programs, 0u);  // no unit programmed twice, none unerased
+    CHECK(m.stats().spills == 36u);
+  }
+}
+
+TEST(RowStreamErrors) {
+  SimBox b(Resized(NiclaVisionQspiFlash(), 16 * 1024));  // 4 sectors of 4 KB
+  CHECK_OK(b.sim.Init());
+  SyncEraseQueue q(b.sim);
+  Tables tb(2, 4, 64);
+  SpillConfig cfg;
+  cfg.region_size = 16 * 1024;
+  SpillManager m(b.sim, q, cfg, tb.memory());
+  CHECK_OK(m.Init());
+  std::vector<uint8_t> acc(1024), t(100, 7);
+  SpillStream s;
+  CHECK_STATUS(m.BeginStream(5, 100, 1, acc.data(), &s), Status::kInvalidArgument);  // no slot 5
+  CHECK_STATUS(m.BeginStream(0, 100, 1, nullptr, &s), Status::kInvalidArgument);
+  CHECK_STATUS(m.BeginStream(0, 101, 2, acc.data(), &s), Status::kMisaligned);
+  CHECK_STATUS(m.BeginStream(0, 64 * 1024, 1, acc.data(), &s), Status::kNoSpace);  // beyond the region
+  CHECK_OK(m.BeginStream(0, 100, 1, acc.data(), &s));
+  CHECK_OK(m.Append(&s, t.data(), 60));
+  CHECK_STATUS(m.EndStream(&s), Status::kInvalidArgument);  // 40 bytes missing
+  CHECK_OK(m.Append(&s, t.data(), 40));
+  CHECK_OK(m.EndStream(&s));
+  CHECK_STATUS(m.Append(&s, t.data(), 1), Status::kInvalidArgument);  // closed
+  std::vector<uint8_t> out(100);
+  CHECK_OK(m.Fetch(0, out.data(), out.size()));
+  CHECK(out == t);
+  // A stream that would run into live data is refused before it writes anything.
+  SpillStream s2;
+  // (16,150 B fit the region, but from the head they would wrap into slot 0's sector)
+  CHECK_STATUS(m.BeginStream(1, 16150, 1, acc.data(), &s2), Status::kNoSpace);
+  CHECK_OK(m.Fetch(0, out.data(), out.size()));
+  CHECK(out == t);
+}
+
 TEST(WearEstimateFormula) {
   // 64 KB ring of 4 KB sectors, 8 KB written per inference: 2 erases per
   // inference, each sector erased every 8 inferences -> 80,000 inferences.

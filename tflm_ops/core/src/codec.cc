@@ -339,6 +339,33 @@ Status Encode(const uint8_t* data, size_t size, const CodecParams& params,
   return Status::kOk;
 }
 
+Status EncodeStreamHeader(size_t total_bytes, const CodecParams& params,
+                          uint8_t out[kStreamHeaderBytes]) {
+  if (out == nullptr) return Status::kInvalidArgument;
+  TINYSEG_RETURN_IF_ERROR(ValidateCodecParams(total_bytes, params));
+  PutU32(out + 0, kCodecMagic);
+  PutU32(out + 4, static_cast<uint32_t>(total_bytes));
+  PutU32(out + 8, params.block_bytes);
+  out[12] = static_cast<uint8_t>(params.elem_size);
+  out[13] = kCodecVersion;
+  PutU16(out + 14, 0);
+  return Status::kOk;
+}
+
+Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size, ByteSink& sink,
+                   size_t* encoded) {
+  if (data == nullptr || encoded == nullptr || size == 0 ||
+      (elem_size != 1 && elem_size != 2 && elem_size != 4) || size % elem_size != 0 ||
+      size > kMaxBlockBytes) {
+    return Status::kInvalidArgument;
+  }
+  const uint32_t n = static_cast<uint32_t>(size / elem_size);
+  const BlockPlan p = PlanBlock(data, n, elem_size);
+  TINYSEG_RETURN_IF_ERROR(WriteBlock(data, n, elem_size, p, sink));
+  *encoded = p.encoded;
+  return Status::kOk;
+}
+
 Status EncodeToBuffer(const uint8_t* data, size_t size,
                       const CodecParams& params, uint8_t* out, size_t capacity,
                       size_t* out_len, EncodeStats* stats) {

@@ -200,12 +200,12 @@ Status SpillManager::EnsureErased(uint32_t sector) {
   return Status::kOk;
 }
 
-Status SpillManager::ProgramRing(uint64_t ring_off, const uint8_t* data, size_t len) {
+Status SpillManager::ProgramRing(uint64_t ring_off, const uint8_t* data, size_t len, bool ensure) {
   while (len > 0) {
     const uint32_t sector = static_cast<uint32_t>(ring_off / erase_size_);
     const uint64_t in_sector = erase_size_ - ring_off % erase_size_;
     const size_t n = len < in_sector ? len : static_cast<size_t>(in_sector);
-    if (ring_off % erase_size_ == 0) TINYSEG_RETURN_IF_ERROR(EnsureErased(sector));
+    if (ensure && ring_off % erase_size_ == 0) TINYSEG_RETURN_IF_ERROR(EnsureErased(sector));
     const uint64_t addr = cfg_.region_offset + ring_off;
     TINYSEG_RETURN_IF_ERROR(eq_.AwaitBankIdle(addr, n));
     TINYSEG_RETURN_IF_ERROR(dev_.Program(addr, data, n));
@@ -282,6 +282,43 @@ Status SpillManager::Spill(uint32_t slot, const void* data, size_t size,
   mem_.slots[slot].live = false;  // re-spill replaces the old data
 
   const uint64_t stored = (encoded + program_size_ - 1) / program_size_ * program_size_;
+  TINYSEG_RETURN_IF_ERROR(ReserveAtHead(stored));
+
+  SpillSink sink(*this, head_, staging.data,
+                 staging.size - staging.size % program_size_);
+  Status s = Encode(bytes, size, params, sink, nullptr);
+  if (Ok(s)) s = sink.Finish();
+  // Keep the invariant "bytes after the head are erased" even on failure.
+  head_ = (head_ + sink.programmed()) % cfg_.region_size;
+  TINYSEG_RETURN_IF_ERROR(s);
+
+  SpillSlot& sl = mem_.slots[slot];
+  sl.live = true;
+  sl.writing = false;
+  sl.start = (head_ + cfg_.region_size - stored) % cfg_.region_size;
+  sl.length = static_cast<uint32_t>(encoded);
+  sl.stored = static_cast<uint32_t>(stored);
+  sl.raw_bytes = static_cast<uint32_t>(size);
+  sl.elem_size = elem_size;
+  ++stats_.spills;
+  stats_.raw_bytes_spilled += size;
+  stats_.encoded_bytes += encoded;
+  return cfg_.pre_erase_after_spill ? PreErase() : Status::kOk;
+}
+
+Status SpillManager::FetchRange(uint32_t slot, size_t offset, size_t length, void* dst) {
+  if (!ready_ || slot >= mem_.num_slots) return Status::kInvalidArgument;
+  const SpillSlot& sl = mem_.slots[slot];
+  if (!sl.live || sl.writing) return Status::kNotFound;
+  SlotSource src(*this, sl);
+  StreamReader reader;
+  TINYSEG_RETURN_IF_ERROR(reader.Open(src));
+  TINYSEG_RETURN_IF_ERROR(reader.DecodeRange(offset, length, static_cast<uint8_t*>(dst)));
+  ++stats_.fetches;
+  return Status::kOk;
+}
+
+Status SpillManager::ReserveAtHead(uint64_t stored) {
   const uint64_t first_off = head_ % erase_size_;
   const uint64_t count = (first_off + stored + erase_size_ - 1) / erase_size_;
   if (stored > cfg_.region_size || count > nsec_) return Status::kNoSpace;
@@ -301,38 +338,160 @@ Status SpillManager::Spill(uint32_t slot, const void* data, size_t size,
       TINYSEG_RETURN_IF_ERROR(SubmitErase(s));
     }
   }
-
-  SpillSink sink(*this, head_, staging.data,
-                 staging.size - staging.size % program_size_);
-  Status s = Encode(bytes, size, params, sink, nullptr);
-  if (Ok(s)) s = sink.Finish();
-  // Keep the invariant "bytes after the head are erased" even on failure.
-  head_ = (head_ + sink.programmed()) % cfg_.region_size;
-  TINYSEG_RETURN_IF_ERROR(s);
-
-  SpillSlot& sl = mem_.slots[slot];
-  sl.live = true;
-  sl.start = (head_ + cfg_.region_size - stored) % cfg_.region_size;
-  sl.length = static_cast<uint32_t>(encoded);
-  sl.stored = static_cast<uint32_t>(stored);
-  sl.raw_bytes = static_cast<uint32_t>(size);
-  sl.elem_size = elem_size;
-  ++stats_.spills;
-  stats_.raw_bytes_spilled += size;
-  stats_.encoded_bytes += encoded;
-  return cfg_.pre_erase_after_spill ? PreErase() : Status::kOk;
+  return Status::kOk;
 }
 
-Status SpillManager::FetchRange(uint32_t slot, size_t offset, size_t length, void* dst) {
-  if (!ready_ || slot >= mem_.num_slots) return Status::kInvalidArgument;
-  const SpillSlot& sl = mem_.slots[slot];
-  if (!sl.live) return Status::kNotFound;
-  SlotSource src(*this, sl);
-  StreamReader reader;
-  TINYSEG_RETURN_IF_ERROR(reader.Open(src));
-  TINYSEG_RETURN_IF_ERROR(reader.DecodeRange(offset, length, static_cast<uint8_t*>(dst)));
-  ++stats_.fetches;
+// ---------------------------------------------------------------- row streams
+
+// Codec sink over one area of an open stream (area 1: the blocks).
+class StreamUnitSink final : public ByteSink {
+ public:
+  StreamUnitSink(SpillManager& m, SpillStream* st) : m_(m), st_(st) {}
+  Status Write(const uint8_t* data, size_t len) override { return m_.StreamWrite(st_, 1, data, len); }
+
+ private:
+  SpillManager& m_;
+  SpillStream* st_;
+};
+
+// Collects bytes of an area into its unit and programs every full unit at the
+// area's next position: area 0 from stream offset 0 (header, index), area 1
+// from data_start (blocks).
+Status SpillManager::StreamWrite(SpillStream* st, int area, const uint8_t* data, size_t len) {
+  while (len > 0) {
+    const size_t room = kStreamUnitBytes - st->unit_fill[area];
+    const size_t n = len < room ? len : room;
+    std::memcpy(st->unit[area] + st->unit_fill[area], data, n);
+    st->unit_fill[area] += static_cast<uint32_t>(n);
+    data += n;
+    len -= n;
+    if (st->unit_fill[area] == kStreamUnitBytes) TINYSEG_RETURN_IF_ERROR(StreamFlush(st, area, false));
+  }
   return Status::kOk;
+}
+
+Status SpillManager::StreamFlush(SpillStream* st, int area, bool pad) {
+  uint32_t n = st->unit_fill[area];
+  if (n == 0) return Status::kOk;
+  if (pad) {
+    const uint32_t padded = (n + program_size_ - 1) / program_size_ * program_size_;
+    std::memset(st->unit[area] + n, dev_.erased_value(), padded - n);
+    n = padded;
+  }
+  uint32_t& flushed = area == 0 ? st->meta_flushed : st->data_flushed;
+  const uint32_t at = (area == 0 ? 0 : st->data_start) + flushed;
+  if (at + n > st->reserved || (area == 0 && at + n > st->data_start)) return Status::kCorrupt;
+  TINYSEG_RETURN_IF_ERROR(
+      ProgramRing((st->start + at) % cfg_.region_size, st->unit[area], n, /*ensure=*/false));
+  flushed += n;
+  st->unit_fill[area] = 0;
+  return Status::kOk;
+}
+
+// Encodes the accumulated block and records its offset in the index.
+Status SpillManager::StreamBlock(SpillStream* st) {
+  uint8_t entry[kIndexEntryBytes];
+  const uint32_t off = st->data_end;
+  for (size_t i = 0; i < kIndexEntryBytes; ++i) entry[i] = static_cast<uint8_t>(off >> (8 * i));
+  TINYSEG_RETURN_IF_ERROR(StreamWrite(st, 0, entry, sizeof(entry)));
+  StreamUnitSink sink(*this, st);
+  size_t encoded = 0;
+  TINYSEG_RETURN_IF_ERROR(EncodeBlock(st->accumulator, st->acc_fill, st->elem_size, sink, &encoded));
+  st->data_end += static_cast<uint32_t>(encoded);
+  st->acc_fill = 0;
+  return Status::kOk;
+}
+
+Status SpillManager::BeginStream(uint32_t slot, size_t total_bytes, uint32_t elem_size,
+                                 uint8_t* accumulator, SpillStream* st, uint32_t block_bytes) {
+  if (!ready_ || slot >= mem_.num_slots || accumulator == nullptr || st == nullptr ||
+      total_bytes == 0) {
+    return Status::kInvalidArgument;
+  }
+  if (kStreamUnitBytes % program_size_ != 0) return Status::kUnsupported;
+  const CodecParams params{elem_size, block_bytes != 0 ? block_bytes : cfg_.codec_block_bytes};
+  TINYSEG_RETURN_IF_ERROR(ValidateCodecParams(total_bytes, params));
+  const uint64_t nb = NumBlocks(total_bytes, params.block_bytes);
+  const uint64_t meta = kStreamHeaderBytes + nb * kIndexEntryBytes;
+  const uint64_t data_start = (meta + program_size_ - 1) / program_size_ * program_size_;
+  const uint64_t worst = data_start + nb * kBlockHeaderBytes + total_bytes;
+  const uint64_t reserved = (worst + program_size_ - 1) / program_size_ * program_size_;
+  if (reserved > 0xFFFFFFFFull) return Status::kOutOfRange;
+  mem_.slots[slot].live = false;  // a new stream replaces the old data
+  mem_.slots[slot].writing = false;
+  TINYSEG_RETURN_IF_ERROR(ReserveAtHead(reserved));
+  // Every sector the reservation enters is erased before anything is written
+  // (the part of the head's sector after the head is erased already).
+  {
+    const uint64_t first_off = head_ % erase_size_;
+    const uint64_t count = (first_off + reserved + erase_size_ - 1) / erase_size_;
+    for (uint64_t i = first_off == 0 ? 0 : 1; i < count; ++i) {
+      TINYSEG_RETURN_IF_ERROR(EnsureErased(static_cast<uint32_t>((head_ / erase_size_ + i) % nsec_)));
+    }
+  }
+
+  *st = SpillStream();
+  st->open = true;
+  st->slot = slot;
+  st->total = static_cast<uint32_t>(total_bytes);
+  st->elem_size = elem_size;
+  st->block_bytes = params.block_bytes;
+  st->start = head_;
+  st->reserved = static_cast<uint32_t>(reserved);
+  st->data_start = static_cast<uint32_t>(data_start);
+  st->data_end = static_cast<uint32_t>(data_start);
+  st->accumulator = accumulator;
+  head_ = (head_ + reserved) % cfg_.region_size;
+
+  // The reservation is the slot's from now on: nothing erases or overwrites it.
+  SpillSlot& sl = mem_.slots[slot];
+  sl.live = true;
+  sl.writing = true;
+  sl.start = st->start;
+  sl.length = 0;
+  sl.stored = st->reserved;
+  sl.raw_bytes = st->total;
+  sl.elem_size = elem_size;
+
+  uint8_t hdr[kStreamHeaderBytes];
+  TINYSEG_RETURN_IF_ERROR(EncodeStreamHeader(total_bytes, params, hdr));
+  return StreamWrite(st, 0, hdr, sizeof(hdr));
+}
+
+Status SpillManager::Append(SpillStream* st, const void* data, size_t size) {
+  if (!ready_ || st == nullptr || !st->open || (data == nullptr && size != 0)) {
+    return Status::kInvalidArgument;
+  }
+  if (size > st->total - st->appended) return Status::kOutOfRange;
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  while (size > 0) {
+    const size_t room = st->block_bytes - st->acc_fill;
+    const size_t n = size < room ? size : room;
+    std::memcpy(st->accumulator + st->acc_fill, p, n);
+    st->acc_fill += static_cast<uint32_t>(n);
+    st->appended += static_cast<uint32_t>(n);
+    p += n;
+    size -= n;
+    if (st->acc_fill == st->block_bytes) TINYSEG_RETURN_IF_ERROR(StreamBlock(st));
+  }
+  return Status::kOk;
+}
+
+Status SpillManager::EndStream(SpillStream* st) {
+  if (!ready_ || st == nullptr || !st->open || st->appended != st->total) {
+    return Status::kInvalidArgument;
+  }
+  if (st->acc_fill > 0) TINYSEG_RETURN_IF_ERROR(StreamBlock(st));
+  TINYSEG_RETURN_IF_ERROR(StreamFlush(st, 0, true));
+  TINYSEG_RETURN_IF_ERROR(StreamFlush(st, 1, true));
+  st->open = false;
+  SpillSlot& sl = mem_.slots[st->slot];
+  sl.writing = false;
+  sl.length = st->data_end;
+  ++stats_.spills;
+  stats_.raw_bytes_spilled += st->total;
+  stats_.encoded_bytes += st->data_end;
+  return cfg_.pre_erase_after_spill ? PreErase() : Status::kOk;
 }
 
 Status SpillManager::Fetch(uint32_t slot, void* dst, size_t capacity) {

@@ -129,6 +129,17 @@ Status MeasureEncodedSize(const uint8_t* data, size_t size,
 Status Encode(const uint8_t* data, size_t size, const CodecParams& params,
               ByteSink& sink, EncodeStats* stats);
 
+// Pieces of Encode for writers that produce a stream block by block (the
+// spill manager's row streams): the 16-byte stream header, and one block
+// (data[0, size), size a multiple of elem_size and at most block_bytes),
+// whose encoded size is returned in *encoded (PlanBlock's size). The stream
+// layout is Encode's; a block may start anywhere after the index, so a
+// writer can leave a gap between the index and the first block.
+Status EncodeStreamHeader(size_t total_bytes, const CodecParams& params,
+                          uint8_t out[kStreamHeaderBytes]);
+Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size,
+                   ByteSink& sink, size_t* encoded);
+
 // Convenience wrapper around Encode + MemorySink.
 Status EncodeToBuffer(const uint8_t* data, size_t size,
                       const CodecParams& params, uint8_t* out,

@@ -37,6 +37,37 @@ struct SpillSlot {
   uint32_t stored = 0;    // bytes used on flash (length rounded to program size)
   uint32_t raw_bytes = 0; // original tensor bytes
   uint32_t elem_size = 0;
+  bool writing = false;   // a row stream is still being written into it
+};
+
+// Row streams (issue 14): a streamed chain writes a slot while it computes it,
+// a few rows at a time, and may write several slots at once. BeginStream
+// reserves the worst-case encoded size in the ring log, so streams never
+// interleave; the stream header and the index are programmed as they become
+// known, in program units of their own before the first block (the stream
+// layout is the codec's, with a gap before the blocks). All state is in the
+// caller's SpillStream and its block accumulator (block_bytes: the arena
+// scratch the planner counts per spilled tensor of a chain).
+constexpr size_t kStreamUnitBytes = 64;  // program units are collected to this size (program size must divide it)
+
+struct SpillStream {
+  bool open = false;
+  uint32_t slot = 0;
+  uint32_t total = 0;         // raw bytes the stream will hold
+  uint32_t appended = 0;      // raw bytes appended so far
+  uint32_t elem_size = 0;
+  uint32_t block_bytes = 0;
+  uint64_t start = 0;         // ring offset of the reservation
+  uint32_t reserved = 0;      // bytes reserved
+  uint32_t data_start = 0;    // stream offset of the first block (program aligned)
+  uint32_t data_end = 0;      // stream offset after the last block byte encoded
+  uint32_t meta_fill = 0;     // header/index bytes collected (stream offset 0 onwards)
+  uint32_t meta_flushed = 0;  // header/index bytes programmed
+  uint32_t data_flushed = 0;  // block bytes programmed (from data_start)
+  uint32_t unit_fill[2] = {0, 0};
+  uint8_t unit[2][kStreamUnitBytes];  // [0]: header/index, [1]: blocks
+  uint8_t* accumulator = nullptr;     // block_bytes of caller memory
+  uint32_t acc_fill = 0;
 };
 
 enum class SectorState : uint8_t { kDirty = 0, kErasing = 1, kErased = 2 };
@@ -136,6 +167,20 @@ class SpillManager {
   Status Spill(uint32_t slot, const void* data, size_t size, uint32_t elem_size,
                ByteSpan staging, uint32_t block_bytes = 0);
 
+  // Opens a row stream into `slot` (replacing its data) for total_bytes raw
+  // bytes. accumulator: block_bytes of caller memory that outlives the stream
+  // (block_bytes 0 takes SpillConfig::codec_block_bytes). kNoSpace when the
+  // worst-case size does not fit before live data; kUnsupported when the
+  // program size does not divide kStreamUnitBytes.
+  Status BeginStream(uint32_t slot, size_t total_bytes, uint32_t elem_size, uint8_t* accumulator,
+                     SpillStream* stream, uint32_t block_bytes = 0);
+  // Appends the next raw bytes (any length; blocks are encoded as they fill).
+  // kOutOfRange past total_bytes.
+  Status Append(SpillStream* stream, const void* data, size_t size);
+  // Encodes the last block, programs what is left and makes the slot
+  // fetchable. kInvalidArgument unless exactly total_bytes were appended.
+  Status EndStream(SpillStream* stream);
+
   // Smallest staging buffer Spill accepts: one program unit (valid after Init).
   size_t MinStagingBytes() const { return program_size_; }
 
@@ -166,13 +211,23 @@ class SpillManager {
  private:
   friend class SpillSink;
   friend class SlotSource;
+  friend class StreamUnitSink;
+
+  Status ReserveAtHead(uint64_t bytes);  // checks and erases what [head, head + bytes) needs
+  Status StreamWrite(SpillStream* st, int area, const uint8_t* data, size_t len);
+  Status StreamFlush(SpillStream* st, int area, bool pad);
+  Status StreamBlock(SpillStream* st);
 
   bool SectorHasLiveData(uint32_t sector) const;
   bool RangeOverlapsLive(uint64_t start, uint64_t len) const;
   Status SubmitErase(uint32_t sector);
   Status PreErase();
   Status EnsureErased(uint32_t sector);
-  Status ProgramRing(uint64_t ring_off, const uint8_t* data, size_t len);
+  // ensure: wait for (or start) the erase of each sector entered at its start.
+  // Row streams pass false: BeginStream has erased their whole reservation,
+  // and their two areas program out of order, so a sector boundary reached
+  // late must not erase what the other area already wrote.
+  Status ProgramRing(uint64_t ring_off, const uint8_t* data, size_t len, bool ensure = true);
   Status ReadRing(uint64_t ring_off, uint8_t* dst, size_t len);
   Status DeviceRead(uint64_t addr, uint8_t* dst, size_t len);
   Status ReadUnits(uint64_t addr, uint8_t* dst, size_t len);
