@@ -95,6 +95,14 @@ def test_analyze_survives_every_mutant(corpus, tmp_path: Path, capfd) -> None:
     assert len(corpus) >= 300
 
 
+def test_analyze_stream_survives_mutants(corpus, capfd) -> None:
+    """The streaming estimate runs the chain search on whatever validate lets through."""
+    for what, _, bad in corpus[::25]:
+        rc = main(["analyze", str(bad), "--stream", "--json"])
+        _, err = capfd.readouterr()
+        _check(rc, err, f"analyze --stream {what}")
+
+
 def test_verify_survives_mutants(corpus, capfd) -> None:
     for what, src, bad in corpus[::8]:
         rc = main(["verify", str(src), str(bad), "--runs", "1"])

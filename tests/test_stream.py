@@ -312,3 +312,17 @@ def test_cpp_schedule_refuses_a_ring_the_plan_made_too_small(schedule_tool):
     run = subprocess.run([str(schedule_tool)], input=stream.schedule_program(g, whole, small),
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 1 and "status out_of_range" in run.stdout
+
+
+def test_empty_tensors_are_not_streamed():
+    """A zero-height tensor (validate lets empty tensors through) joins no chain: no division by
+    its height, no rows to stream."""
+    from tinyseg_plugin.graph import Tensor
+
+    g = build_graph(load_model(TINY))
+    op = next(o for o in g.operators if o.opcode == "CONV_2D")
+    x = op.inputs[0]
+    t = g.tensors[x]
+    g.tensors[x] = Tensor(t.index, t.name, (1, 0, t.shape[2], t.shape[3]), t.dtype, 0, False, False)
+    assert stream.row_map(g, op, x) is None
+    assert not stream.is_row_local(g, op)

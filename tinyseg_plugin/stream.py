@@ -83,6 +83,8 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
     if out is None or inp is None or out[0] != 1 or inp[0] != 1:
         return None
     in_h, out_h = inp[1], out[1]
+    if in_h < 1 or out_h < 1 or 0 in inp or 0 in out:
+        return None  # an empty tensor has no rows to stream
     o = op.options
     name = op.opcode
     if name in ROW_IDENTITY:
@@ -105,8 +107,7 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
             return None
         eff = (kh - 1) * dil + 1
         top = _padding_top(in_h, out_h, stride, eff) if o.padding == 0 else 0
-        if dil > 1 and kh > 1:
-            pass  # the window spans the dilated taps; rows between taps are held too
+        # With dilation the window spans the taps and the rows between them (a contiguous band).
         return RowMap(in_h, out_h, stride, 1, top, eff - 1 - top)
     if name == "TRANSPOSE_CONV":
         # inputs: output_shape, filter, input[, bias]; row-local when stride >= kernel height:
