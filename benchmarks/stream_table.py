@@ -1,6 +1,8 @@
-"""The streaming estimate (issue 14) on the models given: head today, streamed head, storage traffic,
-chains, and the CPU seconds of the search (`tinyseg analyze --stream` as a child process, so the
-figure is the whole command). Estimates only: no TFLM kernel runs chains yet.
+"""Streaming (issue 14) on the models given: head today; the estimate over every row-local operator
+(`tinyseg analyze --stream` as a child process, with its CPU seconds: the whole command); and the
+head of what runs today, the chains of stages the StreamChain kernel computes (the search
+`tinyseg optimize` makes, stream_search.choose_streaming(kernel_only=True), planner figures), with
+its storage traffic.
 
 Run: python benchmarks/stream_table.py MODEL.tflite... [--runtime NAME] [--arch host64|cortex-m]
 """
@@ -26,13 +28,23 @@ def run(model: Path, runtime: str, arch: str | None) -> tuple[dict | None, float
     return json.loads(p.stdout), cpu, ""
 
 
+def runnable(model: Path, runtime: str, arch: str):
+    """The chains the StreamChain kernel runs (what `tinyseg optimize` streams)."""
+    from tinyseg_plugin.graph import build_graph
+    from tinyseg_plugin.modelio import load_model
+    from tinyseg_plugin.stream_search import choose_streaming
+
+    return choose_streaming(build_graph(load_model(model)), runtime, arch, kernel_only=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+", type=Path)
     ap.add_argument("--runtime", default="reference")
     ap.add_argument("--arch", default=None)
     args = ap.parse_args()
-    print(f"{'model':<44} {'ops':>4} {'head':>11} {'streamed':>11} {'cut':>5} {'storage B':>11} {'chains':>6} {'CPU s':>6}")
+    print(f"{'model':<44} {'ops':>4} {'head':>11} {'estimate':>11} {'cut':>5} {'storage B':>11} {'chains':>6} "
+          f"{'CPU s':>6} {'runs now':>11} {'storage B':>11} {'chains':>6}")
     for m in args.models:
         d, cpu, err = run(m, args.runtime, args.arch)
         if d is None:
@@ -40,8 +52,10 @@ def main() -> int:
             continue
         s = d["stream"]
         cut = 100 * (1 - s["head"] / s["head_without_streaming"]) if s["head_without_streaming"] else 0.0
+        k = runnable(m, args.runtime, args.arch or "host64")
         print(f"{m.name[:44]:<44} {len(d['operators']):>4} {s['head_without_streaming']:>11,} {s['head']:>11,} "
-              f"{cut:>4.0f}% {s['storage_bytes_per_inference']:>11,} {len(s['chains']):>6} {cpu:>6.2f}")
+              f"{cut:>4.0f}% {s['storage_bytes_per_inference']:>11,} {len(s['chains']):>6} {cpu:>6.2f} "
+              f"{k.head:>11,} {k.storage_bytes:>11,} {len(k.streamed.chains) if k.streamed else 0:>6}")
     return 0
 
 

@@ -57,8 +57,13 @@ def _fetching_conv(**override) -> dict:
 def test_decode_refuses_every_integer_option_outside_the_kernels_limits(key: str, side: str) -> None:
     lo, hi = customops.INT_LIMITS[key]
     bad = lo - 1 if side == "below" else hi + 1
-    op = _op(customops.FETCHING_CONV_2D, _fetching_conv(**{key: bad}), inputs=(1, 3, 4))
-    assert customops.decode(_op(customops.FETCHING_CONV_2D, _fetching_conv(), inputs=(1, 3, 4)))
+    if key in customops.STREAM_CHAIN_KEYS:  # StreamChain's planning figures
+        good = {"version": 1, "ring_bytes": 100, "op_scratch": 0, "spilled": 0, "fetched": 0, "block": 1024}
+        assert customops.decode(_op(customops.STREAM_CHAIN, good))
+        op = _op(customops.STREAM_CHAIN, {**good, key: bad})
+    else:
+        op = _op(customops.FETCHING_CONV_2D, _fetching_conv(**{key: bad}), inputs=(1, 3, 4))
+        assert customops.decode(_op(customops.FETCHING_CONV_2D, _fetching_conv(), inputs=(1, 3, 4)))
     with pytest.raises(TinySegError, match="malformed options"):
         customops.decode(op)
 

@@ -20,7 +20,7 @@ def unet() -> bytes:
 
 @pytest.fixture(scope="module")
 def optimized(unet: bytes) -> tuple[bytes, list[dict]]:
-    return run_optimize(manager(plugin), unet, ["-i", "m.tflite"])
+    return run_optimize(manager(plugin), unet, ["-i", "m.tflite", "--no-stream"])
 
 
 def test_options_are_registered_through_the_host_parser() -> None:
@@ -50,6 +50,16 @@ def test_optimize_hook_rewrites_and_report_hook_contributes(unet: bytes, optimiz
     assert "kernel scratch" in s["head_is"]
     (victim,) = [v for v in s["spilled"].values() if v["bytes"] == 76_800]
     assert set(victim) == {"name", "bytes", "slot", "after_operator"}
+
+
+def test_optimize_hook_streams_by_default(unet: bytes) -> None:
+    """Through the host's hooks too, the default is streaming (issue 14): StreamChain operators,
+    described like every TinySeg operator, the head under 64,000 B, verified."""
+    out, (s,) = run_optimize(manager(plugin), unet, ["-i", "m.tflite"])
+    g0, g1 = build_graph(parse_model(unet)), build_graph(parse_model(out))
+    assert {op.opcode for op in g1.operators} == {customops.STREAM_CHAIN}
+    assert s["head"] == plan_graph(g1).head <= 64_000 and verify(g0, g1).identical
+    assert [d["type"] for d in describe_all(manager(plugin), out)] == [customops.STREAM_CHAIN] * len(g1.operators)
 
 
 def test_optimize_says_what_it_verified(unet: bytes, capsys, monkeypatch) -> None:
@@ -91,9 +101,9 @@ def test_bad_option_value_is_refused_before_the_model_is_read(argv: list[str], m
 
 def test_unreachable_target_is_exit_3_with_the_best_model(unet: bytes, optimized) -> None:
     with pytest.raises(plugin.PluginError, match=r"target 1,000 B not reachable: best head [0-9,]+ B \(written\)") as e:
-        run_optimize(manager(plugin), unet, ["--target", "1000"])
+        run_optimize(manager(plugin), unet, ["--target", "1000", "--no-stream"])
     assert e.value.exit_code == 3
-    assert e.value.model == optimized[0]
+    assert e.value.model == optimized[0]  # the same model as without a target
 
 
 def test_target_already_met_leaves_the_model_unchanged(unet: bytes, capsys) -> None:

@@ -15,6 +15,7 @@ from tinyseg_plugin import customops, stream, stream_search, synth
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import load_model
+from tinyseg_plugin.passes.edit import Editor
 from tinyseg_plugin.passes.stream import stream_chains
 from tinyseg_plugin.planner import plan_graph
 
@@ -94,7 +95,7 @@ def test_spilled_skip_takes_no_ring_in_its_producer():
     skip = g.operators[2].outputs[0]
     s = stream_chains(g, [[0, 1, 2], [3, 4, 5], list(range(6, len(g.operators)))], frozenset({skip}))
     first, second, third = s.chains
-    assert first.spilled == (skip,) and skip not in first.ring_rows
+    assert first.spilled == (skip,) and first.ring_rows[skip] == 1  # the row it hands to storage
     assert second.fetched == (skip,) and second.ring_rows[skip] == 2  # MAX_POOL_2D 2x2 reads 2 rows
     assert third.fetched == (skip,) and third.ring_rows[skip] == 1  # CONCATENATION reads 1 row
     ops = [op.opcode for op in s.graph.operators]
@@ -151,15 +152,24 @@ def test_analyze_stream_cli(capsys):
     assert "stream" not in json.loads(capsys.readouterr().out)
 
 
-def test_stream_chain_is_never_a_model_tflm_runs():
-    """StreamChain is planning only: validate refuses a model that holds it like any custom
-    operator TFLM does not ship, so nothing claims it runs."""
+def test_validate_accepts_a_chain_the_kernel_runs_and_refuses_the_rest():
+    """A StreamChain with its body of kernel stages runs in TFLM (tinyseg_stream.cc); a
+    planning-only one (no body, the search's form) or one whose body holds a stage the kernel
+    does not compute is refused, with the reason."""
     from tinyseg_plugin.validate import tflm_refusals
 
     g = build_graph(load_model(TINY))
+    assert not tflm_refusals(stream_chains(g, [[0, 1, 2]]).graph)
+    planning = tflm_refusals(stream_chains(g, [[0, 1, 2]], body=False).graph)
+    assert [r.opcode for r in planning] == [customops.STREAM_CHAIN] and "planning-only" in planning[0].reason
     s = stream_chains(g, [[0, 1, 2]])
-    assert any(r.opcode == customops.STREAM_CHAIN for r in tflm_refusals(s.graph))
-    assert customops.STREAM_CHAIN not in customops.TINYSEG_OPS
+    op = next(o for o in s.graph.operators if o.opcode == customops.STREAM_CHAIN)
+    o = customops.decode(op)
+    bad = dataclasses.replace(o, stages=(dataclasses.replace(o.stages[0], op="SOFTMAX"),) + o.stages[1:])
+    ed = Editor(s.graph)
+    ed.replace(op.index, ed.custom(customops.STREAM_CHAIN, op.inputs, op.outputs, customops.encode(bad)))
+    refused = tflm_refusals(ed.graph())
+    assert refused and "SOFTMAX" in refused[0].reason
 
 
 # ---------------------------------------------------------------- the body: lowering is bit-exact
@@ -326,3 +336,37 @@ def test_empty_tensors_are_not_streamed():
     g.tensors[x] = Tensor(t.index, t.name, (1, 0, t.shape[2], t.shape[3]), t.dtype, 0, False, False)
     assert stream.row_map(g, op, x) is None
     assert not stream.is_row_local(g, op)
+
+
+# ---------------------------------------------------------------- what the StreamChain kernel computes
+
+
+@pytest.mark.parametrize("op, acts, out, consts, ok", [
+    ("CONV_2D", ["INT8"], "INT8", ["INT8", "INT32"], True),
+    ("CONV_2D", ["INT8"], "INT8", ["INT8", None], True),
+    ("CONV_2D", ["INT16"], "INT16", ["INT8", "INT64"], False),  # int8 only
+    ("CONV_2D", ["FLOAT32"], "FLOAT32", ["FLOAT32", "FLOAT32"], False),
+    ("QUANTIZE", ["UINT8"], "INT8", [], True),
+    ("QUANTIZE", ["FLOAT32"], "INT8", [], False),
+    ("ADD", ["INT8", "INT8"], "INT8", [], True),
+    ("ADD", ["INT8"], "INT8", [], False),  # two operands
+    ("PRELU", ["INT8"], "INT8", ["INT8"], True),
+    ("RESIZE_NEAREST_NEIGHBOR", ["INT8"], "INT8", ["INT32"], True),
+    ("SOFTMAX", ["INT8"], "INT8", [], False),
+    ("DEPTHWISE_CONV_2D", ["INT8"], "INT8", ["INT8", "INT32"], False),  # estimated, not computed yet
+])
+def test_stage_rules(op, acts, out, consts, ok):
+    assert (customops.stream_stage_problem(op, acts, out, consts) is None) == ok
+
+
+@pytest.mark.parametrize("name", ["attention_unet", "resunet_a", "vnet2d"])
+def test_kernel_computes_every_row_local_operator_of_the_example_models(example_models, name):
+    """Broadcast MUL (the attention gates' one-channel sigmoid), per-channel constant ADD/MUL
+    (ResUNet-a's batch norms), PRELU, LOGISTIC, RESIZE_NEAREST_NEIGHBOR: the search for `optimize`
+    may put every row-local operator of these models in a chain."""
+    if name not in example_models:
+        pytest.skip("the example models need TensorFlow")
+    g = build_graph(load_model(example_models[name]))
+    local = [op for op in g.operators if stream.is_row_local(g, op)]
+    assert local and all(stream.kernel_computes(g, op) for op in local)
+    assert stream.find_chains(g, kernel_only=True) == stream.find_chains(g)

@@ -184,7 +184,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             raise TinySegError(f"{args.model}: {exc}; nothing to optimize") from None
     opts = Options(runtime=args.runtime, arch=args.arch, target_bytes=args.target, partial=not args.no_partial,
                    fuse=not args.no_fuse, scratch=not args.no_scratch16,
-                   split=not args.no_split)
+                   split=not args.no_split, stream=not args.no_stream)
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.
     progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if not args.quiet and sys.stderr.isatty() else None
     result = optimize(graph, opts, progress)
@@ -329,7 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--plot", metavar="FILE.png", help="draw the arena plan and per-operator memory")
     a.add_argument("--stream", action="store_true",
                    help="also estimate the head if chains of row-local operators ran row by row (issue 14; "
-                        "planner figures only: no TFLM kernel runs chains yet)")
+                        "planner figures over every row-local operator; `optimize` streams the chains the "
+                        "StreamChain kernel computes)")
     a.set_defaults(func=cmd_analyze)
 
     o = sub.add_parser("optimize", help="spill, fuse and narrow until the arena head meets the target")
@@ -341,6 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--no-split", action="store_true",
                    help="never split an ADD/SUB/MUL over a concatenation into per-slice operators")
     o.add_argument("--no-scratch16", action="store_true", help="keep TRANSPOSE_CONV's full int32 scratch")
+    o.add_argument("--no-stream", action="store_true",
+                   help="no StreamChain operators (chains of row-local operators computed row by row)")
     _kernels(o)
     o.add_argument("--report", metavar="FILE.json", help="write the optimization report")
     o.add_argument("--plot", metavar="FILE.png", help="draw the optimized arena plan")

@@ -33,12 +33,10 @@ from .errors import TinySegError
 SPILL = "Spill"
 FETCHING = "Fetching"
 FETCHING_CONV_2D = "FetchingConv2D"
-TINYSEG_OPS = (SPILL, FETCHING, FETCHING_CONV_2D)
-# Planning only (issue 14): a chain of row-local operators run row by row. There is no TFLM kernel
-# for it yet, so no model file ever holds it (validate refuses it like any unknown custom operator)
-# and it is not part of the C++ header; the streaming estimate plans graphs that contain it.
+# A chain of row-local operators run row by row (issue 14): tflm_ops/kernels/tinyseg_stream.cc.
 STREAM_CHAIN = "StreamChain"
-PLANNED_OPS = TINYSEG_OPS + (STREAM_CHAIN,)
+TINYSEG_OPS = (SPILL, FETCHING, FETCHING_CONV_2D, STREAM_CHAIN)
+PLANNED_OPS = TINYSEG_OPS
 CONTRACT_VERSION = 1
 
 BLOCK_BYTES = 1024  # codec block size the optimizer asks for
@@ -75,6 +73,11 @@ INT_LIMITS: dict[str, tuple[int, int]] = {
     "dilation_w": (1, INT16_MAX),
     "band_rows": (1, INT32_MAX),
     "dim": (1, INT32_MAX),  # each entry of a fetched operand's shape
+    # StreamChain's planning figures ("fetched" there counts the tensors it fetches row by row)
+    "ring_bytes": (0, INT32_MAX),
+    "op_scratch": (0, INT32_MAX),
+    "spilled": (0, MAX_OPERANDS),
+    "fetched": (0, MAX_OPERANDS),
 }
 CONV_AXIS = 3  # FetchingConv2D concatenates NHWC operands along channels
 CONV_RANK = 4
@@ -89,6 +92,35 @@ KEYS: dict[str, tuple[str, ...]] = {
 FETCHED_KEYS = ("position", "slot", "shape")
 STREAM_CHAIN_KEYS = ("version", "ring_bytes", "op_scratch", "spilled", "fetched", "block")
 STREAM_BODY_KEYS = ("stages", "tensors", "spill", "fetch", "rings")
+STREAM_STAGE_KEYS = ("op", "version", "inputs", "outputs", "options", "fields")
+STREAM_TENSOR_KEYS = ("name", "type", "shape", "scale", "zero_point", "quantized_dimension")
+# The builtin options fields a stage's "fields" map holds that the kernel reads (the TFLite schema's
+# field names, as the flatbuffers object API spells them).
+STREAM_FIELD_KEYS = ("padding", "strideW", "strideH", "dilationWFactor", "dilationHFactor",
+                     "fusedActivationFunction", "filterWidth", "filterHeight", "axis", "alignCorners",
+                     "halfPixelCenters")
+KEYS[STREAM_CHAIN] = STREAM_CHAIN_KEYS + STREAM_BODY_KEYS
+
+# The stages the StreamChain kernel computes, and which of a stage's inputs are activations (rows
+# streamed or read from the arena; None: all of them); the others are constants (filter, bias,
+# output shape). The chain search emits only chains of these (stream_stage_supported), the
+# estimate (`analyze --stream`) plans every row-local operator.
+STREAM_STAGE_OPS: dict[str, tuple[int, ...] | None] = {
+    "QUANTIZE": (0,), "CONV_2D": (0,), "MAX_POOL_2D": (0,), "TRANSPOSE_CONV": (2,), "CONCATENATION": None,
+    "ADD": (0, 1), "MUL": (0, 1), "LOGISTIC": (0,), "PRELU": (0,), "RESIZE_NEAREST_NEIGHBOR": (0,),
+}
+# The constant inputs a stage takes, by type, in order (None: an omitted optional input).
+STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
+    "CONV_2D": (("INT8", "INT32"), ("INT8", None)),  # filter, bias
+    "TRANSPOSE_CONV": (("INT32", "INT8", "INT32"), ("INT32", "INT8", None), ("INT32", "INT8")),  # shape, filter, bias
+    "PRELU": (("INT8",),),  # alpha
+    "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # size
+}
+# Stages with per-channel requantization (multiplier and shift per output channel, kept persistent).
+STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV")
+# Activation types the stages compute: int8 throughout, and QUANTIZE between int8 and uint8.
+STREAM_QUANTIZE_TYPES: tuple[tuple[str, str], ...] = (("UINT8", "INT8"), ("INT8", "UINT8"), ("INT8", "INT8"))
+STREAM_MAX_STAGE_INPUTS = 16  # operands of one stage (a concatenation's inputs)
 
 # dtype rules. Spill and Fetching move bytes of these element types:
 ELEMENT_BYTES: dict[str, int] = {"INT8": 1, "UINT8": 1, "INT16": 2, "INT32": 4, "FLOAT32": 4}
@@ -102,7 +134,15 @@ FETCHING_HEADER_BYTES = 32
 FETCHING_CONV_HEADER_BYTES = 64
 FETCHED_FIXED_BYTES = 16  # one fetched operand: 16 bytes and two pointers
 FETCHED_POINTERS = 2
-STREAM_CHAIN_OPDATA_BYTES = 64  # provisional: the kernel that will static_assert it is not built yet
+STREAM_CHAIN_OPDATA_BYTES = 96  # Init: the option numbers and the buffer indices
+# Prepare allocates one more persistent block: the chain's tables (stream_chain_body_bytes).
+STREAM_TENSOR_BYTES = 96  # per chain-local tensor: geometry, quantization, its ring (a RowRing)
+STREAM_SCHEDULE_TENSOR_BYTES = 16  # per tensor: chain_schedule.h ChainTensor
+STREAM_STAGE_BYTES = 128  # per stage: operator parameters
+STREAM_EDGE_BYTES = 32  # per (stage, distinct activation input): chain_schedule.h ChainEdge
+SPILL_STREAM_BYTES = 256  # per spilled tensor: spill_manager.h SpillStream
+STREAM_INT32_PER_TENSOR = 2  # the schedule's rows done and rows held
+STREAM_INT32_PER_STAGE = 1  # chain_schedule.h ChainStage
 PER_CHANNEL_BYTES = 4  # FetchingConv2D: one int32 multiplier and one int32 shift per output channel
 
 
@@ -191,8 +231,9 @@ class StreamStage:
 
 @dataclass(frozen=True)
 class StreamChainOptions:
-    """A streamed chain as the planner sees it: its rings, and how many tensors it writes to
-    storage (spilled) and reads from it (fetched) row by row. Planning only (see STREAM_CHAIN)."""
+    """A streamed chain: the planner's figures (its rings, its members' largest row-step scratch,
+    how many tensors it writes to storage and reads from it row by row) and its body, the
+    program the StreamChain kernel runs (docs/custom_ops.md)."""
 
     ring_bytes: int
     op_scratch: int = 0  # the largest scratch a member operator needs for one row step
@@ -294,7 +335,7 @@ def _fetching(m: dict) -> FetchingOptions:
 
 
 def _stream_chain(m: dict) -> StreamChainOptions:
-    numbers = [int(m[k]) for k in STREAM_CHAIN_KEYS[1:]]
+    numbers = [_int(m, k) for k in STREAM_CHAIN_KEYS[1:]]
     if not any(k in m for k in STREAM_BODY_KEYS):
         return StreamChainOptions(*numbers)  # planning figures only (the chain search)
     stages = tuple(
@@ -348,10 +389,62 @@ def staging_bytes(block: int) -> int:
 def stream_chain_scratch(o: StreamChainOptions) -> list[int]:
     """A streamed chain's scratch: one buffer for every ring and, per spilled tensor, the block
     its rows collect in before the codec encodes it; then the member operators' own scratch
-    (shared: one runs at a time); then one staging block if it touches storage."""
+    (shared: one runs at a time). Row streams need no staging block: SpillStream programs from
+    its own units and FetchRange decodes into the ring."""
     first = o.ring_bytes + o.spilled * o.block
-    return ([first] + ([o.op_scratch] if o.op_scratch else [])
-            + ([staging_bytes(o.block)] if o.spilled or o.fetched else []))
+    return ([first] if first else []) + ([o.op_scratch] if o.op_scratch else [])
+
+
+def stream_stage_problem(op: str, activations: list[str], output: str, constants: list[str | None]) -> str | None:
+    """Why the StreamChain kernel cannot compute a stage (None: it can): ``activations``: the
+    types of its activation inputs; ``constants``: the types of its other inputs, in order
+    (None: omitted). The C++ kernel checks the same in Prepare (tinyseg_contract.h)."""
+    if op not in STREAM_STAGE_OPS:
+        return f"{op} is not a StreamChain stage"
+    positions = STREAM_STAGE_OPS[op]
+    if not activations or len(activations) > STREAM_MAX_STAGE_INPUTS or (
+            positions is not None and len(activations) != len(positions)):
+        return f"{op} with {len(activations)} activation inputs"
+    if tuple(constants) not in STREAM_STAGE_CONSTANTS.get(op, ((),)):
+        return f"{op} with constant inputs {constants}"
+    if op == "QUANTIZE":
+        if (activations[0], output) not in STREAM_QUANTIZE_TYPES:
+            return f"QUANTIZE {activations[0]} -> {output}"
+        return None
+    if output != "INT8" or any(t != "INT8" for t in activations):
+        return f"{op} on {'/'.join(activations)} -> {output} (int8 only)"
+    return None
+
+
+def stream_activation_inputs(stage: StreamStage, constants: frozenset[int] = frozenset()) -> list[int]:
+    """A stage's activation operands (chain-local ids), in order, without repeats: the edges of
+    the chain's schedule (chain_schedule.h ChainEdge), written once for both sides. ``constants``:
+    local ids of constant inputs of the StreamChain (an ADD or MUL may take one where an
+    activation could be: a per-channel vector broadcast over the rows; it is no edge)."""
+    positions = STREAM_STAGE_OPS.get(stage.op, ())
+    ids = [t for k, t in enumerate(stage.inputs)
+           if t >= 0 and t not in constants and (positions is None or k in positions)]
+    return list(dict.fromkeys(ids))
+
+
+def stream_chain_body_bytes(o: StreamChainOptions, out_channels: list[int], num_inputs: int,
+                            num_outputs: int, constants: frozenset[int] = frozenset()) -> int:
+    """The persistent block StreamChain's Prepare allocates for its tables (tinyseg_stream.cc):
+    per chain-local tensor (the operator's inputs and outputs, then the body's tensors) its
+    record and its schedule entry; per stage its record; per edge its row map; per spilled
+    tensor its SpillStream; int32 arrays: rows done and held per tensor, the schedule's stages,
+    every stage's operands, the outputs the schedule pulls (the operator's, then the spilled),
+    and multiplier and shift per output channel of the requantizing stages.
+    ``out_channels``: each stage's output channels; ``constants``: local ids of constant inputs."""
+    num_local = num_inputs + num_outputs + len(o.tensors)
+    stages = len(o.stages)
+    edges = sum(len(stream_activation_inputs(st, constants)) for st in o.stages)
+    operands = sum(len(st.inputs) for st in o.stages)
+    per_channel = sum(2 * c for st, c in zip(o.stages, out_channels) if st.op in STREAM_PER_CHANNEL_OPS)
+    int32s = (STREAM_INT32_PER_TENSOR * num_local + STREAM_INT32_PER_STAGE * stages + operands
+              + num_outputs + len(o.spill) + per_channel)
+    return (SPILL_STREAM_BYTES * len(o.spill) + (STREAM_TENSOR_BYTES + STREAM_SCHEDULE_TENSOR_BYTES) * num_local
+            + STREAM_STAGE_BYTES * stages + STREAM_EDGE_BYTES * edges + 4 * int32s)
 
 
 def band_input_rows(conv: ConvParams, filter_h: int, band_rows: int) -> int:
@@ -383,7 +476,13 @@ def persistent_bytes(graph, op, pointer_bytes: int) -> int:
     """OpData each kernel keeps (see docs/custom_ops.md), each allocation rounded to 16 bytes."""
     o = decode(op)
     if isinstance(o, StreamChainOptions):
-        return align_up(STREAM_CHAIN_OPDATA_BYTES)
+        if not o.stages:  # planning figures only (the chain search): the OpData alone
+            return align_up(STREAM_CHAIN_OPDATA_BYTES)
+        shapes = _local_shapes(graph, op, o)
+        channels = [shapes[st.outputs[0]][-1] if st.outputs and shapes[st.outputs[0]] else 0 for st in o.stages]
+        constants = frozenset(k for k, t in enumerate(op.inputs) if t >= 0 and graph.tensors[t].is_constant)
+        return align_up(STREAM_CHAIN_OPDATA_BYTES) + align_up(
+            stream_chain_body_bytes(o, channels, len(op.inputs), len(op.outputs), constants))
     if isinstance(o, SpillOptions):
         return align_up(SPILL_OPDATA_BYTES)
     per_fetched = fetched_operand_bytes(pointer_bytes)
@@ -392,6 +491,12 @@ def persistent_bytes(graph, op, pointer_bytes: int) -> int:
     channels = graph.tensors[op.outputs[0]].shape[-1]
     return (align_up(FETCHING_CONV_HEADER_BYTES + per_fetched * len(o.fetching.fetched))
             + 2 * align_up(PER_CHANNEL_BYTES * channels))
+
+
+def _local_shapes(graph, op, o: StreamChainOptions) -> list[tuple[int, ...]]:
+    """Shapes of a chain's local tensors: the operator's inputs, its outputs, the body's tensors."""
+    real = [tuple(graph.tensors[t].shape) if t >= 0 else () for t in list(op.inputs) + list(op.outputs)]
+    return real + [t.shape for t in o.tensors]
 
 
 def operand_sources(op, o: "FetchingOptions") -> list["Fetched | int"]:
@@ -458,6 +563,7 @@ def header() -> str:
         "",
         "#include <cstddef>",
         "#include <cstdint>",
+        "#include <cstring>",
         "",
         '#include "tensorflow/lite/c/common.h"',
         "",
@@ -469,11 +575,15 @@ def header() -> str:
         f'constexpr char kSpill[] = "{SPILL}";',
         f'constexpr char kFetching[] = "{FETCHING}";',
         f'constexpr char kFetchingConv2D[] = "{FETCHING_CONV_2D}";',
+        f'constexpr char kStreamChain[] = "{STREAM_CHAIN}";',
         "",
         "// Option keys.",
     ]
-    keys = sorted({k for ks in KEYS.values() for k in ks} | set(FETCHED_KEYS))
+    keys = sorted({k for ks in KEYS.values() for k in ks} | set(FETCHED_KEYS) | set(STREAM_STAGE_KEYS)
+                  | set(STREAM_TENSOR_KEYS))
     out += [f'constexpr char {_cname("key_" + k)}[] = "{k}";' for k in keys]
+    out += ["", "// Builtin options fields of a StreamChain stage (the TFLite schema's names)."]
+    out += [f'constexpr char kField{k[0].upper()}{k[1:]}[] = "{k}";' for k in STREAM_FIELD_KEYS]
     out += ["", "// Integer options: least and greatest accepted value."]
     for k, (lo, hi) in INT_LIMITS.items():
         out.append(f"constexpr int64_t {_cname('min_' + k)} = {lo};")
@@ -487,7 +597,6 @@ def header() -> str:
         f"constexpr int kMaxDims = {MAX_DIMS};",
         f"constexpr int kConvAxis = {CONV_AXIS};",
         f"constexpr int kConvRank = {CONV_RANK};",
-        f"constexpr int32_t kMaxFetched = {MAX_OPERANDS};",
         "",
         "// OpData bytes.",
         f"constexpr size_t kSpillOpDataBytes = {SPILL_OPDATA_BYTES};",
@@ -496,7 +605,45 @@ def header() -> str:
         f"constexpr size_t kFetchedOperandBytes = {FETCHED_FIXED_BYTES} + {FETCHED_POINTERS} * sizeof(void*);",
         f"constexpr size_t kPerChannelBytes = {PER_CHANNEL_BYTES};",
         f"constexpr size_t kBlockHeaderBytes = {BLOCK_HEADER_BYTES};",
+        f"constexpr size_t kStreamChainOpDataBytes = {STREAM_CHAIN_OPDATA_BYTES};",
+        f"constexpr size_t kStreamTensorBytes = {STREAM_TENSOR_BYTES};",
+        f"constexpr size_t kStreamScheduleTensorBytes = {STREAM_SCHEDULE_TENSOR_BYTES};",
+        f"constexpr size_t kStreamStageBytes = {STREAM_STAGE_BYTES};",
+        f"constexpr size_t kStreamEdgeBytes = {STREAM_EDGE_BYTES};",
+        f"constexpr size_t kSpillStreamBytes = {SPILL_STREAM_BYTES};",
+        f"constexpr size_t kStreamInt32PerTensor = {STREAM_INT32_PER_TENSOR};",
+        f"constexpr size_t kStreamInt32PerStage = {STREAM_INT32_PER_STAGE};",
+        f"constexpr int kStreamMaxStageInputs = {STREAM_MAX_STAGE_INPUTS};",
         "",
+        "// StreamChain: the stages it computes, and which of a stage's inputs are activations.",
+        "enum class StageOp : int32_t {",
+    ]
+    ops = list(STREAM_STAGE_OPS)
+    out += [f"  k{''.join(p.capitalize() for p in name.split('_'))} = {k}," for k, name in enumerate(ops)]
+    out += ["  kUnknown = -1,", "};", "",
+            "inline StageOp ParseStageOp(const char* name) {"]
+    for name in ops:
+        out.append(f'  if (std::strcmp(name, "{name}") == 0) return StageOp::k{"".join(p.capitalize() for p in name.split("_"))};')
+    out += ["  return StageOp::kUnknown;", "}", "",
+            "// Whether input k of a stage is an activation (else a constant: filter, bias, shape).",
+            "inline bool IsActivationInput(StageOp op, int k) {",
+            "  switch (op) {"]
+    for name, positions in STREAM_STAGE_OPS.items():
+        cname = "k" + "".join(p.capitalize() for p in name.split("_"))
+        cond = "true" if positions is None else " || ".join(f"k == {p}" for p in positions)
+        out.append(f"    case StageOp::{cname}: return {cond};")
+    out += ["    default: return false;", "  }", "}", "",
+            "// Whether a stage requantizes per output channel (persistent multiplier and shift).",
+            "inline bool PerChannelStage(StageOp op) {",
+            "  return " + " || ".join(f"op == StageOp::k{''.join(p.capitalize() for p in n.split('_'))}"
+                                     for n in STREAM_PER_CHANNEL_OPS) + ";",
+            "}", "",
+            "// QUANTIZE stages: the (input, output) types computed.",
+            "inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {",
+            "  return " + " ||\n         ".join(f"(in == {_TFLITE_TYPE[a]} && out == {_TFLITE_TYPE[b]})"
+                                               for a, b in STREAM_QUANTIZE_TYPES) + ";",
+            "}",
+            "",
         "// Bytes per element of the types Spill and Fetching move (0: not allowed).",
         "inline size_t ElementBytes(TfLiteType type) {",
         "  switch (type) {",

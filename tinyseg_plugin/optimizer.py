@@ -56,6 +56,7 @@ class Options:
     layout: bool = True  # offline-planned arena layout when it beats TFLM's greedy placement
     reorder: bool = True  # off when a host (tflite-tools) has already reordered
     split: bool = True  # split an elementwise operator over a concatenation when spilling is stuck
+    stream: bool = True  # StreamChain: chains of row-local operators run row by row (issue 14)
 
 
 @dataclass
@@ -65,6 +66,8 @@ class Result:
     original: Plan
     steps: list[Step] = field(default_factory=list)
     spills: list[SpillRecord] = field(default_factory=list)
+    chains: list[dict] = field(default_factory=list)  # streamed chains (stream_search.choice_dict's entries)
+    stream_bytes: int = 0  # bytes the row spills and fetches move per inference
 
 
 def _plan(g: Graph, o: Options) -> Plan:
@@ -228,6 +231,7 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
     plan = _plan(graph, o)
     res = Result(graph, plan, plan, [Step("original", "", plan.head, plan.total)])
     g = graph
+    reordered = graph
     if o.reorder and len(g.operators) > 1:
         from .kernels import ARCHES, KernelRules
 
@@ -236,7 +240,7 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
                      lambda i: sum(align_up(s) for s in rules.scratch_requests(g, g.operators[i])))
         if g2 is not g:
             plan = _plan(g2, o)
-            g = g2
+            g = reordered = g2
             res.steps.append(Step("operator reordering", "memory-minimising topological order", plan.head, plan.total))
             say(f"reordered: head {plan.head:,} B")
     if o.scratch:
@@ -267,5 +271,28 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
             g, plan = g2, p2
             res.steps.append(Step("offline arena layout", f"first-fit by {how} (OfflineMemoryAllocation)", plan.head, plan.total))
             say(f"offline layout: head {plan.head:,} B")
+    if o.stream and (o.target_bytes is None or plan.head > o.target_bytes):
+        _stream(reordered, plan, o, res, say)
+        if res.chains:
+            return res
     res.graph, res.plan = g, plan
     return res
+
+
+def _stream(g: Graph, plan: Plan, o: Options, res: Result, say: Callable[[str], None]) -> None:
+    """Streaming, judged against the spill-and-fuse result: the (reordered) input's chains of
+    operators the StreamChain kernel computes, with the cuts and row spills the planner picks,
+    taken when their head is lower. Sets res.graph/plan/chains when it is taken."""
+    from .stream_search import choice_dict, choose_streaming
+
+    choice = choose_streaming(g, o.runtime, o.arch, kernel_only=True)
+    if choice.streamed is None or choice.head >= plan.head:
+        return
+    streamed = _plan(choice.streamed.graph, o)
+    summary = choice_dict(choice, g)
+    res.graph, res.plan, res.spills = choice.streamed.graph, streamed, []
+    res.chains, res.stream_bytes = summary["chains"], choice.storage_bytes
+    detail = (f"{len(res.chains)} StreamChain operators instead of the steps above; row spills move "
+              f"{choice.storage_bytes:,} B per inference")
+    res.steps.append(Step("streaming", detail, streamed.head, streamed.total))
+    say(f"streaming: head {streamed.head:,} B")

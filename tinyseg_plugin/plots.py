@@ -13,12 +13,12 @@ import io
 from dataclasses import dataclass
 
 from .analysis import Analysis, head_scopes
-from .customops import FETCHING, FETCHING_CONV_2D, SPILL
+from .customops import FETCHING, FETCHING_CONV_2D, SPILL, STREAM_CHAIN
 from .planner import Buffer
 
 HEAD_COLOR = "#d62728"
 SCRATCH_COLOR = "#bbbbbb"
-TINYSEG_COLORS = {SPILL: "#9467bd", FETCHING: "#17becf", FETCHING_CONV_2D: "#2ca02c"}
+TINYSEG_COLORS = {SPILL: "#9467bd", FETCHING: "#17becf", FETCHING_CONV_2D: "#2ca02c", STREAM_CHAIN: "#ff7f0e"}
 LIST_LIMIT = 26  # unlabelled boxes listed beside the plot; the rest are counted
 LABEL_PT = 6.5  # label font size, points
 CHAR_W = 0.62  # average character width, in font sizes (DejaVu Sans)

@@ -74,6 +74,7 @@ def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | Non
     g.add_argument("--no-fuse", action="store_true", help="no fused fetching")
     g.add_argument("--no-split", action="store_true", help="no splitting of ADD/SUB/MUL over a concatenation")
     g.add_argument("--no-scratch16", action="store_true", help="keep TRANSPOSE_CONV's int32 scratch")
+    g.add_argument("--no-stream", action="store_true", help="no StreamChain operators (row-by-row chains)")
     g.add_argument("--verify-runs", type=str, default="3", metavar="N",
                    help="random inputs for the bit-exact check in TFLM, at least 1 (default: 3; 3 edge-case inputs are added)")
     g.add_argument("--no-verify", action="store_true", help="skip the bit-exact check in TFLM (not recommended)")
@@ -111,6 +112,7 @@ def _options(options: argparse.Namespace):
         fuse=not getattr(options, "no_fuse", False),
         split=not getattr(options, "no_split", False),
         scratch=not getattr(options, "no_scratch16", False),
+        stream=not getattr(options, "no_stream", False),
         reorder=False,  # the host's own reorder pass has run
     )
 

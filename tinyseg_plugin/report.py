@@ -104,7 +104,8 @@ def stream_text(d: dict) -> str:
     """The streaming estimate (``stream_search.choice_dict``) as text."""
     out = io.StringIO()
     w = out.write
-    w("\nStreaming (ESTIMATE: chains of row-local operators run row by row; no TFLM kernel runs them yet)\n")
+    w("\nStreaming (ESTIMATE over every row-local operator; `tinyseg optimize` streams the chains of stages the "
+      "StreamChain kernel computes)\n")
     if not d["chains"]:
         w(f"no chain lowers the head ({d['head_without_streaming']:,} B)\n")
         return out.getvalue()

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from . import customops
 from .graph import Graph, Operator
 from .schema import TYPE_SIZES
 
@@ -190,7 +193,8 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
     window will read it again. A ring holds the rows between those two moments: intermediates
     and spilled outputs that chain members read, and inputs in ``fetched`` (read row by row
     from storage). Outputs not in ``spilled`` are written whole to the arena and need no ring.
-    Every row of every operator is computed exactly once (asserted). ``trace`` collects the
+    A spilled tensor no member reads still has a ring of one row: the row is computed there
+    and handed to storage. Every row of every operator is computed exactly once (asserted). ``trace`` collects the
     (operator, row) steps in order; tflm_ops/core chain_schedule.h is the same schedule in C++
     (``schedule_program`` gives it this chain, and tests/test_stream.py compares the two)."""
     inputs, outputs, inner = chain_io(graph, ops)
@@ -210,7 +214,7 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
     done = {t: 0 for t in streamed}  # rows produced (or fetched) so far
     computed = {i: 0 for i in ops}
     ringed = [t for t in streamed if t in inner or t in spilled or t in fetched]
-    ringed = [t for t in ringed if readers.get(t)]
+    ringed = [t for t in ringed if readers.get(t) or t in spilled]  # a spilled row is computed into its ring
     held = {t: 0 for t in ringed}
 
     # Precomputed for speed (the chain search simulates thousands of chains): each operator's
@@ -280,23 +284,76 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
 
 def row_step_scratch(graph: Graph, op: Operator, whole_scratch: list[int]) -> int:
     """Scratch one operator of a chain needs while it computes one step of rows, given what its
-    kernel requests when it runs whole: TRANSPOSE_CONV accumulates only the `stride` output rows
-    one input row makes (int32, as TinySeg's banded accumulator); every other kernel's scratch
-    (CMSIS-NN's im2col and the like) does not depend on the height, so it is kept."""
+    kernel requests when it runs whole: TRANSPOSE_CONV accumulates only the output row it computes
+    (int32, as the StreamChain kernel does); every other kernel's scratch (CMSIS-NN's im2col and
+    the like) does not depend on the height, so it is kept."""
     if op.opcode == "TRANSPOSE_CONV":
         out = graph.tensors[op.outputs[0]]
-        return op.options.strideH * out.shape[2] * out.shape[3] * 4
+        return out.shape[2] * out.shape[3] * 4
     return sum(whole_scratch)
 
 
-def find_chains(graph: Graph) -> list[list[int]]:
+def kernel_computes(graph: Graph, op: Operator) -> bool:
+    """Whether the StreamChain kernel computes this operator as a stage (customops' rules, and the
+    shapes its Prepare accepts: no broadcast but PRELU's alpha over rows, RESIZE_NEAREST_NEIGHBOR
+    rows that TFLM's float arithmetic maps to y // factor)."""
+    positions = customops.STREAM_STAGE_OPS.get(op.opcode, ())
+    if not op.outputs or not op.inputs:
+        return False
+    out = graph.tensors[op.outputs[0]]
+    binary = op.opcode in ("ADD", "MUL")
+    acts, consts, operands = [], [], []
+    for k, t in enumerate(op.inputs):
+        activation = positions is None or k in positions
+        if activation and (t < 0 or (graph.tensors[t].is_constant and not binary)):
+            return False  # a constant (or omitted) operand where the kernel streams rows
+        if activation:
+            operands.append(t)
+            if not graph.tensors[t].is_constant:
+                acts.append(t)
+        else:
+            consts.append(graph.tensors[t].dtype if t >= 0 else None)
+    if not acts or customops.stream_stage_problem(op.opcode, [graph.tensors[t].dtype for t in operands],
+                                                  out.dtype, consts):
+        return False
+    if any(len(graph.tensors[t].scales) != 1 for t in operands + [op.outputs[0]]):
+        return False  # per-tensor quantization
+    if op.opcode in ("LOGISTIC", "PRELU") and graph.tensors[acts[0]].shape != out.shape:
+        return False
+    if binary:
+        # ADD and MUL broadcast across width and channels as TFLM's kernels do; a row needs rows
+        # of the same height (an activation) or one row for all (a constant).
+        for t in operands:
+            shape = (1,) * (4 - len(graph.tensors[t].shape)) + tuple(graph.tensors[t].shape)
+            if len(shape) != 4 or shape[0] != 1 or any(d not in (1, o) for d, o in zip(shape[2:], out.shape[2:])):
+                return False
+            if shape[1] != (1 if graph.tensors[t].is_constant else out.shape[1]):
+                return False
+    if op.opcode == "PRELU":
+        alpha = graph.tensors[op.inputs[1]].shape
+        return len(alpha) < 3 or alpha[-3] == 1
+    if op.opcode == "RESIZE_NEAREST_NEIGHBOR":
+        o = op.options
+        in_h, out_h = graph.tensors[acts[0]].shape[1], out.shape[1]
+        if o is None or o.alignCorners or out_h % in_h:
+            return False
+        scale = np.float32(in_h) / np.float32(out_h)
+        offset = np.float32(0.5 if o.halfPixelCenters else 0.0)
+        return all(min(int(np.floor((np.float32(y) + offset) * scale)), in_h - 1) == y // (out_h // in_h)
+                   for y in range(out_h))
+    return True
+
+
+def find_chains(graph: Graph, kernel_only: bool = False) -> list[list[int]]:
     """Maximal runs of consecutive row-local operators (in schedule order) that are connected:
-    each operator after the first reads a tensor an earlier member produced."""
+    each operator after the first reads a tensor an earlier member produced. ``kernel_only``:
+    only operators the StreamChain kernel computes (for models that will run; the estimate
+    plans every row-local operator)."""
     chains: list[list[int]] = []
     current: list[int] = []
     produced: set[int] = set()
     for op in graph.operators:
-        if is_row_local(graph, op):
+        if is_row_local(graph, op) and (not kernel_only or kernel_computes(graph, op)):
             if current and not any(t in produced for t in activation_inputs(graph, op)):
                 chains.append(current)
                 current, produced = [], set()

@@ -61,10 +61,11 @@ def _spillable(graph: Graph, segments: list[list[int]]) -> list[int]:
 
 
 def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host64",
-                     max_work: int = MAX_WORK) -> StreamChoice:
-    """The chains (and row spills) that give the lowest head, judged by the planner."""
+                     max_work: int = MAX_WORK, kernel_only: bool = False) -> StreamChoice:
+    """The chains (and row spills) that give the lowest head, judged by the planner.
+    ``kernel_only``: chains of the stages the StreamChain kernel computes (a model to run)."""
     base = plan_graph(graph, runtime, arch).head
-    chains = find_chains(graph)
+    chains = find_chains(graph, kernel_only)
     plans = 1
     rules = KernelRules(runtime, ARCHES[arch])
     scratch = {i: row_step_scratch(graph, graph.operators[i], rules.scratch_requests(graph, graph.operators[i]) or [])
@@ -178,7 +179,7 @@ def choice_dict(choice: StreamChoice, graph: Graph) -> dict:
             "ring_bytes": c.rings, "op_scratch": c.op_scratch,
         })
     return {
-        "estimate": True,  # no TFLM kernel runs a chain yet (customops.STREAM_CHAIN)
+        "estimate": True,  # analyze --stream plans every row-local operator; optimize, the kernel's stages
         "head_without_streaming": choice.base_head,
         "head": choice.head,
         "storage_bytes_per_inference": choice.storage_bytes,

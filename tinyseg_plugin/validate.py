@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import TinySegError
-from .customops import TINYSEG_OPS
+from .customops import STREAM_CHAIN, STREAM_STAGE_OPS, TINYSEG_OPS
 from .schema import BUILTIN_NAMES, TYPE_NAMES, TYPE_SIZES, fb, opcode_name
 
 INT_MAX = 2**31 - 1
@@ -352,6 +352,11 @@ def tflm_refusals(graph) -> list[Refusal]:
                                    "and may crash on it", certain=False))
     for op in graph.operators:
         name = op.opcode
+        if name == STREAM_CHAIN:
+            reason = _stream_chain_refusal(op)
+            if reason:
+                out.append(Refusal(op.index, name, reason, True))
+            continue
         if name in TINYSEG_OPS:
             continue
         if op.is_custom or name not in _BUILTIN_SET:
@@ -387,6 +392,23 @@ def tflm_refusals(graph) -> list[Refusal]:
                 out.append(Refusal(op.index, name, f"{inp} -> {out_t}: TFLM dequantizes only INT8, INT16 and UINT8 "
                                                    "to FLOAT32 (float16 weights are not supported)"))
     return out
+
+
+def _stream_chain_refusal(op) -> str | None:
+    """Why the StreamChain kernel would refuse this operator in Prepare, as far as its options say."""
+    from .customops import decode
+    from .errors import TinySegError
+
+    try:
+        o = decode(op)
+    except TinySegError as exc:
+        return str(exc)
+    if not o.stages:
+        return "a planning-only StreamChain (no body): `tinyseg analyze --stream` plans it, no kernel runs it"
+    unknown = sorted({st.op for st in o.stages if st.op not in STREAM_STAGE_OPS})
+    if unknown:
+        return f"its body holds {', '.join(unknown)}, which the StreamChain kernel does not compute"
+    return None
 
 
 def tinyseg_operators(graph) -> list[int]:

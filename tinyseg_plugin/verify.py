@@ -97,9 +97,16 @@ def _lower_chain(ed: Editor, op, slots: dict[int, int], resolve) -> list[Op]:
     """A StreamChain's body as builtins: its tensors made whole, a fetched one being the tensor the
     chain that spilled it made (``slots``, filled here in operator order)."""
     o = customops.decode(op)
+    try:
+        return _lower_body(ed, op, o, slots, resolve)
+    except (IndexError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise TinySegError(f"operator {op.index} (StreamChain): malformed body ({exc})") from None
+
+
+def _lower_body(ed: Editor, op, o: "customops.StreamChainOptions", slots: dict[int, int], resolve) -> list[Op]:
     ids = list(op.inputs) + list(op.outputs)
     fetched = dict(o.fetch)
-    for k, t in enumerate(o.tensors):
+    for t in o.tensors:
         lid = len(ids)
         if lid in fetched:
             if fetched[lid] not in slots:
@@ -286,8 +293,9 @@ def verify_real_kernels(original: Graph, optimized: Graph, tflm_dir: str, runs: 
     ra = devicecheck.run(exe, a, batches, arena, seconds, "the original")
     rb = devicecheck.run(exe, b, batches, arena, seconds, "the optimized model")
     done = dict(check=REAL_KERNELS, tflm_dir=str(tflm_dir))
-    spills = sum(1 for op in optimized.operators if op.opcode == customops.SPILL) * len(batches)
-    if rb.stats.get("spills") != spills:  # the TinySeg kernels must really have run, once per Spill and input
+    spills = sum(1 if op.opcode == customops.SPILL else len(customops.decode(op).spill)
+                 for op in optimized.operators if op.opcode in (customops.SPILL, customops.STREAM_CHAIN)) * len(batches)
+    if rb.stats.get("spills") != spills:  # the TinySeg kernels must really have run: each Spill and each StreamChain row stream, once per input
         return Verification(runs, False, f"the TinySeg kernels ran {rb.stats.get('spills')} spills, "
                                          f"the model asks for {spills}", n_edge, **done)
     if [(original.tensors[t].shape, original.tensors[t].dtype) for t in original.outputs] != \

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "tensorflow/lite/c/common.h"
 
@@ -17,6 +18,7 @@ constexpr int kVersion = 1;
 constexpr char kSpill[] = "Spill";
 constexpr char kFetching[] = "Fetching";
 constexpr char kFetchingConv2D[] = "FetchingConv2D";
+constexpr char kStreamChain[] = "StreamChain";
 
 // Option keys.
 constexpr char kKeyActivation[] = "activation";
@@ -25,16 +27,47 @@ constexpr char kKeyBandRows[] = "band_rows";
 constexpr char kKeyBlock[] = "block";
 constexpr char kKeyDilationH[] = "dilation_h";
 constexpr char kKeyDilationW[] = "dilation_w";
+constexpr char kKeyFetch[] = "fetch";
 constexpr char kKeyFetched[] = "fetched";
+constexpr char kKeyFields[] = "fields";
+constexpr char kKeyInputs[] = "inputs";
+constexpr char kKeyName[] = "name";
+constexpr char kKeyOp[] = "op";
+constexpr char kKeyOpScratch[] = "op_scratch";
 constexpr char kKeyOperands[] = "operands";
+constexpr char kKeyOptions[] = "options";
+constexpr char kKeyOutputs[] = "outputs";
 constexpr char kKeyPadding[] = "padding";
 constexpr char kKeyPosition[] = "position";
 constexpr char kKeyQuantizedBiasType[] = "quantized_bias_type";
+constexpr char kKeyQuantizedDimension[] = "quantized_dimension";
+constexpr char kKeyRingBytes[] = "ring_bytes";
+constexpr char kKeyRings[] = "rings";
+constexpr char kKeyScale[] = "scale";
 constexpr char kKeyShape[] = "shape";
 constexpr char kKeySlot[] = "slot";
+constexpr char kKeySpill[] = "spill";
+constexpr char kKeySpilled[] = "spilled";
+constexpr char kKeyStages[] = "stages";
 constexpr char kKeyStrideH[] = "stride_h";
 constexpr char kKeyStrideW[] = "stride_w";
+constexpr char kKeyTensors[] = "tensors";
+constexpr char kKeyType[] = "type";
 constexpr char kKeyVersion[] = "version";
+constexpr char kKeyZeroPoint[] = "zero_point";
+
+// Builtin options fields of a StreamChain stage (the TFLite schema's names).
+constexpr char kFieldPadding[] = "padding";
+constexpr char kFieldStrideW[] = "strideW";
+constexpr char kFieldStrideH[] = "strideH";
+constexpr char kFieldDilationWFactor[] = "dilationWFactor";
+constexpr char kFieldDilationHFactor[] = "dilationHFactor";
+constexpr char kFieldFusedActivationFunction[] = "fusedActivationFunction";
+constexpr char kFieldFilterWidth[] = "filterWidth";
+constexpr char kFieldFilterHeight[] = "filterHeight";
+constexpr char kFieldAxis[] = "axis";
+constexpr char kFieldAlignCorners[] = "alignCorners";
+constexpr char kFieldHalfPixelCenters[] = "halfPixelCenters";
 
 // Integer options: least and greatest accepted value.
 constexpr int64_t kMinSlot = 0;
@@ -59,6 +92,14 @@ constexpr int64_t kMinBandRows = 1;
 constexpr int64_t kMaxBandRows = 2147483647;
 constexpr int64_t kMinDim = 1;
 constexpr int64_t kMaxDim = 2147483647;
+constexpr int64_t kMinRingBytes = 0;
+constexpr int64_t kMaxRingBytes = 2147483647;
+constexpr int64_t kMinOpScratch = 0;
+constexpr int64_t kMaxOpScratch = 2147483647;
+constexpr int64_t kMinSpilled = 0;
+constexpr int64_t kMaxSpilled = 4096;
+constexpr int64_t kMinFetched = 0;
+constexpr int64_t kMaxFetched = 4096;
 
 // The same limits by key (Options::Int looks an option's limits up here).
 struct IntLimit {
@@ -78,12 +119,15 @@ constexpr IntLimit kIntLimits[] = {
     {"dilation_w", 1, 32767},
     {"band_rows", 1, 2147483647},
     {"dim", 1, 2147483647},
+    {"ring_bytes", 0, 2147483647},
+    {"op_scratch", 0, 2147483647},
+    {"spilled", 0, 4096},
+    {"fetched", 0, 4096},
 };
 
 constexpr int kMaxDims = 6;
 constexpr int kConvAxis = 3;
 constexpr int kConvRank = 4;
-constexpr int32_t kMaxFetched = 4096;
 
 // OpData bytes.
 constexpr size_t kSpillOpDataBytes = 16;
@@ -92,6 +136,73 @@ constexpr size_t kFetchingConvHeaderBytes = 64;
 constexpr size_t kFetchedOperandBytes = 16 + 2 * sizeof(void*);
 constexpr size_t kPerChannelBytes = 4;
 constexpr size_t kBlockHeaderBytes = 8;
+constexpr size_t kStreamChainOpDataBytes = 96;
+constexpr size_t kStreamTensorBytes = 96;
+constexpr size_t kStreamScheduleTensorBytes = 16;
+constexpr size_t kStreamStageBytes = 128;
+constexpr size_t kStreamEdgeBytes = 32;
+constexpr size_t kSpillStreamBytes = 256;
+constexpr size_t kStreamInt32PerTensor = 2;
+constexpr size_t kStreamInt32PerStage = 1;
+constexpr int kStreamMaxStageInputs = 16;
+
+// StreamChain: the stages it computes, and which of a stage's inputs are activations.
+enum class StageOp : int32_t {
+  kQuantize = 0,
+  kConv2d = 1,
+  kMaxPool2d = 2,
+  kTransposeConv = 3,
+  kConcatenation = 4,
+  kAdd = 5,
+  kMul = 6,
+  kLogistic = 7,
+  kPrelu = 8,
+  kResizeNearestNeighbor = 9,
+  kUnknown = -1,
+};
+
+inline StageOp ParseStageOp(const char* name) {
+  if (std::strcmp(name, "QUANTIZE") == 0) return StageOp::kQuantize;
+  if (std::strcmp(name, "CONV_2D") == 0) return StageOp::kConv2d;
+  if (std::strcmp(name, "MAX_POOL_2D") == 0) return StageOp::kMaxPool2d;
+  if (std::strcmp(name, "TRANSPOSE_CONV") == 0) return StageOp::kTransposeConv;
+  if (std::strcmp(name, "CONCATENATION") == 0) return StageOp::kConcatenation;
+  if (std::strcmp(name, "ADD") == 0) return StageOp::kAdd;
+  if (std::strcmp(name, "MUL") == 0) return StageOp::kMul;
+  if (std::strcmp(name, "LOGISTIC") == 0) return StageOp::kLogistic;
+  if (std::strcmp(name, "PRELU") == 0) return StageOp::kPrelu;
+  if (std::strcmp(name, "RESIZE_NEAREST_NEIGHBOR") == 0) return StageOp::kResizeNearestNeighbor;
+  return StageOp::kUnknown;
+}
+
+// Whether input k of a stage is an activation (else a constant: filter, bias, shape).
+inline bool IsActivationInput(StageOp op, int k) {
+  switch (op) {
+    case StageOp::kQuantize: return k == 0;
+    case StageOp::kConv2d: return k == 0;
+    case StageOp::kMaxPool2d: return k == 0;
+    case StageOp::kTransposeConv: return k == 2;
+    case StageOp::kConcatenation: return true;
+    case StageOp::kAdd: return k == 0 || k == 1;
+    case StageOp::kMul: return k == 0 || k == 1;
+    case StageOp::kLogistic: return k == 0;
+    case StageOp::kPrelu: return k == 0;
+    case StageOp::kResizeNearestNeighbor: return k == 0;
+    default: return false;
+  }
+}
+
+// Whether a stage requantizes per output channel (persistent multiplier and shift).
+inline bool PerChannelStage(StageOp op) {
+  return op == StageOp::kConv2d || op == StageOp::kTransposeConv;
+}
+
+// QUANTIZE stages: the (input, output) types computed.
+inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {
+  return (in == kTfLiteUInt8 && out == kTfLiteInt8) ||
+         (in == kTfLiteInt8 && out == kTfLiteUInt8) ||
+         (in == kTfLiteInt8 && out == kTfLiteInt8);
+}
 
 // Bytes per element of the types Spill and Fetching move (0: not allowed).
 inline size_t ElementBytes(TfLiteType type) {

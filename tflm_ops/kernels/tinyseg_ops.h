@@ -1,7 +1,7 @@
 // TinySeg's custom operators for TFLM (docs/custom_ops.md, contract version 1)
 // and the one call that adds them to an op resolver.
 //
-//   tflite::MicroMutableOpResolver<N> resolver;   // N counts these 3 too
+//   tflite::MicroMutableOpResolver<N> resolver;   // N counts these 4 too
 //   ... resolver.AddConv2D(); ...
 //   tflite::AddTinySegOps(resolver);
 //   tflite::MicroInterpreter interpreter(model, resolver, arena, arena_bytes);
@@ -24,15 +24,17 @@ namespace tflite {
 constexpr char kTinySegSpillName[] = "Spill";
 constexpr char kTinySegFetchingName[] = "Fetching";
 constexpr char kTinySegFetchingConv2DName[] = "FetchingConv2D";
+constexpr char kTinySegStreamChainName[] = "StreamChain";
 constexpr int kTinySegContractVersion = 1;
 // How many resolver entries AddTinySegOps takes.
-constexpr unsigned int kTinySegOpCount = 3;
+constexpr unsigned int kTinySegOpCount = 4;
 
 TFLMRegistration Register_SPILL();
 TFLMRegistration Register_FETCHING();
 TFLMRegistration Register_FETCHING_CONV_2D();
+TFLMRegistration Register_STREAM_CHAIN();
 
-// Adds Spill, Fetching and FetchingConv2D (AddCustom copies each
+// Adds Spill, Fetching, FetchingConv2D and StreamChain (AddCustom copies each
 // registration, so the temporaries below are enough). They are not const:
 // AddCustom takes `const TFLMRegistration*` upstream but a non-const
 // `TfLiteRegistration*` in TFLM of 2023 (Arduino library, Edge Impulse), and a
@@ -42,10 +44,12 @@ TfLiteStatus AddTinySegOps(MicroMutableOpResolver<tOpCount>& resolver) {
   TFLMRegistration spill = Register_SPILL();
   TFLMRegistration fetching = Register_FETCHING();
   TFLMRegistration fetching_conv = Register_FETCHING_CONV_2D();
+  TFLMRegistration stream_chain = Register_STREAM_CHAIN();
   TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegSpillName, &spill));
   TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegFetchingName, &fetching));
   TF_LITE_ENSURE_STATUS(
       resolver.AddCustom(kTinySegFetchingConv2DName, &fetching_conv));
+  TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegStreamChainName, &stream_chain));
   return kTfLiteOk;
 }
 

@@ -75,6 +75,35 @@ TEST(EveryRowOnceAndRingsOfThree) {
   CHECK_EQ(order[2], 100);
 }
 
+TEST(FetchedRowsArriveInOrderJustBeforeTheirFirstReader) {
+  TwoConvs c(3, 3);
+  ChainSchedule s;
+  CHECK_OK(c.Init(&s));
+  std::vector<int> order;  // -1 - row: a fetched input row; stage * 100 + row: a computed row
+  CHECK_OK(s.Run(
+      [&](int32_t stage, int32_t row) {
+        order.push_back(stage * 100 + row);
+        return Status::kOk;
+      },
+      [&](int32_t tensor, int32_t row) {
+        order.push_back(tensor == 0 ? -1 - row : 999);  // only the chain input is fetched
+        return Status::kOk;
+      }));
+  // input rows 0 and 1, then mid row 0; input row 2, mid row 1, output row 0; ...
+  const int first[] = {-1, -2, 0, -3, 1, 100, -4, 2, 101};
+  for (int i = 0; i < 9; ++i) CHECK_EQ(order[static_cast<size_t>(i)], first[i]);
+  int fetched = 0;
+  for (int x : order) fetched += x < 0 ? 1 : 0;
+  CHECK_EQ(fetched, 8);  // each input row once
+  // a failing fetch stops the run with its status
+  ChainSchedule t;
+  TwoConvs d(3, 3);
+  CHECK_OK(d.Init(&t));
+  CHECK_STATUS(t.Run([](int32_t, int32_t) { return Status::kOk; },
+                     [](int32_t, int32_t row) { return row == 5 ? Status::kIoError : Status::kOk; }),
+               Status::kIoError);
+}
+
 TEST(TooSmallRingIsRefused) {
   TwoConvs c(3, 2);
   ChainSchedule s;

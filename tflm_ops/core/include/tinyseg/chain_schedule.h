@@ -78,12 +78,19 @@ class ChainSchedule {
   // than its ring_rows (the plan and the schedule disagree).
   template <typename Compute>
   Status Run(Compute&& compute);
+  // The same, with source(tensor, row) called for each row of a streamed
+  // chain input (a tensor fetched from storage row by row) when it is first
+  // needed, in order.
+  template <typename Compute, typename Source>
+  Status Run(Compute&& compute, Source&& source);
 
+  // The lowest row of `tensor` some reader's next output row reads (its
+  // height when none will): rows below it may leave its ring.
   int32_t lowest_needed(int32_t tensor) const;
 
  private:
-  template <typename Compute>
-  Status Pull(int32_t tensor, int32_t row, Compute& compute, int32_t depth);
+  template <typename Compute, typename Source>
+  Status Pull(int32_t tensor, int32_t row, Compute& compute, Source& source, int32_t depth);
   Status Note(int32_t tensor);
 
   const ChainTensor* tensors_ = nullptr;
@@ -94,18 +101,23 @@ class ChainSchedule {
   ChainState state_;
 };
 
-template <typename Compute>
-Status ChainSchedule::Pull(int32_t t, int32_t row, Compute& compute, int32_t depth) {
+template <typename Compute, typename Source>
+Status ChainSchedule::Pull(int32_t t, int32_t row, Compute& compute, Source& source,
+                           int32_t depth) {
   if (depth > num_stages_) return Status::kInvalidArgument;  // a cycle
   const int32_t s = tensors_[t].producer;
   while (state_.done[t] <= row) {
-    if (s >= 0) {
+    if (s < 0) {
+      TINYSEG_RETURN_IF_ERROR(source(t, state_.done[t]));
+    } else {
       const int32_t y = state_.done[t];
       for (int32_t e = 0; e < num_edges_; ++e) {
         if (edges_[e].stage != s || !tensors_[edges_[e].tensor].streamed) continue;
         int32_t lo, hi;
         RowWindow(edges_[e].map, y, &lo, &hi);
-        if (lo <= hi) TINYSEG_RETURN_IF_ERROR(Pull(edges_[e].tensor, hi, compute, depth + 1));
+        if (lo <= hi) {
+          TINYSEG_RETURN_IF_ERROR(Pull(edges_[e].tensor, hi, compute, source, depth + 1));
+        }
       }
       TINYSEG_RETURN_IF_ERROR(compute(s, y));
     }
@@ -122,13 +134,18 @@ Status ChainSchedule::Pull(int32_t t, int32_t row, Compute& compute, int32_t dep
 
 template <typename Compute>
 Status ChainSchedule::Run(Compute&& compute) {
+  return Run(compute, [](int32_t, int32_t) { return Status::kOk; });
+}
+
+template <typename Compute, typename Source>
+Status ChainSchedule::Run(Compute&& compute, Source&& source) {
   bool progress = true;
   while (progress) {
     progress = false;
     for (int32_t k = 0; k < num_outputs_; ++k) {
       const int32_t t = outputs_[k];
       if (state_.done[t] < tensors_[t].height) {
-        TINYSEG_RETURN_IF_ERROR(Pull(t, state_.done[t], compute, 0));
+        TINYSEG_RETURN_IF_ERROR(Pull(t, state_.done[t], compute, source, 0));
         progress = true;
       }
     }
@@ -136,7 +153,7 @@ Status ChainSchedule::Run(Compute&& compute) {
   for (int32_t s = 0; s < num_stages_; ++s) {  // a tensor no output needs is still computed
     const int32_t t = stages_[s].output;
     if (state_.done[t] < tensors_[t].height) {
-      TINYSEG_RETURN_IF_ERROR(Pull(t, tensors_[t].height - 1, compute, 0));
+      TINYSEG_RETURN_IF_ERROR(Pull(t, tensors_[t].height - 1, compute, source, 0));
     }
   }
   return Status::kOk;

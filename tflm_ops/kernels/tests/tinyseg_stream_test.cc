@@ -1,0 +1,275 @@
+// StreamChain against TFLM's own kernels run whole: a chain that spills its
+// product row by row and a chain that fetches it row by row into a strided
+// convolution, and a chain of a convolution into a max pool through a ring of
+// two rows. Outputs must be bit-identical; a ring one row short is refused.
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "tensorflow/lite/c/builtin_op_data.h"
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/micro/kernels/conv.h"
+#include "tensorflow/lite/micro/kernels/kernel_runner.h"
+#include "tensorflow/lite/micro/kernels/pooling.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tests/tinyseg_test_support.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_ops.h"
+#include "tensorflow/lite/micro/test_helpers.h"
+#include "tensorflow/lite/micro/testing/micro_test.h"
+
+namespace tflite {
+namespace testing {
+namespace {
+
+using tinyseg_testing::AsChars;
+using tinyseg_testing::Random;
+
+constexpr int kH = 9, kW = 7, kC = 3, kM = 4, kY = 2, kK = 3;
+constexpr int kSlot = 5;
+constexpr float kXScale = 0.05f, kMScale = 0.1f, kYScale = 0.2f;
+constexpr int kXZp = 3, kMZp = -5, kYZp = 7;
+
+// One stage of a body: builtin name, chain-local operand ids, output id, options fields.
+struct Stage {
+  const char* op;
+  std::vector<int> inputs;
+  int output;
+  const char* options;
+  std::function<void(flexbuffers::Builder&)> fields;
+};
+
+struct BodyTensor {
+  const char* name;
+  std::vector<int> shape;
+  float scale;
+  int zero_point;
+};
+
+std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched, const std::vector<Stage>& stages,
+                                  const std::vector<BodyTensor>& tensors, const std::vector<std::vector<int>>& spill,
+                                  const std::vector<std::vector<int>>& fetch,
+                                  const std::vector<std::vector<int>>& rings) {
+  flexbuffers::Builder fbb;
+  auto pairs = [&fbb](const char* key, const std::vector<std::vector<int>>& v) {
+    fbb.Vector(key, [&]() {
+      for (const auto& p : v) fbb.Vector([&]() { for (int x : p) fbb.Int(x); });
+    });
+  };
+  fbb.Map([&]() {
+    fbb.Int("version", 1);
+    fbb.Int("ring_bytes", ring_bytes);
+    fbb.Int("op_scratch", 0);
+    fbb.Int("spilled", spilled);
+    fbb.Int("fetched", fetched);
+    fbb.Int("block", 1024);
+    fbb.Vector("stages", [&]() {
+      for (const Stage& s : stages) {
+        fbb.Map([&]() {
+          fbb.String("op", s.op);
+          fbb.Int("version", 1);
+          fbb.Vector("inputs", [&]() { for (int i : s.inputs) fbb.Int(i); });
+          fbb.Vector("outputs", [&]() { fbb.Int(s.output); });
+          fbb.String("options", s.options);
+          fbb.Map("fields", [&]() { s.fields(fbb); });
+        });
+      }
+    });
+    fbb.Vector("tensors", [&]() {
+      for (const BodyTensor& t : tensors) {
+        fbb.Map([&]() {
+          fbb.String("name", t.name);
+          fbb.String("type", "INT8");
+          fbb.Vector("shape", [&]() { for (int d : t.shape) fbb.Int(d); });
+          fbb.Vector("scale", [&]() { fbb.Double(static_cast<double>(t.scale)); });
+          fbb.Vector("zero_point", [&]() { fbb.Int(t.zero_point); });
+          fbb.Int("quantized_dimension", 0);
+        });
+      }
+    });
+    pairs("spill", spill);
+    pairs("fetch", fetch);
+    pairs("rings", rings);
+  });
+  fbb.Finish();
+  return fbb.GetBuffer();
+}
+
+void ConvFields(flexbuffers::Builder& fbb, int stride, int relu) {
+  fbb.Int("padding", 0);  // SAME
+  fbb.Int("strideH", stride);
+  fbb.Int("strideW", stride);
+  fbb.Int("dilationHFactor", 1);
+  fbb.Int("dilationWFactor", 1);
+  fbb.Int("fusedActivationFunction", relu);
+}
+
+TfLiteStatus RunChain(::tinyseg::Runtime* rt, TfLiteTensor* tensors, int n_tensors, std::vector<int> inputs,
+                      std::vector<int> outputs, const std::vector<uint8_t>& options) {
+  std::vector<int> in = {static_cast<int>(inputs.size())};
+  in.insert(in.end(), inputs.begin(), inputs.end());
+  std::vector<int> out = {static_cast<int>(outputs.size())};
+  out.insert(out.end(), outputs.begin(), outputs.end());
+  const TFLMRegistration reg = Register_STREAM_CHAIN();
+  micro::KernelRunner runner(reg, tensors, n_tensors, IntArrayFromInts(in.data()), IntArrayFromInts(out.data()),
+                             nullptr);
+  if (rt != nullptr) runner.GetFakeMicroContext()->set_external_context(rt);
+  TF_LITE_ENSURE_STATUS(runner.InitAndPrepare(AsChars(options), options.size()));
+  return runner.Invoke();
+}
+
+TfLiteStatus RunBuiltin(const TFLMRegistration& reg, TfLiteTensor* tensors, int n_in, void* params) {
+  int inputs[4] = {n_in, 0, 1, 2};
+  int outputs[] = {1, n_in};
+  micro::KernelRunner runner(reg, tensors, n_in + 1, IntArrayFromInts(inputs), IntArrayFromInts(outputs), params);
+  TF_LITE_ENSURE_STATUS(runner.InitAndPrepare());
+  return runner.Invoke();
+}
+
+// The data every case shares: an input, two per-channel convolutions' weights.
+struct Weights {
+  int8_t x[kH * kW * kC];
+  int8_t f1[kM * kK * kK * kC];
+  int32_t b1[kM];
+  int8_t f2[kY * kK * kK * kM];
+  int32_t b2[kY];
+  Weights() {
+    Random rng(11);
+    rng.Fill<int8_t>(x, sizeof(x), -128, 127, 30, kXZp);
+    rng.Fill<int8_t>(f1, sizeof(f1), -127, 127, 10, 0);
+    rng.Fill<int8_t>(f2, sizeof(f2), -127, 127, 10, 0);
+    for (int i = 0; i < kM; ++i) b1[i] = rng.Int(-2000, 2000);
+    for (int i = 0; i < kY; ++i) b2[i] = rng.Int(-2000, 2000);
+  }
+};
+
+Weights& W() {
+  static Weights w;
+  return w;
+}
+
+// Per-channel filter and bias tensors (the quantization arrays live as long as the test).
+struct ConvTensors {
+  TfLiteAffineQuantization fq, bq;
+  float f_scales[kM + 1];
+  int f_zps[kM + 1];
+  float b_scales[kM + 1];
+  int b_zps[kM + 1];
+  int f_dims[5];
+  int b_dims[2];
+  TfLiteTensor filter, bias;
+  ConvTensors(int8_t* f, int32_t* b, int out_c, int in_c, float in_scale) {
+    f_scales[0] = static_cast<float>(out_c);
+    f_zps[0] = b_zps[0] = out_c;
+    b_scales[0] = static_cast<float>(out_c);
+    for (int i = 1; i <= out_c; ++i) {
+      f_scales[i] = 0.01f + 0.003f * static_cast<float>(i);
+      f_zps[i] = b_zps[i] = 0;
+    }
+    const int fd[] = {4, out_c, kK, kK, in_c};
+    std::memcpy(f_dims, fd, sizeof(fd));
+    b_dims[0] = 1;
+    b_dims[1] = out_c;
+    TfLiteFloatArray* scales = FloatArrayFromFloats(f_scales);
+    filter = CreatePerChannelQuantizedTensor(f, IntArrayFromInts(f_dims), scales, IntArrayFromInts(f_zps), &fq, 0);
+    bias = CreatePerChannelQuantizedBiasTensor(b, IntArrayFromInts(b_dims), in_scale, scales,
+                                               FloatArrayFromFloats(b_scales), IntArrayFromInts(b_zps), &bq, 0);
+  }
+};
+
+constexpr int kYH = (kH + 1) / 2, kYW = (kW + 1) / 2;  // the stride-2 SAME convolution's output
+
+}  // namespace
+}  // namespace testing
+}  // namespace tflite
+
+TF_LITE_MICRO_TESTS_BEGIN
+
+// Chain A computes m = CONV(x) row by row into storage; chain B fetches m row
+// by row into y = CONV(m, stride 2). Against CONV_2D twice on whole tensors.
+TF_LITE_MICRO_TEST(RowSpillThenRowFetchMatchesTwoConvolutions) {
+  using namespace tflite::testing;
+  Weights& w = W();
+  static int8_t m[kH * kW * kM], want[kYH * kYW * kY], got[kYH * kYW * kY];
+  int x_dims[] = {4, 1, kH, kW, kC};
+  int m_dims[] = {4, 1, kH, kW, kM};
+  int y_dims[] = {4, 1, kYH, kYW, kY};
+  ConvTensors c1(w.f1, w.b1, kM, kC, kXScale);
+  ConvTensors c2(w.f2, w.b2, kY, kM, kMScale);
+
+  TfLiteConvParams p1 = {kTfLitePaddingSame, 1, 1, kTfLiteActRelu, 1, 1, kTfLiteNoType};
+  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), c1.filter, c1.bias,
+                       CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r1, 3, &p1));
+  TfLiteConvParams p2 = {kTfLitePaddingSame, 2, 2, kTfLiteActNone, 1, 1, kTfLiteNoType};
+  TfLiteTensor r2[] = {CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp), c2.filter, c2.bias,
+                       CreateQuantizedTensor(want, IntArrayFromInts(y_dims), kYScale, kYZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r2, 3, &p2));
+
+  ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
+  // Chain A: inputs [x, f1, b1], no outputs, body [m] (local 3): spilled, a ring of one row.
+  const std::vector<uint8_t> a = ChainOptions(
+      kW * kM, 1, 0, {{"CONV_2D", {0, 1, 2}, 3, "Conv2DOptions", [](flexbuffers::Builder& f) { ConvFields(f, 1, 1); }}},
+      {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {{3, kSlot}}, {}, {{3, 1}});
+  TfLiteTensor ta[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), c1.filter, c1.bias};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(&rt, ta, 3, {0, 1, 2}, {}, a));
+  TF_LITE_MICRO_EXPECT(rt.spill->slot(kSlot)->live);
+  TF_LITE_MICRO_EXPECT_EQ(1u, static_cast<unsigned>(rt.stats.spills));
+
+  // Chain B: inputs [f2, b2], outputs [y] (local 2), body [m] (local 3) fetched, a ring of three rows.
+  std::memset(got, 0x5a, sizeof(got));
+  const std::vector<uint8_t> b = ChainOptions(
+      3 * kW * kM, 0, 1, {{"CONV_2D", {3, 0, 1}, 2, "Conv2DOptions", [](flexbuffers::Builder& f) { ConvFields(f, 2, 0); }}},
+      {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {{3, kSlot}}, {{3, 3}});
+  TfLiteTensor tb[] = {c2.filter, c2.bias, CreateQuantizedTensor(got, IntArrayFromInts(y_dims), kYScale, kYZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(&rt, tb, 3, {0, 1}, {2}, b));
+  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
+  TF_LITE_MICRO_EXPECT_EQ(static_cast<unsigned>(kH), static_cast<unsigned>(rt.stats.fetches));  // each row once
+
+  // The same chain with a ring one row short is refused while it runs, not miscomputed.
+  const std::vector<uint8_t> short_ring = ChainOptions(
+      2 * kW * kM, 0, 1, {{"CONV_2D", {3, 0, 1}, 2, "Conv2DOptions", [](flexbuffers::Builder& f) { ConvFields(f, 2, 0); }}},
+      {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {{3, kSlot}}, {{3, 2}});
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, RunChain(&rt, tb, 3, {0, 1}, {2}, short_ring));
+}
+
+// One chain: p = MAX_POOL(CONV(x)) with the convolution's rows in a ring of two.
+TF_LITE_MICRO_TEST(ConvolutionIntoMaxPoolThroughARingOfTwoRows) {
+  using namespace tflite::testing;
+  Weights& w = W();
+  constexpr int kPH = kH / 2, kPW = kW / 2;
+  static int8_t m[kH * kW * kM], want[kPH * kPW * kM], got[kPH * kPW * kM];
+  int x_dims[] = {4, 1, kH, kW, kC};
+  int m_dims[] = {4, 1, kH, kW, kM};
+  int p_dims[] = {4, 1, kPH, kPW, kM};
+  ConvTensors c1(w.f1, w.b1, kM, kC, kXScale);
+  TfLiteConvParams p1 = {kTfLitePaddingSame, 1, 1, kTfLiteActRelu, 1, 1, kTfLiteNoType};
+  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), c1.filter, c1.bias,
+                       CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r1, 3, &p1));
+  TfLitePoolParams pool = {kTfLitePaddingValid, 2, 2, 2, 2, kTfLiteActNone, {}};
+  TfLiteTensor r2[] = {CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp),
+                       CreateQuantizedTensor(want, IntArrayFromInts(p_dims), kMScale, kMZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_MAX_POOL_2D(), r2, 1, &pool));
+
+  std::memset(got, 0x5a, sizeof(got));
+  // inputs [x, f1, b1], outputs [p] (local 3), body [m] (local 4) in a ring of two rows.
+  const std::vector<uint8_t> o = ChainOptions(
+      2 * kW * kM, 0, 0,
+      {{"CONV_2D", {0, 1, 2}, 4, "Conv2DOptions", [](flexbuffers::Builder& f) { ConvFields(f, 1, 1); }},
+       {"MAX_POOL_2D", {4}, 3, "Pool2DOptions",
+        [](flexbuffers::Builder& f) {
+          f.Int("padding", 1);  // VALID
+          f.Int("strideH", 2);
+          f.Int("strideW", 2);
+          f.Int("filterHeight", 2);
+          f.Int("filterWidth", 2);
+          f.Int("fusedActivationFunction", 0);
+        }}},
+      {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {}, {{4, 2}});
+  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), c1.filter, c1.bias,
+                      CreateQuantizedTensor(got, IntArrayFromInts(p_dims), kMScale, kMZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 4, {0, 1, 2}, {3}, o));
+  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
+}
+
+TF_LITE_MICRO_TESTS_END
