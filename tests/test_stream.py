@@ -353,7 +353,9 @@ def test_empty_tensors_are_not_streamed():
     ("PRELU", ["INT8"], "INT8", ["INT8"], True),
     ("RESIZE_NEAREST_NEIGHBOR", ["INT8"], "INT8", ["INT32"], True),
     ("SOFTMAX", ["INT8"], "INT8", [], False),
-    ("DEPTHWISE_CONV_2D", ["INT8"], "INT8", ["INT8", "INT32"], False),  # estimated, not computed yet
+    ("DEPTHWISE_CONV_2D", ["INT8"], "INT8", ["INT8", "INT32"], True),
+    ("AVERAGE_POOL_2D", ["INT8"], "INT8", [], True),
+    ("PAD", ["INT8"], "INT8", ["INT32"], False),  # estimated, not computed yet
 ])
 def test_stage_rules(op, acts, out, consts, ok):
     assert (customops.stream_stage_problem(op, acts, out, consts) is None) == ok
@@ -370,3 +372,19 @@ def test_kernel_computes_every_row_local_operator_of_the_example_models(example_
     local = [op for op in g.operators if stream.is_row_local(g, op)]
     assert local and all(stream.kernel_computes(g, op) for op in local)
     assert stream.find_chains(g, kernel_only=True) == stream.find_chains(g)
+
+
+def test_analyze_lists_the_chains_of_a_streamed_model(tmp_path, capsys):
+    """`tinyseg analyze` of a model `optimize` streamed names each StreamChain's stages, rings and
+    row streams, within the 100-column table width."""
+    from tinyseg_plugin.modelio import save_model
+
+    choice = stream_search.choose_streaming(build_graph(load_model(TINY)), kernel_only=True)
+    m = tmp_path / "s.tflite"
+    save_model(choice.streamed.graph.model, m)
+    assert main(["analyze", str(m)]) == 0
+    out = capsys.readouterr().out
+    section = out[out.index("StreamChain operators"):]
+    rows = [ln for ln in section.splitlines()[1:] if ln.startswith("  op ")]
+    assert len(rows) == len(choice.streamed.chains) and all(len(ln) <= 100 for ln in rows)
+    assert "row spills to slots 0" in rows[0] and "QUANTIZE > CONV_2D" in rows[0]

@@ -108,16 +108,18 @@ KEYS[STREAM_CHAIN] = STREAM_CHAIN_KEYS + STREAM_BODY_KEYS
 STREAM_STAGE_OPS: dict[str, tuple[int, ...] | None] = {
     "QUANTIZE": (0,), "CONV_2D": (0,), "MAX_POOL_2D": (0,), "TRANSPOSE_CONV": (2,), "CONCATENATION": None,
     "ADD": (0, 1), "MUL": (0, 1), "LOGISTIC": (0,), "PRELU": (0,), "RESIZE_NEAREST_NEIGHBOR": (0,),
+    "DEPTHWISE_CONV_2D": (0,), "AVERAGE_POOL_2D": (0,),
 }
 # The constant inputs a stage takes, by type, in order (None: an omitted optional input).
 STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "CONV_2D": (("INT8", "INT32"), ("INT8", None)),  # filter, bias
+    "DEPTHWISE_CONV_2D": (("INT8", "INT32"), ("INT8", None)),
     "TRANSPOSE_CONV": (("INT32", "INT8", "INT32"), ("INT32", "INT8", None), ("INT32", "INT8")),  # shape, filter, bias
     "PRELU": (("INT8",),),  # alpha
     "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # size
 }
 # Stages with per-channel requantization (multiplier and shift per output channel, kept persistent).
-STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV")
+STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV", "DEPTHWISE_CONV_2D")
 # Activation types the stages compute: int8 throughout, and QUANTIZE between int8 and uint8.
 STREAM_QUANTIZE_TYPES: tuple[tuple[str, str], ...] = (("UINT8", "INT8"), ("INT8", "UINT8"), ("INT8", "INT8"))
 STREAM_MAX_STAGE_INPUTS = 16  # operands of one stage (a concatenation's inputs)

@@ -56,12 +56,35 @@ def analysis_text(a: Analysis, model_name: str = "", width: int = 100) -> str:
         live = _clip(" ".join(r["live"]), live_w - len(mark))
         w(f"{r['index']:>4} {r['scope']:>5} {r['opcode'][:16]:<16} {sum(r['scratch']):>9,} {r['live_bytes']:>11,} "
           f"{r['arena_top']:>11,}  {live}{mark}\n")
+    w(chains_text(a, width))
     w("\n")
     exactness = "TFLM-exact" if d["exact"] else "NOT exact, see above"
     w(f"head  (non-persistent, {exactness}): {kb(d['head'])}\n")
     w(f"tail  (persistent, estimate):       {kb(d['tail']['total'])}\n")
     w(f"total (head + tail estimate):       {kb(d['total'])}\n")
     return out.getvalue()
+
+
+def chains_text(a: Analysis, width: int = 100) -> str:
+    """The StreamChain operators of a streamed model: each one's stages, rings and row streams
+    (a line per operator, clipped to ``width``)."""
+    from . import customops
+
+    lines = []
+    for op in a.graph.operators:
+        if op.opcode != customops.STREAM_CHAIN:
+            continue
+        try:
+            o = customops.decode(op)
+        except TinySegError:
+            continue  # validate reports a malformed operator
+        stages = " > ".join(st.op for st in o.stages) or "(planning figures only)"
+        streams = (f"; row spills to slots {', '.join(str(s) for _, s in o.spill)}" if o.spill else "") + (
+            f"; row fetches from slots {', '.join(str(s) for _, s in o.fetch)}" if o.fetch else "")
+        lines.append(_clip(f"  op {op.index}: rings {o.ring_bytes:,} B{streams}; {stages}", width) + "\n")
+    if not lines:
+        return ""
+    return "\nStreamChain operators (each computes its stages row by row)\n" + "".join(lines)
 
 
 def _csv(rows: list[dict], fields: list[str]) -> bytes:

@@ -158,6 +158,8 @@ enum class StageOp : int32_t {
   kLogistic = 7,
   kPrelu = 8,
   kResizeNearestNeighbor = 9,
+  kDepthwiseConv2d = 10,
+  kAveragePool2d = 11,
   kUnknown = -1,
 };
 
@@ -172,6 +174,8 @@ inline StageOp ParseStageOp(const char* name) {
   if (std::strcmp(name, "LOGISTIC") == 0) return StageOp::kLogistic;
   if (std::strcmp(name, "PRELU") == 0) return StageOp::kPrelu;
   if (std::strcmp(name, "RESIZE_NEAREST_NEIGHBOR") == 0) return StageOp::kResizeNearestNeighbor;
+  if (std::strcmp(name, "DEPTHWISE_CONV_2D") == 0) return StageOp::kDepthwiseConv2d;
+  if (std::strcmp(name, "AVERAGE_POOL_2D") == 0) return StageOp::kAveragePool2d;
   return StageOp::kUnknown;
 }
 
@@ -188,13 +192,15 @@ inline bool IsActivationInput(StageOp op, int k) {
     case StageOp::kLogistic: return k == 0;
     case StageOp::kPrelu: return k == 0;
     case StageOp::kResizeNearestNeighbor: return k == 0;
+    case StageOp::kDepthwiseConv2d: return k == 0;
+    case StageOp::kAveragePool2d: return k == 0;
     default: return false;
   }
 }
 
 // Whether a stage requantizes per output channel (persistent multiplier and shift).
 inline bool PerChannelStage(StageOp op) {
-  return op == StageOp::kConv2d || op == StageOp::kTransposeConv;
+  return op == StageOp::kConv2d || op == StageOp::kTransposeConv || op == StageOp::kDepthwiseConv2d;
 }
 
 // QUANTIZE stages: the (input, output) types computed.

@@ -37,6 +37,7 @@
 #include "tensorflow/lite/kernels/internal/reference/prelu.h"
 #include "tensorflow/lite/kernels/internal/reference/resize_nearest_neighbor.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/conv.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/depthwise_conv.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/pooling.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/transpose_conv.h"
 #include "tensorflow/lite/kernels/internal/reference/requantize.h"
@@ -567,7 +568,7 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
     tab.operands[(*operand_next)++] = id;
     if (!contract::IsActivationInput(g.op, k)) {
       const int constant = k - activations;
-      if (g.op == StageOp::kConv2d) {
+      if (g.op == StageOp::kConv2d || g.op == StageOp::kDepthwiseConv2d) {
         (constant == 0 ? g.filter : g.bias) = id;
       } else if (g.op == StageOp::kTransposeConv && constant >= 1) {
         (constant == 1 ? g.filter : g.bias) = id;
@@ -649,7 +650,7 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
                        "StreamChain: CONCATENATION along channels only");
     return kTfLiteOk;
   }
-  if (g.op == StageOp::kMaxPool2d) {
+  if (g.op == StageOp::kMaxPool2d || g.op == StageOp::kAveragePool2d) {
     g.filter_h = Field(fields, contract::kFieldFilterHeight, 0);
     g.filter_w = Field(fields, contract::kFieldFilterWidth, 0);
     TF_LITE_ENSURE(context, g.filter_h >= 1 && g.filter_w >= 1 && in.channels == out.channels);
@@ -661,14 +662,17 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
     g.pad_w = pad.width;
     return CalculateActivationRangeQuantized(context, activation, &out_q, &g.act_min, &g.act_max);
   }
-  // CONV_2D and TRANSPOSE_CONV: int8 filter, optional int32 bias, per-channel requantization.
+  // CONV_2D, DEPTHWISE_CONV_2D and TRANSPOSE_CONV: int8 filter, optional int32 bias, per-channel
+  // requantization.
   TF_LITE_ENSURE(context, g.filter >= 0 && g.filter < NumInputs(node));
   TF_LITE_ENSURE(context, g.bias < NumInputs(node));
   TfLiteTensor* filter = mc->AllocateTempInputTensor(node, g.filter);
   TF_LITE_ENSURE(context, filter != nullptr);
   TfLiteTensor* bias = g.bias >= 0 ? mc->AllocateTempInputTensor(node, g.bias) : nullptr;
+  const bool depthwise = g.op == StageOp::kDepthwiseConv2d;  // filter [1, kh, kw, C_out]
   const bool types_ok = filter->type == kTfLiteInt8 && filter->dims->size == 4 &&
-                        filter->dims->data[0] == out.channels &&
+                        filter->dims->data[depthwise ? 3 : 0] == out.channels &&
+                        (!depthwise || (filter->dims->data[0] == 1 && out.channels % in.channels == 0)) &&
                         (bias == nullptr || (bias->type == kTfLiteInt32 && NumElements(bias) == out.channels));
   g.filter_h = filter->dims->data[1];
   g.filter_w = filter->dims->data[2];
@@ -676,12 +680,13 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   if (!types_ok) MicroPrintf("StreamChain: a convolution stage needs an int8 filter and int32 bias");
   if (status == kTfLiteOk) {
     int oh = 0, ow = 0;
-    if (g.op == StageOp::kConv2d) {
+    if (g.op == StageOp::kConv2d || depthwise) {
       const TfLitePaddingValues pad =
           ComputePaddingHeightWidth(g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, in.height, in.width,
                                     g.filter_h, g.filter_w, padding, &oh, &ow);
-      status = (oh == out.height && ow == out.width && filter->dims->data[3] == in.channels) ? kTfLiteOk
-                                                                                            : kTfLiteError;
+      status = (oh == out.height && ow == out.width && (depthwise || filter->dims->data[3] == in.channels))
+                   ? kTfLiteOk
+                   : kTfLiteError;
       g.pad_h = pad.height;
       g.pad_w = pad.width;
     } else {
@@ -833,7 +838,8 @@ TfLiteStatus StreamPrepare(TfLiteContext* context, TfLiteNode* node) {
     map = ::tinyseg::RowMap();  // identity unless the stage resamples
     map.in_h = tab.tensor(edge.tensor).height;
     map.out_h = tab.tensor(g.output).height;
-    if (g.op == StageOp::kConv2d || g.op == StageOp::kMaxPool2d) {
+    if (g.op == StageOp::kConv2d || g.op == StageOp::kMaxPool2d || g.op == StageOp::kDepthwiseConv2d ||
+        g.op == StageOp::kAveragePool2d) {
       const int32_t eff = (g.filter_h - 1) * g.dilation_h + 1;
       map.num = g.stride_h;
       map.before = g.pad_h;
@@ -844,6 +850,7 @@ TfLiteStatus StreamPrepare(TfLiteContext* context, TfLiteNode* node) {
       map.den = map.out_h / map.in_h;
     }
     TF_LITE_ENSURE_MSG(context, g.op == StageOp::kConv2d || g.op == StageOp::kMaxPool2d ||
+                                    g.op == StageOp::kDepthwiseConv2d || g.op == StageOp::kAveragePool2d ||
                                     g.op == StageOp::kTransposeConv ||
                                     g.op == StageOp::kResizeNearestNeighbor || map.in_h == map.out_h,
                        "StreamChain: an elementwise stage's inputs have the output's height");
@@ -980,6 +987,31 @@ uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
           reinterpret_cast<int8_t*>(dst));
       break;
     }
+    case StageOp::kDepthwiseConv2d: {
+      DepthwiseParams p = {};
+      p.padding_type = PaddingType::kSame;
+      p.padding_values.width = static_cast<int16_t>(g.pad_w);
+      p.padding_values.height = static_cast<int16_t>(lo - (y * g.stride_h - g.pad_h));
+      p.stride_width = static_cast<int16_t>(g.stride_w);
+      p.stride_height = static_cast<int16_t>(g.stride_h);
+      p.dilation_width_factor = static_cast<int16_t>(g.dilation_w);
+      p.dilation_height_factor = static_cast<int16_t>(g.dilation_h);
+      p.depth_multiplier = static_cast<int16_t>(out.channels / in.channels);
+      p.input_offset = g.input_offset;
+      p.weights_offset = 0;
+      p.output_offset = g.output_offset;
+      p.quantized_activation_min = g.act_min;
+      p.quantized_activation_max = g.act_max;
+      const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, g.filter);
+      const TfLiteEvalTensor* bias = g.bias >= 0 ? micro::GetEvalInput(v.context, v.node, g.bias) : nullptr;
+      reference_integer_ops::DepthwiseConvPerChannel(
+          p, v.tab.per_channel + g.per_channel, v.tab.per_channel + g.per_channel + out.channels, in_shape,
+          reinterpret_cast<const int8_t*>(src), micro::GetTensorShape(filter), micro::GetTensorData<int8_t>(filter),
+          micro::GetTensorShape(bias), micro::GetOptionalTensorData<int32_t>(bias), out_shape,
+          reinterpret_cast<int8_t*>(dst));
+      break;
+    }
+    case StageOp::kAveragePool2d:
     case StageOp::kMaxPool2d: {
       PoolParams p = {};
       p.stride_height = g.stride_h;
@@ -990,8 +1022,13 @@ uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
       p.padding_values.width = static_cast<int16_t>(g.pad_w);
       p.quantized_activation_min = g.act_min;
       p.quantized_activation_max = g.act_max;
-      reference_integer_ops::MaxPool(p, in_shape, reinterpret_cast<const int8_t*>(src), out_shape,
-                                     reinterpret_cast<int8_t*>(dst));
+      if (g.op == StageOp::kMaxPool2d) {
+        reference_integer_ops::MaxPool(p, in_shape, reinterpret_cast<const int8_t*>(src), out_shape,
+                                       reinterpret_cast<int8_t*>(dst));
+      } else if (!reference_integer_ops::AveragePool(p, in_shape, reinterpret_cast<const int8_t*>(src), out_shape,
+                                                     reinterpret_cast<int8_t*>(dst))) {
+        return ::tinyseg::Status::kInvalidArgument;  // a window with no input (TFLM's kernel fails too)
+      }
       break;
     }
     case StageOp::kTransposeConv: {

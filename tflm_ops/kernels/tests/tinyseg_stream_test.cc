@@ -10,6 +10,7 @@
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/micro/kernels/conv.h"
+#include "tensorflow/lite/micro/kernels/depthwise_conv.h"
 #include "tensorflow/lite/micro/kernels/kernel_runner.h"
 #include "tensorflow/lite/micro/kernels/pooling.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tests/tinyseg_test_support.h"
@@ -178,6 +179,36 @@ struct ConvTensors {
 
 constexpr int kYH = (kH + 1) / 2, kYW = (kW + 1) / 2;  // the stride-2 SAME convolution's output
 
+// A depthwise filter [1, K, K, C * multiplier] with per-channel scales (quantized dimension 3).
+constexpr int kMult = 2, kD = kC * kMult;
+struct DepthwiseTensors {
+  TfLiteAffineQuantization fq, bq;
+  float f_scales[kD + 1];
+  int f_zps[kD + 1];
+  float b_scales[kD + 1];
+  int b_zps[kD + 1];
+  int f_dims[5] = {4, 1, kK, kK, kD};
+  int b_dims[2] = {1, kD};
+  int8_t f[kK * kK * kD];
+  int32_t b[kD];
+  TfLiteTensor filter, bias;
+  explicit DepthwiseTensors(float in_scale) {
+    Random rng(23);
+    rng.Fill<int8_t>(f, sizeof(f), -127, 127, 10, 0);
+    for (int i = 0; i < kD; ++i) b[i] = rng.Int(-1500, 1500);
+    f_scales[0] = b_scales[0] = static_cast<float>(kD);
+    f_zps[0] = b_zps[0] = kD;
+    for (int i = 1; i <= kD; ++i) {
+      f_scales[i] = 0.02f + 0.004f * static_cast<float>(i);
+      f_zps[i] = b_zps[i] = 0;
+    }
+    TfLiteFloatArray* scales = FloatArrayFromFloats(f_scales);
+    filter = CreatePerChannelQuantizedTensor(f, IntArrayFromInts(f_dims), scales, IntArrayFromInts(f_zps), &fq, 3);
+    bias = CreatePerChannelQuantizedBiasTensor(b, IntArrayFromInts(b_dims), in_scale, scales,
+                                               FloatArrayFromFloats(b_scales), IntArrayFromInts(b_zps), &bq, 0);
+  }
+};
+
 }  // namespace
 }  // namespace testing
 }  // namespace tflite
@@ -268,6 +299,52 @@ TF_LITE_MICRO_TEST(ConvolutionIntoMaxPoolThroughARingOfTwoRows) {
       {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {}, {{4, 2}});
   TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), c1.filter, c1.bias,
                       CreateQuantizedTensor(got, IntArrayFromInts(p_dims), kMScale, kMZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 4, {0, 1, 2}, {3}, o));
+  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
+}
+
+// One chain: a = AVERAGE_POOL(DEPTHWISE_CONV(x), stride 2 SAME padding) through a ring of the
+// depthwise rows.
+TF_LITE_MICRO_TEST(DepthwiseIntoAveragePool) {
+  using namespace tflite::testing;
+  Weights& w = W();
+  constexpr int kAH = (kH + 1) / 2, kAW = (kW + 1) / 2;
+  static int8_t m[kH * kW * kD], want[kAH * kAW * kD], got[kAH * kAW * kD];
+  static DepthwiseTensors dw(kXScale);
+  int x_dims[] = {4, 1, kH, kW, kC};
+  int m_dims[] = {4, 1, kH, kW, kD};
+  int a_dims[] = {4, 1, kAH, kAW, kD};
+  TfLiteDepthwiseConvParams dp = {kTfLitePaddingSame, 1, 1, kMult, kTfLiteActRelu6, 1, 1};
+  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), dw.filter, dw.bias,
+                       CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_DEPTHWISE_CONV_2D(), r1, 3, &dp));
+  TfLitePoolParams pool = {kTfLitePaddingSame, 2, 2, 3, 3, kTfLiteActNone, {}};
+  TfLiteTensor r2[] = {CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp),
+                       CreateQuantizedTensor(want, IntArrayFromInts(a_dims), kMScale, kMZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_AVERAGE_POOL_2D(), r2, 1, &pool));
+
+  std::memset(got, 0x5a, sizeof(got));
+  // inputs [x, filter, bias], outputs [a] (local 3), body [m] (local 4); the 3x3 stride-2 pool
+  // reads rows 2y-1..2y+1 (SAME), so m's ring holds 3 rows.
+  const std::vector<uint8_t> o = ChainOptions(
+      3 * kW * kD, 0, 0,
+      {{"DEPTHWISE_CONV_2D", {0, 1, 2}, 4, "DepthwiseConv2DOptions",
+        [](flexbuffers::Builder& f) {
+          ConvFields(f, 1, 3);  // RELU6
+          f.Int("depthMultiplier", kMult);
+        }},
+       {"AVERAGE_POOL_2D", {4}, 3, "Pool2DOptions",
+        [](flexbuffers::Builder& f) {
+          f.Int("padding", 0);  // SAME
+          f.Int("strideH", 2);
+          f.Int("strideW", 2);
+          f.Int("filterHeight", 3);
+          f.Int("filterWidth", 3);
+          f.Int("fusedActivationFunction", 0);
+        }}},
+      {{"m", {1, kH, kW, kD}, kMScale, kMZp}}, {}, {}, {{4, 3}});
+  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), dw.filter, dw.bias,
+                      CreateQuantizedTensor(got, IntArrayFromInts(a_dims), kMScale, kMZp)};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 4, {0, 1, 2}, {3}, o));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
 }
