@@ -375,3 +375,17 @@ def test_reorder_leaves_a_cyclic_graph_alone() -> None:
     g = build_graph(m)
     assert min_peak_order(g, lambda i: 0) is None
     assert reorder(g, lambda h: plan_graph(h).head, lambda i: 0) is g
+
+
+def test_a_scalar_activation_is_never_spilled() -> None:
+    """TFLM's audio preprocessor (public corpus) has rank-0 activations: spilling one made a
+    Fetching whose `shape` option the contract refuses (rank 1..6), and optimize exited 2 on a
+    valid model. A scalar has nothing to fetch: it is not spillable."""
+    from tinyseg_plugin.passes.spill import spillable
+
+    b = synth.ModelBuilder(seed=3)
+    x = b.input([1, 1, 1, 1])
+    scalar = b.reshape(x, [])
+    g = build_graph(b.build([b.reshape(scalar, [1, 1, 1, 1])]))
+    assert g.tensors[scalar].shape == () and not spillable(g, scalar)
+    assert spillable(g, x) or x in g.inputs

@@ -23,6 +23,7 @@ Options are FlexBuffers maps, like TFLM's own custom operators use.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from flatbuffers import flexbuffers
@@ -265,8 +266,10 @@ def _fetching_map(o: FetchingOptions) -> dict:
     }
 
 
+@functools.lru_cache(maxsize=4096)
 def encode(options: SpillOptions | FetchingOptions | FetchingConv2DOptions | StreamChainOptions) -> bytes:
-    """FlexBuffers bytes for an operator's custom_options."""
+    """FlexBuffers bytes for an operator's custom_options (cached: the options are frozen, and the
+    chain search encodes the same chains many times)."""
     if isinstance(options, StreamChainOptions):
         m = {k: getattr(options, k) for k in STREAM_CHAIN_KEYS}
         if not options.stages:  # planning figures only (the chain search)
@@ -293,17 +296,18 @@ def encode(options: SpillOptions | FetchingOptions | FetchingConv2DOptions | Str
     return bytes(flexbuffers.Dumps(m))
 
 
-def _load(op) -> dict:
-    if op.custom_options is None:
-        raise TinySegError(f"operator {op.index} ({op.opcode}) has no custom options")
+def _load(opcode: str, data: bytes | None) -> dict:
+    """The options map; ValueError with the reason (decode names the operator)."""
+    if data is None:
+        raise ValueError("has no custom options")
     try:
-        m = flexbuffers.Loads(bytearray(op.custom_options))
+        m = flexbuffers.Loads(bytearray(data))
     except Exception:
-        raise TinySegError(f"operator {op.index} ({op.opcode}): custom options are not a FlexBuffers map") from None
+        raise ValueError("custom options are not a FlexBuffers map") from None
     if not isinstance(m, dict):
-        raise TinySegError(f"operator {op.index} ({op.opcode}): custom options are not a FlexBuffers map")
+        raise ValueError("custom options are not a FlexBuffers map")
     if m.get("version") != CONTRACT_VERSION:
-        raise TinySegError(f"operator {op.index} ({op.opcode}): contract version {m.get('version')}, this tool speaks {CONTRACT_VERSION}")
+        raise ValueError(f"contract version {m.get('version')}, this tool speaks {CONTRACT_VERSION}")
     return m
 
 
@@ -353,17 +357,32 @@ def _stream_chain(m: dict) -> StreamChainOptions:
     return StreamChainOptions(*numbers, stages=stages, tensors=tensors, **pairs)
 
 
-def decode(op) -> SpillOptions | FetchingOptions | FetchingConv2DOptions:
+def decode(op) -> SpillOptions | FetchingOptions | FetchingConv2DOptions | StreamChainOptions:
     """The options of a TinySeg operator (an Operator of graph.py)."""
-    m = _load(op)
+    data = None if op.custom_options is None else bytes(op.custom_options)
+    result = _decode(op.opcode, data)
+    if isinstance(result, str):
+        raise TinySegError(f"operator {op.index} ({op.opcode}){result}")
+    return result
+
+
+@functools.lru_cache(maxsize=4096)
+def _decode(opcode: str, data: bytes | None):
+    """The options, or the reason they are refused (a string). Cached by bytes: the planner and the
+    chain search decode the same options many times, and FlexBuffers decoding is slow in Python.
+    The options are frozen dataclasses, so sharing one between operators is safe."""
     try:
-        if op.opcode == SPILL:
+        m = _load(opcode, data)
+    except ValueError as exc:
+        return f": {exc}" if data is not None else f" {exc}"
+    try:
+        if opcode == SPILL:
             return SpillOptions(slot=_int(m, "slot"), block=_int(m, "block"))
-        if op.opcode == FETCHING:
+        if opcode == FETCHING:
             return _fetching(m)
-        if op.opcode == STREAM_CHAIN:
+        if opcode == STREAM_CHAIN:
             return _stream_chain(m)
-        if op.opcode == FETCHING_CONV_2D:
+        if opcode == FETCHING_CONV_2D:
             conv = ConvParams(str(m["padding"]), _int(m, "stride_h"), _int(m, "stride_w"), _int(m, "dilation_h"),
                               _int(m, "dilation_w"), str(m["activation"]))
             if conv.padding not in PADDING.values() or conv.activation not in ACTIVATIONS.values():
@@ -375,9 +394,9 @@ def decode(op) -> SpillOptions | FetchingOptions | FetchingConv2DOptions:
             if fetching.axis != CONV_AXIS or any(len(f.shape) != CONV_RANK for f in fetching.fetched):
                 raise ValueError(f"FetchingConv2D concatenates rank-{CONV_RANK} operands along axis {CONV_AXIS}")
             return FetchingConv2DOptions(fetching, conv, _int(m, "band_rows"), bias_type)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise TinySegError(f"operator {op.index} ({op.opcode}): malformed options ({exc})") from None
-    raise TinySegError(f"operator {op.index}: {op.opcode} is not a TinySeg operator")
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        return f": malformed options ({exc})"
+    return ": not a TinySeg operator"
 
 
 # ---------------------------------------------------------------- memory each kernel asks for

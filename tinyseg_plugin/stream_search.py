@@ -102,6 +102,8 @@ def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host
         best_s = build(cuts, spilled)
         best = cost(best_s)
         for t in _spillable(graph, segments):
+            if out_of_time():  # the greedy spills of one cut set may be many planner runs too
+                break
             s = build(cuts, spilled | {t})
             c = cost(s)
             if c < best:

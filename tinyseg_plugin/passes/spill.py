@@ -23,12 +23,15 @@ class SpillPlan:
 
 
 def spillable(graph: Graph, t: int) -> bool:
+    """A tensor the Spill and Fetching kernels can move: an activation of a type they copy, of rank
+    1 to customops.MAX_DIMS (a scalar has no shape to fetch), not a graph output."""
     tensor = graph.tensors[t]
     return (
         t in set(graph.activations)
         and t not in graph.outputs
         and tensor.numpy_dtype is not None
         and tensor.dtype in ("INT8", "UINT8", "INT16", "FLOAT32", "INT32")
+        and 1 <= len(tensor.shape) <= customops.MAX_DIMS
     )
 
 
