@@ -12,8 +12,8 @@ computed once (no halo recomputation). This module is the analysis stage of stre
   must hold, and the order rows are produced (each exactly once);
 - ``find_chains`` finds the maximal chains of row-local operators of a graph.
 
-The fused TFLM kernel that executes a chain is not built yet; figures from here are the
-memory a chain *would* take, labelled as estimates wherever they are shown.
+``kernel_computes`` says which operators the StreamChain kernel computes as stages; `optimize`
+chains only those, while `analyze --stream` estimates over every row-local operator.
 """
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""The streaming pass (issue 14, planning only for now): each chain becomes one StreamChain
-operator that reads its inputs whole, writes its outputs whole, and holds only ring buffers in
-between; tensors that cross chains as skips are spilled row by row by their producing chain and
-fetched row by row by the reading one, so they take no arena bytes at all. The result is what the
-TFLM-exact planner measures a streamed schedule with; no model file holds it until the kernel
-exists (customops.STREAM_CHAIN)."""
+"""The streaming pass (issue 14): each chain becomes one StreamChain operator that reads its
+inputs whole, writes its outputs whole, and holds only ring buffers in between; tensors that cross
+chains as skips are spilled row by row by their producing chain and fetched row by row by the
+reading one, so they take no arena bytes at all. The TFLM-exact planner measures the result, and
+the StreamChain kernel (tflm_ops/kernels/tinyseg_stream.cc) runs it from the body encoded here."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
