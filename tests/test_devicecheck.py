@@ -86,11 +86,17 @@ def _zero_layout(graph) -> None:
     buf.data = np.frombuffer(raw[:12] + struct.pack(f"<{n}i", *values), dtype=np.uint8).copy()
 
 
+def _spilled(graph):
+    """Spilling, fusion and layout only: the passes an offline layout comes with (streaming would
+    replace them)."""
+    return optimize(graph, Options(stream=False)).graph
+
+
 def _broken(case: str):
     """(original, optimized model with every offline offset 0)."""
     if case == "random_unet_0":  # the optimizer writes an offline layout here (and spills, fuses, marks)
         graph = build_graph(synth.random_unet(0, dtype="INT8"))
-        opt = _optimized(graph)
+        opt = _spilled(graph)
         offsets = offline_offsets(opt.model)
         assert offsets is not None and len({o for o in offsets if o != ONLINE}) > 1
         _zero_layout(opt)
@@ -98,7 +104,7 @@ def _broken(case: str):
     from tinyseg_plugin.passes.layout import with_offsets
 
     graph = build_graph(load_model(TINY_UNET))  # spilled and fused; a zero layout pinned on every activation
-    opt = _optimized(graph)
+    opt = _spilled(graph)
     assert any(customops.is_tinyseg_op(op) for op in opt.operators)
     return graph, with_offsets(opt, {t.index: 0 for t in opt.tensors if not t.is_constant and t.elements > 0})
 
