@@ -146,7 +146,8 @@ def branchy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def optimized(env: Env, unet: Path) -> tuple[subprocess.CompletedProcess, Path]:
     cwd = env.base / "run-optimize-tinyseg"
     cwd.mkdir()
-    p = _run([env.tool, "optimize", "--plugin", "tinyseg", "-i", unet, "-o", "out.tflite"], cwd=cwd)
+    # --no-stream: the spill passes, whose Spill rows the host's own table shows (streaming: below)
+    p = _run([env.tool, "optimize", "--plugin", "tinyseg", "--no-stream", "-i", unet, "-o", "out.tflite"], cwd=cwd)
     return p, cwd / "out.tflite"
 
 
@@ -217,7 +218,7 @@ def test_optimize_with_tinyseg_lowers_the_arena_head_bit_exact(optimized, unet: 
 
 
 def test_the_old_script_takes_plugins_too(env: Env, unet: Path, optimized) -> None:
-    p, files = _legacy(env, env.patched, "plugin", ["-i", unet, "--optimize", "--plugin", "tinyseg", "-o", "out.tflite"])
+    p, files = _legacy(env, env.patched, "plugin", ["-i", unet, "--optimize", "--plugin", "tinyseg", "--no-stream", "-o", "out.tflite"])
     assert p.returncode == 0, p.stderr
     assert files["out.tflite"] == optimized[1].read_bytes()
     assert p.stdout == optimized[0].stdout
@@ -316,7 +317,7 @@ def test_a_model_tinyseg_wrote_can_be_analysed_again(env: Env, optimized, how: s
 
 def test_chaining_optimize_on_an_optimized_model_keeps_its_order(env: Env, optimized) -> None:
     _, out = optimized
-    p, files = _in_fresh_dir(env, "chain", [env.tool, "optimize", "--plugin", "tinyseg", "-i", out, "-o", "again.tflite"])
+    p, files = _in_fresh_dir(env, "chain", [env.tool, "optimize", "--plugin", "tinyseg", "--no-stream", "-i", out, "-o", "again.tflite"])
     assert p.returncode == 0, p.stderr
     assert "keeping its operator order" in p.stdout
     g0 = build_graph(parse_model(out.read_bytes()))
@@ -347,7 +348,7 @@ def test_script_with_a_plugin_accepts_no_abbreviation(env: Env, unet: Path) -> N
 
 
 def test_unreachable_target_writes_the_best_model_and_exits_3(env: Env, unet: Path, optimized) -> None:
-    p, files = _in_fresh_dir(env, "target-3", [env.tool, "optimize", "--plugin", "tinyseg", "--target", "50KB",
+    p, files = _in_fresh_dir(env, "target-3", [env.tool, "optimize", "--plugin", "tinyseg", "--no-stream", "--target", "50KB",
                                                 "-i", unet, "-o", "out.tflite"])
     assert p.returncode == 3
     assert _one_error_line(p) == "tflite-tools: error: tinyseg: target 50,000 B not reachable: best head 153,600 B (written)"
@@ -380,7 +381,8 @@ def split_model(env: Env, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pat
     d = tmp_path_factory.mktemp("split")
     src = d / "vnet_like.tflite"
     src.write_bytes(model_to_bytes(synth.vnet_like()))
-    p = _run([env.tool, "optimize", "--plugin", "tinyseg", "-i", src, "-o", "out.tflite"], cwd=d, check=True)
+    p = _run([env.tool, "optimize", "--plugin", "tinyseg", "--no-stream", "-i", src, "-o", "out.tflite"], cwd=d,
+             check=True)
     assert "Plugin tinyseg rewrote the model" in p.stdout
     return src, d / "out.tflite"
 
@@ -395,8 +397,20 @@ def test_a_model_with_split_v_spill_and_fetching_is_read_and_plotted(env: Env, s
     rows = files["csv/execution_schedule_info.csv"].decode().strip().splitlines()
     assert len(rows) == 1 + len(g.operators)
     assert files["p.png"].startswith(b"\x89PNG")
-    again, files = _in_fresh_dir(env, "split-again", [env.tool, "optimize", "--plugin", "tinyseg", "-i", out,
-                                                      "-o", "again.tflite"])
+    again, files = _in_fresh_dir(env, "split-again", [env.tool, "optimize", "--plugin", "tinyseg", "--no-stream", "-i",
+                                                      out, "-o", "again.tflite"])
     assert again.returncode == 0, again.stderr
     assert "keeping its operator order" in again.stdout
     assert verify(build_graph(parse_model(src.read_bytes())), build_graph(parse_model(files["again.tflite"]))).identical
+
+
+def test_optimize_with_tinyseg_streams_by_default(env: Env, unet: Path) -> None:
+    """Issue 14 through the real host: the default writes StreamChain operators (the host's table
+    names them through the plugin's describe hook) under 64,000 B of head, verified bit-exact."""
+    p, files = _in_fresh_dir(env, "stream", [env.tool, "optimize", "--plugin", "tinyseg", "-i", unet,
+                                             "-o", "out.tflite"])
+    assert p.returncode == 0, p.stderr
+    g0, g1 = build_graph(parse_model(unet.read_bytes())), build_graph(parse_model(files["out.tflite"]))
+    assert "StreamChain" in {op.opcode for op in g1.operators}
+    assert plan_model(g1.model).head <= 64_000 and verify(g0, g1).identical
+    assert "StreamChain(" in p.stdout
