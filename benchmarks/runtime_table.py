@@ -22,6 +22,13 @@ paper's Table 5.
    Remote storage: RemoteBlockDevice's link model (COBS framing, 20-byte header + CRC, one
    round trip per 4 KB chunk, stop-and-wait) at a given payload rate. "No compression" is the
    codec's raw mode (every block stored raw, +1.2 % block headers), same code path.
+5. The streamed model (issue 14): the chains and row spills `tinyseg optimize` picks for the
+   reference kernels; its storage calls (BeginStream, Append per row, EndStream, FetchRange per
+   row) in the order the StreamChain kernel makes them (stream.simulate's schedule, which is
+   chain_schedule.h's), each computed row advancing the clock by its MAC share of the same
+   compute time, replayed on the same storage models beside today's spilled model: bytes written,
+   stored and read, latency, erases, and inferences before the spill region wears out (the
+   region's sectors times the part's endurance over the steady-state erases per inference).
 
     python benchmarks/runtime_table.py            # needs g++ (cmake not required), valgrind optional
     python benchmarks/runtime_table.py --readme examples/nicla_vision/README.md --check   # docs in step?
@@ -150,14 +157,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   // spill FILE STORAGE ASYNC RAW PRE_MS MID_MS FETCHCONV_MS POST_MS BAND_ROWS ROW_BYTES INFERENCES [RATE RTT_US]
-  if (std::strcmp(mode, "spill") || argc < 13) return 2;
+  // replay BLOB STORAGE ASYNC RAW EVENTS INFERENCES [RATE RTT_US]
+  const bool replay = !std::strcmp(mode, "replay");
+  if ((!replay && std::strcmp(mode, "spill")) || argc < (replay ? 8 : 13)) return 2;
   const char* storage = argv[3];
   const bool async = std::atoi(argv[4]) != 0, raw = std::atoi(argv[5]) != 0;
-  const double pre = std::atof(argv[6]), mid = std::atof(argv[7]), conv = std::atof(argv[8]),
-               post = std::atof(argv[9]);
-  const size_t band_rows = static_cast<size_t>(std::atoi(argv[10])),
-               row_bytes = static_cast<size_t>(std::atoi(argv[11]));
-  int inferences = std::atoi(argv[12]);
+  const int rate_arg = replay ? 8 : 13;
   if (raw) {  // incompressible bytes: every codec block is stored raw
     uint64_t s = 88172645463325252ull;
     for (auto& v : t) { s ^= s << 13; s ^= s >> 7; s ^= s << 17; v = static_cast<uint8_t>(s >> 24); }
@@ -195,9 +200,9 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> cbuf(remote::ClientBufferBytes(cc.max_payload));
   remote::RemoteClient client(loop, cc, cbuf.data(), cbuf.size());
   remote::LinkModel link;
-  if (remote_link && argc >= 15) {
-    link.bytes_per_second = static_cast<uint64_t>(std::atof(argv[13]));
-    link.round_trip_ns = static_cast<uint64_t>(std::atof(argv[14]) * 1000.0);
+  if (remote_link && argc >= rate_arg + 2) {
+    link.bytes_per_second = static_cast<uint64_t>(std::atof(argv[rate_arg]));
+    link.round_trip_ns = static_cast<uint64_t>(std::atof(argv[rate_arg + 1]) * 1000.0);
   }
   std::vector<uint8_t> link_cache(4096);
   remote::RemoteBlockDevice rdev(client, 0, fc.geometry, link, link_cache.data(), link_cache.size());
@@ -207,6 +212,35 @@ int main(int argc, char** argv) {
   } else if (!Ok(sim.Init())) {
     return 1;
   }
+  // What one inference does: the spill harness's fixed pattern (one whole-tensor Spill, a
+  // band-wise fetch), or a replayed event list (a streamed model's row streams, written by
+  // runtime_table.py): c NS | b SLOT BYTES BLOCK | a SLOT BLOB_OFFSET BYTES | e SLOT |
+  // f SLOT OFFSET BYTES BLOB_OFFSET. Like the StreamChain kernel, nothing releases a slot: the
+  // next inference's stream into it replaces the data.
+  struct Event { char kind; uint64_t a, b, c, d; };
+  std::vector<Event> events;
+  uint32_t num_slots = 2, max_block = 1024;
+  if (replay) {
+    FILE* f = std::fopen(argv[6], "r");
+    if (!f) return 2;
+    char kind;
+    while (std::fscanf(f, " %c", &kind) == 1) {
+      Event e{kind, 0, 0, 0, 0};
+      unsigned long long v[4] = {0, 0, 0, 0};
+      const int want = kind == 'c' || kind == 'e' ? 1 : kind == 'a' || kind == 'b' ? 3 : 4;
+      for (int k = 0; k < want; ++k) {
+        if (std::fscanf(f, "%llu", &v[k]) != 1) return 2;
+      }
+      e.a = v[0]; e.b = v[1]; e.c = v[2]; e.d = v[3];
+      if (kind != 'c' && e.a + 1 > num_slots) num_slots = static_cast<uint32_t>(e.a + 1);
+      if (kind == 'b') {
+        if (e.c > max_block) max_block = static_cast<uint32_t>(e.c);
+      }
+      events.push_back(e);
+    }
+    std::fclose(f);
+  }
+  int inferences = std::atoi(argv[replay ? 7 : 12]);
   VirtualClock clock;
   SyncEraseQueue sq(*dev, &clock);
   EraseRecord rec[256];
@@ -214,9 +248,11 @@ int main(int argc, char** argv) {
   EraseQueue& q = async ? static_cast<EraseQueue&>(mq) : static_cast<EraseQueue&>(sq);
   const size_t nsec = static_cast<size_t>(region / fc.geometry.erase_size);
   std::vector<SectorInfo> sectors(nsec);
-  SpillSlot slots[2];
+  std::vector<SpillSlot> slots(num_slots);
+  std::vector<SpillStream> streams(num_slots);
+  std::vector<uint8_t> accumulators(static_cast<size_t>(num_slots) * max_block);
   uint8_t staging[512];
-  SpillMemory m{slots, 2, sectors.data(), nsec};
+  SpillMemory m{slots.data(), num_slots, sectors.data(), nsec};
   SpillConfig sc;
   sc.region_offset = region_off;
   sc.region_size = region;
@@ -232,36 +268,86 @@ int main(int argc, char** argv) {
   // Steady state: the ring must wrap a few times so erases show up at their real rate.
   const int wrap = static_cast<int>(3 * region / (encoded + 1)) + 2;
   if (inferences < wrap) inferences = wrap;
-  std::vector<uint8_t> band(band_rows * row_bytes);
-  const size_t rows = t.size() / row_bytes;
-  uint64_t start_ns = 0, total_ns = 0, wait_ns = 0, wait0 = 0, spill_ns = 0, fetch_ns = 0;
-  for (int i = 0; i < inferences; ++i) {
-    if (i == 1) { start_ns = clock.now_ns; wait0 = clock.erase_wait_ns; }  // first one warms up
-    clock.Advance(static_cast<uint64_t>(pre * 1e6));
-    uint64_t t0 = clock.now_ns;
-    if (!Ok(mgr.Spill(0, t.data(), t.size(), 1, ByteSpan{staging, sizeof staging}))) return 1;
-    if (i > 0) spill_ns += clock.now_ns - t0;
-    clock.Advance(static_cast<uint64_t>(mid * 1e6));
-    const size_t bands = (rows + band_rows - 1) / band_rows;
-    for (size_t r = 0; r < rows; r += band_rows) {
-      const size_t n = (r + band_rows <= rows ? band_rows : rows - r) * row_bytes;
-      t0 = clock.now_ns;
-      if (!Ok(mgr.FetchRange(0, r * row_bytes, n, band.data()))) return 1;
-      if (std::memcmp(band.data(), t.data() + r * row_bytes, n) != 0) return 1;
-      if (i > 0) fetch_ns += clock.now_ns - t0;
-      clock.Advance(static_cast<uint64_t>(conv * 1e6 / static_cast<double>(bands)));
+  uint64_t start_ns = 0, total_ns = 0, wait_ns = 0, wait0 = 0, spill_ns = 0, fetch_ns = 0, erases0 = 0;
+  if (replay) {
+    std::vector<uint8_t> row;
+    for (int i = 0; i < inferences; ++i) {
+      if (i == 1) {  // the first one warms up
+        start_ns = clock.now_ns;
+        wait0 = clock.erase_wait_ns;
+        erases0 = mgr.stats().erases_submitted;
+      }
+      for (const Event& e : events) {
+        const uint64_t t0 = clock.now_ns;
+        uint32_t slot = static_cast<uint32_t>(e.a);
+        switch (e.kind) {
+          case 'c': clock.Advance(e.a); continue;
+          case 'b':
+            if (!Ok(mgr.BeginStream(slot, e.b, 1, accumulators.data() + slot * max_block, &streams[slot],
+                                    static_cast<uint32_t>(e.c)))) return 1;
+            break;
+          case 'a':
+            if (e.b + e.c > t.size() || !Ok(mgr.Append(&streams[slot], t.data() + e.b, e.c))) return 1;
+            break;
+          case 'e':
+            if (!Ok(mgr.EndStream(&streams[slot]))) return 1;
+            break;
+          case 'f':
+            row.resize(e.c);
+            if (!Ok(mgr.FetchRange(slot, e.b, e.c, row.data()))) return 1;
+            if (e.d + e.c > t.size() || std::memcmp(row.data(), t.data() + e.d, e.c) != 0) return 1;
+            break;
+          default:
+            return 2;
+        }
+        if (i > 0) (e.kind == 'f' ? fetch_ns : spill_ns) += clock.now_ns - t0;
+      }
+      mgr.EndInference();
     }
-    if (!Ok(mgr.Release(0))) return 1;
-    clock.Advance(static_cast<uint64_t>(post * 1e6));
-    mgr.EndInference();
+  } else {
+    const double pre = std::atof(argv[6]), mid = std::atof(argv[7]), conv = std::atof(argv[8]),
+                 post = std::atof(argv[9]);
+    const size_t band_rows = static_cast<size_t>(std::atoi(argv[10])),
+                 row_bytes = static_cast<size_t>(std::atoi(argv[11]));
+    std::vector<uint8_t> band(band_rows * row_bytes);
+    const size_t rows = t.size() / row_bytes;
+    for (int i = 0; i < inferences; ++i) {
+      if (i == 1) {  // the first one warms up
+        start_ns = clock.now_ns;
+        wait0 = clock.erase_wait_ns;
+        erases0 = mgr.stats().erases_submitted;
+      }
+      clock.Advance(static_cast<uint64_t>(pre * 1e6));
+      uint64_t t0 = clock.now_ns;
+      if (!Ok(mgr.Spill(0, t.data(), t.size(), 1, ByteSpan{staging, sizeof staging}))) return 1;
+      if (i > 0) spill_ns += clock.now_ns - t0;
+      clock.Advance(static_cast<uint64_t>(mid * 1e6));
+      const size_t bands = (rows + band_rows - 1) / band_rows;
+      for (size_t r = 0; r < rows; r += band_rows) {
+        const size_t n = (r + band_rows <= rows ? band_rows : rows - r) * row_bytes;
+        t0 = clock.now_ns;
+        if (!Ok(mgr.FetchRange(0, r * row_bytes, n, band.data()))) return 1;
+        if (std::memcmp(band.data(), t.data() + r * row_bytes, n) != 0) return 1;
+        if (i > 0) fetch_ns += clock.now_ns - t0;
+        clock.Advance(static_cast<uint64_t>(conv * 1e6 / static_cast<double>(bands)));
+      }
+      if (!Ok(mgr.Release(0))) return 1;
+      clock.Advance(static_cast<uint64_t>(post * 1e6));
+      mgr.EndInference();
+    }
   }
   total_ns = clock.now_ns - start_ns;
   wait_ns = clock.erase_wait_ns - wait0;
   const double k = 1e6 * (inferences - 1);
-  std::printf("%.3f %.3f %.3f %.3f %zu %.3f %d %llu\n", total_ns / k, spill_ns / k, fetch_ns / k,
+  // total spill fetch wait (ms per inference), stored bytes, erases per inference, inferences,
+  // requests per inference, and the inferences before a sector reaches the part's endurance: the
+  // manager rotates over the region's sectors, so each takes its share of the steady-state erases.
+  const double steady = static_cast<double>(mgr.stats().erases_submitted - erases0) / (inferences - 1);
+  const double wear_out = steady > 0 ? static_cast<double>(nsec) * fc.timing.endurance_cycles / steady : 0.0;
+  std::printf("%.3f %.3f %.3f %.3f %zu %.3f %d %llu %.0f\n", total_ns / k, spill_ns / k, fetch_ns / k,
               wait_ns / k, static_cast<size_t>(mgr.stats().encoded_bytes / static_cast<uint64_t>(inferences)),
               static_cast<double>(mgr.stats().erases_submitted) / inferences, inferences,
-              static_cast<unsigned long long>(rdev.requests() / static_cast<uint64_t>(inferences)));
+              static_cast<unsigned long long>(rdev.requests() / static_cast<uint64_t>(inferences)), wear_out);
   return 0;
 }
 """
@@ -305,10 +391,19 @@ class Skip:
     zero_point: int
 
 
-def skip_activations(model_path: Path) -> list[Skip]:
-    """Run the model in TFLM keeping every tensor; return the long-living inputs of each CONCATENATION."""
+def preserved_interpreter(model_path: Path):
+    """The model run once in TFLM on the natural image, every tensor kept (GetTensor reads them)."""
     from tflite_micro.python.tflite_micro import runtime
 
+    it = runtime.Interpreter.from_bytes(model_path.read_bytes(), arena_size=16 << 20,
+                                        intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors)
+    it.set_input(natural_image(), 0)
+    it.invoke()
+    return it
+
+
+def skip_activations(model_path: Path) -> list[Skip]:
+    """Run the model in TFLM keeping every tensor; return the long-living inputs of each CONCATENATION."""
     from tinyseg_plugin.modelio import load_model
     from tinyseg_plugin.schema import BUILTIN_CODES
 
@@ -316,10 +411,7 @@ def skip_activations(model_path: Path) -> list[Skip]:
     m = load_model(model_path)
     sg = m.subgraphs[0]
     producer = {t: i for i, op in enumerate(sg.operators) for t in op.outputs}
-    it = runtime.Interpreter.from_bytes(model_path.read_bytes(), arena_size=16 << 20,
-                                        intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors)
-    it.set_input(natural_image(), 0)
-    it.invoke()
+    it = preserved_interpreter(model_path)
     skips = []
     for i, op in enumerate(sg.operators):
         oc = m.operatorCodes[op.opcodeIndex]
@@ -357,6 +449,85 @@ def op_macs(model_path: Path) -> list[tuple[str, int]]:
             macs = math.prod(o)
         out.append((name, macs))
     return out
+
+
+@dataclass
+class StreamTrace:
+    """One inference of the streamed model as the replay harness reads it, and its totals."""
+
+    events: Path  # c NS | b SLOT BYTES BLOCK | a SLOT BLOB_OFFSET BYTES | e SLOT | f SLOT OFFSET BYTES BLOB_OFFSET
+    blob: Path  # the spilled tensors' real bytes, one after another
+    head_before: int
+    head: int
+    streams: int  # row streams written per inference
+    written: int  # raw bytes written per inference
+    fetched: int  # raw bytes read per inference
+    fetches: int  # FetchRange calls per inference
+    decoded: int  # bytes of the codec blocks those calls decode (a row reads every block it touches)
+
+
+def stream_trace(model_path: Path, base_ms: float, work: Path) -> StreamTrace:
+    """The storage accesses of one inference of the model as `tinyseg optimize` streams it (the
+    chains and row spills stream_search picks for the reference kernels), in the order the
+    StreamChain kernel makes them: stream.simulate's schedule is chain_schedule.h's (tests/
+    test_stream.py compares the two). Each computed row advances the clock by its operator's
+    share of ``base_ms`` (MACs of the operator / its output rows); operators outside the chains by
+    their whole share. The spilled tensors' bytes are the real activations on the natural image."""
+    from tinyseg_plugin import customops
+    from tinyseg_plugin.graph import build_graph
+    from tinyseg_plugin.modelio import load_model
+    from tinyseg_plugin.stream import row_bytes, simulate
+    from tinyseg_plugin.stream_search import choose_streaming
+
+    g = build_graph(load_model(model_path))
+    choice = choose_streaming(g, kernel_only=True)
+    if choice.streamed is None:
+        raise SystemExit(f"runtime_table: error: {model_path.name}: streaming does not lower the head")
+    st = choice.streamed
+    block = next(customops.decode(op).block for op in st.graph.operators if op.opcode == customops.STREAM_CHAIN)
+    it = preserved_interpreter(model_path)
+    offset, parts = {}, []
+    for t in st.spilled:
+        offset[t] = sum(len(p) for p in parts)
+        parts.append(np.asarray(it.GetTensor(int(t), 0)["tensor_data"]).astype(np.int8).tobytes())
+    blob = work / "stream_blob.bin"
+    blob.write_bytes(b"".join(parts))
+    macs = [m for _, m in op_macs(model_path)]
+    ns_per_mac = base_ms * 1e6 / sum(macs)
+    first = {c.ops[0]: c for c in st.chains}
+    member = {i for c in st.chains for i in c.ops}
+    lines: list[str] = []
+    written = fetched = fetches = decoded = 0
+    for i in range(len(g.operators)):
+        if i in first:
+            c = first[i]
+            trace: list[tuple[int, int]] = []
+            reads: list[tuple[int, int, int]] = []
+            simulate(g, list(c.ops), frozenset(c.spilled), frozenset(c.fetched), trace, reads)
+            lines += [f"b {st.slots[t]} {len(parts[st.spilled.index(t)])} {block}" for t in c.spilled]
+            k = 0
+            for step, (op, y) in enumerate(trace + [(-1, 0)]):
+                while k < len(reads) and reads[k][0] <= step:
+                    _, t, row = reads[k]
+                    rb = row_bytes(g, t)
+                    lines.append(f"f {st.slots[t]} {row * rb} {rb} {offset[t] + row * rb}")
+                    fetched, fetches, k = fetched + rb, fetches + 1, k + 1
+                    decoded += ((row + 1) * rb - 1) // block * block - row * rb // block * block + block
+                if op < 0:
+                    break
+                out = g.operators[op].outputs[0]
+                lines.append(f"c {round(macs[op] / g.tensors[out].shape[1] * ns_per_mac)}")
+                if out in c.spilled:
+                    rb = row_bytes(g, out)
+                    lines.append(f"a {st.slots[out]} {offset[out] + y * rb} {rb}")
+                    written += rb
+            lines += [f"e {st.slots[t]}" for t in c.spilled]
+        elif i not in member:
+            lines.append(f"c {round(macs[i] * ns_per_mac)}")
+    events = work / "stream_events.txt"
+    events.write_text("\n".join(lines) + "\n")
+    return StreamTrace(events, blob, choice.base_head, choice.head, len(st.spilled), written, fetched, fetches,
+                       decoded)
 
 
 # ----------------------------------------------------------------------------- harness
@@ -443,7 +614,14 @@ def readme_blocks(fig: dict) -> dict[str, str]:
         lat.append(f"| {label} | " + " | ".join(cells) + " |")
     e = fig["erases"]
     erases = (f"{e['compression_off']:.2f} and {e['compression_on']:.2f} erases per inference")
-    return {"skips": "\n".join(skips), "codec": codec, "latency": "\n".join(lat), "erases": erases}
+    stream = ["| model | storage | erases by | written B | stored B | read B | storage ms | total ms | erases "
+              "| inferences to wear-out |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, storage, erase, written, stored, read, storage_ms, total, erases_, wear in fig["stream"]:
+        wear_s = f"{wear:,.0f}" if wear > 0 and storage != "remote" else "-"
+        stream.append(f"| {name} | {storage} | {erase} | {written:,} | {stored:,.0f} | {read:,} | {storage_ms:.0f} | "
+                      f"{total:.0f} | {erases_:.2f} | {wear_s} |")
+    return {"skips": "\n".join(skips), "codec": codec, "latency": "\n".join(lat), "erases": erases,
+            "stream": "\n".join(stream)}
 
 
 def _marker(name: str) -> tuple[str, str]:
@@ -494,7 +672,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.readme and not (args.check or args.write):
         ap.error("--readme needs --check or --write")
-    fig: dict = {"skips": [], "latency": {}, "erases": {}}
+    fig: dict = {"skips": [], "latency": {}, "erases": {}, "stream": []}
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -549,10 +727,10 @@ def main(argv: list[str] | None = None) -> int:
             out = run(exe, "spill", sp_file, storage, int(async_erase), int(not compressed), f"{pre:.3f}",
                       f"{mid:.3f}", f"{conv:.3f}", f"{post:.3f}", rows_per_fetch, row_bytes, args.inferences,
                       *extra)
-            tot, sp, fe, wait, stored, erases, n, reqs = map(float, out.split())
+            tot, sp, fe, wait, stored, erases, n, reqs, wear = map(float, out.split())
             cpu = codec_ms["encode"] + codec_ms["decode"] if compressed else 0.0
             return dict(total=tot + cpu, spill=sp, fetch=fe, wait=wait, stored=stored, erases=erases, cpu=cpu,
-                        n=n, reqs=reqs)
+                        n=n, reqs=reqs, wear=wear)
 
         print(f"\n3. Modelled latency of the optimized Tiny U-Net (ms per inference; compute baseline "
               f"{BASE_MS:.0f} ms from the paper,\n   split by MACs: {pre:.0f} before the spill, {mid:.0f} "
@@ -597,6 +775,39 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['n']:>5.0f}")
         print("   (erases = sectors erased per inference; requests = protocol requests per inference; runs = "
               "modelled inferences, the first one excluded)")
+
+        trace = stream_trace(args.model, BASE_MS, work)
+
+        def replay(storage: str, async_erase: bool) -> dict[str, float]:
+            extra = [str(args.usb_rate), str(args.rtt_us)] if storage == "remote" else []
+            out = run(exe, "replay", trace.blob, storage, int(async_erase), 0, trace.events, args.inferences, *extra)
+            tot, sp, fe, wait, stored, erases, n, reqs, wear = map(float, out.split())
+            cpu = ((ipb["encode"] or 0.0) * trace.written + (ipb["decode"] or 0.0) * trace.decoded) / M7_HZ * 1e3
+            return dict(total=tot + cpu, spill=sp, fetch=fe, wait=wait, stored=stored, erases=erases, cpu=cpu,
+                        n=n, reqs=reqs, wear=wear)
+
+        print(f"\n4. The streamed Tiny U-Net (issue 14: StreamChain, head {trace.head:,} B, was {trace.head_before:,}) "
+              f"beside today's spilled one (head 153,600 B;\n   compression on). Streamed: {trace.streams} row "
+              f"streams, {trace.written:,} B written and {trace.fetched:,} B read per inference in {trace.fetches} "
+              f"row fetches (decoding {trace.decoded:,} B of codec blocks),\n   replayed in the order the "
+              f"kernel makes them, each computed row advancing the clock by its MAC share of {BASE_MS:.0f} ms "
+              f"(StreamChain's extra host instructions,\n   benchmarks/stream_overhead.py, are not in it). "
+              f"Wear-out: inferences before the most-erased sector of the region reaches the part's endurance.")
+        print(f"   {'model':<9} {'storage':<9} {'erase':<6} {'written B':>10} {'stored B':>9} {'read B':>9} "
+              f"{'storage ms':>10} {'codec ms':>8} {'total ms':>9} {'erases':>7} {'wear-out inferences':>20}")
+        for storage in ("internal", "qspi", "remote"):
+            for async_erase in ((False,) if storage == "remote" else (False, True)):
+                today = model(storage, async_erase, True, True)
+                streamed = replay(storage, async_erase)
+                for name, r, written, read in (("today", today, spilled.data.size, spilled.data.size),
+                                               ("streamed", streamed, trace.written, trace.fetched)):
+                    erase = "M4" if async_erase else "M7"
+                    wear = f"{r['wear']:,.0f}" if r["wear"] > 0 and storage != "remote" else "-"
+                    print(f"   {name:<9} {storage:<9} {erase:<6} {written:>10,} {r['stored']:>9,.0f} {read:>9,} "
+                          f"{r['spill'] + r['fetch']:>10.1f} {r['cpu']:>8.2f} {r['total']:>9.0f} {r['erases']:>7.2f} "
+                          f"{wear:>20}")
+                    fig["stream"].append((name, storage, erase, written, r["stored"], read, r["spill"] + r["fetch"],
+                                          r["total"], r["erases"], r["wear"]))
     print(f"\n(runtime_table.py took {time.monotonic() - t_start:.1f} s)")
     if args.readme:
         return sync_readme(args.readme, readme_blocks(fig), write=args.write)

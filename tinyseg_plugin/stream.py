@@ -185,7 +185,8 @@ def chain_io(graph: Graph, ops: list[int]) -> tuple[list[int], list[int], list[i
 
 
 def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset(),
-             fetched: frozenset[int] = frozenset(), trace: list[tuple[int, int]] | None = None) -> ChainCost:
+             fetched: frozenset[int] = frozenset(), trace: list[tuple[int, int]] | None = None,
+             fetches: list[tuple[int, int, int]] | None = None) -> ChainCost:
     """Run the chain's pull schedule and measure it.
 
     The chain's outputs are produced row by row, top to bottom, one row of each in turn; a
@@ -196,7 +197,9 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
     A spilled tensor no member reads still has a ring of one row: the row is computed there
     and handed to storage. Every row of every operator is computed exactly once (asserted). ``trace`` collects the
     (operator, row) steps in order; tflm_ops/core chain_schedule.h is the same schedule in C++
-    (``schedule_program`` gives it this chain, and tests/test_stream.py compares the two)."""
+    (``schedule_program`` gives it this chain, and tests/test_stream.py compares the two).
+    ``fetches`` collects (steps in ``trace`` so far, tensor, row) for each row read from storage,
+    so that a storage model can replay the chain (benchmarks/runtime_table.py)."""
     inputs, outputs, inner = chain_io(graph, ops)
     producer = {graph.operators[i].outputs[0]: i for i in ops}
     maps: dict[tuple[int, int], RowMap] = {}
@@ -251,6 +254,8 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
                 computed[i] += 1
                 if trace is not None:
                     trace.append((i, y))
+            elif fetches is not None:
+                fetches.append((len(trace) if trace is not None else 0, t, done[t]))
             done[t] += 1
             if t in held:
                 note(t)

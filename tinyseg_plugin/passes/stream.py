@@ -5,7 +5,7 @@ reading one, so they take no arena bytes at all. The TFLM-exact planner measures
 the StreamChain kernel (tflm_ops/kernels/tinyseg_stream.cc) runs it from the body encoded here."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .. import customops
@@ -19,6 +19,7 @@ class Streamed:
     graph: Graph  # the rewritten graph (StreamChain operators in place of the chains)
     chains: tuple[ChainCost, ...]
     spilled: tuple[int, ...]  # tensors (of the input graph) that move through storage row by row
+    slots: dict[int, int] = field(default_factory=dict)  # spilled tensor -> its storage slot
 
 
 def stream_chains(graph: Graph, chains: list[list[int]], spilled: frozenset[int] = frozenset(),
@@ -70,7 +71,7 @@ def stream_chains(graph: Graph, chains: list[list[int]], spilled: frozenset[int]
         drop.extend(ops[1:])
     for i in sorted(drop, reverse=True):
         ed.remove(i)
-    return Streamed(ed.graph(), tuple(costs), tuple(sorted(spilled)))
+    return Streamed(ed.graph(), tuple(costs), tuple(sorted(spilled)), slot_of)
 
 
 def _fields(options: object) -> tuple[str | None, tuple[tuple[str, object], ...]]:
