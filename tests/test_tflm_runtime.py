@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyseg_plugin import customops, modelio, optimizer, stream_search, synth
+from tinyseg_plugin import customops, modelio, optimizer, stream, stream_search, synth
 from tinyseg_plugin.analysis import analyze_graph
 from tinyseg_plugin.coldrange import cold_ranges
 from tinyseg_plugin.graph import build_graph
@@ -149,13 +149,26 @@ def _write_inputs(path: Path, seed: int) -> Path:
     return path
 
 
-def _run_e2e(exe: Path, model: Path, inputs: Path, out: Path, arena: int | None = None) -> dict[str, int]:
+def _run_e2e(exe: Path, model: Path, inputs: Path, out: Path, arena: int | None = None,
+             prefix: tuple[str, ...] = ()) -> dict[str, int]:
     """Two inferences on the same input (spill slots rewritten and released in between): both
-    batches of outputs land in ``out``, so a second inference that differs shows in the comparison."""
+    batches of outputs land in ``out``, so a second inference that differs shows in the comparison.
+    ``prefix`` runs the runner under an emulator (build_e2e.QEMU_M7)."""
     twice = out.with_name(out.name + ".in")
     twice.write_bytes(inputs.read_bytes() * 2)
-    r = subprocess.run([str(exe), str(model), str(twice), str(out), "--batches", "2"]
-                       + (["--arena", str(arena)] if arena else []), capture_output=True, text=True, timeout=600)
+    cwd = None
+    if prefix:
+        # Semihosting hands the program a command line of at most 255 bytes (newlib's rdimon):
+        # short names, relative to the output's directory.
+        cwd = out.parent
+        for src, name in ((exe, "tinyseg_run"), (model, "model.tflite")):
+            link = cwd / name
+            link.unlink(missing_ok=True)
+            link.symlink_to(Path(src).resolve())
+        exe, model, twice, out = Path("./tinyseg_run"), Path("model.tflite"), Path(twice.name), Path(out.name)
+    r = subprocess.run([*prefix, str(exe), str(model), str(twice), str(out), "--batches", "2"]
+                       + (["--arena", str(arena)] if arena else []), capture_output=True, text=True, timeout=600,
+                       cwd=cwd)
     assert r.returncode == 0, r.stderr
     return {k: int(v) for k, v in (line.split() for line in r.stdout.splitlines() if line)}
 
@@ -166,18 +179,18 @@ def _run_e2e(exe: Path, model: Path, inputs: Path, out: Path, arena: int | None 
 E2E_BUILD = Arch("host64-make-recording-tinyseg", 8)
 
 
-def _assert_as_analyzed(got: dict[str, int], model: Path, kernels: str = "reference") -> None:
+def _assert_as_analyzed(got: dict[str, int], model: Path, kernels: str = "reference", build: Arch = E2E_BUILD) -> None:
     """What TFLM reported for `model` is what `tinyseg analyze` says for the e2e build: the head,
     the tail, and the persistent buffers (the kernels' Init/Prepare allocations, analyze's
     kernel_data, plus the interpreter's input and output pointer arrays)."""
     graph = build_graph(modelio.load_model(model))
-    plan = analyze_graph(graph, kernels, E2E_BUILD).plan
+    plan = analyze_graph(graph, kernels, build).plan
     assert got["head"] == plan.head, f"{model.name}: head {got['head']}, analyze {plan.head}"
     assert got["tail"] == plan.tail.total, f"{model.name}: tail {got['tail']}, analyze {plan.tail.total}"
     # The io category is the two pointer arrays (8 bytes a pointer, each 16-byte aligned) and the
     # TfLiteTensors with their quantization that TFLM reports on their own lines.
     pointer_arrays = plan.tail.io_tensors - got["persistent_tensors"] - got["persistent_quantization"]
-    pointers = 8 * (len(graph.inputs) + len(graph.outputs))
+    pointers = build.pointer_bytes * (len(graph.inputs) + len(graph.outputs))
     assert pointers <= pointer_arrays < pointers + 32, (model.name, pointer_arrays)
     assert got["persistent_buffers"] == plan.tail.kernel_data + pointer_arrays, (
         f"{model.name}: persistent buffers {got['persistent_buffers']}, analyze kernel_data "
@@ -217,6 +230,9 @@ def test_streamed_tiny_unet_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
     chains = [op for op in streamed.operators if op.opcode == customops.STREAM_CHAIN]
     assert len(chains) == len(streamed.operators) >= 2
     row_streams = sum(len(customops.decode(op).spill) for op in chains)
+    reads: list[tuple[int, int, int]] = []
+    for cost in choice.streamed.chains:
+        stream.simulate(g, list(cost.ops), frozenset(cost.spilled), frozenset(cost.fetched), [], reads)
     model = tmp_path / "streamed.tflite"
     modelio.save_model(streamed.model, model)
     for seed in (0, 1):
@@ -228,6 +244,11 @@ def test_streamed_tiny_unet_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
         assert got["spills"] == 2 * row_streams > 0  # every row stream written, both inferences
         assert got["head"] == choice.head <= 64_000 and got["total"] <= 74_000, got
         assert got["head"] * 4 < want["head"]
+        assert got["optimized_rows"] == 0  # a reference build: the stages' reference arithmetic
+        # the kernel reads storage exactly where stream.simulate's schedule says (the order
+        # benchmarks/runtime_table.py replays on the flash models)
+        assert got["fetches"] == 2 * len(reads) and got["fetched_bytes"] == 2 * sum(
+            stream.row_bytes(g, t) for _, t, _ in reads), got
 
 
 # Issue 14's acceptance: each head at most half of the one the project reached before streaming.
@@ -394,31 +415,41 @@ def test_cmsis_nn_marked_transpose_conv_kernel_test(e2e_cmsis: Path, installed: 
 
 def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> None:
     """Optimized for CMSIS-NN, run with CMSIS-NN: same outputs as the original with CMSIS-NN
-    (and, for this model, as the reference kernels), head as the planner's cmsis-nn rules say."""
+    (and, for this model, as the reference kernels), head as the planner's cmsis-nn rules say;
+    streamed, the chains' convolution stages run CMSIS-NN's arithmetic (issue 14)."""
     g = build_graph(modelio.load_model(TINY_UNET))
     inputs = _write_inputs(tmp_path / "in.bin", 0)
     want = _run_e2e(e2e_cmsis, TINY_UNET, inputs, tmp_path / "want.bin")
     _run_e2e(e2e_exe, TINY_UNET, inputs, tmp_path / "reference.bin")
     assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "reference.bin").read_bytes()
     _assert_as_analyzed(want, TINY_UNET, "cmsis-nn")
-    # spilling and fusion, then streaming (StreamChain's stages run the reference arithmetic in a
-    # CMSIS-NN build; the other operators CMSIS-NN's)
-    for stream in (False, True):
-        model = tmp_path / f"opt_cmsis_{stream}.tflite"
-        result = optimizer.optimize(g, optimizer.Options(runtime="cmsis-nn", stream=stream))
-        assert (customops.STREAM_CHAIN in {op.opcode for op in result.graph.operators}) == stream
+    # spilling and fusion, then streaming (StreamChain's convolution stages run CMSIS-NN's
+    # arithmetic on their bands, its other stages the reference arithmetic)
+    for streaming in (False, True):
+        model = tmp_path / f"opt_cmsis_{streaming}.tflite"
+        result = optimizer.optimize(g, optimizer.Options(runtime="cmsis-nn", stream=streaming))
+        assert (customops.STREAM_CHAIN in {op.opcode for op in result.graph.operators}) == streaming
         modelio.save_model(result.graph.model, model)
         got = _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")
         assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
         _assert_as_analyzed(got, model, "cmsis-nn")
-        assert got["head"] < want["head"] and (not stream or got["head"] <= 66_000)
+        assert got["head"] < want["head"] and (not streaming or got["head"] <= 66_000)
+        # the streamed convolution stages ran CMSIS-NN's arithmetic, in the scratch the plan gave them
+        assert (got["optimized_rows"] > 0) == streaming, got
+    # a model streamed for the reference kernels runs in a CMSIS-NN build too (stages whose
+    # CMSIS-NN buffer the plan has no room for keep the reference arithmetic): same outputs
+    model = tmp_path / "streamed_for_reference.tflite"
+    modelio.save_model(optimizer.optimize(g, optimizer.Options()).graph.model, model)
+    _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")
+    assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
 
 
 # ---------------------------------------------------------------- the kernel tests on a Cortex-M7
 
 
-# make takes variable assignments among its goals: build_e2e.make(tflm, *CORTEX_M7, target).
-CORTEX_M7 = ["TARGET=cortex_m_qemu", "TARGET_ARCH=cortex-m7"]
+CORTEX_M7 = build_e2e.CORTEX_M7
+# The runner built for the Cortex-M7 (ILP32, RecordingMicroInterpreter, TinySeg installed).
+M7_BUILD = Arch("cortex-m-recording-tinyseg", 4)
 
 
 def _cortex_m7_skip_reason(tflm: Path, kernels: str) -> str | None:
@@ -451,3 +482,77 @@ def test_cortex_m7_kernel_test(installed: Path, kernels: str, target: str) -> No
         pytest.fail(str(exc))
     assert "test_with_qemu.sh arm cortex-m7" in out, out[-3000:]  # really the M7 build, in qemu
     assert "~~~ALL TESTS PASSED~~~" in out, out[-3000:]
+
+
+@pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])
+def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_path: Path) -> None:
+    """Issue 14 on the target: the Tiny U-Net, optimized without and with streaming for the
+    Cortex-M planner rules, runs whole in TFLM built for a Cortex-M7 (tinyseg_run under qemu-arm,
+    model and data through semihosting), with the outputs of the original on the host's reference
+    kernels, and TFLM's head, tail and persistent buffers equal to `tinyseg analyze --arch cortex-m`
+    for that build."""
+    reason = _cortex_m7_skip_reason(installed, kernels)
+    if reason:
+        pytest.skip(reason)
+    if shutil.which(build_e2e.QEMU_M7[0]) is None:
+        pytest.skip("qemu-arm is not on PATH")
+    try:
+        exe = build_e2e.build(installed, kernels, target=CORTEX_M7)
+    except build_e2e.BuildError as exc:
+        pytest.fail(str(exc))
+    runtime = "cmsis-nn" if kernels == "cmsis_nn" else "reference"
+    g = build_graph(modelio.load_model(TINY_UNET))
+    inputs = _write_inputs(tmp_path / "in.bin", 3)
+    _run_e2e(e2e_exe, TINY_UNET, inputs, tmp_path / "want.bin")  # the host, reference kernels
+    want = (tmp_path / "want.bin").read_bytes()
+    original = _run_e2e(exe, TINY_UNET, inputs, tmp_path / "m7.bin", prefix=build_e2e.QEMU_M7)
+    assert (tmp_path / "m7.bin").read_bytes() == want
+    _assert_as_analyzed(original, TINY_UNET, runtime, M7_BUILD)
+    for streaming in (False, True):
+        result = optimizer.optimize(g, optimizer.Options(runtime=runtime, arch="cortex-m", stream=streaming))
+        assert (customops.STREAM_CHAIN in {op.opcode for op in result.graph.operators}) == streaming
+        model = tmp_path / f"m7_{streaming}.tflite"
+        modelio.save_model(result.graph.model, model)
+        got = _run_e2e(exe, model, inputs, tmp_path / "got.bin", prefix=build_e2e.QEMU_M7)
+        assert (tmp_path / "got.bin").read_bytes() == want, (kernels, streaming)
+        _assert_as_analyzed(got, model, runtime, M7_BUILD)
+        assert got["head"] < original["head"] and got["spills"] > 0
+        assert (got["optimized_rows"] > 0) == (streaming and kernels == "cmsis_nn"), got
+        if streaming:
+            assert got["head"] <= (64_000 if kernels == "reference" else 66_000), got
+            assert got["total"] <= 74_000, got
+
+
+@pytest.mark.parametrize("name", ["vnet2d", "attention_unet"])
+def test_cortex_m7_cmsis_nn_streamed_example_models(installed: Path, example_models: dict, tmp_path: Path,
+                                                   name: str) -> None:
+    """V-Net 2D and the Attention U-Net streamed for CMSIS-NN on the Cortex-M (ADD, MUL, PRELU,
+    LOGISTIC, RESIZE_NEAREST_NEIGHBOR stages besides convolutions and pools) run whole on the
+    Cortex-M7 under QEMU with the CMSIS-NN kernels: outputs identical to the original's there, the
+    stages' CMSIS-NN arithmetic used, and TFLM's head, tail and persistent buffers as analyzed."""
+    if name not in example_models:
+        pytest.skip("the example models need TensorFlow (make models-deps)")
+    reason = _cortex_m7_skip_reason(installed, "cmsis_nn")
+    if reason:
+        pytest.skip(reason)
+    from tinyseg_plugin.verify import arena_for, random_inputs
+
+    try:
+        exe = build_e2e.build(installed, "cmsis_nn", target=CORTEX_M7)
+    except build_e2e.BuildError as exc:
+        pytest.fail(str(exc))
+    original = example_models[name]
+    g = build_graph(modelio.load_model(original))
+    choice = stream_search.choose_streaming(g, "cmsis-nn", "cortex-m", kernel_only=True)
+    assert choice.streamed is not None
+    model = tmp_path / f"{name}_streamed.tflite"
+    modelio.save_model(choice.streamed.graph.model, model)
+    inputs = tmp_path / "in.bin"
+    inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 1)))
+    arena = arena_for(g)
+    want = _run_e2e(exe, original, inputs, tmp_path / "want.bin", arena, prefix=build_e2e.QEMU_M7)
+    want_bytes = (tmp_path / "want.bin").read_bytes()
+    got = _run_e2e(exe, model, inputs, tmp_path / "got.bin", arena, prefix=build_e2e.QEMU_M7)
+    assert (tmp_path / "got.bin").read_bytes() == want_bytes
+    _assert_as_analyzed(got, model, "cmsis-nn", M7_BUILD)
+    assert got["head"] == choice.head < want["head"] and got["optimized_rows"] > 0, got

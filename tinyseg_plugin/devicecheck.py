@@ -26,7 +26,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -150,15 +150,17 @@ def _run(cmd: list[str], cwd: Path, what: str, timeout: float = BUILD_SECONDS) -
     return proc.stdout + proc.stderr
 
 
-def _make_args(kernels: str) -> list[str]:
+def _make_args(kernels: str, target: Sequence[str] = ()) -> list[str]:
+    """TFLM make variables for a build: ours, then ``target`` (e.g. TARGET=cortex_m_qemu TARGET_ARCH=cortex-m7)."""
     if kernels not in KERNELS:
         raise TinySegError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
-    return [f"BUILD_TYPE={BUILD_TYPE}"] + (["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else [])
+    return ([f"BUILD_TYPE={BUILD_TYPE}"] + (["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else [])
+            + list(target))
 
 
-def make_flags(tree: Path, kernels: str = "reference") -> dict[str, str]:
-    """The compiler and flags TFLM's Makefile uses for the host build."""
-    out = _run(["make", "-f", MAKEFILE, *_make_args(kernels)] + [f"print-{n}" for n in FLAG_NAMES], tree,
+def make_flags(tree: Path, kernels: str = "reference", target: Sequence[str] = ()) -> dict[str, str]:
+    """The compiler and flags TFLM's Makefile uses for the build (the host's unless ``target`` says)."""
+    out = _run(["make", "-f", MAKEFILE, *_make_args(kernels, target)] + [f"print-{n}" for n in FLAG_NAMES], tree,
                "asking TFLM's Makefile for its flags")
     values: dict[str, str] = {}
     for line in out.splitlines():
@@ -171,10 +173,14 @@ def make_flags(tree: Path, kernels: str = "reference") -> dict[str, str]:
     return values
 
 
-def build_runner(tree: Path, exe: Path, source: Path, kernels: str = "reference", jobs: int = 2) -> Path:
-    """microlite (with TinySeg's kernels, already installed in ``tree``), then the runner at ``exe``."""
-    _run(["make", "-f", MAKEFILE, *_make_args(kernels), "microlite", f"-j{jobs}"], tree, "building TFLM's microlite")
-    f = make_flags(tree, kernels)
+def build_runner(tree: Path, exe: Path, source: Path, kernels: str = "reference", jobs: int = 2,
+                 target: Sequence[str] = ()) -> Path:
+    """microlite (with TinySeg's kernels, already installed in ``tree``), then the runner at ``exe``.
+    ``target`` builds for another TFLM target: cortex_m_qemu's runner runs under qemu-arm, its file
+    I/O through semihosting."""
+    _run(["make", "-f", MAKEFILE, *_make_args(kernels, target), "microlite", f"-j{jobs}"], tree,
+         "building TFLM's microlite")
+    f = make_flags(tree, kernels, target)
     library = tree / f["MICROLITE_LIB_PATH"].strip()
     exe.parent.mkdir(parents=True, exist_ok=True)
     tmp = exe.with_name(f".{exe.name}.tmp")

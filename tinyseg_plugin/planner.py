@@ -362,6 +362,11 @@ _SIZES: dict[str, dict] = {
         **_ILP32, "app": "Cortex-M Makefile build, RecordingMicroInterpreter (ILP32)",
         "setup": ((52, 4), (44, 4), (124, 4)), "subgraph_allocations": (8, 4), "compression": False,
     },
+    "cortex-m-recording-tinyseg": {  # the same after `tinyseg tflm install` (tests/tflm_e2e, qemu-arm)
+        **_ILP32, "app": "Cortex-M Makefile build with TinySeg installed, RecordingMicroInterpreter (ILP32)",
+        "setup": ((52, 4), (44, 4), (124, 4)), "subgraph_allocations": (8, 4), "compression": False,
+        "tinyseg_installed": True,
+    },
 }
 
 

@@ -50,6 +50,12 @@ def make_args(kernels: str) -> list[str]:
     return [f"BUILD_TYPE={devicecheck.BUILD_TYPE}"] + (["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else [])
 
 
+# make takes variable assignments among its goals: make(tflm, *CORTEX_M7, target). The runner built
+# for it runs under qemu-arm (QEMU_M7 + [exe, args...]); its files go through semihosting.
+CORTEX_M7 = ("TARGET=cortex_m_qemu", "TARGET_ARCH=cortex-m7")
+QEMU_M7 = ("qemu-arm", "-cpu", "cortex-m7")
+
+
 def make(tflm: Path, *targets: str, kernels: str = "reference", jobs: int = 2, timeout: float = 3600) -> str:
     cmd = ["make", "-f", MAKEFILE, *make_args(kernels), *targets, f"-j{jobs}"]
     return run(cmd, tflm, f"make {' '.join(targets)}", timeout)
@@ -63,14 +69,16 @@ def flags(tflm: Path, kernels: str = "reference") -> dict[str, str]:
         raise BuildError(str(exc)) from None
 
 
-def build(tflm: Path, kernels: str = "reference", jobs: int = 2) -> Path:
-    """microlite (with the TinySeg kernels), then the runner; returns the executable."""
+def build(tflm: Path, kernels: str = "reference", jobs: int = 2, target: tuple[str, ...] = ()) -> Path:
+    """microlite (with the TinySeg kernels), then the runner; returns the executable.
+    ``target``: TFLM make variables of another target, e.g. CORTEX_M7."""
     tflm = Path(tflm).resolve()
     make_args(kernels)
-    make(tflm, "microlite", kernels=kernels, jobs=jobs)  # here, for the full tail of a failing build
-    exe = tflm / "gen" / "tinyseg_run" / kernels / "tinyseg_run"
+    make(tflm, *target, "microlite", kernels=kernels, jobs=jobs)  # here, for the full tail of a failing build
+    name = "-".join(a.partition("=")[2] for a in target) or "host"
+    exe = tflm / "gen" / "tinyseg_run" / name / kernels / "tinyseg_run"
     try:
-        return devicecheck.build_runner(tflm, exe, SOURCE, kernels, jobs)
+        return devicecheck.build_runner(tflm, exe, SOURCE, kernels, jobs, target)
     except TinySegError as exc:
         raise BuildError(str(exc)) from None
 

@@ -154,6 +154,11 @@ bool ReadFetched(const Options& options, int32_t i, FetchedOption* out) {
   return true;
 }
 
+::tinyseg::Runtime* PeekRuntime(TfLiteContext* context) {
+  auto* rt = static_cast<::tinyseg::Runtime*>(GetMicroContext(context)->external_context());
+  return rt != nullptr && rt->magic == ::tinyseg::kRuntimeMagic ? rt : nullptr;
+}
+
 ::tinyseg::Runtime* GetRuntime(TfLiteContext* context, const char* op) {
   void* payload = GetMicroContext(context)->external_context();
   auto* rt = static_cast<::tinyseg::Runtime*>(payload);

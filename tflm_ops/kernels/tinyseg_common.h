@@ -182,6 +182,8 @@ bool ReadFetched(const Options& options, int32_t i, FetchedOption* out);
 // The application's Runtime attached to this interpreter, or nullptr (with a
 // message naming `op`) if none or a foreign object is attached.
 ::tinyseg::Runtime* GetRuntime(TfLiteContext* context, const char* op);
+// The attached runtime, or nullptr without a word (for kernels that only report statistics).
+::tinyseg::Runtime* PeekRuntime(TfLiteContext* context);
 
 // Checks that `slot` holds a live spilled tensor of exactly `raw_bytes`.
 TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes,

@@ -36,6 +36,8 @@ struct RuntimeStats {
   uint64_t staged_bytes = 0;     // of those, bytes decoded via the staging buffer
   uint64_t bands = 0;            // FetchingConv2D bands computed
   uint64_t reused_rows = 0;      // band rows kept from the previous band
+  uint64_t optimized_rows = 0;   // StreamChain stage rows computed by the build's optimized
+                                 // kernels (CMSIS-NN), not the reference arithmetic
 };
 
 struct Runtime {

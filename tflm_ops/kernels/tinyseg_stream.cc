@@ -47,6 +47,7 @@
 #include "tensorflow/lite/micro/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_common.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_ops.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
 #include "tensorflow/lite/micro/micro_context.h"
 #include "tensorflow/lite/micro/micro_log.h"
 #include "tinyseg/chain_schedule.h"
@@ -889,6 +890,7 @@ struct EvalState {
   ::tinyseg::Runtime* rt;
   ::tinyseg::ChainSchedule* schedule;
   int32_t* op_scratch;
+  ::tinyseg::RuntimeStats* stats;  // nullptr: no runtime attached (a chain without row streams)
 };
 
 uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
@@ -922,6 +924,44 @@ uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
     }
   }
   return ::tinyseg::Status::kInvalidArgument;
+}
+
+// A convolution stage's row as tinyseg_stream_cmsis.h takes it (the band: `rows` input rows from
+// `src`, with its own top padding `pad_top`).
+tinyseg_ops::BandConv BandConvOf(const EvalState& v, const StageSlot& g, const TensorSlot& in, const TensorSlot& out,
+                                 int32_t rows, int32_t pad_top, const uint8_t* src, const TfLiteEvalTensor* filter,
+                                 const TfLiteEvalTensor* bias, uint8_t* dst) {
+  tinyseg_ops::BandConv c = {};
+  c.input = reinterpret_cast<const int8_t*>(src);
+  c.in_h = rows;
+  c.in_w = in.width;
+  c.in_c = in.channels;
+  c.filter = micro::GetTensorData<int8_t>(filter);
+  c.filter_h = g.filter_h;
+  c.filter_w = g.filter_w;
+  c.filter_c = filter->dims->data[3];
+  c.bias = micro::GetOptionalTensorData<int32_t>(bias);
+  c.output = reinterpret_cast<int8_t*>(dst);
+  c.out_w = out.width;
+  c.out_c = out.channels;
+  c.stride_h = g.stride_h;
+  c.stride_w = g.stride_w;
+  c.dilation_h = g.dilation_h;
+  c.dilation_w = g.dilation_w;
+  c.pad_h = pad_top;
+  c.pad_w = g.pad_w;
+  c.input_offset = g.input_offset;
+  c.output_offset = g.output_offset;
+  c.act_min = g.act_min;
+  c.act_max = g.act_max;
+  c.multiplier = v.tab.per_channel + g.per_channel;
+  c.shift = v.tab.per_channel + g.per_channel + out.channels;
+  return c;
+}
+
+// RuntimeStats::optimized_rows, when the application attached a tinyseg::Runtime.
+void CountOptimizedRow(const EvalState& v) {
+  if (v.stats != nullptr) ++v.stats->optimized_rows;
 }
 
 ::tinyseg::Status ComputeRow(const EvalState& v, int32_t stage, int32_t y) {
@@ -980,6 +1020,11 @@ uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
       p.quantized_activation_max = g.act_max;
       const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, g.filter);
       const TfLiteEvalTensor* bias = g.bias >= 0 ? micro::GetEvalInput(v.context, v.node, g.bias) : nullptr;
+      if (tinyseg_ops::CmsisConvRow(BandConvOf(v, g, in, out, rows, p.padding_values.height, src, filter, bias, dst),
+                                    v.op_scratch, v.d->op_scratch)) {
+        CountOptimizedRow(v);
+        break;
+      }
       reference_integer_ops::ConvPerChannel(
           p, v.tab.per_channel + g.per_channel, v.tab.per_channel + g.per_channel + out.channels, in_shape,
           reinterpret_cast<const int8_t*>(src), micro::GetTensorShape(filter), micro::GetTensorData<int8_t>(filter),
@@ -1004,6 +1049,12 @@ uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
       p.quantized_activation_max = g.act_max;
       const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, g.filter);
       const TfLiteEvalTensor* bias = g.bias >= 0 ? micro::GetEvalInput(v.context, v.node, g.bias) : nullptr;
+      tinyseg_ops::BandConv c = BandConvOf(v, g, in, out, rows, p.padding_values.height, src, filter, bias, dst);
+      c.depth_multiplier = p.depth_multiplier;
+      if (tinyseg_ops::CmsisDepthwiseConvRow(c, v.op_scratch, v.d->op_scratch)) {
+        CountOptimizedRow(v);
+        break;
+      }
       reference_integer_ops::DepthwiseConvPerChannel(
           p, v.tab.per_channel + g.per_channel, v.tab.per_channel + g.per_channel + out.channels, in_shape,
           reinterpret_cast<const int8_t*>(src), micro::GetTensorShape(filter), micro::GetTensorData<int8_t>(filter),
@@ -1022,6 +1073,26 @@ uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
       p.padding_values.width = static_cast<int16_t>(g.pad_w);
       p.quantized_activation_min = g.act_min;
       p.quantized_activation_max = g.act_max;
+      tinyseg_ops::BandPool b = {};
+      b.input = reinterpret_cast<const int8_t*>(src);
+      b.in_h = rows;
+      b.in_w = in.width;
+      b.channels = in.channels;
+      b.output = reinterpret_cast<int8_t*>(dst);
+      b.out_w = out.width;
+      b.filter_h = g.filter_h;
+      b.filter_w = g.filter_w;
+      b.stride_h = g.stride_h;
+      b.stride_w = g.stride_w;
+      b.pad_h = p.padding_values.height;
+      b.pad_w = g.pad_w;
+      b.act_min = g.act_min;
+      b.act_max = g.act_max;
+      if (g.op == StageOp::kMaxPool2d ? tinyseg_ops::CmsisMaxPoolRow(b)
+                                      : tinyseg_ops::CmsisAveragePoolRow(b, v.op_scratch, v.d->op_scratch)) {
+        CountOptimizedRow(v);
+        break;
+      }
       if (g.op == StageOp::kMaxPool2d) {
         reference_integer_ops::MaxPool(p, in_shape, reinterpret_cast<const int8_t*>(src), out_shape,
                                        reinterpret_cast<int8_t*>(dst));
@@ -1090,6 +1161,29 @@ uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
       const auto* a = reinterpret_cast<const int8_t*>(data[0]);
       const auto* b = reinterpret_cast<const int8_t*>(data[1]);
       auto* o = reinterpret_cast<int8_t*>(dst);
+      if (same) {  // no broadcast: CMSIS-NN's elementwise functions in a CMSIS-NN build
+        tinyseg_ops::ElementwiseRow e = {};
+        e.input1 = a;
+        e.input2 = b;
+        e.output = o;
+        e.size = out.width * out.channels;
+        e.input1_offset = g.input_offset;
+        e.input1_multiplier = g.multiplier1;
+        e.input1_shift = g.shift1;
+        e.input2_offset = g.input2_offset;
+        e.input2_multiplier = g.multiplier2;
+        e.input2_shift = g.shift2;
+        e.left_shift = g.left_shift;
+        e.output_offset = g.output_offset;
+        e.output_multiplier = g.multiplier;
+        e.output_shift = g.shift;
+        e.act_min = g.act_min;
+        e.act_max = g.act_max;
+        if (g.op == StageOp::kAdd ? tinyseg_ops::CmsisAddRow(e) : tinyseg_ops::CmsisMulRow(e)) {
+          CountOptimizedRow(v);
+          break;
+        }
+      }
       if (g.op == StageOp::kAdd) {
         p.left_shift = g.left_shift;
         p.input1_multiplier = g.multiplier1;
@@ -1197,6 +1291,8 @@ TfLiteStatus StreamEval(TfLiteContext* context, TfLiteNode* node) {
   TF_LITE_ENSURE(context, rings != nullptr || (d->ring_bytes == 0 && d->spilled == 0));
   v.op_scratch = d->op_scratch > 0 ? static_cast<int32_t*>(context->GetScratchBuffer(context, d->op_scratch_index))
                                    : nullptr;
+  ::tinyseg::Runtime* attached = tinyseg_ops::PeekRuntime(context);
+  v.stats = attached != nullptr ? &attached->stats : nullptr;
   for (int32_t i = 0; i < d->num_tensors; ++i) {
     TensorSlot& ts = v.tab.tensor(i);
     if (ts.ring_rows > 0) {

@@ -15,6 +15,7 @@
 //   persistent_quantization N   tail bytes of their quantization parameters
 //   spills N / spilled_bytes N / encoded_bytes N / fetches N / fetched_bytes N
 //   staged_bytes N / bands N / reused_rows N / erases N
+//   optimized_rows N            StreamChain stage rows run with CMSIS-NN (a CMSIS-NN build)
 // Exit 0 on success; 1 with one line on stderr naming the failing step.
 #include <cstdint>
 #include <cstdio>
@@ -69,6 +70,20 @@ bool AddBuiltins(Resolver& r) {
   return true;
 }
 
+// 16-byte aligned heap memory, by hand: newlib (the Cortex-M build, run under qemu-arm) has no
+// posix_memalign behind aligned_alloc. The byte before the block holds its distance from malloc's.
+uint8_t* AlignedAlloc(size_t n) {
+  uint8_t* block = static_cast<uint8_t*>(malloc(n + 16));
+  if (block == nullptr) return nullptr;
+  uint8_t* p = block + 16 - reinterpret_cast<uintptr_t>(block) % 16;
+  p[-1] = static_cast<uint8_t>(p - block);
+  return p;
+}
+
+void AlignedFree(uint8_t* p) {
+  if (p != nullptr) free(p - p[-1]);
+}
+
 // A file's bytes in 16-byte aligned heap memory (the model must be aligned).
 uint8_t* ReadFile(const char* path, size_t* size) {
   FILE* f = fopen(path, "rb");
@@ -77,9 +92,9 @@ uint8_t* ReadFile(const char* path, size_t* size) {
   long n = -1;
   if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
   if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-    data = static_cast<uint8_t*>(aligned_alloc(16, (static_cast<size_t>(n) + 16) / 16 * 16));
+    data = AlignedAlloc(static_cast<size_t>(n) + 1);
     if (data != nullptr && fread(data, 1, static_cast<size_t>(n), f) != static_cast<size_t>(n)) {
-      free(data);
+      AlignedFree(data);
       data = nullptr;
     }
   }
@@ -178,7 +193,7 @@ int main(int argc, char** argv) {
   ::tinyseg::Runtime runtime;
   runtime.spill = &manager;
 
-  uint8_t* arena = static_cast<uint8_t*>(aligned_alloc(16, (arena_bytes + 15) / 16 * 16));
+  uint8_t* arena = AlignedAlloc(arena_bytes);
   if (arena == nullptr) return Fail("no memory for the arena");
   tflite::RecordingMicroInterpreter interpreter(model, resolver, arena, arena_bytes);
   if (::tinyseg::AttachRuntime(interpreter, runtime) != kTfLiteOk) {
@@ -236,8 +251,9 @@ int main(int argc, char** argv) {
          U(runtime.stats.fetched_bytes), U(runtime.stats.staged_bytes));
   printf("bands %llu\nreused_rows %llu\nerases %llu\n", U(runtime.stats.bands),
          U(runtime.stats.reused_rows), U(s.erases_submitted));
+  printf("optimized_rows %llu\n", U(runtime.stats.optimized_rows));
   fflush(stdout);
-  free(input_data);
+  AlignedFree(input_data);
   // The arena and the model stay allocated: the interpreter, destroyed on
   // return, still reads them.
   return 0;

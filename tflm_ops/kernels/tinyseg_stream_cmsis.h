@@ -1,0 +1,87 @@
+// CMSIS-NN arithmetic for StreamChain's stages (issue 14).
+//
+// In a CMSIS-NN build of TFLM (OPTIMIZED_KERNEL_DIR=cmsis_nn, for which TFLM's Makefile defines
+// CMSIS_NN), a CONV_2D, DEPTHWISE_CONV_2D, MAX_POOL_2D or AVERAGE_POOL_2D stage computes its
+// output row with the CMSIS-NN function TFLM's own CMSIS-NN kernel calls for the whole tensor, on
+// the band view (the window's input rows as a tensor of that height, the top padding shifted);
+// an ADD or MUL stage without broadcast calls CMSIS-NN's elementwise function on the row. The
+// other stages have no CMSIS-NN kernel in TFLM either. A build without CMSIS_NN (the
+// Arduino library form of TFLM, whose older CMSIS-NN has another API, does not define it) keeps
+// the reference arithmetic in the stages. CMSIS-NN gives the
+// reference kernels' bytes, so the streamed model stays bit-identical to the unfused one either
+// way; what changes is the speed on the target.
+//
+// The wrapper's buffer is the chain's member scratch (`op_scratch`, requested in Prepare), which
+// the planner sizes for the runtime the model was optimized for. A model optimized for the
+// reference kernels has no room for it, so its stages keep the reference arithmetic in a
+// CMSIS-NN build: these functions then return false and the caller runs the reference code.
+#ifndef TINYSEG_TFLM_OPS_KERNELS_TINYSEG_STREAM_CMSIS_H_
+#define TINYSEG_TFLM_OPS_KERNELS_TINYSEG_STREAM_CMSIS_H_
+
+#include <cstdint>
+
+namespace tflite {
+namespace tinyseg_ops {
+
+// One output row of an int8 convolution over a band of input rows (NHWC, batch 1).
+struct BandConv {
+  const int8_t* input;
+  int32_t in_h, in_w, in_c;  // in_h: the band's rows
+  const int8_t* filter;
+  int32_t filter_h, filter_w, filter_c;  // filter_c: CONV_2D input channels per group; depthwise: out_c
+  const int32_t* bias;                   // nullptr: none
+  int8_t* output;                        // one row: out_w x out_c
+  int32_t out_w, out_c;
+  int32_t stride_h, stride_w, dilation_h, dilation_w;
+  int32_t pad_h, pad_w;       // pad_h: the band's own top padding
+  int32_t input_offset;       // -input zero point (TFLM's and CMSIS-NN's convention)
+  int32_t output_offset;      // output zero point
+  int32_t act_min, act_max;
+  const int32_t* multiplier;  // per output channel
+  const int32_t* shift;
+  int32_t depth_multiplier;   // DEPTHWISE_CONV_2D only
+};
+
+// One output row of an int8 MAX_POOL_2D or AVERAGE_POOL_2D over a band of input rows.
+struct BandPool {
+  const int8_t* input;
+  int32_t in_h, in_w, channels;
+  int8_t* output;  // one row: out_w x channels
+  int32_t out_w;
+  int32_t filter_h, filter_w, stride_h, stride_w;
+  int32_t pad_h, pad_w;  // pad_h: the band's own top padding
+  int32_t act_min, act_max;
+};
+
+// One row of an int8 ADD or MUL whose operands are rows of the output's shape (no broadcast:
+// TFLM's CMSIS-NN kernels call CMSIS-NN only then, too). MUL uses the offsets and the output's
+// multiplier and shift only.
+struct ElementwiseRow {
+  const int8_t* input1;
+  const int8_t* input2;
+  int8_t* output;
+  int32_t size;
+  int32_t input1_offset, input1_multiplier, input1_shift;
+  int32_t input2_offset, input2_multiplier, input2_shift;
+  int32_t left_shift;
+  int32_t output_offset, output_multiplier, output_shift;
+  int32_t act_min, act_max;
+};
+
+// True in a build whose StreamChain stages can run CMSIS-NN arithmetic.
+bool StreamStagesUseCmsisNn();
+
+// Computes the row with CMSIS-NN and returns true, or returns false without touching the output
+// (no CMSIS-NN in this build, `scratch_bytes` smaller than the function's buffer, or a window of
+// padding rows only, which the reference code handles).
+bool CmsisConvRow(const BandConv& c, void* scratch, int32_t scratch_bytes);
+bool CmsisDepthwiseConvRow(const BandConv& c, void* scratch, int32_t scratch_bytes);
+bool CmsisMaxPoolRow(const BandPool& p);
+bool CmsisAveragePoolRow(const BandPool& p, void* scratch, int32_t scratch_bytes);
+bool CmsisAddRow(const ElementwiseRow& e);
+bool CmsisMulRow(const ElementwiseRow& e);
+
+}  // namespace tinyseg_ops
+}  // namespace tflite
+
+#endif  // TINYSEG_TFLM_OPS_KERNELS_TINYSEG_STREAM_CMSIS_H_
