@@ -259,8 +259,7 @@ HALF_OF_TODAY = {"vnet2d": 262_664, "attention_unet": 422_400, "resunet_a": 2_09
 def test_streamed_example_models_end_to_end(e2e_exe: Path, example_models: dict, tmp_path: Path, name: str) -> None:
     """The other example models as `tinyseg optimize` streams them (ADD, MUL with broadcast,
     PRELU, LOGISTIC, RESIZE_NEAREST_NEIGHBOR stages too): bit-identical in TFLM, with the head,
-    tail and persistent buffers `tinyseg analyze` says. The head is printed against issue 14's
-    target; ResUNet-a does not meet it yet (README)."""
+    tail and persistent buffers `tinyseg analyze` says, each head within issue 14's target."""
     if name not in example_models:
         pytest.skip("the example models need TensorFlow (make models-deps)")
     from tinyseg_plugin.verify import arena_for, random_inputs
@@ -280,8 +279,7 @@ def test_streamed_example_models_end_to_end(e2e_exe: Path, example_models: dict,
     _assert_as_analyzed(got, model)
     assert got["head"] == choice.head < want["head"]
     print(f"{name}: head {want['head']:,} -> {got['head']:,} B (issue 14 target {HALF_OF_TODAY[name]:,})")
-    if name != "resunet_a":
-        assert got["head"] <= HALF_OF_TODAY[name]
+    assert got["head"] <= HALF_OF_TODAY[name]
 
 
 def _two_skips_spilled() -> tuple[object, object, object]:

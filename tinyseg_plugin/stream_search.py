@@ -138,19 +138,30 @@ def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host
         return here, cuts
 
     positions = [i for chain in chains for i in chain[:-1]]
-    # Two climbs, each with half the budget: from no cut, and from a cut wherever the height
-    # changes (pools, strided convolutions, up-sampling: where U-Nets keep their skips).
-    resized = frozenset(i for i in positions
-                        if any(graph.tensors[t].shape[1] != graph.tensors[graph.operators[i].outputs[0]].shape[1]
-                               for t in activation_inputs(graph, graph.operators[i])))
+    # Three climbs, each with a third of the budget, from: a cut before wherever the height changes
+    # (after the producers of a pool's, strided convolution's or up-sampling's inputs: an encoder's
+    # skip then crosses chains and can be spilled, and fetched both by the down-sampling chain and
+    # by the decoder's); no cut; and a cut after wherever the height changes (the resizing operator
+    # ends its chain).
+    resizing = [i for c in chains for i in c
+                if any(graph.tensors[t].shape[1] != graph.tensors[graph.operators[i].outputs[0]].shape[1]
+                       for t in activation_inputs(graph, graph.operators[i]))]
+    at = set(positions)
+    resized = frozenset(i for i in resizing if i in at)
+    before = frozenset(graph.producers[t] for i in resizing for t in activation_inputs(graph, graph.operators[i])
+                       if graph.producers.get(t) in at)
     current: frozenset[int] = frozenset()
     best_cost, best, spills = (base, 0), None, frozenset()
-    for seed, share in ((frozenset(), 0.5), (resized, 1.0)):
+    climbed: set[frozenset[int]] = set()
+    for seed, share in ((before, 1 / 3), (frozenset(), 2 / 3), (resized, 1.0)):
+        if seed in climbed:
+            continue  # the same seed again (no height change): its budget goes to the next climb
+        climbed.add(seed)
         result = climb(seed, share)
         if result is not None and (best is None or result[0][0] < best_cost):
             (best_cost, best, spills), current = result
     # Then the same head with less storage traffic: drop each cut and each spill that the head
-    # does not need.
+    # does not need (a cut also when the traffic stays the same: fewer operators, a smaller tail).
     for kind in ("cut", "spill"):
         for item in sorted(current if kind == "cut" else spills):
             cuts2 = current - {item} if kind == "cut" else current
@@ -161,7 +172,7 @@ def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host
             spills2 = frozenset(t for t in spills2 if t in _spillable(graph, segments))
             s = build(cuts2, spills2)
             c = cost(s)
-            if c[0] <= best_cost[0] and c[1] < best_cost[1]:
+            if c[0] <= best_cost[0] and (c[1] < best_cost[1] or (kind == "cut" and c[1] == best_cost[1])):
                 best_cost, best, current, spills = c, s, cuts2, spills2
     if best is None or best_cost[0] >= base:
         return StreamChoice(None, base, base, 0, plans)
