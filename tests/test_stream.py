@@ -356,9 +356,51 @@ def test_empty_tensors_are_not_streamed():
     ("DEPTHWISE_CONV_2D", ["INT8"], "INT8", ["INT8", "INT32"], True),
     ("AVERAGE_POOL_2D", ["INT8"], "INT8", [], True),
     ("PAD", ["INT8"], "INT8", ["INT32"], False),  # estimated, not computed yet
+    ("RELU", ["INT8"], "INT8", [], True),
+    ("RELU6", ["INT8"], "INT8", [], True),
+    ("RELU", ["INT16"], "INT16", [], False),  # int8 only
+    ("RELU6", ["UINT8"], "UINT8", [], False),
+    ("RELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
+    ("RELU6", ["INT8", "INT8"], "INT8", [], False),  # one operand
+    ("RELU_N1_TO_1", ["INT8"], "INT8", [], False),  # not a stage
 ])
 def test_stage_rules(op, acts, out, consts, ok):
     assert (customops.stream_stage_problem(op, acts, out, consts) is None) == ok
+
+
+def test_standalone_activations_are_streamed_bit_exact():
+    """RELU (requantizing and not) and RELU6 as operators of their own: the kernel computes them,
+    the search puts every one inside a StreamChain, and the lowered chains match the unfused graph."""
+    from tinyseg_plugin.verify import verify
+
+    g = build_graph(synth.activations_unet())
+    acts = [op for op in g.operators if op.opcode in ("RELU", "RELU6")]
+    assert len(acts) == 4 and all(stream.kernel_computes(g, op) for op in acts)
+    choice = stream_search.choose_streaming(g, kernel_only=True)
+    assert choice.streamed is not None
+    streamed = choice.streamed.graph
+    assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
+    stages = [st.op for op in streamed.operators for st in customops.decode(op).stages]
+    assert stages.count("RELU") == 2 and stages.count("RELU6") == 2
+    v = verify(g, streamed, runs=2)
+    assert v.identical, v.detail
+
+
+def test_kernel_refuses_activations_it_cannot_stream():
+    """A RELU or RELU6 with per-channel quantization, another dtype or another output shape is no stage."""
+    g = build_graph(synth.activations_unet())
+    for kind in ("RELU", "RELU6"):
+        op = next(o for o in g.operators if o.opcode == kind)
+        assert stream.kernel_computes(g, op)
+        x = g.tensors[op.inputs[0]]
+        y = g.tensors[op.outputs[0]]
+        for bad_x, bad_y in ((dataclasses.replace(x, scales=x.scales * 2, zero_points=x.zero_points * 2), y),
+                             (dataclasses.replace(x, dtype="INT16"), dataclasses.replace(y, dtype="INT16")),
+                             (x, dataclasses.replace(y, shape=(y.shape[0], y.shape[1] + 1) + y.shape[2:]))):
+            g.tensors[x.index], g.tensors[y.index] = bad_x, bad_y
+            assert not stream.kernel_computes(g, op)
+        g.tensors[x.index], g.tensors[y.index] = x, y
+        assert stream.kernel_computes(g, op)
 
 
 @pytest.mark.parametrize("name", ["attention_unet", "resunet_a", "vnet2d"])

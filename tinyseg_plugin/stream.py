@@ -323,7 +323,7 @@ def kernel_computes(graph: Graph, op: Operator) -> bool:
         return False
     if any(len(graph.tensors[t].scales) != 1 for t in operands + [op.outputs[0]]):
         return False  # per-tensor quantization
-    if op.opcode in ("LOGISTIC", "PRELU") and graph.tensors[acts[0]].shape != out.shape:
+    if op.opcode in ("LOGISTIC", "PRELU", "RELU", "RELU6") and graph.tensors[acts[0]].shape != out.shape:
         return False
     if binary:
         # ADD and MUL broadcast across width and channels as TFLM's kernels do; a row needs rows

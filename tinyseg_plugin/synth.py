@@ -161,6 +161,18 @@ class ModelBuilder:
         self._op("CONCATENATION", xs, [y], fb.BuiltinOptions.ConcatenationOptions, o)
         return y
 
+    def relu(self, x: int, op: str = "RELU", scale: float | None = None, zero_point: int | None = None) -> int:
+        """A standalone RELU or RELU6 (int8: output quantization ``scale``/``zero_point``, by default
+        the builder's; RELU requantizes, RELU6 keeps the input's as TFLM's int8 kernel assumes)."""
+        name = f"{op.lower()}{len(self.operators)}"
+        if self.dtype == "INT8" and (scale is not None or zero_point is not None):
+            y = self._tensor(list(self.shapes[x]), "INT8", name, scales=[scale or self.act_scale],
+                             zps=[self.act_zero_point if zero_point is None else zero_point])
+        else:
+            y = self.activation(list(self.shapes[x]), name)
+        self._op(op, [x], [y])
+        return y
+
     def add(self, a: int, b: int, op: str = "ADD") -> int:
         """An elementwise ADD (or SUB or MUL) of two tensors of one shape."""
         y = self.activation(list(self.shapes[a]), f"{op.lower()}{len(self.operators)}")
@@ -305,6 +317,20 @@ def tiny_unet_like(seed: int = 0, dtype: str = "INT8") -> "fb.ModelT":
     for skip, c in ((x3, 32), (x2, 16), (x1, 8)):
         up = b.transpose_conv(y, c // 2)
         y = double(b.concat([skip, up]), c)
+    return b.build([b.conv(y, 1, k=1, relu=False)])
+
+
+def activations_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
+    """A small int8 U-Net with standalone activation operators: a requantizing RELU (to another
+    scale and zero point), RELU6 and a RELU of the builder's quantization, in front of
+    convolutions, a pool, a transposed convolution and a skip concatenation."""
+    b = ModelBuilder(dtype="INT8", seed=seed)
+    x = b.input([1, size, size, 3])
+    a = b.relu(b.conv(x, 8, relu=False), "RELU", scale=0.031, zero_point=-128)
+    a = b.relu(b.conv(a, 8, relu=False), "RELU6")
+    y = b.relu(b.conv(b.pool(a), 16, relu=False), "RELU")
+    y = b.concat([a, b.transpose_conv(y, 8)])
+    y = b.relu(b.conv(y, 8, relu=False), "RELU6")
     return b.build([b.conv(y, 1, k=1, relu=False)])
 
 

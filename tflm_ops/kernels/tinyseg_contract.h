@@ -160,6 +160,8 @@ enum class StageOp : int32_t {
   kResizeNearestNeighbor = 9,
   kDepthwiseConv2d = 10,
   kAveragePool2d = 11,
+  kRelu = 12,
+  kRelu6 = 13,
   kUnknown = -1,
 };
 
@@ -176,6 +178,8 @@ inline StageOp ParseStageOp(const char* name) {
   if (std::strcmp(name, "RESIZE_NEAREST_NEIGHBOR") == 0) return StageOp::kResizeNearestNeighbor;
   if (std::strcmp(name, "DEPTHWISE_CONV_2D") == 0) return StageOp::kDepthwiseConv2d;
   if (std::strcmp(name, "AVERAGE_POOL_2D") == 0) return StageOp::kAveragePool2d;
+  if (std::strcmp(name, "RELU") == 0) return StageOp::kRelu;
+  if (std::strcmp(name, "RELU6") == 0) return StageOp::kRelu6;
   return StageOp::kUnknown;
 }
 
@@ -194,6 +198,8 @@ inline bool IsActivationInput(StageOp op, int k) {
     case StageOp::kResizeNearestNeighbor: return k == 0;
     case StageOp::kDepthwiseConv2d: return k == 0;
     case StageOp::kAveragePool2d: return k == 0;
+    case StageOp::kRelu: return k == 0;
+    case StageOp::kRelu6: return k == 0;
     default: return false;
   }
 }

@@ -44,12 +44,14 @@
 #include "tensorflow/lite/kernels/internal/types.h"
 #include "tensorflow/lite/kernels/kernel_util.h"
 #include "tensorflow/lite/kernels/padding.h"
+#include "tensorflow/lite/micro/kernels/activations.h"
 #include "tensorflow/lite/micro/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_common.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_ops.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
 #include "tensorflow/lite/micro/micro_context.h"
 #include "tensorflow/lite/micro/micro_log.h"
+#include "tensorflow/lite/micro/micro_utils.h"
 #include "tinyseg/chain_schedule.h"
 #include "tinyseg/row_ring.h"
 
@@ -495,6 +497,28 @@ TfLiteStatus PrepareElementwise(TfLiteContext* context, TfLiteNode* node, const 
     g.input_offset = in.zero_point;
     return kTfLiteOk;
   }
+  if (g.op == StageOp::kRelu) {
+    // RELU: the ReluOpData activations_common.cc's ReluPrepare computes for int8 (its
+    // CalculateReluOpData: the real multiplier from the float quotient of the scales, the range
+    // [max(-128, output zero point + round(0 / scale)), 127]); Eval calls TFLM's ReluQuantized.
+    TF_LITE_ENSURE(context, in.height == out.height && in.width == out.width && in.channels == out.channels);
+    QuantizeMultiplier(static_cast<double>(in.scale / out.scale), &g.multiplier, &g.shift);
+    const int32_t zero = out.zero_point + static_cast<int32_t>(roundf(0.0f / out.scale));
+    g.act_min = zero > INT8_MIN ? zero : static_cast<int32_t>(INT8_MIN);
+    g.act_max = INT8_MAX;
+    g.input_offset = in.zero_point;
+    g.output_offset = out.zero_point;
+    return kTfLiteOk;
+  }
+  if (g.op == StageOp::kRelu6) {
+    // RELU6: Relu6OpData as Relu6Prepare computes it for int8 (the input's zero point and six in the
+    // input's quantization, TFLM's FloatToQuantizedType); Eval calls TFLM's Relu6Quantized.
+    TF_LITE_ENSURE(context, in.height == out.height && in.width == out.width && in.channels == out.channels);
+    g.act_min = in.zero_point;
+    g.act_max = FloatToQuantizedType<int8_t>(6.0f, in.scale, in.zero_point);
+    TF_LITE_ENSURE(context, g.act_max >= INT8_MIN && g.act_max <= INT8_MAX);
+    return kTfLiteOk;
+  }
   if (g.op == StageOp::kPrelu) {
     TF_LITE_ENSURE(context, in.height == out.height && in.width == out.width && in.channels == out.channels);
     TF_LITE_ENSURE_MSG(context, g.operand_count == 2 && tab.operands[g.operand_begin + 1] >= 0 &&
@@ -633,7 +657,8 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   TF_LITE_ENSURE_STATUS(PrepareElementwise(context, node, tab, g, fields, activation, first_edge, *edge_next,
                                             &out_q));
   if (g.op == StageOp::kAdd || g.op == StageOp::kMul || g.op == StageOp::kLogistic ||
-      g.op == StageOp::kPrelu || g.op == StageOp::kResizeNearestNeighbor) {
+      g.op == StageOp::kPrelu || g.op == StageOp::kResizeNearestNeighbor || g.op == StageOp::kRelu ||
+      g.op == StageOp::kRelu6) {
     return kTfLiteOk;
   }
   if (g.op == StageOp::kConcatenation) {
@@ -1229,6 +1254,22 @@ void CountOptimizedRow(const EvalState& v) {
     case StageOp::kLogistic:
       reference_integer_ops::Logistic(g.input_offset, g.radius, g.multiplier, g.shift, out.width * out.channels,
                                       reinterpret_cast<const int8_t*>(src), reinterpret_cast<int8_t*>(dst));
+      break;
+    case StageOp::kRelu: {
+      ReluOpData data{};
+      data.params.input_offset = g.input_offset;
+      data.params.output_offset = g.output_offset;
+      data.params.output_multiplier = g.multiplier;
+      data.params.output_shift = g.shift;
+      data.params.quantized_activation_min = g.act_min;
+      data.params.quantized_activation_max = g.act_max;
+      ReluQuantized<int8_t>(data, in_shape, out_shape, reinterpret_cast<const int8_t*>(src),
+                            reinterpret_cast<int8_t*>(dst));
+      break;
+    }
+    case StageOp::kRelu6:
+      Relu6Quantized<int8_t>(static_cast<int8_t>(g.act_min), static_cast<int8_t>(g.act_max), in_shape,
+                             reinterpret_cast<const int8_t*>(src), out_shape, reinterpret_cast<int8_t*>(dst));
       break;
     case StageOp::kPrelu: {
       const TfLiteEvalTensor* alpha = micro::GetEvalInput(v.context, v.node, g.input2);
