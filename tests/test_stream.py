@@ -355,7 +355,12 @@ def test_empty_tensors_are_not_streamed():
     ("SOFTMAX", ["INT8"], "INT8", [], False),
     ("DEPTHWISE_CONV_2D", ["INT8"], "INT8", ["INT8", "INT32"], True),
     ("AVERAGE_POOL_2D", ["INT8"], "INT8", [], True),
-    ("PAD", ["INT8"], "INT8", ["INT32"], False),  # estimated, not computed yet
+    ("PAD", ["INT8"], "INT8", ["INT32"], True),
+    ("PAD", ["INT8"], "INT8", ["INT64"], False),  # TFLM's PAD reads the paddings as int32
+    ("PAD", ["FLOAT32"], "FLOAT32", ["INT32"], False),  # int8 only
+    ("PAD", ["INT8"], "INT8", [], False),  # the paddings are a constant input
+    ("PADV2", ["INT8"], "INT8", ["INT32", "INT8"], False),  # not a stage (yet)
+    ("MIRROR_PAD", ["INT8"], "INT8", ["INT32"], False),
     ("RELU", ["INT8"], "INT8", [], True),
     ("RELU6", ["INT8"], "INT8", [], True),
     ("RELU", ["INT16"], "INT16", [], False),  # int8 only
@@ -366,6 +371,49 @@ def test_empty_tensors_are_not_streamed():
 ])
 def test_stage_rules(op, acts, out, consts, ok):
     assert (customops.stream_stage_problem(op, acts, out, consts) is None) == ok
+
+
+@pytest.mark.parametrize("paddings, ok", [
+    ([[0, 0], [1, 1], [1, 1], [0, 0]], True),
+    ([[0, 0], [2, 0], [0, 3], [0, 0]], True),
+    ([[0, 0], [0, 0], [0, 0], [0, 0]], True),
+    ([[1, 0], [1, 1], [1, 1], [0, 0]], False),  # batch
+    ([[0, 0], [1, 1], [1, 1], [0, 1]], False),  # channels
+    ([[0, 0], [-1, 1], [1, 1], [0, 0]], False),  # negative
+    ([[0, 0], [1, 1], [1, 1]], False),  # not NHWC
+])
+def test_pad_stage_rules(paddings, ok):
+    assert (customops.stream_stage_problem("PAD", ["INT8"], "INT8", ["INT32"], paddings) is None) == ok
+
+
+def test_pads_are_streamed_bit_exact():
+    """PAD in front of VALID convolutions (on the model's input, symmetric, asymmetric, one axis),
+    with RELU and RELU6: every PAD goes inside a StreamChain, the lowered chains match the unfused
+    graph, and the kernel refuses a PAD of channels."""
+    import numpy as np
+
+    from tinyseg_plugin.verify import verify
+
+    g = build_graph(synth.padded_unet())
+    pads = [op for op in g.operators if op.opcode == "PAD"]
+    assert len(pads) == 5 and all(stream.kernel_computes(g, op) for op in pads)
+    choice = stream_search.choose_streaming(g, kernel_only=True)
+    assert choice.streamed is not None
+    streamed = choice.streamed.graph
+    assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
+    stages = [st.op for op in streamed.operators for st in customops.decode(op).stages]
+    assert stages.count("PAD") == 5
+    v = verify(g, streamed, runs=2)
+    assert v.identical, v.detail
+
+    b = synth.ModelBuilder(dtype="INT8")
+    x = b.input([1, 8, 8, 3])
+    y = b.pad(x, [[0, 0], [1, 1], [1, 1], [0, 1]])
+    g2 = build_graph(b.build([b.conv(y, 4, padding=synth.VALID)]))
+    pad = next(op for op in g2.operators if op.opcode == "PAD")
+    assert stream.row_map(g2, pad, x) is not None  # row-local (the estimate plans it) ...
+    assert not stream.kernel_computes(g2, pad)  # ... but no stage: channel padding
+    assert np.array_equal(g2.buffer_array(pad.inputs[1])[3], [0, 1])
 
 
 def test_standalone_activations_are_streamed_bit_exact():

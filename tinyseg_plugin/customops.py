@@ -110,6 +110,7 @@ STREAM_STAGE_OPS: dict[str, tuple[int, ...] | None] = {
     "QUANTIZE": (0,), "CONV_2D": (0,), "MAX_POOL_2D": (0,), "TRANSPOSE_CONV": (2,), "CONCATENATION": None,
     "ADD": (0, 1), "MUL": (0, 1), "LOGISTIC": (0,), "PRELU": (0,), "RESIZE_NEAREST_NEIGHBOR": (0,),
     "DEPTHWISE_CONV_2D": (0,), "AVERAGE_POOL_2D": (0,), "RELU": (0,), "RELU6": (0,),
+    "PAD": (0,),
 }
 # The constant inputs a stage takes, by type, in order (None: an omitted optional input).
 STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
@@ -118,6 +119,7 @@ STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "TRANSPOSE_CONV": (("INT32", "INT8", "INT32"), ("INT32", "INT8", None), ("INT32", "INT8")),  # shape, filter, bias
     "PRELU": (("INT8",),),  # alpha
     "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # size
+    "PAD": (("INT32",),),  # paddings (TFLM's PAD reads them as int32)
 }
 # Stages with per-channel requantization (multiplier and shift per output channel, kept persistent).
 STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV", "DEPTHWISE_CONV_2D")
@@ -416,10 +418,13 @@ def stream_chain_scratch(o: StreamChainOptions) -> list[int]:
     return ([first] if first else []) + ([o.op_scratch] if o.op_scratch else [])
 
 
-def stream_stage_problem(op: str, activations: list[str], output: str, constants: list[str | None]) -> str | None:
+def stream_stage_problem(op: str, activations: list[str], output: str, constants: list[str | None],
+                         paddings: list[list[int]] | None = None) -> str | None:
     """Why the StreamChain kernel cannot compute a stage (None: it can): ``activations``: the
     types of its activation inputs; ``constants``: the types of its other inputs, in order
-    (None: omitted). The C++ kernel checks the same in Prepare (tinyseg_contract.h)."""
+    (None: omitted); ``paddings``: PAD's constant paddings, [[before, after]] per NHWC axis (None:
+    not known here; kernel_computes passes them). The C++ kernel checks the same in Prepare
+    (tinyseg_contract.h)."""
     if op not in STREAM_STAGE_OPS:
         return f"{op} is not a StreamChain stage"
     positions = STREAM_STAGE_OPS[op]
@@ -434,6 +439,14 @@ def stream_stage_problem(op: str, activations: list[str], output: str, constants
         return None
     if output != "INT8" or any(t != "INT8" for t in activations):
         return f"{op} on {'/'.join(activations)} -> {output} (int8 only)"
+    if op == "PAD" and paddings is not None:
+        rows = [[int(v) for v in r] for r in paddings]
+        if len(rows) != 4 or any(len(r) != 2 for r in rows):
+            return f"PAD with paddings {rows} (NHWC only)"
+        if any(v < 0 for r in rows for v in r):
+            return f"PAD with negative paddings {rows}"
+        if any(rows[0]) or any(rows[3]):
+            return f"PAD of batch or channels {rows} (height and width only)"
     return None
 
 

@@ -318,8 +318,17 @@ def kernel_computes(graph: Graph, op: Operator) -> bool:
                 acts.append(t)
         else:
             consts.append(graph.tensors[t].dtype if t >= 0 else None)
+    paddings = None
+    if op.opcode == PADDING_OP:
+        pads = graph.buffer_array(op.inputs[1]) if len(op.inputs) == 2 else None
+        if pads is None or pads.shape != (4, 2) or len(out.shape) != 4:
+            return False
+        paddings = pads.tolist()
+        x = graph.tensors[acts[0]].shape if acts else ()
+        if len(x) != 4 or any(x[k] + paddings[k][0] + paddings[k][1] != out.shape[k] for k in range(4)):
+            return False
     if not acts or customops.stream_stage_problem(op.opcode, [graph.tensors[t].dtype for t in operands],
-                                                  out.dtype, consts):
+                                                  out.dtype, consts, paddings):
         return False
     if any(len(graph.tensors[t].scales) != 1 for t in operands + [op.outputs[0]]):
         return False  # per-tensor quantization

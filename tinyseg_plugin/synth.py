@@ -173,6 +173,14 @@ class ModelBuilder:
         self._op(op, [x], [y])
         return y
 
+    def pad(self, x: int, paddings) -> int:
+        """A PAD by constant int32 ``paddings`` ([[before, after]] per NHWC axis)."""
+        pads = np.array(paddings, dtype=np.int32).reshape(4, 2)
+        p_t = self._tensor([4, 2], "INT32", f"pad{len(self.operators)}/paddings", pads)
+        y = self.activation([d + int(a) + int(b) for d, (a, b) in zip(self.shapes[x], pads)], f"pad{len(self.operators)}")
+        self._op("PAD", [x, p_t], [y], fb.BuiltinOptions.PadOptions, fb.PadOptionsT())
+        return y
+
     def add(self, a: int, b: int, op: str = "ADD") -> int:
         """An elementwise ADD (or SUB or MUL) of two tensors of one shape."""
         y = self.activation(list(self.shapes[a]), f"{op.lower()}{len(self.operators)}")
@@ -331,6 +339,22 @@ def activations_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
     y = b.relu(b.conv(b.pool(a), 16, relu=False), "RELU")
     y = b.concat([a, b.transpose_conv(y, 8)])
     y = b.relu(b.conv(y, 8, relu=False), "RELU6")
+    return b.build([b.conv(y, 1, k=1, relu=False)])
+
+
+def padded_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
+    """A small int8 U-Net whose convolutions are VALID behind explicit PADs (symmetric 1-pixel,
+    asymmetric, height-only), with standalone RELU and RELU6 between them."""
+    b = ModelBuilder(dtype="INT8", seed=seed)
+    x = b.input([1, size, size, 3])
+    a = b.conv(b.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]]), 8, padding=VALID, relu=False)
+    a = b.relu(a, "RELU", scale=0.031, zero_point=-128)
+    a = b.relu(b.conv(b.pad(a, [[0, 0], [2, 0], [0, 2], [0, 0]]), 8, padding=VALID, relu=False), "RELU6")
+    y = b.conv(b.pad(b.pool(a), [[0, 0], [1, 1], [1, 1], [0, 0]]), 16, padding=VALID, relu=False)
+    y = b.relu(y, "RELU")
+    y = b.concat([a, b.transpose_conv(y, 8)])
+    y = b.conv(b.pad(y, [[0, 0], [1, 1], [0, 0], [0, 0]]), 8, k=3, padding=VALID, relu=False)
+    y = b.relu(b.conv(b.pad(y, [[0, 0], [0, 0], [1, 1], [0, 0]]), 8, padding=VALID, relu=False), "RELU6")
     return b.build([b.conv(y, 1, k=1, relu=False)])
 
 

@@ -162,6 +162,7 @@ enum class StageOp : int32_t {
   kAveragePool2d = 11,
   kRelu = 12,
   kRelu6 = 13,
+  kPad = 14,
   kUnknown = -1,
 };
 
@@ -180,6 +181,7 @@ inline StageOp ParseStageOp(const char* name) {
   if (std::strcmp(name, "AVERAGE_POOL_2D") == 0) return StageOp::kAveragePool2d;
   if (std::strcmp(name, "RELU") == 0) return StageOp::kRelu;
   if (std::strcmp(name, "RELU6") == 0) return StageOp::kRelu6;
+  if (std::strcmp(name, "PAD") == 0) return StageOp::kPad;
   return StageOp::kUnknown;
 }
 
@@ -200,6 +202,7 @@ inline bool IsActivationInput(StageOp op, int k) {
     case StageOp::kAveragePool2d: return k == 0;
     case StageOp::kRelu: return k == 0;
     case StageOp::kRelu6: return k == 0;
+    case StageOp::kPad: return k == 0;
     default: return false;
   }
 }

@@ -34,6 +34,7 @@
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/add.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/logistic.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/mul.h"
+#include "tensorflow/lite/kernels/internal/reference/pad.h"
 #include "tensorflow/lite/kernels/internal/reference/prelu.h"
 #include "tensorflow/lite/kernels/internal/reference/resize_nearest_neighbor.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/conv.h"
@@ -51,7 +52,12 @@
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
 #include "tensorflow/lite/micro/micro_context.h"
 #include "tensorflow/lite/micro/micro_log.h"
+// TFLM's FloatToQuantizedType (RELU6's six, as Relu6Prepare computes it) rounds a float quotient
+// with ::round; clang's -Wdouble-promotion flags that line of TFLM's header where it is instantiated.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdouble-promotion"
 #include "tensorflow/lite/micro/micro_utils.h"
+#pragma GCC diagnostic pop
 #include "tinyseg/chain_schedule.h"
 #include "tinyseg/row_ring.h"
 
@@ -519,6 +525,32 @@ TfLiteStatus PrepareElementwise(TfLiteContext* context, TfLiteNode* node, const 
     TF_LITE_ENSURE(context, g.act_max >= INT8_MIN && g.act_max <= INT8_MAX);
     return kTfLiteOk;
   }
+  if (g.op == StageOp::kPad) {
+    // PAD: TFLM's PadPrepare checks (constant int32 paddings, output = input + paddings, an int8
+    // output zero point as the pad value), for NHWC padding of height and width only. Eval pads
+    // one row at a time with TFLM's reference_ops::Pad.
+    TF_LITE_ENSURE_MSG(context, g.filter >= 0 && g.filter < NumInputs(node), "StreamChain: PAD's paddings");
+    MicroContext* mc = GetMicroContext(context);
+    TfLiteTensor* paddings = mc->AllocateTempInputTensor(node, g.filter);
+    TF_LITE_ENSURE(context, paddings != nullptr);
+    const bool typed = paddings->type == kTfLiteInt32 && IsConstantTensor(paddings) &&
+                       GetTensorShape(paddings).FlatSize() == 8;
+    int32_t p[8] = {};
+    if (typed) std::memcpy(p, GetTensorData<int32_t>(paddings), sizeof(p));
+    mc->DeallocateTempTfLiteTensor(paddings);
+    TF_LITE_ENSURE_MSG(context, typed, "StreamChain: PAD takes constant int32 paddings of a 4-D tensor");
+    bool ok = p[0] == 0 && p[1] == 0 && p[6] == 0 && p[7] == 0;
+    for (int k = 0; k < 8; ++k) ok = ok && p[k] >= 0;
+    TF_LITE_ENSURE_MSG(context, ok, "StreamChain: PAD pads height and width only");
+    TF_LITE_ENSURE(context, out.height == in.height + p[2] + p[3] && out.width == in.width + p[4] + p[5] &&
+                                out.channels == in.channels);
+    TF_LITE_ENSURE(context, out.zero_point >= INT8_MIN && out.zero_point <= INT8_MAX);
+    g.pad_h = p[2];     // top: the row map reads input row y - top
+    g.pad_w = p[4];     // left
+    g.filter_w = p[5];  // right
+    g.output_offset = out.zero_point;  // the pad value (TFLM's int8 PAD without constant_values)
+    return kTfLiteOk;
+  }
   if (g.op == StageOp::kPrelu) {
     TF_LITE_ENSURE(context, in.height == out.height && in.width == out.width && in.channels == out.channels);
     TF_LITE_ENSURE_MSG(context, g.operand_count == 2 && tab.operands[g.operand_begin + 1] >= 0 &&
@@ -597,6 +629,8 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
         (constant == 0 ? g.filter : g.bias) = id;
       } else if (g.op == StageOp::kTransposeConv && constant >= 1) {
         (constant == 1 ? g.filter : g.bias) = id;
+      } else if (g.op == StageOp::kPad && constant == 0) {
+        g.filter = id;  // the paddings
       }
       continue;
     }
@@ -658,7 +692,7 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
                                             &out_q));
   if (g.op == StageOp::kAdd || g.op == StageOp::kMul || g.op == StageOp::kLogistic ||
       g.op == StageOp::kPrelu || g.op == StageOp::kResizeNearestNeighbor || g.op == StageOp::kRelu ||
-      g.op == StageOp::kRelu6) {
+      g.op == StageOp::kRelu6 || g.op == StageOp::kPad) {
     return kTfLiteOk;
   }
   if (g.op == StageOp::kConcatenation) {
@@ -874,10 +908,13 @@ TfLiteStatus StreamPrepare(TfLiteContext* context, TfLiteNode* node) {
       map.den = g.stride_h;
     } else if (g.op == StageOp::kResizeNearestNeighbor) {
       map.den = map.out_h / map.in_h;
+    } else if (g.op == StageOp::kPad) {
+      map.before = g.pad_h;  // output row y reads input row y - top; none in the top and bottom padding
+      map.after = -g.pad_h;
     }
     TF_LITE_ENSURE_MSG(context, g.op == StageOp::kConv2d || g.op == StageOp::kMaxPool2d ||
                                     g.op == StageOp::kDepthwiseConv2d || g.op == StageOp::kAveragePool2d ||
-                                    g.op == StageOp::kTransposeConv ||
+                                    g.op == StageOp::kTransposeConv || g.op == StageOp::kPad ||
                                     g.op == StageOp::kResizeNearestNeighbor || map.in_h == map.out_h,
                        "StreamChain: an elementwise stage's inputs have the output's height");
     if (tab.tensor(edge.tensor).kind == Kind::kBody) {
@@ -1271,6 +1308,21 @@ void CountOptimizedRow(const EvalState& v) {
       Relu6Quantized<int8_t>(static_cast<int8_t>(g.act_min), static_cast<int8_t>(g.act_max), in_shape,
                              reinterpret_cast<const int8_t*>(src), out_shape, reinterpret_cast<int8_t*>(dst));
       break;
+    case StageOp::kPad: {
+      // One output row: the input row with its left and right padding, or (no input row: the
+      // top or bottom padding) a row of the pad value, as a padding row above an empty input.
+      PadParams p = {};
+      p.left_padding_count = 4;
+      p.right_padding_count = 4;
+      p.left_padding[1] = rows == 0 ? 1 : 0;
+      p.left_padding[2] = g.pad_w;
+      p.right_padding[2] = g.filter_w;
+      p.resizing_category = ResizingCategory::kGenericResize;
+      const int8_t pad_value = static_cast<int8_t>(g.output_offset);
+      reference_ops::Pad(p, in_shape, reinterpret_cast<const int8_t*>(src), &pad_value, out_shape,
+                         reinterpret_cast<int8_t*>(dst));
+      break;
+    }
     case StageOp::kPrelu: {
       const TfLiteEvalTensor* alpha = micro::GetEvalInput(v.context, v.node, g.input2);
       PreluParams p = {};
