@@ -1300,12 +1300,14 @@ void CountOptimizedRow(const EvalState& v) {
       data.params.output_shift = g.shift;
       data.params.quantized_activation_min = g.act_min;
       data.params.quantized_activation_max = g.act_max;
-      ReluQuantized<int8_t>(data, in_shape, out_shape, reinterpret_cast<const int8_t*>(src),
+      // No explicit template argument: TFLM's are templates, the Arduino library's older TFLM has
+      // int8 overloads of the same name and order.
+      ReluQuantized(data, in_shape, out_shape, reinterpret_cast<const int8_t*>(src),
                             reinterpret_cast<int8_t*>(dst));
       break;
     }
     case StageOp::kRelu6:
-      Relu6Quantized<int8_t>(static_cast<int8_t>(g.act_min), static_cast<int8_t>(g.act_max), in_shape,
+      Relu6Quantized(static_cast<int8_t>(g.act_min), static_cast<int8_t>(g.act_max), in_shape,
                              reinterpret_cast<const int8_t*>(src), out_shape, reinterpret_cast<int8_t*>(dst));
       break;
     case StageOp::kPad: {
