@@ -368,6 +368,9 @@ def test_empty_tensors_are_not_streamed():
     ("RELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
     ("RELU6", ["INT8", "INT8"], "INT8", [], False),  # one operand
     ("RELU_N1_TO_1", ["INT8"], "INT8", [], False),  # not a stage
+    ("SUB", ["INT8", "INT8"], "INT8", [], True),
+    ("SUB", ["INT16", "INT16"], "INT16", [], False),  # int8 only
+    ("SUB", ["INT8"], "INT8", [], False),  # two operands
 ])
 def test_stage_rules(op, acts, out, consts, ok):
     assert (customops.stream_stage_problem(op, acts, out, consts) is None) == ok
@@ -432,6 +435,45 @@ def test_standalone_activations_are_streamed_bit_exact():
     assert stages.count("RELU") == 2 and stages.count("RELU6") == 2
     v = verify(g, streamed, runs=2)
     assert v.identical, v.detail
+
+
+# The stages more_stages_unet holds, by operator: each one inside a StreamChain.
+MORE_STAGES = {"SUB": 4}
+
+
+def test_more_stages_are_streamed_bit_exact():
+    """SUB (two activations of different quantization, a one-channel activation broadcast across
+    channels, a per-channel constant as either operand, a fused RELU): the kernel computes every
+    one, the search puts each inside a StreamChain, and the lowered chains match the unfused graph."""
+    from tinyseg_plugin.verify import verify
+
+    g = build_graph(synth.more_stages_unet())
+    ops = [op for op in g.operators if op.opcode in MORE_STAGES]
+    assert len(ops) == sum(MORE_STAGES.values()) and all(stream.kernel_computes(g, op) for op in ops)
+    choice = stream_search.choose_streaming(g, kernel_only=True)
+    assert choice.streamed is not None
+    streamed = choice.streamed.graph
+    assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
+    stages = [st.op for op in streamed.operators for st in customops.decode(op).stages]
+    assert {k: stages.count(k) for k in MORE_STAGES} == MORE_STAGES
+    v = verify(g, streamed, runs=2)
+    assert v.identical, v.detail
+
+
+def test_kernel_refuses_subs_it_cannot_stream():
+    """A SUB broadcasting along rows, with per-channel quantization or of int16 is no stage."""
+    g = build_graph(synth.more_stages_unet())
+    op = next(o for o in g.operators if o.opcode == "SUB")
+    assert stream.kernel_computes(g, op)
+    x = g.tensors[op.inputs[1]]
+    y = g.tensors[op.outputs[0]]
+    for bad_x, bad_y in ((dataclasses.replace(x, scales=x.scales * 2, zero_points=x.zero_points * 2), y),
+                         (dataclasses.replace(x, dtype="INT16"), dataclasses.replace(y, dtype="INT16")),
+                         (dataclasses.replace(x, shape=(1, 1) + x.shape[2:]), y)):
+        g.tensors[x.index], g.tensors[y.index] = bad_x, bad_y
+        assert not stream.kernel_computes(g, op)
+    g.tensors[x.index], g.tensors[y.index] = x, y
+    assert stream.kernel_computes(g, op)
 
 
 def test_kernel_refuses_activations_it_cannot_stream():

@@ -309,6 +309,37 @@ def test_streamed_pad_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
         assert got["head"] == choice.head < want["head"]
 
 
+def test_streamed_more_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
+    """SUB (different input quantizations, a channel broadcast, a per-channel constant as either
+    operand, a fused RELU) as StreamChain stages: bit-identical to TFLM's own kernels on the unfused
+    model, and TFLM's head, tail and persistent buffers are what `tinyseg analyze` says."""
+    from tinyseg_plugin.verify import random_inputs
+
+    MORE_STAGES = {"SUB": 4}
+
+    original = tmp_path / "more_stages.tflite"
+    modelio.save_model(synth.more_stages_unet(size=24), original)
+    g = build_graph(modelio.load_model(original))
+    choice = stream_search.choose_streaming(g, kernel_only=True)
+    assert choice.streamed is not None
+    streamed = choice.streamed.graph
+    chains = [op for op in streamed.operators if op.opcode == customops.STREAM_CHAIN]
+    assert len(chains) == len(streamed.operators)
+    stages = [st.op for op in chains for st in customops.decode(op).stages]
+    assert {k: stages.count(k) for k in MORE_STAGES} == MORE_STAGES
+    model = tmp_path / "streamed.tflite"
+    modelio.save_model(streamed.model, model)
+    for seed in (0, 1, 2):
+        inputs = tmp_path / f"in{seed}.bin"
+        inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), seed)))
+        want = _run_e2e(e2e_exe, original, inputs, tmp_path / "want.bin")
+        got = _run_e2e(e2e_exe, model, inputs, tmp_path / "got.bin")
+        assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
+        _assert_as_analyzed(want, original)
+        _assert_as_analyzed(got, model)
+        assert got["head"] == choice.head < want["head"]
+
+
 # Issue 14's acceptance: each head at most half of the one the project reached before streaming.
 HALF_OF_TODAY = {"vnet2d": 262_664, "attention_unet": 422_400, "resunet_a": 2_097_152}
 

@@ -110,7 +110,7 @@ STREAM_STAGE_OPS: dict[str, tuple[int, ...] | None] = {
     "QUANTIZE": (0,), "CONV_2D": (0,), "MAX_POOL_2D": (0,), "TRANSPOSE_CONV": (2,), "CONCATENATION": None,
     "ADD": (0, 1), "MUL": (0, 1), "LOGISTIC": (0,), "PRELU": (0,), "RESIZE_NEAREST_NEIGHBOR": (0,),
     "DEPTHWISE_CONV_2D": (0,), "AVERAGE_POOL_2D": (0,), "RELU": (0,), "RELU6": (0,),
-    "PAD": (0,),
+    "PAD": (0,), "SUB": (0, 1),
 }
 # The constant inputs a stage takes, by type, in order (None: an omitted optional input).
 STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
@@ -453,7 +453,7 @@ def stream_stage_problem(op: str, activations: list[str], output: str, constants
 def stream_activation_inputs(stage: StreamStage, constants: frozenset[int] = frozenset()) -> list[int]:
     """A stage's activation operands (chain-local ids), in order, without repeats: the edges of
     the chain's schedule (chain_schedule.h ChainEdge), written once for both sides. ``constants``:
-    local ids of constant inputs of the StreamChain (an ADD or MUL may take one where an
+    local ids of constant inputs of the StreamChain (an ADD, SUB or MUL may take one where an
     activation could be: a per-channel vector broadcast over the rows; it is no edge)."""
     positions = STREAM_STAGE_OPS.get(stage.op, ())
     ids = [t for k, t in enumerate(stage.inputs)

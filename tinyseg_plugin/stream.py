@@ -306,7 +306,7 @@ def kernel_computes(graph: Graph, op: Operator) -> bool:
     if not op.outputs or not op.inputs:
         return False
     out = graph.tensors[op.outputs[0]]
-    binary = op.opcode in ("ADD", "MUL")
+    binary = op.opcode in ("ADD", "SUB", "MUL")
     acts, consts, operands = [], [], []
     for k, t in enumerate(op.inputs):
         activation = positions is None or k in positions
@@ -335,7 +335,7 @@ def kernel_computes(graph: Graph, op: Operator) -> bool:
     if op.opcode in ("LOGISTIC", "PRELU", "RELU", "RELU6") and graph.tensors[acts[0]].shape != out.shape:
         return False
     if binary:
-        # ADD and MUL broadcast across width and channels as TFLM's kernels do; a row needs rows
+        # ADD, SUB and MUL broadcast across width and channels as TFLM's kernels do; a row needs rows
         # of the same height (an activation) or one row for all (a constant).
         for t in operands:
             shape = (1,) * (4 - len(graph.tensors[t].shape)) + tuple(graph.tensors[t].shape)

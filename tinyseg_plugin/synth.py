@@ -181,6 +181,13 @@ class ModelBuilder:
         self._op("PAD", [x, p_t], [y], fb.BuiltinOptions.PadOptions, fb.PadOptionsT())
         return y
 
+    def constant(self, shape) -> int:
+        """An int8 constant activation operand (random, the builder's quantization): a per-channel
+        vector an elementwise operator broadcasts over the rows."""
+        data = self.rng.integers(-128, 128, size=shape, dtype=np.int8)
+        return self._tensor(list(shape), "INT8", f"const{len(self.tensors)}", data, [self.act_scale],
+                            [self.act_zero_point])
+
     def add(self, a: int, b: int, op: str = "ADD") -> int:
         """An elementwise ADD (or SUB or MUL) of two tensors of one shape."""
         y = self.activation(list(self.shapes[a]), f"{op.lower()}{len(self.operators)}")
@@ -355,6 +362,28 @@ def padded_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
     y = b.concat([a, b.transpose_conv(y, 8)])
     y = b.conv(b.pad(y, [[0, 0], [1, 1], [0, 0], [0, 0]]), 8, k=3, padding=VALID, relu=False)
     y = b.relu(b.conv(b.pad(y, [[0, 0], [0, 0], [1, 1], [0, 0]]), 8, padding=VALID, relu=False), "RELU6")
+    return b.build([b.conv(y, 1, k=1, relu=False)])
+
+
+def more_stages_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
+    """A small int8 U-Net with the elementwise operators StreamChain computes beyond ADD and MUL:
+    SUB of two activations of different quantization, SUB broadcasting a one-channel activation
+    across channels, and SUB of a per-channel constant (as the second operand, and as the first with a fused RELU)."""
+    b = ModelBuilder(dtype="INT8", seed=seed)
+    x = b.input([1, size, size, 3])
+    r = b.relu(b.conv(x, 8, relu=False), "RELU", scale=0.031, zero_point=-128)
+    a = b.add(b.conv(x, 8, relu=False), r, "SUB")
+    a = b.add(a, b.conv(a, 1, k=1, relu=False), "SUB")
+    a = b.add(a, b.constant([8]), "SUB")
+    c = b.constant([1, 1, 1, 8])
+    y = b.activation(list(b.shapes[a]), f"sub{len(b.operators)}")
+    o = fb.SubOptionsT()
+    o.fusedActivationFunction = fb.ActivationFunctionType.RELU
+    b._op("SUB", [c, a], [y], fb.BuiltinOptions.SubOptions, o)
+    a = y
+    y = b.conv(b.pool(a), 16, relu=False)
+    y = b.concat([a, b.transpose_conv(y, 8)])
+    y = b.conv(y, 8, relu=False)
     return b.build([b.conv(y, 1, k=1, relu=False)])
 
 

@@ -163,6 +163,7 @@ enum class StageOp : int32_t {
   kRelu = 12,
   kRelu6 = 13,
   kPad = 14,
+  kSub = 15,
   kUnknown = -1,
 };
 
@@ -182,6 +183,7 @@ inline StageOp ParseStageOp(const char* name) {
   if (std::strcmp(name, "RELU") == 0) return StageOp::kRelu;
   if (std::strcmp(name, "RELU6") == 0) return StageOp::kRelu6;
   if (std::strcmp(name, "PAD") == 0) return StageOp::kPad;
+  if (std::strcmp(name, "SUB") == 0) return StageOp::kSub;
   return StageOp::kUnknown;
 }
 
@@ -203,6 +205,7 @@ inline bool IsActivationInput(StageOp op, int k) {
     case StageOp::kRelu: return k == 0;
     case StageOp::kRelu6: return k == 0;
     case StageOp::kPad: return k == 0;
+    case StageOp::kSub: return k == 0 || k == 1;
     default: return false;
   }
 }

@@ -37,6 +37,7 @@
 #include "tensorflow/lite/kernels/internal/reference/pad.h"
 #include "tensorflow/lite/kernels/internal/reference/prelu.h"
 #include "tensorflow/lite/kernels/internal/reference/resize_nearest_neighbor.h"
+#include "tensorflow/lite/kernels/internal/reference/sub.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/conv.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/depthwise_conv.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/pooling.h"
@@ -435,17 +436,17 @@ uint32_t SpillSlot(const flexbuffers::Map& m, int32_t stream) {
   return static_cast<uint32_t>(At(pair, 1).AsInt64());
 }
 
-// ADD, MUL, LOGISTIC, PRELU and RESIZE_NEAREST_NEIGHBOR: the parameters TFLM's own Prepare computes
-// (add_common.cc, mul_common.cc, logistic_common.cc, prelu_common.cc), for inputs of the output's
-// shape (no broadcast but PRELU's alpha along height and width).
+// ADD, SUB, MUL, LOGISTIC, PRELU and RESIZE_NEAREST_NEIGHBOR: the parameters TFLM's own Prepare
+// computes (add_common.cc, sub_common.cc, mul_common.cc, logistic_common.cc, prelu_common.cc), for
+// inputs of the output's shape (no broadcast but PRELU's alpha along height and width).
 TfLiteStatus PrepareElementwise(TfLiteContext* context, TfLiteNode* node, const Tables& tab, StageSlot& g,
                                 const flexbuffers::Map& fields, TfLiteFusedActivation activation,
                                 int32_t first_edge, int32_t end_edge, TfLiteTensor* out_q) {
   const TensorSlot& out = tab.tensor(g.output);
   const TensorSlot& in = tab.tensor(g.input);
   g.input2 = -1;
-  if (g.op == StageOp::kAdd || g.op == StageOp::kMul) {
-    TF_LITE_ENSURE_MSG(context, g.operand_count == 2, "StreamChain: ADD and MUL take two inputs");
+  if (g.op == StageOp::kAdd || g.op == StageOp::kSub || g.op == StageOp::kMul) {
+    TF_LITE_ENSURE_MSG(context, g.operand_count == 2, "StreamChain: ADD, SUB and MUL take two inputs");
     g.input2 = tab.operands[g.operand_begin + 1];
     MicroContext* mc = GetMicroContext(context);
     for (int32_t k = 0; k < 2; ++k) {
@@ -460,16 +461,16 @@ TfLiteStatus PrepareElementwise(TfLiteContext* context, TfLiteNode* node, const 
         for (int j = 0; j < rank && rank <= 4; ++j) dims[4 - rank + j] = t->dims->data[j];
         const bool ok = rank <= 4 && t->type == kTfLiteInt8;
         mc->DeallocateTempTfLiteTensor(t);
-        TF_LITE_ENSURE_MSG(context, ok && dims[1] == 1, "StreamChain: a constant ADD/MUL operand has one row");
+        TF_LITE_ENSURE_MSG(context, ok && dims[1] == 1, "StreamChain: a constant ADD/SUB/MUL operand has one row");
       } else {
         dims[1] = x.height;
         dims[2] = x.width;
         dims[3] = x.channels;
-        TF_LITE_ENSURE_MSG(context, dims[1] == out.height, "StreamChain: ADD/MUL rows do not broadcast");
+        TF_LITE_ENSURE_MSG(context, dims[1] == out.height, "StreamChain: ADD/SUB/MUL rows do not broadcast");
       }
       TF_LITE_ENSURE_MSG(context, dims[0] == 1 && (dims[2] == 1 || dims[2] == out.width) &&
                                       (dims[3] == 1 || dims[3] == out.channels),
-                         "StreamChain: ADD/MUL operands broadcast to the output");
+                         "StreamChain: ADD/SUB/MUL operands broadcast to the output");
     }
     const TensorSlot& in1 = tab.tensor(tab.operands[g.operand_begin]);
     const TensorSlot& in2 = tab.tensor(g.input2);
@@ -482,6 +483,15 @@ TfLiteStatus PrepareElementwise(TfLiteContext* context, TfLiteNode* node, const 
       QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in1.scale) / twice_max, &g.multiplier1, &g.shift1);
       QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in2.scale) / twice_max, &g.multiplier2, &g.shift2);
       QuantizeMultiplierSmallerThanOneExp(twice_max / ((1 << g.left_shift) * static_cast<double>(out.scale)),
+                                          &g.multiplier, &g.shift);
+    } else if (g.op == StageOp::kSub) {
+      // sub_common.cc's CalculateOpDataSub for int8: unlike ADD's, its quotients are computed in
+      // float and only then widened to double.
+      g.left_shift = 20;
+      const float twice_max = 2 * (in1.scale > in2.scale ? in1.scale : in2.scale);
+      QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in1.scale / twice_max), &g.multiplier1, &g.shift1);
+      QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in2.scale / twice_max), &g.multiplier2, &g.shift2);
+      QuantizeMultiplierSmallerThanOneExp(static_cast<double>(twice_max / ((1 << g.left_shift) * out.scale)),
                                           &g.multiplier, &g.shift);
     } else {
       QuantizeMultiplier(static_cast<double>(in1.scale) * static_cast<double>(in2.scale) /
@@ -636,7 +646,7 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
     }
     ++activations;
     TF_LITE_ENSURE(context, id >= 0);
-    if (tab.tensor(id).constant) continue;  // ADD/MUL: a constant broadcast over the rows (checked below)
+    if (tab.tensor(id).constant) continue;  // ADD/SUB/MUL: a constant broadcast over the rows (checked below)
     TF_LITE_ENSURE_MSG(context, tab.tensor(id).row_bytes > 0, "StreamChain: a stage reads a tensor without rows");
     if (g.input < 0) g.input = id;
     bool seen = false;
@@ -690,7 +700,7 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   }
   TF_LITE_ENSURE_STATUS(PrepareElementwise(context, node, tab, g, fields, activation, first_edge, *edge_next,
                                             &out_q));
-  if (g.op == StageOp::kAdd || g.op == StageOp::kMul || g.op == StageOp::kLogistic ||
+  if (g.op == StageOp::kAdd || g.op == StageOp::kSub || g.op == StageOp::kMul || g.op == StageOp::kLogistic ||
       g.op == StageOp::kPrelu || g.op == StageOp::kResizeNearestNeighbor || g.op == StageOp::kRelu ||
       g.op == StageOp::kRelu6 || g.op == StageOp::kPad) {
     return kTfLiteOk;
@@ -817,7 +827,7 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d, co
     for (size_t k = 0; k < VectorSize(ins); ++k) {
       const int32_t id = static_cast<int32_t>(At(ins, k).AsInt64());
       if (id < 0 || !contract::IsActivationInput(op, static_cast<int>(k))) continue;
-      if (id < n_in) {  // a constant node input is no schedule edge (an ADD/MUL broadcast operand)
+      if (id < n_in) {  // a constant node input is no schedule edge (an ADD/SUB/MUL broadcast operand)
         TfLiteTensor* t = mc->AllocateTempInputTensor(node, id);
         TF_LITE_ENSURE(context, t != nullptr);
         const bool constant = IsConstantTensor(t);
@@ -1213,6 +1223,7 @@ void CountOptimizedRow(const EvalState& v) {
       break;
     }
     case StageOp::kAdd:
+    case StageOp::kSub:
     case StageOp::kMul: {
       // Each operand: row y of an activation (1 x 1 x W x C), or a constant whole (one row for all).
       const uint8_t* data[2] = {nullptr, nullptr};
@@ -1247,7 +1258,7 @@ void CountOptimizedRow(const EvalState& v) {
       const auto* a = reinterpret_cast<const int8_t*>(data[0]);
       const auto* b = reinterpret_cast<const int8_t*>(data[1]);
       auto* o = reinterpret_cast<int8_t*>(dst);
-      if (same) {  // no broadcast: CMSIS-NN's elementwise functions in a CMSIS-NN build
+      if (same && g.op != StageOp::kSub) {  // no broadcast: CMSIS-NN's elementwise functions in a CMSIS-NN build
         tinyseg_ops::ElementwiseRow e = {};
         e.input1 = a;
         e.input2 = b;
@@ -1280,6 +1291,18 @@ void CountOptimizedRow(const EvalState& v) {
           reference_integer_ops::Add(p, out_shape, a, out_shape, b, out_shape, o);
         } else {
           reference_integer_ops::BroadcastAdd4DSlow(p, shapes[0], a, shapes[1], b, out_shape, o);
+        }
+      } else if (g.op == StageOp::kSub) {
+        // As sub.cc's EvalSubQuantized (TFLM has no CMSIS-NN SUB): the reference int8 arithmetic.
+        p.left_shift = g.left_shift;
+        p.input1_multiplier = g.multiplier1;
+        p.input1_shift = g.shift1;
+        p.input2_multiplier = g.multiplier2;
+        p.input2_shift = g.shift2;
+        if (same) {
+          reference_ops::Sub(p, out_shape, a, out_shape, b, out_shape, o);
+        } else {
+          reference_ops::BroadcastQuantSubSlow(p, shapes[0], a, shapes[1], b, out_shape, o);
         }
       } else if (same) {
         reference_integer_ops::Mul(p, out_shape, a, out_shape, b, out_shape, o);
