@@ -371,6 +371,12 @@ def test_empty_tensors_are_not_streamed():
     ("SUB", ["INT8", "INT8"], "INT8", [], True),
     ("SUB", ["INT16", "INT16"], "INT16", [], False),  # int8 only
     ("SUB", ["INT8"], "INT8", [], False),  # two operands
+    ("DEQUANTIZE", ["INT8"], "FLOAT32", [], True),
+    ("DEQUANTIZE", ["INT16"], "FLOAT32", [], False),  # int8 only
+    ("DEQUANTIZE", ["UINT8"], "FLOAT32", [], False),
+    ("DEQUANTIZE", ["INT8"], "INT8", [], False),
+    ("RELU", ["FLOAT32"], "FLOAT32", [], False),  # no stage reads float32 rows ...
+    ("QUANTIZE", ["FLOAT32"], "INT8", [], False),  # ... so a DEQUANTIZE writes a chain output
 ])
 def test_stage_rules(op, acts, out, consts, ok):
     assert (customops.stream_stage_problem(op, acts, out, consts) is None) == ok
@@ -443,8 +449,10 @@ MORE_STAGES = {"SUB": 4}
 
 def test_more_stages_are_streamed_bit_exact():
     """SUB (two activations of different quantization, a one-channel activation broadcast across
-    channels, a per-channel constant as either operand, a fused RELU): the kernel computes every
-    one, the search puts each inside a StreamChain, and the lowered chains match the unfused graph."""
+    channels, a per-channel constant as either operand, a fused RELU) and DEQUANTIZE to float32
+    outputs: the kernel computes every one, the search puts each inside a StreamChain (a
+    DEQUANTIZE's float rows always one of the chain's outputs), and the lowered chains match the
+    unfused graph."""
     from tinyseg_plugin.verify import verify
 
     g = build_graph(synth.more_stages_unet())
@@ -456,6 +464,10 @@ def test_more_stages_are_streamed_bit_exact():
     assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
     stages = [st.op for op in streamed.operators for st in customops.decode(op).stages]
     assert {k: stages.count(k) for k in MORE_STAGES} == MORE_STAGES
+    for op in streamed.operators:  # float32 rows: only ever one of a chain's outputs (written whole)
+        for st in customops.decode(op).stages:
+            if st.op == "DEQUANTIZE":
+                assert len(op.inputs) <= st.outputs[0] < len(op.inputs) + len(op.outputs)
     v = verify(g, streamed, runs=2)
     assert v.identical, v.detail
 

@@ -110,7 +110,7 @@ STREAM_STAGE_OPS: dict[str, tuple[int, ...] | None] = {
     "QUANTIZE": (0,), "CONV_2D": (0,), "MAX_POOL_2D": (0,), "TRANSPOSE_CONV": (2,), "CONCATENATION": None,
     "ADD": (0, 1), "MUL": (0, 1), "LOGISTIC": (0,), "PRELU": (0,), "RESIZE_NEAREST_NEIGHBOR": (0,),
     "DEPTHWISE_CONV_2D": (0,), "AVERAGE_POOL_2D": (0,), "RELU": (0,), "RELU6": (0,),
-    "PAD": (0,), "SUB": (0, 1),
+    "PAD": (0,), "SUB": (0, 1), "DEQUANTIZE": (0,),
 }
 # The constant inputs a stage takes, by type, in order (None: an omitted optional input).
 STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
@@ -125,6 +125,9 @@ STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
 STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV", "DEPTHWISE_CONV_2D")
 # Activation types the stages compute: int8 throughout, and QUANTIZE between int8 and uint8.
 STREAM_QUANTIZE_TYPES: tuple[tuple[str, str], ...] = (("UINT8", "INT8"), ("INT8", "UINT8"), ("INT8", "INT8"))
+# DEQUANTIZE stages: int8 to float32. No stage reads float32 rows, so a DEQUANTIZE's output is never
+# read inside a chain (nor spilled: only chain members read spilled rows): it is a chain output.
+STREAM_DEQUANTIZE_TYPES: tuple[tuple[str, str], ...] = (("INT8", "FLOAT32"),)
 STREAM_MAX_STAGE_INPUTS = 16  # operands of one stage (a concatenation's inputs)
 
 # dtype rules. Spill and Fetching move bytes of these element types:
@@ -437,6 +440,10 @@ def stream_stage_problem(op: str, activations: list[str], output: str, constants
         if (activations[0], output) not in STREAM_QUANTIZE_TYPES:
             return f"QUANTIZE {activations[0]} -> {output}"
         return None
+    if op == "DEQUANTIZE":
+        if (activations[0], output) not in STREAM_DEQUANTIZE_TYPES:
+            return f"DEQUANTIZE {activations[0]} -> {output}"
+        return None
     if output != "INT8" or any(t != "INT8" for t in activations):
         return f"{op} on {'/'.join(activations)} -> {output} (int8 only)"
     if op == "PAD" and paddings is not None:
@@ -676,6 +683,12 @@ def header() -> str:
             "inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {",
             "  return " + " ||\n         ".join(f"(in == {_TFLITE_TYPE[a]} && out == {_TFLITE_TYPE[b]})"
                                                for a, b in STREAM_QUANTIZE_TYPES) + ";",
+            "}",
+            "",
+            "// DEQUANTIZE stages: the (input, output) types computed.",
+            "inline bool StreamDequantizeTypes(TfLiteType in, TfLiteType out) {",
+            "  return " + " ||\n         ".join(f"(in == {_TFLITE_TYPE[a]} && out == {_TFLITE_TYPE[b]})"
+                                               for a, b in STREAM_DEQUANTIZE_TYPES) + ";",
             "}",
             "",
         "// Bytes per element of the types Spill and Fetching move (0: not allowed).",

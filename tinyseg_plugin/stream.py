@@ -298,6 +298,10 @@ def row_step_scratch(graph: Graph, op: Operator, whole_scratch: list[int]) -> in
     return sum(whole_scratch)
 
 
+# Stages whose one activation input has the output's shape.
+SAME_SHAPE_STAGES = frozenset({"LOGISTIC", "PRELU", "RELU", "RELU6", "DEQUANTIZE"})
+
+
 def kernel_computes(graph: Graph, op: Operator) -> bool:
     """Whether the StreamChain kernel computes this operator as a stage (customops' rules, and the
     shapes its Prepare accepts: no broadcast but PRELU's alpha over rows, RESIZE_NEAREST_NEIGHBOR
@@ -330,9 +334,10 @@ def kernel_computes(graph: Graph, op: Operator) -> bool:
     if not acts or customops.stream_stage_problem(op.opcode, [graph.tensors[t].dtype for t in operands],
                                                   out.dtype, consts, paddings):
         return False
-    if any(len(graph.tensors[t].scales) != 1 for t in operands + [op.outputs[0]]):
+    quantized = operands + ([] if op.opcode == "DEQUANTIZE" else [op.outputs[0]])  # float32 has no scale
+    if any(len(graph.tensors[t].scales) != 1 for t in quantized):
         return False  # per-tensor quantization
-    if op.opcode in ("LOGISTIC", "PRELU", "RELU", "RELU6") and graph.tensors[acts[0]].shape != out.shape:
+    if op.opcode in SAME_SHAPE_STAGES and graph.tensors[acts[0]].shape != out.shape:
         return False
     if binary:
         # ADD, SUB and MUL broadcast across width and channels as TFLM's kernels do; a row needs rows

@@ -188,6 +188,12 @@ class ModelBuilder:
         return self._tensor(list(shape), "INT8", f"const{len(self.tensors)}", data, [self.act_scale],
                             [self.act_zero_point])
 
+    def to_float(self, x: int) -> int:
+        """DEQUANTIZE of an int8 activation to a FLOAT32 one (a float model output)."""
+        y = self._tensor(list(self.shapes[x]), "FLOAT32", f"dequant{len(self.operators)}")
+        self._op("DEQUANTIZE", [x], [y])
+        return y
+
     def add(self, a: int, b: int, op: str = "ADD") -> int:
         """An elementwise ADD (or SUB or MUL) of two tensors of one shape."""
         y = self.activation(list(self.shapes[a]), f"{op.lower()}{len(self.operators)}")
@@ -366,9 +372,11 @@ def padded_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
 
 
 def more_stages_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
-    """A small int8 U-Net with the elementwise operators StreamChain computes beyond ADD and MUL:
-    SUB of two activations of different quantization, SUB broadcasting a one-channel activation
-    across channels, and SUB of a per-channel constant (as the second operand, and as the first with a fused RELU)."""
+    """A small int8 U-Net with the row-local operators StreamChain computes beyond those of
+    tiny_unet_like: SUB of two activations of different quantization, SUB broadcasting a one-channel
+    activation across channels, SUB of a per-channel constant (as the second operand, and as the
+    first with a fused RELU); DEQUANTIZE to float32 model outputs (the bottleneck's and the last
+    convolution's)."""
     b = ModelBuilder(dtype="INT8", seed=seed)
     x = b.input([1, size, size, 3])
     r = b.relu(b.conv(x, 8, relu=False), "RELU", scale=0.031, zero_point=-128)
@@ -381,10 +389,11 @@ def more_stages_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
     o.fusedActivationFunction = fb.ActivationFunctionType.RELU
     b._op("SUB", [c, a], [y], fb.BuiltinOptions.SubOptions, o)
     a = y
-    y = b.conv(b.pool(a), 16, relu=False)
-    y = b.concat([a, b.transpose_conv(y, 8)])
+    bottleneck = b.conv(b.pool(a), 16, relu=False)
+    y = b.concat([a, b.transpose_conv(bottleneck, 8)])
     y = b.conv(y, 8, relu=False)
-    return b.build([b.conv(y, 1, k=1, relu=False)])
+    y = b.conv(y, 8, relu=False)
+    return b.build([b.to_float(b.conv(y, 1, k=1, relu=False)), b.to_float(bottleneck)])
 
 
 def vnet_like(seed: int = 0, dtype: str = "INT8", size: int = 32) -> "fb.ModelT":

@@ -164,6 +164,7 @@ enum class StageOp : int32_t {
   kRelu6 = 13,
   kPad = 14,
   kSub = 15,
+  kDequantize = 16,
   kUnknown = -1,
 };
 
@@ -184,6 +185,7 @@ inline StageOp ParseStageOp(const char* name) {
   if (std::strcmp(name, "RELU6") == 0) return StageOp::kRelu6;
   if (std::strcmp(name, "PAD") == 0) return StageOp::kPad;
   if (std::strcmp(name, "SUB") == 0) return StageOp::kSub;
+  if (std::strcmp(name, "DEQUANTIZE") == 0) return StageOp::kDequantize;
   return StageOp::kUnknown;
 }
 
@@ -206,6 +208,7 @@ inline bool IsActivationInput(StageOp op, int k) {
     case StageOp::kRelu6: return k == 0;
     case StageOp::kPad: return k == 0;
     case StageOp::kSub: return k == 0 || k == 1;
+    case StageOp::kDequantize: return k == 0;
     default: return false;
   }
 }
@@ -220,6 +223,11 @@ inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {
   return (in == kTfLiteUInt8 && out == kTfLiteInt8) ||
          (in == kTfLiteInt8 && out == kTfLiteUInt8) ||
          (in == kTfLiteInt8 && out == kTfLiteInt8);
+}
+
+// DEQUANTIZE stages: the (input, output) types computed.
+inline bool StreamDequantizeTypes(TfLiteType in, TfLiteType out) {
+  return (in == kTfLiteInt8 && out == kTfLiteFloat32);
 }
 
 // Bytes per element of the types Spill and Fetching move (0: not allowed).

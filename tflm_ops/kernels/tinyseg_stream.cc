@@ -31,6 +31,7 @@
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/cppmath.h"
 #include "tensorflow/lite/kernels/internal/quantization_util.h"
+#include "tensorflow/lite/kernels/internal/reference/dequantize.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/add.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/logistic.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/mul.h"
@@ -693,10 +694,22 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
     g.output_offset = out.zero_point;
     return kTfLiteOk;
   }
-  TF_LITE_ENSURE_MSG(context, out_type == kTfLiteInt8, "StreamChain: stages other than QUANTIZE are int8");
+  if (g.op == StageOp::kDequantize) {
+    // DEQUANTIZE: DequantizePrepare's parameters for int8 -> float32 (the input's zero point, and its
+    // scale widened to double at Eval); Eval calls TFLM's reference_ops::Dequantize on each row. No
+    // stage reads float32 rows, so its output is one of the chain's outputs, written whole.
+    TF_LITE_ENSURE_MSG(context, contract::StreamDequantizeTypes(in_type, out_type),
+                       "StreamChain: DEQUANTIZE types not computed");
+    TF_LITE_ENSURE(context, in.width == out.width && in.channels == out.channels && in.height == out.height);
+    TF_LITE_ENSURE_MSG(context, out.kind == Kind::kNodeOutput,
+                       "StreamChain: a DEQUANTIZE stage writes one of the chain's outputs");
+    g.input_offset = in.zero_point;
+    return kTfLiteOk;
+  }
+  TF_LITE_ENSURE_MSG(context, out_type == kTfLiteInt8, "StreamChain: stages other than QUANTIZE and DEQUANTIZE are int8");
   for (int32_t e = first_edge; e < *edge_next; ++e) {
     TF_LITE_ENSURE_MSG(context, tab.tensor(tab.edges[e].tensor).type == kTfLiteInt8,
-                       "StreamChain: stages other than QUANTIZE are int8");
+                       "StreamChain: stages other than QUANTIZE and DEQUANTIZE are int8");
   }
   TF_LITE_ENSURE_STATUS(PrepareElementwise(context, node, tab, g, fields, activation, first_edge, *edge_next,
                                             &out_q));
@@ -1098,6 +1111,15 @@ void CountOptimizedRow(const EvalState& v) {
         reference_ops::Requantize(reinterpret_cast<const int8_t*>(src), n, g.multiplier, g.shift, g.input_offset,
                                   g.output_offset, reinterpret_cast<int8_t*>(dst));
       }
+      break;
+    }
+    case StageOp::kDequantize: {
+      // As dequantize.cc's Eval for int8: the row's elements, float32 rows of 4-byte elements.
+      DequantizationParams p;
+      p.zero_point = g.input_offset;
+      p.scale = static_cast<double>(in.scale);
+      reference_ops::Dequantize(p, in_shape, reinterpret_cast<const int8_t*>(src), out_shape,
+                                reinterpret_cast<float*>(dst));
       break;
     }
     case StageOp::kConv2d: {
