@@ -377,6 +377,12 @@ def test_empty_tensors_are_not_streamed():
     ("DEQUANTIZE", ["INT8"], "INT8", [], False),
     ("RELU", ["FLOAT32"], "FLOAT32", [], False),  # no stage reads float32 rows ...
     ("QUANTIZE", ["FLOAT32"], "INT8", [], False),  # ... so a DEQUANTIZE writes a chain output
+    ("TANH", ["INT8"], "INT8", [], True),
+    ("HARD_SWISH", ["INT8"], "INT8", [], True),
+    ("LEAKY_RELU", ["INT8"], "INT8", [], True),
+    ("TANH", ["INT16"], "INT16", [], False),  # int8 only
+    ("HARD_SWISH", ["FLOAT32"], "FLOAT32", [], False),
+    ("LEAKY_RELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
 ])
 def test_stage_rules(op, acts, out, consts, ok):
     assert (customops.stream_stage_problem(op, acts, out, consts) is None) == ok
@@ -449,8 +455,8 @@ MORE_STAGES = {"SUB": 4}
 
 def test_more_stages_are_streamed_bit_exact():
     """SUB (two activations of different quantization, a one-channel activation broadcast across
-    channels, a per-channel constant as either operand, a fused RELU) and DEQUANTIZE to float32
-    outputs: the kernel computes every one, the search puts each inside a StreamChain (a
+    channels, a per-channel constant as either operand, a fused RELU), requantizing LEAKY_RELU and
+    HARD_SWISH, TANH, and DEQUANTIZE to float32 outputs: the kernel computes every one, the search puts each inside a StreamChain (a
     DEQUANTIZE's float rows always one of the chain's outputs), and the lowered chains match the
     unfused graph."""
     from tinyseg_plugin.verify import verify

@@ -99,7 +99,7 @@ STREAM_TENSOR_KEYS = ("name", "type", "shape", "scale", "zero_point", "quantized
 # field names, as the flatbuffers object API spells them).
 STREAM_FIELD_KEYS = ("padding", "strideW", "strideH", "dilationWFactor", "dilationHFactor",
                      "fusedActivationFunction", "filterWidth", "filterHeight", "axis", "alignCorners",
-                     "halfPixelCenters")
+                     "halfPixelCenters", "alpha")
 KEYS[STREAM_CHAIN] = STREAM_CHAIN_KEYS + STREAM_BODY_KEYS
 
 # The stages the StreamChain kernel computes, and which of a stage's inputs are activations (rows
@@ -110,7 +110,7 @@ STREAM_STAGE_OPS: dict[str, tuple[int, ...] | None] = {
     "QUANTIZE": (0,), "CONV_2D": (0,), "MAX_POOL_2D": (0,), "TRANSPOSE_CONV": (2,), "CONCATENATION": None,
     "ADD": (0, 1), "MUL": (0, 1), "LOGISTIC": (0,), "PRELU": (0,), "RESIZE_NEAREST_NEIGHBOR": (0,),
     "DEPTHWISE_CONV_2D": (0,), "AVERAGE_POOL_2D": (0,), "RELU": (0,), "RELU6": (0,),
-    "PAD": (0,), "SUB": (0, 1), "DEQUANTIZE": (0,),
+    "PAD": (0,), "SUB": (0, 1), "DEQUANTIZE": (0,), "TANH": (0,), "HARD_SWISH": (0,), "LEAKY_RELU": (0,),
 }
 # The constant inputs a stage takes, by type, in order (None: an omitted optional input).
 STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {

@@ -299,7 +299,8 @@ def row_step_scratch(graph: Graph, op: Operator, whole_scratch: list[int]) -> in
 
 
 # Stages whose one activation input has the output's shape.
-SAME_SHAPE_STAGES = frozenset({"LOGISTIC", "PRELU", "RELU", "RELU6", "DEQUANTIZE"})
+SAME_SHAPE_STAGES = frozenset({"LOGISTIC", "PRELU", "RELU", "RELU6", "DEQUANTIZE", "TANH", "HARD_SWISH",
+                               "LEAKY_RELU"})
 
 
 def kernel_computes(graph: Graph, op: Operator) -> bool:

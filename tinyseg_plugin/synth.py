@@ -188,6 +188,21 @@ class ModelBuilder:
         return self._tensor(list(shape), "INT8", f"const{len(self.tensors)}", data, [self.act_scale],
                             [self.act_zero_point])
 
+    def unary(self, x: int, op: str, scale: float | None = None, zero_point: int | None = None,
+              alpha: float | None = None) -> int:
+        """An int8 elementwise activation operator (TANH, HARD_SWISH, LEAKY_RELU with ``alpha``) whose
+        output has quantization ``scale``/``zero_point`` (by default the builder's)."""
+        y = self._tensor(list(self.shapes[x]), "INT8", f"{op.lower()}{len(self.operators)}",
+                         scales=[self.act_scale if scale is None else scale],
+                         zps=[self.act_zero_point if zero_point is None else zero_point])
+        if op == "LEAKY_RELU":
+            o = fb.LeakyReluOptionsT()
+            o.alpha = float(np.float32(alpha))
+            self._op(op, [x], [y], fb.BuiltinOptions.LeakyReluOptions, o)
+        else:
+            self._op(op, [x], [y])
+        return y
+
     def to_float(self, x: int) -> int:
         """DEQUANTIZE of an int8 activation to a FLOAT32 one (a float model output)."""
         y = self._tensor(list(self.shapes[x]), "FLOAT32", f"dequant{len(self.operators)}")
@@ -375,8 +390,9 @@ def more_stages_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
     """A small int8 U-Net with the row-local operators StreamChain computes beyond those of
     tiny_unet_like: SUB of two activations of different quantization, SUB broadcasting a one-channel
     activation across channels, SUB of a per-channel constant (as the second operand, and as the
-    first with a fused RELU); DEQUANTIZE to float32 model outputs (the bottleneck's and the last
-    convolution's)."""
+    first with a fused RELU); LEAKY_RELU and HARD_SWISH requantizing the bottleneck, TANH (output
+    1/128, as converters quantize it) in the decoder; DEQUANTIZE to float32 model outputs (the
+    bottleneck's and the last convolution's)."""
     b = ModelBuilder(dtype="INT8", seed=seed)
     x = b.input([1, size, size, 3])
     r = b.relu(b.conv(x, 8, relu=False), "RELU", scale=0.031, zero_point=-128)
@@ -389,9 +405,10 @@ def more_stages_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
     o.fusedActivationFunction = fb.ActivationFunctionType.RELU
     b._op("SUB", [c, a], [y], fb.BuiltinOptions.SubOptions, o)
     a = y
-    bottleneck = b.conv(b.pool(a), 16, relu=False)
+    bottleneck = b.unary(b.conv(b.pool(a), 16, relu=False), "LEAKY_RELU", scale=0.04, zero_point=-10, alpha=0.2)
+    bottleneck = b.unary(bottleneck, "HARD_SWISH")
     y = b.concat([a, b.transpose_conv(bottleneck, 8)])
-    y = b.conv(y, 8, relu=False)
+    y = b.unary(b.conv(y, 8, relu=False), "TANH", scale=1 / 128, zero_point=0)
     y = b.conv(y, 8, relu=False)
     return b.build([b.to_float(b.conv(y, 1, k=1, relu=False)), b.to_float(bottleneck)])
 

@@ -68,6 +68,7 @@ constexpr char kFieldFilterHeight[] = "filterHeight";
 constexpr char kFieldAxis[] = "axis";
 constexpr char kFieldAlignCorners[] = "alignCorners";
 constexpr char kFieldHalfPixelCenters[] = "halfPixelCenters";
+constexpr char kFieldAlpha[] = "alpha";
 
 // Integer options: least and greatest accepted value.
 constexpr int64_t kMinSlot = 0;
@@ -165,6 +166,9 @@ enum class StageOp : int32_t {
   kPad = 14,
   kSub = 15,
   kDequantize = 16,
+  kTanh = 17,
+  kHardSwish = 18,
+  kLeakyRelu = 19,
   kUnknown = -1,
 };
 
@@ -186,6 +190,9 @@ inline StageOp ParseStageOp(const char* name) {
   if (std::strcmp(name, "PAD") == 0) return StageOp::kPad;
   if (std::strcmp(name, "SUB") == 0) return StageOp::kSub;
   if (std::strcmp(name, "DEQUANTIZE") == 0) return StageOp::kDequantize;
+  if (std::strcmp(name, "TANH") == 0) return StageOp::kTanh;
+  if (std::strcmp(name, "HARD_SWISH") == 0) return StageOp::kHardSwish;
+  if (std::strcmp(name, "LEAKY_RELU") == 0) return StageOp::kLeakyRelu;
   return StageOp::kUnknown;
 }
 
@@ -209,6 +216,9 @@ inline bool IsActivationInput(StageOp op, int k) {
     case StageOp::kPad: return k == 0;
     case StageOp::kSub: return k == 0 || k == 1;
     case StageOp::kDequantize: return k == 0;
+    case StageOp::kTanh: return k == 0;
+    case StageOp::kHardSwish: return k == 0;
+    case StageOp::kLeakyRelu: return k == 0;
     default: return false;
   }
 }

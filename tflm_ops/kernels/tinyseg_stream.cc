@@ -33,8 +33,11 @@
 #include "tensorflow/lite/kernels/internal/quantization_util.h"
 #include "tensorflow/lite/kernels/internal/reference/dequantize.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/add.h"
+#include "tensorflow/lite/kernels/internal/reference/hard_swish.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/logistic.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/mul.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/tanh.h"
+#include "tensorflow/lite/kernels/internal/reference/leaky_relu.h"
 #include "tensorflow/lite/kernels/internal/reference/pad.h"
 #include "tensorflow/lite/kernels/internal/reference/prelu.h"
 #include "tensorflow/lite/kernels/internal/reference/resize_nearest_neighbor.h"
@@ -501,9 +504,11 @@ TfLiteStatus PrepareElementwise(TfLiteContext* context, TfLiteNode* node, const 
     }
     return CalculateActivationRangeQuantized(context, activation, out_q, &g.act_min, &g.act_max);
   }
-  if (g.op == StageOp::kLogistic) {
+  if (g.op == StageOp::kLogistic || g.op == StageOp::kTanh) {
+    // LOGISTIC as logistic_common.cc, TANH as tanh.cc's CalculateArithmeticOpData for int8 (the same
+    // input multiplier, left shift and range radius; TANH checks no output quantization).
     TF_LITE_ENSURE(context, in.height == out.height && in.width == out.width && in.channels == out.channels);
-    TF_LITE_ENSURE_EQ(context, out.zero_point, -128);  // as logistic_common.cc
+    if (g.op == StageOp::kLogistic) TF_LITE_ENSURE_EQ(context, out.zero_point, -128);  // as logistic_common.cc
     constexpr int kInputIntegerBits = 4;
     const double real = static_cast<double>(in.scale) * static_cast<double>(1 << (31 - kInputIntegerBits));
     int left_shift = 0;
@@ -523,6 +528,40 @@ TfLiteStatus PrepareElementwise(TfLiteContext* context, TfLiteNode* node, const 
     const int32_t zero = out.zero_point + static_cast<int32_t>(roundf(0.0f / out.scale));
     g.act_min = zero > INT8_MIN ? zero : static_cast<int32_t>(INT8_MIN);
     g.act_max = INT8_MAX;
+    g.input_offset = in.zero_point;
+    g.output_offset = out.zero_point;
+    return kTfLiteOk;
+  }
+  if (g.op == StageOp::kHardSwish) {
+    // HARD_SWISH: the HardSwishParams hard_swish_common.cc's HardSwishPrepare computes for int8 (float
+    // quotients of the high-resolution input scale, 16-bit multipliers); Eval calls TFLM's
+    // reference_ops::HardSwish. Multipliers: 1 output, 2 "relu-ish".
+    TF_LITE_ENSURE(context, in.height == out.height && in.width == out.width && in.channels == out.channels);
+    const float hires_input_scale = (1.0f / 128.0f) * in.scale;
+    const float reluish_scale = 3.0f / 32768.0f;
+    int32_t fixedpoint = 0;
+    int16_t fixedpoint16 = 0;
+    QuantizeMultiplier(static_cast<double>(hires_input_scale / out.scale), &fixedpoint, &g.shift1);
+    DownScaleInt32ToInt16Multiplier(fixedpoint, &fixedpoint16);
+    g.multiplier1 = fixedpoint16;
+    TF_LITE_ENSURE(context, g.shift1 <= 0);
+    QuantizeMultiplier(static_cast<double>(hires_input_scale / reluish_scale), &fixedpoint, &g.shift2);
+    DownScaleInt32ToInt16Multiplier(fixedpoint, &fixedpoint16);
+    g.multiplier2 = fixedpoint16;
+    g.input_offset = in.zero_point;
+    g.output_offset = out.zero_point;
+    return kTfLiteOk;
+  }
+  if (g.op == StageOp::kLeakyRelu) {
+    // LEAKY_RELU: the LeakyReluOpData leaky_relu_common.cc computes for int8 (alpha's multiplier from
+    // the float product and quotient, the identity's from the float quotient of the scales); Eval
+    // calls TFLM's reference_ops::QuantizeLeakyRelu. Multipliers: 1 alpha, 2 identity.
+    TF_LITE_ENSURE(context, in.height == out.height && in.width == out.width && in.channels == out.channels);
+    const flexbuffers::Reference alpha = fields[contract::kFieldAlpha];
+    TF_LITE_ENSURE_MSG(context, alpha.IsNumeric(), "StreamChain: LEAKY_RELU needs its alpha");
+    const float a = alpha.AsFloat();
+    QuantizeMultiplier(static_cast<double>(in.scale * a / out.scale), &g.multiplier1, &g.shift1);
+    QuantizeMultiplier(static_cast<double>(in.scale / out.scale), &g.multiplier2, &g.shift2);
     g.input_offset = in.zero_point;
     g.output_offset = out.zero_point;
     return kTfLiteOk;
@@ -715,7 +754,8 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
                                             &out_q));
   if (g.op == StageOp::kAdd || g.op == StageOp::kSub || g.op == StageOp::kMul || g.op == StageOp::kLogistic ||
       g.op == StageOp::kPrelu || g.op == StageOp::kResizeNearestNeighbor || g.op == StageOp::kRelu ||
-      g.op == StageOp::kRelu6 || g.op == StageOp::kPad) {
+      g.op == StageOp::kRelu6 || g.op == StageOp::kPad || g.op == StageOp::kTanh || g.op == StageOp::kHardSwish ||
+      g.op == StageOp::kLeakyRelu) {
     return kTfLiteOk;
   }
   if (g.op == StageOp::kConcatenation) {
@@ -1337,6 +1377,34 @@ void CountOptimizedRow(const EvalState& v) {
       reference_integer_ops::Logistic(g.input_offset, g.radius, g.multiplier, g.shift, out.width * out.channels,
                                       reinterpret_cast<const int8_t*>(src), reinterpret_cast<int8_t*>(dst));
       break;
+    case StageOp::kTanh:
+      reference_integer_ops::Tanh(g.input_offset, g.radius, g.multiplier, g.shift, in_shape,
+                                  reinterpret_cast<const int8_t*>(src), out_shape, reinterpret_cast<int8_t*>(dst));
+      break;
+    case StageOp::kHardSwish: {
+      HardSwishParams p = {};
+      p.input_zero_point = static_cast<int16_t>(g.input_offset);
+      p.output_zero_point = static_cast<int16_t>(g.output_offset);
+      p.output_multiplier_fixedpoint_int16 = static_cast<int16_t>(g.multiplier1);
+      p.output_multiplier_exponent = g.shift1;
+      p.reluish_multiplier_fixedpoint_int16 = static_cast<int16_t>(g.multiplier2);
+      p.reluish_multiplier_exponent = g.shift2;
+      reference_ops::HardSwish(p, in_shape, reinterpret_cast<const int8_t*>(src), out_shape,
+                               reinterpret_cast<int8_t*>(dst));
+      break;
+    }
+    case StageOp::kLeakyRelu: {
+      LeakyReluParams p = {};
+      p.input_offset = g.input_offset;
+      p.output_offset = g.output_offset;
+      p.output_multiplier_alpha = g.multiplier1;
+      p.output_shift_alpha = g.shift1;
+      p.output_multiplier_identity = g.multiplier2;
+      p.output_shift_identity = g.shift2;
+      reference_ops::QuantizeLeakyRelu(p, in_shape, reinterpret_cast<const int8_t*>(src), out_shape,
+                                       reinterpret_cast<int8_t*>(dst));
+      break;
+    }
     case StageOp::kRelu: {
       ReluOpData data{};
       data.params.input_offset = g.input_offset;
