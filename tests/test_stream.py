@@ -359,7 +359,6 @@ def test_empty_tensors_are_not_streamed():
     ("PAD", ["INT8"], "INT8", ["INT64"], False),  # TFLM's PAD reads the paddings as int32
     ("PAD", ["FLOAT32"], "FLOAT32", ["INT32"], False),  # int8 only
     ("PAD", ["INT8"], "INT8", [], False),  # the paddings are a constant input
-    ("PADV2", ["INT8"], "INT8", ["INT32", "INT8"], False),  # not a stage (yet)
     ("MIRROR_PAD", ["INT8"], "INT8", ["INT32"], False),
     ("RELU", ["INT8"], "INT8", [], True),
     ("RELU6", ["INT8"], "INT8", [], True),
@@ -383,6 +382,9 @@ def test_empty_tensors_are_not_streamed():
     ("TANH", ["INT16"], "INT16", [], False),  # int8 only
     ("HARD_SWISH", ["FLOAT32"], "FLOAT32", [], False),
     ("LEAKY_RELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
+    ("PADV2", ["INT8"], "INT8", ["INT32", "INT8"], True),
+    ("PADV2", ["INT8"], "INT8", ["INT32"], False),  # the pad value is an input
+    ("PADV2", ["INT8"], "INT8", ["INT32", "INT16"], False),
 ])
 def test_stage_rules(op, acts, out, consts, ok):
     assert (customops.stream_stage_problem(op, acts, out, consts) is None) == ok
@@ -450,7 +452,7 @@ def test_standalone_activations_are_streamed_bit_exact():
 
 
 # The stages more_stages_unet holds, by operator: each one inside a StreamChain.
-MORE_STAGES = {"SUB": 4}
+MORE_STAGES = {"SUB": 4, "DEQUANTIZE": 2, "TANH": 1, "HARD_SWISH": 1, "LEAKY_RELU": 1, "PADV2": 2}
 
 
 def test_more_stages_are_streamed_bit_exact():
@@ -476,6 +478,27 @@ def test_more_stages_are_streamed_bit_exact():
                 assert len(op.inputs) <= st.outputs[0] < len(op.inputs) + len(op.outputs)
     v = verify(g, streamed, runs=2)
     assert v.identical, v.detail
+
+
+def test_kernel_refuses_padv2s_it_cannot_stream():
+    """A PADV2 of channels, or whose pad value has another quantization than its output (TFLM's
+    Prepare refuses that too) or is no constant, is no stage; the row-local estimate still plans it."""
+    b = synth.ModelBuilder(dtype="INT8")
+    x = b.input([1, 8, 8, 3])
+    ok = b.padv2(x, [[0, 0], [1, 1], [1, 1], [0, 0]], 5)
+    channels = b.padv2(x, [[0, 0], [1, 1], [1, 1], [0, 1]], 5)
+    g = build_graph(b.build([b.conv(ok, 4, padding=synth.VALID), b.conv(channels, 4, padding=synth.VALID)]))
+    good, bad = [op for op in g.operators if op.opcode == "PADV2"]
+    assert stream.kernel_computes(g, good) and stream.row_map(g, good, x) is not None
+    assert not stream.kernel_computes(g, bad) and stream.row_map(g, bad, x) is not None
+    value = g.tensors[good.inputs[2]]
+    for other in (dataclasses.replace(value, zero_points=(value.zero_points[0] + 1,)),
+                  dataclasses.replace(value, scales=(value.scales[0] * 2,)),
+                  dataclasses.replace(value, is_constant=False)):
+        g.tensors[value.index] = other
+        assert not stream.kernel_computes(g, good)
+    g.tensors[value.index] = value
+    assert stream.kernel_computes(g, good)
 
 
 def test_kernel_refuses_subs_it_cannot_stream():

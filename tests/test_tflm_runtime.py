@@ -316,7 +316,7 @@ def test_streamed_more_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
     model, and TFLM's head, tail and persistent buffers are what `tinyseg analyze` says."""
     from tinyseg_plugin.verify import random_inputs
 
-    MORE_STAGES = {"SUB": 4}
+    MORE_STAGES = {"SUB": 4, "DEQUANTIZE": 2, "TANH": 1, "HARD_SWISH": 1, "LEAKY_RELU": 1, "PADV2": 2}
 
     original = tmp_path / "more_stages.tflite"
     modelio.save_model(synth.more_stages_unet(size=24), original)

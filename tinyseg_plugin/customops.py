@@ -111,6 +111,7 @@ STREAM_STAGE_OPS: dict[str, tuple[int, ...] | None] = {
     "ADD": (0, 1), "MUL": (0, 1), "LOGISTIC": (0,), "PRELU": (0,), "RESIZE_NEAREST_NEIGHBOR": (0,),
     "DEPTHWISE_CONV_2D": (0,), "AVERAGE_POOL_2D": (0,), "RELU": (0,), "RELU6": (0,),
     "PAD": (0,), "SUB": (0, 1), "DEQUANTIZE": (0,), "TANH": (0,), "HARD_SWISH": (0,), "LEAKY_RELU": (0,),
+    "PADV2": (0,),
 }
 # The constant inputs a stage takes, by type, in order (None: an omitted optional input).
 STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
@@ -120,6 +121,7 @@ STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "PRELU": (("INT8",),),  # alpha
     "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # size
     "PAD": (("INT32",),),  # paddings (TFLM's PAD reads them as int32)
+    "PADV2": (("INT32", "INT8"),),  # paddings, the pad value (a scalar of the output's quantization)
 }
 # Stages with per-channel requantization (multiplier and shift per output channel, kept persistent).
 STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV", "DEPTHWISE_CONV_2D")
@@ -446,14 +448,14 @@ def stream_stage_problem(op: str, activations: list[str], output: str, constants
         return None
     if output != "INT8" or any(t != "INT8" for t in activations):
         return f"{op} on {'/'.join(activations)} -> {output} (int8 only)"
-    if op == "PAD" and paddings is not None:
+    if op in ("PAD", "PADV2") and paddings is not None:
         rows = [[int(v) for v in r] for r in paddings]
         if len(rows) != 4 or any(len(r) != 2 for r in rows):
-            return f"PAD with paddings {rows} (NHWC only)"
+            return f"{op} with paddings {rows} (NHWC only)"
         if any(v < 0 for r in rows for v in r):
-            return f"PAD with negative paddings {rows}"
+            return f"{op} with negative paddings {rows}"
         if any(rows[0]) or any(rows[3]):
-            return f"PAD of batch or channels {rows} (height and width only)"
+            return f"{op} of batch or channels {rows} (height and width only)"
     return None
 
 

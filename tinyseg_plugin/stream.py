@@ -34,8 +34,8 @@ ROW_IDENTITY = frozenset(
 )
 WINDOWED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D"})
 UPSAMPLING = frozenset({"TRANSPOSE_CONV", "RESIZE_NEAREST_NEIGHBOR"})
-PADDING_OP = "PAD"
-ROW_LOCAL = ROW_IDENTITY | WINDOWED | UPSAMPLING | {PADDING_OP}
+PADDING_OPS = frozenset({"PAD", "PADV2"})
+ROW_LOCAL = ROW_IDENTITY | WINDOWED | UPSAMPLING | PADDING_OPS
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
         if o is None or o.alignCorners or op.inputs[0] != t or out_h % in_h:
             return None
         return RowMap(in_h, out_h, 1, out_h // in_h)
-    if name == PADDING_OP:
+    if name in PADDING_OPS:
         pads = graph.buffer_array(op.inputs[1]) if len(op.inputs) > 1 else None
         if op.inputs[0] != t or pads is None or pads.shape != (4, 2) or pads[0].any():
             return None
@@ -324,10 +324,15 @@ def kernel_computes(graph: Graph, op: Operator) -> bool:
         else:
             consts.append(graph.tensors[t].dtype if t >= 0 else None)
     paddings = None
-    if op.opcode == PADDING_OP:
-        pads = graph.buffer_array(op.inputs[1]) if len(op.inputs) == 2 else None
+    if op.opcode in PADDING_OPS:
+        pads = graph.buffer_array(op.inputs[1]) if len(op.inputs) == (2 if op.opcode == "PAD" else 3) else None
         if pads is None or pads.shape != (4, 2) or len(out.shape) != 4:
             return False
+        if op.opcode == "PADV2":  # the pad value: a constant scalar in the output's quantization (as TFLM's Prepare)
+            value = graph.tensors[op.inputs[2]]
+            if (not value.is_constant or int(np.prod(value.shape)) != 1 or list(value.scales) != list(out.scales)
+                    or list(value.zero_points) != list(out.zero_points)):
+                return False
         paddings = pads.tolist()
         x = graph.tensors[acts[0]].shape if acts else ()
         if len(x) != 4 or any(x[k] + paddings[k][0] + paddings[k][1] != out.shape[k] for k in range(4)):

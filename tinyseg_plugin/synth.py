@@ -209,6 +209,19 @@ class ModelBuilder:
         self._op("DEQUANTIZE", [x], [y])
         return y
 
+    def padv2(self, x: int, paddings, value: int) -> int:
+        """An int8 PADV2 by constant int32 ``paddings`` with the constant scalar pad ``value``; output and
+        value keep the input's quantization (PADV2 requantizes nothing)."""
+        name = f"padv2_{len(self.operators)}"
+        pads = np.array(paddings, dtype=np.int32).reshape(4, 2)
+        q = self.tensors[x].quantization
+        p_t = self._tensor([4, 2], "INT32", f"{name}/paddings", pads)
+        v_t = self._tensor([], "INT8", f"{name}/value", np.array(value, dtype=np.int8), list(q.scale), list(q.zeroPoint))
+        y = self._tensor([d + int(a) + int(b) for d, (a, b) in zip(self.shapes[x], pads)], "INT8", name,
+                         scales=list(q.scale), zps=list(q.zeroPoint))
+        self._op("PADV2", [x, p_t, v_t], [y], fb.BuiltinOptions.PadV2Options, fb.PadV2OptionsT())
+        return y
+
     def add(self, a: int, b: int, op: str = "ADD") -> int:
         """An elementwise ADD (or SUB or MUL) of two tensors of one shape."""
         y = self.activation(list(self.shapes[a]), f"{op.lower()}{len(self.operators)}")
@@ -391,7 +404,8 @@ def more_stages_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
     tiny_unet_like: SUB of two activations of different quantization, SUB broadcasting a one-channel
     activation across channels, SUB of a per-channel constant (as the second operand, and as the
     first with a fused RELU); LEAKY_RELU and HARD_SWISH requantizing the bottleneck, TANH (output
-    1/128, as converters quantize it) in the decoder; DEQUANTIZE to float32 model outputs (the
+    1/128, as converters quantize it) in the decoder, PADV2 (symmetric and asymmetric, pad values
+    other than the zero point) in front of VALID convolutions; DEQUANTIZE to float32 model outputs (the
     bottleneck's and the last convolution's)."""
     b = ModelBuilder(dtype="INT8", seed=seed)
     x = b.input([1, size, size, 3])
@@ -408,8 +422,9 @@ def more_stages_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
     bottleneck = b.unary(b.conv(b.pool(a), 16, relu=False), "LEAKY_RELU", scale=0.04, zero_point=-10, alpha=0.2)
     bottleneck = b.unary(bottleneck, "HARD_SWISH")
     y = b.concat([a, b.transpose_conv(bottleneck, 8)])
-    y = b.unary(b.conv(y, 8, relu=False), "TANH", scale=1 / 128, zero_point=0)
-    y = b.conv(y, 8, relu=False)
+    y = b.conv(b.padv2(y, [[0, 0], [1, 1], [1, 1], [0, 0]], 7), 8, padding=VALID, relu=False)
+    y = b.unary(y, "TANH", scale=1 / 128, zero_point=0)
+    y = b.conv(b.padv2(y, [[0, 0], [2, 0], [0, 2], [0, 0]], -100), 8, padding=VALID, relu=False)
     return b.build([b.to_float(b.conv(y, 1, k=1, relu=False)), b.to_float(bottleneck)])
 
 

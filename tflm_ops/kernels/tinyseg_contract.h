@@ -169,6 +169,7 @@ enum class StageOp : int32_t {
   kTanh = 17,
   kHardSwish = 18,
   kLeakyRelu = 19,
+  kPadv2 = 20,
   kUnknown = -1,
 };
 
@@ -193,6 +194,7 @@ inline StageOp ParseStageOp(const char* name) {
   if (std::strcmp(name, "TANH") == 0) return StageOp::kTanh;
   if (std::strcmp(name, "HARD_SWISH") == 0) return StageOp::kHardSwish;
   if (std::strcmp(name, "LEAKY_RELU") == 0) return StageOp::kLeakyRelu;
+  if (std::strcmp(name, "PADV2") == 0) return StageOp::kPadv2;
   return StageOp::kUnknown;
 }
 
@@ -219,6 +221,7 @@ inline bool IsActivationInput(StageOp op, int k) {
     case StageOp::kTanh: return k == 0;
     case StageOp::kHardSwish: return k == 0;
     case StageOp::kLeakyRelu: return k == 0;
+    case StageOp::kPadv2: return k == 0;
     default: return false;
   }
 }

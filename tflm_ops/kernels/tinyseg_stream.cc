@@ -575,10 +575,11 @@ TfLiteStatus PrepareElementwise(TfLiteContext* context, TfLiteNode* node, const 
     TF_LITE_ENSURE(context, g.act_max >= INT8_MIN && g.act_max <= INT8_MAX);
     return kTfLiteOk;
   }
-  if (g.op == StageOp::kPad) {
-    // PAD: TFLM's PadPrepare checks (constant int32 paddings, output = input + paddings, an int8
-    // output zero point as the pad value), for NHWC padding of height and width only. Eval pads
-    // one row at a time with TFLM's reference_ops::Pad.
+  if (g.op == StageOp::kPad || g.op == StageOp::kPadv2) {
+    // PAD and PADV2: TFLM's PadPrepare checks (constant int32 paddings, output = input + paddings;
+    // PAD: an int8 output zero point as the pad value; PADV2: an int8 scalar pad value of the
+    // output's quantization), for NHWC padding of height and width only. Eval pads one row at a
+    // time with TFLM's reference_ops::Pad.
     TF_LITE_ENSURE_MSG(context, g.filter >= 0 && g.filter < NumInputs(node), "StreamChain: PAD's paddings");
     MicroContext* mc = GetMicroContext(context);
     TfLiteTensor* paddings = mc->AllocateTempInputTensor(node, g.filter);
@@ -598,7 +599,20 @@ TfLiteStatus PrepareElementwise(TfLiteContext* context, TfLiteNode* node, const 
     g.pad_h = p[2];     // top: the row map reads input row y - top
     g.pad_w = p[4];     // left
     g.filter_w = p[5];  // right
-    g.output_offset = out.zero_point;  // the pad value (TFLM's int8 PAD without constant_values)
+    int32_t pad_value = out.zero_point;  // TFLM's int8 PAD without constant_values
+    if (g.op == StageOp::kPadv2) {
+      TF_LITE_ENSURE_MSG(context, g.bias >= 0 && g.bias < NumInputs(node), "StreamChain: PADV2's pad value");
+      TfLiteTensor* value = mc->AllocateTempInputTensor(node, g.bias);
+      TF_LITE_ENSURE(context, value != nullptr);
+      const bool scalar = value->type == kTfLiteInt8 && IsConstantTensor(value) && NumElements(value) == 1 &&
+                          value->params.zero_point == out.zero_point &&
+                          static_cast<double>(value->params.scale) == static_cast<double>(out.scale);
+      if (scalar) pad_value = GetTensorData<int8_t>(value)[0];
+      mc->DeallocateTempTfLiteTensor(value);
+      TF_LITE_ENSURE_MSG(context, scalar,
+                         "StreamChain: PADV2 takes a constant int8 scalar pad value of the output's quantization");
+    }
+    g.output_offset = pad_value;
     return kTfLiteOk;
   }
   if (g.op == StageOp::kPrelu) {
@@ -679,8 +693,10 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
         (constant == 0 ? g.filter : g.bias) = id;
       } else if (g.op == StageOp::kTransposeConv && constant >= 1) {
         (constant == 1 ? g.filter : g.bias) = id;
-      } else if (g.op == StageOp::kPad && constant == 0) {
+      } else if ((g.op == StageOp::kPad || g.op == StageOp::kPadv2) && constant == 0) {
         g.filter = id;  // the paddings
+      } else if (g.op == StageOp::kPadv2 && constant == 1) {
+        g.bias = id;  // PADV2's pad value
       }
       continue;
     }
@@ -754,8 +770,8 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
                                             &out_q));
   if (g.op == StageOp::kAdd || g.op == StageOp::kSub || g.op == StageOp::kMul || g.op == StageOp::kLogistic ||
       g.op == StageOp::kPrelu || g.op == StageOp::kResizeNearestNeighbor || g.op == StageOp::kRelu ||
-      g.op == StageOp::kRelu6 || g.op == StageOp::kPad || g.op == StageOp::kTanh || g.op == StageOp::kHardSwish ||
-      g.op == StageOp::kLeakyRelu) {
+      g.op == StageOp::kRelu6 || g.op == StageOp::kPad || g.op == StageOp::kPadv2 || g.op == StageOp::kTanh ||
+      g.op == StageOp::kHardSwish || g.op == StageOp::kLeakyRelu) {
     return kTfLiteOk;
   }
   if (g.op == StageOp::kConcatenation) {
@@ -971,13 +987,14 @@ TfLiteStatus StreamPrepare(TfLiteContext* context, TfLiteNode* node) {
       map.den = g.stride_h;
     } else if (g.op == StageOp::kResizeNearestNeighbor) {
       map.den = map.out_h / map.in_h;
-    } else if (g.op == StageOp::kPad) {
+    } else if (g.op == StageOp::kPad || g.op == StageOp::kPadv2) {
       map.before = g.pad_h;  // output row y reads input row y - top; none in the top and bottom padding
       map.after = -g.pad_h;
     }
     TF_LITE_ENSURE_MSG(context, g.op == StageOp::kConv2d || g.op == StageOp::kMaxPool2d ||
                                     g.op == StageOp::kDepthwiseConv2d || g.op == StageOp::kAveragePool2d ||
                                     g.op == StageOp::kTransposeConv || g.op == StageOp::kPad ||
+                                    g.op == StageOp::kPadv2 ||
                                     g.op == StageOp::kResizeNearestNeighbor || map.in_h == map.out_h,
                        "StreamChain: an elementwise stage's inputs have the output's height");
     if (tab.tensor(edge.tensor).kind == Kind::kBody) {
@@ -1423,7 +1440,8 @@ void CountOptimizedRow(const EvalState& v) {
       Relu6Quantized(static_cast<int8_t>(g.act_min), static_cast<int8_t>(g.act_max), in_shape,
                              reinterpret_cast<const int8_t*>(src), out_shape, reinterpret_cast<int8_t*>(dst));
       break;
-    case StageOp::kPad: {
+    case StageOp::kPad:
+    case StageOp::kPadv2: {
       // One output row: the input row with its left and right padding, or (no input row: the
       // top or bottom padding) a row of the pad value, as a padding row above an empty input.
       PadParams p = {};
