@@ -644,3 +644,41 @@ def test_cortex_m7_cmsis_nn_streamed_example_models(installed: Path, example_mod
     assert (tmp_path / "got.bin").read_bytes() == want_bytes
     _assert_as_analyzed(got, model, "cmsis-nn", M7_BUILD)
     assert got["head"] == choice.head < want["head"] and got["optimized_rows"] > 0, got
+
+
+@pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])
+def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_path: Path) -> None:
+    """The SUB, DEQUANTIZE, TANH, HARD_SWISH, LEAKY_RELU and PADV2 stages built for a Cortex-M7
+    (TFLM's cortex_m_qemu target, soft float: DEQUANTIZE's double arithmetic included) with the
+    reference and the CMSIS-NN kernels: the streamed more_stages_unet's outputs identical to the
+    unfused model's there, on 3 random inputs, and TFLM's figures as `tinyseg analyze` says."""
+    reason = _cortex_m7_skip_reason(installed, kernels)
+    if reason:
+        pytest.skip(reason)
+    from tinyseg_plugin.verify import random_inputs
+
+    try:
+        exe = build_e2e.build(installed, kernels, target=CORTEX_M7)
+    except build_e2e.BuildError as exc:
+        pytest.fail(str(exc))
+    runtime = "cmsis-nn" if kernels == "cmsis_nn" else "reference"
+    original = tmp_path / "more_stages.tflite"
+    modelio.save_model(synth.more_stages_unet(size=24), original)
+    g = build_graph(modelio.load_model(original))
+    choice = stream_search.choose_streaming(g, runtime, "cortex-m", kernel_only=True)
+    assert choice.streamed is not None
+    streamed = choice.streamed.graph
+    assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
+    stages = [st.op for op in streamed.operators for st in customops.decode(op).stages]
+    assert all(stages.count(k) for k in ("SUB", "DEQUANTIZE", "TANH", "HARD_SWISH", "LEAKY_RELU", "PADV2"))
+    model = tmp_path / "streamed.tflite"
+    modelio.save_model(streamed.model, model)
+    for seed in (0, 1, 2):
+        inputs = tmp_path / f"in{seed}.bin"
+        inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), seed)))
+        want = _run_e2e(exe, original, inputs, tmp_path / "want.bin", prefix=build_e2e.QEMU_M7)
+        got = _run_e2e(exe, model, inputs, tmp_path / "got.bin", prefix=build_e2e.QEMU_M7)
+        assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
+        _assert_as_analyzed(want, original, runtime, M7_BUILD)
+        _assert_as_analyzed(got, model, runtime, M7_BUILD)
+        assert got["head"] == choice.head < want["head"]
