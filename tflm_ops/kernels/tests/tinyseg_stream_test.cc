@@ -1,7 +1,8 @@
 // StreamChain against TFLM's own kernels run whole: a chain that spills its
 // product row by row and a chain that fetches it row by row into a strided
 // convolution, and a chain of a convolution into a max pool through a ring of
-// two rows. Outputs must be bit-identical; a ring one row short is refused.
+// two rows; DEQUANTIZE rows to float32. Outputs must be bit-identical; a ring one row short is
+// refused, and so is a DEQUANTIZE writing float32 rows anywhere but to one of the chain's outputs.
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -12,6 +13,7 @@
 #include "tensorflow/lite/micro/kernels/conv.h"
 #include "tensorflow/lite/micro/kernels/depthwise_conv.h"
 #include "tensorflow/lite/micro/kernels/kernel_runner.h"
+#include "tensorflow/lite/micro/kernels/micro_ops.h"
 #include "tensorflow/lite/micro/kernels/pooling.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tests/tinyseg_test_support.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_ops.h"
@@ -49,7 +51,7 @@ struct BodyTensor {
 std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched, const std::vector<Stage>& stages,
                                   const std::vector<BodyTensor>& tensors, const std::vector<std::vector<int>>& spill,
                                   const std::vector<std::vector<int>>& fetch,
-                                  const std::vector<std::vector<int>>& rings) {
+                                  const std::vector<std::vector<int>>& rings, const char* body_type = "INT8") {
   flexbuffers::Builder fbb;
   auto pairs = [&fbb](const char* key, const std::vector<std::vector<int>>& v) {
     fbb.Vector(key, [&]() {
@@ -79,7 +81,7 @@ std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched, cons
       for (const BodyTensor& t : tensors) {
         fbb.Map([&]() {
           fbb.String("name", t.name);
-          fbb.String("type", "INT8");
+          fbb.String("type", body_type);
           fbb.Vector("shape", [&]() { for (int d : t.shape) fbb.Int(d); });
           fbb.Vector("scale", [&]() { fbb.Double(static_cast<double>(t.scale)); });
           fbb.Vector("zero_point", [&]() { fbb.Int(t.zero_point); });
@@ -347,6 +349,32 @@ TF_LITE_MICRO_TEST(DepthwiseIntoAveragePool) {
                       CreateQuantizedTensor(got, IntArrayFromInts(a_dims), kMScale, kMZp)};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 4, {0, 1, 2}, {3}, o));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
+}
+
+// DEQUANTIZE as a stage: its rows against TFLM's DEQUANTIZE run whole; the same stage writing a
+// float32 body tensor (a ring no stage could read) is refused in Prepare.
+TF_LITE_MICRO_TEST(DequantizeRowsAreChainOutputs) {
+  using namespace tflite::testing;
+  Weights& w = W();
+  static float want[kH * kW * kC], got[kH * kW * kC];
+  int x_dims[] = {4, 1, kH, kW, kC};
+  TfLiteTensor r[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                      CreateTensor(want, IntArrayFromInts(x_dims))};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_DEQUANTIZE(), r, 1, nullptr));
+
+  std::memset(got, 0x5a, sizeof(got));
+  auto none = [](flexbuffers::Builder&) {};
+  const std::vector<uint8_t> o = ChainOptions(0, 0, 0, {{"DEQUANTIZE", {0}, 1, "", none}}, {}, {}, {}, {});
+  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                      CreateTensor(got, IntArrayFromInts(x_dims))};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, o));
+  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
+
+  // inputs [x], outputs [y] (local 1), body [d] (local 2, float32, a ring of one row).
+  const std::vector<uint8_t> bad =
+      ChainOptions(kW * kC * 4, 0, 0, {{"DEQUANTIZE", {0}, 2, "", none}, {"DEQUANTIZE", {0}, 1, "", none}},
+                   {{"d", {1, kH, kW, kC}, kXScale, kXZp}}, {}, {}, {{2, 1}}, "FLOAT32");
+  TF_LITE_MICRO_EXPECT_NE(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, bad));
 }
 
 TF_LITE_MICRO_TESTS_END
