@@ -458,9 +458,9 @@ MORE_STAGES = {"SUB": 4, "DEQUANTIZE": 2, "TANH": 1, "HARD_SWISH": 1, "LEAKY_REL
 def test_more_stages_are_streamed_bit_exact():
     """SUB (two activations of different quantization, a one-channel activation broadcast across
     channels, a per-channel constant as either operand, a fused RELU), requantizing LEAKY_RELU and
-    HARD_SWISH, TANH, and DEQUANTIZE to float32 outputs: the kernel computes every one, the search puts each inside a StreamChain (a
-    DEQUANTIZE's float rows always one of the chain's outputs), and the lowered chains match the
-    unfused graph."""
+    HARD_SWISH, TANH, PADV2 and DEQUANTIZE to float32 outputs: the kernel computes every one, the
+    search puts each inside a StreamChain (a DEQUANTIZE's float rows always one of the chain's
+    outputs), and the lowered chains match the unfused graph."""
     from tinyseg_plugin.verify import verify
 
     g = build_graph(synth.more_stages_unet())

@@ -311,8 +311,8 @@ def test_streamed_pad_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
 
 def test_streamed_more_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
     """SUB (different input quantizations, a channel broadcast, a per-channel constant as either
-    operand, a fused RELU), LEAKY_RELU, HARD_SWISH, TANH and DEQUANTIZE (float32 model outputs) as
-    StreamChain stages: bit-identical to TFLM's own kernels on the unfused
+    operand, a fused RELU), LEAKY_RELU, HARD_SWISH, TANH, PADV2 and DEQUANTIZE (float32 model
+    outputs) as StreamChain stages: bit-identical to TFLM's own kernels on the unfused
     model, and TFLM's head, tail and persistent buffers are what `tinyseg analyze` says."""
     from tinyseg_plugin.verify import random_inputs
 

@@ -305,8 +305,10 @@ SAME_SHAPE_STAGES = frozenset({"LOGISTIC", "PRELU", "RELU", "RELU6", "DEQUANTIZE
 
 def kernel_computes(graph: Graph, op: Operator) -> bool:
     """Whether the StreamChain kernel computes this operator as a stage (customops' rules, and the
-    shapes its Prepare accepts: no broadcast but PRELU's alpha over rows, RESIZE_NEAREST_NEIGHBOR
-    rows that TFLM's float arithmetic maps to y // factor)."""
+    shapes its Prepare accepts: no broadcast but PRELU's alpha over rows and ADD/SUB/MUL's across
+    width and channels, RESIZE_NEAREST_NEIGHBOR rows that TFLM's float arithmetic maps to
+    y // factor, PADV2's pad value of the output's quantization). DEQUANTIZE's float32 output
+    needs no rule here: no stage takes a float32 input, so it is always a chain output."""
     positions = customops.STREAM_STAGE_OPS.get(op.opcode, ())
     if not op.outputs or not op.inputs:
         return False

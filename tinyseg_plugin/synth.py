@@ -216,7 +216,8 @@ class ModelBuilder:
         pads = np.array(paddings, dtype=np.int32).reshape(4, 2)
         q = self.tensors[x].quantization
         p_t = self._tensor([4, 2], "INT32", f"{name}/paddings", pads)
-        v_t = self._tensor([], "INT8", f"{name}/value", np.array(value, dtype=np.int8), list(q.scale), list(q.zeroPoint))
+        v_t = self._tensor([], "INT8", f"{name}/value", np.array(value, dtype=np.int8), list(q.scale),
+                           list(q.zeroPoint))
         y = self._tensor([d + int(a) + int(b) for d, (a, b) in zip(self.shapes[x], pads)], "INT8", name,
                          scales=list(q.scale), zps=list(q.zeroPoint))
         self._op("PADV2", [x, p_t, v_t], [y], fb.BuiltinOptions.PadV2Options, fb.PadV2OptionsT())
