@@ -4,8 +4,10 @@
 // CMSIS_NN), a CONV_2D, DEPTHWISE_CONV_2D, MAX_POOL_2D or AVERAGE_POOL_2D stage computes its
 // output row with the CMSIS-NN function TFLM's own CMSIS-NN kernel calls for the whole tensor, on
 // the band view (the window's input rows as a tensor of that height, the top padding shifted);
-// an ADD or MUL stage without broadcast calls CMSIS-NN's elementwise function on the row. The
-// other stages have no CMSIS-NN kernel in TFLM either. A build without CMSIS_NN (the
+// an ADD or MUL stage without broadcast calls CMSIS-NN's elementwise function on the row; a
+// TRANSPOSE_CONV stage (stride >= kernel height) calls arm_transpose_conv_s8 on its one input row
+// with the one filter row its output row reads (see BandTransposeConv). The other stages have no
+// CMSIS-NN kernel in TFLM either. A build without CMSIS_NN (the
 // Arduino library form of TFLM, whose older CMSIS-NN has another API, does not define it) keeps
 // the reference arithmetic in the stages. CMSIS-NN gives the
 // reference kernels' bytes, so the streamed model stays bit-identical to the unfused one either
@@ -68,6 +70,35 @@ struct ElementwiseRow {
   int32_t act_min, act_max;
 };
 
+// One output row y of an int8 TRANSPOSE_CONV whose stride height is at least its kernel height:
+// it reads input row y / stride alone, through filter row `filter_row` = y % stride (a row past
+// the kernel holds the bias only: the reference code's case). CMSIS-NN computes it as the
+// transposed convolution of that input row (height 1) with that filter row (height 1, stride 1):
+// arm_transpose_conv_s8 then accumulates the row's int32 sums over the width, bias first, and
+// requantizes exactly the one output row. (With the whole filter and stride it would write
+// `stride` output rows per input row, and with a top padding it skips its first rows.) The filter
+// row is copied out of the [out_c, filter_h, filter_w, in_c] filter into the scratch.
+struct BandTransposeConv {
+  const int8_t* input;  // one row: in_w x in_c
+  int32_t in_w, in_c;
+  const int8_t* filter;  // the whole filter
+  int32_t filter_h, filter_w, filter_row;
+  const int32_t* bias;  // nullptr: none
+  int8_t* output;       // one row: out_w x out_c
+  int32_t out_w, out_c;
+  int32_t stride_w, pad_w;
+  int32_t input_offset, output_offset;
+  int32_t act_min, act_max;
+  const int32_t* multiplier;  // per output channel
+  const int32_t* shift;
+};
+
+// Scratch bytes CmsisTransposeConvRow needs: the int32 row accumulator of arm_transpose_conv_s8
+// (((in_w - 1) * stride_w + max(filter_w, stride_w)) * out_c int32) then the filter row
+// (out_c * filter_w * in_c bytes). The planner's figure (stream.transpose_conv_row_scratch) is
+// the same sum.
+int32_t CmsisTransposeConvRowBytes(int32_t in_w, int32_t in_c, int32_t filter_w, int32_t out_c, int32_t stride_w);
+
 // True in a build whose StreamChain stages can run CMSIS-NN arithmetic.
 bool StreamStagesUseCmsisNn();
 
@@ -78,6 +109,7 @@ bool CmsisConvRow(const BandConv& c, void* scratch, int32_t scratch_bytes);
 bool CmsisDepthwiseConvRow(const BandConv& c, void* scratch, int32_t scratch_bytes);
 bool CmsisMaxPoolRow(const BandPool& p);
 bool CmsisAveragePoolRow(const BandPool& p, void* scratch, int32_t scratch_bytes);
+bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t scratch_bytes);
 bool CmsisAddRow(const ElementwiseRow& e);
 bool CmsisMulRow(const ElementwiseRow& e);
 
