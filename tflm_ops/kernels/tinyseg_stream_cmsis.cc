@@ -5,14 +5,15 @@
 
 #if defined(CMSIS_NN)
 #include "Include/arm_nnfunctions.h"
+#include "Include/arm_nnsupportfunctions.h"  // the TRANSPOSE_CONV row: arm_nn_transpose_conv_row_s8_s32
 #endif
 
 namespace tflite {
 namespace tinyseg_ops {
 
-int32_t CmsisTransposeConvRowBytes(int32_t in_w, int32_t in_c, int32_t filter_w, int32_t out_c, int32_t stride_w) {
+int32_t CmsisTransposeConvRowBytes(int32_t in_w, int32_t filter_w, int32_t out_c, int32_t stride_w) {
   const int64_t columns = static_cast<int64_t>(in_w - 1) * stride_w + (filter_w > stride_w ? filter_w : stride_w);
-  const int64_t bytes = columns * out_c * 4 + static_cast<int64_t>(out_c) * filter_w * in_c;
+  const int64_t bytes = columns * out_c * 4;
   return bytes > INT32_MAX ? -1 : static_cast<int32_t>(bytes);
 }
 
@@ -139,48 +140,41 @@ bool CmsisAveragePoolRow(const BandPool& b, void* scratch, int32_t scratch_bytes
 
 bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t scratch_bytes) {
   if (t.filter_row < 0 || t.filter_row >= t.filter_h) return false;  // a bias-only row
-  const int32_t need = CmsisTransposeConvRowBytes(t.in_w, t.in_c, t.filter_w, t.out_c, t.stride_w);
+  const int32_t need = CmsisTransposeConvRowBytes(t.in_w, t.filter_w, t.out_c, t.stride_w);
   const int32_t columns = (t.in_w - 1) * t.stride_w + (t.filter_w > t.stride_w ? t.filter_w : t.stride_w);
-  // arm_transpose_conv_s8 reads output columns pad_w .. pad_w + out_w - 1 of its accumulator row.
+  // The output row is columns pad_w .. pad_w + out_w - 1 of the accumulator row.
   if (need < 0 || need > scratch_bytes || t.pad_w < 0 || t.pad_w + t.out_w > columns) return false;
-  const int32_t accumulator_bytes = columns * t.out_c * 4;
-  int8_t* filter_row = static_cast<int8_t*>(scratch) + accumulator_bytes;
-  const int32_t row_bytes = t.filter_w * t.in_c;
-  for (int32_t c = 0; c < t.out_c; ++c) {
-    std::memcpy(filter_row + static_cast<size_t>(c) * row_bytes,
-                t.filter + (static_cast<size_t>(c) * t.filter_h + t.filter_row) * row_bytes, row_bytes);
+  int32_t* acc = static_cast<int32_t*>(scratch);
+  // As arm_transpose_conv_s8 starts its rolling buffer: the bias in every column, or zeros.
+  for (int32_t x = 0; x < columns; ++x) {
+    if (t.bias != nullptr) {
+      std::memcpy(acc + static_cast<size_t>(x) * t.out_c, t.bias, static_cast<size_t>(t.out_c) * 4);
+    } else {
+      std::memset(acc + static_cast<size_t>(x) * t.out_c, 0, static_cast<size_t>(t.out_c) * 4);
+    }
   }
-  cmsis_nn_transpose_conv_params p;
-  p.input_offset = t.input_offset;
-  p.output_offset = t.output_offset;
-  p.stride.h = 1;
-  p.stride.w = t.stride_w;
-  p.padding.h = 0;
-  p.padding.w = t.pad_w;
-  p.padding_offsets.h = 0;
-  p.padding_offsets.w = 0;
-  p.dilation.h = 1;
-  p.dilation.w = 1;
-  p.activation.min = t.act_min;
-  p.activation.max = t.act_max;
-  cmsis_nn_per_channel_quant_params q;
-  q.multiplier = const_cast<int32_t*>(t.multiplier);
-  q.shift = const_cast<int32_t*>(t.shift);
-  const cmsis_nn_dims in = Dims(1, 1, t.in_w, t.in_c);
-  const cmsis_nn_dims filter = Dims(t.out_c, 1, t.filter_w, t.in_c);
-  const cmsis_nn_dims bias = Dims(1, 1, 1, t.out_c);
-  const cmsis_nn_dims out = Dims(1, 1, t.out_w, t.out_c);
-  cmsis_nn_context ctx;
-  ctx.buf = scratch;
-  ctx.size = accumulator_bytes;
-  cmsis_nn_context unused;  // the reverse-convolution buffer: arm_transpose_conv_s8 never reads it
-  unused.buf = nullptr;
-  unused.size = 0;
-  // Not arm_transpose_conv_wrapper_s8: for stride <= 2 and more than 16 input channels it runs a
-  // convolution over the zero-upsampled input, whose window crosses into the neighbouring input
-  // rows; the direct function keeps to the one row (same sums, so the same bytes either way).
-  return arm_transpose_conv_s8(&ctx, &unused, &p, &q, &in, t.input, &filter, filter_row, &bias, t.bias, &out,
-                               t.output) == ARM_CMSIS_NN_SUCCESS;
+  // arm_transpose_conv_s8's row function on the one input row, with the filter rows before and
+  // after `filter_row` skipped (the skips arm_transpose_conv_s8 itself passes at the output's top
+  // and bottom edges): the products of exactly this output row, added into the accumulator.
+  const int32_t row = columns * t.out_c;
+  if (arm_nn_transpose_conv_row_s8_s32(t.input, t.filter, acc, 0, row, t.filter_h, t.filter_w, t.in_c, t.out_c,
+                                       t.input_offset, row, t.in_w, t.stride_w, t.filter_row,
+                                       t.filter_h - 1 - t.filter_row) != ARM_CMSIS_NN_SUCCESS) {
+    return false;
+  }
+  // Then its requantization of an output row (the loop of its non-Helium build).
+  const int32_t* sum = acc + static_cast<size_t>(t.pad_w) * t.out_c;
+  int8_t* out = t.output;
+  for (int32_t x = 0; x < t.out_w; ++x) {
+    for (int32_t c = 0; c < t.out_c; ++c) {
+      int32_t r = arm_nn_requantize(*sum++, t.multiplier[c], t.shift[c]);
+      r += t.output_offset;
+      r = r < t.act_min ? t.act_min : r;
+      r = r > t.act_max ? t.act_max : r;
+      *out++ = static_cast<int8_t>(r);
+    }
+  }
+  return true;
 }
 
 bool CmsisAddRow(const ElementwiseRow& e) {

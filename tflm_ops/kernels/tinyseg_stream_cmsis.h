@@ -5,8 +5,8 @@
 // output row with the CMSIS-NN function TFLM's own CMSIS-NN kernel calls for the whole tensor, on
 // the band view (the window's input rows as a tensor of that height, the top padding shifted);
 // an ADD or MUL stage without broadcast calls CMSIS-NN's elementwise function on the row; a
-// TRANSPOSE_CONV stage (stride >= kernel height) calls arm_transpose_conv_s8 on its one input row
-// with the one filter row its output row reads (see BandTransposeConv). The other stages have no
+// TRANSPOSE_CONV stage (stride >= kernel height) computes its output row with CMSIS-NN's
+// transposed-convolution row function on its one input row (see BandTransposeConv). The other stages have no
 // CMSIS-NN kernel in TFLM either. A build without CMSIS_NN (the
 // Arduino library form of TFLM, whose older CMSIS-NN has another API, does not define it) keeps
 // the reference arithmetic in the stages. CMSIS-NN gives the
@@ -72,12 +72,13 @@ struct ElementwiseRow {
 
 // One output row y of an int8 TRANSPOSE_CONV whose stride height is at least its kernel height:
 // it reads input row y / stride alone, through filter row `filter_row` = y % stride (a row past
-// the kernel holds the bias only: the reference code's case). CMSIS-NN computes it as the
-// transposed convolution of that input row (height 1) with that filter row (height 1, stride 1):
-// arm_transpose_conv_s8 then accumulates the row's int32 sums over the width, bias first, and
-// requantizes exactly the one output row. (With the whole filter and stride it would write
-// `stride` output rows per input row, and with a top padding it skips its first rows.) The filter
-// row is copied out of the [out_c, filter_h, filter_w, in_c] filter into the scratch.
+// the kernel holds the bias only: the reference code's case). It is computed as
+// arm_transpose_conv_s8 computes an output row: an int32 accumulator row over the width holding
+// the bias, CMSIS-NN's row function (arm_nn_transpose_conv_row_s8_s32) on the one input row with
+// the filter rows other than `filter_row` skipped, then arm_nn_requantize, the output offset and
+// the activation clamp. (arm_transpose_conv_s8 itself, on the input row with the whole filter,
+// writes `stride` output rows at once, and with a top padding it skips output rows; its wrapper
+// may run a convolution over the zero-upsampled input, which reads neighbouring input rows.)
 struct BandTransposeConv {
   const int8_t* input;  // one row: in_w x in_c
   int32_t in_w, in_c;
@@ -93,11 +94,11 @@ struct BandTransposeConv {
   const int32_t* shift;
 };
 
-// Scratch bytes CmsisTransposeConvRow needs: the int32 row accumulator of arm_transpose_conv_s8
-// (((in_w - 1) * stride_w + max(filter_w, stride_w)) * out_c int32) then the filter row
-// (out_c * filter_w * in_c bytes). The planner's figure (stream.transpose_conv_row_scratch) is
-// the same sum.
-int32_t CmsisTransposeConvRowBytes(int32_t in_w, int32_t in_c, int32_t filter_w, int32_t out_c, int32_t stride_w);
+// Scratch bytes CmsisTransposeConvRow needs: its int32 accumulator row,
+// ((in_w - 1) * stride_w + max(filter_w, stride_w)) * out_c int32 (arm_transpose_conv_s8's row
+// width). The planner's figure is the same (stream.transpose_conv_row_scratch); it equals the
+// reference stage's one output row of int32 when stride_w >= filter_w and out_w = in_w * stride_w.
+int32_t CmsisTransposeConvRowBytes(int32_t in_w, int32_t filter_w, int32_t out_c, int32_t stride_w);
 
 // True in a build whose StreamChain stages can run CMSIS-NN arithmetic.
 bool StreamStagesUseCmsisNn();
