@@ -14,6 +14,7 @@ import pytest
 from tinyseg_plugin import customops, stream, stream_search, synth
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.kernels import ARCHES, KernelRules
 from tinyseg_plugin.modelio import load_model
 from tinyseg_plugin.passes.edit import Editor
 from tinyseg_plugin.passes.stream import stream_chains
@@ -73,6 +74,28 @@ def test_tiny_unet_is_one_row_local_chain():
     g = build_graph(load_model(TINY))
     assert all(stream.is_row_local(g, op) for op in g.operators)
     assert stream.find_chains(g) == [list(range(len(g.operators)))]
+
+
+def test_transpose_conv_row_scratch_follows_the_runtime():
+    """A TRANSPOSE_CONV stage's row-step scratch: one output row of int32 for the reference
+    arithmetic, at least CMSIS-NN's accumulator row where the runtime's TRANSPOSE_CONV is
+    CMSIS-NN's (the kernel's CmsisTransposeConvRowBytes; tinyseg_stream_test.cc runs the same
+    figures). Stride = kernel with SAME padding: the two are equal."""
+    g = build_graph(load_model(TINY))
+    tconvs = [op for op in g.operators if op.opcode == "TRANSPOSE_CONV"]
+    assert len(tconvs) == 3
+    for op in tconvs:
+        _, _, in_w, _ = g.tensors[op.inputs[2]].shape
+        _, _, out_w, out_c = g.tensors[op.outputs[0]].shape
+        assert stream.row_step_scratch(g, op, [123], "reference") == out_w * out_c * 4
+        assert stream.row_step_scratch(g, op, [123], "cmsis-nn") == stream.transpose_conv_row_scratch(
+            in_w, 2, out_c, 2) == out_w * out_c * 4
+    # VALID, stride 2 over a kernel width 1, 5 input columns: 9 output columns, 10 in CMSIS-NN's row
+    assert stream.transpose_conv_row_scratch(5, 1, 4, 2) == 10 * 4 * 4
+    implementation = {r: KernelRules(r, ARCHES["cortex-m"]).implementation_of("TRANSPOSE_CONV")
+                      for r in ("reference", "cmsis-nn", "arduino", "zephyr", "edge-impulse", "esp-idf")}
+    assert implementation == {"reference": "reference", "cmsis-nn": "cmsis-nn", "arduino": "reference",
+                              "zephyr": "reference", "edge-impulse": "reference", "esp-idf": "reference"}
 
 
 def test_pull_schedule_rings():

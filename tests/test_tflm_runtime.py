@@ -149,13 +149,16 @@ def _write_inputs(path: Path, seed: int) -> Path:
     return path
 
 
+E2E_BATCHES = 2  # inferences per _run_e2e run
+
+
 def _run_e2e(exe: Path, model: Path, inputs: Path, out: Path, arena: int | None = None,
              prefix: tuple[str, ...] = ()) -> dict[str, int]:
     """Two inferences on the same input (spill slots rewritten and released in between): both
     batches of outputs land in ``out``, so a second inference that differs shows in the comparison.
     ``prefix`` runs the runner under an emulator (build_e2e.QEMU_M7)."""
     twice = out.with_name(out.name + ".in")
-    twice.write_bytes(inputs.read_bytes() * 2)
+    twice.write_bytes(inputs.read_bytes() * E2E_BATCHES)
     cwd = None
     if prefix:
         # Semihosting hands the program a command line of at most 255 bytes (newlib's rdimon):
@@ -166,7 +169,7 @@ def _run_e2e(exe: Path, model: Path, inputs: Path, out: Path, arena: int | None 
             link.unlink(missing_ok=True)
             link.symlink_to(Path(src).resolve())
         exe, model, twice, out = Path("./tinyseg_run"), Path("model.tflite"), Path(twice.name), Path(out.name)
-    r = subprocess.run([*prefix, str(exe), str(model), str(twice), str(out), "--batches", "2"]
+    r = subprocess.run([*prefix, str(exe), str(model), str(twice), str(out), "--batches", str(E2E_BATCHES)]
                        + (["--arena", str(arena)] if arena else []), capture_output=True, text=True, timeout=600,
                        cwd=cwd)
     assert r.returncode == 0, r.stderr
@@ -485,6 +488,27 @@ def test_fetching_conv_band_walk_in_tflm(e2e_exe: Path, tmp_path: Path, case) ->
 # ---------------------------------------------------------------- the same with CMSIS-NN kernels
 
 
+def _transpose_conv_stage_rows(model: Path) -> int:
+    """Output rows of the model's streamed TRANSPOSE_CONV stages that read a filter row (row y
+    reads filter row y % stride; the rows past the kernel hold the bias only and keep the
+    reference code) in one _run_e2e run: the rows a CMSIS-NN build computes with
+    arm_transpose_conv_s8."""
+    g = build_graph(modelio.load_model(model))
+    rows = 0
+    for op in g.operators:
+        if op.opcode != customops.STREAM_CHAIN:
+            continue
+        o = customops.decode(op)
+        shapes = [g.tensors[t].shape if t >= 0 else () for t in list(op.inputs) + list(op.outputs)]
+        shapes += [t.shape for t in o.tensors]
+        for stage in o.stages:
+            if stage.op == "TRANSPOSE_CONV":
+                stride, filter_h = dict(stage.fields)["strideH"], shapes[stage.inputs[1]][1]
+                rows += sum(1 for y in range(shapes[stage.outputs[0]][1]) if y % stride < filter_h)
+    return rows * E2E_BATCHES
+
+
+
 @pytest.fixture(scope="module")
 def e2e_cmsis(installed: Path) -> Path:
     downloads = installed / "tensorflow/lite/micro/tools/make/downloads"
@@ -522,14 +546,20 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
         assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
         _assert_as_analyzed(got, model, "cmsis-nn")
         assert got["head"] < want["head"] and (not streaming or got["head"] <= 66_000)
-        # the streamed convolution stages ran CMSIS-NN's arithmetic, in the scratch the plan gave them
+        # the streamed convolution stages ran CMSIS-NN's arithmetic, in the scratch the plan gave them,
+        # every row of the TRANSPOSE_CONV stages included
         assert (got["optimized_rows"] > 0) == streaming, got
+        tconv_rows = _transpose_conv_stage_rows(model)
+        assert (tconv_rows > 0) == streaming and got["optimized_transpose_conv_rows"] == tconv_rows, got
     # a model streamed for the reference kernels runs in a CMSIS-NN build too (stages whose
     # CMSIS-NN buffer the plan has no room for keep the reference arithmetic): same outputs
     model = tmp_path / "streamed_for_reference.tflite"
     modelio.save_model(optimizer.optimize(g, optimizer.Options()).graph.model, model)
-    _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")
+    got = _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")
     assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
+    # its TRANSPOSE_CONV stages (stride = kernel, SAME) have room for CMSIS-NN's accumulator row:
+    # it is the reference stage's one output row of int32
+    assert got["optimized_transpose_conv_rows"] == _transpose_conv_stage_rows(model) > 0, got
 
 
 # ---------------------------------------------------------------- the kernel tests on a Cortex-M7
@@ -606,6 +636,9 @@ def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_
         _assert_as_analyzed(got, model, runtime, M7_BUILD)
         assert got["head"] < original["head"] and got["spills"] > 0
         assert (got["optimized_rows"] > 0) == (streaming and kernels == "cmsis_nn"), got
+        tconv_rows = _transpose_conv_stage_rows(model) if kernels == "cmsis_nn" else 0
+        assert got["optimized_transpose_conv_rows"] == tconv_rows, got
+        assert (tconv_rows > 0) == (streaming and kernels == "cmsis_nn"), got
         if streaming:
             assert got["head"] <= (64_000 if kernels == "reference" else 66_000), got
             assert got["total"] <= 74_000, got
@@ -644,6 +677,7 @@ def test_cortex_m7_cmsis_nn_streamed_example_models(installed: Path, example_mod
     assert (tmp_path / "got.bin").read_bytes() == want_bytes
     _assert_as_analyzed(got, model, "cmsis-nn", M7_BUILD)
     assert got["head"] == choice.head < want["head"] and got["optimized_rows"] > 0, got
+    assert got["optimized_transpose_conv_rows"] == _transpose_conv_stage_rows(model), got
 
 
 @pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])

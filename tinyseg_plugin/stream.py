@@ -287,14 +287,30 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
     return cost
 
 
-def row_step_scratch(graph: Graph, op: Operator, whole_scratch: list[int]) -> int:
+def transpose_conv_row_scratch(in_w: int, filter_w: int, out_c: int, stride_w: int) -> int:
+    """Scratch of the StreamChain TRANSPOSE_CONV stage's CMSIS-NN row (tinyseg_stream_cmsis.cc,
+    CmsisTransposeConvRowBytes): one int32 accumulator row as arm_transpose_conv_s8 sizes it,
+    ((in_w - 1) * stride_w + max(filter_w, stride_w)) * out_c int32."""
+    return ((in_w - 1) * stride_w + max(filter_w, stride_w)) * out_c * 4
+
+
+def row_step_scratch(graph: Graph, op: Operator, whole_scratch: list[int], implementation: str = "reference") -> int:
     """Scratch one operator of a chain needs while it computes one step of rows, given what its
-    kernel requests when it runs whole: TRANSPOSE_CONV accumulates only the output row it computes
-    (int32, as the StreamChain kernel does); every other kernel's scratch (CMSIS-NN's im2col and
-    the like) does not depend on the height, so it is kept."""
+    kernel requests when it runs whole and which implementation the runtime gives it
+    (KernelRules.implementation_of): TRANSPOSE_CONV accumulates only the output row it computes
+    (int32, as the StreamChain kernel does), and with CMSIS-NN an int8 one needs the larger of
+    that and CMSIS-NN's accumulator row, transpose_conv_row_scratch (wider than the output
+    row when the stride exceeds the kernel width with VALID padding); every other kernel's scratch
+    (CMSIS-NN's im2col and the like) does not depend on the height, so it is kept."""
     if op.opcode == "TRANSPOSE_CONV":
         out = graph.tensors[op.outputs[0]]
-        return out.shape[2] * out.shape[3] * 4
+        row = out.shape[2] * out.shape[3] * 4
+        inp, f = graph.tensors[op.inputs[2]], graph.tensors[op.inputs[1]]
+        if implementation == "cmsis-nn" and inp.dtype == "INT8" and len(f.shape) == 4 and len(inp.shape) == 4:
+            out_c, _, f_w, _ = f.shape
+            stride_w = op.options.strideW if op.options is not None else 1
+            return max(row, transpose_conv_row_scratch(inp.shape[2], f_w, out_c, stride_w))
+        return row
     return sum(whole_scratch)
 
 

@@ -70,7 +70,8 @@ def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host
     chains = find_chains(graph, kernel_only)
     plans = 1
     rules = KernelRules(runtime, ARCHES[arch])
-    scratch = {i: row_step_scratch(graph, graph.operators[i], rules.scratch_requests(graph, graph.operators[i]) or [])
+    scratch = {i: row_step_scratch(graph, graph.operators[i], rules.scratch_requests(graph, graph.operators[i]) or [],
+                                   rules.implementation_of(graph.operators[i].opcode))
                for chain in chains for i in chain}
     if not chains:
         return StreamChoice(None, base, base, 0, plans)

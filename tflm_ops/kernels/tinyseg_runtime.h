@@ -38,6 +38,7 @@ struct RuntimeStats {
   uint64_t reused_rows = 0;      // band rows kept from the previous band
   uint64_t optimized_rows = 0;   // StreamChain stage rows computed by the build's optimized
                                  // kernels (CMSIS-NN), not the reference arithmetic
+  uint64_t optimized_transpose_conv_rows = 0;  // of those, TRANSPOSE_CONV stage rows
 };
 
 struct Runtime {

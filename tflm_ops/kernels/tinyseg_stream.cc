@@ -22,7 +22,8 @@
 // stream_chain_body_bytes): Init keeps an OpData of kStreamChainOpDataBytes;
 // Prepare allocates one persistent block for the chain's tables and requests
 // two scratch buffers: the rings plus one codec block per spilled tensor, and
-// op_scratch (a TRANSPOSE_CONV's int32 accumulator for one output row).
+// op_scratch (a TRANSPOSE_CONV's int32 accumulator for one output row; in a CMSIS-NN build also
+// the CMSIS-NN stages' buffers, see tinyseg_stream_cmsis.h).
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -1294,6 +1295,33 @@ void CountOptimizedRow(const EvalState& v) {
       p.quantized_activation_max = g.act_max;
       const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, g.filter);
       const TfLiteEvalTensor* bias = g.bias >= 0 ? micro::GetEvalInput(v.context, v.node, g.bias) : nullptr;
+      if (rows == 1) {  // CMSIS-NN in a CMSIS-NN build, when op_scratch holds its buffer
+        tinyseg_ops::BandTransposeConv t = {};
+        t.input = reinterpret_cast<const int8_t*>(src);
+        t.in_w = in.width;
+        t.in_c = in.channels;
+        t.filter = micro::GetTensorData<int8_t>(filter);
+        t.filter_h = g.filter_h;
+        t.filter_w = g.filter_w;
+        t.filter_row = p.padding_values.height;
+        t.bias = micro::GetOptionalTensorData<int32_t>(bias);
+        t.output = reinterpret_cast<int8_t*>(dst);
+        t.out_w = out.width;
+        t.out_c = out.channels;
+        t.stride_w = g.stride_w;
+        t.pad_w = g.pad_w;
+        t.input_offset = g.input_offset;
+        t.output_offset = g.output_offset;
+        t.act_min = g.act_min;
+        t.act_max = g.act_max;
+        t.multiplier = v.tab.per_channel + g.per_channel;
+        t.shift = v.tab.per_channel + g.per_channel + out.channels;
+        if (tinyseg_ops::CmsisTransposeConvRow(t, v.op_scratch, v.d->op_scratch)) {
+          CountOptimizedRow(v);
+          if (v.stats != nullptr) ++v.stats->optimized_transpose_conv_rows;
+          break;
+        }
+      }
       kTransposeConv(
           p, v.tab.per_channel + g.per_channel, v.tab.per_channel + g.per_channel + out.channels, in_shape,
           reinterpret_cast<const int8_t*>(src), micro::GetTensorShape(filter), micro::GetTensorData<int8_t>(filter),

@@ -1,12 +1,21 @@
 // CMSIS-NN arithmetic for StreamChain's stages; see tinyseg_stream_cmsis.h.
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
 
+#include <cstring>
+
 #if defined(CMSIS_NN)
 #include "Include/arm_nnfunctions.h"
+#include "Include/arm_nnsupportfunctions.h"  // the TRANSPOSE_CONV row: arm_nn_transpose_conv_row_s8_s32
 #endif
 
 namespace tflite {
 namespace tinyseg_ops {
+
+int32_t CmsisTransposeConvRowBytes(int32_t in_w, int32_t filter_w, int32_t out_c, int32_t stride_w) {
+  const int64_t columns = static_cast<int64_t>(in_w - 1) * stride_w + (filter_w > stride_w ? filter_w : stride_w);
+  const int64_t bytes = columns * out_c * 4;
+  return bytes > INT32_MAX ? -1 : static_cast<int32_t>(bytes);
+}
 
 #if defined(CMSIS_NN)
 
@@ -129,6 +138,53 @@ bool CmsisAveragePoolRow(const BandPool& b, void* scratch, int32_t scratch_bytes
   return arm_avgpool_s8(&ctx, &p, &in, b.input, &filter, &out, b.output) == ARM_CMSIS_NN_SUCCESS;
 }
 
+// arm_nn_transpose_conv_row_s8_s32 is a CMSIS-NN support function, not its documented API: it
+// exists with this signature in the CMSIS-NN that TFLM 90b983c pins. A fork that defines CMSIS_NN
+// with an older CMSIS-NN defines TINYSEG_NO_CMSIS_NN_TRANSPOSE_CONV: its TRANSPOSE_CONV stages then
+// keep the reference arithmetic (the same bytes, the planner's scratch still enough).
+#if defined(TINYSEG_NO_CMSIS_NN_TRANSPOSE_CONV)
+bool CmsisTransposeConvRow(const BandTransposeConv&, void*, int32_t) { return false; }
+#else
+bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t scratch_bytes) {
+  if (t.filter_row < 0 || t.filter_row >= t.filter_h) return false;  // a bias-only row
+  const int32_t need = CmsisTransposeConvRowBytes(t.in_w, t.filter_w, t.out_c, t.stride_w);
+  const int32_t columns = (t.in_w - 1) * t.stride_w + (t.filter_w > t.stride_w ? t.filter_w : t.stride_w);
+  // The output row is columns pad_w .. pad_w + out_w - 1 of the accumulator row.
+  if (need < 0 || need > scratch_bytes || t.pad_w < 0 || t.pad_w + t.out_w > columns) return false;
+  int32_t* acc = static_cast<int32_t*>(scratch);
+  // As arm_transpose_conv_s8 starts its rolling buffer: the bias in every column, or zeros.
+  for (int32_t x = 0; x < columns; ++x) {
+    if (t.bias != nullptr) {
+      std::memcpy(acc + static_cast<size_t>(x) * t.out_c, t.bias, static_cast<size_t>(t.out_c) * 4);
+    } else {
+      std::memset(acc + static_cast<size_t>(x) * t.out_c, 0, static_cast<size_t>(t.out_c) * 4);
+    }
+  }
+  // arm_transpose_conv_s8's row function on the one input row, with the filter rows before and
+  // after `filter_row` skipped (the skips arm_transpose_conv_s8 itself passes at the output's top
+  // and bottom edges): the products of exactly this output row, added into the accumulator.
+  const int32_t row = columns * t.out_c;
+  if (arm_nn_transpose_conv_row_s8_s32(t.input, t.filter, acc, 0, row, t.filter_h, t.filter_w, t.in_c, t.out_c,
+                                       t.input_offset, row, t.in_w, t.stride_w, t.filter_row,
+                                       t.filter_h - 1 - t.filter_row) != ARM_CMSIS_NN_SUCCESS) {
+    return false;
+  }
+  // Then its requantization of an output row (the loop of its non-Helium build).
+  const int32_t* sum = acc + static_cast<size_t>(t.pad_w) * t.out_c;
+  int8_t* out = t.output;
+  for (int32_t x = 0; x < t.out_w; ++x) {
+    for (int32_t c = 0; c < t.out_c; ++c) {
+      int32_t r = arm_nn_requantize(*sum++, t.multiplier[c], t.shift[c]);
+      r += t.output_offset;
+      r = r < t.act_min ? t.act_min : r;
+      r = r > t.act_max ? t.act_max : r;
+      *out++ = static_cast<int8_t>(r);
+    }
+  }
+  return true;
+}
+#endif  // TINYSEG_NO_CMSIS_NN_TRANSPOSE_CONV
+
 bool CmsisAddRow(const ElementwiseRow& e) {
   return arm_elementwise_add_s8(e.input1, e.input2, e.input1_offset, e.input1_multiplier, e.input1_shift,
                                 e.input2_offset, e.input2_multiplier, e.input2_shift, e.left_shift, e.output,
@@ -149,6 +205,7 @@ bool CmsisConvRow(const BandConv&, void*, int32_t) { return false; }
 bool CmsisDepthwiseConvRow(const BandConv&, void*, int32_t) { return false; }
 bool CmsisMaxPoolRow(const BandPool&) { return false; }
 bool CmsisAveragePoolRow(const BandPool&, void*, int32_t) { return false; }
+bool CmsisTransposeConvRow(const BandTransposeConv&, void*, int32_t) { return false; }
 bool CmsisAddRow(const ElementwiseRow&) { return false; }
 bool CmsisMulRow(const ElementwiseRow&) { return false; }
 

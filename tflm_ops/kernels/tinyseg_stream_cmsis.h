@@ -4,8 +4,10 @@
 // CMSIS_NN), a CONV_2D, DEPTHWISE_CONV_2D, MAX_POOL_2D or AVERAGE_POOL_2D stage computes its
 // output row with the CMSIS-NN function TFLM's own CMSIS-NN kernel calls for the whole tensor, on
 // the band view (the window's input rows as a tensor of that height, the top padding shifted);
-// an ADD or MUL stage without broadcast calls CMSIS-NN's elementwise function on the row. The
-// other stages have no CMSIS-NN kernel in TFLM either. A build without CMSIS_NN (the
+// an ADD or MUL stage without broadcast calls CMSIS-NN's elementwise function on the row; a
+// TRANSPOSE_CONV stage (stride >= kernel height) computes its output row with CMSIS-NN's
+// transposed-convolution row function on its one input row (see BandTransposeConv). The other stages have no
+// CMSIS-NN kernel in TFLM either. A build without CMSIS_NN (the
 // Arduino library form of TFLM, whose older CMSIS-NN has another API, does not define it) keeps
 // the reference arithmetic in the stages. CMSIS-NN gives the
 // reference kernels' bytes, so the streamed model stays bit-identical to the unfused one either
@@ -68,6 +70,36 @@ struct ElementwiseRow {
   int32_t act_min, act_max;
 };
 
+// One output row y of an int8 TRANSPOSE_CONV whose stride height is at least its kernel height:
+// it reads input row y / stride alone, through filter row `filter_row` = y % stride (a row past
+// the kernel holds the bias only: the reference code's case). It is computed as
+// arm_transpose_conv_s8 computes an output row: an int32 accumulator row over the width holding
+// the bias, CMSIS-NN's row function (arm_nn_transpose_conv_row_s8_s32) on the one input row with
+// the filter rows other than `filter_row` skipped, then arm_nn_requantize, the output offset and
+// the activation clamp. (arm_transpose_conv_s8 itself, on the input row with the whole filter,
+// writes `stride` output rows at once, and with a top padding it skips output rows; its wrapper
+// may run a convolution over the zero-upsampled input, which reads neighbouring input rows.)
+struct BandTransposeConv {
+  const int8_t* input;  // one row: in_w x in_c
+  int32_t in_w, in_c;
+  const int8_t* filter;  // the whole filter
+  int32_t filter_h, filter_w, filter_row;
+  const int32_t* bias;  // nullptr: none
+  int8_t* output;       // one row: out_w x out_c
+  int32_t out_w, out_c;
+  int32_t stride_w, pad_w;
+  int32_t input_offset, output_offset;
+  int32_t act_min, act_max;
+  const int32_t* multiplier;  // per output channel
+  const int32_t* shift;
+};
+
+// Scratch bytes CmsisTransposeConvRow needs: its int32 accumulator row,
+// ((in_w - 1) * stride_w + max(filter_w, stride_w)) * out_c int32 (arm_transpose_conv_s8's row
+// width). The planner's figure is the same (stream.transpose_conv_row_scratch); it equals the
+// reference stage's one output row of int32 when stride_w >= filter_w and out_w = in_w * stride_w.
+int32_t CmsisTransposeConvRowBytes(int32_t in_w, int32_t filter_w, int32_t out_c, int32_t stride_w);
+
 // True in a build whose StreamChain stages can run CMSIS-NN arithmetic.
 bool StreamStagesUseCmsisNn();
 
@@ -78,6 +110,7 @@ bool CmsisConvRow(const BandConv& c, void* scratch, int32_t scratch_bytes);
 bool CmsisDepthwiseConvRow(const BandConv& c, void* scratch, int32_t scratch_bytes);
 bool CmsisMaxPoolRow(const BandPool& p);
 bool CmsisAveragePoolRow(const BandPool& p, void* scratch, int32_t scratch_bytes);
+bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t scratch_bytes);
 bool CmsisAddRow(const ElementwiseRow& e);
 bool CmsisMulRow(const ElementwiseRow& e);
 

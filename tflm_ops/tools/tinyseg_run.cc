@@ -16,6 +16,7 @@
 //   spills N / spilled_bytes N / encoded_bytes N / fetches N / fetched_bytes N
 //   staged_bytes N / bands N / reused_rows N / erases N
 //   optimized_rows N            StreamChain stage rows run with CMSIS-NN (a CMSIS-NN build)
+//   optimized_transpose_conv_rows N   of those, TRANSPOSE_CONV stage rows
 // Exit 0 on success; 1 with one line on stderr naming the failing step.
 #include <cstdint>
 #include <cstdio>
@@ -252,6 +253,7 @@ int main(int argc, char** argv) {
   printf("bands %llu\nreused_rows %llu\nerases %llu\n", U(runtime.stats.bands),
          U(runtime.stats.reused_rows), U(s.erases_submitted));
   printf("optimized_rows %llu\n", U(runtime.stats.optimized_rows));
+  printf("optimized_transpose_conv_rows %llu\n", U(runtime.stats.optimized_transpose_conv_rows));
   fflush(stdout);
   AlignedFree(input_data);
   // The arena and the model stay allocated: the interpreter, destroyed on

@@ -16,7 +16,7 @@ from ..errors import TinySegError
 from ..graph import Graph, Operator
 from . import cmsis_nn, reference
 from ..runtimes import RUNTIMES
-from .profiles import PROFILES
+from .profiles import PROFILES, UPSTREAM_CMSIS_NN, RuntimeProfile
 
 # Every runtime (``--runtime``): the two upstream kernel sets and the forks' profiles
 # (profiles.py). A value is a module or a RuntimeProfile; both have the same functions.
@@ -73,6 +73,14 @@ class KernelRules:
             self.unknown_ops.add(op.opcode)
             return []
         return result
+
+    def implementation_of(self, opcode: str) -> str:
+        """Which implementation the runtime's tree compiles for an operator ("reference",
+        "cmsis-nn", "esp-nn"): the StreamChain kernel's stages size their buffers by it."""
+        kernels = KERNEL_SETS[self.runtime]
+        if isinstance(kernels, RuntimeProfile):
+            return kernels.implementation_of(opcode)
+        return "cmsis-nn" if kernels is cmsis_nn and opcode in UPSTREAM_CMSIS_NN else "reference"
 
     def persistent_bytes(self, graph: Graph, op: Operator) -> int:
         """Bytes the kernel allocates from the persistent (tail) section, alignment included."""

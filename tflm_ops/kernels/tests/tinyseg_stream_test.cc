@@ -3,6 +3,8 @@
 // convolution, and a chain of a convolution into a max pool through a ring of
 // two rows; DEQUANTIZE rows to float32. Outputs must be bit-identical; a ring one row short is
 // refused, and so is a DEQUANTIZE writing float32 rows anywhere but to one of the chain's outputs.
+// A TRANSPOSE_CONV stage against TFLM's TRANSPOSE_CONV (in a CMSIS-NN build, with
+// its rows through CMSIS-NN when op_scratch holds CMSIS-NN's accumulator row).
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -17,6 +19,8 @@
 #include "tensorflow/lite/micro/kernels/pooling.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tests/tinyseg_test_support.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_ops.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
+#include "tensorflow/lite/micro/kernels/transpose_conv.h"
 #include "tensorflow/lite/micro/test_helpers.h"
 #include "tensorflow/lite/micro/testing/micro_test.h"
 
@@ -51,7 +55,8 @@ struct BodyTensor {
 std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched, const std::vector<Stage>& stages,
                                   const std::vector<BodyTensor>& tensors, const std::vector<std::vector<int>>& spill,
                                   const std::vector<std::vector<int>>& fetch,
-                                  const std::vector<std::vector<int>>& rings, const char* body_type = "INT8") {
+                                  const std::vector<std::vector<int>>& rings, int op_scratch = 0,
+                                  const char* body_type = "INT8") {
   flexbuffers::Builder fbb;
   auto pairs = [&fbb](const char* key, const std::vector<std::vector<int>>& v) {
     fbb.Vector(key, [&]() {
@@ -61,7 +66,7 @@ std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched, cons
   fbb.Map([&]() {
     fbb.Int("version", 1);
     fbb.Int("ring_bytes", ring_bytes);
-    fbb.Int("op_scratch", 0);
+    fbb.Int("op_scratch", op_scratch);
     fbb.Int("spilled", spilled);
     fbb.Int("fetched", fetched);
     fbb.Int("block", 1024);
@@ -210,6 +215,65 @@ struct DepthwiseTensors {
                                                FloatArrayFromFloats(b_scales), IntArrayFromInts(b_zps), &bq, 0);
   }
 };
+
+// y = TRANSPOSE_CONV(x) run whole by TFLM (the fused activation `act` applied after) and as a
+// one-stage chain with `op_scratch` bytes of member scratch; returns the chain's TRANSPOSE_CONV
+// rows computed by CMSIS-NN, -1 on a mismatch.
+// x is 3 x 5 x kC; the filter kM x kh x kw x kC; stride (sh, sw) with sh >= kh.
+int TransposeConvRows(TfLitePadding padding, int kh, int kw, int sh, int sw, TfLiteFusedActivation act,
+                      int op_scratch) {
+  constexpr int kTH = 3, kTW = 5;
+  Weights& w = W();
+  const int oh = kTH * sh;
+  const int ow = padding == kTfLitePaddingSame ? kTW * sw : (kTW - 1) * sw + kw;
+  static int8_t want[kTH * 3 * kTW * 3 * kM], got[kTH * 3 * kTW * 3 * kM];
+  int32_t shape[4] = {1, oh, ow, kM};
+  int shape_dims[] = {1, 4};
+  int x_dims[] = {4, 1, kTH, kTW, kC};
+  int y_dims[] = {4, 1, oh, ow, kM};
+  ConvTensors c(w.f1, w.b1, kM, kC, kXScale);
+  c.f_dims[2] = kh;  // the filter's [kM, kh, kw, kC] view of f1
+  c.f_dims[3] = kw;
+  TfLiteTransposeConvParams params = {padding, sw, sh, kTfLiteActNone, kTfLiteNoType};
+  int inputs[] = {4, 0, 1, 2, 3};
+  int outputs[] = {1, 4};
+  TfLiteTensor whole[] = {CreateTensor(shape, IntArrayFromInts(shape_dims)), c.filter,
+                          CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), c.bias,
+                          CreateQuantizedTensor(want, IntArrayFromInts(y_dims), kYScale, kYZp)};
+  micro::KernelRunner runner(Register_TRANSPOSE_CONV(), whole, 5, IntArrayFromInts(inputs),
+                             IntArrayFromInts(outputs), &params);
+  if (runner.InitAndPrepare() != kTfLiteOk || runner.Invoke() != kTfLiteOk) return -1;
+  if (act == kTfLiteActRelu) {
+    // TFLM's CMSIS-NN TRANSPOSE_CONV drops a fused activation (its Prepare passes kTfLiteActNone
+    // to PopulateConvolutionQuantizationParams); its reference kernel clamps at the output zero
+    // point. The stage does the latter: the expected bytes are the unclamped ones clamped there.
+    for (int i = 0; i < oh * ow * kM; ++i) want[i] = want[i] < kYZp ? static_cast<int8_t>(kYZp) : want[i];
+  }
+
+  std::memset(got, 0x5a, sizeof(got));
+  ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
+  static int pad, stride_h, stride_w, activation;
+  pad = padding == kTfLitePaddingSame ? 0 : 1;
+  stride_h = sh;
+  stride_w = sw;
+  activation = act == kTfLiteActRelu ? 1 : 0;
+  // inputs [shape, filter, x, bias], outputs [y] (local 4); no body tensors, no rings.
+  const std::vector<uint8_t> o = ChainOptions(0, 0, 0,
+                                              {{"TRANSPOSE_CONV", {0, 1, 2, 3}, 4, "TransposeConvOptions",
+                                                [](flexbuffers::Builder& f) {
+                                                  f.Int("padding", pad);
+                                                  f.Int("strideH", stride_h);
+                                                  f.Int("strideW", stride_w);
+                                                  f.Int("fusedActivationFunction", activation);
+                                                }}},
+                                              {}, {}, {}, {}, op_scratch);
+  TfLiteTensor t[] = {CreateTensor(shape, IntArrayFromInts(shape_dims)), c.filter,
+                      CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), c.bias,
+                      CreateQuantizedTensor(got, IntArrayFromInts(y_dims), kYScale, kYZp)};
+  if (RunChain(&rt, t, 5, {0, 1, 2, 3}, {4}, o) != kTfLiteOk) return -1;
+  if (std::memcmp(want, got, static_cast<size_t>(oh * ow * kM)) != 0) return -1;
+  return static_cast<int>(rt.stats.optimized_transpose_conv_rows);
+}
 
 }  // namespace
 }  // namespace testing
@@ -373,8 +437,30 @@ TF_LITE_MICRO_TEST(DequantizeRowsAreChainOutputs) {
   // inputs [x], outputs [y] (local 1), body [d] (local 2, float32, a ring of one row).
   const std::vector<uint8_t> bad =
       ChainOptions(kW * kC * 4, 0, 0, {{"DEQUANTIZE", {0}, 2, "", none}, {"DEQUANTIZE", {0}, 1, "", none}},
-                   {{"d", {1, kH, kW, kC}, kXScale, kXZp}}, {}, {}, {{2, 1}}, "FLOAT32");
+                   {{"d", {1, kH, kW, kC}, kXScale, kXZp}}, {}, {}, {{2, 1}}, 0, "FLOAT32");
   TF_LITE_MICRO_EXPECT_NE(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, bad));
+}
+
+// TRANSPOSE_CONV stages: every row that reads a filter row goes through CMSIS-NN in a CMSIS-NN
+// build when op_scratch holds CMSIS-NN's accumulator row ((in_w - 1) * stride_w + max(kw, stride_w)
+// columns), and keeps the reference arithmetic otherwise; the bytes are TFLM's either way.
+TF_LITE_MICRO_TEST(TransposeConvStageAgainstTransposeConv) {
+  using namespace tflite::testing;
+  const bool cmsis = tflite::tinyseg_ops::StreamStagesUseCmsisNn();
+  constexpr int kRowBytes = 4 * kM;  // one int32 output column
+  // stride 2 = kernel 2, SAME: 10 output columns, as many in the row; all 6 rows read a filter row
+  TF_LITE_MICRO_EXPECT_EQ(cmsis ? 6 : 0,
+                          TransposeConvRows(kTfLitePaddingSame, 2, 2, 2, 2, kTfLiteActNone, 10 * kRowBytes));
+  // stride 3 > kernel 2 (ReLU): rows 2, 5, 8 hold the bias only (reference); 15 columns
+  TF_LITE_MICRO_EXPECT_EQ(cmsis ? 6 : 0,
+                          TransposeConvRows(kTfLitePaddingSame, 2, 2, 3, 3, kTfLiteActRelu, 15 * kRowBytes));
+  // VALID, stride 2 > kernel width 1: 9 output columns, CMSIS-NN's row has 10. (Not a stride
+  // width above the stride height: arm_transpose_conv_s8_get_buffer_size sizes the row with the
+  // stride height, so TFLM's CMSIS-NN kernel, run whole for the expected bytes, overruns it.)
+  TF_LITE_MICRO_EXPECT_EQ(cmsis ? 6 : 0,
+                          TransposeConvRows(kTfLitePaddingValid, 2, 1, 2, 2, kTfLiteActNone, 10 * kRowBytes));
+  // ... with a member scratch of the 9 output columns only: the reference arithmetic
+  TF_LITE_MICRO_EXPECT_EQ(0, TransposeConvRows(kTfLitePaddingValid, 2, 1, 2, 2, kTfLiteActNone, 9 * kRowBytes));
 }
 
 TF_LITE_MICRO_TESTS_END
