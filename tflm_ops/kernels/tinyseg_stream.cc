@@ -1472,6 +1472,19 @@ void CountOptimizedRow(const EvalState& v) {
     case StageOp::kPadv2: {
       // One output row: the input row with its left and right padding, or (no input row: the
       // top or bottom padding) a row of the pad value, as a padding row above an empty input.
+      tinyseg_ops::PadRow row;
+      row.input = reinterpret_cast<const int8_t*>(src);
+      row.output = reinterpret_cast<int8_t*>(dst);
+      row.in_rows = rows == 0 ? 0 : 1;
+      row.in_w = in.width;
+      row.channels = in.channels;
+      row.left = g.pad_w;
+      row.right = g.filter_w;
+      row.pad_value = static_cast<int8_t>(g.output_offset);
+      if (tinyseg_ops::CmsisPadRow(row)) {
+        CountOptimizedRow(v);
+        break;
+      }
       PadParams p = {};
       p.left_padding_count = 4;
       p.right_padding_count = 4;

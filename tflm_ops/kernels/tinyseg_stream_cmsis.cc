@@ -198,6 +198,21 @@ bool CmsisMulRow(const ElementwiseRow& e) {
                                 e.size) == ARM_CMSIS_NN_SUCCESS;
 }
 
+// arm_pad_s8 came into CMSIS-NN with TFLM's CMSIS-NN PAD kernel: a fork that defines CMSIS_NN
+// with an older CMSIS-NN defines TINYSEG_NO_CMSIS_NN_PAD, and its PAD stages keep the reference
+// arithmetic (the same bytes).
+#if defined(TINYSEG_NO_CMSIS_NN_PAD)
+bool CmsisPadRow(const PadRow&) { return false; }
+#else
+bool CmsisPadRow(const PadRow& p) {
+  if (p.in_rows < 0 || p.in_rows > 1 || p.left < 0 || p.right < 0) return false;
+  const cmsis_nn_dims in = Dims(1, p.in_rows, p.in_w, p.channels);
+  const cmsis_nn_dims pre = Dims(0, p.in_rows == 0 ? 1 : 0, p.left, 0);
+  const cmsis_nn_dims post = Dims(0, 0, p.right, 0);
+  return arm_pad_s8(p.input, p.output, p.pad_value, &in, &pre, &post) == ARM_CMSIS_NN_SUCCESS;
+}
+#endif  // TINYSEG_NO_CMSIS_NN_PAD
+
 #else  // no CMSIS-NN in this build: the stages run the reference arithmetic
 
 bool StreamStagesUseCmsisNn() { return false; }
@@ -208,6 +223,7 @@ bool CmsisAveragePoolRow(const BandPool&, void*, int32_t) { return false; }
 bool CmsisTransposeConvRow(const BandTransposeConv&, void*, int32_t) { return false; }
 bool CmsisAddRow(const ElementwiseRow&) { return false; }
 bool CmsisMulRow(const ElementwiseRow&) { return false; }
+bool CmsisPadRow(const PadRow&) { return false; }
 
 #endif
 

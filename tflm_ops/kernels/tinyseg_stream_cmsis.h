@@ -4,7 +4,8 @@
 // CMSIS_NN), a CONV_2D, DEPTHWISE_CONV_2D, MAX_POOL_2D or AVERAGE_POOL_2D stage computes its
 // output row with the CMSIS-NN function TFLM's own CMSIS-NN kernel calls for the whole tensor, on
 // the band view (the window's input rows as a tensor of that height, the top padding shifted);
-// an ADD or MUL stage without broadcast calls CMSIS-NN's elementwise function on the row; a
+// an ADD or MUL stage without broadcast calls CMSIS-NN's elementwise function on the row; a PAD or
+// PADV2 stage calls arm_pad_s8 on the row, as TFLM's CMSIS-NN PAD does on the tensor; a
 // TRANSPOSE_CONV stage (stride >= kernel height) computes its output row with CMSIS-NN's
 // transposed-convolution row function on its one input row (see BandTransposeConv). The other stages have no
 // CMSIS-NN kernel in TFLM either. A build without CMSIS_NN (the
@@ -94,6 +95,17 @@ struct BandTransposeConv {
   const int32_t* shift;
 };
 
+// One output row of an int8 PAD or PADV2 of height and width: the input row (`in_rows` 1) with
+// `left` and `right` columns of `pad_value`, or (`in_rows` 0: the top or bottom padding) a row of
+// `pad_value`. It is computed as TFLM's CMSIS-NN PAD computes the whole tensor: arm_pad_s8, here
+// on a tensor of at most one row (a padding row is a pre-pad row above an empty input).
+struct PadRow {
+  const int8_t* input;  // one row: in_w x channels (unused when in_rows is 0)
+  int8_t* output;       // one row: (left + in_w + right) x channels
+  int32_t in_rows, in_w, channels, left, right;
+  int8_t pad_value;
+};
+
 // Scratch bytes CmsisTransposeConvRow needs: its int32 accumulator row,
 // ((in_w - 1) * stride_w + max(filter_w, stride_w)) * out_c int32 (arm_transpose_conv_s8's row
 // width). The planner's figure is the same (stream.transpose_conv_row_scratch); it equals the
@@ -113,6 +125,7 @@ bool CmsisAveragePoolRow(const BandPool& p, void* scratch, int32_t scratch_bytes
 bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t scratch_bytes);
 bool CmsisAddRow(const ElementwiseRow& e);
 bool CmsisMulRow(const ElementwiseRow& e);
+bool CmsisPadRow(const PadRow& p);
 
 }  // namespace tinyseg_ops
 }  // namespace tflite

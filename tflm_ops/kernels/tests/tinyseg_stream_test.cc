@@ -463,4 +463,37 @@ TF_LITE_MICRO_TEST(TransposeConvStageAgainstTransposeConv) {
   TF_LITE_MICRO_EXPECT_EQ(0, TransposeConvRows(kTfLitePaddingValid, 2, 1, 2, 2, kTfLiteActNone, 9 * kRowBytes));
 }
 
+// PAD as a stage (2 rows above, 1 below, 1 column left, 2 right): its rows against TFLM's PAD run
+// whole; in a CMSIS-NN build every row (the padding rows too) goes through arm_pad_s8, as TFLM's
+// CMSIS-NN PAD does for the whole tensor.
+TF_LITE_MICRO_TEST(PadStageAgainstPad) {
+  using namespace tflite::testing;
+  Weights& w = W();
+  constexpr int kOH = kH + 3, kOW = kW + 3;
+  static int8_t want[kOH * kOW * kC], got[kOH * kOW * kC];
+  static int32_t paddings[8] = {0, 0, 2, 1, 1, 2, 0, 0};
+  int x_dims[] = {4, 1, kH, kW, kC};
+  int p_dims[] = {2, 4, 2};
+  int y_dims[] = {4, 1, kOH, kOW, kC};
+  TfLiteTensor r[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                      CreateTensor(paddings, IntArrayFromInts(p_dims)),
+                      CreateQuantizedTensor(want, IntArrayFromInts(y_dims), kXScale, kXZp)};
+  r[1].allocation_type = kTfLiteMmapRo;
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_PAD(), r, 2, nullptr));
+
+  std::memset(got, 0x5a, sizeof(got));
+  ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
+  auto none = [](flexbuffers::Builder&) {};
+  // inputs [x, paddings], outputs [y] (local 2); no body tensors, no rings.
+  const std::vector<uint8_t> o = ChainOptions(0, 0, 0, {{"PAD", {0, 1}, 2, "", none}}, {}, {}, {}, {});
+  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                      CreateTensor(paddings, IntArrayFromInts(p_dims)),
+                      CreateQuantizedTensor(got, IntArrayFromInts(y_dims), kXScale, kXZp)};
+  t[1].allocation_type = kTfLiteMmapRo;
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(&rt, t, 3, {0, 1}, {2}, o));
+  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
+  TF_LITE_MICRO_EXPECT_EQ(tflite::tinyseg_ops::StreamStagesUseCmsisNn() ? kOH : 0,
+                          static_cast<int>(rt.stats.optimized_rows));
+}
+
 TF_LITE_MICRO_TESTS_END
