@@ -408,6 +408,10 @@ def test_empty_tensors_are_not_streamed():
     ("PADV2", ["INT8"], "INT8", ["INT32", "INT8"], True),
     ("PADV2", ["INT8"], "INT8", ["INT32"], False),  # the pad value is an input
     ("PADV2", ["INT8"], "INT8", ["INT32", "INT16"], False),
+    ("ELU", ["INT8"], "INT8", [], True),
+    ("ELU", ["FLOAT32"], "FLOAT32", [], False),  # int8 only (TFLM's float ELU computes no table)
+    ("ELU", ["INT16"], "INT16", [], False),
+    ("ELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
 ])
 def test_stage_rules(op, acts, out, consts, ok):
     assert (customops.stream_stage_problem(op, acts, out, consts) is None) == ok
@@ -475,13 +479,13 @@ def test_standalone_activations_are_streamed_bit_exact():
 
 
 # The stages more_stages_unet holds, by operator: each one inside a StreamChain.
-MORE_STAGES = {"SUB": 4, "DEQUANTIZE": 2, "TANH": 1, "HARD_SWISH": 1, "LEAKY_RELU": 1, "PADV2": 2}
+MORE_STAGES = {"SUB": 4, "DEQUANTIZE": 2, "TANH": 1, "HARD_SWISH": 1, "LEAKY_RELU": 1, "PADV2": 2, "ELU": 1}
 
 
 def test_more_stages_are_streamed_bit_exact():
     """SUB (two activations of different quantization, a one-channel activation broadcast across
-    channels, a per-channel constant as either operand, a fused RELU), requantizing LEAKY_RELU and
-    HARD_SWISH, TANH, PADV2 and DEQUANTIZE to float32 outputs: the kernel computes every one, the
+    channels, a per-channel constant as either operand, a fused RELU), requantizing LEAKY_RELU, ELU
+    and HARD_SWISH, TANH, PADV2 and DEQUANTIZE to float32 outputs: the kernel computes every one, the
     search puts each inside a StreamChain (a DEQUANTIZE's float rows always one of the chain's
     outputs), and the lowered chains match the unfused graph."""
     from tinyseg_plugin.verify import verify

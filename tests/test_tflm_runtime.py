@@ -314,12 +314,12 @@ def test_streamed_pad_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
 
 def test_streamed_more_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
     """SUB (different input quantizations, a channel broadcast, a per-channel constant as either
-    operand, a fused RELU), LEAKY_RELU, HARD_SWISH, TANH, PADV2 and DEQUANTIZE (float32 model
-    outputs) as StreamChain stages: bit-identical to TFLM's own kernels on the unfused
+    operand, a fused RELU), LEAKY_RELU, HARD_SWISH, ELU (its lookup table in the persistent
+    block), TANH, PADV2 and DEQUANTIZE (float32 model outputs) as StreamChain stages: bit-identical to TFLM's own kernels on the unfused
     model, and TFLM's head, tail and persistent buffers are what `tinyseg analyze` says."""
     from tinyseg_plugin.verify import random_inputs
 
-    MORE_STAGES = {"SUB": 4, "DEQUANTIZE": 2, "TANH": 1, "HARD_SWISH": 1, "LEAKY_RELU": 1, "PADV2": 2}
+    MORE_STAGES = {"SUB": 4, "DEQUANTIZE": 2, "TANH": 1, "HARD_SWISH": 1, "LEAKY_RELU": 1, "PADV2": 2, "ELU": 1}
 
     original = tmp_path / "more_stages.tflite"
     modelio.save_model(synth.more_stages_unet(size=24), original)
@@ -682,10 +682,11 @@ def test_cortex_m7_cmsis_nn_streamed_example_models(installed: Path, example_mod
 
 @pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])
 def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_path: Path) -> None:
-    """The SUB, DEQUANTIZE, TANH, HARD_SWISH, LEAKY_RELU and PADV2 stages built for a Cortex-M7
-    (TFLM's cortex_m_qemu target, soft float: DEQUANTIZE's double arithmetic included) with the
-    reference and the CMSIS-NN kernels: the streamed more_stages_unet's outputs identical to the
-    unfused model's there, on 3 random inputs, and TFLM's figures as `tinyseg analyze` says."""
+    """The SUB, DEQUANTIZE, TANH, HARD_SWISH, LEAKY_RELU, PADV2 and ELU stages built for a Cortex-M7
+    (TFLM's cortex_m_qemu target, soft float: DEQUANTIZE's double arithmetic and ELU's float table
+    included) with the reference and the CMSIS-NN kernels: the streamed more_stages_unet's outputs
+    identical to the unfused model's there, on 3 random inputs, and TFLM's figures as `tinyseg
+    analyze` says."""
     reason = _cortex_m7_skip_reason(installed, kernels)
     if reason:
         pytest.skip(reason)
@@ -704,7 +705,7 @@ def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_pat
     streamed = choice.streamed.graph
     assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
     stages = [st.op for op in streamed.operators for st in customops.decode(op).stages]
-    assert all(stages.count(k) for k in ("SUB", "DEQUANTIZE", "TANH", "HARD_SWISH", "LEAKY_RELU", "PADV2"))
+    assert all(stages.count(k) for k in ("SUB", "DEQUANTIZE", "TANH", "HARD_SWISH", "LEAKY_RELU", "PADV2", "ELU"))
     model = tmp_path / "streamed.tflite"
     modelio.save_model(streamed.model, model)
     for seed in (0, 1, 2):

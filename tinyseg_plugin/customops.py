@@ -111,7 +111,7 @@ STREAM_STAGE_OPS: dict[str, tuple[int, ...] | None] = {
     "ADD": (0, 1), "MUL": (0, 1), "LOGISTIC": (0,), "PRELU": (0,), "RESIZE_NEAREST_NEIGHBOR": (0,),
     "DEPTHWISE_CONV_2D": (0,), "AVERAGE_POOL_2D": (0,), "RELU": (0,), "RELU6": (0,),
     "PAD": (0,), "SUB": (0, 1), "DEQUANTIZE": (0,), "TANH": (0,), "HARD_SWISH": (0,), "LEAKY_RELU": (0,),
-    "PADV2": (0,),
+    "PADV2": (0,), "ELU": (0,),
 }
 # The constant inputs a stage takes, by type, in order (None: an omitted optional input).
 STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
@@ -125,6 +125,10 @@ STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
 }
 # Stages with per-channel requantization (multiplier and shift per output channel, kept persistent).
 STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV", "DEPTHWISE_CONV_2D")
+# Stages that look each int8 element up in a 256-entry table Prepare fills from the quantization
+# (as TFLM's elu.cc keeps one in its OpData), kept persistent in the same int32 pool.
+STREAM_LOOKUP_TABLE_OPS = ("ELU",)
+STREAM_LOOKUP_TABLE_BYTES = 256  # one int8 output per int8 input value
 # Activation types the stages compute: int8 throughout, and QUANTIZE between int8 and uint8.
 STREAM_QUANTIZE_TYPES: tuple[tuple[str, str], ...] = (("UINT8", "INT8"), ("INT8", "UINT8"), ("INT8", "INT8"))
 # DEQUANTIZE stages: int8 to float32. No stage reads float32 rows, so a DEQUANTIZE's output is never
@@ -477,13 +481,15 @@ def stream_chain_body_bytes(o: StreamChainOptions, out_channels: list[int], num_
     record and its schedule entry; per stage its record; per edge its row map; per spilled
     tensor its SpillStream; int32 arrays: rows done and held per tensor, the schedule's stages,
     every stage's operands, the outputs the schedule pulls (the operator's, then the spilled),
-    and multiplier and shift per output channel of the requantizing stages.
+    and multiplier and shift per output channel of the requantizing stages, then the lookup table
+    of each table stage (ELU), in the same pool.
     ``out_channels``: each stage's output channels; ``constants``: local ids of constant inputs."""
     num_local = num_inputs + num_outputs + len(o.tensors)
     stages = len(o.stages)
     edges = sum(len(stream_activation_inputs(st, constants)) for st in o.stages)
     operands = sum(len(st.inputs) for st in o.stages)
     per_channel = sum(2 * c for st, c in zip(o.stages, out_channels) if st.op in STREAM_PER_CHANNEL_OPS)
+    per_channel += sum(STREAM_LOOKUP_TABLE_BYTES // 4 for st in o.stages if st.op in STREAM_LOOKUP_TABLE_OPS)
     int32s = (STREAM_INT32_PER_TENSOR * num_local + STREAM_INT32_PER_STAGE * stages + operands
               + num_outputs + len(o.spill) + per_channel)
     return (SPILL_STREAM_BYTES * len(o.spill) + (STREAM_TENSOR_BYTES + STREAM_SCHEDULE_TENSOR_BYTES) * num_local
@@ -657,6 +663,7 @@ def header() -> str:
         f"constexpr size_t kStreamInt32PerTensor = {STREAM_INT32_PER_TENSOR};",
         f"constexpr size_t kStreamInt32PerStage = {STREAM_INT32_PER_STAGE};",
         f"constexpr int kStreamMaxStageInputs = {STREAM_MAX_STAGE_INPUTS};",
+        f"constexpr size_t kStreamLookupTableBytes = {STREAM_LOOKUP_TABLE_BYTES};",
         "",
         "// StreamChain: the stages it computes, and which of a stage's inputs are activations.",
         "enum class StageOp : int32_t {",
@@ -680,6 +687,11 @@ def header() -> str:
             "inline bool PerChannelStage(StageOp op) {",
             "  return " + " || ".join(f"op == StageOp::k{''.join(p.capitalize() for p in n.split('_'))}"
                                      for n in STREAM_PER_CHANNEL_OPS) + ";",
+            "}", "",
+            "// Whether a stage looks elements up in a persistent int8 table (kStreamLookupTableBytes in the pool).",
+            "inline bool LookupTableStage(StageOp op) {",
+            "  return " + " || ".join(f"op == StageOp::k{''.join(p.capitalize() for p in n.split('_'))}"
+                                     for n in STREAM_LOOKUP_TABLE_OPS) + ";",
             "}", "",
             "// QUANTIZE stages: the (input, output) types computed.",
             "inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {",

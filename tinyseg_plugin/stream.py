@@ -28,7 +28,7 @@ from .schema import TYPE_SIZES
 # Operators whose output row y depends on input row y only (same height).
 ROW_IDENTITY = frozenset(
     """
-    ADD SUB MUL RELU RELU6 RELU_N1_TO_1 LOGISTIC TANH HARD_SWISH LEAKY_RELU PRELU QUANTIZE DEQUANTIZE
+    ADD SUB MUL RELU RELU6 RELU_N1_TO_1 LOGISTIC TANH HARD_SWISH LEAKY_RELU ELU PRELU QUANTIZE DEQUANTIZE
     CONCATENATION
     """.split()
 )
@@ -316,7 +316,7 @@ def row_step_scratch(graph: Graph, op: Operator, whole_scratch: list[int], imple
 
 # Stages whose one activation input has the output's shape.
 SAME_SHAPE_STAGES = frozenset({"LOGISTIC", "PRELU", "RELU", "RELU6", "DEQUANTIZE", "TANH", "HARD_SWISH",
-                               "LEAKY_RELU"})
+                               "LEAKY_RELU", "ELU"})
 
 
 def kernel_computes(graph: Graph, op: Operator) -> bool:

@@ -190,7 +190,7 @@ class ModelBuilder:
 
     def unary(self, x: int, op: str, scale: float | None = None, zero_point: int | None = None,
               alpha: float | None = None) -> int:
-        """An int8 elementwise activation operator (TANH, HARD_SWISH, LEAKY_RELU with ``alpha``) whose
+        """An int8 elementwise activation operator (TANH, HARD_SWISH, ELU, LEAKY_RELU with ``alpha``) whose
         output has quantization ``scale``/``zero_point`` (by default the builder's)."""
         y = self._tensor(list(self.shapes[x]), "INT8", f"{op.lower()}{len(self.operators)}",
                          scales=[self.act_scale if scale is None else scale],
@@ -404,8 +404,9 @@ def more_stages_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
     """A small int8 U-Net with the row-local operators StreamChain computes beyond those of
     tiny_unet_like: SUB of two activations of different quantization, SUB broadcasting a one-channel
     activation across channels, SUB of a per-channel constant (as the second operand, and as the
-    first with a fused RELU); LEAKY_RELU and HARD_SWISH requantizing the bottleneck, TANH (output
-    1/128, as converters quantize it) in the decoder, PADV2 (symmetric and asymmetric, pad values
+    first with a fused RELU); LEAKY_RELU and HARD_SWISH requantizing the bottleneck, ELU (its
+    table: every input value of a requantizing ELU, exp(x) - 1 down to -6.25, and clamping above)
+    then TANH (output 1/128, as converters quantize it) in the decoder, PADV2 (symmetric and asymmetric, pad values
     other than the zero point) in front of VALID convolutions; DEQUANTIZE to float32 model outputs (the
     bottleneck's and the last convolution's)."""
     b = ModelBuilder(dtype="INT8", seed=seed)
@@ -424,6 +425,7 @@ def more_stages_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
     bottleneck = b.unary(bottleneck, "HARD_SWISH")
     y = b.concat([a, b.transpose_conv(bottleneck, 8)])
     y = b.conv(b.padv2(y, [[0, 0], [1, 1], [1, 1], [0, 0]], 7), 8, padding=VALID, relu=False)
+    y = b.unary(y, "ELU", scale=0.03, zero_point=-90)
     y = b.unary(y, "TANH", scale=1 / 128, zero_point=0)
     y = b.conv(b.padv2(y, [[0, 0], [2, 0], [0, 2], [0, 0]], -100), 8, padding=VALID, relu=False)
     return b.build([b.to_float(b.conv(y, 1, k=1, relu=False)), b.to_float(bottleneck)])

@@ -146,6 +146,7 @@ constexpr size_t kSpillStreamBytes = 256;
 constexpr size_t kStreamInt32PerTensor = 2;
 constexpr size_t kStreamInt32PerStage = 1;
 constexpr int kStreamMaxStageInputs = 16;
+constexpr size_t kStreamLookupTableBytes = 256;
 
 // StreamChain: the stages it computes, and which of a stage's inputs are activations.
 enum class StageOp : int32_t {
@@ -170,6 +171,7 @@ enum class StageOp : int32_t {
   kHardSwish = 18,
   kLeakyRelu = 19,
   kPadv2 = 20,
+  kElu = 21,
   kUnknown = -1,
 };
 
@@ -195,6 +197,7 @@ inline StageOp ParseStageOp(const char* name) {
   if (std::strcmp(name, "HARD_SWISH") == 0) return StageOp::kHardSwish;
   if (std::strcmp(name, "LEAKY_RELU") == 0) return StageOp::kLeakyRelu;
   if (std::strcmp(name, "PADV2") == 0) return StageOp::kPadv2;
+  if (std::strcmp(name, "ELU") == 0) return StageOp::kElu;
   return StageOp::kUnknown;
 }
 
@@ -222,6 +225,7 @@ inline bool IsActivationInput(StageOp op, int k) {
     case StageOp::kHardSwish: return k == 0;
     case StageOp::kLeakyRelu: return k == 0;
     case StageOp::kPadv2: return k == 0;
+    case StageOp::kElu: return k == 0;
     default: return false;
   }
 }
@@ -229,6 +233,11 @@ inline bool IsActivationInput(StageOp op, int k) {
 // Whether a stage requantizes per output channel (persistent multiplier and shift).
 inline bool PerChannelStage(StageOp op) {
   return op == StageOp::kConv2d || op == StageOp::kTransposeConv || op == StageOp::kDepthwiseConv2d;
+}
+
+// Whether a stage looks elements up in a persistent int8 table (kStreamLookupTableBytes in the pool).
+inline bool LookupTableStage(StageOp op) {
+  return op == StageOp::kElu;
 }
 
 // QUANTIZE stages: the (input, output) types computed.

@@ -30,6 +30,7 @@
 
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/kernels/internal/common.h"
 #include "tensorflow/lite/kernels/internal/cppmath.h"
 #include "tensorflow/lite/kernels/internal/quantization_util.h"
 #include "tensorflow/lite/kernels/internal/reference/dequantize.h"
@@ -93,7 +94,7 @@ struct StreamOpData {
   int32_t num_operands;
   int32_t num_order;  // outputs the schedule pulls: node outputs, then spilled
   int32_t num_spill;
-  int32_t per_channel;  // int32 entries of the multiplier/shift pool
+  int32_t per_channel;  // int32 entries of the pool: multiplier/shift per channel, lookup tables
   int ring_index;       // RequestScratchBufferInArena takes int*
   int op_scratch_index;
 };
@@ -143,7 +144,7 @@ struct StageSlot {
   int32_t act_min, act_max;
   int32_t multiplier;
   int shift;  // QUANTIZE, MUL, ADD's output; LOGISTIC: input multiplier and left shift (TFLM's int shifts)
-  int32_t per_channel;        // offset of multiplier[C] then shift[C] in the pool; -1
+  int32_t per_channel;        // offset of multiplier[C] then shift[C] (ELU: its int8 table) in the pool; -1
   int32_t input2_offset;      // ADD, MUL: the second input's; PRELU: alpha's
   int32_t left_shift;         // ADD
   int32_t multiplier1, multiplier2;  // ADD: the inputs'; PRELU: outputs 1 and 2
@@ -661,6 +662,9 @@ TfLiteStatus PrepareElementwise(TfLiteContext* context, TfLiteNode* node, const 
   return kTfLiteOk;
 }
 
+// ELU's transform, as elu.cc's Prepare passes it to its table builder: exp(x) - 1 below zero, in float.
+float EluTransform(float value) { return value < 0.0f ? std::exp(value) - 1.0f : value; }
+
 TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
                           const Tables& tab, int32_t index, const flexbuffers::Map& st,
                           int32_t* operand_next, int32_t* edge_next, int32_t* pool_next) {
@@ -766,6 +770,17 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   for (int32_t e = first_edge; e < *edge_next; ++e) {
     TF_LITE_ENSURE_MSG(context, tab.tensor(tab.edges[e].tensor).type == kTfLiteInt8,
                        "StreamChain: stages other than QUANTIZE and DEQUANTIZE are int8");
+  }
+  if (contract::LookupTableStage(g.op)) {
+    // ELU: the 256-entry int8 table elu.cc's Prepare fills (its PopulateLookupTable: the same float
+    // arithmetic as TFLM's LUTPopulate, called here), kept in the pool; Eval looks each element up.
+    TF_LITE_ENSURE(context, in.height == out.height && in.width == out.width && in.channels == out.channels);
+    g.per_channel = *pool_next;
+    *pool_next += static_cast<int32_t>(contract::kStreamLookupTableBytes / sizeof(int32_t));
+    TF_LITE_ENSURE(context, *pool_next <= d.per_channel);
+    LUTPopulate<int8_t>(in.scale, in.zero_point, out.scale, out.zero_point, EluTransform,
+                        reinterpret_cast<int8_t*>(tab.per_channel + g.per_channel));
+    return kTfLiteOk;
   }
   TF_LITE_ENSURE_STATUS(PrepareElementwise(context, node, tab, g, fields, activation, first_edge, *edge_next,
                                             &out_q));
@@ -925,6 +940,9 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d, co
       }
       TF_LITE_ENSURE(context, channels > 0);
       d->per_channel += 2 * channels;
+    }
+    if (contract::LookupTableStage(op)) {
+      d->per_channel += static_cast<int32_t>(contract::kStreamLookupTableBytes / sizeof(int32_t));
     }
   }
   return kTfLiteOk;
@@ -1426,6 +1444,15 @@ void CountOptimizedRow(const EvalState& v) {
       reference_integer_ops::Tanh(g.input_offset, g.radius, g.multiplier, g.shift, in_shape,
                                   reinterpret_cast<const int8_t*>(src), out_shape, reinterpret_cast<int8_t*>(dst));
       break;
+    case StageOp::kElu: {
+      // As elu.cc's EvalUsingLookupTable: each element through the table Prepare filled.
+      const auto* table = reinterpret_cast<const int8_t*>(v.tab.per_channel + g.per_channel);
+      const auto* x = reinterpret_cast<const int8_t*>(src);
+      auto* o = reinterpret_cast<int8_t*>(dst);
+      const int32_t n = out.width * out.channels;
+      for (int32_t i = 0; i < n; ++i) o[i] = LUTLookup(x[i], table);
+      break;
+    }
     case StageOp::kHardSwish: {
       HardSwishParams p = {};
       p.input_zero_point = static_cast<int16_t>(g.input_offset);

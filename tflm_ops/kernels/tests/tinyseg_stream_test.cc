@@ -1,7 +1,8 @@
 // StreamChain against TFLM's own kernels run whole: a chain that spills its
 // product row by row and a chain that fetches it row by row into a strided
 // convolution, and a chain of a convolution into a max pool through a ring of
-// two rows; DEQUANTIZE rows to float32. Outputs must be bit-identical; a ring one row short is
+// two rows; DEQUANTIZE rows to float32; ELU over every int8 value, through a ring. Outputs must be
+// bit-identical; a ring one row short is
 // refused, and so is a DEQUANTIZE writing float32 rows anywhere but to one of the chain's outputs.
 // A TRANSPOSE_CONV stage against TFLM's TRANSPOSE_CONV (in a CMSIS-NN build, with
 // its rows through CMSIS-NN when op_scratch holds CMSIS-NN's accumulator row).
@@ -439,6 +440,36 @@ TF_LITE_MICRO_TEST(DequantizeRowsAreChainOutputs) {
       ChainOptions(kW * kC * 4, 0, 0, {{"DEQUANTIZE", {0}, 2, "", none}, {"DEQUANTIZE", {0}, 1, "", none}},
                    {{"d", {1, kH, kW, kC}, kXScale, kXZp}}, {}, {}, {{2, 1}}, 0, "FLOAT32");
   TF_LITE_MICRO_EXPECT_NE(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, bad));
+}
+
+// ELU as stages: every int8 input value (16 rows of 16) through two ELUs of different
+// quantizations, the first's rows in a ring of one row, against TFLM's ELU run twice whole; each
+// stage's lookup table is filled in Prepare from its own quantization.
+TF_LITE_MICRO_TEST(EluStagesOverEveryInt8Value) {
+  using namespace tflite::testing;
+  constexpr int kE = 16;
+  constexpr float kEScale = 0.03f, kZScale = 0.02f;
+  constexpr int kEZp = -90, kZZp = 40;
+  static int8_t x[kE * kE], e[kE * kE], want[kE * kE], got[kE * kE];
+  for (int i = 0; i < kE * kE; ++i) x[i] = static_cast<int8_t>(i - 128);
+  int dims[] = {4, 1, kE, kE, 1};
+  TfLiteTensor r1[] = {CreateQuantizedTensor(x, IntArrayFromInts(dims), kXScale, kXZp),
+                       CreateQuantizedTensor(e, IntArrayFromInts(dims), kEScale, kEZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_ELU(), r1, 1, nullptr));
+  TfLiteTensor r2[] = {CreateQuantizedTensor(e, IntArrayFromInts(dims), kEScale, kEZp),
+                       CreateQuantizedTensor(want, IntArrayFromInts(dims), kZScale, kZZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_ELU(), r2, 1, nullptr));
+
+  std::memset(got, 0x5a, sizeof(got));
+  auto none = [](flexbuffers::Builder&) {};
+  // inputs [x], outputs [y] (local 1), body [e] (local 2, a ring of one row).
+  const std::vector<uint8_t> o =
+      ChainOptions(kE, 0, 0, {{"ELU", {0}, 2, "", none}, {"ELU", {2}, 1, "", none}},
+                   {{"e", {1, kE, kE, 1}, kEScale, kEZp}}, {}, {}, {{2, 1}});
+  TfLiteTensor t[] = {CreateQuantizedTensor(x, IntArrayFromInts(dims), kXScale, kXZp),
+                      CreateQuantizedTensor(got, IntArrayFromInts(dims), kZScale, kZZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, o));
+  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
 }
 
 // TRANSPOSE_CONV stages: every row that reads a filter row goes through CMSIS-NN in a CMSIS-NN
