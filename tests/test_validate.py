@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -392,3 +394,14 @@ def test_a_tensor_nothing_writes_is_planned_as_tflm_plans_it() -> None:
     data = model_to_bytes(m)
     graph = build_graph(parse_model(data))
     assert plan_graph(graph).head == tflm.arena_usage(data).head
+
+
+def test_the_time_limit_counts_cpu_not_wall_clock() -> None:
+    """A child that waits longer than its limit is not stopped; one that computes past it is (SIGPROF):
+    on a busy machine a slow model is judged by its own work, not by the load of others."""
+    code = ("import sys, time; from tinyseg_plugin.tflm import cpu_limit; cpu_limit(0.2); time.sleep(1.0); "
+            "print('waited', flush=True); sum(range(10**12))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=str(Path(__file__).resolve().parent.parent))
+    assert p.stdout.strip() == "waited"
+    assert tflm.stopped_by_cpu_limit(p.returncode), p.returncode

@@ -353,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the result without the bit-exact check in TFLM, marked UNVERIFIED (for models with "
                         "operators TFLM does not ship)")
     o.add_argument("--time-limit", type=positive_seconds, default=120.0, metavar="SECONDS",
-                   help="bound on each TFLM run of the verification (default: 120)")
+                   help="bound on each TFLM run of the verification, in seconds of CPU time (default: 120)")
     o.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     o.add_argument("--tflm-dir", metavar="DIR", default=None,
                    help="TFLM tree: check with TinySeg's real kernels in a cached host build of it (default: "
@@ -369,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--runs", type=positive_int, default=3,
                    help="random inputs, at least 1 (default: 3; 3 edge-case inputs are added)")
     v.add_argument("--time-limit", type=positive_seconds, default=120.0, metavar="SECONDS",
-                   help="bound on each TFLM run (default: 120)")
+                   help="bound on each TFLM run, in seconds of CPU time (default: 120)")
     v.add_argument("--tflm-dir", metavar="DIR", default=None,
                    help="TFLM tree: check with TinySeg's real kernels in a cached host build of it (default: "
                         "$TFLM_DIR; without either, TinySeg operators are lowered to builtins)")

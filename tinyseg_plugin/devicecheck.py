@@ -30,6 +30,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from . import tflm
 from .errors import TinySegError
 from .tflm_install import find_sources, install
 
@@ -248,13 +249,18 @@ def run(exe: Path, model: bytes, batches: list[list[np.ndarray]], arena_size: in
                "--arena", str(arena_size), "--storage", str(STORAGE_BYTES)]
         limit = seconds * max(1, len(batches))  # --time-limit bounds each inference; all run in one process
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=tflm.backstop_seconds(limit),
+                                  preexec_fn=lambda: tflm.cpu_limit(limit))
         except subprocess.TimeoutExpired:
-            raise TinySegError(f"TFLM did not finish running {what} on {len(batches)} input(s) within {limit:g} s "
-                               f"({seconds:g} s each; real-kernel check; stopped; raise the limit with --time-limit "
-                               "if the model is just slow)") from None
+            raise TinySegError(f"TFLM did not finish running {what} on {len(batches)} input(s) within "
+                               f"{tflm.backstop_seconds(limit):g} s of wall-clock time while hardly computing "
+                               "(real-kernel check; stopped; is the machine suspended or swapping?)") from None
         except OSError as exc:
             raise TinySegError(f"cannot start the TFLM runner {exe}: {exc.strerror}") from None
+        if tflm.stopped_by_cpu_limit(proc.returncode):
+            raise TinySegError(f"TFLM did not finish running {what} on {len(batches)} input(s) within {limit:g} s "
+                               f"of CPU ({seconds:g} s each; real-kernel check; stopped; raise the limit with "
+                               "--time-limit if the model is just slow)")
         if proc.returncode < 0:
             try:
                 name = signal.Signals(-proc.returncode).name

@@ -2,8 +2,8 @@
 
 TFLM is C++: a malformed model can crash it (SIGSEGV, SIGABRT) or make it loop for
 minutes (a float LSTM under WHILE). Every call here therefore runs the interpreter in
-a fresh child Python with a time limit, so a crash or a hang becomes one clean
-``TinySegError`` naming the cause, and TFLM's own log lines (it prints to stderr on
+a fresh child Python with a limit on its CPU time (``cpu_limit``), so a crash or a hang
+becomes one clean ``TinySegError`` naming the cause, and TFLM's own log lines (it prints to stderr on
 the host) are captured instead of reaching the user's terminal.
 
 Memory figures come from ``print_allocations()``, which prints from C++ straight to
@@ -30,6 +30,27 @@ LOAD_SECONDS = 30.0  # loading (AllocateTensors: every kernel's Prepare) of any 
 RUN_SECONDS = 120.0  # default bound of one batch of invokes (verification)
 
 
+def cpu_limit(seconds: float) -> None:
+    """Let this process be killed (SIGPROF) after ``seconds`` more of CPU time.
+
+    CPU time, not wall-clock: a slow model on a busy machine is not refused for the load of
+    others, and the bound means the same on every machine. Interval timers survive exec, so a
+    ``preexec_fn`` can put it on a native runner too."""
+    signal.signal(signal.SIGPROF, signal.SIG_DFL)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+
+
+def backstop_seconds(cpu_seconds: float) -> float:
+    """Wall-clock bound of a child whose CPU time ``cpu_limit`` bounds: only a child that waits
+    without computing reaches it, so it is generous."""
+    return 60.0 + 10.0 * cpu_seconds
+
+
+def stopped_by_cpu_limit(returncode: int) -> bool:
+    """Whether a child ended because ``cpu_limit`` ran out."""
+    return returncode == -signal.SIGPROF
+
+
 @dataclass(frozen=True)
 class ArenaUsage:
     head: int
@@ -47,13 +68,16 @@ def _child(request: dict, seconds: float, what: str) -> dict:
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     cmd = [sys.executable, "-c", "from tinyseg_plugin.tflm import _child_main; _child_main()"]
     try:
-        proc = subprocess.run(cmd, input=pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL),
-                              capture_output=True, timeout=seconds, env=env)
+        proc = subprocess.run(cmd, input=pickle.dumps(dict(request, seconds=seconds), protocol=pickle.HIGHEST_PROTOCOL),
+                              capture_output=True, timeout=backstop_seconds(seconds), env=env)
     except subprocess.TimeoutExpired:
-        raise TinySegError(f"TFLM did not finish {what} within {seconds:g} s (stopped; raise the limit with "
-                           f"--time-limit if the model is just slow)") from None
+        raise TinySegError(f"TFLM did not finish {what} within {backstop_seconds(seconds):g} s of wall-clock time "
+                           f"while hardly computing (stopped; is the machine suspended or swapping?)") from None
     except OSError as exc:
         raise TinySegError(f"cannot start the TFLM child process: {exc.strerror}") from None
+    if stopped_by_cpu_limit(proc.returncode):
+        raise TinySegError(f"TFLM did not finish {what} within {seconds:g} s of CPU (stopped; raise the limit with "
+                           f"--time-limit if the model is just slow)")
     if proc.returncode < 0:
         try:
             name = signal.Signals(-proc.returncode).name
@@ -169,6 +193,7 @@ def _child_main() -> None:
     except Exception as exc:  # the wheel is a hard dependency; say so if it is broken
         answer({"error": f"cannot import the tflite-micro wheel: {exc}"})
         return
+    cpu_limit(request["seconds"])  # from here on: TFLM's own work, not the child's start-up
     models = request["models"] if "models" in request else [request["model"]]
     each = []
     for k, model in enumerate(models):
