@@ -190,3 +190,11 @@ def test_cli_verify_of_a_broken_layout_exits_4_in_one_line(tflm_dir: str, tmp_pa
     rc = cli.main(["verify", str(TINY_UNET), str(tmp_path / "b.tflite"), "--runs", "1", "--tflm-dir", tflm_dir])
     err = capsys.readouterr().err
     assert rc == 4 and "real-kernel check" in err and "differs" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_real_kernel_check_is_bounded_in_cpu_time(tflm_dir: str) -> None:
+    """--time-limit bounds the native runner's CPU time too (an interval timer that survives exec):
+    a limit far below one Tiny U-Net inference stops it with the one-line reason."""
+    graph = build_graph(load_model(TINY_UNET))
+    with pytest.raises(TinySegError, match=r"did not finish running .* s of CPU .*--time-limit"):
+        verify(graph, _optimized(graph), runs=1, tflm_dir=tflm_dir, seconds=0.001)

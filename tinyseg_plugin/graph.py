@@ -75,6 +75,9 @@ class Graph:
     outputs: tuple[int, ...]
     producers: dict[int, int] = field(default_factory=dict)
     consumers: dict[int, list[int]] = field(default_factory=dict)
+    # Tensor views already built, by the identity of their fields (tensor_view): an edited copy of
+    # the model shares those objects (passes/edit.py), so the optimizer's candidates reuse the views.
+    view_memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
     def activations(self) -> list[int]:
@@ -107,28 +110,49 @@ def _decode(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def tensor_view(model: "fb.ModelT", raw: "fb.TensorT", index: int, where: str) -> Tensor:
+def _quantization(q: Any) -> tuple[tuple[float, ...], tuple[int, ...], int]:
+    """Scales, zero points and quantized dimension of a quantization object (None: none)."""
+    if q is None:
+        return (), (), 0
+    # tolist(), not a generator over numpy scalars: per-channel parameters of wide layers run to
+    # thousands of values.
+    scales = tuple(np.asarray(q.scale, np.float64).tolist()) if q.scale is not None else ()
+    zps = tuple(np.asarray(q.zeroPoint, np.int64).tolist()) if q.zeroPoint is not None else ()
+    return scales, zps, int(q.quantizedDimension)
+
+
+def tensor_view(model: "fb.ModelT", raw: "fb.TensorT", index: int, where: str, memo: dict | None = None) -> Tensor:
+    """The view of one tensor. ``memo`` (a graph's ``view_memo``) reuses the view of a tensor
+    whose fields are the very objects seen before: an edited copy of a model shares them
+    (passes/edit.py), and the optimizer builds the view of hundreds of candidates."""
+    buf = model.buffers[raw.buffer] if model.buffers and 0 <= raw.buffer < len(model.buffers) else None
+    is_constant = buf is not None and buf.data is not None and len(buf.data) > 0
+    q = raw.quantization
+    key = (index, id(raw.name), id(raw.shape), id(q), raw.type, raw.isVariable, is_constant)
+    if memo is not None:
+        hit = memo.get(key)
+        if hit is not None and hit[0] is raw.name and hit[1] is raw.shape and hit[2] is q:
+            return hit[3]
     dtype = TYPE_NAMES.get(raw.type, f"TYPE_{raw.type}")
     shape = tuple(int(d) for d in (raw.shape if raw.shape is not None else []))
     if any(d < 0 for d in shape):
         raise TinySegError(f"{where}: tensor {index} '{_decode(raw.name)}' has a dynamic shape {list(shape)}; TFLM needs static shapes")
-    buf = model.buffers[raw.buffer] if model.buffers and raw.buffer < len(model.buffers) else None
-    is_constant = buf is not None and buf.data is not None and len(buf.data) > 0
-    q = raw.quantization
-    scales = tuple(float(s) for s in (q.scale if q is not None and q.scale is not None else []))
-    zps = tuple(int(z) for z in (q.zeroPoint if q is not None and q.zeroPoint is not None else []))
-    qdim = int(q.quantizedDimension) if q is not None else 0
+    scales, zps, qdim = _quantization(q)
     nbytes = math.prod(shape) * TYPE_SIZES.get(dtype, 0)
-    return Tensor(index, _decode(raw.name), shape, dtype, nbytes, is_constant, bool(raw.isVariable), scales, zps, qdim)
+    view = Tensor(index, _decode(raw.name), shape, dtype, nbytes, is_constant, bool(raw.isVariable), scales, zps, qdim)
+    if memo is not None:
+        memo[key] = (raw.name, raw.shape, q, view)  # the objects are kept alive: their ids stay their own
+    return view
 
 
-def build_graph(model: "fb.ModelT", subgraph: int = 0, name: str = "model") -> Graph:
-    """Build the view of one subgraph."""
+def build_graph(model: "fb.ModelT", subgraph: int = 0, name: str = "model", view_memo: dict | None = None) -> Graph:
+    """Build the view of one subgraph (``view_memo``: that of a graph this model was edited from)."""
     if not model.subgraphs or subgraph >= len(model.subgraphs):
         raise TinySegError(f"{name}: the model has no subgraph {subgraph}")
     sg = model.subgraphs[subgraph]
     where = f"{name}: subgraph {subgraph}"
-    tensors = [tensor_view(model, raw, i, where) for i, raw in enumerate(sg.tensors or [])]
+    memo = {} if view_memo is None else view_memo
+    tensors = [tensor_view(model, raw, i, where, memo) for i, raw in enumerate(sg.tensors or [])]
     codes = model.operatorCodes or []
     operators: list[Operator] = []
     producers: dict[int, int] = {}
@@ -156,4 +180,4 @@ def build_graph(model: "fb.ModelT", subgraph: int = 0, name: str = "model") -> G
                     lst.append(i)
     inputs = tuple(int(x) for x in (sg.inputs if sg.inputs is not None else []))
     outputs = tuple(int(x) for x in (sg.outputs if sg.outputs is not None else []))
-    return Graph(model, subgraph, tensors, operators, inputs, outputs, producers, consumers)
+    return Graph(model, subgraph, tensors, operators, inputs, outputs, producers, consumers, memo)

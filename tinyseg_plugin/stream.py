@@ -221,34 +221,53 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
     held = {t: 0 for t in ringed}
 
     # Precomputed for speed (the chain search simulates thousands of chains): each operator's
-    # streamed inputs with their windows, and each ringed tensor's readers.
+    # streamed inputs with their windows, and each ringed tensor's readers. A window is inlined as
+    # (num, den, before, after, last input row): RowMap.window's arithmetic, without the calls.
+    def flat(m: RowMap) -> tuple[int, int, int, int, int]:
+        return m.num, m.den, m.before, m.after, m.in_h - 1
+
     out_of = {i: graph.operators[i].outputs[0] for i in ops}
-    pulls = {i: [(u, maps[(i, u)]) for u in activation_inputs(graph, graph.operators[i]) if u in done] for i in ops}
-    reads = {t: [(out_of[r], height[out_of[r]], maps[(r, t)]) for r in readers.get(t, [])] for t in ringed}
+    pulls = {i: [(u, flat(maps[(i, u)])) for u in activation_inputs(graph, graph.operators[i]) if u in done]
+             for i in ops}
+    reads = {t: [(out_of[r], height[out_of[r]], flat(maps[(r, t)])) for r in readers.get(t, [])] for t in ringed}
 
     def note(t: int) -> None:
         """Record how many rows t's ring holds now: from the first row that the next output row
-        of some in-chain reader reads, to the last row produced."""
+        of some in-chain reader reads, to the last row produced. Called when a row of t is
+        produced: only then can the count grow (a reader's step only moves its first row down)."""
         d = done[t]
         low = height[t]
-        for out, out_h, m in reads[t]:
+        for out, out_h, (num, den, before, after, last) in reads[t]:
             y = done[out]
             if y < out_h:
-                lo, hi = m.window(y)
+                anchor = y * num // den
+                lo, hi = anchor - before, anchor + after
+                if lo < 0:
+                    lo = 0
+                if hi > last:
+                    hi = last
                 if lo <= hi and lo < low:
                     low = lo
-        if d - min(low, d) > held[t]:
-            held[t] = d - min(low, d)
+        if low > d:
+            low = d
+        if d - low > held[t]:
+            held[t] = d - low
 
     def pull(t: int, row: int) -> None:
         """Produce rows of t up to `row` (inclusive)."""
         i = producer.get(t)
         inputs_i = pulls[i] if i is not None else ()
+        t_held = t in held
         while done[t] <= row:
             if i is not None:
                 y = done[t]
-                for u, m in inputs_i:
-                    lo, hi = m.window(y)
+                for u, (num, den, before, after, last) in inputs_i:
+                    anchor = y * num // den
+                    lo, hi = anchor - before, anchor + after
+                    if lo < 0:
+                        lo = 0
+                    if hi > last:
+                        hi = last
                     if lo <= hi and done[u] <= hi:
                         pull(u, hi)
                 computed[i] += 1
@@ -257,11 +276,8 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
             elif fetches is not None:
                 fetches.append((len(trace) if trace is not None else 0, t, done[t]))
             done[t] += 1
-            if t in held:
+            if t_held:
                 note(t)
-            for u, _ in inputs_i:
-                if u in held:
-                    note(u)
 
     order = [t for t in outputs if t not in spilled] + [t for t in outputs if t in spilled]
     progress = True

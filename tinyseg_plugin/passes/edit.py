@@ -27,6 +27,13 @@ _OPTIONS = {
 }
 
 
+def _shallow(obj: Any) -> Any:
+    """copy.copy of a schema object without copy's generic protocol (a third of a candidate edit)."""
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    return new
+
+
 def clone_model(model: "fb.ModelT") -> "fb.ModelT":
     """A copy for the Editor to change, copied down to the objects the Editor assigns to (the model, its
     lists, subgraphs, tensors, operators, signature defs); deeper objects (buffer data, quantization,
@@ -40,8 +47,8 @@ def clone_model(model: "fb.ModelT") -> "fb.ModelT":
     subgraphs = []
     for sg in model.subgraphs or []:
         s = copy.copy(sg)
-        s.tensors = [copy.copy(t) for t in sg.tensors] if sg.tensors is not None else None
-        s.operators = [copy.copy(op) for op in sg.operators] if sg.operators is not None else None
+        s.tensors = [_shallow(t) for t in sg.tensors] if sg.tensors is not None else None
+        s.operators = [_shallow(op) for op in sg.operators] if sg.operators is not None else None
         subgraphs.append(s)
     m.subgraphs = subgraphs if model.subgraphs is not None else None
     return m
@@ -86,6 +93,7 @@ class Editor:
         if self.sg.tensors is None:
             self.sg.tensors = []
         self._offline: dict[int, int] | None = None
+        self._view_memo = graph.view_memo
 
     @property
     def operator_count(self) -> int:
@@ -349,7 +357,7 @@ class Editor:
         self._drop_offline_metadata()
         if self._offline is not None:
             self._write_offline_metadata(remap)
-        return Edited(build_graph(self.model, self.subgraph), remap)
+        return Edited(build_graph(self.model, self.subgraph, view_memo=self._view_memo), remap)
 
     def graph(self) -> Graph:
         """``commit().graph``, for passes that need no remap."""
