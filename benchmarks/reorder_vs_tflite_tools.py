@@ -19,7 +19,8 @@ from tinyseg_plugin import synth  # noqa: E402
 from tinyseg_plugin.graph import Graph, build_graph  # noqa: E402
 from tinyseg_plugin.kernels import KernelRules  # noqa: E402
 from tinyseg_plugin.modelio import load_model  # noqa: E402
-from tinyseg_plugin.passes.reorder import min_peak_order, reorder  # noqa: E402
+from tinyseg_plugin.passes import Rewrite  # noqa: E402
+from tinyseg_plugin.passes.reorder import OrderRequest, min_peak_order, reorder  # noqa: E402
 from tinyseg_plugin.planner import align_up, plan_graph  # noqa: E402
 
 
@@ -30,7 +31,8 @@ def row(name: str, g: Graph, theirs: Graph | None) -> None:
         return sum(align_up(s) for s in rules.scratch_requests(g, g.operators[i]))
 
     t = time.process_time()
-    ours = reorder(g, lambda x: plan_graph(x).head, scratch)
+    ordered = reorder(g, OrderRequest(lambda x: plan_graph(x).head, scratch))
+    ours = ordered.graph if isinstance(ordered, Rewrite) else g
     cpu = time.process_time() - t
     exact = "yes" if min_peak_order(g, scratch) is not None else "greedy"
     their_head = f"{plan_graph(theirs).head:,}" if theirs is not None else "-"

@@ -34,7 +34,7 @@ def spilled_skip_graphs(dtype: str):
         y = b.conv(y, 4)
     g = build_graph(b.build([b.add(y, b.conv(a, 4))]))
     cr = cold_ranges(g)[a]
-    return g, apply_spill(g, SpillPlan(a, cr.start, cr.end), slot=0)
+    return g, apply_spill(g, SpillPlan(a, cr.start, cr.end, slot=0)).graph
 
 
 def shared_model(name: str) -> Path:

@@ -106,7 +106,7 @@ def _broken(case: str):
     graph = build_graph(load_model(TINY_UNET))  # spilled and fused; a zero layout pinned on every activation
     opt = _spilled(graph)
     assert any(customops.is_tinyseg_op(op) for op in opt.operators)
-    return graph, with_offsets(opt, {t.index: 0 for t in opt.tensors if not t.is_constant and t.elements > 0})
+    return graph, with_offsets(opt, {t.index: 0 for t in opt.tensors if not t.is_constant and t.elements > 0}).graph
 
 
 @pytest.mark.parametrize("case", ["random_unet_0", "tiny_unet"])

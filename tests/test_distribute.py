@@ -7,6 +7,7 @@ import pytest
 from tinyseg_plugin import synth
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.optimizer import Options, optimize
+from tinyseg_plugin.passes import graph_or_none
 from tinyseg_plugin.passes.distribute import split_elementwise, splittable
 from tinyseg_plugin.planner import plan_graph
 from tinyseg_plugin.verify import verify
@@ -29,7 +30,7 @@ def _residual_over_concat(dtype: str, axis: int, concat_first: bool, opcode: str
 def test_split_is_bit_exact_in_tflm(dtype: str, axis: int, concat_first: bool) -> None:
     g, _ = _residual_over_concat(dtype, axis, concat_first)
     i = next(op.index for op in g.operators if op.opcode == "ADD")
-    g2 = split_elementwise(g, i)
+    g2 = graph_or_none(split_elementwise(g, i))
     assert g2 is not None
     ops = [op.opcode for op in g2.operators]
     parts = 3 if axis == 3 else 2
@@ -41,7 +42,7 @@ def test_split_is_bit_exact_in_tflm(dtype: str, axis: int, concat_first: bool) -
 def test_sub_and_mul_split_exactly(opcode: str) -> None:
     g, _ = _residual_over_concat("FLOAT32", 3, True, opcode)
     i = next(op.index for op in g.operators if op.opcode == opcode)
-    g2 = split_elementwise(g, i)
+    g2 = graph_or_none(split_elementwise(g, i))
     assert g2 is not None and [op.opcode for op in g2.operators].count(opcode) == 3
     assert verify(g, g2, runs=2).identical
 
@@ -53,8 +54,8 @@ def test_not_applied_where_it_does_not_fit() -> None:
     plain = b.add(a, c)  # no concatenation
     g = build_graph(b.build([plain]))
     assert not any(splittable(g, op.index) for op in g.operators)
-    assert split_elementwise(g, next(op.index for op in g.operators if op.opcode == "ADD")) is None
-    assert split_elementwise(g, 0) is None  # not an elementwise operator
+    assert graph_or_none(split_elementwise(g, next(op.index for op in g.operators if op.opcode == "ADD"))) is None
+    assert graph_or_none(split_elementwise(g, 0)) is None  # not an elementwise operator
 
 
 def test_vnet_decoder_floor_is_broken_only_by_the_split() -> None:

@@ -67,7 +67,7 @@ def test_optimize_says_what_it_verified(unet: bytes, capsys, monkeypatch) -> Non
     run_optimize(manager(plugin), unet, ["--verify-runs", "2"])
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("tinyseg: verified")]
     assert line == ["tinyseg: verified: outputs bit-identical to the reordered model in TFLM on 2 random inputs "
-                    "(reference kernels; fallback check: TinySeg operators lowered to builtins in the tflite-micro "
+                    "and 3 edge cases (reference kernels; fallback check: TinySeg operators lowered to builtins in the tflite-micro "
                     "wheel (no TFLM tree))"]
 
 
@@ -141,3 +141,51 @@ def test_entry_point_loads_this_plugin() -> None:
     assert loaded is plugin
     pm = manager(loaded)  # every hook implementation matches the host's specifications
     assert {h.name for h in pm.get_hookcallers(loaded)} == {n for n in dir(plugin) if n.startswith("tflite_tools_")}
+
+
+# ---------------------------------------------------------------- one pipeline: the plugin as the CLI
+
+
+def _plugin_error(model: bytes, argv: list[str]) -> plugin.PluginError:
+    with pytest.raises(plugin.PluginError) as info:
+        run_optimize(manager(plugin), model, ["-i", "m.tflite", *argv])
+    return info.value
+
+
+def _cli_error(tmp_path, capfd, model: bytes, argv: list[str]) -> tuple[int, str]:
+    from tinyseg_plugin.cli import main
+
+    path = tmp_path / "m.tflite"
+    path.write_bytes(model)
+    rc = main(["optimize", str(path), "-o", str(tmp_path / "o.tflite"), *argv])
+    lines = capfd.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return rc, lines[0].removeprefix("tinyseg: error: ")
+
+
+def test_plugin_refuses_a_model_tflm_cannot_run_as_the_cli_does(tmp_path, capfd) -> None:
+    """A hybrid model (float activations, int8 weights): TFLM refuses it in Prepare. The plugin
+    refuses it before any search, with the CLI's sentence and exit code."""
+    from test_validate import hybrid_model
+
+    data = model_to_bytes(hybrid_model())
+    rc, message = _cli_error(tmp_path, capfd, data, [])
+    err = _plugin_error(data, [])
+    assert (err.exit_code, rc) == (2, 2)
+    assert "TFLM refuses the model in Prepare" in message
+    assert str(err) == "tinyseg: " + message.replace(str(tmp_path / "m.tflite"), "model")
+
+
+def test_plugin_honours_the_cpu_time_limit_as_the_cli_does(tmp_path, capfd, unet: bytes) -> None:
+    """--time-limit bounds each TFLM child of the plugin's check too: the same one-line refusal."""
+    rc, message = _cli_error(tmp_path, capfd, unet, ["--time-limit", "0.01"])
+    err = _plugin_error(unet, ["--time-limit", "0.01"])
+    assert (err.exit_code, rc) == (2, 2)
+    assert "did not finish" in message and "did not finish" in str(err)
+    assert str(err) == "tinyseg: " + message.replace(str(tmp_path / "m.tflite"), "model")
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "x", "inf"])
+def test_plugin_time_limit_must_be_positive(bad: str) -> None:
+    with pytest.raises(ValueError, match="--time-limit"):
+        parse(manager(plugin), ["--time-limit", bad])

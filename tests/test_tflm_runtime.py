@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,8 @@ from tinyseg_plugin.analysis import analyze_graph
 from tinyseg_plugin.coldrange import cold_ranges
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.kernels import Arch
-from tinyseg_plugin.passes.fuse import fuse_concat, fuse_conv
+from tinyseg_plugin.passes import graph_or_none
+from tinyseg_plugin.passes.fuse import ConvFusion, fuse_concat, fuse_conv
 from tinyseg_plugin.passes.spill import SpillPlan, apply_spill, partial_plan
 from tinyseg_plugin.tflm_install import INSTALL_DIR, install
 
@@ -127,8 +129,8 @@ def variants() -> dict[str, object]:
     result = optimizer.optimize(g, optimizer.Options(stream=False))  # the spill passes (streaming: below)
     victim = 39  # the 80x120x8 skip tensor the optimizer spills
     cr = cold_ranges(g)[victim]
-    whole = apply_spill(g, SpillPlan(victim, cr.start, cr.end), slot=3)
-    rows = apply_spill(g, partial_plan(g, victim, cr, 30000), slot=1)
+    whole = apply_spill(g, SpillPlan(victim, cr.start, cr.end, slot=3)).graph
+    rows = apply_spill(g, replace(partial_plan(g, victim, cr, 30000), slot=1)).graph
 
     def fetch_index(graph) -> int:
         return next(op.index for op in graph.operators if op.opcode == customops.FETCHING)
@@ -136,9 +138,9 @@ def variants() -> dict[str, object]:
     return {
         "optimized": result.graph,  # Spill + FetchingConv2D + marked TRANSPOSE_CONVs
         "spill_restore": whole,  # Fetching with one operand, no input
-        "spill_concat_channels": fuse_concat(whole, fetch_index(whole)),  # Fetching, axis 3
+        "spill_concat_channels": graph_or_none(fuse_concat(whole, fetch_index(whole))),  # Fetching, axis 3
         "partial_rows": rows,  # SPLIT_V + Spill + Fetching + CONCATENATION
-        "partial_concat_rows": fuse_concat(rows, fetch_index(rows)),  # Fetching, axis 1
+        "partial_concat_rows": graph_or_none(fuse_concat(rows, fetch_index(rows))),  # Fetching, axis 1
     }
 
 
@@ -388,19 +390,19 @@ def _two_skips_spilled() -> tuple[object, object, object]:
     out = b.conv(b.concat([a, b.transpose_conv(y, 8), c]), 8)
     g = build_graph(b.build([out]))
     crs = cold_ranges(g)
-    g1 = apply_spill(g, SpillPlan(a, crs[a].start, crs[a].end), slot=0)
+    g1 = apply_spill(g, SpillPlan(a, crs[a].start, crs[a].end, slot=0)).graph
     c1 = next(t.index for t in g1.tensors if t.name == g.tensors[c].name)
     crs1 = cold_ranges(g1)
-    g2 = apply_spill(g1, SpillPlan(c1, crs1[c1].start, crs1[c1].end), slot=1)
+    g2 = apply_spill(g1, SpillPlan(c1, crs1[c1].start, crs1[c1].end, slot=1)).graph
     while True:
         fused = next((f for op in g2.operators if op.opcode == customops.FETCHING
-                      for f in [fuse_concat(g2, op.index)] if f is not None), None)
+                      for f in [graph_or_none(fuse_concat(g2, op.index))] if f is not None), None)
         if fused is None:
             break
         g2 = fused
     fetch = next(op for op in g2.operators if op.opcode == customops.FETCHING)
     assert len(customops.decode(fetch).fetched) == 2
-    return g, g2, fuse_conv(g2, fetch.index, band_rows=3)
+    return g, g2, graph_or_none(fuse_conv(g2, ConvFusion(fetch.index, 3)))
 
 
 @pytest.mark.parametrize("case", ["two_fetched_concat", "two_fetched_conv", "float32_unet", "random_unet", "vnet_like"])
@@ -446,12 +448,12 @@ def _band_case_graphs(case, band_rows: int):
                dilation=case.dilation)
     g = build_graph(b.build([y]))
     cr = cold_ranges(g)[skip]
-    spilled = apply_spill(g, SpillPlan(skip, cr.start, cr.end), slot=0)
+    spilled = apply_spill(g, SpillPlan(skip, cr.start, cr.end, slot=0)).graph
     fetch = next(op.index for op in spilled.operators if op.opcode == customops.FETCHING)
-    concat = fuse_concat(spilled, fetch)
+    concat = graph_or_none(fuse_concat(spilled, fetch))
     assert concat is not None
     fetch = next(op.index for op in concat.operators if op.opcode == customops.FETCHING)
-    fused = fuse_conv(concat, fetch, band_rows=band_rows)
+    fused = graph_or_none(fuse_conv(concat, ConvFusion(fetch, band_rows)))
     assert fused is not None and any(op.opcode == customops.FETCHING_CONV_2D for op in fused.operators)
     return g, fused
 

@@ -7,7 +7,8 @@ from tinyseg_plugin.coldrange import cold_ranges
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
 from tinyseg_plugin.synth import ModelBuilder
-from tinyseg_plugin.verify import edge_inputs, lower, verify
+from tinyseg_plugin.passes.lower import lower
+from tinyseg_plugin.verify import edge_inputs, verify
 
 
 def _respilled():
@@ -21,16 +22,16 @@ def _respilled():
     g = b.add(f, a)
     orig = build_graph(b.build([g]))
     s1, e1 = cold_ranges(orig)[a].idle[0]
-    g1 = apply_spill(orig, SpillPlan(a, s1, e1), slot=0)
+    g1 = apply_spill(orig, SpillPlan(a, s1, e1, slot=0)).graph
     fetched = next(t.index for t in g1.tensors if t.name.endswith("/fetched"))
     s2, e2 = max(cold_ranges(g1)[fetched].idle, key=lambda r: r[1] - r[0])
-    return orig, apply_spill(g1, SpillPlan(fetched, s2, e2), slot=1)
+    return orig, apply_spill(g1, SpillPlan(fetched, s2, e2, slot=1)).graph
 
 
 def test_a_fetched_tensor_spilled_again_verifies() -> None:
     orig, twice = _respilled()
     assert [op.opcode for op in twice.operators].count("Spill") == 2
-    low = lower(twice)
+    low = lower(twice).graph
     produced = {t for op in low.operators for t in op.outputs} | set(low.inputs)
     read = {t for op in low.operators for t in op.inputs if t >= 0 and not low.tensors[t].is_constant}
     assert read <= produced  # no tensor is left without a producer

@@ -8,10 +8,12 @@ from tinyseg_plugin import customops, synth
 from tinyseg_plugin.coldrange import cold_ranges
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.optimizer import Options, optimize
-from tinyseg_plugin.passes.fuse import fuse_concat, fuse_conv
+from tinyseg_plugin.passes import graph_or_none
+from tinyseg_plugin.passes.fuse import ConvFusion, fuse_concat, fuse_conv
 from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
 from tinyseg_plugin.schema import fb
-from tinyseg_plugin.verify import lower, verify
+from tinyseg_plugin.passes.lower import lower
+from tinyseg_plugin.verify import verify
 
 
 def grouped_conv(b: synth.ModelBuilder, x: int, out_ch: int, groups: int, k: int = 3) -> int:
@@ -45,14 +47,14 @@ def grouped_after_skip(seed: int = 1):
 def test_grouped_conv_is_not_fused() -> None:
     graph, a, gout = grouped_after_skip()
     cr = cold_ranges(graph)[a]
-    g1 = apply_spill(graph, SpillPlan(a, cr.start, cr.end), slot=0)
+    g1 = apply_spill(graph, SpillPlan(a, cr.start, cr.end, slot=0)).graph
     fetch = next(op.index for op in g1.operators if op.opcode == customops.FETCHING)
-    merged = fuse_concat(g1, fetch)
+    merged = graph_or_none(fuse_concat(g1, fetch))
     assert merged is not None  # the concatenation becomes a Fetching that feeds the grouped conv
     f2 = next(op for op in merged.operators if op.opcode == customops.FETCHING)
     conv = merged.operators[merged.consumers[f2.outputs[0]][0]]
     assert conv.opcode == "CONV_2D" and merged.tensors[conv.inputs[1]].shape[3] == 8
-    assert fuse_conv(merged, f2.index) is None
+    assert graph_or_none(fuse_conv(merged, f2.index)) is None
     assert verify(graph, merged, runs=2).identical
 
 
@@ -100,10 +102,10 @@ def int16_no_bias(bias_type: int):
 def fused_int16(bias_type: int):
     graph, a = int16_no_bias(bias_type)
     cr = cold_ranges(graph)[a]
-    g1 = apply_spill(graph, SpillPlan(a, cr.start, cr.end), slot=0)
-    merged = fuse_concat(g1, next(op.index for op in g1.operators if op.opcode == customops.FETCHING))
+    g1 = apply_spill(graph, SpillPlan(a, cr.start, cr.end, slot=0)).graph
+    merged = graph_or_none(fuse_concat(g1, next(op.index for op in g1.operators if op.opcode == customops.FETCHING)))
     f = next(op for op in merged.operators if op.opcode == customops.FETCHING)
-    fused = fuse_conv(merged, f.index, band_rows=2)
+    fused = graph_or_none(fuse_conv(merged, ConvFusion(f.index, 2)))
     assert fused is not None
     return graph, fused
 
@@ -115,7 +117,7 @@ def test_int16_without_bias_keeps_the_accumulator(bias_type: int, name: str) -> 
     graph, fused = fused_int16(bias_type)
     op = next(op for op in fused.operators if op.opcode == customops.FETCHING_CONV_2D)
     assert customops.decode(op).quantized_bias_type == name
-    low = lower(fused)
+    low = lower(fused).graph
     conv = [o for o in low.operators if o.opcode == "CONV_2D"][-1]
     assert conv.options.quantizedBiasType == bias_type
     assert verify(graph, fused, runs=1).identical

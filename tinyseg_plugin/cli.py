@@ -41,38 +41,37 @@ def _kernels(p: argparse.ArgumentParser) -> None:
                         "(default: host64; cortex-m for the arduino, esp-idf, zephyr and edge-impulse runtimes)")
 
 
-def _resolve_arch(args: argparse.Namespace) -> None:
+def _run(args: argparse.Namespace, **options) -> "Run":
+    """The pipeline's Run for the options a subcommand was given."""
     from .kernels import default_arch
+    from .optimizer import Options
+    from .pipeline import Run
 
-    if args.arch is None:
-        args.arch = default_arch(args.runtime)
+    arch = args.arch or default_arch(args.runtime)
+    return Run(Options(runtime=args.runtime, arch=arch, **options),
+               runs=None if getattr(args, "unverified", False) else getattr(args, "runs", 3),
+               time_limit=getattr(args, "time_limit", 120.0))
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .analysis import analyze_graph, to_dict
-    from .graph import build_graph
-    from .modelio import check_writable, load_model, write_all
-    from .report import analysis_text, csv_files, table_width
+    from pathlib import Path
 
-    model = load_model(args.model)
-    graph = build_graph(model, name=args.model)
-    _resolve_arch(args)
+    from .analysis import to_dict
+    from .modelio import check_writable, read_model_bytes, write_all
+    from .pipeline import analyze, load
+    from .report import analysis_text, csv_files, stream_text, table_width
+
+    graph = load(read_model_bytes(args.model), args.model)
+    run = _run(args)
     json_file = args.json if args.json and args.json != "-" else None
     for path in (json_file, args.plot):
         if path:
             check_writable(path)
     if args.csv:
         check_writable(args.csv, directory=True)
-    a = analyze_graph(graph, args.runtime, args.arch)
-    stream = None
-    if args.stream:
-        from .stream_search import choice_dict, choose_streaming
-
-        stream = choice_dict(choose_streaming(graph, args.runtime, args.arch), graph)
+    a, stream = analyze(graph, run, stream=args.stream)
     files: list[tuple[str, bytes]] = []
     if args.csv:
-        from pathlib import Path
-
         files += [(str(Path(args.csv) / name), data) for name, data in csv_files(a, args.model).items()]
     if args.plot:
         from .plots import plan_png
@@ -90,8 +89,6 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(analysis_text(a, args.model, table_width()))
         if stream is not None:
-            from .report import stream_text
-
             sys.stdout.write(stream_text(stream))
     return EXIT_OK
 
@@ -128,139 +125,48 @@ def parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _refuse_unrunnable(graph, name: str, unverified: bool) -> None:
-    """Refuse, before any search, a model TFLM cannot run (exit 2, with the reason and what to do)."""
-    from .validate import tflm_refusals, tinyseg_operators
-
-    ts = tinyseg_operators(graph)
-    if ts:
-        raise TinySegError(f"{name} already holds TinySeg operators ({graph.operators[ts[0]].opcode} at operator "
-                           f"{ts[0]}): give the original model")
-    refusals = [r for r in tflm_refusals(graph) if r.certain]  # the real load below settles the rest
-    fatal = [r for r in refusals if not r.missing]
-    if fatal:
-        raise TinySegError(f"{name}: TFLM refuses the model in Prepare: {fatal[0]}")
-    if refusals and not unverified:
-        r = refusals[0]
-        raise TinySegError(
-            f"{name}: operator {r.operator} '{r.opcode}' is {r.reason}, so the result cannot be verified in TFLM; "
-            "rerun with --unverified to write it unchecked (marked UNVERIFIED in the table and the report) once "
-            "your firmware registers that kernel, or replace the operator with builtins")
-
-
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from .graph import build_graph
-    from .modelio import check_writable, load_model, model_to_bytes, write_all
-    from .optimize_report import report_dict, steps_table
-    from . import tflm
-    from .optimizer import Options, optimize
-    from .verify import arena_for, verify
-
     from pathlib import Path
+
+    from .devicecheck import resolve_tflm_dir
+    from .modelio import check_writable, read_model_bytes, write_all
+    from .optimize_report import steps_table
+    from .pipeline import optimize, plan_picture
 
     if not args.force and Path(args.output).resolve() == Path(args.model).resolve():
         raise TinySegError(f"-o {args.output} is the input model; choose another file (or --force to replace it)")
-    model = load_model(args.model)
-    graph = build_graph(model, name=args.model)
-    _resolve_arch(args)
+    data = read_model_bytes(args.model)
     for path in (args.output, args.report, args.plot):
         if path:
             check_writable(path)
-    _refuse_unrunnable(graph, args.model, args.unverified)
-    if args.target is not None:
-        from .optimizer import Result
-        from .planner import plan_graph
-
-        plan = plan_graph(graph, args.runtime, args.arch)
-        if plan.head <= args.target:
-            # Nothing to do: the output is the input, byte for byte; the report says so (no steps).
-            return _write_unchanged(args, Result(graph=graph, plan=plan, original=plan),
-                                    f"the model already meets --target {args.target:,} B (head {plan.head:,} B)")
-    if not args.unverified:
-        original = model_to_bytes(model)
-        try:
-            tflm.check_loads(original, arena_for(graph), seconds=min(args.time_limit, tflm.LOAD_SECONDS))
-        except TinySegError as exc:
-            raise TinySegError(f"{args.model}: {exc}; nothing to optimize") from None
-    opts = Options(runtime=args.runtime, arch=args.arch, target_bytes=args.target, partial=not args.no_partial,
-                   fuse=not args.no_fuse, scratch=not args.no_scratch16,
-                   split=not args.no_split, stream=not args.no_stream)
+    run = _run(args, target_bytes=args.target, partial=not args.no_partial, fuse=not args.no_fuse,
+               scratch=not args.no_scratch16, split=not args.no_split, stream=not args.no_stream)
+    run.tflm_dir = None if args.unverified else resolve_tflm_dir(args.tflm_dir)
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.
-    progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if not args.quiet and sys.stderr.isatty() else None
-    result = optimize(graph, opts, progress)
-    if result.plan.head >= result.original.head and result.plan.total >= result.original.total:
-        # No pass lowers the arena: the output is the input, byte for byte, and needs no verification.
-        from .optimizer import Result
-
-        kept = Result(graph=graph, plan=result.original, original=result.original)
-        return _write_unchanged(args, kept, f"no pass lowers the arena of {args.model} "
-                                            f"(head {result.original.head:,} B)")
-    verification = None
-    if not args.unverified:
-        if progress:
-            progress(f"verifying against the original in TFLM ({args.runs} random inputs + 3 edge cases)")
-        from .devicecheck import resolve_tflm_dir
-
-        verification = verify(graph, result.graph, runs=args.runs, seconds=args.time_limit,
-                              tflm_dir=resolve_tflm_dir(args.tflm_dir), progress=progress)
-        if not verification.identical:
-            raise TinySegError(f"verification failed: {verification.detail}; no output written", EXIT_VERIFY_FAILED)
-    data = model_to_bytes(result.graph.model)
-    report = report_dict(result, args.model, args.output, verification, target_bytes=args.target)
-    if verification is None:
-        report["verification"] = "UNVERIFIED: not checked in TFLM (--unverified)"
-    else:
-        report["verification"] = (f"bit-identical to the original in TFLM ({verification.describe()}) on "
-                                  f"{verification.runs} random and {verification.edge_cases} edge-case inputs")
-    files: list[tuple[str, bytes]] = [(args.output, data)]
+    if not args.quiet and sys.stderr.isatty():
+        run.progress = lambda msg: print(f"  .. {msg}", file=sys.stderr)
+    out = optimize(data, run, args.model)
+    files: list[tuple[str, bytes]] = [(args.output, out.data)]
     if args.report:
-        files.append((args.report, (json.dumps(report, indent=1) + "\n").encode()))
+        files.append((args.report, (json.dumps(out.report(args.model, args.output), indent=1) + "\n").encode()))
     if args.plot:
-        from .analysis import analyze_graph
-        from .plots import plan_png
-
-        png = plan_png(analyze_graph(result.graph, args.runtime, args.arch, result.plan),
-                       f"{args.output}: head {result.plan.head:,} B ({args.runtime})")
-        files.append((args.plot, png))
+        files.append((args.plot, plan_picture(out.result, f"{args.output}: head {out.result.plan.head:,} B "
+                                                          f"({args.runtime})")))
     write_all(files)
-    sys.stdout.write(steps_table(result))
-    if verification is not None:
-        print(f"verified ({verification.describe()}): outputs bit-identical to the original in TFLM "
-              f"on {verification.runs} random inputs and {verification.edge_cases} edge cases")
+    v = out.verification
+    if out.unchanged is not None:
+        print(f"{out.unchanged}: wrote it unchanged to {args.output}")
     else:
-        print("UNVERIFIED: the written model was not checked against the original in TFLM (--unverified)")
-    print(f"wrote {args.output}")
-    return _target_status(args, result.plan.head)
-
-
-def _write_unchanged(args: argparse.Namespace, result, why: str) -> int:
-    """Nothing to gain (--target already met, or no pass lowers the arena): write the input
-    unchanged (and the report and plot of it), say why, exit 0."""
-    from pathlib import Path
-
-    from .modelio import write_all
-    from .optimize_report import report_dict
-
-    files: list[tuple[str, bytes]] = [(args.output, Path(args.model).read_bytes())]
-    if args.report:
-        report = report_dict(result, args.model, args.output, None, target_bytes=args.target, unchanged=True)
-        files.append((args.report, (json.dumps(report, indent=1) + "\n").encode()))
-    if args.plot:
-        from .analysis import analyze_graph
-        from .plots import plan_png
-
-        png = plan_png(analyze_graph(result.graph, args.runtime, args.arch, result.plan),
-                       f"{args.output}: head {result.plan.head:,} B ({args.runtime})")
-        files.append((args.plot, png))
-    write_all(files)
-    print(f"{why}: wrote it unchanged to {args.output}")
-    return _target_status(args, result.plan.head)
-
-
-def _target_status(args: argparse.Namespace, head: int) -> int:
-    """EXIT_TARGET_NOT_REACHED (with the reason on stderr) when a --target was given and missed."""
-    if args.target is not None and head > args.target:
-        print(f"tinyseg: target {args.target:,} B not reachable: best head {head:,} B (written)", file=sys.stderr)
+        sys.stdout.write(steps_table(out.result))
+        if v is not None:
+            print(f"verified ({v.describe()}): outputs bit-identical to the original in TFLM "
+                  f"on {v.runs} random inputs and {v.edge_cases} edge cases")
+        else:
+            print("UNVERIFIED: the written model was not checked against the original in TFLM (--unverified)")
+        print(f"wrote {args.output}")
+    if not out.target_met:
+        print(f"tinyseg: target {args.target:,} B not reachable: best head {out.result.plan.head:,} B (written)",
+              file=sys.stderr)
         return EXIT_TARGET_NOT_REACHED
     return EXIT_OK
 

@@ -2,16 +2,17 @@
 or a step no longer lowers the peak. Every figure comes from the TFLM-exact planner."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from . import customops
 from .coldrange import ColdRange, cold_ranges
 from .graph import Graph
+from .passes import Rewrite, graph_or_none
 from .passes.distribute import concat_operand, split_elementwise
 from .passes.fuse import fuse_concat, fuse_conv
-from .passes.layout import improve_layout
-from .passes.reorder import reorder
+from .passes.layout import LayoutRequest, improve_layout
+from .passes.reorder import OrderRequest, reorder
 from .passes.scratch import narrow_transpose_convs
 from .passes.spill import SpillPlan, apply_spill, partial_plans, spillable, spilled_bytes
 from .planner import Plan, align_up, plan_graph
@@ -56,7 +57,7 @@ class Options:
     layout: bool = True  # offline-planned arena layout when it beats TFLM's greedy placement
     reorder: bool = True  # off when a host (tflite-tools) has already reordered
     split: bool = True  # split an elementwise operator over a concatenation when spilling is stuck
-    stream: bool = True  # StreamChain: chains of row-local operators run row by row (issue 14)
+    stream: bool = True  # StreamChain: chains of row-local operators run row by row
 
 
 @dataclass
@@ -68,6 +69,8 @@ class Result:
     spills: list[SpillRecord] = field(default_factory=list)
     chains: list[dict] = field(default_factory=list)  # streamed chains (stream_search.choice_dict's entries)
     stream_bytes: int = 0  # bytes the row spills and fetches move per inference
+    strategy: str = ""  # the strategy whose candidate was kept ("" when none changed the model)
+    considered: list["Candidate"] = field(default_factory=list)  # the other strategies' candidates
 
 
 def _plan(g: Graph, o: Options) -> Plan:
@@ -119,20 +122,20 @@ def _best_fusion(g: Graph, slot: int, o: Options) -> tuple[Graph, str]:
     i = _fetch_index(g, slot)
     if i is None:
         return g, ""
-    options: list[tuple[Graph | None, str]] = [(fuse_conv(g, i), "Fetching+Conv2D -> FetchingConv2D")]
+    options: list[tuple[Graph | None, str]] = [(graph_or_none(fuse_conv(g, i)), "Fetching+Conv2D -> FetchingConv2D")]
     # Merge into concatenations as far as they go (a partial spill's CONCATENATION, then the skip's),
     # trying the convolution after each merge.
     merged, label = g, "Fetching"
     for _ in range(4):
         j = _fetch_index(merged, slot)
-        nxt = fuse_concat(merged, j) if j is not None else None
+        nxt = graph_or_none(fuse_concat(merged, j)) if j is not None else None
         if nxt is None:
             break
         merged, label = nxt, label + "+Concatenation"
         options.append((merged, label))
         j = _fetch_index(merged, slot)
         if j is not None:
-            options.append((fuse_conv(merged, j), label + "+Conv2D -> FetchingConv2D"))
+            options.append((graph_or_none(fuse_conv(merged, j)), label + "+Conv2D -> FetchingConv2D"))
     for cand, label in options:
         if cand is None:
             continue
@@ -159,7 +162,8 @@ def _score(g: Graph, plan: Plan, o: Options, beat: int) -> int:
     (it costs a few plans), so a spill whose gain the greedy placement hides by fragmenting still counts."""
     if plan.head < beat or not o.layout:
         return plan.head
-    return min(plan.head, improve_layout(g, plan, lambda x: _plan(x, o))[1].head)
+    laid = improve_layout(g, LayoutRequest(plan, lambda x: _plan(x, o)))
+    return min(plan.head, laid.plan.head) if isinstance(laid, Rewrite) else plan.head
 
 
 def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Found | None:
@@ -179,7 +183,7 @@ def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Fou
         plans.append(SpillPlan(t, cr.start, cr.end))
         chosen = None
         for sp in plans:
-            g2 = apply_spill(g, sp, slot)
+            g2 = apply_spill(g, replace(sp, slot=slot)).graph
             how = ""
             if o.fuse:
                 g2, how = _best_fusion(g2, slot, o)
@@ -212,7 +216,7 @@ def _split_then_spill(g: Graph, plan: Plan, score: int, o: Options, slot: int) -
     """When no spill lowers the peak, split an elementwise operator over a concatenation that runs at
     the peak (passes/distribute.py) and keep the split only if a spill then lowers the peak."""
     for i in (s - 1 for s in _peak_scopes(plan) if 0 < s <= len(g.operators)):
-        g2 = split_elementwise(g, i)
+        g2 = graph_or_none(split_elementwise(g, i))
         if g2 is None:
             continue
         p1 = _plan(g2, o)
@@ -226,31 +230,71 @@ def _split_then_spill(g: Graph, plan: Plan, score: int, o: Options, slot: int) -
     return None
 
 
+@dataclass
+class Candidate:
+    """What one strategy proposes: the model, its plan, the table rows that made it, and the
+    storage traffic it costs per inference."""
+
+    strategy: str
+    graph: Graph
+    plan: Plan
+    steps: list[Step] = field(default_factory=list)
+    spills: list[SpillRecord] = field(default_factory=list)
+    chains: list[dict] = field(default_factory=list)
+    stream_bytes: int = 0
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes through storage per inference (spills written and read back, row spills and fetches)."""
+        return sum(s.bytes_moved for s in self.spills) + self.stream_bytes
+
+
 def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = None) -> Result:
+    """The shared prefix (reordering), then each strategy's candidate; the best by the objective
+    (the lowest head) is the result, the others are listed as considered."""
     say = progress or (lambda _msg: None)
     plan = _plan(graph, o)
     res = Result(graph, plan, plan, [Step("original", "", plan.head, plan.total)])
     g = graph
-    reordered = graph
     if o.reorder and len(g.operators) > 1:
         from .kernels import ARCHES, KernelRules
 
         rules = KernelRules(o.runtime, ARCHES[o.arch])
-        g2 = reorder(g, lambda x: _plan(x, o).head,
-                     lambda i: sum(align_up(s) for s in rules.scratch_requests(g, g.operators[i])))
-        if g2 is not g:
+        ordered = reorder(g, OrderRequest(lambda x: _plan(x, o).head,
+                                          lambda i: sum(align_up(s) for s in rules.scratch_requests(g, g.operators[i]))))
+        if isinstance(ordered, Rewrite):
+            g2 = ordered.graph
             plan = _plan(g2, o)
-            g = reordered = g2
+            g = g2
             res.steps.append(Step("operator reordering", "memory-minimising topological order", plan.head, plan.total))
             say(f"reordered: head {plan.head:,} B")
+    best = spill_and_fuse(g, plan, o, say)
+    candidates = [best]
+    if o.stream and (o.target_bytes is None or best.plan.head > o.target_bytes):
+        streamed = streaming(g, o, say)
+        if streamed is not None:
+            candidates.append(streamed)
+            if streamed.plan.head < best.plan.head:
+                best = streamed
+    res.graph, res.plan = best.graph, best.plan
+    res.steps.extend(best.steps)
+    res.spills, res.chains, res.stream_bytes = best.spills, best.chains, best.stream_bytes
+    res.strategy = best.strategy if best.steps else ""
+    res.considered = [c for c in candidates if c is not best and c.steps]
+    return res
+
+
+def spill_and_fuse(g: Graph, plan: Plan, o: Options, say: Callable[[str], None]) -> Candidate:
+    """Scratch narrowing, then spills (with fused fetching and operator splitting) until the target
+    is met or no spill lowers the head, then an offline layout when it beats TFLM's placement."""
+    cand = Candidate("spill and fuse", g, plan)
     if o.scratch:
-        g2, marks = narrow_transpose_convs(g)
-        if marks:
-            p2 = _plan(g2, o)
+        narrowed = narrow_transpose_convs(g)
+        if isinstance(narrowed, Rewrite):
+            p2 = _plan(narrowed.graph, o)
             if p2.head < plan.head:
-                g, plan = g2, p2
-                detail = ", ".join(f"op {i}: {acc}" for i, acc in marks)
-                res.steps.append(Step("scratch narrowing", detail, plan.head, plan.total))
+                g, plan = narrowed.graph, p2
+                cand.steps.append(Step("scratch narrowing", narrowed.detail, plan.head, plan.total))
                 say(f"scratch narrowing: head {plan.head:,} B")
     slot = max((customops.decode(op).slot for op in g.operators if op.opcode == customops.SPILL), default=-1) + 1
     score = _score(g, plan, o, plan.head)
@@ -261,38 +305,33 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
         if found is None:
             break
         g, plan, score = found.graph, found.plan, found.score
-        res.steps.extend(found.steps)
-        res.spills.append(found.spill)
+        cand.steps.extend(found.steps)
+        cand.spills.append(found.spill)
         slot += 1
         say(f"spilled t{found.spill.tensor} ({found.spill.bytes:,} B): head {score:,} B")
     if o.layout and (o.target_bytes is None or plan.head > o.target_bytes):
-        g2, p2, how = improve_layout(g, plan, lambda x: _plan(x, o))
-        if p2.head < plan.head:
-            g, plan = g2, p2
-            res.steps.append(Step("offline arena layout", f"first-fit by {how} (OfflineMemoryAllocation)", plan.head, plan.total))
+        laid = improve_layout(g, LayoutRequest(plan, lambda x: _plan(x, o)))
+        if isinstance(laid, Rewrite):
+            g, plan = laid.graph, laid.plan
+            cand.steps.append(Step("offline arena layout", laid.detail, plan.head, plan.total))
             say(f"offline layout: head {plan.head:,} B")
-    if o.stream and (o.target_bytes is None or plan.head > o.target_bytes):
-        _stream(reordered, plan, o, res, say)
-        if res.chains:
-            return res
-    res.graph, res.plan = g, plan
-    return res
+    cand.graph, cand.plan = g, plan
+    return cand
 
 
-def _stream(g: Graph, plan: Plan, o: Options, res: Result, say: Callable[[str], None]) -> None:
-    """Streaming, judged against the spill-and-fuse result: the (reordered) input's chains of
-    operators the StreamChain kernel computes, with the cuts and row spills the planner picks,
-    taken when their head is lower. Sets res.graph/plan/chains when it is taken."""
+def streaming(g: Graph, o: Options, say: Callable[[str], None]) -> Candidate | None:
+    """The (reordered) input's chains of operators the StreamChain kernel computes, with the cuts and
+    row spills the planner picks; None when no chain is worth streaming."""
     from .stream_search import choice_dict, choose_streaming
 
     choice = choose_streaming(g, o.runtime, o.arch, kernel_only=True)
-    if choice.streamed is None or choice.head >= plan.head:
-        return
+    if choice.streamed is None:
+        return None
     streamed = _plan(choice.streamed.graph, o)
     summary = choice_dict(choice, g)
-    res.graph, res.plan, res.spills = choice.streamed.graph, streamed, []
-    res.chains, res.stream_bytes = summary["chains"], choice.storage_bytes
-    detail = (f"{len(res.chains)} StreamChain operators instead of the steps above; row spills move "
-              f"{choice.storage_bytes:,} B per inference")
-    res.steps.append(Step("streaming", detail, streamed.head, streamed.total))
+    chains = summary["chains"]
+    detail = f"{len(chains)} StreamChain operators; row spills move {choice.storage_bytes:,} B per inference"
     say(f"streaming: head {streamed.head:,} B")
+    return Candidate("streaming", choice.streamed.graph, streamed,
+                     [Step("streaming", detail, streamed.head, streamed.total)],
+                     chains=chains, stream_bytes=choice.storage_bytes)

@@ -12,9 +12,10 @@ The host (tflite-tools with patches/tflite-tools applied) declares these hook sp
   reorder pass produced; return a rewritten model, or None to leave it as it is;
 - ``tflite_tools_analysis(model: bytes, options) -> dict | None``: a section for the host's report.
 
-TinySeg runs its scratch, spill and fusion passes on the reordered model, verifies the result
-bit-exact in TFLM and fails with the exit codes of ``tinyseg optimize`` (docs/cli.md): 2 bad input,
-3 target not reached (the best model is still written), 4 verification failed (nothing written).
+TinySeg runs the pipeline of ``tinyseg optimize`` (pipeline.py) on the reordered model: the same
+refusals of models TFLM cannot run, the same strategies, the bit-exact check in TFLM bounded by
+``--time-limit``, and the same exit codes (docs/cli.md): 2 bad input, 3 target not reached (the best
+model is still written), 4 verification failed (nothing written).
 """
 from __future__ import annotations
 
@@ -64,8 +65,9 @@ def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | Non
                    help=f"TFLM kernel implementation whose scratch is planned: {', '.join(KERNEL_SETS)} "
                         "(default: reference)")
     g.add_argument("--kernels", dest="runtime", help=argparse.SUPPRESS)  # deprecated alias of --runtime
-    g.add_argument("--arch", default="host64", metavar="ARCH",
-                   help="pointer width of the tail estimate: host64 or cortex-m (default: host64)")
+    g.add_argument("--arch", default=None, metavar="ARCH",
+                   help="pointer width of the tail estimate: host64 or cortex-m (default: host64; cortex-m for "
+                        "the arduino, esp-idf, zephyr and edge-impulse runtimes)")
     if command == "analyze":
         return
     g.add_argument("--target", default=None, metavar="SIZE",
@@ -78,6 +80,11 @@ def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | Non
     g.add_argument("--verify-runs", type=str, default="3", metavar="N",
                    help="random inputs for the bit-exact check in TFLM, at least 1 (default: 3; 3 edge-case inputs are added)")
     g.add_argument("--no-verify", action="store_true", help="skip the bit-exact check in TFLM (not recommended)")
+    g.add_argument("--time-limit", default=None, metavar="SECONDS",
+                   help="bound on each TFLM run of the verification, in seconds of CPU time (default: 120)")
+    g.add_argument("--tflm-dir", default=None, metavar="DIR",
+                   help="TFLM tree: check with TinySeg's real kernels in a cached host build of it "
+                        "(default: $TFLM_DIR; without either, TinySeg operators are lowered to builtins)")
 
 
 def _verify_runs(options: argparse.Namespace) -> int:
@@ -92,6 +99,19 @@ def _verify_runs(options: argparse.Namespace) -> int:
     return runs
 
 
+def _time_limit(options: argparse.Namespace) -> float:
+    from .pipeline import DEFAULT_TIME_LIMIT
+
+    text = str(getattr(options, "time_limit", None) or DEFAULT_TIME_LIMIT)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise PluginError(f"tinyseg: --time-limit: '{text}' must be a positive number of seconds")
+    return seconds
+
+
 def _options(options: argparse.Namespace):
     from .kernels import KERNEL_SETS
     from .optimizer import Options
@@ -100,7 +120,9 @@ def _options(options: argparse.Namespace):
     if runtime not in KERNEL_SETS:
         raise PluginError(f"tinyseg: --runtime: '{runtime}' is not a kernel implementation "
                           f"(choose from: {', '.join(KERNEL_SETS)})")
-    arch = getattr(options, "arch", "host64")
+    from .kernels import default_arch
+
+    arch = getattr(options, "arch", None) or default_arch(runtime)
     if arch not in ("host64", "cortex-m"):
         raise PluginError(f"tinyseg: --arch: '{arch}' is not a build profile (choose from: host64, cortex-m)")
     target = getattr(options, "target", None)
@@ -122,6 +144,7 @@ def tflite_tools_check_options(options: argparse.Namespace, command: str | None)
     _options(options)
     if command != "analyze" and not getattr(options, "no_verify", False):
         _verify_runs(options)
+        _time_limit(options)
 
 
 @hookimpl
@@ -137,59 +160,56 @@ def tflite_tools_describe_operator(op_id: int, custom_code: str, inputs: list[in
 
 
 def _graph(model: bytes):
-    from .graph import build_graph
-    from .modelio import parse_model
+    from .pipeline import load
 
     try:
-        return build_graph(parse_model(model, "model"))
+        return load(model, "model")
     except TinySegError as exc:
-        raise PluginError(f"tinyseg: {exc}") from None
+        raise PluginError(f"tinyseg: {exc}", exc.exit_code) from None
 
 
 @hookimpl
 def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | None:
-    from .modelio import model_to_bytes
-    from .optimizer import optimize
-    from .planner import plan_graph
-    from .verify import verify
+    """The pipeline of ``tinyseg optimize`` on the host's reordered model: the same refusals,
+    the same check in TFLM, the same sentences and exit codes."""
+    from .devicecheck import resolve_tflm_dir
+    from .pipeline import Run, optimize
 
     opts = _options(options)
     runs = None if getattr(options, "no_verify", False) else _verify_runs(options)
-    graph = _graph(model)
-    if opts.target_bytes is not None:
-        head = plan_graph(graph, opts.runtime, opts.arch).head
-        if head <= opts.target_bytes:
-            print(f"tinyseg: the model already meets --target {opts.target_bytes:,} B (head {head:,} B); left unchanged")
-            return None
-    result = optimize(graph, opts)
-    out = model if result.graph is graph else None
-    if out is None:
-        if runs is not None:
-            from .devicecheck import resolve_tflm_dir
-
-            v = verify(graph, result.graph, runs=runs, tflm_dir=resolve_tflm_dir(None))  # TFLM_DIR: real kernels
-            if not v.identical:
-                raise PluginError(f"tinyseg: verification failed: {v.detail}; no output written", EXIT_VERIFY_FAILED)
+    run = Run(opts, runs=runs, time_limit=_time_limit(options),
+              tflm_dir=None if runs is None else resolve_tflm_dir(getattr(options, "tflm_dir", None)))
+    try:
+        out = optimize(model, run, "model")
+    except TinySegError as exc:
+        raise PluginError(f"tinyseg: {exc}", exc.exit_code) from None
+    if out.unchanged is not None:
+        print(f"tinyseg: {out.unchanged}; left unchanged")
+        written = None
+    else:
+        v = out.verification
+        if v is not None:
             print(f"tinyseg: verified: outputs bit-identical to the reordered model in TFLM on {v.runs} random inputs "
-                  f"({opts.runtime} kernels; {v.describe()})")
+                  f"and {v.edge_cases} edge cases ({opts.runtime} kernels; {v.describe()})")
         else:
             print("tinyseg: not verified (--no-verify)")
-        out = model_to_bytes(result.graph.model)
-    if opts.target_bytes is not None and result.plan.head > opts.target_bytes:
-        raise PluginError(f"tinyseg: target {opts.target_bytes:,} B not reachable: best head {result.plan.head:,} B (written)",
-                          EXIT_TARGET_NOT_REACHED, model=out)
-    return None if out is model else out
+        written = out.data
+    if not out.target_met:
+        raise PluginError(f"tinyseg: target {opts.target_bytes:,} B not reachable: best head "
+                          f"{out.result.plan.head:,} B (written)", EXIT_TARGET_NOT_REACHED,
+                          model=written if written is not None else model)
+    return written
 
 
 @hookimpl
 def tflite_tools_analysis(model: bytes, options: argparse.Namespace) -> dict:
-    from .analysis import analyze_graph, to_dict
-
     from . import customops
+    from .analysis import to_dict
+    from .pipeline import Run, analyze
 
     opts = _options(options)
     graph = _graph(model)
-    d = to_dict(analyze_graph(graph, opts.runtime, opts.arch))
+    d = to_dict(analyze(graph, Run(opts))[0])
     spilled = {}
     for op in graph.operators:
         if op.opcode == customops.SPILL:

@@ -12,6 +12,7 @@ the same bytes. The verifier still checks every result in the interpreter."""
 from __future__ import annotations
 
 from ..graph import Graph
+from . import Rewrite, Skip
 from .edit import Editor
 
 ELEMENTWISE = ("ADD", "SUB", "MUL")
@@ -51,11 +52,11 @@ def splittable(graph: Graph, op_index: int) -> bool:
     return _split_point(graph, op_index) is not None
 
 
-def split_elementwise(graph: Graph, op_index: int) -> Graph | None:
+def split_elementwise(graph: Graph, op_index: int) -> Rewrite | Skip:
     """Split the elementwise operator at ``op_index`` along its concatenated operand's axis."""
     found = _split_point(graph, op_index)
     if found is None:
-        return None
+        return Skip(f"operator {op_index} is not an elementwise operator over a concatenation it can split")
     op = graph.operators[op_index]
     pos, ci = found
     concat = graph.operators[ci]
@@ -78,7 +79,7 @@ def split_elementwise(graph: Graph, op_index: int) -> Graph | None:
     ed.remove(op_index)
     for k, new in enumerate(new_ops):
         ed.insert(op_index + k, new)
-    return ed.graph()
+    return Rewrite.of(ed.commit(), f"op {op_index} {op.opcode} over CONCATENATION split into {len(parts)} slices")
 
 
 def _with(shape: tuple[int, ...], axis: int, size: int) -> list[int]:

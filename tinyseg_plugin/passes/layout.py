@@ -8,10 +8,12 @@ graph invalidates tensor indices and drops the metadata.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from ..graph import Graph
 from ..planner import Buffer, Plan
+from . import Rewrite, Skip
 from .edit import Editor
 
 ORDERS: dict[str, Callable[[Buffer], tuple]] = {
@@ -39,25 +41,37 @@ def first_fit(buffers: list[Buffer], key: Callable[[Buffer], tuple]) -> dict[int
     return out
 
 
-def with_offsets(graph: Graph, offsets: dict[int, int]) -> Graph:
+def with_offsets(graph: Graph, offsets: dict[int, int]) -> Rewrite:
     """A copy of the model whose OfflineMemoryAllocation metadata pins the given tensors of
     ``graph`` (the table is sized and indexed after the edit prunes unused tensors)."""
     ed = Editor(graph)
     ed.offline_offsets(offsets)
-    return ed.graph()
+    return Rewrite.of(ed.commit(), "OfflineMemoryAllocation")
 
 
-def improve_layout(graph: Graph, plan: Plan, plan_of: Callable[[Graph], Plan]) -> tuple[Graph, Plan, str]:
-    """Try a few first-fit orders over all buffers; keep the layout whose TFLM-exact head is lowest."""
+@dataclass(frozen=True)
+class LayoutRequest:
+    """The graph's plan as TFLM's greedy placement makes it, and how to plan a candidate layout."""
+
+    plan: Plan
+    plan_of: Callable[[Graph], Plan]
+
+
+def improve_layout(graph: Graph, request: LayoutRequest) -> Rewrite | Skip:
+    """Try a few first-fit orders over all buffers; keep the layout whose TFLM-exact head is lowest
+    (the rewrite carries its plan)."""
+    plan, plan_of = request.plan, request.plan_of
     if len(graph.model.subgraphs) != 1:
-        return graph, plan, ""
-    best, best_plan, how = graph, plan, ""
+        return Skip("the model has several subgraphs; offline offsets cover the first only")
+    best, best_plan, how = None, plan, ""
     buffers = plan.buffers
     for name, key in ORDERS.items():
         offs = first_fit(buffers, key)
         tensors = {buffers[i].index: o for i, o in offs.items() if buffers[i].kind == "tensor"}
         g = with_offsets(graph, tensors)
-        p = plan_of(g)
+        p = plan_of(g.graph)
         if p.head < best_plan.head:
             best, best_plan, how = g, p, name
-    return best, best_plan, how
+    if best is None:
+        return Skip("no first-fit order beats TFLM's greedy placement")
+    return Rewrite(best.graph, best.remap, f"first-fit by {how} (OfflineMemoryAllocation)", best_plan)

@@ -21,6 +21,7 @@ from typing import Callable
 
 from ..graph import Graph
 from ..planner import align_up
+from . import Rewrite, Skip
 from .edit import Editor
 
 # About 40,000 states per CPU second: the state budget (deterministic, so one model always gets one
@@ -197,15 +198,24 @@ def greedy_order(graph: Graph, scratch: Callable[[int], int]) -> list[int]:
     return order
 
 
-def apply_order(graph: Graph, order: list[int]) -> Graph:
+def apply_order(graph: Graph, order: list[int]) -> Rewrite:
     ed = Editor(graph)
     ed.reorder(order)
-    return ed.graph()
+    return Rewrite.of(ed.commit(), "memory-minimising topological order")
 
 
-def reorder(graph: Graph, head_of: Callable[[Graph], int], scratch: Callable[[int], int]) -> Graph:
+@dataclass(frozen=True)
+class OrderRequest:
+    """How to judge an order (the head of a graph) and what each operator's kernel asks as scratch."""
+
+    head_of: Callable[[Graph], int]
+    scratch: Callable[[int], int]
+
+
+def reorder(graph: Graph, request: OrderRequest) -> Rewrite | Skip:
     """The best of: the original order, the searched order and the greedy order, by TFLM-exact head."""
-    best, best_head = graph, head_of(graph)
+    head_of, scratch = request.head_of, request.scratch
+    best, best_head = None, head_of(graph)
     identity = list(range(len(graph.operators)))
     candidates = []
     for order in (min_peak_order(graph, scratch), greedy_order(graph, scratch)):
@@ -213,7 +223,7 @@ def reorder(graph: Graph, head_of: Callable[[Graph], int], scratch: Callable[[in
             candidates.append(order)
     for order in candidates:
         g = apply_order(graph, order)
-        h = head_of(g)
+        h = head_of(g.graph)
         if h < best_head:
             best, best_head = g, h
-    return best
+    return best if best is not None else Skip("no order lowers the head")

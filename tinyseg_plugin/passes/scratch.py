@@ -14,6 +14,7 @@ import numpy as np
 from .. import customops
 from ..graph import Graph
 from ..schema import fb
+from . import Rewrite, Skip
 from .edit import Editor
 
 INT16_MAX = 32767
@@ -58,12 +59,12 @@ def accumulator_bound(graph: Graph, op_index: int) -> int | None:
     return worst * amax
 
 
-def narrow_transpose_convs(graph: Graph, band_rows: int = DEFAULT_BAND_ROWS) -> tuple[Graph, list[tuple[int, str]]]:
-    """Mark every int8 TRANSPOSE_CONV; returns the new graph and (operator, accumulator) for each mark."""
+def narrow_transpose_convs(graph: Graph, band_rows: int = DEFAULT_BAND_ROWS) -> Rewrite | Skip:
+    """Mark every int8 TRANSPOSE_CONV; the rewrite's ``notes`` are (operator, accumulator) for each mark."""
     targets = [op.index for op in graph.operators
                if op.opcode == "TRANSPOSE_CONV" and not op.intermediates and graph.tensors[op.inputs[2]].dtype == "INT8"]
     if not targets:
-        return graph, []
+        return Skip("no unmarked int8 TRANSPOSE_CONV")
     ed = Editor(graph)
     marks = []
     for i in targets:
@@ -75,4 +76,4 @@ def narrow_transpose_convs(graph: Graph, band_rows: int = DEFAULT_BAND_ROWS) -> 
             marker = ed.tensor(customops.MARKER_NAME, "INT32", [0, band_rows])
             marks.append((i, f"INT32 bands of {band_rows} row(s)"))
         ed.set_intermediates(i, [marker])
-    return ed.graph(), marks
+    return Rewrite.of(ed.commit(), ", ".join(f"op {i}: {acc}" for i, acc in marks), notes=tuple(marks))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .. import customops
 from ..coldrange import ColdRange
 from ..graph import Graph
+from . import Rewrite
 from .edit import Editor
 
 
@@ -20,6 +21,7 @@ class SpillPlan:
     end: int  # scope of the access that ends it
     rows: int | None = None  # None: the whole tensor
     axis: int = 1
+    slot: int = 0  # the storage slot the Spill writes and the Fetching reads
 
 
 def spillable(graph: Graph, t: int) -> bool:
@@ -89,8 +91,10 @@ def spilled_bytes(graph: Graph, plan: SpillPlan) -> int:
     return tensor.nbytes // tensor.shape[plan.axis] * plan.rows
 
 
-def apply_spill(graph: Graph, plan: SpillPlan, slot: int) -> Graph:
-    """Insert the operators; returns the new graph (the input graph is unchanged)."""
+def apply_spill(graph: Graph, plan: SpillPlan) -> Rewrite:
+    """Insert the Spill after the range's first access and the Fetching before its last (a SPLIT_V
+    and a CONCATENATION around them for a partial spill); the input graph is unchanged."""
+    slot = plan.slot
     ed = Editor(graph)
     name = graph.tensors[plan.tensor].name or f"t{plan.tensor}"
     start_pos = plan.start  # operator index start-1, so the new operator goes at index start
@@ -124,4 +128,4 @@ def apply_spill(graph: Graph, plan: SpillPlan, slot: int) -> Graph:
         ed.insert(end, ed.concatenation([keep, fetched], restored, plan.axis))
         end += 1
     ed.rename_uses(plan.tensor, restored, end)
-    return ed.graph()
+    return Rewrite.of(ed.commit(), f"t{plan.tensor} to slot {slot}")

@@ -1,0 +1,152 @@
+"""One run of the tool, end to end: model bytes -> model view -> plan and analysis -> strategies
+-> verified model and report.
+
+The ``tinyseg`` command line and the tflite-tools plugin are adapters over this module: they map
+their options to a ``Run`` and print or return what comes back, so both refuse the same models
+with the same sentences and exit codes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import optimizer, tflm
+from .analysis import Analysis, analyze_graph
+from .errors import TinySegError
+from .graph import Graph, build_graph
+from .modelio import model_to_bytes, parse_model
+from .optimizer import Options, Result
+from .planner import plan_graph
+from . import verify as check
+from .verify import Verification, arena_for
+
+EXIT_VERIFY_FAILED = 4  # the outputs differ: nothing is written (docs/cli.md)
+DEFAULT_TIME_LIMIT = 120.0  # CPU seconds for each TFLM child process
+
+
+@dataclass
+class Run:
+    """The settings and state of one run, passed down rather than kept in module globals.
+
+    ``options`` carries the kernel set (``runtime``), the build (``arch``), the target and the
+    strategy switches; ``runs`` is the number of random verification inputs (None: unverified);
+    ``time_limit`` bounds each TFLM child in CPU seconds; ``tflm_dir`` selects the real-kernel check."""
+
+    options: Options = field(default_factory=Options)
+    runs: int | None = 3
+    time_limit: float = DEFAULT_TIME_LIMIT
+    tflm_dir: str | None = None
+    progress: Callable[[str], None] | None = None
+
+    @property
+    def verified(self) -> bool:
+        return self.runs is not None
+
+    def say(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(message)
+
+
+@dataclass
+class Outcome:
+    """What an optimize run produced: the bytes to write, the search result, the check that ran,
+    and, when the input is kept as it is, why."""
+
+    data: bytes
+    result: Result
+    verification: Verification | None
+    unchanged: str | None = None  # why the input is written unchanged; None when it was rewritten
+    target: int | None = None
+
+    @property
+    def target_met(self) -> bool:
+        return self.target is None or self.result.plan.head <= self.target
+
+    def report(self, model_name: str, output_name: str) -> dict:
+        """The JSON report (docs/analysis_json.md)."""
+        from .optimize_report import report_dict
+
+        d = report_dict(self.result, model_name, output_name, self.verification, target_bytes=self.target,
+                        unchanged=self.unchanged is not None)
+        if self.unchanged is None:
+            v = self.verification
+            d["verification"] = ("UNVERIFIED: not checked in TFLM (--unverified)" if v is None else
+                                 f"bit-identical to the original in TFLM ({v.describe()}) on {v.runs} random and "
+                                 f"{v.edge_cases} edge-case inputs")
+        return d
+
+
+def load(data: bytes, name: str) -> Graph:
+    """The model view of a file's bytes; malformed files are refused here, with one line."""
+    return build_graph(parse_model(data, name), name=name)
+
+
+def analyze(graph: Graph, run: Run, stream: bool = False) -> tuple[Analysis, dict | None]:
+    """The arena plan as TFLM commits it, and with ``stream`` the row-streaming estimate."""
+    o = run.options
+    a = analyze_graph(graph, o.runtime, o.arch)
+    if not stream:
+        return a, None
+    from .stream_search import choice_dict, choose_streaming
+
+    return a, choice_dict(choose_streaming(graph, o.runtime, o.arch), graph)
+
+
+def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
+    """Refuse, before any search, a model TFLM cannot run (with the reason and what to do)."""
+    from .validate import tflm_refusals, tinyseg_operators
+
+    ts = tinyseg_operators(graph)
+    if ts:
+        raise TinySegError(f"{name} already holds TinySeg operators ({graph.operators[ts[0]].opcode} at operator "
+                           f"{ts[0]}): give the original model")
+    refusals = [r for r in tflm_refusals(graph) if r.certain]  # the real load settles the rest
+    fatal = [r for r in refusals if not r.missing]
+    if fatal:
+        raise TinySegError(f"{name}: TFLM refuses the model in Prepare: {fatal[0]}")
+    if refusals and verified:
+        r = refusals[0]
+        raise TinySegError(
+            f"{name}: operator {r.operator} '{r.opcode}' is {r.reason}, so the result cannot be verified in TFLM; "
+            "rerun with --unverified to write it unchecked (marked UNVERIFIED in the table and the report) once "
+            "your firmware registers that kernel, or replace the operator with builtins")
+
+
+def optimize(data: bytes, run: Run, name: str = "model") -> Outcome:
+    """Refusal checks, the search, the bit-exact check, in that order; raises TinySegError (with
+    the exit code the command line returns) when the model cannot be optimized or fails its check."""
+    graph = load(data, name)
+    o = run.options
+    refuse_unrunnable(graph, name, run.verified)
+    if o.target_bytes is not None:
+        plan = plan_graph(graph, o.runtime, o.arch)
+        if plan.head <= o.target_bytes:
+            kept = Result(graph=graph, plan=plan, original=plan)
+            return Outcome(data, kept, None, f"the model already meets --target {o.target_bytes:,} B "
+                                             f"(head {plan.head:,} B)", o.target_bytes)
+    if run.verified:
+        try:
+            tflm.check_loads(model_to_bytes(graph.model), arena_for(graph),
+                             seconds=min(run.time_limit, tflm.LOAD_SECONDS))
+        except TinySegError as exc:
+            raise TinySegError(f"{name}: {exc}; nothing to optimize") from None
+    result = optimizer.optimize(graph, o, run.progress)
+    if result.plan.head >= result.original.head and result.plan.total >= result.original.total:
+        kept = Result(graph=graph, plan=result.original, original=result.original)
+        return Outcome(data, kept, None, f"no pass lowers the arena of {name} (head {result.original.head:,} B)",
+                       o.target_bytes)
+    verification = None
+    if run.runs is not None:
+        run.say(f"verifying against the original in TFLM ({run.runs} random inputs + 3 edge cases)")
+        verification = check.verify(graph, result.graph, runs=run.runs, seconds=run.time_limit, tflm_dir=run.tflm_dir,
+                              progress=run.progress)
+        if not verification.identical:
+            raise TinySegError(f"verification failed: {verification.detail}; no output written", EXIT_VERIFY_FAILED)
+    return Outcome(model_to_bytes(result.graph.model), result, verification, None, o.target_bytes)
+
+
+def plan_picture(result: Result, title: str) -> bytes:
+    """The arena plan of a result as a PNG (the plot is an adapter over the analysis)."""
+    from .plots import plan_png
+
+    o_plan = result.plan
+    return plan_png(analyze_graph(result.graph, o_plan.runtime, o_plan.arch, o_plan), title)
