@@ -328,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--csv", metavar="DIR", help="write tensors.csv, operators.csv and buffers.csv into DIR")
     a.add_argument("--plot", metavar="FILE.png", help="draw the arena plan and per-operator memory")
     a.add_argument("--stream", action="store_true",
-                   help="also estimate the head if chains of row-local operators ran row by row (issue 14; "
+                   help="also estimate the head if chains of row-local operators ran row by row ("
                         "planner figures over every row-local operator; `optimize` streams the chains the "
                         "StreamChain kernel computes)")
     a.set_defaults(func=cmd_analyze)

@@ -34,7 +34,7 @@ def report_dict(r: Result, model: str, output: str, verification, target_bytes: 
         "steps": [{"technique": s.technique, "detail": s.detail, "head": s.head, "total": s.total} for s in r.steps],
         "spilled": [{"tensor": s.tensor, "name": s.name, "bytes": s.bytes, "cold_range": [s.cold_start, s.cold_end],
                      "partial": s.partial, "slot": s.slot, "bytes_moved_per_inference": s.bytes_moved} for s in r.spills],
-        "streamed_chains": r.chains,  # StreamChain operators (issue 14): members, rings, row spills and fetches
+        "streamed_chains": r.chains,  # StreamChain operators: members, rings, row spills and fetches
         "bytes_moved_per_inference": sum(s.bytes_moved for s in r.spills) + r.stream_bytes,
         "verified": None if verification is None else {
             "runs": verification.runs, "identical": verification.identical,

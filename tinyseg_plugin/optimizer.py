@@ -56,7 +56,7 @@ class Options:
     layout: bool = True  # offline-planned arena layout when it beats TFLM's greedy placement
     reorder: bool = True  # off when a host (tflite-tools) has already reordered
     split: bool = True  # split an elementwise operator over a concatenation when spilling is stuck
-    stream: bool = True  # StreamChain: chains of row-local operators run row by row (issue 14)
+    stream: bool = True  # StreamChain: chains of row-local operators run row by row
 
 
 @dataclass
