@@ -108,3 +108,44 @@ def test_transcript_check_can_fail() -> None:
     assert not transcript_matches(["...", "head 307,200"], printed)
     text = "x\n```\n$ tinyseg analyze m.tflite\n...\nhead 1\n```\n```sh\nmake demo\n```\n"
     assert readme_transcripts(text) == [("tinyseg analyze m.tflite", ["...", "head 1"])]
+
+
+# ---------------------------------------------------------------- links between the documents
+
+DOCS = ["README.md", "docs/**/*.md", "tflm_ops/**/*.md", "examples/**/*.md", "patches/**/*.md"]
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def broken_links(doc: Path, root: Path = ROOT) -> list[str]:
+    """The relative links of one markdown file whose file, or heading anchor, does not exist."""
+    bad = []
+    for link in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+        if re.match(r"[a-z]+:", link):
+            continue
+        path, _, anchor = link.partition("#")
+        target = (doc.parent / path).resolve() if path else doc
+        if not target.exists():
+            bad.append(f"{doc.relative_to(root)}: {link} (no such file)")
+        elif anchor and target.is_file():
+            heads = {slug(h) for h in re.findall(r"^#+ (.*)$", target.read_text(), flags=re.MULTILINE)}
+            if anchor not in heads:
+                bad.append(f"{doc.relative_to(root)}: {link} (no such heading)")
+    return bad
+
+
+def test_links_between_documents_resolve() -> None:
+    docs = sorted({p for pattern in DOCS for p in ROOT.glob(pattern)})
+    assert len(docs) > 10
+    bad = [b for doc in docs for b in broken_links(doc)]
+    assert not bad, "\n".join(bad)
+
+
+def test_link_check_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# The `--plot` picture\n")
+    doc = tmp_path / "b.md"
+    doc.write_text("[ok](a.md#the---plot-picture) [web](https://x.org/y) [no](c.md) [head](a.md#other)\n")
+    assert broken_links(doc, tmp_path) == ["b.md: c.md (no such file)", "b.md: a.md#other (no such heading)"]
