@@ -1,6 +1,6 @@
 """Wall time of `analyze` (plan + cold ranges + schedule) on the Tiny U-Net and on long synthetic models.
 
-Targets (issue 2): Tiny U-Net under 1 s, a 1,000-operator model under 5 s.
+Targets: Tiny U-Net under 1 s, a 1,000-operator model under 5 s.
 Run: python benchmarks/analyze_speed.py
 """
 from __future__ import annotations

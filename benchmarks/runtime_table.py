@@ -22,11 +22,11 @@ paper's Table 5.
    Remote storage: RemoteBlockDevice's link model (COBS framing, 20-byte header + CRC, one
    round trip per 4 KB chunk, stop-and-wait) at a given payload rate. "No compression" is the
    codec's raw mode (every block stored raw, +1.2 % block headers), same code path.
-5. The streamed model (issue 14): the chains and row spills `tinyseg optimize` picks for the
+5. The streamed model: the chains and row spills `tinyseg optimize` picks for the
    reference kernels; its storage calls (BeginStream, Append per row, EndStream, FetchRange per
    row) in the order the StreamChain kernel makes them (stream.simulate's schedule, which is
    chain_schedule.h's), each computed row advancing the clock by its MAC share of the same
-   compute time, replayed on the same storage models beside today's spilled model: bytes written,
+   compute time, replayed on the same storage models beside the spilled model: bytes written,
    stored and read, latency, erases, and inferences before the spill region wears out (the
    region's sectors times the part's endurance over the steady-state erases per inference).
 
@@ -786,8 +786,8 @@ def main(argv: list[str] | None = None) -> int:
             return dict(total=tot + cpu, spill=sp, fetch=fe, wait=wait, stored=stored, erases=erases, cpu=cpu,
                         n=n, reqs=reqs, wear=wear)
 
-        print(f"\n4. The streamed Tiny U-Net (issue 14: StreamChain, head {trace.head:,} B, was {trace.head_before:,}) "
-              f"beside today's spilled one (head 153,600 B;\n   compression on). Streamed: {trace.streams} row "
+        print(f"\n4. The streamed Tiny U-Net (StreamChain operators, head {trace.head:,} B, was {trace.head_before:,}) "
+              f"beside the spilled one (head 153,600 B;\n   compression on). Streamed: {trace.streams} row "
               f"streams, {trace.written:,} B written and {trace.fetched:,} B read per inference in {trace.fetches} "
               f"row fetches (decoding {trace.decoded:,} B of codec blocks),\n   replayed in the order the "
               f"kernel makes them, each computed row advancing the clock by its MAC share of {BASE_MS:.0f} ms "
@@ -799,7 +799,7 @@ def main(argv: list[str] | None = None) -> int:
             for async_erase in ((False,) if storage == "remote" else (False, True)):
                 today = model(storage, async_erase, True, True)
                 streamed = replay(storage, async_erase)
-                for name, r, written, read in (("today", today, spilled.data.size, spilled.data.size),
+                for name, r, written, read in (("spilled", today, spilled.data.size, spilled.data.size),
                                                ("streamed", streamed, trace.written, trace.fetched)):
                     erase = "M4" if async_erase else "M7"
                     wear = f"{r['wear']:,.0f}" if r["wear"] > 0 and storage != "remote" else "-"

@@ -1,4 +1,4 @@
-"""What streaming costs in compute (issue 14): host instructions of one inference of the original and
+"""What streaming costs in compute: host instructions of one inference of the original and
 of the streamed model, counted by valgrind (callgrind) in the real-kernel runner (tflm_ops/tools/
 tinyseg_run.cc built against a TFLM tree patched by `tinyseg tflm install`), and the multiply-
 accumulates of both (the same by construction: a StreamChain computes every output row once;

@@ -1,6 +1,6 @@
-"""Streaming (issue 14) on the models given: head today; the estimate over every row-local operator
+"""Streaming on the models given: the input's head; the estimate over every row-local operator
 (`tinyseg analyze --stream` as a child process, with its CPU seconds: the whole command); and the
-head of what runs today, the chains of stages the StreamChain kernel computes (the search
+head of what `tinyseg optimize` writes, the chains of stages the StreamChain kernel computes (the search
 `tinyseg optimize` makes, stream_search.choose_streaming(kernel_only=True), planner figures), with
 its storage traffic.
 

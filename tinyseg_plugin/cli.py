@@ -234,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--csv", metavar="DIR", help="write tensors.csv, operators.csv and buffers.csv into DIR")
     a.add_argument("--plot", metavar="FILE.png", help="draw the arena plan and per-operator memory")
     a.add_argument("--stream", action="store_true",
-                   help="also estimate the head if chains of row-local operators ran row by row (issue 14; "
+                   help="also estimate the head if chains of row-local operators ran row by row ("
                         "planner figures over every row-local operator; `optimize` streams the chains the "
                         "StreamChain kernel computes)")
     a.set_defaults(func=cmd_analyze)
@@ -284,9 +284,12 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tflm", help="add TinySeg's kernels to a TFLM checkout")
     tsub = t.add_subparsers(dest="tflm_command", metavar="ACTION", parser_class=_Parser)
     tsub.required = True
-    ti = tsub.add_parser("install", help="copy tflm_ops into the checkout and apply patches/tflm (idempotent)")
-    ti.add_argument("--tflm-dir", required=True, help="tflite-micro checkout")
-    ti.add_argument("--check", action="store_true", help="only check whether it can be installed")
+    ti = tsub.add_parser("install", help="copy TinySeg's kernels (tflm_ops) into a TFLM tree and edit its build "
+                        "and TRANSPOSE_CONV files by pattern, all or nothing (idempotent; docs/runtime.md)")
+    ti.add_argument("--tflm-dir", required=True,
+                    help="the TFLM tree: a tflite-micro checkout, the Arduino library, an ESP-IDF component, "
+                         "Zephyr's module or the Edge Impulse SDK")
+    ti.add_argument("--check", action="store_true", help="only say what would change; change nothing")
     ti.set_defaults(func=cmd_tflm_install)
 
     r = sub.add_parser("remote-host", help="serve a board's remote spilling over a serial line")

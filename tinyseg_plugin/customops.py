@@ -34,7 +34,7 @@ from .errors import TinySegError
 SPILL = "Spill"
 FETCHING = "Fetching"
 FETCHING_CONV_2D = "FetchingConv2D"
-# A chain of row-local operators run row by row (issue 14): tflm_ops/kernels/tinyseg_stream.cc.
+# A chain of row-local operators run row by row: tflm_ops/kernels/tinyseg_stream.cc.
 STREAM_CHAIN = "StreamChain"
 TINYSEG_OPS = (SPILL, FETCHING, FETCHING_CONV_2D, STREAM_CHAIN)
 PLANNED_OPS = TINYSEG_OPS

@@ -1,4 +1,4 @@
-"""Row streaming (issue 14): which operators can run row by row, and what a chain of them costs.
+"""Row streaming: which operators can run row by row, and what a chain of them costs.
 
 A *row-local* operator computes output row y of an NHWC tensor from a window of rows of
 each activation input (a 3x3 convolution: three rows; an elementwise ADD: one row). A

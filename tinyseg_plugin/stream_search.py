@@ -1,4 +1,4 @@
-"""Where to cut chains for streaming (issue 14, step 3): the TFLM-exact planner is the judge.
+"""Where to cut chains for streaming: the TFLM-exact planner is the judge.
 
 Streaming a whole maximal chain is rarely best: a skip tensor read far down the chain then
 needs a ring of all the rows in flight between its producer and its reader. Cutting the chain

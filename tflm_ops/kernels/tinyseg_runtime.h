@@ -1,5 +1,9 @@
 // TinySeg kernels <-> application: the object through which the Spill,
-// Fetching and FetchingConv2D kernels reach spill storage.
+// Fetching, FetchingConv2D and StreamChain kernels reach spill storage.
+// StreamChain needs it only when its chain spills or fetches rows (row streams:
+// SpillManager::BeginStream/Append/EndStream, FetchRange per row); it counts
+// into `stats` like the others but applies neither release_after_fetch nor
+// verify_spills (docs/runtime.md, "StreamChain and the runtime").
 //
 // Why an external context: a TFLMRegistration carries only function pointers,
 // so a kernel cannot be bound to an application object at registration time

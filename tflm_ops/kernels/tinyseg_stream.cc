@@ -1,5 +1,5 @@
-// StreamChain: a chain of row-local operators computed row by row (issue 14,
-// docs/custom_ops.md "StreamChain", docs/streaming.md).
+// StreamChain: a chain of row-local operators computed row by row
+// (docs/custom_ops.md "StreamChain", docs/design/streaming.md).
 //
 // inputs [chain inputs read whole..., constants (filters, biases, shapes)...],
 // outputs [tensors written whole]; options: the planner's figures

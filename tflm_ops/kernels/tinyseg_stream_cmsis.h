@@ -1,4 +1,4 @@
-// CMSIS-NN arithmetic for StreamChain's stages (issue 14).
+// CMSIS-NN arithmetic for StreamChain's stages.
 //
 // In a CMSIS-NN build of TFLM (OPTIMIZED_KERNEL_DIR=cmsis_nn, for which TFLM's Makefile defines
 // CMSIS_NN), a CONV_2D, DEPTHWISE_CONV_2D, MAX_POOL_2D or AVERAGE_POOL_2D stage computes its

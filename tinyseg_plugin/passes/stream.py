@@ -1,4 +1,4 @@
-"""The streaming pass (issue 14): each chain becomes one StreamChain operator that reads its
+"""The streaming pass: each chain becomes one StreamChain operator that reads its
 inputs whole, writes its outputs whole, and holds only ring buffers in between; tensors that cross
 chains as skips are spilled row by row by their producing chain and fetched row by row by the
 reading one, so they take no arena bytes at all. The TFLM-exact planner measures the result, and

@@ -3,7 +3,7 @@
 
 // Mbed's own headers, not the Arduino core's "mbed.h" wrapper: that one
 // includes Arduino.h first, whose one-argument abs() macro breaks <chrono>
-// (std::chrono::abs) under -std=gnu++17, which TinySeg and TFLM need.
+// (std::chrono::abs) under -std=gnu++17 (the core's default is gnu++14).
 #include "cmsis.h"              // stm32h7xx.h: HSEM HAL, RCC clock macro, __DSB/__SEV, D-cache
 #include "hal/us_ticker_api.h"  // us_ticker_read
 #include "rtos/ThisThread.h"    // rtos::ThisThread::yield

@@ -1,4 +1,4 @@
-// The pull schedule of a streamed chain (issue 14): which operator computes
+// The pull schedule of a streamed chain: which operator computes
 // which row next, so that every row is computed exactly once and each ring
 // holds only the rows its readers' windows still need.
 //

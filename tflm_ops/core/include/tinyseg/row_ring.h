@@ -1,4 +1,4 @@
-// The ring of one tensor in a streamed chain (issue 14): the rows its readers'
+// The ring of one tensor in a streamed chain: the rows its readers'
 // windows still need, kept contiguous so that a TFLM kernel can read a window
 // of rows as an ordinary tensor of that height (a band view), with no copy.
 //

@@ -40,7 +40,7 @@ struct SpillSlot {
   bool writing = false;   // a row stream is still being written into it
 };
 
-// Row streams (issue 14): a streamed chain writes a slot while it computes it,
+// Row streams: a streamed chain writes a slot while it computes it,
 // a few rows at a time, and may write several slots at once. BeginStream
 // reserves the worst-case encoded size in the ring log, so streams never
 // interleave; the stream header and the index are programmed as they become
