@@ -149,3 +149,38 @@ def test_link_check_can_fail(tmp_path: Path) -> None:
     doc = tmp_path / "b.md"
     doc.write_text("[ok](a.md#the---plot-picture) [web](https://x.org/y) [no](c.md) [head](a.md#other)\n")
     assert broken_links(doc, tmp_path) == ["b.md: c.md (no such file)", "b.md: a.md#other (no such heading)"]
+
+
+# ---------------------------------------------------------------- documents written for users
+
+_HISTORY = re.compile(r"\bsession \d|\bsessions? \d|\bissue \d+|\btoday\b|/work/", re.I)
+
+
+def _user_texts() -> list[Path]:
+    root = Path(__file__).resolve().parent.parent
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+
+
+def history_words(text: str) -> list[str]:
+    """Words that belong to the git log, not to a user's document ("session 9", "issue 14", "today")."""
+    return [m.group(0) for m in _HISTORY.finditer(text)]
+
+
+def test_readme_is_short() -> None:
+    lines = (Path(__file__).resolve().parent.parent / "README.md").read_text().splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines; move details to docs/"
+
+
+def test_documents_and_help_carry_no_history() -> None:
+    from tinyseg_plugin.cli import build_parser
+
+    found = {str(p.name): history_words(p.read_text()) for p in _user_texts()}
+    parser = build_parser()
+    helps = [parser.format_help()] + [sub.format_help() for action in parser._subparsers._group_actions
+                                      for sub in action.choices.values()]
+    found["--help"] = [w for h in helps for w in history_words(h)]
+    assert not {k: v for k, v in found.items() if v}
+
+
+def test_history_check_can_fail() -> None:
+    assert history_words("measured in session 9 (issue 14), today") == ["session 9", "issue 14", "today"]
