@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Sequence
 
-from .errors import TinySegError
+from .errors import MESSAGE_LIMIT, TinySegError, shown
 
 EXIT_OK = 0
 EXIT_ERROR = 2  # bad input or a model we cannot handle
@@ -51,18 +51,21 @@ def _resolve_arch(args: argparse.Namespace) -> None:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_graph, to_dict
     from .graph import build_graph
-    from .modelio import check_writable, load_model, write_all
+    from .modelio import load_model, write_all
     from .report import analysis_text, csv_files, table_width
 
-    model = load_model(args.model)
-    graph = build_graph(model, name=args.model)
-    _resolve_arch(args)
     json_file = args.json if args.json and args.json != "-" else None
-    for path in (json_file, args.plot):
-        if path:
-            check_writable(path)
+    outputs = [("--json", json_file), ("--plot", args.plot)]
     if args.csv:
-        check_writable(args.csv, directory=True)
+        from pathlib import Path
+
+        from .report import CSV_NAMES
+
+        outputs += [("--csv", Path(args.csv) / name) for name in CSV_NAMES]
+    model = load_model(args.model)
+    graph = build_graph(model, name=shown(args.model))
+    check_outputs([args.model], outputs, csv_dir=args.csv)
+    _resolve_arch(args)
     a = analyze_graph(graph, args.runtime, args.arch)
     stream = None
     if args.stream:
@@ -77,7 +80,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.plot:
         from .plots import plan_png
 
-        files.append((args.plot, plan_png(a, f"{args.model}: head {a.head:,} B ({args.runtime})")))
+        files.append((args.plot, plan_png(a, f"{shown(args.model)}: head {a.head:,} B ({args.runtime})")))
     d = to_dict(a, args.model)
     if stream is not None:
         d["stream"] = stream
@@ -94,6 +97,20 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
             sys.stdout.write(stream_text(stream))
     return EXIT_OK
+
+
+def check_outputs(inputs: list[str], outputs: list[tuple[str, object]], csv_dir: str | None = None,
+                  force: bool = False) -> None:
+    """Before any work: every output can be written, is none of the inputs (``-o`` may be, with
+    ``--force``) and is no other output (modelio.check_outputs). Every command that writes calls this."""
+    from .modelio import check_outputs as distinct, check_writable
+
+    distinct(inputs, outputs, frozenset({"-o"}) if force else frozenset())
+    for opt, path in outputs:
+        if path is not None and opt != "--csv":
+            check_writable(path)
+    if csv_dir:
+        check_writable(csv_dir, directory=True)
 
 
 def positive_int(text: str) -> int:
@@ -130,12 +147,15 @@ def parse_size(text: str) -> int:
 
 def _refuse_unrunnable(graph, name: str, unverified: bool) -> None:
     """Refuse, before any search, a model TFLM cannot run (exit 2, with the reason and what to do)."""
-    from .validate import tflm_refusals, tinyseg_operators
+    from .validate import tflm_refusals, tinyseg_operators, unsupported
 
     ts = tinyseg_operators(graph)
     if ts:
-        raise TinySegError(f"{name} already holds TinySeg operators ({graph.operators[ts[0]].opcode} at operator "
+        raise TinySegError(f"{name} already holds TinySeg operators ({shown(graph.operators[ts[0]].opcode)} at operator "
                            f"{ts[0]}): give the original model")
+    why = unsupported(graph)
+    if why:
+        raise TinySegError(f"{name}: cannot be optimized: {why}")
     refusals = [r for r in tflm_refusals(graph) if r.certain]  # the real load below settles the rest
     fatal = [r for r in refusals if not r.missing]
     if fatal:
@@ -143,30 +163,26 @@ def _refuse_unrunnable(graph, name: str, unverified: bool) -> None:
     if refusals and not unverified:
         r = refusals[0]
         raise TinySegError(
-            f"{name}: operator {r.operator} '{r.opcode}' is {r.reason}, so the result cannot be verified in TFLM; "
+            f"{name}: operator {r.operator} '{shown(r.opcode, 60)}' is {r.reason}, so the result cannot be verified in TFLM; "
             "rerun with --unverified to write it unchecked (marked UNVERIFIED in the table and the report) once "
             "your firmware registers that kernel, or replace the operator with builtins")
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
     from .graph import build_graph
-    from .modelio import check_writable, load_model, model_to_bytes, write_all
+    from .modelio import load_model, model_to_bytes, write_all
     from .optimize_report import report_dict, steps_table
     from . import tflm
     from .optimizer import Options, optimize
     from .verify import arena_for, verify
 
-    from pathlib import Path
-
-    if not args.force and Path(args.output).resolve() == Path(args.model).resolve():
-        raise TinySegError(f"-o {args.output} is the input model; choose another file (or --force to replace it)")
     model = load_model(args.model)
-    graph = build_graph(model, name=args.model)
+    name = shown(args.model)
+    graph = build_graph(model, name=name)
+    check_outputs([args.model], [("-o", args.output), ("--report", args.report), ("--plot", args.plot)],
+                  force=args.force)
     _resolve_arch(args)
-    for path in (args.output, args.report, args.plot):
-        if path:
-            check_writable(path)
-    _refuse_unrunnable(graph, args.model, args.unverified)
+    _refuse_unrunnable(graph, name, args.unverified)
     if args.target is not None:
         from .optimizer import Result
         from .planner import plan_graph
@@ -181,7 +197,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         try:
             tflm.check_loads(original, arena_for(graph), seconds=min(args.time_limit, tflm.LOAD_SECONDS))
         except TinySegError as exc:
-            raise TinySegError(f"{args.model}: {exc}; nothing to optimize") from None
+            raise TinySegError(f"{name}: {exc}; nothing to optimize") from None
     opts = Options(runtime=args.runtime, arch=args.arch, target_bytes=args.target, partial=not args.no_partial,
                    fuse=not args.no_fuse, scratch=not args.no_scratch16,
                    split=not args.no_split, stream=not args.no_stream)
@@ -193,7 +209,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         from .optimizer import Result
 
         kept = Result(graph=graph, plan=result.original, original=result.original)
-        return _write_unchanged(args, kept, f"no pass lowers the arena of {args.model} "
+        return _write_unchanged(args, kept, f"no pass lowers the arena of {name} "
                                             f"(head {result.original.head:,} B)")
     verification = None
     if not args.unverified:
@@ -220,7 +236,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         from .plots import plan_png
 
         png = plan_png(analyze_graph(result.graph, args.runtime, args.arch, result.plan),
-                       f"{args.output}: head {result.plan.head:,} B ({args.runtime})")
+                       f"{shown(args.output)}: head {result.plan.head:,} B ({args.runtime})")
         files.append((args.plot, png))
     write_all(files)
     sys.stdout.write(steps_table(result))
@@ -229,7 +245,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
               f"on {verification.runs} random inputs and {verification.edge_cases} edge cases")
     else:
         print("UNVERIFIED: the written model was not checked against the original in TFLM (--unverified)")
-    print(f"wrote {args.output}")
+    print(f"wrote {shown(args.output, 0)}")
     return _target_status(args, result.plan.head)
 
 
@@ -250,10 +266,10 @@ def _write_unchanged(args: argparse.Namespace, result, why: str) -> int:
         from .plots import plan_png
 
         png = plan_png(analyze_graph(result.graph, args.runtime, args.arch, result.plan),
-                       f"{args.output}: head {result.plan.head:,} B ({args.runtime})")
+                       f"{shown(args.output)}: head {result.plan.head:,} B ({args.runtime})")
         files.append((args.plot, png))
     write_all(files)
-    print(f"{why}: wrote it unchanged to {args.output}")
+    print(f"{why}: wrote it unchanged to {shown(args.output, 0)}")
     return _target_status(args, result.plan.head)
 
 
@@ -268,17 +284,20 @@ def _target_status(args: argparse.Namespace, head: int) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from .graph import build_graph
     from .modelio import load_model
-    from .validate import tflm_refusals, tinyseg_operators
+    from .validate import tflm_refusals, tinyseg_operators, unsupported
     from .verify import verify
 
-    a = build_graph(load_model(args.original), name=args.original)
-    b = build_graph(load_model(args.optimized), name=args.optimized)
+    a = build_graph(load_model(args.original), name=shown(args.original))
+    b = build_graph(load_model(args.optimized), name=shown(args.optimized))
     ta, tb = tinyseg_operators(a), tinyseg_operators(b)
     if ta:
         swapped = " (the arguments look swapped)" if not tb else ""
-        raise TinySegError(f"{args.original} holds TinySeg operators ({a.operators[ta[0]].opcode} at operator {ta[0]}), "
+        raise TinySegError(f"{shown(args.original)} holds TinySeg operators ({shown(a.operators[ta[0]].opcode)} at operator {ta[0]}), "
                            f"so it is not an original model{swapped}: give the original first, then the optimized one")
-    for g, name in ((a, args.original), (b, args.optimized)):
+    for g, name in ((a, shown(args.original)), (b, shown(args.optimized))):
+        why = unsupported(g, layout=g is a)  # a broken layout in the optimized model is what the check finds (exit 4)
+        if why:
+            raise TinySegError(f"{name}: cannot be verified: {why}")
         refusals = [r for r in tflm_refusals(g) if r.certain]
         if refusals:
             raise TinySegError(f"{name}: cannot be verified in TFLM: {refusals[0]}")
@@ -397,8 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)
-    except TinySegError as exc:
-        print(f"tinyseg: error: {exc}", file=sys.stderr)
+    except TinySegError as exc:  # one line, whatever a name in it held (shown escapes; this is the last guard)
+        print(f"tinyseg: error: {shown(exc, MESSAGE_LIMIT)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("tinyseg: interrupted", file=sys.stderr)
@@ -410,7 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if os.environ.get("TINYSEG_DEBUG"):
             raise
-        print(f"tinyseg: internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''} "
+        print(f"tinyseg: internal error: {type(exc).__name__}: {shown(exc, 200)} "
               "(please report it; TINYSEG_DEBUG=1 shows the traceback)", file=sys.stderr)
         return EXIT_INTERNAL
 

@@ -1,6 +1,7 @@
 """The optimization report: the Figure-11-style step table and the JSON the tools consume."""
 from __future__ import annotations
 
+from .errors import shown
 from .optimizer import Result
 
 SCHEMA = "tinyseg.optimization/2"  # 2: "arch" (was "target"), "target_bytes", "target_met", "unchanged"
@@ -11,7 +12,7 @@ def steps_table(r: Result) -> str:
     lines = [f"{'step':<32} {'head (B)':>10} {'total (B)':>10} {'head cut':>9}  detail"]
     for s in r.steps:
         cut = 100.0 * (base_head - s.head) / base_head if base_head else 0.0
-        lines.append(f"{s.technique:<32} {s.head:>10,} {s.total:>10,} {cut:>8.1f}%  {s.detail}")
+        lines.append(f"{s.technique:<32} {s.head:>10,} {s.total:>10,} {cut:>8.1f}%  {shown(s.detail, 0)}")  # details quote tensor names
     return "\n".join(lines) + "\n"
 
 

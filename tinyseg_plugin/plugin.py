@@ -156,6 +156,11 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
     opts = _options(options)
     runs = None if getattr(options, "no_verify", False) else _verify_runs(options)
     graph = _graph(model)
+    from .validate import unsupported
+
+    why = unsupported(graph)
+    if why:
+        raise PluginError(f"tinyseg: cannot optimize the model: {why}")
     if opts.target_bytes is not None:
         head = plan_graph(graph, opts.runtime, opts.arch).head
         if head <= opts.target_bytes:
