@@ -335,6 +335,22 @@ def test_buffers_outside_the_flatbuffer_are_read_and_written_back(work: Path) ->
     assert r.returncode == 0, r.stderr
 
 
+def test_buffers_beyond_one_flatbuffer_are_refused(work: Path, monkeypatch, capfd) -> None:
+    """Weights over 2 GB cannot be written back inside a flatbuffer (where TFLM reads them): refused
+    up front. In-process, with the limit lowered to this model's weights (a 2 GB file is no test input)."""
+    from tinyseg_plugin import modelio
+    from tinyseg_plugin.cli import main
+
+    (work / "ext.tflite").write_bytes(_external(load_model(TINY_UNET)))
+    weights = sum(len(b.data) for b in load_model(work / "ext.tflite").buffers if b.data is not None)
+    monkeypatch.setattr(modelio, "FLATBUFFER_LIMIT", weights + (64 << 20) - 1)
+    before = _snapshot(work)
+    assert main(["optimize", str(work / "ext.tflite"), "-o", str(work / "o.tflite")]) == 2
+    err = capfd.readouterr().err.splitlines()
+    assert len(err) == 1 and "more than one flatbuffer can" in err[0], err
+    assert _snapshot(work) == before
+
+
 def test_a_buffer_past_the_end_of_the_file_is_refused(work: Path) -> None:
     data = _external(load_model(TINY_UNET))
     (work / "cut.tflite").write_bytes(data[: len(data) - 100])

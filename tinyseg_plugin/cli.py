@@ -170,7 +170,7 @@ def _refuse_unrunnable(graph, name: str, unverified: bool) -> None:
 
 def cmd_optimize(args: argparse.Namespace) -> int:
     from .graph import build_graph
-    from .modelio import load_model, model_to_bytes, write_all
+    from .modelio import check_inline_fits, load_model, model_to_bytes, write_all
     from .optimize_report import report_dict, steps_table
     from . import tflm
     from .optimizer import Options, optimize
@@ -181,6 +181,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     graph = build_graph(model, name=name)
     check_outputs([args.model], [("-o", args.output), ("--report", args.report), ("--plot", args.plot)],
                   force=args.force)
+    check_inline_fits(model, name)
     _resolve_arch(args)
     _refuse_unrunnable(graph, name, args.unverified)
     if args.target is not None:

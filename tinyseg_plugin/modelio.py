@@ -24,6 +24,7 @@ BUFFER_ALIGNMENT = 16
 
 
 MAX_MODEL_BYTES = 4 << 30  # beyond the 2 GB flatbuffer limit plus external buffers: not a microcontroller model
+FLATBUFFER_LIMIT = (1 << 31) - 1  # what one flatbuffer can hold; TFLM reads weights only from inside it
 
 
 def read_model_bytes(path: str | os.PathLike[str]) -> bytes:
@@ -113,8 +114,18 @@ def _check_structure(model: "fb.ModelT", name: str, size: int) -> None:
                 raise TinySegError(f"{name}: subgraph {s} input/output names tensor {idx}, which does not exist")
 
 
+def check_inline_fits(model: "fb.ModelT", name: str) -> None:
+    """Refuse a model whose buffers could not all be written inside one flatbuffer: TFLM ignores
+    ``Buffer.offset``, so a written model must carry its weights inside (model_to_bytes does)."""
+    weights = sum(len(b.data) for b in model.buffers or [] if b.data is not None)
+    if weights > FLATBUFFER_LIMIT - (64 << 20):  # room for the graph tables themselves
+        raise TinySegError(f"{name}: its buffers hold {weights:,} bytes, more than one flatbuffer can (2 GB); TFLM "
+                           "reads weights only from inside the flatbuffer, so no model written from it could run")
+
+
 def _load_external_buffers(model: "fb.ModelT", data: bytes, name: str) -> None:
-    """Pull buffers stored after the flatbuffer (the >2 GB layout) into the model, so writing is uniform."""
+    """Pull buffers stored after the flatbuffer (the >2 GB layout) into the model: a written model
+    carries them inside, where TFLM reads them (it ignores ``Buffer.offset``)."""
     for i, buf in enumerate(model.buffers or []):
         if buf.offset > 1:
             end = buf.offset + buf.size
