@@ -253,6 +253,9 @@ BAD_MODELS = {
     "cycle 1-2-1": (_with_calls([(1, 2), (2, 1)]), ("analyze", "optimize", "verify"), "calls itself"),
     "cycle 1-2-3-1": (_with_calls([(1, 2), (2, 3), (3, 1)]), ("analyze", "optimize", "verify"), "calls itself"),
     "cycle back to 0": (_with_calls([(1, 0)]), ("analyze", "optimize", "verify"), "calls itself"),
+    # 65 subgraphs on one chain of calls (was a RecursionError from about 1,000 on)
+    "calls nested 65 deep": (_with_calls([(i, i + 1) for i in range(1, 64)]), ("analyze", "optimize", "verify"),
+                             "64 levels deep (at most 63)"),
     "complex64 input": (_extra_input("COMPLEX64"), ("optimize", "verify"), "is COMPLEX64"),
     "complex128 input": (_extra_input("COMPLEX128"), ("optimize", "verify"), "is COMPLEX128"),
     "string input": (_extra_input("STRING"), ("optimize", "verify"), "is STRING"),
@@ -278,6 +281,13 @@ def test_bad_models_are_one_line_and_exit_2(work: Path, case: str) -> None:
     _model(work / "bad.tflite", mutate)
     for command in commands:
         _refused(_command(command, "bad.tflite"), work, message)
+
+
+def test_calls_nested_64_deep_are_planned(work: Path) -> None:
+    """The control of the depth case: one level less is a model like any other."""
+    _model(work / "deep.tflite", _with_calls([(i, i + 1) for i in range(1, 63)]))
+    r = _run(["analyze", "deep.tflite"], work)
+    assert r.returncode == 0, r.stderr
 
 
 def test_a_consistent_offline_layout_is_not_refused(work: Path) -> None:

@@ -30,6 +30,7 @@ MAX_RANK = 16
 MAX_TENSOR_BYTES = 1 << 31  # TFLM sizes arena buffers with int/size_t arithmetic on 32-bit targets
 MAX_ACTIVATION_BYTES = 1 << 33  # sum over all activations: far beyond any microcontroller
 OFFLINE_METADATA = "OfflineMemoryAllocation"
+MAX_CALL_DEPTH = 64  # subgraphs on one chain of IF/WHILE/CALL_ONCE calls (real models nest a few)
 
 
 # Builtins the tflite-micro wheel registers (python_ops_resolver.cc, TFLM 90b983c).
@@ -150,9 +151,11 @@ def _calls(model: "fb.ModelT") -> dict[int, list[int]]:
 
 def _validate_calls(model: "fb.ModelT", name: str) -> None:
     """Refuse a subgraph that calls itself, directly or through others: TFLM (and every walk over
-    the calls here) would recurse without end. Iterative, so no model can exhaust Python's stack."""
+    the calls here) would recurse without end; and calls nested deeper than MAX_CALL_DEPTH.
+    Iterative, so no model can exhaust Python's stack here."""
     calls = _calls(model)
     state: dict[int, int] = {}  # 1: on the current path, 2: done
+    depth: dict[int, int] = {}  # of a done subgraph: the subgraphs on its longest chain of calls, itself included
     for root in range(len(model.subgraphs or [])):
         if state.get(root):
             continue
@@ -162,8 +165,14 @@ def _validate_calls(model: "fb.ModelT", name: str) -> None:
         while todo:
             nxt = next(todo[-1], None)
             if nxt is None:
-                state[path.pop()] = 2
+                done = path.pop()
+                state[done] = 2
                 todo.pop()
+                depth[done] = 1 + max((depth[c] for c in calls.get(done, [])), default=0)
+                if depth[done] > MAX_CALL_DEPTH:
+                    raise TinySegError(f"{name}: subgraph {done} nests IF/WHILE/CALL_ONCE calls {depth[done] - 1} "
+                                       f"levels deep (at most {MAX_CALL_DEPTH - 1}); TFLM recurses once per level on "
+                                       "the device's stack: flatten the control flow")
                 continue
             if state.get(nxt) == 1:
                 cycle = path[path.index(nxt):] + [nxt]
