@@ -410,3 +410,24 @@ def test_the_table_escapes_names(work: Path) -> None:
     r = _run(["analyze", "named.tflite"], work)
     assert r.returncode == 0, r.stderr
     assert "in\\nput" in r.stdout and "in\nput" not in r.stdout
+
+
+def test_shown_is_one_safe_line_of_bounded_length() -> None:
+    """Whatever a name holds: no character that could break the line or drive the terminal, and at
+    most the limit (the start and the end kept)."""
+    import unicodedata
+
+    from hypothesis import given, settings, strategies as st
+
+    from tinyseg_plugin.errors import shown
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.one_of(st.text(), st.binary()), st.integers(0, 300))
+    def check(value, limit: int) -> None:
+        out = shown(value, limit)
+        assert not any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") for c in out)
+        if limit:
+            assert len(out) <= max(limit, 5)
+
+    check()
+    assert shown("a" * 60 + "\n" + "b" * 1_000_000 + "end.tflite").endswith("end.tflite")

@@ -37,11 +37,20 @@ def shown(value: object, limit: int = NAME_LIMIT) -> str:
     else:
         text = str(value)
     text = text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="backslashreplace")
-    safe = "".join(_escape(c) if unicodedata.category(c) in _UNSAFE else c for c in text)
-    if limit and len(safe) > limit:
-        keep = max(limit - 3, 2)
+    if not limit:
+        return _escaped(text)
+    keep = max(limit - 3, 2)
+    if len(text) > 2 * limit:  # escape only the ends that stay: a megabyte name costs no time
+        head, tail = _escaped(text[:limit]), _escaped(text[-limit:])
+        return head[: keep - keep // 2] + "..." + tail[len(tail) - keep // 2:]
+    safe = _escaped(text)
+    if len(safe) > limit:
         safe = safe[: keep - keep // 2] + "..." + safe[len(safe) - keep // 2:]
     return safe
+
+
+def _escaped(text: str) -> str:
+    return "".join(_escape(c) if unicodedata.category(c) in _UNSAFE else c for c in text)
 
 
 class TinySegError(Exception):
