@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Sequence
 
-from .errors import TinySegError
+from .errors import MESSAGE_LIMIT, TinySegError, shown
 
 EXIT_OK = 0
 EXIT_ERROR = 2  # bad input or a model we cannot handle
@@ -57,26 +57,26 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .analysis import to_dict
-    from .modelio import check_writable, read_model_bytes, write_all
+    from .modelio import read_model_bytes, write_all
     from .pipeline import analyze, load
     from .report import analysis_text, csv_files, stream_text, table_width
 
-    graph = load(read_model_bytes(args.model), args.model)
-    run = _run(args)
     json_file = args.json if args.json and args.json != "-" else None
-    for path in (json_file, args.plot):
-        if path:
-            check_writable(path)
+    outputs = [("--json", json_file), ("--plot", args.plot)]
     if args.csv:
-        check_writable(args.csv, directory=True)
-    a, stream = analyze(graph, run, stream=args.stream)
+        from .report import CSV_NAMES
+
+        outputs += [("--csv", Path(args.csv) / name) for name in CSV_NAMES]
+    graph = load(read_model_bytes(args.model), shown(args.model))
+    check_outputs([args.model], outputs, csv_dir=args.csv)
+    a, stream = analyze(graph, _run(args), stream=args.stream)
     files: list[tuple[str, bytes]] = []
     if args.csv:
         files += [(str(Path(args.csv) / name), data) for name, data in csv_files(a, args.model).items()]
     if args.plot:
         from .plots import plan_png
 
-        files.append((args.plot, plan_png(a, f"{args.model}: head {a.head:,} B ({args.runtime})")))
+        files.append((args.plot, plan_png(a, f"{shown(args.model)}: head {a.head:,} B ({args.runtime})")))
     d = to_dict(a, args.model)
     if stream is not None:
         d["stream"] = stream
@@ -91,6 +91,20 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if stream is not None:
             sys.stdout.write(stream_text(stream))
     return EXIT_OK
+
+
+def check_outputs(inputs: list[str], outputs: list[tuple[str, object]], csv_dir: str | None = None,
+                  force: bool = False) -> None:
+    """Before any work: every output can be written, is none of the inputs (``-o`` may be, with
+    ``--force``) and is no other output (modelio.check_outputs). Every command that writes calls this."""
+    from .modelio import check_outputs as distinct, check_writable
+
+    distinct(inputs, outputs, frozenset({"-o"}) if force else frozenset())
+    for opt, path in outputs:
+        if path is not None and opt != "--csv":
+            check_writable(path)
+    if csv_dir:
+        check_writable(csv_dir, directory=True)
 
 
 def positive_int(text: str) -> int:
@@ -126,36 +140,32 @@ def parse_size(text: str) -> int:
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from .devicecheck import resolve_tflm_dir
-    from .modelio import check_writable, read_model_bytes, write_all
+    from .modelio import read_model_bytes, write_all
     from .optimize_report import steps_table
-    from .pipeline import optimize, plan_picture
+    from .pipeline import load, optimize, plan_picture
 
-    if not args.force and Path(args.output).resolve() == Path(args.model).resolve():
-        raise TinySegError(f"-o {args.output} is the input model; choose another file (or --force to replace it)")
     data = read_model_bytes(args.model)
-    for path in (args.output, args.report, args.plot):
-        if path:
-            check_writable(path)
+    graph = load(data, shown(args.model))
+    check_outputs([args.model], [("-o", args.output), ("--report", args.report), ("--plot", args.plot)],
+                  force=args.force)
     run = _run(args, target_bytes=args.target, partial=not args.no_partial, fuse=not args.no_fuse,
                scratch=not args.no_scratch16, split=not args.no_split, stream=not args.no_stream)
     run.tflm_dir = None if args.unverified else resolve_tflm_dir(args.tflm_dir)
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.
     if not args.quiet and sys.stderr.isatty():
         run.progress = lambda msg: print(f"  .. {msg}", file=sys.stderr)
-    out = optimize(data, run, args.model)
+    out = optimize(data, run, shown(args.model), graph)
     files: list[tuple[str, bytes]] = [(args.output, out.data)]
     if args.report:
         files.append((args.report, (json.dumps(out.report(args.model, args.output), indent=1) + "\n").encode()))
     if args.plot:
-        files.append((args.plot, plan_picture(out.result, f"{args.output}: head {out.result.plan.head:,} B "
+        files.append((args.plot, plan_picture(out.result, f"{shown(args.output)}: head {out.result.plan.head:,} B "
                                                           f"({args.runtime})")))
     write_all(files)
     v = out.verification
     if out.unchanged is not None:
-        print(f"{out.unchanged}: wrote it unchanged to {args.output}")
+        print(f"{out.unchanged}: wrote it unchanged to {shown(args.output, 0)}")
     else:
         sys.stdout.write(steps_table(out.result))
         if v is not None:
@@ -163,7 +173,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                   f"on {v.runs} random inputs and {v.edge_cases} edge cases")
         else:
             print("UNVERIFIED: the written model was not checked against the original in TFLM (--unverified)")
-        print(f"wrote {args.output}")
+        print(f"wrote {shown(args.output, 0)}")
     if not out.target_met:
         print(f"tinyseg: target {args.target:,} B not reachable: best head {out.result.plan.head:,} B (written)",
               file=sys.stderr)
@@ -174,17 +184,20 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from .graph import build_graph
     from .modelio import load_model
-    from .validate import tflm_refusals, tinyseg_operators
+    from .validate import tflm_refusals, tinyseg_operators, unsupported
     from .verify import verify
 
-    a = build_graph(load_model(args.original), name=args.original)
-    b = build_graph(load_model(args.optimized), name=args.optimized)
+    a = build_graph(load_model(args.original), name=shown(args.original))
+    b = build_graph(load_model(args.optimized), name=shown(args.optimized))
     ta, tb = tinyseg_operators(a), tinyseg_operators(b)
     if ta:
         swapped = " (the arguments look swapped)" if not tb else ""
-        raise TinySegError(f"{args.original} holds TinySeg operators ({a.operators[ta[0]].opcode} at operator {ta[0]}), "
+        raise TinySegError(f"{shown(args.original)} holds TinySeg operators ({shown(a.operators[ta[0]].opcode)} at operator {ta[0]}), "
                            f"so it is not an original model{swapped}: give the original first, then the optimized one")
-    for g, name in ((a, args.original), (b, args.optimized)):
+    for g, name in ((a, shown(args.original)), (b, shown(args.optimized))):
+        why = unsupported(g, layout=g is a)  # a broken layout in the optimized model is what the check finds (exit 4)
+        if why:
+            raise TinySegError(f"{name}: cannot be verified: {why}")
         refusals = [r for r in tflm_refusals(g) if r.certain]
         if refusals:
             raise TinySegError(f"{name}: cannot be verified in TFLM: {refusals[0]}")
@@ -306,8 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)
-    except TinySegError as exc:
-        print(f"tinyseg: error: {exc}", file=sys.stderr)
+    except TinySegError as exc:  # one line, whatever a name in it held (shown escapes; this is the last guard)
+        print(f"tinyseg: error: {shown(exc, MESSAGE_LIMIT)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("tinyseg: interrupted", file=sys.stderr)
@@ -319,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if os.environ.get("TINYSEG_DEBUG"):
             raise
-        print(f"tinyseg: internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''} "
+        print(f"tinyseg: internal error: {type(exc).__name__}: {shown(exc, 200)} "
               "(please report it; TINYSEG_DEBUG=1 shows the traceback)", file=sys.stderr)
         return EXIT_INTERNAL
 

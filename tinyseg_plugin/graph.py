@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import TinySegError
+from .errors import TinySegError, shown
 from .schema import NUMPY_DTYPES, TYPE_NAMES, TYPE_SIZES, fb, opcode_name
 
 
@@ -136,7 +136,7 @@ def tensor_view(model: "fb.ModelT", raw: "fb.TensorT", index: int, where: str, m
     dtype = TYPE_NAMES.get(raw.type, f"TYPE_{raw.type}")
     shape = tuple(int(d) for d in (raw.shape if raw.shape is not None else []))
     if any(d < 0 for d in shape):
-        raise TinySegError(f"{where}: tensor {index} '{_decode(raw.name)}' has a dynamic shape {list(shape)}; TFLM needs static shapes")
+        raise TinySegError(f"{where}: tensor {index} '{shown(raw.name or b'')}' has a dynamic shape {list(shape)}; TFLM needs static shapes")
     scales, zps, qdim = _quantization(q)
     nbytes = math.prod(shape) * TYPE_SIZES.get(dtype, 0)
     view = Tensor(index, _decode(raw.name), shape, dtype, nbytes, is_constant, bool(raw.isVariable), scales, zps, qdim)

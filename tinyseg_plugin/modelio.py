@@ -16,7 +16,7 @@ from pathlib import Path
 import flatbuffers
 import numpy as np
 
-from .errors import TinySegError
+from .errors import TinySegError, shown
 from .schema import fb
 
 FILE_IDENTIFIER = b"TFL3"
@@ -24,6 +24,7 @@ BUFFER_ALIGNMENT = 16
 
 
 MAX_MODEL_BYTES = 4 << 30  # beyond the 2 GB flatbuffer limit plus external buffers: not a microcontroller model
+FLATBUFFER_LIMIT = (1 << 31) - 1  # what one flatbuffer can hold; TFLM reads weights only from inside it
 
 
 def read_model_bytes(path: str | os.PathLike[str]) -> bytes:
@@ -32,27 +33,28 @@ def read_model_bytes(path: str | os.PathLike[str]) -> bytes:
     Only regular files are read (a FIFO or /dev/zero would block or never end), and
     only up to MAX_MODEL_BYTES."""
     p = Path(path)
+    n = shown(p)
     try:
         st = os.stat(p)
     except FileNotFoundError:
-        raise TinySegError(f"{p}: no such file") from None
+        raise TinySegError(f"{n}: no such file") from None
     except OSError as exc:
-        raise TinySegError(f"{p}: cannot read: {exc.strerror}") from None
+        raise TinySegError(f"{n}: cannot read: {exc.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise TinySegError(f"{p}: is a directory, not a .tflite model")
+        raise TinySegError(f"{n}: is a directory, not a .tflite model")
     if not stat.S_ISREG(st.st_mode):
-        raise TinySegError(f"{p}: not a regular file (a device, FIFO or socket), not a .tflite model")
+        raise TinySegError(f"{n}: not a regular file (a device, FIFO or socket), not a .tflite model")
     if st.st_size > MAX_MODEL_BYTES:
-        raise TinySegError(f"{p}: {st.st_size:,} bytes, larger than any model this tool handles")
+        raise TinySegError(f"{n}: {st.st_size:,} bytes, larger than any model this tool handles")
     try:
         with open(p, "rb") as fh:
             data = fh.read(MAX_MODEL_BYTES + 1)
     except OSError as exc:
-        raise TinySegError(f"{p}: cannot read: {exc.strerror}") from None
+        raise TinySegError(f"{n}: cannot read: {exc.strerror}") from None
     if not data:
-        raise TinySegError(f"{p}: empty file, not a .tflite model")
+        raise TinySegError(f"{n}: empty file, not a .tflite model")
     if len(data) > MAX_MODEL_BYTES:
-        raise TinySegError(f"{p}: larger than any model this tool handles")
+        raise TinySegError(f"{n}: larger than any model this tool handles")
     return data
 
 
@@ -82,8 +84,8 @@ def parse_model(data: bytes, name: str = "model") -> "fb.ModelT":
 
 
 def load_model(path: str | os.PathLike[str]) -> "fb.ModelT":
-    """Load a .tflite file into the schema's object API."""
-    return parse_model(read_model_bytes(path), str(path))
+    """Load a .tflite file into the schema's object API (messages name it as ``shown`` prints it)."""
+    return parse_model(read_model_bytes(path), shown(path))
 
 
 def _check_structure(model: "fb.ModelT", name: str, size: int) -> None:
@@ -112,8 +114,18 @@ def _check_structure(model: "fb.ModelT", name: str, size: int) -> None:
                 raise TinySegError(f"{name}: subgraph {s} input/output names tensor {idx}, which does not exist")
 
 
+def check_inline_fits(model: "fb.ModelT", name: str) -> None:
+    """Refuse a model whose buffers could not all be written inside one flatbuffer: TFLM ignores
+    ``Buffer.offset``, so a written model must carry its weights inside (model_to_bytes does)."""
+    weights = sum(len(b.data) for b in model.buffers or [] if b.data is not None)
+    if weights > FLATBUFFER_LIMIT - (64 << 20):  # room for the graph tables themselves
+        raise TinySegError(f"{name}: its buffers hold {weights:,} bytes, more than one flatbuffer can (2 GB); TFLM "
+                           "reads weights only from inside the flatbuffer, so no model written from it could run")
+
+
 def _load_external_buffers(model: "fb.ModelT", data: bytes, name: str) -> None:
-    """Pull buffers stored after the flatbuffer (the >2 GB layout) into the model, so writing is uniform."""
+    """Pull buffers stored after the flatbuffer (the >2 GB layout) into the model: a written model
+    carries them inside, where TFLM reads them (it ignores ``Buffer.offset``)."""
     for i, buf in enumerate(model.buffers or []):
         if buf.offset > 1:
             end = buf.offset + buf.size
@@ -165,26 +177,71 @@ def _umask() -> int:
     return mask
 
 
+def destination(path: str | os.PathLike[str]) -> Path:
+    """Where writing ``path`` really puts the file: a symbolic link is followed to its target (the
+    target is replaced, the link stays a link), whatever links its directories are."""
+    p = Path(path)
+    real = Path(os.path.realpath(p))
+    if os.path.islink(real):  # realpath stops at a loop and leaves it unresolved
+        raise TinySegError(f"{shown(p)}: a symbolic link that never reaches a file (a loop); give a file name")
+    return real
+
+
+def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """The same file: the same real path, or, when both exist, the same inode (hard links)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def check_outputs(inputs: list[str | os.PathLike[str]],
+                  outputs: list[tuple[str, str | os.PathLike[str] | None]],
+                  may_replace_input: frozenset[str] = frozenset()) -> None:
+    """Refuse, before any work, an output that is one of the inputs or the same file as another output.
+
+    ``outputs`` are (option, path) pairs (``None`` paths are skipped); ``may_replace_input`` names the
+    options allowed to be an input (``-o`` under ``--force``). Files are compared by real path (so
+    through symbolic links) and by inode (hard links). Every command and every output goes through
+    here, so that no report, plot or table is ever written over a model."""
+    given = [(opt, path) for opt, path in outputs if path is not None]
+    for opt, path in given:
+        for inp in inputs:
+            if opt not in may_replace_input and _same_file(path, inp):
+                hint = " (or --force to replace it)" if opt == "-o" else ""
+                raise TinySegError(f"{opt} {shown(path)} is the input model {shown(inp)}; choose another file{hint}")
+    for k, (opt, path) in enumerate(given):
+        for opt2, path2 in given[:k]:
+            if _same_file(path, path2):
+                raise TinySegError(f"{opt2} {shown(path2)} and {opt} {shown(path)} are the same file; "
+                                   "give each output a file of its own")
+
+
 def check_writable(path: str | os.PathLike[str], *, directory: bool = False) -> None:
     """Refuse now, before any work, an output that could not be written later.
 
-    For a file: its directory must exist and be writable, and the path must not be a directory.
-    For a directory output (``directory=True``): it may exist (then writable) or be created
-    in an existing, writable parent."""
+    For a file: its directory must exist and be writable, and the path must not be a directory
+    (a symbolic link counts as the file it names). For a directory output (``directory=True``):
+    it may exist (then writable) or be created in an existing, writable parent."""
     p = Path(path)
     if directory:
         if p.exists():
             if not p.is_dir():
-                raise TinySegError(f"{p}: exists and is not a directory")
+                raise TinySegError(f"{shown(p)}: exists and is not a directory")
             _probe(p, p)
             return
         parent = p.parent if str(p.parent) else Path(".")
     else:
-        if p.is_dir():
-            raise TinySegError(f"{p}: is a directory; give a file name")
-        parent = p.parent if str(p.parent) else Path(".")
+        real = destination(p)
+        if real.is_dir():
+            raise TinySegError(f"{shown(p)}: is a directory; give a file name")
+        if real.exists() and not real.is_file():
+            raise TinySegError(f"{shown(p)}: not a regular file (a device, FIFO or socket); give a file name")
+        parent = real.parent
     if not parent.is_dir():
-        raise TinySegError(f"{p}: directory {parent} does not exist")
+        raise TinySegError(f"{shown(p)}: directory {shown(parent)} does not exist")
     _probe(parent, p)
 
 
@@ -195,7 +252,7 @@ def _probe(directory: Path, target: Path) -> None:
         os.close(fd)
         os.unlink(tmp)
     except OSError as exc:
-        raise TinySegError(f"{target}: cannot write into {directory}: {exc.strerror}") from None
+        raise TinySegError(f"{shown(target)}: cannot write into {shown(directory)}: {exc.strerror}") from None
 
 
 def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tuple = ()) -> None:
@@ -203,6 +260,7 @@ def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tupl
 
     Each file goes to a temporary file in its own directory first (created with the
     user's umask); only when every one of them is complete are they renamed into place.
+    A symbolic link is written through: its target is replaced, the link stays.
     ``make_dirs`` are created first and removed again if anything fails."""
     created: list[Path] = []
     current: Path | None = None
@@ -215,22 +273,25 @@ def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tupl
                 if not d.is_dir():
                     d.mkdir()
                     created.append(d)
-            for path, data in files:
-                p = current = Path(path)
-                parent = p.parent if str(p.parent) else Path(".")
+            reals = [destination(path) for path, _ in files]
+            if len(set(reals)) != len(reals):  # check_outputs refuses this earlier; never overwrite our own output
+                raise TinySegError("two outputs name the same file; give each output a file of its own")
+            for (path, data), real in zip(files, reals):
+                current = Path(path)
+                parent = real.parent
                 if not parent.is_dir():
-                    raise TinySegError(f"{p}: directory {parent} does not exist")
-                fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=parent)
-                temps.append((tmp, p))
+                    raise TinySegError(f"{shown(path)}: directory {shown(parent)} does not exist")
+                fd, tmp = tempfile.mkstemp(prefix=f".{real.name[:40]}.", dir=parent)  # room for a long name
+                temps.append((tmp, real))
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
                     os.fchmod(fh.fileno(), mode)
-            for tmp, p in temps:
-                current = p
-                os.replace(tmp, p)
+            for (tmp, real), (path, _) in zip(temps, files):
+                current = Path(path)
+                os.replace(tmp, real)
         except OSError as exc:
             where = current if current is not None else (exc.filename or "output")
-            raise TinySegError(f"{where}: cannot write: {exc.strerror}") from None
+            raise TinySegError(f"{shown(where)}: cannot write: {exc.strerror}") from None
     except TinySegError:
         for tmp, _ in temps:
             try:

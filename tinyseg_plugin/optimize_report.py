@@ -1,6 +1,7 @@
 """The optimization report: the Figure-11-style step table and the JSON the tools consume."""
 from __future__ import annotations
 
+from .errors import shown
 from .optimizer import Result
 
 SCHEMA = "tinyseg.optimization/3"  # 3: "strategy" and "considered"; 2: "arch", "target_bytes", "target_met", "unchanged"
@@ -12,7 +13,7 @@ def steps_table(r: Result) -> str:
     lines = [f"{'step':<32} {'head (B)':>10} {'total (B)':>10} {'head cut':>9}  detail"]
     for s in r.steps:
         cut = 100.0 * (base_head - s.head) / base_head if base_head else 0.0
-        lines.append(f"{s.technique:<32} {s.head:>10,} {s.total:>10,} {cut:>8.1f}%  {s.detail}")
+        lines.append(f"{s.technique:<32} {s.head:>10,} {s.total:>10,} {cut:>8.1f}%  {shown(s.detail, 0)}")  # details quote tensor names
     for c in r.considered:
         cut = 100.0 * (base_head - c.plan.head) / base_head if base_head else 0.0
         lines.append(f"{'considered: ' + c.strategy:<32} {c.plan.head:>10,} {c.plan.total:>10,} {cut:>8.1f}%  "

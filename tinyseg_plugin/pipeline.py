@@ -11,9 +11,9 @@ from typing import Callable
 
 from . import optimizer, tflm
 from .analysis import Analysis, analyze_graph
-from .errors import TinySegError
+from .errors import TinySegError, shown
 from .graph import Graph, build_graph
-from .modelio import model_to_bytes, parse_model
+from .modelio import check_inline_fits, model_to_bytes, parse_model
 from .optimizer import Options, Result
 from .planner import plan_graph
 from . import verify as check
@@ -93,12 +93,15 @@ def analyze(graph: Graph, run: Run, stream: bool = False) -> tuple[Analysis, dic
 
 def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
     """Refuse, before any search, a model TFLM cannot run (with the reason and what to do)."""
-    from .validate import tflm_refusals, tinyseg_operators
+    from .validate import tflm_refusals, tinyseg_operators, unsupported
 
     ts = tinyseg_operators(graph)
     if ts:
-        raise TinySegError(f"{name} already holds TinySeg operators ({graph.operators[ts[0]].opcode} at operator "
-                           f"{ts[0]}): give the original model")
+        raise TinySegError(f"{name} already holds TinySeg operators ({shown(graph.operators[ts[0]].opcode)} at "
+                           f"operator {ts[0]}): give the original model")
+    why = unsupported(graph)
+    if why:
+        raise TinySegError(f"{name}: cannot be optimized: {why}")
     refusals = [r for r in tflm_refusals(graph) if r.certain]  # the real load settles the rest
     fatal = [r for r in refusals if not r.missing]
     if fatal:
@@ -106,15 +109,17 @@ def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
     if refusals and verified:
         r = refusals[0]
         raise TinySegError(
-            f"{name}: operator {r.operator} '{r.opcode}' is {r.reason}, so the result cannot be verified in TFLM; "
+            f"{name}: operator {r.operator} '{shown(r.opcode, 60)}' is {r.reason}, so the result cannot be verified in TFLM; "
             "rerun with --unverified to write it unchecked (marked UNVERIFIED in the table and the report) once "
             "your firmware registers that kernel, or replace the operator with builtins")
 
 
-def optimize(data: bytes, run: Run, name: str = "model") -> Outcome:
+def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = None) -> Outcome:
     """Refusal checks, the search, the bit-exact check, in that order; raises TinySegError (with
-    the exit code the command line returns) when the model cannot be optimized or fails its check."""
-    graph = load(data, name)
+    the exit code the command line returns) when the model cannot be optimized or fails its check.
+    ``graph``: the view of ``data`` when the caller has loaded it already."""
+    graph = graph if graph is not None else load(data, name)
+    check_inline_fits(graph.model, name)
     o = run.options
     refuse_unrunnable(graph, name, run.verified)
     if o.target_bytes is not None:

@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path
 
 from .analysis import Analysis, to_dict
-from .errors import TinySegError
-from .modelio import write_atomic
+from .errors import TinySegError, shown
 
 
 def kb(n: int) -> str:
@@ -19,6 +17,8 @@ def _shape(s) -> str:
 
 
 def _clip(text: str, width: int) -> str:
+    """``text`` escaped (names come from the model) and cut to ``width`` characters."""
+    text = shown(text, 0)
     return text if len(text) <= width else text[: max(width - 3, 0)] + "..."
 
 
@@ -34,9 +34,9 @@ def analysis_text(a: Analysis, model_name: str = "", width: int = 100) -> str:
     d = to_dict(a, model_name)
     out = io.StringIO()
     w = out.write
-    w(f"model: {model_name}   runtime: {d['runtime']}   arch: {d['arch']}\n")
+    w(f"model: {shown(model_name)}   runtime: {d['runtime']}   arch: {d['arch']}\n")
     if not d["exact"]:
-        w(f"exact: false ({'; '.join(d['not_exact_because'])})\n")
+        w(f"exact: false ({shown('; '.join(d['not_exact_because']), 0)})\n")
     w("\nTensors in the arena (scopes: inputs at 0, operator i at i+1)\n")
     name_w = max(20, width - 71)
     w(f"{'idx':>5} {'name':<{name_w}} {'shape':<14} {'type':<7} {'bytes':>10} {'offset':>10} {'life':>7} {'cold range':>11}\n")
@@ -54,7 +54,7 @@ def analysis_text(a: Analysis, model_name: str = "", width: int = 100) -> str:
     for r in d["operators"]:
         mark = " <== head" if r["scope"] in at_head else ""
         live = _clip(" ".join(r["live"]), live_w - len(mark))
-        w(f"{r['index']:>4} {r['scope']:>5} {r['opcode'][:16]:<16} {sum(r['scratch']):>9,} {r['live_bytes']:>11,} "
+        w(f"{r['index']:>4} {r['scope']:>5} {_clip(r['opcode'], 16):<16} {sum(r['scratch']):>9,} {r['live_bytes']:>11,} "
           f"{r['arena_top']:>11,}  {live}{mark}\n")
     w(chains_text(a, width))
     w("\n")
@@ -96,6 +96,9 @@ def _csv(rows: list[dict], fields: list[str]) -> bytes:
     return buf.getvalue().encode()
 
 
+CSV_NAMES = ("tensors.csv", "operators.csv", "buffers.csv")  # what --csv DIR writes (checked before any work)
+
+
 def csv_files(a: Analysis, model_name: str = "") -> dict[str, bytes]:
     """tensors.csv, operators.csv and buffers.csv, as bytes, so the caller writes them all or none."""
     d = to_dict(a, model_name)
@@ -105,22 +108,15 @@ def csv_files(a: Analysis, model_name: str = "") -> dict[str, bytes]:
         cr = t["cold_range"] or {}
         row.update({"cold_start": cr.get("start"), "cold_end": cr.get("end"), "cold_last": cr.get("last")})
         tensors.append(row)
-    return {
+    files = {
         "tensors.csv": _csv(tensors, ["index", "name", "shape", "dtype", "bytes", "arena_bytes", "offset", "first_scope",
                                       "last_scope", "producer", "consumers", "cold_start", "cold_end", "cold_last"]),
         "operators.csv": _csv(d["operators"], ["index", "scope", "opcode", "inputs", "outputs", "scratch", "live_bytes",
                                                "arena_top", "input_bytes", "output_bytes", "scratch_bytes", "other_bytes", "peak"]),
         "buffers.csv": _csv(d["buffers"], ["label", "kind", "subgraph", "index", "bytes", "size", "offset", "first_scope", "last_scope", "offline"]),
     }
-
-
-def write_csv_dir(files: dict[str, bytes], directory: str) -> None:
-    d = Path(directory)
-    if d.exists() and not d.is_dir():
-        raise TinySegError(f"{d}: exists and is not a directory")
-    d.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        write_atomic(d / name, data)
+    assert tuple(files) == CSV_NAMES
+    return files
 
 
 def stream_text(d: dict) -> str:

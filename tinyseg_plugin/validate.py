@@ -21,15 +21,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import TinySegError
-from .customops import STREAM_CHAIN, STREAM_STAGE_OPS, TINYSEG_OPS
-from .schema import BUILTIN_NAMES, TYPE_NAMES, TYPE_SIZES, fb, opcode_name
+from .errors import TinySegError, shown
+from .customops import FETCHING, FETCHING_CONV_2D, SPILL, STREAM_CHAIN, STREAM_STAGE_OPS, TINYSEG_OPS
+from .schema import BUILTIN_NAMES, NUMPY_DTYPES, TYPE_NAMES, TYPE_SIZES, fb, opcode_name
 
 INT_MAX = 2**31 - 1
 MAX_RANK = 16
 MAX_TENSOR_BYTES = 1 << 31  # TFLM sizes arena buffers with int/size_t arithmetic on 32-bit targets
 MAX_ACTIVATION_BYTES = 1 << 33  # sum over all activations: far beyond any microcontroller
 OFFLINE_METADATA = "OfflineMemoryAllocation"
+MAX_CALL_DEPTH = 64  # subgraphs on one chain of IF/WHILE/CALL_ONCE calls (real models nest a few)
 
 
 # Builtins the tflite-micro wheel registers (python_ops_resolver.cc, TFLM 90b983c).
@@ -95,8 +96,8 @@ def _ints(v) -> list[int]:
 
 
 def _name(raw) -> str:
-    n = raw.name
-    return n.decode(errors="replace") if isinstance(n, bytes) else str(n or "")
+    """A tensor's name as a message shows it (escaped, cut when absurdly long)."""
+    return shown(raw.name if raw.name is not None else "")
 
 
 def _utf8(value) -> bool:
@@ -132,7 +133,56 @@ def validate_model(model: "fb.ModelT", name: str = "model") -> None:
     subgraphs = model.subgraphs or []
     for s, sg in enumerate(subgraphs):
         _validate_subgraph(model, sg, s, f"{name}: subgraph {s}", len(subgraphs))
+    _validate_calls(model, name)
     _validate_offline(model, name)
+
+
+def _calls(model: "fb.ModelT") -> dict[int, list[int]]:
+    """Which subgraphs each subgraph's IF, WHILE and CALL_ONCE operators call."""
+    out: dict[int, list[int]] = {}
+    for s, sg in enumerate(model.subgraphs or []):
+        for op in sg.operators or []:
+            for attr in CONTROL_FLOW_INDICES:
+                v = getattr(op.builtinOptions, attr, None)
+                if isinstance(v, int) and v not in out.setdefault(s, []):
+                    out[s].append(v)
+    return out
+
+
+def _validate_calls(model: "fb.ModelT", name: str) -> None:
+    """Refuse a subgraph that calls itself, directly or through others: TFLM (and every walk over
+    the calls here) would recurse without end; and calls nested deeper than MAX_CALL_DEPTH.
+    Iterative, so no model can exhaust Python's stack here."""
+    calls = _calls(model)
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    depth: dict[int, int] = {}  # of a done subgraph: the subgraphs on its longest chain of calls, itself included
+    for root in range(len(model.subgraphs or [])):
+        if state.get(root):
+            continue
+        path = [root]
+        todo = [iter(calls.get(root, []))]
+        state[root] = 1
+        while todo:
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                done = path.pop()
+                state[done] = 2
+                todo.pop()
+                depth[done] = 1 + max((depth[c] for c in calls.get(done, [])), default=0)
+                if depth[done] > MAX_CALL_DEPTH:
+                    raise TinySegError(f"{name}: subgraph {done} nests IF/WHILE/CALL_ONCE calls {depth[done] - 1} "
+                                       f"levels deep (at most {MAX_CALL_DEPTH - 1}); TFLM recurses once per level on "
+                                       "the device's stack: flatten the control flow")
+                continue
+            if state.get(nxt) == 1:
+                cycle = path[path.index(nxt):] + [nxt]
+                raise TinySegError(f"{name}: subgraph {nxt} calls itself through IF/WHILE/CALL_ONCE "
+                                   f"({' -> '.join(map(str, cycle))}); TFLM would recurse without end: "
+                                   "the converter wrote a broken model, convert it again")
+            if not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                todo.append(iter(calls.get(nxt, [])))
 
 
 def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: str, n_subgraphs: int) -> None:
@@ -202,7 +252,7 @@ def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: st
     for o, op in enumerate(ops):
         code = codes[op.opcodeIndex]
         opname = opcode_name(code)
-        here = f"{where}: operator {o} ({opname})"
+        here = f"{where}: operator {o} ({shown(opname, 60)})"
         ins, outs, mids = _ints(op.inputs), _ints(op.outputs), _ints(op.intermediates)
         for idx in mids:
             if not 0 <= idx < n:
@@ -230,6 +280,8 @@ def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: st
                     raise TinySegError(f"{here}: {which} has shape {_ints(tensors[idx].shape)}, rank below {rank}")
             if opname in RANK4 and outs and len(_ints(tensors[outs[0]].shape)) != 4:
                 raise TinySegError(f"{here}: output has shape {_ints(tensors[outs[0]].shape)}, not 4-D")
+        elif opname in TINYSEG_OPS:
+            _check_tinyseg_wiring(opname, ins, outs, here)
         for idx in ins:
             if idx >= 0 and idx not in defined:
                 after = next((p for p in range(o, len(ops)) if idx in _ints(ops[p].outputs)), None)
@@ -252,6 +304,22 @@ def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: st
     for idx in _ints(sg.outputs):
         if idx not in defined or idx in unwritten:
             raise TinySegError(f"{where}: graph output tensor {idx} is never written")
+
+
+def _check_tinyseg_wiring(opname: str, ins: list[int], outs: list[int], here: str) -> None:
+    """The operand lists of TinySeg's operators (customops.py's contract; a StreamChain's depend on its
+    body, which customops.decode checks, as it checks every operator's options)."""
+    what = None
+    if opname == SPILL and (len(ins) != 1 or ins[0] < 0 or outs):
+        what = f"{len(ins)} input(s) and {len(outs)} output(s); a Spill reads exactly one tensor and writes none"
+    elif opname in (FETCHING, FETCHING_CONV_2D) and len(outs) != 1:
+        what = f"{len(outs)} output(s); a {opname} writes exactly one"
+    elif opname == FETCHING and any(i < 0 for i in ins):
+        what = "an omitted (-1) input; a Fetching's inputs are its in-RAM operands"
+    elif opname == FETCHING_CONV_2D and (len(ins) < 2 or any(i < 0 for i in ins[:-1])):
+        what = "no filter before its bias; a FetchingConv2D reads [operands..., filter, bias or -1]"
+    if what:
+        raise TinySegError(f"{here} has {what} (a malformed optimized model: optimize the original again)")
 
 
 def _check_options(op: "fb.OperatorT", opname: str, here: str, n_subgraphs: int, s: int) -> None:
@@ -324,7 +392,7 @@ class Refusal:
     def __str__(self) -> str:
         if self.operator < 0:
             return self.reason
-        return f"operator {self.operator} ({self.opcode}): {self.reason}"
+        return f"operator {self.operator} ({shown(self.opcode, 60)}): {self.reason}"
 
 
 CONTROL_FLOW_INDICES = ("thenSubgraphIndex", "elseSubgraphIndex", "condSubgraphIndex", "bodySubgraphIndex",
@@ -408,6 +476,52 @@ def _stream_chain_refusal(op) -> str | None:
     unknown = sorted({st.op for st in o.stages if st.op not in STREAM_STAGE_OPS})
     if unknown:
         return f"its body holds {', '.join(unknown)}, which the StreamChain kernel does not compute"
+    return None
+
+
+# ---------------------------------------------------------------- what optimize and verify cannot take
+
+
+def unsupported(graph, layout: bool = True) -> str | None:
+    """Why ``optimize`` and ``verify`` must refuse a model that ``analyze`` can still plan, or None.
+
+    Sparse weights: TFLM has no sparse kernels and ignores ``Tensor.sparsity``, so it would read the
+    compressed buffer as dense weights (past its end). Inputs and outputs of a type the check can neither
+    feed nor compare (complex, string, resource, variant, sub-byte). With ``layout``: an
+    OfflineMemoryAllocation that puts tensors live at the same time on the same bytes (TFLM honours it
+    and computes garbage)."""
+    for s, sg in enumerate(graph.model.subgraphs or []):
+        for t, raw in enumerate(sg.tensors or []):
+            if raw.sparsity is not None:
+                return (f"subgraph {s} tensor {t} '{_name(raw)}' holds sparse weights (Tensor.sparsity), which TFLM "
+                        "does not support (it would read the compressed buffer as dense weights); convert the model "
+                        "without sparsification")
+    for kind, ids in (("input", graph.inputs), ("output", graph.outputs)):
+        for k, t in enumerate(ids):
+            tensor = graph.tensors[t]
+            if tensor.dtype not in NUMPY_DTYPES:
+                return (f"graph {kind} {k} '{shown(tensor.name)}' is {tensor.dtype}, which the check in TFLM cannot "
+                        f"{'feed' if kind == 'input' else 'compare'} (supported: {', '.join(NUMPY_DTYPES)})")
+    return offline_conflict(graph) if layout else None
+
+
+def offline_conflict(graph) -> str | None:
+    """Two tensors that OfflineMemoryAllocation puts on shared bytes while both are live, or None."""
+    from .planner import offline_offsets, plan_graph
+
+    if offline_offsets(graph.model) is None:
+        return None
+    fixed = sorted((b for b in plan_graph(graph).buffers if b.offline and b.kind == "tensor" and b.nbytes),
+                   key=lambda b: b.offset)
+    for i, a in enumerate(fixed):
+        for b in fixed[i + 1:]:
+            if b.offset >= a.offset + a.nbytes:
+                break  # sorted by offset: no later buffer reaches into a either
+            if a.first <= b.last and b.first <= a.last:
+                return (f"its OfflineMemoryAllocation metadata puts {a.label} ({a.nbytes:,} B at offset {a.offset:,}) "
+                        f"and {b.label} ({b.nbytes:,} B at offset {b.offset:,}) on the same bytes while both are live "
+                        f"(scopes {max(a.first, b.first)}-{min(a.last, b.last)}); TFLM would honour it and compute "
+                        "garbage: remove the metadata or plan the offsets again")
     return None
 
 

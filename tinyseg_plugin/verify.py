@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import customops, tflm
-from .errors import TinySegError
+from .errors import TinySegError, shown
 from .graph import Graph
 from .modelio import model_to_bytes
 from .passes.lower import lower
@@ -132,7 +132,7 @@ def _details(graph: Graph) -> list[dict]:
     for t in graph.inputs:
         tensor = graph.tensors[t]
         if tensor.numpy_dtype is None:
-            raise TinySegError(f"input {tensor.name!r} has type {tensor.dtype}, which the check cannot feed")
+            raise TinySegError(f"input '{shown(tensor.name)}' has type {tensor.dtype}, which the check cannot feed")
         out.append({"shape": tuple(tensor.shape), "dtype": np.dtype(tensor.numpy_dtype)})
     return out
 
