@@ -245,10 +245,17 @@ Status SpillManager::ProgramRing(uint64_t ring_off, const uint8_t* data, size_t 
     const uint32_t sector = static_cast<uint32_t>(ring_off / erase_size_);
     const uint64_t in_sector = erase_size_ - ring_off % erase_size_;
     const size_t n = len < in_sector ? len : static_cast<size_t>(in_sector);
-    if (ensure && ring_off % erase_size_ == 0) TINYSEG_RETURN_IF_ERROR(EnsureErased(sector));
     const uint64_t addr = cfg_.region_offset + ring_off;
-    TINYSEG_RETURN_IF_ERROR(eq_.AwaitBankIdle(addr, n));
-    const Status s = dev_.Program(addr, data, n);
+    Status s = Status::kOk;
+    if (ensure && ring_off % erase_size_ == 0) s = EnsureErased(sector);
+    if (Ok(s)) s = eq_.AwaitBankIdle(addr, n);
+    if (!Ok(s)) {
+      // Nothing programmed here; what came before is: the head goes here.
+      program_failed_ = true;
+      fault_end_ = ring_off;
+      return s;
+    }
+    s = dev_.Program(addr, data, n);
     mem_.sectors[sector].state = SectorState::kDirty;
     if (!Ok(s)) {
       // [ring_off, ring_off + n) may hold some of the bytes now: never

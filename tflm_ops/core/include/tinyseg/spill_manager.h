@@ -273,8 +273,8 @@ class SpillManager {
   uint64_t head_ = 0;  // ring offset of the next write, program-aligned
   bool ready_ = false;
   bool checks_ = true;
-  bool program_failed_ = false;  // set by ProgramRing, read by Spill
-  uint64_t fault_end_ = 0;       // ring offset after the failed program
+  bool program_failed_ = false;  // ProgramRing stopped early (read by Spill)
+  uint64_t fault_end_ = 0;       // ring offset where the bytes after it are still erased
   SpillStats stats_;
   uint64_t erases_at_last_inference_ = 0;
   uint64_t last_inference_erases_ = 0;
