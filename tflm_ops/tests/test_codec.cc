@@ -47,7 +47,7 @@ bool RoundTrip(const std::vector<uint8_t>& t, CodecParams p) {
   if (enc.size() > WorstCaseEncodedSize(t.size(), p)) return false;
   // Per block: encoded size <= header + block bytes.
   const size_t nb = NumBlocks(t.size(), p.block_bytes);
-  const size_t entry = IndexEntryBytes(p.block_crc);
+  const size_t entry = kIndexEntryBytes;
   for (size_t b = 0; b < nb; ++b) {
     uint32_t off, next;
     std::memcpy(&off, &enc[kStreamHeaderBytes + entry * b], 4);  // host is LE
@@ -55,7 +55,7 @@ bool RoundTrip(const std::vector<uint8_t>& t, CodecParams p) {
     else next = static_cast<uint32_t>(enc.size());
     size_t blen = t.size() - b * p.block_bytes;
     if (blen > p.block_bytes) blen = p.block_bytes;
-    if (next - off > kBlockHeaderBytes + blen) return false;
+    if (next - off > BlockOverheadBytes(p.block_crc) + blen) return false;
   }
   MemorySource src(enc.data(), enc.size());
   std::vector<uint8_t> dec(t.size() + 1, 0xAB);
@@ -109,7 +109,7 @@ TEST(ConstantTensorIsHeaderOnly) {
     EncodeStats st;
     std::vector<uint8_t> enc = Encoded(t, p, &st);
     const size_t nb = NumBlocks(t.size(), 512);
-    CHECK_EQ(enc.size(), kStreamHeaderBytes + nb * (IndexEntryBytes(true) + kBlockHeaderBytes));
+    CHECK_EQ(enc.size(), kStreamHeaderBytes + nb * (kIndexEntryBytes + BlockOverheadBytes(true)));
     CHECK_EQ(st.constant_blocks, nb);
     CHECK(RoundTrip(t, p));
   }
@@ -215,8 +215,8 @@ TEST(DominantValueFoundForWideElements) {
   }
   CodecParams p{2, 2000};
   std::vector<uint8_t> enc = Encoded(t, p);
-  CHECK(enc.size() > kStreamHeaderBytes + IndexEntryBytes(true) + kBlockHeaderBytes);
-  const uint8_t* bh = &enc[kStreamHeaderBytes + IndexEntryBytes(true)];
+  CHECK(enc.size() > kStreamHeaderBytes + kIndexEntryBytes + kBlockHeaderBytes);
+  const uint8_t* bh = &enc[kStreamHeaderBytes + kIndexEntryBytes];
   CHECK_EQ(bh[0], static_cast<uint8_t>(BlockMode::kCompressed));
   uint16_t rep;
   std::memcpy(&rep, bh + 4, 2);
@@ -330,7 +330,7 @@ TEST(UncheckedStreamsStillCheckTheirHeader) {
   Rng rng(12);
   std::vector<uint8_t> t = Skewed(300, 1, 600, rng);
   std::vector<uint8_t> enc = Encoded(t, CodecParams{1, 64, false});
-  // Unchecked: the index entries are 4 bytes shorter, nothing else changes.
+  // Unchecked: the blocks have no 4-byte check, nothing else changes.
   CHECK_EQ(Encoded(t, CodecParams{1, 64}).size(),
            enc.size() + NumBlocks(t.size(), 64) * kBlockCrcBytes);
   std::vector<uint8_t> dst(t.size());

@@ -214,17 +214,23 @@ Status WriteBlock(const uint8_t* block, uint32_t n, uint32_t es,
   return Status::kOk;
 }
 
-// Sink that only runs the block check over what is written.
-class CrcSink final : public ByteSink {
+// Passes bytes on to a sink and runs the block check over them.
+class CrcTeeSink final : public ByteSink {
  public:
-  explicit CrcSink(uint32_t state) : state_(state) {}
+  CrcTeeSink(ByteSink& next, uint32_t state) : next_(next), state_(state) {}
   Status Write(const uint8_t* data, size_t len) override {
     state_ = Crc32Update(state_, data, len);
-    return Status::kOk;
+    return next_.Write(data, len);
   }
-  uint32_t state() const { return state_; }
+  // Appends the check itself.
+  Status Finish() {
+    uint8_t c[kBlockCrcBytes];
+    PutU32(c, Crc32Final(state_));
+    return next_.Write(c, sizeof(c));
+  }
 
  private:
+  ByteSink& next_;
   uint32_t state_;
 };
 
@@ -299,7 +305,7 @@ Status ValidateCodecParams(size_t total_bytes, const CodecParams& params) {
   const uint64_t nb = (static_cast<uint64_t>(total_bytes) + params.block_bytes - 1) /
                       params.block_bytes;
   const uint64_t worst = kStreamHeaderBytes +
-                         nb * (IndexEntryBytes(params.block_crc) + kBlockHeaderBytes) +
+                         nb * (kIndexEntryBytes + BlockOverheadBytes(params.block_crc)) +
                          total_bytes;
   if (worst > 0xFFFFFFFFull || worst > static_cast<uint64_t>(SIZE_MAX)) {
     return Status::kOutOfRange;
@@ -312,14 +318,14 @@ size_t NumBlocks(size_t total_bytes, uint32_t block_bytes) {
   return (total_bytes + block_bytes - 1) / block_bytes;
 }
 
-size_t StreamMetaBytes(size_t num_blocks, bool block_crc) {
-  return kStreamHeaderBytes + num_blocks * IndexEntryBytes(block_crc);
+size_t StreamMetaBytes(size_t num_blocks) {
+  return kStreamHeaderBytes + num_blocks * kIndexEntryBytes;
 }
 
 size_t WorstCaseEncodedSize(size_t total_bytes, const CodecParams& params) {
   if (!Ok(ValidateCodecParams(total_bytes, params))) return 0;
   const size_t nb = NumBlocks(total_bytes, params.block_bytes);
-  return StreamMetaBytes(nb, params.block_crc) + nb * kBlockHeaderBytes + total_bytes;
+  return StreamMetaBytes(nb) + nb * BlockOverheadBytes(params.block_crc) + total_bytes;
 }
 
 Status MeasureEncodedSize(const uint8_t* data, size_t size,
@@ -330,12 +336,13 @@ Status MeasureEncodedSize(const uint8_t* data, size_t size,
   TINYSEG_RETURN_IF_ERROR(ValidateCodecParams(size, params));
   const uint32_t es = params.elem_size;
   const size_t nb = NumBlocks(size, params.block_bytes);
-  size_t total = StreamMetaBytes(nb, params.block_crc);
+  size_t total = StreamMetaBytes(nb);
+  const size_t check = params.block_crc ? kBlockCrcBytes : 0;
   for (size_t b = 0; b < nb; ++b) {
     const size_t start = b * params.block_bytes;
     const size_t len =
         (size - start < params.block_bytes) ? size - start : params.block_bytes;
-    total += PlanBlock(data + start, static_cast<uint32_t>(len / es), es).encoded;
+    total += PlanBlock(data + start, static_cast<uint32_t>(len / es), es).encoded + check;
   }
   *encoded_size = total;
   return Status::kOk;
@@ -353,39 +360,41 @@ Status Encode(const uint8_t* data, size_t size, const CodecParams& params,
   PutStreamHeader(hdr, size, params);
   TINYSEG_RETURN_IF_ERROR(sink.Write(hdr, sizeof(hdr)));
 
-  // Pass 1: block sizes (and checks) -> index, streamed in chunks of entries.
-  const size_t entry = IndexEntryBytes(params.block_crc);
-  size_t offset = StreamMetaBytes(nb, params.block_crc);
+  // Pass 1: block sizes -> index (streamed in chunks of offsets).
+  const size_t check = params.block_crc ? kBlockCrcBytes : 0;
+  size_t offset = StreamMetaBytes(nb);
   uint8_t idx[kChunk];
   size_t fill = 0;
   for (size_t b = 0; b < nb; ++b) {
     const size_t start = b * bb;
     const size_t len = (size - start < bb) ? size - start : bb;
-    const uint32_t n = static_cast<uint32_t>(len / es);
-    const BlockPlan p = PlanBlock(data + start, n, es);
+    const BlockPlan p = PlanBlock(data + start, static_cast<uint32_t>(len / es), es);
     PutU32(idx + fill, static_cast<uint32_t>(offset));
-    if (params.block_crc) {
-      CrcSink crc(BlockCrcSeed(static_cast<uint32_t>(b), static_cast<uint32_t>(offset)));
-      TINYSEG_RETURN_IF_ERROR(WriteBlock(data + start, n, es, p, crc));
-      PutU32(idx + fill + kIndexEntryBytes, Crc32Final(crc.state()));
-    }
-    fill += entry;
-    if (fill + entry > kChunk) {
+    fill += kIndexEntryBytes;
+    if (fill == kChunk) {
       TINYSEG_RETURN_IF_ERROR(sink.Write(idx, fill));
       fill = 0;
     }
-    offset += p.encoded;
+    offset += p.encoded + check;
   }
   if (fill) TINYSEG_RETURN_IF_ERROR(sink.Write(idx, fill));
 
   // Pass 2: blocks.
   EncodeStats st;
+  size_t at = StreamMetaBytes(nb);
   for (size_t b = 0; b < nb; ++b) {
     const size_t start = b * bb;
     const size_t len = (size - start < bb) ? size - start : bb;
     const uint32_t n = static_cast<uint32_t>(len / es);
     const BlockPlan p = PlanBlock(data + start, n, es);
-    TINYSEG_RETURN_IF_ERROR(WriteBlock(data + start, n, es, p, sink));
+    if (params.block_crc) {
+      CrcTeeSink tee(sink, BlockCrcSeed(static_cast<uint32_t>(b), static_cast<uint32_t>(at)));
+      TINYSEG_RETURN_IF_ERROR(WriteBlock(data + start, n, es, p, tee));
+      TINYSEG_RETURN_IF_ERROR(tee.Finish());
+    } else {
+      TINYSEG_RETURN_IF_ERROR(WriteBlock(data + start, n, es, p, sink));
+    }
+    at += p.encoded + check;
     switch (p.mode) {
       case BlockMode::kRaw: ++st.raw_blocks; break;
       case BlockMode::kCompressed: ++st.compressed_blocks; break;
@@ -407,11 +416,11 @@ Status EncodeStreamHeader(size_t total_bytes, const CodecParams& params,
 
 Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size, ByteSink& sink,
                    size_t* encoded) {
-  return EncodeBlock(data, size, elem_size, 0, 0, sink, encoded, nullptr);
+  return EncodeBlock(data, size, elem_size, 0, 0, false, sink, encoded);
 }
 
 Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size, uint32_t block,
-                   uint32_t offset, ByteSink& sink, size_t* encoded, uint32_t* crc) {
+                   uint32_t offset, bool check, ByteSink& sink, size_t* encoded) {
   if (data == nullptr || encoded == nullptr || size == 0 ||
       (elem_size != 1 && elem_size != 2 && elem_size != 4) || size % elem_size != 0 ||
       size > kMaxBlockBytes) {
@@ -419,10 +428,12 @@ Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size, uint32_
   }
   const uint32_t n = static_cast<uint32_t>(size / elem_size);
   const BlockPlan p = PlanBlock(data, n, elem_size);
-  if (crc != nullptr) {
-    CrcSink c(BlockCrcSeed(block, offset));
-    TINYSEG_RETURN_IF_ERROR(WriteBlock(data, n, elem_size, p, c));
-    *crc = Crc32Final(c.state());
+  if (check) {
+    CrcTeeSink tee(sink, BlockCrcSeed(block, offset));
+    TINYSEG_RETURN_IF_ERROR(WriteBlock(data, n, elem_size, p, tee));
+    TINYSEG_RETURN_IF_ERROR(tee.Finish());
+    *encoded = p.encoded + kBlockCrcBytes;
+    return Status::kOk;
   }
   TINYSEG_RETURN_IF_ERROR(WriteBlock(data, n, elem_size, p, sink));
   *encoded = p.encoded;
@@ -456,7 +467,7 @@ Status ReadStreamHeader(ByteSource& source, StreamHeader* header) {
   const uint32_t total = GetU32(hdr + 4);
   if (!Ok(ValidateCodecParams(total, p))) return Status::kCorrupt;
   const size_t nb = NumBlocks(total, p.block_bytes);
-  const size_t min_size = StreamMetaBytes(nb, p.block_crc) + nb * kBlockHeaderBytes;
+  const size_t min_size = StreamMetaBytes(nb) + nb * BlockOverheadBytes(p.block_crc);
   if (source.Size() < min_size) return Status::kCorrupt;
   header->total_bytes = total;
   header->block_bytes = p.block_bytes;
@@ -474,14 +485,16 @@ Status StreamReader::Open(ByteSource& source) {
 }
 
 // Reads the block [off, off + len) in kChunk pieces through the check.
-Status StreamReader::VerifyBlock(size_t off, size_t len, uint32_t crc, uint32_t expected) {
+// (the block's check follows at off + len).
+Status StreamReader::VerifyBlock(size_t off, size_t len, uint32_t crc) {
   uint8_t buf[kChunk];
   for (size_t done = 0; done < len; done += kChunk) {
     const size_t n = (len - done < kChunk) ? len - done : kChunk;
     TINYSEG_RETURN_IF_ERROR(source_->Read(off + done, buf, n));
     crc = Crc32Update(crc, buf, n);
   }
-  return Crc32Final(crc) == expected ? Status::kOk : Status::kChecksumMismatch;
+  TINYSEG_RETURN_IF_ERROR(source_->Read(off + len, buf, kBlockCrcBytes));
+  return Crc32Final(crc) == GetU32(buf) ? Status::kOk : Status::kChecksumMismatch;
 }
 
 // Elements [a, b) of a compressed block whose body starts at `body`. With
@@ -562,13 +575,11 @@ Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b,
   const uint32_t es = header_.elem_size;
   const uint32_t n_blk = BlockElems(header_, block);
   const bool checked = header_.block_crc;
-  const size_t entry = IndexEntryBytes(checked);
-  uint8_t ib[kIndexEntryBytes + kBlockCrcBytes];
+  uint8_t ib[kIndexEntryBytes];
   TINYSEG_RETURN_IF_ERROR(source_->Read(
-      kStreamHeaderBytes + static_cast<size_t>(block) * entry, ib, entry));
+      kStreamHeaderBytes + static_cast<size_t>(block) * kIndexEntryBytes, ib, sizeof(ib)));
   const size_t off = GetU32(ib);
-  const uint32_t expected = checked ? GetU32(ib + kIndexEntryBytes) : 0;
-  const size_t data_start = StreamMetaBytes(header_.num_blocks, checked);
+  const size_t data_start = StreamMetaBytes(header_.num_blocks);
   const size_t size = source_->Size();
   if (off < data_start || off > size || size - off < kBlockHeaderBytes) {
     return checked ? Status::kChecksumMismatch : Status::kCorrupt;
@@ -590,14 +601,16 @@ Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b,
   } else if (mode != static_cast<uint8_t>(BlockMode::kConstant)) {
     return checked ? Status::kChecksumMismatch : Status::kCorrupt;
   }
-  if (size - off < len) return checked ? Status::kChecksumMismatch : Status::kCorrupt;
+  if (size - off < len + (checked ? kBlockCrcBytes : 0)) {
+    return checked ? Status::kChecksumMismatch : Status::kCorrupt;
+  }
   // A part of a block: check the whole block first, then decode the part.
   const bool whole = a == 0 && b == n_blk;
   uint32_t crc = 0;
   if (checked) {
     crc = Crc32Update(BlockCrcSeed(block, static_cast<uint32_t>(off)), bh, sizeof(bh));
     if (!whole) {
-      TINYSEG_RETURN_IF_ERROR(VerifyBlock(body, len - kBlockHeaderBytes, crc, expected));
+      TINYSEG_RETURN_IF_ERROR(VerifyBlock(body, len - kBlockHeaderBytes, crc));
     }
   }
   uint32_t* running = checked && whole ? &crc : nullptr;
@@ -611,7 +624,11 @@ Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b,
   } else {
     TINYSEG_RETURN_IF_ERROR(DecodeCompressed(body, n_blk, count, a, b, bh + 4, dst, running));
   }
-  if (running && Crc32Final(crc) != expected) return Status::kChecksumMismatch;
+  if (running) {
+    uint8_t c[kBlockCrcBytes];
+    TINYSEG_RETURN_IF_ERROR(source_->Read(off + len, c, sizeof(c)));
+    if (Crc32Final(crc) != GetU32(c)) return Status::kChecksumMismatch;
+  }
   return Status::kOk;
 }
 

@@ -471,21 +471,16 @@ Status SpillManager::StreamFlush(SpillStream* st, int area, bool pad) {
 }
 
 // Encodes the accumulated block and records its offset in the index.
-// The block goes to area 1 first: its index entry (area 0) needs its check.
 Status SpillManager::StreamBlock(SpillStream* st) {
+  uint8_t entry[kIndexEntryBytes];
   const uint32_t off = st->data_end;
+  for (size_t i = 0; i < kIndexEntryBytes; ++i) entry[i] = static_cast<uint8_t>(off >> (8 * i));
+  TINYSEG_RETURN_IF_ERROR(StreamWrite(st, 0, entry, sizeof(entry)));
   const uint32_t block = (st->appended - st->acc_fill) / st->block_bytes;
   StreamUnitSink sink(*this, st);
   size_t encoded = 0;
-  uint32_t crc = 0;
   TINYSEG_RETURN_IF_ERROR(EncodeBlock(st->accumulator, st->acc_fill, st->elem_size, block, off,
-                                      sink, &encoded, checks_ ? &crc : nullptr));
-  uint8_t entry[kIndexEntryBytes + kBlockCrcBytes];
-  for (size_t i = 0; i < 4; ++i) {
-    entry[i] = static_cast<uint8_t>(off >> (8 * i));
-    entry[4 + i] = static_cast<uint8_t>(crc >> (8 * i));
-  }
-  TINYSEG_RETURN_IF_ERROR(StreamWrite(st, 0, entry, IndexEntryBytes(checks_)));
+                                      checks_, sink, &encoded));
   st->data_end += static_cast<uint32_t>(encoded);
   st->acc_fill = 0;
   return Status::kOk;
@@ -511,9 +506,9 @@ Status SpillManager::BeginStream(uint32_t slot, size_t total_bytes, uint32_t ele
                            checks_};
   TINYSEG_RETURN_IF_ERROR(ValidateCodecParams(total_bytes, params));
   const uint64_t nb = NumBlocks(total_bytes, params.block_bytes);
-  const uint64_t meta = StreamMetaBytes(static_cast<size_t>(nb), checks_);
+  const uint64_t meta = StreamMetaBytes(static_cast<size_t>(nb));
   const uint64_t data_start = (meta + program_size_ - 1) / program_size_ * program_size_;
-  const uint64_t worst = data_start + nb * kBlockHeaderBytes + total_bytes;
+  const uint64_t worst = data_start + nb * BlockOverheadBytes(checks_) + total_bytes;
   const uint64_t reserved = (worst + program_size_ - 1) / program_size_ * program_size_;
   if (reserved > 0xFFFFFFFFull) return Status::kOutOfRange;
   mem_.slots[slot].live = false;  // a new stream replaces the old data
