@@ -218,7 +218,7 @@ struct Outcome {
 // One device, one erase queue, one manager, and the workload.
 class Rig {
  public:
-  Rig(BlockDevice& inner, uint8_t* storage, bool use_ring)
+  Rig(BlockDevice& inner, uint8_t* storage, bool use_ring, bool check_ram = true)
       : dev_(inner), storage_(storage), sync_(dev_) {
     const Geometry& g = inner.geometry();
     slots_.resize(4);
@@ -233,6 +233,7 @@ class Rig {
     }
     SpillConfig cfg;
     cfg.region_size = g.total_size;
+    cfg.check_ram = check_ram;
     SpillMemory mem;
     mem.slots = slots_.data();
     mem.num_slots = slots_.size();
@@ -578,6 +579,25 @@ TEST(ChecksOffOnlyForRamWhenConfigured) {
   std::vector<uint8_t> back(t.a.size());
   CHECK_OK(on_ram.Fetch(0, back.data(), back.size()));
   CHECK(back == t.a);
+}
+
+// The same flips on a RAM device with the check off (check_ram = false):
+// what the check catches, and proof that this suite can see wrong data.
+TEST(UncheckedRamReturnsWrongDataWithOk) {
+  std::vector<uint8_t> mem(64 * 1024);
+  RamBlockDevice ram(Geometry{1, 1, 4096, mem.size()}, mem.data());
+  CHECK_OK(ram.Init());
+  Rig rig(ram, mem.data(), false, /*check_ram=*/false);
+  CHECK_OK(rig.Init());
+  CHECK(!rig.manager().checks_blocks());
+  Counts c;
+  BitFlips(rig, Tensors(42), &c);
+  std::printf("ram, checks off: bit flips: %llu, detected %llu, harmless %llu, wrong-with-OK %llu\n",
+              static_cast<unsigned long long>(c.flips),
+              static_cast<unsigned long long>(c.detected),
+              static_cast<unsigned long long>(c.harmless),
+              static_cast<unsigned long long>(c.wrong_ok));
+  CHECK(c.wrong_ok > 0);
 }
 
 TEST(Summary) {

@@ -87,9 +87,9 @@ constexpr uint8_t kRetireAfterFailures = 3;
 
 struct SectorInfo {
   SectorState state = SectorState::kDirty;
+  uint8_t failures = 0;    // see kRetireAfterFailures
   EraseTicket ticket = 0;  // valid while kErasing
   uint32_t erases = 0;     // erases issued by this manager
-  uint8_t failures = 0;    // see kRetireAfterFailures
 };
 
 struct SpillConfig {
