@@ -294,6 +294,7 @@ def schedule_tool(tmp_path_factory) -> Path:
                     str(ROOT / "tflm_ops/tools/chain_schedule_check.cc"),
                     str(ROOT / "tflm_ops/core/src/chain_schedule.cc"),
                     str(ROOT / "tflm_ops/core/src/codec.cc"),  # StatusName
+                    str(ROOT / "tflm_ops/core/src/crc32.cc"),  # the codec's block check
                     "-o", str(exe)], check=True)
     return exe
 

@@ -177,6 +177,18 @@ bool ReadFetched(const Options& options, int32_t i, FetchedOption* out) {
   return rt;
 }
 
+const char* StorageFaultHint(::tinyseg::Status s) {
+  switch (s) {
+    case ::tinyseg::Status::kChecksumMismatch:
+      return " (the stored bytes fail their CRC-32 check: flash bit error or torn write;"
+             " this inference is lost, the next one spills afresh)";
+    case ::tinyseg::Status::kIoError:
+      return " (the storage device failed; the next inference retries)";
+    default:
+      return "";
+  }
+}
+
 TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes,
                        const char* op) {
   const ::tinyseg::SpillSlot* s = rt.spill->slot(slot);
@@ -205,9 +217,9 @@ TfLiteStatus Fetch(::tinyseg::Runtime& rt, uint32_t slot, size_t offset,
   if (length == 0) return kTfLiteOk;
   const ::tinyseg::Status s = rt.spill->FetchRange(slot, offset, length, dst);
   if (!::tinyseg::Ok(s)) {
-    MicroPrintf("%s: fetching %u bytes of slot %u failed: %s", op,
+    MicroPrintf("%s: fetching %u bytes of slot %u failed: %s%s", op,
                 static_cast<unsigned>(length), static_cast<unsigned>(slot),
-                ::tinyseg::StatusName(s));
+                ::tinyseg::StatusName(s), StorageFaultHint(s));
     return kTfLiteError;
   }
   ++rt.stats.fetches;

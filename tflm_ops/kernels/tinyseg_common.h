@@ -185,6 +185,10 @@ bool ReadFetched(const Options& options, int32_t i, FetchedOption* out);
 // The attached runtime, or nullptr without a word (for kernels that only report statistics).
 ::tinyseg::Runtime* PeekRuntime(TfLiteContext* context);
 
+// What a storage failure means, for the message that reports it: the stored
+// bytes failed their CRC-32, or the device failed; "" for other statuses.
+const char* StorageFaultHint(::tinyseg::Status s);
+
 // Checks that `slot` holds a live spilled tensor of exactly `raw_bytes`.
 TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes,
                        const char* op);

@@ -77,8 +77,9 @@ TfLiteStatus VerifySpill(::tinyseg::Runtime& rt, const SpillOpData& data,
     const size_t n = bytes - off < chunk ? bytes - off : chunk;
     const ::tinyseg::Status s = rt.spill->FetchRange(data.slot, off, n, staging);
     if (!::tinyseg::Ok(s) || std::memcmp(staging, victim + off, n) != 0) {
-      MicroPrintf("Spill: slot %u does not read back (%s)",
-                  static_cast<unsigned>(data.slot), ::tinyseg::StatusName(s));
+      MicroPrintf("Spill: slot %u does not read back (%s)%s",
+                  static_cast<unsigned>(data.slot), ::tinyseg::StatusName(s),
+                  tinyseg_ops::StorageFaultHint(s));
       return kTfLiteError;
     }
   }
@@ -108,9 +109,9 @@ TfLiteStatus SpillEval(TfLiteContext* context, TfLiteNode* node) {
     return kTfLiteError;
   }
   if (!::tinyseg::Ok(s)) {
-    MicroPrintf("Spill: spilling %u bytes to slot %u failed: %s",
+    MicroPrintf("Spill: spilling %u bytes to slot %u failed: %s%s",
                 static_cast<unsigned>(bytes), static_cast<unsigned>(data.slot),
-                ::tinyseg::StatusName(s));
+                ::tinyseg::StatusName(s), tinyseg_ops::StorageFaultHint(s));
     return kTfLiteError;
   }
   ++rt->stats.spills;

@@ -1585,8 +1585,14 @@ void CountOptimizedRow(const EvalState& v) {
   uint8_t* dst = nullptr;
   TINYSEG_RETURN_IF_ERROR(s.ring.Reserve(row, keep, &dst));
   const size_t bytes = static_cast<size_t>(s.row_bytes);
-  TINYSEG_RETURN_IF_ERROR(v.rt->spill->FetchRange(static_cast<uint32_t>(s.fetch_slot),
-                                                  static_cast<size_t>(row) * bytes, bytes, dst));
+  const ::tinyseg::Status st = v.rt->spill->FetchRange(static_cast<uint32_t>(s.fetch_slot),
+                                                      static_cast<size_t>(row) * bytes, bytes, dst);
+  if (!::tinyseg::Ok(st)) {
+    MicroPrintf("StreamChain: fetching row %d of slot %u failed: %s%s", static_cast<int>(row),
+                static_cast<unsigned>(s.fetch_slot), ::tinyseg::StatusName(st),
+                tinyseg_ops::StorageFaultHint(st));
+    return st;
+  }
   ++v.rt->stats.fetches;
   v.rt->stats.fetched_bytes += bytes;
   return ::tinyseg::Status::kOk;
@@ -1646,15 +1652,16 @@ TfLiteStatus StreamEval(TfLiteContext* context, TfLiteNode* node) {
                       [&v](int32_t t, int32_t row) { return FetchRow(v, t, row); });
   }
   if (!::tinyseg::Ok(st)) {
-    MicroPrintf("StreamChain: running the chain failed: %s", ::tinyseg::StatusName(st));
+    MicroPrintf("StreamChain: running the chain failed: %s%s", ::tinyseg::StatusName(st),
+                tinyseg_ops::StorageFaultHint(st));
     return kTfLiteError;
   }
   for (int32_t k = 0; k < d->num_spill; ++k) {
     ::tinyseg::SpillStream& stream = v.tab.stream(k);
     const ::tinyseg::Status end = v.rt->spill->EndStream(&stream);
     if (!::tinyseg::Ok(end)) {
-      MicroPrintf("StreamChain: closing the row stream of slot %u failed: %s", static_cast<unsigned>(stream.slot),
-                  ::tinyseg::StatusName(end));
+      MicroPrintf("StreamChain: closing the row stream of slot %u failed: %s%s", static_cast<unsigned>(stream.slot),
+                  ::tinyseg::StatusName(end), tinyseg_ops::StorageFaultHint(end));
       return kTfLiteError;
     }
     ++v.rt->stats.spills;

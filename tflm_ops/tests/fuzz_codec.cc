@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tinyseg/codec.h"
+#include "tinyseg/crc32.h"
 
 using namespace tinyseg;
 
@@ -37,18 +38,37 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (std::memcmp(dec.data(), t + off, l) != 0) std::abort();
   }
 
-  // A valid stream with one byte flipped: reaches deep decoder paths.
-  if (len > 0) {
+  // A valid stream with one bit flipped: the block checks must refuse it.
+  const size_t flip = (static_cast<size_t>(data[size - 2]) * 7919u + size) % len;
+  const uint8_t bit = static_cast<uint8_t>(1u << (data[size - 1] & 7));
+  {
     std::vector<uint8_t> bad(enc.begin(), enc.begin() + static_cast<long>(len));
-    bad[(static_cast<size_t>(data[size - 2]) * 7919u + size) % len] ^=
-        static_cast<uint8_t>(1u << (data[size - 1] & 7));
+    bad[flip] ^= bit;
     MemorySource bsrc(bad.data(), bad.size());
+    std::vector<uint8_t> sink(n + 1);
+    if (Ok(DecodeAll(bsrc, sink.data(), sink.size(), nullptr))) std::abort();
+  }
+  // The same on an unchecked stream: reaches deep decoder paths, never crashes.
+  {
+    CodecParams q = p;
+    q.block_crc = false;
+    std::vector<uint8_t> bad(WorstCaseEncodedSize(n, q));
+    size_t blen = 0;
+    if (!Ok(EncodeToBuffer(t, n, q, bad.data(), bad.size(), &blen, nullptr))) std::abort();
+    if (flip >= kStreamHeaderBytes && flip < blen) bad[flip] ^= bit;
+    MemorySource bsrc(bad.data(), blen);
     std::vector<uint8_t> sink(n + 1);
     (void)DecodeAll(bsrc, sink.data(), sink.size(), nullptr);
   }
 
-  // The raw input as a (mostly corrupt) stream.
-  MemorySource raw(data, size);
+  // The raw input as a (mostly corrupt) stream, its header CRC made to match
+  // so the decoder looks past the header.
+  std::vector<uint8_t> raw_bytes(data, data + size);
+  if (size >= kStreamHeaderBytes) {
+    const uint32_t c = Crc32(raw_bytes.data(), 16);
+    for (int i = 0; i < 4; ++i) raw_bytes[16 + i] = static_cast<uint8_t>(c >> (8 * i));
+  }
+  MemorySource raw(raw_bytes.data(), raw_bytes.size());
   StreamHeader h;
   if (Ok(ReadStreamHeader(raw, &h)) && h.total_bytes <= (1u << 20)) {
     std::vector<uint8_t> sink(h.total_bytes);

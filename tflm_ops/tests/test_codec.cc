@@ -47,14 +47,15 @@ bool RoundTrip(const std::vector<uint8_t>& t, CodecParams p) {
   if (enc.size() > WorstCaseEncodedSize(t.size(), p)) return false;
   // Per block: encoded size <= header + block bytes.
   const size_t nb = NumBlocks(t.size(), p.block_bytes);
+  const size_t entry = kIndexEntryBytes;
   for (size_t b = 0; b < nb; ++b) {
     uint32_t off, next;
-    std::memcpy(&off, &enc[kStreamHeaderBytes + 4 * b], 4);  // host is LE
-    if (b + 1 < nb) std::memcpy(&next, &enc[kStreamHeaderBytes + 4 * (b + 1)], 4);
+    std::memcpy(&off, &enc[kStreamHeaderBytes + entry * b], 4);  // host is LE
+    if (b + 1 < nb) std::memcpy(&next, &enc[kStreamHeaderBytes + entry * (b + 1)], 4);
     else next = static_cast<uint32_t>(enc.size());
     size_t blen = t.size() - b * p.block_bytes;
     if (blen > p.block_bytes) blen = p.block_bytes;
-    if (next - off > kBlockHeaderBytes + blen) return false;
+    if (next - off > BlockOverheadBytes(p.block_crc) + blen) return false;
   }
   MemorySource src(enc.data(), enc.size());
   std::vector<uint8_t> dec(t.size() + 1, 0xAB);
@@ -77,6 +78,7 @@ TEST(RandomRoundTrip) {
         std::vector<uint8_t> t(n * es);
         for (auto& b : t) b = static_cast<uint8_t>(rng.Next());
         CHECK(RoundTrip(t, CodecParams{es, bb}));
+        CHECK(RoundTrip(t, CodecParams{es, bb, false}));
       }
     }
   }
@@ -107,7 +109,7 @@ TEST(ConstantTensorIsHeaderOnly) {
     EncodeStats st;
     std::vector<uint8_t> enc = Encoded(t, p, &st);
     const size_t nb = NumBlocks(t.size(), 512);
-    CHECK_EQ(enc.size(), kStreamHeaderBytes + nb * (kIndexEntryBytes + kBlockHeaderBytes));
+    CHECK_EQ(enc.size(), kStreamHeaderBytes + nb * (kIndexEntryBytes + BlockOverheadBytes(true)));
     CHECK_EQ(st.constant_blocks, nb);
     CHECK(RoundTrip(t, p));
   }
@@ -213,8 +215,8 @@ TEST(DominantValueFoundForWideElements) {
   }
   CodecParams p{2, 2000};
   std::vector<uint8_t> enc = Encoded(t, p);
-  CHECK(enc.size() > kStreamHeaderBytes + 4 + kBlockHeaderBytes);
-  const uint8_t* bh = &enc[kStreamHeaderBytes + 4];
+  CHECK(enc.size() > kStreamHeaderBytes + kIndexEntryBytes + kBlockHeaderBytes);
+  const uint8_t* bh = &enc[kStreamHeaderBytes + kIndexEntryBytes];
   CHECK_EQ(bh[0], static_cast<uint8_t>(BlockMode::kCompressed));
   uint16_t rep;
   std::memcpy(&rep, bh + 4, 2);
@@ -274,15 +276,15 @@ TEST(CorruptStreamsRejectedWithoutCrash) {
   std::vector<uint8_t> dst(t.size());
   {
     std::vector<uint8_t> bad = enc;
-    bad[0] ^= 1;  // magic
+    bad[0] ^= 1;  // magic: the header's own CRC no longer matches
     MemorySource src(bad.data(), bad.size());
-    CHECK_STATUS(DecodeAll(src, dst.data(), dst.size(), nullptr), Status::kCorrupt);
+    CHECK_STATUS(DecodeAll(src, dst.data(), dst.size(), nullptr), Status::kChecksumMismatch);
   }
   // Every truncation fails cleanly.
   for (size_t cut = 0; cut < enc.size(); ++cut) {
     MemorySource src(enc.data(), cut);
     const Status s = DecodeAll(src, dst.data(), dst.size(), nullptr);
-    CHECK(s == Status::kCorrupt || s == Status::kOutOfRange);
+    CHECK(s == Status::kCorrupt || s == Status::kOutOfRange || s == Status::kChecksumMismatch);
   }
   // Random byte flips: any status, but never a crash or out-of-bounds access.
   for (int i = 0; i < 2000; ++i) {
@@ -295,6 +297,52 @@ TEST(CorruptStreamsRejectedWithoutCrash) {
   std::vector<uint8_t> small(10);
   MemorySource src(enc.data(), enc.size());
   CHECK_STATUS(DecodeAll(src, small.data(), small.size(), nullptr), Status::kBufferTooSmall);
+}
+
+// With block checks, every single-bit flip anywhere in a stream (header,
+// index, block headers, bitmaps, values) fails the decode, whole or by range.
+TEST(EverySingleBitFlipDetected) {
+  Rng rng(11);
+  for (uint32_t es : {1u, 2u, 4u}) {
+    std::vector<uint8_t> t = Skewed(150, es, 700, rng);
+    for (size_t i = 0; i < 16 * es; ++i) t[i] = static_cast<uint8_t>(rng.Next());  // a raw block
+    std::vector<uint8_t> enc = Encoded(t, CodecParams{es, 16 * es});
+    CHECK(!enc.empty());
+    std::vector<uint8_t> dst(t.size());
+    size_t flips = 0, detected = 0;
+    for (size_t byte = 0; byte < enc.size(); ++byte) {
+      for (int bit = 0; bit < 8; ++bit) {
+        enc[byte] ^= static_cast<uint8_t>(1u << bit);
+        MemorySource src(enc.data(), enc.size());
+        ++flips;
+        if (!Ok(DecodeAll(src, dst.data(), dst.size(), nullptr))) ++detected;
+        // A range inside one block (the partial-block path).
+        const Status r = DecodeRange(src, 3 * es, 5 * es, dst.data());
+        CHECK(!Ok(r) || std::memcmp(dst.data(), &t[3 * es], 5 * es) == 0);
+        enc[byte] ^= static_cast<uint8_t>(1u << bit);
+      }
+    }
+    CHECK_EQ(detected, flips);
+  }
+}
+
+TEST(UncheckedStreamsStillCheckTheirHeader) {
+  Rng rng(12);
+  std::vector<uint8_t> t = Skewed(300, 1, 600, rng);
+  std::vector<uint8_t> enc = Encoded(t, CodecParams{1, 64, false});
+  // Unchecked: the blocks have no 4-byte check, nothing else changes.
+  CHECK_EQ(Encoded(t, CodecParams{1, 64}).size(),
+           enc.size() + NumBlocks(t.size(), 64) * kBlockCrcBytes);
+  std::vector<uint8_t> dst(t.size());
+  for (size_t byte = 0; byte < kStreamHeaderBytes; ++byte) {
+    enc[byte] ^= 0x10;
+    MemorySource src(enc.data(), enc.size());
+    CHECK(!Ok(DecodeAll(src, dst.data(), dst.size(), nullptr)));
+    enc[byte] ^= 0x10;
+  }
+  MemorySource src(enc.data(), enc.size());
+  CHECK_OK(DecodeAll(src, dst.data(), dst.size(), nullptr));
+  CHECK(dst == t);
 }
 
 TINYTEST_MAIN("codec")

@@ -83,6 +83,10 @@ TEST(ThreadQueueFullAndErrors) {
   EraseTicket bad;
   CHECK_OK(q.Submit(123, 4096, &bad));
   CHECK_STATUS(q.Wait(bad), Status::kMisaligned);
+  EraseTicket after;
+  CHECK_OK(q.Submit(0, 4096, &after));
+  CHECK_OK(q.Wait(after));  // a failure is not sticky
+  CHECK_STATUS(q.Wait(bad), Status::kMisaligned);
   CHECK_STATUS(q.Wait(bad + 5), Status::kInvalidArgument);
   // Destruction with queued work joins cleanly.
   ThreadEraseQueue* q2 = new ThreadEraseQueue(b.sim, 8, 1e-3);

@@ -1,6 +1,8 @@
 // Block-wise representative-value codec (see codec.h for the format).
 #include "tinyseg/codec.h"
 
+#include "tinyseg/crc32.h"
+
 #include <cstdint>
 #include <cstring>
 
@@ -212,6 +214,45 @@ Status WriteBlock(const uint8_t* block, uint32_t n, uint32_t es,
   return Status::kOk;
 }
 
+// Passes bytes on to a sink and runs the block check over them.
+class CrcTeeSink final : public ByteSink {
+ public:
+  CrcTeeSink(ByteSink& next, uint32_t state) : next_(next), state_(state) {}
+  Status Write(const uint8_t* data, size_t len) override {
+    state_ = Crc32Update(state_, data, len);
+    return next_.Write(data, len);
+  }
+  // Appends the check itself.
+  Status Finish() {
+    uint8_t c[kBlockCrcBytes];
+    PutU32(c, Crc32Final(state_));
+    return next_.Write(c, sizeof(c));
+  }
+
+ private:
+  ByteSink& next_;
+  uint32_t state_;
+};
+
+// Check state before a block's bytes: block number and offset come first.
+uint32_t BlockCrcSeed(uint32_t block, uint32_t offset) {
+  uint8_t pre[8];
+  PutU32(pre, block);
+  PutU32(pre + 4, offset);
+  return Crc32Update(kCrc32Init, pre, sizeof(pre));
+}
+
+void PutStreamHeader(uint8_t* out, size_t total_bytes, const CodecParams& params) {
+  PutU32(out + 0, kCodecMagic);
+  PutU32(out + 4, static_cast<uint32_t>(total_bytes));
+  PutU32(out + 8, params.block_bytes);
+  out[12] = static_cast<uint8_t>(params.elem_size);
+  out[13] = kCodecVersion;
+  out[14] = params.block_crc ? kFlagBlockCrc : 0;
+  out[15] = 0;
+  PutU32(out + 16, Crc32(out, 16));
+}
+
 inline uint32_t BlockElems(const StreamHeader& h, uint32_t block) {
   const uint32_t start = block * h.block_bytes;
   const uint32_t left = h.total_bytes - start;
@@ -234,6 +275,7 @@ const char* StatusName(Status s) {
     case Status::kNoSpace: return "no_space";
     case Status::kNotFound: return "not_found";
     case Status::kUnsupported: return "unsupported";
+    case Status::kChecksumMismatch: return "checksum_mismatch";
   }
   return "unknown";
 }
@@ -263,7 +305,8 @@ Status ValidateCodecParams(size_t total_bytes, const CodecParams& params) {
   const uint64_t nb = (static_cast<uint64_t>(total_bytes) + params.block_bytes - 1) /
                       params.block_bytes;
   const uint64_t worst = kStreamHeaderBytes +
-                         nb * (kIndexEntryBytes + kBlockHeaderBytes) + total_bytes;
+                         nb * (kIndexEntryBytes + BlockOverheadBytes(params.block_crc)) +
+                         total_bytes;
   if (worst > 0xFFFFFFFFull || worst > static_cast<uint64_t>(SIZE_MAX)) {
     return Status::kOutOfRange;
   }
@@ -275,11 +318,14 @@ size_t NumBlocks(size_t total_bytes, uint32_t block_bytes) {
   return (total_bytes + block_bytes - 1) / block_bytes;
 }
 
+size_t StreamMetaBytes(size_t num_blocks) {
+  return kStreamHeaderBytes + num_blocks * kIndexEntryBytes;
+}
+
 size_t WorstCaseEncodedSize(size_t total_bytes, const CodecParams& params) {
   if (!Ok(ValidateCodecParams(total_bytes, params))) return 0;
   const size_t nb = NumBlocks(total_bytes, params.block_bytes);
-  return kStreamHeaderBytes + nb * (kIndexEntryBytes + kBlockHeaderBytes) +
-         total_bytes;
+  return StreamMetaBytes(nb) + nb * BlockOverheadBytes(params.block_crc) + total_bytes;
 }
 
 Status MeasureEncodedSize(const uint8_t* data, size_t size,
@@ -290,12 +336,13 @@ Status MeasureEncodedSize(const uint8_t* data, size_t size,
   TINYSEG_RETURN_IF_ERROR(ValidateCodecParams(size, params));
   const uint32_t es = params.elem_size;
   const size_t nb = NumBlocks(size, params.block_bytes);
-  size_t total = kStreamHeaderBytes + nb * kIndexEntryBytes;
+  size_t total = StreamMetaBytes(nb);
+  const size_t check = params.block_crc ? kBlockCrcBytes : 0;
   for (size_t b = 0; b < nb; ++b) {
     const size_t start = b * params.block_bytes;
     const size_t len =
         (size - start < params.block_bytes) ? size - start : params.block_bytes;
-    total += PlanBlock(data + start, static_cast<uint32_t>(len / es), es).encoded;
+    total += PlanBlock(data + start, static_cast<uint32_t>(len / es), es).encoded + check;
   }
   *encoded_size = total;
   return Status::kOk;
@@ -310,16 +357,12 @@ Status Encode(const uint8_t* data, size_t size, const CodecParams& params,
   const size_t nb = NumBlocks(size, bb);
 
   uint8_t hdr[kStreamHeaderBytes];
-  PutU32(hdr + 0, kCodecMagic);
-  PutU32(hdr + 4, static_cast<uint32_t>(size));
-  PutU32(hdr + 8, bb);
-  hdr[12] = static_cast<uint8_t>(es);
-  hdr[13] = kCodecVersion;
-  PutU16(hdr + 14, 0);
+  PutStreamHeader(hdr, size, params);
   TINYSEG_RETURN_IF_ERROR(sink.Write(hdr, sizeof(hdr)));
 
   // Pass 1: block sizes -> index (streamed in chunks of offsets).
-  size_t offset = kStreamHeaderBytes + nb * kIndexEntryBytes;
+  const size_t check = params.block_crc ? kBlockCrcBytes : 0;
+  size_t offset = StreamMetaBytes(nb);
   uint8_t idx[kChunk];
   size_t fill = 0;
   for (size_t b = 0; b < nb; ++b) {
@@ -332,18 +375,26 @@ Status Encode(const uint8_t* data, size_t size, const CodecParams& params,
       TINYSEG_RETURN_IF_ERROR(sink.Write(idx, fill));
       fill = 0;
     }
-    offset += p.encoded;
+    offset += p.encoded + check;
   }
   if (fill) TINYSEG_RETURN_IF_ERROR(sink.Write(idx, fill));
 
   // Pass 2: blocks.
   EncodeStats st;
+  size_t at = StreamMetaBytes(nb);
   for (size_t b = 0; b < nb; ++b) {
     const size_t start = b * bb;
     const size_t len = (size - start < bb) ? size - start : bb;
     const uint32_t n = static_cast<uint32_t>(len / es);
     const BlockPlan p = PlanBlock(data + start, n, es);
-    TINYSEG_RETURN_IF_ERROR(WriteBlock(data + start, n, es, p, sink));
+    if (params.block_crc) {
+      CrcTeeSink tee(sink, BlockCrcSeed(static_cast<uint32_t>(b), static_cast<uint32_t>(at)));
+      TINYSEG_RETURN_IF_ERROR(WriteBlock(data + start, n, es, p, tee));
+      TINYSEG_RETURN_IF_ERROR(tee.Finish());
+    } else {
+      TINYSEG_RETURN_IF_ERROR(WriteBlock(data + start, n, es, p, sink));
+    }
+    at += p.encoded + check;
     switch (p.mode) {
       case BlockMode::kRaw: ++st.raw_blocks; break;
       case BlockMode::kCompressed: ++st.compressed_blocks; break;
@@ -359,17 +410,17 @@ Status EncodeStreamHeader(size_t total_bytes, const CodecParams& params,
                           uint8_t out[kStreamHeaderBytes]) {
   if (out == nullptr) return Status::kInvalidArgument;
   TINYSEG_RETURN_IF_ERROR(ValidateCodecParams(total_bytes, params));
-  PutU32(out + 0, kCodecMagic);
-  PutU32(out + 4, static_cast<uint32_t>(total_bytes));
-  PutU32(out + 8, params.block_bytes);
-  out[12] = static_cast<uint8_t>(params.elem_size);
-  out[13] = kCodecVersion;
-  PutU16(out + 14, 0);
+  PutStreamHeader(out, total_bytes, params);
   return Status::kOk;
 }
 
 Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size, ByteSink& sink,
                    size_t* encoded) {
+  return EncodeBlock(data, size, elem_size, 0, 0, false, sink, encoded);
+}
+
+Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size, uint32_t block,
+                   uint32_t offset, bool check, ByteSink& sink, size_t* encoded) {
   if (data == nullptr || encoded == nullptr || size == 0 ||
       (elem_size != 1 && elem_size != 2 && elem_size != 4) || size % elem_size != 0 ||
       size > kMaxBlockBytes) {
@@ -377,6 +428,13 @@ Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size, ByteSin
   }
   const uint32_t n = static_cast<uint32_t>(size / elem_size);
   const BlockPlan p = PlanBlock(data, n, elem_size);
+  if (check) {
+    CrcTeeSink tee(sink, BlockCrcSeed(block, offset));
+    TINYSEG_RETURN_IF_ERROR(WriteBlock(data, n, elem_size, p, tee));
+    TINYSEG_RETURN_IF_ERROR(tee.Finish());
+    *encoded = p.encoded + kBlockCrcBytes;
+    return Status::kOk;
+  }
   TINYSEG_RETURN_IF_ERROR(WriteBlock(data, n, elem_size, p, sink));
   *encoded = p.encoded;
   return Status::kOk;
@@ -397,22 +455,25 @@ Status ReadStreamHeader(ByteSource& source, StreamHeader* header) {
   uint8_t hdr[kStreamHeaderBytes];
   if (source.Size() < kStreamHeaderBytes) return Status::kCorrupt;
   TINYSEG_RETURN_IF_ERROR(source.Read(0, hdr, sizeof(hdr)));
+  if (Crc32(hdr, 16) != GetU32(hdr + 16)) return Status::kChecksumMismatch;
   if (GetU32(hdr) != kCodecMagic || hdr[13] != kCodecVersion ||
-      GetU16(hdr + 14) != 0) {
+      (hdr[14] & ~kFlagBlockCrc) != 0 || hdr[15] != 0) {
     return Status::kCorrupt;
   }
   CodecParams p;
   p.elem_size = hdr[12];
   p.block_bytes = GetU32(hdr + 8);
+  p.block_crc = (hdr[14] & kFlagBlockCrc) != 0;
   const uint32_t total = GetU32(hdr + 4);
   if (!Ok(ValidateCodecParams(total, p))) return Status::kCorrupt;
   const size_t nb = NumBlocks(total, p.block_bytes);
-  const size_t min_size = kStreamHeaderBytes + nb * (kIndexEntryBytes + kBlockHeaderBytes);
+  const size_t min_size = StreamMetaBytes(nb) + nb * BlockOverheadBytes(p.block_crc);
   if (source.Size() < min_size) return Status::kCorrupt;
   header->total_bytes = total;
   header->block_bytes = p.block_bytes;
   header->elem_size = p.elem_size;
   header->num_blocks = static_cast<uint32_t>(nb);
+  header->block_crc = p.block_crc;
   return Status::kOk;
 }
 
@@ -423,45 +484,28 @@ Status StreamReader::Open(ByteSource& source) {
   return Status::kOk;
 }
 
-Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b,
-                                     uint8_t* dst) {
+// Reads the block [off, off + len) in kChunk pieces through the check.
+// (the block's check follows at off + len).
+Status StreamReader::VerifyBlock(size_t off, size_t len, uint32_t crc) {
+  uint8_t buf[kChunk];
+  for (size_t done = 0; done < len; done += kChunk) {
+    const size_t n = (len - done < kChunk) ? len - done : kChunk;
+    TINYSEG_RETURN_IF_ERROR(source_->Read(off + done, buf, n));
+    crc = Crc32Update(crc, buf, n);
+  }
+  TINYSEG_RETURN_IF_ERROR(source_->Read(off + len, buf, kBlockCrcBytes));
+  return Crc32Final(crc) == GetU32(buf) ? Status::kOk : Status::kChecksumMismatch;
+}
+
+// Elements [a, b) of a compressed block whose body starts at `body`. With
+// crc non-null the call decodes the whole block and runs the check over the
+// bitmap and the packed values in stored order (they are each read once).
+Status StreamReader::DecodeCompressed(size_t body, uint32_t n_blk, uint32_t count,
+                                      uint32_t a, uint32_t b, const uint8_t* rep,
+                                      uint8_t* dst, uint32_t* crc) {
   const uint32_t es = header_.elem_size;
-  const uint32_t n_blk = BlockElems(header_, block);
-  uint8_t ib[kIndexEntryBytes];
-  TINYSEG_RETURN_IF_ERROR(source_->Read(
-      kStreamHeaderBytes + static_cast<size_t>(block) * kIndexEntryBytes, ib,
-      sizeof(ib)));
-  const size_t off = GetU32(ib);
-  const size_t data_start = kStreamHeaderBytes +
-                            static_cast<size_t>(header_.num_blocks) * kIndexEntryBytes;
-  const size_t size = source_->Size();
-  if (off < data_start || off > size || size - off < kBlockHeaderBytes) {
-    return Status::kCorrupt;
-  }
-  uint8_t bh[kBlockHeaderBytes];
-  TINYSEG_RETURN_IF_ERROR(source_->Read(off, bh, sizeof(bh)));
-  const uint8_t mode = bh[0];
-  const uint32_t count = GetU16(bh + 2);
-  const size_t body = off + kBlockHeaderBytes;
-  const uint32_t n = b - a;
-  if (bh[1] != 0) return Status::kCorrupt;
-
-  if (mode == static_cast<uint8_t>(BlockMode::kRaw)) {
-    if (size - body < static_cast<size_t>(n_blk) * es) return Status::kCorrupt;
-    return source_->Read(body + static_cast<size_t>(a) * es, dst,
-                         static_cast<size_t>(n) * es);
-  }
-  if (mode == static_cast<uint8_t>(BlockMode::kConstant)) {
-    for (uint32_t i = 0; i < n; ++i) CopyElem(dst + i * es, bh + 4, es);
-    return Status::kOk;
-  }
-  if (mode != static_cast<uint8_t>(BlockMode::kCompressed)) return Status::kCorrupt;
-
   const size_t bitmap_bytes = (n_blk + 7) / 8;
-  if (count > n_blk ||
-      size - body < bitmap_bytes + static_cast<size_t>(count) * es) {
-    return Status::kCorrupt;
-  }
+  const uint32_t n = b - a;
   // Pass A: s = popcount(bits[0, a)), m = popcount(bits[a, b)).
   uint8_t buf[kChunk];
   const size_t need = (b + 7) / 8;  // bitmap bytes covering [0, b)
@@ -469,6 +513,7 @@ Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b,
   for (size_t byte0 = 0; byte0 < need; byte0 += kChunk) {
     const size_t nb = (need - byte0 < kChunk) ? need - byte0 : kChunk;
     TINYSEG_RETURN_IF_ERROR(source_->Read(body + byte0, buf, nb));
+    if (crc) *crc = Crc32Update(*crc, buf, nb);
     for (size_t k = 0; k < nb; ++k) {
       const uint32_t e0 = static_cast<uint32_t>((byte0 + k) * 8);
       uint8_t v = buf[k];
@@ -486,6 +531,7 @@ Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b,
     }
   }
   if (static_cast<size_t>(s) + m > count) return Status::kCorrupt;
+  if (crc && m != count) return Status::kChecksumMismatch;  // whole block: bitmap disagrees
   // Packed others for [a, b) go to the tail of dst, then expand in place
   // front to back (never overtakes an unread packed value).
   uint8_t* packed = dst + static_cast<size_t>(n - m) * es;
@@ -493,6 +539,7 @@ Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b,
     TINYSEG_RETURN_IF_ERROR(source_->Read(
         body + bitmap_bytes + static_cast<size_t>(s) * es, packed,
         static_cast<size_t>(m) * es));
+    if (crc) *crc = Crc32Update(*crc, packed, static_cast<size_t>(m) * es);
   }
   const bool cached = need <= kChunk;  // whole [0, b) bitmap still in buf
   uint32_t used = 0;
@@ -517,8 +564,70 @@ Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b,
       if (from != out) CopyElem(out, from, es);
       ++used;
     } else {
-      CopyElem(out, bh + 4, es);
+      CopyElem(out, rep, es);
     }
+  }
+  return Status::kOk;
+}
+
+Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b,
+                                     uint8_t* dst) {
+  const uint32_t es = header_.elem_size;
+  const uint32_t n_blk = BlockElems(header_, block);
+  const bool checked = header_.block_crc;
+  uint8_t ib[kIndexEntryBytes];
+  TINYSEG_RETURN_IF_ERROR(source_->Read(
+      kStreamHeaderBytes + static_cast<size_t>(block) * kIndexEntryBytes, ib, sizeof(ib)));
+  const size_t off = GetU32(ib);
+  const size_t data_start = StreamMetaBytes(header_.num_blocks);
+  const size_t size = source_->Size();
+  if (off < data_start || off > size || size - off < kBlockHeaderBytes) {
+    return checked ? Status::kChecksumMismatch : Status::kCorrupt;
+  }
+  uint8_t bh[kBlockHeaderBytes];
+  TINYSEG_RETURN_IF_ERROR(source_->Read(off, bh, sizeof(bh)));
+  const uint8_t mode = bh[0];
+  const uint32_t count = GetU16(bh + 2);
+  const size_t body = off + kBlockHeaderBytes;
+  const uint32_t n = b - a;
+  // Encoded length from the header; a header that makes no sense is corrupt.
+  size_t len = kBlockHeaderBytes;
+  if (bh[1] != 0) return checked ? Status::kChecksumMismatch : Status::kCorrupt;
+  if (mode == static_cast<uint8_t>(BlockMode::kRaw)) {
+    len += static_cast<size_t>(n_blk) * es;
+  } else if (mode == static_cast<uint8_t>(BlockMode::kCompressed)) {
+    if (count > n_blk) return checked ? Status::kChecksumMismatch : Status::kCorrupt;
+    len += (n_blk + 7) / 8 + static_cast<size_t>(count) * es;
+  } else if (mode != static_cast<uint8_t>(BlockMode::kConstant)) {
+    return checked ? Status::kChecksumMismatch : Status::kCorrupt;
+  }
+  if (size - off < len + (checked ? kBlockCrcBytes : 0)) {
+    return checked ? Status::kChecksumMismatch : Status::kCorrupt;
+  }
+  // A part of a block: check the whole block first, then decode the part.
+  const bool whole = a == 0 && b == n_blk;
+  uint32_t crc = 0;
+  if (checked) {
+    crc = Crc32Update(BlockCrcSeed(block, static_cast<uint32_t>(off)), bh, sizeof(bh));
+    if (!whole) {
+      TINYSEG_RETURN_IF_ERROR(VerifyBlock(body, len - kBlockHeaderBytes, crc));
+    }
+  }
+  uint32_t* running = checked && whole ? &crc : nullptr;
+
+  if (mode == static_cast<uint8_t>(BlockMode::kRaw)) {
+    TINYSEG_RETURN_IF_ERROR(source_->Read(body + static_cast<size_t>(a) * es, dst,
+                                          static_cast<size_t>(n) * es));
+    if (running) crc = Crc32Update(crc, dst, static_cast<size_t>(n) * es);
+  } else if (mode == static_cast<uint8_t>(BlockMode::kConstant)) {
+    for (uint32_t i = 0; i < n; ++i) CopyElem(dst + i * es, bh + 4, es);
+  } else {
+    TINYSEG_RETURN_IF_ERROR(DecodeCompressed(body, n_blk, count, a, b, bh + 4, dst, running));
+  }
+  if (running) {
+    uint8_t c[kBlockCrcBytes];
+    TINYSEG_RETURN_IF_ERROR(source_->Read(off + len, c, sizeof(c)));
+    if (Crc32Final(crc) != GetU32(c)) return Status::kChecksumMismatch;
   }
   return Status::kOk;
 }

@@ -3,6 +3,20 @@
 
 namespace tinyseg {
 
+void FailedTickets::Record(EraseTicket ticket, Status status) {
+  if (ticket_[next_] != 0 && ticket_[next_] > dropped_upto_) dropped_upto_ = ticket_[next_];
+  ticket_[next_] = ticket;
+  status_[next_] = status;
+  next_ = (next_ + 1) % kSlots;
+}
+
+Status FailedTickets::Of(EraseTicket ticket) const {
+  for (size_t i = 0; i < kSlots; ++i) {
+    if (ticket_[i] == ticket && ticket != 0) return status_[i];
+  }
+  return ticket <= dropped_upto_ ? Status::kIoError : Status::kOk;
+}
+
 Status SyncEraseQueue::Submit(uint64_t addr, uint64_t len, EraseTicket* ticket) {
   if (ticket == nullptr) return Status::kInvalidArgument;
   const Status s = dev_.Erase(addr, len);
@@ -12,17 +26,13 @@ Status SyncEraseQueue::Submit(uint64_t addr, uint64_t len, EraseTicket* ticket) 
     clock_->erase_wait_ns += ns;
   }
   *ticket = ++issued_;
-  if (!Ok(s) && first_error_ticket_ == 0) {
-    first_error_ticket_ = *ticket;
-    first_error_ = s;
-  }
+  if (!Ok(s)) failed_.Record(*ticket, s);
   return Status::kOk;
 }
 
 Status SyncEraseQueue::Wait(EraseTicket ticket) {
   if (ticket > issued_) return Status::kInvalidArgument;
-  if (first_error_ticket_ != 0 && first_error_ticket_ <= ticket) return first_error_;
-  return Status::kOk;
+  return failed_.Of(ticket);
 }
 
 void ModelledEraseQueue::Retire() {
@@ -56,10 +66,7 @@ Status ModelledEraseQueue::Submit(uint64_t addr, uint64_t len, EraseTicket* tick
   r.ticket = ++issued_;
   ++count_;
   *ticket = r.ticket;
-  if (!Ok(s) && first_error_ticket_ == 0) {
-    first_error_ticket_ = r.ticket;
-    first_error_ = s;
-  }
+  if (!Ok(s)) failed_.Record(r.ticket, s);
   return Status::kOk;
 }
 
@@ -82,8 +89,7 @@ Status ModelledEraseQueue::Wait(EraseTicket ticket) {
     }
   }
   Retire();
-  if (first_error_ticket_ != 0 && first_error_ticket_ <= ticket) return first_error_;
-  return Status::kOk;
+  return failed_.Of(ticket);
 }
 
 Status ModelledEraseQueue::AwaitBankIdle(uint64_t addr, uint64_t len) {

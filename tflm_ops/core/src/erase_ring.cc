@@ -30,6 +30,7 @@ Status RingEraseQueue::Init() {
   ring_.busy_us.store(0, kRlx);
   for (uint32_t i = 0; i < kEraseRingCapacity; ++i) ring_.entries[i] = EraseRingEntry{0, 0, 0, 0};
   issued_ = 0;
+  failed_.Clear();
   ring_.magic.store(kEraseRingMagic, kRel);
   return Status::kOk;
 }
@@ -49,9 +50,13 @@ Status RingEraseQueue::Submit(uint64_t addr, uint64_t len, EraseTicket* ticket) 
   if (issued_ - ring_.completed.load(kAcq) >= kEraseRingCapacity) return Status::kBusy;
   const EraseTicket t = issued_ + 1;
   EraseRingEntry& e = EntryFor(ring_, t);
+  // The entry's previous ticket is complete (checked above): keep a failure.
+  if (e.ticket != 0 && e.status != static_cast<int32_t>(Status::kOk)) {
+    failed_.Record(e.ticket, static_cast<Status>(e.status));
+  }
   e.addr = static_cast<uint32_t>(addr);
   e.len = static_cast<uint32_t>(len);
-  e.reserved = 0;
+  e.status = static_cast<int32_t>(Status::kOk);
   e.ticket = t;
   ring_.submitted.store(t, kRel);  // publishes the entry
   issued_ = t;
@@ -66,9 +71,10 @@ Status RingEraseQueue::Wait(EraseTicket ticket) {
     ++blocking_waits_;
     while (ring_.completed.load(kAcq) < ticket) pf_.Relax();
   }
-  const uint32_t bad = ring_.first_error_ticket.load(kAcq);
-  if (bad != 0 && bad <= ticket) return static_cast<Status>(ring_.first_error_status.load(kRlx));
-  return Status::kOk;
+  if (ticket == 0) return Status::kOk;
+  const EraseRingEntry& e = EntryFor(ring_, ticket);
+  if (e.ticket == ticket) return static_cast<Status>(e.status);
+  return failed_.Of(ticket);  // entry reused since: its failure, if any, was kept
 }
 
 bool RingEraseQueue::IsDone(EraseTicket ticket) {
@@ -120,6 +126,7 @@ bool RingEraseWorker::Poll() {
       ring_.erases_done.store(ring_.erases_done.load(kRlx) + e.len / sector, kRlx);
     }
   }
+  if (e.ticket == t) EntryFor(ring_, t).status = static_cast<int32_t>(s);
   if (!Ok(s) && ring_.first_error_ticket.load(kRlx) == 0) {
     ring_.first_error_status.store(static_cast<int32_t>(s), kRlx);
     ring_.first_error_ticket.store(t, kRlx);

@@ -8,19 +8,6 @@ namespace tinyseg {
 namespace remote {
 namespace {
 
-// 256-entry table of the reflected IEEE polynomial, built at compile time.
-struct CrcTable {
-  uint32_t v[256];
-  constexpr CrcTable() : v() {
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1u) ? (0xEDB88320u ^ (c >> 1)) : (c >> 1);
-      v[i] = c;
-    }
-  }
-};
-constexpr CrcTable kCrc;
-
 void PutU16(uint8_t* p, uint16_t v) {
   p[0] = static_cast<uint8_t>(v);
   p[1] = static_cast<uint8_t>(v >> 8);
@@ -56,15 +43,6 @@ const char* RemoteErrorName(RemoteError e) {
     case RemoteError::kStream: return "stream";
   }
   return "unknown";
-}
-
-uint32_t Crc32Update(uint32_t state, const uint8_t* data, size_t len) {
-  for (size_t i = 0; i < len; ++i) state = kCrc.v[(state ^ data[i]) & 0xFFu] ^ (state >> 8);
-  return state;
-}
-
-uint32_t Crc32(const uint8_t* data, size_t len) {
-  return Crc32Update(0xFFFFFFFFu, data, len) ^ 0xFFFFFFFFu;
 }
 
 size_t CobsEncode(const uint8_t* in, size_t len, uint8_t* out, size_t cap) {

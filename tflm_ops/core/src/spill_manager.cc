@@ -120,6 +120,8 @@ Status SpillManager::Init() {
     mem_.sectors[i].state = cfg_.assume_erased ? SectorState::kErased : SectorState::kDirty;
   }
   head_ = 0;
+  checks_ = !dev_.IsRam() || cfg_.check_ram;
+  program_failed_ = false;
   stats_ = SpillStats();
   erases_at_last_inference_ = 0;
   last_inference_erases_ = 0;
@@ -151,17 +153,20 @@ Status SpillManager::SubmitErase(uint32_t sector) {
   Status s = eq_.Submit(addr, erase_size_, &t);
   while (s == Status::kBusy) {
     // Queue full: wait for our oldest pending erase, then retry.
+    // A failed erase there only marks that sector for a fresh erase.
     EraseTicket oldest = 0;
+    size_t which = 0;
     for (size_t i = 0; i < nsec_; ++i) {
       const SectorInfo& si = mem_.sectors[i];
       if (si.state == SectorState::kErasing && (oldest == 0 || si.ticket < oldest)) {
         oldest = si.ticket;
+        which = i;
       }
     }
     if (oldest != 0) {
-      TINYSEG_RETURN_IF_ERROR(eq_.Wait(oldest));
+      (void)SettleErase(static_cast<uint32_t>(which));
     } else {
-      TINYSEG_RETURN_IF_ERROR(eq_.Drain());
+      (void)eq_.Drain();  // tickets not ours: their results are not ours either
     }
     s = eq_.Submit(addr, erase_size_, &t);
   }
@@ -183,21 +188,56 @@ Status SpillManager::PreErase() {
   for (uint64_t i = 0; i < n; ++i) {
     const uint32_t s = static_cast<uint32_t>((first + i) % nsec_);
     if (mid && s == k) break;
-    if (mem_.sectors[s].state != SectorState::kDirty) continue;
+    if (mem_.sectors[s].state != SectorState::kDirty) continue;  // retired ones too
     if (SectorHasLiveData(s)) break;  // the head cannot pass live data anyway
     TINYSEG_RETURN_IF_ERROR(SubmitErase(s));
   }
   return Status::kOk;
 }
 
+// Waits for a sector's erase. A failure marks it dirty again (the next
+// entry re-erases it) and counts towards retiring it.
+Status SpillManager::SettleErase(uint32_t sector) {
+  SectorInfo& si = mem_.sectors[sector];
+  const Status s = eq_.Wait(si.ticket);
+  if (Ok(s)) {
+    si.state = SectorState::kErased;
+    return Status::kOk;
+  }
+  ++stats_.erase_failures;
+  si.state = SectorState::kDirty;
+  NoteFailure(sector);
+  return s;
+}
+
+void SpillManager::NoteFailure(uint32_t sector) {
+  SectorInfo& si = mem_.sectors[sector];
+  if (si.failures < 0xFF) ++si.failures;
+  if (si.failures >= kRetireAfterFailures && si.state != SectorState::kRetired) {
+    si.state = SectorState::kRetired;
+    ++stats_.retired_sectors;
+  }
+}
+
 Status SpillManager::EnsureErased(uint32_t sector) {
   SectorInfo& si = mem_.sectors[sector];
   if (si.state == SectorState::kErased) return Status::kOk;
+  if (si.state == SectorState::kRetired) return Status::kNoSpace;
   if (si.state == SectorState::kDirty) TINYSEG_RETURN_IF_ERROR(SubmitErase(sector));
   if (!eq_.IsDone(si.ticket)) ++stats_.erase_waits;
-  TINYSEG_RETURN_IF_ERROR(eq_.Wait(si.ticket));
-  si.state = SectorState::kErased;
-  return Status::kOk;
+  return SettleErase(sector);
+}
+
+Status SpillManager::Drain() {
+  Status first = Status::kOk;
+  for (size_t i = 0; i < nsec_; ++i) {
+    if (mem_.sectors[i].state != SectorState::kErasing) continue;
+    const Status s = SettleErase(static_cast<uint32_t>(i));
+    if (Ok(first)) first = s;
+  }
+  const Status rest = eq_.Drain();  // erases submitted by others share the queue
+  (void)rest;
+  return first;
 }
 
 Status SpillManager::ProgramRing(uint64_t ring_off, const uint8_t* data, size_t len, bool ensure) {
@@ -205,12 +245,29 @@ Status SpillManager::ProgramRing(uint64_t ring_off, const uint8_t* data, size_t 
     const uint32_t sector = static_cast<uint32_t>(ring_off / erase_size_);
     const uint64_t in_sector = erase_size_ - ring_off % erase_size_;
     const size_t n = len < in_sector ? len : static_cast<size_t>(in_sector);
-    if (ensure && ring_off % erase_size_ == 0) TINYSEG_RETURN_IF_ERROR(EnsureErased(sector));
     const uint64_t addr = cfg_.region_offset + ring_off;
-    TINYSEG_RETURN_IF_ERROR(eq_.AwaitBankIdle(addr, n));
-    TINYSEG_RETURN_IF_ERROR(dev_.Program(addr, data, n));
-    if (clock_) clock_->Advance(dev_.ModelledNs(Op::kProgram, addr, n));
+    Status s = Status::kOk;
+    if (ensure && ring_off % erase_size_ == 0) s = EnsureErased(sector);
+    if (Ok(s)) s = eq_.AwaitBankIdle(addr, n);
+    if (!Ok(s)) {
+      // Nothing programmed here; what came before is: the head goes here.
+      program_failed_ = true;
+      fault_end_ = ring_off;
+      return s;
+    }
+    s = dev_.Program(addr, data, n);
     mem_.sectors[sector].state = SectorState::kDirty;
+    if (!Ok(s)) {
+      // [ring_off, ring_off + n) may hold some of the bytes now: never
+      // program there again before the sector is erased.
+      ++stats_.program_failures;
+      NoteFailure(sector);
+      program_failed_ = true;
+      fault_end_ = (ring_off + n) % cfg_.region_size;
+      return s;
+    }
+    if (clock_) clock_->Advance(dev_.ModelledNs(Op::kProgram, addr, n));
+    mem_.sectors[sector].failures = 0;
     stats_.bytes_programmed += n;
     data += n;
     len -= n;
@@ -275,7 +332,8 @@ Status SpillManager::Spill(uint32_t slot, const void* data, size_t size,
   if (size != 0 && s0 < d0 + size && d0 < s0 + staging.size) {
     return Status::kInvalidArgument;  // the sink would overwrite unread input
   }
-  const CodecParams params{elem_size, block_bytes != 0 ? block_bytes : cfg_.codec_block_bytes};
+  const CodecParams params{elem_size, block_bytes != 0 ? block_bytes : cfg_.codec_block_bytes,
+                           checks_};
   const uint8_t* bytes = static_cast<const uint8_t*>(data);
   size_t encoded = 0;
   TINYSEG_RETURN_IF_ERROR(MeasureEncodedSize(bytes, size, params, &encoded));
@@ -286,10 +344,13 @@ Status SpillManager::Spill(uint32_t slot, const void* data, size_t size,
 
   SpillSink sink(*this, head_, staging.data,
                  staging.size - staging.size % program_size_);
+  program_failed_ = false;
   Status s = Encode(bytes, size, params, sink, nullptr);
   if (Ok(s)) s = sink.Finish();
-  // Keep the invariant "bytes after the head are erased" even on failure.
-  head_ = (head_ + sink.programmed()) % cfg_.region_size;
+  // Keep the invariant "bytes after the head are erased" even on failure:
+  // a failed program may have left bytes anywhere in its range.
+  head_ = program_failed_ ? fault_end_ : (head_ + sink.programmed()) % cfg_.region_size;
+  program_failed_ = false;
   TINYSEG_RETURN_IF_ERROR(s);
 
   SpillSlot& sl = mem_.slots[slot];
@@ -312,13 +373,34 @@ Status SpillManager::FetchRange(uint32_t slot, size_t offset, size_t length, voi
   if (!sl.live || sl.writing) return Status::kNotFound;
   SlotSource src(*this, sl);
   StreamReader reader;
-  TINYSEG_RETURN_IF_ERROR(reader.Open(src));
-  TINYSEG_RETURN_IF_ERROR(reader.DecodeRange(offset, length, static_cast<uint8_t*>(dst)));
+  Status s = reader.Open(src);
+  if (Ok(s)) s = reader.DecodeRange(offset, length, static_cast<uint8_t*>(dst));
+  if (s == Status::kChecksumMismatch) ++stats_.checksum_failures;
+  TINYSEG_RETURN_IF_ERROR(s);
   ++stats_.fetches;
   return Status::kOk;
 }
 
+// Moves the head past retired sectors until [head, head + bytes) avoids them
+// (the rest of the head's sector stays unused until its next erase).
+Status SpillManager::SkipRetired(uint64_t bytes) {
+  for (size_t attempt = 0; attempt <= nsec_; ++attempt) {
+    const uint64_t first_off = head_ % erase_size_;
+    const uint64_t count = (first_off + bytes + erase_size_ - 1) / erase_size_;
+    if (bytes > cfg_.region_size || count > nsec_) return Status::kNoSpace;
+    const uint64_t k = head_ / erase_size_;
+    uint64_t retired = nsec_;
+    for (uint64_t i = 0; i < count && retired == nsec_; ++i) {
+      if (mem_.sectors[(k + i) % nsec_].state == SectorState::kRetired) retired = (k + i) % nsec_;
+    }
+    if (retired == nsec_) return Status::kOk;
+    head_ = ((retired + 1) % nsec_) * erase_size_;
+  }
+  return Status::kNoSpace;  // every sector retired
+}
+
 Status SpillManager::ReserveAtHead(uint64_t stored) {
+  TINYSEG_RETURN_IF_ERROR(SkipRetired(stored));
   const uint64_t first_off = head_ % erase_size_;
   const uint64_t count = (first_off + stored + erase_size_ - 1) / erase_size_;
   if (stored > cfg_.region_size || count > nsec_) return Status::kNoSpace;
@@ -394,12 +476,23 @@ Status SpillManager::StreamBlock(SpillStream* st) {
   const uint32_t off = st->data_end;
   for (size_t i = 0; i < kIndexEntryBytes; ++i) entry[i] = static_cast<uint8_t>(off >> (8 * i));
   TINYSEG_RETURN_IF_ERROR(StreamWrite(st, 0, entry, sizeof(entry)));
+  const uint32_t block = (st->appended - st->acc_fill) / st->block_bytes;
   StreamUnitSink sink(*this, st);
   size_t encoded = 0;
-  TINYSEG_RETURN_IF_ERROR(EncodeBlock(st->accumulator, st->acc_fill, st->elem_size, sink, &encoded));
+  TINYSEG_RETURN_IF_ERROR(EncodeBlock(st->accumulator, st->acc_fill, st->elem_size, block, off,
+                                      checks_, sink, &encoded));
   st->data_end += static_cast<uint32_t>(encoded);
   st->acc_fill = 0;
   return Status::kOk;
+}
+
+// A failed stream leaves its slot empty (its reservation is free again).
+Status SpillManager::AbortStream(SpillStream* st, Status why) {
+  st->open = false;
+  mem_.slots[st->slot].live = false;
+  mem_.slots[st->slot].writing = false;
+  program_failed_ = false;
+  return why;
 }
 
 Status SpillManager::BeginStream(uint32_t slot, size_t total_bytes, uint32_t elem_size,
@@ -409,12 +502,13 @@ Status SpillManager::BeginStream(uint32_t slot, size_t total_bytes, uint32_t ele
     return Status::kInvalidArgument;
   }
   if (kStreamUnitBytes % program_size_ != 0) return Status::kUnsupported;
-  const CodecParams params{elem_size, block_bytes != 0 ? block_bytes : cfg_.codec_block_bytes};
+  const CodecParams params{elem_size, block_bytes != 0 ? block_bytes : cfg_.codec_block_bytes,
+                           checks_};
   TINYSEG_RETURN_IF_ERROR(ValidateCodecParams(total_bytes, params));
   const uint64_t nb = NumBlocks(total_bytes, params.block_bytes);
-  const uint64_t meta = kStreamHeaderBytes + nb * kIndexEntryBytes;
+  const uint64_t meta = StreamMetaBytes(static_cast<size_t>(nb));
   const uint64_t data_start = (meta + program_size_ - 1) / program_size_ * program_size_;
-  const uint64_t worst = data_start + nb * kBlockHeaderBytes + total_bytes;
+  const uint64_t worst = data_start + nb * BlockOverheadBytes(checks_) + total_bytes;
   const uint64_t reserved = (worst + program_size_ - 1) / program_size_ * program_size_;
   if (reserved > 0xFFFFFFFFull) return Status::kOutOfRange;
   mem_.slots[slot].live = false;  // a new stream replaces the old data
@@ -472,7 +566,10 @@ Status SpillManager::Append(SpillStream* st, const void* data, size_t size) {
     st->appended += static_cast<uint32_t>(n);
     p += n;
     size -= n;
-    if (st->acc_fill == st->block_bytes) TINYSEG_RETURN_IF_ERROR(StreamBlock(st));
+    if (st->acc_fill == st->block_bytes) {
+      const Status s = StreamBlock(st);
+      if (!Ok(s)) return AbortStream(st, s);
+    }
   }
   return Status::kOk;
 }
@@ -481,9 +578,10 @@ Status SpillManager::EndStream(SpillStream* st) {
   if (!ready_ || st == nullptr || !st->open || st->appended != st->total) {
     return Status::kInvalidArgument;
   }
-  if (st->acc_fill > 0) TINYSEG_RETURN_IF_ERROR(StreamBlock(st));
-  TINYSEG_RETURN_IF_ERROR(StreamFlush(st, 0, true));
-  TINYSEG_RETURN_IF_ERROR(StreamFlush(st, 1, true));
+  Status s = st->acc_fill > 0 ? StreamBlock(st) : Status::kOk;
+  if (Ok(s)) s = StreamFlush(st, 0, true);
+  if (Ok(s)) s = StreamFlush(st, 1, true);
+  if (!Ok(s)) return AbortStream(st, s);
   st->open = false;
   SpillSlot& sl = mem_.slots[st->slot];
   sl.writing = false;

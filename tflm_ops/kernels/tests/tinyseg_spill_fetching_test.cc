@@ -256,6 +256,46 @@ TF_LITE_MICRO_TEST(SpillRefusesStagingSmallerThanProgramUnit) {
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(victim, restored, sizeof(victim)));
 }
 
+// A bit flipped in any byte a Spill stored (stream header, index, block
+// headers and data, block checks): Fetching fails instead of restoring wrong
+// values, and succeeds again once the bit is back.
+TF_LITE_MICRO_TEST(StorageBitFlipsFailTheFetch) {
+  using namespace tflite::testing;
+  tflite::tinyseg_testing::RamStorage& storage = tflite::tinyseg_testing::Storage();
+  ::tinyseg::Runtime& rt = storage.Reset();
+  rt.release_after_fetch = false;
+  static int8_t victim[6 * 10 * 8], restored[sizeof(victim)];
+  Random rng(13);
+  rng.Fill<int8_t>(victim, sizeof(victim), -128, 127, 60, -128);
+  int dims[] = {3, 6, 10, 8};
+  TfLiteIntArray* shape = IntArrayFromInts(dims);
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk,
+                          RunSpill(&rt, CreateQuantizedTensor(victim, shape, 0.1f, -128),
+                                   tflite::tinyseg_testing::SpillOptions(4, 128)));
+  const ::tinyseg::SpillSlot* sl = rt.spill->slot(4);
+  const std::vector<uint8_t> options =
+      tflite::tinyseg_testing::FetchingOptions(0, 1, {FetchedSpec{0, 4, {6, 10, 8}}});
+  uint32_t errors = 0, wrong_ok = 0;
+  for (uint32_t i = 0; i < sl->length; ++i) {
+    uint8_t* byte = storage.memory() + sl->start + i;
+    const uint8_t bit = static_cast<uint8_t>(1u << (i % 8));
+    *byte ^= bit;
+    TfLiteTensor tensors[] = {CreateQuantizedTensor(restored, shape, 0.1f, -128)};
+    const TfLiteStatus s = RunFetching(&rt, tensors, 0, options);
+    *byte ^= bit;
+    if (s != kTfLiteOk) {
+      ++errors;
+    } else if (std::memcmp(victim, restored, sizeof(victim)) != 0) {
+      ++wrong_ok;
+    }
+  }
+  TF_LITE_MICRO_EXPECT_EQ(sl->length, errors);
+  TF_LITE_MICRO_EXPECT_EQ(0u, wrong_ok);
+  TfLiteTensor tensors[] = {CreateQuantizedTensor(restored, shape, 0.1f, -128)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunFetching(&rt, tensors, 0, options));
+  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(victim, restored, sizeof(victim)));
+}
+
 // What goes wrong is reported, not executed.
 TF_LITE_MICRO_TEST(FailuresAreErrors) {
   using namespace tflite::testing;

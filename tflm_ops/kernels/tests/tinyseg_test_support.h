@@ -48,6 +48,8 @@ class RamStorage {
   }
   ::tinyseg::SpillManager& manager() { return manager_; }
   RecordingDevice& device() { return device_; }
+  // The storage bytes themselves (region offset 0), for bit-flip tests.
+  uint8_t* memory() { return memory_; }
   // The runtime of the last Reset (its stats survive until the next one).
   ::tinyseg::Runtime& runtime() { return runtime_; }
   // A staging buffer for tests that call SpillManager::Spill themselves.

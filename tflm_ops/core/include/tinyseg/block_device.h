@@ -51,6 +51,9 @@ class BlockDevice {
     (void)addr;
     return 0;
   }
+  // Plain RAM, where a stored-block check buys nothing unless the memory
+  // itself is suspect (SpillConfig::check_ram decides).
+  virtual bool IsRam() const { return false; }
 
  protected:
   ~BlockDevice() = default;
@@ -74,6 +77,7 @@ class RamBlockDevice final : public BlockDevice {
   Status Read(uint64_t addr, void* dst, size_t len) override;
   Status Program(uint64_t addr, const void* src, size_t len) override;
   Status Erase(uint64_t addr, uint64_t len) override;
+  bool IsRam() const override { return true; }
 
  private:
   Geometry g_;

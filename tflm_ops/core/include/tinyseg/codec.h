@@ -11,13 +11,26 @@
 // example a band of rows) is decoded by reading only the blocks it touches.
 //
 // Stream layout (all integers little-endian):
-//   stream header, 16 bytes:
+//   stream header, 20 bytes:
 //     u32 magic "TSC1" | u32 total_bytes | u32 block_bytes |
-//     u8 elem_size | u8 version(1) | u16 reserved(0)
+//     u8 elem_size | u8 version(2) | u8 flags | u8 reserved(0) |
+//     u32 CRC-32 of the 16 bytes before it (always present)
+//     flags bit 0 (kFlagBlockCrc): every block ends with its check
 //   index: num_blocks x u32, absolute offset of each block in the stream
 //   blocks, each with an 8-byte header:
 //     u8 mode | u8 reserved(0) | u16 others_count | u8[4] representative
 //     (first elem_size bytes used, rest zero)
+//     then the body, then (kFlagBlockCrc) u32 check
+//
+// Block check: CRC-32 (crc32.h, the zlib crc32) over u32 block number,
+// u32 block offset and the block's header and body, so a flipped bit in the
+// block or its check, and an index entry that points elsewhere (flipped, or
+// at another block) all fail it. The encoder computes it from the bytes it
+// writes anyway (no extra pass); the decoder verifies every block it reads:
+// a block decoded whole is checked from the bytes it reads anyway, a range
+// that covers only part of a block reads the whole block once more to check
+// it. A mismatch (or a stream header whose own CRC fails) is
+// Status::kChecksumMismatch; dst then holds unspecified bytes.
 //
 // Elements are compared bit-exactly (memcmp), so float32 tensors round-trip
 // exactly (-0.0, NaN payloads included). The representative value is the exact
@@ -38,10 +51,17 @@
 namespace tinyseg {
 
 constexpr uint32_t kCodecMagic = 0x31435354u;  // "TSC1" read as little-endian u32
-constexpr uint8_t kCodecVersion = 1;
-constexpr size_t kStreamHeaderBytes = 16;
+constexpr uint8_t kCodecVersion = 2;
+constexpr size_t kStreamHeaderBytes = 20;
 constexpr size_t kIndexEntryBytes = 4;
 constexpr size_t kBlockHeaderBytes = 8;
+constexpr size_t kBlockCrcBytes = 4;  // trailer of every block of a checked stream
+constexpr uint8_t kFlagBlockCrc = 0x01;
+
+// Bytes a block adds besides its data's encoding: header and check.
+constexpr size_t BlockOverheadBytes(bool block_crc) {
+  return kBlockHeaderBytes + (block_crc ? kBlockCrcBytes : 0);
+}
 constexpr uint32_t kMaxBlockBytes = 32768;  // others_count fits in u16
 
 enum class BlockMode : uint8_t { kRaw = 0, kCompressed = 1, kConstant = 2 };
@@ -49,6 +69,7 @@ enum class BlockMode : uint8_t { kRaw = 0, kCompressed = 1, kConstant = 2 };
 struct CodecParams {
   uint32_t elem_size = 1;      // 1, 2 or 4 bytes
   uint32_t block_bytes = 1024; // multiple of elem_size, <= kMaxBlockBytes
+  bool block_crc = true;       // every block carries a CRC-32
 };
 
 struct StreamHeader {
@@ -56,6 +77,7 @@ struct StreamHeader {
   uint32_t block_bytes = 0;
   uint32_t elem_size = 0;
   uint32_t num_blocks = 0;
+  bool block_crc = false;
 };
 
 struct EncodeStats {
@@ -115,6 +137,9 @@ Status ValidateCodecParams(size_t total_bytes, const CodecParams& params);
 
 size_t NumBlocks(size_t total_bytes, uint32_t block_bytes);
 
+// Bytes before the first block of an Encode stream: header + index.
+size_t StreamMetaBytes(size_t num_blocks);
+
 // Upper bound of the encoded size (header + index + every block raw).
 // Returns 0 if the parameters are invalid.
 size_t WorstCaseEncodedSize(size_t total_bytes, const CodecParams& params);
@@ -130,15 +155,20 @@ Status Encode(const uint8_t* data, size_t size, const CodecParams& params,
               ByteSink& sink, EncodeStats* stats);
 
 // Pieces of Encode for writers that produce a stream block by block (the
-// spill manager's row streams): the 16-byte stream header, and one block
+// spill manager's row streams): the stream header, and one block
 // (data[0, size), size a multiple of elem_size and at most block_bytes),
-// whose encoded size is returned in *encoded (PlanBlock's size). The stream
-// layout is Encode's; a block may start anywhere after the index, so a
-// writer can leave a gap between the index and the first block.
+// whose encoded size is returned in *encoded (check included); `check`
+// appends the block check for index entry `block` written at stream offset
+// `offset`. The stream layout is Encode's; a block may start anywhere after
+// the index, so a writer can leave a gap between the index and the first
+// block.
 Status EncodeStreamHeader(size_t total_bytes, const CodecParams& params,
                           uint8_t out[kStreamHeaderBytes]);
 Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size,
                    ByteSink& sink, size_t* encoded);
+Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size,
+                   uint32_t block, uint32_t offset, bool check, ByteSink& sink,
+                   size_t* encoded);
 
 // Convenience wrapper around Encode + MemorySink.
 Status EncodeToBuffer(const uint8_t* data, size_t size,
@@ -162,6 +192,10 @@ class StreamReader {
  private:
   Status DecodeElements(uint32_t first, uint32_t last, uint8_t* dst);
   Status DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b, uint8_t* dst);
+  Status DecodeCompressed(size_t body, uint32_t n_blk, uint32_t count, uint32_t a,
+                          uint32_t b, const uint8_t* rep, uint8_t* dst,
+                          uint32_t* crc);
+  Status VerifyBlock(size_t off, size_t len, uint32_t crc);
 
   ByteSource* source_ = nullptr;
   StreamHeader header_;

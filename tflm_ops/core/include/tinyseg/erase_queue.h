@@ -44,11 +44,13 @@ class EraseQueue {
   // it; returns kBusy when the queue is full (Wait on an older ticket, retry).
   virtual Status Submit(uint64_t addr, uint64_t len, EraseTicket* ticket) = 0;
   // Blocks until `ticket` (and so every earlier ticket) has completed.
-  // Returns the first erase failure among tickets <= ticket, else kOk.
+  // Returns that erase's own result: a failed erase does not make later
+  // tickets fail, so the caller can re-erase the sector and carry on.
   virtual Status Wait(EraseTicket ticket) = 0;
   // Non-blocking completion test.
   virtual bool IsDone(EraseTicket ticket) = 0;
-  // Blocks until every submitted erase has completed.
+  // Blocks until every submitted erase has completed; returns the result of
+  // the last one (Wait on each ticket for theirs).
   virtual Status Drain() = 0;
   // Blocks until no erase is running on a bank holding [addr, addr + len):
   // a NOR bank that is erasing cannot be read or programmed.
@@ -59,6 +61,24 @@ class EraseQueue {
 
  protected:
   ~EraseQueue() = default;
+};
+
+// The failed erases a queue still remembers, so Wait can report each
+// ticket's own result. Fixed size, no heap: failures are rare, and a ticket
+// older than a failure the table has dropped reports kIoError (the caller
+// re-erases that sector: conservative, never an unerased sector as erased).
+class FailedTickets {
+ public:
+  static constexpr size_t kSlots = 8;
+  void Record(EraseTicket ticket, Status status);
+  Status Of(EraseTicket ticket) const;
+  void Clear() { *this = FailedTickets(); }
+
+ private:
+  EraseTicket ticket_[kSlots] = {};
+  Status status_[kSlots] = {};
+  size_t next_ = 0;
+  EraseTicket dropped_upto_ = 0;  // highest failed ticket no longer in the table
 };
 
 // Erases synchronously inside Submit; with a clock, the erase time is booked
@@ -76,8 +96,7 @@ class SyncEraseQueue final : public EraseQueue {
   BlockDevice& dev_;
   VirtualClock* clock_;
   EraseTicket issued_ = 0;
-  EraseTicket first_error_ticket_ = 0;
-  Status first_error_ = Status::kOk;
+  FailedTickets failed_;
 };
 
 // One record per in-flight erase of a ModelledEraseQueue (caller memory).
@@ -121,8 +140,7 @@ class ModelledEraseQueue final : public EraseQueue {
   EraseTicket issued_ = 0;
   uint64_t engine_free_ns_ = 0;
   uint64_t busy_ns_ = 0;
-  EraseTicket first_error_ticket_ = 0;
-  Status first_error_ = Status::kOk;
+  FailedTickets failed_;
 };
 
 }  // namespace tinyseg

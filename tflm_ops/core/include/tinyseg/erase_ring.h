@@ -8,11 +8,15 @@
 //     Wait    polls `completed` (acquire) until it reaches the ticket.
 //   second core (M4)  RingEraseWorker
 //     Poll    takes the oldest unfinished entry, erases it on its own
-//             BlockDevice while holding that bank's lock, then publishes
-//             `completed` and any error.
+//             BlockDevice while holding that bank's lock, writes the result
+//             into the entry's `status`, then publishes `completed`.
+//     Wait    returns the result of that ticket's own erase (a failure is
+//             not sticky: the spill manager re-erases and carries on).
 //
 // One writer per word: only the M7 writes `submitted` and the entries, only
-// the M4 writes `completed`, `erasing_bank` and the error words, so plain
+// the M4 writes `completed`, `erasing_bank`, the error words and the
+// `status` of an entry it has taken (the M7 reuses an entry only after
+// `completed` has passed it, and keeps failed results it overwrites), so plain
 // 32-bit atomic loads/stores (LDR/STR + DMB on Cortex-M) suffice; no
 // read-modify-write crosses cores. The ring must live in memory both cores
 // see uncached (SRAM4 on the STM32H747/H757; Arduino's RPC.begin() maps it
@@ -46,7 +50,7 @@ struct EraseRingEntry {
   uint32_t ticket;
   uint32_t addr;
   uint32_t len;
-  uint32_t reserved;
+  int32_t status;  // M4: tinyseg::Status of this erase, written before `completed`
 };
 
 // Layout shared by both cores (both are little-endian 32-bit; 560 bytes).
@@ -56,7 +60,7 @@ struct EraseRingShared {
   std::atomic<uint32_t> submitted;        // M7: last published ticket
   std::atomic<uint32_t> completed;        // M4: last finished ticket
   std::atomic<uint32_t> erasing_bank;     // M4: bank + 1 of the running erase, 0 idle
-  std::atomic<uint32_t> first_error_ticket;  // M4: 0 = none
+  std::atomic<uint32_t> first_error_ticket;  // M4: 0 = none (diagnostics only)
   std::atomic<int32_t> first_error_status;   // M4: tinyseg::Status of that erase
   std::atomic<uint32_t> erases_done;      // M4: sectors erased (statistics)
   std::atomic<uint32_t> busy_us;          // M4: time spent erasing (if it has a clock)
@@ -106,6 +110,7 @@ class RingEraseQueue final : public EraseQueue {
   const BlockDevice& dev_;
   EraseTicket issued_ = 0;
   uint64_t blocking_waits_ = 0;
+  FailedTickets failed_;  // failures of entries reused since
 };
 
 // Second-core side.
@@ -138,6 +143,7 @@ class BankLockedDevice final : public BlockDevice {
     return in_.ModelledNs(op, addr, len);
   }
   uint32_t BankOf(uint64_t addr) const override { return in_.BankOf(addr); }
+  bool IsRam() const override { return in_.IsRam(); }
 
  private:
   bool Banks(uint64_t addr, uint64_t len, uint32_t* first, uint32_t* last) const;

@@ -44,6 +44,7 @@
 #include <cstdint>
 
 #include "tinyseg/block_device.h"
+#include "tinyseg/crc32.h"
 #include "tinyseg/status.h"
 
 namespace tinyseg {
@@ -86,9 +87,9 @@ const char* RemoteErrorName(RemoteError e);
 // ---------------------------------------------------------------- primitives
 
 // CRC-32 (IEEE, reflected): Crc32Update(0xFFFFFFFF, ...) ... ^ 0xFFFFFFFF, or
-// Crc32(data, len) for one piece. Equals Python's zlib.crc32.
-uint32_t Crc32Update(uint32_t state, const uint8_t* data, size_t len);
-uint32_t Crc32(const uint8_t* data, size_t len);
+// Crc32(data, len) for one piece. Equals Python's zlib.crc32 (tinyseg/crc32.h).
+using ::tinyseg::Crc32;
+using ::tinyseg::Crc32Update;
 
 // COBS: encoded size is at most len + len / 254 + 1 (no 0x00 in the output).
 constexpr size_t CobsMaxEncoded(size_t len) { return len + len / 254 + 1; }

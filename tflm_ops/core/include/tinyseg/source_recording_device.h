@@ -26,6 +26,7 @@ class SourceRecordingDevice final : public BlockDevice {
   }
   Status Erase(uint64_t addr, uint64_t len) override { return inner_.Erase(addr, len); }
   uint8_t erased_value() const override { return inner_.erased_value(); }
+  bool IsRam() const override { return inner_.IsRam(); }
 
   // Starts a new record.
   void Forget() {

@@ -17,6 +17,15 @@
 // device straight into the destination. No heap: what the manager keeps
 // between calls is caller memory of fixed size (SpillMemory: the slot and
 // sector tables, plus a read_size bounce on devices with read_size > 1).
+//
+// Faults (see docs/runtime.md, "Storage faults"): every stored codec block
+// carries a CRC-32 (codec.h) that FetchRange verifies, so a flipped bit comes
+// back as Status::kChecksumMismatch, never as wrong data with kOk. A failed
+// program or erase fails the call that needed it; the manager then moves the
+// write head past the damaged bytes, marks the sector for a fresh erase and,
+// after kRetireAfterFailures failures of one sector without a good program
+// in between, retires it (the ring skips it from then on), so the next
+// inference spills normally.
 #ifndef TINYSEG_SPILL_MANAGER_H_
 #define TINYSEG_SPILL_MANAGER_H_
 
@@ -70,10 +79,15 @@ struct SpillStream {
   uint32_t acc_fill = 0;
 };
 
-enum class SectorState : uint8_t { kDirty = 0, kErasing = 1, kErased = 2 };
+enum class SectorState : uint8_t { kDirty = 0, kErasing = 1, kErased = 2, kRetired = 3 };
+
+// Failed programs/erases of one sector, without a good program in between,
+// after which the sector is retired.
+constexpr uint8_t kRetireAfterFailures = 3;
 
 struct SectorInfo {
   SectorState state = SectorState::kDirty;
+  uint8_t failures = 0;    // see kRetireAfterFailures
   EraseTicket ticket = 0;  // valid while kErasing
   uint32_t erases = 0;     // erases issued by this manager
 };
@@ -88,6 +102,10 @@ struct SpillConfig {
   // spills blocks the bank for the second one.
   bool pre_erase_after_spill = true;
   bool assume_erased = false;     // region known erased at Init
+  // Stored blocks carry a CRC-32 checked on every fetch. Always on for flash
+  // and remote devices; on a RAM device (BlockDevice::IsRam) only when set,
+  // since RAM that holds the arena too gains little from it.
+  bool check_ram = true;
 };
 
 // A caller buffer lent to the manager for the duration of one call.
@@ -119,6 +137,10 @@ struct SpillStats {
   uint64_t erases_submitted = 0;  // sectors
   uint64_t erase_waits = 0;       // programs that found their sector not yet erased
   uint64_t inferences = 0;
+  uint64_t program_failures = 0;   // device programs that failed
+  uint64_t erase_failures = 0;     // sector erases that failed
+  uint64_t checksum_failures = 0;  // fetches refused with kChecksumMismatch
+  uint64_t retired_sectors = 0;
 };
 
 struct WearReport {
@@ -196,8 +218,12 @@ class SpillManager {
   // Marks the end of one inference (for the wear report).
   void EndInference();
 
-  // Waits for every queued erase.
-  Status Drain() { return eq_.Drain(); }
+  // Waits for every queued erase; returns the first failure among them
+  // (each failed sector is marked for a fresh erase, as in a spill).
+  Status Drain();
+
+  // Whether spilled blocks carry a CRC-32 (valid after Init).
+  bool checks_blocks() const { return checks_; }
 
   WearReport Wear(uint32_t endurance = 10000) const;
   const SpillStats& stats() const { return stats_; }
@@ -217,7 +243,11 @@ class SpillManager {
   Status StreamWrite(SpillStream* st, int area, const uint8_t* data, size_t len);
   Status StreamFlush(SpillStream* st, int area, bool pad);
   Status StreamBlock(SpillStream* st);
+  Status AbortStream(SpillStream* st, Status why);
 
+  void NoteFailure(uint32_t sector);
+  Status SkipRetired(uint64_t bytes);
+  Status SettleErase(uint32_t sector);
   bool SectorHasLiveData(uint32_t sector) const;
   bool RangeOverlapsLive(uint64_t start, uint64_t len) const;
   Status SubmitErase(uint32_t sector);
@@ -242,6 +272,9 @@ class SpillManager {
   size_t nsec_ = 0;
   uint64_t head_ = 0;  // ring offset of the next write, program-aligned
   bool ready_ = false;
+  bool checks_ = true;
+  bool program_failed_ = false;  // ProgramRing stopped early (read by Spill)
+  uint64_t fault_end_ = 0;       // ring offset where the bytes after it are still erased
   SpillStats stats_;
   uint64_t erases_at_last_inference_ = 0;
   uint64_t last_inference_erases_ = 0;

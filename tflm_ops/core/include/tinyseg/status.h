@@ -22,6 +22,7 @@ enum class Status : int32_t {
   kNoSpace = 9,          // spill region has no room without clobbering live data
   kNotFound = 10,        // unknown / empty spill slot
   kUnsupported = 11,     // feature not available in this build
+  kChecksumMismatch = 12,  // stored bytes fail their CRC-32 (bit error, torn write)
 };
 
 // Short constant name for logs ("kOk" -> "ok").

@@ -51,10 +51,7 @@ void ThreadEraseQueue::Run() {
     head_ = (head_ + 1) % ring_.size();
     --count_;
     completed_ = r.ticket;
-    if (!Ok(s) && first_error_ticket_ == 0) {
-      first_error_ticket_ = r.ticket;
-      first_error_ = s;
-    }
+    if (!Ok(s)) failed_.Record(r.ticket, s);
     done_cv_.notify_all();
   }
 }
@@ -66,8 +63,7 @@ Status ThreadEraseQueue::Wait(EraseTicket ticket) {
     ++blocking_waits_;
     done_cv_.wait(lock, [this, ticket] { return completed_ >= ticket; });
   }
-  if (first_error_ticket_ != 0 && first_error_ticket_ <= ticket) return first_error_;
-  return Status::kOk;
+  return failed_.Of(ticket);
 }
 
 bool ThreadEraseQueue::IsDone(EraseTicket ticket) {

@@ -47,8 +47,7 @@ class ThreadEraseQueue final : public EraseQueue {
   size_t count_ = 0;
   EraseTicket issued_ = 0;
   EraseTicket completed_ = 0;
-  EraseTicket first_error_ticket_ = 0;
-  Status first_error_ = Status::kOk;
+  FailedTickets failed_;
   uint64_t blocking_waits_ = 0;
   bool stop_ = false;
   mutable std::mutex mu_;
