@@ -305,7 +305,8 @@ def cmd_tflm_install(args: argparse.Namespace) -> int:
 def cmd_remote_host(args: argparse.Namespace) -> int:
     from .remote import serve
 
-    return serve(port=args.port, baud=args.baud, storage=args.storage, timeout=args.timeout, once=args.once)
+    return serve(port=args.port, baud=args.baud, storage=args.storage, timeout=args.timeout, once=args.once,
+                 capacity=args.capacity)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -389,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--storage", default=None, help="directory for spilled slots (default: memory)")
     r.add_argument("--timeout", type=float, default=2.0, help="seconds before a silent peer is an error")
     r.add_argument("--once", action="store_true", help="exit when the board disconnects")
+    r.add_argument("--capacity", type=parse_size, default="16MiB", metavar="SIZE",
+                   help="bytes all slots together may hold, in memory or in DIR (default: 16MiB); a write or "
+                        "erase beyond it is answered with a no_space error")
     r.set_defaults(func=cmd_remote_host)
     return p
 
