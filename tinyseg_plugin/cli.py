@@ -177,6 +177,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             return _write_unchanged(args, Result(graph=graph, plan=plan, original=plan),
                                     f"the model already meets --target {args.target:,} B (head {plan.head:,} B)")
     if not args.unverified:
+        from .verify import check_io_bytes
+
+        check_io_bytes(graph, args.model, args.max_io_bytes)  # before TFLM loads it with an arena to match
         original = model_to_bytes(model)
         try:
             tflm.check_loads(original, arena_for(graph), seconds=min(args.time_limit, tflm.LOAD_SECONDS))
@@ -202,7 +205,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         from .devicecheck import resolve_tflm_dir
 
         verification = verify(graph, result.graph, runs=args.runs, seconds=args.time_limit,
-                              tflm_dir=resolve_tflm_dir(args.tflm_dir), progress=progress)
+                              tflm_dir=resolve_tflm_dir(args.tflm_dir), progress=progress,
+                              max_io_bytes=args.max_io_bytes)
         if not verification.identical:
             raise TinySegError(f"verification failed: {verification.detail}; no output written", EXIT_VERIFY_FAILED)
     data = model_to_bytes(result.graph.model)
@@ -283,10 +287,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if refusals:
             raise TinySegError(f"{name}: cannot be verified in TFLM: {refusals[0]}")
     from .devicecheck import resolve_tflm_dir
+    from .verify import check_io_bytes
 
+    for g, name in ((a, args.original), (b, args.optimized)):
+        check_io_bytes(g, name, args.max_io_bytes)
     progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if sys.stderr.isatty() else None
     v = verify(a, b, runs=args.runs, seconds=args.time_limit, tflm_dir=resolve_tflm_dir(args.tflm_dir),
-               progress=progress)
+               progress=progress, max_io_bytes=args.max_io_bytes)
     if not v.identical:
         raise TinySegError(f"outputs differ ({v.describe()}): {v.detail}", EXIT_VERIFY_FAILED)
     print(f"identical: {v.runs} random inputs and {v.edge_cases} edge cases, outputs bit-identical in TFLM "
@@ -355,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "operators TFLM does not ship)")
     o.add_argument("--time-limit", type=positive_seconds, default=120.0, metavar="SECONDS",
                    help="bound on each TFLM run of the verification, in seconds of CPU time (default: 120)")
+    o.add_argument("--max-io-bytes", type=parse_size, default="256MiB", metavar="SIZE",
+                   help="bytes one run's inputs and outputs may take, per model (default: 256MiB); a model "
+                        "over it is refused before any input is built (the check keeps several copies of them)")
     o.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     o.add_argument("--tflm-dir", metavar="DIR", default=None,
                    help="TFLM tree: check with TinySeg's real kernels in a cached host build of it (default: "
@@ -374,6 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--tflm-dir", metavar="DIR", default=None,
                    help="TFLM tree: check with TinySeg's real kernels in a cached host build of it (default: "
                         "$TFLM_DIR; without either, TinySeg operators are lowered to builtins)")
+    v.add_argument("--max-io-bytes", type=parse_size, default="256MiB", metavar="SIZE",
+                   help="bytes one run's inputs and outputs may take, per model (default: 256MiB); a model "
+                        "over it is refused before any input is built (the check keeps several copies of them)")
     v.set_defaults(func=cmd_verify)
 
     t = sub.add_parser("tflm", help="add TinySeg's kernels to a TFLM checkout")
