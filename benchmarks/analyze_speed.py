@@ -45,6 +45,26 @@ def command_cpu(args: list[str]) -> tuple[float, int]:
     return (after.children_user - before.children_user) + (after.children_system - before.children_system), proc.returncode
 
 
+def placement_rows(n: int = 4000) -> list[tuple[str, float | None, float, str]]:
+    """TFLM's placement where it is quadratic: n buffers alive at once. The planner's indexed walk
+    against the plain walk over every placed buffer (planner._walk_place, TFLM's loop)."""
+    import random
+
+    from tinyseg_plugin.planner import ONLINE, _walk_place, greedy_place
+
+    rng = random.Random(0)
+    rows = []
+    for name, sizes in (("distinct sizes", [16 * rng.randint(1, 4000) for _ in range(n)]), ("equal sizes", [16] * n)):
+        firsts, lasts, offline = [0] * n, [0] * n, [ONLINE] * n
+        order = sorted(range(n)[::-1], key=lambda i: -sizes[i])
+        fast = best_of(lambda: greedy_place(sizes, firsts, lasts, offline), 1)
+        plain = best_of(lambda: _walk_place(order, sizes, firsts, lasts, offline), 1)
+        same = greedy_place(sizes, firsts, lasts, offline) == _walk_place(order, sizes, firsts, lasts, offline)
+        rows.append((f"placement, {n:,} alive at once, {name}", None, fast,
+                     f"plain walk {plain:.2f} s, same offsets: {'yes' if same else 'NO'}"))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a 5,000-operator chain and 1,000 unused inputs")
@@ -55,6 +75,7 @@ def main() -> None:
     for n in (250, 500, 1000):
         g = build_graph(synth.chain(n))
         rows.append((f"synthetic chain, {len(g.operators)} ops", 5.0 if n == 1000 else None, best_of(lambda: analyze_graph(g), 1), ""))
+    rows += placement_rows()
     chain_ops, inputs = (5000, 1000) if args.quick else (20000, 5000)
     with tempfile.TemporaryDirectory() as tmp:
         shapes = [
