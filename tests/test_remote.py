@@ -217,6 +217,96 @@ def test_garbage_and_overlong_input_get_naks() -> None:
     assert server.stats.bad_frames == 2
 
 
+def _answer(server: RemoteServer, frame: Frame) -> Frame:
+    out = server.feed(encode_frame(frame))
+    assert len(out) == 1
+    return parse_frame(out[0][:-1])
+
+
+def test_oversized_frame_gets_a_nak_and_the_host_keeps_serving() -> None:
+    """20 KB without a delimiter, then a 20 KB WRITE frame (well-formed but over any payload the host
+    accepts): each is answered with a NAK, nothing is buffered past the limit, and the next request
+    is served."""
+    server = RemoteServer(MemoryStore())
+    out = server.feed(bytes(range(1, 256)) * 80 + b"\0")
+    big = encode_frame(Frame(MsgType.WRITE, seq=9, slot=1, arg=20_000, payload=b"\x01" * 20_000))
+    out += server.feed(big[:7000]) + server.feed(big[7000:])
+    assert [(f.type, f.arg) for f in (parse_frame(w[:-1]) for w in out)] == [(MsgType.NAK, 3)] * 2
+    assert len(server._rx) == 0
+    assert _answer(server, Frame(MsgType.WRITE, seq=10, slot=1, arg=3, payload=b"abc")).type == MsgType.ACK
+    assert _answer(server, Frame(MsgType.READ, seq=11, slot=1, arg=3)).payload == b"abc"
+
+
+def _stores(tmp_path: Path, capacity: int | None = None):
+    kw = {} if capacity is None else {"capacity": capacity}
+    return {"memory": MemoryStore(**kw), "directory": DirStore(tmp_path / "slots", **kw)}
+
+
+def _held(store) -> int:
+    """Bytes the store really holds: its buffers, or its files on disk."""
+    if isinstance(store, MemoryStore):
+        return sum(len(b) for b in store.slots.values())
+    return sum(p.stat().st_size for p in store.root.iterdir())
+
+
+@pytest.mark.parametrize("kind", ["memory", "directory"])
+def test_far_write_is_refused_before_anything_is_allocated(tmp_path: Path, kind: str) -> None:
+    """A 1-byte WRITE (and an ERASE) at 64 MiB - 1, twenty times: each is refused with no_space under
+    the default capacity, the store holds nothing, and the host keeps serving."""
+    store = _stores(tmp_path)[kind]
+    server = RemoteServer(store)
+    assert store.capacity == remote.DEFAULT_CAPACITY < (64 << 20)
+    for slot in range(20):
+        r = _answer(server, Frame(MsgType.WRITE, seq=1 + slot, slot=slot, offset=(64 << 20) - 1, arg=1, payload=b"x"))
+        assert (r.type, r.arg) == (MsgType.ERROR, Status.NO_SPACE)
+    r = _answer(server, Frame(MsgType.ERASE, seq=30, slot=0, offset=0xFFFF_FF00, arg=0xFF))
+    assert (r.type, r.arg) == (MsgType.ERROR, Status.NO_SPACE)
+    assert _held(store) == 0 and store.used == 0
+    r = _answer(server, Frame(MsgType.WRITE, seq=31, slot=4, offset=100, arg=2, payload=b"ok"))
+    assert r.type == MsgType.ACK
+    assert _answer(server, Frame(MsgType.SIZE, seq=32, slot=4)).arg == 102
+    assert _held(store) == 102
+
+
+@pytest.mark.parametrize("kind", ["memory", "directory"])
+def test_the_whole_store_is_bounded_by_its_capacity(tmp_path: Path, kind: str) -> None:
+    store = _stores(tmp_path, capacity=5000)[kind]
+    client = RemoteClient(Loop(RemoteServer(store)), max_payload=4096)  # each write below is one frame
+    client.hello()
+    client.write(1, 0, b"a" * 3000)
+    with pytest.raises(RemoteError) as e:
+        client.write(2, 0, b"b" * 3000)  # alone it fits; with slot 1 the store would hold 6,000
+    assert e.value.status == Status.NO_SPACE
+    with pytest.raises(RemoteError) as e:
+        client.write(1, 4999, b"cc")  # one slot past the capacity
+    assert e.value.status == Status.NO_SPACE
+    client.write(1, 3000, b"c" * 2000)  # exactly the capacity
+    assert _held(store) == store.used == 5000
+    client.drop(1)
+    client.write(2, 0, b"b" * 3000)
+    assert client.read(2, 0, 3000) == b"b" * 3000
+    assert _held(store) == store.used == 3000
+
+
+def test_dir_store_counts_the_slot_files_already_there(tmp_path: Path) -> None:
+    DirStore(tmp_path, capacity=1000).write(1, 0, b"x" * 800)
+    again = RemoteServer(DirStore(tmp_path, capacity=1000))  # a restarted host
+    r = _answer(again, Frame(MsgType.WRITE, seq=1, slot=2, arg=300, payload=b"y" * 300))
+    assert (r.type, r.arg) == (MsgType.ERROR, Status.NO_SPACE)
+    assert _answer(again, Frame(MsgType.WRITE, seq=2, slot=2, arg=200, payload=b"y" * 200)).type == MsgType.ACK
+
+
+def test_a_request_that_fails_unexpectedly_is_answered(monkeypatch) -> None:
+    """Whatever a store raises, the host answers with an error and serves the next request."""
+    store = MemoryStore()
+    server = RemoteServer(store)
+    monkeypatch.setattr(store, "size", lambda slot: 1 // 0)
+    r = _answer(server, Frame(MsgType.SIZE, seq=1, slot=0))
+    assert (r.type, r.arg) == (MsgType.ERROR, Status.IO_ERROR)
+    assert server.stats.failed == 1
+    assert _answer(server, Frame(MsgType.WRITE, seq=2, slot=0, arg=1, payload=b"z")).type == MsgType.ACK
+
+
 def test_dir_store_persists_slots(tmp_path: Path) -> None:
     client = RemoteClient(Loop(RemoteServer(DirStore(tmp_path / "slots"))))
     client.hello()
@@ -377,3 +467,49 @@ def test_cli_serves_until_the_board_disconnects(pty_pair: Pty, tmp_path: Path) -
     err = proc.stderr.read()
     assert rc == 0, err
     assert "board disconnected" in err
+
+
+@needs_serial
+def test_cli_answers_an_oversized_frame_and_a_far_write_and_keeps_serving(pty_pair: Pty, tmp_path: Path) -> None:
+    """`tinyseg remote-host` itself (memory store, --capacity): a 20 KB frame gets a NAK, a WRITE past the
+    capacity an error, and the board's next requests are served by the same process."""
+    proc = subprocess.Popen([sys.executable, "-m", "tinyseg_plugin.cli", "remote-host", "--port", pty_pair.name,
+                             "--baud", "921600", "--once", "--timeout", "1", "--capacity", "1MiB"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        client = RemoteClient(FdStream(pty_pair.master), timeout=2.0)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client.hello()
+                break
+            except RemoteError:
+                assert time.monotonic() < deadline, "remote-host did not answer"
+        FdStream(pty_pair.master).write(b"\x01" * 20_000 + b"\0")
+        nak = client._receive(time.monotonic() + 5)
+        assert nak is not None and parse_frame(nak).type == MsgType.NAK
+        with pytest.raises(RemoteError) as e:
+            client.write(7, (64 << 20) - 1, b"x")
+        assert e.value.status == Status.NO_SPACE
+        client.write(7, 0, b"still here")
+        assert client.read(7, 0, 10) == b"still here"
+        assert proc.poll() is None
+        os.close(pty_pair.slave)
+        os.close(pty_pair.master)
+        rc = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read()
+    assert rc == 0, err
+    assert "up to 1,048,576 bytes" in err
+
+
+@needs_serial
+def test_cli_bad_capacity_is_one_line_exit_2() -> None:
+    p = subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", "remote-host", "--port", "/dev/null",
+                        "--capacity", "lots"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--capacity" in lines[0] and "Traceback" not in p.stderr

@@ -84,3 +84,77 @@ def test_a_model_beyond_the_default_arena_is_checked() -> None:
     with pytest.raises(TinySegError, match="cannot load"):
         tflm.check_loads(model_to_bytes(g.model))
     assert verify(g, g, runs=1).identical
+
+
+def _huge_input_model(path) -> None:
+    """A model whose input declares 2 GiB (FLOAT32[1, 16384, 16384, 2]): only its shape is written."""
+    from tinyseg_plugin.modelio import save_model
+
+    b = ModelBuilder(dtype="FLOAT32")
+    save_model(b.build([b.relu(b.input([1, 16384, 16384, 2]))]), path)
+
+
+def test_a_huge_declared_input_is_refused_before_anything_is_built(tmp_path) -> None:
+    """verify (both checks) and optimize refuse in one line, exit 2, within a 3 GiB address space: the
+    old check built every input first (24 GB resident before it was killed)."""
+    import resource
+    import subprocess
+    import sys
+
+    model = tmp_path / "huge.tflite"
+    _huge_input_model(model)
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    for args in (["verify", str(model), str(model)],
+                 ["verify", str(model), str(model), "--tflm-dir", str(tmp_path)],
+                 ["optimize", str(model), "-o", str(tmp_path / "out.tflite")]):
+        p = subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", *args], capture_output=True, text=True,
+                           timeout=120, preexec_fn=limited)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2, p.stderr
+        assert len(lines) == 1 and "Traceback" not in p.stderr
+        assert "2,147,483,648 B" in lines[0] and "--max-io-bytes" in lines[0]
+    assert not (tmp_path / "out.tflite").exists()
+
+
+def test_max_io_bytes_is_an_option(tmp_path, capsys) -> None:
+    from tinyseg_plugin.cli import main
+    from tinyseg_plugin.modelio import save_model
+
+    orig, _ = _respilled()
+    path = tmp_path / "m.tflite"
+    save_model(orig.model, path)
+    assert main(["verify", str(path), str(path), "--max-io-bytes", "300"]) == 2  # 256 in + 256 out
+    assert "over the --max-io-bytes limit of 300" in capsys.readouterr().err
+    assert main(["verify", str(path), str(path), "--max-io-bytes", "512", "--runs", "1"]) == 0
+
+
+def test_runs_go_to_tflm_in_groups_with_the_same_verdict(monkeypatch) -> None:
+    """With groups of one run, each run is its own TFLM child: the verdict and counts do not change."""
+    from tinyseg_plugin import tflm
+    from tinyseg_plugin import verify as verify_module
+
+    calls: list[int] = []
+    real = tflm.run_models
+
+    def counting(models, batches, *a, **kw):
+        calls.append(len(batches))
+        return real(models, batches, *a, **kw)
+
+    monkeypatch.setattr(verify_module, "GROUP_IO_BYTES", 1)
+    monkeypatch.setattr(tflm, "run_models", counting)
+    orig, twice = _respilled()
+    v = verify(orig, twice, runs=2)
+    assert v.identical and v.runs == 2 and v.edge_cases == 3
+    assert calls == [1] * 5
+    b = ModelBuilder(dtype="INT8", seed=4)  # the same graph with other weights: other outputs
+    x = b.input([1, 8, 8, 4])
+    a = b.conv(x, 4)
+    c = b.conv(b.conv(a, 4), 4)
+    d = b.add(c, a)
+    f = b.conv(b.conv(d, 4), 4)
+    other = build_graph(b.build([b.add(f, a)]))
+    v = verify(orig, other, runs=2)
+    assert not v.identical and "random input 0" in v.detail

@@ -61,33 +61,71 @@ class Analysis:
         return reasons
 
 
-def _row(graph: Graph, plan: Plan, op_index: int) -> OpRow:
+class _RowData:
+    """What every schedule row reads of the plan, computed once: labels, sizes and tops by buffer
+    position, and which buffers a row lists (subgraph 0's tensors and every scratch buffer). The live
+    lists are as long as the model's live sets, so each row is built with C-level maps over them."""
+
+    def __init__(self, graph: Graph, plan: Plan) -> None:
+        bufs = plan.buffers
+        self.listed = [b.subgraph == 0 or b.kind == "scratch" for b in bufs]
+        self.labels = [b.label for b in bufs]
+        self.sizes = [b.size for b in bufs]
+        self.tops = [b.offset + b.size for b in bufs]
+        self.position = {id(b): k for k, b in enumerate(bufs)}
+        self.by_scope = plan.live_positions()
+        self.all_listed = all(self.listed)
+
+
+def _row(graph: Graph, plan: Plan, op_index: int, data: _RowData | None = None) -> OpRow:
+    data = data or _RowData(graph, plan)
     op = graph.operators[op_index]
     s = scope_of(op_index)
-    live = [b for b in plan.live_at(s) if b.subgraph == 0 or b.kind == "scratch"]
-    ins = {t for t in op.inputs if t >= 0}
-    outs = set(op.outputs)
-    by_kind = {"in": 0, "out": 0, "scratch": 0, "other": 0}
-    for b in live:
-        if b.kind == "scratch" and b.index == op_index and b.subgraph == graph.subgraph:
-            by_kind["scratch"] += b.size
-        elif b.kind == "tensor" and b.subgraph == graph.subgraph and b.index in outs:
-            by_kind["out"] += b.size
-        elif b.kind == "tensor" and b.subgraph == graph.subgraph and b.index in ins:
-            by_kind["in"] += b.size
-        else:
-            by_kind["other"] += b.size
-    scratch = tuple(b.size for b in plan.buffers if b.kind == "scratch" and b.index == op_index and b.subgraph == graph.subgraph)
+    if 0 <= s < len(data.by_scope):
+        live = data.by_scope[s]
+    else:
+        live = tuple(k for k, b in enumerate(plan.buffers) if b.alive_at(s))
+    if not data.all_listed:
+        listed = data.listed
+        live = tuple(k for k in live if listed[k])
+    live_bytes = sum(map(data.sizes.__getitem__, live))
+    # The operator's own buffers, classified as a scan of the live list would: its scratch, then its
+    # outputs, then its inputs (a tensor both read and written counts as an output).
+    live_set = None
+    scratch_bytes = in_bytes = out_bytes = 0
+
+    def is_live(b) -> bool:
+        nonlocal live_set
+        if b is None or not b.alive_at(s):
+            return False
+        if live_set is None:
+            live_set = set(live) if len(live) > 8 else live
+        return data.position[id(b)] in live_set
+
+    own = plan.scratch_of(op_index, graph.subgraph)
+    scratch_bytes = sum(b.size for b in own if is_live(b))
+    outs = dict.fromkeys(op.outputs)
+    ins = dict.fromkeys(t for t in op.inputs if t >= 0 and t not in outs)
+    for t in outs:
+        b = plan.tensor_buffer(t, graph.subgraph)
+        if is_live(b):
+            out_bytes += b.size
+    for t in ins:
+        b = plan.tensor_buffer(t, graph.subgraph)
+        if is_live(b):
+            in_bytes += b.size
+    scratch = tuple(b.size for b in own)
     return OpRow(
-        op_index, s, op.opcode, op.inputs, op.outputs, scratch, tuple(b.label for b in live),
-        sum(b.size for b in live), max((b.offset + b.size for b in live), default=0),
-        by_kind["in"], by_kind["out"], by_kind["scratch"], by_kind["other"],
+        op_index, s, op.opcode, op.inputs, op.outputs, scratch, tuple(map(data.labels.__getitem__, live)),
+        live_bytes, max(map(data.tops.__getitem__, live), default=0),
+        in_bytes, out_bytes, scratch_bytes, live_bytes - in_bytes - out_bytes - scratch_bytes,
     )
 
 
 def analyze_graph(graph: Graph, runtime: str = "reference", arch: str = "host64", plan: Plan | None = None) -> Analysis:
     plan = plan or plan_graph(graph, runtime, arch)
-    rows = [_row(graph, plan, i) for i in range(len(graph.operators))]
+    data = _RowData(graph, plan)
+    rows = [_row(graph, plan, i, data) for i in range(len(graph.operators))]
     peak = None
     if rows:
         peak = max(rows, key=lambda r: (r.arena_top, r.live_bytes, -r.index)).index
@@ -111,8 +149,9 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
     """The documented JSON layout (docs/analysis_json.md)."""
     g, p = a.graph, a.plan
     tensors = []
+    activations, inputs, outputs = set(g.activations), set(g.inputs), set(g.outputs)
     for t in g.tensors:
-        if t.index not in set(g.activations):
+        if t.index not in activations:
             continue
         b = p.tensor_buffer(t.index, g.subgraph)
         cr = a.cold.get(t.index)
@@ -121,7 +160,7 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
             "arena_bytes": b.size if b else 0, "offset": b.offset if b else None,
             "first_scope": b.first if b else None, "last_scope": b.last if b else None,
             "producer": g.producers.get(t.index), "consumers": g.consumers.get(t.index, []),
-            "graph_input": t.index in g.inputs, "graph_output": t.index in g.outputs,
+            "graph_input": t.index in inputs, "graph_output": t.index in outputs,
             "cold_range": None if cr is None else {"start": cr.start, "end": cr.end, "last": cr.last, "length": cr.length},
             "idle_ranges": [] if cr is None else [list(r) for r in cr.idle],
         })

@@ -50,7 +50,7 @@ def _run(args: argparse.Namespace, **options) -> "Run":
     arch = args.arch or default_arch(args.runtime)
     return Run(Options(runtime=args.runtime, arch=arch, **options),
                runs=None if getattr(args, "unverified", False) else getattr(args, "runs", 3),
-               time_limit=getattr(args, "time_limit", 120.0))
+               time_limit=getattr(args, "time_limit", 120.0), max_io_bytes=getattr(args, "max_io_bytes", None))
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -202,10 +202,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if refusals:
             raise TinySegError(f"{name}: cannot be verified in TFLM: {refusals[0]}")
     from .devicecheck import resolve_tflm_dir
+    from .verify import check_io_bytes
 
+    for g, name in ((a, args.original), (b, args.optimized)):
+        check_io_bytes(g, name, args.max_io_bytes)
     progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if sys.stderr.isatty() else None
     v = verify(a, b, runs=args.runs, seconds=args.time_limit, tflm_dir=resolve_tflm_dir(args.tflm_dir),
-               progress=progress)
+               progress=progress, max_io_bytes=args.max_io_bytes)
     if not v.identical:
         raise TinySegError(f"outputs differ ({v.describe()}): {v.detail}", EXIT_VERIFY_FAILED)
     print(f"identical: {v.runs} random inputs and {v.edge_cases} edge cases, outputs bit-identical in TFLM "
@@ -224,7 +227,8 @@ def cmd_tflm_install(args: argparse.Namespace) -> int:
 def cmd_remote_host(args: argparse.Namespace) -> int:
     from .remote import serve
 
-    return serve(port=args.port, baud=args.baud, storage=args.storage, timeout=args.timeout, once=args.once)
+    return serve(port=args.port, baud=args.baud, storage=args.storage, timeout=args.timeout, once=args.once,
+                 capacity=args.capacity)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -273,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "operators TFLM does not ship)")
     o.add_argument("--time-limit", type=positive_seconds, default=120.0, metavar="SECONDS",
                    help="bound on each TFLM run of the verification, in seconds of CPU time (default: 120)")
+    o.add_argument("--max-io-bytes", type=parse_size, default="256MiB", metavar="SIZE",
+                   help="bytes one run's inputs and outputs may take, per model (default: 256MiB); a model "
+                        "over it is refused before any input is built (the check keeps several copies of them)")
     o.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     o.add_argument("--tflm-dir", metavar="DIR", default=None,
                    help="TFLM tree: check with TinySeg's real kernels in a cached host build of it (default: "
@@ -292,6 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--tflm-dir", metavar="DIR", default=None,
                    help="TFLM tree: check with TinySeg's real kernels in a cached host build of it (default: "
                         "$TFLM_DIR; without either, TinySeg operators are lowered to builtins)")
+    v.add_argument("--max-io-bytes", type=parse_size, default="256MiB", metavar="SIZE",
+                   help="bytes one run's inputs and outputs may take, per model (default: 256MiB); a model "
+                        "over it is refused before any input is built (the check keeps several copies of them)")
     v.set_defaults(func=cmd_verify)
 
     t = sub.add_parser("tflm", help="add TinySeg's kernels to a TFLM checkout")
@@ -311,6 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--storage", default=None, help="directory for spilled slots (default: memory)")
     r.add_argument("--timeout", type=float, default=2.0, help="seconds before a silent peer is an error")
     r.add_argument("--once", action="store_true", help="exit when the board disconnects")
+    r.add_argument("--capacity", type=parse_size, default="16MiB", metavar="SIZE",
+                   help="bytes all slots together may hold, in memory or in DIR (default: 16MiB); a write or "
+                        "erase beyond it is answered with a no_space error")
     r.set_defaults(func=cmd_remote_host)
     return p
 

@@ -244,7 +244,10 @@ def run(exe: Path, model: bytes, batches: list[list[np.ndarray]], arena_size: in
     with tempfile.TemporaryDirectory(prefix="tinyseg-run-") as d:
         mpath, ipath, opath = Path(d) / "model.tflite", Path(d) / "in.bin", Path(d) / "out.bin"
         mpath.write_bytes(model)
-        ipath.write_bytes(b"".join(np.ascontiguousarray(x).tobytes() for batch in batches for x in batch))
+        with open(ipath, "wb") as f:  # one input at a time: no second copy of all of them
+            for batch in batches:
+                for x in batch:
+                    f.write(np.ascontiguousarray(x).reshape(-1).view(np.uint8))
         cmd = [str(exe), str(mpath), str(ipath), str(opath), "--batches", str(len(batches)),
                "--arena", str(arena_size), "--storage", str(STORAGE_BYTES)]
         limit = seconds * max(1, len(batches))  # --time-limit bounds each inference; all run in one process

@@ -84,6 +84,19 @@ class Graph:
         """Tensors that live in the arena: not constant, not variable, not empty."""
         return [t.index for t in self.tensors if not t.is_constant and not t.is_variable and t.nbytes > 0]
 
+    @cached_property
+    def activation_set(self) -> frozenset[int]:
+        """``activations`` as a set, for membership tests (models can have thousands)."""
+        return frozenset(self.activations)
+
+    @cached_property
+    def input_set(self) -> frozenset[int]:
+        return frozenset(self.inputs)
+
+    @cached_property
+    def output_set(self) -> frozenset[int]:
+        return frozenset(self.outputs)
+
     def tensor(self, index: int) -> Tensor:
         return self.tensors[index]
 

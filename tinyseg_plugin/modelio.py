@@ -48,7 +48,8 @@ def read_model_bytes(path: str | os.PathLike[str]) -> bytes:
         raise TinySegError(f"{n}: {st.st_size:,} bytes, larger than any model this tool handles")
     try:
         with open(p, "rb") as fh:
-            data = fh.read(MAX_MODEL_BYTES + 1)
+            # at most what stat saw (and one byte more): read(n) reserves n bytes up front
+            data = fh.read(min(st.st_size, MAX_MODEL_BYTES) + 1)
     except OSError as exc:
         raise TinySegError(f"{n}: cannot read: {exc.strerror}") from None
     if not data:

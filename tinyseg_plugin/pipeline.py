@@ -17,7 +17,7 @@ from .modelio import check_inline_fits, model_to_bytes, parse_model
 from .optimizer import Options, Result
 from .planner import plan_graph
 from . import verify as check
-from .verify import Verification, arena_for
+from .verify import DEFAULT_MAX_IO_BYTES, Verification, arena_for, check_io_bytes
 
 EXIT_VERIFY_FAILED = 4  # the outputs differ: nothing is written (docs/cli.md)
 DEFAULT_TIME_LIMIT = 120.0  # CPU seconds for each TFLM child process
@@ -29,13 +29,19 @@ class Run:
 
     ``options`` carries the kernel set (``runtime``), the build (``arch``), the target and the
     strategy switches; ``runs`` is the number of random verification inputs (None: unverified);
-    ``time_limit`` bounds each TFLM child in CPU seconds; ``tflm_dir`` selects the real-kernel check."""
+    ``time_limit`` bounds each TFLM child in CPU seconds; ``max_io_bytes`` bounds the memory of one
+    check run's inputs and outputs; ``tflm_dir`` selects the real-kernel check."""
 
     options: Options = field(default_factory=Options)
     runs: int | None = 3
     time_limit: float = DEFAULT_TIME_LIMIT
+    max_io_bytes: int = DEFAULT_MAX_IO_BYTES
     tflm_dir: str | None = None
     progress: Callable[[str], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_io_bytes is None:
+            self.max_io_bytes = DEFAULT_MAX_IO_BYTES
 
     @property
     def verified(self) -> bool:
@@ -129,6 +135,7 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
             return Outcome(data, kept, None, f"the model already meets --target {o.target_bytes:,} B "
                                              f"(head {plan.head:,} B)", o.target_bytes)
     if run.verified:
+        check_io_bytes(graph, name, run.max_io_bytes)  # before TFLM loads it with an arena to match
         try:
             tflm.check_loads(model_to_bytes(graph.model), arena_for(graph),
                              seconds=min(run.time_limit, tflm.LOAD_SECONDS))
@@ -143,7 +150,7 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
     if run.runs is not None:
         run.say(f"verifying against the original in TFLM ({run.runs} random inputs + 3 edge cases)")
         verification = check.verify(graph, result.graph, runs=run.runs, seconds=run.time_limit, tflm_dir=run.tflm_dir,
-                              progress=run.progress)
+                                    progress=run.progress, max_io_bytes=run.max_io_bytes)
         if not verification.identical:
             raise TinySegError(f"verification failed: {verification.detail}; no output written", EXIT_VERIFY_FAILED)
     return Outcome(model_to_bytes(result.graph.model), result, verification, None, o.target_bytes)

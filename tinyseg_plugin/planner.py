@@ -12,6 +12,8 @@ offset that fits among the buffers alive at the same time.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left, bisect_right, insort
+from itertools import islice
 from dataclasses import dataclass, field
 
 from . import customops
@@ -96,13 +98,60 @@ class Plan:
         return not self.unknown_ops
 
     def live_at(self, scope: int) -> list[Buffer]:
+        """The buffers alive at ``scope``, in plan order."""
+        by_scope = self.live_positions()
+        if 0 <= scope < len(by_scope):
+            return [self.buffers[k] for k in by_scope[scope]]
         return [b for b in self.buffers if b.alive_at(scope)]
 
+    def live_positions(self) -> list[tuple[int, ...]]:
+        """For every scope from 0 to the last one any buffer reaches, the positions in ``buffers``
+        of the buffers alive there, ascending. Built once by a sweep over the scopes (a scan of every
+        buffer per scope made the analysis of long models quadratic in Python steps)."""
+        cached = self.__dict__.get("_live_index")
+        if cached is not None and cached[0] is self.buffers and cached[1] == len(self.buffers):
+            return cached[2]
+        top = max((b.last for b in self.buffers), default=-1)
+        starts: list[list[int]] = [[] for _ in range(top + 1)]
+        ends: list[list[int]] = [[] for _ in range(top + 1)]
+        for k, b in enumerate(self.buffers):
+            first = max(b.first, 0)
+            if first <= b.last:
+                starts[first].append(k)
+                ends[b.last].append(k)
+        active: list[int] = []
+        index: list[tuple[int, ...]] = []
+        for s in range(top + 1):
+            for k in starts[s]:
+                insort(active, k)
+            index.append(tuple(active))
+            for k in ends[s]:
+                del active[bisect_left(active, k)]
+        self.__dict__["_live_index"] = (self.buffers, len(self.buffers), index)
+        return index
+
     def tensor_buffer(self, tensor: int, subgraph: int = 0) -> Buffer | None:
-        for b in self.buffers:
-            if b.kind == "tensor" and b.index == tensor and b.subgraph == subgraph:
-                return b
-        return None
+        cached = self.__dict__.get("_tensor_index")
+        if cached is None or cached[0] is not self.buffers or cached[1] != len(self.buffers):
+            index: dict[tuple[int, int], Buffer] = {}
+            for b in self.buffers:
+                if b.kind == "tensor":
+                    index.setdefault((b.index, b.subgraph), b)  # the first one, as a scan finds it
+            cached = (self.buffers, len(self.buffers), index)
+            self.__dict__["_tensor_index"] = cached
+        return cached[2].get((tensor, subgraph))
+
+    def scratch_of(self, op_index: int, subgraph: int) -> list[Buffer]:
+        """The scratch buffers of one operator, in plan order."""
+        cached = self.__dict__.get("_scratch_index")
+        if cached is None or cached[0] is not self.buffers or cached[1] != len(self.buffers):
+            index: dict[tuple[int, int], list[Buffer]] = {}
+            for b in self.buffers:
+                if b.kind == "scratch":
+                    index.setdefault((b.index, b.subgraph), []).append(b)
+            cached = (self.buffers, len(self.buffers), index)
+            self.__dict__["_scratch_index"] = cached
+        return cached[2].get((op_index, subgraph), [])
 
     def peak_scope(self) -> int:
         """The scope whose live buffers reach highest in the arena (the first such scope)."""
@@ -138,6 +187,10 @@ class _Lifetimes:
 
     def __init__(self, graphs: list[Graph], infos: list[list[_Info]], scratch: list[tuple[int, int, _Info]]):
         self.graphs, self.infos, self.scratch, self.scope = graphs, infos, scratch, 0
+        # Each operator's scratch requests in request order (looked up per operator, not scanned).
+        self.scratch_of: dict[tuple[int, int], list[_Info]] = {}
+        for sg, node, info in scratch:
+            self.scratch_of.setdefault((sg, node), []).append(info)
 
     @staticmethod
     def _created(info: _Info, scope: int) -> None:
@@ -162,10 +215,9 @@ class _Lifetimes:
                     infos[t].last = self.scope
             for t in op.outputs:
                 infos[t].last = self.scope
-            for sg, node, info in self.scratch:
-                if sg == s and node == op.index:
-                    self._created(info, start)
-                    info.last = self.scope
+            for info in self.scratch_of.get((s, op.index), ()):
+                self._created(info, start)
+                info.last = self.scope
         for t in g.outputs:
             self._created(infos[t], self.scope)
             infos[t].last = self.scope
@@ -191,7 +243,17 @@ def offline_offsets(model: "fb.ModelT") -> list[int] | None:
 
 
 def greedy_place(sizes: list[int], firsts: list[int], lasts: list[int], offline: list[int]) -> list[int]:
-    """GreedyMemoryPlanner::CalculateOffsetsIfNeeded: offsets for each buffer, in insertion order."""
+    """GreedyMemoryPlanner::CalculateOffsetsIfNeeded: offsets for each buffer, in insertion order.
+
+    TFLM walks every placed buffer in offset order for each new one (quadratic in buffers). The
+    walk's result depends only on the placed buffers whose lifetimes overlap the new one's, taken
+    in offset order (ties at one offset give the same result in any order), so the placed buffers
+    are kept by offset, and at one offset by lifetime: buffers of a positive size that share an
+    offset were placed because their lifetimes are disjoint, so those overlapping a lifetime are one
+    slice found by bisection. The walk then costs the number of distinct offsets below the result,
+    not the number of buffers. Offline offsets may overlap and zero-sized buffers overlap
+    anything: then the plain walk (``_walk_place``) is taken, which gives the same offsets.
+    """
     n = len(sizes)
     if n == 0:
         return []
@@ -199,10 +261,74 @@ def greedy_place(sizes: list[int], firsts: list[int], lasts: list[int], offline:
     online = [i for i in range(n) if offline[i] == ONLINE]
     online.reverse()  # filled from the tail of the array in insertion order
     online.sort(key=lambda i: -sizes[i])  # stable, like the planner's bubble sort
-    order = head_ids + online
+    return first_fit(head_ids + online, sizes, firsts, lasts, offline)
+
+
+def first_fit(order: list[int], sizes: list[int], firsts: list[int], lasts: list[int],
+              offline: list[int] | None = None) -> list[int]:
+    """Place the buffers in ``order`` (ids into the other lists) each at the lowest offset where it
+    overlaps no buffer placed before it that is alive at the same time (``offline``: fixed offsets,
+    ONLINE for none); offsets by id, ONLINE for ids not in ``order``. See greedy_place."""
+    n = len(sizes)
+    if offline is None:
+        offline = [ONLINE] * n
+    if any(sizes[i] <= 0 or lasts[i] < firsts[i] for i in order):
+        return _walk_place(order, sizes, firsts, lasts, offline)
     offsets = [ONLINE] * n
+    levels: list[int] = []  # distinct offsets, ascending
+    groups: dict[int, tuple[list[int], list[int], list[int]]] = {}  # offset -> firsts, lasts, sizes by first
+    previous = None  # (first, last, size, offset) of the buffer placed just before, when online
+    for k, i in enumerate(order):
+        f, l, size = firsts[i], lasts[i], sizes[i]
+        if offline[i] != ONLINE:
+            cand = offline[i]
+        else:
+            cand, start = 0, 0
+            if previous is not None and previous[:3] == (f, l, size):
+                # The same lifetime and size as the buffer placed just before (a stack, such as many
+                # graph inputs): nothing below that one's offset fitted then, nothing overlapping it
+                # starts below its end, so the walk resumes at its end.
+                cand = previous[3] + size
+                start = bisect_left(levels, cand)
+            for off in islice(levels, start, None):
+                g_first, g_last, g_size = groups[off]
+                hi = bisect_right(g_first, l)  # members that start by l ...
+                lo = bisect_left(g_last, f, 0, hi)  # ... and end at f or later (lasts ascend with firsts)
+                if lo >= hi:
+                    continue
+                if off - cand >= size:
+                    break
+                end = off + (g_size[lo] if hi - lo == 1 else max(g_size[lo:hi]))
+                if end > cand:
+                    cand = end
+        offsets[i] = cand
+        previous = (f, l, size, cand) if offline[i] == ONLINE else None
+        group = groups.get(cand)
+        if group is None:
+            insort(levels, cand)
+            groups[cand] = ([f], [l], [size])
+            continue
+        g_first, g_last, g_size = group
+        pos = bisect_right(g_first, f)
+        if (pos > 0 and g_last[pos - 1] >= f) or (pos < len(g_first) and g_first[pos] <= l):
+            # lifetimes overlapping at one offset (offline offsets can): the plain walk from here on
+            return _walk_place(order, sizes, firsts, lasts, offline, offsets, k + 1)
+        g_first.insert(pos, f)
+        g_last.insert(pos, l)
+        g_size.insert(pos, size)
+    return offsets
+
+
+def _walk_place(order: list[int], sizes: list[int], firsts: list[int], lasts: list[int], offline: list[int],
+                offsets: list[int] | None = None, start: int = 0) -> list[int]:
+    """TFLM's walk over every placed buffer in offset order: ``order[:start]`` already has ``offsets``."""
+    if offsets is None:
+        offsets = [ONLINE] * len(sizes)
     placed: list[tuple[int, int]] = []  # (offset, id), kept sorted by offset; ties after existing entries
     for k, i in enumerate(order):
+        if k < start:
+            _insert_sorted(placed, offsets[i], i, first=(k == 0))
+            continue
         if offline[i] != ONLINE:
             cand = offline[i]
         elif k == 0:

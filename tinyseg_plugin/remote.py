@@ -37,6 +37,11 @@ HEADER_BYTES = HEADER.size  # 16
 CRC_BYTES = 4
 DEFAULT_MAX_PAYLOAD = 4096  # the host accepts up to this; the board's client picks <= it
 MAX_SLOT_BYTES = 64 << 20  # one spilled tensor; more is a bug on the board, not a real tensor
+# Bytes all slots together may hold (`remote-host --capacity`), and so the largest slot: a wrong
+# offset must not make the host allocate (or write to disk) without bound. 16 MiB is over seven times
+# the most any example model spills per inference (Attention U-Net: 2,150,400 B, README).
+DEFAULT_CAPACITY = 16 << 20
+MAX_SLOTS = 65536  # slots held at once: each costs memory (or a file) even when empty
 
 
 class MsgType(enum.IntEnum):
@@ -180,17 +185,43 @@ def _check_end(end: int, limit: int) -> None:
         raise SlotError(Status.NO_SPACE, f"slot would grow to {end} bytes (limit {limit})")
 
 
+class _Capacity:
+    """The bytes every slot holds together, against the store's capacity. A slot grows only when its
+    new end fits both the per-slot limit and what the other slots leave; the check comes before any
+    byte is allocated or written, so a far offset costs nothing."""
+
+    capacity: int
+    max_slot_bytes: int
+    used: int
+
+    def _limit(self) -> int:
+        return min(self.max_slot_bytes, self.capacity)
+
+    def _reserve(self, slot_bytes: int, end: int, new_slot: bool, slots: int) -> None:
+        _check_end(end, self._limit())
+        if new_slot and slots >= MAX_SLOTS:
+            raise SlotError(Status.NO_SPACE, f"{slots} slots held (limit {MAX_SLOTS})")
+        grow = max(end - slot_bytes, 0)
+        if self.used + grow > self.capacity:
+            raise SlotError(Status.NO_SPACE, f"the store would hold {self.used + grow} bytes (capacity {self.capacity})")
+
+
 @dataclass
-class MemoryStore:
+class MemoryStore(_Capacity):
     """Slots in host memory (the default: spilled tensors live as long as the host runs)."""
 
     max_slot_bytes: int = MAX_SLOT_BYTES
     slots: dict[int, bytearray] = field(default_factory=dict)
+    capacity: int = DEFAULT_CAPACITY
+    used: int = 0  # bytes held by all slots
 
     def _grow(self, slot: int, end: int) -> bytearray:
-        _check_end(end, self.max_slot_bytes)
-        buf = self.slots.setdefault(slot, bytearray())
+        buf = self.slots.get(slot)
+        self._reserve(len(buf) if buf is not None else 0, end, buf is None, len(self.slots))
+        if buf is None:
+            buf = self.slots[slot] = bytearray()
         if end > len(buf):
+            self.used += end - len(buf)
             buf += b"\xff" * (end - len(buf))
         return buf
 
@@ -209,7 +240,9 @@ class MemoryStore:
         self._grow(slot, offset + length)[offset : offset + length] = b"\xff" * length
 
     def drop(self, slot: int) -> None:
-        self.slots.pop(slot, None)
+        buf = self.slots.pop(slot, None)
+        if buf is not None:
+            self.used -= len(buf)
 
     def size(self, slot: int) -> int:
         if slot not in self.slots:
@@ -217,29 +250,41 @@ class MemoryStore:
         return len(self.slots[slot])
 
 
+SLOT_FILE = "slot_{:08x}.bin"
+
+
 @dataclass
-class DirStore:
-    """One file per slot under a directory (``--storage DIR``): slots survive a host restart."""
+class DirStore(_Capacity):
+    """One file per slot under a directory (``--storage DIR``): slots survive a host restart. The
+    slot files already there count against the capacity."""
 
     root: Path
     max_slot_bytes: int = MAX_SLOT_BYTES
+    capacity: int = DEFAULT_CAPACITY
+    used: int = 0
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+            self._sizes = {int(p.name[5:13], 16): p.stat().st_size for p in self.root.glob("slot_*.bin")
+                           if len(p.name) == 17 and all(c in "0123456789abcdef" for c in p.name[5:13])}
         except OSError as exc:
             raise TinySegError(f"cannot use storage directory {self.root}: {exc.strerror or exc}") from None
+        self.used = sum(self._sizes.values())
 
     def _path(self, slot: int) -> Path:
-        return self.root / f"slot_{slot:08x}.bin"
+        return self.root / SLOT_FILE.format(slot)
 
     def _grow(self, slot: int, end: int):
-        _check_end(end, self.max_slot_bytes)
+        size = self._sizes.get(slot)
+        self._reserve(size or 0, end, size is None, len(self._sizes))
         p = self._path(slot)
         f = open(p, "r+b") if p.exists() else open(p, "w+b")
         size = f.seek(0, os.SEEK_END)
+        self._sizes[slot] = max(size, end)
         if end > size:
+            self.used += end - size
             f.write(b"\xff" * (end - size))
         return f
 
@@ -265,6 +310,7 @@ class DirStore:
 
     def drop(self, slot: int) -> None:
         self._path(slot).unlink(missing_ok=True)
+        self.used -= self._sizes.pop(slot, 0)
 
     def size(self, slot: int) -> int:
         p = self._path(slot)
@@ -294,6 +340,7 @@ class ServerStats:
     bytes_in: int = 0
     bytes_out: int = 0
     logs: int = 0
+    failed: int = 0  # requests that raised something unexpected (answered with an I/O error)
 
 
 def _flip(wire: bytes) -> bytes:
@@ -421,7 +468,10 @@ class RemoteServer:
             raise SlotError(Status.UNSUPPORTED)
         except SlotError as exc:
             return Frame(MsgType.ERROR, arg=int(exc.status), **ack)
-        except OSError:
+        except MemoryError:
+            return Frame(MsgType.ERROR, arg=int(Status.NO_SPACE), **ack)
+        except Exception:  # noqa: BLE001 - whatever a request does, the host answers and keeps serving
+            self.stats.failed += 1
             return Frame(MsgType.ERROR, arg=int(Status.IO_ERROR), **ack)
 
 
@@ -488,14 +538,17 @@ def run(ser, server: RemoteServer, timeout: float, stop: threading.Event | None 
     return "stopped"
 
 
-def serve(port: str, baud: int, storage: str | None, timeout: float, once: bool) -> int:
+def serve(port: str, baud: int, storage: str | None, timeout: float, once: bool,
+          capacity: int = DEFAULT_CAPACITY) -> int:
     """`tinyseg remote-host`: serve remote spilling on a serial port until interrupted."""
     if timeout <= 0:
         raise TinySegError(f"--timeout must be positive, got {timeout:g}")
-    store: SlotStore = DirStore(Path(storage)) if storage else MemoryStore()
+    if capacity <= 0:
+        raise TinySegError(f"--capacity must be positive, got {capacity}")
+    store: SlotStore = DirStore(Path(storage), capacity=capacity) if storage else MemoryStore(capacity=capacity)
     ser = _open_port(port, baud)
     server = RemoteServer(store, on_log=lambda line: print(f"board: {line}", flush=True))
-    _log(f"serving {port} at {baud} baud, slots in {storage or 'memory'} (Ctrl-C to stop)")
+    _log(f"serving {port} at {baud} baud, slots in {storage or 'memory'} up to {capacity:,} bytes (Ctrl-C to stop)")
     try:
         while True:
             reason = run(ser, server, timeout)

@@ -172,14 +172,17 @@ def chain_io(graph: Graph, ops: list[int]) -> tuple[list[int], list[int], list[i
     after it (or is a graph output), and what only its own operators read."""
     members = set(ops)
     produced = [graph.operators[i].outputs[0] for i in ops]
+    produced_set, graph_outputs = set(produced), set(graph.outputs)  # sets: chains run to thousands
     inputs: list[int] = []
+    seen: set[int] = set()
     for i in ops:
         for t in activation_inputs(graph, graph.operators[i]):
-            if t not in produced and t not in inputs:
+            if t not in produced_set and t not in seen:
                 inputs.append(t)
+                seen.add(t)
     outputs, inner = [], []
     for t in produced:
-        outside = t in graph.outputs or any(c not in members for c in graph.consumers.get(t, []))
+        outside = t in graph_outputs or any(c not in members for c in graph.consumers.get(t, []))
         (outputs if outside else inner).append(t)
     return inputs, outputs, inner
 
@@ -216,7 +219,8 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
     height = {t: graph.tensors[t].shape[1] for t in streamed}
     done = {t: 0 for t in streamed}  # rows produced (or fetched) so far
     computed = {i: 0 for i in ops}
-    ringed = [t for t in streamed if t in inner or t in spilled or t in fetched]
+    inner_set = set(inner)
+    ringed = [t for t in streamed if t in inner_set or t in spilled or t in fetched]
     ringed = [t for t in ringed if readers.get(t) or t in spilled]  # a spilled row is computed into its ring
     held = {t: 0 for t in ringed}
 
@@ -253,15 +257,29 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
         if d - low > held[t]:
             held[t] = d - low
 
-    def pull(t: int, row: int) -> None:
-        """Produce rows of t up to `row` (inclusive)."""
-        i = producer.get(t)
-        inputs_i = pulls[i] if i is not None else ()
-        t_held = t in held
-        while done[t] <= row:
-            if i is not None:
+    def pull(t0: int, row0: int) -> None:
+        """Produce rows of t0 up to `row0` (inclusive), pulling each input row a window needs
+        first. Depth-first with an explicit stack, not recursion: a chain of a thousand operators
+        would exceed Python's recursion limit. Each frame is [tensor, last row wanted, next input
+        to look at, the row being produced (-1: none yet)]; the steps come in the order the
+        recursive form takes them."""
+        stack = [[t0, row0, 0, -1]]
+        while stack:
+            frame = stack[-1]
+            t, row, k, y = frame
+            if y < 0:
                 y = done[t]
-                for u, (num, den, before, after, last) in inputs_i:
+                if y > row:
+                    stack.pop()
+                    continue
+                frame[3] = y
+            i = producer.get(t)
+            if i is not None:
+                inputs_i = pulls[i]
+                pushed = False
+                while k < len(inputs_i):
+                    u, (num, den, before, after, last) = inputs_i[k]
+                    k += 1
                     anchor = y * num // den
                     lo, hi = anchor - before, anchor + after
                     if lo < 0:
@@ -269,15 +287,21 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
                     if hi > last:
                         hi = last
                     if lo <= hi and done[u] <= hi:
-                        pull(u, hi)
+                        frame[2] = k
+                        stack.append([u, hi, 0, -1])
+                        pushed = True
+                        break
+                if pushed:
+                    continue
                 computed[i] += 1
                 if trace is not None:
                     trace.append((i, y))
             elif fetches is not None:
                 fetches.append((len(trace) if trace is not None else 0, t, done[t]))
             done[t] += 1
-            if t_held:
+            if t in held:
                 note(t)
+            frame[2], frame[3] = 0, -1
 
     order = [t for t in outputs if t not in spilled] + [t for t in outputs if t in spilled]
     progress = True

@@ -530,3 +530,23 @@ def random_real(seed: int, refused: str | None = None) -> "fb.ModelT":
             outputs.append(b.add(y, b.dequantize(list(b.shapes[y]))))
     rng.shuffle(outputs)
     return b.build(outputs)
+
+
+def relu_chain(n_ops: int, size: int = 8, channels: int = 4, seed: int = 0) -> "fb.ModelT":
+    """A 1x1 convolution followed by ``n_ops`` standalone RELUs: one long chain of row-local
+    operators (the shape that streaming analysis must handle without deep recursion)."""
+    b = ModelBuilder(dtype="INT8", seed=seed)
+    x = b.conv(b.input([1, size, size, channels]), channels, k=1, relu=False)
+    for _ in range(n_ops):
+        x = b.relu(x)
+    return b.build([x])
+
+
+def unused_inputs(n_inputs: int, size: int = 8, channels: int = 4, seed: int = 0) -> "fb.ModelT":
+    """A two-convolution model with ``n_inputs`` further graph inputs that no operator reads
+    (converters leave such inputs behind; each still takes arena space at scope 0)."""
+    b = ModelBuilder(dtype="INT8", seed=seed)
+    x = b.input([1, size, size, channels])
+    for _ in range(n_inputs):
+        b.input([1, 2, 2, 1])
+    return b.build([b.conv(b.conv(x, channels, k=1), channels, k=1)])

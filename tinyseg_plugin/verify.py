@@ -39,16 +39,26 @@ def _extremes(dt: np.dtype) -> tuple:
     return (info.min, info.max)
 
 
-def edge_inputs(details: list[dict]) -> list[list[np.ndarray]]:
-    """All-minimum, all-maximum and alternating min/max inputs: where saturation and rounding bugs show."""
-    lo = [np.full(d["shape"], _extremes(np.dtype(d["dtype"]))[0], dtype=np.dtype(d["dtype"])) for d in details]
-    hi = [np.full(d["shape"], _extremes(np.dtype(d["dtype"]))[1], dtype=np.dtype(d["dtype"])) for d in details]
-    alt = []
+def edge_input(details: list[dict], which: int) -> list[np.ndarray]:
+    """Edge case ``which`` (EDGE_NAMES): all-minimum, all-maximum or alternating min/max inputs, where
+    saturation and rounding bugs show. Filled in place: no index array as large as the tensor."""
+    out = []
     for d in details:
-        a, b = _extremes(np.dtype(d["dtype"]))
-        n = int(np.prod(d["shape"], dtype=np.int64))
-        alt.append(np.where(np.arange(n) % 2 == 0, a, b).astype(np.dtype(d["dtype"])).reshape(d["shape"]))
-    return [lo, hi, alt]
+        dt = np.dtype(d["dtype"])
+        a, b = _extremes(dt)
+        if which < 2:
+            out.append(np.full(d["shape"], (a, b)[which], dtype=dt))
+            continue
+        x = np.empty(int(np.prod(d["shape"], dtype=np.int64)), dtype=dt)
+        x[0::2] = a
+        x[1::2] = b
+        out.append(x.reshape(d["shape"]))
+    return out
+
+
+def edge_inputs(details: list[dict]) -> list[list[np.ndarray]]:
+    """All three edge cases (EDGE_NAMES)."""
+    return [edge_input(details, k) for k in range(len(EDGE_NAMES))]
 
 
 EDGE_NAMES = ("all-minimum", "all-maximum", "alternating")
@@ -87,21 +97,64 @@ def arena_for(graph: Graph) -> int:
     return max(tflm.DEFAULT_ARENA, 2 * need + (16 << 20))
 
 
+# What one run of a model may feed and return (`--max-io-bytes`): the check holds each input and output
+# several times over (the inputs, their copy to the TFLM child, the outputs of both models), so a
+# model declaring a 2 GB input must be refused before any of it is built.
+DEFAULT_MAX_IO_BYTES = 256 << 20
+# Inputs and outputs of the runs sent to one TFLM process at a time: more runs (--runs) mean more
+# processes, not more memory.
+GROUP_IO_BYTES = 256 << 20
+
+
+def io_bytes(graph: Graph) -> tuple[int, str]:
+    """Bytes of one run's inputs and outputs, and the largest of those tensors described."""
+    total, big, what = 0, -1, ""
+    for t in list(graph.inputs) + list(graph.outputs):
+        tensor = graph.tensors[t]
+        total += tensor.nbytes
+        if tensor.nbytes > big:
+            big = tensor.nbytes
+            kind = "input" if t in graph.input_set else "output"
+            what = f"{kind} {tensor.name!r} {tensor.dtype}{list(tensor.shape)}: {tensor.nbytes:,} B"
+    return total, what
+
+
+def check_io_bytes(graph: Graph, name: str, limit: int = DEFAULT_MAX_IO_BYTES) -> int:
+    """Refuse, before any input is built, a model whose one run's inputs and outputs exceed ``limit``."""
+    total, what = io_bytes(graph)
+    if total > limit:
+        raise TinySegError(f"{name}: one run's inputs and outputs take {total:,} bytes ({what}), over the "
+                           f"--max-io-bytes limit of {limit:,}; the check keeps several copies of them in memory, "
+                           "so raise --max-io-bytes only if this machine has that memory many times over")
+    return total
+
+
+def _groups(count: int, per_run: int) -> list[range]:
+    """Runs 0..count-1 in groups whose inputs and outputs fit GROUP_IO_BYTES (at least one run each)."""
+    size = max(1, GROUP_IO_BYTES // max(per_run, 1))
+    return [range(k, min(k + size, count)) for k in range(0, count, size)]
+
+
 def _describe(details: list[dict]) -> str:
     return ", ".join(f"{np.dtype(d['dtype'])}{list(d['shape'])}" for d in details) or "none"
 
 
 def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
            seconds: float = tflm.RUN_SECONDS, edge_cases: bool = True, tflm_dir: str | None = None,
-           progress=None) -> Verification:
+           progress=None, max_io_bytes: int = DEFAULT_MAX_IO_BYTES) -> Verification:
     """Run the original and the optimized model on ``runs`` random inputs (and the edge cases);
     outputs must be bit-identical. With ``tflm_dir`` (a TFLM tree) the optimized model runs as written
     with TinySeg's kernels (devicecheck.py); without, its lowering runs in the tflite-micro wheel.
-    Every run is a child process bounded by ``seconds``."""
+    Every run is a child process bounded by ``seconds``. A model whose one run's inputs and outputs
+    exceed ``max_io_bytes`` is refused first; the runs go to TFLM in groups of GROUP_IO_BYTES, each
+    group's inputs made only when it runs."""
     if runs < 1:
         raise TinySegError(f"verification needs at least one random input (got {runs})")
+    per_run = max(check_io_bytes(original, "the original", max_io_bytes),
+                  check_io_bytes(optimized, "the optimized model", max_io_bytes))
     if tflm_dir:
-        return verify_real_kernels(original, optimized, tflm_dir, runs, seed, seconds, edge_cases, progress)
+        return verify_real_kernels(original, optimized, tflm_dir, runs, seed, seconds, edge_cases, progress,
+                                   per_run)
     a = model_to_bytes(original.model)
     b = model_to_bytes(lower(optimized).graph.model)
     labels = ["the original", "the optimized model (lowered to builtins)"]
@@ -110,21 +163,25 @@ def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
     if [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in da] != [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in db]:
         raise TinySegError(f"the models' inputs differ: {_describe(da)} against {_describe(db)}; "
                            "they cannot compute the same function")
-    batches = [random_inputs(a, seed + r, da) for r in range(runs)]
-    names = [f"random input {r}" for r in range(runs)]
-    if edge_cases:
-        batches += edge_inputs(da)
-        names += list(EDGE_NAMES)
-    ya_all, yb_all = tflm.run_models([a, b], batches, labels, arena_size=arena, seconds=seconds)
-    n_edge = len(batches) - runs
-    for r, (ya, yb) in enumerate(zip(ya_all, yb_all)):
-        if len(ya) != len(yb):
-            return Verification(runs, False, f"{len(ya)} outputs against {len(yb)}", n_edge)
-        for k, (p, q) in enumerate(zip(ya, yb)):
-            if p.shape != q.shape or p.dtype != q.dtype or not np.array_equal(p, q, equal_nan=p.dtype.kind == "f"):
-                diff = int(np.count_nonzero(p != q)) if p.shape == q.shape else -1
-                return Verification(runs, False, f"output {k} differs on {names[r]} ({diff} elements)", n_edge)
+    n_edge = len(EDGE_NAMES) if edge_cases else 0
+    names = [f"random input {r}" for r in range(runs)] + list(EDGE_NAMES[:n_edge])
+    for group in _groups(runs + n_edge, per_run):
+        batches = [_batch(a, da, r, runs, seed) for r in group]
+        ya_all, yb_all = tflm.run_models([a, b], batches, labels, arena_size=arena, seconds=seconds)
+        del batches
+        for r, ya, yb in zip(group, ya_all, yb_all):
+            if len(ya) != len(yb):
+                return Verification(runs, False, f"{len(ya)} outputs against {len(yb)}", n_edge)
+            for k, (p, q) in enumerate(zip(ya, yb)):
+                if p.shape != q.shape or p.dtype != q.dtype or not np.array_equal(p, q, equal_nan=p.dtype.kind == "f"):
+                    diff = int(np.count_nonzero(p != q)) if p.shape == q.shape else -1
+                    return Verification(runs, False, f"output {k} differs on {names[r]} ({diff} elements)", n_edge)
     return Verification(runs, True, "", n_edge)
+
+
+def _batch(model: bytes, details: list[dict], r: int, runs: int, seed: int) -> list[np.ndarray]:
+    """The inputs of run ``r``: random input r (seeded seed + r), then the edge cases."""
+    return random_inputs(model, seed + r, details) if r < runs else edge_input(details, r - runs)
 
 
 def _details(graph: Graph) -> list[dict]:
@@ -150,12 +207,16 @@ def _split(graph: Graph, data: bytes) -> list[np.ndarray]:
 
 
 def verify_real_kernels(original: Graph, optimized: Graph, tflm_dir: str, runs: int = 3, seed: int = 0,
-                        seconds: float = tflm.RUN_SECONDS, edge_cases: bool = True, progress=None) -> Verification:
+                        seconds: float = tflm.RUN_SECONDS, edge_cases: bool = True, progress=None,
+                        per_run: int | None = None) -> Verification:
     """Both models in one host build of ``tflm_dir`` with TinySeg's kernels: the optimized one exactly as
     written (offline layout, scratch markers, Spill/Fetching/FetchingConv2D through the C++ codec into
-    host-RAM storage). Built once and cached (devicecheck.prepare)."""
+    host-RAM storage). Built once and cached (devicecheck.prepare). The runs go to the runner in groups
+    (see verify), each group's inputs made only when it runs."""
     from . import devicecheck
 
+    if per_run is None:
+        per_run = max(check_io_bytes(original, "the original"), check_io_bytes(optimized, "the optimized model"))
     exe = devicecheck.prepare(tflm_dir, progress=progress)
     da, db = _details(original), _details(optimized)
     if [(d["shape"], d["dtype"]) for d in da] != [(d["shape"], d["dtype"]) for d in db]:
@@ -163,30 +224,32 @@ def verify_real_kernels(original: Graph, optimized: Graph, tflm_dir: str, runs: 
                            "they cannot compute the same function")
     a = model_to_bytes(original.model)
     b = model_to_bytes(optimized.model)
-    batches = [random_inputs(a, seed + r, da) for r in range(runs)]
-    names = [f"random input {r}" for r in range(runs)]
-    if edge_cases:
-        batches += edge_inputs(da)
-        names += list(EDGE_NAMES)
-    n_edge = len(batches) - runs
+    n_edge = len(EDGE_NAMES) if edge_cases else 0
+    names = [f"random input {r}" for r in range(runs)] + list(EDGE_NAMES[:n_edge])
     arena = arena_for(original)
-    ra = devicecheck.run(exe, a, batches, arena, seconds, "the original")
-    rb = devicecheck.run(exe, b, batches, arena, seconds, "the optimized model")
     done = dict(check=REAL_KERNELS, tflm_dir=str(tflm_dir))
-    spills = sum(1 if op.opcode == customops.SPILL else len(customops.decode(op).spill)
-                 for op in optimized.operators if op.opcode in (customops.SPILL, customops.STREAM_CHAIN)) * len(batches)
-    if rb.stats.get("spills") != spills:  # the TinySeg kernels must really have run: each Spill and each StreamChain row stream, once per input
-        return Verification(runs, False, f"the TinySeg kernels ran {rb.stats.get('spills')} spills, "
-                                         f"the model asks for {spills}", n_edge, **done)
     if [(original.tensors[t].shape, original.tensors[t].dtype) for t in original.outputs] != \
             [(optimized.tensors[t].shape, optimized.tensors[t].dtype) for t in optimized.outputs]:
         return Verification(runs, False, "the models' outputs have other shapes or types", n_edge, **done)
-    for r, (pa, pb) in enumerate(zip(ra.outputs, rb.outputs)):
-        if pa == pb:
-            continue
-        for k, (p, q) in enumerate(zip(_split(original, pa), _split(optimized, pb))):
-            if p.tobytes() != q.tobytes():
-                diff = int(np.count_nonzero(p != q)) if p.shape == q.shape else -1
-                return Verification(runs, False, f"output {k} differs on {names[r]} ({diff} elements)", n_edge, **done)
-        return Verification(runs, False, f"outputs differ on {names[r]}", n_edge, **done)
+    per_input = sum(1 if op.opcode == customops.SPILL else len(customops.decode(op).spill)
+                    for op in optimized.operators if op.opcode in (customops.SPILL, customops.STREAM_CHAIN))
+    for group in _groups(runs + n_edge, per_run):
+        batches = [_batch(a, da, r, runs, seed) for r in group]
+        ra = devicecheck.run(exe, a, batches, arena, seconds, "the original")
+        rb = devicecheck.run(exe, b, batches, arena, seconds, "the optimized model")
+        del batches
+        if rb.stats.get("spills") != per_input * len(group):
+            # the TinySeg kernels must really have run: each Spill and each StreamChain row stream, once per input
+            return Verification(runs, False, f"the TinySeg kernels ran {rb.stats.get('spills')} spills on "
+                                             f"{len(group)} input(s), the model asks for {per_input * len(group)}",
+                                n_edge, **done)
+        for r, pa, pb in zip(group, ra.outputs, rb.outputs):
+            if pa == pb:
+                continue
+            for k, (p, q) in enumerate(zip(_split(original, pa), _split(optimized, pb))):
+                if p.tobytes() != q.tobytes():
+                    diff = int(np.count_nonzero(p != q)) if p.shape == q.shape else -1
+                    return Verification(runs, False, f"output {k} differs on {names[r]} ({diff} elements)", n_edge,
+                                        **done)
+            return Verification(runs, False, f"outputs differ on {names[r]}", n_edge, **done)
     return Verification(runs, True, "", n_edge, **done)

@@ -13,6 +13,7 @@ from typing import Callable
 
 from ..graph import Graph
 from ..planner import Buffer, Plan
+from ..planner import first_fit as place_first_fit
 from . import Rewrite, Skip
 from .edit import Editor
 
@@ -25,20 +26,12 @@ ORDERS: dict[str, Callable[[Buffer], tuple]] = {
 
 
 def first_fit(buffers: list[Buffer], key: Callable[[Buffer], tuple]) -> dict[int, int]:
-    """Offsets (by position in ``buffers``) from first-fit in the given order."""
-    placed: list[tuple[int, int, int, int]] = []  # offset, size, first, last
-    out: dict[int, int] = {}
-    for i in sorted(range(len(buffers)), key=lambda k: key(buffers[k])):
-        b = buffers[i]
-        busy = sorted((o, o + s) for o, s, f, l in placed if not (f > b.last or b.first > l))
-        cand = 0
-        for lo, hi in busy:
-            if lo - cand >= b.size:
-                break
-            cand = max(cand, hi)
-        out[i] = cand
-        placed.append((cand, b.size, b.first, b.last))
-    return out
+    """Offsets (by position in ``buffers``) from first-fit in the given order (the planner's
+    placement walk, indexed so that it does not rescan every placed buffer)."""
+    order = sorted(range(len(buffers)), key=lambda k: key(buffers[k]))
+    offsets = place_first_fit(order, [b.size for b in buffers], [b.first for b in buffers],
+                              [b.last for b in buffers])
+    return {i: offsets[i] for i in order}
 
 
 def with_offsets(graph: Graph, offsets: dict[int, int]) -> Rewrite:

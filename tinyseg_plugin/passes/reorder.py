@@ -72,7 +72,7 @@ def _model(graph: Graph, scratch: Callable[[int], int]) -> _Model:
             if p is not None and p != op.index:
                 preds[op.index] |= 1 << p
             # A tensor nobody produces and that is no graph input is never live (the planner skips it).
-            if p is not None or t in graph.inputs:
+            if p is not None or t in graph.input_set:
                 reads[op.index].append((users[t], size[t], t in outs))
         out_bytes[op.index] = sum(size[t] for t in dict.fromkeys(op.outputs) if t in act)
         dead_bytes[op.index] = sum(size[t] for t in dict.fromkeys(op.outputs) if t in act and not users[t] and t not in outs)

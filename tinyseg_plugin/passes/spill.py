@@ -29,8 +29,8 @@ def spillable(graph: Graph, t: int) -> bool:
     1 to customops.MAX_DIMS (a scalar has no shape to fetch), not a graph output."""
     tensor = graph.tensors[t]
     return (
-        t in set(graph.activations)
-        and t not in graph.outputs
+        t in graph.activation_set
+        and t not in graph.output_set
         and tensor.numpy_dtype is not None
         and tensor.dtype in ("INT8", "UINT8", "INT16", "FLOAT32", "INT32")
         and 1 <= len(tensor.shape) <= customops.MAX_DIMS
