@@ -15,7 +15,7 @@ from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import load_model, save_model
 from tinyseg_plugin.optimizer import Options, optimize
-from tinyseg_plugin.planner import OFFLINE_METADATA, ONLINE, offline_offsets
+from tinyseg_plugin.offline import NAME as OFFLINE_METADATA, ONLINE, read as offline_offsets
 from tinyseg_plugin.verify import LOWERED, REAL_KERNELS, verify
 
 

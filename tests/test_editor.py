@@ -16,7 +16,8 @@ from tinyseg_plugin.modelio import model_to_bytes, parse_model
 from tinyseg_plugin.optimizer import Options, optimize
 from tinyseg_plugin.passes.edit import Editor
 from tinyseg_plugin.passes.layout import first_fit, ORDERS, with_offsets
-from tinyseg_plugin.planner import offline_offsets, plan_graph
+from tinyseg_plugin.offline import read as offline_offsets
+from tinyseg_plugin.planner import plan_graph
 from tinyseg_plugin.schema import fb
 from tinyseg_plugin.verify import verify
 

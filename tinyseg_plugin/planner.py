@@ -11,20 +11,19 @@ offset that fits among the buffers alive at the same time.
 """
 from __future__ import annotations
 
-import struct
 from bisect import bisect_left, bisect_right, insort
 from itertools import islice
 from dataclasses import dataclass, field
 
-from . import customops
+from . import customops, offline
 from .errors import TinySegError
 from .graph import Graph, build_graph
 from .kernels import ARCHES, Arch, KernelRules
 from .schema import fb
 from .align import ARENA_ALIGNMENT, align_up
 
-OFFLINE_METADATA = "OfflineMemoryAllocation"
-ONLINE = -1
+OFFLINE_METADATA = offline.NAME
+ONLINE = offline.ONLINE
 
 
 @dataclass(frozen=True)
@@ -223,22 +222,6 @@ class _Lifetimes:
             infos[t].last = self.scope
 
 
-def offline_offsets(model: "fb.ModelT") -> list[int] | None:
-    """Offsets from the model's OfflineMemoryAllocation metadata (-1: planned online), or None."""
-    for md in model.metadata or []:
-        name = md.name.decode() if isinstance(md.name, bytes) else md.name
-        if name != OFFLINE_METADATA:
-            continue
-        data = bytes(bytearray(model.buffers[md.buffer].data))
-        if len(data) < 12:
-            raise TinySegError("OfflineMemoryAllocation metadata is shorter than its 12-byte header")
-        count = struct.unpack_from("<I", data, 8)[0]
-        if len(data) < 12 + 4 * count:
-            raise TinySegError("OfflineMemoryAllocation metadata is truncated")
-        return list(struct.unpack_from(f"<{count}i", data, 12))
-    return None
-
-
 # ---------------------------------------------------------------- placement
 
 
@@ -372,7 +355,7 @@ def plan_graph(graph: Graph, runtime: str = "reference", arch: str | Arch = "hos
     rules = KernelRules(runtime, tgt)
     model = graph.model
     graphs = [graph if s == graph.subgraph else build_graph(model, s) for s in range(len(model.subgraphs))]
-    offsets = offline_offsets(model)
+    offsets = offline.read(model)
     total_tensors = sum(len(g.tensors) for g in graphs)
     if offsets is not None and len(offsets) != total_tensors:
         raise TinySegError(
@@ -587,7 +570,7 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
     kernel_allocs = [(first, ARENA_ALIGNMENT), (kernel_total - reference.align_up(first), ARENA_ALIGNMENT)]
     kernel = phase(kernel_allocs if kernel_total else [])
     handles = phase([(sz["handle"][0] * scratch_count, sz["handle"][1])] if scratch_count else [])
-    offsets = offline_offsets(main.model)
+    offsets = offline.read(main.model)
     var_allocs, k = [], 0
     for g in graphs:
         for t in g.tensors:

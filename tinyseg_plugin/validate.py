@@ -16,11 +16,11 @@ Two kinds of check, both static and cheap:
 from __future__ import annotations
 
 import math
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
+from . import offline
 from .errors import TinySegError, shown
 from .customops import FETCHING, FETCHING_CONV_2D, SPILL, STREAM_CHAIN, STREAM_STAGE_OPS, TINYSEG_OPS
 from .schema import BUILTIN_NAMES, NUMPY_DTYPES, TYPE_NAMES, TYPE_SIZES, fb, opcode_name
@@ -29,7 +29,6 @@ INT_MAX = 2**31 - 1
 MAX_RANK = 16
 MAX_TENSOR_BYTES = 1 << 31  # TFLM sizes arena buffers with int/size_t arithmetic on 32-bit targets
 MAX_ACTIVATION_BYTES = 1 << 33  # sum over all activations: far beyond any microcontroller
-OFFLINE_METADATA = "OfflineMemoryAllocation"
 MAX_CALL_DEPTH = 64  # subgraphs on one chain of IF/WHILE/CALL_ONCE calls (real models nest a few)
 
 
@@ -134,7 +133,7 @@ def validate_model(model: "fb.ModelT", name: str = "model") -> None:
     for s, sg in enumerate(subgraphs):
         _validate_subgraph(model, sg, s, f"{name}: subgraph {s}", len(subgraphs))
     _validate_calls(model, name)
-    _validate_offline(model, name)
+    offline.validate(model, name)
 
 
 def _calls(model: "fb.ModelT") -> dict[int, list[int]]:
@@ -347,34 +346,6 @@ def _check_options(op: "fb.OperatorT", opname: str, here: str, n_subgraphs: int,
             raise TinySegError(f"{here}: {attr} {v} is not another subgraph of the model")
 
 
-def _validate_offline(model: "fb.ModelT", name: str) -> None:
-    for md in model.metadata or []:
-        mname = md.name.decode(errors="replace") if isinstance(md.name, bytes) else str(md.name)
-        if mname != OFFLINE_METADATA:
-            continue
-        data = bytes(bytearray(model.buffers[md.buffer].data if model.buffers[md.buffer].data is not None else []))
-        where = f"{name}: OfflineMemoryAllocation metadata"
-        if len(data) < 12:
-            raise TinySegError(f"{where} is shorter than its 12-byte header")
-        count = struct.unpack_from("<I", data, 8)[0]
-        tensors = sum(len(sg.tensors or []) for sg in model.subgraphs or [])
-        if len(data) != 12 + 4 * count:
-            raise TinySegError(f"{where} is {len(data)} bytes long; its header announces {count} offsets "
-                               f"({12 + 4 * count} bytes)")
-        if count != tensors:
-            raise TinySegError(f"{where} has {count} offsets but the model has {tensors} tensors")
-        offsets = struct.unpack_from(f"<{count}i", data, 12)
-        k = 0
-        for sg in model.subgraphs:
-            for t, raw in enumerate(sg.tensors or []):
-                off = offsets[k]
-                k += 1
-                if off < -1:
-                    raise TinySegError(f"{where}: tensor {t} has offset {off} (offsets are >= 0, or -1 for online)")
-                if off > INT_MAX // 2:
-                    raise TinySegError(f"{where}: tensor {t} has offset {off:,}, beyond any arena")
-
-
 # ---------------------------------------------------------------- what TFLM refuses
 
 
@@ -507,9 +478,9 @@ def unsupported(graph, layout: bool = True) -> str | None:
 
 def offline_conflict(graph) -> str | None:
     """Two tensors that OfflineMemoryAllocation puts on shared bytes while both are live, or None."""
-    from .planner import offline_offsets, plan_graph
+    from .planner import plan_graph
 
-    if offline_offsets(graph.model) is None:
+    if offline.read(graph.model) is None:
         return None
     fixed = sorted((b for b in plan_graph(graph).buffers if b.offline and b.kind == "tensor" and b.nbytes),
                    key=lambda b: b.offset)

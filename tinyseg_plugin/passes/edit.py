@@ -9,14 +9,13 @@ layout's offset table, a pass's own bookkeeping) is translated through the remap
 from __future__ import annotations
 
 import copy
-import struct
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from ..graph import Graph, build_graph
-from ..planner import OFFLINE_METADATA
+from .. import offline
 from ..schema import BUILTIN_CODES, TYPE_CODES, fb
 
 # Builtin operators the Editor can make from scratch, with their options type and class.
@@ -327,7 +326,7 @@ class Editor:
         """Any edit invalidates a stored layout (lifetimes and indices change): drop it and its data."""
         kept = []
         for md in self.model.metadata or []:
-            if _name(md.name) == OFFLINE_METADATA:
+            if offline.is_offline(md):
                 referenced = {t.buffer for sg in self.model.subgraphs for t in sg.tensors or []}
                 if self.model.buffers and 0 < md.buffer < len(self.model.buffers) and md.buffer not in referenced:
                     self.model.buffers[md.buffer] = fb.BufferT()  # empty it; the shared data is not touched
@@ -336,18 +335,17 @@ class Editor:
         self.model.metadata = kept or None
 
     def _write_offline_metadata(self, remap: dict[int, int]) -> None:
-        counts = [len(sg.tensors or []) for sg in self.model.subgraphs]
-        base = sum(counts[: self.subgraph])
-        values = [-1] * sum(counts)
+        base = offline.subgraph_base(self.model, self.subgraph)
+        values = [offline.ONLINE] * sum(len(sg.tensors or []) for sg in self.model.subgraphs)
         for t, off in (self._offline or {}).items():
             if t in remap:
                 values[base + remap[t]] = int(off)
-        data = struct.pack("<III", 0, 0, len(values)) + struct.pack(f"<{len(values)}i", *values)
+        data = offline.encode(values)
         buf = fb.BufferT()
         buf.data = np.frombuffer(data, dtype=np.uint8).copy()
         self.model.buffers.append(buf)
         md = fb.MetadataT()
-        md.name = OFFLINE_METADATA.encode()
+        md.name = offline.NAME.encode()
         md.buffer = len(self.model.buffers) - 1
         self.model.metadata = list(self.model.metadata or []) + [md]
 

@@ -7,10 +7,9 @@ OfflineMemoryAllocation layout is kept (tensor by tensor), so the check runs the
 optimizer wrote."""
 from __future__ import annotations
 
-from .. import customops
+from .. import customops, offline
 from ..errors import TinySegError
 from ..graph import Graph
-from ..planner import ONLINE, offline_offsets
 from . import Rewrite
 from .edit import Editor, Op
 
@@ -121,9 +120,7 @@ def _layout_by_tensor(graph: Graph, spilled: set[int]) -> dict[int, int] | None:
     a spilled tensor stays in RAM until its lowered reader, and the lowered concatenation of a
     FetchingConv2D is new, so those are planned online (TFLM places them around the offline ones).
     None without the metadata."""
-    offsets = offline_offsets(graph.model)
+    offsets = offline.of_subgraph(graph.model, graph.subgraph)
     if offsets is None:
         return None
-    base = sum(len(sg.tensors or []) for sg in graph.model.subgraphs[: graph.subgraph])
-    return {i: offsets[base + i] for i in range(len(graph.tensors))
-            if i not in spilled and offsets[base + i] != ONLINE}
+    return {i: off for i, off in offsets.items() if i not in spilled}
