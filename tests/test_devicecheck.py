@@ -121,6 +121,32 @@ def test_a_broken_offline_layout_fails_the_real_kernel_check(tflm_dir: str, case
     assert v.check == REAL_KERNELS and not v.identical
 
 
+def test_the_real_kernel_check_runs_in_groups(tflm_dir: str, monkeypatch) -> None:
+    """Groups of one run (verify.GROUP_IO_BYTES): one runner process per model and input, the spill
+    count checked per group, the same verdicts; a broken layout still fails."""
+    from tinyseg_plugin import devicecheck
+    from tinyseg_plugin import verify as verify_module
+
+    calls: list[int] = []
+    real = devicecheck.run
+
+    def counting(exe, model, batches, *a, **kw):
+        calls.append(len(batches))
+        return real(exe, model, batches, *a, **kw)
+
+    monkeypatch.setattr(verify_module, "GROUP_IO_BYTES", 1)
+    monkeypatch.setattr(devicecheck, "run", counting)
+    graph = build_graph(synth.random_unet(1, dtype="INT8"))
+    v = verify(graph, _optimized(graph), runs=2, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
+    assert calls == [1] * 10  # 2 random + 3 edge cases, each for both models
+    graph, broken = _broken("random_unet_0")
+    try:
+        assert not verify(graph, broken, runs=1, tflm_dir=tflm_dir).identical
+    except TinySegError as exc:
+        assert "real-kernel check" in str(exc)
+
+
 def test_int16_without_bias_in_the_real_kernels(tflm_dir: str) -> None:
     """Point 5 in the C++ FetchingConv2D: the int32 accumulator (overflowing here) and the int64 one."""
     from test_verify_kernels import fused_int16
