@@ -19,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tinyseg_plugin import synth  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests"))  # the test-model builders (tests/synth.py)
+import synth  # noqa: E402
 from tinyseg_plugin.analysis import analyze_graph  # noqa: E402
 from tinyseg_plugin.graph import build_graph  # noqa: E402
 from tinyseg_plugin.modelio import load_model, save_model  # noqa: E402

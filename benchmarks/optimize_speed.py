@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tinyseg_plugin import synth  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests"))  # the test-model builders (tests/synth.py)
+import synth  # noqa: E402
 from tinyseg_plugin.modelio import load_model, save_model  # noqa: E402
 
 LIMIT_S = 10.0

@@ -26,7 +26,8 @@ def _best(fn, repeat: int) -> tuple[float, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tinyseg_plugin import synth
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import synth
     from tinyseg_plugin.analysis import analyze_graph
     from tinyseg_plugin.graph import build_graph
     from tinyseg_plugin.modelio import load_model
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("models", nargs="*", type=Path)
-    p.add_argument("--synth", action="store_true", help="also time synthetic large U-Nets (tinyseg_plugin.synth)")
+    p.add_argument("--synth", action="store_true", help="also time synthetic large U-Nets (tests/synth.py)")
     p.add_argument("--repeat", type=int, default=2)
     args = p.parse_args(argv)
     cases = [(m.name, lambda m=m: build_graph(load_model(str(m)), name=str(m))) for m in args.models]

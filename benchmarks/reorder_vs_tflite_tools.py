@@ -15,7 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tinyseg_plugin import synth  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the test-model builders (tests/synth.py)
+import synth  # noqa: E402
 from tinyseg_plugin.graph import Graph, build_graph  # noqa: E402
 from tinyseg_plugin.kernels import KernelRules  # noqa: E402
 from tinyseg_plugin.modelio import load_model  # noqa: E402

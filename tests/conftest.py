@@ -21,7 +21,7 @@ def spilled_skip_graphs(dtype: str):
     """(original, spilled): a convolution whose output is a skip read four operators later, and
     the same graph with that skip spilled (Spill after its first reader, Fetching before the ADD's
     convolution): the smallest graph fuse_conv applies to."""
-    from tinyseg_plugin import synth
+    import synth
     from tinyseg_plugin.coldrange import cold_ranges
     from tinyseg_plugin.graph import build_graph
     from tinyseg_plugin.passes.spill import SpillPlan, apply_spill

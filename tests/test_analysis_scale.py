@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinyseg_plugin import synth, tflm
+from tinyseg_plugin import tflm
+import synth
 from tinyseg_plugin.analysis import analyze_graph, to_dict
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.graph import build_graph

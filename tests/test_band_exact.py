@@ -4,7 +4,7 @@ tests/band_harness/band_conv.cc (built here with cmake) computes an int8 per-cha
 over the concatenation of a resident and a spilled tensor band by band with tflm_ops/core's band.h
 and SpillManager.FetchRange, never materialising the concatenation; the real TFLM interpreter
 (tflite_micro) runs the same data through a CONCATENATION + CONV_2D model built with
-tinyseg_plugin.synth.ModelBuilder. Padding SAME and VALID, strides 1 and 2, even/odd kernels,
+synth.ModelBuilder (tests/synth.py). Padding SAME and VALID, strides 1 and 2, even/odd kernels,
 dilation, fetched operand first or second, band heights from one row to the whole output and
 from a byte budget (MaxBandRows).
 """
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from tinyseg_plugin.modelio import model_to_bytes
-from tinyseg_plugin.synth import SAME, VALID, ModelBuilder
+from synth import SAME, VALID, ModelBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from tinyseg_plugin import synth
+import synth
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.modelio import model_to_bytes, save_model
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyseg_plugin import synth
+import synth
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.modelio import save_model
 from tinyseg_plugin.planner import plan_model
@@ -120,7 +120,8 @@ def test_analysis_names_the_arch_and_fits_in_100_columns(unet_file: Path, tmp_pa
 def test_nothing_to_gain_writes_the_input_unchanged_without_running_tflm(tmp_path: Path, capsys, monkeypatch) -> None:
     """One convolution: no pass can lower its arena, so the output is the input, byte for byte, and
     verification (two TFLM runs per input, the whole cost on big models) is not needed."""
-    from tinyseg_plugin import synth, verify as verify_mod
+    from tinyseg_plugin import verify as verify_mod
+    import synth
     from tinyseg_plugin.modelio import save_model
 
     model, out, report = tmp_path / "one.tflite", tmp_path / "o.tflite", tmp_path / "r.json"

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import EXAMPLE_MODELS as EXAMPLES, SHARED_MODELS, TINY_UNET
-from tinyseg_plugin import cli, customops, devicecheck, synth
+from tinyseg_plugin import cli, customops, devicecheck
+import synth
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import load_model, save_model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tinyseg_plugin import synth
+import synth
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.optimizer import Options, optimize
 from tinyseg_plugin.passes import graph_or_none

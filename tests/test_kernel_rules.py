@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_FIGURES, SHARED_MODELS, TINY_UNET, shared_model
-from tinyseg_plugin import synth, tflm
+from tinyseg_plugin import tflm
+import synth
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.kernels import Arch, cmsis_nn, reference
 from tinyseg_plugin.modelio import load_model, model_to_bytes
 from tinyseg_plugin.planner import plan_graph, plan_model
 from tinyseg_plugin.schema import fb
-from tinyseg_plugin.synth import SAME, VALID, ModelBuilder
+from synth import SAME, VALID, ModelBuilder
 
 OPTS = fb.BuiltinOptions
 

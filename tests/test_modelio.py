@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_FIGURES, shared_model
-from tinyseg_plugin import synth, tflm
+from tinyseg_plugin import tflm
+import synth
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.modelio import load_model, model_to_bytes, parse_model
 from tinyseg_plugin.verify import random_inputs

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinyseg_plugin import customops, synth, tflm
+from tinyseg_plugin import customops, tflm
+import synth
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import model_to_bytes, parse_model
 from tinyseg_plugin.optimizer import Options, optimize

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_FIGURES, shared_model
-from tinyseg_plugin import synth, tflm
+from tinyseg_plugin import tflm
+import synth
 from tinyseg_plugin.modelio import load_model, model_to_bytes
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.planner import greedy_place, plan_graph, plan_model

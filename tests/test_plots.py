@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tinyseg_plugin import synth
+import synth
 from tinyseg_plugin.analysis import analyze_graph, head_scopes, to_dict
 from tinyseg_plugin.customops import TINYSEG_OPS
 from tinyseg_plugin.graph import build_graph

@@ -6,7 +6,8 @@ import argparse
 import pytest
 
 from tflite_tools_host import describe_all, manager, parse, run_optimize
-from tinyseg_plugin import customops, plugin, synth, tflm
+from tinyseg_plugin import customops, plugin, tflm
+import synth
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import model_to_bytes, parse_model
 from tinyseg_plugin.planner import plan_graph

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tinyseg_plugin import cli, synth, tflm
+from tinyseg_plugin import cli, tflm
+import synth
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import load_model, model_to_bytes, save_model

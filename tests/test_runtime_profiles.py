@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tinyseg_plugin import cli, synth
+from tinyseg_plugin import cli
+import synth
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.kernels import ARCHES, KERNEL_SETS, RUNTIMES, Arch, KernelRules, default_arch
 from tinyseg_plugin.kernels.profiles import ARDUINO_CMSIS_NN, PROFILES

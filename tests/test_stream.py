@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tinyseg_plugin import customops, stream, stream_search, synth
+from tinyseg_plugin import customops, stream, stream_search
+import synth
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.kernels import ARCHES, KernelRules

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tinyseg_plugin import customops, modelio, optimizer, stream, stream_search, synth
+from tinyseg_plugin import customops, modelio, optimizer, stream, stream_search
+import synth
 from tinyseg_plugin.analysis import analyze_graph
 from tinyseg_plugin.coldrange import cold_ranges
 from tinyseg_plugin.graph import build_graph

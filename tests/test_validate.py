@@ -15,13 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinyseg_plugin import synth, tflm
+from tinyseg_plugin import tflm
+import synth
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import model_to_bytes, parse_model, save_model
 from tinyseg_plugin.schema import BUILTIN_CODES, fb
-from tinyseg_plugin.synth import ModelBuilder
+from synth import ModelBuilder
 from tinyseg_plugin.validate import tflm_refusals
 
 

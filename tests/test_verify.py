@@ -6,7 +6,7 @@ import numpy as np
 from tinyseg_plugin.coldrange import cold_ranges
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
-from tinyseg_plugin.synth import ModelBuilder
+from synth import ModelBuilder
 from tinyseg_plugin.passes.lower import lower
 from tinyseg_plugin.verify import edge_inputs, verify
 
