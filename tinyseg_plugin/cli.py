@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from .errors import MESSAGE_LIMIT, TinySegError, shown
+
+if TYPE_CHECKING:
+    from .pipeline import Run
 
 EXIT_OK = 0
 EXIT_ERROR = 2  # bad input or a model we cannot handle

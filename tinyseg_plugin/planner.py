@@ -499,8 +499,6 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
     Python wheel, "cortex-m" a firmware that constructs a plain MicroInterpreter
     on its arena. The arena's end is assumed 16-byte aligned.
     """
-    from .kernels import KERNEL_SETS, reference
-
     pb = rules.arch.pointer_bytes
     sz = _SIZES.get(rules.arch.name) or _SIZES["host64" if pb == 8 else "cortex-m"]
     used = 0
@@ -523,16 +521,15 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
     fixed = phase(setup)
     eval_tensors = phase((sz["eval_tensor"][0] * len(g.tensors), sz["eval_tensor"][1]) for g in graphs)
     nodes = phase((sz["node"][0] * len(g.operators), sz["node"][1]) for g in graphs)
-    builtin = phase(reference.builtin_data(op, pb, sz.get("builtin_overrides")) for _, op in ops)
+    builtin = phase(rules.builtin_data(op, sz.get("builtin_overrides")) for _, op in ops)
     kernel_total = sum(rules.persistent_bytes(g, op) for g, op in ops)
-    kset = KERNEL_SETS[rules.runtime]
-    if sz["compression"] != kset.default_compression(pb):
+    if sz["compression"] != rules.default_compression():
         # the kernel rules assume their usual build for this pointer width; compression
         # only changes the size of some kernels' OpData
         for _, op in ops:
             if not op.is_custom:
-                kernel_total += reference.align_up(kset.opdata_bytes(op.opcode, pb, sz["compression"]))
-                kernel_total -= reference.align_up(kset.opdata_bytes(op.opcode, pb))
+                kernel_total += align_up(rules.opdata_bytes(op.opcode, sz["compression"]))
+                kernel_total -= align_up(rules.opdata_bytes(op.opcode))
 
     # A model holding TinySeg operators or TRANSPOSE_CONV scratch markers runs only in a TFLM with
     # TinySeg installed, whatever the build profile says.
@@ -544,8 +541,8 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
         # TinySeg TransposeConvMarker; whether that adds 16 bytes depends on the OpData's size.
         for _, op in ops:
             if op.opcode == "TRANSPOSE_CONV":
-                base = kset.opdata_bytes(op.opcode, pb, sz["compression"])
-                kernel_total += reference.align_up(base + TINYSEG_MARKER_BYTES) - reference.align_up(base)
+                base = rules.opdata_bytes(op.opcode, sz["compression"])
+                kernel_total += align_up(base + TINYSEG_MARKER_BYTES) - align_up(base)
 
     def first_kernel_allocation() -> int:
         """Bytes of the first kernel allocation: all Inits run before any Prepare."""
@@ -554,20 +551,20 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
                 if rules.persistent_bytes(g, op):
                     return rules.persistent_bytes(g, op)  # TinySeg's kernels: taken as 16-byte sized
                 continue
-            n = kset.opdata_bytes(op.opcode, pb, sz["compression"])
+            n = rules.opdata_bytes(op.opcode, sz["compression"])
             if n and op.opcode == "TRANSPOSE_CONV" and installed:
                 n += TINYSEG_MARKER_BYTES
             if n:
                 return n
         for g, op in ops:
-            if not op.is_custom and kset.prepare_allocations(g, op, pb):
-                return kset.prepare_allocations(g, op, pb)[0]
+            if not op.is_custom and rules.prepare_allocations(g, op):
+                return rules.prepare_allocations(g, op)[0]
         return 0
 
     # Every kernel allocation is 16-byte aligned, so only the first one can end on a
     # smaller padding (when the builtin data before it left the tail unaligned).
     first = first_kernel_allocation()
-    kernel_allocs = [(first, ARENA_ALIGNMENT), (kernel_total - reference.align_up(first), ARENA_ALIGNMENT)]
+    kernel_allocs = [(first, ARENA_ALIGNMENT), (kernel_total - align_up(first), ARENA_ALIGNMENT)]
     kernel = phase(kernel_allocs if kernel_total else [])
     handles = phase([(sz["handle"][0] * scratch_count, sz["handle"][1])] if scratch_count else [])
     offsets = offline.read(main.model)

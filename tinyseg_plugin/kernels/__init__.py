@@ -10,7 +10,7 @@ know which kernel set it is planning for.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from ..errors import TinySegError
 from ..graph import Graph, Operator
@@ -18,9 +18,23 @@ from . import cmsis_nn, reference
 from ..runtimes import RUNTIMES
 from .profiles import PROFILES, UPSTREAM_CMSIS_NN, RuntimeProfile
 
-# Every runtime (``--runtime``): the two upstream kernel sets and the forks' profiles
-# (profiles.py). A value is a module or a RuntimeProfile; both have the same functions.
-KERNEL_SETS: dict[str, Any] = {"reference": reference, "cmsis-nn": cmsis_nn, **PROFILES}
+class KernelSet(Protocol):
+    """What a kernel set tells the planner: the reference and CMSIS-NN modules and every fork's
+    RuntimeProfile implement it; KernelRules routes TinySeg's own operators to the contract."""
+
+    def scratch_requests(self, graph: Graph, op: Operator, pointer_bytes: int) -> list[int] | None: ...
+
+    def persistent_bytes(self, graph: Graph, op: Operator, pointer_bytes: int) -> int: ...
+
+    def opdata_bytes(self, opcode: str, pointer_bytes: int, compression: bool | None = None) -> int: ...
+
+    def prepare_allocations(self, graph: Graph, op: Operator, pointer_bytes: int) -> list[int]: ...
+
+    def default_compression(self, pointer_bytes: int) -> bool: ...
+
+
+# Every runtime (``--runtime``): the two upstream kernel sets and the forks' profiles (profiles.py).
+KERNEL_SETS: dict[str, KernelSet] = {"reference": reference, "cmsis-nn": cmsis_nn, **PROFILES}
 assert tuple(KERNEL_SETS) == RUNTIMES, "runtimes.py lists every runtime, in this order"
 
 
@@ -89,3 +103,22 @@ class KernelRules:
         if customops.is_tinyseg_op(op):
             return customops.persistent_bytes(graph, op, self.arch.pointer_bytes)
         return KERNEL_SETS[self.runtime].persistent_bytes(graph, op, self.arch.pointer_bytes)
+
+    # What the tail estimate needs of the kernel set (planner.estimate_tail), so that the planner
+    # asks this object and never a concrete kernel module.
+    def opdata_bytes(self, opcode: str, compression: bool | None = None) -> int:
+        """Bytes of the OpData the kernel allocates in Init (``compression``: the build's flag)."""
+        return KERNEL_SETS[self.runtime].opdata_bytes(opcode, self.arch.pointer_bytes, compression)
+
+    def prepare_allocations(self, graph: Graph, op: Operator) -> list[int]:
+        """Persistent allocations the kernel makes in Prepare, in order."""
+        return KERNEL_SETS[self.runtime].prepare_allocations(graph, op, self.arch.pointer_bytes)
+
+    def default_compression(self) -> bool:
+        """Whether this kernel set's usual build for this pointer width has TFLM's compression on."""
+        return KERNEL_SETS[self.runtime].default_compression(self.arch.pointer_bytes)
+
+    def builtin_data(self, op: Operator, overrides: dict | None = None) -> tuple[int, int]:
+        """(bytes, alignment) of the builtin options TFLM's interpreter parses for the operator:
+        the same for every kernel set (the reference module keeps the table)."""
+        return reference.builtin_data(op, self.arch.pointer_bytes, overrides)
