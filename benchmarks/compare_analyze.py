@@ -4,6 +4,7 @@ Run: python benchmarks/compare_analyze.py OLD_ROOT NEW_ROOT MODEL... [--stream]
 Each checkout's code runs in its own process (PYTHONPATH=ROOT); prints one line per model and
 exits 1 when any output differs. Used to show that speed work changed no result.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,7 +13,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 
@@ -27,9 +27,14 @@ def run(root: str, model: str, stream: bool) -> tuple[bytes, float]:
         before = os.times()
         proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True)
         after = os.times()
-        cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+        cpu = (after.children_user - before.children_user) + (
+            after.children_system - before.children_system
+        )
         if proc.returncode != 0:
-            return f"exit {proc.returncode}: {proc.stderr.decode(errors='replace').strip()[-200:]}".encode(), cpu
+            return (
+                f"exit {proc.returncode}: {proc.stderr.decode(errors='replace').strip()[-200:]}".encode(),
+                cpu,
+            )
         return out.read_bytes(), cpu
 
 
@@ -47,8 +52,10 @@ def main() -> int:
         b, tb = run(args.new, m, args.stream)
         same = a == b
         differ += not same
-        print(f"{Path(m).name:<44} {ta:>8.2f} {tb:>8.2f}  {len(b):>11,}  {'yes' if same else 'NO':<4}  "
-              f"{hashlib.sha256(b).hexdigest()[:16]}")
+        print(
+            f"{Path(m).name:<44} {ta:>8.2f} {tb:>8.2f}  {len(b):>11,}  {'yes' if same else 'NO':<4}  "
+            f"{hashlib.sha256(b).hexdigest()[:16]}"
+        )
         if not same:
             print(f"  old: {a[:200]!r}\n  new: {b[:200]!r}")
     print(f"{len(args.models) - differ} identical, {differ} different")

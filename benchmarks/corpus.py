@@ -9,6 +9,7 @@ in TFLM on one random input); optimizer CPU seconds (the optimize() call, no ver
 the child that did all of it. Each model runs in a child process with a time limit, so a crash or a hang
 in one (inside TFLM, or ours) becomes a row saying so and the table goes on.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -99,8 +100,13 @@ def run_child(path: Path, runtime: str, timeout: float) -> dict:
         return {"model": str(path), "error": f"child exited {p.returncode}: {tail}"}
     row = json.loads(lines[-1])
     if "tflm_refuses" in row:  # the wrapper says "failed to allocate tensors"; TFLM's log says why
-        why = [ln.strip() for ln in p.stderr.splitlines()
-               if ln.strip() and not ln.startswith(("Node ", "  ..", "Traceback", "WARNING")) and "Warning" not in ln]
+        why = [
+            ln.strip()
+            for ln in p.stderr.splitlines()
+            if ln.strip()
+            and not ln.startswith(("Node ", "  ..", "Traceback", "WARNING"))
+            and "Warning" not in ln
+        ]
         if why:
             row["tflm_refuses"] = why[0][:200]
     return row
@@ -111,7 +117,18 @@ def _fmt(v, spec: str = ",") -> str:
 
 
 def table(rows: list[dict], markdown: bool) -> str:
-    cols = ["model", "ops", "TFLM head", "analyze head", "exact", "optimized head", "cut %", "verified", "opt CPU s", "peak RSS MB"]
+    cols = [
+        "model",
+        "ops",
+        "TFLM head",
+        "analyze head",
+        "exact",
+        "optimized head",
+        "cut %",
+        "verified",
+        "opt CPU s",
+        "peak RSS MB",
+    ]
     body = []
     notes: list[str] = []
     for r in rows:
@@ -136,15 +153,39 @@ def table(rows: list[dict], markdown: bool) -> str:
             verified = f"{verified.split(':')[0]} [{len(notes)}]"
         if "error" in r:
             verified = f"error [{len([n for n in notes])}]" if verified == "-" else verified
-        body.append([name, _fmt(r.get("ops"), ""), tflm_head, _fmt(r.get("analyze_head")), exact, _fmt(r.get("opt_head")),
-                     cut, verified, _fmt(r.get("opt_cpu_s"), ".2f"), _fmt(r.get("rss_mb"), ".0f")])
+        body.append(
+            [
+                name,
+                _fmt(r.get("ops"), ""),
+                tflm_head,
+                _fmt(r.get("analyze_head")),
+                exact,
+                _fmt(r.get("opt_head")),
+                cut,
+                verified,
+                _fmt(r.get("opt_cpu_s"), ".2f"),
+                _fmt(r.get("rss_mb"), ".0f"),
+            ]
+        )
     if markdown:
         out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         out += ["| " + " | ".join(row) + " |" for row in body]
     else:
-        widths = [max(len(c), *(len(row[i]) for row in body)) if body else len(c) for i, c in enumerate(cols)]
-        out = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cols, widths)))]
-        out += ["  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))) for row in body]
+        widths = [
+            max(len(c), *(len(row[i]) for row in body)) if body else len(c)
+            for i, c in enumerate(cols)
+        ]
+        out = [
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cols, widths))
+            )
+        ]
+        out += [
+            "  ".join(
+                v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))
+            )
+            for row in body
+        ]
     if notes:
         out.append("")
         out += [f"[{i}] {n}" for i, n in enumerate(notes, 1)]

@@ -10,6 +10,7 @@ model and the floor verification cannot go below (the original and the optimized
 inputs and 3 edge cases: 2 x (N + 3) inferences; 0 when the model is written unchanged); whether the
 whole command met 10 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "tests"))  # the test-model builders (tests/synth.py)
 import synth  # noqa: E402
+
 from tinyseg_plugin.modelio import load_model, save_model  # noqa: E402
 
 LIMIT_S = 10.0
@@ -60,12 +62,18 @@ def main(argv: list[str]) -> int:
     ap.add_argument("models", nargs="*")
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args(argv)
-    tool = [sys.executable, "-c", "import sys; from tinyseg_plugin.cli import main; sys.exit(main(sys.argv[1:]))"]
+    tool = [
+        sys.executable,
+        "-c",
+        "import sys; from tinyseg_plugin.cli import main; sys.exit(main(sys.argv[1:]))",
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         paths = synthetic(d) + [Path(m) for m in args.models]
-        print(f"{'model':<34} {'ops':>5} {'exit':>4} {'CPU s':>7} {'no-verify s':>11} {'inference s':>11} "
-              f"{'floor s':>8} {'< 10 s':>6}")
+        print(
+            f"{'model':<34} {'ops':>5} {'exit':>4} {'CPU s':>7} {'no-verify s':>11} {'inference s':>11} "
+            f"{'floor s':>8} {'< 10 s':>6}"
+        )
         for p in paths:
             ops = len(load_model(p).subgraphs[0].operators or [])
             out = str(d / f"{p.stem}.opt.tflite")
@@ -76,17 +84,21 @@ def main(argv: list[str]) -> int:
             # What verification cannot go below: the original and the optimized model, each run on
             # `runs` random inputs and the three edge cases (none when the model is written unchanged).
             floor = 0.0 if unchanged else 2 * (args.runs + 3) * inf
-            print(f"{p.stem:<34} {ops:>5} {rc:>4} {cpu:>7.2f} {cpu_nv:>11.2f} {inf:>11.2f} {floor:>8.2f} "
-                  f"{'yes' if cpu < LIMIT_S else 'NO':>6}")
+            print(
+                f"{p.stem:<34} {ops:>5} {rc:>4} {cpu:>7.2f} {cpu_nv:>11.2f} {inf:>11.2f} {floor:>8.2f} "
+                f"{'yes' if cpu < LIMIT_S else 'NO':>6}"
+            )
     return 0
 
 
 def inference_cpu(model: Path, repeats: int = 3) -> float:
     """CPU seconds of one TFLM invoke of the model (the tflite-micro wheel, as verification runs it):
     a child that loads it and invokes `repeats` times, minus a child that only loads it."""
-    code = ("import sys, numpy as np; from tinyseg_plugin import tflm; from tinyseg_plugin.verify import "
-            "random_inputs; m = open(sys.argv[1], 'rb').read(); n = int(sys.argv[2]); "
-            "x = random_inputs(m, 0); tflm.run_many(m, [x] * n, seconds=3600) if n else tflm.input_details(m)")
+    code = (
+        "import sys, numpy as np; from tinyseg_plugin import tflm; from tinyseg_plugin.verify import "
+        "random_inputs; m = open(sys.argv[1], 'rb').read(); n = int(sys.argv[2]); "
+        "x = random_inputs(m, 0); tflm.run_many(m, [x] * n, seconds=3600) if n else tflm.input_details(m)"
+    )
     _, base = cpu_of([sys.executable, "-c", code, str(model), "0"])
     _, runs = cpu_of([sys.executable, "-c", code, str(model), str(repeats)])
     return max(runs - base, 0.0) / repeats

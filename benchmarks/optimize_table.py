@@ -5,6 +5,7 @@ Run: python benchmarks/optimize_table.py [MODEL_DIR] [--runtime NAME] [--verify]
 MODEL_DIR holds vnet2d.tflite, attention_unet.tflite, resunet_a.tflite
 (build them with: python examples/models/build.py --all --out MODEL_DIR; needs the [models] extra).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,14 +33,22 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("model_dir", nargs="?", default=None)
     ap.add_argument("--runtime", default="reference", help="runtime fork whose kernels are planned")
-    ap.add_argument("--verify", action="store_true", help="also check each result bit-exact in TFLM (slow for big models)")
+    ap.add_argument(
+        "--verify",
+        action="store_true",
+        help="also check each result bit-exact in TFLM (slow for big models)",
+    )
     args = ap.parse_args()
     root = Path(__file__).resolve().parent.parent
     paths = [root / "examples" / "models" / "tiny_unet.tflite"]
     if args.model_dir:
-        paths += [Path(args.model_dir) / f"{n}.tflite" for n in ("vnet2d", "attention_unet", "resunet_a")]
-    print(f"{'model':<16} {'orig head':>11} {'orig total':>11} {'opt head':>11} {'opt total':>11} {'cut %':>6} "
-          f"{'paper cut %':>11} {'spilled B/inf':>13} {'opt s':>6} {'verified':>8}")
+        paths += [
+            Path(args.model_dir) / f"{n}.tflite" for n in ("vnet2d", "attention_unet", "resunet_a")
+        ]
+    print(
+        f"{'model':<16} {'orig head':>11} {'orig total':>11} {'opt head':>11} {'opt total':>11} {'cut %':>6} "
+        f"{'paper cut %':>11} {'spilled B/inf':>13} {'opt s':>6} {'verified':>8}"
+    )
     for p in paths:
         if not p.exists():
             print(f"{p.stem:<16} (missing: {p})")
@@ -53,8 +62,10 @@ def main() -> None:
         if args.verify:
             ok = "yes" if verify(g, r.graph, runs=1).identical else "NO"
         paper = PAPER.get(p.stem, ("", "", float("nan")))
-        print(f"{p.stem:<16} {r.original.head:>11,} {r.original.total:>11,} {r.plan.head:>11,} {r.plan.total:>11,} "
-              f"{cut:>6.1f} {paper[2]:>11.1f} {sum(s.bytes_moved for s in r.spills):>13,} {secs:>6.2f} {ok:>8}")
+        print(
+            f"{p.stem:<16} {r.original.head:>11,} {r.original.total:>11,} {r.plan.head:>11,} {r.plan.total:>11,} "
+            f"{cut:>6.1f} {paper[2]:>11.1f} {sum(s.bytes_moved for s in r.spills):>13,} {secs:>6.2f} {ok:>8}"
+        )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ with patches/tflite-tools applied for NumPy 2); OUTPUT "-" leaves the tflite-too
 --wide adds synthetic wide graphs (synth.wide_branches: 125 parallel branches, 250 operators), the
 shape that made the unbounded exact search spend up to a minute.
 """
+
 from __future__ import annotations
 
 import sys
@@ -15,8 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the test-model builders (tests/synth.py)
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent / "tests")
+)  # the test-model builders (tests/synth.py)
 import synth  # noqa: E402
+
 from tinyseg_plugin.graph import Graph, build_graph  # noqa: E402
 from tinyseg_plugin.kernels import KernelRules  # noqa: E402
 from tinyseg_plugin.modelio import load_model  # noqa: E402
@@ -37,16 +41,24 @@ def row(name: str, g: Graph, theirs: Graph | None) -> None:
     cpu = time.process_time() - t
     exact = "yes" if min_peak_order(g, scratch) is not None else "greedy"
     their_head = f"{plan_graph(theirs).head:,}" if theirs is not None else "-"
-    print(f"{name:<22} {len(g.operators):>5} {plan_graph(g).head:>11,} {their_head:>13} {plan_graph(ours).head:>11,} "
-          f"{exact:>7} {cpu:>8.2f}")
+    print(
+        f"{name:<22} {len(g.operators):>5} {plan_graph(g).head:>11,} {their_head:>13} {plan_graph(ours).head:>11,} "
+        f"{exact:>7} {cpu:>8.2f}"
+    )
 
 
 def main(argv: list[str]) -> None:
     wide = "--wide" in argv
     argv = [a for a in argv if a != "--wide"]
-    print(f"{'model':<22} {'ops':>5} {'original':>11} {'tflite-tools':>13} {'tinyseg':>11} {'exact':>7} {'reorder s':>8}")
+    print(
+        f"{'model':<22} {'ops':>5} {'original':>11} {'tflite-tools':>13} {'tinyseg':>11} {'exact':>7} {'reorder s':>8}"
+    )
     for model, theirs in zip(argv[::2], argv[1::2]):
-        row(Path(model).stem, build_graph(load_model(model)), None if theirs == "-" else build_graph(load_model(theirs)))
+        row(
+            Path(model).stem,
+            build_graph(load_model(model)),
+            None if theirs == "-" else build_graph(load_model(theirs)),
+        )
     if wide:
         for kind in ("conv", "dequantize-int8"):
             row(f"wide_{kind}_125", build_graph(synth.wide_branches(0, 125, kind)), None)

@@ -38,6 +38,7 @@ The README's figures sit between ``<!-- runtime_table.py:NAME -->`` and ``<!-- /
 markers; ``--check`` exits 1 (and prints a diff) when they are not what this script computes, and
 tests/test_docs_figures.py runs it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -363,12 +364,16 @@ def natural_image(h: int = 80, w: int = 120, seed: int = 7) -> np.ndarray:
     img = np.zeros((h, w, 3), np.float32)
     horizon = 0.45 * h
     sky = (y < horizon)[..., None]
-    img += sky * np.stack([150 + 60 * (1 - y / horizon), 180 + 50 * (1 - y / horizon), 235 + 0 * y], -1)
+    img += sky * np.stack(
+        [150 + 60 * (1 - y / horizon), 180 + 50 * (1 - y / horizon), 235 + 0 * y], -1
+    )
     road = 90 + 25 * (y - horizon) / (h - horizon) + 6 * np.sin(x / 7.0)
     img += (~sky) * np.stack([road, road, road * 1.05], -1)
     cx, cy, rx, ry = 0.52 * w, 0.58 * h, 0.36 * w, 0.2 * h
     body = ((x - cx) / rx) ** 2 + ((y - cy) / ry) ** 2 < 1
-    roof = (((x - cx) / (0.55 * rx)) ** 2 + ((y - (cy - 0.8 * ry)) / (0.55 * ry)) ** 2 < 1) & (y < cy - 0.2 * ry)
+    roof = (((x - cx) / (0.55 * rx)) ** 2 + ((y - (cy - 0.8 * ry)) / (0.55 * ry)) ** 2 < 1) & (
+        y < cy - 0.2 * ry
+    )
     car = body | roof
     shade = 0.75 + 0.25 * np.cos((x - cx) / rx * 1.2) * np.cos((y - cy) / ry)
     paint = np.stack([170 * shade, 30 * shade, 40 * shade], -1)
@@ -395,8 +400,11 @@ def preserved_interpreter(model_path: Path):
     """The model run once in TFLM on the natural image, every tensor kept (GetTensor reads them)."""
     from tflite_micro.python.tflite_micro import runtime
 
-    it = runtime.Interpreter.from_bytes(model_path.read_bytes(), arena_size=16 << 20,
-                                        intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors)
+    it = runtime.Interpreter.from_bytes(
+        model_path.read_bytes(),
+        arena_size=16 << 20,
+        intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors,
+    )
     it.set_input(natural_image(), 0)
     it.invoke()
     return it
@@ -421,7 +429,15 @@ def skip_activations(model_path: Path) -> list[Skip]:
         tt = sg.tensors[t]
         shape = tuple(int(d) for d in tt.shape)
         data = np.asarray(it.GetTensor(int(t), 0)["tensor_data"]).reshape(shape)
-        skips.append(Skip(tt.name.decode(errors="replace"), int(t), shape, data, int(tt.quantization.zeroPoint[0])))
+        skips.append(
+            Skip(
+                tt.name.decode(errors="replace"),
+                int(t),
+                shape,
+                data,
+                int(tt.quantization.zeroPoint[0]),
+            )
+        )
     return sorted(skips, key=lambda s: -s.data.size)
 
 
@@ -463,7 +479,9 @@ class StreamTrace:
     written: int  # raw bytes written per inference
     fetched: int  # raw bytes read per inference
     fetches: int  # FetchRange calls per inference
-    decoded: int  # bytes of the codec blocks those calls decode (a row reads every block it touches)
+    decoded: (
+        int  # bytes of the codec blocks those calls decode (a row reads every block it touches)
+    )
 
 
 def stream_trace(model_path: Path, base_ms: float, work: Path) -> StreamTrace:
@@ -482,9 +500,15 @@ def stream_trace(model_path: Path, base_ms: float, work: Path) -> StreamTrace:
     g = build_graph(load_model(model_path))
     choice = choose_streaming(g, kernel_only=True)
     if choice.streamed is None:
-        raise SystemExit(f"runtime_table: error: {model_path.name}: streaming does not lower the head")
+        raise SystemExit(
+            f"runtime_table: error: {model_path.name}: streaming does not lower the head"
+        )
     st = choice.streamed
-    block = next(customops.decode(op).block for op in st.graph.operators if op.opcode == customops.STREAM_CHAIN)
+    block = next(
+        customops.decode(op).block
+        for op in st.graph.operators
+        if op.opcode == customops.STREAM_CHAIN
+    )
     it = preserved_interpreter(model_path)
     offset, parts = {}, []
     for t in st.spilled:
@@ -504,7 +528,9 @@ def stream_trace(model_path: Path, base_ms: float, work: Path) -> StreamTrace:
             trace: list[tuple[int, int]] = []
             reads: list[tuple[int, int, int]] = []
             simulate(g, list(c.ops), frozenset(c.spilled), frozenset(c.fetched), trace, reads)
-            lines += [f"b {st.slots[t]} {len(parts[st.spilled.index(t)])} {block}" for t in c.spilled]
+            lines += [
+                f"b {st.slots[t]} {len(parts[st.spilled.index(t)])} {block}" for t in c.spilled
+            ]
             k = 0
             for step, (op, y) in enumerate(trace + [(-1, 0)]):
                 while k < len(reads) and reads[k][0] <= step:
@@ -512,7 +538,9 @@ def stream_trace(model_path: Path, base_ms: float, work: Path) -> StreamTrace:
                     rb = row_bytes(g, t)
                     lines.append(f"f {st.slots[t]} {row * rb} {rb} {offset[t] + row * rb}")
                     fetched, fetches, k = fetched + rb, fetches + 1, k + 1
-                    decoded += ((row + 1) * rb - 1) // block * block - row * rb // block * block + block
+                    decoded += (
+                        ((row + 1) * rb - 1) // block * block - row * rb // block * block + block
+                    )
                 if op < 0:
                     break
                 out = g.operators[op].outputs[0]
@@ -526,8 +554,17 @@ def stream_trace(model_path: Path, base_ms: float, work: Path) -> StreamTrace:
             lines.append(f"c {round(macs[i] * ns_per_mac)}")
     events = work / "stream_events.txt"
     events.write_text("\n".join(lines) + "\n")
-    return StreamTrace(events, blob, choice.base_head, choice.head, len(st.spilled), written, fetched, fetches,
-                       decoded)
+    return StreamTrace(
+        events,
+        blob,
+        choice.base_head,
+        choice.head,
+        len(st.spilled),
+        written,
+        fetched,
+        fetches,
+        decoded,
+    )
 
 
 # ----------------------------------------------------------------------------- harness
@@ -541,8 +578,19 @@ def build_harness(work: Path) -> Path:
     src.write_text(HARNESS)
     exe = work / "runtime_harness"
     core = [str(p) for p in sorted((CORE / "src").glob("*.cc"))]
-    cmd = [cxx, "-std=c++17", "-O2", "-g", "-fno-exceptions", "-fno-rtti", f"-I{CORE / 'include'}", str(src), *core,
-           "-o", str(exe)]
+    cmd = [
+        cxx,
+        "-std=c++17",
+        "-O2",
+        "-g",
+        "-fno-exceptions",
+        "-fno-rtti",
+        f"-I{CORE / 'include'}",
+        str(src),
+        *core,
+        "-o",
+        str(exe),
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"runtime_table: error: harness build failed:\n{p.stderr[-3000:]}")
@@ -552,7 +600,9 @@ def build_harness(work: Path) -> Path:
 def run(exe: Path, *args) -> str:
     p = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True)
     if p.returncode != 0:
-        raise SystemExit(f"runtime_table: error: harness {' '.join(map(str, args))} failed: {p.stderr.strip()}")
+        raise SystemExit(
+            f"runtime_table: error: harness {' '.join(map(str, args))} failed: {p.stderr.strip()}"
+        )
     return p.stdout.strip()
 
 
@@ -566,11 +616,24 @@ def callgrind_ir(exe: Path, mode: str, data: Path, reps: int, work: Path) -> flo
     totals = []
     for n in (reps, 0):
         out = work / f"cg.{mode}.{n}.out"
-        p = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(exe), mode,
-                            str(data), str(n)], capture_output=True, text=True)
+        p = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}",
+                str(exe),
+                mode,
+                str(data),
+                str(n),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if p.returncode != 0:
             return None
-        lines = [ln for ln in out.read_text().splitlines() if ln.startswith(("totals:", "summary:"))]
+        lines = [
+            ln for ln in out.read_text().splitlines() if ln.startswith(("totals:", "summary:"))
+        ]
         if not lines:
             return None
         totals.append(int(lines[0].split()[1]))
@@ -584,44 +647,71 @@ def fmt(v: float | None, unit: str = "") -> str:
     return "-" if v is None else f"{v:,.0f}{unit}"
 
 
-README_ROWS = [("+ tensor spilling", "spilling"), ("+ fused fetching", "fused"),
-               ("+ tensor compression", "compression"), ("+ async erase (M4)", "async")]
+README_ROWS = [
+    ("+ tensor spilling", "spilling"),
+    ("+ fused fetching", "fused"),
+    ("+ tensor compression", "compression"),
+    ("+ async erase (M4)", "async"),
+]
 SKIP_NAMES = {0: "80x120x8 (the spilled one)"}
 
 
 def readme_blocks(fig: dict) -> dict[str, str]:
     """The README's generated blocks (markdown), from the figures main() computed."""
-    skips = ["| skip tensor | bytes | most frequent value | encoded (1 KB blocks) | ratio |",
-             "|---|---:|---:|---:|---:|"]
+    skips = [
+        "| skip tensor | bytes | most frequent value | encoded (1 KB blocks) | ratio |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for k, (shape, nbytes, mode_share, enc) in enumerate(fig["skips"]):
-        skips.append(f"| {SKIP_NAMES.get(k, shape)} | {nbytes:,} | {100 * mode_share:.1f} % | {enc:,} | "
-                     f"{nbytes / enc:.2f}x |")
+        skips.append(
+            f"| {SKIP_NAMES.get(k, shape)} | {nbytes:,} | {100 * mode_share:.1f} % | {enc:,} | "
+            f"{nbytes / enc:.2f}x |"
+        )
     ipb, codec_ms = fig["ipb"], fig["codec_ms"]
     if ipb["encode"] is None:
         codec = "Codec cost: not measured (valgrind not installed)."
     else:
-        codec = (f"Codec cost (callgrind, x86-64 instructions per byte): encode {ipb['encode']:.1f}, decode "
-                 f"{ipb['decode']:.1f}, i.e. about {codec_ms['encode']:.0f} ms + {codec_ms['decode']:.0f} ms for the "
-                 f"spilled tensor if a 480 MHz Cortex-M7\nran the same instruction count at one per cycle.")
-    lat = ["| configuration | internal paper | internal model | external paper | external model | remote paper "
-           "| remote model |", "|---|---:|---:|---:|---:|---:|---:|"]
+        codec = (
+            f"Codec cost (callgrind, x86-64 instructions per byte): encode {ipb['encode']:.1f}, decode "
+            f"{ipb['decode']:.1f}, i.e. about {codec_ms['encode']:.0f} ms + {codec_ms['decode']:.0f} ms for the "
+            f"spilled tensor if a 480 MHz Cortex-M7\nran the same instruction count at one per cycle."
+        )
+    lat = [
+        "| configuration | internal paper | internal model | external paper | external model | remote paper "
+        "| remote model |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for label, key in README_ROWS:
         cells = []
         for j, storage in enumerate(("internal", "qspi", "remote")):
             model = fig["latency"].get((key, storage))
-            cells += [fmt(PAPER[key][j]).replace(",", "") if model is not None else "-",
-                      fmt(model).replace(",", "") if model is not None else "-"]
+            cells += [
+                fmt(PAPER[key][j]).replace(",", "") if model is not None else "-",
+                fmt(model).replace(",", "") if model is not None else "-",
+            ]
         lat.append(f"| {label} | " + " | ".join(cells) + " |")
     e = fig["erases"]
-    erases = (f"{e['compression_off']:.2f} and {e['compression_on']:.2f} erases per inference")
-    stream = ["| model | storage | erases by | written B | stored B | read B | storage ms | total ms | erases "
-              "| inferences to wear-out |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, storage, erase, written, stored, read, storage_ms, total, erases_, wear in fig["stream"]:
+    erases = f"{e['compression_off']:.2f} and {e['compression_on']:.2f} erases per inference"
+    stream = [
+        "| model | storage | erases by | written B | stored B | read B | storage ms | total ms | erases "
+        "| inferences to wear-out |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, storage, erase, written, stored, read, storage_ms, total, erases_, wear in fig[
+        "stream"
+    ]:
         wear_s = f"{wear:,.0f}" if wear > 0 and storage != "remote" else "-"
-        stream.append(f"| {name} | {storage} | {erase} | {written:,} | {stored:,.0f} | {read:,} | {storage_ms:.0f} | "
-                      f"{total:.0f} | {erases_:.2f} | {wear_s} |")
-    return {"skips": "\n".join(skips), "codec": codec, "latency": "\n".join(lat), "erases": erases,
-            "stream": "\n".join(stream)}
+        stream.append(
+            f"| {name} | {storage} | {erase} | {written:,} | {stored:,.0f} | {read:,} | {storage_ms:.0f} | "
+            f"{total:.0f} | {erases_:.2f} | {wear_s} |"
+        )
+    return {
+        "skips": "\n".join(skips),
+        "codec": codec,
+        "latency": "\n".join(lat),
+        "erases": erases,
+        "stream": "\n".join(stream),
+    }
 
 
 def _marker(name: str) -> tuple[str, str]:
@@ -640,11 +730,13 @@ def sync_readme(path: Path, blocks: dict[str, str], write: bool) -> int:
         pattern = re.compile(re.escape(start) + r"(.*?)" + re.escape(end), re.S)
         m = pattern.search(new)
         if m is None:
-            print(f"runtime_table.py: error: {path} has no {start} ... {end} block", file=sys.stderr)
+            print(
+                f"runtime_table.py: error: {path} has no {start} ... {end} block", file=sys.stderr
+            )
             return 2
         inline = "\n" not in m.group(1)
         repl = f"{start}{body}{end}" if inline else f"{start}\n{body}\n{end}"
-        new = new[: m.start()] + repl + new[m.end():]
+        new = new[: m.start()] + repl + new[m.end() :]
     if new == text:
         print(f"{path}: figures in step with runtime_table.py")
         return 0
@@ -652,22 +744,42 @@ def sync_readme(path: Path, blocks: dict[str, str], write: bool) -> int:
         path.write_text(new)
         print(f"{path}: figures rewritten")
         return 0
-    sys.stdout.writelines(difflib.unified_diff(text.splitlines(True), new.splitlines(True), str(path),
-                                               "runtime_table.py"))
-    print(f"{path}: figures differ from runtime_table.py (run with --write to update)", file=sys.stderr)
+    sys.stdout.writelines(
+        difflib.unified_diff(
+            text.splitlines(True), new.splitlines(True), str(path), "runtime_table.py"
+        )
+    )
+    print(
+        f"{path}: figures differ from runtime_table.py (run with --write to update)",
+        file=sys.stderr,
+    )
     return 1
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, default=MODEL)
-    ap.add_argument("--inferences", type=int, default=6,
-                    help="modelled inferences, at least enough to wrap the spill region 3 times (first is warm-up)")
-    ap.add_argument("--usb-rate", type=float, default=1.0e6,
-                    help="remote: payload bytes/s over USB CDC (assumption, default 1 MB/s)")
-    ap.add_argument("--rtt-us", type=float, default=1000.0, help="remote: round trip per 4 KB chunk (us)")
-    ap.add_argument("--readme", type=Path, help="a README with runtime_table.py blocks to --check or --write")
-    ap.add_argument("--check", action="store_true", help="with --readme: exit 1 if its figures differ")
+    ap.add_argument(
+        "--inferences",
+        type=int,
+        default=6,
+        help="modelled inferences, at least enough to wrap the spill region 3 times (first is warm-up)",
+    )
+    ap.add_argument(
+        "--usb-rate",
+        type=float,
+        default=1.0e6,
+        help="remote: payload bytes/s over USB CDC (assumption, default 1 MB/s)",
+    )
+    ap.add_argument(
+        "--rtt-us", type=float, default=1000.0, help="remote: round trip per 4 KB chunk (us)"
+    )
+    ap.add_argument(
+        "--readme", type=Path, help="a README with runtime_table.py blocks to --check or --write"
+    )
+    ap.add_argument(
+        "--check", action="store_true", help="with --readme: exit 1 if its figures differ"
+    )
     ap.add_argument("--write", action="store_true", help="with --readme: replace its figures")
     args = ap.parse_args(argv)
     if args.readme and not (args.check or args.write):
@@ -680,8 +792,10 @@ def main(argv: list[str] | None = None) -> int:
         skips = skip_activations(args.model)
 
         print("1. Tiny U-Net skip activations (TFLM, kPreserveAllTensors, synthetic natural image)")
-        print(f"{'tensor':<12} {'shape':<14} {'bytes':>7} {'mode share':>10} {'zp share':>9} "
-              f"{'enc 512':>8} {'enc 1024':>8} {'enc 4096':>8} {'ratio@1K':>8}")
+        print(
+            f"{'tensor':<12} {'shape':<14} {'bytes':>7} {'mode share':>10} {'zp share':>9} "
+            f"{'enc 512':>8} {'enc 1024':>8} {'enc 4096':>8} {'ratio@1K':>8}"
+        )
         files = {}
         for s in skips:
             f = work / f"t{s.tensor}.bin"
@@ -691,14 +805,20 @@ def main(argv: list[str] | None = None) -> int:
             mode_share = counts.max() / s.data.size
             zp_share = float((s.data == s.zero_point).mean())
             enc = {b: int(run(exe, "measure", f, b)) for b in (512, 1024, 4096)}
-            fig["skips"].append(("x".join(map(str, s.shape[1:])), s.data.size, mode_share, enc[1024]))
-            print(f"t{s.tensor:<11} {'x'.join(map(str, s.shape[1:])):<14} {s.data.size:>7,} {mode_share:>10.1%} "
-                  f"{zp_share:>9.1%} {enc[512]:>8,} {enc[1024]:>8,} {enc[4096]:>8,} {s.data.size / enc[1024]:>7.2f}x")
+            fig["skips"].append(
+                ("x".join(map(str, s.shape[1:])), s.data.size, mode_share, enc[1024])
+            )
+            print(
+                f"t{s.tensor:<11} {'x'.join(map(str, s.shape[1:])):<14} {s.data.size:>7,} {mode_share:>10.1%} "
+                f"{zp_share:>9.1%} {enc[512]:>8,} {enc[1024]:>8,} {enc[4096]:>8,} {s.data.size / enc[1024]:>7.2f}x"
+            )
         spilled = skips[0]  # the 80x120x8 tensor the optimizer spills
         sp_file = files[spilled.tensor]
         enc_bytes = int(run(exe, "measure", sp_file, 1024))
 
-        print("\n2. Codec cost (callgrind, instructions inside the function per tensor byte, x86-64)")
+        print(
+            "\n2. Codec cost (callgrind, instructions inside the function per tensor byte, x86-64)"
+        )
         ipb = {}
         for mode in ("encode", "decode"):
             ipb[mode] = callgrind_ir(exe, mode, sp_file, 5, work)
@@ -707,8 +827,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             for mode in ("encode", "decode"):
                 ms = ipb[mode] * spilled.data.size / M7_HZ * 1e3
-                print(f"{mode:<7} t{spilled.tensor}: {ipb[mode]:6.2f} instr/byte -> ~{ms:5.2f} ms for "
-                      f"{spilled.data.size:,} B on a 480 MHz Cortex-M7 at 1 instr/cycle (estimate)")
+                print(
+                    f"{mode:<7} t{spilled.tensor}: {ipb[mode]:6.2f} instr/byte -> ~{ms:5.2f} ms for "
+                    f"{spilled.data.size:,} B on a 480 MHz Cortex-M7 at 1 instr/cycle (estimate)"
+                )
 
         # Compute split of the paper's 1199 ms by MACs: before the spill (ops 0-3), between spill
         # and fetch (ops 4-20), the fused concat+conv (21-22), after it (23-25).
@@ -718,25 +840,56 @@ def main(argv: list[str] | None = None) -> int:
         pre, mid, conv, post = part(0, 4), part(4, 21), part(21, 23), part(23, len(macs))
         row_bytes = spilled.shape[2] * spilled.shape[3]
         band_rows = 20
-        codec_ms = {m: (ipb[m] or 0.0) * spilled.data.size / M7_HZ * 1e3 for m in ("encode", "decode")}
+        codec_ms = {
+            m: (ipb[m] or 0.0) * spilled.data.size / M7_HZ * 1e3 for m in ("encode", "decode")
+        }
         fig["ipb"], fig["codec_ms"] = ipb, codec_ms
 
-        def model(storage: str, async_erase: bool, compressed: bool, fused: bool) -> dict[str, float]:
+        def model(
+            storage: str, async_erase: bool, compressed: bool, fused: bool
+        ) -> dict[str, float]:
             extra = [str(args.usb_rate), str(args.rtt_us)] if storage == "remote" else []
-            rows_per_fetch = band_rows if fused else spilled.shape[1]  # unfused: one whole-tensor fetch
-            out = run(exe, "spill", sp_file, storage, int(async_erase), int(not compressed), f"{pre:.3f}",
-                      f"{mid:.3f}", f"{conv:.3f}", f"{post:.3f}", rows_per_fetch, row_bytes, args.inferences,
-                      *extra)
+            rows_per_fetch = (
+                band_rows if fused else spilled.shape[1]
+            )  # unfused: one whole-tensor fetch
+            out = run(
+                exe,
+                "spill",
+                sp_file,
+                storage,
+                int(async_erase),
+                int(not compressed),
+                f"{pre:.3f}",
+                f"{mid:.3f}",
+                f"{conv:.3f}",
+                f"{post:.3f}",
+                rows_per_fetch,
+                row_bytes,
+                args.inferences,
+                *extra,
+            )
             tot, sp, fe, wait, stored, erases, n, reqs, wear = map(float, out.split())
             cpu = codec_ms["encode"] + codec_ms["decode"] if compressed else 0.0
-            return dict(total=tot + cpu, spill=sp, fetch=fe, wait=wait, stored=stored, erases=erases, cpu=cpu,
-                        n=n, reqs=reqs, wear=wear)
+            return dict(
+                total=tot + cpu,
+                spill=sp,
+                fetch=fe,
+                wait=wait,
+                stored=stored,
+                erases=erases,
+                cpu=cpu,
+                n=n,
+                reqs=reqs,
+                wear=wear,
+            )
 
-        print(f"\n3. Modelled latency of the optimized Tiny U-Net (ms per inference; compute baseline "
-              f"{BASE_MS:.0f} ms from the paper,\n   split by MACs: {pre:.0f} before the spill, {mid:.0f} "
-              f"until the fetch, {conv:.0f} in FetchingConv2D, {post:.0f} after;\n   spilled t{spilled.tensor} "
-              f"{spilled.data.size:,} B, {enc_bytes:,} B encoded; fused fetch in bands of {band_rows} rows; "
-              f"remote at {args.usb_rate / 1e3:,.0f} KB/s + {args.rtt_us:.0f} us per 4 KB chunk)")
+        print(
+            f"\n3. Modelled latency of the optimized Tiny U-Net (ms per inference; compute baseline "
+            f"{BASE_MS:.0f} ms from the paper,\n   split by MACs: {pre:.0f} before the spill, {mid:.0f} "
+            f"until the fetch, {conv:.0f} in FetchingConv2D, {post:.0f} after;\n   spilled t{spilled.tensor} "
+            f"{spilled.data.size:,} B, {enc_bytes:,} B encoded; fused fetch in bands of {band_rows} rows; "
+            f"remote at {args.usb_rate / 1e3:,.0f} KB/s + {args.rtt_us:.0f} us per 4 KB chunk)"
+        )
         rows = [
             ("+ tensor spilling (raw)", "spilling", False, False, False),
             ("+ fused fetching", "fused", False, False, True),
@@ -744,10 +897,13 @@ def main(argv: list[str] | None = None) -> int:
             ("+ async erase (M4)", "async", True, True, True),
             ("async erase, no compression", None, True, False, True),
         ]
-        head = f"{'configuration':<28}" + "".join(f"{s + ' (paper)':>17}{s + ' (model)':>17}"
-                                                for s in ("internal", "external", "remote"))
+        head = f"{'configuration':<28}" + "".join(
+            f"{s + ' (paper)':>17}{s + ' (model)':>17}" for s in ("internal", "external", "remote")
+        )
         print(head)
-        print(f"{'original / temp. quant':<28}{'-':>17}{'-':>17}{'1190 / 1199':>17}{'(baseline)':>17}{'-':>17}{'-':>17}")
+        print(
+            f"{'original / temp. quant':<28}{'-':>17}{'-':>17}{'1190 / 1199':>17}{'(baseline)':>17}{'-':>17}{'-':>17}"
+        )
         details = []
         for label, key, async_erase, compressed, fused in rows:
             cells = []
@@ -761,53 +917,107 @@ def main(argv: list[str] | None = None) -> int:
                 if key:
                     fig["latency"][(key, storage)] = r["total"]
                 if storage == "internal" and not async_erase and fused:
-                    fig["erases"]["compression_on" if compressed else "compression_off"] = r["erases"]
+                    fig["erases"]["compression_on" if compressed else "compression_off"] = r[
+                        "erases"
+                    ]
                 cells += [fmt(paper), fmt(r["total"])]
             print(f"{label:<28}" + "".join(f"{c:>17}" for c in cells))
-        print("\n   breakdown (ms per inference): spill = Spill operator on the critical path, fetch = FetchRange "
-              "calls in FetchingConv2D, wait = of those, time waiting for erases; codec = estimate above")
-        print(f"   {'configuration':<28} {'storage':<9} {'total':>8} {'spill':>8} {'fetch':>8} {'wait':>8} "
-              f"{'codec':>6} {'stored B':>9} {'erases':>7} {'requests':>8} {'runs':>5}")
+        print(
+            "\n   breakdown (ms per inference): spill = Spill operator on the critical path, fetch = FetchRange "
+            "calls in FetchingConv2D, wait = of those, time waiting for erases; codec = estimate above"
+        )
+        print(
+            f"   {'configuration':<28} {'storage':<9} {'total':>8} {'spill':>8} {'fetch':>8} {'wait':>8} "
+            f"{'codec':>6} {'stored B':>9} {'erases':>7} {'requests':>8} {'runs':>5}"
+        )
         for label, storage, r in details:
             reqs = f"{r['reqs']:.0f}" if storage == "remote" else "-"
-            print(f"   {label:<28} {storage:<9} {r['total']:>8.0f} {r['spill']:>8.1f} {r['fetch']:>8.1f} "
-                  f"{r['wait']:>8.1f} {r['cpu']:>6.2f} {r['stored']:>9,.0f} {r['erases']:>7.2f} {reqs:>8} "
-                  f"{r['n']:>5.0f}")
-        print("   (erases = sectors erased per inference; requests = protocol requests per inference; runs = "
-              "modelled inferences, the first one excluded)")
+            print(
+                f"   {label:<28} {storage:<9} {r['total']:>8.0f} {r['spill']:>8.1f} {r['fetch']:>8.1f} "
+                f"{r['wait']:>8.1f} {r['cpu']:>6.2f} {r['stored']:>9,.0f} {r['erases']:>7.2f} {reqs:>8} "
+                f"{r['n']:>5.0f}"
+            )
+        print(
+            "   (erases = sectors erased per inference; requests = protocol requests per inference; runs = "
+            "modelled inferences, the first one excluded)"
+        )
 
         trace = stream_trace(args.model, BASE_MS, work)
 
         def replay(storage: str, async_erase: bool) -> dict[str, float]:
             extra = [str(args.usb_rate), str(args.rtt_us)] if storage == "remote" else []
-            out = run(exe, "replay", trace.blob, storage, int(async_erase), 0, trace.events, args.inferences, *extra)
+            out = run(
+                exe,
+                "replay",
+                trace.blob,
+                storage,
+                int(async_erase),
+                0,
+                trace.events,
+                args.inferences,
+                *extra,
+            )
             tot, sp, fe, wait, stored, erases, n, reqs, wear = map(float, out.split())
-            cpu = ((ipb["encode"] or 0.0) * trace.written + (ipb["decode"] or 0.0) * trace.decoded) / M7_HZ * 1e3
-            return dict(total=tot + cpu, spill=sp, fetch=fe, wait=wait, stored=stored, erases=erases, cpu=cpu,
-                        n=n, reqs=reqs, wear=wear)
+            cpu = (
+                ((ipb["encode"] or 0.0) * trace.written + (ipb["decode"] or 0.0) * trace.decoded)
+                / M7_HZ
+                * 1e3
+            )
+            return dict(
+                total=tot + cpu,
+                spill=sp,
+                fetch=fe,
+                wait=wait,
+                stored=stored,
+                erases=erases,
+                cpu=cpu,
+                n=n,
+                reqs=reqs,
+                wear=wear,
+            )
 
-        print(f"\n4. The streamed Tiny U-Net (StreamChain operators, head {trace.head:,} B, was {trace.head_before:,}) "
-              f"beside the spilled one (head 153,600 B;\n   compression on). Streamed: {trace.streams} row "
-              f"streams, {trace.written:,} B written and {trace.fetched:,} B read per inference in {trace.fetches} "
-              f"row fetches (decoding {trace.decoded:,} B of codec blocks),\n   replayed in the order the "
-              f"kernel makes them, each computed row advancing the clock by its MAC share of {BASE_MS:.0f} ms "
-              f"(StreamChain's extra host instructions,\n   benchmarks/stream_overhead.py, are not in it). "
-              f"Wear-out: inferences before the most-erased sector of the region reaches the part's endurance.")
-        print(f"   {'model':<9} {'storage':<9} {'erase':<6} {'written B':>10} {'stored B':>9} {'read B':>9} "
-              f"{'storage ms':>10} {'codec ms':>8} {'total ms':>9} {'erases':>7} {'wear-out inferences':>20}")
+        print(
+            f"\n4. The streamed Tiny U-Net (StreamChain operators, head {trace.head:,} B, was {trace.head_before:,}) "
+            f"beside the spilled one (head 153,600 B;\n   compression on). Streamed: {trace.streams} row "
+            f"streams, {trace.written:,} B written and {trace.fetched:,} B read per inference in {trace.fetches} "
+            f"row fetches (decoding {trace.decoded:,} B of codec blocks),\n   replayed in the order the "
+            f"kernel makes them, each computed row advancing the clock by its MAC share of {BASE_MS:.0f} ms "
+            f"(StreamChain's extra host instructions,\n   benchmarks/stream_overhead.py, are not in it). "
+            f"Wear-out: inferences before the most-erased sector of the region reaches the part's endurance."
+        )
+        print(
+            f"   {'model':<9} {'storage':<9} {'erase':<6} {'written B':>10} {'stored B':>9} {'read B':>9} "
+            f"{'storage ms':>10} {'codec ms':>8} {'total ms':>9} {'erases':>7} {'wear-out inferences':>20}"
+        )
         for storage in ("internal", "qspi", "remote"):
-            for async_erase in ((False,) if storage == "remote" else (False, True)):
+            for async_erase in (False,) if storage == "remote" else (False, True):
                 today = model(storage, async_erase, True, True)
                 streamed = replay(storage, async_erase)
-                for name, r, written, read in (("spilled", today, spilled.data.size, spilled.data.size),
-                                               ("streamed", streamed, trace.written, trace.fetched)):
+                for name, r, written, read in (
+                    ("spilled", today, spilled.data.size, spilled.data.size),
+                    ("streamed", streamed, trace.written, trace.fetched),
+                ):
                     erase = "M4" if async_erase else "M7"
                     wear = f"{r['wear']:,.0f}" if r["wear"] > 0 and storage != "remote" else "-"
-                    print(f"   {name:<9} {storage:<9} {erase:<6} {written:>10,} {r['stored']:>9,.0f} {read:>9,} "
-                          f"{r['spill'] + r['fetch']:>10.1f} {r['cpu']:>8.2f} {r['total']:>9.0f} {r['erases']:>7.2f} "
-                          f"{wear:>20}")
-                    fig["stream"].append((name, storage, erase, written, r["stored"], read, r["spill"] + r["fetch"],
-                                          r["total"], r["erases"], r["wear"]))
+                    print(
+                        f"   {name:<9} {storage:<9} {erase:<6} {written:>10,} {r['stored']:>9,.0f} {read:>9,} "
+                        f"{r['spill'] + r['fetch']:>10.1f} {r['cpu']:>8.2f} {r['total']:>9.0f} {r['erases']:>7.2f} "
+                        f"{wear:>20}"
+                    )
+                    fig["stream"].append(
+                        (
+                            name,
+                            storage,
+                            erase,
+                            written,
+                            r["stored"],
+                            read,
+                            r["spill"] + r["fetch"],
+                            r["total"],
+                            r["erases"],
+                            r["wear"],
+                        )
+                    )
     print(f"\n(runtime_table.py took {time.monotonic() - t_start:.1f} s)")
     if args.readme:
         return sync_readme(args.readme, readme_blocks(fig), write=args.write)

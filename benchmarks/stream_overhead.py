@@ -10,6 +10,7 @@ streams' codec.
 
 Run: python benchmarks/stream_overhead.py MODEL.tflite... --tflm-dir DIR   (or TFLM_DIR set)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,13 +37,20 @@ def macs(graph: Graph) -> int:
     for op in graph.operators:
         if op.opcode == customops.STREAM_CHAIN:
             o = customops.decode(op)
-            shapes = [graph.tensors[t].shape if t >= 0 else () for t in list(op.inputs) + list(op.outputs)]
+            shapes = [
+                graph.tensors[t].shape if t >= 0 else () for t in list(op.inputs) + list(op.outputs)
+            ]
             shapes += [t.shape for t in o.tensors]
             for st in o.stages:
-                total += _op_macs(st.op, [shapes[i] if i >= 0 else () for i in st.inputs], shapes[st.outputs[0]])
+                total += _op_macs(
+                    st.op, [shapes[i] if i >= 0 else () for i in st.inputs], shapes[st.outputs[0]]
+                )
         else:
-            total += _op_macs(op.opcode, [graph.tensors[t].shape if t >= 0 else () for t in op.inputs],
-                              graph.tensors[op.outputs[0]].shape if op.outputs else ())
+            total += _op_macs(
+                op.opcode,
+                [graph.tensors[t].shape if t >= 0 else () for t in op.inputs],
+                graph.tensors[op.outputs[0]].shape if op.outputs else (),
+            )
     return total
 
 
@@ -51,7 +59,9 @@ def _op_macs(name: str, inputs: list, out) -> int:
         return 0
     if name == "TRANSPOSE_CONV":
         filt, x = inputs[1], inputs[2]
-        return int(np.prod(x)) * filt[0] * filt[1] * filt[2]  # every input element meets kh x kw x C_out
+        return (
+            int(np.prod(x)) * filt[0] * filt[1] * filt[2]
+        )  # every input element meets kh x kw x C_out
     filt = inputs[1]
     if name == "DEPTHWISE_CONV_2D":
         return int(np.prod(out)) * filt[1] * filt[2]
@@ -60,9 +70,22 @@ def _op_macs(name: str, inputs: list, out) -> int:
 
 def instructions(exe: Path, model: Path, inputs: Path, arena: int) -> int:
     with tempfile.TemporaryDirectory() as d:
-        p = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.out", str(exe), str(model),
-                            str(inputs), f"{d}/out.bin", "--arena", str(arena)], capture_output=True, text=True,
-                           timeout=3600)
+        p = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={d}/cg.out",
+                str(exe),
+                str(model),
+                str(inputs),
+                f"{d}/out.bin",
+                "--arena",
+                str(arena),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
     if p.returncode != 0:
         raise SystemExit(f"valgrind failed on {model.name}: {p.stderr.strip().splitlines()[-1:]}")
     m = re.search(r"Collected\s*:\s*(\d+)", p.stderr)
@@ -78,11 +101,15 @@ def main() -> int:
     args = ap.parse_args()
     tflm = devicecheck.resolve_tflm_dir(args.tflm_dir)
     if tflm is None:
-        print("stream_overhead.py: give --tflm-dir or set TFLM_DIR (a TFLM checkout with its downloads)",
-              file=sys.stderr)
+        print(
+            "stream_overhead.py: give --tflm-dir or set TFLM_DIR (a TFLM checkout with its downloads)",
+            file=sys.stderr,
+        )
         return 2
     exe = devicecheck.prepare(tflm)
-    print(f"{'model':<28} {'MACs':>13} {'streamed MACs':>13} {'instructions':>15} {'streamed':>15} {'overhead':>9}")
+    print(
+        f"{'model':<28} {'MACs':>13} {'streamed MACs':>13} {'instructions':>15} {'streamed':>15} {'overhead':>9}"
+    )
     with tempfile.TemporaryDirectory() as d:
         for m in args.models:
             g = build_graph(modelio.load_model(m))
@@ -93,12 +120,16 @@ def main() -> int:
             streamed = Path(d) / f"{m.stem}.streamed.tflite"
             modelio.save_model(choice.streamed.graph.model, streamed)
             inputs = Path(d) / f"{m.stem}.in"
-            inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(m), 0)))
+            inputs.write_bytes(
+                b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(m), 0))
+            )
             arena = arena_for(g)
             a = instructions(exe, m, inputs, arena)
             b = instructions(exe, streamed, inputs, arena)
-            print(f"{m.name[:28]:<28} {macs(g):>13,} {macs(choice.streamed.graph):>13,} {a:>15,} {b:>15,} "
-                  f"{100.0 * (b - a) / a:>8.1f}%")
+            print(
+                f"{m.name[:28]:<28} {macs(g):>13,} {macs(choice.streamed.graph):>13,} {a:>15,} {b:>15,} "
+                f"{100.0 * (b - a) / a:>8.1f}%"
+            )
     return 0
 
 

@@ -6,6 +6,7 @@ its storage traffic.
 
 Run: python benchmarks/stream_table.py MODEL.tflite... [--runtime NAME] [--arch host64|cortex-m]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,17 @@ from pathlib import Path
 
 def run(model: Path, runtime: str, arch: str | None) -> tuple[dict | None, float, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cmd = [sys.executable, "-m", "tinyseg_plugin.cli", "analyze", str(model), "--stream", "--json",
-           "--runtime", runtime] + (["--arch", arch] if arch else [])
+    cmd = [
+        sys.executable,
+        "-m",
+        "tinyseg_plugin.cli",
+        "analyze",
+        str(model),
+        "--stream",
+        "--json",
+        "--runtime",
+        runtime,
+    ] + (["--arch", arch] if arch else [])
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -43,19 +53,27 @@ def main() -> int:
     ap.add_argument("--runtime", default="reference")
     ap.add_argument("--arch", default=None)
     args = ap.parse_args()
-    print(f"{'model':<44} {'ops':>4} {'head':>11} {'estimate':>11} {'cut':>5} {'storage B':>11} {'chains':>6} "
-          f"{'CPU s':>6} {'runs now':>11} {'storage B':>11} {'chains':>6}")
+    print(
+        f"{'model':<44} {'ops':>4} {'head':>11} {'estimate':>11} {'cut':>5} {'storage B':>11} {'chains':>6} "
+        f"{'CPU s':>6} {'runs now':>11} {'storage B':>11} {'chains':>6}"
+    )
     for m in args.models:
         d, cpu, err = run(m, args.runtime, args.arch)
         if d is None:
             print(f"{m.name[:44]:<44} {'':>4} {'refused: ' + err[:60]}")
             continue
         s = d["stream"]
-        cut = 100 * (1 - s["head"] / s["head_without_streaming"]) if s["head_without_streaming"] else 0.0
+        cut = (
+            100 * (1 - s["head"] / s["head_without_streaming"])
+            if s["head_without_streaming"]
+            else 0.0
+        )
         k = runnable(m, args.runtime, args.arch or "host64")
-        print(f"{m.name[:44]:<44} {len(d['operators']):>4} {s['head_without_streaming']:>11,} {s['head']:>11,} "
-              f"{cut:>4.0f}% {s['storage_bytes_per_inference']:>11,} {len(s['chains']):>6} {cpu:>6.2f} "
-              f"{k.head:>11,} {k.storage_bytes:>11,} {len(k.streamed.chains) if k.streamed else 0:>6}")
+        print(
+            f"{m.name[:44]:<44} {len(d['operators']):>4} {s['head_without_streaming']:>11,} {s['head']:>11,} "
+            f"{cut:>4.0f}% {s['storage_bytes_per_inference']:>11,} {len(s['chains']):>6} {cpu:>6.2f} "
+            f"{k.head:>11,} {k.storage_bytes:>11,} {len(k.streamed.chains) if k.streamed else 0:>6}"
+        )
     return 0
 
 

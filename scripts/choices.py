@@ -8,6 +8,7 @@ Run it on two commits and compare the outputs byte for byte:
     PYTHONPATH=NEW_TREE python scripts/choices.py MODEL... > new.jsonl
     cmp old.jsonl new.jsonl
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,18 +38,25 @@ def _choices(path: str, runtime: str) -> dict:
     except TinySegError as exc:
         return {"refused": str(exc)}
     return {
-        "head": r.plan.head, "total": r.plan.total, "original": r.original.head,
-        "spills": [[s.tensor, s.bytes, s.cold_start, s.cold_end, s.partial, s.slot] for s in r.spills],
-        "chains": r.chains, "stream_bytes": r.stream_bytes,
+        "head": r.plan.head,
+        "total": r.plan.total,
+        "original": r.original.head,
+        "spills": [
+            [s.tensor, s.bytes, s.cold_start, s.cold_end, s.partial, s.slot] for s in r.spills
+        ],
+        "chains": r.chains,
+        "stream_bytes": r.stream_bytes,
         "model": hashlib.sha256(model_to_bytes(r.graph.model)).hexdigest()[:16],
     }
 
 
 def main(paths: list[str]) -> None:
     for path in paths:
-        row = {"model": path.rsplit("/", 1)[-1],
-               "analyze": _digest_of_cli(["analyze", path, "--json"]),
-               "stream": _digest_of_cli(["analyze", path, "--json", "--stream"])}
+        row = {
+            "model": path.rsplit("/", 1)[-1],
+            "analyze": _digest_of_cli(["analyze", path, "--json"]),
+            "stream": _digest_of_cli(["analyze", path, "--json", "--stream"]),
+        }
         for runtime in ("reference", "cmsis-nn"):
             row[runtime] = _choices(path, runtime)
         print(json.dumps(row, sort_keys=True), flush=True)

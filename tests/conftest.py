@@ -1,4 +1,5 @@
 """Shared fixtures: the real models and the bundled Tiny U-Net."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,6 +23,7 @@ def spilled_skip_graphs(dtype: str):
     the same graph with that skip spilled (Spill after its first reader, Fetching before the ADD's
     convolution): the smallest graph fuse_conv applies to."""
     import synth
+
     from tinyseg_plugin.coldrange import cold_ranges
     from tinyseg_plugin.graph import build_graph
     from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
@@ -61,8 +63,19 @@ def example_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     missing = [n for n in EXAMPLE_MODELS if n not in found]
     if missing and importlib.util.find_spec("tensorflow") is not None:
         out = tmp_path_factory.mktemp("example_models")
-        subprocess.run([sys.executable, str(ROOT / "examples" / "models" / "build.py"), "--models", ",".join(missing),
-                        "--out", str(out)], check=True, capture_output=True, timeout=3600)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "examples" / "models" / "build.py"),
+                "--models",
+                ",".join(missing),
+                "--out",
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=3600,
+        )
         found.update({n: out / f"{n}.tflite" for n in missing})
     return found
 
@@ -78,11 +91,15 @@ def tiny_unet() -> Path:
 # check's cached tree, tests/test_tflm_runtime.py's installed copy) keeps those objects' mtimes and
 # rebuilds only what the installer changed. So the probes run first: on a fresh machine this saves
 # a whole microlite build per copy (about six minutes each on two cores).
-BUILDS_FIRST = ("test_kernel_rules.py::test_reference_tail_matches_real_builds",
-                "test_kernel_rules.py::test_cmsis_nn_head_matches_real_builds")
+BUILDS_FIRST = (
+    "test_kernel_rules.py::test_reference_tail_matches_real_builds",
+    "test_kernel_rules.py::test_cmsis_nn_head_matches_real_builds",
+)
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list
+) -> None:
     def first(item) -> bool:
         return any(key in item.nodeid for key in BUILDS_FIRST)
 

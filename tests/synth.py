@@ -4,6 +4,7 @@ Tests, benchmarks and bug reports need many valid models of the shape TinySeg
 cares about (encoder/decoder graphs with long skip connections); building them
 here keeps TensorFlow out of everything but the example-model script.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,7 +37,16 @@ class ModelBuilder:
         self.rng = np.random.default_rng(self.seed)
 
     # -- tensors
-    def _tensor(self, shape, dtype: str, name: str, data: np.ndarray | None = None, scales=None, zps=None, qdim=0) -> int:
+    def _tensor(
+        self,
+        shape,
+        dtype: str,
+        name: str,
+        data: np.ndarray | None = None,
+        scales=None,
+        zps=None,
+        qdim=0,
+    ) -> int:
         t = fb.TensorT()
         t.shape = list(shape)
         t.type = TYPE_CODES[dtype]
@@ -61,7 +71,9 @@ class ModelBuilder:
 
     def activation(self, shape, name: str) -> int:
         if self.dtype == "INT8":
-            return self._tensor(shape, "INT8", name, scales=[self.act_scale], zps=[self.act_zero_point])
+            return self._tensor(
+                shape, "INT8", name, scales=[self.act_scale], zps=[self.act_zero_point]
+            )
         return self._tensor(shape, "FLOAT32", name)
 
     def input(self, shape) -> int:
@@ -84,7 +96,9 @@ class ModelBuilder:
             scales = [self.act_scale * s for s in ws]
             b = self.rng.integers(-2000, 2000, size=channels, dtype=np.int32)
             return self._tensor([channels], "INT32", name, b, scales, [0] * channels)
-        return self._tensor([channels], "FLOAT32", name, self.rng.normal(0, 0.1, size=channels).astype(np.float32))
+        return self._tensor(
+            [channels], "FLOAT32", name, self.rng.normal(0, 0.1, size=channels).astype(np.float32)
+        )
 
     # -- operators
     def _op(self, name: str, inputs, outputs, options_type=0, options=None) -> None:
@@ -108,11 +122,23 @@ class ModelBuilder:
         eff = (k - 1) * dilation + 1
         return math.ceil(size / stride) if padding == SAME else (size - eff) // stride + 1
 
-    def conv(self, x: int, out_ch: int, k: int = 3, stride: int = 1, padding: int = SAME, relu: bool = True, dilation: int = 1) -> int:
+    def conv(
+        self,
+        x: int,
+        out_ch: int,
+        k: int = 3,
+        stride: int = 1,
+        padding: int = SAME,
+        relu: bool = True,
+        dilation: int = 1,
+    ) -> int:
         n, h, w, c = self.shapes[x]
         wt = self._weights([out_ch, k, k, c], 0, f"conv{len(self.operators)}/w")
         bt = self._bias(out_ch, x, wt, f"conv{len(self.operators)}/b")
-        oh, ow = self._out_dim(h, k, stride, padding, dilation), self._out_dim(w, k, stride, padding, dilation)
+        oh, ow = (
+            self._out_dim(h, k, stride, padding, dilation),
+            self._out_dim(w, k, stride, padding, dilation),
+        )
         y = self.activation([n, oh, ow, out_ch], f"conv{len(self.operators)}")
         o = fb.Conv2DOptionsT()
         o.padding, o.strideH, o.strideW = padding, stride, stride
@@ -121,35 +147,60 @@ class ModelBuilder:
         self._op("CONV_2D", [x, wt, bt], [y], fb.BuiltinOptions.Conv2DOptions, o)
         return y
 
-    def depthwise(self, x: int, k: int = 3, stride: int = 1, padding: int = SAME, multiplier: int = 1) -> int:
+    def depthwise(
+        self, x: int, k: int = 3, stride: int = 1, padding: int = SAME, multiplier: int = 1
+    ) -> int:
         n, h, w, c = self.shapes[x]
         wt = self._weights([1, k, k, c * multiplier], 3, f"dw{len(self.operators)}/w")
         bt = self._bias(c * multiplier, x, wt, f"dw{len(self.operators)}/b")
-        y = self.activation([n, self._out_dim(h, k, stride, padding), self._out_dim(w, k, stride, padding), c * multiplier], f"dw{len(self.operators)}")
+        y = self.activation(
+            [
+                n,
+                self._out_dim(h, k, stride, padding),
+                self._out_dim(w, k, stride, padding),
+                c * multiplier,
+            ],
+            f"dw{len(self.operators)}",
+        )
         o = fb.DepthwiseConv2DOptionsT()
         o.padding, o.strideH, o.strideW, o.depthMultiplier = padding, stride, stride, multiplier
         o.dilationHFactor = o.dilationWFactor = 1
         self._op("DEPTHWISE_CONV_2D", [x, wt, bt], [y], fb.BuiltinOptions.DepthwiseConv2DOptions, o)
         return y
 
-    def pool(self, x: int, kind: str = "MAX_POOL_2D", k: int = 2, stride: int = 2, padding: int = VALID) -> int:
+    def pool(
+        self, x: int, kind: str = "MAX_POOL_2D", k: int = 2, stride: int = 2, padding: int = VALID
+    ) -> int:
         n, h, w, c = self.shapes[x]
-        y = self.activation([n, self._out_dim(h, k, stride, padding), self._out_dim(w, k, stride, padding), c], f"pool{len(self.operators)}")
+        y = self.activation(
+            [n, self._out_dim(h, k, stride, padding), self._out_dim(w, k, stride, padding), c],
+            f"pool{len(self.operators)}",
+        )
         o = fb.Pool2DOptionsT()
-        o.padding, o.strideH, o.strideW, o.filterHeight, o.filterWidth = padding, stride, stride, k, k
+        o.padding, o.strideH, o.strideW, o.filterHeight, o.filterWidth = (
+            padding,
+            stride,
+            stride,
+            k,
+            k,
+        )
         self._op(kind, [x], [y], fb.BuiltinOptions.Pool2DOptions, o)
         return y
 
     def transpose_conv(self, x: int, out_ch: int, k: int = 2, stride: int = 2) -> int:
         n, h, w, c = self.shapes[x]
         oshape = [n, h * stride, w * stride, out_ch]
-        shape_t = self._tensor([4], "INT32", f"tconv{len(self.operators)}/shape", np.array(oshape, dtype=np.int32))
+        shape_t = self._tensor(
+            [4], "INT32", f"tconv{len(self.operators)}/shape", np.array(oshape, dtype=np.int32)
+        )
         wt = self._weights([out_ch, k, k, c], 0, f"tconv{len(self.operators)}/w")
         bt = self._bias(out_ch, x, wt, f"tconv{len(self.operators)}/b")
         y = self.activation(oshape, f"tconv{len(self.operators)}")
         o = fb.TransposeConvOptionsT()
         o.padding, o.strideH, o.strideW = SAME, stride, stride
-        self._op("TRANSPOSE_CONV", [shape_t, wt, x, bt], [y], fb.BuiltinOptions.TransposeConvOptions, o)
+        self._op(
+            "TRANSPOSE_CONV", [shape_t, wt, x, bt], [y], fb.BuiltinOptions.TransposeConvOptions, o
+        )
         return y
 
     def concat(self, xs: list[int], axis: int = 3) -> int:
@@ -161,13 +212,20 @@ class ModelBuilder:
         self._op("CONCATENATION", xs, [y], fb.BuiltinOptions.ConcatenationOptions, o)
         return y
 
-    def relu(self, x: int, op: str = "RELU", scale: float | None = None, zero_point: int | None = None) -> int:
+    def relu(
+        self, x: int, op: str = "RELU", scale: float | None = None, zero_point: int | None = None
+    ) -> int:
         """A standalone RELU or RELU6 (int8: output quantization ``scale``/``zero_point``, by default
         the builder's; RELU requantizes, RELU6 keeps the input's as TFLM's int8 kernel assumes)."""
         name = f"{op.lower()}{len(self.operators)}"
         if self.dtype == "INT8" and (scale is not None or zero_point is not None):
-            y = self._tensor(list(self.shapes[x]), "INT8", name, scales=[scale or self.act_scale],
-                             zps=[self.act_zero_point if zero_point is None else zero_point])
+            y = self._tensor(
+                list(self.shapes[x]),
+                "INT8",
+                name,
+                scales=[scale or self.act_scale],
+                zps=[self.act_zero_point if zero_point is None else zero_point],
+            )
         else:
             y = self.activation(list(self.shapes[x]), name)
         self._op(op, [x], [y])
@@ -177,7 +235,10 @@ class ModelBuilder:
         """A PAD by constant int32 ``paddings`` ([[before, after]] per NHWC axis)."""
         pads = np.array(paddings, dtype=np.int32).reshape(4, 2)
         p_t = self._tensor([4, 2], "INT32", f"pad{len(self.operators)}/paddings", pads)
-        y = self.activation([d + int(a) + int(b) for d, (a, b) in zip(self.shapes[x], pads)], f"pad{len(self.operators)}")
+        y = self.activation(
+            [d + int(a) + int(b) for d, (a, b) in zip(self.shapes[x], pads)],
+            f"pad{len(self.operators)}",
+        )
         self._op("PAD", [x, p_t], [y], fb.BuiltinOptions.PadOptions, fb.PadOptionsT())
         return y
 
@@ -185,16 +246,32 @@ class ModelBuilder:
         """An int8 constant activation operand (random, the builder's quantization): a per-channel
         vector an elementwise operator broadcasts over the rows."""
         data = self.rng.integers(-128, 128, size=shape, dtype=np.int8)
-        return self._tensor(list(shape), "INT8", f"const{len(self.tensors)}", data, [self.act_scale],
-                            [self.act_zero_point])
+        return self._tensor(
+            list(shape),
+            "INT8",
+            f"const{len(self.tensors)}",
+            data,
+            [self.act_scale],
+            [self.act_zero_point],
+        )
 
-    def unary(self, x: int, op: str, scale: float | None = None, zero_point: int | None = None,
-              alpha: float | None = None) -> int:
+    def unary(
+        self,
+        x: int,
+        op: str,
+        scale: float | None = None,
+        zero_point: int | None = None,
+        alpha: float | None = None,
+    ) -> int:
         """An int8 elementwise activation operator (TANH, HARD_SWISH, ELU, LEAKY_RELU with ``alpha``) whose
         output has quantization ``scale``/``zero_point`` (by default the builder's)."""
-        y = self._tensor(list(self.shapes[x]), "INT8", f"{op.lower()}{len(self.operators)}",
-                         scales=[self.act_scale if scale is None else scale],
-                         zps=[self.act_zero_point if zero_point is None else zero_point])
+        y = self._tensor(
+            list(self.shapes[x]),
+            "INT8",
+            f"{op.lower()}{len(self.operators)}",
+            scales=[self.act_scale if scale is None else scale],
+            zps=[self.act_zero_point if zero_point is None else zero_point],
+        )
         if op == "LEAKY_RELU":
             o = fb.LeakyReluOptionsT()
             o.alpha = float(np.float32(alpha))
@@ -216,10 +293,21 @@ class ModelBuilder:
         pads = np.array(paddings, dtype=np.int32).reshape(4, 2)
         q = self.tensors[x].quantization
         p_t = self._tensor([4, 2], "INT32", f"{name}/paddings", pads)
-        v_t = self._tensor([], "INT8", f"{name}/value", np.array(value, dtype=np.int8), list(q.scale),
-                           list(q.zeroPoint))
-        y = self._tensor([d + int(a) + int(b) for d, (a, b) in zip(self.shapes[x], pads)], "INT8", name,
-                         scales=list(q.scale), zps=list(q.zeroPoint))
+        v_t = self._tensor(
+            [],
+            "INT8",
+            f"{name}/value",
+            np.array(value, dtype=np.int8),
+            list(q.scale),
+            list(q.zeroPoint),
+        )
+        y = self._tensor(
+            [d + int(a) + int(b) for d, (a, b) in zip(self.shapes[x], pads)],
+            "INT8",
+            name,
+            scales=list(q.scale),
+            zps=list(q.zeroPoint),
+        )
         self._op("PADV2", [x, p_t, v_t], [y], fb.BuiltinOptions.PadV2Options, fb.PadV2OptionsT())
         return y
 
@@ -227,13 +315,21 @@ class ModelBuilder:
         """An elementwise ADD (or SUB or MUL) of two tensors of one shape."""
         y = self.activation(list(self.shapes[a]), f"{op.lower()}{len(self.operators)}")
         kind = op.title()  # Add, Sub, Mul
-        self._op(op, [a, b], [y], getattr(fb.BuiltinOptions, f"{kind}Options"), getattr(fb, f"{kind}OptionsT")())
+        self._op(
+            op,
+            [a, b],
+            [y],
+            getattr(fb.BuiltinOptions, f"{kind}Options"),
+            getattr(fb, f"{kind}OptionsT")(),
+        )
         return y
 
     def reshape(self, x: int, shape) -> int:
         """RESHAPE with its shape as a constant operand (as converters write it)."""
         y = self.activation(list(shape), f"reshape{len(self.operators)}")
-        st = self._tensor([len(shape)], "INT32", f"reshape{len(self.operators)}/shape", np.array(shape, np.int32))
+        st = self._tensor(
+            [len(shape)], "INT32", f"reshape{len(self.operators)}/shape", np.array(shape, np.int32)
+        )
         o = fb.ReshapeOptionsT()
         o.newShape = [int(d) for d in shape]
         self._op("RESHAPE", [x, st], [y], fb.BuiltinOptions.ReshapeOptions, o)
@@ -242,8 +338,12 @@ class ModelBuilder:
     def transpose(self, x: int, perm) -> int:
         shape = [self.shapes[x][p] for p in perm]
         y = self.activation(shape, f"transpose{len(self.operators)}")
-        pt = self._tensor([len(perm)], "INT32", f"transpose{len(self.operators)}/perm", np.array(perm, np.int32))
-        self._op("TRANSPOSE", [x, pt], [y], fb.BuiltinOptions.TransposeOptions, fb.TransposeOptionsT())
+        pt = self._tensor(
+            [len(perm)], "INT32", f"transpose{len(self.operators)}/perm", np.array(perm, np.int32)
+        )
+        self._op(
+            "TRANSPOSE", [x, pt], [y], fb.BuiltinOptions.TransposeOptions, fb.TransposeOptionsT()
+        )
         return y
 
     def dequantize(self, shape, source: str = "FLOAT16") -> int:
@@ -251,9 +351,21 @@ class ModelBuilder:
         or INT8) to a FLOAT32 activation."""
         name = f"dequant{len(self.operators)}"
         if source == "FLOAT16":
-            w = self._tensor(shape, "FLOAT16", f"{name}/w", self.rng.normal(0, 0.3, size=shape).astype(np.float16))
+            w = self._tensor(
+                shape,
+                "FLOAT16",
+                f"{name}/w",
+                self.rng.normal(0, 0.3, size=shape).astype(np.float16),
+            )
         else:
-            w = self._tensor(shape, "INT8", f"{name}/w", self.rng.integers(-127, 128, size=shape, dtype=np.int8), [0.01], [0])
+            w = self._tensor(
+                shape,
+                "INT8",
+                f"{name}/w",
+                self.rng.integers(-127, 128, size=shape, dtype=np.int8),
+                [0.01],
+                [0],
+            )
         y = self._tensor(shape, "FLOAT32", name)
         self._op("DEQUANTIZE", [w], [y])
         return y
@@ -262,8 +374,14 @@ class ModelBuilder:
         """FULLY_CONNECTED with float activations and int8 weights (a dynamic-range "hybrid" operator)."""
         shape = self.shapes[x]
         depth = shape[-1]
-        w = self._tensor([units, depth], "INT8", f"fc{len(self.operators)}/w",
-                         self.rng.integers(-127, 128, size=(units, depth), dtype=np.int8), [0.01], [0])
+        w = self._tensor(
+            [units, depth],
+            "INT8",
+            f"fc{len(self.operators)}/w",
+            self.rng.integers(-127, 128, size=(units, depth), dtype=np.int8),
+            [0.01],
+            [0],
+        )
         y = self._tensor(list(shape[:-1]) + [units], "FLOAT32", f"fc{len(self.operators)}")
         o = fb.FullyConnectedOptionsT()
         o.keepNumDims = True
@@ -273,8 +391,15 @@ class ModelBuilder:
     def hybrid_conv(self, x: int, out_ch: int, k: int = 1) -> int:
         """CONV_2D with float activations and per-channel int8 weights (hybrid)."""
         n, h, w, c = self.shapes[x]
-        wt = self._tensor([out_ch, k, k, c], "INT8", f"hconv{len(self.operators)}/w",
-                          self.rng.integers(-127, 128, size=(out_ch, k, k, c), dtype=np.int8), [0.01] * out_ch, [0] * out_ch, 0)
+        wt = self._tensor(
+            [out_ch, k, k, c],
+            "INT8",
+            f"hconv{len(self.operators)}/w",
+            self.rng.integers(-127, 128, size=(out_ch, k, k, c), dtype=np.int8),
+            [0.01] * out_ch,
+            [0] * out_ch,
+            0,
+        )
         y = self._tensor([n, h, w, out_ch], "FLOAT32", f"hconv{len(self.operators)}")
         o = fb.Conv2DOptionsT()
         o.padding, o.strideH, o.strideW, o.dilationHFactor, o.dilationWFactor = SAME, 1, 1, 1, 1
@@ -307,7 +432,9 @@ def random_unet(seed: int, dtype: str | None = None, max_depth: int = 3) -> "fb.
     depth = int(rng.integers(1, max_depth + 1))
     size = int(rng.choice([8, 12, 16, 24])) * (2 ** max(depth - 2, 0))
     ch = int(rng.choice([2, 4, 8]))
-    x = b.input([1, size, size * int(rng.choice([1, 2])) if False else size, int(rng.choice([1, 3, 4]))])
+    x = b.input(
+        [1, size, size * int(rng.choice([1, 2])) if False else size, int(rng.choice([1, 3, 4]))]
+    )
     skips = []
     for d in range(depth):
         x = b.conv(x, ch * 2**d, k=int(rng.choice([1, 3])))
@@ -323,7 +450,9 @@ def random_unet(seed: int, dtype: str | None = None, max_depth: int = 3) -> "fb.
         x = b.transpose_conv(x, max(ch * 2**d // int(rng.choice([1, 2])), 1))
         skip = skips[d]
         if b.shapes[x][1:3] != b.shapes[skip][1:3]:
-            x = b.conv(x, b.shapes[x][3], k=1)  # never happens for even sizes; keeps the graph valid
+            x = b.conv(
+                x, b.shapes[x][3], k=1
+            )  # never happens for even sizes; keeps the graph valid
         parts = [skip, x] if rng.random() < 0.7 else [x, skip]
         x = b.concat(parts, axis=3)
         if rng.random() < 0.3:  # V-Net's decoder residual: ADD(concatenation, conv(concatenation))
@@ -391,12 +520,16 @@ def padded_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
     x = b.input([1, size, size, 3])
     a = b.conv(b.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]]), 8, padding=VALID, relu=False)
     a = b.relu(a, "RELU", scale=0.031, zero_point=-128)
-    a = b.relu(b.conv(b.pad(a, [[0, 0], [2, 0], [0, 2], [0, 0]]), 8, padding=VALID, relu=False), "RELU6")
+    a = b.relu(
+        b.conv(b.pad(a, [[0, 0], [2, 0], [0, 2], [0, 0]]), 8, padding=VALID, relu=False), "RELU6"
+    )
     y = b.conv(b.pad(b.pool(a), [[0, 0], [1, 1], [1, 1], [0, 0]]), 16, padding=VALID, relu=False)
     y = b.relu(y, "RELU")
     y = b.concat([a, b.transpose_conv(y, 8)])
     y = b.conv(b.pad(y, [[0, 0], [1, 1], [0, 0], [0, 0]]), 8, k=3, padding=VALID, relu=False)
-    y = b.relu(b.conv(b.pad(y, [[0, 0], [0, 0], [1, 1], [0, 0]]), 8, padding=VALID, relu=False), "RELU6")
+    y = b.relu(
+        b.conv(b.pad(y, [[0, 0], [0, 0], [1, 1], [0, 0]]), 8, padding=VALID, relu=False), "RELU6"
+    )
     return b.build([b.conv(y, 1, k=1, relu=False)])
 
 
@@ -421,7 +554,9 @@ def more_stages_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
     o.fusedActivationFunction = fb.ActivationFunctionType.RELU
     b._op("SUB", [c, a], [y], fb.BuiltinOptions.SubOptions, o)
     a = y
-    bottleneck = b.unary(b.conv(b.pool(a), 16, relu=False), "LEAKY_RELU", scale=0.04, zero_point=-10, alpha=0.2)
+    bottleneck = b.unary(
+        b.conv(b.pool(a), 16, relu=False), "LEAKY_RELU", scale=0.04, zero_point=-10, alpha=0.2
+    )
     bottleneck = b.unary(bottleneck, "HARD_SWISH")
     y = b.concat([a, b.transpose_conv(bottleneck, 8)])
     y = b.conv(b.padv2(y, [[0, 0], [1, 1], [1, 1], [0, 0]], 7), 8, padding=VALID, relu=False)
@@ -450,7 +585,9 @@ def vnet_like(seed: int = 0, dtype: str = "INT8", size: int = 32) -> "fb.ModelT"
     return b.build([b.conv(x, 2, k=1, relu=False)])
 
 
-def wide_branches(seed: int = 0, width: int = 110, kind: str = "conv", dtype: str = "INT8") -> "fb.ModelT":
+def wide_branches(
+    seed: int = 0, width: int = 110, kind: str = "conv", dtype: str = "INT8"
+) -> "fb.ModelT":
     """A wide graph: ``width`` independent operators feeding a chain of ADDs (the shape of detection heads
     and of converters' weight DEQUANTIZEs). kind "conv": 1x1 convolutions of the input; "dequantize":
     DEQUANTIZE of constant weights (FLOAT16, which TFLM refuses; "dequantize-int8" runs), added to the input."""

@@ -4,6 +4,7 @@ Nothing here is timed: the shapes that were quadratic (a long chain, thousands o
 chain of RELUs under --stream) must work, and the indexed placement and live sets must equal the
 plain walk and scan they replace. benchmarks/analyze_speed.py prints the CPU seconds.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import synth
 
 from tinyseg_plugin import tflm
-import synth
 from tinyseg_plugin.analysis import analyze_graph, to_dict
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.graph import build_graph
@@ -78,8 +79,12 @@ def _plain_first_fit(buffers, key) -> dict[int, int]:
 
 @pytest.mark.parametrize("model", ["chain", "unused_inputs", "random_unet", "wide_branches"])
 def test_layout_first_fit_equals_the_plain_scan(model: str) -> None:
-    m = {"chain": lambda: synth.chain(300), "unused_inputs": lambda: synth.unused_inputs(200),
-         "random_unet": lambda: synth.random_unet(3), "wide_branches": lambda: synth.wide_branches()}[model]()
+    m = {
+        "chain": lambda: synth.chain(300),
+        "unused_inputs": lambda: synth.unused_inputs(200),
+        "random_unet": lambda: synth.random_unet(3),
+        "wide_branches": lambda: synth.wide_branches(),
+    }[model]()
     plan = plan_graph(build_graph(m))
     for name, key in layout.ORDERS.items():
         assert layout.first_fit(plan.buffers, key) == _plain_first_fit(plan.buffers, key), name
@@ -121,9 +126,14 @@ def test_long_chain_analyses(tmp_path: Path) -> None:
         assert row.live == tuple(b.label for b in live)
         assert row.live_bytes == sum(b.size for b in live)
         op = g.operators[row.index]
-        assert row.output_bytes == sum(b.size for b in live if b.kind == "tensor" and b.index in op.outputs)
-        assert row.input_bytes == sum(b.size for b in live if b.kind == "tensor" and b.index in op.inputs
-                                      and b.index not in op.outputs)
+        assert row.output_bytes == sum(
+            b.size for b in live if b.kind == "tensor" and b.index in op.outputs
+        )
+        assert row.input_bytes == sum(
+            b.size
+            for b in live
+            if b.kind == "tensor" and b.index in op.inputs and b.index not in op.outputs
+        )
     assert to_dict(a)["head"] == d["head"]
 
 

@@ -8,6 +8,7 @@ synth.ModelBuilder (tests/synth.py). Padding SAME and VALID, strides 1 and 2, ev
 dilation, fetched operand first or second, band heights from one row to the whole output and
 from a byte budget (MaxBandRows).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -18,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from synth import SAME, VALID, ModelBuilder
 
 from tinyseg_plugin.modelio import model_to_bytes
-from synth import SAME, VALID, ModelBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,8 +31,10 @@ def band_conv(tmp_path_factory) -> Path:
     if not shutil.which("cmake") or not (shutil.which("g++") or shutil.which("c++")):
         pytest.skip("cmake / a C++ compiler are not installed")
     build = tmp_path_factory.mktemp("band_harness")
-    for cmd in (["cmake", "-S", str(ROOT / "tests" / "band_harness"), "-B", str(build)],
-                ["cmake", "--build", str(build), "-j2"]):
+    for cmd in (
+        ["cmake", "-S", str(ROOT / "tests" / "band_harness"), "-B", str(build)],
+        ["cmake", "--build", str(build), "-j2"],
+    ):
         p = subprocess.run(cmd, capture_output=True, text=True)
         assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
     return build / "band_conv"
@@ -56,8 +59,10 @@ class Case:
     def __str__(self) -> str:
         pad = "same" if self.padding == SAME else "valid"
         pos = "fetched-first" if self.fetched_first else "fetched-second"
-        return (f"{self.h}x{self.w}x({self.c_res}+{self.c_fetch})-k{self.k}s{self.stride}d{self.dilation}-{pad}-{pos}"
-                f"-zp{self.zero_point}")
+        return (
+            f"{self.h}x{self.w}x({self.c_res}+{self.c_fetch})-k{self.k}s{self.stride}d{self.dilation}-{pad}-{pos}"
+            f"-zp{self.zero_point}"
+        )
 
 
 CASES = [
@@ -78,7 +83,9 @@ def _model(c: Case):
     res = b.input([1, c.h, c.w, c.c_res])
     fet = b.input([1, c.h, c.w, c.c_fetch])
     cat = b.concat([fet, res] if c.fetched_first else [res, fet], axis=3)
-    y = b.conv(cat, c.c_out, k=c.k, stride=c.stride, padding=c.padding, relu=c.relu, dilation=c.dilation)
+    y = b.conv(
+        cat, c.c_out, k=c.k, stride=c.stride, padding=c.padding, relu=c.relu, dilation=c.dilation
+    )
     return b.build([y]), b
 
 
@@ -107,9 +114,25 @@ def _spec(c: Case, model, res: np.ndarray, fet: np.ndarray, band_rows: int) -> b
     filt = np.asarray(model.buffers[w_t.buffer].data, dtype=np.uint8).view(np.int8)
     bias = np.asarray(model.buffers[b_t.buffer].data, dtype=np.uint8).view("<i4")
     assert filt.size == c.c_out * c.k * c.k * (c.c_res + c.c_fetch) and bias.size == c.c_out
-    hdr = struct.pack("<16i", c.h, c.w, c.c_res, c.c_fetch, int(c.fetched_first), c.c_out, c.k, c.k, c.stride,
-                      c.stride, c.dilation, 0 if c.padding == SAME else 1, int(c.relu), band_rows,
-                      int(x_t.quantization.zeroPoint[0]), int(y_t.quantization.zeroPoint[0]))
+    hdr = struct.pack(
+        "<16i",
+        c.h,
+        c.w,
+        c.c_res,
+        c.c_fetch,
+        int(c.fetched_first),
+        c.c_out,
+        c.k,
+        c.k,
+        c.stride,
+        c.stride,
+        c.dilation,
+        0 if c.padding == SAME else 1,
+        int(c.relu),
+        band_rows,
+        int(x_t.quantization.zeroPoint[0]),
+        int(y_t.quantization.zeroPoint[0]),
+    )
     scales = struct.pack("<2f", x_t.quantization.scale[0], y_t.quantization.scale[0])
     scales += np.asarray(w_t.quantization.scale, dtype="<f4").tobytes()
     return hdr + scales + res.tobytes() + fet.tobytes() + filt.tobytes() + bias.tobytes()
@@ -138,11 +161,15 @@ def test_band_conv_matches_tflm(case: Case, band_conv: Path, tmp_path: Path) -> 
         spec = tmp_path / f"spec_{rows}.bin"
         out = tmp_path / f"out_{rows}.bin"
         spec.write_bytes(_spec(case, model, res, fet, rows))
-        p = subprocess.run([str(band_conv), str(spec), str(out)], capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [str(band_conv), str(spec), str(out)], capture_output=True, text=True, timeout=120
+        )
         assert p.returncode == 0, p.stderr
         n_bands = int(p.stdout.split(" in ")[1].split()[0])
         expect_rows = min(2 if rows < 0 else rows, out_h)
         assert n_bands == -(-out_h // expect_rows), (rows, p.stdout)
         got = np.frombuffer(out.read_bytes(), dtype=np.int8).reshape(want.shape)
         mismatch = np.argwhere(got != want)
-        assert mismatch.size == 0, f"band rows {rows}: {len(mismatch)} values differ, first at {mismatch[0].tolist()}"
+        assert mismatch.size == 0, (
+            f"band rows {rows}: {len(mismatch)} values differ, first at {mismatch[0].tolist()}"
+        )

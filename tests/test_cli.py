@@ -1,4 +1,5 @@
 """The command line: outputs, and every bad input gives one line, a non-zero code and no file."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import ROOT
 import synth
+from conftest import ROOT
+
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.modelio import model_to_bytes, save_model
 
@@ -46,21 +47,43 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     import os
 
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "tinyseg_plugin.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
-@pytest.mark.parametrize("case", ["missing", "empty", "text", "identifier", "truncated", "dynamic", "directory"])
+@pytest.mark.parametrize(
+    "case", ["missing", "empty", "text", "identifier", "truncated", "dynamic", "directory"]
+)
 @pytest.mark.parametrize("command", ["analyze", "optimize"])
 def test_bad_model_one_line_no_output(tmp_path: Path, case: str, command: str) -> None:
     path, message = _bad_models(tmp_path)[case]
     out = tmp_path / "out"
     args = [command, str(path)]
     if command == "analyze":
-        args += ["--json", str(out / "a.json"), "--csv", str(out / "csv"), "--plot", str(out / "p.png")]
+        args += [
+            "--json",
+            str(out / "a.json"),
+            "--csv",
+            str(out / "csv"),
+            "--plot",
+            str(out / "p.png"),
+        ]
     else:
         out.mkdir()
-        args += ["-o", str(out / "o.tflite"), "--report", str(out / "r.json"), "--plot", str(out / "p.png")]
+        args += [
+            "-o",
+            str(out / "o.tflite"),
+            "--report",
+            str(out / "r.json"),
+            "--plot",
+            str(out / "p.png"),
+        ]
     r = _run(args, tmp_path)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
@@ -72,8 +95,14 @@ def test_bad_model_one_line_no_output(tmp_path: Path, case: str, command: str) -
 
 def test_bad_arguments(tmp_path: Path, unet_file: Path) -> None:
     for args, message in (
-        (["optimize", str(unet_file), "-o", str(tmp_path / "o.tflite"), "--target", "12XB"], "not a size"),
-        (["optimize", str(unet_file), "-o", str(tmp_path / "no" / "dir" / "o.tflite")], "does not exist"),
+        (
+            ["optimize", str(unet_file), "-o", str(tmp_path / "o.tflite"), "--target", "12XB"],
+            "not a size",
+        ),
+        (
+            ["optimize", str(unet_file), "-o", str(tmp_path / "no" / "dir" / "o.tflite")],
+            "does not exist",
+        ),
         (["analyze", str(unet_file), "--kernels", "fast"], "invalid choice"),
         (["frobnicate"], "invalid choice"),
     ):
@@ -84,29 +113,56 @@ def test_bad_arguments(tmp_path: Path, unet_file: Path) -> None:
 
 
 def test_analyze_outputs(tmp_path: Path, unet_file: Path, capsys) -> None:
-    rc = main(["analyze", str(unet_file), "--json", str(tmp_path / "a.json"), "--csv", str(tmp_path / "csv"),
-               "--plot", str(tmp_path / "p.png")])
+    rc = main(
+        [
+            "analyze",
+            str(unet_file),
+            "--json",
+            str(tmp_path / "a.json"),
+            "--csv",
+            str(tmp_path / "csv"),
+            "--plot",
+            str(tmp_path / "p.png"),
+        ]
+    )
     assert rc == 0
     text = capsys.readouterr().out
     assert "<== head" in text and "307,200" in text
     d = json.loads((tmp_path / "a.json").read_text())
     assert d["schema"] == "tinyseg.analysis/2" and d["head"] == 307_200 and d["exact"]
     assert d["peak"]["live_bytes"] <= d["head"]
-    assert {"tensors.csv", "operators.csv", "buffers.csv"} <= {p.name for p in (tmp_path / "csv").iterdir()}
+    assert {"tensors.csv", "operators.csv", "buffers.csv"} <= {
+        p.name for p in (tmp_path / "csv").iterdir()
+    }
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_optimize_then_verify(tmp_path: Path, unet_file: Path, capsys) -> None:
     out = tmp_path / "o.tflite"
-    rc = main(["optimize", str(unet_file), "-o", str(out), "--report", str(tmp_path / "r.json"), "-q"])
+    rc = main(
+        ["optimize", str(unet_file), "-o", str(out), "--report", str(tmp_path / "r.json"), "-q"]
+    )
     assert rc == 0 and out.exists()
     rep = json.loads((tmp_path / "r.json").read_text())
-    assert rep["original"]["head"] == 307_200 and rep["optimized"]["head"] <= 64_000  # streamed (issue 14)
+    assert (
+        rep["original"]["head"] == 307_200 and rep["optimized"]["head"] <= 64_000
+    )  # streamed (issue 14)
     assert rep["verified"]["identical"] and rep["streamed_chains"] and not rep["spilled"]
     assert rep["bytes_moved_per_inference"] > 0 and rep["steps"][-1]["technique"] == "streaming"
     assert main(["verify", str(unet_file), str(out)]) == 0
     # --no-stream: spilling and fused fetching only (the paper's passes)
-    rc = main(["optimize", str(unet_file), "-o", str(out), "--report", str(tmp_path / "r.json"), "-q", "--no-stream"])
+    rc = main(
+        [
+            "optimize",
+            str(unet_file),
+            "-o",
+            str(out),
+            "--report",
+            str(tmp_path / "r.json"),
+            "-q",
+            "--no-stream",
+        ]
+    )
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rc == 0 and 64_000 < rep["optimized"]["head"] <= 153_600
     assert rep["spilled"] and not rep["streamed_chains"] and rep["bytes_moved_per_inference"] > 0
@@ -133,8 +189,22 @@ def test_no_split_switch(tmp_path: Path) -> None:
     heads = {}
     for flag in ([], ["--no-split"]):
         rep = tmp_path / f"r{len(flag)}.json"
-        assert main(["optimize", str(m), "-o", str(tmp_path / f"o{len(flag)}.tflite"), "--report", str(rep), "-q",
-                     "--no-stream", *flag]) == 0
+        assert (
+            main(
+                [
+                    "optimize",
+                    str(m),
+                    "-o",
+                    str(tmp_path / f"o{len(flag)}.tflite"),
+                    "--report",
+                    str(rep),
+                    "-q",
+                    "--no-stream",
+                    *flag,
+                ]
+            )
+            == 0
+        )
         r = json.loads(rep.read_text())
         heads[bool(flag)] = r["optimized"]["head"]
         assert any(s["technique"] == "operator splitting" for s in r["steps"]) != bool(flag)
@@ -146,22 +216,28 @@ def test_no_split_switch(tmp_path: Path) -> None:
 
 def _one_line(r: subprocess.CompletedProcess, code: int, message: str) -> None:
     lines = r.stderr.strip().splitlines()
-    assert r.returncode == code and len(lines) == 1 and lines[0].startswith("tinyseg: error:"), r.stderr
+    assert r.returncode == code and len(lines) == 1 and lines[0].startswith("tinyseg: error:"), (
+        r.stderr
+    )
     assert message in lines[0], lines[0]
     assert "Traceback" not in r.stderr
 
 
 def test_verify_models_with_different_inputs(tmp_path: Path, unet_file: Path) -> None:
     other = tmp_path / "other.tflite"
-    save_model(synth.random_unet(5), other)  # 1x16x16x.. input against the 80x120x3 Tiny-U-Net-like one
+    save_model(
+        synth.random_unet(5), other
+    )  # 1x16x16x.. input against the 80x120x3 Tiny-U-Net-like one
     r = _run(["verify", str(unet_file), str(other)], tmp_path)
     _one_line(r, 2, "the models' inputs differ")
 
 
 @pytest.mark.parametrize("runs", ["0", "-1", "two"])
 def test_runs_must_be_positive(tmp_path: Path, unet_file: Path, runs: str) -> None:
-    for args in (["verify", str(unet_file), str(unet_file), "--runs", runs],
-                 ["optimize", str(unet_file), "-o", str(tmp_path / "o.tflite"), "--runs", runs]):
+    for args in (
+        ["verify", str(unet_file), str(unet_file), "--runs", runs],
+        ["optimize", str(unet_file), "-o", str(tmp_path / "o.tflite"), "--runs", runs],
+    ):
         r = _run(args, tmp_path)
         _one_line(r, 2, "--runs")
     assert not (tmp_path / "o.tflite").exists()
@@ -178,27 +254,47 @@ def test_verify_swapped_arguments_name_the_optimized_file(tmp_path: Path, unet_f
 # ---------------------------------------------------------------- outputs: all or nothing (point 10)
 
 
-def test_optimize_writes_nothing_when_an_output_directory_is_missing(tmp_path: Path, unet_file: Path) -> None:
+def test_optimize_writes_nothing_when_an_output_directory_is_missing(
+    tmp_path: Path, unet_file: Path
+) -> None:
     out = tmp_path / "o.tflite"
-    for extra in (["--report", str(tmp_path / "missing" / "r.json")], ["--plot", str(tmp_path / "missing" / "p.png")]):
+    for extra in (
+        ["--report", str(tmp_path / "missing" / "r.json")],
+        ["--plot", str(tmp_path / "missing" / "p.png")],
+    ):
         r = _run(["optimize", str(unet_file), "-o", str(out), "-q", *extra], tmp_path)
         _one_line(r, 2, "does not exist")
         assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-def test_analyze_plot_into_missing_directory_leaves_no_csv_directory(tmp_path: Path, unet_file: Path) -> None:
-    r = _run(["analyze", str(unet_file), "--csv", str(tmp_path / "csv"), "--json", str(tmp_path / "a.json"),
-              "--plot", str(tmp_path / "missing" / "p.png")], tmp_path)
+def test_analyze_plot_into_missing_directory_leaves_no_csv_directory(
+    tmp_path: Path, unet_file: Path
+) -> None:
+    r = _run(
+        [
+            "analyze",
+            str(unet_file),
+            "--csv",
+            str(tmp_path / "csv"),
+            "--json",
+            str(tmp_path / "a.json"),
+            "--plot",
+            str(tmp_path / "missing" / "p.png"),
+        ],
+        tmp_path,
+    )
     _one_line(r, 2, "does not exist")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_unwritable_output_directory_is_one_line(tmp_path: Path, unet_file: Path) -> None:
     """/proc refuses new files even for root (the tests may run as root, where chmod does not bite)."""
-    for args in (["optimize", str(unet_file), "-o", "/proc/tinyseg_o.tflite", "-q"],
-                 ["analyze", str(unet_file), "--json", "/proc/tinyseg_a.json"],
-                 ["analyze", str(unet_file), "--csv", "/proc/tinyseg_csv"]):
+    for args in (
+        ["optimize", str(unet_file), "-o", "/proc/tinyseg_o.tflite", "-q"],
+        ["analyze", str(unet_file), "--json", "/proc/tinyseg_a.json"],
+        ["analyze", str(unet_file), "--csv", "/proc/tinyseg_csv"],
+    ):
         r = _run(args, tmp_path)
         _one_line(r, 2, "/proc/tinyseg_")
 
@@ -208,7 +304,19 @@ def test_written_files_respect_the_umask(tmp_path: Path, unet_file: Path) -> Non
 
     old = os.umask(0o027)
     try:
-        assert main(["analyze", str(unet_file), "--json", str(tmp_path / "a.json"), "--csv", str(tmp_path / "csv")]) == 0
+        assert (
+            main(
+                [
+                    "analyze",
+                    str(unet_file),
+                    "--json",
+                    str(tmp_path / "a.json"),
+                    "--csv",
+                    str(tmp_path / "csv"),
+                ]
+            )
+            == 0
+        )
     finally:
         os.umask(old)
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o640
@@ -230,6 +338,7 @@ def test_plugin_verify_runs_must_be_positive() -> None:
     import argparse
 
     from tflite_tools_host import manager
+
     from tinyseg_plugin import plugin
     from tinyseg_plugin.errors import TinySegError
     from tinyseg_plugin.graph import build_graph
@@ -240,7 +349,9 @@ def test_plugin_verify_runs_must_be_positive() -> None:
     hook.tflite_tools_add_options(parser=p, command="optimize")
     for bad in ("0", "-1"):
         with pytest.raises(plugin.PluginError, match="at least 1"):
-            hook.tflite_tools_check_options(options=p.parse_args(["--verify-runs", bad]), command="optimize")
+            hook.tflite_tools_check_options(
+                options=p.parse_args(["--verify-runs", bad]), command="optimize"
+            )
     g = build_graph(synth.random_unet(1))
     with pytest.raises(TinySegError, match="at least one"):
         verify(g, g, runs=0)
@@ -260,7 +371,9 @@ def _optimized_with_layout(tmp_path: Path, unet_file: Path, offset_of) -> Path:
         assert main(["optimize", str(unet_file), "-o", str(out), "-q", "--no-stream"]) == 0
     g = build_graph(load_model(out))
     plan = plan_graph(g)
-    laid = with_offsets(g, {b.index: offset_of(b) for b in plan.buffers if b.kind == "tensor" and b.subgraph == 0}).graph
+    laid = with_offsets(
+        g, {b.index: offset_of(b) for b in plan.buffers if b.kind == "tensor" and b.subgraph == 0}
+    ).graph
     path = tmp_path / "laid.tflite"
     save_model(laid.model, path)
     return path
@@ -286,7 +399,9 @@ def test_verify_refuses_a_layout_of_the_wrong_length(tmp_path: Path, unet_file: 
     for cut in (4, -4):  # one offset short, and a table longer than its header says
         data = bytes(np.asarray(m.buffers[md.buffer].data, np.uint8))
         m2 = load_model(good)
-        m2.buffers[md.buffer].data = np.frombuffer(data[:cut] if cut < 0 else data + b"\0" * cut, np.uint8).copy()
+        m2.buffers[md.buffer].data = np.frombuffer(
+            data[:cut] if cut < 0 else data + b"\0" * cut, np.uint8
+        ).copy()
         bad = tmp_path / "bad.tflite"
         save_model(m2, bad)
         r = _run(["verify", str(unet_file), str(bad), "--runs", "1"], tmp_path)
@@ -295,6 +410,9 @@ def test_verify_refuses_a_layout_of_the_wrong_length(tmp_path: Path, unet_file: 
 
 def test_failed_optimize_without_quiet_is_one_line(tmp_path: Path, unet_file: Path) -> None:
     """Without -q and with stderr captured (not a terminal), no progress line comes before the error."""
-    r = _run(["optimize", str(unet_file), "-o", str(tmp_path / "o.tflite"), "--time-limit", "0.01"], tmp_path)
+    r = _run(
+        ["optimize", str(unet_file), "-o", str(tmp_path / "o.tflite"), "--time-limit", "0.01"],
+        tmp_path,
+    )
     _one_line(r, 2, "did not finish")
     assert not (tmp_path / "o.tflite").exists()

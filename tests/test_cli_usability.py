@@ -1,4 +1,5 @@
 """What a newcomer meets first: usage errors, --version, names, -o and --target edge cases, file modes."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import synth
+
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.modelio import save_model
 from tinyseg_plugin.planner import plan_model
@@ -24,8 +25,13 @@ def unet_file(tmp_path_factory) -> Path:
 
 
 def _tinyseg(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "tinyseg_plugin.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+    )
 
 
 def test_no_arguments_names_the_program_once() -> None:
@@ -36,7 +42,10 @@ def test_no_arguments_names_the_program_once() -> None:
 
 def test_subcommand_usage_error_names_the_subcommand_once(capsys) -> None:
     assert main(["analyze"]) == 2
-    assert capsys.readouterr().err == "tinyseg: error: analyze: the following arguments are required: model\n"
+    assert (
+        capsys.readouterr().err
+        == "tinyseg: error: analyze: the following arguments are required: model\n"
+    )
 
 
 def test_version() -> None:
@@ -46,9 +55,17 @@ def test_version() -> None:
     assert p.returncode == 0 and p.stdout == f"tinyseg {version('tinyseg-plugin')}\n"
 
 
-@pytest.mark.parametrize("argv", [["optimize", "{m}", "-o", "{o}", "--targ", "1M"],
-                                  ["analyze", "{m}", "--js"], ["optimize", "{m}", "-o", "{o}", "--no-ver"]])
-def test_abbreviations_are_refused(unet_file: Path, tmp_path: Path, argv: list[str], capsys) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["optimize", "{m}", "-o", "{o}", "--targ", "1M"],
+        ["analyze", "{m}", "--js"],
+        ["optimize", "{m}", "-o", "{o}", "--no-ver"],
+    ],
+)
+def test_abbreviations_are_refused(
+    unet_file: Path, tmp_path: Path, argv: list[str], capsys
+) -> None:
     out = tmp_path / "o.tflite"
     assert main([a.format(m=unet_file, o=out) for a in argv]) == 2
     assert "unrecognized arguments" in capsys.readouterr().err
@@ -60,7 +77,9 @@ def test_verify_help_describes_its_arguments() -> None:
     assert "the model before optimization" in text and "random inputs, at least 1" in text
 
 
-def test_output_equal_to_input_is_refused_without_force(unet_file: Path, tmp_path: Path, capsys) -> None:
+def test_output_equal_to_input_is_refused_without_force(
+    unet_file: Path, tmp_path: Path, capsys
+) -> None:
     model = tmp_path / "m.tflite"
     model.write_bytes(unet_file.read_bytes())
     assert main(["optimize", str(model), "-o", str(model), "-q", "--runs", "1"]) == 2
@@ -76,21 +95,62 @@ def plan_model_head(path: Path) -> int:
     return plan_model(load_model(str(path))).head
 
 
-def test_target_already_met_writes_the_input_unchanged(unet_file: Path, tmp_path: Path, capsys) -> None:
+def test_target_already_met_writes_the_input_unchanged(
+    unet_file: Path, tmp_path: Path, capsys
+) -> None:
     head = plan_model_head(unet_file)
     out, report = tmp_path / "o.tflite", tmp_path / "r.json"
-    assert main(["optimize", str(unet_file), "-o", str(out), "--target", str(head), "--report", str(report)]) == 0
+    assert (
+        main(
+            [
+                "optimize",
+                str(unet_file),
+                "-o",
+                str(out),
+                "--target",
+                str(head),
+                "--report",
+                str(report),
+            ]
+        )
+        == 0
+    )
     assert out.read_bytes() == unet_file.read_bytes()
     assert f"already meets --target {head:,} B" in capsys.readouterr().out
     r = json.loads(report.read_text())
-    assert (r["target_bytes"], r["target_met"], r["unchanged"], r["steps"]) == (head, True, True, [])
+    assert (r["target_bytes"], r["target_met"], r["unchanged"], r["steps"]) == (
+        head,
+        True,
+        True,
+        [],
+    )
 
 
 def test_report_records_the_target_asked_for(unet_file: Path, tmp_path: Path) -> None:
     out, report = tmp_path / "o.tflite", tmp_path / "r.json"
-    assert main(["optimize", str(unet_file), "-o", str(out), "--target", "200KB", "-q", "--report", str(report)]) == 0
+    assert (
+        main(
+            [
+                "optimize",
+                str(unet_file),
+                "-o",
+                str(out),
+                "--target",
+                "200KB",
+                "-q",
+                "--report",
+                str(report),
+            ]
+        )
+        == 0
+    )
     r = json.loads(report.read_text())
-    assert r["target_bytes"] == 200_000 and r["target_met"] is True and r["arch"] == "host64" and "target" not in r
+    assert (
+        r["target_bytes"] == 200_000
+        and r["target_met"] is True
+        and r["arch"] == "host64"
+        and "target" not in r
+    )
 
 
 def test_files_respect_the_umask(unet_file: Path, tmp_path: Path) -> None:
@@ -102,12 +162,16 @@ def test_files_respect_the_umask(unet_file: Path, tmp_path: Path) -> None:
     assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o640
 
 
-def test_analysis_names_the_arch_and_fits_in_100_columns(unet_file: Path, tmp_path: Path, capsys,
-                                                         monkeypatch) -> None:
+def test_analysis_names_the_arch_and_fits_in_100_columns(
+    unet_file: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
     # A short relative path, as a user types it: the first line names the file, and the suite's
     # own temporary path (which depends on where the clone is) must not decide the width.
     monkeypatch.chdir(unet_file.parent)
-    assert main(["analyze", unet_file.name, "--arch", "cortex-m", "--json", str(tmp_path / "a.json")]) == 0
+    assert (
+        main(["analyze", unet_file.name, "--arch", "cortex-m", "--json", str(tmp_path / "a.json")])
+        == 0
+    )
     text = capsys.readouterr().out
     assert "arch: cortex-m" in text.splitlines()[0] and "target" not in text.splitlines()[0]
     assert max(len(line) for line in text.splitlines()) <= 100, max(text.splitlines(), key=len)
@@ -117,11 +181,14 @@ def test_analysis_names_the_arch_and_fits_in_100_columns(unet_file: Path, tmp_pa
     assert big and f"{big[0]['offset']:,}" in text  # offsets with separators, like bytes
 
 
-def test_nothing_to_gain_writes_the_input_unchanged_without_running_tflm(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_nothing_to_gain_writes_the_input_unchanged_without_running_tflm(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
     """One convolution: no pass can lower its arena, so the output is the input, byte for byte, and
     verification (two TFLM runs per input, the whole cost on big models) is not needed."""
-    from tinyseg_plugin import verify as verify_mod
     import synth
+
+    from tinyseg_plugin import verify as verify_mod
     from tinyseg_plugin.modelio import save_model
 
     model, out, report = tmp_path / "one.tflite", tmp_path / "o.tflite", tmp_path / "r.json"
@@ -134,7 +201,10 @@ def test_nothing_to_gain_writes_the_input_unchanged_without_running_tflm(tmp_pat
     monkeypatch.setattr(verify_mod, "verify", no_verify)
     assert main(["optimize", str(model), "-o", str(out), "--report", str(report)]) == 0
     assert out.read_bytes() == model.read_bytes()
-    assert f"no pass lowers the arena of {model} (head {head:,} B): wrote it unchanged" in capsys.readouterr().out
+    assert (
+        f"no pass lowers the arena of {model} (head {head:,} B): wrote it unchanged"
+        in capsys.readouterr().out
+    )
     r = json.loads(report.read_text())
     assert r["unchanged"] is True and r["steps"] == [] and "verification" not in r
     # A --target below what is reachable: still written unchanged, exit 3 with the reason.

@@ -1,7 +1,9 @@
 """Algorithm 2 of the paper, checked on its Figure 5 example and on a U-Net skip."""
+
 from __future__ import annotations
 
 import synth
+
 from tinyseg_plugin.coldrange import cold_ranges, scope_of
 from tinyseg_plugin.graph import build_graph
 

@@ -2,14 +2,15 @@
 from the generated tflm_ops/kernels/tinyseg_contract.h, the kernels spell no key or limit of their
 own, the Python decoder refuses what the kernels refuse, and the fusion pass builds no operator the
 kernel would refuse in Prepare."""
+
 from __future__ import annotations
 
 import re
 
 import pytest
+from conftest import ROOT, spilled_skip_graphs
 from flatbuffers import flexbuffers
 
-from conftest import ROOT, spilled_skip_graphs
 from tinyseg_plugin import customops
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.graph import Operator, build_graph
@@ -21,7 +22,8 @@ HEADER = KERNELS / "tinyseg_contract.h"
 def test_committed_header_is_what_customops_generates() -> None:
     assert HEADER.read_text() == customops.header(), (
         "tflm_ops/kernels/tinyseg_contract.h is stale: run "
-        "`python -m tinyseg_plugin.customops --header > tflm_ops/kernels/tinyseg_contract.h`")
+        "`python -m tinyseg_plugin.customops --header > tflm_ops/kernels/tinyseg_contract.h`"
+    )
 
 
 def test_kernels_spell_no_option_key_or_limit_themselves() -> None:
@@ -33,32 +35,63 @@ def test_kernels_spell_no_option_key_or_limit_themselves() -> None:
         for call in re.findall(r"options\.Int\(([^;]*?)\)", text, re.S):
             assert call.count(",") == 1, f"{src.name}: options.Int({call}) gives limits of its own"
         # The operand expansion is tinyseg_common.h's OperandWalk, not a loop of each kernel's own.
-        assert "next_input" not in text and "FetchedAt(" not in text, f"{src.name} expands operands itself"
+        assert "next_input" not in text and "FetchedAt(" not in text, (
+            f"{src.name} expands operands itself"
+        )
     core = (ROOT / "tflm_ops" / "core" / "include" / "tinyseg" / "codec.h").read_text()
     assert f"kMaxBlockBytes = {customops.MAX_BLOCK_BYTES};" in core
     assert f"kBlockHeaderBytes = {customops.BLOCK_HEADER_BYTES};" in core
 
 
 def _op(opcode: str, options: dict, inputs=(1,), outputs=(2,)) -> Operator:
-    return Operator(index=0, opcode=opcode, inputs=tuple(inputs), outputs=tuple(outputs), intermediates=(),
-                    options=None, custom_options=bytes(flexbuffers.Dumps(options)))
+    return Operator(
+        index=0,
+        opcode=opcode,
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        intermediates=(),
+        options=None,
+        custom_options=bytes(flexbuffers.Dumps(options)),
+    )
 
 
 def _fetching_conv(**override) -> dict:
-    m = {"version": 1, "axis": 3, "operands": 2, "block": 1024,
-         "fetched": [{"position": 0, "slot": 0, "shape": [1, 8, 8, 4]}], "padding": "SAME", "stride_h": 1,
-         "stride_w": 1, "dilation_h": 1, "dilation_w": 1, "activation": "NONE", "band_rows": 1}
+    m = {
+        "version": 1,
+        "axis": 3,
+        "operands": 2,
+        "block": 1024,
+        "fetched": [{"position": 0, "slot": 0, "shape": [1, 8, 8, 4]}],
+        "padding": "SAME",
+        "stride_h": 1,
+        "stride_w": 1,
+        "dilation_h": 1,
+        "dilation_w": 1,
+        "activation": "NONE",
+        "band_rows": 1,
+    }
     m.update(override)
     return m
 
 
-@pytest.mark.parametrize("key", sorted(k for k in customops.INT_LIMITS if k not in ("position", "dim", "slot")))
+@pytest.mark.parametrize(
+    "key", sorted(k for k in customops.INT_LIMITS if k not in ("position", "dim", "slot"))
+)
 @pytest.mark.parametrize("side", ["below", "above"])
-def test_decode_refuses_every_integer_option_outside_the_kernels_limits(key: str, side: str) -> None:
+def test_decode_refuses_every_integer_option_outside_the_kernels_limits(
+    key: str, side: str
+) -> None:
     lo, hi = customops.INT_LIMITS[key]
     bad = lo - 1 if side == "below" else hi + 1
     if key in customops.STREAM_CHAIN_KEYS:  # StreamChain's planning figures
-        good = {"version": 1, "ring_bytes": 100, "op_scratch": 0, "spilled": 0, "fetched": 0, "block": 1024}
+        good = {
+            "version": 1,
+            "ring_bytes": 100,
+            "op_scratch": 0,
+            "spilled": 0,
+            "fetched": 0,
+            "block": 1024,
+        }
         assert customops.decode(_op(customops.STREAM_CHAIN, good))
         op = _op(customops.STREAM_CHAIN, {**good, key: bad})
     else:
@@ -68,17 +101,25 @@ def test_decode_refuses_every_integer_option_outside_the_kernels_limits(key: str
         customops.decode(op)
 
 
-@pytest.mark.parametrize("fetched", [
-    [{"position": 2, "slot": 0, "shape": [1, 8, 8, 4]}],  # position >= operands
-    [{"position": 0, "slot": 0, "shape": [1, 8, 8, 4]}, {"position": 0, "slot": 1, "shape": [1, 8, 8, 4]}],
-    [{"position": 0, "slot": -1, "shape": [1, 8, 8, 4]}],
-    [{"position": 0, "slot": 0, "shape": [1, 8, 0, 4]}],
-    [{"position": 0, "slot": 0, "shape": [1] * (customops.MAX_DIMS + 1)}],
-    [{"position": 0, "slot": 0, "shape": [8, 8, 4]}],  # FetchingConv2D: rank 4 only
-])
+@pytest.mark.parametrize(
+    "fetched",
+    [
+        [{"position": 2, "slot": 0, "shape": [1, 8, 8, 4]}],  # position >= operands
+        [
+            {"position": 0, "slot": 0, "shape": [1, 8, 8, 4]},
+            {"position": 0, "slot": 1, "shape": [1, 8, 8, 4]},
+        ],
+        [{"position": 0, "slot": -1, "shape": [1, 8, 8, 4]}],
+        [{"position": 0, "slot": 0, "shape": [1, 8, 0, 4]}],
+        [{"position": 0, "slot": 0, "shape": [1] * (customops.MAX_DIMS + 1)}],
+        [{"position": 0, "slot": 0, "shape": [8, 8, 4]}],  # FetchingConv2D: rank 4 only
+    ],
+)
 def test_decode_refuses_fetched_entries_the_kernels_refuse(fetched: list) -> None:
     with pytest.raises(TinySegError, match="malformed options"):
-        customops.decode(_op(customops.FETCHING_CONV_2D, _fetching_conv(fetched=fetched), inputs=(1, 3, 4)))
+        customops.decode(
+            _op(customops.FETCHING_CONV_2D, _fetching_conv(fetched=fetched), inputs=(1, 3, 4))
+        )
 
 
 def test_decode_refuses_an_axis_other_than_channels_for_fetching_conv() -> None:
@@ -89,19 +130,42 @@ def test_decode_refuses_an_axis_other_than_channels_for_fetching_conv() -> None:
 def test_operand_expansion_fetched_by_position_else_the_next_input() -> None:
     fetched = [customops.Fetched(1, 7, (1, 2, 2, 3))]
     o = customops.FetchingOptions(axis=3, operands=3, fetched=tuple(fetched))
-    op = Operator(index=5, opcode=customops.FETCHING, inputs=(10, 11), outputs=(12,), intermediates=(),
-                  options=None, custom_options=customops.encode(o))
+    op = Operator(
+        index=5,
+        opcode=customops.FETCHING,
+        inputs=(10, 11),
+        outputs=(12,),
+        intermediates=(),
+        options=None,
+        custom_options=customops.encode(o),
+    )
     assert customops.operand_sources(op, o) == [10, fetched[0], 11]
-    short = Operator(index=5, opcode=customops.FETCHING, inputs=(10,), outputs=(12,), intermediates=(),
-                     options=None, custom_options=customops.encode(o))
+    short = Operator(
+        index=5,
+        opcode=customops.FETCHING,
+        inputs=(10,),
+        outputs=(12,),
+        intermediates=(),
+        options=None,
+        custom_options=customops.encode(o),
+    )
     with pytest.raises(TinySegError, match="operand 2 is neither fetched nor an input"):
         customops.operand_sources(short, o)
 
 
 def test_persistent_bytes_follow_the_contract_sizes() -> None:
-    o = customops.FetchingOptions(axis=3, operands=2, fetched=(customops.Fetched(0, 0, (1, 4, 4, 2)),))
-    op = Operator(index=0, opcode=customops.FETCHING, inputs=(1,), outputs=(2,), intermediates=(), options=None,
-                  custom_options=customops.encode(o))
+    o = customops.FetchingOptions(
+        axis=3, operands=2, fetched=(customops.Fetched(0, 0, (1, 4, 4, 2)),)
+    )
+    op = Operator(
+        index=0,
+        opcode=customops.FETCHING,
+        inputs=(1,),
+        outputs=(2,),
+        intermediates=(),
+        options=None,
+        custom_options=customops.encode(o),
+    )
     # 32-byte header + one fetched operand of 16 bytes and two 8-byte pointers = 64 on a 64-bit host
     assert customops.persistent_bytes(None, op, 8) == 64
     assert customops.persistent_bytes(None, op, 4) == 64  # 32 + 24 = 56, rounded to 16

@@ -1,6 +1,7 @@
 """The real-kernel check (issue 11): optimized models run as written in a host build of TFLM with
 TinySeg's kernels, compared with the original in the same build. Needs TFLM_DIR (a TFLM 90b983c tree
 with its third-party downloads); the build is made once and cached (devicecheck.prepare)."""
+
 from __future__ import annotations
 
 import os
@@ -8,23 +9,27 @@ import struct
 from pathlib import Path
 
 import pytest
-
-from conftest import EXAMPLE_MODELS as EXAMPLES, SHARED_MODELS, TINY_UNET
-from tinyseg_plugin import cli, customops, devicecheck
 import synth
+from conftest import EXAMPLE_MODELS as EXAMPLES
+from conftest import SHARED_MODELS, TINY_UNET
+
+from tinyseg_plugin import cli, customops, devicecheck
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import load_model, save_model
+from tinyseg_plugin.offline import NAME as OFFLINE_METADATA
+from tinyseg_plugin.offline import ONLINE
+from tinyseg_plugin.offline import read as offline_offsets
 from tinyseg_plugin.optimizer import Options, optimize
-from tinyseg_plugin.offline import NAME as OFFLINE_METADATA, ONLINE, read as offline_offsets
 from tinyseg_plugin.verify import LOWERED, REAL_KERNELS, verify
-
 
 
 def _tflm_dir() -> str:
     d = os.environ.get(devicecheck.ENV_TFLM)
     if not d:
-        pytest.skip("set TFLM_DIR to a TFLM 90b983c tree with its third-party downloads for the real-kernel check")
+        pytest.skip(
+            "set TFLM_DIR to a TFLM 90b983c tree with its third-party downloads for the real-kernel check"
+        )
     if not (Path(d) / "tensorflow/lite/micro/tools/make/downloads/flatbuffers").is_dir():
         pytest.skip(f"TFLM_DIR={d} lacks its third-party downloads")
     return d
@@ -42,7 +47,9 @@ def _optimized(graph):
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_examples_pass_the_real_kernel_check(tflm_dir: str, name: str, example_models: dict) -> None:
+def test_examples_pass_the_real_kernel_check(
+    tflm_dir: str, name: str, example_models: dict
+) -> None:
     if name not in example_models:
         pytest.skip(f"{name}: not built and tensorflow is not installed (make models-deps)")
     graph = build_graph(load_model(example_models[name]))
@@ -95,7 +102,9 @@ def _spilled(graph):
 
 def _broken(case: str):
     """(original, optimized model with every offline offset 0)."""
-    if case == "random_unet_0":  # the optimizer writes an offline layout here (and spills, fuses, marks)
+    if (
+        case == "random_unet_0"
+    ):  # the optimizer writes an offline layout here (and spills, fuses, marks)
         graph = build_graph(synth.random_unet(0, dtype="INT8"))
         opt = _spilled(graph)
         offsets = offline_offsets(opt.model)
@@ -104,10 +113,14 @@ def _broken(case: str):
         return graph, build_graph(opt.model)
     from tinyseg_plugin.passes.layout import with_offsets
 
-    graph = build_graph(load_model(TINY_UNET))  # spilled and fused; a zero layout pinned on every activation
+    graph = build_graph(
+        load_model(TINY_UNET)
+    )  # spilled and fused; a zero layout pinned on every activation
     opt = _spilled(graph)
     assert any(customops.is_tinyseg_op(op) for op in opt.operators)
-    return graph, with_offsets(opt, {t.index: 0 for t in opt.tensors if not t.is_constant and t.elements > 0}).graph
+    return graph, with_offsets(
+        opt, {t.index: 0 for t in opt.tensors if not t.is_constant and t.elements > 0}
+    ).graph
 
 
 @pytest.mark.parametrize("case", ["random_unet_0", "tiny_unet"])
@@ -161,16 +174,41 @@ def test_int16_without_bias_in_the_real_kernels(tflm_dir: str) -> None:
 def test_cli_verify_names_the_check(tflm_dir: str, tmp_path: Path, capsys) -> None:
     graph = build_graph(load_model(TINY_UNET))
     save_model(_optimized(graph).model, tmp_path / "o.tflite")
-    rc = cli.main(["verify", str(TINY_UNET), str(tmp_path / "o.tflite"), "--runs", "1", "--tflm-dir", tflm_dir])
+    rc = cli.main(
+        [
+            "verify",
+            str(TINY_UNET),
+            str(tmp_path / "o.tflite"),
+            "--runs",
+            "1",
+            "--tflm-dir",
+            tflm_dir,
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and "real-kernel check" in out and tflm_dir in out
 
 
-def test_cli_optimize_with_tflm_dir_reports_the_real_kernel_check(tflm_dir: str, tmp_path: Path, capsys) -> None:
+def test_cli_optimize_with_tflm_dir_reports_the_real_kernel_check(
+    tflm_dir: str, tmp_path: Path, capsys
+) -> None:
     import json
 
-    rc = cli.main(["optimize", str(TINY_UNET), "-o", str(tmp_path / "o.tflite"), "--report", str(tmp_path / "r.json"),
-                   "--runs", "1", "-q", "--tflm-dir", tflm_dir])
+    rc = cli.main(
+        [
+            "optimize",
+            str(TINY_UNET),
+            "-o",
+            str(tmp_path / "o.tflite"),
+            "--report",
+            str(tmp_path / "r.json"),
+            "--runs",
+            "1",
+            "-q",
+            "--tflm-dir",
+            tflm_dir,
+        ]
+    )
     out = capsys.readouterr().out
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rc == 0 and "real-kernel check" in out
@@ -179,8 +217,19 @@ def test_cli_optimize_with_tflm_dir_reports_the_real_kernel_check(tflm_dir: str,
 
 def test_without_a_tflm_tree_the_fallback_says_so(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.delenv(devicecheck.ENV_TFLM, raising=False)
-    rc = cli.main(["optimize", str(TINY_UNET), "-o", str(tmp_path / "o.tflite"), "--report", str(tmp_path / "r.json"),
-                   "--runs", "1", "-q"])
+    rc = cli.main(
+        [
+            "optimize",
+            str(TINY_UNET),
+            "-o",
+            str(tmp_path / "o.tflite"),
+            "--report",
+            str(tmp_path / "r.json"),
+            "--runs",
+            "1",
+            "-q",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and "fallback check" in out and "lowered to builtins" in out
     import json
@@ -192,7 +241,17 @@ def test_without_a_tflm_tree_the_fallback_says_so(tmp_path: Path, capsys, monkey
 
 
 def test_a_bad_tflm_dir_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
-    rc = cli.main(["verify", str(TINY_UNET), str(TINY_UNET), "--runs", "1", "--tflm-dir", str(tmp_path / "nope")])
+    rc = cli.main(
+        [
+            "verify",
+            str(TINY_UNET),
+            str(TINY_UNET),
+            "--runs",
+            "1",
+            "--tflm-dir",
+            str(tmp_path / "nope"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "no such directory" in err and len(err.strip().splitlines()) == 1
 
@@ -205,18 +264,37 @@ def test_the_build_is_cached_and_the_users_tree_untouched(tflm_dir: str) -> None
     before = {rel: (root / rel).stat().st_mtime_ns for rel in devicecheck.TREE_FILES}
     exe = devicecheck.prepare(tflm_dir)
     stamp = exe.stat().st_mtime_ns
-    assert devicecheck.prepare(tflm_dir) == exe and exe.stat().st_mtime_ns == stamp  # reused, not rebuilt
+    assert (
+        devicecheck.prepare(tflm_dir) == exe and exe.stat().st_mtime_ns == stamp
+    )  # reused, not rebuilt
     assert exe.is_relative_to(devicecheck.cache_root())
     assert {rel: (root / rel).stat().st_mtime_ns for rel in devicecheck.TREE_FILES} == before
     assert (root / INSTALL_DIR).exists() == had_install
 
 
-def test_cli_verify_of_a_broken_layout_exits_4_in_one_line(tflm_dir: str, tmp_path: Path, capsys) -> None:
+def test_cli_verify_of_a_broken_layout_exits_4_in_one_line(
+    tflm_dir: str, tmp_path: Path, capsys
+) -> None:
     graph, broken = _broken("tiny_unet")
     save_model(broken.model, tmp_path / "b.tflite")
-    rc = cli.main(["verify", str(TINY_UNET), str(tmp_path / "b.tflite"), "--runs", "1", "--tflm-dir", tflm_dir])
+    rc = cli.main(
+        [
+            "verify",
+            str(TINY_UNET),
+            str(tmp_path / "b.tflite"),
+            "--runs",
+            "1",
+            "--tflm-dir",
+            tflm_dir,
+        ]
+    )
     err = capsys.readouterr().err
-    assert rc == 4 and "real-kernel check" in err and "differs" in err and len(err.strip().splitlines()) == 1
+    assert (
+        rc == 4
+        and "real-kernel check" in err
+        and "differs" in err
+        and len(err.strip().splitlines()) == 1
+    )
 
 
 def test_the_real_kernel_check_is_bounded_in_cpu_time(tflm_dir: str) -> None:

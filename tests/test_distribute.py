@@ -1,10 +1,11 @@
 """Splitting ADD/SUB/MUL over a concatenation: exact in TFLM, applied only where it fits, and what lets the
 optimizer get under the three-tensor floor of a V-Net decoder block."""
+
 from __future__ import annotations
 
 import pytest
-
 import synth
+
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.optimizer import Options, optimize
 from tinyseg_plugin.passes import graph_or_none
@@ -54,7 +55,12 @@ def test_not_applied_where_it_does_not_fit() -> None:
     plain = b.add(a, c)  # no concatenation
     g = build_graph(b.build([plain]))
     assert not any(splittable(g, op.index) for op in g.operators)
-    assert graph_or_none(split_elementwise(g, next(op.index for op in g.operators if op.opcode == "ADD"))) is None
+    assert (
+        graph_or_none(
+            split_elementwise(g, next(op.index for op in g.operators if op.opcode == "ADD"))
+        )
+        is None
+    )
     assert graph_or_none(split_elementwise(g, 0)) is None  # not an elementwise operator
 
 

@@ -7,6 +7,7 @@ the harness and valgrind for the codec cost (skipped without them); about 15 s.
 README.md's quick start shows what `tinyseg analyze` and `tinyseg optimize` print for the bundled
 Tiny U-Net (fenced blocks starting with `$ tinyseg ...`); this runs each command and compares.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,11 +23,22 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.skipif(shutil.which("g++") is None or shutil.which("valgrind") is None, reason="needs g++ and valgrind")
+@pytest.mark.skipif(
+    shutil.which("g++") is None or shutil.which("valgrind") is None, reason="needs g++ and valgrind"
+)
 def test_nicla_readme_figures_match_runtime_table() -> None:
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "runtime_table.py"), "--readme",
-                        str(ROOT / "examples" / "nicla_vision" / "README.md"), "--check"],
-                       capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "runtime_table.py"),
+            "--readme",
+            str(ROOT / "examples" / "nicla_vision" / "README.md"),
+            "--check",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     assert "figures in step" in p.stdout
 
@@ -39,16 +51,34 @@ def test_check_reports_a_stale_figure(tmp_path: Path) -> None:
     finally:
         sys.path.pop(0)
     readme = tmp_path / "README.md"
-    readme.write_text("x <!-- runtime_table.py:erases -->0.46 and 0.18 erases per inference"
-                      "<!-- /runtime_table.py:erases --> y\n")
-    assert runtime_table.sync_readme(readme, {"erases": "0.46 and 0.18 erases per inference"}, write=False) == 0
-    assert runtime_table.sync_readme(readme, {"erases": "0.50 and 0.18 erases per inference"}, write=False) == 1
-    assert runtime_table.sync_readme(readme, {"erases": "0.50 and 0.18 erases per inference"}, write=True) == 0
+    readme.write_text(
+        "x <!-- runtime_table.py:erases -->0.46 and 0.18 erases per inference"
+        "<!-- /runtime_table.py:erases --> y\n"
+    )
+    assert (
+        runtime_table.sync_readme(
+            readme, {"erases": "0.46 and 0.18 erases per inference"}, write=False
+        )
+        == 0
+    )
+    assert (
+        runtime_table.sync_readme(
+            readme, {"erases": "0.50 and 0.18 erases per inference"}, write=False
+        )
+        == 1
+    )
+    assert (
+        runtime_table.sync_readme(
+            readme, {"erases": "0.50 and 0.18 erases per inference"}, write=True
+        )
+        == 0
+    )
     assert "0.50 and 0.18" in readme.read_text()
     assert runtime_table.sync_readme(readme, {"codec": "x"}, write=False) == 2
 
 
 # ---------------------------------------------------------------- README's quick start
+
 
 def readme_transcripts(text: str) -> list[tuple[str, list[str]]]:
     """Each fenced block of README.md that starts with `$ tinyseg ...`: the command and the lines
@@ -68,7 +98,7 @@ def transcript_matches(shown: list[str], printed: str) -> bool:
     got = [line.rstrip() for line in printed.rstrip("\n").split("\n")]
     if want and want[0] == "...":
         want = want[1:]
-        got = got[-len(want):] if want else []
+        got = got[-len(want) :] if want else []
     return want == got
 
 
@@ -82,8 +112,15 @@ def run_transcript(command: str, cwd: Path) -> str:
     env["COLUMNS"] = "100"
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     argv = shlex.split(command)
-    p = subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", *argv[1:]], cwd=cwd, env=env,
-                       capture_output=True, text=True, timeout=600, check=False)
+    p = subprocess.run(
+        [sys.executable, "-m", "tinyseg_plugin.cli", *argv[1:]],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert p.returncode == 0, f"{command}: exit {p.returncode}\n{p.stderr[-2000:]}"
     return p.stdout
 
@@ -91,11 +128,14 @@ def run_transcript(command: str, cwd: Path) -> str:
 def test_readme_quick_start_output_is_what_the_commands_print(tmp_path: Path) -> None:
     transcripts = readme_transcripts((ROOT / "README.md").read_text())
     commands = [c.split()[1] for c, _ in transcripts]
-    assert "analyze" in commands and "optimize" in commands, "README's quick start lost its transcripts"
+    assert "analyze" in commands and "optimize" in commands, (
+        "README's quick start lost its transcripts"
+    )
     for command, shown in transcripts:
         printed = run_transcript(command, tmp_path)
         assert transcript_matches(shown, printed), (
-            f"README shows for `{command}`:\n" + "\n".join(shown) + "\n\nbut it prints:\n" + printed)
+            f"README shows for `{command}`:\n" + "\n".join(shown) + "\n\nbut it prints:\n" + printed
+        )
 
 
 def test_transcript_check_can_fail() -> None:
@@ -131,7 +171,9 @@ def broken_links(doc: Path, root: Path = ROOT) -> list[str]:
         if not target.exists():
             bad.append(f"{doc.relative_to(root)}: {link} (no such file)")
         elif anchor and target.is_file():
-            heads = {slug(h) for h in re.findall(r"^#+ (.*)$", target.read_text(), flags=re.MULTILINE)}
+            heads = {
+                slug(h) for h in re.findall(r"^#+ (.*)$", target.read_text(), flags=re.MULTILINE)
+            }
             if anchor not in heads:
                 bad.append(f"{doc.relative_to(root)}: {link} (no such heading)")
     return bad
@@ -147,8 +189,13 @@ def test_links_between_documents_resolve() -> None:
 def test_link_check_can_fail(tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text("# The `--plot` picture\n")
     doc = tmp_path / "b.md"
-    doc.write_text("[ok](a.md#the---plot-picture) [web](https://x.org/y) [no](c.md) [head](a.md#other)\n")
-    assert broken_links(doc, tmp_path) == ["b.md: c.md (no such file)", "b.md: a.md#other (no such heading)"]
+    doc.write_text(
+        "[ok](a.md#the---plot-picture) [web](https://x.org/y) [no](c.md) [head](a.md#other)\n"
+    )
+    assert broken_links(doc, tmp_path) == [
+        "b.md: c.md (no such file)",
+        "b.md: a.md#other (no such heading)",
+    ]
 
 
 # ---------------------------------------------------------------- documents written for users
@@ -176,11 +223,18 @@ def test_documents_and_help_carry_no_history() -> None:
 
     found = {str(p.name): history_words(p.read_text()) for p in _user_texts()}
     parser = build_parser()
-    helps = [parser.format_help()] + [sub.format_help() for action in parser._subparsers._group_actions
-                                      for sub in action.choices.values()]
+    helps = [parser.format_help()] + [
+        sub.format_help()
+        for action in parser._subparsers._group_actions
+        for sub in action.choices.values()
+    ]
     found["--help"] = [w for h in helps for w in history_words(h)]
     assert not {k: v for k, v in found.items() if v}
 
 
 def test_history_check_can_fail() -> None:
-    assert history_words("measured in session 9 (issue 14), today") == ["session 9", "issue 14", "today"]
+    assert history_words("measured in session 9 (issue 14), today") == [
+        "session 9",
+        "issue 14",
+        "today",
+    ]

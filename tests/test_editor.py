@@ -2,6 +2,7 @@
 Built from the shapes that broke on real models: several graph inputs and outputs (numpy index
 vectors in the object API), and a tensor nothing references (the offline layout's table was sized
 before pruning)."""
+
 from __future__ import annotations
 
 import ast
@@ -9,15 +10,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import synth
 
 from tinyseg_plugin import tflm
-import synth
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import model_to_bytes, parse_model
+from tinyseg_plugin.offline import read as offline_offsets
 from tinyseg_plugin.optimizer import Options, optimize
 from tinyseg_plugin.passes.edit import Editor
-from tinyseg_plugin.passes.layout import first_fit, ORDERS, with_offsets
-from tinyseg_plugin.offline import read as offline_offsets
+from tinyseg_plugin.passes.layout import ORDERS, first_fit, with_offsets
 from tinyseg_plugin.planner import plan_graph
 from tinyseg_plugin.schema import fb
 from tinyseg_plugin.verify import verify
@@ -109,8 +110,14 @@ def test_no_pass_builds_schema_objects() -> None:
             continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "fb":
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "fb"
+            ):
                 assert not node.attr.endswith("T"), f"{path.name}: builds fb.{node.attr}"
             if isinstance(node, ast.Attribute) and node.attr == "sg":
                 raise AssertionError(f"{path.name}: reaches into the Editor's subgraph object")
-        assert "from ..modelio" not in path.read_text(), f"{path.name}: passes must not import model file I/O"
+        assert "from ..modelio" not in path.read_text(), (
+            f"{path.name}: passes must not import model file I/O"
+        )

@@ -10,6 +10,7 @@ Most cases run ``main()`` in this process (fast; an unexpected exception fails t
 with its traceback); a sample runs the real ``tinyseg`` process to check exit status and
 stderr end to end. Seeds are fixed, so a failure reproduces.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, SHARED_MODELS, TINY_UNET
+
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.schema import fb
 
@@ -41,7 +42,7 @@ def _table_positions(data: bytes) -> np.ndarray:
         n = b.DataLength()
         if n:
             pos = b._tab.Vector(b._tab.Offset(4))
-            mask[pos:pos + n] = False
+            mask[pos : pos + n] = False
     return np.flatnonzero(mask)
 
 
@@ -58,7 +59,9 @@ def mutants(data: bytes, n: int, seed: int) -> list[tuple[str, bytes]]:
         b = bytearray(data)
         where = []
         for _ in range(int(rng.integers(1, 4))):
-            pos = int(rng.choice(tables)) if rng.random() < 0.75 else int(rng.integers(0, len(data)))
+            pos = (
+                int(rng.choice(tables)) if rng.random() < 0.75 else int(rng.integers(0, len(data)))
+            )
             b[pos] ^= int(rng.integers(1, 256))
             where.append(pos)
         out.append((f"flipped {where}", bytes(b)))
@@ -142,7 +145,13 @@ def test_real_processes_never_die_of_a_signal(corpus, tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     for what, src, bad in corpus[3::35]:
         for args in (["analyze", str(bad)], ["verify", str(src), str(bad), "--runs", "1"]):
-            r = subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", *args], capture_output=True, text=True,
-                               timeout=300, env=env, cwd=tmp_path)
+            r = subprocess.run(
+                [sys.executable, "-m", "tinyseg_plugin.cli", *args],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env=env,
+                cwd=tmp_path,
+            )
             assert r.returncode >= 0, f"{what}: killed by signal {-r.returncode}"
             _check(r.returncode, r.stderr, f"{args[0]} {what} (process)")

@@ -6,6 +6,7 @@ refusal must be: exit code 2, exactly one line on stderr, no traceback, and the 
 exactly as it was (no output file, no temporary file, every input byte for byte the same, links
 still links).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, TINY_UNET, spilled_skip_graphs
+
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import load_model, model_to_bytes, parse_model
 from tinyseg_plugin.planner import plan_graph
@@ -29,8 +30,14 @@ from tinyseg_plugin.schema import BUILTIN_CODES, TYPE_CODES, fb, opcode_name
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("TFLM_DIR", None)  # the fallback check: no TFLM build in this module
-    return subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "tinyseg_plugin.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
 
 
 def _snapshot(d: Path) -> dict[str, object]:
@@ -81,18 +88,38 @@ def work(tmp_path: Path) -> Path:
 
 
 PATH_CASES = {
-    "optimize --report is the model": (["optimize", "m.tflite", "-o", "o.tflite", "--report", "m.tflite"],
-                                       "--report m.tflite is the input model"),
-    "optimize --plot is the model": (["optimize", "m.tflite", "-o", "o.tflite", "--plot", "m.tflite"],
-                                     "--plot m.tflite is the input model"),
-    "optimize --report is -o": (["optimize", "m.tflite", "-o", "o.tflite", "--report", "o.tflite"],
-                                "are the same file"),
-    "optimize --plot is --report": (["optimize", "m.tflite", "-o", "o.tflite", "--report", "r", "--plot", "./r"],
-                                    "are the same file"),
-    "optimize -o is the model": (["optimize", "m.tflite", "-o", "./m.tflite"], "is the input model"),
-    "analyze --json is the model": (["analyze", "m.tflite", "--json", "m.tflite"], "--json m.tflite is the input"),
-    "analyze --plot is the model": (["analyze", "m.tflite", "--plot", "m.tflite"], "--plot m.tflite is the input"),
-    "analyze --json is --plot": (["analyze", "m.tflite", "--json", "a.out", "--plot", "a.out"], "are the same file"),
+    "optimize --report is the model": (
+        ["optimize", "m.tflite", "-o", "o.tflite", "--report", "m.tflite"],
+        "--report m.tflite is the input model",
+    ),
+    "optimize --plot is the model": (
+        ["optimize", "m.tflite", "-o", "o.tflite", "--plot", "m.tflite"],
+        "--plot m.tflite is the input model",
+    ),
+    "optimize --report is -o": (
+        ["optimize", "m.tflite", "-o", "o.tflite", "--report", "o.tflite"],
+        "are the same file",
+    ),
+    "optimize --plot is --report": (
+        ["optimize", "m.tflite", "-o", "o.tflite", "--report", "r", "--plot", "./r"],
+        "are the same file",
+    ),
+    "optimize -o is the model": (
+        ["optimize", "m.tflite", "-o", "./m.tflite"],
+        "is the input model",
+    ),
+    "analyze --json is the model": (
+        ["analyze", "m.tflite", "--json", "m.tflite"],
+        "--json m.tflite is the input",
+    ),
+    "analyze --plot is the model": (
+        ["analyze", "m.tflite", "--plot", "m.tflite"],
+        "--plot m.tflite is the input",
+    ),
+    "analyze --json is --plot": (
+        ["analyze", "m.tflite", "--json", "a.out", "--plot", "a.out"],
+        "are the same file",
+    ),
 }
 
 
@@ -106,8 +133,16 @@ def test_a_csv_file_that_is_the_model_is_refused(work: Path) -> None:
     d = work / "csv"
     d.mkdir()
     (d / "tensors.csv").write_bytes(TINY_UNET.read_bytes())
-    _refused(["analyze", "csv/tensors.csv", "--csv", "csv"], work, "--csv csv/tensors.csv is the input model")
-    _refused(["analyze", "m.tflite", "--csv", "csv", "--json", "csv/buffers.csv"], work, "are the same file")
+    _refused(
+        ["analyze", "csv/tensors.csv", "--csv", "csv"],
+        work,
+        "--csv csv/tensors.csv is the input model",
+    )
+    _refused(
+        ["analyze", "m.tflite", "--csv", "csv", "--json", "csv/buffers.csv"],
+        work,
+        "are the same file",
+    )
 
 
 def test_links_to_the_model_are_the_model(work: Path) -> None:
@@ -117,7 +152,11 @@ def test_links_to_the_model_are_the_model(work: Path) -> None:
     (work / "dir" / "up.json").symlink_to("../m.tflite")
     _refused(["optimize", "m.tflite", "-o", "hard.tflite"], work, "is the input model")
     _refused(["optimize", "m.tflite", "-o", "soft.tflite"], work, "is the input model")
-    _refused(["optimize", "soft.tflite", "-o", "o.tflite", "--report", "hard.tflite"], work, "is the input model")
+    _refused(
+        ["optimize", "soft.tflite", "-o", "o.tflite", "--report", "hard.tflite"],
+        work,
+        "is the input model",
+    )
     _refused(["analyze", "m.tflite", "--json", "dir/up.json"], work, "is the input model")
     (work / "loop1").symlink_to("loop2")
     (work / "loop2").symlink_to("loop1")
@@ -127,7 +166,9 @@ def test_links_to_the_model_are_the_model(work: Path) -> None:
 def test_an_output_that_is_a_fifo_is_refused(work: Path) -> None:
     """Replacing it would swap a FIFO (or, for root, a device such as /dev/null) for a regular file."""
     os.mkfifo(work / "fifo")
-    _refused(["optimize", "m.tflite", "-o", "o.tflite", "--report", "fifo"], work, "not a regular file")
+    _refused(
+        ["optimize", "m.tflite", "-o", "o.tflite", "--report", "fifo"], work, "not a regular file"
+    )
     _refused(["analyze", "m.tflite", "--plot", "fifo"], work, "not a regular file")
 
 
@@ -135,9 +176,13 @@ def test_an_output_link_is_written_through(work: Path) -> None:
     """-o naming a symbolic link replaces the file it names; the link stays a link."""
     (work / "real.tflite").write_bytes(b"old")
     (work / "link.tflite").symlink_to("real.tflite")
-    r = _run(["optimize", "m.tflite", "-o", "link.tflite", "--runs", "1", "-q", "--no-stream"], work)
+    r = _run(
+        ["optimize", "m.tflite", "-o", "link.tflite", "--runs", "1", "-q", "--no-stream"], work
+    )
     assert r.returncode == 0, r.stderr
-    assert (work / "link.tflite").is_symlink() and os.readlink(work / "link.tflite") == "real.tflite"
+    assert (work / "link.tflite").is_symlink() and os.readlink(
+        work / "link.tflite"
+    ) == "real.tflite"
     assert build_graph(load_model(work / "real.tflite")).operators  # a whole model, not b"old"
     assert (work / "m.tflite").read_bytes() == TINY_UNET.read_bytes()
     assert not [p for p in work.iterdir() if p.name.startswith(".")]  # no temporary file left
@@ -149,10 +194,16 @@ def test_an_output_link_is_written_through(work: Path) -> None:
 def _call_once(m: "fb.ModelT", target: int) -> "fb.OperatorT":
     if not any(c.builtinCode == BUILTIN_CODES["CALL_ONCE"] for c in m.operatorCodes):
         code = fb.OperatorCodeT()
-        code.builtinCode, code.deprecatedBuiltinCode, code.version = BUILTIN_CODES["CALL_ONCE"], 127, 1
+        code.builtinCode, code.deprecatedBuiltinCode, code.version = (
+            BUILTIN_CODES["CALL_ONCE"],
+            127,
+            1,
+        )
         m.operatorCodes.append(code)
     op = fb.OperatorT()
-    op.opcodeIndex = next(i for i, c in enumerate(m.operatorCodes) if c.builtinCode == BUILTIN_CODES["CALL_ONCE"])
+    op.opcodeIndex = next(
+        i for i, c in enumerate(m.operatorCodes) if c.builtinCode == BUILTIN_CODES["CALL_ONCE"]
+    )
     op.inputs, op.outputs = [], []
     op.builtinOptionsType = fb.BuiltinOptions.CallOnceOptions
     op.builtinOptions = fb.CallOnceOptionsT()
@@ -162,6 +213,7 @@ def _call_once(m: "fb.ModelT", target: int) -> "fb.OperatorT":
 
 def _with_calls(edges: list[tuple[int, int]]):
     """Subgraph 0 calls subgraph 1; ``edges`` (caller, callee) among new empty subgraphs 1, 2, ..."""
+
     def mutate(m: "fb.ModelT") -> None:
         n = max(max(e) for e in edges)
         for _ in range(n):
@@ -171,6 +223,7 @@ def _with_calls(edges: list[tuple[int, int]]):
         m.subgraphs[0].operators.insert(0, _call_once(m, 1))
         for caller, callee in edges:
             m.subgraphs[caller].operators.append(_call_once(m, callee))
+
     return mutate
 
 
@@ -181,6 +234,7 @@ def _extra_input(dtype: str):
         t.name, t.shape, t.type, t.buffer = b"extra", [1, 4], TYPE_CODES[dtype], 0
         sg.tensors.append(t)
         sg.inputs = list(sg.inputs) + [len(sg.tensors) - 1]
+
     return mutate
 
 
@@ -200,6 +254,7 @@ def _sparse(m: "fb.ModelT") -> None:
 
 def _offline(offset_of):
     """OfflineMemoryAllocation metadata: ``offset_of(planned arena buffers by tensor)`` -> offsets by tensor."""
+
     def mutate(m: "fb.ModelT") -> None:
         plan = plan_graph(build_graph(parse_model(model_to_bytes(m))))
         planned = {b.index: b for b in plan.buffers if b.kind == "tensor" and b.subgraph == 0}
@@ -214,6 +269,7 @@ def _offline(offset_of):
         md = fb.MetadataT()
         md.name, md.buffer = b"OfflineMemoryAllocation", len(m.buffers) - 1
         m.metadata = (m.metadata or []) + [md]
+
     return mutate
 
 
@@ -224,8 +280,12 @@ def _all_zero(planned) -> dict[int, int]:
 def _one_moved(planned) -> dict[int, int]:
     """TFLM's own layout, except one tensor put on top of another that is live at the same time."""
     offsets = {i: b.offset for i, b in planned.items()}
-    a, b = next((a, b) for a in planned.values() for b in planned.values()
-                if a.index < b.index and a.offset != b.offset and a.first <= b.last and b.first <= a.last)
+    a, b = next(
+        (a, b)
+        for a in planned.values()
+        for b in planned.values()
+        if a.index < b.index and a.offset != b.offset and a.first <= b.last and b.first <= a.last
+    )
     offsets[b.index] = a.offset
     return offsets
 
@@ -250,20 +310,39 @@ def _external(m: "fb.ModelT", data_end: int | None = None) -> bytes:
 
 BAD_MODELS = {
     # (mutation, commands, message)
-    "cycle 1-2-1": (_with_calls([(1, 2), (2, 1)]), ("analyze", "optimize", "verify"), "calls itself"),
-    "cycle 1-2-3-1": (_with_calls([(1, 2), (2, 3), (3, 1)]), ("analyze", "optimize", "verify"), "calls itself"),
+    "cycle 1-2-1": (
+        _with_calls([(1, 2), (2, 1)]),
+        ("analyze", "optimize", "verify"),
+        "calls itself",
+    ),
+    "cycle 1-2-3-1": (
+        _with_calls([(1, 2), (2, 3), (3, 1)]),
+        ("analyze", "optimize", "verify"),
+        "calls itself",
+    ),
     "cycle back to 0": (_with_calls([(1, 0)]), ("analyze", "optimize", "verify"), "calls itself"),
     # 65 subgraphs on one chain of calls (was a RecursionError from about 1,000 on)
-    "calls nested 65 deep": (_with_calls([(i, i + 1) for i in range(1, 64)]), ("analyze", "optimize", "verify"),
-                             "64 levels deep (at most 63)"),
+    "calls nested 65 deep": (
+        _with_calls([(i, i + 1) for i in range(1, 64)]),
+        ("analyze", "optimize", "verify"),
+        "64 levels deep (at most 63)",
+    ),
     "complex64 input": (_extra_input("COMPLEX64"), ("optimize", "verify"), "is COMPLEX64"),
     "complex128 input": (_extra_input("COMPLEX128"), ("optimize", "verify"), "is COMPLEX128"),
     "string input": (_extra_input("STRING"), ("optimize", "verify"), "is STRING"),
     "resource input": (_extra_input("RESOURCE"), ("optimize", "verify"), "is RESOURCE"),
     "variant input": (_extra_input("VARIANT"), ("optimize", "verify"), "is VARIANT"),
     "sparse weights": (_sparse, ("optimize", "verify"), "sparse weights"),
-    "offline all zero": (_offline(_all_zero), ("optimize", "verify"), "on the same bytes while both are live"),
-    "offline one overlap": (_offline(_one_moved), ("optimize", "verify"), "on the same bytes while both are live"),
+    "offline all zero": (
+        _offline(_all_zero),
+        ("optimize", "verify"),
+        "on the same bytes while both are live",
+    ),
+    "offline one overlap": (
+        _offline(_one_moved),
+        ("optimize", "verify"),
+        "on the same bytes while both are live",
+    ),
 }
 
 
@@ -271,7 +350,18 @@ def _command(command: str, model: str) -> list[str]:
     if command == "analyze":
         return ["analyze", model, "--json", "a.json", "--csv", "csv", "--plot", "p.png"]
     if command == "optimize":
-        return ["optimize", model, "-o", "o.tflite", "--report", "r.json", "--plot", "p.png", "--runs", "1"]
+        return [
+            "optimize",
+            model,
+            "-o",
+            "o.tflite",
+            "--report",
+            "r.json",
+            "--plot",
+            "p.png",
+            "--runs",
+            "1",
+        ]
     return ["verify", model, "m.tflite", "--runs", "1"]
 
 
@@ -292,7 +382,9 @@ def test_calls_nested_64_deep_are_planned(work: Path) -> None:
 
 def test_a_consistent_offline_layout_is_not_refused(work: Path) -> None:
     """The control of the two offline cases: TFLM's own offsets written as metadata pass."""
-    _model(work / "laid.tflite", _offline(lambda planned: {i: b.offset for i, b in planned.items()}))
+    _model(
+        work / "laid.tflite", _offline(lambda planned: {i: b.offset for i, b in planned.items()})
+    )
     r = _run(["verify", "laid.tflite", "m.tflite", "--runs", "1"], work)
     assert r.returncode == 0, r.stderr
 
@@ -309,6 +401,7 @@ def _spill_inputs(inputs):
     def mutate(name: str, op) -> None:
         if name == "Spill":
             op.inputs = list(inputs)
+
     return mutate
 
 
@@ -317,11 +410,14 @@ def _fetching_outputs(name: str, op) -> None:
         op.outputs = []
 
 
-@pytest.mark.parametrize("case,mutate,message", [
-    ("spill without inputs", _spill_inputs([]), "a Spill reads exactly one tensor"),
-    ("spill of -1", _spill_inputs([-1]), "a Spill reads exactly one tensor"),
-    ("fetching without outputs", _fetching_outputs, "writes exactly one"),
-])
+@pytest.mark.parametrize(
+    "case,mutate,message",
+    [
+        ("spill without inputs", _spill_inputs([]), "a Spill reads exactly one tensor"),
+        ("spill of -1", _spill_inputs([-1]), "a Spill reads exactly one tensor"),
+        ("fetching without outputs", _fetching_outputs, "writes exactly one"),
+    ],
+)
 def test_malformed_tinyseg_operator_wiring(work: Path, case: str, mutate, message: str) -> None:
     original, bad = _spilled_with(mutate)
     _model(work / "orig.tflite", model=original)
@@ -338,10 +434,14 @@ def test_buffers_outside_the_flatbuffer_are_read_and_written_back(work: Path) ->
     r = _run(["optimize", "ext.tflite", "-o", "o.tflite", "--runs", "1", "-q", "--no-stream"], work)
     assert r.returncode == 0, r.stderr
     out = load_model(work / "o.tflite")
-    assert all(b.offset == 0 and b.size == 0 for b in out.buffers)  # inside the flatbuffer: TFLM reads only those
+    assert all(
+        b.offset == 0 and b.size == 0 for b in out.buffers
+    )  # inside the flatbuffer: TFLM reads only those
     r = _run(["verify", "ext.tflite", "o.tflite", "--runs", "1"], work)
     assert r.returncode == 0, r.stderr
-    r = _run(["verify", "m.tflite", "o.tflite", "--runs", "1"], work)  # the same function as the inline original
+    r = _run(
+        ["verify", "m.tflite", "o.tflite", "--runs", "1"], work
+    )  # the same function as the inline original
     assert r.returncode == 0, r.stderr
 
 
@@ -352,7 +452,9 @@ def test_buffers_beyond_one_flatbuffer_are_refused(work: Path, monkeypatch, capf
     from tinyseg_plugin.cli import main
 
     (work / "ext.tflite").write_bytes(_external(load_model(TINY_UNET)))
-    weights = sum(len(b.data) for b in load_model(work / "ext.tflite").buffers if b.data is not None)
+    weights = sum(
+        len(b.data) for b in load_model(work / "ext.tflite").buffers if b.data is not None
+    )
     monkeypatch.setattr(modelio, "FLATBUFFER_LIMIT", weights + (64 << 20) - 1)
     before = _snapshot(work)
     assert main(["optimize", str(work / "ext.tflite"), "-o", str(work / "o.tflite")]) == 2
@@ -375,6 +477,7 @@ def test_a_hostile_tensor_name_is_escaped_and_cut(work: Path) -> None:
         t = m.subgraphs[0].tensors[m.subgraphs[0].inputs[0]]
         t.name = b"evil\nname\x1b[2J\r" + b"x" * 1_000_000
         t.shape = [1, -1] + [int(d) for d in t.shape[2:]]
+
     _model(work / "bad.tflite", mutate)
     for command in ("analyze", "optimize"):
         line = _refused(_command(command, "bad.tflite"), work, "evil\\nname\\x1b[2J\\r")
@@ -399,6 +502,7 @@ def test_a_hostile_custom_operator_name_is_escaped(work: Path) -> None:
         last = m.subgraphs[0].operators[-1]
         last.opcodeIndex = len(m.operatorCodes) - 1
         last.builtinOptionsType, last.builtinOptions, last.customOptions = 0, None, [0, 0, 0]
+
     _model(work / "bad.tflite", mutate)
     _refused(_command("optimize", "bad.tflite"), work, "Evil\\nOp")
 
@@ -406,6 +510,7 @@ def test_a_hostile_custom_operator_name_is_escaped(work: Path) -> None:
 def test_the_table_escapes_names(work: Path) -> None:
     def mutate(m: "fb.ModelT") -> None:
         m.subgraphs[0].tensors[m.subgraphs[0].inputs[0]].name = b"in\nput"
+
     _model(work / "named.tflite", mutate)
     r = _run(["analyze", "named.tflite"], work)
     assert r.returncode == 0, r.stderr
@@ -417,7 +522,8 @@ def test_shown_is_one_safe_line_of_bounded_length() -> None:
     most the limit (the start and the end kept)."""
     import unicodedata
 
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     from tinyseg_plugin.errors import shown
 

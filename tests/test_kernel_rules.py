@@ -4,6 +4,7 @@ real builds.
 
 Run: pytest -s tests/test_kernel_rules.py   (TFLM_DIR=/path/to/tflite-micro for the probe tests)
 """
+
 from __future__ import annotations
 
 import os
@@ -12,16 +13,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from conftest import SHARED_FIGURES, SHARED_MODELS, TINY_UNET, shared_model
-from tinyseg_plugin import tflm
 import synth
+from conftest import SHARED_FIGURES, SHARED_MODELS, TINY_UNET, shared_model
+from synth import SAME, VALID, ModelBuilder
+
+from tinyseg_plugin import tflm
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.kernels import Arch, cmsis_nn, reference
 from tinyseg_plugin.modelio import load_model, model_to_bytes
 from tinyseg_plugin.planner import plan_graph, plan_model
 from tinyseg_plugin.schema import fb
-from synth import SAME, VALID, ModelBuilder
 
 OPTS = fb.BuiltinOptions
 
@@ -36,11 +37,24 @@ class OpsBuilder(ModelBuilder):
         arr = np.asarray(values, dtype=np.int32)
         return self._tensor(list(arr.shape), "INT32", name, arr)
 
-    def _out(self, shape, name: str, scale: float | None = None, zp: int | None = None, dtype: str | None = None) -> int:
+    def _out(
+        self,
+        shape,
+        name: str,
+        scale: float | None = None,
+        zp: int | None = None,
+        dtype: str | None = None,
+    ) -> int:
         dtype = dtype or self.dtype
         if dtype == "FLOAT32":
             return self._tensor(shape, "FLOAT32", name)
-        return self._tensor(shape, dtype, name, scales=[scale or self.act_scale], zps=[self.act_zero_point if zp is None else zp])
+        return self._tensor(
+            shape,
+            dtype,
+            name,
+            scales=[scale or self.act_scale],
+            zps=[self.act_zero_point if zp is None else zp],
+        )
 
     def fully_connected(self, x: int, units: int, per_channel: bool) -> int:
         depth = self.shapes[x][-1]
@@ -48,12 +62,20 @@ class OpsBuilder(ModelBuilder):
             w = self.rng.integers(-127, 128, size=(units, depth), dtype=np.int8)
             n = units if per_channel else 1
             scales = self.rng.uniform(0.002, 0.01, size=n)
-            wt = self._tensor([units, depth], "INT8", f"fc{len(self.operators)}/w", w, scales, [0] * n, 0)
+            wt = self._tensor(
+                [units, depth], "INT8", f"fc{len(self.operators)}/w", w, scales, [0] * n, 0
+            )
         else:
             wt = self._weights([units, depth], 0, f"fc{len(self.operators)}/w")
         bt = self._bias(units, x, wt, f"fc{len(self.operators)}/b")
         y = self.activation([self.shapes[x][0], units], f"fc{len(self.operators)}")
-        self._op("FULLY_CONNECTED", [x, wt, bt], [y], OPTS.FullyConnectedOptions, fb.FullyConnectedOptionsT())
+        self._op(
+            "FULLY_CONNECTED",
+            [x, wt, bt],
+            [y],
+            OPTS.FullyConnectedOptions,
+            fb.FullyConnectedOptionsT(),
+        )
         return y
 
     def softmax(self, x: int) -> int:
@@ -87,7 +109,13 @@ class OpsBuilder(ModelBuilder):
         n, h, w, c = self.shapes[x]
         size = self.const_i32([h * factor, w * factor], f"resize{len(self.operators)}/size")
         y = self.activation([n, h * factor, w * factor, c], f"resize{len(self.operators)}")
-        self._op("RESIZE_NEAREST_NEIGHBOR", [x, size], [y], OPTS.ResizeNearestNeighborOptions, fb.ResizeNearestNeighborOptionsT())
+        self._op(
+            "RESIZE_NEAREST_NEIGHBOR",
+            [x, size],
+            [y],
+            OPTS.ResizeNearestNeighborOptions,
+            fb.ResizeNearestNeighborOptionsT(),
+        )
         return y
 
     def strided_slice(self, x: int) -> int:
@@ -96,13 +124,22 @@ class OpsBuilder(ModelBuilder):
         end = self.const_i32([n, h, w, c], f"ss{len(self.operators)}/e")
         strides = self.const_i32([1, 1, 2, 1], f"ss{len(self.operators)}/s")
         y = self.activation([n, h - 1, (w + 1) // 2, c], f"ss{len(self.operators)}")
-        self._op("STRIDED_SLICE", [x, begin, end, strides], [y], OPTS.StridedSliceOptions, fb.StridedSliceOptionsT())
+        self._op(
+            "STRIDED_SLICE",
+            [x, begin, end, strides],
+            [y],
+            OPTS.StridedSliceOptions,
+            fb.StridedSliceOptionsT(),
+        )
         return y
 
     def split(self, x: int, parts: int) -> list[int]:
         n, h, w, c = self.shapes[x]
         axis = self.const_i32(3, f"split{len(self.operators)}/axis")
-        ys = [self.activation([n, h, w, c // parts], f"split{len(self.operators)}_{i}") for i in range(parts)]
+        ys = [
+            self.activation([n, h, w, c // parts], f"split{len(self.operators)}_{i}")
+            for i in range(parts)
+        ]
         o = fb.SplitOptionsT()
         o.numSplits = parts
         self._op("SPLIT", [axis, x], ys, OPTS.SplitOptions, o)
@@ -112,7 +149,10 @@ class OpsBuilder(ModelBuilder):
         n, h, w, c = self.shapes[x]
         st = self.const_i32(sizes, f"splitv{len(self.operators)}/sizes")
         axis = self.const_i32(3, f"splitv{len(self.operators)}/axis")
-        ys = [self.activation([n, h, w, s], f"splitv{len(self.operators)}_{i}") for i, s in enumerate(sizes)]
+        ys = [
+            self.activation([n, h, w, s], f"splitv{len(self.operators)}_{i}")
+            for i, s in enumerate(sizes)
+        ]
         o = fb.SplitVOptionsT()
         o.numSplits = len(sizes)
         self._op("SPLIT_V", [x, st, axis], ys, OPTS.SplitVOptions, o)
@@ -224,8 +264,16 @@ def test_reference_tail_matches_the_interpreter() -> None:
 def test_tail_categories_add_up() -> None:
     plan = plan_model(load_model(TINY_UNET))
     t = plan.tail
-    parts = (t.eval_tensors, t.node_registrations, t.io_tensors, t.kernel_data, t.scratch_handles,
-             t.variables, t.fixed, t.builtin_data)
+    parts = (
+        t.eval_tensors,
+        t.node_registrations,
+        t.io_tensors,
+        t.kernel_data,
+        t.scratch_handles,
+        t.variables,
+        t.fixed,
+        t.builtin_data,
+    )
     assert sum(parts) == t.total and all(p >= 0 for p in parts)
     assert "wheel" in t.app
 
@@ -379,7 +427,10 @@ def _probe_models(tmp_path: Path) -> list[Path]:
     """The shared models, the Tiny U-Net, and 12 random U-Nets and 12 random operator chains."""
     paths = sorted(SHARED_MODELS.glob("*.tflite")) + [TINY_UNET]
     for seed in range(12):
-        for name, model in ((f"unet{seed}", synth.random_unet(seed)), (f"ops{seed}", random_ops_model(seed))):
+        for name, model in (
+            (f"unet{seed}", synth.random_unet(seed)),
+            (f"ops{seed}", random_ops_model(seed)),
+        ):
             p = tmp_path / f"{name}.tflite"
             p.write_bytes(model_to_bytes(model))
             paths.append(p)
@@ -405,10 +456,16 @@ def test_cmsis_nn_head_matches_real_builds(target: str, tmp_path: Path) -> None:
                 plan = plan_graph(g, "cmsis-nn", Arch("host64-make-recording", 8))
         else:
             plan = plan_graph(g, "cmsis-nn", Arch("cortex-m-recording", 4))
-        print(f"{path.name} cmsis_nn {target}: head {plan.head} (TFLM {real['head']}), "
-              f"tail {plan.tail.total} (TFLM {real['tail']})")
-        assert plan.head == real["head"], f"{path.name} ({target}): head {plan.head} vs {real['head']}"
-        assert plan.tail.total == real["tail"], f"{path.name} ({target}): tail {plan.tail.total} vs {real['tail']}"
+        print(
+            f"{path.name} cmsis_nn {target}: head {plan.head} (TFLM {real['head']}), "
+            f"tail {plan.tail.total} (TFLM {real['tail']})"
+        )
+        assert plan.head == real["head"], (
+            f"{path.name} ({target}): head {plan.head} vs {real['head']}"
+        )
+        assert plan.tail.total == real["tail"], (
+            f"{path.name} ({target}): tail {plan.tail.total} vs {real['tail']}"
+        )
 
 
 def _no_dsp(graph, op, pointer_bytes):
@@ -428,4 +485,6 @@ def test_reference_tail_matches_real_builds(target: str, tmp_path: Path) -> None
         real = bp.run_probe(exe, path, target)
         plan = plan_graph(build_graph(load_model(path)), "reference", Arch(name, pb))
         assert plan.head == real["head"]
-        assert plan.tail.total == real["tail"], f"{path.name} ({target}): tail {plan.tail.total} vs {real['tail']}"
+        assert plan.tail.total == real["tail"], (
+            f"{path.name} ({target}): tail {plan.tail.total} vs {real['tail']}"
+        )

@@ -1,12 +1,13 @@
 """Model round trips keep everything and run identically; bad files are refused cleanly."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from conftest import SHARED_FIGURES, shared_model
-from tinyseg_plugin import tflm
 import synth
+from conftest import SHARED_FIGURES, shared_model
+
+from tinyseg_plugin import tflm
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.modelio import load_model, model_to_bytes, parse_model
 from tinyseg_plugin.verify import random_inputs

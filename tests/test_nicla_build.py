@@ -31,6 +31,7 @@ Environment:
                          via unpack.sh. Absent: every test here is skipped.
   NICLA_CXX              the compiler (default arm-none-eabi-g++ from PATH).
 """
+
 from __future__ import annotations
 
 import os
@@ -75,8 +76,9 @@ KERNEL_SOURCES = sorted((ROOT / "tflm_ops" / "kernels").glob("*.cc"))
 # Where `tinyseg tflm install` puts our files under the library's src/.
 OUR_LIBRARY_DIRS = ("tinyseg", "tinyseg_nicla", INSTALL_DIR)
 
-DIAGNOSTIC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?P<kind>warning|error): ",
-                        re.MULTILINE)
+DIAGNOSTIC = re.compile(
+    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?P<kind>warning|error): ", re.MULTILINE
+)
 
 
 # ---------------------------------------------------------------- the core's build rules
@@ -97,15 +99,15 @@ def read_properties(path: Path) -> dict[str, str]:
 class CoreTarget:
     """One core of the board (`target_core` menu entry) as boards.txt defines it."""
 
-    name: str          # cm7 | cm4
-    variant: str       # build.variant
+    name: str  # cm7 | cm4
+    variant: str  # build.variant
     mcu: str
     fpu: str
     float_abi: str
-    arch_define: str   # compiler.mbed.arch.define
-    defines: Path      # compiler.mbed.defines file
-    cxxflags: Path     # compiler.mbed.cxxflags file
-    includes: Path     # compiler.mbed.includes file (-iwithprefixbefore lines)
+    arch_define: str  # compiler.mbed.arch.define
+    defines: Path  # compiler.mbed.defines file
+    cxxflags: Path  # compiler.mbed.cxxflags file
+    includes: Path  # compiler.mbed.includes file (-iwithprefixbefore lines)
     split_flags: tuple[str, ...]  # build.extra_ldflags of the flash split (also on compiles)
 
 
@@ -119,22 +121,39 @@ class Toolchain:
     def core_path(self) -> Path:  # {build.core.path}
         return self.core_dir / "cores" / "arduino"
 
-    def command(self, target: CoreTarget, source: Path, obj: Path,
-                include_dirs: list[Path]) -> list[str]:
+    def command(
+        self, target: CoreTarget, source: Path, obj: Path, include_dirs: list[Path]
+    ) -> list[str]:
         """platform.txt's recipe.cpp.o.pattern, expanded for one source file."""
         variant_dir = self.core_dir / "variants" / target.variant
         includes = [f"-I{self.core_path}", f"-I{variant_dir}"] + [f"-I{d}" for d in include_dirs]
         return [
-            self.cxx, "-c", *WARNING_FLAGS, "-g3", "-nostdlib",
-            f"@{target.defines}", f"@{target.cxxflags}", *target.arch_define.split(),
-            f"-mcpu={target.mcu}", target.float_abi, target.fpu,
-            f"-DARDUINO={ARDUINO_VERSION}", f"-DARDUINO_{target.variant}", f"-DARDUINO_ARCH_{ARCH}",
-            "-DARDUINO_ARCH_MBED", "-DARDUINO_LIBRARY_DISCOVERY_PHASE=0",
-            *includes, *target.split_flags, *CPP_EXTRA_FLAGS,
+            self.cxx,
+            "-c",
+            *WARNING_FLAGS,
+            "-g3",
+            "-nostdlib",
+            f"@{target.defines}",
+            f"@{target.cxxflags}",
+            *target.arch_define.split(),
+            f"-mcpu={target.mcu}",
+            target.float_abi,
+            target.fpu,
+            f"-DARDUINO={ARDUINO_VERSION}",
+            f"-DARDUINO_{target.variant}",
+            f"-DARDUINO_ARCH_{ARCH}",
+            "-DARDUINO_ARCH_MBED",
+            "-DARDUINO_LIBRARY_DISCOVERY_PHASE=0",
+            *includes,
+            *target.split_flags,
+            *CPP_EXTRA_FLAGS,
             f"-I{self.core_path / 'api' / 'deprecated'}",
             f"-I{self.core_path / 'api' / 'deprecated-avr-comp'}",
-            f"-iprefix{self.core_path}", f"@{target.includes}",
-            str(source), "-o", str(obj),
+            f"-iprefix{self.core_path}",
+            f"@{target.includes}",
+            str(source),
+            "-o",
+            str(obj),
         ]
 
 
@@ -162,19 +181,30 @@ def variant_file(core_dir: Path, variant: str, pattern: str) -> Path:
 
 def load_toolchain(core_dir: Path, cxx: str) -> Toolchain:
     """The M7 and M4 compile settings of the Nicla Vision, read from the core's own files."""
-    for rel, hint in (("boards.txt", ""), ("platform.txt", ""),
-                      ("cores/arduino/Arduino.h", ""),
-                      ("cores/arduino/api/ArduinoAPI.h",
-                       ": copy the api/ folder of ArduinoCore-API to cores/arduino/api")):
+    for rel, hint in (
+        ("boards.txt", ""),
+        ("platform.txt", ""),
+        ("cores/arduino/Arduino.h", ""),
+        (
+            "cores/arduino/api/ArduinoAPI.h",
+            ": copy the api/ folder of ArduinoCore-API to cores/arduino/api",
+        ),
+    ):
         if not (core_dir / rel).is_file():
             raise LayoutError(f"{core_dir / rel} not found{hint}")
     platform = read_properties(core_dir / "platform.txt")
     rule = platform.get("compiler.cpp.flags", "") + " " + platform.get("recipe.cpp.o.pattern", "")
-    for piece in ("@{compiler.mbed.defines}", "@{compiler.mbed.cxxflags}",
-                  "-iprefix{build.core.path}", "@{compiler.mbed.includes}"):
+    for piece in (
+        "@{compiler.mbed.defines}",
+        "@{compiler.mbed.cxxflags}",
+        "-iprefix{build.core.path}",
+        "@{compiler.mbed.includes}",
+    ):
         if piece not in rule:
-            raise LayoutError(f"platform.txt's C++ recipe has no {piece}: the core's build rules "
-                              "changed, update tests/test_nicla_build.py")
+            raise LayoutError(
+                f"platform.txt's C++ recipe has no {piece}: the core's build rules "
+                "changed, update tests/test_nicla_build.py"
+            )
     props = read_properties(core_dir / "boards.txt")
     split = props.get(f"{BOARD}.menu.split.{SPLIT}.build.extra_ldflags")
     if split is None:
@@ -185,14 +215,21 @@ def load_toolchain(core_dir: Path, cxx: str) -> Toolchain:
         if not (core_dir / "variants" / variant).is_dir():
             raise LayoutError(f"variant {core_dir / 'variants' / variant} not found")
         targets[core] = CoreTarget(
-            name=core, variant=variant,
+            name=core,
+            variant=variant,
             mcu=board_property(props, core, "build.mcu"),
             fpu=board_property(props, core, "build.fpu"),
             float_abi=board_property(props, core, "build.float-abi"),
             arch_define=props.get(f"{BOARD}.menu.target_core.{core}.compiler.mbed.arch.define", ""),
-            defines=variant_file(core_dir, variant, board_property(props, core, "compiler.mbed.defines")),
-            cxxflags=variant_file(core_dir, variant, board_property(props, core, "compiler.mbed.cxxflags")),
-            includes=variant_file(core_dir, variant, board_property(props, core, "compiler.mbed.includes")),
+            defines=variant_file(
+                core_dir, variant, board_property(props, core, "compiler.mbed.defines")
+            ),
+            cxxflags=variant_file(
+                core_dir, variant, board_property(props, core, "compiler.mbed.cxxflags")
+            ),
+            includes=variant_file(
+                core_dir, variant, board_property(props, core, "compiler.mbed.includes")
+            ),
             split_flags=tuple(split.split()),
         )
     return Toolchain(cxx=cxx, core_dir=core_dir, targets=targets)
@@ -209,9 +246,11 @@ class Compile:
 
     def diagnostics(self, kind: str, ours: OurFiles) -> list[str]:
         """`kind` (warning|error) lines located in one of our files."""
-        return [m.group(0) + self.output[m.end():].split("\n", 1)[0]
-                for m in DIAGNOSTIC.finditer(self.output)
-                if m.group("kind") == kind and ours.contains(m.group("file"))]
+        return [
+            m.group(0) + self.output[m.end() :].split("\n", 1)[0]
+            for m in DIAGNOSTIC.finditer(self.output)
+            if m.group("kind") == kind and ours.contains(m.group("file"))
+        ]
 
 
 @dataclass(frozen=True)
@@ -228,8 +267,14 @@ class OurFiles:
         return OurFiles(self.roots + (root.resolve(),))
 
 
-def run_compile(tc: Toolchain, target: CoreTarget, source: Path, include_dirs: list[Path],
-                workdir: Path, defines: tuple[str, ...] = ()) -> Compile:
+def run_compile(
+    tc: Toolchain,
+    target: CoreTarget,
+    source: Path,
+    include_dirs: list[Path],
+    workdir: Path,
+    defines: tuple[str, ...] = (),
+) -> Compile:
     obj = workdir / (source.name + f".{target.name}.o")
     cmd = tc.command(target, source, obj, include_dirs)
     cmd[1:1] = list(defines)
@@ -242,12 +287,16 @@ def assert_clean(result: Compile, ours: OurFiles, what: str) -> None:
     """Compiled, and no warning located in our files; the compiler's text otherwise."""
     text = result.output if len(result.output) < 12000 else result.output[:12000] + "\n[...]"
     if result.returncode != 0:
-        pytest.fail(f"{what} does not compile (exit {result.returncode}):\n{text}\n"
-                    f"command: {' '.join(result.command)}", pytrace=False)
+        pytest.fail(
+            f"{what} does not compile (exit {result.returncode}):\n{text}\n"
+            f"command: {' '.join(result.command)}",
+            pytrace=False,
+        )
     warnings = result.diagnostics("warning", ours)
     if warnings:
-        raise AssertionError(f"{what}: warnings in our files:\n" + "\n".join(warnings)
-                             + f"\n\nfull output:\n{text}")
+        raise AssertionError(
+            f"{what}: warnings in our files:\n" + "\n".join(warnings) + f"\n\nfull output:\n{text}"
+        )
 
 
 # ---------------------------------------------------------------- fixtures
@@ -257,8 +306,10 @@ def assert_clean(result: Compile, ours: OurFiles, what: str) -> None:
 def toolchain() -> Toolchain:
     value = os.environ.get(CORE_ENV)
     if not value:
-        pytest.skip(f"{CORE_ENV} not set: no Arduino Mbed core to compile against "
-                    "(see tflm_ops/targets/nicla_vision/README.md)")
+        pytest.skip(
+            f"{CORE_ENV} not set: no Arduino Mbed core to compile against "
+            "(see tflm_ops/targets/nicla_vision/README.md)"
+        )
     cxx = os.environ.get(CXX_ENV, "arm-none-eabi-g++")
     if shutil.which(cxx) is None:
         pytest.skip(f"{cxx} not found (apt: gcc-arm-none-eabi libstdc++-arm-none-eabi-newlib)")
@@ -277,8 +328,12 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not unpack.is_file():
         pytest.skip(f"{unpack} not present: no Arduino_TensorFlowLite library to install into")
     base = tmp_path_factory.mktemp("third_party")
-    r = subprocess.run(["bash", str(unpack), ARDUINO_LIBRARY, str(base)], capture_output=True, text=True,
-                       timeout=TIMEOUT_S)
+    r = subprocess.run(
+        ["bash", str(unpack), ARDUINO_LIBRARY, str(base)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     if r.returncode != 0:
         pytest.skip(f"unpack.sh {ARDUINO_LIBRARY}: {r.stderr.strip()}")
     lib = base / "Arduino_TensorFlowLite"
@@ -299,9 +354,11 @@ def staged(library: Path, source: Path) -> Path:
     """Where the installer put one of our sources in the library (.cc become .cpp)."""
     kind = source.parent.name
     name = source.stem + ".cpp"
-    d = {"nicla_vision": library / "tinyseg_nicla" / name,
-         "src": library / INSTALL_DIR / f"tinyseg_core_{name}",
-         "kernels": library / INSTALL_DIR / name}[kind]
+    d = {
+        "nicla_vision": library / "tinyseg_nicla" / name,
+        "src": library / INSTALL_DIR / f"tinyseg_core_{name}",
+        "kernels": library / INSTALL_DIR / name,
+    }[kind]
     assert d.is_file(), f"{source} is not installed at {d}"
     return d
 
@@ -323,8 +380,10 @@ def sketch_library_dirs(tc: Toolchain) -> list[Path]:
     dirs = [tc.core_dir / "libraries" / name / "src" for name in SKETCH_LIBRARIES]
     for d in dirs:
         if not d.is_dir():
-            pytest.fail(f"{d} not found: the core's {d.parent.name} library is needed by RPC.h",
-                        pytrace=False)
+            pytest.fail(
+                f"{d} not found: the core's {d.parent.name} library is needed by RPC.h",
+                pytrace=False,
+            )
     return dirs
 
 
@@ -340,8 +399,9 @@ int Warns(int x) { int unused = x; return 0; }
 
 
 @pytest.mark.parametrize("core", ["cm7", "cm4"])
-def test_sanity_api_mismatch_fails(toolchain: Toolchain, library: Path, ours: OurFiles,
-                                   tmp_path: Path, core: str) -> None:
+def test_sanity_api_mismatch_fails(
+    toolchain: Toolchain, library: Path, ours: OurFiles, tmp_path: Path, core: str
+) -> None:
     """A wrong FlashIAP call is rejected by the real header, the right one compiles."""
     target = toolchain.targets[core]
     src = tmp_path / "broken.cc"
@@ -353,7 +413,9 @@ def test_sanity_api_mismatch_fails(toolchain: Toolchain, library: Path, ours: Ou
     assert_clean(run_compile(toolchain, target, src, [library], tmp_path), ours, "fixed snippet")
 
 
-def test_sanity_warning_in_our_file_fails(toolchain: Toolchain, library: Path, tmp_path: Path) -> None:
+def test_sanity_warning_in_our_file_fails(
+    toolchain: Toolchain, library: Path, tmp_path: Path
+) -> None:
     """A -Wall warning in one of our files fails the check (here: the snippet is ours)."""
     src = tmp_path / "warns.cc"
     src.write_text(WARNS)
@@ -368,26 +430,32 @@ def test_sanity_warning_in_our_file_fails(toolchain: Toolchain, library: Path, t
 
 @pytest.mark.parametrize("core", ["cm7", "cm4"])
 @pytest.mark.parametrize("source", TARGET_SOURCES + CORE_SOURCES, ids=lambda p: p.name)
-def test_board_and_core_sources(toolchain: Toolchain, library: Path, ours: OurFiles,
-                                tmp_path: Path, source: Path, core: str) -> None:
+def test_board_and_core_sources(
+    toolchain: Toolchain, library: Path, ours: OurFiles, tmp_path: Path, source: Path, core: str
+) -> None:
     """Each file as arduino-cli compiles it from the installed library."""
-    result = run_compile(toolchain, toolchain.targets[core], staged(library, source), [library],
-                         tmp_path)
+    result = run_compile(
+        toolchain, toolchain.targets[core], staged(library, source), [library], tmp_path
+    )
     assert_clean(result, ours, f"{source.relative_to(ROOT)} ({core})")
 
 
 @pytest.mark.parametrize("core", ["cm7", "cm4"])
 @pytest.mark.parametrize("source", KERNEL_SOURCES, ids=lambda p: p.name)
-def test_kernel_sources(toolchain: Toolchain, library: Path, ours: OurFiles,
-                        tmp_path: Path, source: Path, core: str) -> None:
+def test_kernel_sources(
+    toolchain: Toolchain, library: Path, ours: OurFiles, tmp_path: Path, source: Path, core: str
+) -> None:
     """The TFLM kernels: arduino-cli builds the whole library for either core's sketch."""
-    result = run_compile(toolchain, toolchain.targets[core], staged(library, source), [library], tmp_path)
+    result = run_compile(
+        toolchain, toolchain.targets[core], staged(library, source), [library], tmp_path
+    )
     assert_clean(result, ours, f"{source.relative_to(ROOT)} ({core})")
 
 
 @pytest.mark.parametrize("core", ["cm7", "cm4"])
-def test_changed_transpose_conv(toolchain: Toolchain, library: Path, ours: OurFiles, tmp_path: Path,
-                                core: str) -> None:
+def test_changed_transpose_conv(
+    toolchain: Toolchain, library: Path, ours: OurFiles, tmp_path: Path, core: str
+) -> None:
     """The library's own TRANSPOSE_CONV as the installer changed it (the Nicla runs this one:
     the library has no CMSIS-NN TRANSPOSE_CONV)."""
     tc = library / "tensorflow/lite/micro/kernels/transpose_conv.cpp"
@@ -398,31 +466,53 @@ def test_changed_transpose_conv(toolchain: Toolchain, library: Path, ours: OurFi
 
 
 @pytest.mark.parametrize("storage", list(STORAGES))
-def test_sketch_m4(toolchain: Toolchain, library: Path, ours: OurFiles, tmp_path: Path,
-                   storage: str) -> None:
+def test_sketch_m4(
+    toolchain: Toolchain, library: Path, ours: OurFiles, tmp_path: Path, storage: str
+) -> None:
     cpp = prepare_sketch(EXAMPLES / "tinyseg_erase_m4", tmp_path / "sketch")
-    result = run_compile(toolchain, toolchain.targets["cm4"], cpp,
-                         [library] + sketch_library_dirs(toolchain), tmp_path,
-                         (f"-DTINYSEG_STORAGE={STORAGES[storage]}",))
+    result = run_compile(
+        toolchain,
+        toolchain.targets["cm4"],
+        cpp,
+        [library] + sketch_library_dirs(toolchain),
+        tmp_path,
+        (f"-DTINYSEG_STORAGE={STORAGES[storage]}",),
+    )
     assert_clean(result, ours.with_root(tmp_path), f"tinyseg_erase_m4 ({storage})")
 
 
 M7_CONFIGS = [("internal", 1), ("internal", 0), ("qspi", 1), ("qspi", 0), ("remote", 0)]
 
 
-@pytest.mark.parametrize("storage,async_erase", M7_CONFIGS,
-                         ids=[f"{s}-async{a}" for s, a in M7_CONFIGS])
-def test_sketch_m7(toolchain: Toolchain, library: Path, ours: OurFiles,
-                   tmp_path: Path, storage: str, async_erase: int) -> None:
+@pytest.mark.parametrize(
+    "storage,async_erase", M7_CONFIGS, ids=[f"{s}-async{a}" for s, a in M7_CONFIGS]
+)
+def test_sketch_m7(
+    toolchain: Toolchain,
+    library: Path,
+    ours: OurFiles,
+    tmp_path: Path,
+    storage: str,
+    async_erase: int,
+) -> None:
     build = tmp_path / "sketch"
     cpp = prepare_sketch(EXAMPLES / "tinyseg_unet_m7", build)
     # model_data.h is generated per model (make_model_header.py): a placeholder flatbuffer
     # through the same generator gives the symbols the sketch uses.
     placeholder = bytes(4) + b"TFL3" + bytes(8)
     (build / "model_data.h").write_text(
-        make_model_header.header_text(placeholder, "g_tinyseg_model", "placeholder.tflite", 160 * 1024))
-    result = run_compile(toolchain, toolchain.targets["cm7"], cpp,
-                         [library] + sketch_library_dirs(toolchain), tmp_path,
-                         (f"-DTINYSEG_STORAGE={STORAGES[storage]}",
-                          f"-DTINYSEG_ASYNC_ERASE={async_erase}"))
-    assert_clean(result, ours.with_root(tmp_path), f"tinyseg_unet_m7 ({storage}, async erase {async_erase})")
+        make_model_header.header_text(
+            placeholder, "g_tinyseg_model", "placeholder.tflite", 160 * 1024
+        )
+    )
+    result = run_compile(
+        toolchain,
+        toolchain.targets["cm7"],
+        cpp,
+        [library] + sketch_library_dirs(toolchain),
+        tmp_path,
+        (f"-DTINYSEG_STORAGE={STORAGES[storage]}", f"-DTINYSEG_ASYNC_ERASE={async_erase}"),
+    )
+    assert_clean(
+        result, ours.with_root(tmp_path), f"tinyseg_unet_m7 ({storage}, async erase {async_erase})"
+    )

@@ -1,21 +1,22 @@
 """The optimizer lowers the head, every result is bit-exact in TFLM, and the contract round-trips."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import synth
 
 from tinyseg_plugin import customops, tflm
-import synth
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import model_to_bytes, parse_model
 from tinyseg_plugin.optimizer import Options, optimize
-from tinyseg_plugin.passes.scratch import accumulator_bound, narrow_transpose_convs
-from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
-from tinyseg_plugin.planner import plan_graph
 from tinyseg_plugin.passes import Rewrite, Skip, graph_or_none
 from tinyseg_plugin.passes.layout import LayoutRequest
 from tinyseg_plugin.passes.lower import lower
 from tinyseg_plugin.passes.reorder import OrderRequest
+from tinyseg_plugin.passes.scratch import accumulator_bound, narrow_transpose_convs
+from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
+from tinyseg_plugin.planner import plan_graph
 from tinyseg_plugin.verify import verify
 
 
@@ -31,7 +32,11 @@ def _graph_of(result, graph):
 
 def _laid(result, graph, plan):
     """improve_layout's answer as (graph, plan, how): the input's when no layout beats the greedy one."""
-    return (result.graph, result.plan, result.detail) if isinstance(result, Rewrite) else (graph, plan, "")
+    return (
+        (result.graph, result.plan, result.detail)
+        if isinstance(result, Rewrite)
+        else (graph, plan, "")
+    )
 
 
 def test_tiny_unet_reference_reaches_153600_bit_exact(unet_graph) -> None:
@@ -88,14 +93,18 @@ def test_target_between_the_steps_spills_only_what_it_needs(unet_graph, target) 
     """Paper's point on flash traffic: with a byte budget, the skip is spilled in part, just enough
     slices (channels, so the part fuses into the skip concatenation) to meet the target."""
     r = optimize(unet_graph, Options(target_bytes=target))
-    before = next(s.head for s in r.steps if s.technique == "scratch narrowing")  # head the spill starts from
+    before = next(
+        s.head for s in r.steps if s.technique == "scratch narrowing"
+    )  # head the spill starts from
     assert before == 230_400 and r.plan.head <= target
     assert len(r.spills) == 1
     s = r.spills[0]
     skip = unet_graph.tensors[s.tensor]
     slice_bytes = skip.nbytes // skip.shape[3]
     assert s.partial and s.bytes < skip.nbytes
-    assert before - target <= s.bytes < before - target + slice_bytes  # the needed bytes, rounded up to a slice
+    assert (
+        before - target <= s.bytes < before - target + slice_bytes
+    )  # the needed bytes, rounded up to a slice
     if target == 200_000:
         assert verify(unet_graph, r.graph, runs=2).identical
 
@@ -119,7 +128,9 @@ def test_int16_accumulator_only_when_provable() -> None:
     y = b.transpose_conv(x, 4)
     g = build_graph(b.build([y]))
     bound = accumulator_bound(g, 0)
-    assert bound is not None and bound > 32767  # random int8 weights over 16 channels cannot be proven
+    assert (
+        bound is not None and bound > 32767
+    )  # random int8 weights over 16 channels cannot be proven
     narrowed = narrow_transpose_convs(g)
     g2, marks = narrowed.graph, list(narrowed.notes)
     assert marks[0][1].startswith("INT32")
@@ -140,13 +151,19 @@ def test_int16_accumulator_only_when_provable() -> None:
 
 
 def test_contract_round_trip_and_bad_options() -> None:
-    from tinyseg_plugin.graph import Operator
     from tinyseg_plugin.errors import TinySegError
+    from tinyseg_plugin.graph import Operator
 
     o = customops.FetchingConv2DOptions(
-        customops.FetchingOptions(3, 3, (customops.Fetched(0, 7, (1, 8, 8, 4)), customops.Fetched(2, 300, (1, 8, 8, 2)))),
-        customops.ConvParams("VALID", 2, 2, 1, 1, "RELU6"), band_rows=4)
-    op = Operator(0, customops.FETCHING_CONV_2D, (1, 2, 3), (4,), custom_options=customops.encode(o))
+        customops.FetchingOptions(
+            3, 3, (customops.Fetched(0, 7, (1, 8, 8, 4)), customops.Fetched(2, 300, (1, 8, 8, 2)))
+        ),
+        customops.ConvParams("VALID", 2, 2, 1, 1, "RELU6"),
+        band_rows=4,
+    )
+    op = Operator(
+        0, customops.FETCHING_CONV_2D, (1, 2, 3), (4,), custom_options=customops.encode(o)
+    )
     assert customops.decode(op) == o  # slots above 255 survive (the prototype used single bytes)
     with pytest.raises(TinySegError, match="FlexBuffers|malformed|version"):
         customops.decode(Operator(0, customops.SPILL, (1,), (), custom_options=b"\x01\x02\x03"))
@@ -265,8 +282,11 @@ def test_two_fetched_operands_in_one_operator() -> None:
 def test_victim_with_several_readers_after_its_cold_range() -> None:
     g, a, c = _skips_model(reread=True)
     g2 = _spill_both(g, a, c)
-    fetched_c = next(op.outputs[0] for op in g2.operators if op.opcode == customops.FETCHING
-                     and customops.decode(op).fetched[0].slot == 1)
+    fetched_c = next(
+        op.outputs[0]
+        for op in g2.operators
+        if op.opcode == customops.FETCHING and customops.decode(op).fetched[0].slot == 1
+    )
     assert len(g2.consumers[fetched_c]) == 2
     assert verify(g, g2, runs=2).identical
 
@@ -287,7 +307,17 @@ def test_optimize_writes_nothing_when_verification_fails(tmp_path, monkeypatch) 
         return r
 
     monkeypatch.setattr(optimizer, "optimize", broken)
-    rc = cli.main(["optimize", str(model), "-o", str(tmp_path / "o.tflite"), "--report", str(tmp_path / "r.json"), "-q"])
+    rc = cli.main(
+        [
+            "optimize",
+            str(model),
+            "-o",
+            str(tmp_path / "o.tflite"),
+            "--report",
+            str(tmp_path / "r.json"),
+            "-q",
+        ]
+    )
     assert rc == 4
     assert not (tmp_path / "o.tflite").exists() and not (tmp_path / "r.json").exists()
 
@@ -297,6 +327,7 @@ def test_quantized_all_fetched_conv_is_left_unfused(dtype: str) -> None:
     """Contract v1: a quantized FetchingConv2D with every operand fetched has no in-RAM tensor to take
     the input quantization from, so the pass must leave Fetching + CONV_2D as they are."""
     from conftest import spilled_skip_graphs
+
     from tinyseg_plugin.passes.fuse import fuse_conv
 
     g, g2 = spilled_skip_graphs(dtype)
@@ -319,7 +350,9 @@ def test_reorder_of_a_wide_graph_falls_back_to_the_greedy_order() -> None:
     g = _wide("conv")
     assert min_peak_order(g, lambda i: 0, state_budget=2_000) is None
     g2 = _graph_of(reorder(g, OrderRequest(lambda h: plan_graph(h).head, lambda i: 0)), g)
-    assert plan_graph(g).head == 110 * 64 + 128  # every branch output live at once, plus the input and a sum
+    assert (
+        plan_graph(g).head == 110 * 64 + 128
+    )  # every branch output live at once, plus the input and a sum
     assert plan_graph(g2).head == 4 * 64  # input, running sum, one branch, the new sum
     assert verify(g, g2, runs=1).identical
 
@@ -374,7 +407,9 @@ def test_exact_reorder_search_matches_brute_force(seed: int) -> None:
             pk = max(pk, during)
         return pk
 
-    best = min(p for p in map(peak, itertools.permutations(range(len(g.operators)))) if p is not None)
+    best = min(
+        p for p in map(peak, itertools.permutations(range(len(g.operators)))) if p is not None
+    )
     order = min_peak_order(g, lambda i: 0)
     assert peak(order) == best
 

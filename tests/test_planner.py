@@ -1,16 +1,17 @@
 """The planner's head and tail estimate equal the real TFLM interpreter's, byte for byte."""
+
 from __future__ import annotations
 
 import struct
 
 import numpy as np
 import pytest
-
-from conftest import SHARED_FIGURES, shared_model
-from tinyseg_plugin import tflm
 import synth
-from tinyseg_plugin.modelio import load_model, model_to_bytes
+from conftest import SHARED_FIGURES, shared_model
+
+from tinyseg_plugin import tflm
 from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.modelio import load_model, model_to_bytes
 from tinyseg_plugin.planner import greedy_place, plan_graph, plan_model
 from tinyseg_plugin.schema import fb
 
@@ -20,7 +21,9 @@ def test_shared_models_match_tflm(name: str) -> None:
     path = shared_model(name)
     real = tflm.arena_usage(path.read_bytes())
     head, total = SHARED_FIGURES[name]
-    assert (real.head, real.total) == (head, total), "the interpreter itself no longer gives the README figures"
+    assert (real.head, real.total) == (head, total), (
+        "the interpreter itself no longer gives the README figures"
+    )
     plan = plan_model(load_model(path))
     assert plan.exact
     assert plan.head == real.head
@@ -98,6 +101,7 @@ def test_a_model_with_tinyseg_operators_is_planned_as_installed(runtime: str) ->
     carries the marker: every profile plans it so (tests/test_tflm_runtime.py checks the installed
     profile's tail against the real build), not only the *-tinyseg one."""
     from conftest import TINY_UNET
+
     from tinyseg_plugin.kernels import Arch
     from tinyseg_plugin.modelio import load_model
     from tinyseg_plugin.optimizer import Options, optimize
@@ -105,7 +109,12 @@ def test_a_model_with_tinyseg_operators_is_planned_as_installed(runtime: str) ->
     g = build_graph(load_model(TINY_UNET))
     opt = optimize(g, Options(runtime=runtime)).graph
     plain, installed = Arch("host64-make-recording", 8), Arch("host64-make-recording-tinyseg", 8)
-    assert plan_graph(opt, runtime, plain).tail.total == plan_graph(opt, runtime, installed).tail.total
+    assert (
+        plan_graph(opt, runtime, plain).tail.total == plan_graph(opt, runtime, installed).tail.total
+    )
     if runtime == "reference":  # 80-byte OpData + 8-byte marker: one more 16-byte step per op
         n = sum(op.opcode == "TRANSPOSE_CONV" for op in g.operators)
-        assert plan_graph(g, runtime, installed).tail.total - plan_graph(g, runtime, plain).tail.total == 16 * n
+        assert (
+            plan_graph(g, runtime, installed).tail.total - plan_graph(g, runtime, plain).tail.total
+            == 16 * n
+        )

@@ -1,9 +1,10 @@
 """The arena-plan picture: what a person reads off it must be there and must be right."""
+
 from __future__ import annotations
 
 import pytest
-
 import synth
+
 from tinyseg_plugin.analysis import analyze_graph, head_scopes, to_dict
 from tinyseg_plugin.customops import TINYSEG_OPS
 from tinyseg_plugin.graph import build_graph
@@ -26,13 +27,19 @@ def after(before):
 def _scopes_at_head(a) -> list[int]:
     """From the plan's buffers directly: scopes where some live buffer ends at the head."""
     p = a.plan
-    return [s for s in range(p.scopes) if any(b.alive_at(s) and b.offset + b.size == p.head for b in p.buffers)]
+    return [
+        s
+        for s in range(p.scopes)
+        if any(b.alive_at(s) and b.offset + b.size == p.head for b in p.buffers)
+    ]
 
 
 @pytest.mark.parametrize("which", ["before", "after"])
 def test_every_scope_reaching_the_head_is_marked(which: str, request) -> None:
     a = request.getfixturevalue(which)
-    expected = [s for s in _scopes_at_head(a) if s >= 1]  # scope 0 holds only the inputs, no operator
+    expected = [
+        s for s in _scopes_at_head(a) if s >= 1
+    ]  # scope 0 holds only the inputs, no operator
     assert head_scopes(a) == expected and len(expected) >= 1
     assert to_dict(a)["head_scopes"] == expected  # the JSON and the table's "<== head" say the same
     fig = plan_figure(a)
@@ -64,7 +71,7 @@ def test_labels_stay_inside_their_boxes_and_never_overlap(which: str, request) -
         assert x0 - 1 <= e.x0 and e.x1 <= x1 + 1 and y0 - 1 <= e.y0 and e.y1 <= y1 + 1, t.get_text()
         boxes.append(e)
     for i, e in enumerate(boxes):
-        for f in boxes[i + 1:]:
+        for f in boxes[i + 1 :]:
             assert not e.overlaps(f)
     listed = "\n".join(t.get_text() for t in fig.axes[2].texts)
     for b in a.plan.buffers:  # every box is either labelled or listed beside the plot
@@ -77,9 +84,14 @@ def test_tinyseg_operators_and_types_are_on_the_x_axis(after) -> None:
     ax2 = fig.axes[1]
     labels = [t.get_text() for t in ax2.get_xticklabels()]
     assert labels[0] == "inputs"
-    assert labels[1:] == [f"{r.index} {r.opcode if r.opcode != 'FetchingConv2D' else 'FetchConv'}"
-                          .replace("TRANSPOSE_CONV", "TCONV").replace("CONCATENATION", "CONCAT")
-                          .replace("MAX_POOL_2D", "MAXPOOL") for r in after.ops]
+    assert labels[1:] == [
+        f"{r.index} {r.opcode if r.opcode != 'FetchingConv2D' else 'FetchConv'}".replace(
+            "TRANSPOSE_CONV", "TCONV"
+        )
+        .replace("CONCATENATION", "CONCAT")
+        .replace("MAX_POOL_2D", "MAXPOOL")
+        for r in after.ops
+    ]
     ours = [r for r in after.ops if r.opcode in TINYSEG_OPS]
     assert ours
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]

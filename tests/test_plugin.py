@@ -1,13 +1,14 @@
 """The tflite-tools plugin through pluggy, with a host harness declaring the same hook specifications."""
+
 from __future__ import annotations
 
 import argparse
 
 import pytest
-
-from tflite_tools_host import describe_all, manager, parse, run_optimize
-from tinyseg_plugin import customops, plugin, tflm
 import synth
+from tflite_tools_host import describe_all, manager, parse, run_optimize
+
+from tinyseg_plugin import customops, plugin, tflm
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import model_to_bytes, parse_model
 from tinyseg_plugin.planner import plan_graph
@@ -60,16 +61,22 @@ def test_optimize_hook_streams_by_default(unet: bytes) -> None:
     g0, g1 = build_graph(parse_model(unet)), build_graph(parse_model(out))
     assert {op.opcode for op in g1.operators} == {customops.STREAM_CHAIN}
     assert s["head"] == plan_graph(g1).head <= 64_000 and verify(g0, g1).identical
-    assert [d["type"] for d in describe_all(manager(plugin), out)] == [customops.STREAM_CHAIN] * len(g1.operators)
+    assert [d["type"] for d in describe_all(manager(plugin), out)] == [
+        customops.STREAM_CHAIN
+    ] * len(g1.operators)
 
 
 def test_optimize_says_what_it_verified(unet: bytes, capsys, monkeypatch) -> None:
-    monkeypatch.delenv("TFLM_DIR", raising=False)  # no TFLM tree: the fallback check, and the line says so
+    monkeypatch.delenv(
+        "TFLM_DIR", raising=False
+    )  # no TFLM tree: the fallback check, and the line says so
     run_optimize(manager(plugin), unet, ["--verify-runs", "2"])
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("tinyseg: verified")]
-    assert line == ["tinyseg: verified: outputs bit-identical to the reordered model in TFLM on 2 random inputs "
-                    "and 3 edge cases (reference kernels; fallback check: TinySeg operators lowered to builtins in the tflite-micro "
-                    "wheel (no TFLM tree))"]
+    assert line == [
+        "tinyseg: verified: outputs bit-identical to the reordered model in TFLM on 2 random inputs "
+        "and 3 edge cases (reference kernels; fallback check: TinySeg operators lowered to builtins in the tflite-micro "
+        "wheel (no TFLM tree))"
+    ]
 
 
 def test_every_tinyseg_operator_is_described_and_others_are_not(optimized) -> None:
@@ -82,26 +89,41 @@ def test_every_tinyseg_operator_is_described_and_others_are_not(optimized) -> No
         assert d == {"type": op.opcode, "inputs": list(op.inputs), "outputs": list(op.outputs)}
     assert any(d["type"] == "Spill" and d["outputs"] == [] for d in descriptions)
     pm = manager(plugin)
-    assert pm.hook.tflite_tools_describe_operator(op_id=0, custom_code="TFLite_Detection_PostProcess",
-                                                  inputs=[0], outputs=[1], custom_options=b"") is None
+    assert (
+        pm.hook.tflite_tools_describe_operator(
+            op_id=0,
+            custom_code="TFLite_Detection_PostProcess",
+            inputs=[0],
+            outputs=[1],
+            custom_options=b"",
+        )
+        is None
+    )
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--target", "12XB"], "--target: '12XB' is not a size"),
-    (["--runtime", "fast"], "--runtime: 'fast'"),
-    (["--arch", "arm"], "--arch: 'arm'"),
-    (["--verify-runs", "0"], "--verify-runs: '0'"),
-    (["--verify-runs", "-1"], "--verify-runs: '-1'"),
-    (["--verify-runs", "x"], "--verify-runs: 'x'"),
-])
-def test_bad_option_value_is_refused_before_the_model_is_read(argv: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--target", "12XB"], "--target: '12XB' is not a size"),
+        (["--runtime", "fast"], "--runtime: 'fast'"),
+        (["--arch", "arm"], "--arch: 'arm'"),
+        (["--verify-runs", "0"], "--verify-runs: '0'"),
+        (["--verify-runs", "-1"], "--verify-runs: '-1'"),
+        (["--verify-runs", "x"], "--verify-runs: 'x'"),
+    ],
+)
+def test_bad_option_value_is_refused_before_the_model_is_read(
+    argv: list[str], message: str
+) -> None:
     with pytest.raises(plugin.PluginError, match=message) as e:
         parse(manager(plugin), argv)  # check_options: no model involved
     assert e.value.exit_code == 2
 
 
 def test_unreachable_target_is_exit_3_with_the_best_model(unet: bytes, optimized) -> None:
-    with pytest.raises(plugin.PluginError, match=r"target 1,000 B not reachable: best head [0-9,]+ B \(written\)") as e:
+    with pytest.raises(
+        plugin.PluginError, match=r"target 1,000 B not reachable: best head [0-9,]+ B \(written\)"
+    ) as e:
         run_optimize(manager(plugin), unet, ["--target", "1000", "--no-stream"])
     assert e.value.exit_code == 3
     assert e.value.model == optimized[0]  # the same model as without a target
@@ -117,7 +139,11 @@ def test_target_already_met_leaves_the_model_unchanged(unet: bytes, capsys) -> N
 def test_failed_verification_is_exit_4(unet: bytes, monkeypatch) -> None:
     from tinyseg_plugin import verify as verify_module
 
-    monkeypatch.setattr(verify_module, "verify", lambda a, b, runs, **kw: verify_module.Verification(1, False, "output 0 differs"))
+    monkeypatch.setattr(
+        verify_module,
+        "verify",
+        lambda a, b, runs, **kw: verify_module.Verification(1, False, "output 0 differs"),
+    )
     with pytest.raises(plugin.PluginError, match="verification failed: output 0 differs") as e:
         run_optimize(manager(plugin), unet, [])
     assert e.value.exit_code == 4 and not hasattr(e.value, "model")
@@ -137,11 +163,15 @@ def test_entry_point_loads_this_plugin() -> None:
     from importlib import metadata
 
     eps = metadata.entry_points().select(group="tflite_tools", name="tinyseg")
-    assert len(eps) == 1, "pyproject.toml must register the plugin (pip install -e . again after changing it)"
+    assert len(eps) == 1, (
+        "pyproject.toml must register the plugin (pip install -e . again after changing it)"
+    )
     loaded = next(iter(eps)).load()
     assert loaded is plugin
     pm = manager(loaded)  # every hook implementation matches the host's specifications
-    assert {h.name for h in pm.get_hookcallers(loaded)} == {n for n in dir(plugin) if n.startswith("tflite_tools_")}
+    assert {h.name for h in pm.get_hookcallers(loaded)} == {
+        n for n in dir(plugin) if n.startswith("tflite_tools_")
+    }
 
 
 # ---------------------------------------------------------------- one pipeline: the plugin as the CLI

@@ -8,14 +8,15 @@ RESHAPE and TRANSPOSE next to concatenations, concatenation along height and wid
 - `tinyseg optimize` never exits 1 and never raises (a traceback), exits 2 only for a model TFLM
   refuses, never writes a model that fails verification, and is never worse than the input.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import synth
 
 from tinyseg_plugin import cli, tflm
-import synth
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import load_model, model_to_bytes, save_model
@@ -56,7 +57,12 @@ def test_the_sample_holds_models_tflm_runs_and_models_it_refuses(corpus) -> None
     runs = [n for n, _, h in corpus if h is not None]
     refused = [n for n, _, h in corpus if h is None]
     assert len(runs) >= 15 and len(refused) >= 2, (runs, refused)
-    assert {"wide_dequantize_float16", "real_hybrid_fc", "real_hybrid_conv", "real_dequantize"} <= set(refused)
+    assert {
+        "wide_dequantize_float16",
+        "real_hybrid_fc",
+        "real_hybrid_conv",
+        "real_dequantize",
+    } <= set(refused)
     assert "wide_conv" in runs
 
 
@@ -70,7 +76,9 @@ def test_analyze_equals_the_interpreter_wherever_it_runs(corpus) -> None:
 def test_optimize_never_fails_badly_never_worse_always_verified(corpus, tmp_path, capsys) -> None:
     for name, p, head in corpus:
         out = tmp_path / f"{name}.opt.tflite"
-        rc = cli.main(["optimize", str(p), "-o", str(out), "-q", "--runs", "1"])  # an exception here is a traceback
+        rc = cli.main(
+            ["optimize", str(p), "-o", str(out), "-q", "--runs", "1"]
+        )  # an exception here is a traceback
         err = capsys.readouterr().err
         assert "Traceback" not in err, name
         if head is None:
@@ -103,7 +111,12 @@ def test_corpus_benchmark_gives_a_row_per_model_even_for_a_bad_file(tmp_path) ->
     good = tmp_path / "good.tflite"
     save_model(synth.random_real(0), good)
     script = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus.py"
-    p = subprocess.run([sys.executable, str(script), str(bad), str(good)], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, str(script), str(bad), str(good)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     rows = [ln for ln in p.stdout.splitlines() if ln.startswith(("bad.tflite", "good.tflite"))]
     assert len(rows) == 2

@@ -5,6 +5,7 @@ Covers every command, a corrupted request (host NAKs, client resends), a corrupt
 response (client resends, host answers from its cache), and a host that stops answering (the
 client fails with a timeout after its retries, never with made-up data).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -41,8 +42,10 @@ from tinyseg_plugin.remote import (
 
 ROOT = Path(__file__).resolve().parent.parent
 # The protocol tests need nothing; the serial-port ones need pyserial (in the test extra).
-needs_serial = pytest.mark.skipif(importlib.util.find_spec("serial") is None,
-                                  reason="pyserial is not installed (pip install 'tinyseg-plugin[test]')")
+needs_serial = pytest.mark.skipif(
+    importlib.util.find_spec("serial") is None,
+    reason="pyserial is not installed (pip install 'tinyseg-plugin[test]')",
+)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -86,15 +89,22 @@ class Pty:
 class HostThread:
     """remote.run() on the pty's slave, in a thread, with optional faults."""
 
-    def __init__(self, pty: Pty, faults: Faults | None = None, store=None, timeout: float = 1.0) -> None:
+    def __init__(
+        self, pty: Pty, faults: Faults | None = None, store=None, timeout: float = 1.0
+    ) -> None:
         self.ser = remote._open_port(pty.name, 921600)
         self.logs: list[str] = []
-        self.server = RemoteServer(store if store is not None else MemoryStore(), faults=faults,
-                                   on_log=self.logs.append)
+        self.server = RemoteServer(
+            store if store is not None else MemoryStore(), faults=faults, on_log=self.logs.append
+        )
         self.stop = threading.Event()
         self.result: list[str] = []
-        self.thread = threading.Thread(target=lambda: self.result.append(
-            remote.run(self.ser, self.server, timeout, self.stop)), daemon=True)
+        self.thread = threading.Thread(
+            target=lambda: self.result.append(
+                remote.run(self.ser, self.server, timeout, self.stop)
+            ),
+            daemon=True,
+        )
         self.thread.start()
 
     def close(self) -> None:
@@ -144,8 +154,18 @@ class FakeClock:
 # ----------------------------------------------------------------------------- framing
 
 
-@pytest.mark.parametrize("data", [b"", b"\0", b"\0\0\0", bytes(range(1, 255)), bytes(range(1, 256)) * 3,
-                                  bytes(range(256)) * 4, b"\x11" * 254 + b"\0" + b"\x22" * 600])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\0",
+        b"\0\0\0",
+        bytes(range(1, 255)),
+        bytes(range(1, 256)) * 3,
+        bytes(range(256)) * 4,
+        b"\x11" * 254 + b"\0" + b"\x22" * 600,
+    ],
+)
 def test_cobs_round_trip(data: bytes) -> None:
     enc = cobs_encode(data)
     assert 0 not in enc
@@ -172,7 +192,9 @@ def test_frame_crc_is_zlib_crc32_and_any_flip_is_caught() -> None:
 
 def test_every_command_in_process() -> None:
     logs: list[str] = []
-    client = RemoteClient(Loop(RemoteServer(MemoryStore(), max_payload=256, on_log=logs.append)), max_payload=1024)
+    client = RemoteClient(
+        Loop(RemoteServer(MemoryStore(), max_payload=256, on_log=logs.append)), max_payload=1024
+    )
     assert client.hello() == remote.PROTOCOL_VERSION
     assert client.chunk == 256
     data = os.urandom(3000)
@@ -233,7 +255,10 @@ def test_oversized_frame_gets_a_nak_and_the_host_keeps_serving() -> None:
     out += server.feed(big[:7000]) + server.feed(big[7000:])
     assert [(f.type, f.arg) for f in (parse_frame(w[:-1]) for w in out)] == [(MsgType.NAK, 3)] * 2
     assert len(server._rx) == 0
-    assert _answer(server, Frame(MsgType.WRITE, seq=10, slot=1, arg=3, payload=b"abc")).type == MsgType.ACK
+    assert (
+        _answer(server, Frame(MsgType.WRITE, seq=10, slot=1, arg=3, payload=b"abc")).type
+        == MsgType.ACK
+    )
     assert _answer(server, Frame(MsgType.READ, seq=11, slot=1, arg=3)).payload == b"abc"
 
 
@@ -257,7 +282,12 @@ def test_far_write_is_refused_before_anything_is_allocated(tmp_path: Path, kind:
     server = RemoteServer(store)
     assert store.capacity == remote.DEFAULT_CAPACITY < (64 << 20)
     for slot in range(20):
-        r = _answer(server, Frame(MsgType.WRITE, seq=1 + slot, slot=slot, offset=(64 << 20) - 1, arg=1, payload=b"x"))
+        r = _answer(
+            server,
+            Frame(
+                MsgType.WRITE, seq=1 + slot, slot=slot, offset=(64 << 20) - 1, arg=1, payload=b"x"
+            ),
+        )
         assert (r.type, r.arg) == (MsgType.ERROR, Status.NO_SPACE)
     r = _answer(server, Frame(MsgType.ERASE, seq=30, slot=0, offset=0xFFFF_FF00, arg=0xFF))
     assert (r.type, r.arg) == (MsgType.ERROR, Status.NO_SPACE)
@@ -271,7 +301,9 @@ def test_far_write_is_refused_before_anything_is_allocated(tmp_path: Path, kind:
 @pytest.mark.parametrize("kind", ["memory", "directory"])
 def test_the_whole_store_is_bounded_by_its_capacity(tmp_path: Path, kind: str) -> None:
     store = _stores(tmp_path, capacity=5000)[kind]
-    client = RemoteClient(Loop(RemoteServer(store)), max_payload=4096)  # each write below is one frame
+    client = RemoteClient(
+        Loop(RemoteServer(store)), max_payload=4096
+    )  # each write below is one frame
     client.hello()
     client.write(1, 0, b"a" * 3000)
     with pytest.raises(RemoteError) as e:
@@ -293,7 +325,10 @@ def test_dir_store_counts_the_slot_files_already_there(tmp_path: Path) -> None:
     again = RemoteServer(DirStore(tmp_path, capacity=1000))  # a restarted host
     r = _answer(again, Frame(MsgType.WRITE, seq=1, slot=2, arg=300, payload=b"y" * 300))
     assert (r.type, r.arg) == (MsgType.ERROR, Status.NO_SPACE)
-    assert _answer(again, Frame(MsgType.WRITE, seq=2, slot=2, arg=200, payload=b"y" * 200)).type == MsgType.ACK
+    assert (
+        _answer(again, Frame(MsgType.WRITE, seq=2, slot=2, arg=200, payload=b"y" * 200)).type
+        == MsgType.ACK
+    )
 
 
 def test_a_request_that_fails_unexpectedly_is_answered(monkeypatch) -> None:
@@ -304,7 +339,10 @@ def test_a_request_that_fails_unexpectedly_is_answered(monkeypatch) -> None:
     r = _answer(server, Frame(MsgType.SIZE, seq=1, slot=0))
     assert (r.type, r.arg) == (MsgType.ERROR, Status.IO_ERROR)
     assert server.stats.failed == 1
-    assert _answer(server, Frame(MsgType.WRITE, seq=2, slot=0, arg=1, payload=b"z")).type == MsgType.ACK
+    assert (
+        _answer(server, Frame(MsgType.WRITE, seq=2, slot=0, arg=1, payload=b"z")).type
+        == MsgType.ACK
+    )
 
 
 def test_dir_store_persists_slots(tmp_path: Path) -> None:
@@ -321,8 +359,12 @@ def test_dir_store_persists_slots(tmp_path: Path) -> None:
 
 def test_python_client_times_out_on_a_silent_host() -> None:
     clock = FakeClock()
-    client = RemoteClient(Loop(RemoteServer(MemoryStore(), faults=Faults(silent_after=1))),
-                          timeout=0.5, attempts=3, clock=clock)
+    client = RemoteClient(
+        Loop(RemoteServer(MemoryStore(), faults=Faults(silent_after=1))),
+        timeout=0.5,
+        attempts=3,
+        clock=clock,
+    )
     client.hello()
     with pytest.raises(RemoteError) as e:
         client.read(0, 0, 10)
@@ -336,7 +378,9 @@ def test_python_client_times_out_on_a_silent_host() -> None:
 
 @needs_serial
 def test_python_client_over_pty_with_corruption(pty_pair: Pty) -> None:
-    host = HostThread(pty_pair, Faults(corrupt_responses=frozenset({2}), drop_responses=frozenset({4})))
+    host = HostThread(
+        pty_pair, Faults(corrupt_responses=frozenset({2}), drop_responses=frozenset({4}))
+    )
     try:
         client = RemoteClient(FdStream(pty_pair.master), timeout=0.3, attempts=4)
         client.hello()
@@ -358,20 +402,39 @@ def cpp_client(tmp_path_factory) -> Path:
     if not shutil.which("cmake") or not (shutil.which("g++") or shutil.which("c++")):
         pytest.skip("cmake / a C++ compiler are not installed")
     build = tmp_path_factory.mktemp("remote_client_build")
-    cfg = subprocess.run(["cmake", "-S", str(ROOT / "tflm_ops"), "-B", str(build), "-DTINYSEG_FUZZ=OFF",
-                          "-DTINYSEG_WERROR=OFF", "-DCMAKE_BUILD_TYPE=Release"],
-                         capture_output=True, text=True)
+    cfg = subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(ROOT / "tflm_ops"),
+            "-B",
+            str(build),
+            "-DTINYSEG_FUZZ=OFF",
+            "-DTINYSEG_WERROR=OFF",
+            "-DCMAKE_BUILD_TYPE=Release",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert cfg.returncode == 0, cfg.stdout + cfg.stderr
-    b = subprocess.run(["cmake", "--build", str(build), "--target", "remote_pty_client", "-j2"],
-                       capture_output=True, text=True)
+    b = subprocess.run(
+        ["cmake", "--build", str(build), "--target", "remote_pty_client", "-j2"],
+        capture_output=True,
+        text=True,
+    )
     assert b.returncode == 0, b.stdout[-4000:] + b.stderr[-4000:]
     return build / "remote_pty_client"
 
 
 def _run_client(exe: Path, pty: Pty, scenario: str, *args: str, timeout: float = 120):
     t0 = time.monotonic()
-    p = subprocess.run([str(exe), f"fd:{pty.master}", scenario, *args], pass_fds=[pty.master],
-                       capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(
+        [str(exe), f"fd:{pty.master}", scenario, *args],
+        pass_fds=[pty.master],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return p, time.monotonic() - t0
 
 
@@ -399,9 +462,13 @@ def test_cpp_client_round_trip(cpp_client: Path, pty_pair: Pty) -> None:
 def test_cpp_client_recovers_from_corrupted_frames(cpp_client: Path, pty_pair: Pty) -> None:
     # Request 3 is corrupted on the way to the host (NAK, resend); responses 6 and 9 are corrupted
     # and response 12 is lost on the way back (client resends; host answers from its cache).
-    host = HostThread(pty_pair, Faults(corrupt_responses=frozenset({6, 9}), drop_responses=frozenset({12})))
+    host = HostThread(
+        pty_pair, Faults(corrupt_responses=frozenset({6, 9}), drop_responses=frozenset({12}))
+    )
     try:
-        p, _ = _run_client(cpp_client, pty_pair, "roundtrip", "--corrupt-request", "3", "--timeout-ms", "300")
+        p, _ = _run_client(
+            cpp_client, pty_pair, "roundtrip", "--corrupt-request", "3", "--timeout-ms", "300"
+        )
     finally:
         host.close()
     assert p.returncode == 0, p.stderr
@@ -418,11 +485,15 @@ def test_cpp_client_recovers_from_corrupted_frames(cpp_client: Path, pty_pair: P
 def test_cpp_client_reports_timeout_when_host_goes_silent(cpp_client: Path, pty_pair: Pty) -> None:
     host = HostThread(pty_pair, Faults(silent_after=2))  # hello + one write, then nothing
     try:
-        p, elapsed = _run_client(cpp_client, pty_pair, "timeout", "--timeout-ms", "200", "--attempts", "3")
+        p, elapsed = _run_client(
+            cpp_client, pty_pair, "timeout", "--timeout-ms", "200", "--attempts", "3"
+        )
     finally:
         host.close()
     assert p.returncode == 3, p.stdout + p.stderr
-    assert "io_error (timeout, 5 frames sent, 2 retries)" in p.stderr  # hello + write + 3 sends of the read
+    assert (
+        "io_error (timeout, 5 frames sent, 2 retries)" in p.stderr
+    )  # hello + write + 3 sends of the read
     assert len(p.stderr.strip().splitlines()) == 1
     assert 0.55 < elapsed < 10
 
@@ -432,9 +503,21 @@ def test_cpp_client_reports_timeout_when_host_goes_silent(cpp_client: Path, pty_
 
 @needs_serial
 def test_cli_bad_port_is_one_line_exit_2(tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", "remote-host", "--port",
-                        str(tmp_path / "no-such-tty"), "--baud", "115200"], capture_output=True, text=True,
-                       timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tinyseg_plugin.cli",
+            "remote-host",
+            "--port",
+            str(tmp_path / "no-such-tty"),
+            "--baud",
+            "115200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot open serial port" in lines[0] and "Traceback" not in p.stderr
@@ -442,9 +525,25 @@ def test_cli_bad_port_is_one_line_exit_2(tmp_path: Path) -> None:
 
 @needs_serial
 def test_cli_serves_until_the_board_disconnects(pty_pair: Pty, tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "tinyseg_plugin.cli", "remote-host", "--port", pty_pair.name,
-                             "--baud", "921600", "--storage", str(tmp_path), "--once", "--timeout", "1"],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tinyseg_plugin.cli",
+            "remote-host",
+            "--port",
+            pty_pair.name,
+            "--baud",
+            "921600",
+            "--storage",
+            str(tmp_path),
+            "--once",
+            "--timeout",
+            "1",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         client = RemoteClient(FdStream(pty_pair.master), timeout=2.0)
         deadline = time.monotonic() + 30
@@ -470,12 +569,30 @@ def test_cli_serves_until_the_board_disconnects(pty_pair: Pty, tmp_path: Path) -
 
 
 @needs_serial
-def test_cli_answers_an_oversized_frame_and_a_far_write_and_keeps_serving(pty_pair: Pty, tmp_path: Path) -> None:
+def test_cli_answers_an_oversized_frame_and_a_far_write_and_keeps_serving(
+    pty_pair: Pty, tmp_path: Path
+) -> None:
     """`tinyseg remote-host` itself (memory store, --capacity): a 20 KB frame gets a NAK, a WRITE past the
     capacity an error, and the board's next requests are served by the same process."""
-    proc = subprocess.Popen([sys.executable, "-m", "tinyseg_plugin.cli", "remote-host", "--port", pty_pair.name,
-                             "--baud", "921600", "--once", "--timeout", "1", "--capacity", "1MiB"],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tinyseg_plugin.cli",
+            "remote-host",
+            "--port",
+            pty_pair.name,
+            "--baud",
+            "921600",
+            "--once",
+            "--timeout",
+            "1",
+            "--capacity",
+            "1MiB",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         client = RemoteClient(FdStream(pty_pair.master), timeout=2.0)
         deadline = time.monotonic() + 30
@@ -508,8 +625,21 @@ def test_cli_answers_an_oversized_frame_and_a_far_write_and_keeps_serving(pty_pa
 
 @needs_serial
 def test_cli_bad_capacity_is_one_line_exit_2() -> None:
-    p = subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", "remote-host", "--port", "/dev/null",
-                        "--capacity", "lots"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tinyseg_plugin.cli",
+            "remote-host",
+            "--port",
+            "/dev/null",
+            "--capacity",
+            "lots",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "--capacity" in lines[0] and "Traceback" not in p.stderr

@@ -13,15 +13,16 @@ needs the esp-nn component (its kernels call esp_nn_* functions; esp-nn is not i
 and the ESP-IDF toolchain; Zephyr's module and the Edge Impulse SDK are not in
 ../shared/third_party (their profiles reuse the upstream CMSIS-NN rules minus TRANSPOSE_CONV).
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 import pytest
+import synth
 
 from tinyseg_plugin import cli
-import synth
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.kernels import ARCHES, KERNEL_SETS, RUNTIMES, Arch, KernelRules, default_arch
 from tinyseg_plugin.kernels.profiles import ARDUINO_CMSIS_NN, PROFILES
@@ -54,10 +55,14 @@ def test_each_operator_gets_its_trees_kernel(runtime: str) -> None:
                 if op.opcode in prof.optimized_ops and prof.optimized is None:
                     assert got == [] and op.opcode in rules[runtime].unknown_ops
                     continue
-                want = rules["cmsis-nn" if op.opcode in prof.optimized_ops else "reference"].scratch_requests(g, op)
+                want = rules[
+                    "cmsis-nn" if op.opcode in prof.optimized_ops else "reference"
+                ].scratch_requests(g, op)
                 assert got == want, (runtime, op.opcode)
                 kset = "cmsis-nn" if op.opcode in prof.optimized_ops else "reference"
-                assert (rules[runtime].persistent_bytes(g, op) == rules[kset].persistent_bytes(g, op)), op.opcode
+                assert rules[runtime].persistent_bytes(g, op) == rules[kset].persistent_bytes(
+                    g, op
+                ), op.opcode
 
 
 def test_arduino_plans_transpose_conv_like_reference() -> None:
@@ -65,14 +70,18 @@ def test_arduino_plans_transpose_conv_like_reference() -> None:
     over the output, not CMSIS-NN's buffers. For Tiny U-Net that is the head itself."""
     assert "TRANSPOSE_CONV" not in ARDUINO_CMSIS_NN
     g = build_graph(load_model(str(TINY_UNET)))
-    heads = {r: plan_graph(g, r, "cortex-m").head for r in ("reference", "cmsis-nn", "arduino", "zephyr")}
+    heads = {
+        r: plan_graph(g, r, "cortex-m").head for r in ("reference", "cmsis-nn", "arduino", "zephyr")
+    }
     assert heads["arduino"] == heads["reference"] == heads["zephyr"] == 307_200
     assert heads["cmsis-nn"] == 230_400
     tc = [op for op in g.operators if op.opcode == "TRANSPOSE_CONV"]
     assert tc
     for op in tc:
         out = g.tensors[op.outputs[0]]
-        assert KernelRules("arduino", ARCHES["cortex-m"]).scratch_requests(g, op) == [out.elements * 4]
+        assert KernelRules("arduino", ARCHES["cortex-m"]).scratch_requests(g, op) == [
+            out.elements * 4
+        ]
 
 
 def test_esp_idf_reports_esp_nn_operators_as_unknown() -> None:
@@ -86,8 +95,11 @@ def test_cli_runtime_and_deprecated_alias(capsys: pytest.CaptureFixture) -> None
     assert cli.main(["analyze", str(TINY_UNET), "--runtime", "arduino", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     # (JSON keys "runtime"/"arch"; older layouts call them "kernels"/"target")
-    assert (d["head"], d.get("arch", d.get("target")), d.get("runtime", d.get("kernels"))) == \
-        (307_200, "cortex-m", "arduino")
+    assert (d["head"], d.get("arch", d.get("target")), d.get("runtime", d.get("kernels"))) == (
+        307_200,
+        "cortex-m",
+        "arduino",
+    )
     assert cli.main(["analyze", str(TINY_UNET), "--kernels", "cmsis-nn", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert (d["head"], d.get("arch", d.get("target"))) == (230_400, "host64")
@@ -119,11 +131,14 @@ def _probe_models(tmp_path: Path, examples: dict[str, Path]) -> list[Path]:
     return paths
 
 
-@pytest.mark.skipif(not os.environ.get(FORK_PROBE_ENV),
-                    reason=f"set {FORK_PROBE_ENV}=1 (or =DIR to keep the build in DIR; make test does): builds "
-                           "the Arduino library's TFLM on the host (about 2 minutes on 2 cores)")
-def test_arduino_profile_against_the_library_built_on_the_host(tmp_path_factory: pytest.TempPathFactory,
-                                                               example_models: dict) -> None:
+@pytest.mark.skipif(
+    not os.environ.get(FORK_PROBE_ENV),
+    reason=f"set {FORK_PROBE_ENV}=1 (or =DIR to keep the build in DIR; make test does): builds "
+    "the Arduino library's TFLM on the host (about 2 minutes on 2 cores)",
+)
+def test_arduino_profile_against_the_library_built_on_the_host(
+    tmp_path_factory: pytest.TempPathFactory, example_models: dict
+) -> None:
     """The `arduino` profile's head equals what the library's own TFLM (2023-02, CMSIS-NN
     kernels, built for x86: no ARM_MATH_DSP, so the profile is taken with dsp=False) reports
     for every model (the example models, the shared models, 50 random U-Nets), and the tail
@@ -140,7 +155,12 @@ def test_arduino_profile_against_the_library_built_on_the_host(tmp_path_factory:
     # With a DIR the library is unpacked there too (unpack.sh is idempotent), so the sources keep
     # their mtimes and a second run rebuilds nothing.
     base = tmp_path_factory.mktemp("third_party") if where == "1" else Path(where)
-    r = subprocess.run(["bash", str(unpack), ARDUINO_LIBRARY, str(base)], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        ["bash", str(unpack), ARDUINO_LIBRARY, str(base)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if r.returncode != 0:
         pytest.fail(f"unpack.sh: {r.stderr.strip()}", pytrace=False)
     sys.path.insert(0, str(ROOT / "tests" / "fork_probe"))
@@ -157,15 +177,21 @@ def test_arduino_profile_against_the_library_built_on_the_host(tmp_path_factory:
         mp.setitem(KERNEL_SETS, "arduino", host)
         for path in _probe_models(tmp_path_factory.mktemp("models"), example_models):
             real = bfp.run_probe(exe, path)
-            plan = plan_graph(build_graph(load_model(str(path))), "arduino", Arch("host64-make-recording", 8))
-            print(f"{path.name}: head {plan.head} (library {real['head']}), tail estimate {plan.tail.total} "
-                  f"(library {real['tail']})")
+            plan = plan_graph(
+                build_graph(load_model(str(path))), "arduino", Arch("host64-make-recording", 8)
+            )
+            print(
+                f"{path.name}: head {plan.head} (library {real['head']}), tail estimate {plan.tail.total} "
+                f"(library {real['tail']})"
+            )
             if plan.head != real["head"]:
                 mismatches.append(f"{path.name}: head {plan.head} vs {real['head']}")
             err = abs(plan.tail.total - real["tail"]) / real["tail"]
             worst = max(worst, (err, path.name))
             if err > TAIL_TOLERANCE:  # the same bound the upstream tail estimate is held to
                 mismatches.append(f"{path.name}: tail {plan.tail.total} vs {real['tail']}")
-    print(f"tail: worst error {worst[0]:.1%} ({worst[1]}); the estimate follows upstream TFLM, "
-          "whose interpreter keeps a little more than the library's 2023 one")
+    print(
+        f"tail: worst error {worst[0]:.1%} ({worst[1]}); the estimate follows upstream TFLM, "
+        "whose interpreter keeps a little more than the library's 2023 one"
+    )
     assert not mismatches, "\n".join(mismatches)

@@ -2,6 +2,7 @@
 row loops, the pull schedule (every row once, rings of the rows a window needs), the chain search
 against the planner, and `tinyseg analyze --stream`. No TFLM kernel runs chains yet, so nothing
 here claims more than planner figures."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,9 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
+import synth
 
 from tinyseg_plugin import customops, stream, stream_search
-import synth
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.kernels import ARCHES, KernelRules
@@ -30,7 +31,9 @@ def _tflm_rows(in_h: int, kh: int, stride: int, dil: int, same: bool) -> list[se
     out_h = (in_h + stride - 1) // stride if same else (in_h + stride - eff) // stride
     total = max((out_h - 1) * stride + eff - in_h, 0) if same else 0
     top = total // 2
-    return [{y * stride - top + k * dil for k in range(kh)} & set(range(in_h)) for y in range(out_h)]
+    return [
+        {y * stride - top + k * dil for k in range(kh)} & set(range(in_h)) for y in range(out_h)
+    ]
 
 
 @pytest.mark.parametrize("same", [True, False])
@@ -89,20 +92,33 @@ def test_transpose_conv_row_scratch_follows_the_runtime():
         _, _, in_w, _ = g.tensors[op.inputs[2]].shape
         _, _, out_w, out_c = g.tensors[op.outputs[0]].shape
         assert stream.row_step_scratch(g, op, [123], "reference") == out_w * out_c * 4
-        assert stream.row_step_scratch(g, op, [123], "cmsis-nn") == stream.transpose_conv_row_scratch(
-            in_w, 2, out_c, 2) == out_w * out_c * 4
+        assert (
+            stream.row_step_scratch(g, op, [123], "cmsis-nn")
+            == stream.transpose_conv_row_scratch(in_w, 2, out_c, 2)
+            == out_w * out_c * 4
+        )
     # VALID, stride 2 over a kernel width 1, 5 input columns: 9 output columns, 10 in CMSIS-NN's row
     assert stream.transpose_conv_row_scratch(5, 1, 4, 2) == 10 * 4 * 4
-    implementation = {r: KernelRules(r, ARCHES["cortex-m"]).implementation_of("TRANSPOSE_CONV")
-                      for r in ("reference", "cmsis-nn", "arduino", "zephyr", "edge-impulse", "esp-idf")}
-    assert implementation == {"reference": "reference", "cmsis-nn": "cmsis-nn", "arduino": "reference",
-                              "zephyr": "reference", "edge-impulse": "reference", "esp-idf": "reference"}
+    implementation = {
+        r: KernelRules(r, ARCHES["cortex-m"]).implementation_of("TRANSPOSE_CONV")
+        for r in ("reference", "cmsis-nn", "arduino", "zephyr", "edge-impulse", "esp-idf")
+    }
+    assert implementation == {
+        "reference": "reference",
+        "cmsis-nn": "cmsis-nn",
+        "arduino": "reference",
+        "zephyr": "reference",
+        "edge-impulse": "reference",
+        "esp-idf": "reference",
+    }
 
 
 def test_pull_schedule_rings():
     g = build_graph(load_model(TINY))
     cost = stream.simulate(g, list(range(len(g.operators))))  # raises if a row is computed twice
-    assert all(cost.rows_computed[i] == g.tensors[g.operators[i].outputs[0]].shape[1] for i in cost.ops)
+    assert all(
+        cost.rows_computed[i] == g.tensors[g.operators[i].outputs[0]].shape[1] for i in cost.ops
+    )
     # a 3x3 convolution's input needs exactly 3 rows; the transposed convolution's input 1
     conv2 = g.operators[2]
     assert cost.ring_rows[conv2.inputs[0]] == 3
@@ -117,7 +133,9 @@ def test_pull_schedule_rings():
 def test_spilled_skip_takes_no_ring_in_its_producer():
     g = build_graph(load_model(TINY))
     skip = g.operators[2].outputs[0]
-    s = stream_chains(g, [[0, 1, 2], [3, 4, 5], list(range(6, len(g.operators)))], frozenset({skip}))
+    s = stream_chains(
+        g, [[0, 1, 2], [3, 4, 5], list(range(6, len(g.operators)))], frozenset({skip})
+    )
     first, second, third = s.chains
     assert first.spilled == (skip,) and first.ring_rows[skip] == 1  # the row it hands to storage
     assert second.fetched == (skip,) and second.ring_rows[skip] == 2  # MAX_POOL_2D 2x2 reads 2 rows
@@ -185,13 +203,19 @@ def test_validate_accepts_a_chain_the_kernel_runs_and_refuses_the_rest():
     g = build_graph(load_model(TINY))
     assert not tflm_refusals(stream_chains(g, [[0, 1, 2]]).graph)
     planning = tflm_refusals(stream_chains(g, [[0, 1, 2]], body=False).graph)
-    assert [r.opcode for r in planning] == [customops.STREAM_CHAIN] and "planning-only" in planning[0].reason
+    assert [r.opcode for r in planning] == [customops.STREAM_CHAIN] and "planning-only" in planning[
+        0
+    ].reason
     s = stream_chains(g, [[0, 1, 2]])
     op = next(o for o in s.graph.operators if o.opcode == customops.STREAM_CHAIN)
     o = customops.decode(op)
-    bad = dataclasses.replace(o, stages=(dataclasses.replace(o.stages[0], op="SOFTMAX"),) + o.stages[1:])
+    bad = dataclasses.replace(
+        o, stages=(dataclasses.replace(o.stages[0], op="SOFTMAX"),) + o.stages[1:]
+    )
     ed = Editor(s.graph)
-    ed.replace(op.index, ed.custom(customops.STREAM_CHAIN, op.inputs, op.outputs, customops.encode(bad)))
+    ed.replace(
+        op.index, ed.custom(customops.STREAM_CHAIN, op.inputs, op.outputs, customops.encode(bad))
+    )
     refused = tflm_refusals(ed.graph())
     assert refused and "SOFTMAX" in refused[0].reason
 
@@ -220,8 +244,9 @@ def test_body_lowers_to_the_original_operators():
     assert [op.version for op in low.operators] == [op.version for op in g.operators]
     for a, b in zip(g.operators, low.operators):
         assert [g.tensors[t].shape for t in a.outputs] == [low.tensors[t].shape for t in b.outputs]
-        assert [(g.tensors[t].scales, g.tensors[t].zero_points) for t in a.outputs] == \
-            [(low.tensors[t].scales, low.tensors[t].zero_points) for t in b.outputs]
+        assert [(g.tensors[t].scales, g.tensors[t].zero_points) for t in a.outputs] == [
+            (low.tensors[t].scales, low.tensors[t].zero_points) for t in b.outputs
+        ]
 
 
 def test_streamed_tiny_unet_verifies_bit_exact_in_tflm():
@@ -244,8 +269,9 @@ def test_a_changed_body_fails_verification():
     o = customops.decode(op)
     t = o.tensors[0]
     assert t.scales
-    bad = dataclasses.replace(o, tensors=(dataclasses.replace(t, scales=tuple(2 * x for x in t.scales)),)
-                              + o.tensors[1:])
+    bad = dataclasses.replace(
+        o, tensors=(dataclasses.replace(t, scales=tuple(2 * x for x in t.scales)),) + o.tensors[1:]
+    )
     ed = Editor(s.graph)
     ed.replace(0, ed.custom(customops.STREAM_CHAIN, op.inputs, op.outputs, customops.encode(bad)))
     v = verify(g, ed.graph(), runs=1, edge_cases=False)
@@ -291,12 +317,24 @@ def schedule_tool(tmp_path_factory) -> Path:
     if cxx is None:
         pytest.fail("g++ is needed (scripts/install-native-deps.sh installs it)")
     exe = tmp_path_factory.mktemp("schedule") / "chain_schedule_check"
-    subprocess.run([cxx, "-std=c++14", "-O1", "-Wall", "-Werror", "-I", str(ROOT / "tflm_ops/core/include"),
-                    str(ROOT / "tflm_ops/tools/chain_schedule_check.cc"),
-                    str(ROOT / "tflm_ops/core/src/chain_schedule.cc"),
-                    str(ROOT / "tflm_ops/core/src/codec.cc"),  # StatusName
-                    str(ROOT / "tflm_ops/core/src/crc32.cc"),  # the codec's block check
-                    "-o", str(exe)], check=True)
+    subprocess.run(
+        [
+            cxx,
+            "-std=c++14",
+            "-O1",
+            "-Wall",
+            "-Werror",
+            "-I",
+            str(ROOT / "tflm_ops/core/include"),
+            str(ROOT / "tflm_ops/tools/chain_schedule_check.cc"),
+            str(ROOT / "tflm_ops/core/src/chain_schedule.cc"),
+            str(ROOT / "tflm_ops/core/src/codec.cc"),  # StatusName
+            str(ROOT / "tflm_ops/core/src/crc32.cc"),  # the codec's block check
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
     return exe
 
 
@@ -304,10 +342,17 @@ def _compare(tool: Path, g, ops, cost) -> None:
     import subprocess
 
     trace: list[tuple[int, int]] = []
-    again = stream.simulate(g, list(ops), frozenset(cost.spilled), frozenset(cost.fetched), trace=trace)
+    again = stream.simulate(
+        g, list(ops), frozenset(cost.spilled), frozenset(cost.fetched), trace=trace
+    )
     assert again.ring_rows == cost.ring_rows
-    run = subprocess.run([str(tool)], input=stream.schedule_program(g, list(ops), cost), capture_output=True,
-                         text=True, timeout=60)
+    run = subprocess.run(
+        [str(tool)],
+        input=stream.schedule_program(g, list(ops), cost),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     lines = run.stdout.split("\n")
     assert "status ok" in lines, run.stdout[-300:]
     steps = [tuple(int(x) for x in ln.split()[1:]) for ln in lines if ln.startswith("step ")]
@@ -344,8 +389,13 @@ def test_cpp_schedule_refuses_a_ring_the_plan_made_too_small(schedule_tool):
     cost = stream.simulate(g, whole)
     skip = g.operators[2].outputs[0]
     small = dataclasses.replace(cost, ring_rows={**cost.ring_rows, skip: cost.ring_rows[skip] - 1})
-    run = subprocess.run([str(schedule_tool)], input=stream.schedule_program(g, whole, small),
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [str(schedule_tool)],
+        input=stream.schedule_program(g, whole, small),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 1 and "status out_of_range" in run.stdout
 
 
@@ -366,70 +416,84 @@ def test_empty_tensors_are_not_streamed():
 # ---------------------------------------------------------------- what the StreamChain kernel computes
 
 
-@pytest.mark.parametrize("op, acts, out, consts, ok", [
-    ("CONV_2D", ["INT8"], "INT8", ["INT8", "INT32"], True),
-    ("CONV_2D", ["INT8"], "INT8", ["INT8", None], True),
-    ("CONV_2D", ["INT16"], "INT16", ["INT8", "INT64"], False),  # int8 only
-    ("CONV_2D", ["FLOAT32"], "FLOAT32", ["FLOAT32", "FLOAT32"], False),
-    ("QUANTIZE", ["UINT8"], "INT8", [], True),
-    ("QUANTIZE", ["FLOAT32"], "INT8", [], False),
-    ("ADD", ["INT8", "INT8"], "INT8", [], True),
-    ("ADD", ["INT8"], "INT8", [], False),  # two operands
-    ("PRELU", ["INT8"], "INT8", ["INT8"], True),
-    ("RESIZE_NEAREST_NEIGHBOR", ["INT8"], "INT8", ["INT32"], True),
-    ("SOFTMAX", ["INT8"], "INT8", [], False),
-    ("DEPTHWISE_CONV_2D", ["INT8"], "INT8", ["INT8", "INT32"], True),
-    ("AVERAGE_POOL_2D", ["INT8"], "INT8", [], True),
-    ("PAD", ["INT8"], "INT8", ["INT32"], True),
-    ("PAD", ["INT8"], "INT8", ["INT64"], False),  # TFLM's PAD reads the paddings as int32
-    ("PAD", ["FLOAT32"], "FLOAT32", ["INT32"], False),  # int8 only
-    ("PAD", ["INT8"], "INT8", [], False),  # the paddings are a constant input
-    ("MIRROR_PAD", ["INT8"], "INT8", ["INT32"], False),
-    ("RELU", ["INT8"], "INT8", [], True),
-    ("RELU6", ["INT8"], "INT8", [], True),
-    ("RELU", ["INT16"], "INT16", [], False),  # int8 only
-    ("RELU6", ["UINT8"], "UINT8", [], False),
-    ("RELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
-    ("RELU6", ["INT8", "INT8"], "INT8", [], False),  # one operand
-    ("RELU_N1_TO_1", ["INT8"], "INT8", [], False),  # not a stage
-    ("SUB", ["INT8", "INT8"], "INT8", [], True),
-    ("SUB", ["INT16", "INT16"], "INT16", [], False),  # int8 only
-    ("SUB", ["INT8"], "INT8", [], False),  # two operands
-    ("DEQUANTIZE", ["INT8"], "FLOAT32", [], True),
-    ("DEQUANTIZE", ["INT16"], "FLOAT32", [], False),  # int8 only
-    ("DEQUANTIZE", ["UINT8"], "FLOAT32", [], False),
-    ("DEQUANTIZE", ["INT8"], "INT8", [], False),
-    ("RELU", ["FLOAT32"], "FLOAT32", [], False),  # no stage reads float32 rows ...
-    ("QUANTIZE", ["FLOAT32"], "INT8", [], False),  # ... so a DEQUANTIZE writes a chain output
-    ("TANH", ["INT8"], "INT8", [], True),
-    ("HARD_SWISH", ["INT8"], "INT8", [], True),
-    ("LEAKY_RELU", ["INT8"], "INT8", [], True),
-    ("TANH", ["INT16"], "INT16", [], False),  # int8 only
-    ("HARD_SWISH", ["FLOAT32"], "FLOAT32", [], False),
-    ("LEAKY_RELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
-    ("PADV2", ["INT8"], "INT8", ["INT32", "INT8"], True),
-    ("PADV2", ["INT8"], "INT8", ["INT32"], False),  # the pad value is an input
-    ("PADV2", ["INT8"], "INT8", ["INT32", "INT16"], False),
-    ("ELU", ["INT8"], "INT8", [], True),
-    ("ELU", ["FLOAT32"], "FLOAT32", [], False),  # int8 only (TFLM's float ELU computes no table)
-    ("ELU", ["INT16"], "INT16", [], False),
-    ("ELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
-])
+@pytest.mark.parametrize(
+    "op, acts, out, consts, ok",
+    [
+        ("CONV_2D", ["INT8"], "INT8", ["INT8", "INT32"], True),
+        ("CONV_2D", ["INT8"], "INT8", ["INT8", None], True),
+        ("CONV_2D", ["INT16"], "INT16", ["INT8", "INT64"], False),  # int8 only
+        ("CONV_2D", ["FLOAT32"], "FLOAT32", ["FLOAT32", "FLOAT32"], False),
+        ("QUANTIZE", ["UINT8"], "INT8", [], True),
+        ("QUANTIZE", ["FLOAT32"], "INT8", [], False),
+        ("ADD", ["INT8", "INT8"], "INT8", [], True),
+        ("ADD", ["INT8"], "INT8", [], False),  # two operands
+        ("PRELU", ["INT8"], "INT8", ["INT8"], True),
+        ("RESIZE_NEAREST_NEIGHBOR", ["INT8"], "INT8", ["INT32"], True),
+        ("SOFTMAX", ["INT8"], "INT8", [], False),
+        ("DEPTHWISE_CONV_2D", ["INT8"], "INT8", ["INT8", "INT32"], True),
+        ("AVERAGE_POOL_2D", ["INT8"], "INT8", [], True),
+        ("PAD", ["INT8"], "INT8", ["INT32"], True),
+        ("PAD", ["INT8"], "INT8", ["INT64"], False),  # TFLM's PAD reads the paddings as int32
+        ("PAD", ["FLOAT32"], "FLOAT32", ["INT32"], False),  # int8 only
+        ("PAD", ["INT8"], "INT8", [], False),  # the paddings are a constant input
+        ("MIRROR_PAD", ["INT8"], "INT8", ["INT32"], False),
+        ("RELU", ["INT8"], "INT8", [], True),
+        ("RELU6", ["INT8"], "INT8", [], True),
+        ("RELU", ["INT16"], "INT16", [], False),  # int8 only
+        ("RELU6", ["UINT8"], "UINT8", [], False),
+        ("RELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
+        ("RELU6", ["INT8", "INT8"], "INT8", [], False),  # one operand
+        ("RELU_N1_TO_1", ["INT8"], "INT8", [], False),  # not a stage
+        ("SUB", ["INT8", "INT8"], "INT8", [], True),
+        ("SUB", ["INT16", "INT16"], "INT16", [], False),  # int8 only
+        ("SUB", ["INT8"], "INT8", [], False),  # two operands
+        ("DEQUANTIZE", ["INT8"], "FLOAT32", [], True),
+        ("DEQUANTIZE", ["INT16"], "FLOAT32", [], False),  # int8 only
+        ("DEQUANTIZE", ["UINT8"], "FLOAT32", [], False),
+        ("DEQUANTIZE", ["INT8"], "INT8", [], False),
+        ("RELU", ["FLOAT32"], "FLOAT32", [], False),  # no stage reads float32 rows ...
+        ("QUANTIZE", ["FLOAT32"], "INT8", [], False),  # ... so a DEQUANTIZE writes a chain output
+        ("TANH", ["INT8"], "INT8", [], True),
+        ("HARD_SWISH", ["INT8"], "INT8", [], True),
+        ("LEAKY_RELU", ["INT8"], "INT8", [], True),
+        ("TANH", ["INT16"], "INT16", [], False),  # int8 only
+        ("HARD_SWISH", ["FLOAT32"], "FLOAT32", [], False),
+        ("LEAKY_RELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
+        ("PADV2", ["INT8"], "INT8", ["INT32", "INT8"], True),
+        ("PADV2", ["INT8"], "INT8", ["INT32"], False),  # the pad value is an input
+        ("PADV2", ["INT8"], "INT8", ["INT32", "INT16"], False),
+        ("ELU", ["INT8"], "INT8", [], True),
+        (
+            "ELU",
+            ["FLOAT32"],
+            "FLOAT32",
+            [],
+            False,
+        ),  # int8 only (TFLM's float ELU computes no table)
+        ("ELU", ["INT16"], "INT16", [], False),
+        ("ELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
+    ],
+)
 def test_stage_rules(op, acts, out, consts, ok):
     assert (customops.stream_stage_problem(op, acts, out, consts) is None) == ok
 
 
-@pytest.mark.parametrize("paddings, ok", [
-    ([[0, 0], [1, 1], [1, 1], [0, 0]], True),
-    ([[0, 0], [2, 0], [0, 3], [0, 0]], True),
-    ([[0, 0], [0, 0], [0, 0], [0, 0]], True),
-    ([[1, 0], [1, 1], [1, 1], [0, 0]], False),  # batch
-    ([[0, 0], [1, 1], [1, 1], [0, 1]], False),  # channels
-    ([[0, 0], [-1, 1], [1, 1], [0, 0]], False),  # negative
-    ([[0, 0], [1, 1], [1, 1]], False),  # not NHWC
-])
+@pytest.mark.parametrize(
+    "paddings, ok",
+    [
+        ([[0, 0], [1, 1], [1, 1], [0, 0]], True),
+        ([[0, 0], [2, 0], [0, 3], [0, 0]], True),
+        ([[0, 0], [0, 0], [0, 0], [0, 0]], True),
+        ([[1, 0], [1, 1], [1, 1], [0, 0]], False),  # batch
+        ([[0, 0], [1, 1], [1, 1], [0, 1]], False),  # channels
+        ([[0, 0], [-1, 1], [1, 1], [0, 0]], False),  # negative
+        ([[0, 0], [1, 1], [1, 1]], False),  # not NHWC
+    ],
+)
 def test_pad_stage_rules(paddings, ok):
-    assert (customops.stream_stage_problem("PAD", ["INT8"], "INT8", ["INT32"], paddings) is None) == ok
+    assert (
+        customops.stream_stage_problem("PAD", ["INT8"], "INT8", ["INT32"], paddings) is None
+    ) == ok
 
 
 def test_pads_are_streamed_bit_exact():
@@ -481,7 +545,15 @@ def test_standalone_activations_are_streamed_bit_exact():
 
 
 # The stages more_stages_unet holds, by operator: each one inside a StreamChain.
-MORE_STAGES = {"SUB": 4, "DEQUANTIZE": 2, "TANH": 1, "HARD_SWISH": 1, "LEAKY_RELU": 1, "PADV2": 2, "ELU": 1}
+MORE_STAGES = {
+    "SUB": 4,
+    "DEQUANTIZE": 2,
+    "TANH": 1,
+    "HARD_SWISH": 1,
+    "LEAKY_RELU": 1,
+    "PADV2": 2,
+    "ELU": 1,
+}
 
 
 def test_more_stages_are_streamed_bit_exact():
@@ -494,14 +566,18 @@ def test_more_stages_are_streamed_bit_exact():
 
     g = build_graph(synth.more_stages_unet())
     ops = [op for op in g.operators if op.opcode in MORE_STAGES]
-    assert len(ops) == sum(MORE_STAGES.values()) and all(stream.kernel_computes(g, op) for op in ops)
+    assert len(ops) == sum(MORE_STAGES.values()) and all(
+        stream.kernel_computes(g, op) for op in ops
+    )
     choice = stream_search.choose_streaming(g, kernel_only=True)
     assert choice.streamed is not None
     streamed = choice.streamed.graph
     assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
     stages = [st.op for op in streamed.operators for st in customops.decode(op).stages]
     assert {k: stages.count(k) for k in MORE_STAGES} == MORE_STAGES
-    for op in streamed.operators:  # float32 rows: only ever one of a chain's outputs (written whole)
+    for (
+        op
+    ) in streamed.operators:  # float32 rows: only ever one of a chain's outputs (written whole)
         for st in customops.decode(op).stages:
             if st.op == "DEQUANTIZE":
                 assert len(op.inputs) <= st.outputs[0] < len(op.inputs) + len(op.outputs)
@@ -516,14 +592,18 @@ def test_kernel_refuses_padv2s_it_cannot_stream():
     x = b.input([1, 8, 8, 3])
     ok = b.padv2(x, [[0, 0], [1, 1], [1, 1], [0, 0]], 5)
     channels = b.padv2(x, [[0, 0], [1, 1], [1, 1], [0, 1]], 5)
-    g = build_graph(b.build([b.conv(ok, 4, padding=synth.VALID), b.conv(channels, 4, padding=synth.VALID)]))
+    g = build_graph(
+        b.build([b.conv(ok, 4, padding=synth.VALID), b.conv(channels, 4, padding=synth.VALID)])
+    )
     good, bad = [op for op in g.operators if op.opcode == "PADV2"]
     assert stream.kernel_computes(g, good) and stream.row_map(g, good, x) is not None
     assert not stream.kernel_computes(g, bad) and stream.row_map(g, bad, x) is not None
     value = g.tensors[good.inputs[2]]
-    for other in (dataclasses.replace(value, zero_points=(value.zero_points[0] + 1,)),
-                  dataclasses.replace(value, scales=(value.scales[0] * 2,)),
-                  dataclasses.replace(value, is_constant=False)):
+    for other in (
+        dataclasses.replace(value, zero_points=(value.zero_points[0] + 1,)),
+        dataclasses.replace(value, scales=(value.scales[0] * 2,)),
+        dataclasses.replace(value, is_constant=False),
+    ):
         g.tensors[value.index] = other
         assert not stream.kernel_computes(g, good)
     g.tensors[value.index] = value
@@ -537,9 +617,11 @@ def test_kernel_refuses_subs_it_cannot_stream():
     assert stream.kernel_computes(g, op)
     x = g.tensors[op.inputs[1]]
     y = g.tensors[op.outputs[0]]
-    for bad_x, bad_y in ((dataclasses.replace(x, scales=x.scales * 2, zero_points=x.zero_points * 2), y),
-                         (dataclasses.replace(x, dtype="INT16"), dataclasses.replace(y, dtype="INT16")),
-                         (dataclasses.replace(x, shape=(1, 1) + x.shape[2:]), y)):
+    for bad_x, bad_y in (
+        (dataclasses.replace(x, scales=x.scales * 2, zero_points=x.zero_points * 2), y),
+        (dataclasses.replace(x, dtype="INT16"), dataclasses.replace(y, dtype="INT16")),
+        (dataclasses.replace(x, shape=(1, 1) + x.shape[2:]), y),
+    ):
         g.tensors[x.index], g.tensors[y.index] = bad_x, bad_y
         assert not stream.kernel_computes(g, op)
     g.tensors[x.index], g.tensors[y.index] = x, y
@@ -554,9 +636,11 @@ def test_kernel_refuses_activations_it_cannot_stream():
         assert stream.kernel_computes(g, op)
         x = g.tensors[op.inputs[0]]
         y = g.tensors[op.outputs[0]]
-        for bad_x, bad_y in ((dataclasses.replace(x, scales=x.scales * 2, zero_points=x.zero_points * 2), y),
-                             (dataclasses.replace(x, dtype="INT16"), dataclasses.replace(y, dtype="INT16")),
-                             (x, dataclasses.replace(y, shape=(y.shape[0], y.shape[1] + 1) + y.shape[2:]))):
+        for bad_x, bad_y in (
+            (dataclasses.replace(x, scales=x.scales * 2, zero_points=x.zero_points * 2), y),
+            (dataclasses.replace(x, dtype="INT16"), dataclasses.replace(y, dtype="INT16")),
+            (x, dataclasses.replace(y, shape=(y.shape[0], y.shape[1] + 1) + y.shape[2:])),
+        ):
             g.tensors[x.index], g.tensors[y.index] = bad_x, bad_y
             assert not stream.kernel_computes(g, op)
         g.tensors[x.index], g.tensors[y.index] = x, y
@@ -586,7 +670,7 @@ def test_analyze_lists_the_chains_of_a_streamed_model(tmp_path, capsys):
     save_model(choice.streamed.graph.model, m)
     assert main(["analyze", str(m)]) == 0
     out = capsys.readouterr().out
-    section = out[out.index("StreamChain operators"):]
+    section = out[out.index("StreamChain operators") :]
     rows = [ln for ln in section.splitlines()[1:] if ln.startswith("  op ")]
     assert len(rows) == len(choice.streamed.chains) and all(len(ln) <= 100 for ln in rows)
     assert "row spills to slots 0" in rows[0] and "QUANTIZE > CONV_2D" in rows[0]

@@ -11,6 +11,7 @@ packages (numpy, flatbuffers, pluggy, prettytable, tflite-micro) through a .pth 
 and a copy of this repository are pip-installed into it (pip may fetch setuptools for the builds and
 any tflite-tools dependency this interpreter lacks).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import synth
+
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import model_to_bytes, parse_model
 from tinyseg_plugin.planner import plan_model
@@ -50,16 +51,28 @@ class Env:
 
 
 def _clean_environ() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
+    }
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
 
 def _run(cmd: list, cwd: Path | None = None, check: bool = False) -> subprocess.CompletedProcess:
-    p = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True,
-                       timeout=TIMEOUT, env=_clean_environ())
+    p = subprocess.run(
+        [str(c) for c in cmd],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=_clean_environ(),
+    )
     if check and p.returncode != 0:
-        pytest.fail(f"{' '.join(map(str, cmd))} exited {p.returncode}:\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+        pytest.fail(
+            f"{' '.join(map(str, cmd))} exited {p.returncode}:\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}"
+        )
     return p
 
 
@@ -70,12 +83,17 @@ def _checkout() -> Path:
     if shutil.which("git") is None:
         pytest.skip("git is needed to apply the patches")
     src = Path(value).expanduser().resolve()
-    if not (src / "tflite_tools.py").is_file() or not (src / "tflite_tools" / "tflite_model.py").is_file():
+    if (
+        not (src / "tflite_tools.py").is_file()
+        or not (src / "tflite_tools" / "tflite_model.py").is_file()
+    ):
         pytest.skip(f"TFLITE_TOOLS_DIR={src} is not a tflite-tools checkout")
     if (src / ".git").exists():
         head = _run(["git", "-C", src, "rev-parse", "HEAD"]).stdout.strip()
         if not head.startswith(TARGET):
-            pytest.skip(f"TFLITE_TOOLS_DIR={src} is at {head[:7] or '?'}, the patches are for {TARGET}")
+            pytest.skip(
+                f"TFLITE_TOOLS_DIR={src} is at {head[:7] or '?'}, the patches are for {TARGET}"
+            )
     return src
 
 
@@ -86,7 +104,9 @@ def _copy_checkout(src: Path, dst: Path) -> Path:
 
 def _host_site_pth(python: Path) -> None:
     """Let the venv see this interpreter's packages (tflite-micro, numpy, ...) after its own."""
-    purelib = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True).stdout.strip()
+    purelib = _run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True
+    ).stdout.strip()
     dirs = list(site.getsitepackages())
     if site.ENABLE_USER_SITE:
         dirs.append(site.getusersitepackages())
@@ -101,7 +121,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
     base = tmp_path_factory.mktemp("tflite_tools_patch")
     pristine = _copy_checkout(src, base / "pristine")
     patched = _copy_checkout(src, base / "patched")
-    _run(["git", "init", "-q"], cwd=patched, check=True)  # git apply then resolves paths from the copy
+    _run(
+        ["git", "init", "-q"], cwd=patched, check=True
+    )  # git apply then resolves paths from the copy
     _run(["git", "apply", *PATCHES], cwd=patched, check=True)
 
     venv = base / "venv"
@@ -113,7 +135,11 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
     repo.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, repo / name)
-    shutil.copytree(ROOT / "tinyseg_plugin", repo / "tinyseg_plugin", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "tinyseg_plugin",
+        repo / "tinyseg_plugin",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     _run(pip + [patched], check=True)
     _run(pip + ["--no-deps", "-e", repo], check=True)
@@ -147,7 +173,20 @@ def optimized(env: Env, unet: Path) -> tuple[subprocess.CompletedProcess, Path]:
     cwd = env.base / "run-optimize-tinyseg"
     cwd.mkdir()
     # --no-stream: the spill passes, whose Spill rows the host's own table shows (streaming: below)
-    p = _run([env.tool, "optimize", "--plugin", "tinyseg", "--no-stream", "-i", unet, "-o", "out.tflite"], cwd=cwd)
+    p = _run(
+        [
+            env.tool,
+            "optimize",
+            "--plugin",
+            "tinyseg",
+            "--no-stream",
+            "-i",
+            unet,
+            "-o",
+            "out.tflite",
+        ],
+        cwd=cwd,
+    )
     return p, cwd / "out.tflite"
 
 
@@ -155,14 +194,18 @@ def _files(d: Path) -> dict[str, bytes]:
     return {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*")) if f.is_file()}
 
 
-def _in_fresh_dir(env: Env, name: str, cmd: list) -> tuple[subprocess.CompletedProcess, dict[str, bytes]]:
+def _in_fresh_dir(
+    env: Env, name: str, cmd: list
+) -> tuple[subprocess.CompletedProcess, dict[str, bytes]]:
     cwd = env.base / name
     cwd.mkdir()
     p = _run(cmd, cwd=cwd)
     return p, _files(cwd)
 
 
-def _legacy(env: Env, tree: Path, tag: str, argv: list) -> tuple[subprocess.CompletedProcess, dict[str, bytes]]:
+def _legacy(
+    env: Env, tree: Path, tag: str, argv: list
+) -> tuple[subprocess.CompletedProcess, dict[str, bytes]]:
     return _in_fresh_dir(env, f"{tree.name}-{tag}", [env.python, tree / "tflite_tools.py", *argv])
 
 
@@ -191,11 +234,19 @@ def test_installs_a_tflite_tools_command_with_analyze_and_optimize(env: Env) -> 
     plain = _run([env.tool, "optimize", "--help"], check=True).stdout
     assert "--plugin NAME" in plain and "--target" not in plain
     with_plugin = _run([env.tool, "optimize", "--plugin", "tinyseg", "--help"], check=True).stdout
-    assert "--target" in with_plugin and "--runtime" in with_plugin and "--verify-runs" in with_plugin
+    assert (
+        "--target" in with_plugin and "--runtime" in with_plugin and "--verify-runs" in with_plugin
+    )
     analyze = _run([env.tool, "analyze", "--plugin", "tinyseg", "--help"], check=True).stdout
     assert "--runtime" in analyze and "--target" not in analyze and "--verify-runs" not in analyze
-    where = _run([env.python, "-c", "import tflite_tools.cli as c; print(c.__file__)"], cwd=env.base, check=True)
-    assert str(env.base / "venv") in where.stdout  # the installed package, not a checkout on the path
+    where = _run(
+        [env.python, "-c", "import tflite_tools.cli as c; print(c.__file__)"],
+        cwd=env.base,
+        check=True,
+    )
+    assert (
+        str(env.base / "venv") in where.stdout
+    )  # the installed package, not a checkout on the path
 
 
 def test_optimize_with_tinyseg_lowers_the_arena_head_bit_exact(optimized, unet: Path) -> None:
@@ -209,16 +260,26 @@ def test_optimize_with_tinyseg_lowers_the_arena_head_bit_exact(optimized, unet: 
     assert "Plugin analysis (tinyseg):" in p.stdout
     assert f"  head: {after:,}" in p.stdout  # the section describes the model as written
     assert "Optimizing peak memory usage..." in p.stdout  # the built-in reorder ran first
-    assert "tinyseg: verified: outputs bit-identical to the reordered model in TFLM on 3 random inputs" in p.stdout
+    assert (
+        "tinyseg: verified: outputs bit-identical to the reordered model in TFLM on 3 random inputs"
+        in p.stdout
+    )
     # The host's own table is of the model as written (its Spill row), and both estimates are labelled.
     assert "| Spill(" in p.stdout
     assert "tflite-tools' peak estimate: 230,400 B before the plugins" in p.stdout
     assert "leaves out kernel scratch" in p.stdout and "  head_is: TFLM arena head" in p.stdout
-    assert "{'" not in p.stdout  # nested values printed as the host prints the rest, not as Python reprs
+    assert (
+        "{'" not in p.stdout
+    )  # nested values printed as the host prints the rest, not as Python reprs
 
 
 def test_the_old_script_takes_plugins_too(env: Env, unet: Path, optimized) -> None:
-    p, files = _legacy(env, env.patched, "plugin", ["-i", unet, "--optimize", "--plugin", "tinyseg", "--no-stream", "-o", "out.tflite"])
+    p, files = _legacy(
+        env,
+        env.patched,
+        "plugin",
+        ["-i", unet, "--optimize", "--plugin", "tinyseg", "--no-stream", "-o", "out.tflite"],
+    )
     assert p.returncode == 0, p.stderr
     assert files["out.tflite"] == optimized[1].read_bytes()
     assert p.stdout == optimized[0].stdout
@@ -266,8 +327,12 @@ def test_old_reorder_is_unchanged_where_operators_move(env: Env, branchy: Path) 
 
 
 def test_subcommands_match_the_old_script(env: Env, unet: Path) -> None:
-    old, old_files = _legacy(env, env.pristine, "same-as-optimize", ["-i", unet, "--optimize", "-o", "m.tflite"])
-    new, new_files = _in_fresh_dir(env, "tool-optimize", [env.tool, "optimize", "-i", unet, "-o", "m.tflite"])
+    old, old_files = _legacy(
+        env, env.pristine, "same-as-optimize", ["-i", unet, "--optimize", "-o", "m.tflite"]
+    )
+    new, new_files = _in_fresh_dir(
+        env, "tool-optimize", [env.tool, "optimize", "-i", unet, "-o", "m.tflite"]
+    )
     assert new.returncode == old.returncode == 0, new.stderr
     assert (new.stdout, new_files) == (old.stdout, old_files)
     old, _ = _legacy(env, env.pristine, "same-as-analyze", ["-i", unet])
@@ -277,10 +342,20 @@ def test_subcommands_match_the_old_script(env: Env, unet: Path) -> None:
 
 
 def test_analyze_csv_has_the_plugin_section(env: Env, unet: Path) -> None:
-    p, files = _in_fresh_dir(env, "tool-analyze-csv", [env.tool, "analyze", "--plugin", "tinyseg", "-i", unet, "--csv", "csv"])
+    p, files = _in_fresh_dir(
+        env,
+        "tool-analyze-csv",
+        [env.tool, "analyze", "--plugin", "tinyseg", "-i", unet, "--csv", "csv"],
+    )
     assert p.returncode == 0, p.stderr
-    assert {"csv/tensor_details.csv", "csv/execution_schedule_info.csv", "csv/plugin_tinyseg.csv"} <= set(files)
-    rows = dict(line.split(",", 1) for line in files["csv/plugin_tinyseg.csv"].decode().splitlines())
+    assert {
+        "csv/tensor_details.csv",
+        "csv/execution_schedule_info.csv",
+        "csv/plugin_tinyseg.csv",
+    } <= set(files)
+    rows = dict(
+        line.split(",", 1) for line in files["csv/plugin_tinyseg.csv"].decode().splitlines()
+    )
     head = plan_model(parse_model(unet.read_bytes())).head
     assert rows["head"] == str(head)
     assert "Plugin analysis (tinyseg):" in p.stdout
@@ -289,16 +364,34 @@ def test_analyze_csv_has_the_plugin_section(env: Env, unet: Path) -> None:
 @pytest.mark.parametrize("script", [False, True])
 def test_unknown_plugin_is_one_line(env: Env, unet: Path, script: bool) -> None:
     cmd = [env.python, env.patched / "tflite_tools.py"] if script else [env.tool, "analyze"]
-    p, files = _in_fresh_dir(env, f"unknown-{script}", cmd + ["-i", unet, "--plugin", "no-such-plugin"])
+    p, files = _in_fresh_dir(
+        env, f"unknown-{script}", cmd + ["-i", unet, "--plugin", "no-such-plugin"]
+    )
     assert p.returncode != 0 and not files and not p.stdout
     assert "unknown plugin 'no-such-plugin' (installed: " in _one_error_line(p)
 
 
 def test_plugin_value_error_is_one_line_exit_2(env: Env, unet: Path) -> None:
-    p, files = _in_fresh_dir(env, "bad-target", [env.tool, "optimize", "--plugin", "tinyseg", "--target", "12XB",
-                                                 "-i", unet, "-o", "out.tflite"])
+    p, files = _in_fresh_dir(
+        env,
+        "bad-target",
+        [
+            env.tool,
+            "optimize",
+            "--plugin",
+            "tinyseg",
+            "--target",
+            "12XB",
+            "-i",
+            unet,
+            "-o",
+            "out.tflite",
+        ],
+    )
     assert p.returncode == 2
-    assert _one_error_line(p).startswith("tflite-tools: error: tinyseg: --target: '12XB' is not a size")
+    assert _one_error_line(p).startswith(
+        "tflite-tools: error: tinyseg: --target: '12XB' is not a size"
+    )
     assert "out.tflite" not in files
 
 
@@ -306,7 +399,11 @@ def test_plugin_value_error_is_one_line_exit_2(env: Env, unet: Path) -> None:
 def test_a_model_tinyseg_wrote_can_be_analysed_again(env: Env, optimized, how: str) -> None:
     """Without --plugin: the installed plugin describes Spill/Fetching/FetchingConv2D to the host's reader."""
     _, out = optimized
-    cmd = [env.tool, "analyze", "-i", out] if how == "tool" else [env.python, env.patched / "tflite_tools.py", "-i", out]
+    cmd = (
+        [env.tool, "analyze", "-i", out]
+        if how == "tool"
+        else [env.python, env.patched / "tflite_tools.py", "-i", out]
+    )
     p, files = _in_fresh_dir(env, f"reanalyse-{how}", cmd + ["--csv", "csv"])
     assert p.returncode == 0, p.stderr
     schedule = files["csv/execution_schedule_info.csv"].decode()
@@ -317,7 +414,21 @@ def test_a_model_tinyseg_wrote_can_be_analysed_again(env: Env, optimized, how: s
 
 def test_chaining_optimize_on_an_optimized_model_keeps_its_order(env: Env, optimized) -> None:
     _, out = optimized
-    p, files = _in_fresh_dir(env, "chain", [env.tool, "optimize", "--plugin", "tinyseg", "--no-stream", "-i", out, "-o", "again.tflite"])
+    p, files = _in_fresh_dir(
+        env,
+        "chain",
+        [
+            env.tool,
+            "optimize",
+            "--plugin",
+            "tinyseg",
+            "--no-stream",
+            "-i",
+            out,
+            "-o",
+            "again.tflite",
+        ],
+    )
     assert p.returncode == 0, p.stderr
     assert "keeping its operator order" in p.stdout
     g0 = build_graph(parse_model(out.read_bytes()))
@@ -327,50 +438,107 @@ def test_chaining_optimize_on_an_optimized_model_keeps_its_order(env: Env, optim
 
 def test_a_model_no_installed_plugin_describes_is_one_line_exit_2(env: Env, optimized) -> None:
     _, out = optimized
-    code = ("import sys, tflite_tools.plugins as p; p.installed_plugins = lambda: []; "
-            "from tflite_tools.cli import main; sys.exit(main(sys.argv[1:]))")
+    code = (
+        "import sys, tflite_tools.plugins as p; p.installed_plugins = lambda: []; "
+        "from tflite_tools.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
     p, files = _in_fresh_dir(env, "no-describer", [env.python, "-c", code, "analyze", "-i", out])
     assert p.returncode == 2 and not files and not p.stdout
     line = _one_error_line(p)
     assert "custom operator 'Spill'" in line and "no plugin is installed" in line
 
 
-@pytest.mark.parametrize("argv", [["--plug", "tinyseg"], ["--plugin", "tinyseg", "--plug", "x"], ["--plugin=tinyseg", "--targ", "1"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--plug", "tinyseg"],
+        ["--plugin", "tinyseg", "--plug", "x"],
+        ["--plugin=tinyseg", "--targ", "1"],
+    ],
+)
 def test_no_abbreviation_is_accepted(env: Env, unet: Path, argv: list[str]) -> None:
-    p, files = _in_fresh_dir(env, f"abbrev-{len(argv)}-{argv[-1]}", [env.tool, "optimize", "-i", unet, "-o", "o.tflite", *argv])
+    p, files = _in_fresh_dir(
+        env,
+        f"abbrev-{len(argv)}-{argv[-1]}",
+        [env.tool, "optimize", "-i", unet, "-o", "o.tflite", *argv],
+    )
     assert p.returncode == 2 and not files
     assert "unrecognized arguments" in p.stderr
 
 
 def test_script_with_a_plugin_accepts_no_abbreviation(env: Env, unet: Path) -> None:
-    p, files = _legacy(env, env.patched, "abbrev", ["-i", unet, "--plugin", "tinyseg", "--plug", "x"])
+    p, files = _legacy(
+        env, env.patched, "abbrev", ["-i", unet, "--plugin", "tinyseg", "--plug", "x"]
+    )
     assert p.returncode == 2 and not files and "unrecognized arguments: --plug" in p.stderr
 
 
-def test_unreachable_target_writes_the_best_model_and_exits_3(env: Env, unet: Path, optimized) -> None:
-    p, files = _in_fresh_dir(env, "target-3", [env.tool, "optimize", "--plugin", "tinyseg", "--no-stream", "--target", "50KB",
-                                                "-i", unet, "-o", "out.tflite"])
+def test_unreachable_target_writes_the_best_model_and_exits_3(
+    env: Env, unet: Path, optimized
+) -> None:
+    p, files = _in_fresh_dir(
+        env,
+        "target-3",
+        [
+            env.tool,
+            "optimize",
+            "--plugin",
+            "tinyseg",
+            "--no-stream",
+            "--target",
+            "50KB",
+            "-i",
+            unet,
+            "-o",
+            "out.tflite",
+        ],
+    )
     assert p.returncode == 3
-    assert _one_error_line(p) == "tflite-tools: error: tinyseg: target 50,000 B not reachable: best head 153,600 B (written)"
+    assert (
+        _one_error_line(p)
+        == "tflite-tools: error: tinyseg: target 50,000 B not reachable: best head 153,600 B (written)"
+    )
     assert files["out.tflite"] == optimized[1].read_bytes()
 
 
 @pytest.mark.parametrize("runs", ["0", "-1"])
-def test_verify_runs_below_one_is_refused_before_anything_runs(env: Env, unet: Path, runs: str) -> None:
-    p, files = _in_fresh_dir(env, f"runs{runs}", [env.tool, "optimize", "--plugin", "tinyseg", "--verify-runs", runs,
-                                                  "-i", unet, "-o", "out.tflite"])
+def test_verify_runs_below_one_is_refused_before_anything_runs(
+    env: Env, unet: Path, runs: str
+) -> None:
+    p, files = _in_fresh_dir(
+        env,
+        f"runs{runs}",
+        [
+            env.tool,
+            "optimize",
+            "--plugin",
+            "tinyseg",
+            "--verify-runs",
+            runs,
+            "-i",
+            unet,
+            "-o",
+            "out.tflite",
+        ],
+    )
     assert p.returncode == 2 and not files and not p.stdout
     assert f"--verify-runs: '{runs}'" in _one_error_line(p)
 
 
 def test_bad_plugin_option_is_refused_before_the_analysis(env: Env, unet: Path) -> None:
-    p, _ = _in_fresh_dir(env, "bad-runtime", [env.tool, "analyze", "--plugin", "tinyseg", "--runtime", "fast", "-i", unet])
+    p, _ = _in_fresh_dir(
+        env,
+        "bad-runtime",
+        [env.tool, "analyze", "--plugin", "tinyseg", "--runtime", "fast", "-i", unet],
+    )
     assert p.returncode == 2 and not p.stdout
     assert "--runtime: 'fast'" in _one_error_line(p)
 
 
 def test_missing_model_with_a_plugin_is_one_line(env: Env) -> None:
-    p, _ = _in_fresh_dir(env, "missing", [env.tool, "analyze", "--plugin", "tinyseg", "-i", "no-such.tflite"])
+    p, _ = _in_fresh_dir(
+        env, "missing", [env.tool, "analyze", "--plugin", "tinyseg", "-i", "no-such.tflite"]
+    )
     assert p.returncode == 2 and not p.stdout
     assert _one_error_line(p) == "tflite-tools: error: No such file or directory: no-such.tflite"
 
@@ -381,8 +549,11 @@ def split_model(env: Env, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pat
     d = tmp_path_factory.mktemp("split")
     src = d / "vnet_like.tflite"
     src.write_bytes(model_to_bytes(synth.vnet_like()))
-    p = _run([env.tool, "optimize", "--plugin", "tinyseg", "--no-stream", "-i", src, "-o", "out.tflite"], cwd=d,
-             check=True)
+    p = _run(
+        [env.tool, "optimize", "--plugin", "tinyseg", "--no-stream", "-i", src, "-o", "out.tflite"],
+        cwd=d,
+        check=True,
+    )
     assert "Plugin tinyseg rewrote the model" in p.stdout
     return src, d / "out.tflite"
 
@@ -392,25 +563,46 @@ def test_a_model_with_split_v_spill_and_fetching_is_read_and_plotted(env: Env, s
     g = build_graph(parse_model(out.read_bytes()))
     opcodes = {op.opcode for op in g.operators}
     assert {"SPLIT_V", "Spill", "Fetching"} <= opcodes
-    p, files = _in_fresh_dir(env, "split-analyse", [env.tool, "analyze", "-i", out, "--csv", "csv", "--plot", "p.png"])
+    p, files = _in_fresh_dir(
+        env, "split-analyse", [env.tool, "analyze", "-i", out, "--csv", "csv", "--plot", "p.png"]
+    )
     assert p.returncode == 0, p.stderr
     rows = files["csv/execution_schedule_info.csv"].decode().strip().splitlines()
     assert len(rows) == 1 + len(g.operators)
     assert files["p.png"].startswith(b"\x89PNG")
-    again, files = _in_fresh_dir(env, "split-again", [env.tool, "optimize", "--plugin", "tinyseg", "--no-stream", "-i",
-                                                      out, "-o", "again.tflite"])
+    again, files = _in_fresh_dir(
+        env,
+        "split-again",
+        [
+            env.tool,
+            "optimize",
+            "--plugin",
+            "tinyseg",
+            "--no-stream",
+            "-i",
+            out,
+            "-o",
+            "again.tflite",
+        ],
+    )
     assert again.returncode == 0, again.stderr
     assert "keeping its operator order" in again.stdout
-    assert verify(build_graph(parse_model(src.read_bytes())), build_graph(parse_model(files["again.tflite"]))).identical
+    assert verify(
+        build_graph(parse_model(src.read_bytes())), build_graph(parse_model(files["again.tflite"]))
+    ).identical
 
 
 def test_optimize_with_tinyseg_streams_by_default(env: Env, unet: Path) -> None:
     """Issue 14 through the real host: the default writes StreamChain operators (the host's table
     names them through the plugin's describe hook) under 64,000 B of head, verified bit-exact."""
-    p, files = _in_fresh_dir(env, "stream", [env.tool, "optimize", "--plugin", "tinyseg", "-i", unet,
-                                             "-o", "out.tflite"])
+    p, files = _in_fresh_dir(
+        env, "stream", [env.tool, "optimize", "--plugin", "tinyseg", "-i", unet, "-o", "out.tflite"]
+    )
     assert p.returncode == 0, p.stderr
-    g0, g1 = build_graph(parse_model(unet.read_bytes())), build_graph(parse_model(files["out.tflite"]))
+    g0, g1 = (
+        build_graph(parse_model(unet.read_bytes())),
+        build_graph(parse_model(files["out.tflite"])),
+    )
     assert "StreamChain" in {op.opcode for op in g1.operators}
     assert plan_model(g1.model).head <= 64_000 and verify(g0, g1).identical
     assert "StreamChain(" in p.stdout

@@ -9,6 +9,7 @@ reference and the CMSIS-NN kernels), and the shipped runner (tflm_ops/tools/tiny
 optimized models on the same random inputs -- bit-identical outputs, and the arena head, tail
 and persistent buffers the patched TFLM reports equal what `tinyseg analyze` says for that build.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,9 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import synth
 
 from tinyseg_plugin import customops, modelio, optimizer, stream, stream_search
-import synth
 from tinyseg_plugin.analysis import analyze_graph
 from tinyseg_plugin.coldrange import cold_ranges
 from tinyseg_plugin.graph import build_graph
@@ -38,15 +39,23 @@ import build_e2e  # noqa: E402  (tests/tflm_e2e/build_e2e.py)
 import test_band_exact  # noqa: E402  (its geometries, run through the real kernel here)
 
 # The TFLM files the installer changes in an upstream make tree.
-CHANGED = ["tensorflow/lite/micro/kernels/transpose_conv.cc", "tensorflow/lite/micro/kernels/cmsis_nn/transpose_conv.cc",
-           "tensorflow/lite/micro/tools/make/Makefile", "tensorflow/lite/micro/kernels/Makefile.inc",
-           "tensorflow/lite/micro/fake_micro_context.cc", "tensorflow/lite/micro/fake_micro_context.h"]
+CHANGED = [
+    "tensorflow/lite/micro/kernels/transpose_conv.cc",
+    "tensorflow/lite/micro/kernels/cmsis_nn/transpose_conv.cc",
+    "tensorflow/lite/micro/tools/make/Makefile",
+    "tensorflow/lite/micro/kernels/Makefile.inc",
+    "tensorflow/lite/micro/fake_micro_context.cc",
+    "tensorflow/lite/micro/fake_micro_context.h",
+]
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
     """Every file under root with its bytes and mtime: 'nothing modified' means equal snapshots."""
-    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 # The installer on fake and real trees of every layout: tests/test_tflm_install.py.
@@ -63,8 +72,11 @@ def tflm_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src_path = Path(src)
     if not (src_path / "tensorflow/lite/micro/tools/make/Makefile").is_file():
         pytest.skip(f"TFLM_DIR={src} is not a TFLM checkout")
-    missing = [d for d in ("flatbuffers", "gemmlowp", "ruy", "kissfft", "pigweed")
-               if not (src_path / "tensorflow/lite/micro/tools/make/downloads" / d).is_dir()]
+    missing = [
+        d
+        for d in ("flatbuffers", "gemmlowp", "ruy", "kissfft", "pigweed")
+        if not (src_path / "tensorflow/lite/micro/tools/make/downloads" / d).is_dir()
+    ]
     if missing:
         pytest.skip(f"TFLM_DIR lacks third-party downloads {missing}")
     for tool in ("make", "g++"):
@@ -89,12 +101,20 @@ def installed(tflm_copy: Path) -> Path:
 
 def test_real_checkout_install_is_idempotent(installed: Path) -> None:
     touched = [INSTALL_DIR] + CHANGED
-    before = {rel: snapshot(installed / rel) if (installed / rel).is_dir() else (installed / rel).read_bytes()
-              for rel in touched}
+    before = {
+        rel: snapshot(installed / rel)
+        if (installed / rel).is_dir()
+        else (installed / rel).read_bytes()
+        for rel in touched
+    }
     lines = list(install(str(installed), False))
     assert any(line.startswith("already installed") for line in lines), lines
-    after = {rel: snapshot(installed / rel) if (installed / rel).is_dir() else (installed / rel).read_bytes()
-             for rel in touched}
+    after = {
+        rel: snapshot(installed / rel)
+        if (installed / rel).is_dir()
+        else (installed / rel).read_bytes()
+        for rel in touched
+    }
     assert after == before
 
 
@@ -127,7 +147,9 @@ def test_tflm_make_test_target(e2e_exe: Path, installed: Path, target: str) -> N
 def variants() -> dict[str, object]:
     """The optimized Tiny U-Net, and hand-made spills that exercise every Fetching form."""
     g = build_graph(modelio.load_model(TINY_UNET))
-    result = optimizer.optimize(g, optimizer.Options(stream=False))  # the spill passes (streaming: below)
+    result = optimizer.optimize(
+        g, optimizer.Options(stream=False)
+    )  # the spill passes (streaming: below)
     victim = 39  # the 80x120x8 skip tensor the optimizer spills
     cr = cold_ranges(g)[victim]
     whole = apply_spill(g, SpillPlan(victim, cr.start, cr.end, slot=3)).graph
@@ -139,24 +161,36 @@ def variants() -> dict[str, object]:
     return {
         "optimized": result.graph,  # Spill + FetchingConv2D + marked TRANSPOSE_CONVs
         "spill_restore": whole,  # Fetching with one operand, no input
-        "spill_concat_channels": graph_or_none(fuse_concat(whole, fetch_index(whole))),  # Fetching, axis 3
+        "spill_concat_channels": graph_or_none(
+            fuse_concat(whole, fetch_index(whole))
+        ),  # Fetching, axis 3
         "partial_rows": rows,  # SPLIT_V + Spill + Fetching + CONCATENATION
-        "partial_concat_rows": graph_or_none(fuse_concat(rows, fetch_index(rows))),  # Fetching, axis 1
+        "partial_concat_rows": graph_or_none(
+            fuse_concat(rows, fetch_index(rows))
+        ),  # Fetching, axis 1
     }
 
 
 def _write_inputs(path: Path, seed: int) -> Path:
     from tinyseg_plugin.verify import random_inputs
 
-    path.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(TINY_UNET), seed)))
+    path.write_bytes(
+        b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(TINY_UNET), seed))
+    )
     return path
 
 
 E2E_BATCHES = 2  # inferences per _run_e2e run
 
 
-def _run_e2e(exe: Path, model: Path, inputs: Path, out: Path, arena: int | None = None,
-             prefix: tuple[str, ...] = ()) -> dict[str, int]:
+def _run_e2e(
+    exe: Path,
+    model: Path,
+    inputs: Path,
+    out: Path,
+    arena: int | None = None,
+    prefix: tuple[str, ...] = (),
+) -> dict[str, int]:
     """Two inferences on the same input (spill slots rewritten and released in between): both
     batches of outputs land in ``out``, so a second inference that differs shows in the comparison.
     ``prefix`` runs the runner under an emulator (build_e2e.QEMU_M7)."""
@@ -171,10 +205,20 @@ def _run_e2e(exe: Path, model: Path, inputs: Path, out: Path, arena: int | None 
             link = cwd / name
             link.unlink(missing_ok=True)
             link.symlink_to(Path(src).resolve())
-        exe, model, twice, out = Path("./tinyseg_run"), Path("model.tflite"), Path(twice.name), Path(out.name)
-    r = subprocess.run([*prefix, str(exe), str(model), str(twice), str(out), "--batches", str(E2E_BATCHES)]
-                       + (["--arena", str(arena)] if arena else []), capture_output=True, text=True, timeout=600,
-                       cwd=cwd)
+        exe, model, twice, out = (
+            Path("./tinyseg_run"),
+            Path("model.tflite"),
+            Path(twice.name),
+            Path(out.name),
+        )
+    r = subprocess.run(
+        [*prefix, str(exe), str(model), str(twice), str(out), "--batches", str(E2E_BATCHES)]
+        + (["--arena", str(arena)] if arena else []),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+    )
     assert r.returncode == 0, r.stderr
     return {k: int(v) for k, v in (line.split() for line in r.stdout.splitlines() if line)}
 
@@ -185,28 +229,38 @@ def _run_e2e(exe: Path, model: Path, inputs: Path, out: Path, arena: int | None 
 E2E_BUILD = Arch("host64-make-recording-tinyseg", 8)
 
 
-def _assert_as_analyzed(got: dict[str, int], model: Path, kernels: str = "reference", build: Arch = E2E_BUILD) -> None:
+def _assert_as_analyzed(
+    got: dict[str, int], model: Path, kernels: str = "reference", build: Arch = E2E_BUILD
+) -> None:
     """What TFLM reported for `model` is what `tinyseg analyze` says for the e2e build: the head,
     the tail, and the persistent buffers (the kernels' Init/Prepare allocations, analyze's
     kernel_data, plus the interpreter's input and output pointer arrays)."""
     graph = build_graph(modelio.load_model(model))
     plan = analyze_graph(graph, kernels, build).plan
     assert got["head"] == plan.head, f"{model.name}: head {got['head']}, analyze {plan.head}"
-    assert got["tail"] == plan.tail.total, f"{model.name}: tail {got['tail']}, analyze {plan.tail.total}"
+    assert got["tail"] == plan.tail.total, (
+        f"{model.name}: tail {got['tail']}, analyze {plan.tail.total}"
+    )
     # The io category is the two pointer arrays (8 bytes a pointer, each 16-byte aligned) and the
     # TfLiteTensors with their quantization that TFLM reports on their own lines.
-    pointer_arrays = plan.tail.io_tensors - got["persistent_tensors"] - got["persistent_quantization"]
+    pointer_arrays = (
+        plan.tail.io_tensors - got["persistent_tensors"] - got["persistent_quantization"]
+    )
     pointers = build.pointer_bytes * (len(graph.inputs) + len(graph.outputs))
     assert pointers <= pointer_arrays < pointers + 32, (model.name, pointer_arrays)
     assert got["persistent_buffers"] == plan.tail.kernel_data + pointer_arrays, (
         f"{model.name}: persistent buffers {got['persistent_buffers']}, analyze kernel_data "
-        f"{plan.tail.kernel_data} + pointer arrays {pointer_arrays}")
+        f"{plan.tail.kernel_data} + pointer arrays {pointer_arrays}"
+    )
 
 
-@pytest.mark.parametrize("variant", ["optimized", "spill_restore", "spill_concat_channels",
-                                     "partial_rows", "partial_concat_rows"])
-def test_end_to_end_bit_identical_and_planned_head(e2e_exe: Path, variants: dict, tmp_path: Path,
-                                                   variant: str) -> None:
+@pytest.mark.parametrize(
+    "variant",
+    ["optimized", "spill_restore", "spill_concat_channels", "partial_rows", "partial_concat_rows"],
+)
+def test_end_to_end_bit_identical_and_planned_head(
+    e2e_exe: Path, variants: dict, tmp_path: Path, variant: str
+) -> None:
     graph = variants[variant]
     assert graph is not None
     model = tmp_path / f"{variant}.tflite"
@@ -238,7 +292,9 @@ def test_streamed_tiny_unet_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
     row_streams = sum(len(customops.decode(op).spill) for op in chains)
     reads: list[tuple[int, int, int]] = []
     for cost in choice.streamed.chains:
-        stream.simulate(g, list(cost.ops), frozenset(cost.spilled), frozenset(cost.fetched), [], reads)
+        stream.simulate(
+            g, list(cost.ops), frozenset(cost.spilled), frozenset(cost.fetched), [], reads
+        )
     model = tmp_path / "streamed.tflite"
     modelio.save_model(streamed.model, model)
     for seed in (0, 1):
@@ -254,7 +310,8 @@ def test_streamed_tiny_unet_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
         # the kernel reads storage exactly where stream.simulate's schedule says (the order
         # benchmarks/runtime_table.py replays on the flash models)
         assert got["fetches"] == 2 * len(reads) and got["fetched_bytes"] == 2 * sum(
-            stream.row_bytes(g, t) for _, t, _ in reads), got
+            stream.row_bytes(g, t) for _, t, _ in reads
+        ), got
 
 
 def test_streamed_activation_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
@@ -277,7 +334,9 @@ def test_streamed_activation_stages_end_to_end(e2e_exe: Path, tmp_path: Path) ->
     modelio.save_model(streamed.model, model)
     for seed in (0, 1, 2):
         inputs = tmp_path / f"in{seed}.bin"
-        inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), seed)))
+        inputs.write_bytes(
+            b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), seed))
+        )
         want = _run_e2e(e2e_exe, original, inputs, tmp_path / "want.bin")
         got = _run_e2e(e2e_exe, model, inputs, tmp_path / "got.bin")
         assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
@@ -306,7 +365,9 @@ def test_streamed_pad_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
     modelio.save_model(streamed.model, model)
     for seed in (0, 1, 2):
         inputs = tmp_path / f"in{seed}.bin"
-        inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), seed)))
+        inputs.write_bytes(
+            b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), seed))
+        )
         want = _run_e2e(e2e_exe, original, inputs, tmp_path / "want.bin")
         got = _run_e2e(e2e_exe, model, inputs, tmp_path / "got.bin")
         assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
@@ -322,7 +383,15 @@ def test_streamed_more_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
     model, and TFLM's head, tail and persistent buffers are what `tinyseg analyze` says."""
     from tinyseg_plugin.verify import random_inputs
 
-    MORE_STAGES = {"SUB": 4, "DEQUANTIZE": 2, "TANH": 1, "HARD_SWISH": 1, "LEAKY_RELU": 1, "PADV2": 2, "ELU": 1}
+    MORE_STAGES = {
+        "SUB": 4,
+        "DEQUANTIZE": 2,
+        "TANH": 1,
+        "HARD_SWISH": 1,
+        "LEAKY_RELU": 1,
+        "PADV2": 2,
+        "ELU": 1,
+    }
 
     original = tmp_path / "more_stages.tflite"
     modelio.save_model(synth.more_stages_unet(size=24), original)
@@ -338,7 +407,9 @@ def test_streamed_more_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
     modelio.save_model(streamed.model, model)
     for seed in (0, 1, 2):
         inputs = tmp_path / f"in{seed}.bin"
-        inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), seed)))
+        inputs.write_bytes(
+            b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), seed))
+        )
         want = _run_e2e(e2e_exe, original, inputs, tmp_path / "want.bin")
         got = _run_e2e(e2e_exe, model, inputs, tmp_path / "got.bin")
         assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
@@ -352,7 +423,9 @@ HALF_OF_TODAY = {"vnet2d": 262_664, "attention_unet": 422_400, "resunet_a": 2_09
 
 
 @pytest.mark.parametrize("name", ["vnet2d", "attention_unet", "resunet_a"])
-def test_streamed_example_models_end_to_end(e2e_exe: Path, example_models: dict, tmp_path: Path, name: str) -> None:
+def test_streamed_example_models_end_to_end(
+    e2e_exe: Path, example_models: dict, tmp_path: Path, name: str
+) -> None:
     """The other example models as `tinyseg optimize` streams them (ADD, MUL with broadcast,
     PRELU, LOGISTIC, RESIZE_NEAREST_NEIGHBOR stages too): bit-identical in TFLM, with the head,
     tail and persistent buffers `tinyseg analyze` says, each head within issue 14's target."""
@@ -367,14 +440,18 @@ def test_streamed_example_models_end_to_end(e2e_exe: Path, example_models: dict,
     model = tmp_path / f"{name}_streamed.tflite"
     modelio.save_model(choice.streamed.graph.model, model)
     inputs = tmp_path / "in.bin"
-    inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 0)))
+    inputs.write_bytes(
+        b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 0))
+    )
     arena = arena_for(g)  # the original's arena with margin (the runner's default is 4 MB)
     want = _run_e2e(e2e_exe, original, inputs, tmp_path / "want.bin", arena)
     got = _run_e2e(e2e_exe, model, inputs, tmp_path / "got.bin", arena)
     assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
     _assert_as_analyzed(got, model)
     assert got["head"] == choice.head < want["head"]
-    print(f"{name}: head {want['head']:,} -> {got['head']:,} B (issue 14 target {HALF_OF_TODAY[name]:,})")
+    print(
+        f"{name}: head {want['head']:,} -> {got['head']:,} B (issue 14 target {HALF_OF_TODAY[name]:,})"
+    )
     assert got["head"] <= HALF_OF_TODAY[name]
 
 
@@ -396,8 +473,16 @@ def _two_skips_spilled() -> tuple[object, object, object]:
     crs1 = cold_ranges(g1)
     g2 = apply_spill(g1, SpillPlan(c1, crs1[c1].start, crs1[c1].end, slot=1)).graph
     while True:
-        fused = next((f for op in g2.operators if op.opcode == customops.FETCHING
-                      for f in [graph_or_none(fuse_concat(g2, op.index))] if f is not None), None)
+        fused = next(
+            (
+                f
+                for op in g2.operators
+                if op.opcode == customops.FETCHING
+                for f in [graph_or_none(fuse_concat(g2, op.index))]
+                if f is not None
+            ),
+            None,
+        )
         if fused is None:
             break
         g2 = fused
@@ -406,7 +491,9 @@ def _two_skips_spilled() -> tuple[object, object, object]:
     return g, g2, graph_or_none(fuse_conv(g2, ConvFusion(fetch.index, 3)))
 
 
-@pytest.mark.parametrize("case", ["two_fetched_concat", "two_fetched_conv", "float32_unet", "random_unet", "vnet_like"])
+@pytest.mark.parametrize(
+    "case", ["two_fetched_concat", "two_fetched_conv", "float32_unet", "random_unet", "vnet_like"]
+)
 def test_end_to_end_synthetic(e2e_exe: Path, tmp_path: Path, case: str) -> None:
     """Forms the Tiny U-Net does not have: several fetched operands in one operator, float32,
     other shapes, split elementwise operators under an offline layout."""
@@ -417,10 +504,15 @@ def test_end_to_end_synthetic(e2e_exe: Path, tmp_path: Path, case: str) -> None:
         # random_unet(5): two spills, one of them partial (SPLIT_V + Fetching). The optimizer
         # reduces some seeds (1, for one) without any TinySeg operator.
         # vnet_like: operator splitting, a spill, and an offline arena layout (OfflineMemoryAllocation).
-        model = {"float32_unet": synth.tiny_unet_like(dtype="FLOAT32"), "random_unet": synth.random_unet(5),
-                 "vnet_like": synth.vnet_like()}[case]
+        model = {
+            "float32_unet": synth.tiny_unet_like(dtype="FLOAT32"),
+            "random_unet": synth.random_unet(5),
+            "vnet_like": synth.vnet_like(),
+        }[case]
         g = build_graph(model)
-        optimized = optimizer.optimize(g, optimizer.Options(stream=False)).graph  # the spill passes' forms
+        optimized = optimizer.optimize(
+            g, optimizer.Options(stream=False)
+        ).graph  # the spill passes' forms
     assert any(customops.is_tinyseg_op(op) for op in optimized.operators)
     original, variant = tmp_path / "original.tflite", tmp_path / "variant.tflite"
     modelio.save_model(g.model, original)
@@ -428,7 +520,9 @@ def test_end_to_end_synthetic(e2e_exe: Path, tmp_path: Path, case: str) -> None:
     inputs = tmp_path / "in.bin"
     from tinyseg_plugin.verify import random_inputs
 
-    inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 3)))
+    inputs.write_bytes(
+        b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 3))
+    )
     want = _run_e2e(e2e_exe, original, inputs, tmp_path / "want.bin")
     got = _run_e2e(e2e_exe, variant, inputs, tmp_path / "got.bin")
     assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
@@ -445,8 +539,15 @@ def _band_case_graphs(case, band_rows: int):
     skip = b.conv(x, case.c_fetch, k=1)
     res = b.conv(b.conv(x, case.c_res, k=1), case.c_res, k=1)
     cat = b.concat([skip, res] if case.fetched_first else [res, skip], axis=3)
-    y = b.conv(cat, case.c_out, k=case.k, stride=case.stride, padding=case.padding, relu=case.relu,
-               dilation=case.dilation)
+    y = b.conv(
+        cat,
+        case.c_out,
+        k=case.k,
+        stride=case.stride,
+        padding=case.padding,
+        relu=case.relu,
+        dilation=case.dilation,
+    )
     g = build_graph(b.build([y]))
     cr = cold_ranges(g)[skip]
     spilled = apply_spill(g, SpillPlan(skip, cr.start, cr.end, slot=0)).graph
@@ -455,7 +556,9 @@ def _band_case_graphs(case, band_rows: int):
     assert concat is not None
     fetch = next(op.index for op in concat.operators if op.opcode == customops.FETCHING)
     fused = graph_or_none(fuse_conv(concat, ConvFusion(fetch, band_rows)))
-    assert fused is not None and any(op.opcode == customops.FETCHING_CONV_2D for op in fused.operators)
+    assert fused is not None and any(
+        op.opcode == customops.FETCHING_CONV_2D for op in fused.operators
+    )
     return g, fused
 
 
@@ -475,17 +578,23 @@ def test_fetching_conv_band_walk_in_tflm(e2e_exe: Path, tmp_path: Path, case) ->
             modelio.save_model(g.model, original)
             from tinyseg_plugin.verify import random_inputs
 
-            inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 5)))
+            inputs.write_bytes(
+                b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 5))
+            )
             want = _run_e2e(e2e_exe, original, inputs, tmp_path / "want.bin")
             _assert_as_analyzed(want, original)
         variant = tmp_path / f"bands{band_rows}.tflite"
         modelio.save_model(fused.model, variant)
         got = _run_e2e(e2e_exe, variant, inputs, tmp_path / "got.bin")
-        assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes(), band_rows
+        assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes(), (
+            band_rows
+        )
         _assert_as_analyzed(got, variant)  # the head: the band buffer as the planner sizes it
         rows = min(band_rows, out_h)
         assert got["bands"] == 2 * -(-out_h // rows), band_rows  # two inferences
-        assert got["fetched_bytes"] == got["spilled_bytes"], band_rows  # every image row fetched once
+        assert got["fetched_bytes"] == got["spilled_bytes"], (
+            band_rows
+        )  # every image row fetched once
 
 
 # ---------------------------------------------------------------- the same with CMSIS-NN kernels
@@ -509,7 +618,6 @@ def _transpose_conv_stage_rows(model: Path) -> int:
                 stride, filter_h = dict(stage.fields)["strideH"], shapes[stage.inputs[1]][1]
                 rows += sum(1 for y in range(shapes[stage.outputs[0]][1]) if y % stride < filter_h)
     return rows * E2E_BATCHES
-
 
 
 @pytest.fixture(scope="module")
@@ -553,7 +661,9 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
         # every row of the TRANSPOSE_CONV stages included
         assert (got["optimized_rows"] > 0) == streaming, got
         tconv_rows = _transpose_conv_stage_rows(model)
-        assert (tconv_rows > 0) == streaming and got["optimized_transpose_conv_rows"] == tconv_rows, got
+        assert (tconv_rows > 0) == streaming and got[
+            "optimized_transpose_conv_rows"
+        ] == tconv_rows, got
     # a model streamed for the reference kernels runs in a CMSIS-NN build too (stages whose
     # CMSIS-NN buffer the plan has no room for keep the reference arithmetic): same outputs
     model = tmp_path / "streamed_for_reference.tflite"
@@ -630,7 +740,9 @@ def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_
     assert (tmp_path / "m7.bin").read_bytes() == want
     _assert_as_analyzed(original, TINY_UNET, runtime, M7_BUILD)
     for streaming in (False, True):
-        result = optimizer.optimize(g, optimizer.Options(runtime=runtime, arch="cortex-m", stream=streaming))
+        result = optimizer.optimize(
+            g, optimizer.Options(runtime=runtime, arch="cortex-m", stream=streaming)
+        )
         assert (customops.STREAM_CHAIN in {op.opcode for op in result.graph.operators}) == streaming
         model = tmp_path / f"m7_{streaming}.tflite"
         modelio.save_model(result.graph.model, model)
@@ -648,8 +760,9 @@ def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_
 
 
 @pytest.mark.parametrize("name", ["vnet2d", "attention_unet"])
-def test_cortex_m7_cmsis_nn_streamed_example_models(installed: Path, example_models: dict, tmp_path: Path,
-                                                   name: str) -> None:
+def test_cortex_m7_cmsis_nn_streamed_example_models(
+    installed: Path, example_models: dict, tmp_path: Path, name: str
+) -> None:
     """V-Net 2D and the Attention U-Net streamed for CMSIS-NN on the Cortex-M (ADD, MUL, PRELU,
     LOGISTIC, RESIZE_NEAREST_NEIGHBOR stages besides convolutions and pools) run whole on the
     Cortex-M7 under QEMU with the CMSIS-NN kernels: outputs identical to the original's there, the
@@ -672,7 +785,9 @@ def test_cortex_m7_cmsis_nn_streamed_example_models(installed: Path, example_mod
     model = tmp_path / f"{name}_streamed.tflite"
     modelio.save_model(choice.streamed.graph.model, model)
     inputs = tmp_path / "in.bin"
-    inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 1)))
+    inputs.write_bytes(
+        b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 1))
+    )
     arena = arena_for(g)
     want = _run_e2e(exe, original, inputs, tmp_path / "want.bin", arena, prefix=build_e2e.QEMU_M7)
     want_bytes = (tmp_path / "want.bin").read_bytes()
@@ -708,12 +823,17 @@ def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_pat
     streamed = choice.streamed.graph
     assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
     stages = [st.op for op in streamed.operators for st in customops.decode(op).stages]
-    assert all(stages.count(k) for k in ("SUB", "DEQUANTIZE", "TANH", "HARD_SWISH", "LEAKY_RELU", "PADV2", "ELU"))
+    assert all(
+        stages.count(k)
+        for k in ("SUB", "DEQUANTIZE", "TANH", "HARD_SWISH", "LEAKY_RELU", "PADV2", "ELU")
+    )
     model = tmp_path / "streamed.tflite"
     modelio.save_model(streamed.model, model)
     for seed in (0, 1, 2):
         inputs = tmp_path / f"in{seed}.bin"
-        inputs.write_bytes(b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), seed)))
+        inputs.write_bytes(
+            b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), seed))
+        )
         want = _run_e2e(exe, original, inputs, tmp_path / "want.bin", prefix=build_e2e.QEMU_M7)
         got = _run_e2e(exe, model, inputs, tmp_path / "got.bin", prefix=build_e2e.QEMU_M7)
         assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()

@@ -3,6 +3,7 @@
 Every case builds the bad input itself and runs the command on it; the TFLM refusals
 are also checked against the real interpreter, so the static mirror cannot drift.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,17 +15,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import synth
+from synth import ModelBuilder
 
 from tinyseg_plugin import tflm
-import synth
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import model_to_bytes, parse_model, save_model
 from tinyseg_plugin.schema import BUILTIN_CODES, fb
-from synth import ModelBuilder
 from tinyseg_plugin.validate import tflm_refusals
-
 
 # ---------------------------------------------------------------- models
 
@@ -82,11 +82,17 @@ def _base() -> "fb.ModelT":
 
 def _op_named(m, name: str) -> "fb.OperatorT":
     code = BUILTIN_CODES[name]
-    return next(op for op in m.subgraphs[0].operators if m.operatorCodes[op.opcodeIndex].builtinCode == code)
+    return next(
+        op for op in m.subgraphs[0].operators if m.operatorCodes[op.opcodeIndex].builtinCode == code
+    )
 
 
-def _with_offline(m, offsets: list[int], count: int | None = None, buffer: int | None = None) -> "fb.ModelT":
-    data = struct.pack("<III", 1, 0, len(offsets) if count is None else count) + struct.pack(f"<{len(offsets)}i", *offsets)
+def _with_offline(
+    m, offsets: list[int], count: int | None = None, buffer: int | None = None
+) -> "fb.ModelT":
+    data = struct.pack("<III", 1, 0, len(offsets) if count is None else count) + struct.pack(
+        f"<{len(offsets)}i", *offsets
+    )
     buf = fb.BufferT()
     buf.data = np.frombuffer(data, np.uint8).copy()
     m.buffers.append(buf)
@@ -114,7 +120,10 @@ def _mutate(kind: str) -> "fb.ModelT":
         op.builtinOptionsType, op.builtinOptions = 0, None
     elif kind == "options of the wrong type":
         op = _op_named(m, "CONV_2D")
-        op.builtinOptionsType, op.builtinOptions = fb.BuiltinOptions.Pool2DOptions, fb.Pool2DOptionsT()
+        op.builtinOptionsType, op.builtinOptions = (
+            fb.BuiltinOptions.Pool2DOptions,
+            fb.Pool2DOptionsT(),
+        )
     elif kind == "use before define":
         sg.operators[0], sg.operators[1] = sg.operators[1], sg.operators[0]
     elif kind == "reads its own output":
@@ -146,7 +155,10 @@ def _mutate(kind: str) -> "fb.ModelT":
         m.operatorCodes.append(oc)
         op = fb.OperatorT()
         op.opcodeIndex, op.inputs, op.outputs = len(m.operatorCodes) - 1, [], []
-        op.builtinOptionsType, op.builtinOptions = fb.BuiltinOptions.CallOnceOptions, fb.CallOnceOptionsT()
+        op.builtinOptionsType, op.builtinOptions = (
+            fb.BuiltinOptions.CallOnceOptions,
+            fb.CallOnceOptionsT(),
+        )
         op.builtinOptions.initSubgraphIndex = 7
         sg.operators.insert(0, op)
     else:
@@ -199,7 +211,16 @@ def test_malformed_model_refused_by_every_command(tmp_path: Path, capfd, kind: s
     out = tmp_path / "out"
     out.mkdir()
     for args in (
-        ["analyze", str(bad), "--json", str(out / "a.json"), "--csv", str(out / "csv"), "--plot", str(out / "p.png")],
+        [
+            "analyze",
+            str(bad),
+            "--json",
+            str(out / "a.json"),
+            "--csv",
+            str(out / "csv"),
+            "--plot",
+            str(out / "p.png"),
+        ],
         ["optimize", str(bad), "-o", str(out / "o.tflite"), "--report", str(out / "r.json"), "-q"],
         ["verify", str(good), str(bad)],
         ["verify", str(bad), str(good)],
@@ -227,7 +248,11 @@ def test_special_files_are_refused_without_hanging(tmp_path: Path, capfd) -> Non
     out = tmp_path / "out"
     out.mkdir()
     for path in ("/dev/zero", str(fifo)):
-        for args in (["analyze", path], ["optimize", path, "-o", str(out / "o.tflite")], ["verify", path, path]):
+        for args in (
+            ["analyze", path],
+            ["optimize", path, "-o", str(out / "o.tflite")],
+            ["verify", path, path],
+        ):
             rc, lines, _ = _cli(capfd, args)
             _assert_refused(rc, lines, "not a regular file", out)
 
@@ -235,11 +260,16 @@ def test_special_files_are_refused_without_hanging(tmp_path: Path, capfd) -> Non
 # ---------------------------------------------------------------- models TFLM refuses (point 4, 5)
 
 
-@pytest.mark.parametrize("build, reason, tflm_says", [
-    (hybrid_model, "hybrid models are not supported", "Hybrid models are not supported"),
-    (float16_model, "float16 weights are not supported", "dequantize"),
-])
-def test_analyze_is_not_exact_where_tflm_refuses(tmp_path: Path, capfd, build, reason: str, tflm_says: str) -> None:
+@pytest.mark.parametrize(
+    "build, reason, tflm_says",
+    [
+        (hybrid_model, "hybrid models are not supported", "Hybrid models are not supported"),
+        (float16_model, "float16 weights are not supported", "dequantize"),
+    ],
+)
+def test_analyze_is_not_exact_where_tflm_refuses(
+    tmp_path: Path, capfd, build, reason: str, tflm_says: str
+) -> None:
     m = build()
     data = model_to_bytes(m)
     with pytest.raises(TinySegError, match=tflm_says):  # the real interpreter refuses it in Prepare
@@ -256,8 +286,14 @@ def test_analyze_is_not_exact_where_tflm_refuses(tmp_path: Path, capfd, build, r
 
 def test_static_refusals_agree_with_the_interpreter() -> None:
     """Where tflm_refusals finds nothing TFLM loads the model; where it finds something TFLM refuses it."""
-    cases = [hybrid_model(), float16_model(), custom_op_model(), synth.tiny_unet_like(),
-             synth.random_unet(3, "FLOAT32"), synth.random_unet(4, "INT8")]
+    cases = [
+        hybrid_model(),
+        float16_model(),
+        custom_op_model(),
+        synth.tiny_unet_like(),
+        synth.random_unet(3, "FLOAT32"),
+        synth.random_unet(4, "INT8"),
+    ]
     for m in cases:
         data = model_to_bytes(m)
         refused = bool(tflm_refusals(build_graph(m)))
@@ -287,11 +323,15 @@ def test_optimize_refuses_before_searching(tmp_path: Path, capfd, monkeypatch) -
             assert "TFLM refuses" in lines[0]
 
 
-def test_optimize_refuses_a_model_tflm_cannot_load_before_searching(tmp_path: Path, capfd, monkeypatch) -> None:
+def test_optimize_refuses_a_model_tflm_cannot_load_before_searching(
+    tmp_path: Path, capfd, monkeypatch
+) -> None:
     """A refusal the static mirror does not know (here: a SOFTMAX on int32) still stops optimize first."""
     import tinyseg_plugin.optimizer as optimizer
 
-    monkeypatch.setattr(optimizer, "optimize", lambda *a, **k: (_ for _ in ()).throw(AssertionError("searched")))
+    monkeypatch.setattr(
+        optimizer, "optimize", lambda *a, **k: (_ for _ in ()).throw(AssertionError("searched"))
+    )
     b = ModelBuilder(dtype="FLOAT32")
     x = b._tensor([1, 16], "INT32", "x")
     b.inputs.append(x)
@@ -309,16 +349,31 @@ def test_optimize_refuses_a_model_tflm_cannot_load_before_searching(tmp_path: Pa
 # ---------------------------------------------------------------- custom operators (point 6)
 
 
-def test_custom_operator_blocks_verification_and_unverified_mode_says_so(tmp_path: Path, capfd) -> None:
+def test_custom_operator_blocks_verification_and_unverified_mode_says_so(
+    tmp_path: Path, capfd
+) -> None:
     path = tmp_path / "custom.tflite"
     save_model(custom_op_model(), path)
     out = tmp_path / "out"
     out.mkdir()
     rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite"), "-q"])
-    _assert_refused(rc, lines, "'Convolution2DTransposeBias' is a custom operator TFLM does not ship", out)
+    _assert_refused(
+        rc, lines, "'Convolution2DTransposeBias' is a custom operator TFLM does not ship", out
+    )
     assert "--unverified" in lines[0]
-    rc, _, text = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite"), "--report", str(out / "r.json"),
-                               "-q", "--unverified"])
+    rc, _, text = _cli(
+        capfd,
+        [
+            "optimize",
+            str(path),
+            "-o",
+            str(out / "o.tflite"),
+            "--report",
+            str(out / "r.json"),
+            "-q",
+            "--unverified",
+        ],
+    )
     assert rc == 0
     assert "UNVERIFIED" in text
     rep = json.loads((out / "r.json").read_text())
@@ -371,7 +426,10 @@ def test_an_uncalled_second_subgraph_is_not_claimed_exact(tmp_path: Path, capfd)
     assert rc == 0 and not d["exact"] and any("subgraph 1" in r for r in d["not_exact_because"])
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    for args in (["optimize", str(path), "-o", str(out_dir / "o.tflite")], ["verify", str(path), str(path)]):
+    for args in (
+        ["optimize", str(path), "-o", str(out_dir / "o.tflite")],
+        ["verify", str(path), str(path)],
+    ):
         rc, lines, _ = _cli(capfd, args)
         _assert_refused(rc, lines, "TFLM crashed (SIGSEGV)", out_dir)
 
@@ -400,9 +458,16 @@ def test_a_tensor_nothing_writes_is_planned_as_tflm_plans_it() -> None:
 def test_the_time_limit_counts_cpu_not_wall_clock() -> None:
     """A child that waits longer than its limit is not stopped; one that computes past it is (SIGPROF):
     on a busy machine a slow model is judged by its own work, not by the load of others."""
-    code = ("import sys, time; from tinyseg_plugin.tflm import cpu_limit; cpu_limit(0.2); time.sleep(1.0); "
-            "print('waited', flush=True); sum(range(10**12))")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       cwd=str(Path(__file__).resolve().parent.parent))
+    code = (
+        "import sys, time; from tinyseg_plugin.tflm import cpu_limit; cpu_limit(0.2); time.sleep(1.0); "
+        "print('waited', flush=True); sum(range(10**12))"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(Path(__file__).resolve().parent.parent),
+    )
     assert p.stdout.strip() == "waited"
     assert tflm.stopped_by_cpu_limit(p.returncode), p.returncode

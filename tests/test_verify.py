@@ -1,13 +1,14 @@
 """The check itself: renames through repeated spills, edge-case inputs (issue 11, points 3 and the inputs)."""
+
 from __future__ import annotations
 
 import numpy as np
+from synth import ModelBuilder
 
 from tinyseg_plugin.coldrange import cold_ranges
 from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
-from synth import ModelBuilder
 from tinyseg_plugin.passes.lower import lower
+from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
 from tinyseg_plugin.verify import edge_inputs, verify
 
 
@@ -33,7 +34,9 @@ def test_a_fetched_tensor_spilled_again_verifies() -> None:
     assert [op.opcode for op in twice.operators].count("Spill") == 2
     low = lower(twice).graph
     produced = {t for op in low.operators for t in op.outputs} | set(low.inputs)
-    read = {t for op in low.operators for t in op.inputs if t >= 0 and not low.tensors[t].is_constant}
+    read = {
+        t for op in low.operators for t in op.inputs if t >= 0 and not low.tensors[t].is_constant
+    }
     assert read <= produced  # no tensor is left without a producer
     v = verify(orig, twice, runs=2)
     assert v.identical, v.detail
@@ -48,8 +51,9 @@ def test_a_wrong_rewrite_still_fails() -> None:
     fetches = [op for op in twice.operators if op.opcode == customops.FETCHING]
     raw = twice.model.subgraphs[0].operators[fetches[-1].index]
     o = customops.decode(fetches[-1])
-    bad = customops.FetchingOptions(axis=o.axis, operands=o.operands,
-                                    fetched=(customops.Fetched(0, 7, o.fetched[0].shape),))
+    bad = customops.FetchingOptions(
+        axis=o.axis, operands=o.operands, fetched=(customops.Fetched(0, 7, o.fetched[0].shape),)
+    )
     raw.customOptions = list(customops.encode(bad))
     try:
         v = verify(orig, build_graph(twice.model), runs=1)
@@ -107,11 +111,18 @@ def test_a_huge_declared_input_is_refused_before_anything_is_built(tmp_path) -> 
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
-    for args in (["verify", str(model), str(model)],
-                 ["verify", str(model), str(model), "--tflm-dir", str(tmp_path)],
-                 ["optimize", str(model), "-o", str(tmp_path / "out.tflite")]):
-        p = subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", *args], capture_output=True, text=True,
-                           timeout=120, preexec_fn=limited)
+    for args in (
+        ["verify", str(model), str(model)],
+        ["verify", str(model), str(model), "--tflm-dir", str(tmp_path)],
+        ["optimize", str(model), "-o", str(tmp_path / "out.tflite")],
+    ):
+        p = subprocess.run(
+            [sys.executable, "-m", "tinyseg_plugin.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=limited,
+        )
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2, p.stderr
         assert len(lines) == 1 and "Traceback" not in p.stderr

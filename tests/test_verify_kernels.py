@@ -1,19 +1,20 @@
 """Issue 11 points 4 and 5: grouped convolutions stay unfused; int16 FetchingConv2D honours quantized_bias_type."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import synth
 
 from tinyseg_plugin import customops
-import synth
 from tinyseg_plugin.coldrange import cold_ranges
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.optimizer import Options, optimize
 from tinyseg_plugin.passes import graph_or_none
 from tinyseg_plugin.passes.fuse import ConvFusion, fuse_concat, fuse_conv
+from tinyseg_plugin.passes.lower import lower
 from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
 from tinyseg_plugin.schema import fb
-from tinyseg_plugin.passes.lower import lower
 from tinyseg_plugin.verify import verify
 
 
@@ -64,18 +65,27 @@ def test_optimized_grouped_model_verifies_without_fetching_conv() -> None:
     name = graph.tensors[gout].name
     r = optimize(graph, Options(stream=False))
     assert any(op.opcode == customops.SPILL for op in r.graph.operators)  # the skip was spilled
-    writer = next(op for op in r.graph.operators if any(r.graph.tensors[t].name == name for t in op.outputs))
+    writer = next(
+        op for op in r.graph.operators if any(r.graph.tensors[t].name == name for t in op.outputs)
+    )
     assert writer.opcode == "CONV_2D"
     assert verify(graph, r.graph, runs=2).identical
 
 
 # ---------------------------------------------------------------- point 5: int16 without bias
 
-def _conv16(b: synth.ModelBuilder, x: int, out_ch: int, bias_type: int = 0, saturate: bool = False) -> int:
+
+def _conv16(
+    b: synth.ModelBuilder, x: int, out_ch: int, bias_type: int = 0, saturate: bool = False
+) -> int:
     """An int16x8 CONV_2D without bias; ``saturate``: all weights 127, so all-maximum inputs overflow int32."""
     n, h, w, c = b.shapes[x]
     i = len(b.operators)
-    data = np.full([out_ch, 3, 3, c], 127, np.int8) if saturate else b.rng.integers(-127, 128, [out_ch, 3, 3, c], dtype=np.int8)
+    data = (
+        np.full([out_ch, 3, 3, c], 127, np.int8)
+        if saturate
+        else b.rng.integers(-127, 128, [out_ch, 3, 3, c], dtype=np.int8)
+    )
     wt = b._tensor([out_ch, 3, 3, c], "INT8", f"c16_{i}/w", data, [0.001] * out_ch, [0] * out_ch, 0)
     y = b._tensor([n, h, w, out_ch], "INT16", f"c16_{i}", scales=[0.01], zps=[0])
     o = fb.Conv2DOptionsT()
@@ -104,7 +114,9 @@ def fused_int16(bias_type: int):
     graph, a = int16_no_bias(bias_type)
     cr = cold_ranges(graph)[a]
     g1 = apply_spill(graph, SpillPlan(a, cr.start, cr.end, slot=0)).graph
-    merged = graph_or_none(fuse_concat(g1, next(op.index for op in g1.operators if op.opcode == customops.FETCHING)))
+    merged = graph_or_none(
+        fuse_concat(g1, next(op.index for op in g1.operators if op.opcode == customops.FETCHING))
+    )
     f = next(op for op in merged.operators if op.opcode == customops.FETCHING)
     fused = graph_or_none(fuse_conv(merged, ConvFusion(f.index, 2)))
     assert fused is not None

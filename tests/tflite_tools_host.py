@@ -4,6 +4,7 @@ It mirrors patches/tflite-tools (tflite_tools/hookspecs.py there): a PluginManag
 "tflite_tools" that loads plugins from the "tflite_tools" entry-point group (here: registered directly).
 tests/test_tflite_tools_patch.py checks the real host against a tflite-tools checkout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,9 @@ hookspec = pluggy.HookspecMarker("tflite_tools")
 
 class HostSpec:
     @hookspec
-    def tflite_tools_add_options(self, parser: argparse.ArgumentParser, command: str | None) -> None:
+    def tflite_tools_add_options(
+        self, parser: argparse.ArgumentParser, command: str | None
+    ) -> None:
         """Add the plugin's command-line options to the host's parser."""
 
     @hookspec
@@ -23,8 +26,14 @@ class HostSpec:
         """Refuse bad option values (ValueError) before the model is read."""
 
     @hookspec(firstresult=True)
-    def tflite_tools_describe_operator(self, op_id: int, custom_code: str, inputs: list[int], outputs: list[int],
-                                       custom_options: bytes) -> dict | None:
+    def tflite_tools_describe_operator(
+        self,
+        op_id: int,
+        custom_code: str,
+        inputs: list[int],
+        outputs: list[int],
+        custom_options: bytes,
+    ) -> dict | None:
         """Describe a custom operator: {"type", "inputs", "outputs"}."""
 
     @hookspec(firstresult=True)
@@ -44,7 +53,9 @@ def manager(*plugins) -> pluggy.PluginManager:
     return pm
 
 
-def parse(pm: pluggy.PluginManager, argv: list[str], command: str | None = "optimize") -> argparse.Namespace:
+def parse(
+    pm: pluggy.PluginManager, argv: list[str], command: str | None = "optimize"
+) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=f"tflite-tools {command}", allow_abbrev=False)
     parser.add_argument("-i", "--input")
     parser.add_argument("-o", "--output")
@@ -54,7 +65,9 @@ def parse(pm: pluggy.PluginManager, argv: list[str], command: str | None = "opti
     return args
 
 
-def run_optimize(pm: pluggy.PluginManager, model: bytes, argv: list[str]) -> tuple[bytes, list[dict]]:
+def run_optimize(
+    pm: pluggy.PluginManager, model: bytes, argv: list[str]
+) -> tuple[bytes, list[dict]]:
     """What `tflite-tools optimize --plugin tinyseg` does after its reorder pass (here the identity).
 
     A plugin's ValueError with a ``model`` attribute (a result written but short of the goal) propagates,
@@ -77,9 +90,16 @@ def describe_all(pm: pluggy.PluginManager, model: bytes) -> list[dict | None]:
         code = m.operatorCodes[op.opcodeIndex]
         if code.customCode is None:
             continue
-        name = code.customCode.decode() if isinstance(code.customCode, bytes) else str(code.customCode)
-        out.append(pm.hook.tflite_tools_describe_operator(
-            op_id=i, custom_code=name, inputs=[int(t) for t in op.inputs],
-            outputs=[int(t) for t in (op.outputs if op.outputs is not None else [])],
-            custom_options=bytes(op.customOptions) if op.customOptions is not None else b""))
+        name = (
+            code.customCode.decode() if isinstance(code.customCode, bytes) else str(code.customCode)
+        )
+        out.append(
+            pm.hook.tflite_tools_describe_operator(
+                op_id=i,
+                custom_code=name,
+                inputs=[int(t) for t in op.inputs],
+                outputs=[int(t) for t in (op.outputs if op.outputs is not None else [])],
+                custom_options=bytes(op.customOptions) if op.customOptions is not None else b"",
+            )
+        )
     return out

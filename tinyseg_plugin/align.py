@@ -1,5 +1,6 @@
 """The arena's 16-byte rounding, defined once: the planner, the kernel rules and the custom-operator
 contract all round with it (TFLM's MicroArenaBufferAlignment())."""
+
 from __future__ import annotations
 
 ARENA_ALIGNMENT = 16

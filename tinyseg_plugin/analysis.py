@@ -4,6 +4,7 @@
 contributes to the host's report; ``to_dict`` is the stable JSON layout
 documented in docs/analysis_json.md (bump SCHEMA when it changes).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -41,8 +42,12 @@ class Analysis:
     plan: Plan
     cold: dict[int, ColdRange]
     ops: list[OpRow]
-    peak_op: int | None  # operator whose scope reaches the head first; None for a model with no operators
-    refusals: list[Refusal] = field(default_factory=list)  # what TFLM would refuse: then nothing is exact
+    peak_op: (
+        int | None
+    )  # operator whose scope reaches the head first; None for a model with no operators
+    refusals: list[Refusal] = field(
+        default_factory=list
+    )  # what TFLM would refuse: then nothing is exact
 
     @property
     def head(self) -> int:
@@ -57,7 +62,9 @@ class Analysis:
     def not_exact_because(self) -> list[str]:
         reasons = [f"TFLM refuses {r}" if r.certain else str(r) for r in self.refusals]
         if self.plan.unknown_ops:
-            reasons.append(f"no scratch rule for {', '.join(self.plan.unknown_ops)}; the head may be low")
+            reasons.append(
+                f"no scratch rule for {', '.join(self.plan.unknown_ops)}; the head may be low"
+            )
         return reasons
 
 
@@ -116,13 +123,25 @@ def _row(graph: Graph, plan: Plan, op_index: int, data: _RowData | None = None) 
             in_bytes += b.size
     scratch = tuple(b.size for b in own)
     return OpRow(
-        op_index, s, op.opcode, op.inputs, op.outputs, scratch, tuple(map(data.labels.__getitem__, live)),
-        live_bytes, max(map(data.tops.__getitem__, live), default=0),
-        in_bytes, out_bytes, scratch_bytes, live_bytes - in_bytes - out_bytes - scratch_bytes,
+        op_index,
+        s,
+        op.opcode,
+        op.inputs,
+        op.outputs,
+        scratch,
+        tuple(map(data.labels.__getitem__, live)),
+        live_bytes,
+        max(map(data.tops.__getitem__, live), default=0),
+        in_bytes,
+        out_bytes,
+        scratch_bytes,
+        live_bytes - in_bytes - out_bytes - scratch_bytes,
     )
 
 
-def analyze_graph(graph: Graph, runtime: str = "reference", arch: str = "host64", plan: Plan | None = None) -> Analysis:
+def analyze_graph(
+    graph: Graph, runtime: str = "reference", arch: str = "host64", plan: Plan | None = None
+) -> Analysis:
     plan = plan or plan_graph(graph, runtime, arch)
     data = _RowData(graph, plan)
     rows = [_row(graph, plan, i, data) for i in range(len(graph.operators))]
@@ -134,8 +153,16 @@ def analyze_graph(graph: Graph, runtime: str = "reference", arch: str = "host64"
 
 def _buffer_dict(b: Buffer) -> dict:
     return {
-        "label": b.label, "kind": b.kind, "subgraph": b.subgraph, "index": b.index, "bytes": b.nbytes,
-        "size": b.size, "offset": b.offset, "first_scope": b.first, "last_scope": b.last, "offline": b.offline,
+        "label": b.label,
+        "kind": b.kind,
+        "subgraph": b.subgraph,
+        "index": b.index,
+        "bytes": b.nbytes,
+        "size": b.size,
+        "offset": b.offset,
+        "first_scope": b.first,
+        "last_scope": b.last,
+        "offline": b.offline,
     }
 
 
@@ -155,21 +182,46 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
             continue
         b = p.tensor_buffer(t.index, g.subgraph)
         cr = a.cold.get(t.index)
-        tensors.append({
-            "index": t.index, "name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.nbytes,
-            "arena_bytes": b.size if b else 0, "offset": b.offset if b else None,
-            "first_scope": b.first if b else None, "last_scope": b.last if b else None,
-            "producer": g.producers.get(t.index), "consumers": g.consumers.get(t.index, []),
-            "graph_input": t.index in inputs, "graph_output": t.index in outputs,
-            "cold_range": None if cr is None else {"start": cr.start, "end": cr.end, "last": cr.last, "length": cr.length},
-            "idle_ranges": [] if cr is None else [list(r) for r in cr.idle],
-        })
-    ops = [{
-        "index": r.index, "scope": r.scope, "opcode": r.opcode, "inputs": list(r.inputs), "outputs": list(r.outputs),
-        "scratch": list(r.scratch), "live": list(r.live), "live_bytes": r.live_bytes, "arena_top": r.arena_top,
-        "input_bytes": r.input_bytes, "output_bytes": r.output_bytes, "scratch_bytes": r.scratch_bytes,
-        "other_bytes": r.other_bytes, "peak": r.index == a.peak_op,
-    } for r in a.ops]
+        tensors.append(
+            {
+                "index": t.index,
+                "name": t.name,
+                "shape": list(t.shape),
+                "dtype": t.dtype,
+                "bytes": t.nbytes,
+                "arena_bytes": b.size if b else 0,
+                "offset": b.offset if b else None,
+                "first_scope": b.first if b else None,
+                "last_scope": b.last if b else None,
+                "producer": g.producers.get(t.index),
+                "consumers": g.consumers.get(t.index, []),
+                "graph_input": t.index in inputs,
+                "graph_output": t.index in outputs,
+                "cold_range": None
+                if cr is None
+                else {"start": cr.start, "end": cr.end, "last": cr.last, "length": cr.length},
+                "idle_ranges": [] if cr is None else [list(r) for r in cr.idle],
+            }
+        )
+    ops = [
+        {
+            "index": r.index,
+            "scope": r.scope,
+            "opcode": r.opcode,
+            "inputs": list(r.inputs),
+            "outputs": list(r.outputs),
+            "scratch": list(r.scratch),
+            "live": list(r.live),
+            "live_bytes": r.live_bytes,
+            "arena_top": r.arena_top,
+            "input_bytes": r.input_bytes,
+            "output_bytes": r.output_bytes,
+            "scratch_bytes": r.scratch_bytes,
+            "other_bytes": r.other_bytes,
+            "peak": r.index == a.peak_op,
+        }
+        for r in a.ops
+    ]
     tail = p.tail
     return {
         "schema": SCHEMA,
@@ -181,16 +233,27 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
         "unknown_ops": p.unknown_ops,
         "head": p.head,
         "tail": {
-            "estimate": True, "total": tail.total, "eval_tensors": tail.eval_tensors,
-            "node_registrations": tail.node_registrations, "io_tensors": tail.io_tensors,
-            "kernel_data": tail.kernel_data, "scratch_handles": tail.scratch_handles,
-            "variables": tail.variables, "fixed": tail.fixed, "builtin_data": tail.builtin_data,
+            "estimate": True,
+            "total": tail.total,
+            "eval_tensors": tail.eval_tensors,
+            "node_registrations": tail.node_registrations,
+            "io_tensors": tail.io_tensors,
+            "kernel_data": tail.kernel_data,
+            "scratch_handles": tail.scratch_handles,
+            "variables": tail.variables,
+            "fixed": tail.fixed,
+            "builtin_data": tail.builtin_data,
         },
         "total": p.total,
         "head_scopes": head_scopes(a),
-        "peak": None if a.peak_op is None else {
-            "operator": a.peak_op, "scope": scope_of(a.peak_op), "opcode": g.operators[a.peak_op].opcode,
-            "live": list(a.ops[a.peak_op].live), "live_bytes": a.ops[a.peak_op].live_bytes,
+        "peak": None
+        if a.peak_op is None
+        else {
+            "operator": a.peak_op,
+            "scope": scope_of(a.peak_op),
+            "opcode": g.operators[a.peak_op].opcode,
+            "live": list(a.ops[a.peak_op].live),
+            "live_bytes": a.ops[a.peak_op].live_bytes,
         },
         "tensors": tensors,
         "operators": ops,
@@ -198,4 +261,13 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
     }
 
 
-__all__ = ["Analysis", "OpRow", "SCHEMA", "analyze_graph", "head_scopes", "to_dict", "op_of", "scope_of"]
+__all__ = [
+    "Analysis",
+    "OpRow",
+    "SCHEMA",
+    "analyze_graph",
+    "head_scopes",
+    "to_dict",
+    "op_of",
+    "scope_of",
+]

@@ -5,6 +5,7 @@ one): it occupies the arena but no operator touches it. Times are allocation
 scopes, as in the planner: graph inputs are defined at scope 0 and operator i
 runs at scope i + 1.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,7 +21,9 @@ class ColdRange:
     start: int
     end: int
     last: int
-    idle: tuple[tuple[int, int], ...]  # every (access, next access) pair with at least one scope between
+    idle: tuple[
+        tuple[int, int], ...
+    ]  # every (access, next access) pair with at least one scope between
 
     @property
     def length(self) -> int:

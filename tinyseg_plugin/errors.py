@@ -1,11 +1,14 @@
 """The one exception type the CLI turns into a one-line message and a non-zero exit, and ``shown``,
 the one place that makes a name or path from a model or the command line safe to print."""
+
 from __future__ import annotations
 
 import os
 import unicodedata
 
-NAME_LIMIT = 120  # characters of a name or path kept in a message (a model may carry megabyte names)
+NAME_LIMIT = (
+    120  # characters of a name or path kept in a message (a model may carry megabyte names)
+)
 MESSAGE_LIMIT = 2000  # the whole line: the last guard of main()
 
 # Control characters, line and paragraph separators, format characters (bidi overrides) and lone
@@ -42,10 +45,10 @@ def shown(value: object, limit: int = NAME_LIMIT) -> str:
     keep = max(limit - 3, 2)
     if len(text) > 2 * limit:  # escape only the ends that stay: a megabyte name costs no time
         head, tail = _escaped(text[:limit]), _escaped(text[-limit:])
-        return head[: keep - keep // 2] + "..." + tail[len(tail) - keep // 2:]
+        return head[: keep - keep // 2] + "..." + tail[len(tail) - keep // 2 :]
     safe = _escaped(text)
     if len(safe) > limit:
-        safe = safe[: keep - keep // 2] + "..." + safe[len(safe) - keep // 2:]
+        safe = safe[: keep - keep // 2] + "..." + safe[len(safe) - keep // 2 :]
     return safe
 
 

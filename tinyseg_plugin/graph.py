@@ -4,6 +4,7 @@ The view is built from the schema's object API (``fb.ModelT``) and keeps a
 reference to it, so that passes can edit a copy of the model and build a new
 view. Operator and tensor indices are those of the flatbuffer.
 """
+
 from __future__ import annotations
 
 import math
@@ -82,7 +83,11 @@ class Graph:
     @cached_property
     def activations(self) -> list[int]:
         """Tensors that live in the arena: not constant, not variable, not empty."""
-        return [t.index for t in self.tensors if not t.is_constant and not t.is_variable and t.nbytes > 0]
+        return [
+            t.index
+            for t in self.tensors
+            if not t.is_constant and not t.is_variable and t.nbytes > 0
+        ]
 
     @cached_property
     def activation_set(self) -> frozenset[int]:
@@ -134,11 +139,17 @@ def _quantization(q: Any) -> tuple[tuple[float, ...], tuple[int, ...], int]:
     return scales, zps, int(q.quantizedDimension)
 
 
-def tensor_view(model: "fb.ModelT", raw: "fb.TensorT", index: int, where: str, memo: dict | None = None) -> Tensor:
+def tensor_view(
+    model: "fb.ModelT", raw: "fb.TensorT", index: int, where: str, memo: dict | None = None
+) -> Tensor:
     """The view of one tensor. ``memo`` (a graph's ``view_memo``) reuses the view of a tensor
     whose fields are the very objects seen before: an edited copy of a model shares them
     (passes/edit.py), and the optimizer builds the view of hundreds of candidates."""
-    buf = model.buffers[raw.buffer] if model.buffers and 0 <= raw.buffer < len(model.buffers) else None
+    buf = (
+        model.buffers[raw.buffer]
+        if model.buffers and 0 <= raw.buffer < len(model.buffers)
+        else None
+    )
     is_constant = buf is not None and buf.data is not None and len(buf.data) > 0
     q = raw.quantization
     key = (index, id(raw.name), id(raw.shape), id(q), raw.type, raw.isVariable, is_constant)
@@ -149,16 +160,36 @@ def tensor_view(model: "fb.ModelT", raw: "fb.TensorT", index: int, where: str, m
     dtype = TYPE_NAMES.get(raw.type, f"TYPE_{raw.type}")
     shape = tuple(int(d) for d in (raw.shape if raw.shape is not None else []))
     if any(d < 0 for d in shape):
-        raise TinySegError(f"{where}: tensor {index} '{shown(raw.name or b'')}' has a dynamic shape {list(shape)}; TFLM needs static shapes")
+        raise TinySegError(
+            f"{where}: tensor {index} '{shown(raw.name or b'')}' has a dynamic shape {list(shape)}; TFLM needs static shapes"
+        )
     scales, zps, qdim = _quantization(q)
     nbytes = math.prod(shape) * TYPE_SIZES.get(dtype, 0)
-    view = Tensor(index, _decode(raw.name), shape, dtype, nbytes, is_constant, bool(raw.isVariable), scales, zps, qdim)
+    view = Tensor(
+        index,
+        _decode(raw.name),
+        shape,
+        dtype,
+        nbytes,
+        is_constant,
+        bool(raw.isVariable),
+        scales,
+        zps,
+        qdim,
+    )
     if memo is not None:
-        memo[key] = (raw.name, raw.shape, q, view)  # the objects are kept alive: their ids stay their own
+        memo[key] = (
+            raw.name,
+            raw.shape,
+            q,
+            view,
+        )  # the objects are kept alive: their ids stay their own
     return view
 
 
-def build_graph(model: "fb.ModelT", subgraph: int = 0, name: str = "model", view_memo: dict | None = None) -> Graph:
+def build_graph(
+    model: "fb.ModelT", subgraph: int = 0, name: str = "model", view_memo: dict | None = None
+) -> Graph:
     """Build the view of one subgraph (``view_memo``: that of a graph this model was edited from)."""
     if not model.subgraphs or subgraph >= len(model.subgraphs):
         raise TinySegError(f"{name}: the model has no subgraph {subgraph}")
@@ -172,7 +203,11 @@ def build_graph(model: "fb.ModelT", subgraph: int = 0, name: str = "model", view
     consumers: dict[int, list[int]] = {}
     for i, raw in enumerate(sg.operators or []):
         code = codes[raw.opcodeIndex]
-        custom = bytes(np.asarray(raw.customOptions, dtype=np.uint8).tobytes()) if raw.customOptions is not None else None
+        custom = (
+            bytes(np.asarray(raw.customOptions, dtype=np.uint8).tobytes())
+            if raw.customOptions is not None
+            else None
+        )
         op = Operator(
             index=i,
             opcode=opcode_name(code),
@@ -181,7 +216,9 @@ def build_graph(model: "fb.ModelT", subgraph: int = 0, name: str = "model", view
             options=raw.builtinOptions,
             custom_options=custom,
             version=int(code.version),
-            intermediates=tuple(int(x) for x in (raw.intermediates if raw.intermediates is not None else [])),
+            intermediates=tuple(
+                int(x) for x in (raw.intermediates if raw.intermediates is not None else [])
+            ),
         )
         operators.append(op)
         for t in op.outputs:

@@ -5,6 +5,7 @@ metadata, signature defs, all subgraphs, quantization). Buffer data is written
 16-byte aligned, as TFLite's own writer does, so that kernels may read weights
 with wide loads on the target.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,8 +24,12 @@ FILE_IDENTIFIER = b"TFL3"
 BUFFER_ALIGNMENT = 16
 
 
-MAX_MODEL_BYTES = 4 << 30  # beyond the 2 GB flatbuffer limit plus external buffers: not a microcontroller model
-FLATBUFFER_LIMIT = (1 << 31) - 1  # what one flatbuffer can hold; TFLM reads weights only from inside it
+MAX_MODEL_BYTES = (
+    4 << 30
+)  # beyond the 2 GB flatbuffer limit plus external buffers: not a microcontroller model
+FLATBUFFER_LIMIT = (
+    1 << 31
+) - 1  # what one flatbuffer can hold; TFLM reads weights only from inside it
 
 
 def read_model_bytes(path: str | os.PathLike[str]) -> bytes:
@@ -43,7 +48,9 @@ def read_model_bytes(path: str | os.PathLike[str]) -> bytes:
     if stat.S_ISDIR(st.st_mode):
         raise TinySegError(f"{n}: is a directory, not a .tflite model")
     if not stat.S_ISREG(st.st_mode):
-        raise TinySegError(f"{n}: not a regular file (a device, FIFO or socket), not a .tflite model")
+        raise TinySegError(
+            f"{n}: not a regular file (a device, FIFO or socket), not a .tflite model"
+        )
     if st.st_size > MAX_MODEL_BYTES:
         raise TinySegError(f"{n}: {st.st_size:,} bytes, larger than any model this tool handles")
     try:
@@ -65,7 +72,9 @@ def parse_model(data: bytes, name: str = "model") -> "fb.ModelT":
         raise TinySegError(f"{name}: too short to be a flatbuffer ({len(data)} bytes)")
     root = int.from_bytes(data[0:4], "little")
     if root < 8 or root + 4 > len(data):
-        raise TinySegError(f"{name}: not a flatbuffer (root offset {root} outside the {len(data)}-byte file)")
+        raise TinySegError(
+            f"{name}: not a flatbuffer (root offset {root} outside the {len(data)}-byte file)"
+        )
     ident = data[4:8]
     if ident != FILE_IDENTIFIER:
         raise TinySegError(
@@ -74,8 +83,10 @@ def parse_model(data: bytes, name: str = "model") -> "fb.ModelT":
     try:
         model = fb.ModelT.InitFromObj(fb.Model.GetRootAs(data, 0))
     except Exception:  # flatbuffers raises assorted errors on corrupt input
-        raise TinySegError(f"{name}: corrupt or truncated flatbuffer (a table or vector lies outside the "
-                           f"{len(data):,}-byte file)") from None
+        raise TinySegError(
+            f"{name}: corrupt or truncated flatbuffer (a table or vector lies outside the "
+            f"{len(data):,}-byte file)"
+        ) from None
     _check_structure(model, name, len(data))
     _load_external_buffers(model, data, name)
     from .validate import validate_model
@@ -99,20 +110,28 @@ def _check_structure(model: "fb.ModelT", name: str, size: int) -> None:
         n_tensors = len(sg.tensors or [])
         for t, tensor in enumerate(sg.tensors or []):
             if not 0 <= tensor.buffer < max(n_buffers, 1):
-                raise TinySegError(f"{name}: subgraph {s} tensor {t} names buffer {tensor.buffer}, which does not exist")
+                raise TinySegError(
+                    f"{name}: subgraph {s} tensor {t} names buffer {tensor.buffer}, which does not exist"
+                )
         for o, op in enumerate(sg.operators or []):
             if not 0 <= op.opcodeIndex < n_codes:
-                raise TinySegError(f"{name}: subgraph {s} operator {o} has an invalid opcode index {op.opcodeIndex}")
+                raise TinySegError(
+                    f"{name}: subgraph {s} operator {o} has an invalid opcode index {op.opcodeIndex}"
+                )
             for idx in list(op.inputs if op.inputs is not None else []) + list(
                 op.outputs if op.outputs is not None else []
             ):
                 if idx < -1 or idx >= n_tensors:
-                    raise TinySegError(f"{name}: subgraph {s} operator {o} names tensor {idx}, which does not exist")
+                    raise TinySegError(
+                        f"{name}: subgraph {s} operator {o} names tensor {idx}, which does not exist"
+                    )
         for idx in list(sg.inputs if sg.inputs is not None else []) + list(
             sg.outputs if sg.outputs is not None else []
         ):
             if not 0 <= idx < n_tensors:
-                raise TinySegError(f"{name}: subgraph {s} input/output names tensor {idx}, which does not exist")
+                raise TinySegError(
+                    f"{name}: subgraph {s} input/output names tensor {idx}, which does not exist"
+                )
 
 
 def check_inline_fits(model: "fb.ModelT", name: str) -> None:
@@ -120,8 +139,10 @@ def check_inline_fits(model: "fb.ModelT", name: str) -> None:
     ``Buffer.offset``, so a written model must carry its weights inside (model_to_bytes does)."""
     weights = sum(len(b.data) for b in model.buffers or [] if b.data is not None)
     if weights > FLATBUFFER_LIMIT - (64 << 20):  # room for the graph tables themselves
-        raise TinySegError(f"{name}: its buffers hold {weights:,} bytes, more than one flatbuffer can (2 GB); TFLM "
-                           "reads weights only from inside the flatbuffer, so no model written from it could run")
+        raise TinySegError(
+            f"{name}: its buffers hold {weights:,} bytes, more than one flatbuffer can (2 GB); TFLM "
+            "reads weights only from inside the flatbuffer, so no model written from it could run"
+        )
 
 
 def _load_external_buffers(model: "fb.ModelT", data: bytes, name: str) -> None:
@@ -132,7 +153,7 @@ def _load_external_buffers(model: "fb.ModelT", data: bytes, name: str) -> None:
             end = buf.offset + buf.size
             if end > len(data):
                 raise TinySegError(f"{name}: buffer {i} lies past the end of the file (truncated?)")
-            buf.data = np.frombuffer(data[buf.offset:end], dtype=np.uint8).copy()
+            buf.data = np.frombuffer(data[buf.offset : end], dtype=np.uint8).copy()
             buf.offset = 0
             buf.size = 0
 
@@ -184,7 +205,9 @@ def destination(path: str | os.PathLike[str]) -> Path:
     p = Path(path)
     real = Path(os.path.realpath(p))
     if os.path.islink(real):  # realpath stops at a loop and leaves it unresolved
-        raise TinySegError(f"{shown(p)}: a symbolic link that never reaches a file (a loop); give a file name")
+        raise TinySegError(
+            f"{shown(p)}: a symbolic link that never reaches a file (a loop); give a file name"
+        )
     return real
 
 
@@ -198,9 +221,11 @@ def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
         return False
 
 
-def check_outputs(inputs: list[str | os.PathLike[str]],
-                  outputs: list[tuple[str, str | os.PathLike[str] | None]],
-                  may_replace_input: frozenset[str] = frozenset()) -> None:
+def check_outputs(
+    inputs: list[str | os.PathLike[str]],
+    outputs: list[tuple[str, str | os.PathLike[str] | None]],
+    may_replace_input: frozenset[str] = frozenset(),
+) -> None:
     """Refuse, before any work, an output that is one of the inputs or the same file as another output.
 
     ``outputs`` are (option, path) pairs (``None`` paths are skipped); ``may_replace_input`` names the
@@ -212,12 +237,16 @@ def check_outputs(inputs: list[str | os.PathLike[str]],
         for inp in inputs:
             if opt not in may_replace_input and _same_file(path, inp):
                 hint = " (or --force to replace it)" if opt == "-o" else ""
-                raise TinySegError(f"{opt} {shown(path)} is the input model {shown(inp)}; choose another file{hint}")
+                raise TinySegError(
+                    f"{opt} {shown(path)} is the input model {shown(inp)}; choose another file{hint}"
+                )
     for k, (opt, path) in enumerate(given):
         for opt2, path2 in given[:k]:
             if _same_file(path, path2):
-                raise TinySegError(f"{opt2} {shown(path2)} and {opt} {shown(path)} are the same file; "
-                                   "give each output a file of its own")
+                raise TinySegError(
+                    f"{opt2} {shown(path2)} and {opt} {shown(path)} are the same file; "
+                    "give each output a file of its own"
+                )
 
 
 def check_writable(path: str | os.PathLike[str], *, directory: bool = False) -> None:
@@ -239,7 +268,9 @@ def check_writable(path: str | os.PathLike[str], *, directory: bool = False) -> 
         if real.is_dir():
             raise TinySegError(f"{shown(p)}: is a directory; give a file name")
         if real.exists() and not real.is_file():
-            raise TinySegError(f"{shown(p)}: not a regular file (a device, FIFO or socket); give a file name")
+            raise TinySegError(
+                f"{shown(p)}: not a regular file (a device, FIFO or socket); give a file name"
+            )
         parent = real.parent
     if not parent.is_dir():
         raise TinySegError(f"{shown(p)}: directory {shown(parent)} does not exist")
@@ -253,7 +284,9 @@ def _probe(directory: Path, target: Path) -> None:
         os.close(fd)
         os.unlink(tmp)
     except OSError as exc:
-        raise TinySegError(f"{shown(target)}: cannot write into {shown(directory)}: {exc.strerror}") from None
+        raise TinySegError(
+            f"{shown(target)}: cannot write into {shown(directory)}: {exc.strerror}"
+        ) from None
 
 
 def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tuple = ()) -> None:
@@ -275,14 +308,20 @@ def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tupl
                     d.mkdir()
                     created.append(d)
             reals = [destination(path) for path, _ in files]
-            if len(set(reals)) != len(reals):  # check_outputs refuses this earlier; never overwrite our own output
-                raise TinySegError("two outputs name the same file; give each output a file of its own")
+            if len(set(reals)) != len(
+                reals
+            ):  # check_outputs refuses this earlier; never overwrite our own output
+                raise TinySegError(
+                    "two outputs name the same file; give each output a file of its own"
+                )
             for (path, data), real in zip(files, reals):
                 current = Path(path)
                 parent = real.parent
                 if not parent.is_dir():
                     raise TinySegError(f"{shown(path)}: directory {shown(parent)} does not exist")
-                fd, tmp = tempfile.mkstemp(prefix=f".{real.name[:40]}.", dir=parent)  # room for a long name
+                fd, tmp = tempfile.mkstemp(
+                    prefix=f".{real.name[:40]}.", dir=parent
+                )  # room for a long name
                 temps.append((tmp, real))
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
@@ -319,4 +358,3 @@ def save_model(model: "fb.ModelT", path: str | os.PathLike[str]) -> bytes:
     data = model_to_bytes(model)
     write_atomic(path, data)
     return data
-

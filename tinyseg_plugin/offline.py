@@ -3,6 +3,7 @@
 TFLM's planner honours a table of arena offsets stored as model metadata under this name: a header
 of three little-endian uint32 (version, subgraph, count) and then ``count`` int32 offsets, one per
 tensor of every subgraph in order; -1 means "planned online"."""
+
 from __future__ import annotations
 
 import struct
@@ -59,8 +60,10 @@ def validate(model: "fb.ModelT", name: str) -> None:
         count = struct.unpack_from("<I", data, 8)[0]
         tensors = sum(len(sg.tensors or []) for sg in model.subgraphs or [])
         if len(data) != HEADER_BYTES + 4 * count:
-            raise TinySegError(f"{where} is {len(data)} bytes long; its header announces {count} offsets "
-                               f"({HEADER_BYTES + 4 * count} bytes)")
+            raise TinySegError(
+                f"{where} is {len(data)} bytes long; its header announces {count} offsets "
+                f"({HEADER_BYTES + 4 * count} bytes)"
+            )
         if count != tensors:
             raise TinySegError(f"{where} has {count} offsets but the model has {tensors} tensors")
         offsets = struct.unpack_from(f"<{count}i", data, HEADER_BYTES)
@@ -70,7 +73,9 @@ def validate(model: "fb.ModelT", name: str) -> None:
                 off = offsets[k]
                 k += 1
                 if off < ONLINE:
-                    raise TinySegError(f"{where}: tensor {t} has offset {off} (offsets are >= 0, or -1 for online)")
+                    raise TinySegError(
+                        f"{where}: tensor {t} has offset {off} (offsets are >= 0, or -1 for online)"
+                    )
                 if off > INT_MAX // 2:
                     raise TinySegError(f"{where}: tensor {t} has offset {off:,}, beyond any arena")
 

@@ -1,5 +1,6 @@
 """The optimization loop (Algorithm 1): plan, find cold ranges, transform, until the target is met
 or a step no longer lowers the peak. Every figure comes from the TFLM-exact planner."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -67,7 +68,9 @@ class Result:
     original: Plan
     steps: list[Step] = field(default_factory=list)
     spills: list[SpillRecord] = field(default_factory=list)
-    chains: list[dict] = field(default_factory=list)  # streamed chains (stream_search.choice_dict's entries)
+    chains: list[dict] = field(
+        default_factory=list
+    )  # streamed chains (stream_search.choice_dict's entries)
     stream_bytes: int = 0  # bytes the row spills and fetches move per inference
     strategy: str = ""  # the strategy whose candidate was kept ("" when none changed the model)
     considered: list["Candidate"] = field(default_factory=list)  # the other strategies' candidates
@@ -79,8 +82,11 @@ def _plan(g: Graph, o: Options) -> Plan:
 
 def _peak_scopes(plan: Plan) -> list[int]:
     """Scopes where the arena's top reaches the head."""
-    return [s for s in range(plan.scopes + 1)
-            if max((b.offset + b.size for b in plan.live_at(s)), default=0) == plan.head]
+    return [
+        s
+        for s in range(plan.scopes + 1)
+        if max((b.offset + b.size for b in plan.live_at(s)), default=0) == plan.head
+    ]
 
 
 def _candidates(g: Graph, plan: Plan) -> list[ColdRange]:
@@ -88,7 +94,9 @@ def _candidates(g: Graph, plan: Plan) -> list[ColdRange]:
     such a scope (a tensor read several times has several): the most crowded such scope first, then
     the longest range (Algorithm 3's order)."""
     crs = cold_ranges(g)
-    found: dict[tuple[int, int, int], tuple[int, int]] = {}  # (tensor, start, end) -> (live bytes, size)
+    found: dict[
+        tuple[int, int, int], tuple[int, int]
+    ] = {}  # (tensor, start, end) -> (live bytes, size)
     for s in _peak_scopes(plan):
         live = plan.live_at(s)
         load = sum(b.size for b in live)
@@ -122,7 +130,9 @@ def _best_fusion(g: Graph, slot: int, o: Options) -> tuple[Graph, str]:
     i = _fetch_index(g, slot)
     if i is None:
         return g, ""
-    options: list[tuple[Graph | None, str]] = [(graph_or_none(fuse_conv(g, i)), "Fetching+Conv2D -> FetchingConv2D")]
+    options: list[tuple[Graph | None, str]] = [
+        (graph_or_none(fuse_conv(g, i)), "Fetching+Conv2D -> FetchingConv2D")
+    ]
     # Merge into concatenations as far as they go (a partial spill's CONCATENATION, then the skip's),
     # trying the convolution after each merge.
     merged, label = g, "Fetching"
@@ -135,7 +145,9 @@ def _best_fusion(g: Graph, slot: int, o: Options) -> tuple[Graph, str]:
         options.append((merged, label))
         j = _fetch_index(merged, slot)
         if j is not None:
-            options.append((graph_or_none(fuse_conv(merged, j)), label + "+Conv2D -> FetchingConv2D"))
+            options.append(
+                (graph_or_none(fuse_conv(merged, j)), label + "+Conv2D -> FetchingConv2D")
+            )
     for cand, label in options:
         if cand is None:
             continue
@@ -203,12 +215,29 @@ def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Fou
         short = name if len(name) <= 40 else name[:18] + "..." + name[-19:]
         spilled = spilled_bytes(g, sp)
         kind = "partial spilling" if sp.rows is not None else "tensor spilling"
-        part = f" ({sp.rows} of {g.tensors[t].shape[sp.axis]} slices along axis {sp.axis})" if sp.rows is not None else ""
+        part = (
+            f" ({sp.rows} of {g.tensors[t].shape[sp.axis]} slices along axis {sp.axis})"
+            if sp.rows is not None
+            else ""
+        )
         note = " (head with an offline layout)" if s2 < p2.head else ""
-        steps = [Step(kind, f"t{t} '{short}' {spilled:,} B{part} over scopes {cr.start}-{cr.end}{note}", s2, p2.total)]
+        steps = [
+            Step(
+                kind,
+                f"t{t} '{short}' {spilled:,} B{part} over scopes {cr.start}-{cr.end}{note}",
+                s2,
+                p2.total,
+            )
+        ]
         if how:
             steps.append(Step("fused fetching", how + note, s2, p2.total))
-        return _Found(g2, p2, s2, steps, SpillRecord(t, name, spilled, cr.start, cr.end, sp.rows is not None, slot))
+        return _Found(
+            g2,
+            p2,
+            s2,
+            steps,
+            SpillRecord(t, name, spilled, cr.start, cr.end, sp.rows is not None, slot),
+        )
     return None
 
 
@@ -225,7 +254,12 @@ def _split_then_spill(g: Graph, plan: Plan, score: int, o: Options, slot: int) -
             continue
         op = g.operators[i]
         parts = len(g.operators[concat_operand(g, i)[1]].inputs)
-        split = Step("operator splitting", f"op {i} {op.opcode} over CONCATENATION split into {parts} slices", p1.head, p1.total)
+        split = Step(
+            "operator splitting",
+            f"op {i} {op.opcode} over CONCATENATION split into {parts} slices",
+            p1.head,
+            p1.total,
+        )
         return _Found(found.graph, found.plan, found.score, [split] + found.steps, found.spill)
     return None
 
@@ -260,13 +294,25 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
         from .kernels import ARCHES, KernelRules
 
         rules = KernelRules(o.runtime, ARCHES[o.arch])
-        ordered = reorder(g, OrderRequest(lambda x: _plan(x, o).head,
-                                          lambda i: sum(align_up(s) for s in rules.scratch_requests(g, g.operators[i]))))
+        ordered = reorder(
+            g,
+            OrderRequest(
+                lambda x: _plan(x, o).head,
+                lambda i: sum(align_up(s) for s in rules.scratch_requests(g, g.operators[i])),
+            ),
+        )
         if isinstance(ordered, Rewrite):
             g2 = ordered.graph
             plan = _plan(g2, o)
             g = g2
-            res.steps.append(Step("operator reordering", "memory-minimising topological order", plan.head, plan.total))
+            res.steps.append(
+                Step(
+                    "operator reordering",
+                    "memory-minimising topological order",
+                    plan.head,
+                    plan.total,
+                )
+            )
             say(f"reordered: head {plan.head:,} B")
     best = spill_and_fuse(g, plan, o, say)
     candidates = [best]
@@ -296,7 +342,13 @@ def spill_and_fuse(g: Graph, plan: Plan, o: Options, say: Callable[[str], None])
                 g, plan = narrowed.graph, p2
                 cand.steps.append(Step("scratch narrowing", narrowed.detail, plan.head, plan.total))
                 say(f"scratch narrowing: head {plan.head:,} B")
-    slot = max((customops.decode(op).slot for op in g.operators if op.opcode == customops.SPILL), default=-1) + 1
+    slot = (
+        max(
+            (customops.decode(op).slot for op in g.operators if op.opcode == customops.SPILL),
+            default=-1,
+        )
+        + 1
+    )
     score = _score(g, plan, o, plan.head)
     while o.target_bytes is None or score > o.target_bytes:
         found = _spill_step(g, plan, score, o, slot)
@@ -332,6 +384,11 @@ def streaming(g: Graph, o: Options, say: Callable[[str], None]) -> Candidate | N
     chains = summary["chains"]
     detail = f"{len(chains)} StreamChain operators; row spills move {choice.storage_bytes:,} B per inference"
     say(f"streaming: head {streamed.head:,} B")
-    return Candidate("streaming", choice.streamed.graph, streamed,
-                     [Step("streaming", detail, streamed.head, streamed.total)],
-                     chains=chains, stream_bytes=choice.storage_bytes)
+    return Candidate(
+        "streaming",
+        choice.streamed.graph,
+        streamed,
+        [Step("streaming", detail, streamed.head, streamed.total)],
+        chains=chains,
+        stream_bytes=choice.storage_bytes,
+    )

@@ -4,19 +4,20 @@
 The ``tinyseg`` command line and the tflite-tools plugin are adapters over this module: they map
 their options to a ``Run`` and print or return what comes back, so both refuse the same models
 with the same sentences and exit codes."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
 
 from . import optimizer, tflm
+from . import verify as check
 from .analysis import Analysis, analyze_graph
 from .errors import TinySegError, shown
 from .graph import Graph, build_graph
 from .modelio import check_inline_fits, model_to_bytes, parse_model
 from .optimizer import Options, Result
 from .planner import plan_graph
-from . import verify as check
 from .verify import DEFAULT_MAX_IO_BYTES, Verification, arena_for, check_io_bytes
 
 EXIT_VERIFY_FAILED = 4  # the outputs differ: nothing is written (docs/cli.md)
@@ -71,13 +72,22 @@ class Outcome:
         """The JSON report (docs/analysis_json.md)."""
         from .optimize_report import report_dict
 
-        d = report_dict(self.result, model_name, output_name, self.verification, target_bytes=self.target,
-                        unchanged=self.unchanged is not None)
+        d = report_dict(
+            self.result,
+            model_name,
+            output_name,
+            self.verification,
+            target_bytes=self.target,
+            unchanged=self.unchanged is not None,
+        )
         if self.unchanged is None:
             v = self.verification
-            d["verification"] = ("UNVERIFIED: not checked in TFLM (--unverified)" if v is None else
-                                 f"bit-identical to the original in TFLM ({v.describe()}) on {v.runs} random and "
-                                 f"{v.edge_cases} edge-case inputs")
+            d["verification"] = (
+                "UNVERIFIED: not checked in TFLM (--unverified)"
+                if v is None
+                else f"bit-identical to the original in TFLM ({v.describe()}) on {v.runs} random and "
+                f"{v.edge_cases} edge-case inputs"
+            )
         return d
 
 
@@ -103,8 +113,10 @@ def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
 
     ts = tinyseg_operators(graph)
     if ts:
-        raise TinySegError(f"{name} already holds TinySeg operators ({shown(graph.operators[ts[0]].opcode)} at "
-                           f"operator {ts[0]}): give the original model")
+        raise TinySegError(
+            f"{name} already holds TinySeg operators ({shown(graph.operators[ts[0]].opcode)} at "
+            f"operator {ts[0]}): give the original model"
+        )
     why = unsupported(graph)
     if why:
         raise TinySegError(f"{name}: cannot be optimized: {why}")
@@ -117,7 +129,8 @@ def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
         raise TinySegError(
             f"{name}: operator {r.operator} '{shown(r.opcode, 60)}' is {r.reason}, so the result cannot be verified in TFLM; "
             "rerun with --unverified to write it unchecked (marked UNVERIFIED in the table and the report) once "
-            "your firmware registers that kernel, or replace the operator with builtins")
+            "your firmware registers that kernel, or replace the operator with builtins"
+        )
 
 
 def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = None) -> Outcome:
@@ -132,27 +145,49 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
         plan = plan_graph(graph, o.runtime, o.arch)
         if plan.head <= o.target_bytes:
             kept = Result(graph=graph, plan=plan, original=plan)
-            return Outcome(data, kept, None, f"the model already meets --target {o.target_bytes:,} B "
-                                             f"(head {plan.head:,} B)", o.target_bytes)
+            return Outcome(
+                data,
+                kept,
+                None,
+                f"the model already meets --target {o.target_bytes:,} B (head {plan.head:,} B)",
+                o.target_bytes,
+            )
     if run.verified:
         check_io_bytes(graph, name, run.max_io_bytes)  # before TFLM loads it with an arena to match
         try:
-            tflm.check_loads(model_to_bytes(graph.model), arena_for(graph),
-                             seconds=min(run.time_limit, tflm.LOAD_SECONDS))
+            tflm.check_loads(
+                model_to_bytes(graph.model),
+                arena_for(graph),
+                seconds=min(run.time_limit, tflm.LOAD_SECONDS),
+            )
         except TinySegError as exc:
             raise TinySegError(f"{name}: {exc}; nothing to optimize") from None
     result = optimizer.optimize(graph, o, run.progress)
     if result.plan.head >= result.original.head and result.plan.total >= result.original.total:
         kept = Result(graph=graph, plan=result.original, original=result.original)
-        return Outcome(data, kept, None, f"no pass lowers the arena of {name} (head {result.original.head:,} B)",
-                       o.target_bytes)
+        return Outcome(
+            data,
+            kept,
+            None,
+            f"no pass lowers the arena of {name} (head {result.original.head:,} B)",
+            o.target_bytes,
+        )
     verification = None
     if run.runs is not None:
         run.say(f"verifying against the original in TFLM ({run.runs} random inputs + 3 edge cases)")
-        verification = check.verify(graph, result.graph, runs=run.runs, seconds=run.time_limit, tflm_dir=run.tflm_dir,
-                                    progress=run.progress, max_io_bytes=run.max_io_bytes)
+        verification = check.verify(
+            graph,
+            result.graph,
+            runs=run.runs,
+            seconds=run.time_limit,
+            tflm_dir=run.tflm_dir,
+            progress=run.progress,
+            max_io_bytes=run.max_io_bytes,
+        )
         if not verification.identical:
-            raise TinySegError(f"verification failed: {verification.detail}; no output written", EXIT_VERIFY_FAILED)
+            raise TinySegError(
+                f"verification failed: {verification.detail}; no output written", EXIT_VERIFY_FAILED
+            )
     return Outcome(model_to_bytes(result.graph.model), result, verification, None, o.target_bytes)
 
 

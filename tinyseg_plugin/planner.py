@@ -9,18 +9,19 @@ places offline-planned buffers first, then the rest largest first (a stable
 sort over the reversed insertion order, as its bubble sort does) at the lowest
 offset that fits among the buffers alive at the same time.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from itertools import islice
 from dataclasses import dataclass, field
+from itertools import islice
 
 from . import customops, offline
+from .align import ARENA_ALIGNMENT, align_up
 from .errors import TinySegError
 from .graph import Graph, build_graph
 from .kernels import ARCHES, Arch, KernelRules
 from .schema import fb
-from .align import ARENA_ALIGNMENT, align_up
 
 OFFLINE_METADATA = offline.NAME
 ONLINE = offline.ONLINE
@@ -69,8 +70,14 @@ class Tail:
     @property
     def total(self) -> int:
         return (
-            self.eval_tensors + self.node_registrations + self.io_tensors + self.kernel_data
-            + self.scratch_handles + self.variables + self.fixed + self.builtin_data
+            self.eval_tensors
+            + self.node_registrations
+            + self.io_tensors
+            + self.kernel_data
+            + self.scratch_handles
+            + self.variables
+            + self.fixed
+            + self.builtin_data
         )
 
 
@@ -184,7 +191,9 @@ _CONTROL_FLOW = {
 class _Lifetimes:
     """AllocationInfoBuilder::MarkAllocationLifetimes, recursion into control flow included."""
 
-    def __init__(self, graphs: list[Graph], infos: list[list[_Info]], scratch: list[tuple[int, int, _Info]]):
+    def __init__(
+        self, graphs: list[Graph], infos: list[list[_Info]], scratch: list[tuple[int, int, _Info]]
+    ):
         self.graphs, self.infos, self.scratch, self.scope = graphs, infos, scratch, 0
         # Each operator's scratch requests in request order (looked up per operator, not scanned).
         self.scratch_of: dict[tuple[int, int], list[_Info]] = {}
@@ -225,7 +234,9 @@ class _Lifetimes:
 # ---------------------------------------------------------------- placement
 
 
-def greedy_place(sizes: list[int], firsts: list[int], lasts: list[int], offline: list[int]) -> list[int]:
+def greedy_place(
+    sizes: list[int], firsts: list[int], lasts: list[int], offline: list[int]
+) -> list[int]:
     """GreedyMemoryPlanner::CalculateOffsetsIfNeeded: offsets for each buffer, in insertion order.
 
     TFLM walks every placed buffer in offset order for each new one (quadratic in buffers). The
@@ -247,8 +258,13 @@ def greedy_place(sizes: list[int], firsts: list[int], lasts: list[int], offline:
     return first_fit(head_ids + online, sizes, firsts, lasts, offline)
 
 
-def first_fit(order: list[int], sizes: list[int], firsts: list[int], lasts: list[int],
-              offline: list[int] | None = None) -> list[int]:
+def first_fit(
+    order: list[int],
+    sizes: list[int],
+    firsts: list[int],
+    lasts: list[int],
+    offline: list[int] | None = None,
+) -> list[int]:
     """Place the buffers in ``order`` (ids into the other lists) each at the lowest offset where it
     overlaps no buffer placed before it that is alive at the same time (``offline``: fixed offsets,
     ONLINE for none); offsets by id, ONLINE for ids not in ``order``. See greedy_place."""
@@ -259,7 +275,9 @@ def first_fit(order: list[int], sizes: list[int], firsts: list[int], lasts: list
         return _walk_place(order, sizes, firsts, lasts, offline)
     offsets = [ONLINE] * n
     levels: list[int] = []  # distinct offsets, ascending
-    groups: dict[int, tuple[list[int], list[int], list[int]]] = {}  # offset -> firsts, lasts, sizes by first
+    groups: dict[
+        int, tuple[list[int], list[int], list[int]]
+    ] = {}  # offset -> firsts, lasts, sizes by first
     previous = None  # (first, last, size, offset) of the buffer placed just before, when online
     for k, i in enumerate(order):
         f, l, size = firsts[i], lasts[i], sizes[i]
@@ -276,7 +294,9 @@ def first_fit(order: list[int], sizes: list[int], firsts: list[int], lasts: list
             for off in islice(levels, start, None):
                 g_first, g_last, g_size = groups[off]
                 hi = bisect_right(g_first, l)  # members that start by l ...
-                lo = bisect_left(g_last, f, 0, hi)  # ... and end at f or later (lasts ascend with firsts)
+                lo = bisect_left(
+                    g_last, f, 0, hi
+                )  # ... and end at f or later (lasts ascend with firsts)
                 if lo >= hi:
                     continue
                 if off - cand >= size:
@@ -302,12 +322,21 @@ def first_fit(order: list[int], sizes: list[int], firsts: list[int], lasts: list
     return offsets
 
 
-def _walk_place(order: list[int], sizes: list[int], firsts: list[int], lasts: list[int], offline: list[int],
-                offsets: list[int] | None = None, start: int = 0) -> list[int]:
+def _walk_place(
+    order: list[int],
+    sizes: list[int],
+    firsts: list[int],
+    lasts: list[int],
+    offline: list[int],
+    offsets: list[int] | None = None,
+    start: int = 0,
+) -> list[int]:
     """TFLM's walk over every placed buffer in offset order: ``order[:start]`` already has ``offsets``."""
     if offsets is None:
         offsets = [ONLINE] * len(sizes)
-    placed: list[tuple[int, int]] = []  # (offset, id), kept sorted by offset; ties after existing entries
+    placed: list[
+        tuple[int, int]
+    ] = []  # (offset, id), kept sorted by offset; ties after existing entries
     for k, i in enumerate(order):
         if k < start:
             _insert_sorted(placed, offsets[i], i, first=(k == 0))
@@ -354,7 +383,9 @@ def plan_graph(graph: Graph, runtime: str = "reference", arch: str | Arch = "hos
     tgt = ARCHES[arch] if isinstance(arch, str) else arch
     rules = KernelRules(runtime, tgt)
     model = graph.model
-    graphs = [graph if s == graph.subgraph else build_graph(model, s) for s in range(len(model.subgraphs))]
+    graphs = [
+        graph if s == graph.subgraph else build_graph(model, s) for s in range(len(model.subgraphs))
+    ]
     offsets = offline.read(model)
     total_tensors = sum(len(g.tensors) for g in graphs)
     if offsets is not None and len(offsets) != total_tensors:
@@ -393,14 +424,23 @@ def plan_graph(graph: Graph, runtime: str = "reference", arch: str | Arch = "hos
     for (s, node, info), (_, _, r) in zip(scratch, requests):
         entries.append(("scratch", s, node, info, r))
     sizes = [align_up(e[3].nbytes) for e in entries]
-    placed = greedy_place(sizes, [e[3].first for e in entries], [e[3].last for e in entries], [e[3].offline for e in entries])
+    placed = greedy_place(
+        sizes,
+        [e[3].first for e in entries],
+        [e[3].last for e in entries],
+        [e[3].offline for e in entries],
+    )
     buffers = [
-        Buffer(kind, s, idx, info.nbytes, size, info.first, info.last, off, info.offline != ONLINE, r)
+        Buffer(
+            kind, s, idx, info.nbytes, size, info.first, info.last, off, info.offline != ONLINE, r
+        )
         for (kind, s, idx, info, r), size, off in zip(entries, sizes, placed)
     ]
     head = max((b.offset + b.size for b in buffers), default=0)
     tail = estimate_tail(graphs, rules, len(scratch))
-    return Plan(graph, runtime, tgt.name, buffers, head, tail, marker.scope, sorted(rules.unknown_ops))
+    return Plan(
+        graph, runtime, tgt.name, buffers, head, tail, marker.scope, sorted(rules.unknown_ops)
+    )
 
 
 def plan_model(model: "fb.ModelT", runtime: str = "reference", arch: str = "host64") -> Plan:
@@ -451,29 +491,47 @@ _SIZES: dict[str, dict] = {
         "builtin_overrides": {"FULLY_CONNECTED": (32, 8)},
     },
     "host64-make": {  # x86-64 Makefile build, plain MicroInterpreter
-        **_LP64, "app": "x86-64 Makefile build, MicroInterpreter on an arena", "setup": _PLAIN64,
-        "subgraph_allocations": (16, 8), "compression": False,
+        **_LP64,
+        "app": "x86-64 Makefile build, MicroInterpreter on an arena",
+        "setup": _PLAIN64,
+        "subgraph_allocations": (16, 8),
+        "compression": False,
     },
     "host64-make-recording": {  # the same with RecordingMicroInterpreter (tests/tflm_probe)
-        **_LP64, "app": "x86-64 Makefile build, RecordingMicroInterpreter",
-        "setup": ((104, 8), (72, 8), (248, 8)), "subgraph_allocations": (16, 8), "compression": False,
+        **_LP64,
+        "app": "x86-64 Makefile build, RecordingMicroInterpreter",
+        "setup": ((104, 8), (72, 8), (248, 8)),
+        "subgraph_allocations": (16, 8),
+        "compression": False,
     },
     "host64-make-recording-tinyseg": {  # the same after `tinyseg tflm install` (tests/tflm_e2e)
-        **_LP64, "app": "x86-64 Makefile build with TinySeg installed, RecordingMicroInterpreter",
-        "setup": ((104, 8), (72, 8), (248, 8)), "subgraph_allocations": (16, 8), "compression": False,
+        **_LP64,
+        "app": "x86-64 Makefile build with TinySeg installed, RecordingMicroInterpreter",
+        "setup": ((104, 8), (72, 8), (248, 8)),
+        "subgraph_allocations": (16, 8),
+        "compression": False,
         "tinyseg_installed": True,
     },
     "cortex-m": {  # firmware: arm-none-eabi Makefile build, plain MicroInterpreter
-        **_ILP32, "app": "Cortex-M firmware (Makefile build, MicroInterpreter on an arena, ILP32)",
-        "setup": _PLAIN32, "subgraph_allocations": (8, 4), "compression": False,
+        **_ILP32,
+        "app": "Cortex-M firmware (Makefile build, MicroInterpreter on an arena, ILP32)",
+        "setup": _PLAIN32,
+        "subgraph_allocations": (8, 4),
+        "compression": False,
     },
     "cortex-m-recording": {  # the same with RecordingMicroInterpreter (tests/tflm_probe)
-        **_ILP32, "app": "Cortex-M Makefile build, RecordingMicroInterpreter (ILP32)",
-        "setup": ((52, 4), (44, 4), (124, 4)), "subgraph_allocations": (8, 4), "compression": False,
+        **_ILP32,
+        "app": "Cortex-M Makefile build, RecordingMicroInterpreter (ILP32)",
+        "setup": ((52, 4), (44, 4), (124, 4)),
+        "subgraph_allocations": (8, 4),
+        "compression": False,
     },
     "cortex-m-recording-tinyseg": {  # the same after `tinyseg tflm install` (tests/tflm_e2e, qemu-arm)
-        **_ILP32, "app": "Cortex-M Makefile build with TinySeg installed, RecordingMicroInterpreter (ILP32)",
-        "setup": ((52, 4), (44, 4), (124, 4)), "subgraph_allocations": (8, 4), "compression": False,
+        **_ILP32,
+        "app": "Cortex-M Makefile build with TinySeg installed, RecordingMicroInterpreter (ILP32)",
+        "setup": ((52, 4), (44, 4), (124, 4)),
+        "subgraph_allocations": (8, 4),
+        "compression": False,
         "tinyseg_installed": True,
     },
 }
@@ -517,9 +575,14 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
     if sz.get("resource_variables_in_arena") and n_vars:
         rv, one = sz["resource_variables"]
         setup += [(rv, ARENA_ALIGNMENT), (one * n_vars, ARENA_ALIGNMENT)]
-    setup += [sz["builtin_allocator"], (sz["subgraph_allocations"][0] * len(graphs), sz["subgraph_allocations"][1])]
+    setup += [
+        sz["builtin_allocator"],
+        (sz["subgraph_allocations"][0] * len(graphs), sz["subgraph_allocations"][1]),
+    ]
     fixed = phase(setup)
-    eval_tensors = phase((sz["eval_tensor"][0] * len(g.tensors), sz["eval_tensor"][1]) for g in graphs)
+    eval_tensors = phase(
+        (sz["eval_tensor"][0] * len(g.tensors), sz["eval_tensor"][1]) for g in graphs
+    )
     nodes = phase((sz["node"][0] * len(g.operators), sz["node"][1]) for g in graphs)
     builtin = phase(rules.builtin_data(op, sz.get("builtin_overrides")) for _, op in ops)
     kernel_total = sum(rules.persistent_bytes(g, op) for g, op in ops)
@@ -534,8 +597,10 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
     # A model holding TinySeg operators or TRANSPOSE_CONV scratch markers runs only in a TFLM with
     # TinySeg installed, whatever the build profile says.
     installed = bool(sz.get("tinyseg_installed")) or any(
-        customops.is_tinyseg_op(op) or (op.opcode == "TRANSPOSE_CONV" and customops.transpose_conv_marker(g, op))
-        for g, op in ops)
+        customops.is_tinyseg_op(op)
+        or (op.opcode == "TRANSPOSE_CONV" and customops.transpose_conv_marker(g, op))
+        for g, op in ops
+    )
     if installed:
         # `tinyseg tflm install`: TRANSPOSE_CONV's OpData (reference and CMSIS-NN) carries a
         # TinySeg TransposeConvMarker; whether that adds 16 bytes depends on the OpData's size.
@@ -549,7 +614,9 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
         for g, op in ops:
             if op.is_custom:
                 if rules.persistent_bytes(g, op):
-                    return rules.persistent_bytes(g, op)  # TinySeg's kernels: taken as 16-byte sized
+                    return rules.persistent_bytes(
+                        g, op
+                    )  # TinySeg's kernels: taken as 16-byte sized
                 continue
             n = rules.opdata_bytes(op.opcode, sz["compression"])
             if n and op.opcode == "TRANSPOSE_CONV" and installed:
@@ -596,4 +663,3 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
         builtin_data=builtin,
         app=sz["app"],
     )
-

@@ -17,6 +17,7 @@ refusals of models TFLM cannot run, the same strategies, the bit-exact check in 
 ``--time-limit``, and the same exit codes (docs/cli.md): 2 bad input, 3 target not reached (the best
 model is still written), 4 verification failed (nothing written).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,7 +41,9 @@ class PluginError(ValueError):
     ``model`` (bytes) is set when the result is still written (a target not reached).
     """
 
-    def __init__(self, message: str, exit_code: int = EXIT_ERROR, model: bytes | None = None) -> None:
+    def __init__(
+        self, message: str, exit_code: int = EXIT_ERROR, model: bytes | None = None
+    ) -> None:
         super().__init__(message)
         self.exit_code = exit_code
         if model is not None:
@@ -60,31 +63,71 @@ def _size(text: str) -> int:
 def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | None) -> None:
     from .kernels import KERNEL_SETS
 
-    g = parser.add_argument_group("tinyseg", "TinySeg spilling and fused fetching (after the reorder pass)")
-    g.add_argument("--runtime", dest="runtime", default="reference", metavar="NAME",
-                   help=f"TFLM kernel implementation whose scratch is planned: {', '.join(KERNEL_SETS)} "
-                        "(default: reference)")
-    g.add_argument("--kernels", dest="runtime", help=argparse.SUPPRESS)  # deprecated alias of --runtime
-    g.add_argument("--arch", default=None, metavar="ARCH",
-                   help="pointer width of the tail estimate: host64 or cortex-m (default: host64; cortex-m for "
-                        "the arduino, esp-idf, zephyr and edge-impulse runtimes)")
+    g = parser.add_argument_group(
+        "tinyseg", "TinySeg spilling and fused fetching (after the reorder pass)"
+    )
+    g.add_argument(
+        "--runtime",
+        dest="runtime",
+        default="reference",
+        metavar="NAME",
+        help=f"TFLM kernel implementation whose scratch is planned: {', '.join(KERNEL_SETS)} "
+        "(default: reference)",
+    )
+    g.add_argument(
+        "--kernels", dest="runtime", help=argparse.SUPPRESS
+    )  # deprecated alias of --runtime
+    g.add_argument(
+        "--arch",
+        default=None,
+        metavar="ARCH",
+        help="pointer width of the tail estimate: host64 or cortex-m (default: host64; cortex-m for "
+        "the arduino, esp-idf, zephyr and edge-impulse runtimes)",
+    )
     if command == "analyze":
         return
-    g.add_argument("--target", default=None, metavar="SIZE",
-                   help="arena head to reach, e.g. 160KB (default: as low as it goes); not reached: exit 3")
+    g.add_argument(
+        "--target",
+        default=None,
+        metavar="SIZE",
+        help="arena head to reach, e.g. 160KB (default: as low as it goes); not reached: exit 3",
+    )
     g.add_argument("--no-partial", action="store_true", help="spill whole tensors only")
     g.add_argument("--no-fuse", action="store_true", help="no fused fetching")
-    g.add_argument("--no-split", action="store_true", help="no splitting of ADD/SUB/MUL over a concatenation")
-    g.add_argument("--no-scratch16", action="store_true", help="keep TRANSPOSE_CONV's int32 scratch")
-    g.add_argument("--no-stream", action="store_true", help="no StreamChain operators (row-by-row chains)")
-    g.add_argument("--verify-runs", type=str, default="3", metavar="N",
-                   help="random inputs for the bit-exact check in TFLM, at least 1 (default: 3; 3 edge-case inputs are added)")
-    g.add_argument("--no-verify", action="store_true", help="skip the bit-exact check in TFLM (not recommended)")
-    g.add_argument("--time-limit", default=None, metavar="SECONDS",
-                   help="bound on each TFLM run of the verification, in seconds of CPU time (default: 120)")
-    g.add_argument("--tflm-dir", default=None, metavar="DIR",
-                   help="TFLM tree: check with TinySeg's real kernels in a cached host build of it "
-                        "(default: $TFLM_DIR; without either, TinySeg operators are lowered to builtins)")
+    g.add_argument(
+        "--no-split", action="store_true", help="no splitting of ADD/SUB/MUL over a concatenation"
+    )
+    g.add_argument(
+        "--no-scratch16", action="store_true", help="keep TRANSPOSE_CONV's int32 scratch"
+    )
+    g.add_argument(
+        "--no-stream", action="store_true", help="no StreamChain operators (row-by-row chains)"
+    )
+    g.add_argument(
+        "--verify-runs",
+        type=str,
+        default="3",
+        metavar="N",
+        help="random inputs for the bit-exact check in TFLM, at least 1 (default: 3; 3 edge-case inputs are added)",
+    )
+    g.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="skip the bit-exact check in TFLM (not recommended)",
+    )
+    g.add_argument(
+        "--time-limit",
+        default=None,
+        metavar="SECONDS",
+        help="bound on each TFLM run of the verification, in seconds of CPU time (default: 120)",
+    )
+    g.add_argument(
+        "--tflm-dir",
+        default=None,
+        metavar="DIR",
+        help="TFLM tree: check with TinySeg's real kernels in a cached host build of it "
+        "(default: $TFLM_DIR; without either, TinySeg operators are lowered to builtins)",
+    )
 
 
 def _verify_runs(options: argparse.Namespace) -> int:
@@ -94,8 +137,10 @@ def _verify_runs(options: argparse.Namespace) -> int:
     except ValueError:
         runs = 0
     if runs < 1:
-        raise PluginError(f"tinyseg: --verify-runs: '{text}' is not a number of runs, at least 1 "
-                          "(--no-verify skips the check)")
+        raise PluginError(
+            f"tinyseg: --verify-runs: '{text}' is not a number of runs, at least 1 "
+            "(--no-verify skips the check)"
+        )
     return runs
 
 
@@ -118,13 +163,17 @@ def _options(options: argparse.Namespace):
 
     runtime = getattr(options, "runtime", None) or "reference"
     if runtime not in KERNEL_SETS:
-        raise PluginError(f"tinyseg: --runtime: '{runtime}' is not a kernel implementation "
-                          f"(choose from: {', '.join(KERNEL_SETS)})")
+        raise PluginError(
+            f"tinyseg: --runtime: '{runtime}' is not a kernel implementation "
+            f"(choose from: {', '.join(KERNEL_SETS)})"
+        )
     from .kernels import default_arch
 
     arch = getattr(options, "arch", None) or default_arch(runtime)
     if arch not in ("host64", "cortex-m"):
-        raise PluginError(f"tinyseg: --arch: '{arch}' is not a build profile (choose from: host64, cortex-m)")
+        raise PluginError(
+            f"tinyseg: --arch: '{arch}' is not a build profile (choose from: host64, cortex-m)"
+        )
     target = getattr(options, "target", None)
     return Options(
         runtime=runtime,
@@ -148,8 +197,9 @@ def tflite_tools_check_options(options: argparse.Namespace, command: str | None)
 
 
 @hookimpl
-def tflite_tools_describe_operator(op_id: int, custom_code: str, inputs: list[int], outputs: list[int],
-                                   custom_options: bytes) -> dict | None:
+def tflite_tools_describe_operator(
+    op_id: int, custom_code: str, inputs: list[int], outputs: list[int], custom_options: bytes
+) -> dict | None:
     """Spill reads its victim and writes nothing in RAM; Fetching and FetchingConv2D read their in-RAM
     operands (and filter, bias) and write one output: exactly the tensor lists the operator has."""
     from . import customops
@@ -177,8 +227,12 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
 
     opts = _options(options)
     runs = None if getattr(options, "no_verify", False) else _verify_runs(options)
-    run = Run(opts, runs=runs, time_limit=_time_limit(options),
-              tflm_dir=None if runs is None else resolve_tflm_dir(getattr(options, "tflm_dir", None)))
+    run = Run(
+        opts,
+        runs=runs,
+        time_limit=_time_limit(options),
+        tflm_dir=None if runs is None else resolve_tflm_dir(getattr(options, "tflm_dir", None)),
+    )
     try:
         out = optimize(model, run, "model")
     except TinySegError as exc:
@@ -189,15 +243,20 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
     else:
         v = out.verification
         if v is not None:
-            print(f"tinyseg: verified: outputs bit-identical to the reordered model in TFLM on {v.runs} random inputs "
-                  f"and {v.edge_cases} edge cases ({opts.runtime} kernels; {v.describe()})")
+            print(
+                f"tinyseg: verified: outputs bit-identical to the reordered model in TFLM on {v.runs} random inputs "
+                f"and {v.edge_cases} edge cases ({opts.runtime} kernels; {v.describe()})"
+            )
         else:
             print("tinyseg: not verified (--no-verify)")
         written = out.data
     if not out.target_met:
-        raise PluginError(f"tinyseg: target {opts.target_bytes:,} B not reachable: best head "
-                          f"{out.result.plan.head:,} B (written)", EXIT_TARGET_NOT_REACHED,
-                          model=written if written is not None else model)
+        raise PluginError(
+            f"tinyseg: target {opts.target_bytes:,} B not reachable: best head "
+            f"{out.result.plan.head:,} B (written)",
+            EXIT_TARGET_NOT_REACHED,
+            model=written if written is not None else model,
+        )
     return written
 
 
@@ -214,11 +273,18 @@ def tflite_tools_analysis(model: bytes, options: argparse.Namespace) -> dict:
     for op in graph.operators:
         if op.opcode == customops.SPILL:
             t = graph.tensors[op.inputs[0]]
-            spilled[f"t{t.index}"] = {"name": t.name, "bytes": t.nbytes, "slot": customops.decode(op).slot,
-                                      "after_operator": op.index}
+            spilled[f"t{t.index}"] = {
+                "name": t.name,
+                "bytes": t.nbytes,
+                "slot": customops.decode(op).slot,
+                "after_operator": op.index,
+            }
     peak = d["peak"]
-    scratch_at_peak = 0 if peak is None else next(o["scratch_bytes"] for o in d["operators"]
-                                                  if o["index"] == peak["operator"])
+    scratch_at_peak = (
+        0
+        if peak is None
+        else next(o["scratch_bytes"] for o in d["operators"] if o["index"] == peak["operator"])
+    )
     return {
         "name": "tinyseg",
         "head": d["head"],

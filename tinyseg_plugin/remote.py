@@ -16,6 +16,7 @@ its cache instead of running the request twice.
 ``serve`` is what ``tinyseg remote-host`` runs. ``RemoteServer`` is the protocol without I/O (tests
 drive it directly) and ``RemoteClient`` is a Python reference client (tests, host-side tools).
 """
+
 from __future__ import annotations
 
 import enum
@@ -150,7 +151,9 @@ class Frame:
 
 def encode_frame(f: Frame) -> bytes:
     """Wire bytes of one frame, delimiter included."""
-    raw = HEADER.pack(int(f.type), f.flags, f.seq & 0xFFFF, f.slot, f.offset, f.arg) + bytes(f.payload)
+    raw = HEADER.pack(int(f.type), f.flags, f.seq & 0xFFFF, f.slot, f.offset, f.arg) + bytes(
+        f.payload
+    )
     raw += struct.pack("<I", zlib.crc32(raw))
     return cobs_encode(raw) + b"\0"
 
@@ -203,7 +206,10 @@ class _Capacity:
             raise SlotError(Status.NO_SPACE, f"{slots} slots held (limit {MAX_SLOTS})")
         grow = max(end - slot_bytes, 0)
         if self.used + grow > self.capacity:
-            raise SlotError(Status.NO_SPACE, f"the store would hold {self.used + grow} bytes (capacity {self.capacity})")
+            raise SlotError(
+                Status.NO_SPACE,
+                f"the store would hold {self.used + grow} bytes (capacity {self.capacity})",
+            )
 
 
 @dataclass
@@ -267,10 +273,15 @@ class DirStore(_Capacity):
         self.root = Path(self.root)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            self._sizes = {int(p.name[5:13], 16): p.stat().st_size for p in self.root.glob("slot_*.bin")
-                           if len(p.name) == 17 and all(c in "0123456789abcdef" for c in p.name[5:13])}
+            self._sizes = {
+                int(p.name[5:13], 16): p.stat().st_size
+                for p in self.root.glob("slot_*.bin")
+                if len(p.name) == 17 and all(c in "0123456789abcdef" for c in p.name[5:13])
+            }
         except OSError as exc:
-            raise TinySegError(f"cannot use storage directory {self.root}: {exc.strerror or exc}") from None
+            raise TinySegError(
+                f"cannot use storage directory {self.root}: {exc.strerror or exc}"
+            ) from None
         self.used = sum(self._sizes.values())
 
     def _path(self, slot: int) -> Path:
@@ -356,8 +367,13 @@ def _flip(wire: bytes) -> bytes:
 class RemoteServer:
     """The protocol state machine: feed it received bytes, send what it returns."""
 
-    def __init__(self, store: SlotStore, max_payload: int = DEFAULT_MAX_PAYLOAD, faults: Faults | None = None,
-                 on_log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: SlotStore,
+        max_payload: int = DEFAULT_MAX_PAYLOAD,
+        faults: Faults | None = None,
+        on_log: Callable[[str], None] | None = None,
+    ) -> None:
         self.store = store
         self.on_log = on_log
         self.max_payload = max_payload
@@ -433,7 +449,11 @@ class RemoteServer:
             self.stats.bad_frames += 1
             return self._emit(Frame(MsgType.NAK, arg=NakReason.CRC), None)
         self.stats.frames += 1
-        if req.type != MsgType.HELLO and self._last is not None and self._last[:2] == (req.seq, req.type):
+        if (
+            req.type != MsgType.HELLO
+            and self._last is not None
+            and self._last[:2] == (req.seq, req.type)
+        ):
             self.stats.duplicates += 1
             return self._send(self._last[2])
         return self._emit(self._execute(req), req.type)
@@ -442,7 +462,12 @@ class RemoteServer:
         ack = dict(seq=req.seq, slot=req.slot, offset=req.offset)
         try:
             if req.type == MsgType.HELLO:
-                return Frame(MsgType.ACK, arg=PROTOCOL_VERSION, payload=struct.pack("<I", self.max_payload), **ack)
+                return Frame(
+                    MsgType.ACK,
+                    arg=PROTOCOL_VERSION,
+                    payload=struct.pack("<I", self.max_payload),
+                    **ack,
+                )
             if req.type == MsgType.WRITE:
                 if len(req.payload) != req.arg or len(req.payload) > self.max_payload:
                     raise SlotError(Status.INVALID_ARGUMENT)
@@ -451,7 +476,12 @@ class RemoteServer:
             if req.type == MsgType.READ:
                 if req.arg > self.max_payload:
                     raise SlotError(Status.INVALID_ARGUMENT)
-                return Frame(MsgType.DATA, arg=req.arg, payload=self.store.read(req.slot, req.offset, req.arg), **ack)
+                return Frame(
+                    MsgType.DATA,
+                    arg=req.arg,
+                    payload=self.store.read(req.slot, req.offset, req.arg),
+                    **ack,
+                )
             if req.type == MsgType.ERASE:
                 self.store.erase(req.slot, req.offset, req.arg)
                 return Frame(MsgType.ACK, arg=req.arg, **ack)
@@ -486,7 +516,9 @@ def _open_port(port: str, baud: int, read_timeout: float = 0.05):
     try:
         import serial
     except ImportError:
-        raise TinySegError("pyserial is not installed: pip install 'tinyseg-plugin[serial]'") from None
+        raise TinySegError(
+            "pyserial is not installed: pip install 'tinyseg-plugin[serial]'"
+        ) from None
     try:
         return serial.serial_for_url(port, baudrate=baud, timeout=read_timeout, write_timeout=10)
     except (serial.SerialException, OSError, ValueError) as exc:
@@ -508,8 +540,13 @@ def _disconnect_errors() -> tuple[type[BaseException], ...]:
     return errors
 
 
-def run(ser, server: RemoteServer, timeout: float, stop: threading.Event | None = None,
-        clock: Callable[[], float] = time.monotonic) -> str:
+def run(
+    ser,
+    server: RemoteServer,
+    timeout: float,
+    stop: threading.Event | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> str:
     """Serve one open port until the peer disconnects ("disconnected") or `stop` is set ("stopped").
 
     A frame whose bytes stop arriving for `timeout` seconds is dropped, so a board that reset
@@ -538,17 +575,27 @@ def run(ser, server: RemoteServer, timeout: float, stop: threading.Event | None 
     return "stopped"
 
 
-def serve(port: str, baud: int, storage: str | None, timeout: float, once: bool,
-          capacity: int = DEFAULT_CAPACITY) -> int:
+def serve(
+    port: str,
+    baud: int,
+    storage: str | None,
+    timeout: float,
+    once: bool,
+    capacity: int = DEFAULT_CAPACITY,
+) -> int:
     """`tinyseg remote-host`: serve remote spilling on a serial port until interrupted."""
     if timeout <= 0:
         raise TinySegError(f"--timeout must be positive, got {timeout:g}")
     if capacity <= 0:
         raise TinySegError(f"--capacity must be positive, got {capacity}")
-    store: SlotStore = DirStore(Path(storage), capacity=capacity) if storage else MemoryStore(capacity=capacity)
+    store: SlotStore = (
+        DirStore(Path(storage), capacity=capacity) if storage else MemoryStore(capacity=capacity)
+    )
     ser = _open_port(port, baud)
     server = RemoteServer(store, on_log=lambda line: print(f"board: {line}", flush=True))
-    _log(f"serving {port} at {baud} baud, slots in {storage or 'memory'} up to {capacity:,} bytes (Ctrl-C to stop)")
+    _log(
+        f"serving {port} at {baud} baud, slots in {storage or 'memory'} up to {capacity:,} bytes (Ctrl-C to stop)"
+    )
     try:
         while True:
             reason = run(ser, server, timeout)
@@ -615,8 +662,14 @@ class Stream(Protocol):
 class RemoteClient:
     """Python reference client of the protocol (same behaviour as tinyseg::remote::RemoteClient)."""
 
-    def __init__(self, stream: Stream, timeout: float = 1.0, attempts: int = 4,
-                 max_payload: int = 1024, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        stream: Stream,
+        timeout: float = 1.0,
+        attempts: int = 4,
+        max_payload: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stream = stream
         self.timeout = timeout
         self.attempts = attempts
@@ -671,22 +724,38 @@ class RemoteClient:
                     self.stats.stale += 1
                     continue
                 if resp.type == MsgType.ERROR:
-                    st = Status(resp.arg) if resp.arg in Status._value2member_map_ else Status.IO_ERROR
-                    raise RemoteError(f"host refused {MsgType(req.type).name} slot {req.slot}: {st.name.lower()}",
-                                      "remote_status", st)
+                    st = (
+                        Status(resp.arg)
+                        if resp.arg in Status._value2member_map_
+                        else Status.IO_ERROR
+                    )
+                    raise RemoteError(
+                        f"host refused {MsgType(req.type).name} slot {req.slot}: {st.name.lower()}",
+                        "remote_status",
+                        st,
+                    )
                 if resp.type != expect:
-                    raise RemoteError(f"expected {expect.name}, got {MsgType(resp.type).name}", "protocol")
+                    raise RemoteError(
+                        f"expected {expect.name}, got {MsgType(resp.type).name}", "protocol"
+                    )
                 return resp
-        raise RemoteError(f"{MsgType(req.type).name} slot {req.slot}: {failure} after {self.attempts} attempts "
-                          f"of {self.timeout:g} s", failure)
+        raise RemoteError(
+            f"{MsgType(req.type).name} slot {req.slot}: {failure} after {self.attempts} attempts "
+            f"of {self.timeout:g} s",
+            failure,
+        )
 
     def hello(self) -> int:
         self.stream.write(b"\0")
         self._rx.clear()
-        r = self._transact(Frame(MsgType.HELLO, arg=PROTOCOL_VERSION, payload=struct.pack("<I", self.max_payload)),
-                           MsgType.ACK)
+        r = self._transact(
+            Frame(MsgType.HELLO, arg=PROTOCOL_VERSION, payload=struct.pack("<I", self.max_payload)),
+            MsgType.ACK,
+        )
         if r.arg != PROTOCOL_VERSION or len(r.payload) < 4:
-            raise RemoteError(f"host speaks protocol {r.arg}, we speak {PROTOCOL_VERSION}", "protocol")
+            raise RemoteError(
+                f"host speaks protocol {r.arg}, we speak {PROTOCOL_VERSION}", "protocol"
+            )
         (host_max,) = struct.unpack_from("<I", r.payload)
         self.chunk = min(self.max_payload, host_max)
         return r.arg
@@ -694,8 +763,10 @@ class RemoteClient:
     def write(self, slot: int, offset: int, data: bytes) -> None:
         for i in range(0, max(len(data), 1), self.chunk):
             part = bytes(data[i : i + self.chunk])
-            r = self._transact(Frame(MsgType.WRITE, slot=slot, offset=offset + i, arg=len(part), payload=part),
-                               MsgType.ACK)
+            r = self._transact(
+                Frame(MsgType.WRITE, slot=slot, offset=offset + i, arg=len(part), payload=part),
+                MsgType.ACK,
+            )
             if r.arg != len(part):
                 raise RemoteError("short write acknowledged", "protocol")
 
@@ -703,7 +774,9 @@ class RemoteClient:
         out = bytearray()
         for i in range(0, length, self.chunk):
             n = min(self.chunk, length - i)
-            r = self._transact(Frame(MsgType.READ, slot=slot, offset=offset + i, arg=n), MsgType.DATA)
+            r = self._transact(
+                Frame(MsgType.READ, slot=slot, offset=offset + i, arg=n), MsgType.DATA
+            )
             if len(r.payload) != n:
                 raise RemoteError(f"asked {n} bytes, got {len(r.payload)}", "protocol")
             out += r.payload

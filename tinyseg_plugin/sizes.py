@@ -1,10 +1,20 @@
 """Byte sizes as users type them ('160KB', '150KiB', '1MB'): one parser for the CLI and the
 tflite-tools plugin, so that `--target` means the same in both."""
+
 from __future__ import annotations
 
 import re
 
-UNITS = {"": 1, "B": 1, "K": 1024, "KIB": 1024, "KB": 1000, "M": 1 << 20, "MIB": 1 << 20, "MB": 1_000_000}
+UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1024,
+    "KIB": 1024,
+    "KB": 1000,
+    "M": 1 << 20,
+    "MIB": 1 << 20,
+    "MB": 1_000_000,
+}
 
 
 def parse_size(text: str) -> int:

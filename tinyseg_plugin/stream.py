@@ -15,6 +15,7 @@ computed once (no halo recomputation). This module is the analysis stage of stre
 ``kernel_computes`` says which operators the StreamChain kernel computes as stages; `optimize`
 chains only those, while `analyze --stream` estimates over every row-local operator.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -142,7 +143,9 @@ def row_bytes(graph: Graph, t: int) -> int:
 
 def is_row_local(graph: Graph, op: Operator) -> bool:
     ins = activation_inputs(graph, op)
-    return op.opcode in ROW_LOCAL and bool(ins) and all(row_map(graph, op, t) is not None for t in ins)
+    return (
+        op.opcode in ROW_LOCAL and bool(ins) and all(row_map(graph, op, t) is not None for t in ins)
+    )
 
 
 # ---------------------------------------------------------------- the pull schedule of one chain
@@ -155,7 +158,9 @@ class ChainCost:
     ops: tuple[int, ...]
     inputs: tuple[int, ...]  # chain inputs read whole from the arena
     fetched: tuple[int, ...]  # chain inputs read row by row from storage
-    outputs: tuple[int, ...]  # tensors written whole to the arena (read after the chain, or graph outputs)
+    outputs: tuple[
+        int, ...
+    ]  # tensors written whole to the arena (read after the chain, or graph outputs)
     spilled: tuple[int, ...]  # tensors written row by row to storage
     ring_rows: dict[int, int] = field(default_factory=dict)  # tensor -> rows its ring holds at most
     ring_bytes: dict[int, int] = field(default_factory=dict)
@@ -187,9 +192,14 @@ def chain_io(graph: Graph, ops: list[int]) -> tuple[list[int], list[int], list[i
     return inputs, outputs, inner
 
 
-def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset(),
-             fetched: frozenset[int] = frozenset(), trace: list[tuple[int, int]] | None = None,
-             fetches: list[tuple[int, int, int]] | None = None) -> ChainCost:
+def simulate(
+    graph: Graph,
+    ops: list[int],
+    spilled: frozenset[int] = frozenset(),
+    fetched: frozenset[int] = frozenset(),
+    trace: list[tuple[int, int]] | None = None,
+    fetches: list[tuple[int, int, int]] | None = None,
+) -> ChainCost:
     """Run the chain's pull schedule and measure it.
 
     The chain's outputs are produced row by row, top to bottom, one row of each in turn; a
@@ -221,7 +231,9 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
     computed = {i: 0 for i in ops}
     inner_set = set(inner)
     ringed = [t for t in streamed if t in inner_set or t in spilled or t in fetched]
-    ringed = [t for t in ringed if readers.get(t) or t in spilled]  # a spilled row is computed into its ring
+    ringed = [
+        t for t in ringed if readers.get(t) or t in spilled
+    ]  # a spilled row is computed into its ring
     held = {t: 0 for t in ringed}
 
     # Precomputed for speed (the chain search simulates thousands of chains): each operator's
@@ -231,9 +243,18 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
         return m.num, m.den, m.before, m.after, m.in_h - 1
 
     out_of = {i: graph.operators[i].outputs[0] for i in ops}
-    pulls = {i: [(u, flat(maps[(i, u)])) for u in activation_inputs(graph, graph.operators[i]) if u in done]
-             for i in ops}
-    reads = {t: [(out_of[r], height[out_of[r]], flat(maps[(r, t)])) for r in readers.get(t, [])] for t in ringed}
+    pulls = {
+        i: [
+            (u, flat(maps[(i, u)]))
+            for u in activation_inputs(graph, graph.operators[i])
+            if u in done
+        ]
+        for i in ops
+    }
+    reads = {
+        t: [(out_of[r], height[out_of[r]], flat(maps[(r, t)])) for r in readers.get(t, [])]
+        for t in ringed
+    }
 
     def note(t: int) -> None:
         """Record how many rows t's ring holds now: from the first row that the next output row
@@ -314,9 +335,14 @@ def simulate(graph: Graph, ops: list[int], spilled: frozenset[int] = frozenset()
     for t in inner:  # an intermediate no output needs (dead code) is still computed
         if done[t] < height[t]:
             pull(t, height[t] - 1)
-    cost = ChainCost(tuple(ops), tuple(t for t in inputs if t not in fetched), tuple(t for t in inputs if t in fetched),
-                     tuple(t for t in outputs if t not in spilled), tuple(t for t in outputs if t in spilled),
-                     rows_computed=computed)
+    cost = ChainCost(
+        tuple(ops),
+        tuple(t for t in inputs if t not in fetched),
+        tuple(t for t in inputs if t in fetched),
+        tuple(t for t in outputs if t not in spilled),
+        tuple(t for t in outputs if t in spilled),
+        rows_computed=computed,
+    )
     for t in ringed:
         rows = min(max(held[t], 1), height[t])
         cost.ring_rows[t] = rows
@@ -334,7 +360,9 @@ def transpose_conv_row_scratch(in_w: int, filter_w: int, out_c: int, stride_w: i
     return ((in_w - 1) * stride_w + max(filter_w, stride_w)) * out_c * 4
 
 
-def row_step_scratch(graph: Graph, op: Operator, whole_scratch: list[int], implementation: str = "reference") -> int:
+def row_step_scratch(
+    graph: Graph, op: Operator, whole_scratch: list[int], implementation: str = "reference"
+) -> int:
     """Scratch one operator of a chain needs while it computes one step of rows, given what its
     kernel requests when it runs whole and which implementation the runtime gives it
     (KernelRules.implementation_of): TRANSPOSE_CONV accumulates only the output row it computes
@@ -346,7 +374,12 @@ def row_step_scratch(graph: Graph, op: Operator, whole_scratch: list[int], imple
         out = graph.tensors[op.outputs[0]]
         row = out.shape[2] * out.shape[3] * 4
         inp, f = graph.tensors[op.inputs[2]], graph.tensors[op.inputs[1]]
-        if implementation == "cmsis-nn" and inp.dtype == "INT8" and len(f.shape) == 4 and len(inp.shape) == 4:
+        if (
+            implementation == "cmsis-nn"
+            and inp.dtype == "INT8"
+            and len(f.shape) == 4
+            and len(inp.shape) == 4
+        ):
             out_c, _, f_w, _ = f.shape
             stride_w = op.options.strideW if op.options is not None else 1
             return max(row, transpose_conv_row_scratch(inp.shape[2], f_w, out_c, stride_w))
@@ -355,8 +388,9 @@ def row_step_scratch(graph: Graph, op: Operator, whole_scratch: list[int], imple
 
 
 # Stages whose one activation input has the output's shape.
-SAME_SHAPE_STAGES = frozenset({"LOGISTIC", "PRELU", "RELU", "RELU6", "DEQUANTIZE", "TANH", "HARD_SWISH",
-                               "LEAKY_RELU", "ELU"})
+SAME_SHAPE_STAGES = frozenset(
+    {"LOGISTIC", "PRELU", "RELU", "RELU6", "DEQUANTIZE", "TANH", "HARD_SWISH", "LEAKY_RELU", "ELU"}
+)
 
 
 def kernel_computes(graph: Graph, op: Operator) -> bool:
@@ -383,22 +417,37 @@ def kernel_computes(graph: Graph, op: Operator) -> bool:
             consts.append(graph.tensors[t].dtype if t >= 0 else None)
     paddings = None
     if op.opcode in PADDING_OPS:
-        pads = graph.buffer_array(op.inputs[1]) if len(op.inputs) == (2 if op.opcode == "PAD" else 3) else None
+        pads = (
+            graph.buffer_array(op.inputs[1])
+            if len(op.inputs) == (2 if op.opcode == "PAD" else 3)
+            else None
+        )
         if pads is None or pads.shape != (4, 2) or len(out.shape) != 4:
             return False
-        if op.opcode == "PADV2":  # the pad value: a constant scalar in the output's quantization (as TFLM's Prepare)
+        if (
+            op.opcode == "PADV2"
+        ):  # the pad value: a constant scalar in the output's quantization (as TFLM's Prepare)
             value = graph.tensors[op.inputs[2]]
-            if (not value.is_constant or int(np.prod(value.shape)) != 1 or list(value.scales) != list(out.scales)
-                    or list(value.zero_points) != list(out.zero_points)):
+            if (
+                not value.is_constant
+                or int(np.prod(value.shape)) != 1
+                or list(value.scales) != list(out.scales)
+                or list(value.zero_points) != list(out.zero_points)
+            ):
                 return False
         paddings = pads.tolist()
         x = graph.tensors[acts[0]].shape if acts else ()
-        if len(x) != 4 or any(x[k] + paddings[k][0] + paddings[k][1] != out.shape[k] for k in range(4)):
+        if len(x) != 4 or any(
+            x[k] + paddings[k][0] + paddings[k][1] != out.shape[k] for k in range(4)
+        ):
             return False
-    if not acts or customops.stream_stage_problem(op.opcode, [graph.tensors[t].dtype for t in operands],
-                                                  out.dtype, consts, paddings):
+    if not acts or customops.stream_stage_problem(
+        op.opcode, [graph.tensors[t].dtype for t in operands], out.dtype, consts, paddings
+    ):
         return False
-    quantized = operands + ([] if op.opcode == "DEQUANTIZE" else [op.outputs[0]])  # float32 has no scale
+    quantized = operands + (
+        [] if op.opcode == "DEQUANTIZE" else [op.outputs[0]]
+    )  # float32 has no scale
     if any(len(graph.tensors[t].scales) != 1 for t in quantized):
         return False  # per-tensor quantization
     if op.opcode in SAME_SHAPE_STAGES and graph.tensors[acts[0]].shape != out.shape:
@@ -408,7 +457,11 @@ def kernel_computes(graph: Graph, op: Operator) -> bool:
         # of the same height (an activation) or one row for all (a constant).
         for t in operands:
             shape = (1,) * (4 - len(graph.tensors[t].shape)) + tuple(graph.tensors[t].shape)
-            if len(shape) != 4 or shape[0] != 1 or any(d not in (1, o) for d, o in zip(shape[2:], out.shape[2:])):
+            if (
+                len(shape) != 4
+                or shape[0] != 1
+                or any(d not in (1, o) for d, o in zip(shape[2:], out.shape[2:]))
+            ):
                 return False
             if shape[1] != (1 if graph.tensors[t].is_constant else out.shape[1]):
                 return False
@@ -422,8 +475,10 @@ def kernel_computes(graph: Graph, op: Operator) -> bool:
             return False
         scale = np.float32(in_h) / np.float32(out_h)
         offset = np.float32(0.5 if o.halfPixelCenters else 0.0)
-        return all(min(int(np.floor((np.float32(y) + offset) * scale)), in_h - 1) == y // (out_h // in_h)
-                   for y in range(out_h))
+        return all(
+            min(int(np.floor((np.float32(y) + offset) * scale)), in_h - 1) == y // (out_h // in_h)
+            for y in range(out_h)
+        )
     return True
 
 
@@ -462,7 +517,9 @@ def schedule_program(graph: Graph, ops: list[int], cost: ChainCost) -> str:
     lines = [str(len(tensors))]
     for t in tensors:
         producer = stage_of.get(graph.producers.get(t, -1), -1) if t in streamed else -1
-        lines.append(f"{graph.tensors[t].shape[1]} {producer} {int(t in streamed)} {cost.ring_rows.get(t, 0)}")
+        lines.append(
+            f"{graph.tensors[t].shape[1]} {producer} {int(t in streamed)} {cost.ring_rows.get(t, 0)}"
+        )
     lines.append(str(len(ops)))
     lines += [str(index[graph.operators[i].outputs[0]]) for i in ops]
     edges = []
@@ -470,7 +527,9 @@ def schedule_program(graph: Graph, ops: list[int], cost: ChainCost) -> str:
         op = graph.operators[i]
         for t in activation_inputs(graph, op):
             m = row_map(graph, op, t)
-            edges.append(f"{stage_of[i]} {index[t]} {m.in_h} {m.out_h} {m.num} {m.den} {m.before} {m.after}")
+            edges.append(
+                f"{stage_of[i]} {index[t]} {m.in_h} {m.out_h} {m.num} {m.den} {m.before} {m.after}"
+            )
     lines += [str(len(edges))] + edges
     order = list(cost.outputs) + list(cost.spilled)
     lines += [str(len(order)), " ".join(str(index[t]) for t in order)]

@@ -6,13 +6,14 @@ there and moving the skip through storage row by row removes it from the arena, 
 also keeps the tensor at the cut whole. ``choose_streaming`` cuts greedily, one cut at a time,
 and for each candidate spills (greedily, largest first) the crossing tensors that lower the
 head; objective: the head, then the bytes moved through storage per inference."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .graph import Graph
-from .passes.stream import Streamed, stream_chains
 from .kernels import ARCHES, KernelRules
+from .passes.stream import Streamed, stream_chains
 from .planner import plan_graph
 from .stream import ChainCost, activation_inputs, find_chains, row_step_scratch, simulate
 
@@ -21,7 +22,9 @@ from .stream import ChainCost, activation_inputs, find_chains, row_step_scratch,
 MAX_WORK = 40_000
 # Where each climb stops, as fractions of the budget the starting points leave, for 1, 2 or 3 starts.
 SHARES = ((1.0,), (0.6, 1.0), (0.5, 0.75, 1.0))
-MAX_ROW_STEPS = 2_000_000  # rows the chain simulations compute, summed (the other half of the budget)
+MAX_ROW_STEPS = (
+    2_000_000  # rows the chain simulations compute, summed (the other half of the budget)
+)
 
 
 @dataclass(frozen=True)
@@ -62,17 +65,29 @@ def _spillable(graph: Graph, segments: list[list[int]]) -> list[int]:
     return sorted(out, key=lambda t: -graph.tensors[t].nbytes)
 
 
-def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host64",
-                     max_work: int = MAX_WORK, kernel_only: bool = False) -> StreamChoice:
+def choose_streaming(
+    graph: Graph,
+    runtime: str = "reference",
+    arch: str = "host64",
+    max_work: int = MAX_WORK,
+    kernel_only: bool = False,
+) -> StreamChoice:
     """The chains (and row spills) that give the lowest head, judged by the planner.
     ``kernel_only``: chains of the stages the StreamChain kernel computes (a model to run)."""
     base = plan_graph(graph, runtime, arch).head
     chains = find_chains(graph, kernel_only)
     plans = 1
     rules = KernelRules(runtime, ARCHES[arch])
-    scratch = {i: row_step_scratch(graph, graph.operators[i], rules.scratch_requests(graph, graph.operators[i]) or [],
-                                   rules.implementation_of(graph.operators[i].opcode))
-               for chain in chains for i in chain}
+    scratch = {
+        i: row_step_scratch(
+            graph,
+            graph.operators[i],
+            rules.scratch_requests(graph, graph.operators[i]) or [],
+            rules.implementation_of(graph.operators[i].opcode),
+        )
+        for chain in chains
+        for i in chain
+    }
     if not chains:
         return StreamChoice(None, base, base, 0, plans)
 
@@ -85,7 +100,9 @@ def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host
     measured: dict[tuple, ChainCost] = {}
     steps = 0
 
-    def measure(g: Graph, ops: list[int], spilled: frozenset[int], fetched: frozenset[int]) -> ChainCost:
+    def measure(
+        g: Graph, ops: list[int], spilled: frozenset[int], fetched: frozenset[int]
+    ) -> ChainCost:
         nonlocal steps
         key = (tuple(ops), spilled, fetched)
         if key not in measured:
@@ -94,8 +111,9 @@ def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host
         return measured[key]
 
     def build(cuts: frozenset[int], spilled: frozenset[int], body: bool = False) -> Streamed:
-        return stream_chains(graph, _segments(chains, cuts), spilled, scratch.__getitem__, measure=measure,
-                             body=body)
+        return stream_chains(
+            graph, _segments(chains, cuts), spilled, scratch.__getitem__, measure=measure, body=body
+        )
 
     def evaluate(cuts: frozenset[int]) -> tuple[tuple[int, int], Streamed, frozenset[int]] | None:
         segments = _segments(chains, cuts)
@@ -114,8 +132,10 @@ def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host
         return best, best_s, spilled
 
     def out_of_time(share: float = 1.0) -> bool:
-        return (plans * max(len(graph.operators), 1) >= share * max_work
-                or steps >= share * MAX_ROW_STEPS)
+        return (
+            plans * max(len(graph.operators), 1) >= share * max_work
+            or steps >= share * MAX_ROW_STEPS
+        )
 
     def climb(seed: frozenset[int], share: float):
         """Hill-climb from a set of cuts, one cut added or removed per round, the best move first,
@@ -149,13 +169,23 @@ def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host
     # climb of a large graph rarely finishes a round, and an even split starved the one that
     # mattered (a MobileNetV2 kept 10% more head with thirds, ResUNet-a missed its target with
     # the old two starts).
-    resizing = [i for c in chains for i in c
-                if any(graph.tensors[t].shape[1] != graph.tensors[graph.operators[i].outputs[0]].shape[1]
-                       for t in activation_inputs(graph, graph.operators[i]))]
+    resizing = [
+        i
+        for c in chains
+        for i in c
+        if any(
+            graph.tensors[t].shape[1] != graph.tensors[graph.operators[i].outputs[0]].shape[1]
+            for t in activation_inputs(graph, graph.operators[i])
+        )
+    ]
     at = set(positions)
     resized = frozenset(i for i in resizing if i in at)
-    before = frozenset(graph.producers[t] for i in resizing for t in activation_inputs(graph, graph.operators[i])
-                       if graph.producers.get(t) in at)
+    before = frozenset(
+        graph.producers[t]
+        for i in resizing
+        for t in activation_inputs(graph, graph.operators[i])
+        if graph.producers.get(t) in at
+    )
     current: frozenset[int] = frozenset()
     best_cost, best, spills = (base, 0), None, frozenset()
     seeds = list(dict.fromkeys((before, frozenset(), resized)))  # distinct, in this order
@@ -178,7 +208,9 @@ def choose_streaming(graph: Graph, runtime: str = "reference", arch: str = "host
             spills2 = frozenset(t for t in spills2 if t in _spillable(graph, segments))
             s = build(cuts2, spills2)
             c = cost(s)
-            if c[0] <= best_cost[0] and (c[1] < best_cost[1] or (kind == "cut" and c[1] == best_cost[1])):
+            if c[0] <= best_cost[0] and (
+                c[1] < best_cost[1] or (kind == "cut" and c[1] == best_cost[1])
+            ):
                 best_cost, best, current, spills = c, s, cuts2, spills2
     if best is None or best_cost[0] >= base:
         return StreamChoice(None, base, base, 0, plans)
@@ -190,13 +222,19 @@ def choice_dict(choice: StreamChoice, graph: Graph) -> dict:
     """The JSON form of a streaming choice (the "stream" key of `tinyseg analyze --stream --json`)."""
     chains = []
     for c in choice.streamed.chains if choice.streamed else ():
-        chains.append({
-            "operators": list(c.ops),
-            "opcodes": [graph.operators[i].opcode for i in c.ops],
-            "reads": list(c.inputs), "fetches": list(c.fetched), "writes": list(c.outputs), "spills": list(c.spilled),
-            "ring_rows": {str(t): r for t, r in c.ring_rows.items()},
-            "ring_bytes": c.rings, "op_scratch": c.op_scratch,
-        })
+        chains.append(
+            {
+                "operators": list(c.ops),
+                "opcodes": [graph.operators[i].opcode for i in c.ops],
+                "reads": list(c.inputs),
+                "fetches": list(c.fetched),
+                "writes": list(c.outputs),
+                "spills": list(c.spilled),
+                "ring_rows": {str(t): r for t, r in c.ring_rows.items()},
+                "ring_bytes": c.rings,
+                "op_scratch": c.op_scratch,
+            }
+        )
     return {
         "estimate": True,  # analyze --stream plans every row-local operator; optimize, the kernel's stages
         "head_without_streaming": choice.base_head,

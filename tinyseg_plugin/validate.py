@@ -13,6 +13,7 @@ Two kinds of check, both static and cheap:
   dequantize_common.cc) and the operators the tflite-micro wheel registers
   (python_ops_resolver.cc). The tests compare it with the real interpreter.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import offline
+from .customops import (
+    FETCHING,
+    FETCHING_CONV_2D,
+    SPILL,
+    STREAM_CHAIN,
+    STREAM_STAGE_OPS,
+    TINYSEG_OPS,
+)
 from .errors import TinySegError, shown
-from .customops import FETCHING, FETCHING_CONV_2D, SPILL, STREAM_CHAIN, STREAM_STAGE_OPS, TINYSEG_OPS
 from .schema import BUILTIN_NAMES, NUMPY_DTYPES, TYPE_NAMES, TYPE_SIZES, fb, opcode_name
 
 INT_MAX = 2**31 - 1
@@ -33,7 +41,8 @@ MAX_CALL_DEPTH = 64  # subgraphs on one chain of IF/WHILE/CALL_ONCE calls (real 
 
 
 # Builtins the tflite-micro wheel registers (python_ops_resolver.cc, TFLM 90b983c).
-TFLM_BUILTINS = frozenset("""
+TFLM_BUILTINS = frozenset(
+    """
 ABS ADD ADD_N ARG_MAX ARG_MIN ASSIGN_VARIABLE AVERAGE_POOL_2D BATCH_MATMUL BATCH_TO_SPACE_ND BROADCAST_ARGS
 BROADCAST_TO CALL_ONCE CAST CEIL CONCATENATION CONV_2D COS CUMSUM DEPTH_TO_SPACE DEPTHWISE_CONV_2D DEQUANTIZE DIV
 DYNAMIC_UPDATE_SLICE ELU EMBEDDING_LOOKUP EQUAL EXP EXPAND_DIMS FILL FLOOR FLOOR_DIV FLOOR_MOD FULLY_CONNECTED
@@ -43,51 +52,127 @@ PACK PAD PADV2 PRELU QUANTIZE READ_VARIABLE REDUCE_ALL REDUCE_MAX REDUCE_MIN REL
 RESIZE_NEAREST_NEIGHBOR REVERSE_V2 ROUND RSQRT SELECT_V2 SHAPE SIN SLICE SOFTMAX SPACE_TO_BATCH_ND SPACE_TO_DEPTH
 SPLIT SPLIT_V SQRT SQUARE SQUARED_DIFFERENCE SQUEEZE STRIDED_SLICE SUB SUM SVDF TANH TRANSPOSE TRANSPOSE_CONV
 UNIDIRECTIONAL_SEQUENCE_LSTM UNPACK VAR_HANDLE WHILE ZEROS_LIKE
-""".split())
+""".split()
+)
 # Custom operators the wheel registers.
-TFLM_CUSTOM = frozenset("""
+TFLM_CUSTOM = frozenset(
+    """
 CIRCULAR_BUFFER TFLM_DECODE TFLite_Detection_PostProcess ethos-u SignalDelay SignalEnergy SignalFftAutoScale
 SignalFilterBank SignalFilterBankLog SignalFilterBankSquareRoot SignalFilterBankSpectralSubtraction SignalFramer
 SignalIrfft SignalOverlapAdd SignalPCAN SignalRfft SignalStacker SignalWindow
-""".split())
+""".split()
+)
 
 # Operands an operator cannot do without (the first N inputs must be real tensors).
 MIN_INPUTS = {
-    "CONV_2D": 2, "DEPTHWISE_CONV_2D": 2, "TRANSPOSE_CONV": 3, "FULLY_CONNECTED": 2, "ADD": 2, "SUB": 2, "MUL": 2,
-    "DIV": 2, "MAXIMUM": 2, "MINIMUM": 2, "SQUARED_DIFFERENCE": 2, "PAD": 2, "PADV2": 2, "MIRROR_PAD": 2,
-    "BATCH_MATMUL": 2, "SPLIT": 2, "SPLIT_V": 3, "STRIDED_SLICE": 4, "SLICE": 3, "GATHER": 2, "GATHER_ND": 2,
-    "TRANSPOSE": 2, "MEAN": 2, "SUM": 2, "REDUCE_MAX": 2, "REDUCE_MIN": 2, "RESIZE_BILINEAR": 2,
-    "RESIZE_NEAREST_NEIGHBOR": 2, "PRELU": 2, "SELECT_V2": 3, "EXPAND_DIMS": 2, "FILL": 2, "BROADCAST_TO": 2,
-    "SVDF": 3, "REDUCE_PROD": 2, "REDUCE_ANY": 2, "REDUCE_ALL": 2, "EMBEDDING_LOOKUP": 2,
+    "CONV_2D": 2,
+    "DEPTHWISE_CONV_2D": 2,
+    "TRANSPOSE_CONV": 3,
+    "FULLY_CONNECTED": 2,
+    "ADD": 2,
+    "SUB": 2,
+    "MUL": 2,
+    "DIV": 2,
+    "MAXIMUM": 2,
+    "MINIMUM": 2,
+    "SQUARED_DIFFERENCE": 2,
+    "PAD": 2,
+    "PADV2": 2,
+    "MIRROR_PAD": 2,
+    "BATCH_MATMUL": 2,
+    "SPLIT": 2,
+    "SPLIT_V": 3,
+    "STRIDED_SLICE": 4,
+    "SLICE": 3,
+    "GATHER": 2,
+    "GATHER_ND": 2,
+    "TRANSPOSE": 2,
+    "MEAN": 2,
+    "SUM": 2,
+    "REDUCE_MAX": 2,
+    "REDUCE_MIN": 2,
+    "RESIZE_BILINEAR": 2,
+    "RESIZE_NEAREST_NEIGHBOR": 2,
+    "PRELU": 2,
+    "SELECT_V2": 3,
+    "EXPAND_DIMS": 2,
+    "FILL": 2,
+    "BROADCAST_TO": 2,
+    "SVDF": 3,
+    "REDUCE_PROD": 2,
+    "REDUCE_ANY": 2,
+    "REDUCE_ALL": 2,
+    "EMBEDDING_LOOKUP": 2,
 }
 NO_INPUTS_OK = frozenset({"VAR_HANDLE", "CALL_ONCE", "WHILE"})
 NO_OUTPUTS_OK = frozenset({"ASSIGN_VARIABLE", "CALL_ONCE", "WHILE", "IF"})
 # Least rank of inputs (by position; -1: the first output) that the kernels and the planner index.
-MIN_RANK = {"SVDF": {0: 2, 1: 2}, "UNIDIRECTIONAL_SEQUENCE_LSTM": {0: 2, -1: 1}, "FULLY_CONNECTED": {1: 2},
-            "BATCH_MATMUL": {0: 2, 1: 2}, "MIRROR_PAD": {0: 1}}
-RANK4 = {"CONV_2D": (0, 1), "DEPTHWISE_CONV_2D": (0, 1), "TRANSPOSE_CONV": (1, 2), "AVERAGE_POOL_2D": (0,),
-         "MAX_POOL_2D": (0,)}
+MIN_RANK = {
+    "SVDF": {0: 2, 1: 2},
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": {0: 2, -1: 1},
+    "FULLY_CONNECTED": {1: 2},
+    "BATCH_MATMUL": {0: 2, 1: 2},
+    "MIRROR_PAD": {0: 1},
+}
+RANK4 = {
+    "CONV_2D": (0, 1),
+    "DEPTHWISE_CONV_2D": (0, 1),
+    "TRANSPOSE_CONV": (1, 2),
+    "AVERAGE_POOL_2D": (0,),
+    "MAX_POOL_2D": (0,),
+}
 
 # Options whose absence would leave TFLM (and our passes) with zero strides, axes or subgraph indices.
 REQUIRED_OPTIONS = {
-    "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions", "TRANSPOSE_CONV": "TransposeConvOptions",
-    "CONCATENATION": "ConcatenationOptions", "AVERAGE_POOL_2D": "Pool2DOptions", "MAX_POOL_2D": "Pool2DOptions",
-    "L2_POOL_2D": "Pool2DOptions", "WHILE": "WhileOptions", "IF": "IfOptions", "CALL_ONCE": "CallOnceOptions",
+    "CONV_2D": "Conv2DOptions",
+    "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
+    "TRANSPOSE_CONV": "TransposeConvOptions",
+    "CONCATENATION": "ConcatenationOptions",
+    "AVERAGE_POOL_2D": "Pool2DOptions",
+    "MAX_POOL_2D": "Pool2DOptions",
+    "L2_POOL_2D": "Pool2DOptions",
+    "WHILE": "WhileOptions",
+    "IF": "IfOptions",
+    "CALL_ONCE": "CallOnceOptions",
 }
 # Options checked for their type when present.
-OPTIONS = dict(REQUIRED_OPTIONS, **{
-    "FULLY_CONNECTED": "FullyConnectedOptions", "ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions",
-    "DIV": "DivOptions", "RESHAPE": "ReshapeOptions", "SOFTMAX": "SoftmaxOptions", "SPLIT": "SplitOptions",
-    "SPLIT_V": "SplitVOptions", "STRIDED_SLICE": "StridedSliceOptions", "PACK": "PackOptions",
-    "UNPACK": "UnpackOptions", "MEAN": "ReducerOptions", "SUM": "ReducerOptions", "REDUCE_MAX": "ReducerOptions",
-    "REDUCE_MIN": "ReducerOptions", "SQUEEZE": "SqueezeOptions", "BATCH_MATMUL": "BatchMatMulOptions",
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions", "SVDF": "SVDFOptions",
-    "RESIZE_BILINEAR": "ResizeBilinearOptions", "RESIZE_NEAREST_NEIGHBOR": "ResizeNearestNeighborOptions",
-    "LEAKY_RELU": "LeakyReluOptions", "GATHER": "GatherOptions", "DEPTH_TO_SPACE": "DepthToSpaceOptions",
-    "SPACE_TO_DEPTH": "SpaceToDepthOptions", "TRANSPOSE": "TransposeOptions", "PAD": "PadOptions",
-})
+OPTIONS = dict(
+    REQUIRED_OPTIONS,
+    **{
+        "FULLY_CONNECTED": "FullyConnectedOptions",
+        "ADD": "AddOptions",
+        "SUB": "SubOptions",
+        "MUL": "MulOptions",
+        "DIV": "DivOptions",
+        "RESHAPE": "ReshapeOptions",
+        "SOFTMAX": "SoftmaxOptions",
+        "SPLIT": "SplitOptions",
+        "SPLIT_V": "SplitVOptions",
+        "STRIDED_SLICE": "StridedSliceOptions",
+        "PACK": "PackOptions",
+        "UNPACK": "UnpackOptions",
+        "MEAN": "ReducerOptions",
+        "SUM": "ReducerOptions",
+        "REDUCE_MAX": "ReducerOptions",
+        "REDUCE_MIN": "ReducerOptions",
+        "SQUEEZE": "SqueezeOptions",
+        "BATCH_MATMUL": "BatchMatMulOptions",
+        "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions",
+        "SVDF": "SVDFOptions",
+        "RESIZE_BILINEAR": "ResizeBilinearOptions",
+        "RESIZE_NEAREST_NEIGHBOR": "ResizeNearestNeighborOptions",
+        "LEAKY_RELU": "LeakyReluOptions",
+        "GATHER": "GatherOptions",
+        "DEPTH_TO_SPACE": "DepthToSpaceOptions",
+        "SPACE_TO_DEPTH": "SpaceToDepthOptions",
+        "TRANSPOSE": "TransposeOptions",
+        "PAD": "PadOptions",
+    },
+)
 _BUILTIN_SET = frozenset(BUILTIN_NAMES.values())
-_OPTION_NAMES = {v: k for k, v in vars(fb.BuiltinOptions).items() if not k.startswith("_") and isinstance(v, int)}
+_OPTION_NAMES = {
+    v: k for k, v in vars(fb.BuiltinOptions).items() if not k.startswith("_") and isinstance(v, int)
+}
 
 
 def _ints(v) -> list[int]:
@@ -123,12 +208,16 @@ def validate_model(model: "fb.ModelT", name: str = "model") -> None:
     n_buffers = len(model.buffers or [])
     for k, code in enumerate(model.operatorCodes or []):
         if code.customCode is not None and not _utf8(code.customCode):
-            raise TinySegError(f"{name}: operator code {k} has a custom name that is not UTF-8 text")
+            raise TinySegError(
+                f"{name}: operator code {k} has a custom name that is not UTF-8 text"
+            )
     for k, md in enumerate(model.metadata or []):
         if md.name is not None and not _utf8(md.name):
             raise TinySegError(f"{name}: metadata {k} has a name that is not UTF-8 text")
         if not 0 <= md.buffer < n_buffers:
-            raise TinySegError(f"{name}: metadata {k} names buffer {md.buffer}, which does not exist")
+            raise TinySegError(
+                f"{name}: metadata {k} names buffer {md.buffer}, which does not exist"
+            )
     subgraphs = model.subgraphs or []
     for s, sg in enumerate(subgraphs):
         _validate_subgraph(model, sg, s, f"{name}: subgraph {s}", len(subgraphs))
@@ -154,7 +243,9 @@ def _validate_calls(model: "fb.ModelT", name: str) -> None:
     Iterative, so no model can exhaust Python's stack here."""
     calls = _calls(model)
     state: dict[int, int] = {}  # 1: on the current path, 2: done
-    depth: dict[int, int] = {}  # of a done subgraph: the subgraphs on its longest chain of calls, itself included
+    depth: dict[
+        int, int
+    ] = {}  # of a done subgraph: the subgraphs on its longest chain of calls, itself included
     for root in range(len(model.subgraphs or [])):
         if state.get(root):
             continue
@@ -169,22 +260,28 @@ def _validate_calls(model: "fb.ModelT", name: str) -> None:
                 todo.pop()
                 depth[done] = 1 + max((depth[c] for c in calls.get(done, [])), default=0)
                 if depth[done] > MAX_CALL_DEPTH:
-                    raise TinySegError(f"{name}: subgraph {done} nests IF/WHILE/CALL_ONCE calls {depth[done] - 1} "
-                                       f"levels deep (at most {MAX_CALL_DEPTH - 1}); TFLM recurses once per level on "
-                                       "the device's stack: flatten the control flow")
+                    raise TinySegError(
+                        f"{name}: subgraph {done} nests IF/WHILE/CALL_ONCE calls {depth[done] - 1} "
+                        f"levels deep (at most {MAX_CALL_DEPTH - 1}); TFLM recurses once per level on "
+                        "the device's stack: flatten the control flow"
+                    )
                 continue
             if state.get(nxt) == 1:
-                cycle = path[path.index(nxt):] + [nxt]
-                raise TinySegError(f"{name}: subgraph {nxt} calls itself through IF/WHILE/CALL_ONCE "
-                                   f"({' -> '.join(map(str, cycle))}); TFLM would recurse without end: "
-                                   "the converter wrote a broken model, convert it again")
+                cycle = path[path.index(nxt) :] + [nxt]
+                raise TinySegError(
+                    f"{name}: subgraph {nxt} calls itself through IF/WHILE/CALL_ONCE "
+                    f"({' -> '.join(map(str, cycle))}); TFLM would recurse without end: "
+                    "the converter wrote a broken model, convert it again"
+                )
             if not state.get(nxt):
                 state[nxt] = 1
                 path.append(nxt)
                 todo.append(iter(calls.get(nxt, [])))
 
 
-def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: str, n_subgraphs: int) -> None:
+def _validate_subgraph(
+    model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: str, n_subgraphs: int
+) -> None:
     tensors = sg.tensors or []
     n = len(tensors)
     codes = model.operatorCodes or []
@@ -200,17 +297,23 @@ def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: st
             raise TinySegError(f"{where}: tensor {t} has an unknown type code {raw.type}")
         shape = _ints(raw.shape)
         if len(shape) > MAX_RANK:
-            raise TinySegError(f"{where}: tensor {t} '{_name(raw)}' has rank {len(shape)} (at most {MAX_RANK})")
+            raise TinySegError(
+                f"{where}: tensor {t} '{_name(raw)}' has rank {len(shape)} (at most {MAX_RANK})"
+            )
         if any(d < 0 for d in shape):
             nbytes.append(0)  # dynamic: graph.py refuses it with its own message
             continue
         elements = math.prod(shape)
         if any(d > INT_MAX for d in shape) or elements > INT_MAX:
-            raise TinySegError(f"{where}: tensor {t} '{_name(raw)}' shape {shape} has more elements than TFLM's "
-                               "int can count")
+            raise TinySegError(
+                f"{where}: tensor {t} '{_name(raw)}' shape {shape} has more elements than TFLM's "
+                "int can count"
+            )
         size = elements * TYPE_SIZES.get(dtype, 0)
         if size > MAX_TENSOR_BYTES:
-            raise TinySegError(f"{where}: tensor {t} '{_name(raw)}' needs {size:,} bytes, beyond any arena")
+            raise TinySegError(
+                f"{where}: tensor {t} '{_name(raw)}' needs {size:,} bytes, beyond any arena"
+            )
         nbytes.append(size)
         buf = model.buffers[raw.buffer] if raw.buffer < len(model.buffers or []) else None
         data = None if buf is None else buf.data
@@ -218,8 +321,10 @@ def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: st
             constant.add(t)
             want = _packed_bytes(dtype, elements)
             if raw.sparsity is None and dtype != "STRING" and len(data) < want:
-                raise TinySegError(f"{where}: tensor {t} '{_name(raw)}' needs {want:,} bytes of data but its buffer "
-                                   f"{raw.buffer} holds {len(data):,} (truncated weights)")
+                raise TinySegError(
+                    f"{where}: tensor {t} '{_name(raw)}' needs {want:,} bytes of data but its buffer "
+                    f"{raw.buffer} holds {len(data):,} (truncated weights)"
+                )
         elif not raw.isVariable:
             total += size
         q = raw.quantization
@@ -227,14 +332,20 @@ def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: st
             # TFLM copies one zero point per scale: fewer would be read past their end; more are
             # ignored (converters and our own random models write such biases).
             if q.zeroPoint is not None and 0 < len(q.zeroPoint) < len(q.scale):
-                raise TinySegError(f"{where}: tensor {t} '{_name(raw)}' has {len(q.scale)} scales but "
-                                   f"{len(q.zeroPoint)} zero points")
+                raise TinySegError(
+                    f"{where}: tensor {t} '{_name(raw)}' has {len(q.scale)} scales but "
+                    f"{len(q.zeroPoint)} zero points"
+                )
             if len(q.scale) > 1 and len(q.scale) > elements:
                 # (real converters write biases with any quantized_dimension: only the count is checked)
-                raise TinySegError(f"{where}: tensor {t} '{_name(raw)}' has {len(q.scale)} per-channel scales "
-                                   f"for {elements} elements")
+                raise TinySegError(
+                    f"{where}: tensor {t} '{_name(raw)}' has {len(q.scale)} per-channel scales "
+                    f"for {elements} elements"
+                )
             if not all(np.isfinite(float(x)) for x in q.scale):
-                raise TinySegError(f"{where}: tensor {t} '{_name(raw)}' has a non-finite quantization scale")
+                raise TinySegError(
+                    f"{where}: tensor {t} '{_name(raw)}' has a non-finite quantization scale"
+                )
     if total > MAX_ACTIVATION_BYTES:
         raise TinySegError(f"{where}: the activations need {total:,} bytes, beyond any arena")
     graph_inputs = _ints(sg.inputs)
@@ -264,21 +375,31 @@ def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: st
             need = MIN_INPUTS.get(opname, 0 if opname in NO_INPUTS_OK else 1)
             real = [i for i in ins if i >= 0]
             if len(ins) < need or any(i < 0 for i in ins[:need]) or (need and not real):
-                raise TinySegError(f"{here} has {len(real)} input(s); it needs at least {max(need, 1)}")
+                raise TinySegError(
+                    f"{here} has {len(real)} input(s); it needs at least {max(need, 1)}"
+                )
             if not outs and opname not in NO_OUTPUTS_OK:
                 raise TinySegError(f"{here} has no outputs")
             _check_options(op, opname, here, n_subgraphs, s)
             for pos in RANK4.get(opname, ()):
                 if pos < len(ins) and ins[pos] >= 0 and len(_ints(tensors[ins[pos]].shape)) != 4:
-                    raise TinySegError(f"{here}: input {pos} has shape {_ints(tensors[ins[pos]].shape)}, "
-                                       "not the 4-D shape the kernel indexes")
+                    raise TinySegError(
+                        f"{here}: input {pos} has shape {_ints(tensors[ins[pos]].shape)}, "
+                        "not the 4-D shape the kernel indexes"
+                    )
             for pos, rank in MIN_RANK.get(opname, {}).items():
-                idx = (outs[0] if outs else -1) if pos == -1 else (ins[pos] if pos < len(ins) else -1)
+                idx = (
+                    (outs[0] if outs else -1) if pos == -1 else (ins[pos] if pos < len(ins) else -1)
+                )
                 if idx >= 0 and len(_ints(tensors[idx].shape)) < rank:
                     which = "output" if pos == -1 else f"input {pos}"
-                    raise TinySegError(f"{here}: {which} has shape {_ints(tensors[idx].shape)}, rank below {rank}")
+                    raise TinySegError(
+                        f"{here}: {which} has shape {_ints(tensors[idx].shape)}, rank below {rank}"
+                    )
             if opname in RANK4 and outs and len(_ints(tensors[outs[0]].shape)) != 4:
-                raise TinySegError(f"{here}: output has shape {_ints(tensors[outs[0]].shape)}, not 4-D")
+                raise TinySegError(
+                    f"{here}: output has shape {_ints(tensors[outs[0]].shape)}, not 4-D"
+                )
         elif opname in TINYSEG_OPS:
             _check_tinyseg_wiring(opname, ins, outs, here)
         for idx in ins:
@@ -286,14 +407,22 @@ def _validate_subgraph(model: "fb.ModelT", sg: "fb.SubGraphT", s: int, where: st
                 after = next((p for p in range(o, len(ops)) if idx in _ints(ops[p].outputs)), None)
                 if idx in outs:
                     raise TinySegError(f"{here} reads its own output tensor {idx}")
-                detail = f"operator {after} writes it later" if after is not None else "nothing writes it"
-                raise TinySegError(f"{here} reads tensor {idx} before it is defined ({detail}; it is not a graph "
-                                   "input or a constant)")
+                detail = (
+                    f"operator {after} writes it later"
+                    if after is not None
+                    else "nothing writes it"
+                )
+                raise TinySegError(
+                    f"{here} reads tensor {idx} before it is defined ({detail}; it is not a graph "
+                    "input or a constant)"
+                )
             if idx >= 0 and idx in outs:
                 raise TinySegError(f"{here} reads its own output tensor {idx}")
         for idx in outs:
             if idx in writer:
-                raise TinySegError(f"{here} writes tensor {idx}, which operator {writer[idx]} already writes")
+                raise TinySegError(
+                    f"{here} writes tensor {idx}, which operator {writer[idx]} already writes"
+                )
             if idx in graph_inputs:
                 raise TinySegError(f"{here} writes tensor {idx}, a graph input")
             if idx in constant:
@@ -318,7 +447,9 @@ def _check_tinyseg_wiring(opname: str, ins: list[int], outs: list[int], here: st
     elif opname == FETCHING_CONV_2D and (len(ins) < 2 or any(i < 0 for i in ins[:-1])):
         what = "no filter before its bias; a FetchingConv2D reads [operands..., filter, bias or -1]"
     if what:
-        raise TinySegError(f"{here} has {what} (a malformed optimized model: optimize the original again)")
+        raise TinySegError(
+            f"{here} has {what} (a malformed optimized model: optimize the original again)"
+        )
 
 
 def _check_options(op: "fb.OperatorT", opname: str, here: str, n_subgraphs: int, s: int) -> None:
@@ -335,12 +466,28 @@ def _check_options(op: "fb.OperatorT", opname: str, here: str, n_subgraphs: int,
     if type(op.builtinOptions).__name__ != want + "T":
         raise TinySegError(f"{here} has {have}, expected {want}")
     o = op.builtinOptions
-    for attr in ("strideH", "strideW", "dilationHFactor", "dilationWFactor", "filterHeight", "filterWidth"):
+    for attr in (
+        "strideH",
+        "strideW",
+        "dilationHFactor",
+        "dilationWFactor",
+        "filterHeight",
+        "filterWidth",
+    ):
         v = getattr(o, attr, None)
-        if v is not None and v < 1 and not (attr.startswith("dilation") and opname == "TRANSPOSE_CONV"):
+        if (
+            v is not None
+            and v < 1
+            and not (attr.startswith("dilation") and opname == "TRANSPOSE_CONV")
+        ):
             raise TinySegError(f"{here}: {attr} is {v}, it must be at least 1")
-    for attr in ("thenSubgraphIndex", "elseSubgraphIndex", "condSubgraphIndex", "bodySubgraphIndex",
-                 "initSubgraphIndex"):
+    for attr in (
+        "thenSubgraphIndex",
+        "elseSubgraphIndex",
+        "condSubgraphIndex",
+        "bodySubgraphIndex",
+        "initSubgraphIndex",
+    ):
         v = getattr(o, attr, None)
         if v is not None and (not 0 <= v < n_subgraphs or v == s):
             raise TinySegError(f"{here}: {attr} {v} is not another subgraph of the model")
@@ -366,8 +513,13 @@ class Refusal:
         return f"operator {self.operator} ({shown(self.opcode, 60)}): {self.reason}"
 
 
-CONTROL_FLOW_INDICES = ("thenSubgraphIndex", "elseSubgraphIndex", "condSubgraphIndex", "bodySubgraphIndex",
-                        "initSubgraphIndex")
+CONTROL_FLOW_INDICES = (
+    "thenSubgraphIndex",
+    "elseSubgraphIndex",
+    "condSubgraphIndex",
+    "bodySubgraphIndex",
+    "initSubgraphIndex",
+)
 
 
 def uncalled_subgraphs(model: "fb.ModelT") -> list[int]:
@@ -387,8 +539,15 @@ def tflm_refusals(graph) -> list[Refusal]:
     out: list[Refusal] = []
     for s in uncalled_subgraphs(graph.model):
         # TFLM allocates every subgraph, called or not, and crashes on some (e.g. a TRANSPOSE_CONV in one).
-        out.append(Refusal(-1, "", f"subgraph {s} is called by no IF/WHILE/CALL_ONCE; TFLM still prepares it "
-                                   "and may crash on it", certain=False))
+        out.append(
+            Refusal(
+                -1,
+                "",
+                f"subgraph {s} is called by no IF/WHILE/CALL_ONCE; TFLM still prepares it "
+                "and may crash on it",
+                certain=False,
+            )
+        )
     for op in graph.operators:
         name = op.opcode
         if name == STREAM_CHAIN:
@@ -403,7 +562,9 @@ def tflm_refusals(graph) -> list[Refusal]:
                 out.append(Refusal(op.index, name, "a custom operator TFLM does not ship", True))
             continue
         if name not in TFLM_BUILTINS:
-            out.append(Refusal(op.index, name, "TFLM has no kernel for this builtin operator", True))
+            out.append(
+                Refusal(op.index, name, "TFLM has no kernel for this builtin operator", True)
+            )
             continue
         types = [graph.tensors[i].dtype if i >= 0 else None for i in op.inputs]
         out_t = graph.tensors[op.outputs[0]].dtype if op.outputs else None
@@ -413,23 +574,47 @@ def tflm_refusals(graph) -> list[Refusal]:
             inp = types[pos[0]] if len(types) > pos[0] else None
             flt = types[pos[1]] if len(types) > pos[1] else None
             if name == "CONV_2D":
-                ok = (inp, flt) in {("FLOAT32", "FLOAT32"), ("INT16", "INT8"), ("INT8", "INT4"), ("INT8", "INT8")}
+                ok = (inp, flt) in {
+                    ("FLOAT32", "FLOAT32"),
+                    ("INT16", "INT8"),
+                    ("INT8", "INT4"),
+                    ("INT8", "INT8"),
+                }
             elif name == "DEPTHWISE_CONV_2D":
                 ok = inp == flt or (inp, flt) in {("INT8", "INT4"), ("INT16", "INT8")}
             elif name == "TRANSPOSE_CONV":
                 ok = inp == flt or (inp, flt) == ("INT16", "INT8")
             else:
-                ok = not ((inp == "FLOAT32" and flt != "FLOAT32") or (inp == "INT8" and flt not in ("INT8", "INT4"))
-                          or (inp == "INT16" and flt != "INT8"))
+                ok = not (
+                    (inp == "FLOAT32" and flt != "FLOAT32")
+                    or (inp == "INT8" and flt not in ("INT8", "INT4"))
+                    or (inp == "INT16" and flt != "INT8")
+                )
             if not ok:
-                out.append(Refusal(op.index, name, f"{inp} input with {flt} weights: hybrid models are not supported "
-                                                   "on TFLite Micro"))
+                out.append(
+                    Refusal(
+                        op.index,
+                        name,
+                        f"{inp} input with {flt} weights: hybrid models are not supported "
+                        "on TFLite Micro",
+                    )
+                )
             elif name in ("CONV_2D", "FULLY_CONNECTED") and out_t is not None and inp != out_t:
-                out.append(Refusal(op.index, name, f"{inp} input with {out_t} output (TFLM needs equal types)"))
+                out.append(
+                    Refusal(
+                        op.index, name, f"{inp} input with {out_t} output (TFLM needs equal types)"
+                    )
+                )
         elif name == "DEQUANTIZE":
             if inp not in ("INT8", "INT16", "UINT8") or out_t != "FLOAT32":
-                out.append(Refusal(op.index, name, f"{inp} -> {out_t}: TFLM dequantizes only INT8, INT16 and UINT8 "
-                                                   "to FLOAT32 (float16 weights are not supported)"))
+                out.append(
+                    Refusal(
+                        op.index,
+                        name,
+                        f"{inp} -> {out_t}: TFLM dequantizes only INT8, INT16 and UINT8 "
+                        "to FLOAT32 (float16 weights are not supported)",
+                    )
+                )
     return out
 
 
@@ -464,15 +649,19 @@ def unsupported(graph, layout: bool = True) -> str | None:
     for s, sg in enumerate(graph.model.subgraphs or []):
         for t, raw in enumerate(sg.tensors or []):
             if raw.sparsity is not None:
-                return (f"subgraph {s} tensor {t} '{_name(raw)}' holds sparse weights (Tensor.sparsity), which TFLM "
-                        "does not support (it would read the compressed buffer as dense weights); convert the model "
-                        "without sparsification")
+                return (
+                    f"subgraph {s} tensor {t} '{_name(raw)}' holds sparse weights (Tensor.sparsity), which TFLM "
+                    "does not support (it would read the compressed buffer as dense weights); convert the model "
+                    "without sparsification"
+                )
     for kind, ids in (("input", graph.inputs), ("output", graph.outputs)):
         for k, t in enumerate(ids):
             tensor = graph.tensors[t]
             if tensor.dtype not in NUMPY_DTYPES:
-                return (f"graph {kind} {k} '{shown(tensor.name)}' is {tensor.dtype}, which the check in TFLM cannot "
-                        f"{'feed' if kind == 'input' else 'compare'} (supported: {', '.join(NUMPY_DTYPES)})")
+                return (
+                    f"graph {kind} {k} '{shown(tensor.name)}' is {tensor.dtype}, which the check in TFLM cannot "
+                    f"{'feed' if kind == 'input' else 'compare'} (supported: {', '.join(NUMPY_DTYPES)})"
+                )
     return offline_conflict(graph) if layout else None
 
 
@@ -482,17 +671,21 @@ def offline_conflict(graph) -> str | None:
 
     if offline.read(graph.model) is None:
         return None
-    fixed = sorted((b for b in plan_graph(graph).buffers if b.offline and b.kind == "tensor" and b.nbytes),
-                   key=lambda b: b.offset)
+    fixed = sorted(
+        (b for b in plan_graph(graph).buffers if b.offline and b.kind == "tensor" and b.nbytes),
+        key=lambda b: b.offset,
+    )
     for i, a in enumerate(fixed):
-        for b in fixed[i + 1:]:
+        for b in fixed[i + 1 :]:
             if b.offset >= a.offset + a.nbytes:
                 break  # sorted by offset: no later buffer reaches into a either
             if a.first <= b.last and b.first <= a.last:
-                return (f"its OfflineMemoryAllocation metadata puts {a.label} ({a.nbytes:,} B at offset {a.offset:,}) "
-                        f"and {b.label} ({b.nbytes:,} B at offset {b.offset:,}) on the same bytes while both are live "
-                        f"(scopes {max(a.first, b.first)}-{min(a.last, b.last)}); TFLM would honour it and compute "
-                        "garbage: remove the metadata or plan the offsets again")
+                return (
+                    f"its OfflineMemoryAllocation metadata puts {a.label} ({a.nbytes:,} B at offset {a.offset:,}) "
+                    f"and {b.label} ({b.nbytes:,} B at offset {b.offset:,}) on the same bytes while both are live "
+                    f"(scopes {max(a.first, b.first)}-{min(a.last, b.last)}); TFLM would honour it and compute "
+                    "garbage: remove the metadata or plan the offsets again"
+                )
     return None
 
 

@@ -170,9 +170,7 @@ def build_vnet2d(tf: ModuleType, shape: tuple[int, int, int]) -> Any:
         x = _vnet_stage(keras, x, c, n)
         skips.append(x)
     skips.pop()  # the bottom stage feeds the decoder directly
-    for c, n, skip in zip(
-        reversed(VNET_CHANNELS[:-1]), reversed(VNET_CONVS[:-1]), reversed(skips)
-    ):
+    for c, n, skip in zip(reversed(VNET_CHANNELS[:-1]), reversed(VNET_CONVS[:-1]), reversed(skips)):
         up = _prelu(keras, layers.Conv2DTranspose(c, 2, strides=2)(x))
         x = layers.Concatenate(axis=-1)([up, skip])
         x = _vnet_stage(keras, x, 2 * c, n)
@@ -255,9 +253,7 @@ def _bn_relu_conv(layers: Any, x: Tensor, c: int, dilation: int) -> Tensor:
 
 def _resblock_a(layers: Any, x: Tensor, c: int, rates: Sequence[int]) -> Tensor:
     """ResBlock-a: input plus parallel atrous (BN-ReLU-conv)x2 branches."""
-    branches = [
-        _bn_relu_conv(layers, _bn_relu_conv(layers, x, c, r), c, r) for r in rates
-    ]
+    branches = [_bn_relu_conv(layers, _bn_relu_conv(layers, x, c, r), c, r) for r in rates]
     return layers.Add()([x, *branches])
 
 
@@ -397,9 +393,7 @@ def op_histogram(model_bytes: bytes) -> dict[str, int]:
     """Builtin op name -> count, read from the flatbuffer (all subgraphs)."""
     from tensorflow.lite.python import schema_py_generated as schema
 
-    names = {
-        v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")
-    }
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
     m = schema.Model.GetRootAs(model_bytes, 0)
     codes = []
     for i in range(m.OperatorCodesLength()):
@@ -423,9 +417,7 @@ def build_one(tf: ModuleType, spec: ModelSpec, out_dir: Path, seed: int) -> Buil
     model = spec.build(tf, spec.input_shape)
     params = model.count_params()
     if spec.expected_params is not None and params != spec.expected_params:
-        raise RuntimeError(
-            f"{spec.name}: {params} parameters, expected {spec.expected_params}"
-        )
+        raise RuntimeError(f"{spec.name}: {params} parameters, expected {spec.expected_params}")
     randomize_batchnorm(tf, model, np.random.default_rng(seed))
     data = convert_int8(tf, model, spec, seed)
     path = out_dir / f"{spec.name}.tflite"
@@ -570,8 +562,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if versions != PINNED:
         have = ", ".join(f"{k} {v}" for k, v in versions.items())
         want = ", ".join(f"{k} {v}" for k, v in PINNED.items())
-        print(f"build.py: note: {have} is not the pinned {want}: the files will not be byte-identical to the "
-              f"committed tiny_unet.tflite (install: {INSTALL_HINT})", file=sys.stderr)
+        print(
+            f"build.py: note: {have} is not the pinned {want}: the files will not be byte-identical to the "
+            f"committed tiny_unet.tflite (install: {INSTALL_HINT})",
+            file=sys.stderr,
+        )
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

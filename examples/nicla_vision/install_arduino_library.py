@@ -6,6 +6,7 @@ the TFLM kernels into src/ (docs/runtime.md, "Installing").
 
     python examples/nicla_vision/install_arduino_library.py ~/Arduino/libraries/Arduino_TensorFlowLite
 """
+
 from __future__ import annotations
 
 import sys
@@ -18,7 +19,9 @@ from tinyseg_plugin.cli import main  # noqa: E402
 if __name__ == "__main__":
     args = sys.argv[1:]
     if len(args) != 1 or args[0].startswith("-"):
-        print("usage: install_arduino_library.py LIBRARY_DIR  (same as: tinyseg tflm install --tflm-dir LIBRARY_DIR)",
-              file=sys.stderr)
+        print(
+            "usage: install_arduino_library.py LIBRARY_DIR  (same as: tinyseg tflm install --tflm-dir LIBRARY_DIR)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     sys.exit(main(["tflm", "install", "--tflm-dir", args[0]]))

@@ -9,6 +9,7 @@ optimizer measured in TFLM, plus a margin, so the sketch does not have to guess 
     python examples/nicla_vision/make_model_header.py build/tiny_unet_opt.tflite \\
         -o examples/nicla_vision/tinyseg_unet_m7/model_data.h --report build/tiny_unet_report.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,7 +47,9 @@ def header_text(model: bytes, symbol: str, source: str, arena_bytes: int | None)
     lines.append("};")
     lines.append(f"const size_t {symbol}_len = {len(model)};")
     if arena_bytes is not None:
-        lines.append(f"// TFLM arena: total measured by `tinyseg optimize` + {ARENA_MARGIN} bytes of margin.")
+        lines.append(
+            f"// TFLM arena: total measured by `tinyseg optimize` + {ARENA_MARGIN} bytes of margin."
+        )
         lines.append(f"constexpr size_t {symbol}_arena_bytes = {arena_bytes};")
     lines += ["", f"#endif  // {guard}", ""]
     return "\n".join(lines)
@@ -62,8 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("model", type=Path, help=".tflite file (the output of tinyseg optimize)")
     p.add_argument("-o", "--output", type=Path, required=True, help="header to write")
-    p.add_argument("--symbol", default="g_tinyseg_model", help="C array name (default: g_tinyseg_model)")
-    p.add_argument("--report", type=Path, help="tinyseg optimize --report JSON: adds <symbol>_arena_bytes")
+    p.add_argument(
+        "--symbol", default="g_tinyseg_model", help="C array name (default: g_tinyseg_model)"
+    )
+    p.add_argument(
+        "--report", type=Path, help="tinyseg optimize --report JSON: adds <symbol>_arena_bytes"
+    )
     args = p.parse_args(argv)
     try:
         model = args.model.read_bytes()
@@ -74,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
         print(f"make_model_header: error: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {args.output} ({len(model)} bytes of model" + (f", arena {arena} bytes)" if arena else ")"))
+    print(
+        f"wrote {args.output} ({len(model)} bytes of model"
+        + (f", arena {arena} bytes)" if arena else ")")
+    )
     return 0
 
 

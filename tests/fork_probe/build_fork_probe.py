@@ -13,6 +13,7 @@ on two cores (measured: `TINYSEG_FORK_PROBE=DIR pytest tests/test_runtime_profil
 
     python tests/fork_probe/build_fork_probe.py LIBRARY_SRC BUILD_DIR   # prints the probe's path
 """
+
 from __future__ import annotations
 
 import re
@@ -23,7 +24,11 @@ from pathlib import Path
 
 PROBE = Path(__file__).resolve().with_name("arena_probe_2023.cc")
 DEFINES = ["-DTF_LITE_STATIC_MEMORY", "-DTF_LITE_DISABLE_X86_NEON", "-DARDUINO", "-DCMSIS_NN"]
-CXX_ONLY = ["-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics"]  # as TFLM builds (placement new needs it)
+CXX_ONLY = [
+    "-fno-exceptions",
+    "-fno-rtti",
+    "-fno-threadsafe-statics",
+]  # as TFLM builds (placement new needs it)
 SKIP = ("/peripherals/", "/test_over_serial/", "/kissfft/tools/", "/examples/")
 
 
@@ -32,7 +37,11 @@ class ProbeError(RuntimeError):
 
 
 def sources(src: Path) -> list[Path]:
-    return sorted(p for p in src.rglob("*") if p.suffix in (".cpp", ".c") and not any(s in str(p) for s in SKIP))
+    return sorted(
+        p
+        for p in src.rglob("*")
+        if p.suffix in (".cpp", ".c") and not any(s in str(p) for s in SKIP)
+    )
 
 
 def build_arduino_probe(src: Path, build: Path, jobs: int = 2) -> Path:
@@ -40,7 +49,9 @@ def build_arduino_probe(src: Path, build: Path, jobs: int = 2) -> Path:
         if shutil.which(tool) is None:
             raise ProbeError(f"{tool} not on PATH")
     if not (src / "tensorflow" / "lite" / "micro" / "all_ops_resolver.h").is_file():
-        raise ProbeError(f"{src} is not the Arduino library's src/ (no tensorflow/lite/micro/all_ops_resolver.h)")
+        raise ProbeError(
+            f"{src} is not the Arduino library's src/ (no tensorflow/lite/micro/all_ops_resolver.h)"
+        )
     build.mkdir(parents=True, exist_ok=True)
     objs = []
     rules = []
@@ -54,14 +65,23 @@ def build_arduino_probe(src: Path, build: Path, jobs: int = 2) -> Path:
         rules.append(f"{o}: {s}\n\t@mkdir -p {o.parent}\n\t@{cmd}\n")
     exe = build / "arena_probe_2023"
     lib = build / "libtflm_arduino.a"
-    mk = (f"all: {exe}\n{lib}: {' '.join(map(str, objs))}\n\t@rm -f $@\n\t@ar rcs $@ $^\n"
-          f"{exe}: {PROBE} {lib}\n\t@g++ -std=gnu++14 -O0 -w {' '.join(DEFINES + CXX_ONLY)} -I{src} {PROBE} {lib} -lm -o $@\n"
-          + "".join(rules))
+    mk = (
+        f"all: {exe}\n{lib}: {' '.join(map(str, objs))}\n\t@rm -f $@\n\t@ar rcs $@ $^\n"
+        f"{exe}: {PROBE} {lib}\n\t@g++ -std=gnu++14 -O0 -w {' '.join(DEFINES + CXX_ONLY)} -I{src} {PROBE} {lib} -lm -o $@\n"
+        + "".join(rules)
+    )
     (build / "Makefile").write_text(mk)
-    proc = subprocess.run(["make", "-f", str(build / "Makefile"), f"-j{jobs}"], cwd=build, capture_output=True,
-                          text=True, timeout=7200)
+    proc = subprocess.run(
+        ["make", "-f", str(build / "Makefile"), f"-j{jobs}"],
+        cwd=build,
+        capture_output=True,
+        text=True,
+        timeout=7200,
+    )
     if proc.returncode != 0:
-        raise ProbeError("host build of the Arduino library failed:\n" + (proc.stdout + proc.stderr)[-4000:])
+        raise ProbeError(
+            "host build of the Arduino library failed:\n" + (proc.stdout + proc.stderr)[-4000:]
+        )
     return exe
 
 

@@ -8,6 +8,7 @@ downloads already (as for TFLM's own tests).
 
     python tests/tflm_e2e/build_e2e.py --tflm "$TFLM_DIR" [--kernels cmsis_nn]   # prints the executable's path
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,9 @@ def make_env() -> dict[str, str]:
 
 
 def run(cmd: list[str], cwd: Path, what: str, timeout: float = 3600) -> str:
-    proc = subprocess.run(cmd, cwd=cwd, env=make_env(), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=make_env(), capture_output=True, text=True, timeout=timeout
+    )
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
         raise BuildError(f"{what} failed ({shlex.join(cmd)}):\n{tail}")
@@ -47,7 +50,9 @@ def run(cmd: list[str], cwd: Path, what: str, timeout: float = 3600) -> str:
 def make_args(kernels: str) -> list[str]:
     if kernels not in KERNELS:
         raise BuildError(f"kernels must be one of {KERNELS}, not {kernels!r}")
-    return [f"BUILD_TYPE={devicecheck.BUILD_TYPE}"] + (["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else [])
+    return [f"BUILD_TYPE={devicecheck.BUILD_TYPE}"] + (
+        ["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else []
+    )
 
 
 # make takes variable assignments among its goals: make(tflm, *CORTEX_M7, target). The runner built
@@ -56,7 +61,9 @@ CORTEX_M7 = ("TARGET=cortex_m_qemu", "TARGET_ARCH=cortex-m7")
 QEMU_M7 = ("qemu-arm", "-cpu", "cortex-m7")
 
 
-def make(tflm: Path, *targets: str, kernels: str = "reference", jobs: int = 2, timeout: float = 3600) -> str:
+def make(
+    tflm: Path, *targets: str, kernels: str = "reference", jobs: int = 2, timeout: float = 3600
+) -> str:
     cmd = ["make", "-f", MAKEFILE, *make_args(kernels), *targets, f"-j{jobs}"]
     return run(cmd, tflm, f"make {' '.join(targets)}", timeout)
 
@@ -69,12 +76,16 @@ def flags(tflm: Path, kernels: str = "reference") -> dict[str, str]:
         raise BuildError(str(exc)) from None
 
 
-def build(tflm: Path, kernels: str = "reference", jobs: int = 2, target: tuple[str, ...] = ()) -> Path:
+def build(
+    tflm: Path, kernels: str = "reference", jobs: int = 2, target: tuple[str, ...] = ()
+) -> Path:
     """microlite (with the TinySeg kernels), then the runner; returns the executable.
     ``target``: TFLM make variables of another target, e.g. CORTEX_M7."""
     tflm = Path(tflm).resolve()
     make_args(kernels)
-    make(tflm, *target, "microlite", kernels=kernels, jobs=jobs)  # here, for the full tail of a failing build
+    make(
+        tflm, *target, "microlite", kernels=kernels, jobs=jobs
+    )  # here, for the full tail of a failing build
     name = "-".join(a.partition("=")[2] for a in target) or "host"
     exe = tflm / "gen" / "tinyseg_run" / name / kernels / "tinyseg_run"
     try:
@@ -85,7 +96,9 @@ def build(tflm: Path, kernels: str = "reference", jobs: int = 2, target: tuple[s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tflm", type=Path, default=os.environ.get("TFLM_DIR"), help="patched TFLM checkout")
+    parser.add_argument(
+        "--tflm", type=Path, default=os.environ.get("TFLM_DIR"), help="patched TFLM checkout"
+    )
     parser.add_argument("--kernels", choices=KERNELS, default="reference")
     args = parser.parse_args(argv)
     if args.tflm is None:

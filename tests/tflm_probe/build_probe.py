@@ -75,7 +75,12 @@ def make_command(kernels: str, target: str) -> list[str]:
         raise ProbeError(f"kernels must be one of {KERNELS}, not {kernels!r}")
     if target not in TARGETS:
         raise ProbeError(f"target must be one of {TARGETS}, not {target!r}")
-    cmd = ["make", "-f", MAKEFILE, f"BUILD_TYPE={BUILD_TYPE}"]  # the build every test and the real-kernel check share
+    cmd = [
+        "make",
+        "-f",
+        MAKEFILE,
+        f"BUILD_TYPE={BUILD_TYPE}",
+    ]  # the build every test and the real-kernel check share
     if kernels == "cmsis_nn":
         cmd.append("OPTIMIZED_KERNEL_DIR=cmsis_nn")
     if target == "cortex_m7":
@@ -94,7 +99,9 @@ def check_checkout(tflm_dir: Path, kernels: str, target: str) -> None:
     """Raise ProbeError unless the checkout and tools for this build are present."""
     if not (tflm_dir / MAKEFILE).is_file():
         raise ProbeUnavailable(f"{tflm_dir} is not a TFLM checkout (no {MAKEFILE})")
-    missing = [d for d in required_downloads(kernels, target) if not (tflm_dir / DOWNLOADS / d).is_dir()]
+    missing = [
+        d for d in required_downloads(kernels, target) if not (tflm_dir / DOWNLOADS / d).is_dir()
+    ]
     if missing:
         raise ProbeUnavailable(
             f"TFLM checkout {tflm_dir} lacks third-party downloads {missing} under {DOWNLOADS}; "
@@ -119,7 +126,9 @@ def _run(cmd: list[str], cwd: Path, what: str) -> str:
 def query_flags(tflm_dir: Path, kernels: str, target: str) -> BuildFlags:
     """Ask TFLM's Makefile (its print-VAR rule) for the flags it builds tests with."""
     names = ["CXX", "CXXFLAGS", "INCLUDES", "LDFLAGS", "MICROLITE_LIBS", "MICROLITE_LIB_PATH"]
-    out = _run(make_command(kernels, target) + [f"print-{n}" for n in names], tflm_dir, "make print")
+    out = _run(
+        make_command(kernels, target) + [f"print-{n}" for n in names], tflm_dir, "make print"
+    )
     values: dict[str, str] = {}
     for line in out.splitlines():
         name, sep, value = line.partition("=")
@@ -204,7 +213,9 @@ def parse_probe_output(text: str) -> dict:
                 }
             )
         elif key == "scratch" and len(parts) == 4:
-            result["scratch"].append({"node": int(parts[1]), "op": parts[2], "bytes": int(parts[3])})
+            result["scratch"].append(
+                {"node": int(parts[1]), "op": parts[2], "bytes": int(parts[3])}
+            )
         elif key == "node" and len(parts) == 3:
             result["nodes"].append(parts[2])
         elif key == "warning":
@@ -225,14 +236,21 @@ def run_probe(exe: Path, model_path: Path, target: str, timeout: float = 600.0) 
     except subprocess.TimeoutExpired as exc:
         raise ProbeError(f"probe timed out after {timeout} s: {shlex.join(cmd)}") from exc
     if proc.returncode != 0:
-        raise ProbeError(f"probe failed ({proc.returncode}): {shlex.join(cmd)}\n{proc.stderr.strip()[-2000:]}")
+        raise ProbeError(
+            f"probe failed ({proc.returncode}): {shlex.join(cmd)}\n{proc.stderr.strip()[-2000:]}"
+        )
     return parse_probe_output(proc.stdout)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Build the probe for one configuration and print each model's raw probe output."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tflm", type=Path, default=os.environ.get("TFLM_DIR"), help="TFLM checkout (default $TFLM_DIR)")
+    parser.add_argument(
+        "--tflm",
+        type=Path,
+        default=os.environ.get("TFLM_DIR"),
+        help="TFLM checkout (default $TFLM_DIR)",
+    )
     parser.add_argument("--kernels", choices=KERNELS, default="reference")
     parser.add_argument("--target", choices=TARGETS, default="host")
     parser.add_argument("models", nargs="+", type=Path)
@@ -244,7 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         exe = build_probe(args.tflm, args.kernels, args.target)
         for model in args.models:
             res = run_probe(exe, model, args.target)
-            print(f"{model.name} {args.target} {args.kernels}: head {res['head']} tail {res['tail']} total {res['total']}")
+            print(
+                f"{model.name} {args.target} {args.kernels}: head {res['head']} tail {res['tail']} total {res['total']}"
+            )
     except ProbeError as exc:
         print(f"build_probe: {exc}", file=sys.stderr)
         return 1

@@ -7,6 +7,7 @@ tables ``estimate_tail`` reads: ``opdata_bytes``, ``prepare_allocations``,
 custom operators to the custom-operator contract, so the planner never needs to
 know which kernel set it is planning for.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,19 +15,24 @@ from typing import Protocol
 
 from ..errors import TinySegError
 from ..graph import Graph, Operator
-from . import cmsis_nn, reference
 from ..runtimes import RUNTIMES
+from . import cmsis_nn, reference
 from .profiles import PROFILES, UPSTREAM_CMSIS_NN, RuntimeProfile
+
 
 class KernelSet(Protocol):
     """What a kernel set tells the planner: the reference and CMSIS-NN modules and every fork's
     RuntimeProfile implement it; KernelRules routes TinySeg's own operators to the contract."""
 
-    def scratch_requests(self, graph: Graph, op: Operator, pointer_bytes: int) -> list[int] | None: ...
+    def scratch_requests(
+        self, graph: Graph, op: Operator, pointer_bytes: int
+    ) -> list[int] | None: ...
 
     def persistent_bytes(self, graph: Graph, op: Operator, pointer_bytes: int) -> int: ...
 
-    def opdata_bytes(self, opcode: str, pointer_bytes: int, compression: bool | None = None) -> int: ...
+    def opdata_bytes(
+        self, opcode: str, pointer_bytes: int, compression: bool | None = None
+    ) -> int: ...
 
     def prepare_allocations(self, graph: Graph, op: Operator, pointer_bytes: int) -> list[int]: ...
 
@@ -69,7 +75,9 @@ class KernelRules:
 
     def __post_init__(self) -> None:
         if self.runtime not in KERNEL_SETS:
-            raise TinySegError(f"unknown runtime '{self.runtime}' (choose from: {', '.join(KERNEL_SETS)})")
+            raise TinySegError(
+                f"unknown runtime '{self.runtime}' (choose from: {', '.join(KERNEL_SETS)})"
+            )
 
     def scratch_requests(self, graph: Graph, op: Operator) -> list[int]:
         """Bytes of each scratch buffer the operator's kernel requests, in request order."""

@@ -17,6 +17,7 @@ Cortex-M0 and a Cortex-M7 are both 32-bit), so ``scratch_requests_for`` takes
 the Cortex-M7 target this package plans for (dsp=True, compiled by GCC, no MVE).
 Helium (MVE) builds are not modelled.
 """
+
 from __future__ import annotations
 
 from ..graph import Graph, Operator, Tensor
@@ -71,13 +72,22 @@ def convolve_1x1_s8_fast_buffer_size(in_c: int, dsp: bool, armclang: bool) -> in
 
 
 def convolve_wrapper_s8_buffer_size(
-    in_dims: tuple[int, int, int, int], f_h: int, f_w: int, f_c: int,
-    stride: tuple[int, int], pad: tuple[int, int], dilation: tuple[int, int], dsp: bool, armclang: bool,
+    in_dims: tuple[int, int, int, int],
+    f_h: int,
+    f_w: int,
+    f_c: int,
+    stride: tuple[int, int],
+    pad: tuple[int, int],
+    dilation: tuple[int, int],
+    dsp: bool,
+    armclang: bool,
 ) -> int:
     """arm_convolve_wrapper_s8_get_buffer_size (and its _dsp variant, which has the same structure)."""
     n, h, w, c = in_dims
     (sh, sw), (ph, pw), (dh, dw) = stride, pad, dilation
-    if pw == 0 and ph == 0 and f_w == 1 and f_h == 1 and dw == 1 and dh == 1 and c == f_c:  # arm_nn_is_convolve_1x1
+    if (
+        pw == 0 and ph == 0 and f_w == 1 and f_h == 1 and dw == 1 and dh == 1 and c == f_c
+    ):  # arm_nn_is_convolve_1x1
         if sw == 1 and sh == 1:  # arm_nn_is_convolve_1x1_fast
             return convolve_1x1_s8_fast_buffer_size(c, dsp, armclang)
         return 0
@@ -91,8 +101,13 @@ def convolve_wrapper_s16_buffer_size(in_c: int, f_h: int, f_w: int) -> int:
 
 
 def depthwise_wrapper_s8_buffer_size(
-    in_dims: tuple[int, int, int, int], out_c: int, f_h: int, f_w: int,
-    pad: tuple[int, int], dilation: tuple[int, int], dsp: bool,
+    in_dims: tuple[int, int, int, int],
+    out_c: int,
+    f_h: int,
+    f_w: int,
+    pad: tuple[int, int],
+    dilation: tuple[int, int],
+    dsp: bool,
 ) -> int:
     """arm_depthwise_conv_wrapper_s8_get_buffer_size: only depth multiplier 1, batch 1, no dilation
     uses arm_depthwise_conv_s8_opt, whose buffer is c*kh*kw int16 with DSP (0 without); the 3x3
@@ -105,7 +120,9 @@ def depthwise_wrapper_s8_buffer_size(
     return 0
 
 
-def depthwise_wrapper_s4_buffer_size(in_dims: tuple[int, int, int, int], out_c: int, f_h: int, f_w: int, dilation: tuple[int, int]) -> int:
+def depthwise_wrapper_s4_buffer_size(
+    in_dims: tuple[int, int, int, int], out_c: int, f_h: int, f_w: int, dilation: tuple[int, int]
+) -> int:
     """arm_depthwise_conv_wrapper_s4_get_buffer_size: the s4 opt path uses the DSP size on every non-MVE build."""
     n, _, _, c = in_dims
     if c == out_c and n == 1 and dilation == (1, 1):
@@ -119,7 +136,11 @@ def avgpool_buffer_size(ch: int, dsp: bool) -> int:
 
 
 def transpose_conv_s8_buffer_sizes(
-    in_dims: tuple[int, int, int, int], out_c: int, f_h: int, f_w: int, stride: tuple[int, int],
+    in_dims: tuple[int, int, int, int],
+    out_c: int,
+    f_h: int,
+    f_w: int,
+    stride: tuple[int, int],
 ) -> tuple[int, int]:
     """(arm_transpose_conv_s8_get_buffer_size, arm_transpose_conv_s8_get_reverse_conv_buffer_size).
 
@@ -150,9 +171,14 @@ def _conv(graph: Graph, op: Operator, dsp: bool, armclang: bool) -> list[int]:
     sh, sw = _opt(op, "strideH", 1), _opt(op, "strideW", 1)
     dh, dw = _opt(op, "dilationHFactor", 1), _opt(op, "dilationWFactor", 1)
     padding = _opt(op, "padding", _SAME)
-    pad = (tflm_padding(padding, sh, dh, in_dims[1], f_h), tflm_padding(padding, sw, dw, in_dims[2], f_w))
+    pad = (
+        tflm_padding(padding, sh, dh, in_dims[1], f_h),
+        tflm_padding(padding, sw, dw, in_dims[2], f_w),
+    )
     if inp.dtype == "INT8":
-        size = convolve_wrapper_s8_buffer_size(in_dims, f_h, f_w, f_c, (sh, sw), pad, (dh, dw), dsp, armclang)
+        size = convolve_wrapper_s8_buffer_size(
+            in_dims, f_h, f_w, f_c, (sh, sw), pad, (dh, dw), dsp, armclang
+        )
     elif inp.dtype == "INT16":
         size = convolve_wrapper_s16_buffer_size(in_dims[3], f_h, f_w)
     else:
@@ -172,7 +198,10 @@ def _depthwise(graph: Graph, op: Operator, dsp: bool) -> list[int]:
     sh, sw = _opt(op, "strideH", 1), _opt(op, "strideW", 1)
     dh, dw = _opt(op, "dilationHFactor", 1), _opt(op, "dilationWFactor", 1)
     padding = _opt(op, "padding", _SAME)
-    pad = (tflm_padding(padding, sh, dh, in_dims[1], f_h), tflm_padding(padding, sw, dw, in_dims[2], f_w))
+    pad = (
+        tflm_padding(padding, sh, dh, in_dims[1], f_h),
+        tflm_padding(padding, sw, dw, in_dims[2], f_w),
+    )
     if f.dtype == "INT4":
         size = depthwise_wrapper_s4_buffer_size(in_dims, out_c, f_h, f_w, (dh, dw))
     else:
@@ -214,10 +243,14 @@ def _transpose_conv(graph: Graph, op: Operator) -> list[int]:
     bias = t[op.inputs[3]] if len(op.inputs) > 3 and op.inputs[3] >= 0 else None
     if inp.dtype == "INT8":
         out_c, f_h, f_w, _ = f.shape
-        a, b = transpose_conv_s8_buffer_sizes(_dims4(inp), out_c, f_h, f_w, (_opt(op, "strideH", 1), _opt(op, "strideW", 1)))
+        a, b = transpose_conv_s8_buffer_sizes(
+            _dims4(inp), out_c, f_h, f_w, (_opt(op, "strideH", 1), _opt(op, "strideW", 1))
+        )
         return [a, b]
     if inp.dtype == "INT16":
-        return [out.elements * 8] + ([bias.elements * 8] if bias is not None and bias.dtype == "INT16" else [])
+        return [out.elements * 8] + (
+            [bias.elements * 8] if bias is not None and bias.dtype == "INT16" else []
+        )
     return []
 
 
@@ -230,7 +263,9 @@ def _lstm(graph: Graph, op: Operator) -> list[int]:
     return [batch * state * cell_size] * n
 
 
-def scratch_requests_for(graph: Graph, op: Operator, pointer_bytes: int, dsp: bool, armclang: bool = False) -> list[int] | None:
+def scratch_requests_for(
+    graph: Graph, op: Operator, pointer_bytes: int, dsp: bool, armclang: bool = False
+) -> list[int] | None:
     """Bytes of each RequestScratchBufferInArena call, in order, for a build with or without
     ARM_MATH_DSP (and, for the one size that depends on it, compiled by Arm Compiler 6)."""
     name = op.opcode
@@ -317,7 +352,18 @@ def prepare_allocations(graph: Graph, op: Operator, pointer_bytes: int) -> list[
         if cell_size == 2 and inp.dtype in ("INT8", "INT16"):
             return [state * (4 if inp.dtype == "INT8" else 8)] * 8
         return []
-    if name in ("TRANSPOSE", "MAXIMUM", "MINIMUM", "ADD", "MUL", "PAD", "PADV2", "AVERAGE_POOL_2D", "MAX_POOL_2D", "SVDF"):
+    if name in (
+        "TRANSPOSE",
+        "MAXIMUM",
+        "MINIMUM",
+        "ADD",
+        "MUL",
+        "PAD",
+        "PADV2",
+        "AVERAGE_POOL_2D",
+        "MAX_POOL_2D",
+        "SVDF",
+    ):
         return []
     # FULLY_CONNECTED (per-channel arrays), TRANSPOSE_CONV (arrays for every type), SOFTMAX
     # (int16 tables), BATCH_MATMUL and the reference kernels: as the reference kernels do

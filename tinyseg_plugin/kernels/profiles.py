@@ -25,6 +25,7 @@ routing each operator to the implementation the tree compiles for it:
 The persistent (tail) rules follow the implementation's upstream figures; the 2023 TFLM
 of the Arduino library is not modelled separately (its tail is an estimate, as the tail is).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,15 +35,54 @@ from ..graph import Graph, Operator
 from . import cmsis_nn, reference
 
 # Operators with a CMSIS-NN kernel in the Arduino library (src/tensorflow/lite/micro/kernels/cmsis_nn/*.cpp).
-ARDUINO_CMSIS_NN = frozenset({"ADD", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "MUL",
-                              "AVERAGE_POOL_2D", "MAX_POOL_2D", "SOFTMAX", "SVDF"})
+ARDUINO_CMSIS_NN = frozenset(
+    {
+        "ADD",
+        "CONV_2D",
+        "DEPTHWISE_CONV_2D",
+        "FULLY_CONNECTED",
+        "MUL",
+        "AVERAGE_POOL_2D",
+        "MAX_POOL_2D",
+        "SOFTMAX",
+        "SVDF",
+    }
+)
 # Operators ESP-NN replaces in esp-tflite-micro (its kernels/esp_nn/*.cc).
-ESP_NN = frozenset({"ADD", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "MUL",
-                    "AVERAGE_POOL_2D", "MAX_POOL_2D", "SOFTMAX"})
+ESP_NN = frozenset(
+    {
+        "ADD",
+        "CONV_2D",
+        "DEPTHWISE_CONV_2D",
+        "FULLY_CONNECTED",
+        "MUL",
+        "AVERAGE_POOL_2D",
+        "MAX_POOL_2D",
+        "SOFTMAX",
+    }
+)
 # Every operator upstream TFLM has a CMSIS-NN kernel for (kernels/cmsis_nn.py).
-UPSTREAM_CMSIS_NN = frozenset({"ADD", "BATCH_MATMUL", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
-                               "MAXIMUM", "MINIMUM", "MUL", "PAD", "PADV2", "AVERAGE_POOL_2D", "MAX_POOL_2D",
-                               "SOFTMAX", "SVDF", "TRANSPOSE", "TRANSPOSE_CONV", "UNIDIRECTIONAL_SEQUENCE_LSTM"})
+UPSTREAM_CMSIS_NN = frozenset(
+    {
+        "ADD",
+        "BATCH_MATMUL",
+        "CONV_2D",
+        "DEPTHWISE_CONV_2D",
+        "FULLY_CONNECTED",
+        "MAXIMUM",
+        "MINIMUM",
+        "MUL",
+        "PAD",
+        "PADV2",
+        "AVERAGE_POOL_2D",
+        "MAX_POOL_2D",
+        "SOFTMAX",
+        "SVDF",
+        "TRANSPOSE",
+        "TRANSPOSE_CONV",
+        "UNIDIRECTIONAL_SEQUENCE_LSTM",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -50,17 +90,17 @@ class RuntimeProfile:
     """A kernel set that routes each operator to `optimized` or to the reference kernel."""
 
     name: str
-    optimized: ModuleType | None       # the optimized kernel set, or None (not modelled)
-    optimized_ops: frozenset[str]      # operators that run the optimized implementation
-    arch: str                          # the pointer width of the tree's usual build
-    implementation: str                # what the optimized kernels are called, for reports
-    dsp: bool = True                   # CMSIS-NN built with ARM_MATH_DSP (Cortex-M4/M7); False: plain C
+    optimized: ModuleType | None  # the optimized kernel set, or None (not modelled)
+    optimized_ops: frozenset[str]  # operators that run the optimized implementation
+    arch: str  # the pointer width of the tree's usual build
+    implementation: str  # what the optimized kernels are called, for reports
+    dsp: bool = True  # CMSIS-NN built with ARM_MATH_DSP (Cortex-M4/M7); False: plain C
 
     def implementation_of(self, opcode: str) -> str:
         return self.implementation if opcode in self.optimized_ops else "reference"
 
     def _module(self, opcode: str) -> ModuleType | None:
-        return (self.optimized if opcode in self.optimized_ops else reference)
+        return self.optimized if opcode in self.optimized_ops else reference
 
     def scratch_requests(self, graph: Graph, op: Operator, pointer_bytes: int) -> list[int] | None:
         m = self._module(op.opcode)
@@ -76,7 +116,9 @@ class RuntimeProfile:
         return (self._module(op.opcode) or reference).prepare_allocations(graph, op, pointer_bytes)
 
     def persistent_allocations(self, graph: Graph, op: Operator, pointer_bytes: int) -> list[int]:
-        return (self._module(op.opcode) or reference).persistent_allocations(graph, op, pointer_bytes)
+        return (self._module(op.opcode) or reference).persistent_allocations(
+            graph, op, pointer_bytes
+        )
 
     def persistent_bytes(self, graph: Graph, op: Operator, pointer_bytes: int) -> int:
         return (self._module(op.opcode) or reference).persistent_bytes(graph, op, pointer_bytes)
@@ -87,8 +129,11 @@ class RuntimeProfile:
 
 PROFILES: dict[str, RuntimeProfile] = {
     "arduino": RuntimeProfile("arduino", cmsis_nn, ARDUINO_CMSIS_NN, "cortex-m", "cmsis-nn"),
-    "zephyr": RuntimeProfile("zephyr", cmsis_nn, UPSTREAM_CMSIS_NN - {"TRANSPOSE_CONV"}, "cortex-m", "cmsis-nn"),
-    "edge-impulse": RuntimeProfile("edge-impulse", cmsis_nn, UPSTREAM_CMSIS_NN - {"TRANSPOSE_CONV"}, "cortex-m",
-                                   "cmsis-nn"),
+    "zephyr": RuntimeProfile(
+        "zephyr", cmsis_nn, UPSTREAM_CMSIS_NN - {"TRANSPOSE_CONV"}, "cortex-m", "cmsis-nn"
+    ),
+    "edge-impulse": RuntimeProfile(
+        "edge-impulse", cmsis_nn, UPSTREAM_CMSIS_NN - {"TRANSPOSE_CONV"}, "cortex-m", "cmsis-nn"
+    ),
     "esp-idf": RuntimeProfile("esp-idf", None, ESP_NN, "cortex-m", "esp-nn"),
 }

@@ -23,6 +23,7 @@ the x86-64 Makefile build. Every size in the tables below was read with
 ``sizeof``/``alignof`` from the TFLM sources at 90b983c compiled by g++ 12
 (x86-64) and arm-none-eabi-g++ 12 (-mcpu=cortex-m7).
 """
+
 from __future__ import annotations
 
 import math
@@ -30,7 +31,9 @@ import math
 from ..align import ARENA_ALIGNMENT, align_up
 from ..graph import Graph, Operator, Tensor
 
-PERSISTENT_ALIGNMENT = ARENA_ALIGNMENT  # MicroArenaBufferAlignment(), used by AllocatePersistentBuffer
+PERSISTENT_ALIGNMENT = (
+    ARENA_ALIGNMENT  # MicroArenaBufferAlignment(), used by AllocatePersistentBuffer
+)
 
 # Operators whose reference kernels request no scratch memory.
 NO_SCRATCH = frozenset(
@@ -70,7 +73,11 @@ def lstm_dims(graph: Graph, op: Operator) -> tuple[int, int, int]:
     time_major = bool(getattr(op.options, "timeMajor", False))
     batch = inp.shape[1] if time_major and len(inp.shape) > 1 else inp.shape[0]
     hidden = _input(graph, op, 18)
-    state = hidden.shape[1] if hidden is not None and len(hidden.shape) > 1 else t[op.outputs[0]].shape[-1]
+    state = (
+        hidden.shape[1]
+        if hidden is not None and len(hidden.shape) > 1
+        else t[op.outputs[0]].shape[-1]
+    )
     cell = _input(graph, op, 19)
     return batch, state, (cell.itemsize if cell is not None else 4)
 
@@ -88,7 +95,9 @@ def scratch_requests(graph: Graph, op: Operator, pointer_bytes: int) -> list[int
         if inp.dtype == "INT8":
             return [out.elements * 4]
         if inp.dtype == "INT16":
-            return [out.elements * 8] + ([bias.elements * 8] if bias is not None and bias.dtype == "INT16" else [])
+            return [out.elements * 8] + (
+                [bias.elements * 8] if bias is not None and bias.dtype == "INT16" else []
+            )
         return []
     if name == "SVDF":
         # svdf_common.cc PrepareSvdf: batch x num_filters accumulators, int8 also batch x num_units.
@@ -162,13 +171,20 @@ _OPDATA: dict[str, tuple[int, int, int]] = {
     "PRELU": (28, 28, 28),
     "DIV": (28, 28, 28),
     "SQUARED_DIFFERENCE": (112, 112, 112),
-    "EQUAL": (32, 32, 32), "NOT_EQUAL": (32, 32, 32), "GREATER": (32, 32, 32),
-    "GREATER_EQUAL": (32, 32, 32), "LESS": (32, 32, 32), "LESS_EQUAL": (32, 32, 32),
+    "EQUAL": (32, 32, 32),
+    "NOT_EQUAL": (32, 32, 32),
+    "GREATER": (32, 32, 32),
+    "GREATER_EQUAL": (32, 32, 32),
+    "LESS": (32, 32, 32),
+    "LESS_EQUAL": (32, 32, 32),
     "SELECT_V2": (1, 1, 1),
-    "ABS": (28, 28, 28), "RSQRT": (28, 28, 28),  # OpDataAbsRsqrt
+    "ABS": (28, 28, 28),
+    "RSQRT": (28, 28, 28),  # OpDataAbsRsqrt
     "MIRROR_PAD": (20, 20, 20),
     "SPACE_TO_BATCH_ND": (4, 4, 4),
-    "IF": (8, 8, 8), "WHILE": (8, 8, 8), "CALL_ONCE": (8, 8, 8),
+    "IF": (8, 8, 8),
+    "WHILE": (8, 8, 8),
+    "CALL_ONCE": (8, 8, 8),
     "VAR_HANDLE": (4, 4, 4),
     "ASSIGN_VARIABLE": (0, 4, 0),  # an OpData only in compression builds
     "BATCH_MATMUL": (32, 32, 16),  # OpDataBatchMatmul
@@ -183,7 +199,17 @@ _PREPARE_OPDATA: dict[str, tuple[tuple[str, ...], int, int]] = {
 }
 
 # Kernels whose Prepare copies the output's dims into the tail (CreateWritableTensorDimsWithCopy).
-_DIMS_COPY = frozenset({"DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "GATHER", "GATHER_ND", "L2_POOL_2D", "EMBEDDING_LOOKUP", "BATCH_MATMUL"})
+_DIMS_COPY = frozenset(
+    {
+        "DEPTH_TO_SPACE",
+        "SPACE_TO_DEPTH",
+        "GATHER",
+        "GATHER_ND",
+        "L2_POOL_2D",
+        "EMBEDDING_LOOKUP",
+        "BATCH_MATMUL",
+    }
+)
 
 INT16_LUT_BYTES = 513 * 2  # LUTSize<int16_t>() entries of int16
 
@@ -261,7 +287,9 @@ def _batch_matmul(graph: Graph, op: Operator, pointer_bytes: int) -> list[int]:
     return out
 
 
-def persistent_allocations(graph: Graph, op: Operator, pointer_bytes: int, compression: bool | None = None) -> list[int]:
+def persistent_allocations(
+    graph: Graph, op: Operator, pointer_bytes: int, compression: bool | None = None
+) -> list[int]:
     """Every persistent allocation of the kernel, Init first, in bytes asked for."""
     init = opdata_bytes(op.opcode, pointer_bytes, compression)
     return ([init] if init else []) + prepare_allocations(graph, op, pointer_bytes)
@@ -326,7 +354,9 @@ BUILTIN_DATA: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
 }
 
 
-def builtin_data(op: Operator, pointer_bytes: int, overrides: dict | None = None) -> tuple[int, int]:
+def builtin_data(
+    op: Operator, pointer_bytes: int, overrides: dict | None = None
+) -> tuple[int, int]:
     """(size, alignment) of the operator's parsed builtin options in the tail; (0, 1) for none.
     ``overrides`` maps an operator to (size, alignment) for TFLM versions that differ."""
     if op.is_custom:

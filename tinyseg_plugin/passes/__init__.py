@@ -2,6 +2,7 @@
 or how to rewrite it, and returns a ``Rewrite`` (the new graph over an edited copy of the model, and
 where each tensor of the old graph went) or a ``Skip`` with the reason it does not apply. The input
 graph is never changed; the Editor (edit.py) is the only code that touches the flatbuffer object API."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,7 +25,9 @@ class Rewrite:
     notes: tuple = ()  # what the pass did, item by item (e.g. the operators it marked)
 
     @staticmethod
-    def of(edited: Edited, detail: str = "", plan: Plan | None = None, notes: tuple = ()) -> "Rewrite":
+    def of(
+        edited: Edited, detail: str = "", plan: Plan | None = None, notes: tuple = ()
+    ) -> "Rewrite":
         return Rewrite(edited.graph, edited.remap, detail, plan, notes)
 
 

@@ -9,6 +9,7 @@ parts get cold ranges that spilling can use, and the concatenation dies at its o
 Exact: elementwise operators act on each element with the same parameters, and TFLM's CONCATENATION
 copies bytes (it requires its inputs and output to share one quantization), so the split graph computes
 the same bytes. The verifier still checks every result in the interpreter."""
+
 from __future__ import annotations
 
 from ..graph import Graph
@@ -56,7 +57,9 @@ def split_elementwise(graph: Graph, op_index: int) -> Rewrite | Skip:
     """Split the elementwise operator at ``op_index`` along its concatenated operand's axis."""
     found = _split_point(graph, op_index)
     if found is None:
-        return Skip(f"operator {op_index} is not an elementwise operator over a concatenation it can split")
+        return Skip(
+            f"operator {op_index} is not an elementwise operator over a concatenation it can split"
+        )
     op = graph.operators[op_index]
     pos, ci = found
     concat = graph.operators[ci]
@@ -68,7 +71,10 @@ def split_elementwise(graph: Graph, op_index: int) -> Rewrite | Skip:
     other = op.inputs[1 - pos]
     ed = Editor(graph)
     name = out.name or f"t{out.index}"
-    pieces = [ed.tensor_like(other, f"{name}/operand_part{k}", _with(out.shape, axis, s)) for k, s in enumerate(sizes)]
+    pieces = [
+        ed.tensor_like(other, f"{name}/operand_part{k}", _with(out.shape, axis, s))
+        for k, s in enumerate(sizes)
+    ]
     new_ops = [ed.split_v(other, sizes, axis, pieces, name)]
     sums = []
     for k, (part, piece) in enumerate(zip(parts, pieces)):
@@ -79,7 +85,9 @@ def split_elementwise(graph: Graph, op_index: int) -> Rewrite | Skip:
     ed.remove(op_index)
     for k, new in enumerate(new_ops):
         ed.insert(op_index + k, new)
-    return Rewrite.of(ed.commit(), f"op {op_index} {op.opcode} over CONCATENATION split into {len(parts)} slices")
+    return Rewrite.of(
+        ed.commit(), f"op {op_index} {op.opcode} over CONCATENATION split into {len(parts)} slices"
+    )
 
 
 def _with(shape: tuple[int, ...], axis: int, size: int) -> list[int]:

@@ -6,6 +6,7 @@ custom operator with these options); the Editor makes the schema objects on a pr
 (index in the edited copy -> index in the new graph), so anything keyed by tensor index (the offline
 layout's offset table, a pass's own bookkeeping) is translated through the remap, never re-counted.
 """
+
 from __future__ import annotations
 
 import copy
@@ -14,8 +15,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..graph import Graph, build_graph
 from .. import offline
+from ..graph import Graph, build_graph
 from ..schema import BUILTIN_CODES, TYPE_CODES, fb
 
 # Builtin operators the Editor can make from scratch, with their options type and class.
@@ -117,11 +118,23 @@ class Editor:
     def tensor(self, name: str, dtype: str, shape: Sequence[int]) -> int:
         """A new tensor with no data (an activation, or a marker whose shape carries a setting)."""
         t = fb.TensorT()
-        t.shape, t.type, t.buffer, t.name = [int(d) for d in shape], TYPE_CODES[dtype], 0, name.encode()
+        t.shape, t.type, t.buffer, t.name = (
+            [int(d) for d in shape],
+            TYPE_CODES[dtype],
+            0,
+            name.encode(),
+        )
         return self._add_tensor(t)
 
-    def quantized_tensor(self, name: str, dtype: str, shape: Sequence[int], scales: Sequence[float],
-                         zero_points: Sequence[int], quantized_dimension: int = 0) -> int:
+    def quantized_tensor(
+        self,
+        name: str,
+        dtype: str,
+        shape: Sequence[int],
+        scales: Sequence[float],
+        zero_points: Sequence[int],
+        quantized_dimension: int = 0,
+    ) -> int:
         """A new activation tensor with this quantization (none when ``scales`` is empty)."""
         index = self.tensor(name, dtype, shape)
         if scales:
@@ -165,7 +178,9 @@ class Editor:
         codes.append(c)
         return len(codes) - 1
 
-    def _builtin(self, name: str, inputs: Iterable[int], outputs: Iterable[int], **fields: Any) -> Op:
+    def _builtin(
+        self, name: str, inputs: Iterable[int], outputs: Iterable[int], **fields: Any
+    ) -> Op:
         op = fb.OperatorT()
         op.opcodeIndex = self.opcode(name)
         op.inputs, op.outputs = [int(i) for i in inputs], [int(o) for o in outputs]
@@ -176,8 +191,15 @@ class Editor:
         op.builtinOptionsType, op.builtinOptions = options_type, options
         return Op(op)
 
-    def builtin(self, name: str, inputs: Sequence[int], outputs: Sequence[int], options: str | None,
-                fields: dict[str, Any], version: int = 1) -> Op:
+    def builtin(
+        self,
+        name: str,
+        inputs: Sequence[int],
+        outputs: Sequence[int],
+        options: str | None,
+        fields: dict[str, Any],
+        version: int = 1,
+    ) -> Op:
         """Any builtin operator, its options given by class name ("Conv2DOptions") and field values
         (how a StreamChain keeps the operators of its body)."""
         op = fb.OperatorT()
@@ -202,7 +224,10 @@ class Editor:
             return self.opcode(name)
         codes = self.model.operatorCodes
         for i, c in enumerate(codes or []):
-            if max(c.builtinCode, c.deprecatedBuiltinCode) == BUILTIN_CODES[name] and c.version == version:
+            if (
+                max(c.builtinCode, c.deprecatedBuiltinCode) == BUILTIN_CODES[name]
+                and c.version == version
+            ):
                 return i
         if codes is None:
             codes = self.model.operatorCodes = []
@@ -215,19 +240,43 @@ class Editor:
     def concatenation(self, inputs: Sequence[int], output: int, axis: int) -> Op:
         return self._builtin("CONCATENATION", inputs, [output], axis=int(axis))
 
-    def split_v(self, source: int, sizes: Sequence[int], axis: int, outputs: Sequence[int], name: str) -> Op:
+    def split_v(
+        self, source: int, sizes: Sequence[int], axis: int, outputs: Sequence[int], name: str
+    ) -> Op:
         """SPLIT_V of ``source`` into ``outputs`` (``sizes`` slices along ``axis``), with its two constants."""
         size_t = self.constant(f"{name}/split_sizes", np.array(list(sizes), np.int32), "INT32")
         axis_t = self.constant(f"{name}/split_axis", np.array(axis, np.int32), "INT32")
         return self._builtin("SPLIT_V", [source, size_t, axis_t], outputs, numSplits=len(outputs))
 
-    def conv2d(self, inputs: Sequence[int], output: int, *, padding: int, stride_h: int, stride_w: int,
-               dilation_h: int, dilation_w: int, activation: int, quantized_bias_type: int = 0) -> Op:
-        return self._builtin("CONV_2D", inputs, [output], padding=padding, strideH=stride_h, strideW=stride_w,
-                             dilationHFactor=dilation_h, dilationWFactor=dilation_w, fusedActivationFunction=activation,
-                             quantizedBiasType=quantized_bias_type)
+    def conv2d(
+        self,
+        inputs: Sequence[int],
+        output: int,
+        *,
+        padding: int,
+        stride_h: int,
+        stride_w: int,
+        dilation_h: int,
+        dilation_w: int,
+        activation: int,
+        quantized_bias_type: int = 0,
+    ) -> Op:
+        return self._builtin(
+            "CONV_2D",
+            inputs,
+            [output],
+            padding=padding,
+            strideH=stride_h,
+            strideW=stride_w,
+            dilationHFactor=dilation_h,
+            dilationWFactor=dilation_w,
+            fusedActivationFunction=activation,
+            quantizedBiasType=quantized_bias_type,
+        )
 
-    def custom(self, name: str, inputs: Sequence[int], outputs: Sequence[int], options: bytes) -> Op:
+    def custom(
+        self, name: str, inputs: Sequence[int], outputs: Sequence[int], options: bytes
+    ) -> Op:
         """A custom operator with FlexBuffers options."""
         op = fb.OperatorT()
         op.opcodeIndex = self.opcode(name, custom=True)
@@ -312,7 +361,11 @@ class Editor:
 
         sg.tensors = [sg.tensors[i] for i in keep]
         for op in sg.operators:
-            op.inputs, op.outputs, op.intermediates = m(op.inputs), m(op.outputs), m(op.intermediates)
+            op.inputs, op.outputs, op.intermediates = (
+                m(op.inputs),
+                m(op.outputs),
+                m(op.intermediates),
+            )
         sg.inputs, sg.outputs = m(sg.inputs), m(sg.outputs)
         for sig in self.model.signatureDefs or []:
             if sig.subgraphIndex != self.subgraph:
@@ -328,8 +381,14 @@ class Editor:
         for md in self.model.metadata or []:
             if offline.is_offline(md):
                 referenced = {t.buffer for sg in self.model.subgraphs for t in sg.tensors or []}
-                if self.model.buffers and 0 < md.buffer < len(self.model.buffers) and md.buffer not in referenced:
-                    self.model.buffers[md.buffer] = fb.BufferT()  # empty it; the shared data is not touched
+                if (
+                    self.model.buffers
+                    and 0 < md.buffer < len(self.model.buffers)
+                    and md.buffer not in referenced
+                ):
+                    self.model.buffers[md.buffer] = (
+                        fb.BufferT()
+                    )  # empty it; the shared data is not touched
                 continue
             kept.append(md)
         self.model.metadata = kept or None

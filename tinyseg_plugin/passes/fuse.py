@@ -2,6 +2,7 @@
 (merged or not) into the CONV_2D that reads it, becoming FetchingConv2D. Each function returns the new
 graph as a Rewrite, or a Skip saying why the pattern does not apply; the optimizer keeps a fusion only
 if it lowers the peak."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,7 +25,10 @@ def _sole_consumer(graph: Graph, t: int) -> Operator | None:
 
 
 def _same_quantization(graph: Graph, tensors: list[int]) -> bool:
-    qs = {(graph.tensors[t].scales, graph.tensors[t].zero_points, graph.tensors[t].dtype) for t in tensors}
+    qs = {
+        (graph.tensors[t].scales, graph.tensors[t].zero_points, graph.tensors[t].dtype)
+        for t in tensors
+    }
     return len(qs) == 1
 
 
@@ -37,8 +41,10 @@ def _operands(graph: Graph, op: Operator) -> tuple[int, list[tuple[str, object]]
         return op.options.axis % rank, [("ram", t) for t in op.inputs]
     if op.opcode == customops.FETCHING:
         o = customops.decode(op)
-        return o.axis, [("fetched", s) if isinstance(s, customops.Fetched) else ("ram", s)
-                        for s in customops.operand_sources(op, o)]
+        return o.axis, [
+            ("fetched", s) if isinstance(s, customops.Fetched) else ("ram", s)
+            for s in customops.operand_sources(op, o)
+        ]
     return None
 
 
@@ -64,11 +70,17 @@ def fuse_concat(graph: Graph, fetch_index: int) -> Rewrite | Skip:
     for kind, t in items:
         merged.extend(inner[1] if kind == "ram" and t == f.outputs[0] else [(kind, t)])
     in_ram = [t for kind, t in merged if kind == "ram"]
-    fetched = tuple(customops.Fetched(k, x.slot, x.shape) for k, (kind, x) in enumerate(merged) if kind == "fetched")
+    fetched = tuple(
+        customops.Fetched(k, x.slot, x.shape)
+        for k, (kind, x) in enumerate(merged)
+        if kind == "fetched"
+    )
     block = customops.decode(f).block
     opts = customops.FetchingOptions(axis=axis, operands=len(merged), fetched=fetched, block=block)
     ed = Editor(graph)
-    ed.replace(c.index, ed.custom(customops.FETCHING, in_ram, [c.outputs[0]], customops.encode(opts)))
+    ed.replace(
+        c.index, ed.custom(customops.FETCHING, in_ram, [c.outputs[0]], customops.encode(opts))
+    )
     ed.remove(f.index)
     return Rewrite.of(ed.commit(), "Fetching+Concatenation")
 
@@ -95,31 +107,52 @@ def fuse_conv(graph: Graph, site: ConvFusion | int) -> Rewrite | Skip:
         return Skip("the fetched tensor is not the input of one later CONV_2D")
     out_shape = graph.tensors[f.outputs[0]].shape
     if len(out_shape) != 4 or (fo.operands > 1 and fo.axis != 3):
-        return Skip("the fetched tensor is not 4-D, or its operands are not concatenated along channels")
+        return Skip(
+            "the fetched tensor is not 4-D, or its operands are not concatenated along channels"
+        )
     if graph.tensors[k.inputs[1]].shape[3] != out_shape[3]:
-        return Skip("a grouped convolution (filter depth below input depth): the kernel convolves all channels")
+        return Skip(
+            "a grouped convolution (filter depth below input depth): the kernel convolves all channels"
+        )
     if not f.inputs and graph.tensors[f.outputs[0]].scales:
         return Skip("no operand in RAM to read the input quantization from (contract v1)")
     o = k.options
     conv = customops.ConvParams(
-        padding=PADDING.get(o.padding, "SAME"), stride_h=o.strideH, stride_w=o.strideW,
-        dilation_h=o.dilationHFactor or 1, dilation_w=o.dilationWFactor or 1,
+        padding=PADDING.get(o.padding, "SAME"),
+        stride_h=o.strideH,
+        stride_w=o.strideW,
+        dilation_h=o.dilationHFactor or 1,
+        dilation_w=o.dilationWFactor or 1,
         activation=ACTIVATIONS.get(o.fusedActivationFunction, "NONE"),
     )
     if o.fusedActivationFunction not in ACTIVATIONS:
-        return Skip(f"fused activation {o.fusedActivationFunction} is not one FetchingConv2D applies")
+        return Skip(
+            f"fused activation {o.fusedActivationFunction} is not one FetchingConv2D applies"
+        )
     bias_type = customops.BIAS_TYPES.get(getattr(o, "quantizedBiasType", 0) or 0)
     if bias_type is None:
         return Skip("a quantized_bias_type the kernel does not know")
     bias = k.inputs[2] if len(k.inputs) > 2 and k.inputs[2] >= 0 else None
-    if not customops.conv_types_supported(graph.tensors[k.outputs[0]].dtype, graph.tensors[k.inputs[1]].dtype,
-                                          None if bias is None else graph.tensors[bias].dtype):
+    if not customops.conv_types_supported(
+        graph.tensors[k.outputs[0]].dtype,
+        graph.tensors[k.inputs[1]].dtype,
+        None if bias is None else graph.tensors[bias].dtype,
+    ):
         return Skip("FetchingConv2D refuses these types in Prepare (the contract's dtype rules)")
-    fetching = customops.FetchingOptions(axis=3, operands=fo.operands, fetched=fo.fetched, block=fo.block)
+    fetching = customops.FetchingOptions(
+        axis=3, operands=fo.operands, fetched=fo.fetched, block=fo.block
+    )
     opts = customops.FetchingConv2DOptions(fetching, conv, band_rows, bias_type)
     bias = k.inputs[2] if len(k.inputs) > 2 else -1
     ed = Editor(graph)
-    ed.replace(k.index, ed.custom(customops.FETCHING_CONV_2D, list(f.inputs) + [k.inputs[1], bias], [k.outputs[0]],
-                                  customops.encode(opts)))
+    ed.replace(
+        k.index,
+        ed.custom(
+            customops.FETCHING_CONV_2D,
+            list(f.inputs) + [k.inputs[1], bias],
+            [k.outputs[0]],
+            customops.encode(opts),
+        ),
+    )
     ed.remove(f.index)
     return Rewrite.of(ed.commit(), "Fetching+Conv2D -> FetchingConv2D")

@@ -6,6 +6,7 @@ them online around the offline tensors, and the planner emulates exactly that, s
 layout is kept only if the TFLM-exact head it yields is lower. Run it last: any later edit of the
 graph invalidates tensor indices and drops the metadata.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,8 +30,9 @@ def first_fit(buffers: list[Buffer], key: Callable[[Buffer], tuple]) -> dict[int
     """Offsets (by position in ``buffers``) from first-fit in the given order (the planner's
     placement walk, indexed so that it does not rescan every placed buffer)."""
     order = sorted(range(len(buffers)), key=lambda k: key(buffers[k]))
-    offsets = place_first_fit(order, [b.size for b in buffers], [b.first for b in buffers],
-                              [b.last for b in buffers])
+    offsets = place_first_fit(
+        order, [b.size for b in buffers], [b.first for b in buffers], [b.last for b in buffers]
+    )
     return {i: offsets[i] for i in order}
 
 
@@ -67,4 +69,6 @@ def improve_layout(graph: Graph, request: LayoutRequest) -> Rewrite | Skip:
             best, best_plan, how = g, p, name
     if best is None:
         return Skip("no first-fit order beats TFLM's greedy placement")
-    return Rewrite(best.graph, best.remap, f"first-fit by {how} (OfflineMemoryAllocation)", best_plan)
+    return Rewrite(
+        best.graph, best.remap, f"first-fit by {how} (OfflineMemoryAllocation)", best_plan
+    )

@@ -5,6 +5,7 @@ readers read the spilled tensor again); FetchingConv2D becomes CONCATENATION the
 StreamChain becomes its stages over whole tensors; scratch markers are dropped. The
 OfflineMemoryAllocation layout is kept (tensor by tensor), so the check runs the arena layout the
 optimizer wrote."""
+
 from __future__ import annotations
 
 from .. import customops, offline
@@ -29,7 +30,9 @@ def lower(graph: Graph, request: None = None) -> Rewrite:
     layout = _layout_by_tensor(graph, set(slots.values()))
     new_ops: list[int | Op] = []  # kept operators by position, new ones as built
     renames: list[tuple[int, int, int]] = []  # (old, new, from this position of new_ops on)
-    alias: dict[int, int] = {}  # a removed single-operand Fetching's output -> the tensor it stands for
+    alias: dict[
+        int, int
+    ] = {}  # a removed single-operand Fetching's output -> the tensor it stands for
 
     def resolve(t: int) -> int:
         """Follow renames to the end: a fetched tensor that was spilled again is still the first tensor."""
@@ -50,7 +53,9 @@ def lower(graph: Graph, request: None = None) -> Rewrite:
             for src in customops.operand_sources(op, fo):
                 if isinstance(src, customops.Fetched):
                     if src.slot not in slots:
-                        raise TinySegError(f"operator {op.index}: fetches slot {src.slot}, which no Spill fills")
+                        raise TinySegError(
+                            f"operator {op.index}: fetches slot {src.slot}, which no Spill fills"
+                        )
                     operands.append(resolve(slots[src.slot]))
                 else:
                     operands.append(src)
@@ -68,13 +73,24 @@ def lower(graph: Graph, request: None = None) -> Rewrite:
             else:
                 shape = list(graph.tensors[operands[0]].shape)
                 shape[3] = graph.tensors[filt].shape[3]
-                cat = ed.tensor_like(operands[0], f"{graph.tensors[target].name}/lowered_concat", shape)
+                cat = ed.tensor_like(
+                    operands[0], f"{graph.tensors[target].name}/lowered_concat", shape
+                )
                 new_ops.append(ed.concatenation(operands, cat, 3))
             c = o.conv
-            new_ops.append(ed.conv2d([cat, filt] + ([bias] if bias >= 0 else []), target, padding=_PAD[c.padding],
-                                     stride_h=c.stride_h, stride_w=c.stride_w, dilation_h=c.dilation_h,
-                                     dilation_w=c.dilation_w, activation=_ACT[c.activation],
-                                     quantized_bias_type=_BIAS[o.quantized_bias_type]))  # int16 without bias: int32/int64 sums
+            new_ops.append(
+                ed.conv2d(
+                    [cat, filt] + ([bias] if bias >= 0 else []),
+                    target,
+                    padding=_PAD[c.padding],
+                    stride_h=c.stride_h,
+                    stride_w=c.stride_w,
+                    dilation_h=c.dilation_h,
+                    dilation_w=c.dilation_w,
+                    activation=_ACT[c.activation],
+                    quantized_bias_type=_BIAS[o.quantized_bias_type],
+                )
+            )  # int16 without bias: int32/int64 sums
             continue
         new_ops.append(op.index)
     ed.rebuild(new_ops)
@@ -96,21 +112,38 @@ def _lower_chain(ed: Editor, op, slots: dict[int, int], resolve) -> list[Op]:
         raise TinySegError(f"operator {op.index} (StreamChain): malformed body ({exc})") from None
 
 
-def _lower_body(ed: Editor, op, o: "customops.StreamChainOptions", slots: dict[int, int], resolve) -> list[Op]:
+def _lower_body(
+    ed: Editor, op, o: "customops.StreamChainOptions", slots: dict[int, int], resolve
+) -> list[Op]:
     ids = list(op.inputs) + list(op.outputs)
     fetched = dict(o.fetch)
     for t in o.tensors:
         lid = len(ids)
         if lid in fetched:
             if fetched[lid] not in slots:
-                raise TinySegError(f"operator {op.index}: fetches slot {fetched[lid]}, which nothing before it spills")
+                raise TinySegError(
+                    f"operator {op.index}: fetches slot {fetched[lid]}, which nothing before it spills"
+                )
             ids.append(resolve(slots[fetched[lid]]))
         else:
-            ids.append(ed.quantized_tensor(t.name, t.dtype, t.shape, t.scales, t.zero_points, t.quantized_dimension))
+            ids.append(
+                ed.quantized_tensor(
+                    t.name, t.dtype, t.shape, t.scales, t.zero_points, t.quantized_dimension
+                )
+            )
     for lid, slot in o.spill:
         slots[slot] = ids[lid]
-    return [ed.builtin(st.op, [ids[i] if i >= 0 else -1 for i in st.inputs], [ids[i] for i in st.outputs],
-                       st.options, dict(st.fields), st.version) for st in o.stages]
+    return [
+        ed.builtin(
+            st.op,
+            [ids[i] if i >= 0 else -1 for i in st.inputs],
+            [ids[i] for i in st.outputs],
+            st.options,
+            dict(st.fields),
+            st.version,
+        )
+        for st in o.stages
+    ]
 
 
 def _layout_by_tensor(graph: Graph, spilled: set[int]) -> dict[int, int] | None:

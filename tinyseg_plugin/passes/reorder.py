@@ -12,6 +12,7 @@ them earlier only keeps their output live longer), and the search stops at a sta
 returning only the greedy order. So a wide graph (hundreds of parallel branches) costs a fraction
 of a second instead of a minute.
 """
+
 from __future__ import annotations
 
 import sys
@@ -39,9 +40,13 @@ class _Model:
     n: int
     preds: list[int]  # operators (bitmask) whose activation outputs each operator reads
     out_bytes: list[int]  # bytes each operator's activation outputs add when it runs
-    dead_bytes: list[int]  # of those, the outputs nothing reads (freed as soon as the operator ends)
+    dead_bytes: list[
+        int
+    ]  # of those, the outputs nothing reads (freed as soon as the operator ends)
     scratch: list[int]
-    reads: list[list[tuple[int, int, bool]]]  # per operator: (users bitmask, bytes, kept) of each input read
+    reads: list[
+        list[tuple[int, int, bool]]
+    ]  # per operator: (users bitmask, bytes, kept) of each input read
     initial: int  # live bytes before any operator runs (graph inputs)
     sources: int  # operators that read no activation: run lazily, not searched
 
@@ -75,11 +80,17 @@ def _model(graph: Graph, scratch: Callable[[int], int]) -> _Model:
             if p is not None or t in graph.input_set:
                 reads[op.index].append((users[t], size[t], t in outs))
         out_bytes[op.index] = sum(size[t] for t in dict.fromkeys(op.outputs) if t in act)
-        dead_bytes[op.index] = sum(size[t] for t in dict.fromkeys(op.outputs) if t in act and not users[t] and t not in outs)
+        dead_bytes[op.index] = sum(
+            size[t]
+            for t in dict.fromkeys(op.outputs)
+            if t in act and not users[t] and t not in outs
+        )
         if not seen:
             sources |= 1 << op.index
     initial = sum(size[t] for t in dict.fromkeys(graph.inputs) if t in act)
-    return _Model(n, preds, out_bytes, dead_bytes, [scratch(i) for i in range(n)], reads, initial, sources)
+    return _Model(
+        n, preds, out_bytes, dead_bytes, [scratch(i) for i in range(n)], reads, initial, sources
+    )
 
 
 def _step(m: _Model, live: int, done: int, o: int) -> tuple[int, int, int]:
@@ -122,8 +133,12 @@ class _Budget(Exception):
     pass
 
 
-def min_peak_order(graph: Graph, scratch: Callable[[int], int], state_budget: int = STATE_BUDGET,
-                   cpu_budget_s: float = CPU_BUDGET_S) -> list[int] | None:
+def min_peak_order(
+    graph: Graph,
+    scratch: Callable[[int], int],
+    state_budget: int = STATE_BUDGET,
+    cpu_budget_s: float = CPU_BUDGET_S,
+) -> list[int] | None:
     """The order with the lowest peak of live bytes, or None if the search exceeds its budget."""
     m = _model(graph, scratch)
     full = (1 << m.n) - 1
@@ -189,7 +204,9 @@ def greedy_order(graph: Graph, scratch: Callable[[int], int]) -> list[int]:
             key = (after, peak, o)
             if best is None or key < best[0]:
                 best = (key, new, seq)
-        if best is None:  # only lazy sources left (cannot happen: each has a reader); run them in order
+        if (
+            best is None
+        ):  # only lazy sources left (cannot happen: each has a reader); run them in order
             rest = [o for o in range(m.n) if not done >> o & 1]
             order.extend(rest)
             break

@@ -7,6 +7,7 @@ For each such operator we mark, in the model, one of two exact narrowings:
 - otherwise an INT32 accumulator over bands of output rows (scatter restricted to
   one band at a time), which is exact for any weights.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,7 +49,13 @@ def accumulator_bound(graph: Graph, op_index: int) -> int | None:
         """For each output coordinate, the filter taps that reach it from some input coordinate."""
         rows = []
         for oy in range(min(out_size, 4 * stride + k)):  # the pattern repeats with period `stride`
-            rows.append([ky for ky in range(k) if (oy + pad - ky) % stride == 0 and 0 <= (oy + pad - ky) // stride < in_size])
+            rows.append(
+                [
+                    ky
+                    for ky in range(k)
+                    if (oy + pad - ky) % stride == 0 and 0 <= (oy + pad - ky) // stride < in_size
+                ]
+            )
         return rows
 
     worst = 0
@@ -61,8 +68,13 @@ def accumulator_bound(graph: Graph, op_index: int) -> int | None:
 
 def narrow_transpose_convs(graph: Graph, band_rows: int = DEFAULT_BAND_ROWS) -> Rewrite | Skip:
     """Mark every int8 TRANSPOSE_CONV; the rewrite's ``notes`` are (operator, accumulator) for each mark."""
-    targets = [op.index for op in graph.operators
-               if op.opcode == "TRANSPOSE_CONV" and not op.intermediates and graph.tensors[op.inputs[2]].dtype == "INT8"]
+    targets = [
+        op.index
+        for op in graph.operators
+        if op.opcode == "TRANSPOSE_CONV"
+        and not op.intermediates
+        and graph.tensors[op.inputs[2]].dtype == "INT8"
+    ]
     if not targets:
         return Skip("no unmarked int8 TRANSPOSE_CONV")
     ed = Editor(graph)
@@ -76,4 +88,6 @@ def narrow_transpose_convs(graph: Graph, band_rows: int = DEFAULT_BAND_ROWS) -> 
             marker = ed.tensor(customops.MARKER_NAME, "INT32", [0, band_rows])
             marks.append((i, f"INT32 bands of {band_rows} row(s)"))
         ed.set_intermediates(i, [marker])
-    return Rewrite.of(ed.commit(), ", ".join(f"op {i}: {acc}" for i, acc in marks), notes=tuple(marks))
+    return Rewrite.of(
+        ed.commit(), ", ".join(f"op {i}: {acc}" for i, acc in marks), notes=tuple(marks)
+    )

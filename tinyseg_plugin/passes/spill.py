@@ -1,5 +1,6 @@
 """Tensor spilling (Algorithm 3, Figures 6 and 7): Spill at the start of a cold range, Fetching at its end,
 optionally for only part of the tensor (SPLIT_V after the start, CONCATENATION before the end)."""
+
 from __future__ import annotations
 
 import math
@@ -59,7 +60,9 @@ def partial_axis(graph: Graph, t: int, cr: ColdRange) -> int | None:
     return split_axis(shape)
 
 
-def partial_plans(graph: Graph, t: int, cr: ColdRange, reduction: int, extra: int = 2) -> list[SpillPlan]:
+def partial_plans(
+    graph: Graph, t: int, cr: ColdRange, reduction: int, extra: int = 2
+) -> list[SpillPlan]:
     """Partial spills that free at least ``reduction`` bytes, smallest first: just enough whole slices
     (the paper's align(MR)), then ``extra`` more slices at a time, in case alignment or the layout
     keeps the head from dropping by exactly the bytes spilled. Empty if only the whole tensor would do."""
@@ -111,7 +114,10 @@ def apply_spill(graph: Graph, plan: SpillPlan) -> Rewrite:
         part_shape[plan.axis] = plan.rows
         keep = ed.tensor_like(whole, f"{name}/kept", keep_shape)
         victim = ed.tensor_like(whole, f"{name}/spilled", part_shape)
-        ed.insert(start_pos, ed.split_v(whole, [keep_shape[plan.axis], plan.rows], plan.axis, [keep, victim], name))
+        ed.insert(
+            start_pos,
+            ed.split_v(whole, [keep_shape[plan.axis], plan.rows], plan.axis, [keep, victim], name),
+        )
         inserted += 1
         shape = part_shape
     spill = customops.encode(customops.SpillOptions(slot=slot))
@@ -119,7 +125,9 @@ def apply_spill(graph: Graph, plan: SpillPlan) -> Rewrite:
     inserted += 1
     end = end_pos + inserted
     fetched = ed.tensor_like(victim, f"{name}/fetched", shape)
-    opts = customops.FetchingOptions(axis=0, operands=1, fetched=(customops.Fetched(0, slot, tuple(shape)),))
+    opts = customops.FetchingOptions(
+        axis=0, operands=1, fetched=(customops.Fetched(0, slot, tuple(shape)),)
+    )
     ed.insert(end, ed.custom(customops.FETCHING, [], [fetched], customops.encode(opts)))
     end += 1
     restored = fetched

@@ -3,6 +3,7 @@ inputs whole, writes its outputs whole, and holds only ring buffers in between; 
 chains as skips are spilled row by row by their producing chain and fetched row by row by the
 reading one, so they take no arena bytes at all. The TFLM-exact planner measures the result, and
 the StreamChain kernel (tflm_ops/kernels/tinyseg_stream.cc) runs it from the body encoded here."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -22,9 +23,15 @@ class Streamed:
     slots: dict[int, int] = field(default_factory=dict)  # spilled tensor -> its storage slot
 
 
-def stream_chains(graph: Graph, chains: list[list[int]], spilled: frozenset[int] = frozenset(),
-                  op_scratch: Callable[[int], int] = lambda i: 0, block: int = customops.BLOCK_BYTES,
-                  measure: Callable[..., ChainCost] = simulate, body: bool = True) -> Streamed:
+def stream_chains(
+    graph: Graph,
+    chains: list[list[int]],
+    spilled: frozenset[int] = frozenset(),
+    op_scratch: Callable[[int], int] = lambda i: 0,
+    block: int = customops.BLOCK_BYTES,
+    measure: Callable[..., ChainCost] = simulate,
+    body: bool = True,
+) -> Streamed:
     """Replace each chain (operator indices, in schedule order, at least two) by one StreamChain.
 
     ``spilled``: tensors produced by one chain and read by later chains only, moved through
@@ -42,8 +49,12 @@ def stream_chains(graph: Graph, chains: list[list[int]], spilled: frozenset[int]
     for t in spilled:
         source = graph.producers.get(t)
         readers = graph.consumers.get(t, [])
-        if (source not in position or t in graph.outputs or not readers
-                or any(position.get(r, -1) <= position[source] for r in readers)):
+        if (
+            source not in position
+            or t in graph.outputs
+            or not readers
+            or any(position.get(r, -1) <= position[source] for r in readers)
+        ):
             raise ValueError(f"tensor {t} is not produced by a chain and read by later chains only")
     costs: list[ChainCost] = []
     used = [customops.decode(op).slot for op in graph.operators if op.opcode == customops.SPILL]
@@ -63,10 +74,20 @@ def stream_chains(graph: Graph, chains: list[list[int]], spilled: frozenset[int]
                 if t >= 0 and graph.tensors[t].is_constant and t not in constants:
                     constants.append(t)
         inputs = list(cost.inputs) + constants
-        options = _body(graph, ops, cost, inputs, slot_of, block) if body else customops.StreamChainOptions(
-            ring_bytes=cost.rings, op_scratch=cost.op_scratch, spilled=len(cost.spilled), fetched=len(cost.fetched),
-            block=block)
-        op = ed.custom(customops.STREAM_CHAIN, inputs, list(cost.outputs), customops.encode(options))
+        options = (
+            _body(graph, ops, cost, inputs, slot_of, block)
+            if body
+            else customops.StreamChainOptions(
+                ring_bytes=cost.rings,
+                op_scratch=cost.op_scratch,
+                spilled=len(cost.spilled),
+                fetched=len(cost.fetched),
+                block=block,
+            )
+        )
+        op = ed.custom(
+            customops.STREAM_CHAIN, inputs, list(cost.outputs), customops.encode(options)
+        )
         ed.replace(ops[0], op)
         drop.extend(ops[1:])
     for i in sorted(drop, reverse=True):
@@ -90,8 +111,14 @@ def _fields(options: object) -> tuple[str | None, tuple[tuple[str, object], ...]
     return (name[:-1] if name.endswith("T") else name), tuple(fields)
 
 
-def _body(graph: Graph, ops: list[int], cost: ChainCost, inputs: list[int], slot_of: dict[int, int],
-          block: int) -> customops.StreamChainOptions:
+def _body(
+    graph: Graph,
+    ops: list[int],
+    cost: ChainCost,
+    inputs: list[int],
+    slot_of: dict[int, int],
+    block: int,
+) -> customops.StreamChainOptions:
     """The StreamChain's options: planning figures and the body (customops.StreamStage)."""
     local = {t: k for k, t in enumerate(inputs)}
     for t in cost.outputs:
@@ -103,17 +130,33 @@ def _body(graph: Graph, ops: list[int], cost: ChainCost, inputs: list[int], slot
             if t >= 0 and t not in local:
                 local[t] = len(local)
                 x = graph.tensors[t]
-                tensors.append(customops.StreamTensor(x.name, x.dtype, x.shape, x.scales, x.zero_points,
-                                                      x.quantized_dimension))
+                tensors.append(
+                    customops.StreamTensor(
+                        x.name, x.dtype, x.shape, x.scales, x.zero_points, x.quantized_dimension
+                    )
+                )
     stages = []
     for i in ops:
         op = graph.operators[i]
         name, fields = _fields(op.options)
-        stages.append(customops.StreamStage(op.opcode, tuple(local[t] if t >= 0 else -1 for t in op.inputs),
-                                            tuple(local[t] for t in op.outputs), name, fields, op.version))
+        stages.append(
+            customops.StreamStage(
+                op.opcode,
+                tuple(local[t] if t >= 0 else -1 for t in op.inputs),
+                tuple(local[t] for t in op.outputs),
+                name,
+                fields,
+                op.version,
+            )
+        )
     return customops.StreamChainOptions(
-        ring_bytes=cost.rings, op_scratch=cost.op_scratch, spilled=len(cost.spilled), fetched=len(cost.fetched),
-        block=block, stages=tuple(stages), tensors=tuple(tensors),
+        ring_bytes=cost.rings,
+        op_scratch=cost.op_scratch,
+        spilled=len(cost.spilled),
+        fetched=len(cost.fetched),
+        block=block,
+        stages=tuple(stages),
+        tensors=tuple(tensors),
         spill=tuple((local[t], slot_of[t]) for t in cost.spilled),
         fetch=tuple((local[t], slot_of[t]) for t in cost.fetched),
         rings=tuple((local[t], r) for t, r in cost.ring_rows.items()),
