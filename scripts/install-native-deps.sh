@@ -2,7 +2,7 @@
 # Debian packages the whole suite needs: python3-venv (make setup, the tflite-tools test's
 # venv), git, patch and xz-utils (the third-party snapshots and patches), host build, sanitizers,
 # libFuzzer, the Cortex-M7 cross toolchain (gcc-arm-none-eabi with newlib and its libstdc++),
-# qemu-system-arm (mps2-an500 runs of the core tests) and qemu-user 10 from bookworm-backports
+# clang-format (the style check), qemu-system-arm (mps2-an500 runs of the core tests) and qemu-user 10 from bookworm-backports
 # (qemu-arm runs TFLM's cortex_m_qemu tests; Debian 12's own qemu-arm 7.2 aborts on them).
 # Installs only what is missing; adds the bookworm-backports source itself when needed.
 # A busy package manager (another apt-get holding the dpkg lock) is waited for, not failed on.
@@ -10,7 +10,7 @@
 # those tools then skip, each with its reason.
 set -eu
 
-pkgs="python3-venv git patch xz-utils cmake make g++ clang libclang-rt-14-dev gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm"
+pkgs="python3-venv git patch xz-utils cmake make g++ clang clang-format libclang-rt-14-dev gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm"
 qemu_user_major=10
 
 missing=""

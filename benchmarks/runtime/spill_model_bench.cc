@@ -26,15 +26,16 @@ struct Tensor {
 };
 
 // Tiny U-Net (paper Table 2 input 80x120x3): skip tensors x1, x2, x3.
-const Tensor kSkips[] = {{"x1 80x120x8", 80 * 120 * 8},
-                         {"x2 40x60x16", 40 * 60 * 16},
-                         {"x3 20x30x32", 20 * 30 * 32}};
+const Tensor kSkips[] = {
+    {"x1 80x120x8", 80 * 120 * 8}, {"x2 40x60x16", 40 * 60 * 16}, {"x3 20x30x32", 20 * 30 * 32}};
 
 std::vector<uint8_t> Activation(size_t n, double rep, uint64_t seed) {
   std::vector<uint8_t> t(n);
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
   for (auto& v : t) {
-    s ^= s >> 12; s ^= s << 25; s ^= s >> 27;
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
     const uint64_t r = s * 0x2545F4914F6CDD1Dull;
     v = (static_cast<double>(r >> 11) / 9007199254740992.0) < rep
             ? 0x80  // int8 zero point -128
@@ -52,8 +53,7 @@ struct Result {
 };
 
 int Run(const char* label, const NorFlashConfig& cfg, uint64_t region_bytes, bool async,
-        bool pre_erase_after_spill,
-        double rep, double compute_ms, Result* out) {
+        bool pre_erase_after_spill, double rep, double compute_ms, Result* out) {
   std::vector<uint8_t> mem(static_cast<size_t>(cfg.geometry.total_size));
   std::vector<uint32_t> counts(cfg.geometry.num_sectors());
   std::vector<uint8_t> flags(NorFlashSim::ProgramFlagBytes(cfg));
@@ -90,12 +90,16 @@ int Run(const char* label, const NorFlashConfig& cfg, uint64_t region_bytes, boo
     std::vector<uint8_t> t[3];
     for (int i = 0; i < 3; ++i) {
       t[i] = Activation(kSkips[i].bytes, rep, static_cast<uint64_t>(inf * 3 + i + 1));
-      s = mgr.Spill(static_cast<uint32_t>(i), t[i].data(), t[i].size(), 1, ByteSpan{staging.data(), staging.size()});
-      if (!Ok(s)) { std::fprintf(stderr, "%s: spill: %s\n", label, StatusName(s)); return 1; }
+      s = mgr.Spill(static_cast<uint32_t>(i), t[i].data(), t[i].size(), 1,
+                    ByteSpan{staging.data(), staging.size()});
+      if (!Ok(s)) {
+        std::fprintf(stderr, "%s: spill: %s\n", label, StatusName(s));
+        return 1;
+      }
       clock.Advance(static_cast<uint64_t>(compute_ms * 1e6 / 3));  // encoder layers
     }
     clock.Advance(static_cast<uint64_t>(compute_ms * 1e6));  // bottleneck
-    for (int i = 2; i >= 0; --i) {  // decoder fetches in reverse order
+    for (int i = 2; i >= 0; --i) {                           // decoder fetches in reverse order
       s = mgr.Fetch(static_cast<uint32_t>(i), buf.data(), buf.size());
       if (!Ok(s) || std::memcmp(buf.data(), t[i].data(), t[i].size()) != 0) {
         std::fprintf(stderr, "%s: fetch mismatch\n", label);
@@ -107,11 +111,11 @@ int Run(const char* label, const NorFlashConfig& cfg, uint64_t region_bytes, boo
     mgr.EndInference();
   }
   const double compute_total_ms = kInferences * compute_ms * 3;  // advanced above
-  out->ms_per_inference_flash =
-      ((clock.now_ns - t0) / 1e6 - compute_total_ms) / kInferences;
+  out->ms_per_inference_flash = ((clock.now_ns - t0) / 1e6 - compute_total_ms) / kInferences;
   out->erase_wait_ms = (clock.erase_wait_ns - w0) / 1e6 / kInferences;
   const WearReport w = mgr.Wear(10000);
-  const double bytes_per_inf = static_cast<double>(mgr.stats().bytes_programmed) / (kWarm + kInferences);
+  const double bytes_per_inf =
+      static_cast<double>(mgr.stats().bytes_programmed) / (kWarm + kInferences);
   const WearEstimate e = EstimateWear(region_bytes, cfg.geometry.erase_size,
                                       static_cast<uint64_t>(bytes_per_inf), 10000);
   out->erases_per_inference = w.erases_per_inference;
@@ -131,16 +135,19 @@ int main(int argc, char** argv) {
   }
   size_t raw = 0;
   for (const Tensor& t : kSkips) raw += t.bytes;
-  std::printf("Tiny U-Net skips spilled per inference: %zu bytes raw; rep fraction %.2f; "
-              "compute %.0f ms per cold-range phase\n", raw, rep, compute_ms);
-  std::printf("%-34s %-10s %9s %12s %10s %9s %14s\n", "target", "erase", "KB/inf",
-              "flash ms/inf", "wait ms", "erases", "inferences@10k");
+  std::printf(
+      "Tiny U-Net skips spilled per inference: %zu bytes raw; rep fraction %.2f; "
+      "compute %.0f ms per cold-range phase\n",
+      raw, rep, compute_ms);
+  std::printf("%-34s %-10s %9s %12s %10s %9s %14s\n", "target", "erase", "KB/inf", "flash ms/inf",
+              "wait ms", "erases", "inferences@10k");
   struct Target {
     const char* name;
     NorFlashConfig cfg;
     uint64_t region;
   } targets[] = {
-      {"STM32H757 internal x32, 4x128KB", Resized(Stm32h757InternalFlash(H7Parallelism::kX32), 1024 * 1024), 512 * 1024},
+      {"STM32H757 internal x32, 4x128KB",
+       Resized(Stm32h757InternalFlash(H7Parallelism::kX32), 1024 * 1024), 512 * 1024},
       {"AT25QL128A QSPI, 1 MB region", NiclaVisionQspiFlash(), 1024 * 1024},
   };
   for (const Target& t : targets) {
@@ -149,9 +156,9 @@ int main(int argc, char** argv) {
       Result r;
       if (Run(t.name, t.cfg, t.region, mode != 0, mode != 2, rep, compute_ms, &r) != 0) return 1;
       static const char* const kMode[3] = {"sync", "async", "async-rel"};
-      std::printf("%-34s %-10s %9.1f %12.1f %10.1f %9.2f %14.0f\n", t.name,
-                  kMode[mode], r.stored_kb, r.ms_per_inference_flash,
-                  r.erase_wait_ms, r.erases_per_inference, r.lifetime_inferences);
+      std::printf("%-34s %-10s %9.1f %12.1f %10.1f %9.2f %14.0f\n", t.name, kMode[mode],
+                  r.stored_kb, r.ms_per_inference_flash, r.erase_wait_ms, r.erases_per_inference,
+                  r.lifetime_inferences);
     }
   }
   return 0;

@@ -38,8 +38,8 @@ using namespace tinyseg;
 namespace {
 
 struct Spec {
-  int32_t h, w, c_res, c_fetch, fetched_first, c_out, kh, kw, stride_h, stride_w, dilation,
-      padding, relu, band_rows, in_zp, out_zp;
+  int32_t h, w, c_res, c_fetch, fetched_first, c_out, kh, kw, stride_h, stride_w, dilation, padding,
+      relu, band_rows, in_zp, out_zp;
   float in_scale, out_scale;
   std::vector<float> filter_scales;
   std::vector<int8_t> resident, fetched, filter;
@@ -99,7 +99,8 @@ void QuantizeMultiplier(double x, int32_t* multiplier, int* shift) {
 
 // round(a * b / 2^31), saturating the single overflow case.
 int32_t SaturatingRoundingDoublingHighMul(int32_t a, int32_t b) {
-  if (a == b && a == std::numeric_limits<int32_t>::min()) return std::numeric_limits<int32_t>::max();
+  if (a == b && a == std::numeric_limits<int32_t>::min())
+    return std::numeric_limits<int32_t>::max();
   const int64_t ab = static_cast<int64_t>(a) * b;
   const int64_t nudge = ab >= 0 ? (int64_t{1} << 30) : (1 - (int64_t{1} << 30));
   return static_cast<int32_t>((ab + nudge) / (int64_t{1} << 31));
@@ -152,7 +153,9 @@ int Run(const Spec& s, std::vector<int8_t>* out, int32_t* out_h_ret, int32_t* ou
   cfg.codec_block_bytes = 512;
   cfg.assume_erased = true;
   SpillManager spill(dev, eq, cfg, mem);
-  if (!Ok(spill.Init()) || !Ok(spill.Spill(0, s.fetched.data(), fetched_bytes, 1, ByteSpan{staging, sizeof(staging)}))) return 1;
+  if (!Ok(spill.Init()) ||
+      !Ok(spill.Spill(0, s.fetched.data(), fetched_bytes, 1, ByteSpan{staging, sizeof(staging)})))
+    return 1;
 
   std::vector<int32_t> mult(s.c_out);
   std::vector<int> shift(s.c_out);
@@ -187,8 +190,8 @@ int Run(const Spec& s, std::vector<int8_t>* out, int32_t* out_h_ret, int32_t* ou
     const int32_t fresh = begin + step.kept;
     const int32_t n_fresh = step.rows.in_end - fresh;
     fetched_rows.resize(static_cast<size_t>(n_fresh) * row_fetch);
-    if (n_fresh > 0 && !Ok(spill.FetchRange(0, fresh * row_fetch, fetched_rows.size(),
-                                            fetched_rows.data()))) {
+    if (n_fresh > 0 &&
+        !Ok(spill.FetchRange(0, fresh * row_fetch, fetched_rows.size(), fetched_rows.data()))) {
       return 1;
     }
     for (int32_t r = 0; r < n_fresh; ++r) {
@@ -220,7 +223,8 @@ int Run(const Spec& s, std::vector<int8_t>* out, int32_t* out_h_ret, int32_t* ou
               const int32_t ix = x0 + kx * s.dilation;
               if (ix < 0 || ix >= s.w) continue;  // column padding contributes zero
               const int8_t* in = &buf[(static_cast<size_t>(by) * s.w + ix) * cin];
-              const int8_t* f = &s.filter[((static_cast<size_t>(oc) * s.kh + ky) * s.kw + kx) * cin];
+              const int8_t* f =
+                  &s.filter[((static_cast<size_t>(oc) * s.kh + ky) * s.kw + kx) * cin];
               for (int32_t ic = 0; ic < cin; ++ic) acc += f[ic] * (in[ic] - s.in_zp);
             }
           }

@@ -52,12 +52,12 @@ int main(int argc, char** argv) {
   // The flatbuffer must be 16-byte aligned like a firmware's model array.
   std::vector<uint8_t> aligned_storage(file.size() + 16);
   uint8_t* model_data = aligned_storage.data() +
-      ((16 - reinterpret_cast<uintptr_t>(aligned_storage.data()) % 16) % 16);
+                        ((16 - reinterpret_cast<uintptr_t>(aligned_storage.data()) % 16) % 16);
   memcpy(model_data, file.data(), file.size());
   const size_t arena_bytes = argc > 2 ? strtoul(argv[2], nullptr, 10) : 64u << 20;
   std::vector<uint8_t> arena_storage(arena_bytes + 16);
-  uint8_t* arena = arena_storage.data() +
-      ((16 - reinterpret_cast<uintptr_t>(arena_storage.data()) % 16) % 16);
+  uint8_t* arena =
+      arena_storage.data() + ((16 - reinterpret_cast<uintptr_t>(arena_storage.data()) % 16) % 16);
 
   const tflite::Model* model = tflite::GetModel(model_data);
   static tflite::AllOpsResolver resolver;

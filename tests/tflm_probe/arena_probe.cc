@@ -61,32 +61,106 @@ using ProbeResolver = tflite::MicroMutableOpResolver<kOpCapacity>;
 // model made of ordinary layers can be probed without editing this file.
 bool RegisterBuiltins(ProbeResolver& r) {
   const TfLiteStatus statuses[] = {
-      r.AddAbs(), r.AddAdd(), r.AddAddN(), r.AddArgMax(), r.AddArgMin(),
-      r.AddAssignVariable(), r.AddAveragePool2D(), r.AddBatchMatMul(),
-      r.AddBatchToSpaceNd(), r.AddBroadcastArgs(), r.AddBroadcastTo(),
-      r.AddCallOnce(), r.AddCast(), r.AddCeil(), r.AddConcatenation(),
-      r.AddConv2D(), r.AddCos(), r.AddCumSum(), r.AddDepthToSpace(),
-      r.AddDepthwiseConv2D(), r.AddDequantize(), r.AddDetectionPostprocess(),
-      r.AddDiv(), r.AddDynamicUpdateSlice(), r.AddEmbeddingLookup(),
-      r.AddElu(), r.AddEqual(), r.AddExp(), r.AddExpandDims(), r.AddFill(),
-      r.AddFloor(), r.AddFloorDiv(), r.AddFloorMod(), r.AddFullyConnected(),
-      r.AddGather(), r.AddGatherNd(), r.AddGreater(), r.AddGreaterEqual(),
-      r.AddHardSwish(), r.AddIf(), r.AddL2Normalization(), r.AddL2Pool2D(),
-      r.AddLeakyRelu(), r.AddLess(), r.AddLessEqual(), r.AddLog(),
-      r.AddLogicalAnd(), r.AddLogicalNot(), r.AddLogicalOr(), r.AddLogistic(),
-      r.AddLogSoftmax(), r.AddMaximum(), r.AddMaxPool2D(), r.AddMirrorPad(),
-      r.AddMean(), r.AddMinimum(), r.AddMul(), r.AddNeg(), r.AddNotEqual(),
-      r.AddPack(), r.AddPad(), r.AddPadV2(), r.AddPrelu(), r.AddQuantize(),
-      r.AddReadVariable(), r.AddReduceAll(), r.AddReduceMax(),
-      r.AddReduceMin(), r.AddRelu(), r.AddRelu6(), r.AddReshape(),
-      r.AddResizeBilinear(), r.AddResizeNearestNeighbor(), r.AddReverseV2(),
-      r.AddRound(), r.AddRsqrt(), r.AddSelectV2(), r.AddShape(), r.AddSin(),
-      r.AddSlice(), r.AddSoftmax(), r.AddSpaceToBatchNd(),
-      r.AddSpaceToDepth(), r.AddSplit(), r.AddSplitV(), r.AddSqueeze(),
-      r.AddSqrt(), r.AddSquare(), r.AddSquaredDifference(),
-      r.AddStridedSlice(), r.AddSub(), r.AddSum(), r.AddSvdf(), r.AddTanh(),
-      r.AddTransposeConv(), r.AddTranspose(), r.AddUnpack(),
-      r.AddUnidirectionalSequenceLSTM(), r.AddVarHandle(), r.AddWhile(),
+      r.AddAbs(),
+      r.AddAdd(),
+      r.AddAddN(),
+      r.AddArgMax(),
+      r.AddArgMin(),
+      r.AddAssignVariable(),
+      r.AddAveragePool2D(),
+      r.AddBatchMatMul(),
+      r.AddBatchToSpaceNd(),
+      r.AddBroadcastArgs(),
+      r.AddBroadcastTo(),
+      r.AddCallOnce(),
+      r.AddCast(),
+      r.AddCeil(),
+      r.AddConcatenation(),
+      r.AddConv2D(),
+      r.AddCos(),
+      r.AddCumSum(),
+      r.AddDepthToSpace(),
+      r.AddDepthwiseConv2D(),
+      r.AddDequantize(),
+      r.AddDetectionPostprocess(),
+      r.AddDiv(),
+      r.AddDynamicUpdateSlice(),
+      r.AddEmbeddingLookup(),
+      r.AddElu(),
+      r.AddEqual(),
+      r.AddExp(),
+      r.AddExpandDims(),
+      r.AddFill(),
+      r.AddFloor(),
+      r.AddFloorDiv(),
+      r.AddFloorMod(),
+      r.AddFullyConnected(),
+      r.AddGather(),
+      r.AddGatherNd(),
+      r.AddGreater(),
+      r.AddGreaterEqual(),
+      r.AddHardSwish(),
+      r.AddIf(),
+      r.AddL2Normalization(),
+      r.AddL2Pool2D(),
+      r.AddLeakyRelu(),
+      r.AddLess(),
+      r.AddLessEqual(),
+      r.AddLog(),
+      r.AddLogicalAnd(),
+      r.AddLogicalNot(),
+      r.AddLogicalOr(),
+      r.AddLogistic(),
+      r.AddLogSoftmax(),
+      r.AddMaximum(),
+      r.AddMaxPool2D(),
+      r.AddMirrorPad(),
+      r.AddMean(),
+      r.AddMinimum(),
+      r.AddMul(),
+      r.AddNeg(),
+      r.AddNotEqual(),
+      r.AddPack(),
+      r.AddPad(),
+      r.AddPadV2(),
+      r.AddPrelu(),
+      r.AddQuantize(),
+      r.AddReadVariable(),
+      r.AddReduceAll(),
+      r.AddReduceMax(),
+      r.AddReduceMin(),
+      r.AddRelu(),
+      r.AddRelu6(),
+      r.AddReshape(),
+      r.AddResizeBilinear(),
+      r.AddResizeNearestNeighbor(),
+      r.AddReverseV2(),
+      r.AddRound(),
+      r.AddRsqrt(),
+      r.AddSelectV2(),
+      r.AddShape(),
+      r.AddSin(),
+      r.AddSlice(),
+      r.AddSoftmax(),
+      r.AddSpaceToBatchNd(),
+      r.AddSpaceToDepth(),
+      r.AddSplit(),
+      r.AddSplitV(),
+      r.AddSqueeze(),
+      r.AddSqrt(),
+      r.AddSquare(),
+      r.AddSquaredDifference(),
+      r.AddStridedSlice(),
+      r.AddSub(),
+      r.AddSum(),
+      r.AddSvdf(),
+      r.AddTanh(),
+      r.AddTransposeConv(),
+      r.AddTranspose(),
+      r.AddUnpack(),
+      r.AddUnidirectionalSequenceLSTM(),
+      r.AddVarHandle(),
+      r.AddWhile(),
       r.AddZerosLike(),
   };
   for (TfLiteStatus s : statuses) {
@@ -109,11 +183,9 @@ struct PlannedBuffer {
 class LoggingGreedyPlanner : public tflite::GreedyMemoryPlanner {
  public:
   using tflite::GreedyMemoryPlanner::AddBuffer;
-  TfLiteStatus AddBuffer(int size, int first_time_used,
-                         int last_time_used) override {
+  TfLiteStatus AddBuffer(int size, int first_time_used, int last_time_used) override {
     Record(size, first_time_used, last_time_used);
-    return tflite::GreedyMemoryPlanner::AddBuffer(size, first_time_used,
-                                                  last_time_used);
+    return tflite::GreedyMemoryPlanner::AddBuffer(size, first_time_used, last_time_used);
   }
   // The offline-offset overload of the base class forwards to the one above,
   // so it is recorded there too.
@@ -139,7 +211,7 @@ class LoggingGreedyPlanner : public tflite::GreedyMemoryPlanner {
 };
 
 struct ModelBytes {
-  uint8_t* raw = nullptr;      // what malloc returned
+  uint8_t* raw = nullptr;         // what malloc returned
   const uint8_t* data = nullptr;  // 16-byte aligned copy of the file
   size_t size = 0;
 };
@@ -162,8 +234,8 @@ bool ReadModel(const char* path, ModelBytes* out) {
     fclose(f);
     return false;
   }
-  uint8_t* aligned = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(raw) + 15u) & ~static_cast<uintptr_t>(15u));
+  uint8_t* aligned = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 15u) &
+                                                ~static_cast<uintptr_t>(15u));
   const size_t got = fread(aligned, 1, size, f);
   fclose(f);
   if (got != size) {
@@ -178,8 +250,7 @@ bool ReadModel(const char* path, ModelBytes* out) {
 
 const char* OpName(const tflite::Model* model, int subgraph, int node) {
   const tflite::SubGraph* sg = model->subgraphs()->Get(subgraph);
-  if (sg->operators() == nullptr ||
-      node < 0 || node >= static_cast<int>(sg->operators()->size())) {
+  if (sg->operators() == nullptr || node < 0 || node >= static_cast<int>(sg->operators()->size())) {
     return "?";
   }
   const uint32_t code_index = sg->operators()->Get(node)->opcode_index();
@@ -201,10 +272,9 @@ void ZeroInputs(tflite::MicroInterpreter& interpreter) {
 unsigned long U(size_t v) { return static_cast<unsigned long>(v); }
 
 // Pass 1: ground-truth head/tail/total from the recording allocator.
-bool RecordingPass(const tflite::Model* model, const ProbeResolver& resolver,
-                   uint8_t* arena, size_t arena_bytes) {
-  tflite::RecordingMicroInterpreter interpreter(model, resolver, arena,
-                                                arena_bytes);
+bool RecordingPass(const tflite::Model* model, const ProbeResolver& resolver, uint8_t* arena,
+                   size_t arena_bytes) {
+  tflite::RecordingMicroInterpreter interpreter(model, resolver, arena, arena_bytes);
   if (interpreter.AllocateTensors() != kTfLiteOk) {
     fprintf(stderr, "arena_probe: AllocateTensors failed\n");
     return false;
@@ -214,8 +284,7 @@ bool RecordingPass(const tflite::Model* model, const ProbeResolver& resolver,
     fprintf(stderr, "arena_probe: Invoke failed\n");
     return false;
   }
-  const tflite::RecordingMicroAllocator& allocator =
-      interpreter.GetMicroAllocator();
+  const tflite::RecordingMicroAllocator& allocator = interpreter.GetMicroAllocator();
   const auto* buffers = allocator.GetSimpleMemoryAllocator();
   printf("head %lu\n", U(buffers->GetNonPersistentUsedBytes()));
   printf("tail %lu\n", U(buffers->GetPersistentUsedBytes()));
@@ -227,36 +296,29 @@ bool RecordingPass(const tflite::Model* model, const ProbeResolver& resolver,
     const char* name;
   };
   const Category categories[] = {
-      {tflite::RecordedAllocationType::kTfLiteEvalTensorData,
-       "eval_tensor_data"},
-      {tflite::RecordedAllocationType::kPersistentTfLiteTensorData,
-       "persistent_tensor_data"},
+      {tflite::RecordedAllocationType::kTfLiteEvalTensorData, "eval_tensor_data"},
+      {tflite::RecordedAllocationType::kPersistentTfLiteTensorData, "persistent_tensor_data"},
       {tflite::RecordedAllocationType::kPersistentTfLiteTensorQuantizationData,
        "persistent_tensor_quantization_data"},
-      {tflite::RecordedAllocationType::kPersistentBufferData,
-       "persistent_buffer_data"},
-      {tflite::RecordedAllocationType::kTfLiteTensorVariableBufferData,
-       "variable_buffer_data"},
-      {tflite::RecordedAllocationType::kNodeAndRegistrationArray,
-       "node_and_registration_array"},
+      {tflite::RecordedAllocationType::kPersistentBufferData, "persistent_buffer_data"},
+      {tflite::RecordedAllocationType::kTfLiteTensorVariableBufferData, "variable_buffer_data"},
+      {tflite::RecordedAllocationType::kNodeAndRegistrationArray, "node_and_registration_array"},
       {tflite::RecordedAllocationType::kOpData, "op_data"},
   };
   for (const Category& c : categories) {
     const tflite::RecordedAllocation a = allocator.GetRecordedAllocation(c.type);
-    printf("alloc %s %lu %lu %lu\n", c.name, U(a.requested_bytes),
-           U(a.used_bytes), U(a.count));
+    printf("alloc %s %lu %lu %lu\n", c.name, U(a.requested_bytes), U(a.used_bytes), U(a.count));
   }
   return true;
 }
 
 // Pass 2: the memory plan, buffer by buffer, with scratch buffers per node.
-bool PlanPass(const tflite::Model* model, const ProbeResolver& resolver,
-              uint8_t* arena, size_t arena_bytes, bool print_plan) {
+bool PlanPass(const tflite::Model* model, const ProbeResolver& resolver, uint8_t* arena,
+              size_t arena_bytes, bool print_plan) {
   LoggingGreedyPlanner planner;
   tflite::SingleArenaBufferAllocator* buffers =
       tflite::SingleArenaBufferAllocator::Create(arena, arena_bytes);
-  tflite::MicroAllocator* allocator =
-      tflite::MicroAllocator::Create(buffers, &planner);
+  tflite::MicroAllocator* allocator = tflite::MicroAllocator::Create(buffers, &planner);
   if (allocator == nullptr) {
     fprintf(stderr, "arena_probe: MicroAllocator::Create failed\n");
     return false;
@@ -268,8 +330,7 @@ bool PlanPass(const tflite::Model* model, const ProbeResolver& resolver,
   }
   const int count = planner.logged_count();
   if (count > static_cast<int>(kMaxPlannedBuffers)) {
-    fprintf(stderr, "arena_probe: more than %lu planned buffers\n",
-            U(kMaxPlannedBuffers));
+    fprintf(stderr, "arena_probe: more than %lu planned buffers\n", U(kMaxPlannedBuffers));
     return false;
   }
   const size_t plan_head = planner.GetMaximumMemorySize();
@@ -308,8 +369,8 @@ bool PlanPass(const tflite::Model* model, const ProbeResolver& resolver,
       int offset = -1;
       planner.GetOffsetForBuffer(index, &offset);
       const PlannedBuffer& b = planner.logged(index);
-      printf("buffer %d tensor %d %d %d %d %d %d\n", index, sg, t, b.size,
-             b.first_used, b.last_used, offset);
+      printf("buffer %d tensor %d %d %d %d %d %d\n", index, sg, t, b.size, b.first_used,
+             b.last_used, offset);
       if (offset != static_cast<int>(p - base)) {
         printf("warning buffer %d offset %d but tensor at %ld\n", index, offset,
                static_cast<long>(p - base));
@@ -326,16 +387,16 @@ bool PlanPass(const tflite::Model* model, const ProbeResolver& resolver,
     // single subgraph maps scopes to node indices directly.
     const int node = subgraphs == 1 ? b.first_used - 1 : -1;
     const char* op = subgraphs == 1 ? OpName(model, 0, node) : "?";
-    printf("buffer %d scratch %d %s %d %d %d %d\n", index, node, op, b.size,
-           b.first_used, b.last_used, offset);
+    printf("buffer %d scratch %d %s %d %d %d %d\n", index, node, op, b.size, b.first_used,
+           b.last_used, offset);
     printf("scratch %d %s %d\n", node, op, b.size);
   }
   return true;
 }
 
 // Pass 3: what an application using the plain interpreter sees.
-bool PlainPass(const tflite::Model* model, const ProbeResolver& resolver,
-               uint8_t* arena, size_t arena_bytes) {
+bool PlainPass(const tflite::Model* model, const ProbeResolver& resolver, uint8_t* arena,
+               size_t arena_bytes) {
   tflite::MicroInterpreter interpreter(model, resolver, arena, arena_bytes);
   if (interpreter.AllocateTensors() != kTfLiteOk) {
     fprintf(stderr, "arena_probe: AllocateTensors failed in plain pass\n");
@@ -364,8 +425,7 @@ int main(int argc, char** argv) {
     }
   }
   if (model_path == nullptr) {
-    fprintf(stderr,
-            "usage: arena_probe MODEL.tflite [ARENA_BYTES] [--print-plan]\n");
+    fprintf(stderr, "usage: arena_probe MODEL.tflite [ARENA_BYTES] [--print-plan]\n");
     return 2;
   }
   size_t arena_bytes = kDefaultArenaBytes;
@@ -385,8 +445,7 @@ int main(int argc, char** argv) {
   }
   flatbuffers::Verifier verifier(bytes.data, bytes.size);
   if (!tflite::VerifyModelBuffer(verifier)) {
-    fprintf(stderr, "arena_probe: '%s' is not a valid .tflite model\n",
-            model_path);
+    fprintf(stderr, "arena_probe: '%s' is not a valid .tflite model\n", model_path);
     free(bytes.raw);
     return 2;
   }
@@ -399,14 +458,12 @@ int main(int argc, char** argv) {
   }
   uint8_t* arena_raw = static_cast<uint8_t*>(malloc(arena_bytes + 16));
   if (arena_raw == nullptr) {
-    fprintf(stderr, "arena_probe: cannot allocate %lu-byte arena\n",
-            U(arena_bytes));
+    fprintf(stderr, "arena_probe: cannot allocate %lu-byte arena\n", U(arena_bytes));
     free(bytes.raw);
     return 3;
   }
-  uint8_t* arena = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(arena_raw) + 15u) &
-      ~static_cast<uintptr_t>(15u));
+  uint8_t* arena = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(arena_raw) + 15u) &
+                                              ~static_cast<uintptr_t>(15u));
 
   printf("model %s\n", model_path);
   printf("kernels %s\n", ARENA_PROBE_KERNELS);

@@ -25,8 +25,8 @@ bool Options::Open(const char* op, const char* buffer, size_t length) {
   int64_t version = 0;
   if (!Int(contract::kKeyVersion, 0, INT32_MAX, &version)) return false;
   if (version != kContractVersion) {
-    MicroPrintf("%s: contract version %d, this runtime speaks %d", op,
-                static_cast<int>(version), kContractVersion);
+    MicroPrintf("%s: contract version %d, this runtime speaks %d", op, static_cast<int>(version),
+                kContractVersion);
     return false;
   }
   return true;
@@ -38,9 +38,8 @@ bool Options::Int(const char* key, int64_t lo, int64_t hi, int64_t* out) const {
     MicroPrintf("%s: option '%s' missing or not an integer", op_, key);
     return false;
   }
-  const int64_t v = r.IsUInt() && r.AsUInt64() > static_cast<uint64_t>(INT64_MAX)
-                        ? INT64_MAX
-                        : r.AsInt64();
+  const int64_t v =
+      r.IsUInt() && r.AsUInt64() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : r.AsInt64();
   if (v < lo || v > hi) {
     MicroPrintf("%s: option '%s' out of range", op_, key);
     return false;
@@ -110,10 +109,10 @@ bool ReadFetched(const Options& options, int32_t i, FetchedOption* out) {
   const flexbuffers::Map m = e.AsMap();
   int64_t position = 0;
   int64_t slot = 0;
-  if (!IntAt(m[contract::kKeyPosition], contract::kMinPosition, contract::kMaxPosition, &position) ||
+  if (!IntAt(m[contract::kKeyPosition], contract::kMinPosition, contract::kMaxPosition,
+             &position) ||
       !IntAt(m[contract::kKeySlot], contract::kMinSlot, contract::kMaxSlot, &slot)) {
-    MicroPrintf("%s: fetched[%d] needs integer 'position' and 'slot'", op,
-                static_cast<int>(i));
+    MicroPrintf("%s: fetched[%d] needs integer 'position' and 'slot'", op, static_cast<int>(i));
     return false;
   }
   const flexbuffers::Reference shape = m[contract::kKeyShape];
@@ -127,8 +126,8 @@ bool ReadFetched(const Options& options, int32_t i, FetchedOption* out) {
     return false;
   }
   if (rank == 0 || rank > static_cast<size_t>(kMaxDims)) {
-    MicroPrintf("%s: fetched[%d] shape has rank %d (1..%d)", op,
-                static_cast<int>(i), static_cast<int>(rank), kMaxDims);
+    MicroPrintf("%s: fetched[%d] shape has rank %d (1..%d)", op, static_cast<int>(i),
+                static_cast<int>(rank), kMaxDims);
     return false;
   }
   size_t elements = 1;
@@ -189,8 +188,7 @@ const char* StorageFaultHint(::tinyseg::Status s) {
   }
 }
 
-TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes,
-                       const char* op) {
+TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes, const char* op) {
   const ::tinyseg::SpillSlot* s = rt.spill->slot(slot);
   if (s == nullptr) {
     MicroPrintf("%s: slot %u is beyond the SpillManager's slot table", op,
@@ -202,9 +200,8 @@ TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes,
     return kTfLiteError;
   }
   if (s->raw_bytes != raw_bytes) {
-    MicroPrintf("%s: slot %u holds %u bytes, the operand needs %u", op,
-                static_cast<unsigned>(slot), static_cast<unsigned>(s->raw_bytes),
-                static_cast<unsigned>(raw_bytes));
+    MicroPrintf("%s: slot %u holds %u bytes, the operand needs %u", op, static_cast<unsigned>(slot),
+                static_cast<unsigned>(s->raw_bytes), static_cast<unsigned>(raw_bytes));
     return kTfLiteError;
   }
   return kTfLiteOk;
@@ -212,14 +209,13 @@ TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes,
 
 namespace {
 
-TfLiteStatus Fetch(::tinyseg::Runtime& rt, uint32_t slot, size_t offset,
-                   size_t length, uint8_t* dst, const char* op) {
+TfLiteStatus Fetch(::tinyseg::Runtime& rt, uint32_t slot, size_t offset, size_t length,
+                   uint8_t* dst, const char* op) {
   if (length == 0) return kTfLiteOk;
   const ::tinyseg::Status s = rt.spill->FetchRange(slot, offset, length, dst);
   if (!::tinyseg::Ok(s)) {
-    MicroPrintf("%s: fetching %u bytes of slot %u failed: %s%s", op,
-                static_cast<unsigned>(length), static_cast<unsigned>(slot),
-                ::tinyseg::StatusName(s), StorageFaultHint(s));
+    MicroPrintf("%s: fetching %u bytes of slot %u failed: %s%s", op, static_cast<unsigned>(length),
+                static_cast<unsigned>(slot), ::tinyseg::StatusName(s), StorageFaultHint(s));
     return kTfLiteError;
   }
   ++rt.stats.fetches;
@@ -229,9 +225,8 @@ TfLiteStatus Fetch(::tinyseg::Runtime& rt, uint32_t slot, size_t offset,
 
 }  // namespace
 
-TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, uint32_t slot,
-                          size_t src_offset, size_t runs, size_t run_bytes,
-                          uint8_t* dst, size_t dst_stride, uint8_t* staging,
+TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, uint32_t slot, size_t src_offset, size_t runs,
+                          size_t run_bytes, uint8_t* dst, size_t dst_stride, uint8_t* staging,
                           size_t staging_bytes, const char* op) {
   if (runs == 0 || run_bytes == 0) return kTfLiteOk;
   if (dst_stride == run_bytes) {  // contiguous: one range, straight into dst
@@ -239,8 +234,8 @@ TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, uint32_t slot,
   }
   if (run_bytes >= staging_bytes || staging == nullptr) {
     for (size_t i = 0; i < runs; ++i) {
-      TF_LITE_ENSURE_STATUS(Fetch(rt, slot, src_offset + i * run_bytes, run_bytes,
-                                  dst + i * dst_stride, op));
+      TF_LITE_ENSURE_STATUS(
+          Fetch(rt, slot, src_offset + i * run_bytes, run_bytes, dst + i * dst_stride, op));
     }
     return kTfLiteOk;
   }
@@ -260,8 +255,7 @@ TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, uint32_t slot,
 size_t ElementBytes(TfLiteType type) { return contract::ElementBytes(type); }
 
 bool SameQuantization(const TfLiteTensor& a, const TfLiteTensor& b) {
-  return a.params.scale == b.params.scale &&
-         a.params.zero_point == b.params.zero_point;
+  return a.params.scale == b.params.scale && a.params.zero_point == b.params.zero_point;
 }
 
 }  // namespace tinyseg_ops

@@ -47,8 +47,7 @@ TfLiteStatus AddTinySegOps(MicroMutableOpResolver<tOpCount>& resolver) {
   TFLMRegistration stream_chain = Register_STREAM_CHAIN();
   TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegSpillName, &spill));
   TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegFetchingName, &fetching));
-  TF_LITE_ENSURE_STATUS(
-      resolver.AddCustom(kTinySegFetchingConv2DName, &fetching_conv));
+  TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegFetchingConv2DName, &fetching_conv));
   TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegStreamChainName, &stream_chain));
   return kTfLiteOk;
 }

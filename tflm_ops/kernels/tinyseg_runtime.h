@@ -33,15 +33,15 @@ constexpr uint32_t kRuntimeMagic = 0x54535254u;  // "TRST" little-endian
 
 // What the kernels did, for reports and tests (application memory).
 struct RuntimeStats {
-  uint64_t spills = 0;           // Spill kernel invocations
-  uint64_t spilled_bytes = 0;    // raw bytes handed to SpillManager::Spill
-  uint64_t fetches = 0;          // SpillManager::FetchRange calls
-  uint64_t fetched_bytes = 0;    // raw bytes decoded from storage
-  uint64_t staged_bytes = 0;     // of those, bytes decoded via the staging buffer
-  uint64_t bands = 0;            // FetchingConv2D bands computed
-  uint64_t reused_rows = 0;      // band rows kept from the previous band
-  uint64_t optimized_rows = 0;   // StreamChain stage rows computed by the build's optimized
-                                 // kernels (CMSIS-NN), not the reference arithmetic
+  uint64_t spills = 0;          // Spill kernel invocations
+  uint64_t spilled_bytes = 0;   // raw bytes handed to SpillManager::Spill
+  uint64_t fetches = 0;         // SpillManager::FetchRange calls
+  uint64_t fetched_bytes = 0;   // raw bytes decoded from storage
+  uint64_t staged_bytes = 0;    // of those, bytes decoded via the staging buffer
+  uint64_t bands = 0;           // FetchingConv2D bands computed
+  uint64_t reused_rows = 0;     // band rows kept from the previous band
+  uint64_t optimized_rows = 0;  // StreamChain stage rows computed by the build's optimized
+                                // kernels (CMSIS-NN), not the reference arithmetic
   uint64_t optimized_transpose_conv_rows = 0;  // of those, TRANSPOSE_CONV stage rows
 };
 
@@ -59,8 +59,7 @@ struct Runtime {
 };
 
 // Attaches `runtime` to `interpreter` (call once, before AllocateTensors).
-inline TfLiteStatus AttachRuntime(tflite::MicroInterpreter& interpreter,
-                                  Runtime& runtime) {
+inline TfLiteStatus AttachRuntime(tflite::MicroInterpreter& interpreter, Runtime& runtime) {
   return interpreter.SetMicroExternalContext(&runtime);
 }
 

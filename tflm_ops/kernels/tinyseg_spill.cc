@@ -36,8 +36,8 @@ void* SpillInit(TfLiteContext* context, const char* buffer, size_t length) {
   if (!options.Int(contract::kKeySlot, &slot) || !options.Int(contract::kKeyBlock, &block)) {
     return nullptr;
   }
-  auto* data = static_cast<SpillOpData*>(
-      context->AllocatePersistentBuffer(context, sizeof(SpillOpData)));
+  auto* data =
+      static_cast<SpillOpData*>(context->AllocatePersistentBuffer(context, sizeof(SpillOpData)));
   if (data == nullptr) return nullptr;
   data->slot = static_cast<uint32_t>(slot);
   data->block = static_cast<int32_t>(block);
@@ -65,21 +65,20 @@ TfLiteStatus SpillPrepare(TfLiteContext* context, TfLiteNode* node) {
   TF_LITE_ENSURE_MSG(context, data->block % static_cast<int32_t>(elem) == 0,
                      "Spill: block is not a multiple of the element size");
   data->elem_size = static_cast<int32_t>(elem);
-  return context->RequestScratchBufferInArena(
-      context, tinyseg_ops::StagingBytes(data->block), &data->staging_index);
+  return context->RequestScratchBufferInArena(context, tinyseg_ops::StagingBytes(data->block),
+                                              &data->staging_index);
 }
 
 // Reads the slot back through the staging buffer and compares it.
-TfLiteStatus VerifySpill(::tinyseg::Runtime& rt, const SpillOpData& data,
-                         const uint8_t* victim, size_t bytes, uint8_t* staging) {
+TfLiteStatus VerifySpill(::tinyseg::Runtime& rt, const SpillOpData& data, const uint8_t* victim,
+                         size_t bytes, uint8_t* staging) {
   const size_t chunk = tinyseg_ops::StagingBytes(data.block);
   for (size_t off = 0; off < bytes; off += chunk) {
     const size_t n = bytes - off < chunk ? bytes - off : chunk;
     const ::tinyseg::Status s = rt.spill->FetchRange(data.slot, off, n, staging);
     if (!::tinyseg::Ok(s) || std::memcmp(staging, victim + off, n) != 0) {
-      MicroPrintf("Spill: slot %u does not read back (%s)%s",
-                  static_cast<unsigned>(data.slot), ::tinyseg::StatusName(s),
-                  tinyseg_ops::StorageFaultHint(s));
+      MicroPrintf("Spill: slot %u does not read back (%s)%s", static_cast<unsigned>(data.slot),
+                  ::tinyseg::StatusName(s), tinyseg_ops::StorageFaultHint(s));
       return kTfLiteError;
     }
   }
@@ -92,41 +91,38 @@ TfLiteStatus SpillEval(TfLiteContext* context, TfLiteNode* node) {
   if (rt == nullptr) return kTfLiteError;
   const TfLiteEvalTensor* victim = micro::GetEvalInput(context, node, 0);
   TF_LITE_ENSURE(context, victim != nullptr);
-  auto* staging =
-      static_cast<uint8_t*>(context->GetScratchBuffer(context, data.staging_index));
+  auto* staging = static_cast<uint8_t*>(context->GetScratchBuffer(context, data.staging_index));
   TF_LITE_ENSURE(context, staging != nullptr);
   const ::tinyseg::ByteSpan span{staging, tinyseg_ops::StagingBytes(data.block)};
   const size_t bytes = EvalTensorBytes(victim);
   // The operator's `block` is the codec block (the staging holds one encoded block of it).
-  const ::tinyseg::Status s = rt->spill->Spill(
-      data.slot, victim->data.raw, bytes, static_cast<uint32_t>(data.elem_size), span,
-      static_cast<uint32_t>(data.block));
+  const ::tinyseg::Status s =
+      rt->spill->Spill(data.slot, victim->data.raw, bytes, static_cast<uint32_t>(data.elem_size),
+                       span, static_cast<uint32_t>(data.block));
   if (s == ::tinyseg::Status::kBufferTooSmall) {
-    MicroPrintf("Spill: staging scratch of %u bytes (block %d + 8) is smaller than "
-                "the spill device's program unit of %u bytes",
-                static_cast<unsigned>(span.size), static_cast<int>(data.block),
-                static_cast<unsigned>(rt->spill->MinStagingBytes()));
+    MicroPrintf(
+        "Spill: staging scratch of %u bytes (block %d + 8) is smaller than "
+        "the spill device's program unit of %u bytes",
+        static_cast<unsigned>(span.size), static_cast<int>(data.block),
+        static_cast<unsigned>(rt->spill->MinStagingBytes()));
     return kTfLiteError;
   }
   if (!::tinyseg::Ok(s)) {
-    MicroPrintf("Spill: spilling %u bytes to slot %u failed: %s%s",
-                static_cast<unsigned>(bytes), static_cast<unsigned>(data.slot),
-                ::tinyseg::StatusName(s), tinyseg_ops::StorageFaultHint(s));
+    MicroPrintf("Spill: spilling %u bytes to slot %u failed: %s%s", static_cast<unsigned>(bytes),
+                static_cast<unsigned>(data.slot), ::tinyseg::StatusName(s),
+                tinyseg_ops::StorageFaultHint(s));
     return kTfLiteError;
   }
   ++rt->stats.spills;
   rt->stats.spilled_bytes += bytes;
   if (rt->verify_spills) {
-    return VerifySpill(*rt, data,
-                       static_cast<const uint8_t*>(victim->data.data), bytes, staging);
+    return VerifySpill(*rt, data, static_cast<const uint8_t*>(victim->data.data), bytes, staging);
   }
   return kTfLiteOk;
 }
 
 }  // namespace
 
-TFLMRegistration Register_SPILL() {
-  return micro::RegisterOp(SpillInit, SpillPrepare, SpillEval);
-}
+TFLMRegistration Register_SPILL() { return micro::RegisterOp(SpillInit, SpillPrepare, SpillEval); }
 
 }  // namespace tflite

@@ -7,12 +7,11 @@
 // an ADD or MUL stage without broadcast calls CMSIS-NN's elementwise function on the row; a PAD or
 // PADV2 stage calls arm_pad_s8 on the row, as TFLM's CMSIS-NN PAD does on the tensor; a
 // TRANSPOSE_CONV stage (stride >= kernel height) computes its output row with CMSIS-NN's
-// transposed-convolution row function on its one input row (see BandTransposeConv). The other stages have no
-// CMSIS-NN kernel in TFLM either. A build without CMSIS_NN (the
-// Arduino library form of TFLM, whose older CMSIS-NN has another API, does not define it) keeps
-// the reference arithmetic in the stages. CMSIS-NN gives the
-// reference kernels' bytes, so the streamed model stays bit-identical to the unfused one either
-// way; what changes is the speed on the target.
+// transposed-convolution row function on its one input row (see BandTransposeConv). The other
+// stages have no CMSIS-NN kernel in TFLM either. A build without CMSIS_NN (the Arduino library form
+// of TFLM, whose older CMSIS-NN has another API, does not define it) keeps the reference arithmetic
+// in the stages. CMSIS-NN gives the reference kernels' bytes, so the streamed model stays
+// bit-identical to the unfused one either way; what changes is the speed on the target.
 //
 // The wrapper's buffer is the chain's member scratch (`op_scratch`, requested in Prepare), which
 // the planner sizes for the runtime the model was optimized for. A model optimized for the
@@ -31,18 +30,19 @@ struct BandConv {
   const int8_t* input;
   int32_t in_h, in_w, in_c;  // in_h: the band's rows
   const int8_t* filter;
-  int32_t filter_h, filter_w, filter_c;  // filter_c: CONV_2D input channels per group; depthwise: out_c
-  const int32_t* bias;                   // nullptr: none
-  int8_t* output;                        // one row: out_w x out_c
+  int32_t filter_h, filter_w,
+      filter_c;         // filter_c: CONV_2D input channels per group; depthwise: out_c
+  const int32_t* bias;  // nullptr: none
+  int8_t* output;       // one row: out_w x out_c
   int32_t out_w, out_c;
   int32_t stride_h, stride_w, dilation_h, dilation_w;
-  int32_t pad_h, pad_w;       // pad_h: the band's own top padding
-  int32_t input_offset;       // -input zero point (TFLM's and CMSIS-NN's convention)
-  int32_t output_offset;      // output zero point
+  int32_t pad_h, pad_w;   // pad_h: the band's own top padding
+  int32_t input_offset;   // -input zero point (TFLM's and CMSIS-NN's convention)
+  int32_t output_offset;  // output zero point
   int32_t act_min, act_max;
   const int32_t* multiplier;  // per output channel
   const int32_t* shift;
-  int32_t depth_multiplier;   // DEPTHWISE_CONV_2D only
+  int32_t depth_multiplier;  // DEPTHWISE_CONV_2D only
 };
 
 // One output row of an int8 MAX_POOL_2D or AVERAGE_POOL_2D over a band of input rows.

@@ -23,8 +23,7 @@ namespace tflite {
 namespace tinyseg_ops {
 
 TfLiteStatus ReadTransposeConvMarker(TfLiteContext* context, TfLiteNode* node,
-                                     TfLiteType input_type,
-                                     TransposeConvMarker* marker) {
+                                     TfLiteType input_type, TransposeConvMarker* marker) {
   *marker = TransposeConvMarker();
   if (node->intermediates == nullptr || node->intermediates->size != 1) {
     return kTfLiteOk;
@@ -32,8 +31,7 @@ TfLiteStatus ReadTransposeConvMarker(TfLiteContext* context, TfLiteNode* node,
   MicroContext* micro_context = GetMicroContext(context);
   TfLiteTensor* t = micro_context->AllocateTempIntermediateTensor(node, 0);
   if (t == nullptr) return kTfLiteOk;
-  const bool rank2_empty =
-      t->dims != nullptr && t->dims->size == 2 && t->dims->data[0] == 0;
+  const bool rank2_empty = t->dims != nullptr && t->dims->size == 2 && t->dims->data[0] == 0;
   if (rank2_empty && t->type == kTfLiteInt16) {
     marker->accumulator = TransposeConvAccumulator::kInt16;
   } else if (rank2_empty && t->type == kTfLiteInt32) {
@@ -42,8 +40,10 @@ TfLiteStatus ReadTransposeConvMarker(TfLiteContext* context, TfLiteNode* node,
   }
   micro_context->DeallocateTempTfLiteTensor(t);
   if (marker->marked() && input_type != kTfLiteInt8) {
-    MicroPrintf("TRANSPOSE_CONV: TinySeg scratch marker on a %s operator "
-                "(only int8 is narrowed)", TfLiteTypeGetName(input_type));
+    MicroPrintf(
+        "TRANSPOSE_CONV: TinySeg scratch marker on a %s operator "
+        "(only int8 is narrowed)",
+        TfLiteTypeGetName(input_type));
     return kTfLiteError;
   }
   return kTfLiteOk;
@@ -78,15 +78,14 @@ struct Geometry {
 // [r0, r1) (row r0 at acc[0]); taps landing outside those rows are skipped.
 template <typename Acc>
 void Scatter(const Geometry& g, int b, int y0, int y1, int r0, int r1,
-             const RuntimeShape& input_shape, const int8_t* input,
-             const RuntimeShape& filter_shape, const int8_t* filter, Acc* acc) {
+             const RuntimeShape& input_shape, const int8_t* input, const RuntimeShape& filter_shape,
+             const int8_t* filter, Acc* acc) {
   for (int in_y = y0; in_y <= y1; ++in_y) {
     for (int in_x = 0; in_x < g.in_w; ++in_x) {
       for (int in_c = 0; in_c < g.in_c; ++in_c) {
         const int out_x_origin = in_x * g.stride_w - g.pad_w;
         const int out_y_origin = in_y * g.stride_h - g.pad_h;
-        const int32_t in_value =
-            input[Offset(input_shape, b, in_y, in_x, in_c)] + g.input_offset;
+        const int32_t in_value = input[Offset(input_shape, b, in_y, in_x, in_c)] + g.input_offset;
         for (int f_y = 0; f_y < g.k_h; ++f_y) {
           const int out_y = out_y_origin + f_y;
           if (out_y < r0 || out_y >= r1) continue;
@@ -95,8 +94,7 @@ void Scatter(const Geometry& g, int b, int y0, int y1, int r0, int r1,
             if (out_x < 0 || out_x >= g.out_w) continue;
             Acc* row = acc + (static_cast<size_t>(out_y - r0) * g.out_w + out_x) * g.out_c;
             for (int oc = 0; oc < g.out_c; ++oc) {
-              const int32_t product =
-                  in_value * filter[Offset(filter_shape, oc, f_y, f_x, in_c)];
+              const int32_t product = in_value * filter[Offset(filter_shape, oc, f_y, f_x, in_c)];
               row[oc] = static_cast<Acc>(row[oc] + product);
             }
           }
@@ -109,13 +107,13 @@ void Scatter(const Geometry& g, int b, int y0, int y1, int r0, int r1,
 // Bias, requantization, offset and clamp of output rows [r0, r1) of batch b.
 template <typename Acc>
 void Finish(const Geometry& g, const ConvParams& params, const int32_t* multiplier,
-            const int32_t* shift, const int32_t* bias, int b, int r0, int r1,
-            const Acc* acc, int8_t* output) {
+            const int32_t* shift, const int32_t* bias, int b, int r0, int r1, const Acc* acc,
+            int8_t* output) {
   for (int out_y = r0; out_y < r1; ++out_y) {
     for (int out_x = 0; out_x < g.out_w; ++out_x) {
       const Acc* row = acc + (static_cast<size_t>(out_y - r0) * g.out_w + out_x) * g.out_c;
-      int8_t* dst = output + ((static_cast<size_t>(b) * g.out_h + out_y) * g.out_w + out_x) *
-                                 g.out_c;
+      int8_t* dst =
+          output + ((static_cast<size_t>(b) * g.out_h + out_y) * g.out_w + out_x) * g.out_c;
       for (int oc = 0; oc < g.out_c; ++oc) {
         int32_t v = static_cast<int32_t>(row[oc]);
         if (bias != nullptr) v += bias[oc];
@@ -131,13 +129,12 @@ void Finish(const Geometry& g, const ConvParams& params, const int32_t* multipli
 
 }  // namespace
 
-void TransposeConvNarrowed(const TransposeConvMarker& marker,
-                           const ConvParams& params, const int32_t* output_multiplier,
-                           const int32_t* output_shift, const RuntimeShape& input_shape,
-                           const int8_t* input_data, const RuntimeShape& filter_shape,
-                           const int8_t* filter_data, const RuntimeShape& bias_shape,
-                           const int32_t* bias_data, const RuntimeShape& output_shape,
-                           int8_t* output_data, void* scratch) {
+void TransposeConvNarrowed(const TransposeConvMarker& marker, const ConvParams& params,
+                           const int32_t* output_multiplier, const int32_t* output_shift,
+                           const RuntimeShape& input_shape, const int8_t* input_data,
+                           const RuntimeShape& filter_shape, const int8_t* filter_data,
+                           const RuntimeShape& bias_shape, const int32_t* bias_data,
+                           const RuntimeShape& output_shape, int8_t* output_data, void* scratch) {
   TFLITE_DCHECK_EQ(input_shape.DimensionsCount(), 4);
   TFLITE_DCHECK_EQ(filter_shape.DimensionsCount(), 4);
   TFLITE_DCHECK_EQ(output_shape.DimensionsCount(), 4);
@@ -166,8 +163,8 @@ void TransposeConvNarrowed(const TransposeConvMarker& marker,
     auto* acc = static_cast<int16_t*>(scratch);
     for (int b = 0; b < g.batches; ++b) {
       std::memset(acc, 0, row_elements * g.out_h * sizeof(int16_t));
-      Scatter(g, b, 0, g.in_h - 1, 0, g.out_h, input_shape, input_data, filter_shape,
-              filter_data, acc);
+      Scatter(g, b, 0, g.in_h - 1, 0, g.out_h, input_shape, input_data, filter_shape, filter_data,
+              acc);
       Finish(g, params, output_multiplier, output_shift, bias_data, b, 0, g.out_h, acc,
              output_data);
     }
@@ -185,26 +182,23 @@ void TransposeConvNarrowed(const TransposeConvMarker& marker,
       const int lo = r0 + g.pad_h - (g.k_h - 1);
       const int y0 = lo <= 0 ? 0 : (lo + g.stride_h - 1) / g.stride_h;
       const int y1 = std::min(g.in_h - 1, (r1 - 1 + g.pad_h) / g.stride_h);
-      Scatter(g, b, y0, y1, r0, r1, input_shape, input_data, filter_shape, filter_data,
-              acc);
-      Finish(g, params, output_multiplier, output_shift, bias_data, b, r0, r1, acc,
-             output_data);
+      Scatter(g, b, y0, y1, r0, r1, input_shape, input_data, filter_shape, filter_data, acc);
+      Finish(g, params, output_multiplier, output_shift, bias_data, b, r0, r1, acc, output_data);
     }
   }
 }
 
 TfLiteStatus EvalTransposeConvNarrowed(TfLiteContext* context, TfLiteNode* node,
-                                       const TransposeConvMarker& marker,
-                                       const ConvParams& params,
+                                       const TransposeConvMarker& marker, const ConvParams& params,
                                        const int32_t* output_multiplier,
-                                       const int32_t* output_shift,
-                                       int scratch_index) {
+                                       const int32_t* output_shift, int scratch_index) {
 #ifdef USE_TFLM_COMPRESSION
   MicroContext* micro_context = GetMicroContext(context);
   if (micro_context->GetTensorCompressionData(node, 1) != nullptr ||
       micro_context->GetTensorCompressionData(node, 3) != nullptr) {
-    MicroPrintf("TRANSPOSE_CONV: compressed weights are not supported with "
-                "TinySeg's narrowed scratch");
+    MicroPrintf(
+        "TRANSPOSE_CONV: compressed weights are not supported with "
+        "TinySeg's narrowed scratch");
     return kTfLiteError;
   }
 #endif  // USE_TFLM_COMPRESSION
@@ -219,10 +213,9 @@ TfLiteStatus EvalTransposeConvNarrowed(TfLiteContext* context, TfLiteNode* node,
   TransposeConvNarrowed(marker, params, output_multiplier, output_shift,
                         micro::GetTensorShape(input), micro::GetTensorData<int8_t>(input),
                         micro::GetTensorShape(filter), micro::GetTensorData<int8_t>(filter),
-                        micro::GetTensorShape(bias),
-                        micro::GetOptionalTensorData<int32_t>(bias),
-                        micro::GetTensorShape(output),
-                        micro::GetTensorData<int8_t>(output), scratch);
+                        micro::GetTensorShape(bias), micro::GetOptionalTensorData<int32_t>(bias),
+                        micro::GetTensorShape(output), micro::GetTensorData<int8_t>(output),
+                        scratch);
   return kTfLiteOk;
 }
 

@@ -43,8 +43,7 @@ struct TransposeConvMarker {
 // zero-size INT16 or INT32 tensor of rank 2). An operator without one is
 // unmarked. A marker on a non-int8 operator is an error.
 TfLiteStatus ReadTransposeConvMarker(TfLiteContext* context, TfLiteNode* node,
-                                     TfLiteType input_type,
-                                     TransposeConvMarker* marker);
+                                     TfLiteType input_type, TransposeConvMarker* marker);
 
 // Scratch bytes for the int8 accumulator: TFLM's out_elements * 4 when
 // unmarked, the narrowed figure above when marked.
@@ -53,22 +52,19 @@ size_t TransposeConvScratchBytes(const TransposeConvMarker& marker,
 
 // reference_integer_ops::TransposeConv's int8 arithmetic with the marker's
 // accumulator; `scratch` holds TransposeConvScratchBytes(marker, ...) bytes.
-void TransposeConvNarrowed(const TransposeConvMarker& marker,
-                           const ConvParams& params, const int32_t* output_multiplier,
-                           const int32_t* output_shift, const RuntimeShape& input_shape,
-                           const int8_t* input_data, const RuntimeShape& filter_shape,
-                           const int8_t* filter_data, const RuntimeShape& bias_shape,
-                           const int32_t* bias_data, const RuntimeShape& output_shape,
-                           int8_t* output_data, void* scratch);
+void TransposeConvNarrowed(const TransposeConvMarker& marker, const ConvParams& params,
+                           const int32_t* output_multiplier, const int32_t* output_shift,
+                           const RuntimeShape& input_shape, const int8_t* input_data,
+                           const RuntimeShape& filter_shape, const int8_t* filter_data,
+                           const RuntimeShape& bias_shape, const int32_t* bias_data,
+                           const RuntimeShape& output_shape, int8_t* output_data, void* scratch);
 
 // Eval of a marked int8 TRANSPOSE_CONV node (inputs: 0 output shape,
 // 1 filter, 2 input, 3 optional bias; output 0), as both patched kernels need.
 TfLiteStatus EvalTransposeConvNarrowed(TfLiteContext* context, TfLiteNode* node,
-                                       const TransposeConvMarker& marker,
-                                       const ConvParams& params,
+                                       const TransposeConvMarker& marker, const ConvParams& params,
                                        const int32_t* output_multiplier,
-                                       const int32_t* output_shift,
-                                       int scratch_index);
+                                       const int32_t* output_shift, int scratch_index);
 
 }  // namespace tinyseg_ops
 }  // namespace tflite

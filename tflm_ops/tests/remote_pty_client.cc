@@ -72,10 +72,10 @@ std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
   return v;
 }
 
-#define TRY(what, expr)                          \
-  do {                                           \
-    const Status s_ = (expr);                    \
-    if (!Ok(s_)) return Fail(what, s_, client);  \
+#define TRY(what, expr)                         \
+  do {                                          \
+    const Status s_ = (expr);                   \
+    if (!Ok(s_)) return Fail(what, s_, client); \
   } while (0)
 
 int RoundTrip(RemoteClient& client) {
@@ -126,8 +126,7 @@ int RoundTrip(RemoteClient& client) {
   }
   const Status past = client.Read(1, 990, back.data(), 20);
   if (past != Status::kOutOfRange) {
-    std::fprintf(stderr, "remote_pty_client: error: read past the end gave %s\n",
-                 StatusName(past));
+    std::fprintf(stderr, "remote_pty_client: error: read past the end gave %s\n", StatusName(past));
     return 1;
   }
 
@@ -219,11 +218,16 @@ int main(int argc, char** argv) {
   int corrupt = -1;
   for (int i = 3; i + 1 < argc; i += 2) {
     const long v = std::strtol(argv[i + 1], nullptr, 10);
-    if (std::strcmp(argv[i], "--baud") == 0) baud = static_cast<uint32_t>(v);
-    else if (std::strcmp(argv[i], "--timeout-ms") == 0) cc.timeout_ms = static_cast<uint32_t>(v);
-    else if (std::strcmp(argv[i], "--attempts") == 0) cc.max_attempts = static_cast<uint32_t>(v);
-    else if (std::strcmp(argv[i], "--payload") == 0) cc.max_payload = static_cast<uint32_t>(v);
-    else if (std::strcmp(argv[i], "--corrupt-request") == 0) corrupt = static_cast<int>(v);
+    if (std::strcmp(argv[i], "--baud") == 0)
+      baud = static_cast<uint32_t>(v);
+    else if (std::strcmp(argv[i], "--timeout-ms") == 0)
+      cc.timeout_ms = static_cast<uint32_t>(v);
+    else if (std::strcmp(argv[i], "--attempts") == 0)
+      cc.max_attempts = static_cast<uint32_t>(v);
+    else if (std::strcmp(argv[i], "--payload") == 0)
+      cc.max_payload = static_cast<uint32_t>(v);
+    else if (std::strcmp(argv[i], "--corrupt-request") == 0)
+      corrupt = static_cast<int>(v);
     else {
       std::fprintf(stderr, "remote_pty_client: error: unknown option %s\n", argv[i]);
       return 2;

@@ -156,7 +156,8 @@ TEST(NextBandWalkKeepsAndFetchesTheRightRows) {
                 int expect_kept = 0;
                 if (r0 > 0) {
                   const int lo = step.rows.in_begin;
-                  const int hi = prev.rows.in_end < step.rows.in_end ? prev.rows.in_end : step.rows.in_end;
+                  const int hi =
+                      prev.rows.in_end < step.rows.in_end ? prev.rows.in_end : step.rows.in_end;
                   if (prev.rows.in_begin <= lo && hi > lo) expect_kept = hi - lo;
                 }
                 CHECK_EQ(step.kept, expect_kept);

@@ -49,15 +49,15 @@ TEST(NorProgramWithoutEraseFails) {
   uint8_t a[16], z[16], out[16];
   std::memset(a, 0xF0, 16);
   std::memset(z, 0x0F, 16);
-  CHECK_OK(b.sim.Program(32, a, 16));        // erased: ok
+  CHECK_OK(b.sim.Program(32, a, 16));                          // erased: ok
   CHECK_STATUS(b.sim.Program(32, z, 16), Status::kNotErased);  // 0->1 needed
   CHECK_OK(b.sim.Read(32, out, 16));
-  CHECK(std::memcmp(out, a, 16) == 0);       // rejected program changed nothing
+  CHECK(std::memcmp(out, a, 16) == 0);  // rejected program changed nothing
   uint8_t c[16];
-  std::memset(c, 0x30, 16);                  // only clears bits of 0xF0
+  std::memset(c, 0x30, 16);  // only clears bits of 0xF0
   CHECK_OK(b.sim.Program(32, c, 16));
   CHECK_OK(b.sim.Erase(0, 256));
-  CHECK_OK(b.sim.Program(32, z, 16));        // after erase: ok
+  CHECK_OK(b.sim.Program(32, z, 16));  // after erase: ok
   CHECK_EQ(b.sim.access_stats().rejected_programs, 1u);
 }
 

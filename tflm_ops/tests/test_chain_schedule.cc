@@ -99,9 +99,10 @@ TEST(FetchedRowsArriveInOrderJustBeforeTheirFirstReader) {
   ChainSchedule t;
   TwoConvs d(3, 3);
   CHECK_OK(d.Init(&t));
-  CHECK_STATUS(t.Run([](int32_t, int32_t) { return Status::kOk; },
-                     [](int32_t, int32_t row) { return row == 5 ? Status::kIoError : Status::kOk; }),
-               Status::kIoError);
+  CHECK_STATUS(
+      t.Run([](int32_t, int32_t) { return Status::kOk; },
+            [](int32_t, int32_t row) { return row == 5 ? Status::kIoError : Status::kOk; }),
+      Status::kIoError);
 }
 
 TEST(TooSmallRingIsRefused) {
@@ -116,10 +117,9 @@ TEST(ComputeErrorStops) {
   ChainSchedule s;
   CHECK_OK(c.Init(&s));
   int calls = 0;
-  CHECK_STATUS(s.Run([&](int32_t, int32_t) {
-    return ++calls == 4 ? Status::kIoError : Status::kOk;
-  }),
-               Status::kIoError);
+  CHECK_STATUS(
+      s.Run([&](int32_t, int32_t) { return ++calls == 4 ? Status::kIoError : Status::kOk; }),
+      Status::kIoError);
   CHECK_EQ(calls, 4);
 }
 

@@ -24,13 +24,11 @@ std::vector<uint8_t> Encoded(const std::vector<uint8_t>& t, CodecParams p,
 }
 
 // Random tensor where a fraction `rep_permille` of elements equals one value.
-std::vector<uint8_t> Skewed(size_t n_elems, uint32_t es, uint32_t rep_permille,
-                            Rng& rng) {
+std::vector<uint8_t> Skewed(size_t n_elems, uint32_t es, uint32_t rep_permille, Rng& rng) {
   std::vector<uint8_t> t(n_elems * es);
   const uint32_t rep = static_cast<uint32_t>(rng.Next());
   for (size_t i = 0; i < n_elems; ++i) {
-    uint32_t v = rng.Below(1000) < rep_permille ? rep
-                                                : static_cast<uint32_t>(rng.Next());
+    uint32_t v = rng.Below(1000) < rep_permille ? rep : static_cast<uint32_t>(rng.Next());
     std::memcpy(&t[i * es], &v, es);
   }
   return t;
@@ -51,8 +49,10 @@ bool RoundTrip(const std::vector<uint8_t>& t, CodecParams p) {
   for (size_t b = 0; b < nb; ++b) {
     uint32_t off, next;
     std::memcpy(&off, &enc[kStreamHeaderBytes + entry * b], 4);  // host is LE
-    if (b + 1 < nb) std::memcpy(&next, &enc[kStreamHeaderBytes + entry * (b + 1)], 4);
-    else next = static_cast<uint32_t>(enc.size());
+    if (b + 1 < nb)
+      std::memcpy(&next, &enc[kStreamHeaderBytes + entry * (b + 1)], 4);
+    else
+      next = static_cast<uint32_t>(enc.size());
     size_t blen = t.size() - b * p.block_bytes;
     if (blen > p.block_bytes) blen = p.block_bytes;
     if (next - off > BlockOverheadBytes(p.block_crc) + blen) return false;
@@ -73,8 +73,7 @@ TEST(RandomRoundTrip) {
   const uint32_t blocks[] = {8, 64, 512, 1024};
   for (uint32_t es : {1u, 2u, 4u}) {
     for (uint32_t bb : blocks) {
-      for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{255}, size_t{1000},
-                       size_t{4099}}) {
+      for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{255}, size_t{1000}, size_t{4099}}) {
         std::vector<uint8_t> t(n * es);
         for (auto& b : t) b = static_cast<uint8_t>(rng.Next());
         CHECK(RoundTrip(t, CodecParams{es, bb}));
@@ -241,13 +240,13 @@ TEST(MeasureMatchesEncodeWhenCandidatesCancel) {
     }
   }
   // The fuzzer's crash input: elem_size 4, 64-element blocks.
-  static const uint8_t kCrash[] = {
-      0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0b, 0x9b, 0xd4, 0xff, 0xb1, 0xb1, 0xf2, 0xb1,
-      0xff, 0xff, 0xff, 0x0b, 0x4f, 0x0f, 0x0f, 0x0f, 0x0f, 0x01, 0x00, 0x60, 0x60, 0x00, 0xfd,
-      0xa5, 0x00, 0x01, 0x00, 0x28, 0x00, 0x00, 0x00, 0x00, 0x35, 0xe8, 0x44, 0x35, 0xd4, 0xf2,
-      0xb1, 0xb1, 0xff, 0xff, 0xd4, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xf2, 0xb1, 0xb1,
-      0x01, 0x00, 0x00, 0x00, 0xf2, 0xb1, 0xb1, 0xff, 0xff, 0xff, 0x0b, 0x9b, 0x1b, 0x35, 0x35,
-      0xff};
+  static const uint8_t kCrash[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0b, 0x9b, 0xd4, 0xff,
+                                   0xb1, 0xb1, 0xf2, 0xb1, 0xff, 0xff, 0xff, 0x0b, 0x4f, 0x0f, 0x0f,
+                                   0x0f, 0x0f, 0x01, 0x00, 0x60, 0x60, 0x00, 0xfd, 0xa5, 0x00, 0x01,
+                                   0x00, 0x28, 0x00, 0x00, 0x00, 0x00, 0x35, 0xe8, 0x44, 0x35, 0xd4,
+                                   0xf2, 0xb1, 0xb1, 0xff, 0xff, 0xd4, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                   0xff, 0xff, 0xf2, 0xb1, 0xb1, 0x01, 0x00, 0x00, 0x00, 0xf2, 0xb1,
+                                   0xb1, 0xff, 0xff, 0xff, 0x0b, 0x9b, 0x1b, 0x35, 0x35, 0xff};
   std::vector<uint8_t> t(kCrash + 2, kCrash + 2 + 72);
   CHECK(RoundTrip(t, CodecParams{4, 256}));
 }
@@ -289,8 +288,7 @@ TEST(CorruptStreamsRejectedWithoutCrash) {
   // Random byte flips: any status, but never a crash or out-of-bounds access.
   for (int i = 0; i < 2000; ++i) {
     std::vector<uint8_t> bad = enc;
-    bad[rng.Below(static_cast<uint32_t>(bad.size()))] ^=
-        static_cast<uint8_t>(1u << rng.Below(8));
+    bad[rng.Below(static_cast<uint32_t>(bad.size()))] ^= static_cast<uint8_t>(1u << rng.Below(8));
     MemorySource src(bad.data(), bad.size());
     (void)DecodeAll(src, dst.data(), dst.size(), nullptr);
   }

@@ -57,19 +57,19 @@ TEST(ModelledQueueOverlapsWithCaller) {
   CHECK_OK(q.Submit(0, 4096, &t1));
   CHECK_OK(q.Submit(4096, 4096, &t2));
   CHECK_STATUS(q.Submit(8192, 4096, &t3), Status::kBusy);  // capacity 2
-  CHECK_EQ(clock.now_ns, 0u);               // submit costs the caller nothing
-  CHECK_EQ(b.sim.erase_count(0), 1u);       // device state already erased
+  CHECK_EQ(clock.now_ns, 0u);                              // submit costs the caller nothing
+  CHECK_EQ(b.sim.erase_count(0), 1u);                      // device state already erased
   CHECK(!q.IsDone(t1));
-  clock.Advance(10 * kMs);                  // caller computes for 10 ms
-  CHECK_OK(q.Wait(t1));                     // erase 1 ends at e
+  clock.Advance(10 * kMs);  // caller computes for 10 ms
+  CHECK_OK(q.Wait(t1));     // erase 1 ends at e
   CHECK_EQ(clock.now_ns, e);
   CHECK_EQ(clock.erase_wait_ns, e - 10 * kMs);
   CHECK(!q.IsDone(t2));
-  clock.Advance(100 * kMs);                 // erase 2 ended at 2e
+  clock.Advance(100 * kMs);  // erase 2 ended at 2e
   CHECK(q.IsDone(t2));
   CHECK_OK(q.Wait(t2));
   CHECK_EQ(clock.erase_wait_ns, e - 10 * kMs);  // no extra wait
-  CHECK_OK(q.Submit(8192, 4096, &t3));      // records retired: room again
+  CHECK_OK(q.Submit(8192, 4096, &t3));          // records retired: room again
   CHECK_OK(q.Drain());
   CHECK_EQ(clock.now_ns, 2 * e + 100 * kMs);
   CHECK_EQ(q.engine_busy_ns(), 3 * e);
@@ -85,7 +85,7 @@ TEST(ModelledQueueBankContention) {
   EraseTicket t;
   const uint64_t bank1 = 1024 * 1024;
   CHECK_OK(q.Submit(bank1, 128 * 1024, &t));
-  CHECK_OK(q.AwaitBankIdle(0, 32));          // bank 0: free
+  CHECK_OK(q.AwaitBankIdle(0, 32));  // bank 0: free
   CHECK_EQ(clock.now_ns, 0u);
   CHECK_OK(q.AwaitBankIdle(bank1 + 128 * 1024, 32));  // bank 1: busy 1.1 s
   CHECK_EQ(clock.now_ns, 1100 * kMs);
@@ -96,7 +96,7 @@ TEST(ModelledQueueBankContention) {
   ModelledEraseQueue q2(bq.sim, c2, rec, 4);
   CHECK_OK(q2.Submit(0, 4096, &t));
   CHECK_OK(q2.Submit(4096, 4096, &t));
-  CHECK_OK(q2.AwaitBankIdle(60000, 4));      // waits for both queued erases
+  CHECK_OK(q2.AwaitBankIdle(60000, 4));  // waits for both queued erases
   CHECK_EQ(c2.now_ns, 2 * QspiEraseNs());
 }
 

@@ -174,7 +174,9 @@ class CheckingDevice final : public BlockDevice {
  public:
   explicit CheckingDevice(BlockDevice& in) : in_(in) {}
   const Geometry& geometry() const override { return in_.geometry(); }
-  Status Read(uint64_t a, void* d, size_t n) override { return Access(a, [&] { return in_.Read(a, d, n); }); }
+  Status Read(uint64_t a, void* d, size_t n) override {
+    return Access(a, [&] { return in_.Read(a, d, n); });
+  }
   Status Program(uint64_t a, const void* s, size_t n) override {
     return Access(a, [&] { return in_.Program(a, s, n); });
   }
@@ -209,9 +211,9 @@ TEST(SecondCoreErasesWhileSpillingWithBankExclusion) {
   CheckingDevice raw(f.sim);
   ThreadPlatform pf;
   EraseRingShared ring;
-  BankLockedDevice main_dev(raw, pf);        // the M7's view
+  BankLockedDevice main_dev(raw, pf);  // the M7's view
   RingEraseQueue q(ring, pf, main_dev);
-  RingEraseWorker w(ring, pf, raw);          // the M4 locks inside Poll
+  RingEraseWorker w(ring, pf, raw);  // the M4 locks inside Poll
   CHECK_OK(q.Init());
   std::atomic<bool> stop{false};
   std::thread worker([&] {

@@ -30,11 +30,11 @@ struct Queue {
 
 // Faults applied by the loopback, counted in frames (each Write of a frame).
 struct Faults {
-  int corrupt_request = -1;   // flip a byte of the k-th request frame (0-based)
-  int corrupt_response = -1;  // flip a byte of the k-th response frame
-  int drop_response = -1;     // lose the k-th response frame
+  int corrupt_request = -1;     // flip a byte of the k-th request frame (0-based)
+  int corrupt_response = -1;    // flip a byte of the k-th response frame
+  int drop_response = -1;       // lose the k-th response frame
   int duplicate_response = -1;  // send the k-th response twice
-  int dead_after = -1;        // host stops answering after k request frames
+  int dead_after = -1;          // host stops answering after k request frames
 };
 
 class Loopback;
@@ -176,10 +176,18 @@ TEST(CobsRoundTripAllShapes) {
       std::vector<uint8_t> in(len);
       for (auto& b : in) {
         switch (variant) {
-          case 0: b = static_cast<uint8_t>(rng.Next() | 1); break;  // no zeros
-          case 1: b = 0; break;                                     // all zeros
-          case 2: b = static_cast<uint8_t>(rng.Below(3)); break;    // many zeros
-          default: b = static_cast<uint8_t>(rng.Next()); break;
+          case 0:
+            b = static_cast<uint8_t>(rng.Next() | 1);
+            break;  // no zeros
+          case 1:
+            b = 0;
+            break;  // all zeros
+          case 2:
+            b = static_cast<uint8_t>(rng.Below(3));
+            break;  // many zeros
+          default:
+            b = static_cast<uint8_t>(rng.Next());
+            break;
         }
       }
       std::vector<uint8_t> enc(CobsMaxEncoded(len));

@@ -45,7 +45,7 @@ TEST(TooSmallAndOutOfOrderAreRefused) {
   uint8_t* dst = nullptr;
   CHECK_OK(ring.Reserve(0, 0, &dst));
   CHECK_OK(ring.Reserve(1, 0, &dst));
-  CHECK_STATUS(ring.Reserve(2, 0, &dst), Status::kOutOfRange);  // rows 0..2 needed, 2 fit
+  CHECK_STATUS(ring.Reserve(2, 0, &dst), Status::kOutOfRange);       // rows 0..2 needed, 2 fit
   CHECK_STATUS(ring.Reserve(3, 0, &dst), Status::kInvalidArgument);  // row 2 comes first
   const uint8_t* rows = nullptr;
   CHECK_STATUS(ring.Rows(1, 2, &rows), Status::kOutOfRange);

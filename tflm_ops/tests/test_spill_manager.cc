@@ -126,7 +126,7 @@ TEST(FetchRangeReadsOnlyNeededBlocks) {
   CHECK_OK(m.FetchRange(0, 40 * 960, band.size(), band.data()));
   CHECK(std::memcmp(band.data(), &t[40 * 960], band.size()) == 0);
   const uint64_t read = m.stats().bytes_read - before;
-  CHECK(read < 4 * 1024);                       // a few blocks, not 76 KB
+  CHECK(read < 4 * 1024);  // a few blocks, not 76 KB
   CHECK(read < m.slot(0)->length / 10);
   // Every row band of the tensor, in order.
   for (int r = 0; r < 80; r += 3) {
@@ -328,8 +328,7 @@ TEST(TooSmallStagingIsRefused) {
   uint8_t small[31];
   CHECK_STATUS(m.Spill(0, t.data(), t.size(), 1, ByteSpan{small, sizeof(small)}),
                Status::kBufferTooSmall);
-  CHECK_STATUS(m.Spill(1, t.data(), t.size(), 1, ByteSpan{nullptr, 64}),
-               Status::kInvalidArgument);
+  CHECK_STATUS(m.Spill(1, t.data(), t.size(), 1, ByteSpan{nullptr, 64}), Status::kInvalidArgument);
   CHECK_STATUS(m.Spill(1, t.data(), t.size(), 1, ByteSpan{t.data() + 100, 64}),
                Status::kInvalidArgument);
   // Nothing changed: slot 0 still holds its tensor, nothing was programmed.
@@ -469,7 +468,8 @@ TEST(RowStreamsReadBackLikeSpills) {
       for (uint32_t slot = 0; slot < 3; ++slot) CHECK_OK(m.Release(slot));
       m.EndInference();
     }
-    CHECK_EQ(b.sim.access_stats().rejected_programs, 0u);  // no unit programmed twice, none unerased
+    CHECK_EQ(b.sim.access_stats().rejected_programs,
+             0u);  // no unit programmed twice, none unerased
     CHECK(m.stats().spills == 36u);
   }
 }
@@ -488,7 +488,8 @@ TEST(RowStreamErrors) {
   CHECK_STATUS(m.BeginStream(5, 100, 1, acc.data(), &s), Status::kInvalidArgument);  // no slot 5
   CHECK_STATUS(m.BeginStream(0, 100, 1, nullptr, &s), Status::kInvalidArgument);
   CHECK_STATUS(m.BeginStream(0, 101, 2, acc.data(), &s), Status::kMisaligned);
-  CHECK_STATUS(m.BeginStream(0, 64 * 1024, 1, acc.data(), &s), Status::kNoSpace);  // beyond the region
+  CHECK_STATUS(m.BeginStream(0, 64 * 1024, 1, acc.data(), &s),
+               Status::kNoSpace);  // beyond the region
   CHECK_OK(m.BeginStream(0, 100, 1, acc.data(), &s));
   CHECK_OK(m.Append(&s, t.data(), 60));
   CHECK_STATUS(m.EndStream(&s), Status::kInvalidArgument);  // 40 bytes missing

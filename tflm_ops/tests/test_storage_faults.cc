@@ -44,21 +44,30 @@ enum class Fault : uint8_t {
   kProgramSilentShort,  // first half written, reported OK (caught by the block check)
   kProgramNoSpace,      // refused: the device (remote host) is full
   kReadFails,
-  kEraseFails,          // nothing erased, error
-  kEraseInterrupted,    // erased, then the second half of the range cleared, error
+  kEraseFails,        // nothing erased, error
+  kEraseInterrupted,  // erased, then the second half of the range cleared, error
 };
 
 const char* FaultName(Fault f) {
   switch (f) {
-    case Fault::kNone: return "none";
-    case Fault::kProgramFails: return "program fails";
-    case Fault::kProgramPartial: return "program partial";
-    case Fault::kProgramInterrupted: return "program interrupted";
-    case Fault::kProgramSilentShort: return "program silently short";
-    case Fault::kProgramNoSpace: return "program: device full";
-    case Fault::kReadFails: return "read fails";
-    case Fault::kEraseFails: return "erase fails";
-    case Fault::kEraseInterrupted: return "erase interrupted";
+    case Fault::kNone:
+      return "none";
+    case Fault::kProgramFails:
+      return "program fails";
+    case Fault::kProgramPartial:
+      return "program partial";
+    case Fault::kProgramInterrupted:
+      return "program interrupted";
+    case Fault::kProgramSilentShort:
+      return "program silently short";
+    case Fault::kProgramNoSpace:
+      return "program: device full";
+    case Fault::kReadFails:
+      return "read fails";
+    case Fault::kEraseFails:
+      return "erase fails";
+    case Fault::kEraseInterrupted:
+      return "erase interrupted";
   }
   return "?";
 }
@@ -76,8 +85,7 @@ class FaultDevice final : public BlockDevice {
  public:
   explicit FaultDevice(BlockDevice& inner) : in_(inner) {}
 
-  void Arm(Fault f, uint32_t at, bool permanent = false, uint64_t lo = 0,
-           uint64_t hi = ~0ull) {
+  void Arm(Fault f, uint32_t at, bool permanent = false, uint64_t lo = 0, uint64_t hi = ~0ull) {
     fault_ = f;
     at_ = at;
     permanent_ = permanent;
@@ -88,7 +96,9 @@ class FaultDevice final : public BlockDevice {
   }
   void Disarm() { fault_ = Fault::kNone; }
   uint32_t fired() const { return fired_; }
-  void ResetCounts() { for (uint32_t& c : calls_) c = 0; }
+  void ResetCounts() {
+    for (uint32_t& c : calls_) c = 0;
+  }
   uint32_t calls(Op op) const { return calls_[static_cast<int>(op)]; }
 
   const Geometry& geometry() const override { return in_.geometry(); }
@@ -111,8 +121,10 @@ class FaultDevice final : public BlockDevice {
     const size_t half = len / 2 / ps * ps;
     const uint8_t* p = static_cast<const uint8_t*>(src);
     switch (fault) {
-      case Fault::kProgramFails: return Status::kIoError;
-      case Fault::kProgramNoSpace: return Status::kNoSpace;
+      case Fault::kProgramFails:
+        return Status::kIoError;
+      case Fault::kProgramNoSpace:
+        return Status::kNoSpace;
       case Fault::kProgramPartial:
         if (half) (void)in_.Program(addr, p, half);
         return Status::kIoError;
@@ -129,7 +141,8 @@ class FaultDevice final : public BlockDevice {
       case Fault::kProgramSilentShort:
         if (half) (void)in_.Program(addr, p, half);
         return Status::kOk;
-      default: return in_.Program(addr, src, len);
+      default:
+        return in_.Program(addr, src, len);
     }
   }
 
@@ -204,8 +217,8 @@ struct Tensors {
 };
 
 struct Outcome {
-  bool ok = true;          // every call returned kOk
-  bool wrong = false;      // a fetch returned kOk with bytes that differ
+  bool ok = true;      // every call returned kOk
+  bool wrong = false;  // a fetch returned kOk with bytes that differ
   Status first = Status::kOk;
   void Note(Status s) {
     if (!Ok(s) && ok) {
@@ -346,9 +359,12 @@ void BitFlips(Rig& rig, const Tensors& t, Counts* c) {
         rig.FetchAll(t, &o);
         *byte ^= static_cast<uint8_t>(1u << bit);
         ++c->flips;
-        if (o.wrong) ++c->wrong_ok;
-        else if (!o.ok) ++c->detected;
-        else ++c->harmless;  // a byte no fetch reads (row-stream padding)
+        if (o.wrong)
+          ++c->wrong_ok;
+        else if (!o.ok)
+          ++c->detected;
+        else
+          ++c->harmless;  // a byte no fetch reads (row-stream padding)
       }
     }
   }
@@ -434,27 +450,24 @@ void Permanent(Rig& rig, const Tensors& t, Fault f, Counts* c) {
 }
 
 void Report(const char* name, const Counts& c) {
-  std::printf("%s: bit flips: %llu, detected %llu, harmless %llu, wrong-with-OK %llu; "
-              "transient faults: %llu, recovered within one inference %llu "
-              "(inferences lost %llu), wrong-with-OK %llu; permanent faults: %llu, "
-              "sectors retired %llu, recovered %llu (at most %llu inferences lost)\n",
-              name, static_cast<unsigned long long>(c.flips),
-              static_cast<unsigned long long>(c.detected),
-              static_cast<unsigned long long>(c.harmless),
-              static_cast<unsigned long long>(c.wrong_ok),
-              static_cast<unsigned long long>(c.transient),
-              static_cast<unsigned long long>(c.recovered),
-              static_cast<unsigned long long>(c.lost),
-              static_cast<unsigned long long>(c.transient_wrong_ok),
-              static_cast<unsigned long long>(c.permanent),
-              static_cast<unsigned long long>(c.retired),
-              static_cast<unsigned long long>(c.permanent_recovered),
-              static_cast<unsigned long long>(c.permanent_lost_max));
+  std::printf(
+      "%s: bit flips: %llu, detected %llu, harmless %llu, wrong-with-OK %llu; "
+      "transient faults: %llu, recovered within one inference %llu "
+      "(inferences lost %llu), wrong-with-OK %llu; permanent faults: %llu, "
+      "sectors retired %llu, recovered %llu (at most %llu inferences lost)\n",
+      name, static_cast<unsigned long long>(c.flips), static_cast<unsigned long long>(c.detected),
+      static_cast<unsigned long long>(c.harmless), static_cast<unsigned long long>(c.wrong_ok),
+      static_cast<unsigned long long>(c.transient), static_cast<unsigned long long>(c.recovered),
+      static_cast<unsigned long long>(c.lost),
+      static_cast<unsigned long long>(c.transient_wrong_ok),
+      static_cast<unsigned long long>(c.permanent), static_cast<unsigned long long>(c.retired),
+      static_cast<unsigned long long>(c.permanent_recovered),
+      static_cast<unsigned long long>(c.permanent_lost_max));
 }
 
 const Fault kTransients[] = {
-    Fault::kProgramFails,       Fault::kProgramPartial, Fault::kProgramInterrupted,
-    Fault::kProgramSilentShort, Fault::kProgramNoSpace, Fault::kReadFails,
+    Fault::kProgramFails,       Fault::kProgramPartial,   Fault::kProgramInterrupted,
+    Fault::kProgramSilentShort, Fault::kProgramNoSpace,   Fault::kReadFails,
     Fault::kEraseFails,         Fault::kEraseInterrupted,
 };
 
@@ -592,26 +605,26 @@ TEST(UncheckedRamReturnsWrongDataWithOk) {
   CHECK(!rig.manager().checks_blocks());
   Counts c;
   BitFlips(rig, Tensors(42), &c);
-  std::printf("ram, checks off: bit flips: %llu, detected %llu, harmless %llu, wrong-with-OK %llu\n",
-              static_cast<unsigned long long>(c.flips),
-              static_cast<unsigned long long>(c.detected),
-              static_cast<unsigned long long>(c.harmless),
-              static_cast<unsigned long long>(c.wrong_ok));
+  std::printf(
+      "ram, checks off: bit flips: %llu, detected %llu, harmless %llu, wrong-with-OK %llu\n",
+      static_cast<unsigned long long>(c.flips), static_cast<unsigned long long>(c.detected),
+      static_cast<unsigned long long>(c.harmless), static_cast<unsigned long long>(c.wrong_ok));
   CHECK(c.wrong_ok > 0);
 }
 
 TEST(Summary) {
-  std::printf("all devices: bit flips: %llu, detected %llu, harmless %llu, wrong-with-OK %llu; "
-              "transient faults: %llu, recovered within one inference %llu; "
-              "permanent faults: %llu, sectors retired %llu\n",
-              static_cast<unsigned long long>(g_total.flips),
-              static_cast<unsigned long long>(g_total.detected),
-              static_cast<unsigned long long>(g_total.harmless),
-              static_cast<unsigned long long>(g_total.wrong_ok),
-              static_cast<unsigned long long>(g_total.transient),
-              static_cast<unsigned long long>(g_total.recovered),
-              static_cast<unsigned long long>(g_total.permanent),
-              static_cast<unsigned long long>(g_total.retired));
+  std::printf(
+      "all devices: bit flips: %llu, detected %llu, harmless %llu, wrong-with-OK %llu; "
+      "transient faults: %llu, recovered within one inference %llu; "
+      "permanent faults: %llu, sectors retired %llu\n",
+      static_cast<unsigned long long>(g_total.flips),
+      static_cast<unsigned long long>(g_total.detected),
+      static_cast<unsigned long long>(g_total.harmless),
+      static_cast<unsigned long long>(g_total.wrong_ok),
+      static_cast<unsigned long long>(g_total.transient),
+      static_cast<unsigned long long>(g_total.recovered),
+      static_cast<unsigned long long>(g_total.permanent),
+      static_cast<unsigned long long>(g_total.retired));
 }
 
 TINYTEST_MAIN("storage_faults")

@@ -36,7 +36,10 @@ struct Registrar {
   TestCase node;
   Registrar(const char* name, TestFn fn) : node{name, fn, nullptr} {
     Registry& r = registry();
-    if (r.tail) r.tail->next = &node; else r.head = &node;
+    if (r.tail)
+      r.tail->next = &node;
+    else
+      r.head = &node;
     r.tail = &node;
   }
 };
@@ -83,18 +86,18 @@ struct Rng {
 #define TT_CONCAT2(a, b) a##b
 #define TT_CONCAT(a, b) TT_CONCAT2(a, b)
 
-#define TEST(name)                                                      \
-  static void name();                                                   \
+#define TEST(name)                                                          \
+  static void name();                                                       \
   static ::tinytest::Registrar TT_CONCAT(tt_registrar_, name)(#name, name); \
   static void name()
 
 // Record a failure and return from the current test.
-#define CHECK(cond)                                           \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      ::tinytest::Fail(__FILE__, __LINE__, #cond);            \
-      return;                                                 \
-    }                                                         \
+#define CHECK(cond)                                \
+  do {                                             \
+    if (!(cond)) {                                 \
+      ::tinytest::Fail(__FILE__, __LINE__, #cond); \
+      return;                                      \
+    }                                              \
   } while (0)
 
 #define CHECK_EQ(a, b)                                                       \
@@ -109,25 +112,25 @@ struct Rng {
     }                                                                        \
   } while (0)
 
-#define CHECK_OK(expr)                                                    \
-  do {                                                                    \
-    const ::tinyseg::Status tt_s_ = (expr);                               \
-    if (tt_s_ != ::tinyseg::Status::kOk) {                                \
-      std::printf("  status: %s\n", ::tinyseg::StatusName(tt_s_));        \
-      ::tinytest::Fail(__FILE__, __LINE__, #expr " is ok");               \
-      return;                                                             \
-    }                                                                     \
+#define CHECK_OK(expr)                                             \
+  do {                                                             \
+    const ::tinyseg::Status tt_s_ = (expr);                        \
+    if (tt_s_ != ::tinyseg::Status::kOk) {                         \
+      std::printf("  status: %s\n", ::tinyseg::StatusName(tt_s_)); \
+      ::tinytest::Fail(__FILE__, __LINE__, #expr " is ok");        \
+      return;                                                      \
+    }                                                              \
   } while (0)
 
-#define CHECK_STATUS(expr, expected)                                      \
-  do {                                                                    \
-    const ::tinyseg::Status tt_s_ = (expr);                               \
-    if (tt_s_ != (expected)) {                                            \
+#define CHECK_STATUS(expr, expected)                                           \
+  do {                                                                         \
+    const ::tinyseg::Status tt_s_ = (expr);                                    \
+    if (tt_s_ != (expected)) {                                                 \
       std::printf("  status: %s, expected %s\n", ::tinyseg::StatusName(tt_s_), \
-                  ::tinyseg::StatusName(expected));                       \
-      ::tinytest::Fail(__FILE__, __LINE__, #expr " == " #expected);       \
-      return;                                                             \
-    }                                                                     \
+                  ::tinyseg::StatusName(expected));                            \
+      ::tinytest::Fail(__FILE__, __LINE__, #expr " == " #expected);            \
+      return;                                                                  \
+    }                                                                          \
   } while (0)
 
 #define TINYTEST_MAIN(suite) \

@@ -36,10 +36,10 @@ void Setup() {
     s = s * 1103515245u + 12345u;
     g_tensor[i] = (s >> 16) % 100 < 60 ? 0x80 : static_cast<uint8_t>(s >> 24);
   }
-  (void)EncodeToBuffer(g_tensor, kBytes, CodecParams{1, 1024, true}, g_enc_on,
-                       sizeof(g_enc_on), &g_len_on, nullptr);
-  (void)EncodeToBuffer(g_tensor, kBytes, CodecParams{1, 1024, false}, g_enc_off,
-                       sizeof(g_enc_off), &g_len_off, nullptr);
+  (void)EncodeToBuffer(g_tensor, kBytes, CodecParams{1, 1024, true}, g_enc_on, sizeof(g_enc_on),
+                       &g_len_on, nullptr);
+  (void)EncodeToBuffer(g_tensor, kBytes, CodecParams{1, 1024, false}, g_enc_off, sizeof(g_enc_off),
+                       &g_len_off, nullptr);
 }
 
 }  // namespace

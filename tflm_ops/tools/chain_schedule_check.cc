@@ -35,8 +35,8 @@ int main() {
   std::vector<ChainEdge> edges(ne);
   for (auto& e : edges) {
     RowMap& m = e.map;
-    if (std::scanf("%d %d %d %d %d %d %d %d", &e.stage, &e.tensor, &m.in_h, &m.out_h, &m.num, &m.den,
-                   &m.before, &m.after) != 8) {
+    if (std::scanf("%d %d %d %d %d %d %d %d", &e.stage, &e.tensor, &m.in_h, &m.out_h, &m.num,
+                   &m.den, &m.before, &m.after) != 8) {
       return 2;
     }
   }
@@ -47,8 +47,8 @@ int main() {
   }
   std::vector<int32_t> done(nt), held(nt);
   ChainSchedule schedule;
-  Status st = schedule.Init(tensors.data(), nt, stages.data(), ns, edges.data(), ne, outputs.data(), no,
-                            ChainState{done.data(), held.data()});
+  Status st = schedule.Init(tensors.data(), nt, stages.data(), ns, edges.data(), ne, outputs.data(),
+                            no, ChainState{done.data(), held.data()});
   if (Ok(st)) {
     st = schedule.Run([](int32_t stage, int32_t row) {
       std::printf("step %d %d\n", static_cast<int>(stage), static_cast<int>(row));

@@ -39,29 +39,103 @@ using Resolver = tflite::MicroMutableOpResolver<128>;
 
 bool AddBuiltins(Resolver& r) {
   const TfLiteStatus statuses[] = {
-      r.AddAbs(), r.AddAdd(), r.AddAddN(), r.AddArgMax(), r.AddArgMin(),
-      r.AddAveragePool2D(), r.AddBatchMatMul(), r.AddBatchToSpaceNd(), r.AddCast(),
-      r.AddCeil(), r.AddConcatenation(), r.AddConv2D(), r.AddCos(), r.AddCumSum(),
-      r.AddDepthToSpace(), r.AddDepthwiseConv2D(), r.AddDequantize(), r.AddDiv(),
-      r.AddElu(), r.AddEqual(), r.AddExp(), r.AddExpandDims(), r.AddFill(),
-      r.AddFloor(), r.AddFloorDiv(), r.AddFloorMod(), r.AddFullyConnected(),
-      r.AddGather(), r.AddGatherNd(), r.AddGreater(), r.AddGreaterEqual(),
-      r.AddHardSwish(), r.AddL2Normalization(), r.AddL2Pool2D(), r.AddLeakyRelu(),
-      r.AddLess(), r.AddLessEqual(), r.AddLog(), r.AddLogicalAnd(),
-      r.AddLogicalNot(), r.AddLogicalOr(), r.AddLogistic(), r.AddLogSoftmax(),
-      r.AddMaximum(), r.AddMaxPool2D(), r.AddMirrorPad(), r.AddMean(),
-      r.AddMinimum(), r.AddMul(), r.AddNeg(), r.AddNotEqual(), r.AddPack(),
-      r.AddPad(), r.AddPadV2(), r.AddPrelu(), r.AddQuantize(), r.AddReduceMax(),
-      r.AddReduceMin(), r.AddRelu(), r.AddRelu6(), r.AddReshape(),
-      r.AddResizeBilinear(), r.AddResizeNearestNeighbor(), r.AddRound(),
-      r.AddRsqrt(), r.AddSelectV2(), r.AddShape(), r.AddSin(), r.AddSlice(),
-      r.AddSoftmax(), r.AddSpaceToBatchNd(), r.AddSpaceToDepth(), r.AddSplit(),
-      r.AddSplitV(), r.AddSqueeze(), r.AddSqrt(), r.AddSquare(),
-      r.AddSquaredDifference(), r.AddStridedSlice(), r.AddSub(), r.AddSum(),
-      r.AddTanh(), r.AddTranspose(), r.AddTransposeConv(), r.AddUnpack(),
-      r.AddZerosLike(), r.AddBroadcastArgs(), r.AddBroadcastTo(), r.AddDynamicUpdateSlice(),
-      r.AddEmbeddingLookup(), r.AddIf(), r.AddReduceAll(), r.AddReverseV2(), r.AddSvdf(),
-      r.AddUnidirectionalSequenceLSTM(), r.AddWhile(), r.AddDetectionPostprocess(),
+      r.AddAbs(),
+      r.AddAdd(),
+      r.AddAddN(),
+      r.AddArgMax(),
+      r.AddArgMin(),
+      r.AddAveragePool2D(),
+      r.AddBatchMatMul(),
+      r.AddBatchToSpaceNd(),
+      r.AddCast(),
+      r.AddCeil(),
+      r.AddConcatenation(),
+      r.AddConv2D(),
+      r.AddCos(),
+      r.AddCumSum(),
+      r.AddDepthToSpace(),
+      r.AddDepthwiseConv2D(),
+      r.AddDequantize(),
+      r.AddDiv(),
+      r.AddElu(),
+      r.AddEqual(),
+      r.AddExp(),
+      r.AddExpandDims(),
+      r.AddFill(),
+      r.AddFloor(),
+      r.AddFloorDiv(),
+      r.AddFloorMod(),
+      r.AddFullyConnected(),
+      r.AddGather(),
+      r.AddGatherNd(),
+      r.AddGreater(),
+      r.AddGreaterEqual(),
+      r.AddHardSwish(),
+      r.AddL2Normalization(),
+      r.AddL2Pool2D(),
+      r.AddLeakyRelu(),
+      r.AddLess(),
+      r.AddLessEqual(),
+      r.AddLog(),
+      r.AddLogicalAnd(),
+      r.AddLogicalNot(),
+      r.AddLogicalOr(),
+      r.AddLogistic(),
+      r.AddLogSoftmax(),
+      r.AddMaximum(),
+      r.AddMaxPool2D(),
+      r.AddMirrorPad(),
+      r.AddMean(),
+      r.AddMinimum(),
+      r.AddMul(),
+      r.AddNeg(),
+      r.AddNotEqual(),
+      r.AddPack(),
+      r.AddPad(),
+      r.AddPadV2(),
+      r.AddPrelu(),
+      r.AddQuantize(),
+      r.AddReduceMax(),
+      r.AddReduceMin(),
+      r.AddRelu(),
+      r.AddRelu6(),
+      r.AddReshape(),
+      r.AddResizeBilinear(),
+      r.AddResizeNearestNeighbor(),
+      r.AddRound(),
+      r.AddRsqrt(),
+      r.AddSelectV2(),
+      r.AddShape(),
+      r.AddSin(),
+      r.AddSlice(),
+      r.AddSoftmax(),
+      r.AddSpaceToBatchNd(),
+      r.AddSpaceToDepth(),
+      r.AddSplit(),
+      r.AddSplitV(),
+      r.AddSqueeze(),
+      r.AddSqrt(),
+      r.AddSquare(),
+      r.AddSquaredDifference(),
+      r.AddStridedSlice(),
+      r.AddSub(),
+      r.AddSum(),
+      r.AddTanh(),
+      r.AddTranspose(),
+      r.AddTransposeConv(),
+      r.AddUnpack(),
+      r.AddZerosLike(),
+      r.AddBroadcastArgs(),
+      r.AddBroadcastTo(),
+      r.AddDynamicUpdateSlice(),
+      r.AddEmbeddingLookup(),
+      r.AddIf(),
+      r.AddReduceAll(),
+      r.AddReverseV2(),
+      r.AddSvdf(),
+      r.AddUnidirectionalSequenceLSTM(),
+      r.AddWhile(),
+      r.AddDetectionPostprocess(),
       r.AddCircularBuffer(),
       tflite::AddTinySegOps(r),
   };
@@ -125,8 +199,8 @@ struct Storage {
 
   explicit Storage(size_t total) : bytes(total) {
     memory = static_cast<uint8_t*>(malloc(bytes));
-    sectors = static_cast<::tinyseg::SectorInfo*>(
-        calloc(bytes / kSector, sizeof(::tinyseg::SectorInfo)));
+    sectors =
+        static_cast<::tinyseg::SectorInfo*>(calloc(bytes / kSector, sizeof(::tinyseg::SectorInfo)));
     geometry.read_size = 1;
     geometry.program_size = 1;
     geometry.erase_size = kSector;
@@ -151,7 +225,8 @@ struct Storage {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    return Fail("usage: tinyseg_run MODEL INPUT OUTPUT [--batches N] [--arena BYTES] [--storage BYTES]");
+    return Fail(
+        "usage: tinyseg_run MODEL INPUT OUTPUT [--batches N] [--arena BYTES] [--storage BYTES]");
   }
   long batches = 1;
   size_t arena_bytes = 4u << 20;
@@ -184,7 +259,8 @@ int main(int argc, char** argv) {
   if (!AddBuiltins(resolver)) return Fail("op resolver is too small");
 
   Storage storage(storage_bytes);
-  if (storage.memory == nullptr || storage.sectors == nullptr) return Fail("no memory for the spill storage");
+  if (storage.memory == nullptr || storage.sectors == nullptr)
+    return Fail("no memory for the spill storage");
   ::tinyseg::RamBlockDevice device(storage.geometry, storage.memory);
   ::tinyseg::SyncEraseQueue erase_queue(device);
   ::tinyseg::SpillManager manager(device, erase_queue, storage.config, storage.spill_memory);
@@ -224,7 +300,8 @@ int main(int argc, char** argv) {
     manager.EndInference();
     for (size_t i = 0; i < interpreter.outputs_size(); ++i) {
       const TfLiteTensor* t = interpreter.output(i);
-      if (fwrite(t->data.raw, 1, t->bytes, out) != t->bytes) return Fail("cannot write the output file");
+      if (fwrite(t->data.raw, 1, t->bytes, out) != t->bytes)
+        return Fail("cannot write the output file");
     }
   }
   if (fclose(out) != 0) return Fail("cannot write the output file");
@@ -237,9 +314,10 @@ int main(int argc, char** argv) {
   const tflite::RecordedAllocation buffers =
       allocator.GetRecordedAllocation(tflite::RecordedAllocationType::kPersistentBufferData);
   printf("persistent_buffers %llu\n", U(buffers.used_bytes));
-  printf("persistent_tensors %llu\n",
-         U(allocator.GetRecordedAllocation(tflite::RecordedAllocationType::kPersistentTfLiteTensorData)
-               .used_bytes));
+  printf(
+      "persistent_tensors %llu\n",
+      U(allocator.GetRecordedAllocation(tflite::RecordedAllocationType::kPersistentTfLiteTensorData)
+            .used_bytes));
   printf("persistent_quantization %llu\n",
          U(allocator
                .GetRecordedAllocation(

@@ -26,7 +26,7 @@
 tinyseg_nicla::InternalFlashBlockDevice device;  // this core's own FlashIAP
 tinyseg_nicla::HsemRingPlatform platform(tinyseg_nicla::kHsemInternalBase);
 #elif TINYSEG_STORAGE == TINYSEG_STORAGE_QSPI
-tinyseg_nicla::QspiFlashBlockDevice device;      // this core's own QSPIF driver
+tinyseg_nicla::QspiFlashBlockDevice device;  // this core's own QSPIF driver
 tinyseg_nicla::HsemRingPlatform platform(tinyseg_nicla::kHsemQspi);
 #endif
 

@@ -6,7 +6,8 @@
 
 #define TINYSEG_STORAGE_INTERNAL 1  // bank 2 of the STM32H747 flash (paper: "internal")
 #define TINYSEG_STORAGE_QSPI 2      // 16 MB AT25QL128A QSPI NOR (paper: "external")
-#define TINYSEG_STORAGE_REMOTE 3    // a host over the USB serial (paper: "remote"), `tinyseg remote-host`
+#define TINYSEG_STORAGE_REMOTE \
+  3  // a host over the USB serial (paper: "remote"), `tinyseg remote-host`
 
 #ifndef TINYSEG_STORAGE
 #define TINYSEG_STORAGE TINYSEG_STORAGE_INTERNAL

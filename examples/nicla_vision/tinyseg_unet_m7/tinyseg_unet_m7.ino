@@ -78,7 +78,8 @@ uint8_t link_cache[TINYSEG_REMOTE_PAYLOAD];  // read-ahead / write-behind of the
 tinyseg::remote::RemoteClient* remote_client = nullptr;
 tinyseg::remote::RemoteBlockDevice* remote_device = nullptr;
 alignas(tinyseg::remote::RemoteClient) uint8_t client_mem[sizeof(tinyseg::remote::RemoteClient)];
-alignas(tinyseg::remote::RemoteBlockDevice) uint8_t device_mem[sizeof(tinyseg::remote::RemoteBlockDevice)];
+alignas(tinyseg::remote::RemoteBlockDevice) uint8_t
+    device_mem[sizeof(tinyseg::remote::RemoteBlockDevice)];
 #else
 #error "TINYSEG_STORAGE must be TINYSEG_STORAGE_INTERNAL, _QSPI or _REMOTE"
 #endif
@@ -174,8 +175,8 @@ bool SetUpStorage() {
   if (!tinyseg::Ok(s = remote_device->Init())) return Fail("remote device", s);
   device = remote_device;
   cfg.region_size = kRemoteBytes;
-  cfg.assume_erased = true;     // Init erased the host slot
-  cfg.pre_erase_sectors = 0;    // host erases are one frame each, not worth queueing
+  cfg.assume_erased = true;   // Init erased the host slot
+  cfg.pre_erase_sectors = 0;  // host erases are one frame each, not worth queueing
   erase_queue = new (sync_queue_mem) tinyseg::SyncEraseQueue(*device);
 #else
   tinyseg::Status s = flash_device.Init();
@@ -227,8 +228,8 @@ bool SetUpModel() {
   resolver.AddMaxPool2D();
   resolver.AddQuantize();
   if (tflite::AddTinySegOps(resolver) != kTfLiteOk) return false;
-  interpreter = new (interpreter_mem)
-      tflite::MicroInterpreter(model, resolver, tensor_arena, kArenaBytes);
+  interpreter =
+      new (interpreter_mem) tflite::MicroInterpreter(model, resolver, tensor_arena, kArenaBytes);
   runtime.spill = spill;
   if (tinyseg::AttachRuntime(*interpreter, runtime) != kTfLiteOk) return false;
   if (interpreter->AllocateTensors() != kTfLiteOk) {
@@ -293,8 +294,8 @@ void loop() {
   spill->EndInference();
   const tinyseg::SpillStats& s = spill->stats();
   Log("inference %lu%s: %lu.%03lu ms, spilled %lu -> %lu B, fetched %lu B, erase waits %lu",
-      static_cast<unsigned long>(n), n == 0 ? " (warm-up)" : "", static_cast<unsigned long>(us / 1000),
-      static_cast<unsigned long>(us % 1000),
+      static_cast<unsigned long>(n), n == 0 ? " (warm-up)" : "",
+      static_cast<unsigned long>(us / 1000), static_cast<unsigned long>(us % 1000),
       static_cast<unsigned long>(s.raw_bytes_spilled - before.raw_bytes_spilled),
       static_cast<unsigned long>(s.encoded_bytes - before.encoded_bytes),
       static_cast<unsigned long>(s.bytes_read - before.bytes_read),

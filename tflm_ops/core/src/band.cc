@@ -48,8 +48,8 @@ Status InputRowsForBand(const ConvRows& p, int32_t output_h, int32_t r0, int32_t
   TINYSEG_RETURN_IF_ERROR(ComputePaddingRows(p, output_h, &pad));
   if (r0 < 0 || r1 <= r0 || r1 > output_h) return Status::kOutOfRange;
   const int64_t start = static_cast<int64_t>(r0) * p.stride_h - pad.top;
-  const int64_t end = static_cast<int64_t>(r1 - 1) * p.stride_h - pad.top +
-                      EffectiveKernelH(p);  // exclusive
+  const int64_t end =
+      static_cast<int64_t>(r1 - 1) * p.stride_h - pad.top + EffectiveKernelH(p);  // exclusive
   const int64_t span = end - start;
   int64_t top = -start;
   if (top < 0) top = 0;
@@ -74,8 +74,8 @@ int32_t BandBufferRows(const ConvRows& p, int32_t rows) {
   return n < p.input_h ? static_cast<int32_t>(n) : p.input_h;
 }
 
-size_t BandBufferBytes(const ConvRows& p, int32_t rows, int32_t width,
-                       int32_t channels, int32_t elem_size) {
+size_t BandBufferBytes(const ConvRows& p, int32_t rows, int32_t width, int32_t channels,
+                       int32_t elem_size) {
   const int32_t band_rows = BandBufferRows(p, rows);
   if (band_rows == 0 || width <= 0 || channels <= 0 || elem_size <= 0) return 0;
   const uint64_t bytes = static_cast<uint64_t>(band_rows) * static_cast<uint64_t>(width) *
@@ -83,8 +83,8 @@ size_t BandBufferBytes(const ConvRows& p, int32_t rows, int32_t width,
   return bytes > static_cast<uint64_t>(SIZE_MAX) ? SIZE_MAX : static_cast<size_t>(bytes);
 }
 
-int32_t MaxBandRows(const ConvRows& p, int32_t output_h, int32_t width,
-                    int32_t channels, int32_t elem_size, size_t budget_bytes) {
+int32_t MaxBandRows(const ConvRows& p, int32_t output_h, int32_t width, int32_t channels,
+                    int32_t elem_size, size_t budget_bytes) {
   const int32_t eff = EffectiveKernelH(p);
   if (eff == 0 || output_h <= 0 || width <= 0 || channels <= 0 || elem_size <= 0) return 0;
   const uint64_t row_bytes = static_cast<uint64_t>(width) * static_cast<uint64_t>(channels) *
@@ -97,8 +97,8 @@ int32_t MaxBandRows(const ConvRows& p, int32_t output_h, int32_t width,
   return rows > static_cast<uint64_t>(output_h) ? output_h : static_cast<int32_t>(rows);
 }
 
-Status NextBand(const ConvRows& p, int32_t output_h, int32_t band_rows,
-                const BandStep* prev, BandStep* out) {
+Status NextBand(const ConvRows& p, int32_t output_h, int32_t band_rows, const BandStep* prev,
+                BandStep* out) {
   if (out == nullptr || band_rows <= 0) return Status::kInvalidArgument;
   const bool first = prev == nullptr;
   const BandStep before = first ? BandStep() : *prev;  // prev may alias out

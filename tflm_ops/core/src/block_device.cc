@@ -12,8 +12,7 @@ Status CheckAccess(const Geometry& g, uint64_t addr, uint64_t len, uint32_t unit
 }
 
 Status ValidateGeometry(const Geometry& g) {
-  if (g.read_size == 0 || g.program_size == 0 || g.erase_size == 0 ||
-      g.total_size == 0) {
+  if (g.read_size == 0 || g.program_size == 0 || g.erase_size == 0 || g.total_size == 0) {
     return Status::kInvalidArgument;
   }
   if (g.erase_size % g.program_size != 0 || g.erase_size % g.read_size != 0 ||

@@ -26,8 +26,7 @@ uint32_t GetU16(const uint8_t* p) {
 }
 uint32_t GetU32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-         (static_cast<uint32_t>(p[2]) << 16) |
-         (static_cast<uint32_t>(p[3]) << 24);
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 
 // Element bytes as an integer key; only equality matters, so host byte
@@ -37,20 +36,36 @@ uint32_t GetU32(const uint8_t* p) {
 inline uint32_t LoadElem(const uint8_t* p, uint32_t es) {
   uint32_t v = 0;
   switch (es) {
-    case 1: std::memcpy(&v, p, 1); break;
-    case 2: std::memcpy(&v, p, 2); break;
-    case 4: std::memcpy(&v, p, 4); break;
-    default: std::memcpy(&v, p, es); break;
+    case 1:
+      std::memcpy(&v, p, 1);
+      break;
+    case 2:
+      std::memcpy(&v, p, 2);
+      break;
+    case 4:
+      std::memcpy(&v, p, 4);
+      break;
+    default:
+      std::memcpy(&v, p, es);
+      break;
   }
   return v;
 }
 
 inline void CopyElem(uint8_t* dst, const uint8_t* src, uint32_t es) {
   switch (es) {
-    case 1: std::memmove(dst, src, 1); break;
-    case 2: std::memmove(dst, src, 2); break;
-    case 4: std::memmove(dst, src, 4); break;
-    default: std::memmove(dst, src, es); break;
+    case 1:
+      std::memmove(dst, src, 1);
+      break;
+    case 2:
+      std::memmove(dst, src, 2);
+      break;
+    case 4:
+      std::memmove(dst, src, 4);
+      break;
+    default:
+      std::memmove(dst, src, es);
+      break;
   }
 }
 
@@ -71,8 +86,8 @@ struct BlockPlan {
 };
 
 // Most frequent element of block[0, n). Exact for es == 1.
-void FindRepresentative(const uint8_t* block, uint32_t n, uint32_t es,
-                        uint32_t* rep, uint32_t* rep_count) {
+void FindRepresentative(const uint8_t* block, uint32_t n, uint32_t es, uint32_t* rep,
+                        uint32_t* rep_count) {
   if (es == 1) {
     uint16_t hist[256];
     std::memset(hist, 0, sizeof(hist));
@@ -152,8 +167,7 @@ BlockPlan PlanBlock(const uint8_t* block, uint32_t n, uint32_t es) {
   FindRepresentative(block, n, es, &p.rep, &rep_count);
   p.others = n - rep_count;
   const size_t raw = kBlockHeaderBytes + static_cast<size_t>(n) * es;
-  const size_t comp = kBlockHeaderBytes + (n + 7) / 8 +
-                      static_cast<size_t>(p.others) * es;
+  const size_t comp = kBlockHeaderBytes + (n + 7) / 8 + static_cast<size_t>(p.others) * es;
   if (p.others == 0) {
     p.mode = BlockMode::kConstant;
     p.encoded = kBlockHeaderBytes;
@@ -168,8 +182,8 @@ BlockPlan PlanBlock(const uint8_t* block, uint32_t n, uint32_t es) {
   return p;
 }
 
-Status WriteBlock(const uint8_t* block, uint32_t n, uint32_t es,
-                  const BlockPlan& p, ByteSink& sink) {
+Status WriteBlock(const uint8_t* block, uint32_t n, uint32_t es, const BlockPlan& p,
+                  ByteSink& sink) {
   uint8_t hdr[kBlockHeaderBytes];
   hdr[0] = static_cast<uint8_t>(p.mode);
   hdr[1] = 0;
@@ -185,8 +199,7 @@ Status WriteBlock(const uint8_t* block, uint32_t n, uint32_t es,
   uint8_t buf[kChunk];
   const uint32_t bitmap_bytes = (n + 7) / 8;
   for (uint32_t byte0 = 0; byte0 < bitmap_bytes; byte0 += kChunk) {
-    const uint32_t nb =
-        (bitmap_bytes - byte0 < kChunk) ? bitmap_bytes - byte0 : kChunk;
+    const uint32_t nb = (bitmap_bytes - byte0 < kChunk) ? bitmap_bytes - byte0 : kChunk;
     std::memset(buf, 0, nb);
     const uint32_t e_begin = byte0 * 8;
     uint32_t e_end = (byte0 + nb) * 8;
@@ -263,19 +276,32 @@ inline uint32_t BlockElems(const StreamHeader& h, uint32_t block) {
 
 const char* StatusName(Status s) {
   switch (s) {
-    case Status::kOk: return "ok";
-    case Status::kInvalidArgument: return "invalid_argument";
-    case Status::kOutOfRange: return "out_of_range";
-    case Status::kMisaligned: return "misaligned";
-    case Status::kNotErased: return "not_erased";
-    case Status::kBufferTooSmall: return "buffer_too_small";
-    case Status::kCorrupt: return "corrupt";
-    case Status::kIoError: return "io_error";
-    case Status::kBusy: return "busy";
-    case Status::kNoSpace: return "no_space";
-    case Status::kNotFound: return "not_found";
-    case Status::kUnsupported: return "unsupported";
-    case Status::kChecksumMismatch: return "checksum_mismatch";
+    case Status::kOk:
+      return "ok";
+    case Status::kInvalidArgument:
+      return "invalid_argument";
+    case Status::kOutOfRange:
+      return "out_of_range";
+    case Status::kMisaligned:
+      return "misaligned";
+    case Status::kNotErased:
+      return "not_erased";
+    case Status::kBufferTooSmall:
+      return "buffer_too_small";
+    case Status::kCorrupt:
+      return "corrupt";
+    case Status::kIoError:
+      return "io_error";
+    case Status::kBusy:
+      return "busy";
+    case Status::kNoSpace:
+      return "no_space";
+    case Status::kNotFound:
+      return "not_found";
+    case Status::kUnsupported:
+      return "unsupported";
+    case Status::kChecksumMismatch:
+      return "checksum_mismatch";
   }
   return "unknown";
 }
@@ -302,8 +328,8 @@ Status ValidateCodecParams(size_t total_bytes, const CodecParams& params) {
   }
   if (total_bytes % es != 0) return Status::kMisaligned;
   // Every offset of the stream (worst case: all blocks raw) must fit in u32.
-  const uint64_t nb = (static_cast<uint64_t>(total_bytes) + params.block_bytes - 1) /
-                      params.block_bytes;
+  const uint64_t nb =
+      (static_cast<uint64_t>(total_bytes) + params.block_bytes - 1) / params.block_bytes;
   const uint64_t worst = kStreamHeaderBytes +
                          nb * (kIndexEntryBytes + BlockOverheadBytes(params.block_crc)) +
                          total_bytes;
@@ -328,8 +354,8 @@ size_t WorstCaseEncodedSize(size_t total_bytes, const CodecParams& params) {
   return StreamMetaBytes(nb) + nb * BlockOverheadBytes(params.block_crc) + total_bytes;
 }
 
-Status MeasureEncodedSize(const uint8_t* data, size_t size,
-                          const CodecParams& params, size_t* encoded_size) {
+Status MeasureEncodedSize(const uint8_t* data, size_t size, const CodecParams& params,
+                          size_t* encoded_size) {
   if (encoded_size == nullptr || (data == nullptr && size != 0)) {
     return Status::kInvalidArgument;
   }
@@ -340,16 +366,15 @@ Status MeasureEncodedSize(const uint8_t* data, size_t size,
   const size_t check = params.block_crc ? kBlockCrcBytes : 0;
   for (size_t b = 0; b < nb; ++b) {
     const size_t start = b * params.block_bytes;
-    const size_t len =
-        (size - start < params.block_bytes) ? size - start : params.block_bytes;
+    const size_t len = (size - start < params.block_bytes) ? size - start : params.block_bytes;
     total += PlanBlock(data + start, static_cast<uint32_t>(len / es), es).encoded + check;
   }
   *encoded_size = total;
   return Status::kOk;
 }
 
-Status Encode(const uint8_t* data, size_t size, const CodecParams& params,
-              ByteSink& sink, EncodeStats* stats) {
+Status Encode(const uint8_t* data, size_t size, const CodecParams& params, ByteSink& sink,
+              EncodeStats* stats) {
   if (data == nullptr && size != 0) return Status::kInvalidArgument;
   TINYSEG_RETURN_IF_ERROR(ValidateCodecParams(size, params));
   const uint32_t es = params.elem_size;
@@ -396,9 +421,15 @@ Status Encode(const uint8_t* data, size_t size, const CodecParams& params,
     }
     at += p.encoded + check;
     switch (p.mode) {
-      case BlockMode::kRaw: ++st.raw_blocks; break;
-      case BlockMode::kCompressed: ++st.compressed_blocks; break;
-      case BlockMode::kConstant: ++st.constant_blocks; break;
+      case BlockMode::kRaw:
+        ++st.raw_blocks;
+        break;
+      case BlockMode::kCompressed:
+        ++st.compressed_blocks;
+        break;
+      case BlockMode::kConstant:
+        ++st.constant_blocks;
+        break;
     }
   }
   st.encoded_bytes = offset;
@@ -440,9 +471,8 @@ Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size, uint32_
   return Status::kOk;
 }
 
-Status EncodeToBuffer(const uint8_t* data, size_t size,
-                      const CodecParams& params, uint8_t* out, size_t capacity,
-                      size_t* out_len, EncodeStats* stats) {
+Status EncodeToBuffer(const uint8_t* data, size_t size, const CodecParams& params, uint8_t* out,
+                      size_t capacity, size_t* out_len, EncodeStats* stats) {
   if (out == nullptr && capacity != 0) return Status::kInvalidArgument;
   MemorySink sink(out, capacity);
   TINYSEG_RETURN_IF_ERROR(Encode(data, size, params, sink, stats));
@@ -456,8 +486,8 @@ Status ReadStreamHeader(ByteSource& source, StreamHeader* header) {
   if (source.Size() < kStreamHeaderBytes) return Status::kCorrupt;
   TINYSEG_RETURN_IF_ERROR(source.Read(0, hdr, sizeof(hdr)));
   if (Crc32(hdr, 16) != GetU32(hdr + 16)) return Status::kChecksumMismatch;
-  if (GetU32(hdr) != kCodecMagic || hdr[13] != kCodecVersion ||
-      (hdr[14] & ~kFlagBlockCrc) != 0 || hdr[15] != 0) {
+  if (GetU32(hdr) != kCodecMagic || hdr[13] != kCodecVersion || (hdr[14] & ~kFlagBlockCrc) != 0 ||
+      hdr[15] != 0) {
     return Status::kCorrupt;
   }
   CodecParams p;
@@ -500,9 +530,8 @@ Status StreamReader::VerifyBlock(size_t off, size_t len, uint32_t crc) {
 // Elements [a, b) of a compressed block whose body starts at `body`. With
 // crc non-null the call decodes the whole block and runs the check over the
 // bitmap and the packed values in stored order (they are each read once).
-Status StreamReader::DecodeCompressed(size_t body, uint32_t n_blk, uint32_t count,
-                                      uint32_t a, uint32_t b, const uint8_t* rep,
-                                      uint8_t* dst, uint32_t* crc) {
+Status StreamReader::DecodeCompressed(size_t body, uint32_t n_blk, uint32_t count, uint32_t a,
+                                      uint32_t b, const uint8_t* rep, uint8_t* dst, uint32_t* crc) {
   const uint32_t es = header_.elem_size;
   const size_t bitmap_bytes = (n_blk + 7) / 8;
   const uint32_t n = b - a;
@@ -525,7 +554,10 @@ Status StreamReader::DecodeCompressed(size_t body, uint32_t n_blk, uint32_t coun
         const uint32_t e = e0 + bit;
         if (e >= b) break;
         if ((v >> bit) & 1u) {
-          if (e < a) ++s; else ++m;
+          if (e < a)
+            ++s;
+          else
+            ++m;
         }
       }
     }
@@ -536,9 +568,8 @@ Status StreamReader::DecodeCompressed(size_t body, uint32_t n_blk, uint32_t coun
   // front to back (never overtakes an unread packed value).
   uint8_t* packed = dst + static_cast<size_t>(n - m) * es;
   if (m) {
-    TINYSEG_RETURN_IF_ERROR(source_->Read(
-        body + bitmap_bytes + static_cast<size_t>(s) * es, packed,
-        static_cast<size_t>(m) * es));
+    TINYSEG_RETURN_IF_ERROR(source_->Read(body + bitmap_bytes + static_cast<size_t>(s) * es, packed,
+                                          static_cast<size_t>(m) * es));
     if (crc) *crc = Crc32Update(*crc, packed, static_cast<size_t>(m) * es);
   }
   const bool cached = need <= kChunk;  // whole [0, b) bitmap still in buf
@@ -570,8 +601,7 @@ Status StreamReader::DecodeCompressed(size_t body, uint32_t n_blk, uint32_t coun
   return Status::kOk;
 }
 
-Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b,
-                                     uint8_t* dst) {
+Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b, uint8_t* dst) {
   const uint32_t es = header_.elem_size;
   const uint32_t n_blk = BlockElems(header_, block);
   const bool checked = header_.block_crc;
@@ -616,8 +646,8 @@ Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b,
   uint32_t* running = checked && whole ? &crc : nullptr;
 
   if (mode == static_cast<uint8_t>(BlockMode::kRaw)) {
-    TINYSEG_RETURN_IF_ERROR(source_->Read(body + static_cast<size_t>(a) * es, dst,
-                                          static_cast<size_t>(n) * es));
+    TINYSEG_RETURN_IF_ERROR(
+        source_->Read(body + static_cast<size_t>(a) * es, dst, static_cast<size_t>(n) * es));
     if (running) crc = Crc32Update(crc, dst, static_cast<size_t>(n) * es);
   } else if (mode == static_cast<uint8_t>(BlockMode::kConstant)) {
     for (uint32_t i = 0; i < n; ++i) CopyElem(dst + i * es, bh + 4, es);
@@ -632,8 +662,7 @@ Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b,
   return Status::kOk;
 }
 
-Status StreamReader::DecodeElements(uint32_t first, uint32_t last,
-                                    uint8_t* dst) {
+Status StreamReader::DecodeElements(uint32_t first, uint32_t last, uint8_t* dst) {
   const uint32_t es = header_.elem_size;
   const uint32_t per_block = header_.block_bytes / es;
   uint32_t e = first;
@@ -674,8 +703,7 @@ Status StreamReader::DecodeRange(size_t offset, size_t length, uint8_t* dst) {
   const size_t whole_end = end - end % es;
   if (pos < whole_end) {
     TINYSEG_RETURN_IF_ERROR(DecodeElements(static_cast<uint32_t>(pos / es),
-                                           static_cast<uint32_t>(whole_end / es),
-                                           dst));
+                                           static_cast<uint32_t>(whole_end / es), dst));
     dst += whole_end - pos;
     pos = whole_end;
   }
@@ -689,15 +717,13 @@ Status StreamReader::DecodeRange(size_t offset, size_t length, uint8_t* dst) {
   return Status::kOk;
 }
 
-Status DecodeRange(ByteSource& source, size_t offset, size_t length,
-                   uint8_t* dst) {
+Status DecodeRange(ByteSource& source, size_t offset, size_t length, uint8_t* dst) {
   StreamReader r;
   TINYSEG_RETURN_IF_ERROR(r.Open(source));
   return r.DecodeRange(offset, length, dst);
 }
 
-Status DecodeAll(ByteSource& source, uint8_t* dst, size_t capacity,
-                 size_t* out_len) {
+Status DecodeAll(ByteSource& source, uint8_t* dst, size_t capacity, size_t* out_len) {
   StreamReader r;
   TINYSEG_RETURN_IF_ERROR(r.Open(source));
   const size_t total = r.header().total_bytes;

@@ -104,7 +104,8 @@ bool RingEraseWorker::Attach() {
 bool RingEraseWorker::Poll() {
   if (ring_.magic.load(kAcq) != kEraseRingMagic) return false;
   // Re-stamp after the main core re-initialised the ring under a running worker.
-  if (ring_.worker_state.load(kRlx) != kEraseWorkerAlive) ring_.worker_state.store(kEraseWorkerAlive, kRel);
+  if (ring_.worker_state.load(kRlx) != kEraseWorkerAlive)
+    ring_.worker_state.store(kEraseWorkerAlive, kRel);
   const uint32_t done = ring_.completed.load(kRlx);  // we are its only writer
   if (ring_.submitted.load(kAcq) == done) return false;
   const EraseTicket t = done + 1;

@@ -5,8 +5,8 @@
 
 namespace tinyseg {
 
-NorFlashSim::NorFlashSim(const NorFlashConfig& config, uint8_t* storage,
-                         uint32_t* erase_counts, uint8_t* program_flags)
+NorFlashSim::NorFlashSim(const NorFlashConfig& config, uint8_t* storage, uint32_t* erase_counts,
+                         uint8_t* program_flags)
     : cfg_(config), mem_(storage), erase_counts_(erase_counts), flags_(program_flags) {}
 
 size_t NorFlashSim::ProgramFlagBytes(const NorFlashConfig& config) {
@@ -76,8 +76,7 @@ uint64_t NorFlashSim::ModelledNs(Op op, uint64_t addr, uint64_t len) const {
       const uint64_t first = addr / u;
       const uint64_t last = (addr + len - 1) / u;
       const uint64_t units = last - first + 1;
-      return units * (t.program_unit_ns + t.program_cmd_ns) +
-             (len * t.program_ps_per_byte) / 1000;
+      return units * (t.program_unit_ns + t.program_cmd_ns) + (len * t.program_ps_per_byte) / 1000;
     }
     case Op::kErase:
       return (len / cfg_.geometry.erase_size) * t.erase_sector_ns;

@@ -21,26 +21,29 @@ uint32_t GetU32(const uint8_t* p) {
          (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 
-bool IsKnownType(uint8_t t) {
-  return (t >= 0x01 && t <= 0x07) || (t >= 0x80 && t <= 0x83);
-}
+bool IsKnownType(uint8_t t) { return (t >= 0x01 && t <= 0x07) || (t >= 0x80 && t <= 0x83); }
 
 // Signed difference of wrapping millisecond stamps.
-int32_t MsUntil(uint32_t deadline, uint32_t now) {
-  return static_cast<int32_t>(deadline - now);
-}
+int32_t MsUntil(uint32_t deadline, uint32_t now) { return static_cast<int32_t>(deadline - now); }
 
 }  // namespace
 
 const char* RemoteErrorName(RemoteError e) {
   switch (e) {
-    case RemoteError::kNone: return "none";
-    case RemoteError::kTimeout: return "timeout";
-    case RemoteError::kCorruptFrame: return "corrupt_frame";
-    case RemoteError::kNak: return "nak";
-    case RemoteError::kRemoteStatus: return "remote_status";
-    case RemoteError::kProtocol: return "protocol";
-    case RemoteError::kStream: return "stream";
+    case RemoteError::kNone:
+      return "none";
+    case RemoteError::kTimeout:
+      return "timeout";
+    case RemoteError::kCorruptFrame:
+      return "corrupt_frame";
+    case RemoteError::kNak:
+      return "nak";
+    case RemoteError::kRemoteStatus:
+      return "remote_status";
+    case RemoteError::kProtocol:
+      return "protocol";
+    case RemoteError::kStream:
+      return "stream";
   }
   return "unknown";
 }
@@ -89,8 +92,8 @@ bool CobsDecode(const uint8_t* in, size_t len, uint8_t* out, size_t* out_len) {
   return true;
 }
 
-size_t EncodeFrame(const FrameHeader& h, const uint8_t* payload, size_t len,
-                   uint8_t* scratch, size_t scratch_cap, uint8_t* out, size_t out_cap) {
+size_t EncodeFrame(const FrameHeader& h, const uint8_t* payload, size_t len, uint8_t* scratch,
+                   size_t scratch_cap, uint8_t* out, size_t out_cap) {
   const size_t raw_len = kHeaderBytes + len + kCrcBytes;
   if (scratch_cap < raw_len || (len > 0 && payload == nullptr)) return 0;
   scratch[0] = static_cast<uint8_t>(h.type);
@@ -108,8 +111,8 @@ size_t EncodeFrame(const FrameHeader& h, const uint8_t* payload, size_t len,
   return n + 1;
 }
 
-Status ParseFrame(const uint8_t* frame, size_t len, FrameHeader* h,
-                  const uint8_t** payload, size_t* payload_len) {
+Status ParseFrame(const uint8_t* frame, size_t len, FrameHeader* h, const uint8_t** payload,
+                  size_t* payload_len) {
   if (len < kHeaderBytes + kCrcBytes) return Status::kCorrupt;
   const size_t body = len - kCrcBytes;
   if (Crc32(frame, body) != GetU32(frame + body)) return Status::kCorrupt;
@@ -449,7 +452,8 @@ Status RemoteBlockDevice::Read(uint64_t addr, void* dst, size_t len) {
     } else if (len >= line_cap) {
       s = SendRead(addr, out, len);  // no buffer, or bigger than a line
     } else {
-      const size_t k = (!line_[0].valid || (line_[1].valid && line_[0].used < line_[1].used)) ? 0 : 1;
+      const size_t k =
+          (!line_[0].valid || (line_[1].valid && line_[0].used < line_[1].used)) ? 0 : 1;
       Line& l = line_[k];
       const uint64_t left = g_.total_size - addr;
       const size_t fill = left < line_cap ? static_cast<size_t>(left) : line_cap;
@@ -475,8 +479,8 @@ Status RemoteBlockDevice::Program(uint64_t addr, const void* src, size_t len) {
   const uint8_t* in = static_cast<const uint8_t*>(src);
   if (len > 0) {
     DropLines();  // the write buffer reuses their memory (and may overlap them)
-    const bool append = write_len_ > 0 && addr == write_addr_ + write_len_ &&
-                        write_len_ + len <= cache_cap_;
+    const bool append =
+        write_len_ > 0 && addr == write_addr_ + write_len_ && write_len_ + len <= cache_cap_;
     if (append) {
       std::memcpy(cache_ + write_len_, in, len);
       write_len_ += len;
@@ -522,8 +526,8 @@ uint64_t RemoteBlockDevice::ModelledNs(Op op, uint64_t addr, uint64_t len) const
 
 // ---------------------------------------------------------------- reference host
 
-RamSlotStore::RamSlotStore(uint8_t* memory, uint32_t* sizes, uint8_t* present,
-                           uint32_t num_slots, uint32_t slot_capacity)
+RamSlotStore::RamSlotStore(uint8_t* memory, uint32_t* sizes, uint8_t* present, uint32_t num_slots,
+                           uint32_t slot_capacity)
     : mem_(memory), sizes_(sizes), present_(present), n_(num_slots), cap_(slot_capacity) {
   Clear();
 }

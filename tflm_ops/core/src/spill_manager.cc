@@ -75,15 +75,13 @@ WearEstimate EstimateWear(uint64_t region_bytes, uint32_t sector_bytes,
   if (sector_bytes == 0 || region_bytes == 0 || bytes_per_inference == 0) return w;
   w.erases_per_inference =
       static_cast<double>(bytes_per_inference) / static_cast<double>(sector_bytes);
-  w.inferences_to_limit = static_cast<double>(endurance) *
-                          static_cast<double>(region_bytes) /
+  w.inferences_to_limit = static_cast<double>(endurance) * static_cast<double>(region_bytes) /
                           static_cast<double>(bytes_per_inference);
   return w;
 }
 
-SpillManager::SpillManager(BlockDevice& device, EraseQueue& erase_queue,
-                           const SpillConfig& config, const SpillMemory& memory,
-                           VirtualClock* clock)
+SpillManager::SpillManager(BlockDevice& device, EraseQueue& erase_queue, const SpillConfig& config,
+                           const SpillMemory& memory, VirtualClock* clock)
     : dev_(device), eq_(erase_queue), cfg_(config), mem_(memory), clock_(clock) {}
 
 Status SpillManager::Init() {
@@ -96,8 +94,7 @@ Status SpillManager::Init() {
       cfg_.region_size % g.erase_size != 0) {
     return Status::kMisaligned;
   }
-  if (cfg_.region_offset > g.total_size ||
-      cfg_.region_size > g.total_size - cfg_.region_offset) {
+  if (cfg_.region_offset > g.total_size || cfg_.region_size > g.total_size - cfg_.region_offset) {
     return Status::kOutOfRange;
   }
   if (cfg_.region_size > 0xFFFFFFFFull) return Status::kInvalidArgument;
@@ -320,8 +317,8 @@ Status SpillManager::ReadRing(uint64_t ring_off, uint8_t* dst, size_t len) {
   return Status::kOk;
 }
 
-Status SpillManager::Spill(uint32_t slot, const void* data, size_t size,
-                           uint32_t elem_size, ByteSpan staging, uint32_t block_bytes) {
+Status SpillManager::Spill(uint32_t slot, const void* data, size_t size, uint32_t elem_size,
+                           ByteSpan staging, uint32_t block_bytes) {
   if (!ready_ || slot >= mem_.num_slots || (data == nullptr && size != 0) ||
       staging.data == nullptr) {
     return Status::kInvalidArgument;
@@ -342,8 +339,7 @@ Status SpillManager::Spill(uint32_t slot, const void* data, size_t size,
   const uint64_t stored = (encoded + program_size_ - 1) / program_size_ * program_size_;
   TINYSEG_RETURN_IF_ERROR(ReserveAtHead(stored));
 
-  SpillSink sink(*this, head_, staging.data,
-                 staging.size - staging.size % program_size_);
+  SpillSink sink(*this, head_, staging.data, staging.size - staging.size % program_size_);
   program_failed_ = false;
   Status s = Encode(bytes, size, params, sink, nullptr);
   if (Ok(s)) s = sink.Finish();
@@ -429,7 +425,9 @@ Status SpillManager::ReserveAtHead(uint64_t stored) {
 class StreamUnitSink final : public ByteSink {
  public:
   StreamUnitSink(SpillManager& m, SpillStream* st) : m_(m), st_(st) {}
-  Status Write(const uint8_t* data, size_t len) override { return m_.StreamWrite(st_, 1, data, len); }
+  Status Write(const uint8_t* data, size_t len) override {
+    return m_.StreamWrite(st_, 1, data, len);
+  }
 
  private:
   SpillManager& m_;
@@ -447,7 +445,8 @@ Status SpillManager::StreamWrite(SpillStream* st, int area, const uint8_t* data,
     st->unit_fill[area] += static_cast<uint32_t>(n);
     data += n;
     len -= n;
-    if (st->unit_fill[area] == kStreamUnitBytes) TINYSEG_RETURN_IF_ERROR(StreamFlush(st, area, false));
+    if (st->unit_fill[area] == kStreamUnitBytes)
+      TINYSEG_RETURN_IF_ERROR(StreamFlush(st, area, false));
   }
   return Status::kOk;
 }
@@ -520,7 +519,8 @@ Status SpillManager::BeginStream(uint32_t slot, size_t total_bytes, uint32_t ele
     const uint64_t first_off = head_ % erase_size_;
     const uint64_t count = (first_off + reserved + erase_size_ - 1) / erase_size_;
     for (uint64_t i = first_off == 0 ? 0 : 1; i < count; ++i) {
-      TINYSEG_RETURN_IF_ERROR(EnsureErased(static_cast<uint32_t>((head_ / erase_size_ + i) % nsec_)));
+      TINYSEG_RETURN_IF_ERROR(
+          EnsureErased(static_cast<uint32_t>((head_ / erase_size_ + i) % nsec_)));
     }
   }
 
@@ -630,8 +630,7 @@ WearReport SpillManager::Wear(uint32_t endurance) const {
         static_cast<double>(w.total_erases) / static_cast<double>(w.inferences);
   }
   if (w.max_sector_erases > 0) {
-    w.projected_inferences = static_cast<double>(w.inferences) *
-                             static_cast<double>(endurance) /
+    w.projected_inferences = static_cast<double>(w.inferences) * static_cast<double>(endurance) /
                              static_cast<double>(w.max_sector_erases);
   }
   return w;

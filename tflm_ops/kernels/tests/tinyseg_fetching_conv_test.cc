@@ -27,10 +27,9 @@ constexpr int kH = 9, kW = 7, kCa = 3, kCb = 2, kCin = kCa + kCb, kCout = 4, kK 
 constexpr int kSlot = 6;
 
 // Spills as the Spill kernel would, through a staging buffer of block + 8.
-::tinyseg::Status SpillDirect(::tinyseg::Runtime& rt, uint32_t slot, const void* data,
-                              size_t bytes, uint32_t elem_size) {
-  return rt.spill->Spill(slot, data, bytes, elem_size,
-                         tinyseg_testing::Storage().Staging());
+::tinyseg::Status SpillDirect(::tinyseg::Runtime& rt, uint32_t slot, const void* data, size_t bytes,
+                              uint32_t elem_size) {
+  return rt.spill->Spill(slot, data, bytes, elem_size, tinyseg_testing::Storage().Staging());
 }
 
 struct Case {
@@ -43,10 +42,10 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {"SAME", 1, 1, "NONE", 1, 0},  {"SAME", 1, 1, "RELU", 2, 1},
-    {"SAME", 2, 1, "NONE", 1, 1},  {"SAME", 2, 1, "RELU6", 3, 0},
-    {"VALID", 1, 1, "NONE", 1, 1}, {"VALID", 2, 1, "NONE", 2, 0},
-    {"SAME", 1, 2, "NONE", 1, 0},  {"VALID", 1, 2, "RELU", 1, 1},
+    {"SAME", 1, 1, "NONE", 1, 0},   {"SAME", 1, 1, "RELU", 2, 1},
+    {"SAME", 2, 1, "NONE", 1, 1},   {"SAME", 2, 1, "RELU6", 3, 0},
+    {"VALID", 1, 1, "NONE", 1, 1},  {"VALID", 2, 1, "NONE", 2, 0},
+    {"SAME", 1, 2, "NONE", 1, 0},   {"VALID", 1, 2, "RELU", 1, 1},
     {"SAME", 1, 1, "NONE", 100, 1}, {"SAME", 3, 1, "RELU_N1_TO_1", 1, 0},
 };
 
@@ -78,8 +77,8 @@ void ConcatChannels(const T* x0, int c0, const T* x1, int c1, int pixels, T* out
 TfLiteStatus RunConv(TfLiteTensor* tensors, const Case& c) {
   int inputs_data[] = {3, 0, 1, 2};
   int outputs_data[] = {1, 3};
-  TfLiteConvParams params = {Padding(c.padding), c.stride, c.stride, Activation(c.activation),
-                             c.dilation, c.dilation, kTfLiteNoType};
+  TfLiteConvParams params = {Padding(c.padding), c.stride,   c.stride,     Activation(c.activation),
+                             c.dilation,         c.dilation, kTfLiteNoType};
   const TFLMRegistration reg = Register_CONV_2D();
   micro::KernelRunner runner(reg, tensors, 4, IntArrayFromInts(inputs_data),
                              IntArrayFromInts(outputs_data), &params);
@@ -99,8 +98,8 @@ TfLiteStatus RunFetchingConv(::tinyseg::Runtime& rt, TfLiteTensor* tensors, int 
   spec.dilation_h = spec.dilation_w = c.dilation;
   spec.activation = c.activation;
   spec.band_rows = c.band_rows;
-  const std::vector<uint8_t> options = tinyseg_testing::FetchingConvOptions(
-      n_in + static_cast<int>(fetched.size()), fetched, spec);
+  const std::vector<uint8_t> options =
+      tinyseg_testing::FetchingConvOptions(n_in + static_cast<int>(fetched.size()), fetched, spec);
   const TFLMRegistration reg = Register_FETCHING_CONV_2D();
   micro::KernelRunner runner(reg, tensors, n_in + 3, IntArrayFromInts(inputs_data),
                              IntArrayFromInts(outputs_data), nullptr);
@@ -151,10 +150,9 @@ bool QuantizedCaseMatches(const Case& c, uint32_t seed, int zero_point) {
   TfLiteIntArray* out_shape = IntArrayFromInts(o_dims);
   const int out_elems = out_h * out_w * kCout;
 
-  TfLiteTensor ref[] = {CreateQuantizedTensor(cat, IntArrayFromInts(cat_dims), in_scale,
-                                              zero_point),
-                        filter_t, bias_t,
-                        CreateQuantizedTensor(want, out_shape, out_scale, zero_point / 2)};
+  TfLiteTensor ref[] = {
+      CreateQuantizedTensor(cat, IntArrayFromInts(cat_dims), in_scale, zero_point), filter_t,
+      bias_t, CreateQuantizedTensor(want, out_shape, out_scale, zero_point / 2)};
   if (RunConv(ref, c) != kTfLiteOk) return false;
 
   if (!::tinyseg::Ok(SpillDirect(rt, kSlot, b, sizeof(b), sizeof(T)))) return false;
@@ -162,9 +160,8 @@ bool QuantizedCaseMatches(const Case& c, uint32_t seed, int zero_point) {
   TfLiteTensor fused[] = {CreateQuantizedTensor(a, IntArrayFromInts(a_dims), in_scale, zero_point),
                           filter_t, bias_t,
                           CreateQuantizedTensor(got, out_shape, out_scale, zero_point / 2)};
-  if (RunFetchingConv(rt, fused, 1,
-                      {FetchedSpec{c.fetched_position, kSlot, {1, kH, kW, kCb}}}, c) !=
-      kTfLiteOk) {
+  if (RunFetchingConv(rt, fused, 1, {FetchedSpec{c.fetched_position, kSlot, {1, kH, kW, kCb}}},
+                      c) != kTfLiteOk) {
     return false;
   }
   return std::memcmp(want, got, out_elems * sizeof(T)) == 0 && !rt.spill->slot(kSlot)->live;
@@ -212,11 +209,10 @@ bool FloatCaseMatches(const Case& c, uint32_t seed, bool all_fetched) {
   } else {
     TfLiteTensor fused[] = {CreateTensor(a, IntArrayFromInts(a_dims)), filter_t, bias_t,
                             CreateTensor(got, out_shape)};
-    s = RunFetchingConv(rt, fused, 1,
-                        {FetchedSpec{c.fetched_position, kSlot, {1, kH, kW, kCb}}}, c);
+    s = RunFetchingConv(rt, fused, 1, {FetchedSpec{c.fetched_position, kSlot, {1, kH, kW, kCb}}},
+                        c);
   }
-  return s == kTfLiteOk &&
-         std::memcmp(want, got, out_h * out_w * kCout * sizeof(float)) == 0;
+  return s == kTfLiteOk && std::memcmp(want, got, out_h * out_w * kCout * sizeof(float)) == 0;
 }
 
 }  // namespace
@@ -288,16 +284,14 @@ TF_LITE_MICRO_TEST(QuantizedWithoutInRamOperandIsRejected) {
   static int f_zps[] = {kCout, 0, 0, 0, 0};
   TfLiteAffineQuantization f_quant;
   TF_LITE_MICRO_EXPECT(::tinyseg::Ok(SpillDirect(rt, kSlot, b, sizeof(b), 1)));
-  TfLiteTensor tensors[] = {
-      CreatePerChannelQuantizedTensor(filter, IntArrayFromInts(f_dims),
-                                      FloatArrayFromFloats(f_scales),
-                                      IntArrayFromInts(f_zps), &f_quant, 0),
-      CreateQuantizedTensor(bias, IntArrayFromInts(b_dims), 0.0005f, 0),
-      CreateQuantizedTensor(out, IntArrayFromInts(o_dims), 0.1f, 0)};
-  TF_LITE_MICRO_EXPECT_EQ(
-      kTfLiteError,
-      RunFetchingConv(rt, tensors, 0, {FetchedSpec{0, kSlot, {1, kH, kW, kCb}}},
-                      Case{"SAME", 1, 1, "NONE", 1, 0}));
+  TfLiteTensor tensors[] = {CreatePerChannelQuantizedTensor(filter, IntArrayFromInts(f_dims),
+                                                            FloatArrayFromFloats(f_scales),
+                                                            IntArrayFromInts(f_zps), &f_quant, 0),
+                            CreateQuantizedTensor(bias, IntArrayFromInts(b_dims), 0.0005f, 0),
+                            CreateQuantizedTensor(out, IntArrayFromInts(o_dims), 0.1f, 0)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError,
+                          RunFetchingConv(rt, tensors, 0, {FetchedSpec{0, kSlot, {1, kH, kW, kCb}}},
+                                          Case{"SAME", 1, 1, "NONE", 1, 0}));
 }
 
 TF_LITE_MICRO_TESTS_END

@@ -84,19 +84,17 @@ TF_LITE_MICRO_TEST(SpillThenRestoreInt8) {
   rng.Fill<int8_t>(victim, sizeof(victim), -128, 127, 70, -128);
   int dims[] = {4, 1, 10, 12, 9};
   TfLiteIntArray* shape = IntArrayFromInts(dims);
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk,
-                          RunSpill(&rt, CreateQuantizedTensor(victim, shape, 0.1f, -128),
-                                   tflite::tinyseg_testing::SpillOptions(5)));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunSpill(&rt, CreateQuantizedTensor(victim, shape, 0.1f, -128),
+                                              tflite::tinyseg_testing::SpillOptions(5)));
   TF_LITE_MICRO_EXPECT_EQ(1u, static_cast<unsigned>(rt.stats.spills));
   TF_LITE_MICRO_EXPECT(rt.spill->slot(5)->live);
   // 70% at the zero point: the codec stores far fewer bytes than it was given.
   TF_LITE_MICRO_EXPECT(rt.spill->slot(5)->length < sizeof(victim) / 2);
   std::memset(restored, 0, sizeof(restored));
   TfLiteTensor tensors[] = {CreateQuantizedTensor(restored, shape, 0.1f, -128)};
-  TF_LITE_MICRO_EXPECT_EQ(
-      kTfLiteOk, RunFetching(&rt, tensors, 0,
-                             tflite::tinyseg_testing::FetchingOptions(
-                                 0, 1, {FetchedSpec{0, 5, {1, 10, 12, 9}}})));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunFetching(&rt, tensors, 0,
+                                                 tflite::tinyseg_testing::FetchingOptions(
+                                                     0, 1, {FetchedSpec{0, 5, {1, 10, 12, 9}}})));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(victim, restored, sizeof(victim)));
   // Released after its one fetch, so its sectors can be erased again.
   TF_LITE_MICRO_EXPECT(!rt.spill->slot(5)->live);
@@ -118,10 +116,10 @@ TF_LITE_MICRO_TEST(FetchingChannelsInt8FetchedFirst) {
   int out_dims[] = {4, 1, 5, 4, 5};
   TfLiteTensor tensors[] = {CreateQuantizedTensor(a, IntArrayFromInts(a_dims), 0.5f, 3),
                             CreateQuantizedTensor(out, IntArrayFromInts(out_dims), 0.5f, 3)};
-  TF_LITE_MICRO_EXPECT_EQ(
-      kTfLiteOk, RunFetching(&rt, tensors, 1,
-                             tflite::tinyseg_testing::FetchingOptions(
-                                 3, 2, {FetchedSpec{0, 2, {1, 5, 4, 2}}}, false)));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk,
+                          RunFetching(&rt, tensors, 1,
+                                      tflite::tinyseg_testing::FetchingOptions(
+                                          3, 2, {FetchedSpec{0, 2, {1, 5, 4, 2}}}, false)));
   const uint8_t* parts[] = {reinterpret_cast<uint8_t*>(b), reinterpret_cast<uint8_t*>(a)};
   Concat({parts[0], parts[1]}, {2, 3}, 20, 1, reinterpret_cast<uint8_t*>(want));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(out, want, sizeof(out)));
@@ -138,19 +136,17 @@ TF_LITE_MICRO_TEST(FetchingRowsFloatFetchedLast) {
   rng.FillFloat(a, 640, 50);
   rng.FillFloat(b, 960, 50);
   int b_dims[] = {4, 1, 3, 40, 8};
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk,
-                          RunSpill(&rt, CreateTensor(b, IntArrayFromInts(b_dims)),
-                                   tflite::tinyseg_testing::SpillOptions(0)));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunSpill(&rt, CreateTensor(b, IntArrayFromInts(b_dims)),
+                                              tflite::tinyseg_testing::SpillOptions(0)));
   int a_dims[] = {4, 1, 2, 40, 8};
   int out_dims[] = {4, 1, 5, 40, 8};
   TfLiteTensor tensors[] = {CreateTensor(a, IntArrayFromInts(a_dims)),
                             CreateTensor(out, IntArrayFromInts(out_dims))};
-  TF_LITE_MICRO_EXPECT_EQ(
-      kTfLiteOk, RunFetching(&rt, tensors, 1,
-                             tflite::tinyseg_testing::FetchingOptions(
-                                 1, 2, {FetchedSpec{1, 0, {1, 3, 40, 8}}})));
-  Concat({reinterpret_cast<uint8_t*>(a), reinterpret_cast<uint8_t*>(b)}, {2, 3}, 1,
-         40 * 8 * 4, reinterpret_cast<uint8_t*>(want));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunFetching(&rt, tensors, 1,
+                                                 tflite::tinyseg_testing::FetchingOptions(
+                                                     1, 2, {FetchedSpec{1, 0, {1, 3, 40, 8}}})));
+  Concat({reinterpret_cast<uint8_t*>(a), reinterpret_cast<uint8_t*>(b)}, {2, 3}, 1, 40 * 8 * 4,
+         reinterpret_cast<uint8_t*>(want));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(out, want, sizeof(out)));
   TF_LITE_MICRO_EXPECT(rt.stats.staged_bytes == 0);
 }
@@ -170,10 +166,8 @@ TF_LITE_MICRO_TEST(FetchingTwoFetchedInt16Axis2) {
   int f2_dims[] = {3, 2, 3, 3};
   TfLiteTensor f0_t = CreateQuantizedTensor(f0, IntArrayFromInts(f0_dims), 0.01f, 0);
   TfLiteTensor f2_t = CreateQuantizedTensor(f2, IntArrayFromInts(f2_dims), 0.01f, 0);
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk,
-                          RunSpill(&rt, f0_t, tflite::tinyseg_testing::SpillOptions(1)));
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk,
-                          RunSpill(&rt, f2_t, tflite::tinyseg_testing::SpillOptions(9)));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunSpill(&rt, f0_t, tflite::tinyseg_testing::SpillOptions(1)));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunSpill(&rt, f2_t, tflite::tinyseg_testing::SpillOptions(9)));
   int mid_dims[] = {3, 2, 3, 4};
   int out_dims[] = {3, 2, 3, 12};
   TfLiteTensor tensors[] = {CreateQuantizedTensor(mid, IntArrayFromInts(mid_dims), 0.01f, 0),
@@ -216,17 +210,15 @@ TF_LITE_MICRO_TEST(SpillStagesThroughArenaScratch) {
   int dims[] = {4, 1, 20, 16, 8};
   TfLiteIntArray* shape = IntArrayFromInts(dims);
   uint8_t* scratch = nullptr;
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk,
-                          RunSpill(&rt, CreateQuantizedTensor(victim, shape, 0.1f, 0),
-                                   tflite::tinyseg_testing::SpillOptions(2), &scratch));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunSpill(&rt, CreateQuantizedTensor(victim, shape, 0.1f, 0),
+                                              tflite::tinyseg_testing::SpillOptions(2), &scratch));
   TF_LITE_MICRO_EXPECT(scratch != nullptr);
   TF_LITE_MICRO_EXPECT(storage.device().AllFrom(scratch, 1024 + 8));
   TF_LITE_MICRO_EXPECT_EQ(1024u, static_cast<unsigned>(storage.device().longest()));
   TfLiteTensor tensors[] = {CreateQuantizedTensor(restored, shape, 0.1f, 0)};
-  TF_LITE_MICRO_EXPECT_EQ(
-      kTfLiteOk, RunFetching(&rt, tensors, 0,
-                             tflite::tinyseg_testing::FetchingOptions(
-                                 0, 1, {FetchedSpec{0, 2, {1, 20, 16, 8}}})));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunFetching(&rt, tensors, 0,
+                                                 tflite::tinyseg_testing::FetchingOptions(
+                                                     0, 1, {FetchedSpec{0, 2, {1, 20, 16, 8}}})));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(victim, restored, sizeof(victim)));
 }
 
@@ -245,14 +237,12 @@ TF_LITE_MICRO_TEST(SpillRefusesStagingSmallerThanProgramUnit) {
                                    tflite::tinyseg_testing::SpillOptions(1, 8)));  // 16 < 32
   TF_LITE_MICRO_EXPECT(!rt.spill->slot(1)->live);
   TF_LITE_MICRO_EXPECT_EQ(0u, static_cast<unsigned>(rt.stats.spills));
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk,
-                          RunSpill(&rt, CreateQuantizedTensor(victim, shape, 1.0f, 0),
-                                   tflite::tinyseg_testing::SpillOptions(1, 24)));  // 32
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunSpill(&rt, CreateQuantizedTensor(victim, shape, 1.0f, 0),
+                                              tflite::tinyseg_testing::SpillOptions(1, 24)));  // 32
   TfLiteTensor tensors[] = {CreateQuantizedTensor(restored, shape, 1.0f, 0)};
-  TF_LITE_MICRO_EXPECT_EQ(
-      kTfLiteOk, RunFetching(&rt, tensors, 0,
-                             tflite::tinyseg_testing::FetchingOptions(
-                                 0, 1, {FetchedSpec{0, 1, {20, 30}}})));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunFetching(&rt, tensors, 0,
+                                                 tflite::tinyseg_testing::FetchingOptions(
+                                                     0, 1, {FetchedSpec{0, 1, {20, 30}}})));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(victim, restored, sizeof(victim)));
 }
 
@@ -269,9 +259,8 @@ TF_LITE_MICRO_TEST(StorageBitFlipsFailTheFetch) {
   rng.Fill<int8_t>(victim, sizeof(victim), -128, 127, 60, -128);
   int dims[] = {3, 6, 10, 8};
   TfLiteIntArray* shape = IntArrayFromInts(dims);
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk,
-                          RunSpill(&rt, CreateQuantizedTensor(victim, shape, 0.1f, -128),
-                                   tflite::tinyseg_testing::SpillOptions(4, 128)));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunSpill(&rt, CreateQuantizedTensor(victim, shape, 0.1f, -128),
+                                              tflite::tinyseg_testing::SpillOptions(4, 128)));
   const ::tinyseg::SpillSlot* sl = rt.spill->slot(4);
   const std::vector<uint8_t> options =
       tflite::tinyseg_testing::FetchingOptions(0, 1, {FetchedSpec{0, 4, {6, 10, 8}}});
@@ -312,30 +301,25 @@ TF_LITE_MICRO_TEST(FailuresAreErrors) {
                           RunSpill(&rt, CreateQuantizedTensor(victim, shape, 1.0f, 0),
                                    tflite::tinyseg_testing::SpillOptions(0, 1024, 2)));
   // A slot beyond the manager's table.
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError,
-                          RunSpill(&rt, CreateQuantizedTensor(victim, shape, 1.0f, 0),
-                                   tflite::tinyseg_testing::SpillOptions(99)));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, RunSpill(&rt, CreateQuantizedTensor(victim, shape, 1.0f, 0),
+                                                 tflite::tinyseg_testing::SpillOptions(99)));
   // Fetching a slot that was never spilled.
   TfLiteTensor tensors[] = {CreateQuantizedTensor(out, shape, 1.0f, 0)};
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError,
-                          RunFetching(&rt, tensors, 0,
-                                      tflite::tinyseg_testing::FetchingOptions(
-                                          0, 1, {FetchedSpec{0, 3, {8, 8}}})));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, RunFetching(&rt, tensors, 0,
+                                                    tflite::tinyseg_testing::FetchingOptions(
+                                                        0, 1, {FetchedSpec{0, 3, {8, 8}}})));
   // A slot holding a tensor of another size.
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk,
-                          RunSpill(&rt, CreateQuantizedTensor(victim, shape, 1.0f, 0),
-                                   tflite::tinyseg_testing::SpillOptions(3)));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunSpill(&rt, CreateQuantizedTensor(victim, shape, 1.0f, 0),
+                                              tflite::tinyseg_testing::SpillOptions(3)));
   int small_dims[] = {2, 4, 8};
   TfLiteTensor small[] = {CreateQuantizedTensor(out, IntArrayFromInts(small_dims), 1.0f, 0)};
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError,
-                          RunFetching(&rt, small, 0,
-                                      tflite::tinyseg_testing::FetchingOptions(
-                                          0, 1, {FetchedSpec{0, 3, {4, 8}}})));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, RunFetching(&rt, small, 0,
+                                                    tflite::tinyseg_testing::FetchingOptions(
+                                                        0, 1, {FetchedSpec{0, 3, {4, 8}}})));
   // Shapes that do not add up to the output: rejected in Prepare.
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError,
-                          RunFetching(&rt, tensors, 0,
-                                      tflite::tinyseg_testing::FetchingOptions(
-                                          0, 1, {FetchedSpec{0, 3, {4, 8}}})));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, RunFetching(&rt, tensors, 0,
+                                                    tflite::tinyseg_testing::FetchingOptions(
+                                                        0, 1, {FetchedSpec{0, 3, {4, 8}}})));
   // Options that are not a FlexBuffers map.
   const std::vector<uint8_t> junk = {1, 2, 3};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteError,

@@ -125,8 +125,7 @@ class Random {
   }
   void FillFloat(float* data, size_t n, int zero_percent) {
     for (size_t i = 0; i < n; ++i) {
-      data[i] = Int(0, 99) < zero_percent ? 0.0f
-                                          : static_cast<float>(Int(-1000, 1000)) / 250.0f;
+      data[i] = Int(0, 99) < zero_percent ? 0.0f : static_cast<float>(Int(-1000, 1000)) / 250.0f;
     }
   }
 

@@ -40,9 +40,9 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {kTfLitePaddingSame, 1, 3, true},  {kTfLitePaddingSame, 2, 3, true},
-    {kTfLitePaddingValid, 2, 3, true}, {kTfLitePaddingSame, 2, 4, false},
-    {kTfLitePaddingValid, 1, 2, true}, {kTfLitePaddingSame, 3, 3, true},
+    {kTfLitePaddingSame, 1, 3, true},   {kTfLitePaddingSame, 2, 3, true},
+    {kTfLitePaddingValid, 2, 3, true},  {kTfLitePaddingSame, 2, 4, false},
+    {kTfLitePaddingValid, 1, 2, true},  {kTfLitePaddingSame, 3, 3, true},
     {kTfLitePaddingValid, 2, 2, false},  // the Tiny U-Net's up-sampling
 };
 
@@ -67,9 +67,9 @@ TfLiteStatus ReferenceTransposeConv(const Case& c, TfLiteTensor* t, int8_t* outp
   int unused_shift = 0;
   TfLiteContext context = {};
   TF_LITE_ENSURE_STATUS(PopulateConvolutionQuantizationParams(
-      &context, &t[2], &t[1], c.bias ? &t[3] : nullptr, &t[4], kTfLiteActNone,
-      &unused_multiplier, &unused_shift, &params.quantized_activation_min,
-      &params.quantized_activation_max, multiplier, shift, kCout));
+      &context, &t[2], &t[1], c.bias ? &t[3] : nullptr, &t[4], kTfLiteActNone, &unused_multiplier,
+      &unused_shift, &params.quantized_activation_min, &params.quantized_activation_max, multiplier,
+      shift, kCout));
   static int32_t scratch[kCout * 12 * 15];
   reference_integer_ops::TransposeConv(
       params, multiplier, shift, GetTensorShape(&t[2]), GetTensorData<int8_t>(&t[2]),
@@ -81,11 +81,9 @@ TfLiteStatus ReferenceTransposeConv(const Case& c, TfLiteTensor* t, int8_t* outp
 
 // Marker tensor: `type` with shape [0, rows]; kTfLiteNoType for no marker.
 // With `reference`, also writes TFLM's reference arithmetic's output there.
-TfLiteStatus RunTransposeConv(const Case& c, TfLiteType marker_type, int rows,
-                              const int8_t* input, const int8_t* filter,
-                              const int32_t* bias, int8_t* output,
-                              TfLiteType input_type = kTfLiteInt8,
-                              int8_t* reference = nullptr) {
+TfLiteStatus RunTransposeConv(const Case& c, TfLiteType marker_type, int rows, const int8_t* input,
+                              const int8_t* filter, const int32_t* bias, int8_t* output,
+                              TfLiteType input_type = kTfLiteInt8, int8_t* reference = nullptr) {
   const int out_h = OutSize(kInH, c), out_w = OutSize(kInW, c);
   static int32_t out_shape_data[4];
   out_shape_data[0] = 1;
@@ -111,8 +109,8 @@ TfLiteStatus RunTransposeConv(const Case& c, TfLiteType marker_type, int rows,
       CreatePerChannelQuantizedTensor(filter, IntArrayFromInts(f_dims), f_scale_array,
                                       IntArrayFromInts(f_zps), &f_quant, 0),
       CreateQuantizedTensor(input, IntArrayFromInts(in_dims), in_scale, -5),
-      CreatePerChannelQuantizedBiasTensor(bias, IntArrayFromInts(b_dims), in_scale,
-                                          f_scale_array, FloatArrayFromFloats(bias_scales),
+      CreatePerChannelQuantizedBiasTensor(bias, IntArrayFromInts(b_dims), in_scale, f_scale_array,
+                                          FloatArrayFromFloats(bias_scales),
                                           IntArrayFromInts(bias_zps), &b_quant, 0),
       CreateQuantizedTensor(output, IntArrayFromInts(o_dims), 0.25f, 7),
       CreateTensor(static_cast<const int16_t*>(nullptr), IntArrayFromInts(marker_dims)),
@@ -128,8 +126,7 @@ TfLiteStatus RunTransposeConv(const Case& c, TfLiteType marker_type, int rows,
   if (reference != nullptr) {
     TF_LITE_ENSURE_STATUS(ReferenceTransposeConv(c, tensors, reference));
   }
-  TfLiteTransposeConvParams params = {c.padding, c.stride, c.stride, kTfLiteActNone,
-                                      kTfLiteNoType};
+  TfLiteTransposeConvParams params = {c.padding, c.stride, c.stride, kTfLiteActNone, kTfLiteNoType};
   const TFLMRegistration reg = Register_TRANSPOSE_CONV();
   micro::KernelRunner runner(
       reg, tensors, 6, IntArrayFromInts(c.bias ? inputs_with_bias : inputs_without_bias),
@@ -154,14 +151,15 @@ bool MarkedMatches(const Case& c, TfLiteType marker_type, int rows, uint32_t see
   std::memset(want, 1, sizeof(want));
   std::memset(got, 2, sizeof(got));
   std::memset(unmarked, 3, sizeof(unmarked));
-  if (RunTransposeConv(c, kTfLiteNoType, 0, input, filter, bias, unmarked, kTfLiteInt8,
-                       want) != kTfLiteOk) {
+  if (RunTransposeConv(c, kTfLiteNoType, 0, input, filter, bias, unmarked, kTfLiteInt8, want) !=
+      kTfLiteOk) {
     return false;
   }
   if (std::memcmp(want, unmarked, n) != 0) {
-    MicroPrintf("note: the linked TRANSPOSE_CONV differs from TFLM's reference "
-                "arithmetic (kernel %d, stride %d, %s)", c.kernel, c.stride,
-                c.padding == kTfLitePaddingSame ? "SAME" : "VALID");
+    MicroPrintf(
+        "note: the linked TRANSPOSE_CONV differs from TFLM's reference "
+        "arithmetic (kernel %d, stride %d, %s)",
+        c.kernel, c.stride, c.padding == kTfLitePaddingSame ? "SAME" : "VALID");
   }
   if (RunTransposeConv(c, marker_type, rows, input, filter, bias, got) != kTfLiteOk) {
     return false;
@@ -229,11 +227,10 @@ TF_LITE_MICRO_TEST(MarkerOnFloatIsRejected) {
   static float output[kCout * kInH * kInW];
   const Case c = {kTfLitePaddingSame, 1, 3, true};
   TF_LITE_MICRO_EXPECT_EQ(
-      kTfLiteError,
-      RunTransposeConv(c, kTfLiteInt32, 1, reinterpret_cast<const int8_t*>(input),
-                       reinterpret_cast<const int8_t*>(filter),
-                       reinterpret_cast<const int32_t*>(bias),
-                       reinterpret_cast<int8_t*>(output), kTfLiteFloat32));
+      kTfLiteError, RunTransposeConv(c, kTfLiteInt32, 1, reinterpret_cast<const int8_t*>(input),
+                                     reinterpret_cast<const int8_t*>(filter),
+                                     reinterpret_cast<const int32_t*>(bias),
+                                     reinterpret_cast<int8_t*>(output), kTfLiteFloat32));
 }
 
 TF_LITE_MICRO_TESTS_END

@@ -27,7 +27,8 @@ Status InternalFlashBlockDevice::Init() {
     return Status::kNoSpace;
   }
   const uint32_t page = flash_.get_page_size();
-  if (page == 0 || page > g_.program_size || g_.program_size % page != 0) return Status::kUnsupported;
+  if (page == 0 || page > g_.program_size || g_.program_size % page != 0)
+    return Status::kUnsupported;
   for (uint64_t a = 0; a < g_.total_size; a += g_.erase_size) {
     if (flash_.get_sector_size(static_cast<uint32_t>(start_ + a)) != g_.erase_size) {
       return Status::kUnsupported;

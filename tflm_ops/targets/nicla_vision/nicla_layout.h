@@ -77,10 +77,12 @@ constexpr uint32_t kHsemInternalBase = TINYSEG_HSEM_IFLASH_BASE;
 constexpr uint32_t kHsemQspi = TINYSEG_HSEM_QSPI;
 
 static_assert(kInternalRegionStart >= kBank2Start, "spill region must be in bank 2");
-static_assert(kInternalRegionStart + kInternalRegionSize <= kFlashEnd, "spill region past flash end");
+static_assert(kInternalRegionStart + kInternalRegionSize <= kFlashEnd,
+              "spill region past flash end");
 static_assert(kInternalRegionStart % kInternalSector == 0, "spill region not sector aligned");
 static_assert(kInternalRegionSize % kInternalSector == 0, "spill region not whole sectors");
-static_assert(kQspiRegionStart % 4096 == 0 && kQspiRegionSize % 4096 == 0, "QSPI region not 4 KB aligned");
+static_assert(kQspiRegionStart % 4096 == 0 && kQspiRegionSize % 4096 == 0,
+              "QSPI region not 4 KB aligned");
 static_assert(kQspiRegionStart + kQspiRegionSize <= 16u * 1024 * 1024, "QSPI region past 16 MB");
 static_assert(kHsemInternalBase + 1 < 32 && kHsemQspi < 32, "HSEM has 32 semaphores");
 

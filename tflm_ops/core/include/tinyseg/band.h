@@ -59,8 +59,7 @@ int32_t ComputeOutputHeight(const ConvRows& p);
 Status ComputePaddingRows(const ConvRows& p, int32_t output_h, PaddingRows* out);
 
 // Rows needed by output rows [r0, r1), 0 <= r0 < r1 <= output_h.
-Status InputRowsForBand(const ConvRows& p, int32_t output_h, int32_t r0, int32_t r1,
-                        BandRows* out);
+Status InputRowsForBand(const ConvRows& p, int32_t output_h, int32_t r0, int32_t r1, BandRows* out);
 
 // Image rows the band buffer holds for bands of `rows` output rows: the rows
 // a band of that height reads, effective_kernel + stride * (rows - 1), but
@@ -71,13 +70,13 @@ int32_t BandBufferRows(const ConvRows& p, int32_t rows);
 // Band buffer for `rows` output rows:
 //   BandBufferRows(p, rows) * width * channels * elem_size
 // (FetchingConv2D's band scratch buffer).
-size_t BandBufferBytes(const ConvRows& p, int32_t rows, int32_t width,
-                       int32_t channels, int32_t elem_size = 1);
+size_t BandBufferBytes(const ConvRows& p, int32_t rows, int32_t width, int32_t channels,
+                       int32_t elem_size = 1);
 
 // Largest band height (<= output_h) whose band buffer fits budget_bytes;
 // 0 if even one row does not fit or the parameters are invalid.
-int32_t MaxBandRows(const ConvRows& p, int32_t output_h, int32_t width,
-                    int32_t channels, int32_t elem_size, size_t budget_bytes);
+int32_t MaxBandRows(const ConvRows& p, int32_t output_h, int32_t width, int32_t channels,
+                    int32_t elem_size, size_t budget_bytes);
 
 // One band of FetchingConv2D's walk over the output rows, top to bottom, in
 // bands of band_rows (the last one may be shorter). The band buffer holds
@@ -99,8 +98,8 @@ struct BandStep {
 // The band that follows `prev` (nullptr: the first band, r0 = 0) of a walk
 // with bands of band_rows output rows. prev may alias out. kOutOfRange when
 // prev was the last band; kInvalidArgument for bad parameters.
-Status NextBand(const ConvRows& p, int32_t output_h, int32_t band_rows,
-                const BandStep* prev, BandStep* out);
+Status NextBand(const ConvRows& p, int32_t output_h, int32_t band_rows, const BandStep* prev,
+                BandStep* out);
 
 }  // namespace tinyseg
 

@@ -42,7 +42,9 @@ class BlockDevice {
   // Modelled (datasheet) duration of an operation in nanoseconds; 0 for
   // back-ends without a timing model.
   virtual uint64_t ModelledNs(Op op, uint64_t addr, uint64_t len) const {
-    (void)op; (void)addr; (void)len;
+    (void)op;
+    (void)addr;
+    (void)len;
     return 0;
   }
   // Bank holding addr. An erase keeps its whole bank busy (no read or program

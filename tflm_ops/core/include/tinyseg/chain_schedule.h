@@ -69,8 +69,8 @@ class ChainSchedule {
   // The arrays must outlive the schedule. Edges must be listed per stage in
   // the stage's input order (the order rows are pulled in).
   Status Init(const ChainTensor* tensors, int32_t num_tensors, const ChainStage* stages,
-              int32_t num_stages, const ChainEdge* edges, int32_t num_edges,
-              const int32_t* outputs, int32_t num_outputs, ChainState state);
+              int32_t num_stages, const ChainEdge* edges, int32_t num_edges, const int32_t* outputs,
+              int32_t num_outputs, ChainState state);
 
   // Runs the whole schedule. compute(stage, row) is called once per output
   // row of every stage, after the rows it reads are available; a non-ok

@@ -67,9 +67,9 @@ constexpr uint32_t kMaxBlockBytes = 32768;  // others_count fits in u16
 enum class BlockMode : uint8_t { kRaw = 0, kCompressed = 1, kConstant = 2 };
 
 struct CodecParams {
-  uint32_t elem_size = 1;      // 1, 2 or 4 bytes
-  uint32_t block_bytes = 1024; // multiple of elem_size, <= kMaxBlockBytes
-  bool block_crc = true;       // every block carries a CRC-32
+  uint32_t elem_size = 1;       // 1, 2 or 4 bytes
+  uint32_t block_bytes = 1024;  // multiple of elem_size, <= kMaxBlockBytes
+  bool block_crc = true;        // every block carries a CRC-32
 };
 
 struct StreamHeader {
@@ -145,14 +145,14 @@ size_t StreamMetaBytes(size_t num_blocks);
 size_t WorstCaseEncodedSize(size_t total_bytes, const CodecParams& params);
 
 // Exact encoded size without producing output (the encoder's first pass).
-Status MeasureEncodedSize(const uint8_t* data, size_t size,
-                          const CodecParams& params, size_t* encoded_size);
+Status MeasureEncodedSize(const uint8_t* data, size_t size, const CodecParams& params,
+                          size_t* encoded_size);
 
 // Streams the encoding of data[0, size) into sink. Two passes over the input
 // (sizes for the index, then blocks), no buffering beyond a few hundred bytes
 // of stack. stats may be null.
-Status Encode(const uint8_t* data, size_t size, const CodecParams& params,
-              ByteSink& sink, EncodeStats* stats);
+Status Encode(const uint8_t* data, size_t size, const CodecParams& params, ByteSink& sink,
+              EncodeStats* stats);
 
 // Pieces of Encode for writers that produce a stream block by block (the
 // spill manager's row streams): the stream header, and one block
@@ -164,15 +164,13 @@ Status Encode(const uint8_t* data, size_t size, const CodecParams& params,
 // block.
 Status EncodeStreamHeader(size_t total_bytes, const CodecParams& params,
                           uint8_t out[kStreamHeaderBytes]);
-Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size,
-                   ByteSink& sink, size_t* encoded);
-Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size,
-                   uint32_t block, uint32_t offset, bool check, ByteSink& sink,
+Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size, ByteSink& sink,
                    size_t* encoded);
+Status EncodeBlock(const uint8_t* data, size_t size, uint32_t elem_size, uint32_t block,
+                   uint32_t offset, bool check, ByteSink& sink, size_t* encoded);
 
 // Convenience wrapper around Encode + MemorySink.
-Status EncodeToBuffer(const uint8_t* data, size_t size,
-                      const CodecParams& params, uint8_t* out,
+Status EncodeToBuffer(const uint8_t* data, size_t size, const CodecParams& params, uint8_t* out,
                       size_t capacity, size_t* out_len, EncodeStats* stats);
 
 // Reads and validates the stream header.
@@ -192,9 +190,8 @@ class StreamReader {
  private:
   Status DecodeElements(uint32_t first, uint32_t last, uint8_t* dst);
   Status DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b, uint8_t* dst);
-  Status DecodeCompressed(size_t body, uint32_t n_blk, uint32_t count, uint32_t a,
-                          uint32_t b, const uint8_t* rep, uint8_t* dst,
-                          uint32_t* crc);
+  Status DecodeCompressed(size_t body, uint32_t n_blk, uint32_t count, uint32_t a, uint32_t b,
+                          const uint8_t* rep, uint8_t* dst, uint32_t* crc);
   Status VerifyBlock(size_t off, size_t len, uint32_t crc);
 
   ByteSource* source_ = nullptr;
@@ -202,10 +199,8 @@ class StreamReader {
 };
 
 // One-shot helpers (re-read the header every call).
-Status DecodeRange(ByteSource& source, size_t offset, size_t length,
-                   uint8_t* dst);
-Status DecodeAll(ByteSource& source, uint8_t* dst, size_t capacity,
-                 size_t* out_len);
+Status DecodeRange(ByteSource& source, size_t offset, size_t length, uint8_t* dst);
+Status DecodeAll(ByteSource& source, uint8_t* dst, size_t capacity, size_t* out_len);
 
 }  // namespace tinyseg
 

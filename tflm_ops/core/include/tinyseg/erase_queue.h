@@ -55,7 +55,8 @@ class EraseQueue {
   // Blocks until no erase is running on a bank holding [addr, addr + len):
   // a NOR bank that is erasing cannot be read or programmed.
   virtual Status AwaitBankIdle(uint64_t addr, uint64_t len) {
-    (void)addr; (void)len;
+    (void)addr;
+    (void)len;
     return Status::kOk;
   }
 
@@ -117,8 +118,8 @@ struct EraseRecord {
 // main core once an erase has started there.
 class ModelledEraseQueue final : public EraseQueue {
  public:
-  ModelledEraseQueue(BlockDevice& device, VirtualClock& clock,
-                     EraseRecord* records, size_t capacity)
+  ModelledEraseQueue(BlockDevice& device, VirtualClock& clock, EraseRecord* records,
+                     size_t capacity)
       : dev_(device), clock_(clock), rec_(records), cap_(capacity) {}
   Status Submit(uint64_t addr, uint64_t len, EraseTicket* ticket) override;
   Status Wait(EraseTicket ticket) override;

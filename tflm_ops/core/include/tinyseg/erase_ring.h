@@ -41,8 +41,8 @@
 
 namespace tinyseg {
 
-constexpr uint32_t kEraseRingMagic = 0x52455354u;   // "TSER"
-constexpr uint32_t kEraseWorkerAlive = 0x564C4941u; // "AILV"
+constexpr uint32_t kEraseRingMagic = 0x52455354u;    // "TSER"
+constexpr uint32_t kEraseWorkerAlive = 0x564C4941u;  // "AILV"
 constexpr uint32_t kEraseRingCapacity = 32;
 constexpr uint32_t kMaxRingBanks = 8;
 
@@ -55,15 +55,15 @@ struct EraseRingEntry {
 
 // Layout shared by both cores (both are little-endian 32-bit; 560 bytes).
 struct EraseRingShared {
-  std::atomic<uint32_t> magic;            // M7: kEraseRingMagic once initialised
-  std::atomic<uint32_t> worker_state;     // M4: kEraseWorkerAlive when polling
-  std::atomic<uint32_t> submitted;        // M7: last published ticket
-  std::atomic<uint32_t> completed;        // M4: last finished ticket
-  std::atomic<uint32_t> erasing_bank;     // M4: bank + 1 of the running erase, 0 idle
+  std::atomic<uint32_t> magic;               // M7: kEraseRingMagic once initialised
+  std::atomic<uint32_t> worker_state;        // M4: kEraseWorkerAlive when polling
+  std::atomic<uint32_t> submitted;           // M7: last published ticket
+  std::atomic<uint32_t> completed;           // M4: last finished ticket
+  std::atomic<uint32_t> erasing_bank;        // M4: bank + 1 of the running erase, 0 idle
   std::atomic<uint32_t> first_error_ticket;  // M4: 0 = none (diagnostics only)
   std::atomic<int32_t> first_error_status;   // M4: tinyseg::Status of that erase
-  std::atomic<uint32_t> erases_done;      // M4: sectors erased (statistics)
-  std::atomic<uint32_t> busy_us;          // M4: time spent erasing (if it has a clock)
+  std::atomic<uint32_t> erases_done;         // M4: sectors erased (statistics)
+  std::atomic<uint32_t> busy_us;             // M4: time spent erasing (if it has a clock)
   uint32_t reserved[7];
   EraseRingEntry entries[kEraseRingCapacity];
 };
@@ -73,11 +73,11 @@ static_assert(sizeof(EraseRingShared) == 64 + 16 * kEraseRingCapacity, "shared l
 // What each core provides: the inter-core bank lock, a doorbell and a pause.
 class RingPlatform {
  public:
-  virtual void LockBank(uint32_t bank) = 0;    // blocks until owned
+  virtual void LockBank(uint32_t bank) = 0;  // blocks until owned
   virtual void UnlockBank(uint32_t bank) = 0;
-  virtual void Notify() {}                     // wake the worker (optional)
-  virtual void Relax() {}                      // called in every wait loop
-  virtual uint32_t NowUs() { return 0; }       // for busy_us (optional)
+  virtual void Notify() {}                // wake the worker (optional)
+  virtual void Relax() {}                 // called in every wait loop
+  virtual uint32_t NowUs() { return 0; }  // for busy_us (optional)
 
  protected:
   ~RingPlatform() = default;

@@ -26,14 +26,14 @@ namespace tinyseg {
 // Typical datasheet timings of a flash part; see flash_profiles.h.
 struct FlashTiming {
   const char* name = "untimed";
-  uint64_t erase_sector_ns = 0;      // one erase_size sector
-  uint32_t program_unit_bytes = 1;   // flash word / page timed as one unit
-  uint64_t program_unit_ns = 0;      // cell programming time of one unit
-  uint64_t program_cmd_ns = 0;       // bus/command overhead per unit
-  uint64_t program_ps_per_byte = 0;  // data transfer, picoseconds per byte
-  uint64_t read_cmd_ns = 0;          // bus/command overhead per read call
-  uint64_t read_ps_per_byte = 0;     // data transfer, picoseconds per byte
-  uint32_t endurance_cycles = 10000; // datasheet minimum erase cycles
+  uint64_t erase_sector_ns = 0;       // one erase_size sector
+  uint32_t program_unit_bytes = 1;    // flash word / page timed as one unit
+  uint64_t program_unit_ns = 0;       // cell programming time of one unit
+  uint64_t program_cmd_ns = 0;        // bus/command overhead per unit
+  uint64_t program_ps_per_byte = 0;   // data transfer, picoseconds per byte
+  uint64_t read_cmd_ns = 0;           // bus/command overhead per read call
+  uint64_t read_ps_per_byte = 0;      // data transfer, picoseconds per byte
+  uint32_t endurance_cycles = 10000;  // datasheet minimum erase cycles
 };
 
 struct NorFlashConfig {
@@ -64,8 +64,8 @@ class NorFlashSim final : public BlockDevice {
   // Caller memory: storage of total_size bytes, erase_counts of num_sectors
   // entries, program_flags of ProgramFlagBytes(config) bytes (may be null
   // unless single_program_per_unit).
-  NorFlashSim(const NorFlashConfig& config, uint8_t* storage,
-              uint32_t* erase_counts, uint8_t* program_flags);
+  NorFlashSim(const NorFlashConfig& config, uint8_t* storage, uint32_t* erase_counts,
+              uint8_t* program_flags);
 
   static size_t ProgramFlagBytes(const NorFlashConfig& config);
 

@@ -117,14 +117,13 @@ constexpr size_t MaxWireFrame(uint32_t max_payload) {
 // delimiter. `scratch` holds the raw frame (kHeaderBytes + len + kCrcBytes
 // bytes) and may not overlap `out`. Returns the wire length or 0 if a buffer
 // is too small.
-size_t EncodeFrame(const FrameHeader& h, const uint8_t* payload, size_t len,
-                   uint8_t* scratch, size_t scratch_capacity, uint8_t* out,
-                   size_t out_capacity);
+size_t EncodeFrame(const FrameHeader& h, const uint8_t* payload, size_t len, uint8_t* scratch,
+                   size_t scratch_capacity, uint8_t* out, size_t out_capacity);
 
 // Parses a raw (already COBS-decoded) frame: checks length and CRC.
 // On success *payload points into `frame`.
-Status ParseFrame(const uint8_t* frame, size_t len, FrameHeader* h,
-                  const uint8_t** payload, size_t* payload_len);
+Status ParseFrame(const uint8_t* frame, size_t len, FrameHeader* h, const uint8_t** payload,
+                  size_t* payload_len);
 
 // Collects wire bytes up to the 0x00 delimiter, then decodes the frame in
 // place. Overlong frames are dropped up to the next delimiter.
@@ -135,7 +134,10 @@ class FrameAssembler {
   // Feeds one byte. kFrame: frame() / frame_len() hold the decoded (raw)
   // frame until the next Push. kBadFrame: COBS error or overflow.
   Event Push(uint8_t byte);
-  void Reset() { len_ = 0; overflow_ = false; }
+  void Reset() {
+    len_ = 0;
+    overflow_ = false;
+  }
   const uint8_t* frame() const { return buf_; }
   size_t frame_len() const { return frame_len_; }
   bool in_frame() const { return len_ > 0 || overflow_; }
@@ -168,8 +170,8 @@ class ByteStream {
 // ---------------------------------------------------------------- client
 
 struct ClientConfig {
-  uint32_t timeout_ms = 1000;   // per attempt
-  uint32_t max_attempts = 4;    // sends of one request before giving up
+  uint32_t timeout_ms = 1000;  // per attempt
+  uint32_t max_attempts = 4;   // sends of one request before giving up
   uint32_t max_payload = kDefaultMaxPayload;
 };
 
@@ -178,10 +180,10 @@ struct ClientStats {
   uint64_t frames_sent = 0;
   uint64_t retries = 0;
   uint64_t timeouts = 0;
-  uint64_t bad_frames = 0;    // responses failing COBS/CRC
+  uint64_t bad_frames = 0;  // responses failing COBS/CRC
   uint64_t naks = 0;
-  uint64_t stale = 0;         // responses with an old seq
-  uint64_t bytes_sent = 0;    // wire bytes
+  uint64_t stale = 0;       // responses with an old seq
+  uint64_t bytes_sent = 0;  // wire bytes
   uint64_t bytes_received = 0;
 };
 
@@ -218,8 +220,7 @@ class RemoteClient {
  private:
   // One request/response exchange with retries. On kOk, rx_payload_/rx_len_
   // and rx_hdr_ describe the response.
-  Status Transact(const FrameHeader& req, const uint8_t* payload, size_t len,
-                  MsgType expect);
+  Status Transact(const FrameHeader& req, const uint8_t* payload, size_t len, MsgType expect);
   // Waits for the next complete frame until deadline; kOk with a frame,
   // kIoError on timeout (*timed_out) or a stream error, kCorrupt on a bad frame.
   Status Receive(uint32_t deadline_ms, bool* timed_out);
@@ -280,7 +281,11 @@ class RemoteBlockDevice final : public BlockDevice {
   RemoteBlockDevice(RemoteClient& client, uint32_t slot, const Geometry& g,
                     const LinkModel& link = LinkModel(), uint8_t* cache = nullptr,
                     size_t cache_bytes = 0)
-      : c_(client), slot_(slot), g_(g), link_(link), cache_(cache),
+      : c_(client),
+        slot_(slot),
+        g_(g),
+        link_(link),
+        cache_(cache),
         cache_cap_(cache ? cache_bytes : 0) {}
   // Validates the geometry and erases the whole slot on the host.
   Status Init();
@@ -317,7 +322,7 @@ class RemoteBlockDevice final : public BlockDevice {
   Line line_[2];
   uint32_t stamp_ = 0;
   uint64_t write_addr_ = 0;
-  size_t write_len_ = 0;  // > 0: the buffer holds programs not yet sent
+  size_t write_len_ = 0;     // > 0: the buffer holds programs not yet sent
   uint64_t pending_ns_ = 0;  // wire time of the current call so far
   Op last_op_ = Op::kRead;
   uint64_t last_addr_ = 0;
@@ -334,8 +339,8 @@ class RemoteBlockDevice final : public BlockDevice {
 // board that serves another board).
 class RamSlotStore {
  public:
-  RamSlotStore(uint8_t* memory, uint32_t* sizes, uint8_t* present,
-               uint32_t num_slots, uint32_t slot_capacity);
+  RamSlotStore(uint8_t* memory, uint32_t* sizes, uint8_t* present, uint32_t num_slots,
+               uint32_t slot_capacity);
   void Clear();
   Status Write(uint32_t slot, uint32_t offset, const uint8_t* data, size_t len);
   Status Read(uint32_t slot, uint32_t offset, uint8_t* dst, size_t len);
@@ -370,16 +375,14 @@ struct ServerStats {
 // tinyseg_plugin/remote.py): for loopback tests and board-to-board use.
 class RemoteServer {
  public:
-  RemoteServer(RamSlotStore& store, uint32_t max_payload, uint8_t* buffer,
-               size_t buffer_bytes);
+  RemoteServer(RamSlotStore& store, uint32_t max_payload, uint8_t* buffer, size_t buffer_bytes);
   // Feeds received wire bytes; writes responses to `out`.
   Status Feed(const uint8_t* data, size_t len, ByteStream& out);
   const ServerStats& stats() const { return stats_; }
 
  private:
   Status Handle(const uint8_t* frame, size_t len, ByteStream& out);
-  Status Respond(const FrameHeader& h, const uint8_t* payload, size_t len,
-                 ByteStream& out);
+  Status Respond(const FrameHeader& h, const uint8_t* payload, size_t len, ByteStream& out);
   RamSlotStore& store_;
   uint32_t max_payload_;
   uint8_t* raw_;

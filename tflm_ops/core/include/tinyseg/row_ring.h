@@ -33,7 +33,7 @@ class RowRing {
   // Rows [lo, hi] (all held) as one contiguous block; kOutOfRange otherwise.
   Status Rows(int32_t lo, int32_t hi, const uint8_t** out) const;
 
-  int32_t begin() const { return first_; }  // first row held
+  int32_t begin() const { return first_; }         // first row held
   int32_t end() const { return first_ + count_; }  // one past the last row held
   uint64_t bytes_moved() const { return moved_; }  // by drops (for the overhead benchmark)
 

@@ -41,12 +41,12 @@ namespace tinyseg {
 
 struct SpillSlot {
   bool live = false;
-  uint64_t start = 0;     // ring offset in the region
-  uint32_t length = 0;    // encoded stream bytes
-  uint32_t stored = 0;    // bytes used on flash (length rounded to program size)
-  uint32_t raw_bytes = 0; // original tensor bytes
+  uint64_t start = 0;      // ring offset in the region
+  uint32_t length = 0;     // encoded stream bytes
+  uint32_t stored = 0;     // bytes used on flash (length rounded to program size)
+  uint32_t raw_bytes = 0;  // original tensor bytes
   uint32_t elem_size = 0;
-  bool writing = false;   // a row stream is still being written into it
+  bool writing = false;  // a row stream is still being written into it
 };
 
 // Row streams: a streamed chain writes a slot while it computes it,
@@ -57,13 +57,14 @@ struct SpillSlot {
 // layout is the codec's, with a gap before the blocks). All state is in the
 // caller's SpillStream and its block accumulator (block_bytes: the arena
 // scratch the planner counts per spilled tensor of a chain).
-constexpr size_t kStreamUnitBytes = 64;  // program units are collected to this size (program size must divide it)
+constexpr size_t kStreamUnitBytes =
+    64;  // program units are collected to this size (program size must divide it)
 
 struct SpillStream {
   bool open = false;
   uint32_t slot = 0;
-  uint32_t total = 0;         // raw bytes the stream will hold
-  uint32_t appended = 0;      // raw bytes appended so far
+  uint32_t total = 0;     // raw bytes the stream will hold
+  uint32_t appended = 0;  // raw bytes appended so far
   uint32_t elem_size = 0;
   uint32_t block_bytes = 0;
   uint64_t start = 0;         // ring offset of the reservation
@@ -93,15 +94,15 @@ struct SectorInfo {
 };
 
 struct SpillConfig {
-  uint64_t region_offset = 0;     // device byte offset, erase-aligned
-  uint64_t region_size = 0;       // bytes, multiple of the erase size
+  uint64_t region_offset = 0;  // device byte offset, erase-aligned
+  uint64_t region_size = 0;    // bytes, multiple of the erase size
   uint32_t codec_block_bytes = 1024;
-  uint32_t pre_erase_sectors = 2; // sectors kept erased ahead of the head
+  uint32_t pre_erase_sectors = 2;  // sectors kept erased ahead of the head
   // Pre-erase after every spill too (not only after Init/Release). Off suits
   // one-bank flash when spills come in bursts: an erase started between two
   // spills blocks the bank for the second one.
   bool pre_erase_after_spill = true;
-  bool assume_erased = false;     // region known erased at Init
+  bool assume_erased = false;  // region known erased at Init
   // Stored blocks carry a CRC-32 checked on every fetch. Always on for flash
   // and remote devices; on a RAM device (BlockDevice::IsRam) only when set,
   // since RAM that holds the arena too gains little from it.
@@ -169,9 +170,8 @@ WearEstimate EstimateWear(uint64_t region_bytes, uint32_t sector_bytes,
 class SpillManager {
  public:
   // clock (optional): flash reads/programs are booked on it as main-core time.
-  SpillManager(BlockDevice& device, EraseQueue& erase_queue,
-               const SpillConfig& config, const SpillMemory& memory,
-               VirtualClock* clock = nullptr);
+  SpillManager(BlockDevice& device, EraseQueue& erase_queue, const SpillConfig& config,
+               const SpillMemory& memory, VirtualClock* clock = nullptr);
 
   // Validates configuration and memory, forgets every slot and pre-erases.
   Status Init();
@@ -186,8 +186,8 @@ class SpillManager {
   // kInvalidArgument): the Spill operator's `block` option, so the block the
   // optimizer chose is the one encoded; 0 takes SpillConfig::codec_block_bytes.
   // Fetches read the block size from the stream, whatever it was.
-  Status Spill(uint32_t slot, const void* data, size_t size, uint32_t elem_size,
-               ByteSpan staging, uint32_t block_bytes = 0);
+  Status Spill(uint32_t slot, const void* data, size_t size, uint32_t elem_size, ByteSpan staging,
+               uint32_t block_bytes = 0);
 
   // Opens a row stream into `slot` (replacing its data) for total_bytes raw
   // bytes. accumulator: block_bytes of caller memory that outlives the stream

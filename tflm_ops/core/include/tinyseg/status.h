@@ -11,17 +11,17 @@ namespace tinyseg {
 
 enum class Status : int32_t {
   kOk = 0,
-  kInvalidArgument = 1,  // bad parameter (null pointer, zero size, bad elem size)
-  kOutOfRange = 2,       // address/offset beyond the device, region or tensor
-  kMisaligned = 3,       // address/length not a multiple of the required unit
-  kNotErased = 4,        // NOR rule: program would set a 0 bit back to 1
-  kBufferTooSmall = 5,   // caller-provided buffer cannot hold the result
-  kCorrupt = 6,          // encoded stream fails validation
-  kIoError = 7,          // host file back-end failed
-  kBusy = 8,             // erase queue full
-  kNoSpace = 9,          // spill region has no room without clobbering live data
-  kNotFound = 10,        // unknown / empty spill slot
-  kUnsupported = 11,     // feature not available in this build
+  kInvalidArgument = 1,    // bad parameter (null pointer, zero size, bad elem size)
+  kOutOfRange = 2,         // address/offset beyond the device, region or tensor
+  kMisaligned = 3,         // address/length not a multiple of the required unit
+  kNotErased = 4,          // NOR rule: program would set a 0 bit back to 1
+  kBufferTooSmall = 5,     // caller-provided buffer cannot hold the result
+  kCorrupt = 6,            // encoded stream fails validation
+  kIoError = 7,            // host file back-end failed
+  kBusy = 8,               // erase queue full
+  kNoSpace = 9,            // spill region has no room without clobbering live data
+  kNotFound = 10,          // unknown / empty spill slot
+  kUnsupported = 11,       // feature not available in this build
   kChecksumMismatch = 12,  // stored bytes fail their CRC-32 (bit error, torn write)
 };
 
@@ -33,12 +33,12 @@ inline bool Ok(Status s) { return s == Status::kOk; }
 }  // namespace tinyseg
 
 // Propagate a non-ok Status to the caller.
-#define TINYSEG_RETURN_IF_ERROR(expr)                   \
-  do {                                                  \
-    const ::tinyseg::Status tinyseg_status_ = (expr);   \
-    if (tinyseg_status_ != ::tinyseg::Status::kOk) {    \
-      return tinyseg_status_;                           \
-    }                                                   \
+#define TINYSEG_RETURN_IF_ERROR(expr)                 \
+  do {                                                \
+    const ::tinyseg::Status tinyseg_status_ = (expr); \
+    if (tinyseg_status_ != ::tinyseg::Status::kOk) {  \
+      return tinyseg_status_;                         \
+    }                                                 \
   } while (0)
 
 #endif  // TINYSEG_STATUS_H_

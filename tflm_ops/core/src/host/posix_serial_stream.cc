@@ -14,25 +14,36 @@ namespace {
 
 speed_t BaudConstant(uint32_t baud) {
   switch (baud) {
-    case 9600: return B9600;
-    case 19200: return B19200;
-    case 38400: return B38400;
-    case 57600: return B57600;
-    case 115200: return B115200;
-    case 230400: return B230400;
+    case 9600:
+      return B9600;
+    case 19200:
+      return B19200;
+    case 38400:
+      return B38400;
+    case 57600:
+      return B57600;
+    case 115200:
+      return B115200;
+    case 230400:
+      return B230400;
 #ifdef B460800
-    case 460800: return B460800;
+    case 460800:
+      return B460800;
 #endif
 #ifdef B921600
-    case 921600: return B921600;
+    case 921600:
+      return B921600;
 #endif
 #ifdef B1000000
-    case 1000000: return B1000000;
+    case 1000000:
+      return B1000000;
 #endif
 #ifdef B2000000
-    case 2000000: return B2000000;
+    case 2000000:
+      return B2000000;
 #endif
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -110,7 +121,7 @@ Status PosixSerialStream::Read(uint8_t* dst, size_t len, uint32_t timeout_ms, si
     r = ::poll(&p, 1, static_cast<int>(timeout_ms));
   } while (r < 0 && errno == EINTR);
   if (r < 0) return Status::kIoError;
-  if (r == 0) return Status::kOk;  // timeout
+  if (r == 0) return Status::kOk;                          // timeout
   if ((p.revents & POLLIN) == 0) return Status::kIoError;  // hang-up or error only
   const ssize_t n = ::read(fd_, dst, len);
   if (n > 0) {

@@ -6,7 +6,7 @@ extern uint32_t __etext;
 extern uint32_t __data_start__;
 extern uint32_t __data_end__;
 // uintptr_t first so the stub also compiles for a 64-bit host.
-#define FLASHIAP_APP_ROM_END_ADDR                                        \
+#define FLASHIAP_APP_ROM_END_ADDR                                       \
   ((uint32_t)(uintptr_t)&__etext + (uint32_t)(uintptr_t)&__data_end__ - \
    (uint32_t)(uintptr_t)&__data_start__)
 
