@@ -50,12 +50,14 @@ def _resolve_arch(args: argparse.Namespace) -> None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_graph, to_dict
+    from .customops import validate_graph
     from .graph import build_graph
     from .modelio import check_writable, load_model, write_all
     from .report import analysis_text, csv_files, table_width
 
     model = load_model(args.model)
     graph = build_graph(model, name=args.model)
+    validate_graph(graph)  # a TinySeg operator its kernel would refuse: one line, exit 2
     _resolve_arch(args)
     json_file = args.json if args.json and args.json != "-" else None
     for path in (json_file, args.plot):
@@ -162,6 +164,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise TinySegError(f"-o {args.output} is the input model; choose another file (or --force to replace it)")
     model = load_model(args.model)
     graph = build_graph(model, name=args.model)
+    validate_graph(graph)  # a TinySeg operator its kernel would refuse: one line, exit 2
     _resolve_arch(args)
     for path in (args.output, args.report, args.plot):
         if path:

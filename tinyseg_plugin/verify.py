@@ -26,7 +26,9 @@ _BIAS = {v: k for k, v in customops.BIAS_TYPES.items()}
 
 
 def lower(graph: Graph) -> Graph:
-    """The builtin-only equivalent of an optimized graph."""
+    """The builtin-only equivalent of an optimized graph (refused, as its kernels would refuse it, when
+    a TinySeg operator is malformed: a lowering of it would compute something else)."""
+    customops.validate_graph(graph)
     slots: dict[int, int] = {}
     for op in graph.operators:
         if op.opcode == customops.SPILL:
@@ -276,6 +278,7 @@ def verify_real_kernels(original: Graph, optimized: Graph, tflm_dir: str, runs: 
     host-RAM storage). Built once and cached (devicecheck.prepare)."""
     from . import devicecheck
 
+    customops.validate_graph(optimized)  # the kernels refuse it in Prepare; say why before building
     exe = devicecheck.prepare(tflm_dir, progress=progress)
     da, db = _details(original), _details(optimized)
     if [(d["shape"], d["dtype"]) for d in da] != [(d["shape"], d["dtype"]) for d in db]:
