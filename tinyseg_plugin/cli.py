@@ -151,6 +151,7 @@ def _refuse_unrunnable(graph, name: str, unverified: bool) -> None:
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
+    from .customops import validate_graph
     from .graph import build_graph
     from .modelio import check_writable, load_model, model_to_bytes, write_all
     from .optimize_report import report_dict, steps_table

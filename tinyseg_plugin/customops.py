@@ -632,21 +632,23 @@ def _local(kind: str, dtype: str | None, shape: tuple[int, ...], scale: float, z
     return x
 
 
-def _body_tensor(j: int, t: StreamTensor) -> _Local:
+def _body_tensor(j: int, t: StreamTensor, kernel: bool) -> _Local:
     what = f"tensors[{j}]"
     if t.dtype not in ELEMENT_BYTES:
         raise _BodyError(f"{what} has type {t.dtype!r}")
     if len(t.shape) != 4 or any(isinstance(d, bool) or not 1 <= d <= INT32_MAX for d in t.shape):
         raise _BodyError(f"{what} has shape {list(t.shape)} (rank 4, dimensions 1..{INT32_MAX})")
-    if len(t.scales) != 1 or len(t.zero_points) != 1:
+    if kernel and (len(t.scales) != 1 or len(t.zero_points) != 1):
         raise _BodyError(f"{what} needs one scale and one zero point")
-    scale, zp = t.scales[0], t.zero_points[0]
-    if not (math.isfinite(scale) and STREAM_MIN_SCALE <= scale <= STREAM_MAX_SCALE):
-        raise _BodyError(f"{what} has scale {scale!r} (finite, in [2^-32, 2^32])")
+    for scale in t.scales:
+        if not (math.isfinite(scale) and STREAM_MIN_SCALE <= scale <= STREAM_MAX_SCALE):
+            raise _BodyError(f"{what} has scale {scale!r} (finite, in [2^-32, 2^32])")
     lo, hi = ZERO_POINT_LIMITS[t.dtype]
-    if not lo <= zp <= hi:
-        raise _BodyError(f"{what} has zero point {zp} ({t.dtype}: {lo}..{hi})")
-    return _local("body", t.dtype, t.shape, scale, zp, False, -1, what)
+    for zp in t.zero_points:
+        if not lo <= zp <= hi:
+            raise _BodyError(f"{what} has zero point {zp} ({t.dtype}: {lo}..{hi})")
+    return _local("body", t.dtype, t.shape, t.scales[0] if t.scales else 0.0,
+                  t.zero_points[0] if t.zero_points else 0, False, -1, what)
 
 
 def _stage_fields(k: int, st: StreamStage) -> dict[str, int]:
@@ -688,8 +690,10 @@ def _constant(graph, loc: list[_Local], lid: int, what: str):
 
 
 def _check_stage(graph, o: StreamChainOptions, loc: list[_Local], k: int, st: StreamStage,
-                 edges: list[tuple[int, int, RowMapSpec]]) -> None:
-    """What tinyseg_stream.cc's PrepareStage refuses; appends the stage's edges with their row maps."""
+                 edges: list[tuple[int, int, RowMapSpec]], kernel: bool) -> None:
+    """What tinyseg_stream.cc's PrepareStage refuses; appends the stage's edges with their row maps.
+    ``kernel`` False (the lowering of an estimate's chain, whose stages may be float32): the
+    geometry and structure only, not the types the kernel computes."""
     name = f"stage {k} ({st.op})"
     positions = STREAM_STAGE_OPS[st.op]
     acts: list[int] = []
@@ -717,12 +721,12 @@ def _check_stage(graph, o: StreamChainOptions, loc: list[_Local], k: int, st: St
     op = st.op
     if op in ("QUANTIZE", "DEQUANTIZE"):
         types = STREAM_QUANTIZE_TYPES if op == "QUANTIZE" else STREAM_DEQUANTIZE_TYPES
-        if (x.dtype, out.dtype) not in types or not same:
+        if (kernel and (x.dtype, out.dtype) not in types) or not same:
             raise _BodyError(f"{name}: {x.dtype} {x.height}x{x.width}x{x.channels} -> "
                              f"{out.dtype} {out.height}x{out.width}x{out.channels}")
-        if op == "DEQUANTIZE" and out.kind != "output":
+        if kernel and op == "DEQUANTIZE" and out.kind != "output":
             raise _BodyError(f"{name} writes a body tensor (it writes one of the chain's outputs)")
-    elif out.dtype != "INT8" or any(loc[a].dtype != "INT8" for a in acts):
+    elif kernel and (out.dtype != "INT8" or any(loc[a].dtype != "INT8" for a in acts)):
         raise _BodyError(f"{name} is int8 only")
     heights = {a: loc[a].height for a in acts}
     rowmap = {a: RowMapSpec(heights[a], out.height) for a in acts}
@@ -732,9 +736,9 @@ def _check_stage(graph, o: StreamChainOptions, loc: list[_Local], k: int, st: St
         bias = _constant(graph, loc, bias_lid, f"{name}'s bias") if bias_lid >= 0 else None
         dw = op == "DEPTHWISE_CONV_2D"
         fs = tuple(flt.shape)
-        ok = (flt.dtype == "INT8" and len(fs) == 4 and fs[3 if dw else 0] == out.channels
+        ok = ((flt.dtype == "INT8" or not kernel) and len(fs) == 4 and fs[3 if dw else 0] == out.channels
               and (not dw or (fs[0] == 1 and x.channels and out.channels % x.channels == 0))
-              and (bias is None or (bias.dtype == "INT32" and bias.elements == out.channels)))
+              and (bias is None or ((bias.dtype == "INT32" or not kernel) and bias.elements == out.channels)))
         if not ok:
             raise _BodyError(f"{name} needs an int8 filter of {out.channels} output channels and an int32 bias")
         fh, fw = fs[1], fs[2]
@@ -769,8 +773,8 @@ def _check_stage(graph, o: StreamChainOptions, loc: list[_Local], k: int, st: St
     elif op == "CONCATENATION":
         if f["axis"] not in (3, -1) or f["fusedActivationFunction"] != 0:
             raise _BodyError(f"{name} along axis {f['axis']} (channels only, no activation)")
-        if any((loc[a].height, loc[a].width) != (out.height, out.width) or loc[a].scale != out.scale
-               or loc[a].zero_point != out.zero_point for a in acts):
+        if any((loc[a].height, loc[a].width) != (out.height, out.width) or (kernel and (
+                loc[a].scale != out.scale or loc[a].zero_point != out.zero_point)) for a in acts):
             raise _BodyError(f"{name}'s inputs differ from its output in height, width or quantization")
         if sum(loc[lid].channels for lid in st.inputs if lid >= 0) != out.channels:
             raise _BodyError(f"{name}'s input channels do not add up to its output's")
@@ -781,7 +785,7 @@ def _check_stage(graph, o: StreamChainOptions, loc: list[_Local], k: int, st: St
             if loc[lid].constant:
                 t = graph.tensors[loc[lid].graph_index]
                 shape = (1,) * (4 - len(t.shape)) + tuple(t.shape)
-                if len(shape) != 4 or t.dtype != "INT8" or shape[1] != 1:
+                if len(shape) != 4 or (kernel and t.dtype != "INT8") or shape[1] != 1:
                     raise _BodyError(f"{name}: a constant operand has one int8 row")
             else:
                 shape = (1, loc[lid].height, loc[lid].width, loc[lid].channels)
@@ -915,7 +919,7 @@ def _pairs(o: StreamChainOptions, loc: list[_Local]) -> None:
         raise _BodyError("its rings and row-stream blocks exceed 2^31-1 bytes")
 
 
-def _check_body(graph, op, o: StreamChainOptions) -> None:
+def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
     if not o.stages:
         raise _BodyError("no stages (a planning-only chain cannot run)")
     loc: list[_Local] = []
@@ -929,12 +933,12 @@ def _check_body(graph, op, o: StreamChainOptions) -> None:
         loc.append(_local(kind, x.dtype, tuple(x.shape), x.scales[0] if x.scales else 0.0,
                           x.zero_points[0] if x.zero_points else 0, kind == "input" and x.is_constant, t,
                           f"local tensor {k}"))
-    loc += [_body_tensor(j, t) for j, t in enumerate(o.tensors)]
+    loc += [_body_tensor(j, t, kernel) for j, t in enumerate(o.tensors)]
     if o.spilled != len(o.spill) or o.fetched != len(o.fetch):
         raise _BodyError(f"spilled {o.spilled} / fetched {o.fetched} disagree with its spill and fetch lists")
     channels = []
     for k, st in enumerate(o.stages):
-        if st.op not in STREAM_STAGE_OPS:
+        if st.op not in STREAM_STAGE_OPS and kernel:
             raise _BodyError(f"stage {k} is {st.op}, which the StreamChain kernel does not compute")
         if len(st.outputs) != 1 or not 1 <= len(st.inputs) <= STREAM_MAX_STAGE_INPUTS:
             raise _BodyError(f"stage {k} ({st.op}) has {len(st.outputs)} outputs and {len(st.inputs)} inputs "
@@ -951,8 +955,12 @@ def _check_body(graph, op, o: StreamChainOptions) -> None:
         raise _BodyError(f"its tables need {body} bytes (at most {STREAM_MAX_BODY_BYTES})")
     _pairs(o, loc)
     edges: list[tuple[int, int, RowMapSpec]] = []
+    unknown = False  # a stage of an estimate's chain the kernel has no row map for: no dry run
     for k, st in enumerate(o.stages):
-        _check_stage(graph, o, loc, k, st, edges)
+        if st.op in STREAM_STAGE_OPS:
+            _check_stage(graph, o, loc, k, st, edges, kernel)
+        else:
+            unknown = True
         out = loc[st.outputs[0]]
         if out.producer >= 0 or out.fetched:
             raise _BodyError(f"stage {k} ({st.op}) writes local tensor {st.outputs[0]}, which another stage "
@@ -967,16 +975,20 @@ def _check_body(graph, op, o: StreamChainOptions) -> None:
     outputs = list(range(n_in, n_in + len(op.outputs))) + [lid for lid, _ in o.spill]
     if any(loc[t].producer < 0 for t in outputs):
         raise _BodyError("an output or a spilled tensor is made by no stage")
-    _dry_run(loc, len(o.stages), outputs, edges)
+    if not unknown:
+        _dry_run(loc, len(o.stages), outputs, edges)
 
 
-def validate_body(graph, op) -> None:
-    """Refuse a StreamChain whose body the kernel refuses in Prepare (TinySegError, one line)."""
+def validate_body(graph, op, kernel: bool = True) -> None:
+    """Refuse a StreamChain whose body the kernel refuses in Prepare (TinySegError, one line).
+    ``kernel`` False: a chain of an estimate (`analyze --stream`'s search, which may stream float32
+    or other row-local operators the kernel does not compute) that only the lowering runs: its
+    structure, geometry, rings and numbers are checked, not the stages' types."""
     o = decode(op)
     if not isinstance(o, StreamChainOptions):
         return
     try:
-        _check_body(graph, op, o)
+        _check_body(graph, op, o, kernel)
     except _BodyError as exc:
         raise TinySegError(f"operator {op.index} (StreamChain): malformed StreamChain body: {exc}; "
                            "the file was not written this way by tinyseg optimize: optimize the original "
@@ -1001,15 +1013,14 @@ def _fetching_conv_problem(graph, op, o: FetchingConv2DOptions) -> str | None:
     c = o.conv
     if (kh - 1) * c.dilation_h + 1 > INT_LIMITS["dilation_h"][1] or (kw - 1) * c.dilation_w + 1 > INT_LIMITS["dilation_w"][1]:
         return f"the dilated filter spans more than {INT16_MAX} rows or columns"
-    if o.band_rows > out.shape[1]:
-        return f"band_rows {o.band_rows} exceeds the output height {out.shape[1]}"
     return None
 
 
-def validate_graph(graph) -> None:
+def validate_graph(graph, kernel: bool = True) -> None:
     """Every TinySeg operator of the graph as its kernel's Prepare checks it, and every fetch against
     what was spilled to its slot before it (a fetch of more bytes than were written reads past the
-    stored stream): TinySegError with one line naming the operator and the reason."""
+    stored stream): TinySegError with one line naming the operator and the reason. ``kernel``: see
+    validate_body (the lowering passes False)."""
     spilled: dict[int, int] = {}  # slot -> bytes written (the latest write before this operator)
     for op in graph.operators:
         if op.opcode not in TINYSEG_OPS:
@@ -1017,7 +1028,7 @@ def validate_graph(graph) -> None:
         o = decode(op)
         here = f"operator {op.index} ({op.opcode})"
         if isinstance(o, StreamChainOptions):
-            validate_body(graph, op)
+            validate_body(graph, op, kernel)
             loc = list(op.inputs) + list(op.outputs)
             sizes = [graph.tensors[t].nbytes if t >= 0 else 0 for t in loc] + [
                 math.prod(t.shape) * ELEMENT_BYTES.get(t.dtype, 0) for t in o.tensors]

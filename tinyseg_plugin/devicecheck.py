@@ -252,7 +252,7 @@ def prepare(tflm_dir: str, kernels: str = "reference", progress: Callable[[str],
 
 # TFLM's own lines around a kernel's refusal: they say which step failed, not why.
 _BOILERPLATE = re.compile(r"^(Node .* failed to (prepare|invoke)|Failed starting model allocation|"
-                          r"Failed to (allocate|prepare)|.*AllocateTensors\(\) failed)", re.I)
+                          r"Failed to (allocate|prepare)|.*AllocateTensors\(\) failed)", re.IGNORECASE)
 _SOURCE_PREFIX = re.compile(r"^\S*\.(cc|h|cpp)(:\d+)?:?\s+")
 
 
