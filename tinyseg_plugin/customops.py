@@ -920,8 +920,6 @@ def _pairs(o: StreamChainOptions, loc: list[_Local]) -> None:
 
 
 def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
-    if not o.stages:
-        raise _BodyError("no stages (a planning-only chain cannot run)")
     loc: list[_Local] = []
     n_in = len(op.inputs)
     for k, t in enumerate(list(op.inputs) + list(op.outputs)):
@@ -985,8 +983,8 @@ def validate_body(graph, op, kernel: bool = True) -> None:
     or other row-local operators the kernel does not compute) that only the lowering runs: its
     structure, geometry, rings and numbers are checked, not the stages' types."""
     o = decode(op)
-    if not isinstance(o, StreamChainOptions):
-        return
+    if not isinstance(o, StreamChainOptions) or not o.stages:
+        return  # a planning-only chain has nothing to run: validate.tflm_refusals says why TFLM refuses it
     try:
         _check_body(graph, op, o, kernel)
     except _BodyError as exc:

@@ -420,8 +420,10 @@ TfLiteStatus PrepareTensors(TfLiteContext* context, TfLiteNode* node, const Stre
         }
       }
       s.type = type;
-      TensorSlot* slot = &s;  // (TF_LITE_ENSURE_STATUS declares an `s` of its own)
-      TF_LITE_ENSURE_STATUS(BodyQuantization(context, i - n_in - n_out, type, At(scale, 0), At(zp, 0), slot));
+      // (not TF_LITE_ENSURE_STATUS: it declares an `s` of its own)
+      if (BodyQuantization(context, i - n_in - n_out, type, At(scale, 0), At(zp, 0), &s) != kTfLiteOk) {
+        return kTfLiteError;
+      }
     }
     if (rank == 4) {
       const size_t elem = tinyseg_ops::ElementBytes(static_cast<TfLiteType>(s.type));
@@ -1017,7 +1019,9 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d, co
     d->num_operands += static_cast<int32_t>(VectorSize(ins));
     if (contract::PerChannelStage(op)) {
       int64_t channels = 0;
-      TF_LITE_ENSURE_STATUS(StageChannels(context, node, d->num_tensors, body, At(outs, 0), &channels));
+      if (StageChannels(context, node, d->num_tensors, body, At(outs, 0), &channels) != kTfLiteOk) {
+        return kTfLiteError;
+      }
       per_channel += 2 * channels;
     }
     if (contract::LookupTableStage(op)) {
