@@ -71,7 +71,7 @@ def _tflm_dir() -> str:
 
 
 def _run(exe: Path, path: Path, tmp: Path) -> subprocess.CompletedProcess:
-    graph = build_graph(load_model(path)) if path.name.startswith("base_") else None
+    graph = build_graph(load_model(path)) if path.name.startswith("base_") or path == hostile_models.TINY_UNET else None
     size = sum(graph.tensors[t].nbytes for t in graph.inputs) if graph else 0
     if graph is None:  # a mutated model keeps its base's inputs; its graph may not even build
         base = "base_stream" if (path.parent / "base_stream.tflite").exists() else "base_fetch"
@@ -88,9 +88,12 @@ def _run(exe: Path, path: Path, tmp: Path) -> subprocess.CompletedProcess:
 def test_cpp_side_refuses_every_mutation_without_sanitizer_reports(models: dict[str, Path], tmp_path: Path) -> None:
     exe = devicecheck.prepare(_tflm_dir(), sanitize=True)
     reports = 0
-    for base in ("base_stream", "base_fetch"):
+    assert _run(exe, hostile_models.TINY_UNET, tmp_path).returncode == 0
+    want = (tmp_path / "out.bin").read_bytes()
+    for base in ("base_stream", "base_fetch"):  # the bases run clean and compute the original's outputs
         p = _run(exe, models[base], tmp_path)
         assert p.returncode == 0 and not any(m in p.stderr for m in SANITIZER_MARKS), (base, p.stderr[-2000:])
+        assert (tmp_path / "out.bin").read_bytes() == want, base
     refused, missed, reasons = 0, {}, {}
     for mu in hostile_models.MUTATIONS:
         p = _run(exe, models[mu.name], tmp_path)
