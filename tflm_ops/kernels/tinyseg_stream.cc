@@ -460,7 +460,8 @@ TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const T
       TF_LITE_ENSURE_MSG(context, s.kind == Kind::kBody && s.row_bytes > 0,
                          "StreamChain: rings, spills and fetches name body tensors");
       if (k == 0) {
-        TF_LITE_ENSURE(context, value >= 1 && value <= s.height && s.ring_rows == 0);
+        TF_LITE_ENSURE_MSG(context, value >= 1 && value <= s.height && s.ring_rows == 0,
+                           "StreamChain: a ring holds 1..height rows of a tensor, once");
         const int64_t end = static_cast<int64_t>(ring_offset) + static_cast<int64_t>(value) * s.row_bytes;
         TF_LITE_ENSURE_MSG(context, end <= d.ring_bytes,
                            "StreamChain: the rings exceed ring_bytes");
@@ -468,13 +469,15 @@ TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const T
         s.ring_offset = ring_offset;
         ring_offset = static_cast<int32_t>(end);
       } else if (k == 1) {
-        TF_LITE_ENSURE(context, s.stream < 0 && s.ring_rows > 0);
+        TF_LITE_ENSURE_MSG(context, s.stream < 0 && s.ring_rows > 0,
+                           "StreamChain: a spilled tensor is spilled once and has a ring");
         s.stream = streams;
         tab.order[d.num_order - d.num_spill + streams] = id;
         ++streams;
         static_cast<void>(value);
       } else {
-        TF_LITE_ENSURE(context, s.fetch_slot < 0 && s.ring_rows > 0);
+        TF_LITE_ENSURE_MSG(context, s.fetch_slot < 0 && s.ring_rows > 0,
+                           "StreamChain: a fetched tensor is fetched once and has a ring");
         s.fetch_slot = value;
       }
     }
@@ -744,7 +747,8 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   TF_LITE_ENSURE_MSG(context, IsVector(ins) && IsVector(outs) && VectorSize(outs) == 1 &&
                                   VectorSize(ins) >= 1 && VectorSize(ins) <= contract::kStreamMaxStageInputs,
                      "StreamChain: a stage has 1 output and 1..kStreamMaxStageInputs inputs");
-  TF_LITE_ENSURE(context, IntIn(At(outs, 0), 0, d.num_tensors - 1, &g.output));
+  TF_LITE_ENSURE_MSG(context, IntIn(At(outs, 0), 0, d.num_tensors - 1, &g.output),
+                     "StreamChain: a stage's output is not a local tensor");
   g.operand_begin = *operand_next;
   g.operand_count = static_cast<int32_t>(VectorSize(ins));
   g.input = g.filter = g.bias = -1;
@@ -753,7 +757,8 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   int activations = 0;
   for (int32_t k = 0; k < g.operand_count; ++k) {
     int32_t id = 0;
-    TF_LITE_ENSURE(context, IntIn(At(ins, static_cast<size_t>(k)), -1, d.num_tensors - 1, &id));
+    TF_LITE_ENSURE_MSG(context, IntIn(At(ins, static_cast<size_t>(k)), -1, d.num_tensors - 1, &id),
+                       "StreamChain: a stage's input is not a local tensor (or -1)");
     tab.operands[(*operand_next)++] = id;
     if (!contract::IsActivationInput(g.op, k)) {
       const int constant = k - activations;
@@ -875,7 +880,8 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
     int oh = 0, ow = 0;
     const TfLitePaddingValues pad = ComputePaddingHeightWidth(
         g.stride_h, g.stride_w, 1, 1, in.height, in.width, g.filter_h, g.filter_w, padding, &oh, &ow);
-    TF_LITE_ENSURE(context, oh == out.height && ow == out.width);
+    TF_LITE_ENSURE_MSG(context, oh == out.height && ow == out.width,
+                       "StreamChain: a pool stage's output size does not match its tensors");
     g.pad_h = pad.height;
     g.pad_w = pad.width;
     return CalculateActivationRangeQuantized(context, activation, &out_q, &g.act_min, &g.act_max);
