@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -47,6 +48,11 @@ BUILD_TYPE = "release_with_logs"
 RUNNER = "tinyseg_run"
 BUILD_SECONDS = 3600.0
 STORAGE_BYTES = 64 << 20  # host RAM standing in for the spill flash
+# A sanitizer build (tests/test_hostile_bodies.py): TFLM and our kernels compiled with ASan and UBSan, in a
+# gen folder of its own so the plain build's objects are neither reused nor overwritten. Any report aborts
+# the runner (exit != 0, the report on stderr).
+SANITIZE_FLAGS = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+SANITIZE_GENDIR = "gen_sanitize"
 # The files of a TFLM tree the build and the installer rely on: they identify its content in the cache key.
 TREE_FILES = (
     MAKEFILE,
@@ -151,18 +157,22 @@ def _run(cmd: list[str], cwd: Path, what: str, timeout: float = BUILD_SECONDS) -
     return proc.stdout + proc.stderr
 
 
-def _make_args(kernels: str, target: Sequence[str] = ()) -> list[str]:
-    """TFLM make variables for a build: ours, then ``target`` (e.g. TARGET=cortex_m_qemu TARGET_ARCH=cortex-m7)."""
+def _make_args(kernels: str, target: Sequence[str] = (), sanitize: bool = False) -> list[str]:
+    """TFLM make variables for a build: ours, then ``target`` (e.g. TARGET=cortex_m_qemu TARGET_ARCH=cortex-m7).
+    ``sanitize``: the host compilers with ASan and UBSan, objects under SANITIZE_GENDIR."""
     if kernels not in KERNELS:
         raise TinySegError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
+    extra = ([f"CXX_TOOL=g++ {SANITIZE_FLAGS}", f"CC_TOOL=gcc {SANITIZE_FLAGS}", f"BASE_GENDIR={SANITIZE_GENDIR}"]
+             if sanitize else [])
     return ([f"BUILD_TYPE={BUILD_TYPE}"] + (["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else [])
-            + list(target))
+            + list(target) + extra)
 
 
-def make_flags(tree: Path, kernels: str = "reference", target: Sequence[str] = ()) -> dict[str, str]:
+def make_flags(tree: Path, kernels: str = "reference", target: Sequence[str] = (),
+               sanitize: bool = False) -> dict[str, str]:
     """The compiler and flags TFLM's Makefile uses for the build (the host's unless ``target`` says)."""
-    out = _run(["make", "-f", MAKEFILE, *_make_args(kernels, target)] + [f"print-{n}" for n in FLAG_NAMES], tree,
-               "asking TFLM's Makefile for its flags")
+    out = _run(["make", "-f", MAKEFILE, *_make_args(kernels, target, sanitize)] + [f"print-{n}" for n in FLAG_NAMES],
+               tree, "asking TFLM's Makefile for its flags")
     values: dict[str, str] = {}
     for line in out.splitlines():
         name, sep, value = line.partition("=")
@@ -175,13 +185,13 @@ def make_flags(tree: Path, kernels: str = "reference", target: Sequence[str] = (
 
 
 def build_runner(tree: Path, exe: Path, source: Path, kernels: str = "reference", jobs: int = 2,
-                 target: Sequence[str] = ()) -> Path:
+                 target: Sequence[str] = (), sanitize: bool = False) -> Path:
     """microlite (with TinySeg's kernels, already installed in ``tree``), then the runner at ``exe``.
     ``target`` builds for another TFLM target: cortex_m_qemu's runner runs under qemu-arm, its file
-    I/O through semihosting."""
-    _run(["make", "-f", MAKEFILE, *_make_args(kernels, target), "microlite", f"-j{jobs}"], tree,
+    I/O through semihosting. ``sanitize``: a host build with ASan and UBSan."""
+    _run(["make", "-f", MAKEFILE, *_make_args(kernels, target, sanitize), "microlite", f"-j{jobs}"], tree,
          "building TFLM's microlite")
-    f = make_flags(tree, kernels, target)
+    f = make_flags(tree, kernels, target, sanitize)
     library = tree / f["MICROLITE_LIB_PATH"].strip()
     exe.parent.mkdir(parents=True, exist_ok=True)
     tmp = exe.with_name(f".{exe.name}.tmp")
@@ -206,11 +216,13 @@ def _copy_tree(root: Path, tree: Path) -> None:
         shutil.rmtree(staged, ignore_errors=True)
 
 
-def prepare(tflm_dir: str, kernels: str = "reference", progress: Callable[[str], None] | None = None) -> Path:
-    """The runner executable for this TFLM tree and our runtime sources, built once and cached."""
+def prepare(tflm_dir: str, kernels: str = "reference", progress: Callable[[str], None] | None = None,
+            sanitize: bool = False) -> Path:
+    """The runner executable for this TFLM tree and our runtime sources, built once and cached
+    (``sanitize``: with ASan and UBSan, for the hostile-model test)."""
     root = check_tree(tflm_dir)
     work = cache_root() / f"tflm-{tree_key(root)}"
-    exe = work / "bin" / f"{RUNNER}-{kernels}-{runtime_key(kernels)}"
+    exe = work / "bin" / f"{RUNNER}-{kernels}{'-sanitize' if sanitize else ''}-{runtime_key(kernels)}"
     if exe.is_file() and os.access(exe, os.X_OK):
         return exe
     try:
@@ -230,12 +242,32 @@ def prepare(tflm_dir: str, kernels: str = "reference", progress: Callable[[str],
         install(str(tree))
         if progress:
             progress(f"building TFLM with TinySeg's kernels in {tree} (once per TFLM tree and runtime; minutes)")
-        build_runner(tree, exe, runner_source(), kernels)
+        build_runner(tree, exe, runner_source(), kernels, sanitize=sanitize)
         (work / "SOURCE").write_text(f"{root}\n", encoding="utf-8")
     return exe
 
 
 # ---------------------------------------------------------------- running
+
+
+# TFLM's own lines around a kernel's refusal: they say which step failed, not why.
+_BOILERPLATE = re.compile(r"^(Node .* failed to (prepare|invoke)|Failed starting model allocation|"
+                          r"Failed to (allocate|prepare)|.*AllocateTensors\(\) failed)", re.IGNORECASE)
+_SOURCE_PREFIX = re.compile(r"^\S*\.(cc|h|cpp)(:\d+)?:?\s+")
+
+
+def failure_reason(stderr: str) -> str:
+    """One line: the runner's failing step and the reason a kernel printed before it (the first
+    MicroPrintf or TF_LITE_ENSURE line, its source path dropped), as the runner itself only knows
+    that AllocateTensors or Invoke failed."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    step = next((ln for ln in lines if ln.startswith(f"{RUNNER}:")), None)
+    reasons = [_SOURCE_PREFIX.sub("", ln) for ln in lines
+               if not ln.startswith(f"{RUNNER}:") and not _BOILERPLATE.match(ln)]
+    if step is None:
+        return (reasons[-1] if reasons else "no message")[:300]
+    step = step[len(RUNNER) + 1:].strip()
+    return f"{step}: {reasons[0]}"[:300] if reasons else step[:300]
 
 
 def run(exe: Path, model: bytes, batches: list[list[np.ndarray]], arena_size: int, seconds: float,
@@ -271,9 +303,7 @@ def run(exe: Path, model: bytes, batches: list[list[np.ndarray]], arena_size: in
                 name = f"signal {-proc.returncode}"
             raise TinySegError(f"TFLM crashed ({name}) while running {what} (real-kernel check)")
         if proc.returncode != 0:
-            msg = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-            reason = next((ln for ln in msg if ln.startswith(f"{RUNNER}:")), msg[-1] if msg else "no message")
-            raise TinySegError(f"TFLM cannot run {what} (real-kernel check): {reason[:200]}")
+            raise TinySegError(f"TFLM cannot run {what} (real-kernel check): {failure_reason(proc.stderr)}")
         data = opath.read_bytes()
     stats = {}
     for line in proc.stdout.splitlines():

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import optimizer, tflm
+from . import customops, optimizer, tflm
 from . import verify as check
 from .analysis import Analysis, analyze_graph
 from .errors import TinySegError, shown
@@ -92,8 +92,11 @@ class Outcome:
 
 
 def load(data: bytes, name: str) -> Graph:
-    """The model view of a file's bytes; malformed files are refused here, with one line."""
-    return build_graph(parse_model(data, name), name=name)
+    """The model view of a file's bytes. Malformed files, and TinySeg operators whose kernels would
+    refuse their options, are refused here, with one line."""
+    graph = build_graph(parse_model(data, name), name=name)
+    customops.validate_graph(graph)
+    return graph
 
 
 def analyze(graph: Graph, run: Run, stream: bool = False) -> tuple[Analysis, dict | None]:

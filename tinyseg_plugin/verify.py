@@ -215,6 +215,7 @@ def verify_real_kernels(original: Graph, optimized: Graph, tflm_dir: str, runs: 
     (see verify), each group's inputs made only when it runs."""
     from . import devicecheck
 
+    customops.validate_graph(optimized)  # the kernels refuse it in Prepare; say why before building
     if per_run is None:
         per_run = max(check_io_bytes(original, "the original"), check_io_bytes(optimized, "the optimized model"))
     exe = devicecheck.prepare(tflm_dir, progress=progress)

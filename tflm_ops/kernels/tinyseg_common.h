@@ -86,7 +86,8 @@ static_assert(sizeof(FetchedConvOperand) == contract::kFetchedOperandBytes,
 struct FetchingConvHeader {
   int32_t* per_channel_multiplier;  // Prepare: persistent, 4 * C_out bytes
   int32_t* per_channel_shift;       // Prepare: persistent, 4 * C_out bytes
-  int32_t num_fetched;
+  int16_t num_fetched;  // <= kMaxFetched (4096)
+  int16_t operands;     // the `operands` option: in-RAM inputs + num_fetched (Prepare checks it)
   int32_t band_rows;
   int band_index;
   int staging_index;  // RequestScratchBufferInArena takes int*
@@ -105,6 +106,8 @@ struct FetchingConvHeader {
   uint8_t int32_accumulator : 1;  // int16 without bias: quantized_bias_type INT32
   uint8_t activation;             // TfLiteFusedActivation
 };
+static_assert(contract::kMaxOperands <= INT16_MAX && contract::kMaxFetched <= INT16_MAX,
+              "FetchingConvHeader keeps operands and num_fetched in 16 bits");
 constexpr size_t kFetchingConvHeaderBytes = contract::kFetchingConvHeaderBytes;
 static_assert(sizeof(FetchingConvHeader) <= kFetchingConvHeaderBytes,
               "contract: FetchingConv2D OpData header is 64 bytes");

@@ -126,6 +126,43 @@ constexpr IntLimit kIntLimits[] = {
     {"fetched", 0, 4096},
 };
 
+// StreamChain stage fields: least and greatest accepted value (a boolean counts 0/1); an absent
+// field takes the schema's default.
+struct FieldLimit {
+  const char* key;
+  int64_t min;
+  int64_t max;
+};
+constexpr FieldLimit kFieldLimits[] = {
+    {"padding", 0, 1},
+    {"strideW", 1, 32767},
+    {"strideH", 1, 32767},
+    {"dilationWFactor", 1, 32767},
+    {"dilationHFactor", 1, 32767},
+    {"fusedActivationFunction", 0, 3},
+    {"filterWidth", 1, 32767},
+    {"filterHeight", 1, 32767},
+    {"axis", -4, 3},
+    {"alignCorners", 0, 1},
+    {"halfPixelCenters", 0, 1},
+};
+
+// A StreamChain body tensor's quantization (scale finite, in [min, max]; zero point in its type's range),
+// and the largest persistent block of one StreamChain.
+constexpr double kStreamMinScale = 2.3283064365386963e-10;
+constexpr double kStreamMaxScale = 4294967296.0;
+constexpr int64_t kStreamMaxBodyBytes = 2147483647;
+inline bool ZeroPointInRange(TfLiteType type, int64_t zero_point) {
+  switch (type) {
+    case kTfLiteInt8: return zero_point >= -128 && zero_point <= 127;
+    case kTfLiteUInt8: return zero_point >= 0 && zero_point <= 255;
+    case kTfLiteInt16: return zero_point >= 0 && zero_point <= 0;
+    case kTfLiteInt32: return zero_point >= 0 && zero_point <= 0;
+    case kTfLiteFloat32: return zero_point >= 0 && zero_point <= 0;
+    default: return false;
+  }
+}
+
 constexpr int kMaxDims = 6;
 constexpr int kConvAxis = 3;
 constexpr int kConvRank = 4;

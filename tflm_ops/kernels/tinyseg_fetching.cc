@@ -118,15 +118,17 @@ TfLiteStatus FetchingPrepare(TfLiteContext* context, TfLiteNode* node) {
     if (d > axis) inner *= static_cast<size_t>(out->dims->data[d]);
   }
   const bool quantized = out->type != kTfLiteFloat32 && out->type != kTfLiteInt32;
-  int32_t axis_total = 0;
+  int64_t axis_total = 0;  // 64 bits: up to kMaxOperands extents of up to 2^31-1 each
   FetchedConcatOperand* fetched = tinyseg_ops::ConcatOperands(h);
   tinyseg_ops::OperandWalk<FetchedConcatOperand> walk(fetched, h->num_fetched);
   for (int32_t k = 0; status == kTfLiteOk && k < h->operands; ++k) {
     int input = -1;
     const FetchedConcatOperand* f = walk.Next(k, &input);
     if (f != nullptr) {
-      const size_t want = outer * static_cast<size_t>(f->axis_dim) * inner;
-      if (f->elements != want) {
+      // In 64 bits: on a 32-bit target a product that wraps could match `elements` by accident.
+      const uint64_t want = static_cast<uint64_t>(outer) * static_cast<uint64_t>(f->axis_dim) *
+                            static_cast<uint64_t>(inner);
+      if (static_cast<uint64_t>(f->elements) != want) {
         MicroPrintf("Fetching: fetched operand %d has %u elements, the output needs %u",
                     static_cast<int>(k), static_cast<unsigned>(f->elements),
                     static_cast<unsigned>(want));

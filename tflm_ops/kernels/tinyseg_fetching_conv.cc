@@ -123,7 +123,8 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
   auto* h = static_cast<FetchingConvHeader*>(context->AllocatePersistentBuffer(context, bytes));
   if (h == nullptr) return nullptr;
   std::memset(h, 0, tinyseg_ops::kFetchingConvHeaderBytes);
-  h->num_fetched = num_fetched;
+  h->num_fetched = static_cast<int16_t>(num_fetched);
+  h->operands = static_cast<int16_t>(operands);
   h->band_rows = static_cast<int32_t>(rows);
   h->band_index = -1;
   h->staging_index = -1;
@@ -194,7 +195,8 @@ TfLiteStatus CheckOperands(TfLiteContext* context, TfLiteNode* node,
                            int32_t* in_h, int32_t* in_w, int32_t* channels) {
   const int32_t batches = t.out->dims->data[0];
   const bool quantized = t.out->type != kTfLiteFloat32;
-  int32_t height = -1, width = -1, total = 0;
+  int32_t height = -1, width = -1;
+  int64_t total = 0;  // 64 bits: up to kMaxOperands operands of up to 2^31-1 channels
   tinyseg_ops::OperandWalk<FetchedConvOperand> walk(tinyseg_ops::ConvOperands(h), h->num_fetched);
   for (int32_t k = 0; k < operands; ++k) {
     int32_t oh = 0, ow = 0, oc = 0;
@@ -245,9 +247,10 @@ TfLiteStatus CheckOperands(TfLiteContext* context, TfLiteNode* node,
     }
     total += oc;
   }
+  TF_LITE_ENSURE_MSG(context, total <= INT32_MAX, "FetchingConv2D: the operands' channels exceed 2^31-1");
   *in_h = height;
   *in_w = width;
-  *channels = total;
+  *channels = static_cast<int32_t>(total);
   return kTfLiteOk;
 }
 
@@ -257,11 +260,11 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
   auto* h = static_cast<FetchingConvHeader*>(node->user_data);
   const int n_in = NumInputs(node) - 2;
   TF_LITE_ENSURE(context, n_in >= 0);
-  // Operand k is fetched or the next in-RAM input: every position must exist.
-  const int32_t operands = n_in + h->num_fetched;
-  for (int32_t i = 0; i < h->num_fetched; ++i) {
-    TF_LITE_ENSURE(context, tinyseg_ops::ConvOperands(h)[i].position < operands);
-  }
+  // Operand k is fetched or the next in-RAM input: the `operands` option must count exactly the
+  // in-RAM inputs and the fetched entries (Init checked every position is below it).
+  const int32_t operands = h->operands;
+  TF_LITE_ENSURE_MSG(context, operands == n_in + h->num_fetched,
+                     "FetchingConv2D: `operands` is not the number of in-RAM inputs plus fetched entries");
   TF_LITE_ENSURE_EQ(context, NumOutputs(node), 1);
 
   PrepareTensors t;
@@ -279,6 +282,10 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
   TF_LITE_ENSURE_EQ(context, t.filter->dims->size, 4);
   const int32_t out_c = t.out->dims->data[3];
   TF_LITE_ENSURE_EQ(context, t.filter->dims->data[0], out_c);
+  // A float32 or int8 convolution takes its bias (the fusion pass always passes the CONV_2D's); only
+  // int16 may go without, its accumulator then chosen by quantized_bias_type.
+  TF_LITE_ENSURE_MSG(context, t.bias != nullptr || type == kTfLiteInt16,
+                     "FetchingConv2D: a float32 or int8 convolution needs its bias input");
   if (t.bias != nullptr) {
     TF_LITE_ENSURE_MSG(context, contract::ConvBiasType(type, t.bias->type),
                        "FetchingConv2D: unsupported bias type");
@@ -293,12 +300,19 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
 
   const int32_t kh = t.filter->dims->data[1];
   const int32_t kw = t.filter->dims->data[2];
+  // The dilated filter spans at most kMaxDilationH rows and columns, so the padding (kept in 16 bits)
+  // and every window product fit: a larger span would be computed with a truncated padding.
+  TF_LITE_ENSURE_MSG(context, kh >= 1 && kw >= 1 &&
+                                  static_cast<int64_t>(kh - 1) * h->dilation_h + 1 <= contract::kMaxDilationH &&
+                                  static_cast<int64_t>(kw - 1) * h->dilation_w + 1 <= contract::kMaxDilationW,
+                     "FetchingConv2D: the dilated filter spans more than 32767 rows or columns");
   int out_h = 0, out_w = 0;
   const TfLitePaddingValues pad = ComputePaddingHeightWidth(
       h->stride_h, h->stride_w, h->dilation_h, h->dilation_w, in_h, in_w, kh, kw,
       static_cast<TfLitePadding>(h->padding), &out_h, &out_w);
   TF_LITE_ENSURE_EQ(context, out_h, t.out->dims->data[1]);
   TF_LITE_ENSURE_EQ(context, out_w, t.out->dims->data[2]);
+  TF_LITE_ENSURE(context, pad.height <= INT16_MAX && pad.width <= INT16_MAX);
   h->pad_h = static_cast<int16_t>(pad.height);
   h->pad_w = static_cast<int16_t>(pad.width);
 

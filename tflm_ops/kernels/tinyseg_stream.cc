@@ -181,16 +181,18 @@ struct Tables {
   }
 };
 
-size_t BodyBytes(const StreamOpData& d) {
-  const size_t t = static_cast<size_t>(d.num_tensors);
-  const size_t int32s = contract::kStreamInt32PerTensor * t +
-                        contract::kStreamInt32PerStage * static_cast<size_t>(d.num_stages) +
-                        static_cast<size_t>(d.num_operands) + static_cast<size_t>(d.num_order) +
-                        static_cast<size_t>(d.per_channel);
-  return contract::kSpillStreamBytes * static_cast<size_t>(d.num_spill) +
+// In 64 bits whatever the target's size_t (every count is a non-negative int32, so no term overflows);
+// Count refuses a block above contract::kStreamMaxBodyBytes before anything is allocated.
+uint64_t BodyBytes(const StreamOpData& d) {
+  const uint64_t t = static_cast<uint64_t>(d.num_tensors);
+  const uint64_t int32s = contract::kStreamInt32PerTensor * t +
+                          contract::kStreamInt32PerStage * static_cast<uint64_t>(d.num_stages) +
+                          static_cast<uint64_t>(d.num_operands) + static_cast<uint64_t>(d.num_order) +
+                          static_cast<uint64_t>(d.per_channel);
+  return contract::kSpillStreamBytes * static_cast<uint64_t>(d.num_spill) +
          (contract::kStreamTensorBytes + contract::kStreamScheduleTensorBytes) * t +
-         contract::kStreamStageBytes * static_cast<size_t>(d.num_stages) +
-         contract::kStreamEdgeBytes * static_cast<size_t>(d.num_edges) + 4 * int32s;
+         contract::kStreamStageBytes * static_cast<uint64_t>(d.num_stages) +
+         contract::kStreamEdgeBytes * static_cast<uint64_t>(d.num_edges) + 4 * int32s;
 }
 
 Tables Layout(const StreamOpData& d) {
@@ -243,10 +245,35 @@ bool IntIn(const flexbuffers::Reference& r, int64_t lo, int64_t hi, int32_t* out
   return true;
 }
 
-// A stage's builtin options field (absent: `fallback`).
-int32_t Field(const flexbuffers::Map& fields, const char* key, int32_t fallback) {
+// A stage's builtin options field (absent: `fallback`), within contract::kFieldLimits: false (with
+// the reason printed) for a value out of range or not an integer, before anything narrows it.
+bool Field(const flexbuffers::Map& fields, const char* key, int32_t fallback, int32_t* out) {
   const flexbuffers::Reference r = fields[key];
-  return r.IsIntOrUint() ? static_cast<int32_t>(r.AsInt64()) : fallback;
+  if (r.IsNull()) {
+    *out = fallback;
+    return true;
+  }
+  int64_t v = 0;
+  if (r.IsBool()) {
+    v = r.AsBool() ? 1 : 0;
+  } else if (r.IsIntOrUint()) {
+    v = r.IsUInt() && r.AsUInt64() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : r.AsInt64();
+  } else {
+    MicroPrintf("StreamChain: stage field %s is not an integer", key);
+    return false;
+  }
+  for (const contract::FieldLimit& l : contract::kFieldLimits) {
+    if (std::strcmp(l.key, key) != 0) continue;
+    if (v < l.min || v > l.max) {
+      MicroPrintf("StreamChain: stage field %s is outside %d..%d", key, static_cast<int>(l.min),
+                  static_cast<int>(l.max));
+      return false;
+    }
+    *out = static_cast<int32_t>(v);
+    return true;
+  }
+  MicroPrintf("StreamChain: stage field %s has no limits in the contract", key);
+  return false;
 }
 
 bool ParseType(const char* name, TfLiteType* out) {
@@ -315,6 +342,25 @@ TfLiteTensor QuantView(const TensorSlot& s) {
   return t;
 }
 
+// A body tensor's scale and zero point, refused unless the scale is finite and within
+// [kStreamMinScale, kStreamMaxScale] and the zero point within its type's range (checked in double
+// and int64, before either is narrowed).
+TfLiteStatus BodyQuantization(TfLiteContext* context, int32_t index, TfLiteType type,
+                              const flexbuffers::Reference& scale, const flexbuffers::Reference& zero_point,
+                              TensorSlot* s) {
+  const double v = scale.IsNumeric() ? scale.AsDouble() : -1.0;
+  const int64_t z = zero_point.IsIntOrUint() ? zero_point.AsInt64() : INT64_MIN;
+  if (!(std::isfinite(v) && v >= contract::kStreamMinScale && v <= contract::kStreamMaxScale) ||
+      !contract::ZeroPointInRange(type, z)) {
+    MicroPrintf("StreamChain: tensors[%d] needs a finite scale in [2^-32, 2^32] and a zero point in its "
+                "type's range", static_cast<int>(index));
+    return kTfLiteError;
+  }
+  s->scale = static_cast<float>(v);
+  s->zero_point = static_cast<int32_t>(z);
+  return kTfLiteOk;
+}
+
 // Geometry and quantization of every chain-local tensor.
 TfLiteStatus PrepareTensors(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
                             const Tables& tab, const flexbuffers::Map& m) {
@@ -374,8 +420,10 @@ TfLiteStatus PrepareTensors(TfLiteContext* context, TfLiteNode* node, const Stre
         }
       }
       s.type = type;
-      s.scale = static_cast<float>(At(scale, 0).AsDouble());
-      s.zero_point = static_cast<int32_t>(At(zp, 0).AsInt64());
+      // (not TF_LITE_ENSURE_STATUS: it declares an `s` of its own)
+      if (BodyQuantization(context, i - n_in - n_out, type, At(scale, 0), At(zp, 0), &s) != kTfLiteOk) {
+        return kTfLiteError;
+      }
     }
     if (rank == 4) {
       const size_t elem = tinyseg_ops::ElementBytes(static_cast<TfLiteType>(s.type));
@@ -412,7 +460,8 @@ TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const T
       TF_LITE_ENSURE_MSG(context, s.kind == Kind::kBody && s.row_bytes > 0,
                          "StreamChain: rings, spills and fetches name body tensors");
       if (k == 0) {
-        TF_LITE_ENSURE(context, value >= 1 && value <= s.height && s.ring_rows == 0);
+        TF_LITE_ENSURE_MSG(context, value >= 1 && value <= s.height && s.ring_rows == 0,
+                           "StreamChain: a ring holds 1..height rows of a tensor, once");
         const int64_t end = static_cast<int64_t>(ring_offset) + static_cast<int64_t>(value) * s.row_bytes;
         TF_LITE_ENSURE_MSG(context, end <= d.ring_bytes,
                            "StreamChain: the rings exceed ring_bytes");
@@ -420,13 +469,15 @@ TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const T
         s.ring_offset = ring_offset;
         ring_offset = static_cast<int32_t>(end);
       } else if (k == 1) {
-        TF_LITE_ENSURE(context, s.stream < 0 && s.ring_rows > 0);
+        TF_LITE_ENSURE_MSG(context, s.stream < 0 && s.ring_rows > 0,
+                           "StreamChain: a spilled tensor is spilled once and has a ring");
         s.stream = streams;
         tab.order[d.num_order - d.num_spill + streams] = id;
         ++streams;
         static_cast<void>(value);
       } else {
-        TF_LITE_ENSURE(context, s.fetch_slot < 0 && s.ring_rows > 0);
+        TF_LITE_ENSURE_MSG(context, s.fetch_slot < 0 && s.ring_rows > 0,
+                           "StreamChain: a fetched tensor is fetched once and has a ring");
         s.fetch_slot = value;
       }
     }
@@ -562,6 +613,7 @@ TfLiteStatus PrepareElementwise(TfLiteContext* context, TfLiteNode* node, const 
     const flexbuffers::Reference alpha = fields[contract::kFieldAlpha];
     TF_LITE_ENSURE_MSG(context, alpha.IsNumeric(), "StreamChain: LEAKY_RELU needs its alpha");
     const float a = alpha.AsFloat();
+    TF_LITE_ENSURE_MSG(context, std::isfinite(a), "StreamChain: LEAKY_RELU's alpha is not finite");
     QuantizeMultiplier(static_cast<double>(in.scale * a / out.scale), &g.multiplier1, &g.shift1);
     QuantizeMultiplier(static_cast<double>(in.scale / out.scale), &g.multiplier2, &g.shift2);
     g.input_offset = in.zero_point;
@@ -643,8 +695,11 @@ TfLiteStatus PrepareElementwise(TfLiteContext* context, TfLiteNode* node, const 
     return kTfLiteOk;
   }
   if (g.op == StageOp::kResizeNearestNeighbor) {
-    const bool align = Field(fields, contract::kFieldAlignCorners, 0) != 0;
-    const bool half = Field(fields, contract::kFieldHalfPixelCenters, 0) != 0;
+    int32_t align_field = 0, half_field = 0;
+    TF_LITE_ENSURE(context, Field(fields, contract::kFieldAlignCorners, 0, &align_field) &&
+                                Field(fields, contract::kFieldHalfPixelCenters, 0, &half_field));
+    const bool align = align_field != 0;
+    const bool half = half_field != 0;
     g.flags = (align ? 1 : 0) | (half ? 2 : 0);
     TF_LITE_ENSURE_MSG(context, !align && in.channels == out.channels && out.height % in.height == 0,
                        "StreamChain: RESIZE_NEAREST_NEIGHBOR by an integer factor, without align_corners");
@@ -659,6 +714,17 @@ TfLiteStatus PrepareElementwise(TfLiteContext* context, TfLiteNode* node, const 
   }
   static_cast<void>(first_edge);
   static_cast<void>(end_edge);
+  return kTfLiteOk;
+}
+
+// `count` int32 entries of the pool for a stage (its per-channel arrays or its lookup table): the
+// offset in `*at`; refused, with no arithmetic past int32, when they exceed what Count sized.
+TfLiteStatus TakePool(TfLiteContext* context, const StreamOpData& d, int64_t count, int32_t* pool_next,
+                      int32_t* at) {
+  TF_LITE_ENSURE_MSG(context, count >= 0 && count <= static_cast<int64_t>(d.per_channel) - *pool_next,
+                     "StreamChain: a stage's per-channel arrays exceed the persistent block");
+  *at = *pool_next;
+  *pool_next = static_cast<int32_t>(*pool_next + count);
   return kTfLiteOk;
 }
 
@@ -681,7 +747,8 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   TF_LITE_ENSURE_MSG(context, IsVector(ins) && IsVector(outs) && VectorSize(outs) == 1 &&
                                   VectorSize(ins) >= 1 && VectorSize(ins) <= contract::kStreamMaxStageInputs,
                      "StreamChain: a stage has 1 output and 1..kStreamMaxStageInputs inputs");
-  TF_LITE_ENSURE(context, IntIn(At(outs, 0), 0, d.num_tensors - 1, &g.output));
+  TF_LITE_ENSURE_MSG(context, IntIn(At(outs, 0), 0, d.num_tensors - 1, &g.output),
+                     "StreamChain: a stage's output is not a local tensor");
   g.operand_begin = *operand_next;
   g.operand_count = static_cast<int32_t>(VectorSize(ins));
   g.input = g.filter = g.bias = -1;
@@ -690,7 +757,8 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   int activations = 0;
   for (int32_t k = 0; k < g.operand_count; ++k) {
     int32_t id = 0;
-    TF_LITE_ENSURE(context, IntIn(At(ins, static_cast<size_t>(k)), -1, d.num_tensors - 1, &id));
+    TF_LITE_ENSURE_MSG(context, IntIn(At(ins, static_cast<size_t>(k)), -1, d.num_tensors - 1, &id),
+                       "StreamChain: a stage's input is not a local tensor (or -1)");
     tab.operands[(*operand_next)++] = id;
     if (!contract::IsActivationInput(g.op, k)) {
       const int constant = k - activations;
@@ -726,18 +794,17 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
 
   const flexbuffers::Reference f = st[contract::kKeyFields];
   const flexbuffers::Map fields = f.IsMap() ? f.AsMap() : flexbuffers::Map::EmptyMap();
-  g.stride_h = Field(fields, contract::kFieldStrideH, 1);
-  g.stride_w = Field(fields, contract::kFieldStrideW, 1);
-  g.dilation_h = Field(fields, contract::kFieldDilationHFactor, 1);
-  g.dilation_w = Field(fields, contract::kFieldDilationWFactor, 1);
-  const TfLitePadding padding = Field(fields, contract::kFieldPadding, 0) == 1 ? kTfLitePaddingValid
-                                                                               : kTfLitePaddingSame;
-  const auto activation = static_cast<TfLiteFusedActivation>(
-      Field(fields, contract::kFieldFusedActivationFunction, 0));
-  TF_LITE_ENSURE(context, g.stride_h >= 1 && g.stride_w >= 1 && g.dilation_h >= 1 && g.dilation_w >= 1);
-  TF_LITE_ENSURE_MSG(context, activation == kTfLiteActNone || activation == kTfLiteActRelu ||
-                                  activation == kTfLiteActReluN1To1 || activation == kTfLiteActRelu6,
-                     "StreamChain: unsupported fused activation");
+  // Every integer is range-checked (contract::kFieldLimits) before it becomes an enum.
+  int32_t padding_field = 0, activation_field = 0;
+  TF_LITE_ENSURE_MSG(context, Field(fields, contract::kFieldStrideH, 1, &g.stride_h) &&
+                                  Field(fields, contract::kFieldStrideW, 1, &g.stride_w) &&
+                                  Field(fields, contract::kFieldDilationHFactor, 1, &g.dilation_h) &&
+                                  Field(fields, contract::kFieldDilationWFactor, 1, &g.dilation_w) &&
+                                  Field(fields, contract::kFieldPadding, 0, &padding_field) &&
+                                  Field(fields, contract::kFieldFusedActivationFunction, 0, &activation_field),
+                     "StreamChain: a stage field is out of range (see the message above)");
+  const TfLitePadding padding = padding_field == 1 ? kTfLitePaddingValid : kTfLitePaddingSame;
+  const auto activation = static_cast<TfLiteFusedActivation>(activation_field);  // 0..3: NONE..RELU6
 
   TfLiteTensor in_q = QuantView(in);
   TfLiteTensor out_q = QuantView(out);
@@ -775,9 +842,8 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
     // ELU: the 256-entry int8 table elu.cc's Prepare fills (its PopulateLookupTable: the same float
     // arithmetic as TFLM's LUTPopulate, called here), kept in the pool; Eval looks each element up.
     TF_LITE_ENSURE(context, in.height == out.height && in.width == out.width && in.channels == out.channels);
-    g.per_channel = *pool_next;
-    *pool_next += static_cast<int32_t>(contract::kStreamLookupTableBytes / sizeof(int32_t));
-    TF_LITE_ENSURE(context, *pool_next <= d.per_channel);
+    TF_LITE_ENSURE_STATUS(TakePool(context, d, contract::kStreamLookupTableBytes / sizeof(int32_t), pool_next,
+                                   &g.per_channel));
     LUTPopulate<int8_t>(in.scale, in.zero_point, out.scale, out.zero_point, EluTransform,
                         reinterpret_cast<int8_t*>(tab.per_channel + g.per_channel));
     return kTfLiteOk;
@@ -799,20 +865,23 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
                          "StreamChain: CONCATENATION requantizes nothing (as TFLM's int8 kernel)");
     }
     for (int32_t k = 0; k < g.operand_count; ++k) channels += tab.tensor(tab.operands[g.operand_begin + k]).channels;
-    const int32_t axis = Field(fields, contract::kFieldAxis, 3);
+    int32_t axis = 0;
+    TF_LITE_ENSURE(context, Field(fields, contract::kFieldAxis, 3, &axis));
     TF_LITE_ENSURE_MSG(context, (axis == 3 || axis == -1) && channels == out.channels &&
                                     activation == kTfLiteActNone,
                        "StreamChain: CONCATENATION along channels only");
     return kTfLiteOk;
   }
   if (g.op == StageOp::kMaxPool2d || g.op == StageOp::kAveragePool2d) {
-    g.filter_h = Field(fields, contract::kFieldFilterHeight, 0);
-    g.filter_w = Field(fields, contract::kFieldFilterWidth, 0);
-    TF_LITE_ENSURE(context, g.filter_h >= 1 && g.filter_w >= 1 && in.channels == out.channels);
+    TF_LITE_ENSURE_MSG(context, Field(fields, contract::kFieldFilterHeight, 0, &g.filter_h) &&
+                                    Field(fields, contract::kFieldFilterWidth, 0, &g.filter_w) &&
+                                    g.filter_h >= 1 && g.filter_w >= 1 && in.channels == out.channels,
+                       "StreamChain: a pool stage needs its filter size and the input's channels");
     int oh = 0, ow = 0;
     const TfLitePaddingValues pad = ComputePaddingHeightWidth(
         g.stride_h, g.stride_w, 1, 1, in.height, in.width, g.filter_h, g.filter_w, padding, &oh, &ow);
-    TF_LITE_ENSURE(context, oh == out.height && ow == out.width);
+    TF_LITE_ENSURE_MSG(context, oh == out.height && ow == out.width,
+                       "StreamChain: a pool stage's output size does not match its tensors");
     g.pad_h = pad.height;
     g.pad_w = pad.width;
     return CalculateActivationRangeQuantized(context, activation, &out_q, &g.act_min, &g.act_max);
@@ -855,7 +924,7 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
                    : kTfLiteError;
       g.pad_h = pad.height;
       g.pad_w = pad.width;
-      if (status == kTfLiteOk && d.op_scratch < out.width * out.channels * 4) {
+      if (status == kTfLiteOk && d.op_scratch < static_cast<int64_t>(out.width) * out.channels * 4) {
         MicroPrintf("StreamChain: op_scratch is smaller than one TRANSPOSE_CONV output row");
         status = kTfLiteError;
       }
@@ -863,9 +932,9 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
     if (status != kTfLiteOk) MicroPrintf("StreamChain: stage %d's geometry does not match", static_cast<int>(index));
   }
   if (status == kTfLiteOk) {
-    g.per_channel = *pool_next;
-    *pool_next += 2 * out.channels;
-    TF_LITE_ENSURE(context, *pool_next <= d.per_channel);
+    status = TakePool(context, d, 2 * static_cast<int64_t>(out.channels), pool_next, &g.per_channel);
+  }
+  if (status == kTfLiteOk) {
     int32_t unused_multiplier = 0;
     int unused_shift = 0;
     static_assert(sizeof(int) == sizeof(int32_t), "shift arrays are int32");
@@ -881,6 +950,34 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   return status;
 }
 
+// The output channels of a per-channel stage (its output's last dimension), in 1..kMaxDim, read
+// without narrowing: the pool Count sizes from them must not overflow.
+TfLiteStatus StageChannels(TfLiteContext* context, TfLiteNode* node, int32_t num_tensors,
+                           const flexbuffers::Reference& body, const flexbuffers::Reference& output,
+                           int64_t* channels) {
+  MicroContext* mc = GetMicroContext(context);
+  const int n_in = NumInputs(node);
+  const int n_out = NumOutputs(node);
+  const int64_t out = output.IsIntOrUint() ? output.AsInt64() : -1;
+  *channels = 0;
+  if (out >= 0 && out < n_in + n_out) {
+    const int index = static_cast<int>(out);
+    TfLiteTensor* t = index < n_in ? mc->AllocateTempInputTensor(node, index)
+                                   : mc->AllocateTempOutputTensor(node, index - n_in);
+    TF_LITE_ENSURE(context, t != nullptr);
+    *channels = t->dims->size == 4 ? t->dims->data[3] : 0;
+    mc->DeallocateTempTfLiteTensor(t);
+  } else if (out >= n_in + n_out && out < num_tensors) {
+    const flexbuffers::Reference e = At(body, static_cast<size_t>(out - n_in - n_out));
+    const flexbuffers::Reference shape = e.IsMap() ? e.AsMap()[contract::kKeyShape] : flexbuffers::Reference();
+    const flexbuffers::Reference last = VectorSize(shape) == 4 ? At(shape, 3) : flexbuffers::Reference();
+    *channels = last.IsIntOrUint() ? last.AsInt64() : 0;
+  }
+  TF_LITE_ENSURE_MSG(context, *channels >= 1 && *channels <= contract::kMaxDim,
+                     "StreamChain: a convolution stage's output channels are outside 1..kMaxDim");
+  return kTfLiteOk;
+}
+
 // Counts what the persistent block holds (as customops.stream_chain_body_bytes).
 TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d, const flexbuffers::Map& m) {
   MicroContext* mc = GetMicroContext(context);
@@ -893,6 +990,7 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d, co
   d->num_spill = static_cast<int32_t>(VectorSize(m[contract::kKeySpill]));
   d->num_order = n_out + d->num_spill;
   d->num_edges = d->num_operands = d->per_channel = 0;
+  int64_t per_channel = 0;  // summed in 64 bits: a body may declare 2^31-1 channels
   TF_LITE_ENSURE_MSG(context, d->num_spill == d->spilled &&
                                   static_cast<int32_t>(VectorSize(m[contract::kKeyFetch])) == d->fetched,
                      "StreamChain: spilled/fetched disagree with the spill/fetch lists");
@@ -926,25 +1024,21 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d, co
     d->num_edges += distinct;
     d->num_operands += static_cast<int32_t>(VectorSize(ins));
     if (contract::PerChannelStage(op)) {
-      const int32_t out = static_cast<int32_t>(At(outs, 0).AsInt64());
-      int32_t channels = 0;
-      if (out >= 0 && out < n_in + n_out) {
-        TfLiteTensor* t = out < n_in ? mc->AllocateTempInputTensor(node, out)
-                                     : mc->AllocateTempOutputTensor(node, out - n_in);
-        TF_LITE_ENSURE(context, t != nullptr);
-        channels = t->dims->size == 4 ? t->dims->data[3] : 0;
-        mc->DeallocateTempTfLiteTensor(t);
-      } else if (out >= n_in + n_out && out < d->num_tensors) {
-        const flexbuffers::Reference shape = At(body, static_cast<size_t>(out - n_in - n_out)).AsMap()[contract::kKeyShape];
-        channels = VectorSize(shape) == 4 ? static_cast<int32_t>(At(shape, 3).AsInt64()) : 0;
+      int64_t channels = 0;
+      if (StageChannels(context, node, d->num_tensors, body, At(outs, 0), &channels) != kTfLiteOk) {
+        return kTfLiteError;
       }
-      TF_LITE_ENSURE(context, channels > 0);
-      d->per_channel += 2 * channels;
+      per_channel += 2 * channels;
     }
     if (contract::LookupTableStage(op)) {
-      d->per_channel += static_cast<int32_t>(contract::kStreamLookupTableBytes / sizeof(int32_t));
+      per_channel += static_cast<int64_t>(contract::kStreamLookupTableBytes / sizeof(int32_t));
     }
+    TF_LITE_ENSURE_MSG(context, per_channel <= contract::kStreamMaxBodyBytes / 4,
+                       "StreamChain: the stages' per-channel arrays exceed the largest persistent block");
   }
+  d->per_channel = static_cast<int32_t>(per_channel);
+  TF_LITE_ENSURE_MSG(context, BodyBytes(*d) <= static_cast<uint64_t>(contract::kStreamMaxBodyBytes),
+                     "StreamChain: the body's tables exceed the largest persistent block");
   return kTfLiteOk;
 }
 
@@ -954,7 +1048,7 @@ TfLiteStatus StreamPrepare(TfLiteContext* context, TfLiteNode* node) {
   auto* d = static_cast<StreamOpData*>(node->user_data);
   const flexbuffers::Map m = flexbuffers::GetRoot(d->options, d->options_bytes).AsMap();
   TF_LITE_ENSURE_STATUS(Count(context, node, d, m));
-  const size_t bytes = BodyBytes(*d);
+  const size_t bytes = static_cast<size_t>(BodyBytes(*d));  // <= kStreamMaxBodyBytes (Count)
   d->tables = static_cast<uint8_t*>(context->AllocatePersistentBuffer(context, bytes));
   TF_LITE_ENSURE(context, d->tables != nullptr);
   std::memset(d->tables, 0, bytes);
@@ -1016,9 +1110,13 @@ TfLiteStatus StreamPrepare(TfLiteContext* context, TfLiteNode* node) {
                                     g.op == StageOp::kPadv2 ||
                                     g.op == StageOp::kResizeNearestNeighbor || map.in_h == map.out_h,
                        "StreamChain: an elementwise stage's inputs have the output's height");
-    if (tab.tensor(edge.tensor).kind == Kind::kBody) {
-      TF_LITE_ENSURE_MSG(context, tab.schedule[edge.tensor].streamed,
-                         "StreamChain: a body tensor is read before any stage or fetch makes it");
+    // Stages run in the order written (the lowering and the Python schedule do): a tensor a stage
+    // reads is fetched, or made by an earlier stage.
+    if (tab.tensor(edge.tensor).kind != Kind::kNodeInput) {
+      const ::tinyseg::ChainTensor& c = tab.schedule[edge.tensor];
+      TF_LITE_ENSURE_MSG(context, tab.tensor(edge.tensor).fetch_slot >= 0 ||
+                                      (c.producer >= 0 && c.producer < edge.stage),
+                         "StreamChain: a stage reads a tensor no earlier stage or fetch makes");
     }
   }
   for (int32_t k = 0; k < NumOutputs(node); ++k) tab.order[k] = NumInputs(node) + k;
@@ -1027,6 +1125,12 @@ TfLiteStatus StreamPrepare(TfLiteContext* context, TfLiteNode* node) {
   if (!::tinyseg::Ok(check.Init(tab.schedule, d->num_tensors, tab.chain_stages, d->num_stages, tab.edges,
                                 d->num_edges, tab.order, d->num_order, state))) {
     MicroPrintf("StreamChain: the body is not a valid schedule");
+    return kTfLiteError;
+  }
+  // A dry run of the schedule (bookkeeping only, no row is computed): a ring shorter than the rows its
+  // readers hold at once, or a cycle, is refused here rather than in the middle of an inference.
+  if (!::tinyseg::Ok(check.Run([](int32_t, int32_t) { return ::tinyseg::Status::kOk; }))) {
+    MicroPrintf("StreamChain: a ring holds fewer rows than its readers' windows need");
     return kTfLiteError;
   }
   const int64_t scratch = static_cast<int64_t>(d->ring_bytes) + static_cast<int64_t>(d->spilled) * d->block;

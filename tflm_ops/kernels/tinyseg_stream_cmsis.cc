@@ -148,9 +148,11 @@ bool CmsisTransposeConvRow(const BandTransposeConv&, void*, int32_t) { return fa
 bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t scratch_bytes) {
   if (t.filter_row < 0 || t.filter_row >= t.filter_h) return false;  // a bias-only row
   const int32_t need = CmsisTransposeConvRowBytes(t.in_w, t.filter_w, t.out_c, t.stride_w);
+  if (need < 0 || need > scratch_bytes) return false;
+  // need >= 0: the row's bytes fit int32 (counted in 64 bits), so its columns do too.
   const int32_t columns = (t.in_w - 1) * t.stride_w + (t.filter_w > t.stride_w ? t.filter_w : t.stride_w);
   // The output row is columns pad_w .. pad_w + out_w - 1 of the accumulator row.
-  if (need < 0 || need > scratch_bytes || t.pad_w < 0 || t.pad_w + t.out_w > columns) return false;
+  if (t.pad_w < 0 || static_cast<int64_t>(t.pad_w) + t.out_w > columns) return false;
   int32_t* acc = static_cast<int32_t*>(scratch);
   // As arm_transpose_conv_s8 starts its rolling buffer: the bias in every column, or zeros.
   for (int32_t x = 0; x < columns; ++x) {

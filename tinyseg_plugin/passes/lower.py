@@ -20,7 +20,11 @@ _BIAS = {v: k for k, v in customops.BIAS_TYPES.items()}
 
 
 def lower(graph: Graph, request: None = None) -> Rewrite:
-    """The builtin-only equivalent of an optimized graph (``request``: none; the pass contract's shape)."""
+    """The builtin-only equivalent of an optimized graph (``request``: none; the pass contract's shape).
+    Refused, as its kernels would refuse it, when a TinySeg operator is malformed: a lowering of it
+    would compute something else. An estimate's chain may hold stages the kernel does not compute:
+    only its structure is checked here."""
+    customops.validate_graph(graph, kernel=False)
     slots: dict[int, int] = {}
     for op in graph.operators:
         if op.opcode == customops.SPILL:

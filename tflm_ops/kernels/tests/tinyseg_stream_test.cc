@@ -241,7 +241,10 @@ int TransposeConvRows(TfLitePadding padding, int kh, int kw, int sh, int sw, TfL
   TfLiteTensor whole[] = {CreateTensor(shape, IntArrayFromInts(shape_dims)), c.filter,
                           CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), c.bias,
                           CreateQuantizedTensor(want, IntArrayFromInts(y_dims), kYScale, kYZp)};
-  micro::KernelRunner runner(Register_TRANSPOSE_CONV(), whole, 5, IntArrayFromInts(inputs),
+  // KernelRunner keeps a reference to the registration: it must outlive the runner (a temporary here
+  // is read after its scope ends, which ASan reports).
+  const TFLMRegistration transpose_conv = Register_TRANSPOSE_CONV();
+  micro::KernelRunner runner(transpose_conv, whole, 5, IntArrayFromInts(inputs),
                              IntArrayFromInts(outputs), &params);
   if (runner.InitAndPrepare() != kTfLiteOk || runner.Invoke() != kTfLiteOk) return -1;
   if (act == kTfLiteActRelu) {

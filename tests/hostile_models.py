@@ -1,0 +1,262 @@
+"""Crafted hostile models: mutations of real optimized models' TinySeg operators, each one a body or
+option the kernels must refuse in Prepare (docs/custom_ops.md, "Limits a hostile model meets").
+
+The bases are what `tinyseg optimize` writes for the bundled Tiny U-Net: its streamed form (four
+StreamChain operators) and its spilled form (Spill + FetchingConv2D, `--no-stream`). Each mutation
+decodes one operator's custom options with the FlexBuffers codec, changes one thing and encodes them
+again (or changes the operator's inputs), so no crafted binary is committed. tests/test_hostile_bodies.py
+runs every one through the Python side (`tinyseg analyze`) and the C++ kernels (the real-kernel runner).
+
+    python tests/hostile_models.py OUT_DIR     # writes OUT_DIR/<name>.tflite for every mutation
+"""
+from __future__ import annotations
+
+import copy
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from flatbuffers import flexbuffers
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tinyseg_plugin import modelio
+from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.optimizer import Options, optimize
+
+TINY_UNET = ROOT / "examples" / "models" / "tiny_unet.tflite"
+INT32_MAX = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    base: str  # "stream" or "fetch"
+    opcode: str  # the operator mutated (the first of its kind that has what the mutation needs)
+    edit: Callable[[dict, object], None]  # (options map, the schema OperatorT): change in place
+    which: int = 0  # the index among operators of that opcode
+
+
+def base_models() -> dict[str, bytes]:
+    """The optimizer's output for the Tiny U-Net, streamed and not (no verification: the bases only)."""
+    graph = build_graph(modelio.load_model(TINY_UNET))
+    out = {}
+    for name, stream in (("stream", True), ("fetch", False)):
+        result = optimize(graph, Options(stream=stream))
+        out[name] = modelio.model_to_bytes(result.graph.model)
+    return out
+
+
+# ---------------------------------------------------------------- StreamChain edits
+
+
+def _body_tensor_of_stage(m: dict, op_name: str) -> int:
+    """Index in m["tensors"] of the body tensor the first `op_name` stage writes."""
+    n_node = _node_count(m)
+    for st in m["stages"]:
+        if st["op"] == op_name and st["outputs"][0] >= n_node:
+            return st["outputs"][0] - n_node
+    raise LookupError(op_name)
+
+
+_NODE_COUNT: dict[int, int] = {}
+
+
+def _node_count(m: dict) -> int:
+    return _NODE_COUNT[id(m)]
+
+
+def _stage(m: dict, op_name: str) -> dict:
+    return next(st for st in m["stages"] if st["op"] == op_name)
+
+
+def _set(path: Callable[[dict], dict], key: str, value) -> Callable[[dict, object], None]:
+    def edit(m: dict, op) -> None:
+        path(m)[key] = value
+    return edit
+
+
+def _field(op_name: str, key: str, value) -> Callable[[dict, object], None]:
+    return _set(lambda m: _stage(m, op_name)["fields"], key, value)
+
+
+def _tensor(op_name: str, key: str, fn: Callable[[object], object]) -> Callable[[dict, object], None]:
+    def edit(m: dict, op) -> None:
+        t = m["tensors"][_body_tensor_of_stage(m, op_name)]
+        t[key] = fn(t[key])
+    return edit
+
+
+def _shape_at(k: int, value: int) -> Callable[[list], list]:
+    return lambda shape: shape[:k] + [value] + shape[k + 1:]
+
+
+def _ring_of_conv(rows: Callable[[int], int]) -> Callable[[dict, object], None]:
+    """The ring of the tensor the first CONV_2D writes (a 3x3 window reads 3 rows of it)."""
+    def edit(m: dict, op) -> None:
+        lid = _stage(m, "CONV_2D")["outputs"][0]
+        for pair in m["rings"]:
+            if pair[0] == lid:
+                pair[1] = rows(pair[1])
+    return edit
+
+
+def _rings_consistent(edit: Callable[[dict, object], None]) -> Callable[[dict, object], None]:
+    """The edit, then ring_bytes recomputed from the rings: the check that refuses is the one the
+    mutation aims at, not the sum."""
+    def wrapped(m: dict, op) -> None:
+        edit(m, op)
+        n = _node_count(m)
+        total = 0
+        for lid, rows in m["rings"]:
+            t = m["tensors"][lid - n]
+            total += rows * t["shape"][2] * t["shape"][3] * (4 if t["type"] in ("INT32", "FLOAT32") else 1)
+        m["ring_bytes"] = total
+    return wrapped
+
+
+def _ring_id(lid: int) -> Callable[[dict, object], None]:
+    def edit(m: dict, op) -> None:
+        m["rings"][0][0] = lid
+    return edit
+
+
+def _ring_taller(m: dict, op) -> None:
+    lid = _stage(m, "CONV_2D")["outputs"][0]
+    height = m["tensors"][lid - _node_count(m)]["shape"][1]
+    for pair in m["rings"]:
+        if pair[0] == lid:
+            m["ring_bytes"] += (height + 1 - pair[1]) * m["tensors"][lid - _node_count(m)]["shape"][2] * \
+                m["tensors"][lid - _node_count(m)]["shape"][3]
+            pair[1] = height + 1
+
+
+def _reverse_stages(m: dict, op) -> None:
+    m["stages"] = m["stages"][::-1]
+
+
+def _two_writers(m: dict, op) -> None:
+    convs = [st for st in m["stages"] if st["op"] == "CONV_2D"]
+    convs[1]["outputs"] = list(convs[0]["outputs"])
+
+
+def _stage_index(key: str, value: int) -> Callable[[dict, object], None]:
+    def edit(m: dict, op) -> None:
+        st = _stage(m, "CONV_2D")
+        st[key] = [value] + st[key][1:]
+    return edit
+
+
+def _fetched_taller(m: dict, op) -> None:
+    """A fetched body tensor twice as tall as the tensor spilled to its slot."""
+    lid = m["fetch"][0][0]
+    t = m["tensors"][lid - _node_count(m)]
+    t["shape"] = [t["shape"][0], 2 * t["shape"][1]] + t["shape"][2:]
+
+
+# ---------------------------------------------------------------- FetchingConv2D edits
+
+
+def _no_bias(m: dict, op) -> None:
+    op.inputs = np.asarray(list(op.inputs[:-1]) + [-1], dtype=np.int32)
+
+
+def _fetched_shape(k: int, value: int) -> Callable[[dict, object], None]:
+    def edit(m: dict, op) -> None:
+        f = m["fetched"][0]
+        f["shape"] = f["shape"][:k] + [value] + f["shape"][k + 1:]
+    return edit
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # sizes past 32 bits (the memory corruption: a per-channel pool counted in int32)
+    Mutation("conv_out_channels_2^31-1", "stream", "StreamChain", _tensor("CONV_2D", "shape", _shape_at(3, INT32_MAX))),
+    Mutation("conv_out_channels_2^32", "stream", "StreamChain", _tensor("CONV_2D", "shape", _shape_at(3, 1 << 32))),
+    Mutation("body_height_2^31-1", "stream", "StreamChain", _tensor("CONV_2D", "shape", _shape_at(1, INT32_MAX))),
+    Mutation("body_width_2^32", "stream", "StreamChain", _tensor("CONV_2D", "shape", _shape_at(2, 1 << 32))),
+    Mutation("fetched_dim_2^31-1", "fetch", "FetchingConv2D", _fetched_shape(3, INT32_MAX)),
+    Mutation("fetched_dim_2^32", "fetch", "FetchingConv2D", _fetched_shape(3, 1 << 32)),
+    # enums read from options
+    Mutation("activation_9", "stream", "StreamChain", _field("CONV_2D", "fusedActivationFunction", 9)),
+    Mutation("activation_-1", "stream", "StreamChain", _field("CONV_2D", "fusedActivationFunction", -1)),
+    Mutation("padding_7", "stream", "StreamChain", _field("CONV_2D", "padding", 7)),
+    Mutation("stage_op_unknown", "stream", "StreamChain", _set(lambda m: m["stages"][0], "op", "SOFTMAX")),
+    Mutation("fetching_conv_padding_unknown", "fetch", "FetchingConv2D", _set(lambda m: m, "padding", "FULL")),
+    # quantization of body tensors
+    Mutation("scale_inf", "stream", "StreamChain", _tensor("CONV_2D", "scale", lambda s: [float("inf")])),
+    Mutation("scale_-1", "stream", "StreamChain", _tensor("CONV_2D", "scale", lambda s: [-1.0])),
+    Mutation("scale_1e-30", "stream", "StreamChain", _tensor("CONV_2D", "scale", lambda s: [1e-30])),
+    Mutation("scale_nan", "stream", "StreamChain", _tensor("CONV_2D", "scale", lambda s: [float("nan")])),
+    Mutation("zero_point_1000", "stream", "StreamChain", _tensor("CONV_2D", "zero_point", lambda z: [1000])),
+    # rings
+    Mutation("ring_zero_rows", "stream", "StreamChain", _rings_consistent(_ring_of_conv(lambda r: 0))),
+    Mutation("ring_shorter_than_window", "stream", "StreamChain", _rings_consistent(_ring_of_conv(lambda r: 1))),
+    Mutation("ring_taller_than_tensor", "stream", "StreamChain", _ring_taller),
+    Mutation("ring_names_tensor_999", "stream", "StreamChain", _ring_id(999)),
+    Mutation("ring_bytes_short", "stream", "StreamChain", _set(lambda m: m, "ring_bytes", 100)),
+    Mutation("ring_bytes_int32_max", "stream", "StreamChain", _set(lambda m: m, "ring_bytes", INT32_MAX)),
+    # strides, dilations, filters
+    Mutation("stride_0", "stream", "StreamChain", _field("CONV_2D", "strideH", 0)),
+    Mutation("stride_-2", "stream", "StreamChain", _field("CONV_2D", "strideW", -2)),
+    Mutation("stride_2^32+1", "stream", "StreamChain", _field("CONV_2D", "strideH", (1 << 32) + 1)),
+    Mutation("dilation_0", "stream", "StreamChain", _field("CONV_2D", "dilationHFactor", 0)),
+    Mutation("dilation_40000", "stream", "StreamChain", _field("CONV_2D", "dilationWFactor", 40000)),
+    Mutation("dilation_inf", "stream", "StreamChain", _field("CONV_2D", "dilationHFactor", float("inf"))),
+    Mutation("pool_filter_10^6", "stream", "StreamChain", _field("MAX_POOL_2D", "filterHeight", 10 ** 6), which=1),
+    Mutation("fetching_conv_dilation_32767", "fetch", "FetchingConv2D", _set(lambda m: m, "dilation_h", 32767)),
+    Mutation("fetching_conv_stride_0", "fetch", "FetchingConv2D", _set(lambda m: m, "stride_w", 0)),
+    # structure
+    Mutation("concat_axis_1", "stream", "StreamChain", _field("CONCATENATION", "axis", 1), which=2),
+    Mutation("stages_reversed", "stream", "StreamChain", _reverse_stages),
+    Mutation("two_stages_write_one_tensor", "stream", "StreamChain", _two_writers),
+    Mutation("body_shape_disagrees", "stream", "StreamChain",
+             _rings_consistent(_tensor("CONV_2D", "shape", _shape_at(2, 119)))),
+    Mutation("op_scratch_0_transpose_conv", "stream", "StreamChain", _set(lambda m: m, "op_scratch", 0), which=2),
+    Mutation("stage_input_999", "stream", "StreamChain", _stage_index("inputs", 999)),
+    Mutation("stage_output_-5", "stream", "StreamChain", _stage_index("outputs", -5)),
+    Mutation("spilled_count_wrong", "stream", "StreamChain", _set(lambda m: m, "spilled", 3)),
+    Mutation("stream_fetched_bigger_than_spilled", "stream", "StreamChain", _fetched_taller, which=1),
+    Mutation("fetching_conv_bias_omitted", "fetch", "FetchingConv2D", _no_bias),
+    Mutation("fetching_conv_operands_3", "fetch", "FetchingConv2D", _set(lambda m: m, "operands", 3)),
+    Mutation("fetching_conv_fetched_taller", "fetch", "FetchingConv2D", _fetched_shape(1, 160)),
+    Mutation("spill_block_3", "fetch", "Spill", _set(lambda m: m, "block", 3)),
+)
+
+
+def mutate(base: bytes, mutation: Mutation) -> bytes:
+    """The base model with one TinySeg operator's options (or inputs) changed."""
+    model = modelio.parse_model(base)
+    codes = [c.customCode.decode() if isinstance(c.customCode, bytes) else c.customCode for c in model.operatorCodes]
+    ops = [op for op in model.subgraphs[0].operators if codes[op.opcodeIndex] == mutation.opcode]
+    op = ops[mutation.which]
+    m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
+    m = copy.deepcopy(m)
+    _NODE_COUNT[id(m)] = len(op.inputs) + len(op.outputs)
+    mutation.edit(m, op)
+    op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+    return modelio.model_to_bytes(model)
+
+
+def generate(out_dir: Path) -> dict[str, Path]:
+    """Every mutation (and the two unmutated bases, as base_stream and base_fetch) as a .tflite file."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    bases = base_models()
+    paths = {}
+    for name, data in bases.items():
+        paths[f"base_{name}"] = out_dir / f"base_{name}.tflite"
+        paths[f"base_{name}"].write_bytes(data)
+    for mu in MUTATIONS:
+        paths[mu.name] = out_dir / f"{mu.name}.tflite"
+        paths[mu.name].write_bytes(mutate(bases[mu.base], mu))
+    return paths
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: python tests/hostile_models.py OUT_DIR", file=sys.stderr)
+        sys.exit(2)
+    for name, path in generate(Path(sys.argv[1])).items():
+        print(f"{name}\t{path}")

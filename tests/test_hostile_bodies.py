@@ -1,0 +1,129 @@
+"""Hostile models: every mutation of tests/hostile_models.py (a TinySeg operator of a real optimized
+model with one option, body entry or input changed: sizes of 2^31-1 and 2^32, enums out of range,
+non-finite or tiny scales, rings too short, too tall or naming no tensor, strides and dilations of 0
+or past 2^15, stages out of order, ...) is refused
+
+- by the Python side: `tinyseg analyze` exits 2 with one line and no traceback, and
+- by the C++ kernels: the real-kernel runner (tflm_ops/tools/tinyseg_run.cc, built from TFLM_DIR with
+  ASan and UBSan, devicecheck.prepare(sanitize=True)) exits non-zero with the kernel's reason, and no
+  sanitizer reports anything.
+
+The two unmutated bases run in the same runner (exit 0, no report), so a refusal is the mutation's.
+Needs TFLM_DIR (make test sets it); the sanitizer build is made once and cached."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import hostile_models
+import pytest
+
+from tinyseg_plugin import devicecheck
+from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.modelio import load_model
+
+ROOT = Path(__file__).resolve().parents[1]
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer", "UndefinedBehaviorSanitizer",
+                   "SUMMARY: AddressSanitizer")
+SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:halt_on_error=1",
+                 "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return hostile_models.generate(tmp_path_factory.mktemp("hostile"))
+
+
+def _analyze(path: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", "analyze", str(path)], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)
+
+
+def _python_refuses(path: Path) -> tuple[bool, str]:
+    p = _analyze(path)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    ok = p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr and not p.stdout.strip()
+    return ok, (lines[0] if lines else f"exit {p.returncode}, no message")
+
+
+def test_python_side_refuses_every_mutation(models: dict[str, Path]) -> None:
+    for base in ("base_stream", "base_fetch"):
+        assert _analyze(models[base]).returncode == 0, base
+    refused = {}
+    for mu in hostile_models.MUTATIONS:
+        refused[mu.name] = _python_refuses(models[mu.name])
+    missed = {n: why for n, (ok, why) in refused.items() if not ok}
+    print(f"\nhostile models: {len(refused)} mutations, refused by Python: {len(refused) - len(missed)}")
+    assert not missed, missed
+
+
+def _tflm_dir() -> str:
+    d = os.environ.get(devicecheck.ENV_TFLM)
+    if not d:
+        pytest.skip("set TFLM_DIR to a TFLM 90b983c tree with its third-party downloads (make test sets it) "
+                    "to run the hostile models in the sanitizer build of the real-kernel runner")
+    if not (Path(d) / "tensorflow/lite/micro/tools/make/downloads/flatbuffers").is_dir():
+        pytest.skip(f"TFLM_DIR={d} lacks its third-party downloads")
+    return d
+
+
+def _run(exe: Path, path: Path, tmp: Path) -> subprocess.CompletedProcess:
+    graph = build_graph(load_model(path)) if path.name.startswith("base_") or path == hostile_models.TINY_UNET else None
+    size = sum(graph.tensors[t].nbytes for t in graph.inputs) if graph else 0
+    if graph is None:  # a mutated model keeps its base's inputs; its graph may not even build
+        base = "base_stream" if (path.parent / "base_stream.tflite").exists() else "base_fetch"
+        g = build_graph(load_model(path.parent / f"{base}.tflite"))
+        size = sum(g.tensors[t].nbytes for t in g.inputs)
+    inputs = tmp / "in.bin"
+    inputs.write_bytes(bytes(size))
+    env = dict(os.environ, **SANITIZER_ENV)
+    return subprocess.run([str(exe), str(path), str(inputs), str(tmp / "out.bin"), "--batches", "1",
+                           "--arena", str(64 << 20), "--storage", str(devicecheck.STORAGE_BYTES)],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+
+
+def test_cpp_side_refuses_every_mutation_without_sanitizer_reports(models: dict[str, Path], tmp_path: Path) -> None:
+    exe = devicecheck.prepare(_tflm_dir(), sanitize=True)
+    reports = 0
+    assert _run(exe, hostile_models.TINY_UNET, tmp_path).returncode == 0
+    want = (tmp_path / "out.bin").read_bytes()
+    for base in ("base_stream", "base_fetch"):  # the bases run clean and compute the original's outputs
+        p = _run(exe, models[base], tmp_path)
+        assert p.returncode == 0 and not any(m in p.stderr for m in SANITIZER_MARKS), (base, p.stderr[-2000:])
+        assert (tmp_path / "out.bin").read_bytes() == want, base
+    refused, missed, reasons = 0, {}, {}
+    for mu in hostile_models.MUTATIONS:
+        p = _run(exe, models[mu.name], tmp_path)
+        sanitizer = any(m in p.stderr for m in SANITIZER_MARKS)
+        reports += sanitizer
+        reason = devicecheck.failure_reason(p.stderr)
+        reasons[mu.name] = reason
+        if p.returncode > 0 and not sanitizer:
+            refused += 1
+        else:
+            missed[mu.name] = f"exit {p.returncode}: {p.stderr[-1500:]}"
+    print(f"\nhostile models: {len(hostile_models.MUTATIONS)} mutations, refused by C++: {refused}, "
+          f"sanitizer reports: {reports}")
+    for name, reason in reasons.items():
+        print(f"  {name}: {reason}")
+    assert not missed, missed
+    assert reports == 0
+    # The kernel's reason reaches the one line, not only the runner's failing step.
+    vague = [n for n, r in reasons.items() if r in ("AllocateTensors failed", "Invoke failed")]
+    assert not vague, vague
+
+
+def test_failure_reason_carries_the_kernels_reason() -> None:
+    """The runner prints only its failing step; the kernel's MicroPrintf line before it is the reason."""
+    stderr = ("tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream.cc StreamChain: a ring holds fewer rows "
+              "than its readers' windows need\n"
+              "Node StreamChain (number 0f) failed to prepare with status 1\n"
+              "Failed starting model allocation.\n"
+              "tinyseg_run: AllocateTensors failed\n")
+    assert devicecheck.failure_reason(stderr) == ("AllocateTensors failed: StreamChain: a ring holds fewer rows "
+                                                  "than its readers' windows need")
+    assert devicecheck.failure_reason("tinyseg_run: cannot read the model\n") == "cannot read the model"
+    assert devicecheck.failure_reason("") == "no message"
