@@ -6,8 +6,9 @@
 #      (scripts/third-party-env.sh; build folder outside the source tree); with those, also
 #      TINYSEG_FORK_PROBE (the Arduino library built on the host). TINYSEG_CACHE_DIR (the
 #      real-kernel check's TFLM build) defaults to the build folder.
-#   3. The C++ core (tflm_ops/run_tests.sh), built in $TINYSEG_BUILD_ROOT/native.
-#   4. The Python suite (pytest), whatever step 3 gave.
+#   3. The style check (scripts/style.sh: ruff, clang-format).
+#   4. The C++ core (tflm_ops/run_tests.sh), built in $TINYSEG_BUILD_ROOT/native.
+#   5. The Python suite (pytest), whatever steps 3 and 4 gave.
 # Exit status: non-zero when either suite failed (or step 2 failed).
 # Environment: PYTHON_BIN (default .venv/bin/python), PYTEST_ARGS (extra pytest arguments).
 set -uo pipefail
@@ -36,6 +37,10 @@ fi
 # starts from its own, so the suite measures what a fresh machine does.
 export TINYSEG_CACHE_DIR="${TINYSEG_CACHE_DIR:-$TINYSEG_BUILD_ROOT/cache}"
 
+echo "=== style (scripts/style.sh)"
+PYTHON_BIN="$py" bash scripts/style.sh
+style_rc=$?
+
 echo "=== native suite (tflm_ops/run_tests.sh)"
 t1=$(date +%s)
 TINYSEG_BUILD_DIR="${TINYSEG_BUILD_DIR:-$TINYSEG_BUILD_ROOT/native}" bash tflm_ops/run_tests.sh
@@ -52,7 +57,8 @@ t3=$(date +%s)
 
 echo
 echo "=== make test summary"
+printf 'style         exit %s\n' "$style_rc"
 printf 'native suite  exit %s  %5ss\n' "$native_rc" $((t2 - t1))
 printf 'python suite  exit %s  %5ss\n' "$python_rc" $((t3 - t2))
 printf 'total wall time       %5ss\n' $((t3 - t0))
-[ "$env_rc" -eq 0 ] && [ "$native_rc" -eq 0 ] && [ "$python_rc" -eq 0 ]
+[ "$env_rc" -eq 0 ] && [ "$style_rc" -eq 0 ] && [ "$native_rc" -eq 0 ] && [ "$python_rc" -eq 0 ]

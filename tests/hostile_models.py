@@ -9,6 +9,7 @@ runs every one through the Python side (`tinyseg analyze`) and the C++ kernels (
 
     python tests/hostile_models.py OUT_DIR     # writes OUT_DIR/<name>.tflite for every mutation
 """
+
 from __future__ import annotations
 
 import copy
@@ -76,6 +77,7 @@ def _stage(m: dict, op_name: str) -> dict:
 def _set(path: Callable[[dict], dict], key: str, value) -> Callable[[dict, object], None]:
     def edit(m: dict, op) -> None:
         path(m)[key] = value
+
     return edit
 
 
@@ -83,44 +85,57 @@ def _field(op_name: str, key: str, value) -> Callable[[dict, object], None]:
     return _set(lambda m: _stage(m, op_name)["fields"], key, value)
 
 
-def _tensor(op_name: str, key: str, fn: Callable[[object], object]) -> Callable[[dict, object], None]:
+def _tensor(
+    op_name: str, key: str, fn: Callable[[object], object]
+) -> Callable[[dict, object], None]:
     def edit(m: dict, op) -> None:
         t = m["tensors"][_body_tensor_of_stage(m, op_name)]
         t[key] = fn(t[key])
+
     return edit
 
 
 def _shape_at(k: int, value: int) -> Callable[[list], list]:
-    return lambda shape: shape[:k] + [value] + shape[k + 1:]
+    return lambda shape: shape[:k] + [value] + shape[k + 1 :]
 
 
 def _ring_of_conv(rows: Callable[[int], int]) -> Callable[[dict, object], None]:
     """The ring of the tensor the first CONV_2D writes (a 3x3 window reads 3 rows of it)."""
+
     def edit(m: dict, op) -> None:
         lid = _stage(m, "CONV_2D")["outputs"][0]
         for pair in m["rings"]:
             if pair[0] == lid:
                 pair[1] = rows(pair[1])
+
     return edit
 
 
 def _rings_consistent(edit: Callable[[dict, object], None]) -> Callable[[dict, object], None]:
     """The edit, then ring_bytes recomputed from the rings: the check that refuses is the one the
     mutation aims at, not the sum."""
+
     def wrapped(m: dict, op) -> None:
         edit(m, op)
         n = _node_count(m)
         total = 0
         for lid, rows in m["rings"]:
             t = m["tensors"][lid - n]
-            total += rows * t["shape"][2] * t["shape"][3] * (4 if t["type"] in ("INT32", "FLOAT32") else 1)
+            total += (
+                rows
+                * t["shape"][2]
+                * t["shape"][3]
+                * (4 if t["type"] in ("INT32", "FLOAT32") else 1)
+            )
         m["ring_bytes"] = total
+
     return wrapped
 
 
 def _ring_id(lid: int) -> Callable[[dict, object], None]:
     def edit(m: dict, op) -> None:
         m["rings"][0][0] = lid
+
     return edit
 
 
@@ -129,8 +144,11 @@ def _ring_taller(m: dict, op) -> None:
     height = m["tensors"][lid - _node_count(m)]["shape"][1]
     for pair in m["rings"]:
         if pair[0] == lid:
-            m["ring_bytes"] += (height + 1 - pair[1]) * m["tensors"][lid - _node_count(m)]["shape"][2] * \
-                m["tensors"][lid - _node_count(m)]["shape"][3]
+            m["ring_bytes"] += (
+                (height + 1 - pair[1])
+                * m["tensors"][lid - _node_count(m)]["shape"][2]
+                * m["tensors"][lid - _node_count(m)]["shape"][3]
+            )
             pair[1] = height + 1
 
 
@@ -147,6 +165,7 @@ def _stage_index(key: str, value: int) -> Callable[[dict, object], None]:
     def edit(m: dict, op) -> None:
         st = _stage(m, "CONV_2D")
         st[key] = [value] + st[key][1:]
+
     return edit
 
 
@@ -167,60 +186,141 @@ def _no_bias(m: dict, op) -> None:
 def _fetched_shape(k: int, value: int) -> Callable[[dict, object], None]:
     def edit(m: dict, op) -> None:
         f = m["fetched"][0]
-        f["shape"] = f["shape"][:k] + [value] + f["shape"][k + 1:]
+        f["shape"] = f["shape"][:k] + [value] + f["shape"][k + 1 :]
+
     return edit
 
 
 MUTATIONS: tuple[Mutation, ...] = (
     # sizes past 32 bits (the memory corruption: a per-channel pool counted in int32)
-    Mutation("conv_out_channels_2^31-1", "stream", "StreamChain", _tensor("CONV_2D", "shape", _shape_at(3, INT32_MAX))),
-    Mutation("conv_out_channels_2^32", "stream", "StreamChain", _tensor("CONV_2D", "shape", _shape_at(3, 1 << 32))),
-    Mutation("body_height_2^31-1", "stream", "StreamChain", _tensor("CONV_2D", "shape", _shape_at(1, INT32_MAX))),
-    Mutation("body_width_2^32", "stream", "StreamChain", _tensor("CONV_2D", "shape", _shape_at(2, 1 << 32))),
+    Mutation(
+        "conv_out_channels_2^31-1",
+        "stream",
+        "StreamChain",
+        _tensor("CONV_2D", "shape", _shape_at(3, INT32_MAX)),
+    ),
+    Mutation(
+        "conv_out_channels_2^32",
+        "stream",
+        "StreamChain",
+        _tensor("CONV_2D", "shape", _shape_at(3, 1 << 32)),
+    ),
+    Mutation(
+        "body_height_2^31-1",
+        "stream",
+        "StreamChain",
+        _tensor("CONV_2D", "shape", _shape_at(1, INT32_MAX)),
+    ),
+    Mutation(
+        "body_width_2^32",
+        "stream",
+        "StreamChain",
+        _tensor("CONV_2D", "shape", _shape_at(2, 1 << 32)),
+    ),
     Mutation("fetched_dim_2^31-1", "fetch", "FetchingConv2D", _fetched_shape(3, INT32_MAX)),
     Mutation("fetched_dim_2^32", "fetch", "FetchingConv2D", _fetched_shape(3, 1 << 32)),
     # enums read from options
-    Mutation("activation_9", "stream", "StreamChain", _field("CONV_2D", "fusedActivationFunction", 9)),
-    Mutation("activation_-1", "stream", "StreamChain", _field("CONV_2D", "fusedActivationFunction", -1)),
+    Mutation(
+        "activation_9", "stream", "StreamChain", _field("CONV_2D", "fusedActivationFunction", 9)
+    ),
+    Mutation(
+        "activation_-1", "stream", "StreamChain", _field("CONV_2D", "fusedActivationFunction", -1)
+    ),
     Mutation("padding_7", "stream", "StreamChain", _field("CONV_2D", "padding", 7)),
-    Mutation("stage_op_unknown", "stream", "StreamChain", _set(lambda m: m["stages"][0], "op", "SOFTMAX")),
-    Mutation("fetching_conv_padding_unknown", "fetch", "FetchingConv2D", _set(lambda m: m, "padding", "FULL")),
+    Mutation(
+        "stage_op_unknown", "stream", "StreamChain", _set(lambda m: m["stages"][0], "op", "SOFTMAX")
+    ),
+    Mutation(
+        "fetching_conv_padding_unknown",
+        "fetch",
+        "FetchingConv2D",
+        _set(lambda m: m, "padding", "FULL"),
+    ),
     # quantization of body tensors
-    Mutation("scale_inf", "stream", "StreamChain", _tensor("CONV_2D", "scale", lambda s: [float("inf")])),
+    Mutation(
+        "scale_inf", "stream", "StreamChain", _tensor("CONV_2D", "scale", lambda s: [float("inf")])
+    ),
     Mutation("scale_-1", "stream", "StreamChain", _tensor("CONV_2D", "scale", lambda s: [-1.0])),
-    Mutation("scale_1e-30", "stream", "StreamChain", _tensor("CONV_2D", "scale", lambda s: [1e-30])),
-    Mutation("scale_nan", "stream", "StreamChain", _tensor("CONV_2D", "scale", lambda s: [float("nan")])),
-    Mutation("zero_point_1000", "stream", "StreamChain", _tensor("CONV_2D", "zero_point", lambda z: [1000])),
+    Mutation(
+        "scale_1e-30", "stream", "StreamChain", _tensor("CONV_2D", "scale", lambda s: [1e-30])
+    ),
+    Mutation(
+        "scale_nan", "stream", "StreamChain", _tensor("CONV_2D", "scale", lambda s: [float("nan")])
+    ),
+    Mutation(
+        "zero_point_1000",
+        "stream",
+        "StreamChain",
+        _tensor("CONV_2D", "zero_point", lambda z: [1000]),
+    ),
     # rings
-    Mutation("ring_zero_rows", "stream", "StreamChain", _rings_consistent(_ring_of_conv(lambda r: 0))),
-    Mutation("ring_shorter_than_window", "stream", "StreamChain", _rings_consistent(_ring_of_conv(lambda r: 1))),
+    Mutation(
+        "ring_zero_rows", "stream", "StreamChain", _rings_consistent(_ring_of_conv(lambda r: 0))
+    ),
+    Mutation(
+        "ring_shorter_than_window",
+        "stream",
+        "StreamChain",
+        _rings_consistent(_ring_of_conv(lambda r: 1)),
+    ),
     Mutation("ring_taller_than_tensor", "stream", "StreamChain", _ring_taller),
     Mutation("ring_names_tensor_999", "stream", "StreamChain", _ring_id(999)),
     Mutation("ring_bytes_short", "stream", "StreamChain", _set(lambda m: m, "ring_bytes", 100)),
-    Mutation("ring_bytes_int32_max", "stream", "StreamChain", _set(lambda m: m, "ring_bytes", INT32_MAX)),
+    Mutation(
+        "ring_bytes_int32_max", "stream", "StreamChain", _set(lambda m: m, "ring_bytes", INT32_MAX)
+    ),
     # strides, dilations, filters
     Mutation("stride_0", "stream", "StreamChain", _field("CONV_2D", "strideH", 0)),
     Mutation("stride_-2", "stream", "StreamChain", _field("CONV_2D", "strideW", -2)),
     Mutation("stride_2^32+1", "stream", "StreamChain", _field("CONV_2D", "strideH", (1 << 32) + 1)),
     Mutation("dilation_0", "stream", "StreamChain", _field("CONV_2D", "dilationHFactor", 0)),
-    Mutation("dilation_40000", "stream", "StreamChain", _field("CONV_2D", "dilationWFactor", 40000)),
-    Mutation("dilation_inf", "stream", "StreamChain", _field("CONV_2D", "dilationHFactor", float("inf"))),
-    Mutation("pool_filter_10^6", "stream", "StreamChain", _field("MAX_POOL_2D", "filterHeight", 10 ** 6), which=1),
-    Mutation("fetching_conv_dilation_32767", "fetch", "FetchingConv2D", _set(lambda m: m, "dilation_h", 32767)),
+    Mutation(
+        "dilation_40000", "stream", "StreamChain", _field("CONV_2D", "dilationWFactor", 40000)
+    ),
+    Mutation(
+        "dilation_inf", "stream", "StreamChain", _field("CONV_2D", "dilationHFactor", float("inf"))
+    ),
+    Mutation(
+        "pool_filter_10^6",
+        "stream",
+        "StreamChain",
+        _field("MAX_POOL_2D", "filterHeight", 10**6),
+        which=1,
+    ),
+    Mutation(
+        "fetching_conv_dilation_32767",
+        "fetch",
+        "FetchingConv2D",
+        _set(lambda m: m, "dilation_h", 32767),
+    ),
     Mutation("fetching_conv_stride_0", "fetch", "FetchingConv2D", _set(lambda m: m, "stride_w", 0)),
     # structure
     Mutation("concat_axis_1", "stream", "StreamChain", _field("CONCATENATION", "axis", 1), which=2),
     Mutation("stages_reversed", "stream", "StreamChain", _reverse_stages),
     Mutation("two_stages_write_one_tensor", "stream", "StreamChain", _two_writers),
-    Mutation("body_shape_disagrees", "stream", "StreamChain",
-             _rings_consistent(_tensor("CONV_2D", "shape", _shape_at(2, 119)))),
-    Mutation("op_scratch_0_transpose_conv", "stream", "StreamChain", _set(lambda m: m, "op_scratch", 0), which=2),
+    Mutation(
+        "body_shape_disagrees",
+        "stream",
+        "StreamChain",
+        _rings_consistent(_tensor("CONV_2D", "shape", _shape_at(2, 119))),
+    ),
+    Mutation(
+        "op_scratch_0_transpose_conv",
+        "stream",
+        "StreamChain",
+        _set(lambda m: m, "op_scratch", 0),
+        which=2,
+    ),
     Mutation("stage_input_999", "stream", "StreamChain", _stage_index("inputs", 999)),
     Mutation("stage_output_-5", "stream", "StreamChain", _stage_index("outputs", -5)),
     Mutation("spilled_count_wrong", "stream", "StreamChain", _set(lambda m: m, "spilled", 3)),
-    Mutation("stream_fetched_bigger_than_spilled", "stream", "StreamChain", _fetched_taller, which=1),
+    Mutation(
+        "stream_fetched_bigger_than_spilled", "stream", "StreamChain", _fetched_taller, which=1
+    ),
     Mutation("fetching_conv_bias_omitted", "fetch", "FetchingConv2D", _no_bias),
-    Mutation("fetching_conv_operands_3", "fetch", "FetchingConv2D", _set(lambda m: m, "operands", 3)),
+    Mutation(
+        "fetching_conv_operands_3", "fetch", "FetchingConv2D", _set(lambda m: m, "operands", 3)
+    ),
     Mutation("fetching_conv_fetched_taller", "fetch", "FetchingConv2D", _fetched_shape(1, 160)),
     Mutation("spill_block_3", "fetch", "Spill", _set(lambda m: m, "block", 3)),
 )
@@ -229,7 +329,10 @@ MUTATIONS: tuple[Mutation, ...] = (
 def mutate(base: bytes, mutation: Mutation) -> bytes:
     """The base model with one TinySeg operator's options (or inputs) changed."""
     model = modelio.parse_model(base)
-    codes = [c.customCode.decode() if isinstance(c.customCode, bytes) else c.customCode for c in model.operatorCodes]
+    codes = [
+        c.customCode.decode() if isinstance(c.customCode, bytes) else c.customCode
+        for c in model.operatorCodes
+    ]
     ops = [op for op in model.subgraphs[0].operators if codes[op.opcodeIndex] == mutation.opcode]
     op = ops[mutation.which]
     m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))

@@ -10,6 +10,7 @@ or past 2^15, stages out of order, ...) is refused
 
 The two unmutated bases run in the same runner (exit 0, no report), so a refusal is the mutation's.
 Needs TFLM_DIR (make test sets it); the sanitizer build is made once and cached."""
+
 from __future__ import annotations
 
 import os
@@ -25,10 +26,17 @@ from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.modelio import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
-SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer", "UndefinedBehaviorSanitizer",
-                   "SUMMARY: AddressSanitizer")
-SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:halt_on_error=1",
-                 "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+SANITIZER_MARKS = (
+    "ERROR: AddressSanitizer",
+    "runtime error:",
+    "ERROR: LeakSanitizer",
+    "UndefinedBehaviorSanitizer",
+    "SUMMARY: AddressSanitizer",
+)
+SANITIZER_ENV = {
+    "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:halt_on_error=1",
+    "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +46,25 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def _analyze(path: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "tinyseg_plugin.cli", "analyze", str(path)], capture_output=True,
-                          text=True, env=env, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "tinyseg_plugin.cli", "analyze", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
 
 
 def _python_refuses(path: Path) -> tuple[bool, str]:
     p = _analyze(path)
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    ok = p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr and not p.stdout.strip()
+    ok = (
+        p.returncode == 2
+        and len(lines) == 1
+        and "Traceback" not in p.stderr
+        and not p.stdout.strip()
+    )
     return ok, (lines[0] if lines else f"exit {p.returncode}, no message")
 
 
@@ -56,22 +75,30 @@ def test_python_side_refuses_every_mutation(models: dict[str, Path]) -> None:
     for mu in hostile_models.MUTATIONS:
         refused[mu.name] = _python_refuses(models[mu.name])
     missed = {n: why for n, (ok, why) in refused.items() if not ok}
-    print(f"\nhostile models: {len(refused)} mutations, refused by Python: {len(refused) - len(missed)}")
+    print(
+        f"\nhostile models: {len(refused)} mutations, refused by Python: {len(refused) - len(missed)}"
+    )
     assert not missed, missed
 
 
 def _tflm_dir() -> str:
     d = os.environ.get(devicecheck.ENV_TFLM)
     if not d:
-        pytest.skip("set TFLM_DIR to a TFLM 90b983c tree with its third-party downloads (make test sets it) "
-                    "to run the hostile models in the sanitizer build of the real-kernel runner")
+        pytest.skip(
+            "set TFLM_DIR to a TFLM 90b983c tree with its third-party downloads (make test sets it) "
+            "to run the hostile models in the sanitizer build of the real-kernel runner"
+        )
     if not (Path(d) / "tensorflow/lite/micro/tools/make/downloads/flatbuffers").is_dir():
         pytest.skip(f"TFLM_DIR={d} lacks its third-party downloads")
     return d
 
 
 def _run(exe: Path, path: Path, tmp: Path) -> subprocess.CompletedProcess:
-    graph = build_graph(load_model(path)) if path.name.startswith("base_") or path == hostile_models.TINY_UNET else None
+    graph = (
+        build_graph(load_model(path))
+        if path.name.startswith("base_") or path == hostile_models.TINY_UNET
+        else None
+    )
     size = sum(graph.tensors[t].nbytes for t in graph.inputs) if graph else 0
     if graph is None:  # a mutated model keeps its base's inputs; its graph may not even build
         base = "base_stream" if (path.parent / "base_stream.tflite").exists() else "base_fetch"
@@ -80,19 +107,43 @@ def _run(exe: Path, path: Path, tmp: Path) -> subprocess.CompletedProcess:
     inputs = tmp / "in.bin"
     inputs.write_bytes(bytes(size))
     env = dict(os.environ, **SANITIZER_ENV)
-    return subprocess.run([str(exe), str(path), str(inputs), str(tmp / "out.bin"), "--batches", "1",
-                           "--arena", str(64 << 20), "--storage", str(devicecheck.STORAGE_BYTES)],
-                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    return subprocess.run(
+        [
+            str(exe),
+            str(path),
+            str(inputs),
+            str(tmp / "out.bin"),
+            "--batches",
+            "1",
+            "--arena",
+            str(64 << 20),
+            "--storage",
+            str(devicecheck.STORAGE_BYTES),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
 
 
-def test_cpp_side_refuses_every_mutation_without_sanitizer_reports(models: dict[str, Path], tmp_path: Path) -> None:
+def test_cpp_side_refuses_every_mutation_without_sanitizer_reports(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
     exe = devicecheck.prepare(_tflm_dir(), sanitize=True)
     reports = 0
     assert _run(exe, hostile_models.TINY_UNET, tmp_path).returncode == 0
     want = (tmp_path / "out.bin").read_bytes()
-    for base in ("base_stream", "base_fetch"):  # the bases run clean and compute the original's outputs
+    for base in (
+        "base_stream",
+        "base_fetch",
+    ):  # the bases run clean and compute the original's outputs
         p = _run(exe, models[base], tmp_path)
-        assert p.returncode == 0 and not any(m in p.stderr for m in SANITIZER_MARKS), (base, p.stderr[-2000:])
+        assert p.returncode == 0 and not any(m in p.stderr for m in SANITIZER_MARKS), (
+            base,
+            p.stderr[-2000:],
+        )
         assert (tmp_path / "out.bin").read_bytes() == want, base
     refused, missed, reasons = 0, {}, {}
     for mu in hostile_models.MUTATIONS:
@@ -105,8 +156,10 @@ def test_cpp_side_refuses_every_mutation_without_sanitizer_reports(models: dict[
             refused += 1
         else:
             missed[mu.name] = f"exit {p.returncode}: {p.stderr[-1500:]}"
-    print(f"\nhostile models: {len(hostile_models.MUTATIONS)} mutations, refused by C++: {refused}, "
-          f"sanitizer reports: {reports}")
+    print(
+        f"\nhostile models: {len(hostile_models.MUTATIONS)} mutations, refused by C++: {refused}, "
+        f"sanitizer reports: {reports}"
+    )
     for name, reason in reasons.items():
         print(f"  {name}: {reason}")
     assert not missed, missed
@@ -118,12 +171,19 @@ def test_cpp_side_refuses_every_mutation_without_sanitizer_reports(models: dict[
 
 def test_failure_reason_carries_the_kernels_reason() -> None:
     """The runner prints only its failing step; the kernel's MicroPrintf line before it is the reason."""
-    stderr = ("tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream.cc StreamChain: a ring holds fewer rows "
-              "than its readers' windows need\n"
-              "Node StreamChain (number 0f) failed to prepare with status 1\n"
-              "Failed starting model allocation.\n"
-              "tinyseg_run: AllocateTensors failed\n")
-    assert devicecheck.failure_reason(stderr) == ("AllocateTensors failed: StreamChain: a ring holds fewer rows "
-                                                  "than its readers' windows need")
-    assert devicecheck.failure_reason("tinyseg_run: cannot read the model\n") == "cannot read the model"
+    stderr = (
+        "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream.cc StreamChain: a ring holds fewer rows "
+        "than its readers' windows need\n"
+        "Node StreamChain (number 0f) failed to prepare with status 1\n"
+        "Failed starting model allocation.\n"
+        "tinyseg_run: AllocateTensors failed\n"
+    )
+    assert devicecheck.failure_reason(stderr) == (
+        "AllocateTensors failed: StreamChain: a ring holds fewer rows "
+        "than its readers' windows need"
+    )
+    assert (
+        devicecheck.failure_reason("tinyseg_run: cannot read the model\n")
+        == "cannot read the model"
+    )
     assert devicecheck.failure_reason("") == "no message"

@@ -1,5 +1,6 @@
 """The ``tinyseg`` command line. Each subcommand reads, computes everything, and only then writes,
 so a failure leaves no output file behind. Exit codes are listed in docs/cli.md."""
+
 from __future__ import annotations
 
 import argparse
@@ -35,13 +36,23 @@ class _Parser(argparse.ArgumentParser):
 def _kernels(p: argparse.ArgumentParser) -> None:
     from .runtimes import RUNTIMES
 
-    p.add_argument("--runtime", choices=RUNTIMES, default="reference",
-                   help="TFLM build whose kernels are planned: which implementation each operator gets "
-                        "(reference, cmsis-nn, arduino, esp-idf, zephyr, edge-impulse; default: reference)")
-    p.add_argument("--kernels", dest="runtime", choices=RUNTIMES, help=argparse.SUPPRESS)  # deprecated alias
-    p.add_argument("--arch", choices=["host64", "cortex-m"], default=None,
-                   help="pointer width the tail estimate assumes: 64-bit host or 32-bit Cortex-M "
-                        "(default: host64; cortex-m for the arduino, esp-idf, zephyr and edge-impulse runtimes)")
+    p.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default="reference",
+        help="TFLM build whose kernels are planned: which implementation each operator gets "
+        "(reference, cmsis-nn, arduino, esp-idf, zephyr, edge-impulse; default: reference)",
+    )
+    p.add_argument(
+        "--kernels", dest="runtime", choices=RUNTIMES, help=argparse.SUPPRESS
+    )  # deprecated alias
+    p.add_argument(
+        "--arch",
+        choices=["host64", "cortex-m"],
+        default=None,
+        help="pointer width the tail estimate assumes: 64-bit host or 32-bit Cortex-M "
+        "(default: host64; cortex-m for the arduino, esp-idf, zephyr and edge-impulse runtimes)",
+    )
 
 
 def _run(args: argparse.Namespace, **options) -> "Run":
@@ -51,9 +62,12 @@ def _run(args: argparse.Namespace, **options) -> "Run":
     from .pipeline import Run
 
     arch = args.arch or default_arch(args.runtime)
-    return Run(Options(runtime=args.runtime, arch=arch, **options),
-               runs=None if getattr(args, "unverified", False) else getattr(args, "runs", 3),
-               time_limit=getattr(args, "time_limit", 120.0), max_io_bytes=getattr(args, "max_io_bytes", None))
+    return Run(
+        Options(runtime=args.runtime, arch=arch, **options),
+        runs=None if getattr(args, "unverified", False) else getattr(args, "runs", 3),
+        time_limit=getattr(args, "time_limit", 120.0),
+        max_io_bytes=getattr(args, "max_io_bytes", None),
+    )
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -75,11 +89,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     a, stream = analyze(graph, _run(args), stream=args.stream)
     files: list[tuple[str, bytes]] = []
     if args.csv:
-        files += [(str(Path(args.csv) / name), data) for name, data in csv_files(a, args.model).items()]
+        files += [
+            (str(Path(args.csv) / name), data) for name, data in csv_files(a, args.model).items()
+        ]
     if args.plot:
         from .plots import plan_png
 
-        files.append((args.plot, plan_png(a, f"{shown(args.model)}: head {a.head:,} B ({args.runtime})")))
+        files.append(
+            (args.plot, plan_png(a, f"{shown(args.model)}: head {a.head:,} B ({args.runtime})"))
+        )
     d = to_dict(a, args.model)
     if stream is not None:
         d["stream"] = stream
@@ -96,11 +114,16 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def check_outputs(inputs: list[str], outputs: list[tuple[str, object]], csv_dir: str | None = None,
-                  force: bool = False) -> None:
+def check_outputs(
+    inputs: list[str],
+    outputs: list[tuple[str, object]],
+    csv_dir: str | None = None,
+    force: bool = False,
+) -> None:
     """Before any work: every output can be written, is none of the inputs (``-o`` may be, with
     ``--force``) and is no other output (modelio.check_outputs). Every command that writes calls this."""
-    from .modelio import check_outputs as distinct, check_writable
+    from .modelio import check_outputs as distinct
+    from .modelio import check_writable
 
     distinct(inputs, outputs, frozenset({"-o"}) if force else frozenset())
     for opt, path in outputs:
@@ -150,10 +173,20 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
     data = read_model_bytes(args.model)
     graph = load(data, shown(args.model))
-    check_outputs([args.model], [("-o", args.output), ("--report", args.report), ("--plot", args.plot)],
-                  force=args.force)
-    run = _run(args, target_bytes=args.target, partial=not args.no_partial, fuse=not args.no_fuse,
-               scratch=not args.no_scratch16, split=not args.no_split, stream=not args.no_stream)
+    check_outputs(
+        [args.model],
+        [("-o", args.output), ("--report", args.report), ("--plot", args.plot)],
+        force=args.force,
+    )
+    run = _run(
+        args,
+        target_bytes=args.target,
+        partial=not args.no_partial,
+        fuse=not args.no_fuse,
+        scratch=not args.no_scratch16,
+        split=not args.no_split,
+        stream=not args.no_stream,
+    )
     run.tflm_dir = None if args.unverified else resolve_tflm_dir(args.tflm_dir)
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.
     if not args.quiet and sys.stderr.isatty():
@@ -161,10 +194,22 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     out = optimize(data, run, shown(args.model), graph)
     files: list[tuple[str, bytes]] = [(args.output, out.data)]
     if args.report:
-        files.append((args.report, (json.dumps(out.report(args.model, args.output), indent=1) + "\n").encode()))
+        files.append(
+            (
+                args.report,
+                (json.dumps(out.report(args.model, args.output), indent=1) + "\n").encode(),
+            )
+        )
     if args.plot:
-        files.append((args.plot, plan_picture(out.result, f"{shown(args.output)}: head {out.result.plan.head:,} B "
-                                                          f"({args.runtime})")))
+        files.append(
+            (
+                args.plot,
+                plan_picture(
+                    out.result,
+                    f"{shown(args.output)}: head {out.result.plan.head:,} B ({args.runtime})",
+                ),
+            )
+        )
     write_all(files)
     v = out.verification
     if out.unchanged is not None:
@@ -172,14 +217,20 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(steps_table(out.result))
         if v is not None:
-            print(f"verified ({v.describe()}): outputs bit-identical to the original in TFLM "
-                  f"on {v.runs} random inputs and {v.edge_cases} edge cases")
+            print(
+                f"verified ({v.describe()}): outputs bit-identical to the original in TFLM "
+                f"on {v.runs} random inputs and {v.edge_cases} edge cases"
+            )
         else:
-            print("UNVERIFIED: the written model was not checked against the original in TFLM (--unverified)")
+            print(
+                "UNVERIFIED: the written model was not checked against the original in TFLM (--unverified)"
+            )
         print(f"wrote {shown(args.output, 0)}")
     if not out.target_met:
-        print(f"tinyseg: target {args.target:,} B not reachable: best head {out.result.plan.head:,} B (written)",
-              file=sys.stderr)
+        print(
+            f"tinyseg: target {args.target:,} B not reachable: best head {out.result.plan.head:,} B (written)",
+            file=sys.stderr,
+        )
         return EXIT_TARGET_NOT_REACHED
     return EXIT_OK
 
@@ -195,10 +246,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     ta, tb = tinyseg_operators(a), tinyseg_operators(b)
     if ta:
         swapped = " (the arguments look swapped)" if not tb else ""
-        raise TinySegError(f"{shown(args.original)} holds TinySeg operators ({shown(a.operators[ta[0]].opcode)} at operator {ta[0]}), "
-                           f"so it is not an original model{swapped}: give the original first, then the optimized one")
+        raise TinySegError(
+            f"{shown(args.original)} holds TinySeg operators ({shown(a.operators[ta[0]].opcode)} at operator {ta[0]}), "
+            f"so it is not an original model{swapped}: give the original first, then the optimized one"
+        )
     for g, name in ((a, shown(args.original)), (b, shown(args.optimized))):
-        why = unsupported(g, layout=g is a)  # a broken layout in the optimized model is what the check finds (exit 4)
+        why = unsupported(
+            g, layout=g is a
+        )  # a broken layout in the optimized model is what the check finds (exit 4)
         if why:
             raise TinySegError(f"{name}: cannot be verified: {why}")
         refusals = [r for r in tflm_refusals(g) if r.certain]
@@ -210,12 +265,21 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for g, name in ((a, args.original), (b, args.optimized)):
         check_io_bytes(g, name, args.max_io_bytes)
     progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if sys.stderr.isatty() else None
-    v = verify(a, b, runs=args.runs, seconds=args.time_limit, tflm_dir=resolve_tflm_dir(args.tflm_dir),
-               progress=progress, max_io_bytes=args.max_io_bytes)
+    v = verify(
+        a,
+        b,
+        runs=args.runs,
+        seconds=args.time_limit,
+        tflm_dir=resolve_tflm_dir(args.tflm_dir),
+        progress=progress,
+        max_io_bytes=args.max_io_bytes,
+    )
     if not v.identical:
         raise TinySegError(f"outputs differ ({v.describe()}): {v.detail}", EXIT_VERIFY_FAILED)
-    print(f"identical: {v.runs} random inputs and {v.edge_cases} edge cases, outputs bit-identical in TFLM "
-          f"({v.describe()})")
+    print(
+        f"identical: {v.runs} random inputs and {v.edge_cases} edge cases, outputs bit-identical in TFLM "
+        f"({v.describe()})"
+    )
     return EXIT_OK
 
 
@@ -230,8 +294,14 @@ def cmd_tflm_install(args: argparse.Namespace) -> int:
 def cmd_remote_host(args: argparse.Namespace) -> int:
     from .remote import serve
 
-    return serve(port=args.port, baud=args.baud, storage=args.storage, timeout=args.timeout, once=args.once,
-                 capacity=args.capacity)
+    return serve(
+        port=args.port,
+        baud=args.baud,
+        storage=args.storage,
+        timeout=args.timeout,
+        once=args.once,
+        capacity=args.capacity,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -241,92 +311,183 @@ def build_parser() -> argparse.ArgumentParser:
         __version__ = version("tinyseg-plugin")
     except PackageNotFoundError:  # run from a source tree that was never installed
         __version__ = "unknown (not installed)"
-    p = _Parser(prog="tinyseg", description="TFLM-exact memory analysis and TinySeg optimization of .tflite models",
-                epilog="Exit codes: 0 done, 2 bad input, 3 --target not reached (best model written), "
-                       "4 verification failed (nothing written). Docs: docs/cli.md")
+    p = _Parser(
+        prog="tinyseg",
+        description="TFLM-exact memory analysis and TinySeg optimization of .tflite models",
+        epilog="Exit codes: 0 done, 2 bad input, 3 --target not reached (best model written), "
+        "4 verification failed (nothing written). Docs: docs/cli.md",
+    )
     p.add_argument("--version", action="version", version=f"tinyseg {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     a = sub.add_parser("analyze", help="show how TFLM lays the model out in its arena")
     a.add_argument("model", help=".tflite file")
     _kernels(a)
-    a.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write the analysis as JSON (to stdout without FILE)")
-    a.add_argument("--csv", metavar="DIR", help="write tensors.csv, operators.csv and buffers.csv into DIR")
+    a.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the analysis as JSON (to stdout without FILE)",
+    )
+    a.add_argument(
+        "--csv", metavar="DIR", help="write tensors.csv, operators.csv and buffers.csv into DIR"
+    )
     a.add_argument("--plot", metavar="FILE.png", help="draw the arena plan and per-operator memory")
-    a.add_argument("--stream", action="store_true",
-                   help="also estimate the head if chains of row-local operators ran row by row ("
-                        "planner figures over every row-local operator; `optimize` streams the chains the "
-                        "StreamChain kernel computes)")
+    a.add_argument(
+        "--stream",
+        action="store_true",
+        help="also estimate the head if chains of row-local operators ran row by row ("
+        "planner figures over every row-local operator; `optimize` streams the chains the "
+        "StreamChain kernel computes)",
+    )
     a.set_defaults(func=cmd_analyze)
 
-    o = sub.add_parser("optimize", help="spill, fuse and narrow until the arena head meets the target")
+    o = sub.add_parser(
+        "optimize", help="spill, fuse and narrow until the arena head meets the target"
+    )
     o.add_argument("model", help=".tflite file")
     o.add_argument("-o", "--output", required=True, help="optimized .tflite to write")
-    o.add_argument("--target", type=parse_size, help="arena head to reach, e.g. 160KB (default: as low as it goes)")
+    o.add_argument(
+        "--target",
+        type=parse_size,
+        help="arena head to reach, e.g. 160KB (default: as low as it goes)",
+    )
     o.add_argument("--no-partial", action="store_true", help="spill whole tensors only")
     o.add_argument("--no-fuse", action="store_true", help="no fused fetching")
-    o.add_argument("--no-split", action="store_true",
-                   help="never split an ADD/SUB/MUL over a concatenation into per-slice operators")
-    o.add_argument("--no-scratch16", action="store_true", help="keep TRANSPOSE_CONV's full int32 scratch")
-    o.add_argument("--no-stream", action="store_true",
-                   help="no StreamChain operators (chains of row-local operators computed row by row)")
+    o.add_argument(
+        "--no-split",
+        action="store_true",
+        help="never split an ADD/SUB/MUL over a concatenation into per-slice operators",
+    )
+    o.add_argument(
+        "--no-scratch16", action="store_true", help="keep TRANSPOSE_CONV's full int32 scratch"
+    )
+    o.add_argument(
+        "--no-stream",
+        action="store_true",
+        help="no StreamChain operators (chains of row-local operators computed row by row)",
+    )
     _kernels(o)
     o.add_argument("--report", metavar="FILE.json", help="write the optimization report")
     o.add_argument("--plot", metavar="FILE.png", help="draw the optimized arena plan")
-    o.add_argument("--runs", type=positive_int, default=3,
-                   help="random inputs for verification, at least 1 (default: 3; 3 edge-case inputs are added)")
-    o.add_argument("--unverified", "--no-verify", dest="unverified", action="store_true",
-                   help="write the result without the bit-exact check in TFLM, marked UNVERIFIED (for models with "
-                        "operators TFLM does not ship)")
-    o.add_argument("--time-limit", type=positive_seconds, default=120.0, metavar="SECONDS",
-                   help="bound on each TFLM run of the verification, in seconds of CPU time (default: 120)")
-    o.add_argument("--max-io-bytes", type=parse_size, default="256MiB", metavar="SIZE",
-                   help="bytes one run's inputs and outputs may take, per model (default: 256MiB); a model "
-                        "over it is refused before any input is built (the check keeps several copies of them)")
+    o.add_argument(
+        "--runs",
+        type=positive_int,
+        default=3,
+        help="random inputs for verification, at least 1 (default: 3; 3 edge-case inputs are added)",
+    )
+    o.add_argument(
+        "--unverified",
+        "--no-verify",
+        dest="unverified",
+        action="store_true",
+        help="write the result without the bit-exact check in TFLM, marked UNVERIFIED (for models with "
+        "operators TFLM does not ship)",
+    )
+    o.add_argument(
+        "--time-limit",
+        type=positive_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="bound on each TFLM run of the verification, in seconds of CPU time (default: 120)",
+    )
+    o.add_argument(
+        "--max-io-bytes",
+        type=parse_size,
+        default="256MiB",
+        metavar="SIZE",
+        help="bytes one run's inputs and outputs may take, per model (default: 256MiB); a model "
+        "over it is refused before any input is built (the check keeps several copies of them)",
+    )
     o.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    o.add_argument("--tflm-dir", metavar="DIR", default=None,
-                   help="TFLM tree: check with TinySeg's real kernels in a cached host build of it (default: "
-                        "$TFLM_DIR; without either, TinySeg operators are lowered to builtins)")
-    o.add_argument("--force", action="store_true", help="allow -o to be the input model (replaced only when done)")
+    o.add_argument(
+        "--tflm-dir",
+        metavar="DIR",
+        default=None,
+        help="TFLM tree: check with TinySeg's real kernels in a cached host build of it (default: "
+        "$TFLM_DIR; without either, TinySeg operators are lowered to builtins)",
+    )
+    o.add_argument(
+        "--force",
+        action="store_true",
+        help="allow -o to be the input model (replaced only when done)",
+    )
     o.set_defaults(func=cmd_optimize)
 
-    v = sub.add_parser("verify", help="check an optimized model computes exactly what the original does",
-                       description="Run both models in TFLM on the same random and edge-case inputs; their outputs "
-                                   "must be bit-identical (exit 0), else exit 4.")
+    v = sub.add_parser(
+        "verify",
+        help="check an optimized model computes exactly what the original does",
+        description="Run both models in TFLM on the same random and edge-case inputs; their outputs "
+        "must be bit-identical (exit 0), else exit 4.",
+    )
     v.add_argument("original", help="the model before optimization (.tflite)")
     v.add_argument("optimized", help="the model tinyseg optimize wrote (.tflite)")
-    v.add_argument("--runs", type=positive_int, default=3,
-                   help="random inputs, at least 1 (default: 3; 3 edge-case inputs are added)")
-    v.add_argument("--time-limit", type=positive_seconds, default=120.0, metavar="SECONDS",
-                   help="bound on each TFLM run, in seconds of CPU time (default: 120)")
-    v.add_argument("--tflm-dir", metavar="DIR", default=None,
-                   help="TFLM tree: check with TinySeg's real kernels in a cached host build of it (default: "
-                        "$TFLM_DIR; without either, TinySeg operators are lowered to builtins)")
-    v.add_argument("--max-io-bytes", type=parse_size, default="256MiB", metavar="SIZE",
-                   help="bytes one run's inputs and outputs may take, per model (default: 256MiB); a model "
-                        "over it is refused before any input is built (the check keeps several copies of them)")
+    v.add_argument(
+        "--runs",
+        type=positive_int,
+        default=3,
+        help="random inputs, at least 1 (default: 3; 3 edge-case inputs are added)",
+    )
+    v.add_argument(
+        "--time-limit",
+        type=positive_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="bound on each TFLM run, in seconds of CPU time (default: 120)",
+    )
+    v.add_argument(
+        "--tflm-dir",
+        metavar="DIR",
+        default=None,
+        help="TFLM tree: check with TinySeg's real kernels in a cached host build of it (default: "
+        "$TFLM_DIR; without either, TinySeg operators are lowered to builtins)",
+    )
+    v.add_argument(
+        "--max-io-bytes",
+        type=parse_size,
+        default="256MiB",
+        metavar="SIZE",
+        help="bytes one run's inputs and outputs may take, per model (default: 256MiB); a model "
+        "over it is refused before any input is built (the check keeps several copies of them)",
+    )
     v.set_defaults(func=cmd_verify)
 
     t = sub.add_parser("tflm", help="add TinySeg's kernels to a TFLM checkout")
     tsub = t.add_subparsers(dest="tflm_command", metavar="ACTION", parser_class=_Parser)
     tsub.required = True
-    ti = tsub.add_parser("install", help="copy TinySeg's kernels (tflm_ops) into a TFLM tree and edit its build "
-                        "and TRANSPOSE_CONV files by pattern, all or nothing (idempotent; docs/runtime.md)")
-    ti.add_argument("--tflm-dir", required=True,
-                    help="the TFLM tree: a tflite-micro checkout, the Arduino library, an ESP-IDF component, "
-                         "Zephyr's module or the Edge Impulse SDK")
-    ti.add_argument("--check", action="store_true", help="only say what would change; change nothing")
+    ti = tsub.add_parser(
+        "install",
+        help="copy TinySeg's kernels (tflm_ops) into a TFLM tree and edit its build "
+        "and TRANSPOSE_CONV files by pattern, all or nothing (idempotent; docs/runtime.md)",
+    )
+    ti.add_argument(
+        "--tflm-dir",
+        required=True,
+        help="the TFLM tree: a tflite-micro checkout, the Arduino library, an ESP-IDF component, "
+        "Zephyr's module or the Edge Impulse SDK",
+    )
+    ti.add_argument(
+        "--check", action="store_true", help="only say what would change; change nothing"
+    )
     ti.set_defaults(func=cmd_tflm_install)
 
     r = sub.add_parser("remote-host", help="serve a board's remote spilling over a serial line")
     r.add_argument("--port", required=True, help="serial device, e.g. /dev/ttyACM0")
     r.add_argument("--baud", type=int, default=921600)
     r.add_argument("--storage", default=None, help="directory for spilled slots (default: memory)")
-    r.add_argument("--timeout", type=float, default=2.0, help="seconds before a silent peer is an error")
+    r.add_argument(
+        "--timeout", type=float, default=2.0, help="seconds before a silent peer is an error"
+    )
     r.add_argument("--once", action="store_true", help="exit when the board disconnects")
-    r.add_argument("--capacity", type=parse_size, default="16MiB", metavar="SIZE",
-                   help="bytes all slots together may hold, in memory or in DIR (default: 16MiB); a write or "
-                        "erase beyond it is answered with a no_space error")
+    r.add_argument(
+        "--capacity",
+        type=parse_size,
+        default="16MiB",
+        metavar="SIZE",
+        help="bytes all slots together may hold, in memory or in DIR (default: 16MiB); a write or "
+        "erase beyond it is answered with a no_space error",
+    )
     r.set_defaults(func=cmd_remote_host)
     return p
 
@@ -335,7 +496,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)
-    except TinySegError as exc:  # one line, whatever a name in it held (shown escapes; this is the last guard)
+    except (
+        TinySegError
+    ) as exc:  # one line, whatever a name in it held (shown escapes; this is the last guard)
         print(f"tinyseg: error: {shown(exc, MESSAGE_LIMIT)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -343,13 +506,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
-    except Exception as exc:  # a bug, not bad input: one line, no traceback (TINYSEG_DEBUG=1 shows it)
+    except (
+        Exception
+    ) as exc:  # a bug, not bad input: one line, no traceback (TINYSEG_DEBUG=1 shows it)
         import os
 
         if os.environ.get("TINYSEG_DEBUG"):
             raise
-        print(f"tinyseg: internal error: {type(exc).__name__}: {shown(exc, 200)} "
-              "(please report it; TINYSEG_DEBUG=1 shows the traceback)", file=sys.stderr)
+        print(
+            f"tinyseg: internal error: {type(exc).__name__}: {shown(exc, 200)} "
+            "(please report it; TINYSEG_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 

@@ -21,6 +21,7 @@ model; docs/custom_ops.md describes the same contract for the C++ side
 
 Options are FlexBuffers maps, like TFLM's own custom operators use.
 """
+
 from __future__ import annotations
 
 import functools
@@ -57,7 +58,9 @@ ACTIVATIONS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
 MAX_DIMS = 6  # rank of a fetched operand
 MAX_OPERANDS = 4096  # operands of a concatenation, and fetched entries
 MIN_BLOCK_BYTES = 4
-MAX_BLOCK_BYTES = 32768  # tflm_ops/core codec.h kMaxBlockBytes (the header static_asserts the two agree)
+MAX_BLOCK_BYTES = (
+    32768  # tflm_ops/core codec.h kMaxBlockBytes (the header static_asserts the two agree)
+)
 INT16_MAX = (1 << 15) - 1
 INT32_MAX = (1 << 31) - 1
 
@@ -88,8 +91,21 @@ CONV_RANK = 4
 KEYS: dict[str, tuple[str, ...]] = {
     SPILL: ("version", "slot", "block"),
     FETCHING: ("version", "axis", "operands", "block", "fetched"),
-    FETCHING_CONV_2D: ("version", "axis", "operands", "block", "fetched", "padding", "stride_h", "stride_w",
-                       "dilation_h", "dilation_w", "activation", "band_rows", "quantized_bias_type"),
+    FETCHING_CONV_2D: (
+        "version",
+        "axis",
+        "operands",
+        "block",
+        "fetched",
+        "padding",
+        "stride_h",
+        "stride_w",
+        "dilation_h",
+        "dilation_w",
+        "activation",
+        "band_rows",
+        "quantized_bias_type",
+    ),
 }
 FETCHED_KEYS = ("position", "slot", "shape")
 STREAM_CHAIN_KEYS = ("version", "ring_bytes", "op_scratch", "spilled", "fetched", "block")
@@ -98,30 +114,61 @@ STREAM_STAGE_KEYS = ("op", "version", "inputs", "outputs", "options", "fields")
 STREAM_TENSOR_KEYS = ("name", "type", "shape", "scale", "zero_point", "quantized_dimension")
 # The builtin options fields a stage's "fields" map holds that the kernel reads (the TFLite schema's
 # field names, as the flatbuffers object API spells them).
-STREAM_FIELD_KEYS = ("padding", "strideW", "strideH", "dilationWFactor", "dilationHFactor",
-                     "fusedActivationFunction", "filterWidth", "filterHeight", "axis", "alignCorners",
-                     "halfPixelCenters", "alpha")
+STREAM_FIELD_KEYS = (
+    "padding",
+    "strideW",
+    "strideH",
+    "dilationWFactor",
+    "dilationHFactor",
+    "fusedActivationFunction",
+    "filterWidth",
+    "filterHeight",
+    "axis",
+    "alignCorners",
+    "halfPixelCenters",
+    "alpha",
+)
 KEYS[STREAM_CHAIN] = STREAM_CHAIN_KEYS + STREAM_BODY_KEYS
 # The integer (or boolean: 0/1) values of those fields a kernel accepts; an absent field takes the
 # schema's default. Strides, dilations and pool filters stay below 2^15 (so every product of the
 # window arithmetic fits 32 bits); enums are the values the kernel computes (padding SAME/VALID,
 # activation NONE/RELU/RELU_N1_TO_1/RELU6); CONCATENATION's axis is then checked to be the channels.
 STREAM_FIELD_LIMITS: dict[str, tuple[int, int]] = {
-    "padding": (0, 1), "strideW": (1, INT16_MAX), "strideH": (1, INT16_MAX),
-    "dilationWFactor": (1, INT16_MAX), "dilationHFactor": (1, INT16_MAX), "fusedActivationFunction": (0, 3),
-    "filterWidth": (1, INT16_MAX), "filterHeight": (1, INT16_MAX), "axis": (-4, 3), "alignCorners": (0, 1),
+    "padding": (0, 1),
+    "strideW": (1, INT16_MAX),
+    "strideH": (1, INT16_MAX),
+    "dilationWFactor": (1, INT16_MAX),
+    "dilationHFactor": (1, INT16_MAX),
+    "fusedActivationFunction": (0, 3),
+    "filterWidth": (1, INT16_MAX),
+    "filterHeight": (1, INT16_MAX),
+    "axis": (-4, 3),
+    "alignCorners": (0, 1),
     "halfPixelCenters": (0, 1),
 }
-STREAM_FIELD_DEFAULTS: dict[str, int] = {"padding": 0, "strideW": 1, "strideH": 1, "dilationWFactor": 1,
-                                         "dilationHFactor": 1, "fusedActivationFunction": 0, "axis": 3,
-                                         "alignCorners": 0, "halfPixelCenters": 0}
+STREAM_FIELD_DEFAULTS: dict[str, int] = {
+    "padding": 0,
+    "strideW": 1,
+    "strideH": 1,
+    "dilationWFactor": 1,
+    "dilationHFactor": 1,
+    "fusedActivationFunction": 0,
+    "axis": 3,
+    "alignCorners": 0,
+    "halfPixelCenters": 0,
+}
 # A body tensor's quantization: a finite scale in [STREAM_MIN_SCALE, STREAM_MAX_SCALE] (outside it
 # the requantization multipliers of a stage leave what TFLM's QuantizeMultiplier represents) and a
 # zero point inside its type's range.
-STREAM_MIN_SCALE = 2.0 ** -32
-STREAM_MAX_SCALE = 2.0 ** 32
-ZERO_POINT_LIMITS: dict[str, tuple[int, int]] = {"INT8": (-128, 127), "UINT8": (0, 255), "INT16": (0, 0),
-                                                 "INT32": (0, 0), "FLOAT32": (0, 0)}
+STREAM_MIN_SCALE = 2.0**-32
+STREAM_MAX_SCALE = 2.0**32
+ZERO_POINT_LIMITS: dict[str, tuple[int, int]] = {
+    "INT8": (-128, 127),
+    "UINT8": (0, 255),
+    "INT16": (0, 0),
+    "INT32": (0, 0),
+    "FLOAT32": (0, 0),
+}
 # The persistent block of one StreamChain (stream_chain_body_bytes) and each of its int32 counts stay
 # below 2^31, so a 32-bit device computes every size of it without overflow.
 STREAM_MAX_BODY_BYTES = INT32_MAX
@@ -131,21 +178,44 @@ STREAM_MAX_BODY_BYTES = INT32_MAX
 # output shape). The chain search emits only chains of these (stream_stage_supported), the
 # estimate (`analyze --stream`) plans every row-local operator.
 STREAM_STAGE_OPS: dict[str, tuple[int, ...] | None] = {
-    "QUANTIZE": (0,), "CONV_2D": (0,), "MAX_POOL_2D": (0,), "TRANSPOSE_CONV": (2,), "CONCATENATION": None,
-    "ADD": (0, 1), "MUL": (0, 1), "LOGISTIC": (0,), "PRELU": (0,), "RESIZE_NEAREST_NEIGHBOR": (0,),
-    "DEPTHWISE_CONV_2D": (0,), "AVERAGE_POOL_2D": (0,), "RELU": (0,), "RELU6": (0,),
-    "PAD": (0,), "SUB": (0, 1), "DEQUANTIZE": (0,), "TANH": (0,), "HARD_SWISH": (0,), "LEAKY_RELU": (0,),
-    "PADV2": (0,), "ELU": (0,),
+    "QUANTIZE": (0,),
+    "CONV_2D": (0,),
+    "MAX_POOL_2D": (0,),
+    "TRANSPOSE_CONV": (2,),
+    "CONCATENATION": None,
+    "ADD": (0, 1),
+    "MUL": (0, 1),
+    "LOGISTIC": (0,),
+    "PRELU": (0,),
+    "RESIZE_NEAREST_NEIGHBOR": (0,),
+    "DEPTHWISE_CONV_2D": (0,),
+    "AVERAGE_POOL_2D": (0,),
+    "RELU": (0,),
+    "RELU6": (0,),
+    "PAD": (0,),
+    "SUB": (0, 1),
+    "DEQUANTIZE": (0,),
+    "TANH": (0,),
+    "HARD_SWISH": (0,),
+    "LEAKY_RELU": (0,),
+    "PADV2": (0,),
+    "ELU": (0,),
 }
 # The constant inputs a stage takes, by type, in order (None: an omitted optional input).
 STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "CONV_2D": (("INT8", "INT32"), ("INT8", None)),  # filter, bias
     "DEPTHWISE_CONV_2D": (("INT8", "INT32"), ("INT8", None)),
-    "TRANSPOSE_CONV": (("INT32", "INT8", "INT32"), ("INT32", "INT8", None), ("INT32", "INT8")),  # shape, filter, bias
+    "TRANSPOSE_CONV": (
+        ("INT32", "INT8", "INT32"),
+        ("INT32", "INT8", None),
+        ("INT32", "INT8"),
+    ),  # shape, filter, bias
     "PRELU": (("INT8",),),  # alpha
     "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # size
     "PAD": (("INT32",),),  # paddings (TFLM's PAD reads them as int32)
-    "PADV2": (("INT32", "INT8"),),  # paddings, the pad value (a scalar of the output's quantization)
+    "PADV2": (
+        ("INT32", "INT8"),
+    ),  # paddings, the pad value (a scalar of the output's quantization)
 }
 # Stages with per-channel requantization (multiplier and shift per output channel, kept persistent).
 STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV", "DEPTHWISE_CONV_2D")
@@ -154,7 +224,11 @@ STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV", "DEPTHWISE_CONV_2D")
 STREAM_LOOKUP_TABLE_OPS = ("ELU",)
 STREAM_LOOKUP_TABLE_BYTES = 256  # one int8 output per int8 input value
 # Activation types the stages compute: int8 throughout, and QUANTIZE between int8 and uint8.
-STREAM_QUANTIZE_TYPES: tuple[tuple[str, str], ...] = (("UINT8", "INT8"), ("INT8", "UINT8"), ("INT8", "INT8"))
+STREAM_QUANTIZE_TYPES: tuple[tuple[str, str], ...] = (
+    ("UINT8", "INT8"),
+    ("INT8", "UINT8"),
+    ("INT8", "INT8"),
+)
 # DEQUANTIZE stages: int8 to float32. No stage reads float32 rows, so a DEQUANTIZE's output is never
 # read inside a chain (nor spilled: only chain members read spilled rows): it is a chain output.
 STREAM_DEQUANTIZE_TYPES: tuple[tuple[str, str], ...] = (("INT8", "FLOAT32"),)
@@ -163,8 +237,16 @@ STREAM_MAX_STAGE_INPUTS = 16  # operands of one stage (a concatenation's inputs)
 # dtype rules. Spill and Fetching move bytes of these element types:
 ELEMENT_BYTES: dict[str, int] = {"INT8": 1, "UINT8": 1, "INT16": 2, "INT32": 4, "FLOAT32": 4}
 # FetchingConv2D: (activation type, filter type) pairs it computes, and the bias types of each.
-CONV_TYPES: tuple[tuple[str, str], ...] = (("FLOAT32", "FLOAT32"), ("INT8", "INT8"), ("INT16", "INT8"))
-CONV_BIAS_TYPES: dict[str, tuple[str, ...]] = {"FLOAT32": ("FLOAT32",), "INT8": ("INT32",), "INT16": ("INT32", "INT64")}
+CONV_TYPES: tuple[tuple[str, str], ...] = (
+    ("FLOAT32", "FLOAT32"),
+    ("INT8", "INT8"),
+    ("INT16", "INT8"),
+)
+CONV_BIAS_TYPES: dict[str, tuple[str, ...]] = {
+    "FLOAT32": ("FLOAT32",),
+    "INT8": ("INT32",),
+    "INT16": ("INT32", "INT64"),
+}
 
 # OpData each kernel keeps (persistent_bytes adds them up; the C++ structs static_assert them).
 SPILL_OPDATA_BYTES = 16
@@ -230,7 +312,11 @@ class ConvParams:
     activation: str = "NONE"
 
 
-BIAS_TYPES = {0: "NONE", 2: "INT32", 4: "INT64"}  # schema TensorType of Conv2DOptions.quantized_bias_type
+BIAS_TYPES = {
+    0: "NONE",
+    2: "INT32",
+    4: "INT64",
+}  # schema TensorType of Conv2DOptions.quantized_bias_type
 
 
 @dataclass(frozen=True)
@@ -296,24 +382,48 @@ def is_tinyseg_op(op) -> bool:
 
 def _fetching_map(o: FetchingOptions) -> dict:
     return {
-        "version": o.version, "axis": o.axis, "operands": o.operands, "block": o.block,
-        "fetched": [{"position": f.position, "slot": f.slot, "shape": list(f.shape)} for f in o.fetched],
+        "version": o.version,
+        "axis": o.axis,
+        "operands": o.operands,
+        "block": o.block,
+        "fetched": [
+            {"position": f.position, "slot": f.slot, "shape": list(f.shape)} for f in o.fetched
+        ],
     }
 
 
 @functools.lru_cache(maxsize=4096)
-def encode(options: SpillOptions | FetchingOptions | FetchingConv2DOptions | StreamChainOptions) -> bytes:
+def encode(
+    options: SpillOptions | FetchingOptions | FetchingConv2DOptions | StreamChainOptions,
+) -> bytes:
     """FlexBuffers bytes for an operator's custom_options (cached: the options are frozen, and the
     chain search encodes the same chains many times)."""
     if isinstance(options, StreamChainOptions):
         m = {k: getattr(options, k) for k in STREAM_CHAIN_KEYS}
         if not options.stages:  # planning figures only (the chain search)
             return bytes(flexbuffers.Dumps(m))
-        m["stages"] = [{"op": st.op, "version": st.version, "inputs": list(st.inputs), "outputs": list(st.outputs),
-                        "options": st.options or "", "fields": dict(st.fields)} for st in options.stages]
-        m["tensors"] = [{"name": t.name, "type": t.dtype, "shape": list(t.shape), "scale": list(t.scales),
-                         "zero_point": list(t.zero_points), "quantized_dimension": t.quantized_dimension}
-                        for t in options.tensors]
+        m["stages"] = [
+            {
+                "op": st.op,
+                "version": st.version,
+                "inputs": list(st.inputs),
+                "outputs": list(st.outputs),
+                "options": st.options or "",
+                "fields": dict(st.fields),
+            }
+            for st in options.stages
+        ]
+        m["tensors"] = [
+            {
+                "name": t.name,
+                "type": t.dtype,
+                "shape": list(t.shape),
+                "scale": list(t.scales),
+                "zero_point": list(t.zero_points),
+                "quantized_dimension": t.quantized_dimension,
+            }
+            for t in options.tensors
+        ]
         for key in ("spill", "fetch", "rings"):
             m[key] = [list(pair) for pair in getattr(options, key)]
     elif isinstance(options, SpillOptions):
@@ -323,11 +433,18 @@ def encode(options: SpillOptions | FetchingOptions | FetchingConv2DOptions | Str
     else:
         m = _fetching_map(options.fetching)
         c = options.conv
-        m.update({
-            "padding": c.padding, "stride_h": c.stride_h, "stride_w": c.stride_w, "dilation_h": c.dilation_h,
-            "dilation_w": c.dilation_w, "activation": c.activation, "band_rows": options.band_rows,
-            "quantized_bias_type": options.quantized_bias_type,
-        })
+        m.update(
+            {
+                "padding": c.padding,
+                "stride_h": c.stride_h,
+                "stride_w": c.stride_w,
+                "dilation_h": c.dilation_h,
+                "dilation_w": c.dilation_w,
+                "activation": c.activation,
+                "band_rows": options.band_rows,
+                "quantized_bias_type": options.quantized_bias_type,
+            }
+        )
     return bytes(flexbuffers.Dumps(m))
 
 
@@ -342,7 +459,9 @@ def _load(opcode: str, data: bytes | None) -> dict:
     if not isinstance(m, dict):
         raise ValueError("custom options are not a FlexBuffers map")
     if m.get("version") != CONTRACT_VERSION:
-        raise ValueError(f"contract version {m.get('version')}, this tool speaks {CONTRACT_VERSION}")
+        raise ValueError(
+            f"contract version {m.get('version')}, this tool speaks {CONTRACT_VERSION}"
+        )
     return m
 
 
@@ -367,12 +486,17 @@ def _fetching(m: dict) -> FetchingOptions:
         shape = f["shape"]
         if not isinstance(shape, list) or not 1 <= len(shape) <= MAX_DIMS:
             raise ValueError(f"a fetched shape must have rank 1..{MAX_DIMS}")
-        fetched.append(Fetched(_int(f, "position"), _int(f, "slot"),
-                               tuple(_int({"dim": d}, "dim") for d in shape)))
+        fetched.append(
+            Fetched(
+                _int(f, "position"), _int(f, "slot"), tuple(_int({"dim": d}, "dim") for d in shape)
+            )
+        )
     positions = [f.position for f in fetched]
     if any(p >= operands for p in positions) or len(set(positions)) != len(positions):
         raise ValueError("fetched positions must be distinct and below `operands`")
-    return FetchingOptions(axis=_int(m, "axis"), operands=operands, block=_int(m, "block"), fetched=tuple(fetched))
+    return FetchingOptions(
+        axis=_int(m, "axis"), operands=operands, block=_int(m, "block"), fetched=tuple(fetched)
+    )
 
 
 def _stream_chain(m: dict) -> StreamChainOptions:
@@ -380,14 +504,27 @@ def _stream_chain(m: dict) -> StreamChainOptions:
     if not any(k in m for k in STREAM_BODY_KEYS):
         return StreamChainOptions(*numbers)  # planning figures only (the chain search)
     stages = tuple(
-        StreamStage(str(st["op"]), tuple(int(i) for i in st["inputs"]), tuple(int(o) for o in st["outputs"]),
-                    str(st["options"]) or None, tuple(sorted(dict(st["fields"]).items())), int(st["version"]))
-        for st in m["stages"])
+        StreamStage(
+            str(st["op"]),
+            tuple(int(i) for i in st["inputs"]),
+            tuple(int(o) for o in st["outputs"]),
+            str(st["options"]) or None,
+            tuple(sorted(dict(st["fields"]).items())),
+            int(st["version"]),
+        )
+        for st in m["stages"]
+    )
     tensors = tuple(
-        StreamTensor(str(t["name"]), str(t["type"]), tuple(int(d) for d in t["shape"]),
-                     tuple(float(x) for x in t["scale"]), tuple(int(z) for z in t["zero_point"]),
-                     int(t["quantized_dimension"]))
-        for t in m["tensors"])
+        StreamTensor(
+            str(t["name"]),
+            str(t["type"]),
+            tuple(int(d) for d in t["shape"]),
+            tuple(float(x) for x in t["scale"]),
+            tuple(int(z) for z in t["zero_point"]),
+            int(t["quantized_dimension"]),
+        )
+        for t in m["tensors"]
+    )
     pairs = {k: tuple((int(a), int(b)) for a, b in m[k]) for k in ("spill", "fetch", "rings")}
     return StreamChainOptions(*numbers, stages=stages, tensors=tensors, **pairs)
 
@@ -418,16 +555,26 @@ def _decode(opcode: str, data: bytes | None):
         if opcode == STREAM_CHAIN:
             return _stream_chain(m)
         if opcode == FETCHING_CONV_2D:
-            conv = ConvParams(str(m["padding"]), _int(m, "stride_h"), _int(m, "stride_w"), _int(m, "dilation_h"),
-                              _int(m, "dilation_w"), str(m["activation"]))
+            conv = ConvParams(
+                str(m["padding"]),
+                _int(m, "stride_h"),
+                _int(m, "stride_w"),
+                _int(m, "dilation_h"),
+                _int(m, "dilation_w"),
+                str(m["activation"]),
+            )
             if conv.padding not in PADDING.values() or conv.activation not in ACTIVATIONS.values():
                 raise ValueError(f"padding {conv.padding!r} / activation {conv.activation!r}")
             bias_type = str(m.get("quantized_bias_type", "NONE"))
             if bias_type not in BIAS_TYPES.values():
                 raise ValueError(f"quantized_bias_type {bias_type!r}")
             fetching = _fetching(m)
-            if fetching.axis != CONV_AXIS or any(len(f.shape) != CONV_RANK for f in fetching.fetched):
-                raise ValueError(f"FetchingConv2D concatenates rank-{CONV_RANK} operands along axis {CONV_AXIS}")
+            if fetching.axis != CONV_AXIS or any(
+                len(f.shape) != CONV_RANK for f in fetching.fetched
+            ):
+                raise ValueError(
+                    f"FetchingConv2D concatenates rank-{CONV_RANK} operands along axis {CONV_AXIS}"
+                )
             return FetchingConv2DOptions(fetching, conv, _int(m, "band_rows"), bias_type)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return f": malformed options ({exc})"
@@ -451,8 +598,13 @@ def stream_chain_scratch(o: StreamChainOptions) -> list[int]:
     return ([first] if first else []) + ([o.op_scratch] if o.op_scratch else [])
 
 
-def stream_stage_problem(op: str, activations: list[str], output: str, constants: list[str | None],
-                         paddings: list[list[int]] | None = None) -> str | None:
+def stream_stage_problem(
+    op: str,
+    activations: list[str],
+    output: str,
+    constants: list[str | None],
+    paddings: list[list[int]] | None = None,
+) -> str | None:
     """Why the StreamChain kernel cannot compute a stage (None: it can): ``activations``: the
     types of its activation inputs; ``constants``: the types of its other inputs, in order
     (None: omitted); ``paddings``: PAD's constant paddings, [[before, after]] per NHWC axis (None:
@@ -461,8 +613,11 @@ def stream_stage_problem(op: str, activations: list[str], output: str, constants
     if op not in STREAM_STAGE_OPS:
         return f"{op} is not a StreamChain stage"
     positions = STREAM_STAGE_OPS[op]
-    if not activations or len(activations) > STREAM_MAX_STAGE_INPUTS or (
-            positions is not None and len(activations) != len(positions)):
+    if (
+        not activations
+        or len(activations) > STREAM_MAX_STAGE_INPUTS
+        or (positions is not None and len(activations) != len(positions))
+    ):
         return f"{op} with {len(activations)} activation inputs"
     if tuple(constants) not in STREAM_STAGE_CONSTANTS.get(op, ((),)):
         return f"{op} with constant inputs {constants}"
@@ -487,19 +642,29 @@ def stream_stage_problem(op: str, activations: list[str], output: str, constants
     return None
 
 
-def stream_activation_inputs(stage: StreamStage, constants: frozenset[int] = frozenset()) -> list[int]:
+def stream_activation_inputs(
+    stage: StreamStage, constants: frozenset[int] = frozenset()
+) -> list[int]:
     """A stage's activation operands (chain-local ids), in order, without repeats: the edges of
     the chain's schedule (chain_schedule.h ChainEdge), written once for both sides. ``constants``:
     local ids of constant inputs of the StreamChain (an ADD, SUB or MUL may take one where an
     activation could be: a per-channel vector broadcast over the rows; it is no edge)."""
     positions = STREAM_STAGE_OPS.get(stage.op, ())
-    ids = [t for k, t in enumerate(stage.inputs)
-           if t >= 0 and t not in constants and (positions is None or k in positions)]
+    ids = [
+        t
+        for k, t in enumerate(stage.inputs)
+        if t >= 0 and t not in constants and (positions is None or k in positions)
+    ]
     return list(dict.fromkeys(ids))
 
 
-def stream_chain_body_bytes(o: StreamChainOptions, out_channels: list[int], num_inputs: int,
-                            num_outputs: int, constants: frozenset[int] = frozenset()) -> int:
+def stream_chain_body_bytes(
+    o: StreamChainOptions,
+    out_channels: list[int],
+    num_inputs: int,
+    num_outputs: int,
+    constants: frozenset[int] = frozenset(),
+) -> int:
     """The persistent block StreamChain's Prepare allocates for its tables (tinyseg_stream.cc):
     per chain-local tensor (the operator's inputs and outputs, then the body's tensors) its
     record and its schedule entry; per stage its record; per edge its row map; per spilled
@@ -512,12 +677,27 @@ def stream_chain_body_bytes(o: StreamChainOptions, out_channels: list[int], num_
     stages = len(o.stages)
     edges = sum(len(stream_activation_inputs(st, constants)) for st in o.stages)
     operands = sum(len(st.inputs) for st in o.stages)
-    per_channel = sum(2 * c for st, c in zip(o.stages, out_channels) if st.op in STREAM_PER_CHANNEL_OPS)
-    per_channel += sum(STREAM_LOOKUP_TABLE_BYTES // 4 for st in o.stages if st.op in STREAM_LOOKUP_TABLE_OPS)
-    int32s = (STREAM_INT32_PER_TENSOR * num_local + STREAM_INT32_PER_STAGE * stages + operands
-              + num_outputs + len(o.spill) + per_channel)
-    return (SPILL_STREAM_BYTES * len(o.spill) + (STREAM_TENSOR_BYTES + STREAM_SCHEDULE_TENSOR_BYTES) * num_local
-            + STREAM_STAGE_BYTES * stages + STREAM_EDGE_BYTES * edges + 4 * int32s)
+    per_channel = sum(
+        2 * c for st, c in zip(o.stages, out_channels) if st.op in STREAM_PER_CHANNEL_OPS
+    )
+    per_channel += sum(
+        STREAM_LOOKUP_TABLE_BYTES // 4 for st in o.stages if st.op in STREAM_LOOKUP_TABLE_OPS
+    )
+    int32s = (
+        STREAM_INT32_PER_TENSOR * num_local
+        + STREAM_INT32_PER_STAGE * stages
+        + operands
+        + num_outputs
+        + len(o.spill)
+        + per_channel
+    )
+    return (
+        SPILL_STREAM_BYTES * len(o.spill)
+        + (STREAM_TENSOR_BYTES + STREAM_SCHEDULE_TENSOR_BYTES) * num_local
+        + STREAM_STAGE_BYTES * stages
+        + STREAM_EDGE_BYTES * edges
+        + 4 * int32s
+    )
 
 
 def band_input_rows(conv: ConvParams, filter_h: int, band_rows: int) -> int:
@@ -552,23 +732,32 @@ def persistent_bytes(graph, op, pointer_bytes: int) -> int:
         if not o.stages:  # planning figures only (the chain search): the OpData alone
             return align_up(STREAM_CHAIN_OPDATA_BYTES)
         shapes = _local_shapes(graph, op, o)
-        channels = [shapes[st.outputs[0]][-1] if st.outputs and shapes[st.outputs[0]] else 0 for st in o.stages]
-        constants = frozenset(k for k, t in enumerate(op.inputs) if t >= 0 and graph.tensors[t].is_constant)
+        channels = [
+            shapes[st.outputs[0]][-1] if st.outputs and shapes[st.outputs[0]] else 0
+            for st in o.stages
+        ]
+        constants = frozenset(
+            k for k, t in enumerate(op.inputs) if t >= 0 and graph.tensors[t].is_constant
+        )
         return align_up(STREAM_CHAIN_OPDATA_BYTES) + align_up(
-            stream_chain_body_bytes(o, channels, len(op.inputs), len(op.outputs), constants))
+            stream_chain_body_bytes(o, channels, len(op.inputs), len(op.outputs), constants)
+        )
     if isinstance(o, SpillOptions):
         return align_up(SPILL_OPDATA_BYTES)
     per_fetched = fetched_operand_bytes(pointer_bytes)
     if isinstance(o, FetchingOptions):
         return align_up(FETCHING_HEADER_BYTES + per_fetched * len(o.fetched))
     channels = graph.tensors[op.outputs[0]].shape[-1]
-    return (align_up(FETCHING_CONV_HEADER_BYTES + per_fetched * len(o.fetching.fetched))
-            + 2 * align_up(PER_CHANNEL_BYTES * channels))
+    return align_up(
+        FETCHING_CONV_HEADER_BYTES + per_fetched * len(o.fetching.fetched)
+    ) + 2 * align_up(PER_CHANNEL_BYTES * channels)
 
 
 def _local_shapes(graph, op, o: StreamChainOptions) -> list[tuple[int, ...]]:
     """Shapes of a chain's local tensors: the operator's inputs, its outputs, the body's tensors."""
-    real = [tuple(graph.tensors[t].shape) if t >= 0 else () for t in list(op.inputs) + list(op.outputs)]
+    real = [
+        tuple(graph.tensors[t].shape) if t >= 0 else () for t in list(op.inputs) + list(op.outputs)
+    ]
     return real + [t.shape for t in o.tensors]
 
 
@@ -584,7 +773,9 @@ def operand_sources(op, o: "FetchingOptions") -> list["Fetched | int"]:
         elif ram:
             out.append(int(ram.pop(0)))
         else:
-            raise TinySegError(f"operator {op.index} ({op.opcode}): operand {k} is neither fetched nor an input")
+            raise TinySegError(
+                f"operator {op.index} ({op.opcode}): operand {k} is neither fetched nor an input"
+            )
     return out
 
 
@@ -619,9 +810,19 @@ class _Local:
     spilled: bool = False
 
 
-def _local(kind: str, dtype: str | None, shape: tuple[int, ...], scale: float, zero_point: int, constant: bool,
-           graph_index: int, what: str) -> _Local:
-    x = _Local(kind, dtype, scale=scale, zero_point=zero_point, constant=constant, graph_index=graph_index)
+def _local(
+    kind: str,
+    dtype: str | None,
+    shape: tuple[int, ...],
+    scale: float,
+    zero_point: int,
+    constant: bool,
+    graph_index: int,
+    what: str,
+) -> _Local:
+    x = _Local(
+        kind, dtype, scale=scale, zero_point=zero_point, constant=constant, graph_index=graph_index
+    )
     if len(shape) == 4:
         if shape[0] != 1 and kind != "input":
             raise _BodyError(f"{what} has batch {shape[0]} (chain tensors have batch 1)")
@@ -647,8 +848,16 @@ def _body_tensor(j: int, t: StreamTensor, kernel: bool) -> _Local:
     for zp in t.zero_points:
         if not lo <= zp <= hi:
             raise _BodyError(f"{what} has zero point {zp} ({t.dtype}: {lo}..{hi})")
-    return _local("body", t.dtype, t.shape, t.scales[0] if t.scales else 0.0,
-                  t.zero_points[0] if t.zero_points else 0, False, -1, what)
+    return _local(
+        "body",
+        t.dtype,
+        t.shape,
+        t.scales[0] if t.scales else 0.0,
+        t.zero_points[0] if t.zero_points else 0,
+        False,
+        -1,
+        what,
+    )
 
 
 def _stage_fields(k: int, st: StreamStage) -> dict[str, int]:
@@ -665,7 +874,9 @@ def _stage_fields(k: int, st: StreamStage) -> dict[str, int]:
             raise _BodyError(f"stage {k} ({st.op}) field {key} is not an integer")
         lo, hi = STREAM_FIELD_LIMITS[key]
         if not lo <= int(value) <= hi:
-            raise _BodyError(f"stage {k} ({st.op}) field {key} = {int(value)} is outside {lo}..{hi}")
+            raise _BodyError(
+                f"stage {k} ({st.op}) field {key} = {int(value)} is outside {lo}..{hi}"
+            )
         out[key] = int(value)
     return out
 
@@ -689,8 +900,15 @@ def _constant(graph, loc: list[_Local], lid: int, what: str):
     return graph.tensors[loc[lid].graph_index]
 
 
-def _check_stage(graph, o: StreamChainOptions, loc: list[_Local], k: int, st: StreamStage,
-                 edges: list[tuple[int, int, RowMapSpec]], kernel: bool) -> None:
+def _check_stage(
+    graph,
+    o: StreamChainOptions,
+    loc: list[_Local],
+    k: int,
+    st: StreamStage,
+    edges: list[tuple[int, int, RowMapSpec]],
+    kernel: bool,
+) -> None:
     """What tinyseg_stream.cc's PrepareStage refuses; appends the stage's edges with their row maps.
     ``kernel`` False (the lowering of an estimate's chain, whose stages may be float32): the
     geometry and structure only, not the types the kernel computes."""
@@ -715,15 +933,19 @@ def _check_stage(graph, o: StreamChainOptions, loc: list[_Local], k: int, st: St
     out_id = st.outputs[0]
     out, x = loc[out_id], loc[acts[0]]
     if out.row_bytes <= 0 or out.kind == "input":
-        raise _BodyError(f"{name} writes local tensor {out_id}, a StreamChain input or a tensor without rows")
+        raise _BodyError(
+            f"{name} writes local tensor {out_id}, a StreamChain input or a tensor without rows"
+        )
     f = _stage_fields(k, st)
     same = (x.height, x.width, x.channels) == (out.height, out.width, out.channels)
     op = st.op
     if op in ("QUANTIZE", "DEQUANTIZE"):
         types = STREAM_QUANTIZE_TYPES if op == "QUANTIZE" else STREAM_DEQUANTIZE_TYPES
         if (kernel and (x.dtype, out.dtype) not in types) or not same:
-            raise _BodyError(f"{name}: {x.dtype} {x.height}x{x.width}x{x.channels} -> "
-                             f"{out.dtype} {out.height}x{out.width}x{out.channels}")
+            raise _BodyError(
+                f"{name}: {x.dtype} {x.height}x{x.width}x{x.channels} -> "
+                f"{out.dtype} {out.height}x{out.width}x{out.channels}"
+            )
         if kernel and op == "DEQUANTIZE" and out.kind != "output":
             raise _BodyError(f"{name} writes a body tensor (it writes one of the chain's outputs)")
     elif kernel and (out.dtype != "INT8" or any(loc[a].dtype != "INT8" for a in acts)):
@@ -732,32 +954,53 @@ def _check_stage(graph, o: StreamChainOptions, loc: list[_Local], k: int, st: St
     rowmap = {a: RowMapSpec(heights[a], out.height) for a in acts}
     if op in ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV"):
         flt = _constant(graph, loc, consts[1 if op == "TRANSPOSE_CONV" else 0], f"{name}'s filter")
-        bias_lid = consts[2 if op == "TRANSPOSE_CONV" else 1] if len(consts) > (2 if op == "TRANSPOSE_CONV" else 1) else -1
+        bias_lid = (
+            consts[2 if op == "TRANSPOSE_CONV" else 1]
+            if len(consts) > (2 if op == "TRANSPOSE_CONV" else 1)
+            else -1
+        )
         bias = _constant(graph, loc, bias_lid, f"{name}'s bias") if bias_lid >= 0 else None
         dw = op == "DEPTHWISE_CONV_2D"
         fs = tuple(flt.shape)
-        ok = ((flt.dtype == "INT8" or not kernel) and len(fs) == 4 and fs[3 if dw else 0] == out.channels
-              and (not dw or (fs[0] == 1 and x.channels and out.channels % x.channels == 0))
-              and (bias is None or ((bias.dtype == "INT32" or not kernel) and bias.elements == out.channels)))
+        ok = (
+            (flt.dtype == "INT8" or not kernel)
+            and len(fs) == 4
+            and fs[3 if dw else 0] == out.channels
+            and (not dw or (fs[0] == 1 and x.channels and out.channels % x.channels == 0))
+            and (
+                bias is None
+                or ((bias.dtype == "INT32" or not kernel) and bias.elements == out.channels)
+            )
+        )
         if not ok:
-            raise _BodyError(f"{name} needs an int8 filter of {out.channels} output channels and an int32 bias")
+            raise _BodyError(
+                f"{name} needs an int8 filter of {out.channels} output channels and an int32 bias"
+            )
         fh, fw = fs[1], fs[2]
         sh, sw, dh, dwf = f["strideH"], f["strideW"], f["dilationHFactor"], f["dilationWFactor"]
         if op == "TRANSPOSE_CONV":
             oh = _out_size(out.height, fh, sh, 1, f["padding"])
-            if (sh < fh or _pad_top(out.height, oh, fh, sh, 1) != 0 or out.height != x.height * sh
-                    or fs[3] != x.channels):
+            if (
+                sh < fh
+                or _pad_top(out.height, oh, fh, sh, 1) != 0
+                or out.height != x.height * sh
+                or fs[3] != x.channels
+            ):
                 raise _BodyError(f"{name}'s geometry does not match its tensors")
             if o.op_scratch < out.width * out.channels * 4:
-                raise _BodyError(f"{name}: op_scratch {o.op_scratch} is smaller than one output row "
-                                 f"({out.width * out.channels * 4} bytes)")
+                raise _BodyError(
+                    f"{name}: op_scratch {o.op_scratch} is smaller than one output row "
+                    f"({out.width * out.channels * 4} bytes)"
+                )
             rowmap[acts[0]].den = sh
         else:
             oh = _out_size(x.height, fh, sh, dh, f["padding"])
             ow = _out_size(x.width, fw, sw, dwf, f["padding"])
             if (oh, ow) != (out.height, out.width) or (not dw and fs[3] != x.channels):
-                raise _BodyError(f"{name}'s geometry does not match its tensors "
-                                 f"({x.height}x{x.width} -> {out.height}x{out.width})")
+                raise _BodyError(
+                    f"{name}'s geometry does not match its tensors "
+                    f"({x.height}x{x.width} -> {out.height}x{out.width})"
+                )
             top = _pad_top(x.height, oh, fh, sh, dh)
             rowmap[acts[0]].set_window(sh, top, (fh - 1) * dh + 1 - 1 - top)
     elif op in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
@@ -765,7 +1008,10 @@ def _check_stage(graph, o: StreamChainOptions, loc: list[_Local], k: int, st: St
         if fh is None or fw is None or x.channels != out.channels:
             raise _BodyError(f"{name} needs its filter size and the input's channels")
         sh, sw = f["strideH"], f["strideW"]
-        oh, ow = _out_size(x.height, fh, sh, 1, f["padding"]), _out_size(x.width, fw, sw, 1, f["padding"])
+        oh, ow = (
+            _out_size(x.height, fh, sh, 1, f["padding"]),
+            _out_size(x.width, fw, sw, 1, f["padding"]),
+        )
         if (oh, ow) != (out.height, out.width):
             raise _BodyError(f"{name}'s geometry does not match its tensors")
         top = _pad_top(x.height, oh, fh, sh, 1)
@@ -773,9 +1019,14 @@ def _check_stage(graph, o: StreamChainOptions, loc: list[_Local], k: int, st: St
     elif op == "CONCATENATION":
         if f["axis"] not in (3, -1) or f["fusedActivationFunction"] != 0:
             raise _BodyError(f"{name} along axis {f['axis']} (channels only, no activation)")
-        if any((loc[a].height, loc[a].width) != (out.height, out.width) or (kernel and (
-                loc[a].scale != out.scale or loc[a].zero_point != out.zero_point)) for a in acts):
-            raise _BodyError(f"{name}'s inputs differ from its output in height, width or quantization")
+        if any(
+            (loc[a].height, loc[a].width) != (out.height, out.width)
+            or (kernel and (loc[a].scale != out.scale or loc[a].zero_point != out.zero_point))
+            for a in acts
+        ):
+            raise _BodyError(
+                f"{name}'s inputs differ from its output in height, width or quantization"
+            )
         if sum(loc[lid].channels for lid in st.inputs if lid >= 0) != out.channels:
             raise _BodyError(f"{name}'s input channels do not add up to its output's")
     elif op in ("ADD", "SUB", "MUL"):
@@ -798,24 +1049,41 @@ def _check_stage(graph, o: StreamChainOptions, loc: list[_Local], k: int, st: St
             raise _BodyError(f"{name} by an integer factor, without align_corners")
         rowmap[acts[0]].den = out.height // x.height
     elif op in ("PAD", "PADV2"):
-        pads = graph.buffer_array(_constant(graph, loc, consts[0] if consts else -1, f"{name}'s paddings").index)
-        if pads is None or pads.shape != (4, 2) or (pads < 0).any() or pads[0].any() or pads[3].any():
-            raise _BodyError(f"{name} pads height and width only, with constant non-negative paddings")
-        if (out.height, out.width, out.channels) != (x.height + int(pads[1].sum()), x.width + int(pads[2].sum()),
-                                                      x.channels):
+        pads = graph.buffer_array(
+            _constant(graph, loc, consts[0] if consts else -1, f"{name}'s paddings").index
+        )
+        if (
+            pads is None
+            or pads.shape != (4, 2)
+            or (pads < 0).any()
+            or pads[0].any()
+            or pads[3].any()
+        ):
+            raise _BodyError(
+                f"{name} pads height and width only, with constant non-negative paddings"
+            )
+        if (out.height, out.width, out.channels) != (
+            x.height + int(pads[1].sum()),
+            x.width + int(pads[2].sum()),
+            x.channels,
+        ):
             raise _BodyError(f"{name}'s output is not its input plus the paddings")
         top = int(pads[1][0])
         rowmap[acts[0]].set_window(1, top, -top)
     else:  # one input, its output's shape: LOGISTIC, TANH, RELU, RELU6, HARD_SWISH, LEAKY_RELU, ELU, PRELU
         if not same:
-            raise _BodyError(f"{name}: input {x.height}x{x.width}x{x.channels}, "
-                             f"output {out.height}x{out.width}x{out.channels}")
+            raise _BodyError(
+                f"{name}: input {x.height}x{x.width}x{x.channels}, "
+                f"output {out.height}x{out.width}x{out.channels}"
+            )
         if op == "LEAKY_RELU" and not isinstance(dict(st.fields).get("alpha"), (int, float)):
             raise _BodyError(f"{name} needs its alpha")
     for a in acts:
         m = rowmap[a]
         if m.num == m.den == 1 and m.before == m.after == 0 and m.in_h != m.out_h:
-            raise _BodyError(f"{name}'s input rows ({m.in_h}) differ from its output rows ({m.out_h})")
+            raise _BodyError(
+                f"{name}'s input rows ({m.in_h}) differ from its output rows ({m.out_h})"
+            )
         edges.append((k, a, m))
 
 
@@ -838,7 +1106,9 @@ class RowMapSpec:
         return max(anchor - self.before, 0), min(anchor + self.after, self.in_h - 1)
 
 
-def _dry_run(loc: list[_Local], stages: int, outputs: list[int], edges: list[tuple[int, int, RowMapSpec]]) -> None:
+def _dry_run(
+    loc: list[_Local], stages: int, outputs: list[int], edges: list[tuple[int, int, RowMapSpec]]
+) -> None:
     """chain_schedule.h's pull schedule, bookkeeping only (as the kernel's Prepare runs it): refuses a
     ring shorter than the rows its readers hold at once, and a cycle."""
     done = [0] * len(loc)
@@ -857,7 +1127,9 @@ def _dry_run(loc: list[_Local], stages: int, outputs: list[int], edges: list[tup
                     low = lo
         held = done[t] - min(low, done[t])
         if held > loc[t].ring:
-            raise _BodyError(f"the ring of local tensor {t} holds {loc[t].ring} rows, its readers need {held}")
+            raise _BodyError(
+                f"the ring of local tensor {t} holds {loc[t].ring} rows, its readers need {held}"
+            )
 
     def pull(t: int, row: int, depth: int) -> None:
         if depth > stages:
@@ -896,22 +1168,30 @@ def _pairs(o: StreamChainOptions, loc: list[_Local]) -> None:
     for key in ("rings", "spill", "fetch"):
         for i, (lid, value) in enumerate(getattr(o, key)):
             if not 0 <= lid < len(loc) or not 0 <= value <= INT32_MAX:
-                raise _BodyError(f"{key}[{i}] = [{lid}, {value}] (local id 0..{len(loc) - 1}, number 0..{INT32_MAX})")
+                raise _BodyError(
+                    f"{key}[{i}] = [{lid}, {value}] (local id 0..{len(loc) - 1}, number 0..{INT32_MAX})"
+                )
             x = loc[lid]
             if x.kind != "body" or x.row_bytes <= 0:
                 raise _BodyError(f"{key}[{i}] names local tensor {lid}, which is not a body tensor")
             if key == "rings":
                 if not 1 <= value <= x.height or x.ring:
-                    raise _BodyError(f"rings[{i}] gives local tensor {lid} {value} rows (1..{x.height}, once)")
+                    raise _BodyError(
+                        f"rings[{i}] gives local tensor {lid} {value} rows (1..{x.height}, once)"
+                    )
                 x.ring = value
                 end += value * x.row_bytes
             elif key == "spill":
                 if x.spilled or not x.ring:
-                    raise _BodyError(f"spill[{i}]: local tensor {lid} is spilled twice or has no ring")
+                    raise _BodyError(
+                        f"spill[{i}]: local tensor {lid} is spilled twice or has no ring"
+                    )
                 x.spilled = True
             else:
                 if x.fetched or not x.ring:
-                    raise _BodyError(f"fetch[{i}]: local tensor {lid} is fetched twice or has no ring")
+                    raise _BodyError(
+                        f"fetch[{i}]: local tensor {lid} is fetched twice or has no ring"
+                    )
                 x.fetched = True
     if end != o.ring_bytes:
         raise _BodyError(f"ring_bytes is {o.ring_bytes}, its rings add up to {end}")
@@ -928,19 +1208,32 @@ def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
             loc.append(_Local(kind, None))
             continue
         x = graph.tensors[t]
-        loc.append(_local(kind, x.dtype, tuple(x.shape), x.scales[0] if x.scales else 0.0,
-                          x.zero_points[0] if x.zero_points else 0, kind == "input" and x.is_constant, t,
-                          f"local tensor {k}"))
+        loc.append(
+            _local(
+                kind,
+                x.dtype,
+                tuple(x.shape),
+                x.scales[0] if x.scales else 0.0,
+                x.zero_points[0] if x.zero_points else 0,
+                kind == "input" and x.is_constant,
+                t,
+                f"local tensor {k}",
+            )
+        )
     loc += [_body_tensor(j, t, kernel) for j, t in enumerate(o.tensors)]
     if o.spilled != len(o.spill) or o.fetched != len(o.fetch):
-        raise _BodyError(f"spilled {o.spilled} / fetched {o.fetched} disagree with its spill and fetch lists")
+        raise _BodyError(
+            f"spilled {o.spilled} / fetched {o.fetched} disagree with its spill and fetch lists"
+        )
     channels = []
     for k, st in enumerate(o.stages):
         if st.op not in STREAM_STAGE_OPS and kernel:
             raise _BodyError(f"stage {k} is {st.op}, which the StreamChain kernel does not compute")
         if len(st.outputs) != 1 or not 1 <= len(st.inputs) <= STREAM_MAX_STAGE_INPUTS:
-            raise _BodyError(f"stage {k} ({st.op}) has {len(st.outputs)} outputs and {len(st.inputs)} inputs "
-                             f"(1, and 1..{STREAM_MAX_STAGE_INPUTS})")
+            raise _BodyError(
+                f"stage {k} ({st.op}) has {len(st.outputs)} outputs and {len(st.inputs)} inputs "
+                f"(1, and 1..{STREAM_MAX_STAGE_INPUTS})"
+            )
         if not 0 <= st.outputs[0] < len(loc) or any(not -1 <= i < len(loc) for i in st.inputs):
             raise _BodyError(f"stage {k} ({st.op}) names a local tensor outside -1..{len(loc) - 1}")
         c = loc[st.outputs[0]].channels
@@ -961,15 +1254,21 @@ def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
             unknown = True
         out = loc[st.outputs[0]]
         if out.producer >= 0 or out.fetched:
-            raise _BodyError(f"stage {k} ({st.op}) writes local tensor {st.outputs[0]}, which another stage "
-                             "writes or a fetch reads")
+            raise _BodyError(
+                f"stage {k} ({st.op}) writes local tensor {st.outputs[0]}, which another stage "
+                "writes or a fetch reads"
+            )
         if out.kind != "output" and not out.ring:
-            raise _BodyError(f"stage {k} ({st.op}) writes body tensor {st.outputs[0]}, which has no ring")
+            raise _BodyError(
+                f"stage {k} ({st.op}) writes body tensor {st.outputs[0]}, which has no ring"
+            )
         out.producer = k
     for s, t, _ in edges:
         x = loc[t]
         if x.kind != "input" and not x.fetched and not 0 <= x.producer < s:
-            raise _BodyError(f"stage {s} reads local tensor {t} before any earlier stage or fetch makes it")
+            raise _BodyError(
+                f"stage {s} reads local tensor {t} before any earlier stage or fetch makes it"
+            )
     outputs = list(range(n_in, n_in + len(op.outputs))) + [lid for lid, _ in o.spill]
     if any(loc[t].producer < 0 for t in outputs):
         raise _BodyError("an output or a spilled tensor is made by no stage")
@@ -988,9 +1287,11 @@ def validate_body(graph, op, kernel: bool = True) -> None:
     try:
         _check_body(graph, op, o, kernel)
     except _BodyError as exc:
-        raise TinySegError(f"operator {op.index} (StreamChain): malformed StreamChain body: {exc}; "
-                           "the file was not written this way by tinyseg optimize: optimize the original "
-                           "model again") from None
+        raise TinySegError(
+            f"operator {op.index} (StreamChain): malformed StreamChain body: {exc}; "
+            "the file was not written this way by tinyseg optimize: optimize the original "
+            "model again"
+        ) from None
 
 
 def _fetching_conv_problem(graph, op, o: FetchingConv2DOptions) -> str | None:
@@ -999,8 +1300,10 @@ def _fetching_conv_problem(graph, op, o: FetchingConv2DOptions) -> str | None:
         return "needs [operands..., filter, bias or -1] and one output"
     n_ram = len(op.inputs) - 2
     if o.fetching.operands != n_ram + len(o.fetching.fetched):
-        return (f"operands is {o.fetching.operands}, its in-RAM inputs and fetched entries are "
-                f"{n_ram + len(o.fetching.fetched)}")
+        return (
+            f"operands is {o.fetching.operands}, its in-RAM inputs and fetched entries are "
+            f"{n_ram + len(o.fetching.fetched)}"
+        )
     out = graph.tensors[op.outputs[0]]
     if op.inputs[-1] < 0 and out.dtype != "INT16":
         return "a float32 or int8 convolution needs its bias input"
@@ -1009,7 +1312,9 @@ def _fetching_conv_problem(graph, op, o: FetchingConv2DOptions) -> str | None:
         return "filter and output are rank 4"
     _, kh, kw, _ = filt.shape
     c = o.conv
-    if (kh - 1) * c.dilation_h + 1 > INT_LIMITS["dilation_h"][1] or (kw - 1) * c.dilation_w + 1 > INT_LIMITS["dilation_w"][1]:
+    if (kh - 1) * c.dilation_h + 1 > INT_LIMITS["dilation_h"][1] or (
+        kw - 1
+    ) * c.dilation_w + 1 > INT_LIMITS["dilation_w"][1]:
         return f"the dilated filter spans more than {INT16_MAX} rows or columns"
     return None
 
@@ -1029,11 +1334,14 @@ def validate_graph(graph, kernel: bool = True) -> None:
             validate_body(graph, op, kernel)
             loc = list(op.inputs) + list(op.outputs)
             sizes = [graph.tensors[t].nbytes if t >= 0 else 0 for t in loc] + [
-                math.prod(t.shape) * ELEMENT_BYTES.get(t.dtype, 0) for t in o.tensors]
+                math.prod(t.shape) * ELEMENT_BYTES.get(t.dtype, 0) for t in o.tensors
+            ]
             for lid, slot in o.fetch:
                 if sizes[lid] > spilled.get(slot, -1):
-                    raise TinySegError(f"{here}: malformed StreamChain body: fetches {sizes[lid]} bytes from slot "
-                                       f"{slot}, where {max(spilled.get(slot, 0), 0)} were spilled before it")
+                    raise TinySegError(
+                        f"{here}: malformed StreamChain body: fetches {sizes[lid]} bytes from slot "
+                        f"{slot}, where {max(spilled.get(slot, 0), 0)} were spilled before it"
+                    )
             for lid, slot in o.spill:
                 spilled[slot] = sizes[lid]
         elif isinstance(o, SpillOptions):
@@ -1044,13 +1352,17 @@ def validate_graph(graph, kernel: bool = True) -> None:
             for f in fetching.fetched:
                 size = math.prod(f.shape) * itemsize
                 if size > spilled.get(f.slot, -1):
-                    raise TinySegError(f"{here}: fetched entry at position {f.position} reads {size} bytes from "
-                                       f"slot {f.slot}, where {max(spilled.get(f.slot, 0), 0)} were spilled before it; "
-                                       "the file is damaged: optimize the original model again")
+                    raise TinySegError(
+                        f"{here}: fetched entry at position {f.position} reads {size} bytes from "
+                        f"slot {f.slot}, where {max(spilled.get(f.slot, 0), 0)} were spilled before it; "
+                        "the file is damaged: optimize the original model again"
+                    )
             if isinstance(o, FetchingConv2DOptions):
                 problem = _fetching_conv_problem(graph, op, o)
                 if problem:
-                    raise TinySegError(f"{here}: {problem}; the file is damaged: optimize the original model again")
+                    raise TinySegError(
+                        f"{here}: {problem}; the file is damaged: optimize the original model again"
+                    )
 
 
 # ---------------------------------------------------------------- TRANSPOSE_CONV marker
@@ -1082,8 +1394,14 @@ def transpose_conv_scratch(graph, op, marker: ScratchMarker) -> list[int]:
 
 # ---------------------------------------------------------------- the C++ side of the contract
 
-_TFLITE_TYPE = {"INT8": "kTfLiteInt8", "UINT8": "kTfLiteUInt8", "INT16": "kTfLiteInt16", "INT32": "kTfLiteInt32",
-                "INT64": "kTfLiteInt64", "FLOAT32": "kTfLiteFloat32"}
+_TFLITE_TYPE = {
+    "INT8": "kTfLiteInt8",
+    "UINT8": "kTfLiteUInt8",
+    "INT16": "kTfLiteInt16",
+    "INT32": "kTfLiteInt32",
+    "INT64": "kTfLiteInt64",
+    "FLOAT32": "kTfLiteFloat32",
+}
 
 
 def _cname(key: str) -> str:
@@ -1117,8 +1435,12 @@ def header() -> str:
         "",
         "// Option keys.",
     ]
-    keys = sorted({k for ks in KEYS.values() for k in ks} | set(FETCHED_KEYS) | set(STREAM_STAGE_KEYS)
-                  | set(STREAM_TENSOR_KEYS))
+    keys = sorted(
+        {k for ks in KEYS.values() for k in ks}
+        | set(FETCHED_KEYS)
+        | set(STREAM_STAGE_KEYS)
+        | set(STREAM_TENSOR_KEYS)
+    )
     out += [f'constexpr char {_cname("key_" + k)}[] = "{k}";' for k in keys]
     out += ["", "// Builtin options fields of a StreamChain stage (the TFLite schema's names)."]
     out += [f'constexpr char kField{k[0].upper()}{k[1:]}[] = "{k}";' for k in STREAM_FIELD_KEYS]
@@ -1126,24 +1448,40 @@ def header() -> str:
     for k, (lo, hi) in INT_LIMITS.items():
         out.append(f"constexpr int64_t {_cname('min_' + k)} = {lo};")
         out.append(f"constexpr int64_t {_cname('max_' + k)} = {hi};")
-    out += ["", "// The same limits by key (Options::Int looks an option's limits up here).",
-            "struct IntLimit {", "  const char* key;", "  int64_t min;", "  int64_t max;", "};",
-            "constexpr IntLimit kIntLimits[] = {"]
+    out += [
+        "",
+        "// The same limits by key (Options::Int looks an option's limits up here).",
+        "struct IntLimit {",
+        "  const char* key;",
+        "  int64_t min;",
+        "  int64_t max;",
+        "};",
+        "constexpr IntLimit kIntLimits[] = {",
+    ]
     out += [f'    {{"{k}", {lo}, {hi}}},' for k, (lo, hi) in INT_LIMITS.items()]
     out += ["};", ""]
-    out += ["// StreamChain stage fields: least and greatest accepted value (a boolean counts 0/1); an absent",
-            "// field takes the schema's default.",
-            "struct FieldLimit {", "  const char* key;", "  int64_t min;", "  int64_t max;", "};",
-            "constexpr FieldLimit kFieldLimits[] = {"]
+    out += [
+        "// StreamChain stage fields: least and greatest accepted value (a boolean counts 0/1); an absent",
+        "// field takes the schema's default.",
+        "struct FieldLimit {",
+        "  const char* key;",
+        "  int64_t min;",
+        "  int64_t max;",
+        "};",
+        "constexpr FieldLimit kFieldLimits[] = {",
+    ]
     out += [f'    {{"{k}", {lo}, {hi}}},' for k, (lo, hi) in STREAM_FIELD_LIMITS.items()]
-    out += ["};", "",
-            "// A StreamChain body tensor's quantization (scale finite, in [min, max]; zero point in its type's range),",
-            "// and the largest persistent block of one StreamChain.",
-            f"constexpr double kStreamMinScale = {STREAM_MIN_SCALE!r};",
-            f"constexpr double kStreamMaxScale = {STREAM_MAX_SCALE!r};",
-            f"constexpr int64_t kStreamMaxBodyBytes = {STREAM_MAX_BODY_BYTES};",
-            "inline bool ZeroPointInRange(TfLiteType type, int64_t zero_point) {",
-            "  switch (type) {"]
+    out += [
+        "};",
+        "",
+        "// A StreamChain body tensor's quantization (scale finite, in [min, max]; zero point in its type's range),",
+        "// and the largest persistent block of one StreamChain.",
+        f"constexpr double kStreamMinScale = {STREAM_MIN_SCALE!r};",
+        f"constexpr double kStreamMaxScale = {STREAM_MAX_SCALE!r};",
+        f"constexpr int64_t kStreamMaxBodyBytes = {STREAM_MAX_BODY_BYTES};",
+        "inline bool ZeroPointInRange(TfLiteType type, int64_t zero_point) {",
+        "  switch (type) {",
+    ]
     for t, (lo, hi) in ZERO_POINT_LIMITS.items():
         out.append(f"    case {_TFLITE_TYPE[t]}: return zero_point >= {lo} && zero_point <= {hi};")
     out += ["    default: return false;", "  }", "}", ""]
@@ -1174,65 +1512,111 @@ def header() -> str:
         "enum class StageOp : int32_t {",
     ]
     ops = list(STREAM_STAGE_OPS)
-    out += [f"  k{''.join(p.capitalize() for p in name.split('_'))} = {k}," for k, name in enumerate(ops)]
-    out += ["  kUnknown = -1,", "};", "",
-            "inline StageOp ParseStageOp(const char* name) {"]
+    out += [
+        f"  k{''.join(p.capitalize() for p in name.split('_'))} = {k},"
+        for k, name in enumerate(ops)
+    ]
+    out += ["  kUnknown = -1,", "};", "", "inline StageOp ParseStageOp(const char* name) {"]
     for name in ops:
-        out.append(f'  if (std::strcmp(name, "{name}") == 0) return StageOp::k{"".join(p.capitalize() for p in name.split("_"))};')
-    out += ["  return StageOp::kUnknown;", "}", "",
-            "// Whether input k of a stage is an activation (else a constant: filter, bias, shape).",
-            "inline bool IsActivationInput(StageOp op, int k) {",
-            "  switch (op) {"]
+        out.append(
+            f'  if (std::strcmp(name, "{name}") == 0) return StageOp::k{"".join(p.capitalize() for p in name.split("_"))};'
+        )
+    out += [
+        "  return StageOp::kUnknown;",
+        "}",
+        "",
+        "// Whether input k of a stage is an activation (else a constant: filter, bias, shape).",
+        "inline bool IsActivationInput(StageOp op, int k) {",
+        "  switch (op) {",
+    ]
     for name, positions in STREAM_STAGE_OPS.items():
         cname = "k" + "".join(p.capitalize() for p in name.split("_"))
         cond = "true" if positions is None else " || ".join(f"k == {p}" for p in positions)
         out.append(f"    case StageOp::{cname}: return {cond};")
-    out += ["    default: return false;", "  }", "}", "",
-            "// Whether a stage requantizes per output channel (persistent multiplier and shift).",
-            "inline bool PerChannelStage(StageOp op) {",
-            "  return " + " || ".join(f"op == StageOp::k{''.join(p.capitalize() for p in n.split('_'))}"
-                                     for n in STREAM_PER_CHANNEL_OPS) + ";",
-            "}", "",
-            "// Whether a stage looks elements up in a persistent int8 table (kStreamLookupTableBytes in the pool).",
-            "inline bool LookupTableStage(StageOp op) {",
-            "  return " + " || ".join(f"op == StageOp::k{''.join(p.capitalize() for p in n.split('_'))}"
-                                     for n in STREAM_LOOKUP_TABLE_OPS) + ";",
-            "}", "",
-            "// QUANTIZE stages: the (input, output) types computed.",
-            "inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {",
-            "  return " + " ||\n         ".join(f"(in == {_TFLITE_TYPE[a]} && out == {_TFLITE_TYPE[b]})"
-                                               for a, b in STREAM_QUANTIZE_TYPES) + ";",
-            "}",
-            "",
-            "// DEQUANTIZE stages: the (input, output) types computed.",
-            "inline bool StreamDequantizeTypes(TfLiteType in, TfLiteType out) {",
-            "  return " + " ||\n         ".join(f"(in == {_TFLITE_TYPE[a]} && out == {_TFLITE_TYPE[b]})"
-                                               for a, b in STREAM_DEQUANTIZE_TYPES) + ";",
-            "}",
-            "",
+    out += [
+        "    default: return false;",
+        "  }",
+        "}",
+        "",
+        "// Whether a stage requantizes per output channel (persistent multiplier and shift).",
+        "inline bool PerChannelStage(StageOp op) {",
+        "  return "
+        + " || ".join(
+            f"op == StageOp::k{''.join(p.capitalize() for p in n.split('_'))}"
+            for n in STREAM_PER_CHANNEL_OPS
+        )
+        + ";",
+        "}",
+        "",
+        "// Whether a stage looks elements up in a persistent int8 table (kStreamLookupTableBytes in the pool).",
+        "inline bool LookupTableStage(StageOp op) {",
+        "  return "
+        + " || ".join(
+            f"op == StageOp::k{''.join(p.capitalize() for p in n.split('_'))}"
+            for n in STREAM_LOOKUP_TABLE_OPS
+        )
+        + ";",
+        "}",
+        "",
+        "// QUANTIZE stages: the (input, output) types computed.",
+        "inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {",
+        "  return "
+        + " ||\n         ".join(
+            f"(in == {_TFLITE_TYPE[a]} && out == {_TFLITE_TYPE[b]})"
+            for a, b in STREAM_QUANTIZE_TYPES
+        )
+        + ";",
+        "}",
+        "",
+        "// DEQUANTIZE stages: the (input, output) types computed.",
+        "inline bool StreamDequantizeTypes(TfLiteType in, TfLiteType out) {",
+        "  return "
+        + " ||\n         ".join(
+            f"(in == {_TFLITE_TYPE[a]} && out == {_TFLITE_TYPE[b]})"
+            for a, b in STREAM_DEQUANTIZE_TYPES
+        )
+        + ";",
+        "}",
+        "",
         "// Bytes per element of the types Spill and Fetching move (0: not allowed).",
         "inline size_t ElementBytes(TfLiteType type) {",
         "  switch (type) {",
     ]
     for t, n in ELEMENT_BYTES.items():
         out.append(f"    case {_TFLITE_TYPE[t]}: return {n};")
-    out += ["    default: return 0;", "  }", "}", "",
-            "// FetchingConv2D: the activation/filter type pairs it computes.",
-            "inline bool ConvTypes(TfLiteType activation, TfLiteType filter) {",
-            "  return " + " ||\n         ".join(f"(activation == {_TFLITE_TYPE[a]} && filter == {_TFLITE_TYPE[f]})"
-                                               for a, f in CONV_TYPES) + ";",
-            "}", "",
-            "// FetchingConv2D: the bias types each activation type takes.",
-            "inline bool ConvBiasType(TfLiteType activation, TfLiteType bias) {",
-            "  return " + " ||\n         ".join(f"(activation == {_TFLITE_TYPE[a]} && bias == {_TFLITE_TYPE[b]})"
-                                               for a, bs in CONV_BIAS_TYPES.items() for b in bs) + ";",
-            "}", "",
-            "}  // namespace contract",
-            "}  // namespace tinyseg_ops",
-            "}  // namespace tflite",
-            "",
-            "#endif  // TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_",
-            ""]
+    out += [
+        "    default: return 0;",
+        "  }",
+        "}",
+        "",
+        "// FetchingConv2D: the activation/filter type pairs it computes.",
+        "inline bool ConvTypes(TfLiteType activation, TfLiteType filter) {",
+        "  return "
+        + " ||\n         ".join(
+            f"(activation == {_TFLITE_TYPE[a]} && filter == {_TFLITE_TYPE[f]})"
+            for a, f in CONV_TYPES
+        )
+        + ";",
+        "}",
+        "",
+        "// FetchingConv2D: the bias types each activation type takes.",
+        "inline bool ConvBiasType(TfLiteType activation, TfLiteType bias) {",
+        "  return "
+        + " ||\n         ".join(
+            f"(activation == {_TFLITE_TYPE[a]} && bias == {_TFLITE_TYPE[b]})"
+            for a, bs in CONV_BIAS_TYPES.items()
+            for b in bs
+        )
+        + ";",
+        "}",
+        "",
+        "}  // namespace contract",
+        "}  // namespace tinyseg_ops",
+        "}  // namespace tflite",
+        "",
+        "#endif  // TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -1240,7 +1624,9 @@ if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] != ["--header"]:
-        print("usage: python -m tinyseg_plugin.customops --header > tflm_ops/kernels/tinyseg_contract.h",
-              file=sys.stderr)
+        print(
+            "usage: python -m tinyseg_plugin.customops --header > tflm_ops/kernels/tinyseg_contract.h",
+            file=sys.stderr,
+        )
         sys.exit(2)
     sys.stdout.write(header())

@@ -13,6 +13,7 @@ copied once into the cache (keyed by its path and the content of the files the i
 updates the copy and make recompiles only what changed; the runner executable is keyed by the
 hash of the runtime sources, so a stale one is never used.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -90,10 +91,14 @@ def check_tree(tflm_dir: str) -> Path:
         raise TinySegError(f"--tflm-dir {tflm_dir}: not a directory")
     missing = [f for f in TREE_FILES if not (root / f).is_file()]
     if missing:
-        raise TinySegError(f"--tflm-dir {tflm_dir}: not a TFLM tree with its make build (no {missing[0]})")
+        raise TinySegError(
+            f"--tflm-dir {tflm_dir}: not a TFLM tree with its make build (no {missing[0]})"
+        )
     if not (root / "tensorflow/lite/micro/tools/make/downloads/flatbuffers").is_dir():
-        raise TinySegError(f"--tflm-dir {tflm_dir}: its third-party downloads are missing "
-                           "(tensorflow/lite/micro/tools/make/downloads); nothing is downloaded here")
+        raise TinySegError(
+            f"--tflm-dir {tflm_dir}: its third-party downloads are missing "
+            "(tensorflow/lite/micro/tools/make/downloads); nothing is downloaded here"
+        )
     return root.resolve()
 
 
@@ -146,13 +151,17 @@ def _env() -> dict[str, str]:
 
 def _run(cmd: list[str], cwd: Path, what: str, timeout: float = BUILD_SECONDS) -> str:
     try:
-        proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         raise TinySegError(f"{what} did not finish within {timeout:g} s") from None
     except OSError as exc:
         raise TinySegError(f"{what}: cannot run {cmd[0]} ({exc.strerror})") from None
     if proc.returncode != 0:
-        tail = [ln for ln in (proc.stdout + proc.stderr).strip().splitlines() if ln.strip()][-1:] or ["no output"]
+        tail = [ln for ln in (proc.stdout + proc.stderr).strip().splitlines() if ln.strip()][
+            -1:
+        ] or ["no output"]
         raise TinySegError(f"{what} failed (exit {proc.returncode}): {tail[0][:300]}")
     return proc.stdout + proc.stderr
 
@@ -162,17 +171,33 @@ def _make_args(kernels: str, target: Sequence[str] = (), sanitize: bool = False)
     ``sanitize``: the host compilers with ASan and UBSan, objects under SANITIZE_GENDIR."""
     if kernels not in KERNELS:
         raise TinySegError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
-    extra = ([f"CXX_TOOL=g++ {SANITIZE_FLAGS}", f"CC_TOOL=gcc {SANITIZE_FLAGS}", f"BASE_GENDIR={SANITIZE_GENDIR}"]
-             if sanitize else [])
-    return ([f"BUILD_TYPE={BUILD_TYPE}"] + (["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else [])
-            + list(target) + extra)
+    extra = (
+        [
+            f"CXX_TOOL=g++ {SANITIZE_FLAGS}",
+            f"CC_TOOL=gcc {SANITIZE_FLAGS}",
+            f"BASE_GENDIR={SANITIZE_GENDIR}",
+        ]
+        if sanitize
+        else []
+    )
+    return (
+        [f"BUILD_TYPE={BUILD_TYPE}"]
+        + (["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else [])
+        + list(target)
+        + extra
+    )
 
 
-def make_flags(tree: Path, kernels: str = "reference", target: Sequence[str] = (),
-               sanitize: bool = False) -> dict[str, str]:
+def make_flags(
+    tree: Path, kernels: str = "reference", target: Sequence[str] = (), sanitize: bool = False
+) -> dict[str, str]:
     """The compiler and flags TFLM's Makefile uses for the build (the host's unless ``target`` says)."""
-    out = _run(["make", "-f", MAKEFILE, *_make_args(kernels, target, sanitize)] + [f"print-{n}" for n in FLAG_NAMES],
-               tree, "asking TFLM's Makefile for its flags")
+    out = _run(
+        ["make", "-f", MAKEFILE, *_make_args(kernels, target, sanitize)]
+        + [f"print-{n}" for n in FLAG_NAMES],
+        tree,
+        "asking TFLM's Makefile for its flags",
+    )
     values: dict[str, str] = {}
     for line in out.splitlines():
         name, sep, value = line.partition("=")
@@ -184,19 +209,36 @@ def make_flags(tree: Path, kernels: str = "reference", target: Sequence[str] = (
     return values
 
 
-def build_runner(tree: Path, exe: Path, source: Path, kernels: str = "reference", jobs: int = 2,
-                 target: Sequence[str] = (), sanitize: bool = False) -> Path:
+def build_runner(
+    tree: Path,
+    exe: Path,
+    source: Path,
+    kernels: str = "reference",
+    jobs: int = 2,
+    target: Sequence[str] = (),
+    sanitize: bool = False,
+) -> Path:
     """microlite (with TinySeg's kernels, already installed in ``tree``), then the runner at ``exe``.
     ``target`` builds for another TFLM target: cortex_m_qemu's runner runs under qemu-arm, its file
     I/O through semihosting. ``sanitize``: a host build with ASan and UBSan."""
-    _run(["make", "-f", MAKEFILE, *_make_args(kernels, target, sanitize), "microlite", f"-j{jobs}"], tree,
-         "building TFLM's microlite")
+    _run(
+        ["make", "-f", MAKEFILE, *_make_args(kernels, target, sanitize), "microlite", f"-j{jobs}"],
+        tree,
+        "building TFLM's microlite",
+    )
     f = make_flags(tree, kernels, target, sanitize)
     library = tree / f["MICROLITE_LIB_PATH"].strip()
     exe.parent.mkdir(parents=True, exist_ok=True)
     tmp = exe.with_name(f".{exe.name}.tmp")
-    cmd = (shlex.split(f["CXX"]) + shlex.split(f["CXXFLAGS"]) + ["-O2"] + shlex.split(f["INCLUDES"])
-           + ["-o", str(tmp), str(source), str(library)] + shlex.split(f["LDFLAGS"]) + shlex.split(f["MICROLITE_LIBS"]))
+    cmd = (
+        shlex.split(f["CXX"])
+        + shlex.split(f["CXXFLAGS"])
+        + ["-O2"]
+        + shlex.split(f["INCLUDES"])
+        + ["-o", str(tmp), str(source), str(library)]
+        + shlex.split(f["LDFLAGS"])
+        + shlex.split(f["MICROLITE_LIBS"])
+    )
     _run(cmd, tree, f"compiling {source.name}")
     os.replace(tmp, exe)
     return exe
@@ -207,8 +249,12 @@ def _copy_tree(root: Path, tree: Path) -> None:
     build already in its gen/ is reused and make rebuilds only what the install changes."""
     staged = Path(tempfile.mkdtemp(prefix=".tree-", dir=tree.parent))
     try:
-        shutil.copytree(root, staged / "t", symlinks=True,
-                        ignore=lambda d, names: [".git"] if Path(d) == root else [])
+        shutil.copytree(
+            root,
+            staged / "t",
+            symlinks=True,
+            ignore=lambda d, names: [".git"] if Path(d) == root else [],
+        )
         os.replace(staged / "t", tree)
     except OSError as exc:
         raise TinySegError(f"cannot copy {root} into the cache {tree.parent}: {exc}") from None
@@ -216,13 +262,19 @@ def _copy_tree(root: Path, tree: Path) -> None:
         shutil.rmtree(staged, ignore_errors=True)
 
 
-def prepare(tflm_dir: str, kernels: str = "reference", progress: Callable[[str], None] | None = None,
-            sanitize: bool = False) -> Path:
+def prepare(
+    tflm_dir: str,
+    kernels: str = "reference",
+    progress: Callable[[str], None] | None = None,
+    sanitize: bool = False,
+) -> Path:
     """The runner executable for this TFLM tree and our runtime sources, built once and cached
     (``sanitize``: with ASan and UBSan, for the hostile-model test)."""
     root = check_tree(tflm_dir)
     work = cache_root() / f"tflm-{tree_key(root)}"
-    exe = work / "bin" / f"{RUNNER}-{kernels}{'-sanitize' if sanitize else ''}-{runtime_key(kernels)}"
+    exe = (
+        work / "bin" / f"{RUNNER}-{kernels}{'-sanitize' if sanitize else ''}-{runtime_key(kernels)}"
+    )
     if exe.is_file() and os.access(exe, os.X_OK):
         return exe
     try:
@@ -241,7 +293,9 @@ def prepare(tflm_dir: str, kernels: str = "reference", progress: Callable[[str],
             _copy_tree(root, tree)
         install(str(tree))
         if progress:
-            progress(f"building TFLM with TinySeg's kernels in {tree} (once per TFLM tree and runtime; minutes)")
+            progress(
+                f"building TFLM with TinySeg's kernels in {tree} (once per TFLM tree and runtime; minutes)"
+            )
         build_runner(tree, exe, runner_source(), kernels, sanitize=sanitize)
         (work / "SOURCE").write_text(f"{root}\n", encoding="utf-8")
     return exe
@@ -251,8 +305,11 @@ def prepare(tflm_dir: str, kernels: str = "reference", progress: Callable[[str],
 
 
 # TFLM's own lines around a kernel's refusal: they say which step failed, not why.
-_BOILERPLATE = re.compile(r"^(Node .* failed to (prepare|invoke)|Failed starting model allocation|"
-                          r"Failed to (allocate|prepare)|.*AllocateTensors\(\) failed)", re.IGNORECASE)
+_BOILERPLATE = re.compile(
+    r"^(Node .* failed to (prepare|invoke)|Failed starting model allocation|"
+    r"Failed to (allocate|prepare)|.*AllocateTensors\(\) failed)",
+    re.IGNORECASE,
+)
 _SOURCE_PREFIX = re.compile(r"^\S*\.(cc|h|cpp)(:\d+)?:?\s+")
 
 
@@ -262,16 +319,25 @@ def failure_reason(stderr: str) -> str:
     that AllocateTensors or Invoke failed."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     step = next((ln for ln in lines if ln.startswith(f"{RUNNER}:")), None)
-    reasons = [_SOURCE_PREFIX.sub("", ln) for ln in lines
-               if not ln.startswith(f"{RUNNER}:") and not _BOILERPLATE.match(ln)]
+    reasons = [
+        _SOURCE_PREFIX.sub("", ln)
+        for ln in lines
+        if not ln.startswith(f"{RUNNER}:") and not _BOILERPLATE.match(ln)
+    ]
     if step is None:
         return (reasons[-1] if reasons else "no message")[:300]
-    step = step[len(RUNNER) + 1:].strip()
+    step = step[len(RUNNER) + 1 :].strip()
     return f"{step}: {reasons[0]}"[:300] if reasons else step[:300]
 
 
-def run(exe: Path, model: bytes, batches: list[list[np.ndarray]], arena_size: int, seconds: float,
-        what: str) -> RunnerOutput:
+def run(
+    exe: Path,
+    model: bytes,
+    batches: list[list[np.ndarray]],
+    arena_size: int,
+    seconds: float,
+    what: str,
+) -> RunnerOutput:
     """Run ``model`` on every batch in one process; a crash, a hang or a refusal is a TinySegError."""
     with tempfile.TemporaryDirectory(prefix="tinyseg-run-") as d:
         mpath, ipath, opath = Path(d) / "model.tflite", Path(d) / "in.bin", Path(d) / "out.bin"
@@ -280,22 +346,43 @@ def run(exe: Path, model: bytes, batches: list[list[np.ndarray]], arena_size: in
             for batch in batches:
                 for x in batch:
                     f.write(np.ascontiguousarray(x).reshape(-1).view(np.uint8))
-        cmd = [str(exe), str(mpath), str(ipath), str(opath), "--batches", str(len(batches)),
-               "--arena", str(arena_size), "--storage", str(STORAGE_BYTES)]
-        limit = seconds * max(1, len(batches))  # --time-limit bounds each inference; all run in one process
+        cmd = [
+            str(exe),
+            str(mpath),
+            str(ipath),
+            str(opath),
+            "--batches",
+            str(len(batches)),
+            "--arena",
+            str(arena_size),
+            "--storage",
+            str(STORAGE_BYTES),
+        ]
+        limit = seconds * max(
+            1, len(batches)
+        )  # --time-limit bounds each inference; all run in one process
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=tflm.backstop_seconds(limit),
-                                  preexec_fn=lambda: tflm.cpu_limit(limit))
+            proc = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                timeout=tflm.backstop_seconds(limit),
+                preexec_fn=lambda: tflm.cpu_limit(limit),
+            )
         except subprocess.TimeoutExpired:
-            raise TinySegError(f"TFLM did not finish running {what} on {len(batches)} input(s) within "
-                               f"{tflm.backstop_seconds(limit):g} s of wall-clock time while hardly computing "
-                               "(real-kernel check; stopped; is the machine suspended or swapping?)") from None
+            raise TinySegError(
+                f"TFLM did not finish running {what} on {len(batches)} input(s) within "
+                f"{tflm.backstop_seconds(limit):g} s of wall-clock time while hardly computing "
+                "(real-kernel check; stopped; is the machine suspended or swapping?)"
+            ) from None
         except OSError as exc:
             raise TinySegError(f"cannot start the TFLM runner {exe}: {exc.strerror}") from None
         if tflm.stopped_by_cpu_limit(proc.returncode):
-            raise TinySegError(f"TFLM did not finish running {what} on {len(batches)} input(s) within {limit:g} s "
-                               f"of CPU ({seconds:g} s each; real-kernel check; stopped; raise the limit with "
-                               "--time-limit if the model is just slow)")
+            raise TinySegError(
+                f"TFLM did not finish running {what} on {len(batches)} input(s) within {limit:g} s "
+                f"of CPU ({seconds:g} s each; real-kernel check; stopped; raise the limit with "
+                "--time-limit if the model is just slow)"
+            )
         if proc.returncode < 0:
             try:
                 name = signal.Signals(-proc.returncode).name
@@ -303,7 +390,9 @@ def run(exe: Path, model: bytes, batches: list[list[np.ndarray]], arena_size: in
                 name = f"signal {-proc.returncode}"
             raise TinySegError(f"TFLM crashed ({name}) while running {what} (real-kernel check)")
         if proc.returncode != 0:
-            raise TinySegError(f"TFLM cannot run {what} (real-kernel check): {failure_reason(proc.stderr)}")
+            raise TinySegError(
+                f"TFLM cannot run {what} (real-kernel check): {failure_reason(proc.stderr)}"
+            )
         data = opath.read_bytes()
     stats = {}
     for line in proc.stdout.splitlines():
@@ -314,4 +403,4 @@ def run(exe: Path, model: bytes, batches: list[list[np.ndarray]], arena_size: in
     if len(data) % n:
         raise TinySegError(f"the TFLM runner wrote {len(data)} output bytes for {n} batches")
     step = len(data) // n
-    return RunnerOutput([data[i * step:(i + 1) * step] for i in range(n)], stats)
+    return RunnerOutput([data[i * step : (i + 1) * step] for i in range(n)], stats)

@@ -3,6 +3,7 @@ edge-case inputs. Without a TFLM tree the optimized model runs lowered to builti
 in the tflite-micro wheel; the lowered model computes what the optimized model's operators are
 specified to compute, so equal outputs show the rewrite preserved the function. With a tree, the
 model runs as written with TinySeg's kernels (devicecheck.py)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from .errors import TinySegError, shown
 from .graph import Graph
 from .modelio import model_to_bytes
 from .passes.lower import lower
+
 
 def random_inputs(model: bytes, seed: int, details: list[dict] | None = None) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
@@ -64,8 +66,12 @@ def edge_inputs(details: list[dict]) -> list[list[np.ndarray]]:
 EDGE_NAMES = ("all-minimum", "all-maximum", "alternating")
 
 
-LOWERED = "lowered"  # the fallback: TinySeg operators lowered to builtins, run in the tflite-micro wheel
-REAL_KERNELS = "real-kernels"  # the model as written, TinySeg's kernels in a host build of a TFLM tree
+LOWERED = (
+    "lowered"  # the fallback: TinySeg operators lowered to builtins, run in the tflite-micro wheel
+)
+REAL_KERNELS = (
+    "real-kernels"  # the model as written, TinySeg's kernels in a host build of a TFLM tree
+)
 
 
 @dataclass(frozen=True)
@@ -80,8 +86,10 @@ class Verification:
     def describe(self) -> str:
         """One phrase naming the check, for the output line and the report."""
         if self.check == REAL_KERNELS:
-            return (f"real-kernel check: the model as written, TinySeg kernels in a host build of TFLM "
-                    f"{self.tflm_dir}")
+            return (
+                f"real-kernel check: the model as written, TinySeg kernels in a host build of TFLM "
+                f"{self.tflm_dir}"
+            )
         return "fallback check: TinySeg operators lowered to builtins in the tflite-micro wheel (no TFLM tree)"
 
 
@@ -123,9 +131,11 @@ def check_io_bytes(graph: Graph, name: str, limit: int = DEFAULT_MAX_IO_BYTES) -
     """Refuse, before any input is built, a model whose one run's inputs and outputs exceed ``limit``."""
     total, what = io_bytes(graph)
     if total > limit:
-        raise TinySegError(f"{name}: one run's inputs and outputs take {total:,} bytes ({what}), over the "
-                           f"--max-io-bytes limit of {limit:,}; the check keeps several copies of them in memory, "
-                           "so raise --max-io-bytes only if this machine has that memory many times over")
+        raise TinySegError(
+            f"{name}: one run's inputs and outputs take {total:,} bytes ({what}), over the "
+            f"--max-io-bytes limit of {limit:,}; the check keeps several copies of them in memory, "
+            "so raise --max-io-bytes only if this machine has that memory many times over"
+        )
     return total
 
 
@@ -139,9 +149,17 @@ def _describe(details: list[dict]) -> str:
     return ", ".join(f"{np.dtype(d['dtype'])}{list(d['shape'])}" for d in details) or "none"
 
 
-def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
-           seconds: float = tflm.RUN_SECONDS, edge_cases: bool = True, tflm_dir: str | None = None,
-           progress=None, max_io_bytes: int = DEFAULT_MAX_IO_BYTES) -> Verification:
+def verify(
+    original: Graph,
+    optimized: Graph,
+    runs: int = 3,
+    seed: int = 0,
+    seconds: float = tflm.RUN_SECONDS,
+    edge_cases: bool = True,
+    tflm_dir: str | None = None,
+    progress=None,
+    max_io_bytes: int = DEFAULT_MAX_IO_BYTES,
+) -> Verification:
     """Run the original and the optimized model on ``runs`` random inputs (and the edge cases);
     outputs must be bit-identical. With ``tflm_dir`` (a TFLM tree) the optimized model runs as written
     with TinySeg's kernels (devicecheck.py); without, its lowering runs in the tflite-micro wheel.
@@ -150,19 +168,26 @@ def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
     group's inputs made only when it runs."""
     if runs < 1:
         raise TinySegError(f"verification needs at least one random input (got {runs})")
-    per_run = max(check_io_bytes(original, "the original", max_io_bytes),
-                  check_io_bytes(optimized, "the optimized model", max_io_bytes))
+    per_run = max(
+        check_io_bytes(original, "the original", max_io_bytes),
+        check_io_bytes(optimized, "the optimized model", max_io_bytes),
+    )
     if tflm_dir:
-        return verify_real_kernels(original, optimized, tflm_dir, runs, seed, seconds, edge_cases, progress,
-                                   per_run)
+        return verify_real_kernels(
+            original, optimized, tflm_dir, runs, seed, seconds, edge_cases, progress, per_run
+        )
     a = model_to_bytes(original.model)
     b = model_to_bytes(lower(optimized).graph.model)
     labels = ["the original", "the optimized model (lowered to builtins)"]
     arena = arena_for(original)
     da, db = tflm.compare_inputs([a, b], labels, arena_size=arena)
-    if [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in da] != [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in db]:
-        raise TinySegError(f"the models' inputs differ: {_describe(da)} against {_describe(db)}; "
-                           "they cannot compute the same function")
+    if [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in da] != [
+        (tuple(d["shape"]), np.dtype(d["dtype"])) for d in db
+    ]:
+        raise TinySegError(
+            f"the models' inputs differ: {_describe(da)} against {_describe(db)}; "
+            "they cannot compute the same function"
+        )
     n_edge = len(EDGE_NAMES) if edge_cases else 0
     names = [f"random input {r}" for r in range(runs)] + list(EDGE_NAMES[:n_edge])
     for group in _groups(runs + n_edge, per_run):
@@ -173,9 +198,15 @@ def verify(original: Graph, optimized: Graph, runs: int = 3, seed: int = 0,
             if len(ya) != len(yb):
                 return Verification(runs, False, f"{len(ya)} outputs against {len(yb)}", n_edge)
             for k, (p, q) in enumerate(zip(ya, yb)):
-                if p.shape != q.shape or p.dtype != q.dtype or not np.array_equal(p, q, equal_nan=p.dtype.kind == "f"):
+                if (
+                    p.shape != q.shape
+                    or p.dtype != q.dtype
+                    or not np.array_equal(p, q, equal_nan=p.dtype.kind == "f")
+                ):
                     diff = int(np.count_nonzero(p != q)) if p.shape == q.shape else -1
-                    return Verification(runs, False, f"output {k} differs on {names[r]} ({diff} elements)", n_edge)
+                    return Verification(
+                        runs, False, f"output {k} differs on {names[r]} ({diff} elements)", n_edge
+                    )
     return Verification(runs, True, "", n_edge)
 
 
@@ -189,7 +220,9 @@ def _details(graph: Graph) -> list[dict]:
     for t in graph.inputs:
         tensor = graph.tensors[t]
         if tensor.numpy_dtype is None:
-            raise TinySegError(f"input '{shown(tensor.name)}' has type {tensor.dtype}, which the check cannot feed")
+            raise TinySegError(
+                f"input '{shown(tensor.name)}' has type {tensor.dtype}, which the check cannot feed"
+            )
         out.append({"shape": tuple(tensor.shape), "dtype": np.dtype(tensor.numpy_dtype)})
     return out
 
@@ -201,14 +234,26 @@ def _split(graph: Graph, data: bytes) -> list[np.ndarray]:
         tensor = graph.tensors[t]
         n = tensor.elements * tensor.itemsize
         dt = np.dtype(tensor.numpy_dtype) if tensor.numpy_dtype else np.uint8
-        arrays.append(np.frombuffer(data[at:at + n], dtype=dt).reshape(tensor.shape if tensor.numpy_dtype else (-1,)))
+        arrays.append(
+            np.frombuffer(data[at : at + n], dtype=dt).reshape(
+                tensor.shape if tensor.numpy_dtype else (-1,)
+            )
+        )
         at += n
     return arrays
 
 
-def verify_real_kernels(original: Graph, optimized: Graph, tflm_dir: str, runs: int = 3, seed: int = 0,
-                        seconds: float = tflm.RUN_SECONDS, edge_cases: bool = True, progress=None,
-                        per_run: int | None = None) -> Verification:
+def verify_real_kernels(
+    original: Graph,
+    optimized: Graph,
+    tflm_dir: str,
+    runs: int = 3,
+    seed: int = 0,
+    seconds: float = tflm.RUN_SECONDS,
+    edge_cases: bool = True,
+    progress=None,
+    per_run: int | None = None,
+) -> Verification:
     """Both models in one host build of ``tflm_dir`` with TinySeg's kernels: the optimized one exactly as
     written (offline layout, scratch markers, Spill/Fetching/FetchingConv2D through the C++ codec into
     host-RAM storage). Built once and cached (devicecheck.prepare). The runs go to the runner in groups
@@ -217,23 +262,34 @@ def verify_real_kernels(original: Graph, optimized: Graph, tflm_dir: str, runs: 
 
     customops.validate_graph(optimized)  # the kernels refuse it in Prepare; say why before building
     if per_run is None:
-        per_run = max(check_io_bytes(original, "the original"), check_io_bytes(optimized, "the optimized model"))
+        per_run = max(
+            check_io_bytes(original, "the original"),
+            check_io_bytes(optimized, "the optimized model"),
+        )
     exe = devicecheck.prepare(tflm_dir, progress=progress)
     da, db = _details(original), _details(optimized)
     if [(d["shape"], d["dtype"]) for d in da] != [(d["shape"], d["dtype"]) for d in db]:
-        raise TinySegError(f"the models' inputs differ: {_describe(da)} against {_describe(db)}; "
-                           "they cannot compute the same function")
+        raise TinySegError(
+            f"the models' inputs differ: {_describe(da)} against {_describe(db)}; "
+            "they cannot compute the same function"
+        )
     a = model_to_bytes(original.model)
     b = model_to_bytes(optimized.model)
     n_edge = len(EDGE_NAMES) if edge_cases else 0
     names = [f"random input {r}" for r in range(runs)] + list(EDGE_NAMES[:n_edge])
     arena = arena_for(original)
     done = dict(check=REAL_KERNELS, tflm_dir=str(tflm_dir))
-    if [(original.tensors[t].shape, original.tensors[t].dtype) for t in original.outputs] != \
-            [(optimized.tensors[t].shape, optimized.tensors[t].dtype) for t in optimized.outputs]:
-        return Verification(runs, False, "the models' outputs have other shapes or types", n_edge, **done)
-    per_input = sum(1 if op.opcode == customops.SPILL else len(customops.decode(op).spill)
-                    for op in optimized.operators if op.opcode in (customops.SPILL, customops.STREAM_CHAIN))
+    if [(original.tensors[t].shape, original.tensors[t].dtype) for t in original.outputs] != [
+        (optimized.tensors[t].shape, optimized.tensors[t].dtype) for t in optimized.outputs
+    ]:
+        return Verification(
+            runs, False, "the models' outputs have other shapes or types", n_edge, **done
+        )
+    per_input = sum(
+        1 if op.opcode == customops.SPILL else len(customops.decode(op).spill)
+        for op in optimized.operators
+        if op.opcode in (customops.SPILL, customops.STREAM_CHAIN)
+    )
     for group in _groups(runs + n_edge, per_run):
         batches = [_batch(a, da, r, runs, seed) for r in group]
         ra = devicecheck.run(exe, a, batches, arena, seconds, "the original")
@@ -241,16 +297,26 @@ def verify_real_kernels(original: Graph, optimized: Graph, tflm_dir: str, runs: 
         del batches
         if rb.stats.get("spills") != per_input * len(group):
             # the TinySeg kernels must really have run: each Spill and each StreamChain row stream, once per input
-            return Verification(runs, False, f"the TinySeg kernels ran {rb.stats.get('spills')} spills on "
-                                             f"{len(group)} input(s), the model asks for {per_input * len(group)}",
-                                n_edge, **done)
+            return Verification(
+                runs,
+                False,
+                f"the TinySeg kernels ran {rb.stats.get('spills')} spills on "
+                f"{len(group)} input(s), the model asks for {per_input * len(group)}",
+                n_edge,
+                **done,
+            )
         for r, pa, pb in zip(group, ra.outputs, rb.outputs):
             if pa == pb:
                 continue
             for k, (p, q) in enumerate(zip(_split(original, pa), _split(optimized, pb))):
                 if p.tobytes() != q.tobytes():
                     diff = int(np.count_nonzero(p != q)) if p.shape == q.shape else -1
-                    return Verification(runs, False, f"output {k} differs on {names[r]} ({diff} elements)", n_edge,
-                                        **done)
+                    return Verification(
+                        runs,
+                        False,
+                        f"output {k} differs on {names[r]} ({diff} elements)",
+                        n_edge,
+                        **done,
+                    )
             return Verification(runs, False, f"outputs differ on {names[r]}", n_edge, **done)
     return Verification(runs, True, "", n_edge, **done)

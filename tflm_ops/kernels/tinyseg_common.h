@@ -46,12 +46,12 @@ static_assert(sizeof(SpillOpData) == contract::kSpillOpDataBytes, "contract: Spi
 
 // One fetched operand of a Fetching: 16 + 2 * pointer bytes.
 struct FetchedConcatOperand {
-  int32_t position;   // index in the concatenation
+  int32_t position;  // index in the concatenation
   uint32_t slot;
-  int32_t axis_dim;   // its extent along the concatenation axis
+  int32_t axis_dim;  // its extent along the concatenation axis
   int32_t reserved;
-  size_t elements;    // from its `shape` option
-  size_t run_bytes;   // contiguous bytes per outer index (Prepare)
+  size_t elements;   // from its `shape` option
+  size_t run_bytes;  // contiguous bytes per outer index (Prepare)
 };
 static_assert(sizeof(FetchedConcatOperand) == contract::kFetchedOperandBytes,
               "contract: 16 + 2 pointers per fetched operand");
@@ -86,8 +86,8 @@ static_assert(sizeof(FetchedConvOperand) == contract::kFetchedOperandBytes,
 struct FetchingConvHeader {
   int32_t* per_channel_multiplier;  // Prepare: persistent, 4 * C_out bytes
   int32_t* per_channel_shift;       // Prepare: persistent, 4 * C_out bytes
-  int16_t num_fetched;  // <= kMaxFetched (4096)
-  int16_t operands;     // the `operands` option: in-RAM inputs + num_fetched (Prepare checks it)
+  int16_t num_fetched;              // <= kMaxFetched (4096)
+  int16_t operands;  // the `operands` option: in-RAM inputs + num_fetched (Prepare checks it)
   int32_t band_rows;
   int band_index;
   int staging_index;  // RequestScratchBufferInArena takes int*
@@ -102,7 +102,7 @@ struct FetchingConvHeader {
   int16_t pad_h;
   int16_t pad_w;
   uint16_t staging_bytes;
-  uint8_t padding : 7;           // TfLitePadding
+  uint8_t padding : 7;            // TfLitePadding
   uint8_t int32_accumulator : 1;  // int16 without bias: quantized_bias_type INT32
   uint8_t activation;             // TfLiteFusedActivation
 };
@@ -113,12 +113,12 @@ static_assert(sizeof(FetchingConvHeader) <= kFetchingConvHeaderBytes,
               "contract: FetchingConv2D OpData header is 64 bytes");
 
 inline FetchedConcatOperand* ConcatOperands(FetchingHeader* h) {
-  return reinterpret_cast<FetchedConcatOperand*>(
-      reinterpret_cast<uint8_t*>(h) + kFetchingHeaderBytes);
+  return reinterpret_cast<FetchedConcatOperand*>(reinterpret_cast<uint8_t*>(h) +
+                                                 kFetchingHeaderBytes);
 }
 inline FetchedConvOperand* ConvOperands(FetchingConvHeader* h) {
-  return reinterpret_cast<FetchedConvOperand*>(
-      reinterpret_cast<uint8_t*>(h) + kFetchingConvHeaderBytes);
+  return reinterpret_cast<FetchedConvOperand*>(reinterpret_cast<uint8_t*>(h) +
+                                               kFetchingConvHeaderBytes);
 }
 
 // The operand expansion, written once: operand k is the fetched entry whose
@@ -193,17 +193,15 @@ bool ReadFetched(const Options& options, int32_t i, FetchedOption* out);
 const char* StorageFaultHint(::tinyseg::Status s);
 
 // Checks that `slot` holds a live spilled tensor of exactly `raw_bytes`.
-TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes,
-                       const char* op);
+TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes, const char* op);
 
 // Decodes `runs` consecutive runs of `run_bytes` starting at byte
 // `src_offset` of slot `slot` into dst, run i at dst + i * dst_stride.
 // Contiguous destinations and runs at least as large as the staging buffer
 // are decoded straight into dst; shorter runs are decoded a staging buffer at
 // a time and scattered from there.
-TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, uint32_t slot,
-                          size_t src_offset, size_t runs, size_t run_bytes,
-                          uint8_t* dst, size_t dst_stride, uint8_t* staging,
+TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, uint32_t slot, size_t src_offset, size_t runs,
+                          size_t run_bytes, uint8_t* dst, size_t dst_stride, uint8_t* staging,
                           size_t staging_bytes, const char* op);
 
 // Bytes per element of the types the contract allows (0 otherwise).

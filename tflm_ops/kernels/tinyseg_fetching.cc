@@ -42,15 +42,14 @@ void* FetchingInit(TfLiteContext* context, const char* buffer, size_t length) {
   int64_t operands = 0;
   int64_t block = 0;
   int32_t num_fetched = 0;
-  if (!options.Int(contract::kKeyAxis, &axis) ||
-      !options.Int(contract::kKeyOperands, &operands) ||
+  if (!options.Int(contract::kKeyAxis, &axis) || !options.Int(contract::kKeyOperands, &operands) ||
       !options.Int(contract::kKeyBlock, &block) ||
       !tinyseg_ops::CountFetched(options, &num_fetched)) {
     return nullptr;
   }
   if (num_fetched > operands) {
-    MicroPrintf("Fetching: %d fetched operands but only %d operands",
-                static_cast<int>(num_fetched), static_cast<int>(operands));
+    MicroPrintf("Fetching: %d fetched operands but only %d operands", static_cast<int>(num_fetched),
+                static_cast<int>(operands));
     return nullptr;
   }
   const size_t bytes = tinyseg_ops::kFetchingHeaderBytes +
@@ -70,15 +69,13 @@ void* FetchingInit(TfLiteContext* context, const char* buffer, size_t length) {
     if (!tinyseg_ops::ReadFetched(options, i, &o)) return nullptr;
     if (o.position >= operands || o.rank <= axis) {
       MicroPrintf("Fetching: fetched[%d] has position %d / rank %d for %d operands, axis %d",
-                  static_cast<int>(i), static_cast<int>(o.position),
-                  static_cast<int>(o.rank), static_cast<int>(operands),
-                  static_cast<int>(axis));
+                  static_cast<int>(i), static_cast<int>(o.position), static_cast<int>(o.rank),
+                  static_cast<int>(operands), static_cast<int>(axis));
       return nullptr;
     }
     for (int32_t j = 0; j < i; ++j) {
       if (f[j].position == o.position) {
-        MicroPrintf("Fetching: two fetched operands at position %d",
-                    static_cast<int>(o.position));
+        MicroPrintf("Fetching: two fetched operands at position %d", static_cast<int>(o.position));
         return nullptr;
       }
     }
@@ -91,7 +88,6 @@ void* FetchingInit(TfLiteContext* context, const char* buffer, size_t length) {
   }
   return h;
 }
-
 
 TfLiteStatus FetchingPrepare(TfLiteContext* context, TfLiteNode* node) {
   TF_LITE_ENSURE_MSG(context, node->user_data != nullptr,
@@ -150,8 +146,10 @@ TfLiteStatus FetchingPrepare(TfLiteContext* context, TfLiteNode* node) {
     if (ok) axis_total += in->dims->data[axis];
     micro_context->DeallocateTempTfLiteTensor(in);
     if (!ok) {
-      MicroPrintf("Fetching: in-RAM operand %d differs from the output in type, "
-                  "shape or quantization", static_cast<int>(k));
+      MicroPrintf(
+          "Fetching: in-RAM operand %d differs from the output in type, "
+          "shape or quantization",
+          static_cast<int>(k));
       status = kTfLiteError;
     }
   }
@@ -166,8 +164,8 @@ TfLiteStatus FetchingPrepare(TfLiteContext* context, TfLiteNode* node) {
     fetched[i].run_bytes = static_cast<size_t>(fetched[i].axis_dim) * inner * elem;
   }
   h->elem_size = static_cast<int32_t>(elem);
-  return context->RequestScratchBufferInArena(
-      context, tinyseg_ops::StagingBytes(h->block), &h->staging_index);
+  return context->RequestScratchBufferInArena(context, tinyseg_ops::StagingBytes(h->block),
+                                              &h->staging_index);
 }
 
 TfLiteStatus FetchingEval(TfLiteContext* context, TfLiteNode* node) {
@@ -187,8 +185,7 @@ TfLiteStatus FetchingEval(TfLiteContext* context, TfLiteNode* node) {
   }
   const size_t out_run = static_cast<size_t>(out->dims->data[axis]) * inner;
   uint8_t* dst = reinterpret_cast<uint8_t*>(out->data.raw);
-  auto* staging =
-      static_cast<uint8_t*>(context->GetScratchBuffer(context, h->staging_index));
+  auto* staging = static_cast<uint8_t*>(context->GetScratchBuffer(context, h->staging_index));
   const size_t staging_bytes = tinyseg_ops::StagingBytes(h->block);
   size_t offset = 0;  // bytes into each output run
   tinyseg_ops::OperandWalk<FetchedConcatOperand> walk(tinyseg_ops::ConcatOperands(h),
@@ -199,13 +196,13 @@ TfLiteStatus FetchingEval(TfLiteContext* context, TfLiteNode* node) {
     if (f != nullptr) {
       TF_LITE_ENSURE_STATUS(tinyseg_ops::CheckSlot(*rt, f->slot, outer * f->run_bytes, kOp));
       TF_LITE_ENSURE_STATUS(tinyseg_ops::FetchStrided(*rt, f->slot, 0, outer, f->run_bytes,
-                                                      dst + offset, out_run, staging,
-                                                      staging_bytes, kOp));
+                                                      dst + offset, out_run, staging, staging_bytes,
+                                                      kOp));
       if (rt->release_after_fetch) {
         const ::tinyseg::Status s = rt->spill->Release(f->slot);
         if (!::tinyseg::Ok(s)) {
-          MicroPrintf("Fetching: releasing slot %u failed: %s",
-                      static_cast<unsigned>(f->slot), ::tinyseg::StatusName(s));
+          MicroPrintf("Fetching: releasing slot %u failed: %s", static_cast<unsigned>(f->slot),
+                      ::tinyseg::StatusName(s));
           return kTfLiteError;
         }
       }

@@ -82,12 +82,9 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
   const char* padding_name = nullptr;
   const char* activation_name = nullptr;
   if (!options.Int(contract::kKeyAxis, &axis) || !options.Int(contract::kKeyOperands, &operands) ||
-      !options.Int(contract::kKeyBlock, &block) ||
-      !options.Int(contract::kKeyStrideH, &sh) ||
-      !options.Int(contract::kKeyStrideW, &sw) ||
-      !options.Int(contract::kKeyDilationH, &dh) ||
-      !options.Int(contract::kKeyDilationW, &dw) ||
-      !options.Int(contract::kKeyBandRows, &rows) ||
+      !options.Int(contract::kKeyBlock, &block) || !options.Int(contract::kKeyStrideH, &sh) ||
+      !options.Int(contract::kKeyStrideW, &sw) || !options.Int(contract::kKeyDilationH, &dh) ||
+      !options.Int(contract::kKeyDilationW, &dw) || !options.Int(contract::kKeyBandRows, &rows) ||
       !options.String(contract::kKeyPadding, &padding_name) ||
       !options.String(contract::kKeyActivation, &activation_name) ||
       !tinyseg_ops::CountFetched(options, &num_fetched)) {
@@ -114,8 +111,9 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
   TfLiteFusedActivation activation = kTfLiteActNone;
   if (axis != contract::kConvAxis || !ParsePadding(padding_name, &padding) ||
       !ParseActivation(activation_name, &activation) || num_fetched > operands) {
-    MicroPrintf("FetchingConv2D: needs axis 3, padding SAME/VALID, a known "
-                "activation and at most `operands` fetched operands");
+    MicroPrintf(
+        "FetchingConv2D: needs axis 3, padding SAME/VALID, a known "
+        "activation and at most `operands` fetched operands");
     return nullptr;
   }
   const size_t bytes = tinyseg_ops::kFetchingConvHeaderBytes +
@@ -162,7 +160,6 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
   return h;
 }
 
-
 // The rows the band logic (tinyseg/band.h) works on: the kernel's height geometry.
 ::tinyseg::ConvRows BandGeometry(const FetchingConvHeader* h, int32_t in_h, int32_t kh) {
   ::tinyseg::ConvRows p;
@@ -170,8 +167,8 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
   p.kernel_h = kh;
   p.stride_h = h->stride_h;
   p.dilation_h = h->dilation_h;
-  p.padding = h->padding == kTfLitePaddingSame ? ::tinyseg::Padding::kSame
-                                               : ::tinyseg::Padding::kValid;
+  p.padding =
+      h->padding == kTfLitePaddingSame ? ::tinyseg::Padding::kSame : ::tinyseg::Padding::kValid;
   return p;
 }
 
@@ -190,9 +187,9 @@ struct PrepareTensors {
   }
 };
 
-TfLiteStatus CheckOperands(TfLiteContext* context, TfLiteNode* node,
-                           FetchingConvHeader* h, PrepareTensors& t, int32_t operands,
-                           int32_t* in_h, int32_t* in_w, int32_t* channels) {
+TfLiteStatus CheckOperands(TfLiteContext* context, TfLiteNode* node, FetchingConvHeader* h,
+                           PrepareTensors& t, int32_t operands, int32_t* in_h, int32_t* in_w,
+                           int32_t* channels) {
   const int32_t batches = t.out->dims->data[0];
   const bool quantized = t.out->type != kTfLiteFloat32;
   int32_t height = -1, width = -1;
@@ -215,10 +212,9 @@ TfLiteStatus CheckOperands(TfLiteContext* context, TfLiteNode* node,
     } else {
       TfLiteTensor* in = t.mc->AllocateTempInputTensor(node, input);
       TF_LITE_ENSURE(context, in != nullptr);
-      const bool ok = in->type == t.out->type && in->dims->size == 4 &&
-                      in->dims->data[0] == batches &&
-                      (t.input == nullptr || !quantized ||
-                       tinyseg_ops::SameQuantization(*in, *t.input));
+      const bool ok =
+          in->type == t.out->type && in->dims->size == 4 && in->dims->data[0] == batches &&
+          (t.input == nullptr || !quantized || tinyseg_ops::SameQuantization(*in, *t.input));
       if (ok) {
         oh = in->dims->data[1];
         ow = in->dims->data[2];
@@ -230,8 +226,10 @@ TfLiteStatus CheckOperands(TfLiteContext* context, TfLiteNode* node,
         t.mc->DeallocateTempTfLiteTensor(in);
       }
       if (!ok) {
-        MicroPrintf("FetchingConv2D: in-RAM operand %d differs in type, batch "
-                    "or quantization", static_cast<int>(k));
+        MicroPrintf(
+            "FetchingConv2D: in-RAM operand %d differs in type, batch "
+            "or quantization",
+            static_cast<int>(k));
         return kTfLiteError;
       }
     }
@@ -240,14 +238,15 @@ TfLiteStatus CheckOperands(TfLiteContext* context, TfLiteNode* node,
       width = ow;
     }
     if (oh != height || ow != width) {
-      MicroPrintf("FetchingConv2D: operand %d is %dx%d, operand 0 is %dx%d",
-                  static_cast<int>(k), static_cast<int>(oh), static_cast<int>(ow),
-                  static_cast<int>(height), static_cast<int>(width));
+      MicroPrintf("FetchingConv2D: operand %d is %dx%d, operand 0 is %dx%d", static_cast<int>(k),
+                  static_cast<int>(oh), static_cast<int>(ow), static_cast<int>(height),
+                  static_cast<int>(width));
       return kTfLiteError;
     }
     total += oc;
   }
-  TF_LITE_ENSURE_MSG(context, total <= INT32_MAX, "FetchingConv2D: the operands' channels exceed 2^31-1");
+  TF_LITE_ENSURE_MSG(context, total <= INT32_MAX,
+                     "FetchingConv2D: the operands' channels exceed 2^31-1");
   *in_h = height;
   *in_w = width;
   *channels = static_cast<int32_t>(total);
@@ -263,8 +262,9 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
   // Operand k is fetched or the next in-RAM input: the `operands` option must count exactly the
   // in-RAM inputs and the fetched entries (Init checked every position is below it).
   const int32_t operands = h->operands;
-  TF_LITE_ENSURE_MSG(context, operands == n_in + h->num_fetched,
-                     "FetchingConv2D: `operands` is not the number of in-RAM inputs plus fetched entries");
+  TF_LITE_ENSURE_MSG(
+      context, operands == n_in + h->num_fetched,
+      "FetchingConv2D: `operands` is not the number of in-RAM inputs plus fetched entries");
   TF_LITE_ENSURE_EQ(context, NumOutputs(node), 1);
 
   PrepareTensors t;
@@ -282,8 +282,8 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
   TF_LITE_ENSURE_EQ(context, t.filter->dims->size, 4);
   const int32_t out_c = t.out->dims->data[3];
   TF_LITE_ENSURE_EQ(context, t.filter->dims->data[0], out_c);
-  // A float32 or int8 convolution takes its bias (the fusion pass always passes the CONV_2D's); only
-  // int16 may go without, its accumulator then chosen by quantized_bias_type.
+  // A float32 or int8 convolution takes its bias (the fusion pass always passes the CONV_2D's);
+  // only int16 may go without, its accumulator then chosen by quantized_bias_type.
   TF_LITE_ENSURE_MSG(context, t.bias != nullptr || type == kTfLiteInt16,
                      "FetchingConv2D: a float32 or int8 convolution needs its bias input");
   if (t.bias != nullptr) {
@@ -300,16 +300,18 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
 
   const int32_t kh = t.filter->dims->data[1];
   const int32_t kw = t.filter->dims->data[2];
-  // The dilated filter spans at most kMaxDilationH rows and columns, so the padding (kept in 16 bits)
-  // and every window product fit: a larger span would be computed with a truncated padding.
-  TF_LITE_ENSURE_MSG(context, kh >= 1 && kw >= 1 &&
-                                  static_cast<int64_t>(kh - 1) * h->dilation_h + 1 <= contract::kMaxDilationH &&
-                                  static_cast<int64_t>(kw - 1) * h->dilation_w + 1 <= contract::kMaxDilationW,
-                     "FetchingConv2D: the dilated filter spans more than 32767 rows or columns");
+  // The dilated filter spans at most kMaxDilationH rows and columns, so the padding (kept in 16
+  // bits) and every window product fit: a larger span would be computed with a truncated padding.
+  TF_LITE_ENSURE_MSG(
+      context,
+      kh >= 1 && kw >= 1 &&
+          static_cast<int64_t>(kh - 1) * h->dilation_h + 1 <= contract::kMaxDilationH &&
+          static_cast<int64_t>(kw - 1) * h->dilation_w + 1 <= contract::kMaxDilationW,
+      "FetchingConv2D: the dilated filter spans more than 32767 rows or columns");
   int out_h = 0, out_w = 0;
-  const TfLitePaddingValues pad = ComputePaddingHeightWidth(
-      h->stride_h, h->stride_w, h->dilation_h, h->dilation_w, in_h, in_w, kh, kw,
-      static_cast<TfLitePadding>(h->padding), &out_h, &out_w);
+  const TfLitePaddingValues pad =
+      ComputePaddingHeightWidth(h->stride_h, h->stride_w, h->dilation_h, h->dilation_w, in_h, in_w,
+                                kh, kw, static_cast<TfLitePadding>(h->padding), &out_h, &out_w);
   TF_LITE_ENSURE_EQ(context, out_h, t.out->dims->data[1]);
   TF_LITE_ENSURE_EQ(context, out_w, t.out->dims->data[2]);
   TF_LITE_ENSURE(context, pad.height <= INT16_MAX && pad.width <= INT16_MAX);
@@ -322,8 +324,7 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
       context->AllocatePersistentBuffer(context, out_c * contract::kPerChannelBytes));
   h->per_channel_shift = static_cast<int32_t*>(
       context->AllocatePersistentBuffer(context, out_c * contract::kPerChannelBytes));
-  TF_LITE_ENSURE(context, h->per_channel_multiplier != nullptr &&
-                              h->per_channel_shift != nullptr);
+  TF_LITE_ENSURE(context, h->per_channel_multiplier != nullptr && h->per_channel_shift != nullptr);
   if (type != kTfLiteFloat32) {
     TF_LITE_ENSURE_MSG(context, t.input != nullptr,
                        "FetchingConv2D: a quantized operator needs an in-RAM operand "
@@ -331,16 +332,16 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
     TF_LITE_ENSURE_EQ(context, t.filter->quantization.type, kTfLiteAffineQuantization);
     const auto* affine =
         static_cast<const TfLiteAffineQuantization*>(t.filter->quantization.params);
-    TF_LITE_ENSURE(context, affine != nullptr && affine->scale != nullptr &&
-                                affine->zero_point != nullptr);
+    TF_LITE_ENSURE(context,
+                   affine != nullptr && affine->scale != nullptr && affine->zero_point != nullptr);
     TF_LITE_ENSURE(context, affine->scale->size == 1 || affine->scale->size == out_c);
     int32_t unused_multiplier = 0;
     int unused_shift = 0;
     TF_LITE_ENSURE_STATUS(PopulateConvolutionQuantizationParams(
         context, t.input, t.filter, t.bias, t.out,
-        static_cast<TfLiteFusedActivation>(h->activation), &unused_multiplier,
-        &unused_shift, &h->activation_min, &h->activation_max,
-        h->per_channel_multiplier, h->per_channel_shift, out_c));
+        static_cast<TfLiteFusedActivation>(h->activation), &unused_multiplier, &unused_shift,
+        &h->activation_min, &h->activation_max, h->per_channel_multiplier, h->per_channel_shift,
+        out_c));
     h->input_offset = -t.input->params.zero_point;
     h->output_offset = t.out->params.zero_point;
   } else {
@@ -356,10 +357,8 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
   const size_t band_bytes = ::tinyseg::BandBufferBytes(
       rows, h->band_rows, in_w, in_c, static_cast<int32_t>(tinyseg_ops::ElementBytes(type)));
   TF_LITE_ENSURE(context, band_bytes > 0);
-  TF_LITE_ENSURE_STATUS(
-      context->RequestScratchBufferInArena(context, band_bytes, &h->band_index));
-  return context->RequestScratchBufferInArena(context, h->staging_bytes,
-                                              &h->staging_index);
+  TF_LITE_ENSURE_STATUS(context->RequestScratchBufferInArena(context, band_bytes, &h->band_index));
+  return context->RequestScratchBufferInArena(context, h->staging_bytes, &h->staging_index);
 }
 
 // Everything Eval needs about the node, gathered once per invocation.
@@ -376,8 +375,8 @@ struct EvalView {
 
 // Copies or decodes image rows [a, e) of batch b into the band buffer, whose
 // first row holds image row `begin`.
-TfLiteStatus AssembleRows(TfLiteContext* context, TfLiteNode* node, const EvalView& v,
-                          int32_t b, int32_t begin, int32_t a, int32_t e) {
+TfLiteStatus AssembleRows(TfLiteContext* context, TfLiteNode* node, const EvalView& v, int32_t b,
+                          int32_t begin, int32_t a, int32_t e) {
   if (e <= a) return kTfLiteOk;
   const size_t pixel = static_cast<size_t>(v.in_c) * v.elem;  // band bytes per pixel
   const size_t pixels = static_cast<size_t>(e - a) * static_cast<size_t>(v.in_w);
@@ -392,9 +391,9 @@ TfLiteStatus AssembleRows(TfLiteContext* context, TfLiteNode* node, const EvalVi
     if (f != nullptr) {
       run = f->channels * v.elem;
       const size_t src = (static_cast<size_t>(b) * v.in_h + a) * v.in_w * run;
-      TF_LITE_ENSURE_STATUS(tinyseg_ops::FetchStrided(
-          *v.rt, f->slot, src, pixels, run, dst_base + channel_offset, pixel, v.staging,
-          v.h->staging_bytes, kOp));
+      TF_LITE_ENSURE_STATUS(tinyseg_ops::FetchStrided(*v.rt, f->slot, src, pixels, run,
+                                                      dst_base + channel_offset, pixel, v.staging,
+                                                      v.h->staging_bytes, kOp));
     } else {
       const TfLiteEvalTensor* in = micro::GetEvalInput(context, node, input);
       run = static_cast<size_t>(in->dims->data[3]) * v.elem;
@@ -416,8 +415,7 @@ TfLiteStatus AssembleRows(TfLiteContext* context, TfLiteNode* node, const EvalVi
 // Runs TFLM's reference convolution on one band.
 TfLiteStatus ConvBand(TfLiteContext* context, const EvalView& v, const ConvParams& params,
                       const TfLiteEvalTensor* filter, const TfLiteEvalTensor* bias,
-                      TfLiteEvalTensor* out, int32_t b, int32_t r0, int32_t r1,
-                      int32_t rows) {
+                      TfLiteEvalTensor* out, int32_t b, int32_t r0, int32_t r1, int32_t rows) {
   const int32_t in_dims[4] = {1, rows, v.in_w, v.in_c};
   const int32_t out_dims[4] = {1, r1 - r0, v.out_w, v.out_c};
   const RuntimeShape in_shape(4, in_dims);
@@ -428,12 +426,12 @@ TfLiteStatus ConvBand(TfLiteContext* context, const EvalView& v, const ConvParam
       (static_cast<size_t>(b) * v.out_h + r0) * v.out_w * static_cast<size_t>(v.out_c);
   switch (out->type) {
     case kTfLiteInt8:
-      reference_integer_ops::ConvPerChannel(
-          params, v.h->per_channel_multiplier, v.h->per_channel_shift, in_shape,
-          reinterpret_cast<const int8_t*>(v.band), filter_shape,
-          micro::GetTensorData<int8_t>(filter), bias_shape,
-          micro::GetOptionalTensorData<int32_t>(bias), out_shape,
-          micro::GetTensorData<int8_t>(out) + out_offset);
+      reference_integer_ops::ConvPerChannel(params, v.h->per_channel_multiplier,
+                                            v.h->per_channel_shift, in_shape,
+                                            reinterpret_cast<const int8_t*>(v.band), filter_shape,
+                                            micro::GetTensorData<int8_t>(filter), bias_shape,
+                                            micro::GetOptionalTensorData<int32_t>(bias), out_shape,
+                                            micro::GetTensorData<int8_t>(out) + out_offset);
       return kTfLiteOk;
     case kTfLiteInt16:
       // As TFLM's CONV_2D: int32 accumulation with an int32 bias, or without bias when the
@@ -456,11 +454,10 @@ TfLiteStatus ConvBand(TfLiteContext* context, const EvalView& v, const ConvParam
       }
       return kTfLiteOk;
     case kTfLiteFloat32:
-      reference_ops::Conv(params, in_shape, reinterpret_cast<const float*>(v.band),
-                          filter_shape, micro::GetTensorData<float>(filter), bias_shape,
+      reference_ops::Conv(params, in_shape, reinterpret_cast<const float*>(v.band), filter_shape,
+                          micro::GetTensorData<float>(filter), bias_shape,
                           micro::GetOptionalTensorData<float>(bias), out_shape,
-                          micro::GetTensorData<float>(out) + out_offset,
-                          RuntimeShape(), nullptr);
+                          micro::GetTensorData<float>(out) + out_offset, RuntimeShape(), nullptr);
       return kTfLiteOk;
     default:
       MicroPrintf("FetchingConv2D: type %s not supported", TfLiteTypeGetName(out->type));
@@ -505,8 +502,8 @@ TfLiteStatus FetchingConvEval(TfLiteContext* context, TfLiteNode* node) {
   }
 
   ConvParams params = {};
-  params.padding_type = v.h->padding == kTfLitePaddingSame ? PaddingType::kSame
-                                                           : PaddingType::kValid;
+  params.padding_type =
+      v.h->padding == kTfLitePaddingSame ? PaddingType::kSame : PaddingType::kValid;
   params.padding_values.width = v.h->pad_w;
   params.stride_width = v.h->stride_w;
   params.stride_height = v.h->stride_h;
@@ -527,8 +524,8 @@ TfLiteStatus FetchingConvEval(TfLiteContext* context, TfLiteNode* node) {
     // of them the previous band's buffer already holds.
     ::tinyseg::BandStep band;
     for (int32_t r0 = 0; r0 < v.out_h; r0 = band.r1) {
-      TF_LITE_ENSURE(context, ::tinyseg::Ok(::tinyseg::NextBand(
-                                  rows, v.out_h, v.h->band_rows, r0 == 0 ? nullptr : &band, &band)));
+      TF_LITE_ENSURE(context, ::tinyseg::Ok(::tinyseg::NextBand(rows, v.out_h, v.h->band_rows,
+                                                                r0 == 0 ? nullptr : &band, &band)));
       const int32_t begin = band.rows.in_begin;
       const int32_t end = band.rows.in_end;
       if (band.kept > 0) {

@@ -11,8 +11,10 @@
 namespace tflite {
 namespace tinyseg_ops {
 
-int32_t CmsisTransposeConvRowBytes(int32_t in_w, int32_t filter_w, int32_t out_c, int32_t stride_w) {
-  const int64_t columns = static_cast<int64_t>(in_w - 1) * stride_w + (filter_w > stride_w ? filter_w : stride_w);
+int32_t CmsisTransposeConvRowBytes(int32_t in_w, int32_t filter_w, int32_t out_c,
+                                   int32_t stride_w) {
+  const int64_t columns =
+      static_cast<int64_t>(in_w - 1) * stride_w + (filter_w > stride_w ? filter_w : stride_w);
   const int64_t bytes = columns * out_c * 4;
   return bytes > INT32_MAX ? -1 : static_cast<int32_t>(bytes);
 }
@@ -93,8 +95,8 @@ bool CmsisDepthwiseConvRow(const BandConv& c, void* scratch, int32_t scratch_byt
   ctx.buf = need > 0 ? scratch : nullptr;
   ctx.size = need;
   const cmsis_nn_per_channel_quant_params q = Quant(c);
-  return arm_depthwise_conv_wrapper_s8(&ctx, &p, &q, &in, c.input, &filter, c.filter, &bias, c.bias, &out,
-                                       c.output) == ARM_CMSIS_NN_SUCCESS;
+  return arm_depthwise_conv_wrapper_s8(&ctx, &p, &q, &in, c.input, &filter, c.filter, &bias, c.bias,
+                                       &out, c.output) == ARM_CMSIS_NN_SUCCESS;
 }
 
 namespace {
@@ -150,7 +152,8 @@ bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t sc
   const int32_t need = CmsisTransposeConvRowBytes(t.in_w, t.filter_w, t.out_c, t.stride_w);
   if (need < 0 || need > scratch_bytes) return false;
   // need >= 0: the row's bytes fit int32 (counted in 64 bits), so its columns do too.
-  const int32_t columns = (t.in_w - 1) * t.stride_w + (t.filter_w > t.stride_w ? t.filter_w : t.stride_w);
+  const int32_t columns =
+      (t.in_w - 1) * t.stride_w + (t.filter_w > t.stride_w ? t.filter_w : t.stride_w);
   // The output row is columns pad_w .. pad_w + out_w - 1 of the accumulator row.
   if (t.pad_w < 0 || static_cast<int64_t>(t.pad_w) + t.out_w > columns) return false;
   int32_t* acc = static_cast<int32_t*>(scratch);
@@ -166,8 +169,9 @@ bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t sc
   // after `filter_row` skipped (the skips arm_transpose_conv_s8 itself passes at the output's top
   // and bottom edges): the products of exactly this output row, added into the accumulator.
   const int32_t row = columns * t.out_c;
-  if (arm_nn_transpose_conv_row_s8_s32(t.input, t.filter, acc, 0, row, t.filter_h, t.filter_w, t.in_c, t.out_c,
-                                       t.input_offset, row, t.in_w, t.stride_w, t.filter_row,
+  if (arm_nn_transpose_conv_row_s8_s32(t.input, t.filter, acc, 0, row, t.filter_h, t.filter_w,
+                                       t.in_c, t.out_c, t.input_offset, row, t.in_w, t.stride_w,
+                                       t.filter_row,
                                        t.filter_h - 1 - t.filter_row) != ARM_CMSIS_NN_SUCCESS) {
     return false;
   }
@@ -188,16 +192,17 @@ bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t sc
 #endif  // TINYSEG_NO_CMSIS_NN_TRANSPOSE_CONV
 
 bool CmsisAddRow(const ElementwiseRow& e) {
-  return arm_elementwise_add_s8(e.input1, e.input2, e.input1_offset, e.input1_multiplier, e.input1_shift,
-                                e.input2_offset, e.input2_multiplier, e.input2_shift, e.left_shift, e.output,
-                                e.output_offset, e.output_multiplier, e.output_shift, e.act_min, e.act_max,
+  return arm_elementwise_add_s8(e.input1, e.input2, e.input1_offset, e.input1_multiplier,
+                                e.input1_shift, e.input2_offset, e.input2_multiplier,
+                                e.input2_shift, e.left_shift, e.output, e.output_offset,
+                                e.output_multiplier, e.output_shift, e.act_min, e.act_max,
                                 e.size) == ARM_CMSIS_NN_SUCCESS;
 }
 
 bool CmsisMulRow(const ElementwiseRow& e) {
-  return arm_elementwise_mul_s8(e.input1, e.input2, e.input1_offset, e.input2_offset, e.output, e.output_offset,
-                                e.output_multiplier, e.output_shift, e.act_min, e.act_max,
-                                e.size) == ARM_CMSIS_NN_SUCCESS;
+  return arm_elementwise_mul_s8(e.input1, e.input2, e.input1_offset, e.input2_offset, e.output,
+                                e.output_offset, e.output_multiplier, e.output_shift, e.act_min,
+                                e.act_max, e.size) == ARM_CMSIS_NN_SUCCESS;
 }
 
 // arm_pad_s8 came into CMSIS-NN with TFLM's CMSIS-NN PAD kernel: a fork that defines CMSIS_NN

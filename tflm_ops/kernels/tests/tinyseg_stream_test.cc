@@ -53,15 +53,20 @@ struct BodyTensor {
   int zero_point;
 };
 
-std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched, const std::vector<Stage>& stages,
-                                  const std::vector<BodyTensor>& tensors, const std::vector<std::vector<int>>& spill,
+std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched,
+                                  const std::vector<Stage>& stages,
+                                  const std::vector<BodyTensor>& tensors,
+                                  const std::vector<std::vector<int>>& spill,
                                   const std::vector<std::vector<int>>& fetch,
                                   const std::vector<std::vector<int>>& rings, int op_scratch = 0,
                                   const char* body_type = "INT8") {
   flexbuffers::Builder fbb;
   auto pairs = [&fbb](const char* key, const std::vector<std::vector<int>>& v) {
     fbb.Vector(key, [&]() {
-      for (const auto& p : v) fbb.Vector([&]() { for (int x : p) fbb.Int(x); });
+      for (const auto& p : v)
+        fbb.Vector([&]() {
+          for (int x : p) fbb.Int(x);
+        });
     });
   };
   fbb.Map([&]() {
@@ -76,7 +81,9 @@ std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched, cons
         fbb.Map([&]() {
           fbb.String("op", s.op);
           fbb.Int("version", 1);
-          fbb.Vector("inputs", [&]() { for (int i : s.inputs) fbb.Int(i); });
+          fbb.Vector("inputs", [&]() {
+            for (int i : s.inputs) fbb.Int(i);
+          });
           fbb.Vector("outputs", [&]() { fbb.Int(s.output); });
           fbb.String("options", s.options);
           fbb.Map("fields", [&]() { s.fields(fbb); });
@@ -88,7 +95,9 @@ std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched, cons
         fbb.Map([&]() {
           fbb.String("name", t.name);
           fbb.String("type", body_type);
-          fbb.Vector("shape", [&]() { for (int d : t.shape) fbb.Int(d); });
+          fbb.Vector("shape", [&]() {
+            for (int d : t.shape) fbb.Int(d);
+          });
           fbb.Vector("scale", [&]() { fbb.Double(static_cast<double>(t.scale)); });
           fbb.Vector("zero_point", [&]() { fbb.Int(t.zero_point); });
           fbb.Int("quantized_dimension", 0);
@@ -112,24 +121,27 @@ void ConvFields(flexbuffers::Builder& fbb, int stride, int relu) {
   fbb.Int("fusedActivationFunction", relu);
 }
 
-TfLiteStatus RunChain(::tinyseg::Runtime* rt, TfLiteTensor* tensors, int n_tensors, std::vector<int> inputs,
-                      std::vector<int> outputs, const std::vector<uint8_t>& options) {
+TfLiteStatus RunChain(::tinyseg::Runtime* rt, TfLiteTensor* tensors, int n_tensors,
+                      std::vector<int> inputs, std::vector<int> outputs,
+                      const std::vector<uint8_t>& options) {
   std::vector<int> in = {static_cast<int>(inputs.size())};
   in.insert(in.end(), inputs.begin(), inputs.end());
   std::vector<int> out = {static_cast<int>(outputs.size())};
   out.insert(out.end(), outputs.begin(), outputs.end());
   const TFLMRegistration reg = Register_STREAM_CHAIN();
-  micro::KernelRunner runner(reg, tensors, n_tensors, IntArrayFromInts(in.data()), IntArrayFromInts(out.data()),
-                             nullptr);
+  micro::KernelRunner runner(reg, tensors, n_tensors, IntArrayFromInts(in.data()),
+                             IntArrayFromInts(out.data()), nullptr);
   if (rt != nullptr) runner.GetFakeMicroContext()->set_external_context(rt);
   TF_LITE_ENSURE_STATUS(runner.InitAndPrepare(AsChars(options), options.size()));
   return runner.Invoke();
 }
 
-TfLiteStatus RunBuiltin(const TFLMRegistration& reg, TfLiteTensor* tensors, int n_in, void* params) {
+TfLiteStatus RunBuiltin(const TFLMRegistration& reg, TfLiteTensor* tensors, int n_in,
+                        void* params) {
   int inputs[4] = {n_in, 0, 1, 2};
   int outputs[] = {1, n_in};
-  micro::KernelRunner runner(reg, tensors, n_in + 1, IntArrayFromInts(inputs), IntArrayFromInts(outputs), params);
+  micro::KernelRunner runner(reg, tensors, n_in + 1, IntArrayFromInts(inputs),
+                             IntArrayFromInts(outputs), params);
   TF_LITE_ENSURE_STATUS(runner.InitAndPrepare());
   return runner.Invoke();
 }
@@ -179,9 +191,11 @@ struct ConvTensors {
     b_dims[0] = 1;
     b_dims[1] = out_c;
     TfLiteFloatArray* scales = FloatArrayFromFloats(f_scales);
-    filter = CreatePerChannelQuantizedTensor(f, IntArrayFromInts(f_dims), scales, IntArrayFromInts(f_zps), &fq, 0);
+    filter = CreatePerChannelQuantizedTensor(f, IntArrayFromInts(f_dims), scales,
+                                             IntArrayFromInts(f_zps), &fq, 0);
     bias = CreatePerChannelQuantizedBiasTensor(b, IntArrayFromInts(b_dims), in_scale, scales,
-                                               FloatArrayFromFloats(b_scales), IntArrayFromInts(b_zps), &bq, 0);
+                                               FloatArrayFromFloats(b_scales),
+                                               IntArrayFromInts(b_zps), &bq, 0);
   }
 };
 
@@ -211,9 +225,11 @@ struct DepthwiseTensors {
       f_zps[i] = b_zps[i] = 0;
     }
     TfLiteFloatArray* scales = FloatArrayFromFloats(f_scales);
-    filter = CreatePerChannelQuantizedTensor(f, IntArrayFromInts(f_dims), scales, IntArrayFromInts(f_zps), &fq, 3);
+    filter = CreatePerChannelQuantizedTensor(f, IntArrayFromInts(f_dims), scales,
+                                             IntArrayFromInts(f_zps), &fq, 3);
     bias = CreatePerChannelQuantizedBiasTensor(b, IntArrayFromInts(b_dims), in_scale, scales,
-                                               FloatArrayFromFloats(b_scales), IntArrayFromInts(b_zps), &bq, 0);
+                                               FloatArrayFromFloats(b_scales),
+                                               IntArrayFromInts(b_zps), &bq, 0);
   }
 };
 
@@ -221,8 +237,8 @@ struct DepthwiseTensors {
 // one-stage chain with `op_scratch` bytes of member scratch; returns the chain's TRANSPOSE_CONV
 // rows computed by CMSIS-NN, -1 on a mismatch.
 // x is 3 x 5 x kC; the filter kM x kh x kw x kC; stride (sh, sw) with sh >= kh.
-int TransposeConvRows(TfLitePadding padding, int kh, int kw, int sh, int sw, TfLiteFusedActivation act,
-                      int op_scratch) {
+int TransposeConvRows(TfLitePadding padding, int kh, int kw, int sh, int sw,
+                      TfLiteFusedActivation act, int op_scratch) {
   constexpr int kTH = 3, kTW = 5;
   Weights& w = W();
   const int oh = kTH * sh;
@@ -239,10 +255,11 @@ int TransposeConvRows(TfLitePadding padding, int kh, int kw, int sh, int sw, TfL
   int inputs[] = {4, 0, 1, 2, 3};
   int outputs[] = {1, 4};
   TfLiteTensor whole[] = {CreateTensor(shape, IntArrayFromInts(shape_dims)), c.filter,
-                          CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), c.bias,
+                          CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                          c.bias,
                           CreateQuantizedTensor(want, IntArrayFromInts(y_dims), kYScale, kYZp)};
-  // KernelRunner keeps a reference to the registration: it must outlive the runner (a temporary here
-  // is read after its scope ends, which ASan reports).
+  // KernelRunner keeps a reference to the registration: it must outlive the runner (a temporary
+  // here is read after its scope ends, which ASan reports).
   const TFLMRegistration transpose_conv = Register_TRANSPOSE_CONV();
   micro::KernelRunner runner(transpose_conv, whole, 5, IntArrayFromInts(inputs),
                              IntArrayFromInts(outputs), &params);
@@ -251,7 +268,8 @@ int TransposeConvRows(TfLitePadding padding, int kh, int kw, int sh, int sw, TfL
     // TFLM's CMSIS-NN TRANSPOSE_CONV drops a fused activation (its Prepare passes kTfLiteActNone
     // to PopulateConvolutionQuantizationParams); its reference kernel clamps at the output zero
     // point. The stage does the latter: the expected bytes are the unclamped ones clamped there.
-    for (int i = 0; i < oh * ow * kM; ++i) want[i] = want[i] < kYZp ? static_cast<int8_t>(kYZp) : want[i];
+    for (int i = 0; i < oh * ow * kM; ++i)
+      want[i] = want[i] < kYZp ? static_cast<int8_t>(kYZp) : want[i];
   }
 
   std::memset(got, 0x5a, sizeof(got));
@@ -263,7 +281,10 @@ int TransposeConvRows(TfLitePadding padding, int kh, int kw, int sh, int sw, TfL
   activation = act == kTfLiteActRelu ? 1 : 0;
   // inputs [shape, filter, x, bias], outputs [y] (local 4); no body tensors, no rings.
   const std::vector<uint8_t> o = ChainOptions(0, 0, 0,
-                                              {{"TRANSPOSE_CONV", {0, 1, 2, 3}, 4, "TransposeConvOptions",
+                                              {{"TRANSPOSE_CONV",
+                                                {0, 1, 2, 3},
+                                                4,
+                                                "TransposeConvOptions",
                                                 [](flexbuffers::Builder& f) {
                                                   f.Int("padding", pad);
                                                   f.Int("strideH", stride_h);
@@ -298,38 +319,59 @@ TF_LITE_MICRO_TEST(RowSpillThenRowFetchMatchesTwoConvolutions) {
   ConvTensors c2(w.f2, w.b2, kY, kM, kMScale);
 
   TfLiteConvParams p1 = {kTfLitePaddingSame, 1, 1, kTfLiteActRelu, 1, 1, kTfLiteNoType};
-  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), c1.filter, c1.bias,
+  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                       c1.filter, c1.bias,
                        CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp)};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r1, 3, &p1));
   TfLiteConvParams p2 = {kTfLitePaddingSame, 2, 2, kTfLiteActNone, 1, 1, kTfLiteNoType};
-  TfLiteTensor r2[] = {CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp), c2.filter, c2.bias,
+  TfLiteTensor r2[] = {CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp), c2.filter,
+                       c2.bias,
                        CreateQuantizedTensor(want, IntArrayFromInts(y_dims), kYScale, kYZp)};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r2, 3, &p2));
 
   ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
   // Chain A: inputs [x, f1, b1], no outputs, body [m] (local 3): spilled, a ring of one row.
-  const std::vector<uint8_t> a = ChainOptions(
-      kW * kM, 1, 0, {{"CONV_2D", {0, 1, 2}, 3, "Conv2DOptions", [](flexbuffers::Builder& f) { ConvFields(f, 1, 1); }}},
-      {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {{3, kSlot}}, {}, {{3, 1}});
-  TfLiteTensor ta[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), c1.filter, c1.bias};
+  const std::vector<uint8_t> a =
+      ChainOptions(kW * kM, 1, 0,
+                   {{"CONV_2D",
+                     {0, 1, 2},
+                     3,
+                     "Conv2DOptions",
+                     [](flexbuffers::Builder& f) { ConvFields(f, 1, 1); }}},
+                   {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {{3, kSlot}}, {}, {{3, 1}});
+  TfLiteTensor ta[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                       c1.filter, c1.bias};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(&rt, ta, 3, {0, 1, 2}, {}, a));
   TF_LITE_MICRO_EXPECT(rt.spill->slot(kSlot)->live);
   TF_LITE_MICRO_EXPECT_EQ(1u, static_cast<unsigned>(rt.stats.spills));
 
-  // Chain B: inputs [f2, b2], outputs [y] (local 2), body [m] (local 3) fetched, a ring of three rows.
+  // Chain B: inputs [f2, b2], outputs [y] (local 2), body [m] (local 3) fetched, a ring of three
+  // rows.
   std::memset(got, 0x5a, sizeof(got));
-  const std::vector<uint8_t> b = ChainOptions(
-      3 * kW * kM, 0, 1, {{"CONV_2D", {3, 0, 1}, 2, "Conv2DOptions", [](flexbuffers::Builder& f) { ConvFields(f, 2, 0); }}},
-      {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {{3, kSlot}}, {{3, 3}});
-  TfLiteTensor tb[] = {c2.filter, c2.bias, CreateQuantizedTensor(got, IntArrayFromInts(y_dims), kYScale, kYZp)};
+  const std::vector<uint8_t> b =
+      ChainOptions(3 * kW * kM, 0, 1,
+                   {{"CONV_2D",
+                     {3, 0, 1},
+                     2,
+                     "Conv2DOptions",
+                     [](flexbuffers::Builder& f) { ConvFields(f, 2, 0); }}},
+                   {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {{3, kSlot}}, {{3, 3}});
+  TfLiteTensor tb[] = {c2.filter, c2.bias,
+                       CreateQuantizedTensor(got, IntArrayFromInts(y_dims), kYScale, kYZp)};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(&rt, tb, 3, {0, 1}, {2}, b));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
-  TF_LITE_MICRO_EXPECT_EQ(static_cast<unsigned>(kH), static_cast<unsigned>(rt.stats.fetches));  // each row once
+  TF_LITE_MICRO_EXPECT_EQ(static_cast<unsigned>(kH),
+                          static_cast<unsigned>(rt.stats.fetches));  // each row once
 
   // The same chain with a ring one row short is refused while it runs, not miscomputed.
-  const std::vector<uint8_t> short_ring = ChainOptions(
-      2 * kW * kM, 0, 1, {{"CONV_2D", {3, 0, 1}, 2, "Conv2DOptions", [](flexbuffers::Builder& f) { ConvFields(f, 2, 0); }}},
-      {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {{3, kSlot}}, {{3, 2}});
+  const std::vector<uint8_t> short_ring =
+      ChainOptions(2 * kW * kM, 0, 1,
+                   {{"CONV_2D",
+                     {3, 0, 1},
+                     2,
+                     "Conv2DOptions",
+                     [](flexbuffers::Builder& f) { ConvFields(f, 2, 0); }}},
+                   {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {{3, kSlot}}, {{3, 2}});
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, RunChain(&rt, tb, 3, {0, 1}, {2}, short_ring));
 }
 
@@ -344,7 +386,8 @@ TF_LITE_MICRO_TEST(ConvolutionIntoMaxPoolThroughARingOfTwoRows) {
   int p_dims[] = {4, 1, kPH, kPW, kM};
   ConvTensors c1(w.f1, w.b1, kM, kC, kXScale);
   TfLiteConvParams p1 = {kTfLitePaddingSame, 1, 1, kTfLiteActRelu, 1, 1, kTfLiteNoType};
-  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), c1.filter, c1.bias,
+  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                       c1.filter, c1.bias,
                        CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp)};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r1, 3, &p1));
   TfLitePoolParams pool = {kTfLitePaddingValid, 2, 2, 2, 2, kTfLiteActNone, {}};
@@ -354,20 +397,28 @@ TF_LITE_MICRO_TEST(ConvolutionIntoMaxPoolThroughARingOfTwoRows) {
 
   std::memset(got, 0x5a, sizeof(got));
   // inputs [x, f1, b1], outputs [p] (local 3), body [m] (local 4) in a ring of two rows.
-  const std::vector<uint8_t> o = ChainOptions(
-      2 * kW * kM, 0, 0,
-      {{"CONV_2D", {0, 1, 2}, 4, "Conv2DOptions", [](flexbuffers::Builder& f) { ConvFields(f, 1, 1); }},
-       {"MAX_POOL_2D", {4}, 3, "Pool2DOptions",
-        [](flexbuffers::Builder& f) {
-          f.Int("padding", 1);  // VALID
-          f.Int("strideH", 2);
-          f.Int("strideW", 2);
-          f.Int("filterHeight", 2);
-          f.Int("filterWidth", 2);
-          f.Int("fusedActivationFunction", 0);
-        }}},
-      {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {}, {{4, 2}});
-  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), c1.filter, c1.bias,
+  const std::vector<uint8_t> o =
+      ChainOptions(2 * kW * kM, 0, 0,
+                   {{"CONV_2D",
+                     {0, 1, 2},
+                     4,
+                     "Conv2DOptions",
+                     [](flexbuffers::Builder& f) { ConvFields(f, 1, 1); }},
+                    {"MAX_POOL_2D",
+                     {4},
+                     3,
+                     "Pool2DOptions",
+                     [](flexbuffers::Builder& f) {
+                       f.Int("padding", 1);  // VALID
+                       f.Int("strideH", 2);
+                       f.Int("strideW", 2);
+                       f.Int("filterHeight", 2);
+                       f.Int("filterWidth", 2);
+                       f.Int("fusedActivationFunction", 0);
+                     }}},
+                   {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {}, {{4, 2}});
+  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                      c1.filter, c1.bias,
                       CreateQuantizedTensor(got, IntArrayFromInts(p_dims), kMScale, kMZp)};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 4, {0, 1, 2}, {3}, o));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
@@ -385,7 +436,8 @@ TF_LITE_MICRO_TEST(DepthwiseIntoAveragePool) {
   int m_dims[] = {4, 1, kH, kW, kD};
   int a_dims[] = {4, 1, kAH, kAW, kD};
   TfLiteDepthwiseConvParams dp = {kTfLitePaddingSame, 1, 1, kMult, kTfLiteActRelu6, 1, 1};
-  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), dw.filter, dw.bias,
+  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                       dw.filter, dw.bias,
                        CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp)};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_DEPTHWISE_CONV_2D(), r1, 3, &dp));
   TfLitePoolParams pool = {kTfLitePaddingSame, 2, 2, 3, 3, kTfLiteActNone, {}};
@@ -396,24 +448,31 @@ TF_LITE_MICRO_TEST(DepthwiseIntoAveragePool) {
   std::memset(got, 0x5a, sizeof(got));
   // inputs [x, filter, bias], outputs [a] (local 3), body [m] (local 4); the 3x3 stride-2 pool
   // reads rows 2y-1..2y+1 (SAME), so m's ring holds 3 rows.
-  const std::vector<uint8_t> o = ChainOptions(
-      3 * kW * kD, 0, 0,
-      {{"DEPTHWISE_CONV_2D", {0, 1, 2}, 4, "DepthwiseConv2DOptions",
-        [](flexbuffers::Builder& f) {
-          ConvFields(f, 1, 3);  // RELU6
-          f.Int("depthMultiplier", kMult);
-        }},
-       {"AVERAGE_POOL_2D", {4}, 3, "Pool2DOptions",
-        [](flexbuffers::Builder& f) {
-          f.Int("padding", 0);  // SAME
-          f.Int("strideH", 2);
-          f.Int("strideW", 2);
-          f.Int("filterHeight", 3);
-          f.Int("filterWidth", 3);
-          f.Int("fusedActivationFunction", 0);
-        }}},
-      {{"m", {1, kH, kW, kD}, kMScale, kMZp}}, {}, {}, {{4, 3}});
-  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp), dw.filter, dw.bias,
+  const std::vector<uint8_t> o =
+      ChainOptions(3 * kW * kD, 0, 0,
+                   {{"DEPTHWISE_CONV_2D",
+                     {0, 1, 2},
+                     4,
+                     "DepthwiseConv2DOptions",
+                     [](flexbuffers::Builder& f) {
+                       ConvFields(f, 1, 3);  // RELU6
+                       f.Int("depthMultiplier", kMult);
+                     }},
+                    {"AVERAGE_POOL_2D",
+                     {4},
+                     3,
+                     "Pool2DOptions",
+                     [](flexbuffers::Builder& f) {
+                       f.Int("padding", 0);  // SAME
+                       f.Int("strideH", 2);
+                       f.Int("strideW", 2);
+                       f.Int("filterHeight", 3);
+                       f.Int("filterWidth", 3);
+                       f.Int("fusedActivationFunction", 0);
+                     }}},
+                   {{"m", {1, kH, kW, kD}, kMScale, kMZp}}, {}, {}, {{4, 3}});
+  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                      dw.filter, dw.bias,
                       CreateQuantizedTensor(got, IntArrayFromInts(a_dims), kMScale, kMZp)};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 4, {0, 1, 2}, {3}, o));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
@@ -432,16 +491,17 @@ TF_LITE_MICRO_TEST(DequantizeRowsAreChainOutputs) {
 
   std::memset(got, 0x5a, sizeof(got));
   auto none = [](flexbuffers::Builder&) {};
-  const std::vector<uint8_t> o = ChainOptions(0, 0, 0, {{"DEQUANTIZE", {0}, 1, "", none}}, {}, {}, {}, {});
+  const std::vector<uint8_t> o =
+      ChainOptions(0, 0, 0, {{"DEQUANTIZE", {0}, 1, "", none}}, {}, {}, {}, {});
   TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
                       CreateTensor(got, IntArrayFromInts(x_dims))};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, o));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
 
   // inputs [x], outputs [y] (local 1), body [d] (local 2, float32, a ring of one row).
-  const std::vector<uint8_t> bad =
-      ChainOptions(kW * kC * 4, 0, 0, {{"DEQUANTIZE", {0}, 2, "", none}, {"DEQUANTIZE", {0}, 1, "", none}},
-                   {{"d", {1, kH, kW, kC}, kXScale, kXZp}}, {}, {}, {{2, 1}}, 0, "FLOAT32");
+  const std::vector<uint8_t> bad = ChainOptions(
+      kW * kC * 4, 0, 0, {{"DEQUANTIZE", {0}, 2, "", none}, {"DEQUANTIZE", {0}, 1, "", none}},
+      {{"d", {1, kH, kW, kC}, kXScale, kXZp}}, {}, {}, {{2, 1}}, 0, "FLOAT32");
   TF_LITE_MICRO_EXPECT_NE(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, bad));
 }
 
@@ -483,18 +543,19 @@ TF_LITE_MICRO_TEST(TransposeConvStageAgainstTransposeConv) {
   const bool cmsis = tflite::tinyseg_ops::StreamStagesUseCmsisNn();
   constexpr int kRowBytes = 4 * kM;  // one int32 output column
   // stride 2 = kernel 2, SAME: 10 output columns, as many in the row; all 6 rows read a filter row
-  TF_LITE_MICRO_EXPECT_EQ(cmsis ? 6 : 0,
-                          TransposeConvRows(kTfLitePaddingSame, 2, 2, 2, 2, kTfLiteActNone, 10 * kRowBytes));
+  TF_LITE_MICRO_EXPECT_EQ(cmsis ? 6 : 0, TransposeConvRows(kTfLitePaddingSame, 2, 2, 2, 2,
+                                                           kTfLiteActNone, 10 * kRowBytes));
   // stride 3 > kernel 2 (ReLU): rows 2, 5, 8 hold the bias only (reference); 15 columns
-  TF_LITE_MICRO_EXPECT_EQ(cmsis ? 6 : 0,
-                          TransposeConvRows(kTfLitePaddingSame, 2, 2, 3, 3, kTfLiteActRelu, 15 * kRowBytes));
+  TF_LITE_MICRO_EXPECT_EQ(cmsis ? 6 : 0, TransposeConvRows(kTfLitePaddingSame, 2, 2, 3, 3,
+                                                           kTfLiteActRelu, 15 * kRowBytes));
   // VALID, stride 2 > kernel width 1: 9 output columns, CMSIS-NN's row has 10. (Not a stride
   // width above the stride height: arm_transpose_conv_s8_get_buffer_size sizes the row with the
   // stride height, so TFLM's CMSIS-NN kernel, run whole for the expected bytes, overruns it.)
-  TF_LITE_MICRO_EXPECT_EQ(cmsis ? 6 : 0,
-                          TransposeConvRows(kTfLitePaddingValid, 2, 1, 2, 2, kTfLiteActNone, 10 * kRowBytes));
+  TF_LITE_MICRO_EXPECT_EQ(cmsis ? 6 : 0, TransposeConvRows(kTfLitePaddingValid, 2, 1, 2, 2,
+                                                           kTfLiteActNone, 10 * kRowBytes));
   // ... with a member scratch of the 9 output columns only: the reference arithmetic
-  TF_LITE_MICRO_EXPECT_EQ(0, TransposeConvRows(kTfLitePaddingValid, 2, 1, 2, 2, kTfLiteActNone, 9 * kRowBytes));
+  TF_LITE_MICRO_EXPECT_EQ(
+      0, TransposeConvRows(kTfLitePaddingValid, 2, 1, 2, 2, kTfLiteActNone, 9 * kRowBytes));
 }
 
 // PAD as a stage (2 rows above, 1 below, 1 column left, 2 right): its rows against TFLM's PAD run
@@ -519,7 +580,8 @@ TF_LITE_MICRO_TEST(PadStageAgainstPad) {
   ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
   auto none = [](flexbuffers::Builder&) {};
   // inputs [x, paddings], outputs [y] (local 2); no body tensors, no rings.
-  const std::vector<uint8_t> o = ChainOptions(0, 0, 0, {{"PAD", {0, 1}, 2, "", none}}, {}, {}, {}, {});
+  const std::vector<uint8_t> o =
+      ChainOptions(0, 0, 0, {{"PAD", {0, 1}, 2, "", none}}, {}, {}, {}, {});
   TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
                       CreateTensor(paddings, IntArrayFromInts(p_dims)),
                       CreateQuantizedTensor(got, IntArrayFromInts(y_dims), kXScale, kXZp)};
