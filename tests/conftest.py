@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -104,3 +105,20 @@ def pytest_collection_modifyitems(
         return any(key in item.nodeid for key in BUILDS_FIRST)
 
     items[:] = [i for i in items if first(i)] + [i for i in items if not first(i)]
+
+
+# Figures a suite must show in the run's output (hostile inputs refused, faults survived): tests
+# record a line with the `counts` fixture and the terminal summary prints them, passed or not.
+_COUNTS: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def counts() -> Callable[[str], None]:
+    return _COUNTS.append
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _COUNTS:
+        terminalreporter.section("counts")
+        for line in _COUNTS:
+            terminalreporter.write_line(line)

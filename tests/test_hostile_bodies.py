@@ -68,16 +68,18 @@ def _python_refuses(path: Path) -> tuple[bool, str]:
     return ok, (lines[0] if lines else f"exit {p.returncode}, no message")
 
 
-def test_python_side_refuses_every_mutation(models: dict[str, Path]) -> None:
+def test_python_side_refuses_every_mutation(models: dict[str, Path], counts) -> None:
     for base in ("base_stream", "base_fetch"):
         assert _analyze(models[base]).returncode == 0, base
     refused = {}
     for mu in hostile_models.MUTATIONS:
         refused[mu.name] = _python_refuses(models[mu.name])
     missed = {n: why for n, (ok, why) in refused.items() if not ok}
-    print(
-        f"\nhostile models: {len(refused)} mutations, refused by Python: {len(refused) - len(missed)}"
+    line = (
+        f"hostile models: {len(refused)} mutations, refused by Python: {len(refused) - len(missed)}"
     )
+    print("\n" + line)
+    counts(line)
     assert not missed, missed
 
 
@@ -129,7 +131,7 @@ def _run(exe: Path, path: Path, tmp: Path) -> subprocess.CompletedProcess:
 
 
 def test_cpp_side_refuses_every_mutation_without_sanitizer_reports(
-    models: dict[str, Path], tmp_path: Path
+    models: dict[str, Path], tmp_path: Path, counts
 ) -> None:
     exe = devicecheck.prepare(_tflm_dir(), sanitize=True)
     reports = 0
@@ -156,10 +158,12 @@ def test_cpp_side_refuses_every_mutation_without_sanitizer_reports(
             refused += 1
         else:
             missed[mu.name] = f"exit {p.returncode}: {p.stderr[-1500:]}"
-    print(
-        f"\nhostile models: {len(hostile_models.MUTATIONS)} mutations, refused by C++: {refused}, "
-        f"sanitizer reports: {reports}"
+    line = (
+        f"hostile models: {len(hostile_models.MUTATIONS)} mutations, refused by C++ (ASan+UBSan "
+        f"runner): {refused}, sanitizer reports: {reports}"
     )
+    print("\n" + line)
+    counts(line)
     for name, reason in reasons.items():
         print(f"  {name}: {reason}")
     assert not missed, missed

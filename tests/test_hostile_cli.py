@@ -15,6 +15,7 @@ import stat
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -56,16 +57,32 @@ def _snapshot(d: Path) -> dict[str, object]:
     return out
 
 
+_TALLY = {"refusals": 0, "slowest": 0.0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tally_line(counts):
+    """One line of figures for the run's summary (tests/conftest.py `counts`)."""
+    yield
+    counts(
+        f"hostile CLI: {_TALLY['refusals']} crafted inputs refused, each with exit 2, one line, no "
+        f"traceback, no output written and the inputs unchanged; slowest {_TALLY['slowest']:.1f} s"
+    )
+
+
 def _refused(args: list[str], cwd: Path, message: str) -> str:
     """Run ``args``; assert the refusal contract; return the one line."""
     before = _snapshot(cwd)
+    start = time.monotonic()
     r = _run(args, cwd)
+    _TALLY["slowest"] = max(_TALLY["slowest"], time.monotonic() - start)
     lines = r.stderr.splitlines()
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     assert len(lines) == 1 and lines[0].startswith("tinyseg: error: "), r.stderr[-2000:]
     assert "Traceback" not in r.stderr
     assert message in lines[0], lines[0]
     assert _snapshot(cwd) == before, "a refused command changed the directory"
+    _TALLY["refusals"] += 1
     return lines[0]
 
 

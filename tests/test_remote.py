@@ -643,3 +643,57 @@ def test_cli_bad_capacity_is_one_line_exit_2() -> None:
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "--capacity" in lines[0] and "Traceback" not in p.stderr
+
+
+def test_hostile_frames_are_each_answered_and_the_host_keeps_serving(counts) -> None:
+    """A table of malformed and hostile frames, each fed to one host in turn: every one gets exactly
+    one answer (a NAK or an ERROR, never data), the store holds nothing afterwards, and a good WRITE
+    and READ still work. The count goes to the run's summary."""
+
+    def raw_frame(body: bytes, crc_ok: bool = True) -> bytes:
+        crc = zlib.crc32(body) ^ (0 if crc_ok else 1)
+        return cobs_encode(body + crc.to_bytes(4, "little")) + b"\0"
+
+    header = remote.HEADER
+    hostile = {
+        "garbage": b"\x05garbage\0",
+        "delimiter only run": b"\x01" * 5000 + b"\0",
+        "20 KB without delimiter": bytes(range(1, 256)) * 80 + b"\0",
+        "oversized WRITE": encode_frame(
+            Frame(MsgType.WRITE, seq=1, slot=1, arg=20_000, payload=b"\x01" * 20_000)
+        ),
+        "bad CRC": raw_frame(header.pack(int(MsgType.READ), 0, 2, 1, 0, 4), crc_ok=False),
+        "short frame": raw_frame(b"\x03\x00"),
+        "unknown type": raw_frame(header.pack(0x7F, 0, 3, 1, 0, 0)),
+        "answer type from the board": encode_frame(Frame(MsgType.DATA, seq=4, slot=1)),
+        "WRITE longer than its payload": encode_frame(
+            Frame(MsgType.WRITE, seq=5, slot=1, arg=100, payload=b"abc")
+        ),
+        "far WRITE": encode_frame(
+            Frame(MsgType.WRITE, seq=6, slot=2, offset=(64 << 20) - 1, arg=1, payload=b"x")
+        ),
+        "far ERASE": encode_frame(
+            Frame(MsgType.ERASE, seq=7, slot=2, offset=0xFFFF_FF00, arg=0xFF)
+        ),
+        "READ of a slot never written": encode_frame(Frame(MsgType.READ, seq=8, slot=77, arg=16)),
+        "huge READ": encode_frame(Frame(MsgType.READ, seq=9, slot=1, arg=0xFFFF_FFFF)),
+        "slot 2^32-1": encode_frame(
+            Frame(MsgType.WRITE, seq=10, slot=0xFFFF_FFFF, offset=0xFFFF_FFF0, arg=1, payload=b"y")
+        ),
+    }
+    store = MemoryStore()
+    server = RemoteServer(store)
+    answered = {}
+    for name, wire in hostile.items():
+        out = server.feed(wire)
+        kinds = [parse_frame(w[:-1]).type for w in out]
+        answered[name] = kinds
+        assert len(kinds) == 1 and kinds[0] in (MsgType.NAK, MsgType.ERROR), (name, kinds)
+    assert store.used == 0 and len(server._rx) == 0
+    ok = _answer(server, Frame(MsgType.WRITE, seq=20, slot=1, arg=3, payload=b"abc"))
+    assert ok.type == MsgType.ACK
+    assert _answer(server, Frame(MsgType.READ, seq=21, slot=1, arg=3)).payload == b"abc"
+    counts(
+        f"hostile remote-host frames: {len(hostile)} kinds, each answered once with a NAK or an "
+        f"ERROR, 0 bytes held afterwards, the host still serving"
+    )
