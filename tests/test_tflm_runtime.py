@@ -840,3 +840,59 @@ def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_pat
         _assert_as_analyzed(want, original, runtime, M7_BUILD)
         _assert_as_analyzed(got, model, runtime, M7_BUILD)
         assert got["head"] == choice.head < want["head"]
+
+
+def test_cortex_m7_refuses_every_hostile_body(installed: Path, tmp_path: Path, counts) -> None:
+    """The crafted bodies of tests/hostile_models.py on the target: TFLM built for a Cortex-M7
+    (reference kernels, tinyseg_run under qemu-arm) refuses each mutation in Prepare with the
+    kernel's reason, and the unmutated bases run and compute the original's outputs, as on the
+    host (tests/test_hostile_bodies.py runs the same models in the sanitizer build)."""
+    import hostile_models
+
+    from tinyseg_plugin import devicecheck
+
+    reason = _cortex_m7_skip_reason(installed, "reference")
+    if reason:
+        pytest.skip(reason)
+    try:
+        exe = build_e2e.build(installed, "reference", target=CORTEX_M7)
+    except build_e2e.BuildError as exc:
+        pytest.fail(str(exc))
+    models = hostile_models.generate(tmp_path / "hostile")
+    g = build_graph(modelio.load_model(TINY_UNET))
+    (tmp_path / "in.bin").write_bytes(bytes(sum(g.tensors[t].nbytes for t in g.inputs)))
+    (tmp_path / "tinyseg_run").symlink_to(exe.resolve())
+
+    def run(model: Path) -> subprocess.CompletedProcess:
+        # Semihosting passes at most 255 bytes of command line: short names, relative to tmp_path.
+        link = tmp_path / "model.tflite"
+        link.unlink(missing_ok=True)
+        link.symlink_to(model.resolve())
+        return subprocess.run(
+            [*build_e2e.QEMU_M7, "./tinyseg_run", "model.tflite", "in.bin", "out.bin"]
+            + ["--batches", "1"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            check=False,
+        )
+
+    r = run(TINY_UNET)
+    assert r.returncode == 0, r.stderr[-2000:]
+    want = (tmp_path / "out.bin").read_bytes()
+    for base in ("base_stream", "base_fetch"):
+        r = run(models[base])
+        assert r.returncode == 0, (base, r.stderr[-2000:])
+        assert (tmp_path / "out.bin").read_bytes() == want, base
+    missed = {}
+    for mu in hostile_models.MUTATIONS:
+        r = run(models[mu.name])
+        why = devicecheck.failure_reason(r.stderr + r.stdout)
+        if r.returncode <= 0 or why in ("AllocateTensors failed", "Invoke failed", "no message"):
+            missed[mu.name] = f"exit {r.returncode}: {why}"
+    counts(
+        f"hostile models on the Cortex-M7 (qemu-arm): {len(hostile_models.MUTATIONS)} mutations, "
+        f"refused in Prepare with the kernel's reason: {len(hostile_models.MUTATIONS) - len(missed)}"
+    )
+    assert not missed, missed
