@@ -212,8 +212,10 @@ def test_plugin_honours_the_cpu_time_limit_as_the_cli_does(tmp_path, capfd, unet
     rc, message = _cli_error(tmp_path, capfd, unet, ["--time-limit", "0.01"])
     err = _plugin_error(unet, ["--time-limit", "0.01"])
     assert (err.exit_code, rc) == (2, 2)
-    assert "did not finish" in message and "did not finish" in str(err)
-    assert str(err) == "tinyseg: " + message.replace(str(tmp_path / "m.tflite"), "model")
+    # Which TFLM child the limit stops first (the load check or a run of the check) depends on
+    # the machine; either way both say so in one line and point at --time-limit.
+    for text in (message, str(err)):
+        assert "did not finish" in text and "raise the limit with --time-limit" in text, text
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", "x", "inf"])

@@ -39,6 +39,9 @@ class Run:
     max_io_bytes: int = DEFAULT_MAX_IO_BYTES
     tflm_dir: str | None = None
     progress: Callable[[str], None] | None = None
+    # A model TinySeg already rewrote: refused ("give the original"), or, for a host that chains
+    # its own passes (tflite-tools optimize on a model TinySeg wrote), kept as it is.
+    keep_optimized: bool = False
 
     def __post_init__(self) -> None:
         if self.max_io_bytes is None:
@@ -143,6 +146,18 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
     graph = graph if graph is not None else load(data, name)
     check_inline_fits(graph.model, name)
     o = run.options
+    if run.keep_optimized:
+        from .validate import tinyseg_operators
+
+        ts = tinyseg_operators(graph)
+        if ts:
+            plan = plan_graph(graph, o.runtime, o.arch)
+            kept = Result(graph=graph, plan=plan, original=plan)
+            why = (
+                f"the model already holds TinySeg operators ({shown(graph.operators[ts[0]].opcode)} at "
+                f"operator {ts[0]})"
+            )
+            return Outcome(data, kept, None, why, o.target_bytes)
     refuse_unrunnable(graph, name, run.verified)
     if o.target_bytes is not None:
         plan = plan_graph(graph, o.runtime, o.arch)

@@ -232,6 +232,7 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
         runs=runs,
         time_limit=_time_limit(options),
         tflm_dir=None if runs is None else resolve_tflm_dir(getattr(options, "tflm_dir", None)),
+        keep_optimized=True,  # the host may chain its passes on a model TinySeg wrote
     )
     try:
         out = optimize(model, run, "model")
