@@ -294,6 +294,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         _set(lambda m: m, "dilation_h", 32767),
     ),
     Mutation("fetching_conv_stride_0", "fetch", "FetchingConv2D", _set(lambda m: m, "stride_w", 0)),
+    Mutation(
+        "fetching_conv_band_rows_2^31-1",
+        "fetch",
+        "FetchingConv2D",
+        _set(lambda m: m, "band_rows", INT32_MAX),
+    ),
     # structure
     Mutation("concat_axis_1", "stream", "StreamChain", _field("CONCATENATION", "axis", 1), which=2),
     Mutation("stages_reversed", "stream", "StreamChain", _reverse_stages),

@@ -1316,6 +1316,8 @@ def _fetching_conv_problem(graph, op, o: FetchingConv2DOptions) -> str | None:
         kw - 1
     ) * c.dilation_w + 1 > INT_LIMITS["dilation_w"][1]:
         return f"the dilated filter spans more than {INT16_MAX} rows or columns"
+    if o.band_rows > out.shape[1]:
+        return f"band_rows {o.band_rows} is more than the output's {out.shape[1]} rows"
     return None
 
 

@@ -314,6 +314,8 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
                                 kh, kw, static_cast<TfLitePadding>(h->padding), &out_h, &out_w);
   TF_LITE_ENSURE_EQ(context, out_h, t.out->dims->data[1]);
   TF_LITE_ENSURE_EQ(context, out_w, t.out->dims->data[2]);
+  TF_LITE_ENSURE_MSG(context, h->band_rows <= out_h,
+                     "FetchingConv2D: band_rows is more than the output's rows");
   TF_LITE_ENSURE(context, pad.height <= INT16_MAX && pad.width <= INT16_MAX);
   h->pad_h = static_cast<int16_t>(pad.height);
   h->pad_w = static_cast<int16_t>(pad.width);
