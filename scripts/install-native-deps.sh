@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the whole suite needs: python3-venv (make setup, the tflite-tools test's
-# venv), git, patch and xz-utils (the third-party snapshots and patches), host build, sanitizers,
+# venv), git, patch and xz-utils (the third-party snapshots and patches), host build, ccache (the
+# TFLM builds of one run share objects), sanitizers,
 # libFuzzer, the Cortex-M7 cross toolchain (gcc-arm-none-eabi with newlib and its libstdc++),
 # clang-format (the style check), qemu-system-arm (mps2-an500 runs of the core tests) and qemu-user 10 from bookworm-backports
 # (qemu-arm runs TFLM's cortex_m_qemu tests; Debian 12's own qemu-arm 7.2 aborts on them).
@@ -10,7 +11,7 @@
 # those tools then skip, each with its reason.
 set -eu
 
-pkgs="python3-venv git patch xz-utils cmake make g++ clang clang-format libclang-rt-14-dev gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm"
+pkgs="python3-venv git patch xz-utils cmake make g++ ccache clang clang-format libclang-rt-14-dev gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm"
 qemu_user_major=10
 
 missing=""

@@ -33,6 +33,21 @@ else
     export TINYSEG_FORK_PROBE="${TINYSEG_FORK_PROBE:-$TINYSEG_BUILD_ROOT/arduino-probe}"
   fi
 fi
+# The suite builds TFLM several times (reference and CMSIS-NN kernels, host and Cortex-M7, each in
+# its own gen folder). Through ccache in preprocessor mode, a file whose preprocessed text is the
+# same in two builds (the interpreter, the reference kernels CMSIS-NN leaves in place) is compiled
+# once: -D and -I flags that do not change the text do not count, and paths are taken relative to
+# the tree, so copies of a tree share too.
+if command -v ccache >/dev/null 2>&1; then
+  cc_bin="$TINYSEG_BUILD_ROOT/ccache-bin"
+  mkdir -p "$cc_bin"
+  for c in gcc g++ cc c++ arm-none-eabi-gcc arm-none-eabi-g++; do
+    ln -sf "$(command -v ccache)" "$cc_bin/$c"
+  done
+  export PATH="$cc_bin:$PATH" CCACHE_DIR="${CCACHE_DIR:-$TINYSEG_BUILD_ROOT/ccache}"
+  export CCACHE_NODIRECT=1 CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=10G
+  ccache -z >/dev/null
+fi
 # The real-kernel check's cached TFLM build goes to the build folder, not ~/.cache: each clone
 # starts from its own, so the suite measures what a fresh machine does.
 export TINYSEG_CACHE_DIR="${TINYSEG_CACHE_DIR:-$TINYSEG_BUILD_ROOT/cache}"
@@ -61,4 +76,5 @@ printf 'style         exit %s\n' "$style_rc"
 printf 'native suite  exit %s  %5ss\n' "$native_rc" $((t2 - t1))
 printf 'python suite  exit %s  %5ss\n' "$python_rc" $((t3 - t2))
 printf 'total wall time       %5ss\n' $((t3 - t0))
+command -v ccache >/dev/null 2>&1 && ccache -s | grep -Ei "hits|misses" | sed 's/^/ccache: /' 
 [ "$env_rc" -eq 0 ] && [ "$style_rc" -eq 0 ] && [ "$native_rc" -eq 0 ] && [ "$python_rc" -eq 0 ]

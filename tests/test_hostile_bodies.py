@@ -134,6 +134,8 @@ def test_cpp_side_refuses_every_mutation_without_sanitizer_reports(
     models: dict[str, Path], tmp_path: Path, counts
 ) -> None:
     exe = devicecheck.prepare(_tflm_dir(), sanitize=True)
+    image = exe.read_bytes()  # instrumented code calls the sanitizers' runtime: it is linked in
+    assert b"__asan_report_" in image and b"__ubsan_handle_" in image
     reports = 0
     assert _run(exe, hostile_models.TINY_UNET, tmp_path).returncode == 0
     want = (tmp_path / "out.bin").read_bytes()

@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -34,7 +35,7 @@ import numpy as np
 
 from . import tflm
 from .errors import TinySegError
-from .tflm_install import find_sources, install
+from .tflm_install import INSTALL_DIR, find_sources, install
 
 ENV_TFLM = "TFLM_DIR"
 ENV_CACHE = "TINYSEG_CACHE_DIR"
@@ -49,11 +50,17 @@ BUILD_TYPE = "release_with_logs"
 RUNNER = "tinyseg_run"
 BUILD_SECONDS = 3600.0
 STORAGE_BYTES = 64 << 20  # host RAM standing in for the spill flash
-# A sanitizer build (tests/test_hostile_bodies.py): TFLM and our kernels compiled with ASan and UBSan, in a
-# gen folder of its own so the plain build's objects are neither reused nor overwritten. Any report aborts
-# the runner (exit != 0, the report on stderr).
+# A sanitizer build (tests/test_hostile_bodies.py): what TinySeg adds to TFLM (its kernels, its core,
+# the TFLM kernel files the installer edits) and the runner compiled with ASan and UBSan, linked ahead
+# of the plain microlite, so TFLM's own objects are reused rather than compiled a second time. Any
+# report aborts the runner (exit != 0, the report on stderr).
 SANITIZE_FLAGS = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 SANITIZE_GENDIR = "gen_sanitize"
+# The TFLM file the installer edits that each kernel set compiles (TRANSPOSE_CONV's scratch narrowing).
+EDITED_KERNEL = {
+    "reference": "tensorflow/lite/micro/kernels/transpose_conv.cc",
+    "cmsis_nn": "tensorflow/lite/micro/kernels/cmsis_nn/transpose_conv.cc",
+}
 # The files of a TFLM tree the build and the installer rely on: they identify its content in the cache key.
 TREE_FILES = (
     MAKEFILE,
@@ -166,35 +173,23 @@ def _run(cmd: list[str], cwd: Path, what: str, timeout: float = BUILD_SECONDS) -
     return proc.stdout + proc.stderr
 
 
-def _make_args(kernels: str, target: Sequence[str] = (), sanitize: bool = False) -> list[str]:
-    """TFLM make variables for a build: ours, then ``target`` (e.g. TARGET=cortex_m_qemu TARGET_ARCH=cortex-m7).
-    ``sanitize``: the host compilers with ASan and UBSan, objects under SANITIZE_GENDIR."""
+def _make_args(kernels: str, target: Sequence[str] = ()) -> list[str]:
+    """TFLM make variables for a build: ours, then ``target`` (e.g. TARGET=cortex_m_qemu TARGET_ARCH=cortex-m7)."""
     if kernels not in KERNELS:
         raise TinySegError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
-    extra = (
-        [
-            f"CXX_TOOL=g++ {SANITIZE_FLAGS}",
-            f"CC_TOOL=gcc {SANITIZE_FLAGS}",
-            f"BASE_GENDIR={SANITIZE_GENDIR}",
-        ]
-        if sanitize
-        else []
-    )
     return (
         [f"BUILD_TYPE={BUILD_TYPE}"]
         + (["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else [])
         + list(target)
-        + extra
     )
 
 
 def make_flags(
-    tree: Path, kernels: str = "reference", target: Sequence[str] = (), sanitize: bool = False
+    tree: Path, kernels: str = "reference", target: Sequence[str] = ()
 ) -> dict[str, str]:
     """The compiler and flags TFLM's Makefile uses for the build (the host's unless ``target`` says)."""
     out = _run(
-        ["make", "-f", MAKEFILE, *_make_args(kernels, target, sanitize)]
-        + [f"print-{n}" for n in FLAG_NAMES],
+        ["make", "-f", MAKEFILE, *_make_args(kernels, target)] + [f"print-{n}" for n in FLAG_NAMES],
         tree,
         "asking TFLM's Makefile for its flags",
     )
@@ -209,6 +204,31 @@ def make_flags(
     return values
 
 
+def _sanitized_sources(tree: Path, kernels: str) -> list[Path]:
+    """What TinySeg puts into the build: its kernels, its core and the TFLM kernel file it edits."""
+    ours = tree / INSTALL_DIR
+    return (
+        sorted(ours.glob("*.cc"))
+        + sorted((ours / "core" / "src").glob("*.cc"))
+        + [tree / EDITED_KERNEL[kernels]]
+    )
+
+
+def _compile_sanitized(tree: Path, f: dict[str, str], kernels: str, jobs: int) -> list[Path]:
+    """TinySeg's sources compiled with ASan and UBSan (-O1, as ASan advises), ``jobs`` at a time."""
+    out = tree / SANITIZE_GENDIR / kernels
+    out.mkdir(parents=True, exist_ok=True)
+    base = shlex.split(f["CXX"]) + shlex.split(f["CXXFLAGS"]) + ["-O1"] + SANITIZE_FLAGS.split()
+    jobs_: list[tuple[list[str], Path]] = []
+    for src in _sanitized_sources(tree, kernels):
+        obj = out / (str(src.relative_to(tree)).replace("/", "_") + ".o")
+        cmd = base + shlex.split(f["INCLUDES"]) + ["-c", str(src), "-o", str(obj)]
+        jobs_.append((cmd, obj))
+    with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
+        list(pool.map(lambda j: _run(j[0], tree, f"compiling {j[1].name} with sanitizers"), jobs_))
+    return [obj for _, obj in jobs_]
+
+
 def build_runner(
     tree: Path,
     exe: Path,
@@ -220,22 +240,25 @@ def build_runner(
 ) -> Path:
     """microlite (with TinySeg's kernels, already installed in ``tree``), then the runner at ``exe``.
     ``target`` builds for another TFLM target: cortex_m_qemu's runner runs under qemu-arm, its file
-    I/O through semihosting. ``sanitize``: a host build with ASan and UBSan."""
+    I/O through semihosting. ``sanitize``: a host runner whose TinySeg parts carry ASan and UBSan
+    (SANITIZE_FLAGS), linked ahead of the plain library so they replace its copies."""
     _run(
-        ["make", "-f", MAKEFILE, *_make_args(kernels, target, sanitize), "microlite", f"-j{jobs}"],
+        ["make", "-f", MAKEFILE, *_make_args(kernels, target), "microlite", f"-j{jobs}"],
         tree,
         "building TFLM's microlite",
     )
-    f = make_flags(tree, kernels, target, sanitize)
+    f = make_flags(tree, kernels, target)
     library = tree / f["MICROLITE_LIB_PATH"].strip()
+    objects = _compile_sanitized(tree, f, kernels, jobs) if sanitize else []
+    flags = ["-O1", *SANITIZE_FLAGS.split()] if sanitize else ["-O2"]
     exe.parent.mkdir(parents=True, exist_ok=True)
     tmp = exe.with_name(f".{exe.name}.tmp")
     cmd = (
         shlex.split(f["CXX"])
         + shlex.split(f["CXXFLAGS"])
-        + ["-O2"]
+        + flags
         + shlex.split(f["INCLUDES"])
-        + ["-o", str(tmp), str(source), str(library)]
+        + ["-o", str(tmp), str(source), *map(str, objects), str(library)]
         + shlex.split(f["LDFLAGS"])
         + shlex.split(f["MICROLITE_LIBS"])
     )
