@@ -107,7 +107,7 @@ def test_a_model_with_tinyseg_operators_is_planned_as_installed(runtime: str) ->
     from tinyseg_plugin.optimizer import Options, optimize
 
     g = build_graph(load_model(TINY_UNET))
-    opt = optimize(g, Options(runtime=runtime)).graph
+    opt = optimize(g, Options(kernel_set=runtime)).graph
     plain, installed = Arch("host64-make-recording", 8), Arch("host64-make-recording-tinyseg", 8)
     assert (
         plan_graph(opt, runtime, plain).tail.total == plan_graph(opt, runtime, installed).tail.total

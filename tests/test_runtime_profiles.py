@@ -24,17 +24,25 @@ import synth
 
 from tinyseg_plugin import cli
 from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.kernels import ARCHES, KERNEL_SETS, RUNTIMES, Arch, KernelRules, default_arch
+from tinyseg_plugin.kernels import ARCHES, KERNEL_SETS, Arch, KernelRules, default_arch
 from tinyseg_plugin.kernels.profiles import ARDUINO_CMSIS_NN, PROFILES
 from tinyseg_plugin.modelio import load_model
 from tinyseg_plugin.planner import plan_graph
+from tinyseg_plugin.runtimes import KERNEL_SET_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_UNET = ROOT / "examples" / "models" / "tiny_unet.tflite"
 
 
 def test_runtime_names() -> None:
-    assert RUNTIMES == ("reference", "cmsis-nn", "arduino", "zephyr", "edge-impulse", "esp-idf")
+    assert KERNEL_SET_NAMES == (
+        "reference",
+        "cmsis-nn",
+        "arduino",
+        "zephyr",
+        "edge-impulse",
+        "esp-idf",
+    )
     assert default_arch("reference") == "host64" and default_arch("arduino") == "cortex-m"
 
 
@@ -92,10 +100,9 @@ def test_esp_idf_reports_esp_nn_operators_as_unknown() -> None:
 def test_cli_runtime_and_deprecated_alias(capsys: pytest.CaptureFixture) -> None:
     import json
 
-    assert cli.main(["analyze", str(TINY_UNET), "--runtime", "arduino", "--json"]) == 0
+    assert cli.main(["analyze", str(TINY_UNET), "--kernel-set", "arduino", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    # (JSON keys "runtime"/"arch"; older layouts call them "kernels"/"target")
-    assert (d["head"], d.get("arch", d.get("target")), d.get("runtime", d.get("kernels"))) == (
+    assert (d["head"], d["arch"], d["kernel_set"]) == (
         307_200,
         "cortex-m",
         "arduino",
@@ -103,11 +110,16 @@ def test_cli_runtime_and_deprecated_alias(capsys: pytest.CaptureFixture) -> None
     assert cli.main(["analyze", str(TINY_UNET), "--kernels", "cmsis-nn", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert (d["head"], d.get("arch", d.get("target"))) == (230_400, "host64")
-    assert cli.main(["analyze", str(TINY_UNET), "--runtime", "nope"]) == 2
+    assert cli.main(["analyze", str(TINY_UNET), "--kernel-set", "nope"]) == 2
     err = capsys.readouterr().err
-    assert "--runtime" in err and err.strip().count("\n") == 0
-    assert "--kernels" not in cli.build_parser().format_help()
-    assert all(k in KERNEL_SETS for k in RUNTIMES)
+    assert "--kernel-set" in err and err.strip().count("\n") == 0
+    help_text = cli.build_parser()._subparsers._group_actions[0].choices["analyze"].format_help()
+    assert (
+        "--kernel-set" in help_text
+        and "--kernels" not in help_text
+        and "--runtime" not in help_text
+    )
+    assert all(k in KERNEL_SETS for k in KERNEL_SET_NAMES)
 
 
 # ---------------------------------------------------------------- against the Arduino library itself

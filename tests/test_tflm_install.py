@@ -332,7 +332,7 @@ def test_arduino_library(arduino: Path) -> None:
     before = snapshot(arduino)
     lines = list(install(str(arduino)))
     assert any("Arduino_TensorFlowLite library" in line for line in lines)
-    assert any("arduino-cli compile" in line and "--runtime arduino" in line for line in lines)
+    assert any("arduino-cli compile" in line and "--kernel-set arduino" in line for line in lines)
     after = snapshot(arduino)
     assert _changed(before, after) == {
         "src/" + TC.replace(".cc", ".cpp")
@@ -362,7 +362,7 @@ def test_zephyr_module(pristine, tmp_path: Path) -> None:
     z = zephyr_tree(pristine(UPSTREAM), tmp_path / "zephyr-tflm")
     before = snapshot(z)
     lines = list(install(str(z)))
-    assert any("zephyr_library_sources" in line and "--runtime zephyr" in line for line in lines)
+    assert any("zephyr_library_sources" in line and "--kernel-set zephyr" in line for line in lines)
     # The module's hand-written CMake list is printed for the user, not edited.
     assert _changed(before, snapshot(z)) == {
         TC,

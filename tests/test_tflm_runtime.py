@@ -650,7 +650,7 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
     # arithmetic on their bands, its other stages the reference arithmetic)
     for streaming in (False, True):
         model = tmp_path / f"opt_cmsis_{streaming}.tflite"
-        result = optimizer.optimize(g, optimizer.Options(runtime="cmsis-nn", stream=streaming))
+        result = optimizer.optimize(g, optimizer.Options(kernel_set="cmsis-nn", stream=streaming))
         assert (customops.STREAM_CHAIN in {op.opcode for op in result.graph.operators}) == streaming
         modelio.save_model(result.graph.model, model)
         got = _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")
@@ -741,7 +741,7 @@ def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_
     _assert_as_analyzed(original, TINY_UNET, runtime, M7_BUILD)
     for streaming in (False, True):
         result = optimizer.optimize(
-            g, optimizer.Options(runtime=runtime, arch="cortex-m", stream=streaming)
+            g, optimizer.Options(kernel_set=runtime, arch="cortex-m", stream=streaming)
         )
         assert (customops.STREAM_CHAIN in {op.opcode for op in result.graph.operators}) == streaming
         model = tmp_path / f"m7_{streaming}.tflite"

@@ -713,7 +713,7 @@ def band_buffer_bytes(graph, op, o: FetchingConv2DOptions) -> int:
     return rows * in_w * filt.shape[3] * graph.tensors[op.outputs[0]].itemsize
 
 
-def scratch_requests(graph, op, kernels: str) -> list[int]:
+def scratch_requests(graph, op, kernel_set: str) -> list[int]:
     """Scratch buffers each TinySeg kernel requests in Prepare, in order (same for every kernel set)."""
     o = decode(op)
     if isinstance(o, StreamChainOptions):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .errors import shown
 from .optimizer import Result
 
-SCHEMA = "tinyseg.optimization/3"  # 3: "strategy" and "considered"; 2: "arch", "target_bytes", "target_met", "unchanged"
+SCHEMA = "tinyseg.optimization/4"  # 4: "kernel_set" (old "runtime" kept for one release); 3: "strategy" and "considered"; 2: "arch", "target_bytes", "target_met", "unchanged"
 
 
 def steps_table(r: Result) -> str:
@@ -40,7 +40,8 @@ def report_dict(
         "schema": SCHEMA,
         "model": model,
         "output": output,
-        "runtime": r.plan.runtime,
+        "kernel_set": r.plan.kernel_set,
+        "runtime": r.plan.kernel_set,  # deprecated spelling of "kernel_set", kept for one release
         "arch": r.plan.arch,
         "target_bytes": target_bytes,
         "target_met": None if target_bytes is None else r.plan.head <= target_bytes,

@@ -86,7 +86,7 @@ class Plan:
     """A memory plan: every buffer with its offset, the head, and the tail estimate."""
 
     graph: Graph
-    runtime: str
+    kernel_set: str
     arch: str
     buffers: list[Buffer]
     head: int
@@ -378,10 +378,10 @@ def _insert_sorted(placed: list[tuple[int, int]], offset: int, i: int, first: bo
 # ---------------------------------------------------------------- the plan
 
 
-def plan_graph(graph: Graph, runtime: str = "reference", arch: str | Arch = "host64") -> Plan:
+def plan_graph(graph: Graph, kernel_set: str = "reference", arch: str | Arch = "host64") -> Plan:
     """Plan the whole model behind ``graph`` as TFLM would, and estimate its tail."""
     tgt = ARCHES[arch] if isinstance(arch, str) else arch
-    rules = KernelRules(runtime, tgt)
+    rules = KernelRules(kernel_set, tgt)
     model = graph.model
     graphs = [
         graph if s == graph.subgraph else build_graph(model, s) for s in range(len(model.subgraphs))
@@ -439,12 +439,12 @@ def plan_graph(graph: Graph, runtime: str = "reference", arch: str | Arch = "hos
     head = max((b.offset + b.size for b in buffers), default=0)
     tail = estimate_tail(graphs, rules, len(scratch))
     return Plan(
-        graph, runtime, tgt.name, buffers, head, tail, marker.scope, sorted(rules.unknown_ops)
+        graph, kernel_set, tgt.name, buffers, head, tail, marker.scope, sorted(rules.unknown_ops)
     )
 
 
-def plan_model(model: "fb.ModelT", runtime: str = "reference", arch: str = "host64") -> Plan:
-    return plan_graph(build_graph(model), runtime, arch)
+def plan_model(model: "fb.ModelT", kernel_set: str = "reference", arch: str = "host64") -> Plan:
+    return plan_graph(build_graph(model), kernel_set, arch)
 
 
 # ---------------------------------------------------------------- the tail

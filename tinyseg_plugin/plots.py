@@ -187,7 +187,7 @@ def plan_figure(a: Analysis, title: str = ""):
     )
     ax1.set_ylim(0, lay.y_span)
     ax1.set_ylabel("arena offset (KiB)")
-    ax1.set_title(title or f"arena plan: head {p.head:,} B ({p.runtime} kernels)", fontsize=10)
+    ax1.set_title(title or f"arena plan: head {p.head:,} B ({p.kernel_set} kernels)", fontsize=10)
     ax1.tick_params(labelbottom=False)
     legend = [
         Line2D([], [], color=HEAD_COLOR, linestyle="--", label=f"head {p.head:,} B"),

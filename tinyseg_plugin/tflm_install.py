@@ -873,7 +873,7 @@ def next_steps(layout: Layout, with_tests: bool) -> list[str]:
         steps = [
             "next: make -f tensorflow/lite/micro/tools/make/Makefile microlite "
             "(add OPTIMIZED_KERNEL_DIR=cmsis_nn TARGET=cortex_m_generic TARGET_ARCH=cortex-m7 for the board); "
-            "plan with `tinyseg optimize --runtime reference` (or --runtime cmsis-nn)"
+            "plan with `tinyseg optimize --kernel-set reference` (or --kernel-set cmsis-nn)"
         ]
         if with_tests:
             steps.append(
@@ -886,7 +886,7 @@ def next_steps(layout: Layout, with_tests: bool) -> list[str]:
             "next: nothing to add to a build file: the Arduino IDE / arduino-cli compiles every .cpp "
             f"under {layout.rel('')}; compile examples/nicla_vision/tinyseg_unet_m7 with "
             "`arduino-cli compile -b arduino:mbed_nicla:nicla_vision --library "
-            f"{layout.root}`; plan with `tinyseg optimize --runtime arduino`"
+            f"{layout.root}`; plan with `tinyseg optimize --kernel-set arduino`"
         ]
         periph = layout.src / "peripherals" / "peripherals.h"
         try:
@@ -905,14 +905,14 @@ def next_steps(layout: Layout, with_tests: bool) -> list[str]:
     if layout.kind == "esp-idf":
         return [
             "next: CMakeLists.txt now compiles tensorflow/lite/micro/kernels/tinyseg/*.cc; "
-            "`idf.py build` in your project; plan with `tinyseg optimize --runtime esp-idf`"
+            "`idf.py build` in your project; plan with `tinyseg optimize --kernel-set esp-idf`"
         ]
     if layout.kind == "zephyr":
         return [
             "next: add to the zephyr_library_sources(...) list of your module's CMakeLists.txt "
             f"(Zephyr lists sources by hand): ${{ZEPHYR_CURRENT_MODULE_DIR}}/{k}/*.cc, i.e. "
             f"file(GLOB TINYSEG_SRCS ${{ZEPHYR_CURRENT_MODULE_DIR}}/{k}/*.cc) then "
-            "zephyr_library_sources(${TINYSEG_SRCS}); `west build`; plan with `tinyseg optimize --runtime zephyr`"
+            "zephyr_library_sources(${TINYSEG_SRCS}); `west build`; plan with `tinyseg optimize --kernel-set zephyr`"
         ]
     return [
         "next: add the .cc files of "
@@ -920,7 +920,7 @@ def next_steps(layout: Layout, with_tests: bool) -> list[str]:
         + " to your project's sources (Edge Impulse exports list the "
         f"SDK's sources in their Makefile/CMakeLists: add {k}/*.cc beside "
         f"{layout.rel('tensorflow/lite/micro/kernels')}/*.cc); the include root stays the directory "
-        "that holds edge-impulse-sdk/; plan with `tinyseg optimize --runtime edge-impulse`"
+        "that holds edge-impulse-sdk/; plan with `tinyseg optimize --kernel-set edge-impulse`"
     ]
 
 

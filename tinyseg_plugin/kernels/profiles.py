@@ -1,5 +1,5 @@
 """Runtime profiles: which kernel implementation each operator gets in each TFLM tree a
-user deploys with (``--runtime NAME``), and the pointer width of its usual build.
+user deploys with (``--kernel-set NAME``), and the pointer width of its usual build.
 
 A profile is a kernel set like ``reference`` and ``cmsis_nn`` (same functions), built by
 routing each operator to the implementation the tree compiles for it:
