@@ -34,7 +34,7 @@ def _digest_of_cli(args: list[str]) -> str:
 def _choices(path: str, kernel_set: str) -> dict:
     try:
         graph = build_graph(load_model(path), name=path)
-        r = optimize(graph, Options(kernel_set=kernel_set, arch="host64"))
+        r = optimize(graph, Options(kernel_set=kernel_set, build_profile="host64"))
     except TinySegError as exc:
         return {"refused": str(exc)}
     return {

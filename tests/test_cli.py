@@ -422,6 +422,7 @@ def test_failed_optimize_without_quiet_is_one_line(tmp_path: Path, unet_file: Pa
 DEPRECATED_OPTIONS = [
     ("--runtime", "--kernel-set", "cmsis-nn"),
     ("--kernels", "--kernel-set", "cmsis-nn"),
+    ("--arch", "--build-profile", "cortex-m"),
 ]
 
 
@@ -446,3 +447,4 @@ def test_analysis_json_keeps_deprecated_keys_beside_new_ones(unet_file: Path, ca
     d = json.loads(capsys.readouterr().out)
     assert d["schema"] == "tinyseg.analysis/3"
     assert d["kernel_set"] == d["runtime"] == "cmsis-nn"  # "runtime": deprecated, one release
+    assert d["build_profile"] == d["arch"] == "host64"  # "arch": deprecated, one release

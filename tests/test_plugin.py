@@ -35,6 +35,7 @@ def test_options_are_registered_through_the_host_parser() -> None:
 DEPRECATED_OPTIONS = [
     ("--runtime", "--kernel-set", "kernel_set", "cmsis-nn"),
     ("--kernels", "--kernel-set", "kernel_set", "cmsis-nn"),
+    ("--arch", "--build-profile", "build_profile", "cortex-m"),
 ]
 
 
@@ -54,8 +55,10 @@ def test_analyze_gets_no_optimize_options() -> None:
     p = argparse.ArgumentParser(allow_abbrev=False)
     pm.hook.tflite_tools_add_options(parser=p, command="analyze")
     text = p.format_help()
-    assert "--kernel-set" in text and "--arch" in text
-    assert "--runtime" not in text and "--kernels" not in text  # deprecated spellings: not shown
+    assert "--kernel-set" in text and "--build-profile" in text
+    assert (
+        "--runtime" not in text and "--kernels" not in text and "--arch" not in text
+    )  # deprecated spellings: not shown
     assert "--target" not in text and "--verify-runs" not in text and "--no-fuse" not in text
 
 
@@ -125,7 +128,8 @@ def test_every_tinyseg_operator_is_described_and_others_are_not(optimized) -> No
         (["--target", "12XB"], "--target: '12XB' is not a size"),
         (["--kernel-set", "fast"], "--kernel-set: 'fast'"),
         (["--runtime", "fast"], "--kernel-set: 'fast'"),
-        (["--arch", "arm"], "--arch: 'arm'"),
+        (["--build-profile", "arm"], "--build-profile: 'arm'"),
+        (["--arch", "arm"], "--build-profile: 'arm'"),
         (["--verify-runs", "0"], "--verify-runs: '0'"),
         (["--verify-runs", "-1"], "--verify-runs: '-1'"),
         (["--verify-runs", "x"], "--verify-runs: 'x'"),

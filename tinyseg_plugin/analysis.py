@@ -14,7 +14,7 @@ from .graph import Graph
 from .planner import Buffer, Plan, plan_graph
 from .validate import Refusal, tflm_refusals
 
-SCHEMA = "tinyseg.analysis/3"  # 3: "kernel_set" (old "runtime" kept for one release); 2: "target" renamed "arch"
+SCHEMA = "tinyseg.analysis/3"  # 3: "kernel_set", "build_profile" (old "runtime", "arch" kept for one release); 2: "target" renamed "arch"
 
 
 @dataclass(frozen=True)
@@ -140,9 +140,12 @@ def _row(graph: Graph, plan: Plan, op_index: int, data: _RowData | None = None) 
 
 
 def analyze_graph(
-    graph: Graph, kernel_set: str = "reference", arch: str = "host64", plan: Plan | None = None
+    graph: Graph,
+    kernel_set: str = "reference",
+    build_profile: str = "host64",
+    plan: Plan | None = None,
 ) -> Analysis:
-    plan = plan or plan_graph(graph, kernel_set, arch)
+    plan = plan or plan_graph(graph, kernel_set, build_profile)
     data = _RowData(graph, plan)
     rows = [_row(graph, plan, i, data) for i in range(len(graph.operators))]
     peak = None
@@ -228,7 +231,8 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
         "model": model_name,
         "kernel_set": p.kernel_set,
         "runtime": p.kernel_set,  # deprecated spelling of "kernel_set", kept for one release
-        "arch": p.arch,
+        "build_profile": p.build_profile,
+        "arch": p.build_profile,  # deprecated spelling of "build_profile", kept for one release
         "exact": a.exact,
         "not_exact_because": a.not_exact_because,
         "unknown_ops": p.unknown_ops,

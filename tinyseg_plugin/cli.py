@@ -56,7 +56,7 @@ def deprecated(p, *old: str, use: str, dest: str, **kwargs) -> None:
 
 
 def _kernels(p: argparse.ArgumentParser) -> None:
-    from .runtimes import KERNEL_SET_NAMES
+    from .runtimes import BUILD_PROFILE_NAMES, KERNEL_SET_NAMES
 
     p.add_argument(
         "--kernel-set",
@@ -70,23 +70,27 @@ def _kernels(p: argparse.ArgumentParser) -> None:
         p, "--runtime", "--kernels", use="--kernel-set", dest="kernel_set", choices=KERNEL_SET_NAMES
     )
     p.add_argument(
-        "--arch",
-        choices=["host64", "cortex-m"],
+        "--build-profile",
+        choices=BUILD_PROFILE_NAMES,
         default=None,
-        help="pointer width the tail estimate assumes: 64-bit host or 32-bit Cortex-M "
-        "(default: host64; cortex-m for the arduino, esp-idf, zephyr and edge-impulse kernel sets)",
+        help="build the tail estimate assumes: host64 (64-bit host, the tflite-micro wheel) or "
+        "cortex-m (32-bit firmware) (default: host64; cortex-m for the arduino, esp-idf, zephyr "
+        "and edge-impulse kernel sets)",
+    )
+    deprecated(
+        p, "--arch", use="--build-profile", dest="build_profile", choices=BUILD_PROFILE_NAMES
     )
 
 
 def _run(args: argparse.Namespace, **options) -> "Run":
     """The pipeline's Run for the options a subcommand was given."""
-    from .kernels import default_arch
+    from .kernels import default_build_profile
     from .optimizer import Options
     from .pipeline import Run
 
-    arch = args.arch or default_arch(args.kernel_set)
+    build_profile = args.build_profile or default_build_profile(args.kernel_set)
     return Run(
-        Options(kernel_set=args.kernel_set, arch=arch, **options),
+        Options(kernel_set=args.kernel_set, build_profile=build_profile, **options),
         runs=None if getattr(args, "unverified", False) else getattr(args, "runs", 3),
         time_limit=getattr(args, "time_limit", 120.0),
         max_io_bytes=getattr(args, "max_io_bytes", None),

@@ -20,7 +20,7 @@ from . import customops, offline
 from .align import ARENA_ALIGNMENT, align_up
 from .errors import TinySegError
 from .graph import Graph, build_graph
-from .kernels import ARCHES, Arch, KernelRules
+from .kernels import BUILD_PROFILES, BuildProfile, KernelRules
 from .schema import fb
 
 OFFLINE_METADATA = offline.NAME
@@ -56,7 +56,7 @@ class Buffer:
 class Tail:
     """An estimate of the persistent section (the "tail"), by category."""
 
-    arch: str
+    build_profile: str
     eval_tensors: int
     node_registrations: int
     io_tensors: int
@@ -87,7 +87,7 @@ class Plan:
 
     graph: Graph
     kernel_set: str
-    arch: str
+    build_profile: str
     buffers: list[Buffer]
     head: int
     tail: Tail
@@ -378,10 +378,12 @@ def _insert_sorted(placed: list[tuple[int, int]], offset: int, i: int, first: bo
 # ---------------------------------------------------------------- the plan
 
 
-def plan_graph(graph: Graph, kernel_set: str = "reference", arch: str | Arch = "host64") -> Plan:
+def plan_graph(
+    graph: Graph, kernel_set: str = "reference", build_profile: str | BuildProfile = "host64"
+) -> Plan:
     """Plan the whole model behind ``graph`` as TFLM would, and estimate its tail."""
-    tgt = ARCHES[arch] if isinstance(arch, str) else arch
-    rules = KernelRules(kernel_set, tgt)
+    profile = BUILD_PROFILES[build_profile] if isinstance(build_profile, str) else build_profile
+    rules = KernelRules(kernel_set, profile)
     model = graph.model
     graphs = [
         graph if s == graph.subgraph else build_graph(model, s) for s in range(len(model.subgraphs))
@@ -439,19 +441,28 @@ def plan_graph(graph: Graph, kernel_set: str = "reference", arch: str | Arch = "
     head = max((b.offset + b.size for b in buffers), default=0)
     tail = estimate_tail(graphs, rules, len(scratch))
     return Plan(
-        graph, kernel_set, tgt.name, buffers, head, tail, marker.scope, sorted(rules.unknown_ops)
+        graph,
+        kernel_set,
+        profile.name,
+        buffers,
+        head,
+        tail,
+        marker.scope,
+        sorted(rules.unknown_ops),
     )
 
 
-def plan_model(model: "fb.ModelT", kernel_set: str = "reference", arch: str = "host64") -> Plan:
-    return plan_graph(build_graph(model), kernel_set, arch)
+def plan_model(
+    model: "fb.ModelT", kernel_set: str = "reference", build_profile: str = "host64"
+) -> Plan:
+    return plan_graph(build_graph(model), kernel_set, build_profile)
 
 
 # ---------------------------------------------------------------- the tail
 
 # (sizeof, alignof) of TFLM's runtime structures at 90b983c (g++ 12 x86-64 and
 # arm-none-eabi-g++ 12 -mcpu=cortex-m7), and what the application's setup puts at
-# the far end of the tail. One profile per build and application; an arch whose
+# the far end of the tail. One profile per build and application; a build profile whose
 # name is not a profile gets "host64" (8-byte pointers) or "cortex-m" (4).
 _LP64 = {
     "builtin_allocator": (16, 8),  # MicroBuiltinDataAllocator: vtable + pointer
@@ -553,12 +564,12 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
     (16-byte aligned), the scratch buffer handles, the variable tensors, and the
     input/output pointer arrays and TfLiteTensors (with quantization) that
     MicroInterpreter::AllocateTensors keeps. Which application and build is
-    assumed comes from the arch (see _SIZES): "host64" is the tflite-micro
+    assumed comes from the build profile (see _SIZES): "host64" is the tflite-micro
     Python wheel, "cortex-m" a firmware that constructs a plain MicroInterpreter
     on its arena. The arena's end is assumed 16-byte aligned.
     """
-    pb = rules.arch.pointer_bytes
-    sz = _SIZES.get(rules.arch.name) or _SIZES["host64" if pb == 8 else "cortex-m"]
+    pb = rules.build_profile.pointer_bytes
+    sz = _SIZES.get(rules.build_profile.name) or _SIZES["host64" if pb == 8 else "cortex-m"]
     used = 0
 
     def phase(allocs) -> int:
@@ -652,7 +663,7 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
                 io_allocs += [sz["quant"], (4 + 4 * len(t.scales), 4)]
     io = phase(io_allocs)
     return Tail(
-        arch=rules.arch.name,
+        build_profile=rules.build_profile.name,
         eval_tensors=eval_tensors,
         node_registrations=nodes,
         io_tensors=io,

@@ -77,12 +77,14 @@ def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | Non
     )
     deprecated(g, "--runtime", "--kernels", use="--kernel-set", dest="kernel_set")
     g.add_argument(
-        "--arch",
+        "--build-profile",
+        dest="build_profile",
         default=None,
-        metavar="ARCH",
-        help="pointer width of the tail estimate: host64 or cortex-m (default: host64; cortex-m for "
-        "the arduino, esp-idf, zephyr and edge-impulse kernel sets)",
+        metavar="NAME",
+        help="build the tail estimate assumes: host64 (64-bit host) or cortex-m (32-bit firmware) "
+        "(default: host64; cortex-m for the arduino, esp-idf, zephyr and edge-impulse kernel sets)",
     )
+    deprecated(g, "--arch", use="--build-profile", dest="build_profile")
     if command == "analyze":
         return
     g.add_argument(
@@ -166,17 +168,17 @@ def _options(options: argparse.Namespace):
             f"tinyseg: --kernel-set: '{kernel_set}' is not a kernel set "
             f"(choose from: {', '.join(KERNEL_SETS)})"
         )
-    from .kernels import default_arch
+    from .kernels import BUILD_PROFILES, default_build_profile
 
-    arch = getattr(options, "arch", None) or default_arch(kernel_set)
-    if arch not in ("host64", "cortex-m"):
+    build_profile = getattr(options, "build_profile", None) or default_build_profile(kernel_set)
+    if build_profile not in BUILD_PROFILES:
         raise PluginError(
-            f"tinyseg: --arch: '{arch}' is not a build profile (choose from: host64, cortex-m)"
+            f"tinyseg: --build-profile: '{build_profile}' is not a build profile (choose from: host64, cortex-m)"
         )
     target = getattr(options, "target", None)
     return Options(
         kernel_set=kernel_set,
-        arch=arch,
+        build_profile=build_profile,
         target_bytes=_size(target) if isinstance(target, str) else target,
         partial=not getattr(options, "no_partial", False),
         fuse=not getattr(options, "no_fuse", False),
@@ -297,6 +299,7 @@ def tflite_tools_analysis(model: bytes, options: argparse.Namespace) -> dict:
         "spilled": spilled or "none",
         "kernel_set": d["kernel_set"],
         "runtime": d["kernel_set"],  # deprecated spelling of "kernel_set", kept for one release
-        "arch": opts.arch,
+        "build_profile": opts.build_profile,
+        "arch": opts.build_profile,  # deprecated spelling of "build_profile", kept for one release
         "exact": d["exact"],
     }

@@ -1,5 +1,5 @@
 """Runtime profiles: which kernel implementation each operator gets in each TFLM tree a
-user deploys with (``--kernel-set NAME``), and the pointer width of its usual build.
+user deploys with (``--kernel-set NAME``), and the build profile of its usual build.
 
 A profile is a kernel set like ``reference`` and ``cmsis_nn`` (same functions), built by
 routing each operator to the implementation the tree compiles for it:
@@ -92,7 +92,7 @@ class RuntimeProfile:
     name: str
     optimized: ModuleType | None  # the optimized kernel set, or None (not modelled)
     optimized_ops: frozenset[str]  # operators that run the optimized implementation
-    arch: str  # the pointer width of the tree's usual build
+    build_profile: str  # the build profile of the tree's usual build (its pointer width)
     implementation: str  # what the optimized kernels are called, for reports
     dsp: bool = True  # CMSIS-NN built with ARM_MATH_DSP (Cortex-M4/M7); False: plain C
 
