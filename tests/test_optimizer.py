@@ -48,7 +48,9 @@ def test_tiny_unet_reference_reaches_153600_bit_exact(unet_graph) -> None:
     assert customops.SPILL in ops and customops.FETCHING_CONV_2D in ops
 
 
-@pytest.mark.parametrize("runtime, build_profile", [("reference", "host64"), ("cmsis-nn", "cortex-m")])
+@pytest.mark.parametrize(
+    "runtime, build_profile", [("reference", "host64"), ("cmsis-nn", "cortex-m")]
+)
 def test_tiny_unet_streams_under_64000_bit_exact(
     unet_graph, runtime: str, build_profile: str
 ) -> None:

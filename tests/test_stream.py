@@ -156,7 +156,9 @@ def test_chains_must_be_consecutive_and_spills_read_by_chains_only():
         stream_chains(g, [[0, 1, 2], [3, 4, 5]], frozenset({skip}))
 
 
-@pytest.mark.parametrize("runtime,build_profile", [("reference", "host64"), ("cmsis-nn", "cortex-m")])
+@pytest.mark.parametrize(
+    "runtime,build_profile", [("reference", "host64"), ("cmsis-nn", "cortex-m")]
+)
 def test_search_lowers_the_tiny_unet_head(runtime, build_profile):
     g = build_graph(load_model(TINY))
     choice = stream_search.choose_streaming(g, runtime, build_profile)
