@@ -372,7 +372,7 @@ def _optimized_with_layout(tmp_path: Path, unet_file: Path, offset_of) -> Path:
     g = build_graph(load_model(out))
     plan = plan_graph(g)
     laid = with_offsets(
-        g, {b.index: offset_of(b) for b in plan.buffers if b.kind == "tensor" and b.subgraph == 0}
+        g, {b.owner: offset_of(b) for b in plan.buffers if b.kind == "tensor" and b.subgraph == 0}
     ).graph
     path = tmp_path / "laid.tflite"
     save_model(laid.model, path)

@@ -14,7 +14,7 @@ from .graph import Graph
 from .planner import Buffer, Plan, plan_graph
 from .validate import Refusal, tflm_refusals
 
-SCHEMA = "tinyseg.analysis/3"  # 3: "kernel_set", "build_profile" (old "runtime", "arch" kept for one release); 2: "target" renamed "arch"
+SCHEMA = "tinyseg.analysis/3"  # 3: "kernel_set", "build_profile", buffers' "owner" (old "runtime", "arch", "index" kept for one release); 2: "target" renamed "arch"
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,8 @@ def _buffer_dict(b: Buffer) -> dict:
         "label": b.label,
         "kind": b.kind,
         "subgraph": b.subgraph,
-        "index": b.index,
+        "owner": b.owner,
+        "index": b.owner,  # deprecated spelling of "owner", kept for one release
         "bytes": b.nbytes,
         "size": b.size,
         "offset": b.offset,

@@ -101,14 +101,14 @@ def _candidates(g: Graph, plan: Plan) -> list[ColdRange]:
         live = plan.live_at(s)
         load = sum(b.size for b in live)
         for b in live:
-            if b.kind != "tensor" or b.subgraph != g.subgraph or not spillable(g, b.index):
+            if b.kind != "tensor" or b.subgraph != g.subgraph or not spillable(g, b.owner):
                 continue
-            cr = crs.get(b.index)
+            cr = crs.get(b.owner)
             if cr is None:
                 continue
             for start, end in cr.idle:
                 if start < s < end:
-                    key = (b.index, start, end)
+                    key = (b.owner, start, end)
                     found[key] = (max(load, found.get(key, (0, 0))[0]), b.size)
     # Ranges spanning the most crowded peak scope first: spilling there is what can lower the head
     # when the greedy placement's top is reached at many scopes; then the longest, as Algorithm 3.

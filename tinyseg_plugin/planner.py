@@ -33,7 +33,7 @@ class Buffer:
 
     kind: str  # "tensor" or "scratch"
     subgraph: int
-    index: int  # tensor index, or the requesting operator's index for scratch
+    owner: int  # the index of what the buffer is for: its tensor, or for scratch the requesting operator
     nbytes: int  # bytes asked for
     size: int  # bytes planned (rounded up to 16)
     first: int  # first allocation scope
@@ -48,8 +48,8 @@ class Buffer:
     @property
     def label(self) -> str:
         if self.kind == "tensor":
-            return f"t{self.index}" if self.subgraph == 0 else f"s{self.subgraph}:t{self.index}"
-        return f"scratch(op{self.index}#{self.request})"
+            return f"t{self.owner}" if self.subgraph == 0 else f"s{self.subgraph}:t{self.owner}"
+        return f"scratch(op{self.owner}#{self.request})"
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ class Plan:
             index: dict[tuple[int, int], Buffer] = {}
             for b in self.buffers:
                 if b.kind == "tensor":
-                    index.setdefault((b.index, b.subgraph), b)  # the first one, as a scan finds it
+                    index.setdefault((b.owner, b.subgraph), b)  # the first one, as a scan finds it
             cached = (self.buffers, len(self.buffers), index)
             self.__dict__["_tensor_index"] = cached
         return cached[2].get((tensor, subgraph))
@@ -154,7 +154,7 @@ class Plan:
             index: dict[tuple[int, int], list[Buffer]] = {}
             for b in self.buffers:
                 if b.kind == "scratch":
-                    index.setdefault((b.index, b.subgraph), []).append(b)
+                    index.setdefault((b.owner, b.subgraph), []).append(b)
             cached = (self.buffers, len(self.buffers), index)
             self.__dict__["_scratch_index"] = cached
         return cached[2].get((op_index, subgraph), [])

@@ -181,6 +181,7 @@ def csv_files(a: Analysis, model_name: str = "") -> dict[str, bytes]:
                 "first_scope",
                 "last_scope",
                 "offline",
+                "owner",  # "index" above is its deprecated spelling, kept for one release
             ],
         ),
     }
