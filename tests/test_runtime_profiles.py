@@ -31,7 +31,7 @@ from tinyseg_plugin.kernels import (
     KernelRules,
     default_build_profile,
 )
-from tinyseg_plugin.kernels.profiles import ARDUINO_CMSIS_NN, PROFILES
+from tinyseg_plugin.kernels.profiles import ARDUINO_CMSIS_NN, FORK_KERNEL_SETS
 from tinyseg_plugin.modelio import load_model
 from tinyseg_plugin.planner import plan_graph
 from tinyseg_plugin.runtimes import KERNEL_SET_NAMES
@@ -63,7 +63,7 @@ def _graphs():
 
 @pytest.mark.parametrize("runtime", ["arduino", "zephyr", "edge-impulse", "esp-idf"])
 def test_each_operator_gets_its_trees_kernel(runtime: str) -> None:
-    prof = PROFILES[runtime]
+    prof = FORK_KERNEL_SETS[runtime]
     for build_profile in ("host64", "cortex-m"):
         rules = {
             k: KernelRules(k, BUILD_PROFILES[build_profile])
@@ -194,7 +194,7 @@ def test_arduino_profile_against_the_library_built_on_the_host(
         exe = bfp.build_arduino_probe(Path(r.stdout.strip()) / "src", base / "build")
     except bfp.ProbeError as exc:
         pytest.fail(str(exc), pytrace=False)
-    host = dataclasses.replace(PROFILES["arduino"], dsp=False)
+    host = dataclasses.replace(FORK_KERNEL_SETS["arduino"], dsp=False)
     mismatches = []
     worst = (0.0, "")
     with pytest.MonkeyPatch.context() as mp:

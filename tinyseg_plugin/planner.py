@@ -462,8 +462,8 @@ def plan_model(
 
 # (sizeof, alignof) of TFLM's runtime structures at 90b983c (g++ 12 x86-64 and
 # arm-none-eabi-g++ 12 -mcpu=cortex-m7), and what the application's setup puts at
-# the far end of the tail. One profile per build and application; a build profile whose
-# name is not a profile gets "host64" (8-byte pointers) or "cortex-m" (4).
+# the far end of the tail: one tail profile (_TAIL_PROFILES) per build and application. A build
+# profile whose name has no tail profile gets "host64"'s (8-byte pointers) or "cortex-m"'s (4).
 _LP64 = {
     "builtin_allocator": (16, 8),  # MicroBuiltinDataAllocator: vtable + pointer
     "eval_tensor": (24, 8),  # TfLiteEvalTensor
@@ -489,7 +489,7 @@ _ILP32 = {
 # that RecordingMicroInterpreter and the Python wheel make.
 _PLAIN64 = ((72, 8), (72, 8), (72, 8))
 _PLAIN32 = ((36, 4), (44, 4), (36, 4))
-_SIZES: dict[str, dict] = {
+_TAIL_PROFILES: dict[str, dict] = {
     "host64": {  # the tflite-micro Python wheel: Bazel, USE_TFLM_COMPRESSION, RecordingMicroAllocator
         **_LP64,
         "app": "tflite-micro Python wheel (RecordingMicroAllocator, LP64, compression build)",
@@ -564,12 +564,15 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
     (16-byte aligned), the scratch buffer handles, the variable tensors, and the
     input/output pointer arrays and TfLiteTensors (with quantization) that
     MicroInterpreter::AllocateTensors keeps. Which application and build is
-    assumed comes from the build profile (see _SIZES): "host64" is the tflite-micro
+    assumed comes from the build profile (see _TAIL_PROFILES): "host64" is the tflite-micro
     Python wheel, "cortex-m" a firmware that constructs a plain MicroInterpreter
     on its arena. The arena's end is assumed 16-byte aligned.
     """
     pb = rules.build_profile.pointer_bytes
-    sz = _SIZES.get(rules.build_profile.name) or _SIZES["host64" if pb == 8 else "cortex-m"]
+    sz = (
+        _TAIL_PROFILES.get(rules.build_profile.name)
+        or _TAIL_PROFILES["host64" if pb == 8 else "cortex-m"]
+    )
     used = 0
 
     def phase(allocs) -> int:

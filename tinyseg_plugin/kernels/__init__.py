@@ -17,12 +17,12 @@ from ..errors import TinySegError
 from ..graph import Graph, Operator
 from ..runtimes import BUILD_PROFILE_NAMES, KERNEL_SET_NAMES
 from . import cmsis_nn, reference
-from .profiles import PROFILES, UPSTREAM_CMSIS_NN, RuntimeProfile
+from .profiles import FORK_KERNEL_SETS, UPSTREAM_CMSIS_NN, ForkKernelSet
 
 
 class KernelSet(Protocol):
     """What a kernel set tells the planner: the reference and CMSIS-NN modules and every fork's
-    RuntimeProfile implement it; KernelRules routes TinySeg's own operators to the contract."""
+    ForkKernelSet implement it; KernelRules routes TinySeg's own operators to the contract."""
 
     def scratch_requests(
         self, graph: Graph, op: Operator, pointer_bytes: int
@@ -40,21 +40,25 @@ class KernelSet(Protocol):
 
 
 # Every kernel set (``--kernel-set``): the two upstream ones and the runtime forks' (profiles.py).
-KERNEL_SETS: dict[str, KernelSet] = {"reference": reference, "cmsis-nn": cmsis_nn, **PROFILES}
+KERNEL_SETS: dict[str, KernelSet] = {
+    "reference": reference,
+    "cmsis-nn": cmsis_nn,
+    **FORK_KERNEL_SETS,
+}
 assert tuple(KERNEL_SETS) == KERNEL_SET_NAMES, "runtimes.py lists every kernel set, in this order"
 
 
 def default_build_profile(kernel_set: str) -> str:
     """The build profile of a kernel set's usual build: the forks run on 32-bit MCUs; the
     upstream sets keep host64 (the Python wheel the verification uses)."""
-    prof = PROFILES.get(kernel_set)
+    prof = FORK_KERNEL_SETS.get(kernel_set)
     return prof.build_profile if prof is not None else "host64"
 
 
 @dataclass(frozen=True)
 class BuildProfile:
     """The build profile (--build-profile): the build the tail estimate assumes besides its kernels: a
-    pointer's width, and by its name which TFLM structure sizes and application setup (planner._SIZES)."""
+    pointer's width, and by its name which TFLM structure sizes and application setup (planner._TAIL_PROFILES)."""
 
     name: str
     pointer_bytes: int
@@ -102,7 +106,7 @@ class KernelRules:
         """Which implementation the kernel set's tree compiles for an operator ("reference",
         "cmsis-nn", "esp-nn"): the StreamChain kernel's stages size their buffers by it."""
         kernels = KERNEL_SETS[self.kernel_set]
-        if isinstance(kernels, RuntimeProfile):
+        if isinstance(kernels, ForkKernelSet):
             return kernels.implementation_of(opcode)
         return "cmsis-nn" if kernels is cmsis_nn and opcode in UPSTREAM_CMSIS_NN else "reference"
 
