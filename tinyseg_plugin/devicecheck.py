@@ -40,7 +40,10 @@ ENV_TFLM = "TFLM_DIR"
 ENV_CACHE = "TINYSEG_CACHE_DIR"
 MAKEFILE = "tensorflow/lite/micro/tools/make/Makefile"
 FLAG_NAMES = ("CXX", "CXXFLAGS", "INCLUDES", "LDFLAGS", "MICROLITE_LIBS", "MICROLITE_LIB_PATH")
-KERNELS = ("reference", "cmsis_nn")
+KERNEL_DIRS = (
+    "reference",
+    "cmsis_nn",
+)  # TFLM's OPTIMIZED_KERNEL_DIR (none for reference): a build's kernel set
 # TFLM's release_with_logs build: NDEBUG turns off the DCHECKs in the reference kernels' inner loops
 # (measured: one ResUNet-a inference 30.2 s in the default build, 4.7 s in this one) and keeps the
 # error messages; no structure changes size, so arena figures are those of any build. The test
@@ -123,10 +126,10 @@ def runner_source() -> Path:
     return src
 
 
-def runtime_key(kernels: str) -> str:
+def runtime_key(kernel_dir: str) -> str:
     """Our kernels, core, runner and installer (which edits TFLM's files): a change to any of them means a
     new runner."""
-    h = hashlib.sha256(kernels.encode() + b"\0" + BUILD_TYPE.encode() + b"\0")
+    h = hashlib.sha256(kernel_dir.encode() + b"\0" + BUILD_TYPE.encode() + b"\0")
     ops = find_sources().tflm_ops
     for sub in ("kernels", "core", "tools"):
         _digest(ops / sub, h)
@@ -166,11 +169,13 @@ def _run(cmd: list[str], cwd: Path, what: str, timeout: float = BUILD_SECONDS) -
     return proc.stdout + proc.stderr
 
 
-def _make_args(kernels: str, target: Sequence[str] = (), sanitize: bool = False) -> list[str]:
+def _make_args(kernel_dir: str, target: Sequence[str] = (), sanitize: bool = False) -> list[str]:
     """TFLM make variables for a build: ours, then ``target`` (e.g. TARGET=cortex_m_qemu TARGET_ARCH=cortex-m7).
     ``sanitize``: the host compilers with ASan and UBSan, objects under SANITIZE_GENDIR."""
-    if kernels not in KERNELS:
-        raise TinySegError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
+    if kernel_dir not in KERNEL_DIRS:
+        raise TinySegError(
+            f"kernel_dir must be one of {', '.join(KERNEL_DIRS)}, not {kernel_dir!r}"
+        )
     extra = (
         [
             f"CXX_TOOL=g++ {SANITIZE_FLAGS}",
@@ -182,18 +187,18 @@ def _make_args(kernels: str, target: Sequence[str] = (), sanitize: bool = False)
     )
     return (
         [f"BUILD_TYPE={BUILD_TYPE}"]
-        + (["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else [])
+        + (["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernel_dir == "cmsis_nn" else [])
         + list(target)
         + extra
     )
 
 
 def make_flags(
-    tree: Path, kernels: str = "reference", target: Sequence[str] = (), sanitize: bool = False
+    tree: Path, kernel_dir: str = "reference", target: Sequence[str] = (), sanitize: bool = False
 ) -> dict[str, str]:
     """The compiler and flags TFLM's Makefile uses for the build (the host's unless ``target`` says)."""
     out = _run(
-        ["make", "-f", MAKEFILE, *_make_args(kernels, target, sanitize)]
+        ["make", "-f", MAKEFILE, *_make_args(kernel_dir, target, sanitize)]
         + [f"print-{n}" for n in FLAG_NAMES],
         tree,
         "asking TFLM's Makefile for its flags",
@@ -213,7 +218,7 @@ def build_runner(
     tree: Path,
     exe: Path,
     source: Path,
-    kernels: str = "reference",
+    kernel_dir: str = "reference",
     jobs: int = 2,
     target: Sequence[str] = (),
     sanitize: bool = False,
@@ -222,11 +227,18 @@ def build_runner(
     ``target`` builds for another TFLM target: cortex_m_qemu's runner runs under qemu-arm, its file
     I/O through semihosting. ``sanitize``: a host build with ASan and UBSan."""
     _run(
-        ["make", "-f", MAKEFILE, *_make_args(kernels, target, sanitize), "microlite", f"-j{jobs}"],
+        [
+            "make",
+            "-f",
+            MAKEFILE,
+            *_make_args(kernel_dir, target, sanitize),
+            "microlite",
+            f"-j{jobs}",
+        ],
         tree,
         "building TFLM's microlite",
     )
-    f = make_flags(tree, kernels, target, sanitize)
+    f = make_flags(tree, kernel_dir, target, sanitize)
     library = tree / f["MICROLITE_LIB_PATH"].strip()
     exe.parent.mkdir(parents=True, exist_ok=True)
     tmp = exe.with_name(f".{exe.name}.tmp")
@@ -264,7 +276,7 @@ def _copy_tree(root: Path, tree: Path) -> None:
 
 def prepare(
     tflm_dir: str,
-    kernels: str = "reference",
+    kernel_dir: str = "reference",
     progress: Callable[[str], None] | None = None,
     sanitize: bool = False,
 ) -> Path:
@@ -273,7 +285,9 @@ def prepare(
     root = check_tree(tflm_dir)
     work = cache_root() / f"tflm-{tree_key(root)}"
     exe = (
-        work / "bin" / f"{RUNNER}-{kernels}{'-sanitize' if sanitize else ''}-{runtime_key(kernels)}"
+        work
+        / "bin"
+        / f"{RUNNER}-{kernel_dir}{'-sanitize' if sanitize else ''}-{runtime_key(kernel_dir)}"
     )
     if exe.is_file() and os.access(exe, os.X_OK):
         return exe
@@ -296,7 +310,7 @@ def prepare(
             progress(
                 f"building TFLM with TinySeg's kernels in {tree} (once per TFLM tree and runtime; minutes)"
             )
-        build_runner(tree, exe, runner_source(), kernels, sanitize=sanitize)
+        build_runner(tree, exe, runner_source(), kernel_dir, sanitize=sanitize)
         (work / "SOURCE").write_text(f"{root}\n", encoding="utf-8")
     return exe
 
