@@ -1,6 +1,6 @@
 """One row per .tflite: what TFLM says of it, what tinyseg says of it, what the optimizer makes of it.
 
-Run: python benchmarks/corpus.py DIR_OR_FILE... [--timeout SECONDS] [--runtime reference|cmsis-nn] [--markdown]
+Run: python benchmarks/corpus.py DIR_OR_FILE... [--timeout SECONDS] [--kernel-set reference|cmsis-nn] [--markdown]
 
 Columns: operators; the real TFLM head (tflite-micro wheel, reference kernels; or why TFLM refuses the
 model, in the notes under the table); tinyseg's analyze head; exact (analyze head == TFLM head; "-"
@@ -28,7 +28,7 @@ def _one_line(exc: BaseException) -> str:
     return (text[-1] if text else type(exc).__name__)[:160]
 
 
-def measure(path: str, runtime: str) -> dict:
+def measure(path: str, kernel_set: str) -> dict:
     """Everything for one model (runs in the child)."""
     import resource
     import time
@@ -54,7 +54,7 @@ def measure(path: str, runtime: str) -> dict:
     except Exception as exc:  # noqa: BLE001
         row["tflm_refuses"] = _one_line(exc)
     try:
-        plan = plan_graph(g, runtime)
+        plan = plan_graph(g, kernel_set)
         row["analyze_head"] = plan.head
         row["claims_exact"] = plan.exact
     except Exception as exc:  # noqa: BLE001
@@ -62,7 +62,7 @@ def measure(path: str, runtime: str) -> dict:
         return row
     t = time.process_time()
     try:
-        r = optimize(g, Options(runtime=runtime))
+        r = optimize(g, Options(kernel_set=kernel_set))
         row["opt_cpu_s"] = time.process_time() - t
         row["opt_head"] = r.plan.head
         row["spills"] = len(r.spills)
@@ -83,8 +83,8 @@ def measure(path: str, runtime: str) -> dict:
     return row
 
 
-def run_child(path: Path, runtime: str, timeout: float) -> dict:
-    cmd = [sys.executable, __file__, "--child", str(path), "--runtime", runtime]
+def run_child(path: Path, kernel_set: str, timeout: float) -> dict:
+    cmd = [sys.executable, __file__, "--child", str(path), "--kernel-set", kernel_set]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -195,14 +195,14 @@ def table(rows: list[dict], markdown: bool) -> str:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="*")
-    ap.add_argument("--runtime", default="reference", choices=["reference", "cmsis-nn"])
+    ap.add_argument("--kernel-set", default="reference", choices=["reference", "cmsis-nn"])
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per model (default: 600)")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         sys.stdout.flush()
-        print(json.dumps(measure(args.child, args.runtime)), flush=True)
+        print(json.dumps(measure(args.child, args.kernel_set)), flush=True)
         return 0
     files: list[Path] = []
     for p in map(Path, args.paths):
@@ -213,7 +213,7 @@ def main(argv: list[str]) -> int:
     rows = []
     for f in files:
         print(f"  .. {f}", file=sys.stderr, flush=True)
-        rows.append(run_child(f, args.runtime, args.timeout))
+        rows.append(run_child(f, args.kernel_set, args.timeout))
     print(table(rows, args.markdown))
     return 0
 

@@ -1,7 +1,7 @@
 """The paper's Tables 3 and 4 on our models: original and optimized arena (TFLM-exact head,
 estimated tail), reduction, bytes spilled per inference, optimizer wall time.
 
-Run: python benchmarks/optimize_table.py [MODEL_DIR] [--runtime NAME] [--verify]
+Run: python benchmarks/optimize_table.py [MODEL_DIR] [--kernel-set NAME] [--verify]
 MODEL_DIR holds vnet2d.tflite, attention_unet.tflite, resunet_a.tflite
 (build them with: python examples/models/build.py --all --out MODEL_DIR; needs the [models] extra).
 """
@@ -32,7 +32,7 @@ PAPER = {
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("model_dir", nargs="?", default=None)
-    ap.add_argument("--runtime", default="reference", help="runtime fork whose kernels are planned")
+    ap.add_argument("--kernel-set", default="reference", help="kernel set planned for")
     ap.add_argument(
         "--verify",
         action="store_true",
@@ -55,7 +55,7 @@ def main() -> None:
             continue
         g = build_graph(load_model(p))
         t = time.perf_counter()
-        r = optimize(g, Options(runtime=args.runtime))
+        r = optimize(g, Options(kernel_set=args.kernel_set))
         secs = time.perf_counter() - t
         cut = 100.0 * (r.original.head - r.plan.head) / r.original.head
         ok = "-"

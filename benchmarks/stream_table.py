@@ -4,7 +4,7 @@ head of what `tinyseg optimize` writes, the chains of stages the StreamChain ker
 `tinyseg optimize` makes, stream_search.choose_streaming(kernel_only=True), planner figures), with
 its storage traffic.
 
-Run: python benchmarks/stream_table.py MODEL.tflite... [--runtime NAME] [--arch host64|cortex-m]
+Run: python benchmarks/stream_table.py MODEL.tflite... [--kernel-set NAME] [--build-profile host64|cortex-m]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 
-def run(model: Path, runtime: str, arch: str | None) -> tuple[dict | None, float, str]:
+def run(model: Path, kernel_set: str, build_profile: str | None) -> tuple[dict | None, float, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     cmd = [
         sys.executable,
@@ -27,9 +27,9 @@ def run(model: Path, runtime: str, arch: str | None) -> tuple[dict | None, float
         str(model),
         "--stream",
         "--json",
-        "--runtime",
-        runtime,
-    ] + (["--arch", arch] if arch else [])
+        "--kernel-set",
+        kernel_set,
+    ] + (["--build-profile", build_profile] if build_profile else [])
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -38,27 +38,29 @@ def run(model: Path, runtime: str, arch: str | None) -> tuple[dict | None, float
     return json.loads(p.stdout), cpu, ""
 
 
-def runnable(model: Path, runtime: str, arch: str):
+def runnable(model: Path, kernel_set: str, build_profile: str):
     """The chains the StreamChain kernel runs (what `tinyseg optimize` streams)."""
     from tinyseg_plugin.graph import build_graph
     from tinyseg_plugin.modelio import load_model
     from tinyseg_plugin.stream_search import choose_streaming
 
-    return choose_streaming(build_graph(load_model(model)), runtime, arch, kernel_only=True)
+    return choose_streaming(
+        build_graph(load_model(model)), kernel_set, build_profile, kernel_only=True
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+", type=Path)
-    ap.add_argument("--runtime", default="reference")
-    ap.add_argument("--arch", default=None)
+    ap.add_argument("--kernel-set", default="reference")
+    ap.add_argument("--build-profile", default=None)
     args = ap.parse_args()
     print(
         f"{'model':<44} {'ops':>4} {'head':>11} {'estimate':>11} {'cut':>5} {'storage B':>11} {'chains':>6} "
         f"{'CPU s':>6} {'runs now':>11} {'storage B':>11} {'chains':>6}"
     )
     for m in args.models:
-        d, cpu, err = run(m, args.runtime, args.arch)
+        d, cpu, err = run(m, args.kernel_set, args.build_profile)
         if d is None:
             print(f"{m.name[:44]:<44} {'':>4} {'refused: ' + err[:60]}")
             continue
@@ -68,7 +70,7 @@ def main() -> int:
             if s["head_without_streaming"]
             else 0.0
         )
-        k = runnable(m, args.runtime, args.arch or "host64")
+        k = runnable(m, args.kernel_set, args.build_profile or "host64")
         print(
             f"{m.name[:44]:<44} {len(d['operators']):>4} {s['head_without_streaming']:>11,} {s['head']:>11,} "
             f"{cut:>4.0f}% {s['storage_bytes_per_inference']:>11,} {len(s['chains']):>6} {cpu:>6.2f} "

@@ -31,10 +31,10 @@ def _digest_of_cli(args: list[str]) -> str:
     return f"{rc}:" + hashlib.sha256((out.getvalue() + err.getvalue()).encode()).hexdigest()[:16]
 
 
-def _choices(path: str, runtime: str) -> dict:
+def _choices(path: str, kernel_set: str) -> dict:
     try:
         graph = build_graph(load_model(path), name=path)
-        r = optimize(graph, Options(runtime=runtime, arch="host64"))
+        r = optimize(graph, Options(kernel_set=kernel_set, build_profile="host64"))
     except TinySegError as exc:
         return {"refused": str(exc)}
     return {
@@ -57,8 +57,8 @@ def main(paths: list[str]) -> None:
             "analyze": _digest_of_cli(["analyze", path, "--json"]),
             "stream": _digest_of_cli(["analyze", path, "--json", "--stream"]),
         }
-        for runtime in ("reference", "cmsis-nn"):
-            row[runtime] = _choices(path, runtime)
+        for kernel_set in ("reference", "cmsis-nn"):
+            row[kernel_set] = _choices(path, kernel_set)
         print(json.dumps(row, sort_keys=True), flush=True)
 
 

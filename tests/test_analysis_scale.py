@@ -97,7 +97,7 @@ def test_live_sets_equal_a_scan_of_every_buffer() -> None:
             assert plan.live_at(s) == [b for b in plan.buffers if b.alive_at(s)], s
         for b in plan.buffers:
             if b.kind == "tensor":
-                assert plan.tensor_buffer(b.index, b.subgraph) is b
+                assert plan.tensor_buffer(b.owner, b.subgraph) is b
 
 
 def test_many_unused_graph_inputs_match_tflm() -> None:
@@ -127,12 +127,12 @@ def test_long_chain_analyses(tmp_path: Path) -> None:
         assert row.live_bytes == sum(b.size for b in live)
         op = g.operators[row.index]
         assert row.output_bytes == sum(
-            b.size for b in live if b.kind == "tensor" and b.index in op.outputs
+            b.size for b in live if b.kind == "tensor" and b.owner in op.outputs
         )
         assert row.input_bytes == sum(
             b.size
             for b in live
-            if b.kind == "tensor" and b.index in op.inputs and b.index not in op.outputs
+            if b.kind == "tensor" and b.owner in op.inputs and b.owner not in op.outputs
         )
     assert to_dict(a)["head"] == d["head"]
 

@@ -11,7 +11,7 @@ import pytest
 import synth
 from conftest import ROOT
 
-from tinyseg_plugin.cli import main
+from tinyseg_plugin.cli import build_parser, main
 from tinyseg_plugin.modelio import model_to_bytes, save_model
 
 
@@ -129,7 +129,7 @@ def test_analyze_outputs(tmp_path: Path, unet_file: Path, capsys) -> None:
     text = capsys.readouterr().out
     assert "<== head" in text and "307,200" in text
     d = json.loads((tmp_path / "a.json").read_text())
-    assert d["schema"] == "tinyseg.analysis/2" and d["head"] == 307_200 and d["exact"]
+    assert d["schema"] == "tinyseg.analysis/3" and d["head"] == 307_200 and d["exact"]
     assert d["peak"]["live_bytes"] <= d["head"]
     assert {"tensors.csv", "operators.csv", "buffers.csv"} <= {
         p.name for p in (tmp_path / "csv").iterdir()
@@ -372,7 +372,7 @@ def _optimized_with_layout(tmp_path: Path, unet_file: Path, offset_of) -> Path:
     g = build_graph(load_model(out))
     plan = plan_graph(g)
     laid = with_offsets(
-        g, {b.index: offset_of(b) for b in plan.buffers if b.kind == "tensor" and b.subgraph == 0}
+        g, {b.owner: offset_of(b) for b in plan.buffers if b.kind == "tensor" and b.subgraph == 0}
     ).graph
     path = tmp_path / "laid.tflite"
     save_model(laid.model, path)
@@ -416,3 +416,35 @@ def test_failed_optimize_without_quiet_is_one_line(tmp_path: Path, unet_file: Pa
     )
     _one_line(r, 2, "did not finish")
     assert not (tmp_path / "o.tflite").exists()
+
+
+# Old spellings kept for one release (docs/glossary.md, "Deprecated spellings"): (old, new, value).
+DEPRECATED_OPTIONS = [
+    ("--runtime", "--kernel-set", "cmsis-nn"),
+    ("--kernels", "--kernel-set", "cmsis-nn"),
+    ("--arch", "--build-profile", "cortex-m"),
+]
+
+
+@pytest.mark.parametrize("old, new, value", DEPRECATED_OPTIONS)
+def test_deprecated_option_warns_once_and_acts_as_the_new_one(
+    unet_file: Path, capsys, old: str, new: str, value: str
+) -> None:
+    assert main(["analyze", str(unet_file), "--json", new, value]) == 0
+    new_out = capsys.readouterr()
+    assert new_out.err == ""  # the new spelling warns about nothing
+    assert main(["analyze", str(unet_file), "--json", old, value]) == 0
+    old_out = capsys.readouterr()
+    assert old_out.err == f"tinyseg: warning: {old} is deprecated; use {new}\n"
+    assert old_out.out == new_out.out  # the same analysis, byte for byte
+    for command in ("analyze", "optimize"):
+        help_text = build_parser()._subparsers._group_actions[0].choices[command].format_help()
+        assert new in help_text and old not in help_text  # only the new spelling is documented
+
+
+def test_analysis_json_keeps_deprecated_keys_beside_new_ones(unet_file: Path, capsys) -> None:
+    assert main(["analyze", str(unet_file), "--json", "--kernel-set", "cmsis-nn"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["schema"] == "tinyseg.analysis/3"
+    assert d["kernel_set"] == d["runtime"] == "cmsis-nn"  # "runtime": deprecated, one release
+    assert d["build_profile"] == d["arch"] == "host64"  # "arch": deprecated, one release

@@ -148,7 +148,7 @@ def test_report_records_the_target_asked_for(unet_file: Path, tmp_path: Path) ->
     assert (
         r["target_bytes"] == 200_000
         and r["target_met"] is True
-        and r["arch"] == "host64"
+        and r["build_profile"] == r["arch"] == "host64"  # "arch": deprecated, one release
         and "target" not in r
     )
 
@@ -162,21 +162,32 @@ def test_files_respect_the_umask(unet_file: Path, tmp_path: Path) -> None:
     assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o640
 
 
-def test_analysis_names_the_arch_and_fits_in_100_columns(
+def test_analysis_names_the_build_profile_and_fits_in_100_columns(
     unet_file: Path, tmp_path: Path, capsys, monkeypatch
 ) -> None:
     # A short relative path, as a user types it: the first line names the file, and the suite's
     # own temporary path (which depends on where the clone is) must not decide the width.
     monkeypatch.chdir(unet_file.parent)
     assert (
-        main(["analyze", unet_file.name, "--arch", "cortex-m", "--json", str(tmp_path / "a.json")])
+        main(
+            [
+                "analyze",
+                unet_file.name,
+                "--build-profile",
+                "cortex-m",
+                "--json",
+                str(tmp_path / "a.json"),
+            ]
+        )
         == 0
     )
     text = capsys.readouterr().out
-    assert "arch: cortex-m" in text.splitlines()[0] and "target" not in text.splitlines()[0]
+    assert (
+        "build profile: cortex-m" in text.splitlines()[0] and "target" not in text.splitlines()[0]
+    )
     assert max(len(line) for line in text.splitlines()) <= 100, max(text.splitlines(), key=len)
     d = json.loads((tmp_path / "a.json").read_text())
-    assert d["arch"] == "cortex-m" and "target" not in d
+    assert d["build_profile"] == "cortex-m" and "target" not in d
     big = [t for t in d["tensors"] if t["offset"] and t["offset"] >= 1000]
     assert big and f"{big[0]['offset']:,}" in text  # offsets with separators, like bytes
 

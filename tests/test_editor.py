@@ -83,7 +83,7 @@ def test_offline_layout_table_is_sized_after_pruning() -> None:
     g = build_graph(with_unreferenced(synth.tiny_unet_like(), position=1))
     p = plan_graph(g)
     offs = first_fit(p.buffers, ORDERS["start"])
-    wanted = {p.buffers[i].index: o for i, o in offs.items() if p.buffers[i].kind == "tensor"}
+    wanted = {p.buffers[i].owner: o for i, o in offs.items() if p.buffers[i].kind == "tensor"}
     g2 = with_offsets(g, wanted).graph
     table = offline_offsets(g2.model)
     assert len(table) == len(g2.tensors) == len(g.tensors) - 1

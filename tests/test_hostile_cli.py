@@ -274,7 +274,7 @@ def _offline(offset_of):
 
     def mutate(m: "fb.ModelT") -> None:
         plan = plan_graph(build_graph(parse_model(model_to_bytes(m))))
-        planned = {b.index: b for b in plan.buffers if b.kind == "tensor" and b.subgraph == 0}
+        planned = {b.owner: b for b in plan.buffers if b.kind == "tensor" and b.subgraph == 0}
         n = len(m.subgraphs[0].tensors)
         offsets = [-1] * n
         for i, off in offset_of(planned).items():
@@ -301,9 +301,9 @@ def _one_moved(planned) -> dict[int, int]:
         (a, b)
         for a in planned.values()
         for b in planned.values()
-        if a.index < b.index and a.offset != b.offset and a.first <= b.last and b.first <= a.last
+        if a.owner < b.owner and a.offset != b.offset and a.first <= b.last and b.first <= a.last
     )
-    offsets[b.index] = a.offset
+    offsets[b.owner] = a.offset
     return offsets
 
 

@@ -19,7 +19,7 @@ from synth import SAME, VALID, ModelBuilder
 
 from tinyseg_plugin import tflm
 from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.kernels import Arch, cmsis_nn, reference
+from tinyseg_plugin.kernels import BuildProfile, cmsis_nn, reference
 from tinyseg_plugin.modelio import load_model, model_to_bytes
 from tinyseg_plugin.planner import plan_graph, plan_model
 from tinyseg_plugin.schema import fb
@@ -283,7 +283,7 @@ def test_cortex_m_tail_of_the_tiny_unet() -> None:
     tail with RecordingMicroInterpreter and 6,996 with a plain MicroInterpreter (the probe's
     plain_used minus its head): the "cortex-m" target is the plain one."""
     g = build_graph(load_model(TINY_UNET))
-    assert plan_graph(g, "reference", Arch("cortex-m-recording", 4)).tail.total == 7_108
+    assert plan_graph(g, "reference", BuildProfile("cortex-m-recording", 4)).tail.total == 7_108
     plain = plan_graph(g, "reference", "cortex-m").tail
     assert plain.total == 6_996 and "MicroInterpreter" in plain.app
 
@@ -453,9 +453,9 @@ def test_cmsis_nn_head_matches_real_builds(target: str, tmp_path: Path) -> None:
         if target == "host":
             with pytest.MonkeyPatch.context() as mp:  # the x86 build has no ARM_MATH_DSP
                 mp.setattr(cmsis_nn, "scratch_requests", _no_dsp)
-                plan = plan_graph(g, "cmsis-nn", Arch("host64-make-recording", 8))
+                plan = plan_graph(g, "cmsis-nn", BuildProfile("host64-make-recording", 8))
         else:
-            plan = plan_graph(g, "cmsis-nn", Arch("cortex-m-recording", 4))
+            plan = plan_graph(g, "cmsis-nn", BuildProfile("cortex-m-recording", 4))
         print(
             f"{path.name} cmsis_nn {target}: head {plan.head} (TFLM {real['head']}), "
             f"tail {plan.tail.total} (TFLM {real['tail']})"
@@ -483,7 +483,7 @@ def test_reference_tail_matches_real_builds(target: str, tmp_path: Path) -> None
     name, pb = ("host64-make-recording", 8) if target == "host" else ("cortex-m-recording", 4)
     for path in _probe_models(tmp_path):
         real = bp.run_probe(exe, path, target)
-        plan = plan_graph(build_graph(load_model(path)), "reference", Arch(name, pb))
+        plan = plan_graph(build_graph(load_model(path)), "reference", BuildProfile(name, pb))
         assert plan.head == real["head"]
         assert plan.tail.total == real["tail"], (
             f"{path.name} ({target}): tail {plan.tail.total} vs {real['tail']}"

@@ -40,7 +40,7 @@ def _laid(result, graph, plan):
 
 
 def test_tiny_unet_reference_reaches_153600_bit_exact(unet_graph) -> None:
-    r = optimize(unet_graph, Options(runtime="reference", stream=False))
+    r = optimize(unet_graph, Options(kernel_set="reference", stream=False))
     assert r.original.head == 307_200
     assert r.plan.head <= 153_600
     assert verify(unet_graph, r.graph, runs=3).identical
@@ -48,11 +48,15 @@ def test_tiny_unet_reference_reaches_153600_bit_exact(unet_graph) -> None:
     assert customops.SPILL in ops and customops.FETCHING_CONV_2D in ops
 
 
-@pytest.mark.parametrize("runtime, arch", [("reference", "host64"), ("cmsis-nn", "cortex-m")])
-def test_tiny_unet_streams_under_64000_bit_exact(unet_graph, runtime: str, arch: str) -> None:
+@pytest.mark.parametrize(
+    "runtime, build_profile", [("reference", "host64"), ("cmsis-nn", "cortex-m")]
+)
+def test_tiny_unet_streams_under_64000_bit_exact(
+    unet_graph, runtime: str, build_profile: str
+) -> None:
     """Issue 14: by default optimize streams the Tiny U-Net (StreamChain operators only) to a head of
     at most 64,000 B (66,000 with CMSIS-NN), total at most 74,000, verified bit-exact."""
-    r = optimize(unet_graph, Options(runtime=runtime, arch=arch))
+    r = optimize(unet_graph, Options(kernel_set=runtime, build_profile=build_profile))
     assert {op.opcode for op in r.graph.operators} == {customops.STREAM_CHAIN}
     assert r.plan.head <= (64_000 if runtime == "reference" else 66_000) and r.plan.total <= 74_000
     assert r.chains and not r.spills and r.stream_bytes > 0 and r.steps[-1].technique == "streaming"

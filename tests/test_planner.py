@@ -102,13 +102,16 @@ def test_a_model_with_tinyseg_operators_is_planned_as_installed(runtime: str) ->
     profile's tail against the real build), not only the *-tinyseg one."""
     from conftest import TINY_UNET
 
-    from tinyseg_plugin.kernels import Arch
+    from tinyseg_plugin.kernels import BuildProfile
     from tinyseg_plugin.modelio import load_model
     from tinyseg_plugin.optimizer import Options, optimize
 
     g = build_graph(load_model(TINY_UNET))
-    opt = optimize(g, Options(runtime=runtime)).graph
-    plain, installed = Arch("host64-make-recording", 8), Arch("host64-make-recording-tinyseg", 8)
+    opt = optimize(g, Options(kernel_set=runtime)).graph
+    plain, installed = (
+        BuildProfile("host64-make-recording", 8),
+        BuildProfile("host64-make-recording-tinyseg", 8),
+    )
     assert (
         plan_graph(opt, runtime, plain).tail.total == plan_graph(opt, runtime, installed).tail.total
     )

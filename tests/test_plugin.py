@@ -27,9 +27,27 @@ def optimized(unet: bytes) -> tuple[bytes, list[dict]]:
 
 def test_options_are_registered_through_the_host_parser() -> None:
     pm = manager(plugin)
-    a = parse(pm, ["--target", "160KB", "--runtime", "cmsis-nn", "--no-fuse"])
-    assert (a.target, a.runtime, a.no_fuse, a.no_partial) == ("160KB", "cmsis-nn", True, False)
-    assert parse(pm, ["--kernels", "cmsis-nn"]).runtime == "cmsis-nn"  # the deprecated alias
+    a = parse(pm, ["--target", "160KB", "--kernel-set", "cmsis-nn", "--no-fuse"])
+    assert (a.target, a.kernel_set, a.no_fuse, a.no_partial) == ("160KB", "cmsis-nn", True, False)
+
+
+# The plugin's old spellings, as the CLI's (tests/test_cli.py): (old, new, dest, value).
+DEPRECATED_OPTIONS = [
+    ("--runtime", "--kernel-set", "kernel_set", "cmsis-nn"),
+    ("--kernels", "--kernel-set", "kernel_set", "cmsis-nn"),
+    ("--arch", "--build-profile", "build_profile", "cortex-m"),
+]
+
+
+@pytest.mark.parametrize("old, new, dest, value", DEPRECATED_OPTIONS)
+def test_deprecated_option_warns_once_and_acts_as_the_new_one(
+    capsys, old: str, new: str, dest: str, value: str
+) -> None:
+    pm = manager(plugin)
+    assert getattr(parse(pm, [new, value]), dest) == value
+    assert capsys.readouterr().err == ""
+    assert getattr(parse(pm, [old, value]), dest) == value
+    assert capsys.readouterr().err == f"tinyseg: warning: {old} is deprecated; use {new}\n"
 
 
 def test_analyze_gets_no_optimize_options() -> None:
@@ -37,7 +55,10 @@ def test_analyze_gets_no_optimize_options() -> None:
     p = argparse.ArgumentParser(allow_abbrev=False)
     pm.hook.tflite_tools_add_options(parser=p, command="analyze")
     text = p.format_help()
-    assert "--runtime" in text and "--arch" in text
+    assert "--kernel-set" in text and "--build-profile" in text
+    assert (
+        "--runtime" not in text and "--kernels" not in text and "--arch" not in text
+    )  # deprecated spellings: not shown
     assert "--target" not in text and "--verify-runs" not in text and "--no-fuse" not in text
 
 
@@ -105,8 +126,10 @@ def test_every_tinyseg_operator_is_described_and_others_are_not(optimized) -> No
     "argv, message",
     [
         (["--target", "12XB"], "--target: '12XB' is not a size"),
-        (["--runtime", "fast"], "--runtime: 'fast'"),
-        (["--arch", "arm"], "--arch: 'arm'"),
+        (["--kernel-set", "fast"], "--kernel-set: 'fast'"),
+        (["--runtime", "fast"], "--kernel-set: 'fast'"),
+        (["--build-profile", "arm"], "--build-profile: 'arm'"),
+        (["--arch", "arm"], "--build-profile: 'arm'"),
         (["--verify-runs", "0"], "--verify-runs: '0'"),
         (["--verify-runs", "-1"], "--verify-runs: '-1'"),
         (["--verify-runs", "x"], "--verify-runs: 'x'"),

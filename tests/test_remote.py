@@ -51,7 +51,7 @@ needs_serial = pytest.mark.skipif(
 # ----------------------------------------------------------------------------- helpers
 
 
-class FdStream:
+class FdSerialLine:
     """The client's end of a pty (the master has no path pyserial could open)."""
 
     def __init__(self, fd: int) -> None:
@@ -382,7 +382,7 @@ def test_python_client_over_pty_with_corruption(pty_pair: Pty) -> None:
         pty_pair, Faults(corrupt_responses=frozenset({2}), drop_responses=frozenset({4}))
     )
     try:
-        client = RemoteClient(FdStream(pty_pair.master), timeout=0.3, attempts=4)
+        client = RemoteClient(FdSerialLine(pty_pair.master), timeout=0.3, attempts=4)
         client.hello()
         data = bytes((i * 7) & 0xFF for i in range(5000))
         client.write(1, 0, data)
@@ -545,7 +545,7 @@ def test_cli_serves_until_the_board_disconnects(pty_pair: Pty, tmp_path: Path) -
         text=True,
     )
     try:
-        client = RemoteClient(FdStream(pty_pair.master), timeout=2.0)
+        client = RemoteClient(FdSerialLine(pty_pair.master), timeout=2.0)
         deadline = time.monotonic() + 30
         while True:  # the host needs a moment to start and open the port
             try:
@@ -594,7 +594,7 @@ def test_cli_answers_an_oversized_frame_and_a_far_write_and_keeps_serving(
         text=True,
     )
     try:
-        client = RemoteClient(FdStream(pty_pair.master), timeout=2.0)
+        client = RemoteClient(FdSerialLine(pty_pair.master), timeout=2.0)
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -602,7 +602,7 @@ def test_cli_answers_an_oversized_frame_and_a_far_write_and_keeps_serving(
                 break
             except RemoteError:
                 assert time.monotonic() < deadline, "remote-host did not answer"
-        FdStream(pty_pair.master).write(b"\x01" * 20_000 + b"\0")
+        FdSerialLine(pty_pair.master).write(b"\x01" * 20_000 + b"\0")
         nak = client._receive(time.monotonic() + 5)
         assert nak is not None and parse_frame(nak).type == MsgType.NAK
         with pytest.raises(RemoteError) as e:

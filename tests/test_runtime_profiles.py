@@ -24,18 +24,35 @@ import synth
 
 from tinyseg_plugin import cli
 from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.kernels import ARCHES, KERNEL_SETS, RUNTIMES, Arch, KernelRules, default_arch
-from tinyseg_plugin.kernels.profiles import ARDUINO_CMSIS_NN, PROFILES
+from tinyseg_plugin.kernels import (
+    BUILD_PROFILES,
+    KERNEL_SETS,
+    BuildProfile,
+    KernelRules,
+    default_build_profile,
+)
+from tinyseg_plugin.kernels.profiles import ARDUINO_CMSIS_NN, FORK_KERNEL_SETS
 from tinyseg_plugin.modelio import load_model
 from tinyseg_plugin.planner import plan_graph
+from tinyseg_plugin.runtimes import KERNEL_SET_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_UNET = ROOT / "examples" / "models" / "tiny_unet.tflite"
 
 
 def test_runtime_names() -> None:
-    assert RUNTIMES == ("reference", "cmsis-nn", "arduino", "zephyr", "edge-impulse", "esp-idf")
-    assert default_arch("reference") == "host64" and default_arch("arduino") == "cortex-m"
+    assert KERNEL_SET_NAMES == (
+        "reference",
+        "cmsis-nn",
+        "arduino",
+        "zephyr",
+        "edge-impulse",
+        "esp-idf",
+    )
+    assert (
+        default_build_profile("reference") == "host64"
+        and default_build_profile("arduino") == "cortex-m"
+    )
 
 
 def _graphs():
@@ -46,9 +63,12 @@ def _graphs():
 
 @pytest.mark.parametrize("runtime", ["arduino", "zephyr", "edge-impulse", "esp-idf"])
 def test_each_operator_gets_its_trees_kernel(runtime: str) -> None:
-    prof = PROFILES[runtime]
-    for arch in ("host64", "cortex-m"):
-        rules = {k: KernelRules(k, ARCHES[arch]) for k in ("reference", "cmsis-nn", runtime)}
+    prof = FORK_KERNEL_SETS[runtime]
+    for build_profile in ("host64", "cortex-m"):
+        rules = {
+            k: KernelRules(k, BUILD_PROFILES[build_profile])
+            for k in ("reference", "cmsis-nn", runtime)
+        }
         for g in _graphs():
             for op in g.operators:
                 got = rules[runtime].scratch_requests(g, op)
@@ -79,7 +99,7 @@ def test_arduino_plans_transpose_conv_like_reference() -> None:
     assert tc
     for op in tc:
         out = g.tensors[op.outputs[0]]
-        assert KernelRules("arduino", ARCHES["cortex-m"]).scratch_requests(g, op) == [
+        assert KernelRules("arduino", BUILD_PROFILES["cortex-m"]).scratch_requests(g, op) == [
             out.elements * 4
         ]
 
@@ -92,22 +112,26 @@ def test_esp_idf_reports_esp_nn_operators_as_unknown() -> None:
 def test_cli_runtime_and_deprecated_alias(capsys: pytest.CaptureFixture) -> None:
     import json
 
-    assert cli.main(["analyze", str(TINY_UNET), "--runtime", "arduino", "--json"]) == 0
+    assert cli.main(["analyze", str(TINY_UNET), "--kernel-set", "arduino", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    # (JSON keys "runtime"/"arch"; older layouts call them "kernels"/"target")
-    assert (d["head"], d.get("arch", d.get("target")), d.get("runtime", d.get("kernels"))) == (
+    assert (d["head"], d["build_profile"], d["kernel_set"]) == (
         307_200,
         "cortex-m",
         "arduino",
     )
     assert cli.main(["analyze", str(TINY_UNET), "--kernels", "cmsis-nn", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert (d["head"], d.get("arch", d.get("target"))) == (230_400, "host64")
-    assert cli.main(["analyze", str(TINY_UNET), "--runtime", "nope"]) == 2
+    assert (d["head"], d["build_profile"]) == (230_400, "host64")
+    assert cli.main(["analyze", str(TINY_UNET), "--kernel-set", "nope"]) == 2
     err = capsys.readouterr().err
-    assert "--runtime" in err and err.strip().count("\n") == 0
-    assert "--kernels" not in cli.build_parser().format_help()
-    assert all(k in KERNEL_SETS for k in RUNTIMES)
+    assert "--kernel-set" in err and err.strip().count("\n") == 0
+    help_text = cli.build_parser()._subparsers._group_actions[0].choices["analyze"].format_help()
+    assert (
+        "--kernel-set" in help_text
+        and "--kernels" not in help_text
+        and "--runtime" not in help_text
+    )
+    assert all(k in KERNEL_SETS for k in KERNEL_SET_NAMES)
 
 
 # ---------------------------------------------------------------- against the Arduino library itself
@@ -170,7 +194,7 @@ def test_arduino_profile_against_the_library_built_on_the_host(
         exe = bfp.build_arduino_probe(Path(r.stdout.strip()) / "src", base / "build")
     except bfp.ProbeError as exc:
         pytest.fail(str(exc), pytrace=False)
-    host = dataclasses.replace(PROFILES["arduino"], dsp=False)
+    host = dataclasses.replace(FORK_KERNEL_SETS["arduino"], dsp=False)
     mismatches = []
     worst = (0.0, "")
     with pytest.MonkeyPatch.context() as mp:
@@ -178,7 +202,9 @@ def test_arduino_profile_against_the_library_built_on_the_host(
         for path in _probe_models(tmp_path_factory.mktemp("models"), example_models):
             real = bfp.run_probe(exe, path)
             plan = plan_graph(
-                build_graph(load_model(str(path))), "arduino", Arch("host64-make-recording", 8)
+                build_graph(load_model(str(path))),
+                "arduino",
+                BuildProfile("host64-make-recording", 8),
             )
             print(
                 f"{path.name}: head {plan.head} (library {real['head']}), tail estimate {plan.tail.total} "

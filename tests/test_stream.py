@@ -16,7 +16,7 @@ import synth
 from tinyseg_plugin import customops, stream, stream_search
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.kernels import ARCHES, KernelRules
+from tinyseg_plugin.kernels import BUILD_PROFILES, KernelRules
 from tinyseg_plugin.modelio import load_model
 from tinyseg_plugin.passes.edit import Editor
 from tinyseg_plugin.passes.stream import stream_chains
@@ -100,7 +100,7 @@ def test_transpose_conv_row_scratch_follows_the_runtime():
     # VALID, stride 2 over a kernel width 1, 5 input columns: 9 output columns, 10 in CMSIS-NN's row
     assert stream.transpose_conv_row_scratch(5, 1, 4, 2) == 10 * 4 * 4
     implementation = {
-        r: KernelRules(r, ARCHES["cortex-m"]).implementation_of("TRANSPOSE_CONV")
+        r: KernelRules(r, BUILD_PROFILES["cortex-m"]).implementation_of("TRANSPOSE_CONV")
         for r in ("reference", "cmsis-nn", "arduino", "zephyr", "edge-impulse", "esp-idf")
     }
     assert implementation == {
@@ -156,14 +156,16 @@ def test_chains_must_be_consecutive_and_spills_read_by_chains_only():
         stream_chains(g, [[0, 1, 2], [3, 4, 5]], frozenset({skip}))
 
 
-@pytest.mark.parametrize("runtime,arch", [("reference", "host64"), ("cmsis-nn", "cortex-m")])
-def test_search_lowers_the_tiny_unet_head(runtime, arch):
+@pytest.mark.parametrize(
+    "runtime,build_profile", [("reference", "host64"), ("cmsis-nn", "cortex-m")]
+)
+def test_search_lowers_the_tiny_unet_head(runtime, build_profile):
     g = build_graph(load_model(TINY))
-    choice = stream_search.choose_streaming(g, runtime, arch)
-    assert choice.base_head == plan_graph(g, runtime, arch).head
+    choice = stream_search.choose_streaming(g, runtime, build_profile)
+    assert choice.base_head == plan_graph(g, runtime, build_profile).head
     assert choice.streamed is not None
     # the planner's head of the streamed graph is the figure reported
-    assert choice.head == plan_graph(choice.streamed.graph, runtime, arch).head
+    assert choice.head == plan_graph(choice.streamed.graph, runtime, build_profile).head
     assert choice.head <= 64_000  # issue 14's target for the Tiny U-Net (as a plan; no kernel yet)
     # every chain phase holds at least its whole inputs, whole outputs and rings at once
     for c in choice.streamed.chains:

@@ -235,10 +235,14 @@ def test_installs_a_tflite_tools_command_with_analyze_and_optimize(env: Env) -> 
     assert "--plugin NAME" in plain and "--target" not in plain
     with_plugin = _run([env.tool, "optimize", "--plugin", "tinyseg", "--help"], check=True).stdout
     assert (
-        "--target" in with_plugin and "--runtime" in with_plugin and "--verify-runs" in with_plugin
+        "--target" in with_plugin
+        and "--kernel-set" in with_plugin
+        and "--verify-runs" in with_plugin
     )
     analyze = _run([env.tool, "analyze", "--plugin", "tinyseg", "--help"], check=True).stdout
-    assert "--runtime" in analyze and "--target" not in analyze and "--verify-runs" not in analyze
+    assert (
+        "--kernel-set" in analyze and "--target" not in analyze and "--verify-runs" not in analyze
+    )
     where = _run(
         [env.python, "-c", "import tflite_tools.cli as c; print(c.__file__)"],
         cwd=env.base,
@@ -529,10 +533,10 @@ def test_bad_plugin_option_is_refused_before_the_analysis(env: Env, unet: Path) 
     p, _ = _in_fresh_dir(
         env,
         "bad-runtime",
-        [env.tool, "analyze", "--plugin", "tinyseg", "--runtime", "fast", "-i", unet],
+        [env.tool, "analyze", "--plugin", "tinyseg", "--kernel-set", "fast", "-i", unet],
     )
     assert p.returncode == 2 and not p.stdout
-    assert "--runtime: 'fast'" in _one_error_line(p)
+    assert "--kernel-set: 'fast'" in _one_error_line(p)
 
 
 def test_missing_model_with_a_plugin_is_one_line(env: Env) -> None:

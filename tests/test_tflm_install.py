@@ -29,7 +29,7 @@ import pytest
 
 from tinyseg_plugin import tflm_install
 from tinyseg_plugin.errors import TinySegError
-from tinyseg_plugin.tflm_install import INSTALL_DIR, STAMP, detect_layout, install
+from tinyseg_plugin.tflm_install import INSTALL_DIR, STAMP, detect_tree_layout, install
 
 ROOT = Path(__file__).resolve().parent.parent
 THIRD_PARTY = ROOT.parent / "shared" / "third_party"
@@ -206,16 +206,16 @@ def test_cli_refusal_is_one_line_exit_2(tmp_path: Path) -> None:
 
 
 def test_layouts_are_recognised(pristine, tmp_path: Path) -> None:
-    assert detect_layout(pristine(UPSTREAM)).kind == "upstream-make"
-    lay = detect_layout(pristine(ARDUINO))
+    assert detect_tree_layout(pristine(UPSTREAM)).kind == "upstream-make"
+    lay = detect_tree_layout(pristine(ARDUINO))
     assert (lay.kind, lay.ext, lay.src.name) == ("arduino", ".cpp", "src")
-    lay = detect_layout(
+    lay = detect_tree_layout(
         pristine(ARDUINO) / "src"
     )  # the library's src/ named instead of the library
     assert (lay.kind, lay.root, lay.src.name) == ("arduino", pristine(ARDUINO), "src")
-    assert detect_layout(pristine(ESP)).kind == "esp-idf"
-    assert detect_layout(zephyr_tree(pristine(UPSTREAM), tmp_path / "z")).kind == "zephyr"
-    ei = detect_layout(edge_impulse_tree(pristine(UPSTREAM), tmp_path / "ei"))
+    assert detect_tree_layout(pristine(ESP)).kind == "esp-idf"
+    assert detect_tree_layout(zephyr_tree(pristine(UPSTREAM), tmp_path / "z")).kind == "zephyr"
+    ei = detect_tree_layout(edge_impulse_tree(pristine(UPSTREAM), tmp_path / "ei"))
     assert (ei.kind, ei.prefix, ei.src.name) == (
         "edge-impulse",
         "edge-impulse-sdk/",
@@ -332,7 +332,7 @@ def test_arduino_library(arduino: Path) -> None:
     before = snapshot(arduino)
     lines = list(install(str(arduino)))
     assert any("Arduino_TensorFlowLite library" in line for line in lines)
-    assert any("arduino-cli compile" in line and "--runtime arduino" in line for line in lines)
+    assert any("arduino-cli compile" in line and "--kernel-set arduino" in line for line in lines)
     after = snapshot(arduino)
     assert _changed(before, after) == {
         "src/" + TC.replace(".cc", ".cpp")
@@ -362,7 +362,7 @@ def test_zephyr_module(pristine, tmp_path: Path) -> None:
     z = zephyr_tree(pristine(UPSTREAM), tmp_path / "zephyr-tflm")
     before = snapshot(z)
     lines = list(install(str(z)))
-    assert any("zephyr_library_sources" in line and "--runtime zephyr" in line for line in lines)
+    assert any("zephyr_library_sources" in line and "--kernel-set zephyr" in line for line in lines)
     # The module's hand-written CMake list is printed for the user, not edited.
     assert _changed(before, snapshot(z)) == {
         TC,

@@ -26,7 +26,7 @@ from tinyseg_plugin import customops, modelio, optimizer, stream, stream_search
 from tinyseg_plugin.analysis import analyze_graph
 from tinyseg_plugin.coldrange import cold_ranges
 from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.kernels import Arch
+from tinyseg_plugin.kernels import BuildProfile
 from tinyseg_plugin.passes import graph_or_none
 from tinyseg_plugin.passes.fuse import ConvFusion, fuse_concat, fuse_conv
 from tinyseg_plugin.passes.spill import SpillPlan, apply_spill, partial_plan
@@ -226,11 +226,11 @@ def _run_e2e(
 # The runner is an x86-64 Makefile build of a TFLM with TinySeg installed, running a
 # RecordingMicroInterpreter: the tail profile of that build (host64-make-recording, which
 # tests/test_kernel_rules.py checks against the arena probe, plus TinySeg's patches).
-E2E_BUILD = Arch("host64-make-recording-tinyseg", 8)
+E2E_BUILD = BuildProfile("host64-make-recording-tinyseg", 8)
 
 
 def _assert_as_analyzed(
-    got: dict[str, int], model: Path, kernels: str = "reference", build: Arch = E2E_BUILD
+    got: dict[str, int], model: Path, kernels: str = "reference", build: BuildProfile = E2E_BUILD
 ) -> None:
     """What TFLM reported for `model` is what `tinyseg analyze` says for the e2e build: the head,
     the tail, and the persistent buffers (the kernels' Init/Prepare allocations, analyze's
@@ -650,7 +650,7 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
     # arithmetic on their bands, its other stages the reference arithmetic)
     for streaming in (False, True):
         model = tmp_path / f"opt_cmsis_{streaming}.tflite"
-        result = optimizer.optimize(g, optimizer.Options(runtime="cmsis-nn", stream=streaming))
+        result = optimizer.optimize(g, optimizer.Options(kernel_set="cmsis-nn", stream=streaming))
         assert (customops.STREAM_CHAIN in {op.opcode for op in result.graph.operators}) == streaming
         modelio.save_model(result.graph.model, model)
         got = _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")
@@ -680,7 +680,7 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
 
 CORTEX_M7 = build_e2e.CORTEX_M7
 # The runner built for the Cortex-M7 (ILP32, RecordingMicroInterpreter, TinySeg installed).
-M7_BUILD = Arch("cortex-m-recording-tinyseg", 4)
+M7_BUILD = BuildProfile("cortex-m-recording-tinyseg", 4)
 
 
 def _cortex_m7_skip_reason(tflm: Path, kernels: str) -> str | None:
@@ -720,7 +720,7 @@ def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_
     """Issue 14 on the target: the Tiny U-Net, optimized without and with streaming for the
     Cortex-M planner rules, runs whole in TFLM built for a Cortex-M7 (tinyseg_run under qemu-arm,
     model and data through semihosting), with the outputs of the original on the host's reference
-    kernels, and TFLM's head, tail and persistent buffers equal to `tinyseg analyze --arch cortex-m`
+    kernels, and TFLM's head, tail and persistent buffers equal to `tinyseg analyze --build-profile cortex-m`
     for that build."""
     reason = _cortex_m7_skip_reason(installed, kernels)
     if reason:
@@ -741,7 +741,7 @@ def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_
     _assert_as_analyzed(original, TINY_UNET, runtime, M7_BUILD)
     for streaming in (False, True):
         result = optimizer.optimize(
-            g, optimizer.Options(runtime=runtime, arch="cortex-m", stream=streaming)
+            g, optimizer.Options(kernel_set=runtime, build_profile="cortex-m", stream=streaming)
         )
         assert (customops.STREAM_CHAIN in {op.opcode for op in result.graph.operators}) == streaming
         model = tmp_path / f"m7_{streaming}.tflite"

@@ -14,7 +14,7 @@ from .graph import Graph
 from .planner import Buffer, Plan, plan_graph
 from .validate import Refusal, tflm_refusals
 
-SCHEMA = "tinyseg.analysis/2"  # 2: "target" (the build profile) renamed "arch"
+SCHEMA = "tinyseg.analysis/3"  # 3: "kernel_set", "build_profile", buffers' "owner" (old "runtime", "arch", "index" kept for one release); 2: "target" renamed "arch"
 
 
 @dataclass(frozen=True)
@@ -140,9 +140,12 @@ def _row(graph: Graph, plan: Plan, op_index: int, data: _RowData | None = None) 
 
 
 def analyze_graph(
-    graph: Graph, runtime: str = "reference", arch: str = "host64", plan: Plan | None = None
+    graph: Graph,
+    kernel_set: str = "reference",
+    build_profile: str = "host64",
+    plan: Plan | None = None,
 ) -> Analysis:
-    plan = plan or plan_graph(graph, runtime, arch)
+    plan = plan or plan_graph(graph, kernel_set, build_profile)
     data = _RowData(graph, plan)
     rows = [_row(graph, plan, i, data) for i in range(len(graph.operators))]
     peak = None
@@ -156,7 +159,8 @@ def _buffer_dict(b: Buffer) -> dict:
         "label": b.label,
         "kind": b.kind,
         "subgraph": b.subgraph,
-        "index": b.index,
+        "owner": b.owner,
+        "index": b.owner,  # deprecated spelling of "owner", kept for one release
         "bytes": b.nbytes,
         "size": b.size,
         "offset": b.offset,
@@ -226,8 +230,10 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
     return {
         "schema": SCHEMA,
         "model": model_name,
-        "runtime": p.runtime,
-        "arch": p.arch,
+        "kernel_set": p.kernel_set,
+        "runtime": p.kernel_set,  # deprecated spelling of "kernel_set", kept for one release
+        "build_profile": p.build_profile,
+        "arch": p.build_profile,  # deprecated spelling of "build_profile", kept for one release
         "exact": a.exact,
         "not_exact_because": a.not_exact_because,
         "unknown_ops": p.unknown_ops,

@@ -33,37 +33,64 @@ class _Parser(argparse.ArgumentParser):
         raise TinySegError(f"{sub}: {message}" if sub else message, EXIT_ERROR)
 
 
+class Deprecated(argparse.Action):
+    """An old spelling of an option, kept for one release: it stores what the new one does and
+    prints one warning line to stderr (a user's scripts keep working and learn the new name)."""
+
+    def __init__(self, option_strings: list[str], dest: str, use: str, **kwargs) -> None:
+        self.use = use
+        kwargs.setdefault("help", argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # type: ignore[override]
+        print(f"tinyseg: warning: {option_string} is deprecated; use {self.use}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def deprecated(p, *old: str, use: str, dest: str, **kwargs) -> None:
+    """Add each spelling in ``old`` as a hidden, warning alias of option ``use`` (same ``dest``)."""
+    for name in old:
+        p.add_argument(
+            name, dest=dest, action=Deprecated, use=use, default=argparse.SUPPRESS, **kwargs
+        )
+
+
 def _kernels(p: argparse.ArgumentParser) -> None:
-    from .runtimes import RUNTIMES
+    from .runtimes import BUILD_PROFILE_NAMES, KERNEL_SET_NAMES
 
     p.add_argument(
-        "--runtime",
-        choices=RUNTIMES,
+        "--kernel-set",
+        choices=KERNEL_SET_NAMES,
         default="reference",
-        help="TFLM build whose kernels are planned: which implementation each operator gets "
-        "(reference, cmsis-nn, arduino, esp-idf, zephyr, edge-impulse; default: reference)",
+        help="kernel set the plan is for: which implementation each operator gets in the TFLM build "
+        "(reference, cmsis-nn, or a runtime fork's: arduino, esp-idf, zephyr, edge-impulse; "
+        "default: reference)",
+    )
+    deprecated(
+        p, "--runtime", "--kernels", use="--kernel-set", dest="kernel_set", choices=KERNEL_SET_NAMES
     )
     p.add_argument(
-        "--kernels", dest="runtime", choices=RUNTIMES, help=argparse.SUPPRESS
-    )  # deprecated alias
-    p.add_argument(
-        "--arch",
-        choices=["host64", "cortex-m"],
+        "--build-profile",
+        choices=BUILD_PROFILE_NAMES,
         default=None,
-        help="pointer width the tail estimate assumes: 64-bit host or 32-bit Cortex-M "
-        "(default: host64; cortex-m for the arduino, esp-idf, zephyr and edge-impulse runtimes)",
+        help="build the tail estimate assumes: host64 (64-bit host, the tflite-micro wheel) or "
+        "cortex-m (32-bit firmware) (default: host64; cortex-m for the arduino, esp-idf, zephyr "
+        "and edge-impulse kernel sets)",
+    )
+    deprecated(
+        p, "--arch", use="--build-profile", dest="build_profile", choices=BUILD_PROFILE_NAMES
     )
 
 
 def _run(args: argparse.Namespace, **options) -> "Run":
     """The pipeline's Run for the options a subcommand was given."""
-    from .kernels import default_arch
+    from .kernels import default_build_profile
     from .optimizer import Options
     from .pipeline import Run
 
-    arch = args.arch or default_arch(args.runtime)
+    build_profile = args.build_profile or default_build_profile(args.kernel_set)
     return Run(
-        Options(runtime=args.runtime, arch=arch, **options),
+        Options(kernel_set=args.kernel_set, build_profile=build_profile, **options),
         runs=None if getattr(args, "unverified", False) else getattr(args, "runs", 3),
         time_limit=getattr(args, "time_limit", 120.0),
         max_io_bytes=getattr(args, "max_io_bytes", None),
@@ -96,7 +123,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from .plots import plan_png
 
         files.append(
-            (args.plot, plan_png(a, f"{shown(args.model)}: head {a.head:,} B ({args.runtime})"))
+            (args.plot, plan_png(a, f"{shown(args.model)}: head {a.head:,} B ({args.kernel_set})"))
         )
     d = to_dict(a, args.model)
     if stream is not None:
@@ -206,7 +233,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                 args.plot,
                 plan_picture(
                     out.result,
-                    f"{shown(args.output)}: head {out.result.plan.head:,} B ({args.runtime})",
+                    f"{shown(args.output)}: head {out.result.plan.head:,} B ({args.kernel_set})",
                 ),
             )
         )

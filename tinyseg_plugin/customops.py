@@ -78,7 +78,8 @@ INT_LIMITS: dict[str, tuple[int, int]] = {
     "dilation_w": (1, INT16_MAX),
     "band_rows": (1, INT32_MAX),
     "dim": (1, INT32_MAX),  # each entry of a fetched operand's shape
-    # StreamChain's planning figures ("fetched" there counts the tensors it fetches row by row)
+    # StreamChain's planning figures ("spilled"/"fetched" there are counts: StreamChainOptions.
+    # spilled_count/fetched_count; in Fetching and FetchingConv2D "fetched" lists the fetched operands)
     "ring_bytes": (0, INT32_MAX),
     "op_scratch": (0, INT32_MAX),
     "spilled": (0, MAX_OPERANDS),
@@ -109,6 +110,9 @@ KEYS: dict[str, tuple[str, ...]] = {
 }
 FETCHED_KEYS = ("position", "slot", "shape")
 STREAM_CHAIN_KEYS = ("version", "ring_bytes", "op_scratch", "spilled", "fetched", "block")
+# The StreamChainOptions field behind each of those keys where the names differ: the contract keys
+# stay as written in .tflite files; in Python a count is named a count.
+STREAM_CHAIN_FIELDS = {"spilled": "spilled_count", "fetched": "fetched_count"}
 STREAM_BODY_KEYS = ("stages", "tensors", "spill", "fetch", "rings")
 STREAM_STAGE_KEYS = ("op", "version", "inputs", "outputs", "options", "fields")
 STREAM_TENSOR_KEYS = ("name", "type", "shape", "scale", "zero_point", "quantized_dimension")
@@ -361,8 +365,8 @@ class StreamChainOptions:
 
     ring_bytes: int
     op_scratch: int = 0  # the largest scratch a member operator needs for one row step
-    spilled: int = 0
-    fetched: int = 0
+    spilled_count: int = 0  # tensors written row by row to storage (contract key "spilled")
+    fetched_count: int = 0  # tensors read row by row from storage (contract key "fetched")
     block: int = BLOCK_BYTES
     version: int = CONTRACT_VERSION
     # The body: what the chain computes (the kernel's program; lowering rebuilds it as builtins).
@@ -399,7 +403,7 @@ def encode(
     """FlexBuffers bytes for an operator's custom_options (cached: the options are frozen, and the
     chain search encodes the same chains many times)."""
     if isinstance(options, StreamChainOptions):
-        m = {k: getattr(options, k) for k in STREAM_CHAIN_KEYS}
+        m = {k: getattr(options, STREAM_CHAIN_FIELDS.get(k, k)) for k in STREAM_CHAIN_KEYS}
         if not options.stages:  # planning figures only (the chain search)
             return bytes(flexbuffers.Dumps(m))
         m["stages"] = [
@@ -594,7 +598,7 @@ def stream_chain_scratch(o: StreamChainOptions) -> list[int]:
     its rows collect in before the codec encodes it; then the member operators' own scratch
     (shared: one runs at a time). Row streams need no staging block: SpillStream programs from
     its own units and FetchRange decodes into the ring."""
-    first = o.ring_bytes + o.spilled * o.block
+    first = o.ring_bytes + o.spilled_count * o.block
     return ([first] if first else []) + ([o.op_scratch] if o.op_scratch else [])
 
 
@@ -713,7 +717,7 @@ def band_buffer_bytes(graph, op, o: FetchingConv2DOptions) -> int:
     return rows * in_w * filt.shape[3] * graph.tensors[op.outputs[0]].itemsize
 
 
-def scratch_requests(graph, op, kernels: str) -> list[int]:
+def scratch_requests(graph, op, kernel_set: str) -> list[int]:
     """Scratch buffers each TinySeg kernel requests in Prepare, in order (same for every kernel set)."""
     o = decode(op)
     if isinstance(o, StreamChainOptions):
@@ -1195,7 +1199,7 @@ def _pairs(o: StreamChainOptions, loc: list[_Local]) -> None:
                 x.fetched = True
     if end != o.ring_bytes:
         raise _BodyError(f"ring_bytes is {o.ring_bytes}, its rings add up to {end}")
-    if o.ring_bytes + o.spilled * o.block > INT32_MAX:
+    if o.ring_bytes + o.spilled_count * o.block > INT32_MAX:
         raise _BodyError("its rings and row-stream blocks exceed 2^31-1 bytes")
 
 
@@ -1221,9 +1225,9 @@ def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
             )
         )
     loc += [_body_tensor(j, t, kernel) for j, t in enumerate(o.tensors)]
-    if o.spilled != len(o.spill) or o.fetched != len(o.fetch):
+    if o.spilled_count != len(o.spill) or o.fetched_count != len(o.fetch):
         raise _BodyError(
-            f"spilled {o.spilled} / fetched {o.fetched} disagree with its spill and fetch lists"
+            f"spilled {o.spilled_count} / fetched {o.fetched_count} disagree with its spill and fetch lists"
         )
     channels = []
     for k, st in enumerate(o.stages):

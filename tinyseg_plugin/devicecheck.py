@@ -41,7 +41,10 @@ ENV_TFLM = "TFLM_DIR"
 ENV_CACHE = "TINYSEG_CACHE_DIR"
 MAKEFILE = "tensorflow/lite/micro/tools/make/Makefile"
 FLAG_NAMES = ("CXX", "CXXFLAGS", "INCLUDES", "LDFLAGS", "MICROLITE_LIBS", "MICROLITE_LIB_PATH")
-KERNELS = ("reference", "cmsis_nn")
+KERNEL_DIRS = (
+    "reference",
+    "cmsis_nn",
+)  # TFLM's OPTIMIZED_KERNEL_DIR (none for reference): a build's kernel set
 # TFLM's release_with_logs build: NDEBUG turns off the DCHECKs in the reference kernels' inner loops
 # (measured: one ResUNet-a inference 30.2 s in the default build, 4.7 s in this one) and keeps the
 # error messages; no structure changes size, so arena figures are those of any build. The test
@@ -130,10 +133,10 @@ def runner_source() -> Path:
     return src
 
 
-def runtime_key(kernels: str) -> str:
+def runtime_key(kernel_dir: str) -> str:
     """Our kernels, core, runner and installer (which edits TFLM's files): a change to any of them means a
     new runner."""
-    h = hashlib.sha256(kernels.encode() + b"\0" + BUILD_TYPE.encode() + b"\0")
+    h = hashlib.sha256(kernel_dir.encode() + b"\0" + BUILD_TYPE.encode() + b"\0")
     ops = find_sources().tflm_ops
     for sub in ("kernels", "core", "tools"):
         _digest(ops / sub, h)
@@ -173,23 +176,26 @@ def _run(cmd: list[str], cwd: Path, what: str, timeout: float = BUILD_SECONDS) -
     return proc.stdout + proc.stderr
 
 
-def _make_args(kernels: str, target: Sequence[str] = ()) -> list[str]:
+def _make_args(kernel_dir: str, target: Sequence[str] = ()) -> list[str]:
     """TFLM make variables for a build: ours, then ``target`` (e.g. TARGET=cortex_m_qemu TARGET_ARCH=cortex-m7)."""
-    if kernels not in KERNELS:
-        raise TinySegError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
+    if kernel_dir not in KERNEL_DIRS:
+        raise TinySegError(
+            f"kernel_dir must be one of {', '.join(KERNEL_DIRS)}, not {kernel_dir!r}"
+        )
     return (
         [f"BUILD_TYPE={BUILD_TYPE}"]
-        + (["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else [])
+        + (["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernel_dir == "cmsis_nn" else [])
         + list(target)
     )
 
 
 def make_flags(
-    tree: Path, kernels: str = "reference", target: Sequence[str] = ()
+    tree: Path, kernel_dir: str = "reference", target: Sequence[str] = ()
 ) -> dict[str, str]:
     """The compiler and flags TFLM's Makefile uses for the build (the host's unless ``target`` says)."""
     out = _run(
-        ["make", "-f", MAKEFILE, *_make_args(kernels, target)] + [f"print-{n}" for n in FLAG_NAMES],
+        ["make", "-f", MAKEFILE, *_make_args(kernel_dir, target)]
+        + [f"print-{n}" for n in FLAG_NAMES],
         tree,
         "asking TFLM's Makefile for its flags",
     )
@@ -204,23 +210,23 @@ def make_flags(
     return values
 
 
-def _sanitized_sources(tree: Path, kernels: str) -> list[Path]:
+def _sanitized_sources(tree: Path, kernel_dir: str) -> list[Path]:
     """What TinySeg puts into the build: its kernels, its core and the TFLM kernel file it edits."""
     ours = tree / INSTALL_DIR
     return (
         sorted(ours.glob("*.cc"))
         + sorted((ours / "core" / "src").glob("*.cc"))
-        + [tree / EDITED_KERNEL[kernels]]
+        + [tree / EDITED_KERNEL[kernel_dir]]
     )
 
 
-def _compile_sanitized(tree: Path, f: dict[str, str], kernels: str, jobs: int) -> list[Path]:
+def _compile_sanitized(tree: Path, f: dict[str, str], kernel_dir: str, jobs: int) -> list[Path]:
     """TinySeg's sources compiled with ASan and UBSan (-O1, as ASan advises), ``jobs`` at a time."""
-    out = tree / SANITIZE_GENDIR / kernels
+    out = tree / SANITIZE_GENDIR / kernel_dir
     out.mkdir(parents=True, exist_ok=True)
     base = shlex.split(f["CXX"]) + shlex.split(f["CXXFLAGS"]) + ["-O1"] + SANITIZE_FLAGS.split()
     jobs_: list[tuple[list[str], Path]] = []
-    for src in _sanitized_sources(tree, kernels):
+    for src in _sanitized_sources(tree, kernel_dir):
         obj = out / (str(src.relative_to(tree)).replace("/", "_") + ".o")
         cmd = base + shlex.split(f["INCLUDES"]) + ["-c", str(src), "-o", str(obj)]
         jobs_.append((cmd, obj))
@@ -233,23 +239,23 @@ def build_runner(
     tree: Path,
     exe: Path,
     source: Path,
-    kernels: str = "reference",
+    kernel_dir: str = "reference",
     jobs: int = 2,
     target: Sequence[str] = (),
     sanitize: bool = False,
 ) -> Path:
-    """microlite (with TinySeg's kernels, already installed in ``tree``), then the runner at ``exe``.
+    """microlite (with TinySeg's kernel_dir, already installed in ``tree``), then the runner at ``exe``.
     ``target`` builds for another TFLM target: cortex_m_qemu's runner runs under qemu-arm, its file
     I/O through semihosting. ``sanitize``: a host runner whose TinySeg parts carry ASan and UBSan
     (SANITIZE_FLAGS), linked ahead of the plain library so they replace its copies."""
     _run(
-        ["make", "-f", MAKEFILE, *_make_args(kernels, target), "microlite", f"-j{jobs}"],
+        ["make", "-f", MAKEFILE, *_make_args(kernel_dir, target), "microlite", f"-j{jobs}"],
         tree,
         "building TFLM's microlite",
     )
-    f = make_flags(tree, kernels, target)
+    f = make_flags(tree, kernel_dir, target)
     library = tree / f["MICROLITE_LIB_PATH"].strip()
-    objects = _compile_sanitized(tree, f, kernels, jobs) if sanitize else []
+    objects = _compile_sanitized(tree, f, kernel_dir, jobs) if sanitize else []
     flags = ["-O1", *SANITIZE_FLAGS.split()] if sanitize else ["-O2"]
     exe.parent.mkdir(parents=True, exist_ok=True)
     tmp = exe.with_name(f".{exe.name}.tmp")
@@ -287,7 +293,7 @@ def _copy_tree(root: Path, tree: Path) -> None:
 
 def prepare(
     tflm_dir: str,
-    kernels: str = "reference",
+    kernel_dir: str = "reference",
     progress: Callable[[str], None] | None = None,
     sanitize: bool = False,
 ) -> Path:
@@ -296,7 +302,9 @@ def prepare(
     root = check_tree(tflm_dir)
     work = cache_root() / f"tflm-{tree_key(root)}"
     exe = (
-        work / "bin" / f"{RUNNER}-{kernels}{'-sanitize' if sanitize else ''}-{runtime_key(kernels)}"
+        work
+        / "bin"
+        / f"{RUNNER}-{kernel_dir}{'-sanitize' if sanitize else ''}-{runtime_key(kernel_dir)}"
     )
     if exe.is_file() and os.access(exe, os.X_OK):
         return exe
@@ -319,7 +327,7 @@ def prepare(
             progress(
                 f"building TFLM with TinySeg's kernels in {tree} (once per TFLM tree and runtime; minutes)"
             )
-        build_runner(tree, exe, runner_source(), kernels, sanitize=sanitize)
+        build_runner(tree, exe, runner_source(), kernel_dir, sanitize=sanitize)
         (work / "SOURCE").write_text(f"{root}\n", encoding="utf-8")
     return exe
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .errors import shown
 from .optimizer import Result
 
-SCHEMA = "tinyseg.optimization/3"  # 3: "strategy" and "considered"; 2: "arch", "target_bytes", "target_met", "unchanged"
+SCHEMA = "tinyseg.optimization/4"  # 4: "kernel_set", "build_profile" (old "runtime", "arch" kept for one release); 3: "strategy" and "considered"; 2: "arch", "target_bytes", "target_met", "unchanged"
 
 
 def steps_table(r: Result) -> str:
@@ -40,8 +40,10 @@ def report_dict(
         "schema": SCHEMA,
         "model": model,
         "output": output,
-        "runtime": r.plan.runtime,
-        "arch": r.plan.arch,
+        "kernel_set": r.plan.kernel_set,
+        "runtime": r.plan.kernel_set,  # deprecated spelling of "kernel_set", kept for one release
+        "build_profile": r.plan.build_profile,
+        "arch": r.plan.build_profile,  # deprecated spelling of "build_profile", kept for one release
         "target_bytes": target_bytes,
         "target_met": None if target_bytes is None else r.plan.head <= target_bytes,
         "unchanged": unchanged,

@@ -49,8 +49,8 @@ class SpillRecord:
 
 @dataclass
 class Options:
-    runtime: str = "reference"
-    arch: str = "host64"
+    kernel_set: str = "reference"
+    build_profile: str = "host64"
     target_bytes: int | None = None  # the --target: bytes of head to reach; None: as low as it goes
     partial: bool = True
     fuse: bool = True
@@ -77,7 +77,7 @@ class Result:
 
 
 def _plan(g: Graph, o: Options) -> Plan:
-    return plan_graph(g, o.runtime, o.arch)
+    return plan_graph(g, o.kernel_set, o.build_profile)
 
 
 def _peak_scopes(plan: Plan) -> list[int]:
@@ -101,14 +101,14 @@ def _candidates(g: Graph, plan: Plan) -> list[ColdRange]:
         live = plan.live_at(s)
         load = sum(b.size for b in live)
         for b in live:
-            if b.kind != "tensor" or b.subgraph != g.subgraph or not spillable(g, b.index):
+            if b.kind != "tensor" or b.subgraph != g.subgraph or not spillable(g, b.owner):
                 continue
-            cr = crs.get(b.index)
+            cr = crs.get(b.owner)
             if cr is None:
                 continue
             for start, end in cr.idle:
                 if start < s < end:
-                    key = (b.index, start, end)
+                    key = (b.owner, start, end)
                     found[key] = (max(load, found.get(key, (0, 0))[0]), b.size)
     # Ranges spanning the most crowded peak scope first: spilling there is what can lower the head
     # when the greedy placement's top is reached at many scopes; then the longest, as Algorithm 3.
@@ -291,9 +291,9 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
     res = Result(graph, plan, plan, [Step("original", "", plan.head, plan.total)])
     g = graph
     if o.reorder and len(g.operators) > 1:
-        from .kernels import ARCHES, KernelRules
+        from .kernels import BUILD_PROFILES, KernelRules
 
-        rules = KernelRules(o.runtime, ARCHES[o.arch])
+        rules = KernelRules(o.kernel_set, BUILD_PROFILES[o.build_profile])
         ordered = reorder(
             g,
             OrderRequest(
@@ -376,7 +376,7 @@ def streaming(g: Graph, o: Options, say: Callable[[str], None]) -> Candidate | N
     row spills the planner picks; None when no chain is worth streaming."""
     from .stream_search import choice_dict, choose_streaming
 
-    choice = choose_streaming(g, o.runtime, o.arch, kernel_only=True)
+    choice = choose_streaming(g, o.kernel_set, o.build_profile, kernel_only=True)
     if choice.streamed is None:
         return None
     streamed = _plan(choice.streamed.graph, o)

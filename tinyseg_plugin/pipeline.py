@@ -28,7 +28,7 @@ DEFAULT_TIME_LIMIT = 120.0  # CPU seconds for each TFLM child process
 class Run:
     """The settings and state of one run, passed down rather than kept in module globals.
 
-    ``options`` carries the kernel set (``runtime``), the build (``arch``), the target and the
+    ``options`` carries the kernel set (``kernel_set``), the build profile (``build_profile``), the target and the
     strategy switches; ``runs`` is the number of random verification inputs (None: unverified);
     ``time_limit`` bounds each TFLM child in CPU seconds; ``max_io_bytes`` bounds the memory of one
     check run's inputs and outputs; ``tflm_dir`` selects the real-kernel check."""
@@ -105,12 +105,12 @@ def load(data: bytes, name: str) -> Graph:
 def analyze(graph: Graph, run: Run, stream: bool = False) -> tuple[Analysis, dict | None]:
     """The arena plan as TFLM commits it, and with ``stream`` the row-streaming estimate."""
     o = run.options
-    a = analyze_graph(graph, o.runtime, o.arch)
+    a = analyze_graph(graph, o.kernel_set, o.build_profile)
     if not stream:
         return a, None
     from .stream_search import choice_dict, choose_streaming
 
-    return a, choice_dict(choose_streaming(graph, o.runtime, o.arch), graph)
+    return a, choice_dict(choose_streaming(graph, o.kernel_set, o.build_profile), graph)
 
 
 def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
@@ -151,7 +151,7 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
 
         ts = tinyseg_operators(graph)
         if ts:
-            plan = plan_graph(graph, o.runtime, o.arch)
+            plan = plan_graph(graph, o.kernel_set, o.build_profile)
             kept = Result(graph=graph, plan=plan, original=plan)
             why = (
                 f"the model already holds TinySeg operators ({shown(graph.operators[ts[0]].opcode)} at "
@@ -160,7 +160,7 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
             return Outcome(data, kept, None, why, o.target_bytes)
     refuse_unrunnable(graph, name, run.verified)
     if o.target_bytes is not None:
-        plan = plan_graph(graph, o.runtime, o.arch)
+        plan = plan_graph(graph, o.kernel_set, o.build_profile)
         if plan.head <= o.target_bytes:
             kept = Result(graph=graph, plan=plan, original=plan)
             return Outcome(
@@ -214,4 +214,6 @@ def plan_picture(result: Result, title: str) -> bytes:
     from .plots import plan_png
 
     o_plan = result.plan
-    return plan_png(analyze_graph(result.graph, o_plan.runtime, o_plan.arch, o_plan), title)
+    return plan_png(
+        analyze_graph(result.graph, o_plan.kernel_set, o_plan.build_profile, o_plan), title
+    )

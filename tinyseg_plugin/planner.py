@@ -20,7 +20,7 @@ from . import customops, offline
 from .align import ARENA_ALIGNMENT, align_up
 from .errors import TinySegError
 from .graph import Graph, build_graph
-from .kernels import ARCHES, Arch, KernelRules
+from .kernels import BUILD_PROFILES, BuildProfile, KernelRules
 from .schema import fb
 
 OFFLINE_METADATA = offline.NAME
@@ -33,7 +33,7 @@ class Buffer:
 
     kind: str  # "tensor" or "scratch"
     subgraph: int
-    index: int  # tensor index, or the requesting operator's index for scratch
+    owner: int  # the index of what the buffer is for: its tensor, or for scratch the requesting operator
     nbytes: int  # bytes asked for
     size: int  # bytes planned (rounded up to 16)
     first: int  # first allocation scope
@@ -48,15 +48,15 @@ class Buffer:
     @property
     def label(self) -> str:
         if self.kind == "tensor":
-            return f"t{self.index}" if self.subgraph == 0 else f"s{self.subgraph}:t{self.index}"
-        return f"scratch(op{self.index}#{self.request})"
+            return f"t{self.owner}" if self.subgraph == 0 else f"s{self.subgraph}:t{self.owner}"
+        return f"scratch(op{self.owner}#{self.request})"
 
 
 @dataclass(frozen=True)
 class Tail:
     """An estimate of the persistent section (the "tail"), by category."""
 
-    arch: str
+    build_profile: str
     eval_tensors: int
     node_registrations: int
     io_tensors: int
@@ -86,8 +86,8 @@ class Plan:
     """A memory plan: every buffer with its offset, the head, and the tail estimate."""
 
     graph: Graph
-    runtime: str
-    arch: str
+    kernel_set: str
+    build_profile: str
     buffers: list[Buffer]
     head: int
     tail: Tail
@@ -142,7 +142,7 @@ class Plan:
             index: dict[tuple[int, int], Buffer] = {}
             for b in self.buffers:
                 if b.kind == "tensor":
-                    index.setdefault((b.index, b.subgraph), b)  # the first one, as a scan finds it
+                    index.setdefault((b.owner, b.subgraph), b)  # the first one, as a scan finds it
             cached = (self.buffers, len(self.buffers), index)
             self.__dict__["_tensor_index"] = cached
         return cached[2].get((tensor, subgraph))
@@ -154,7 +154,7 @@ class Plan:
             index: dict[tuple[int, int], list[Buffer]] = {}
             for b in self.buffers:
                 if b.kind == "scratch":
-                    index.setdefault((b.index, b.subgraph), []).append(b)
+                    index.setdefault((b.owner, b.subgraph), []).append(b)
             cached = (self.buffers, len(self.buffers), index)
             self.__dict__["_scratch_index"] = cached
         return cached[2].get((op_index, subgraph), [])
@@ -378,10 +378,12 @@ def _insert_sorted(placed: list[tuple[int, int]], offset: int, i: int, first: bo
 # ---------------------------------------------------------------- the plan
 
 
-def plan_graph(graph: Graph, runtime: str = "reference", arch: str | Arch = "host64") -> Plan:
+def plan_graph(
+    graph: Graph, kernel_set: str = "reference", build_profile: str | BuildProfile = "host64"
+) -> Plan:
     """Plan the whole model behind ``graph`` as TFLM would, and estimate its tail."""
-    tgt = ARCHES[arch] if isinstance(arch, str) else arch
-    rules = KernelRules(runtime, tgt)
+    profile = BUILD_PROFILES[build_profile] if isinstance(build_profile, str) else build_profile
+    rules = KernelRules(kernel_set, profile)
     model = graph.model
     graphs = [
         graph if s == graph.subgraph else build_graph(model, s) for s in range(len(model.subgraphs))
@@ -439,20 +441,29 @@ def plan_graph(graph: Graph, runtime: str = "reference", arch: str | Arch = "hos
     head = max((b.offset + b.size for b in buffers), default=0)
     tail = estimate_tail(graphs, rules, len(scratch))
     return Plan(
-        graph, runtime, tgt.name, buffers, head, tail, marker.scope, sorted(rules.unknown_ops)
+        graph,
+        kernel_set,
+        profile.name,
+        buffers,
+        head,
+        tail,
+        marker.scope,
+        sorted(rules.unknown_ops),
     )
 
 
-def plan_model(model: "fb.ModelT", runtime: str = "reference", arch: str = "host64") -> Plan:
-    return plan_graph(build_graph(model), runtime, arch)
+def plan_model(
+    model: "fb.ModelT", kernel_set: str = "reference", build_profile: str = "host64"
+) -> Plan:
+    return plan_graph(build_graph(model), kernel_set, build_profile)
 
 
 # ---------------------------------------------------------------- the tail
 
 # (sizeof, alignof) of TFLM's runtime structures at 90b983c (g++ 12 x86-64 and
 # arm-none-eabi-g++ 12 -mcpu=cortex-m7), and what the application's setup puts at
-# the far end of the tail. One profile per build and application; an arch whose
-# name is not a profile gets "host64" (8-byte pointers) or "cortex-m" (4).
+# the far end of the tail: one tail profile (_TAIL_PROFILES) per build and application. A build
+# profile whose name has no tail profile gets "host64"'s (8-byte pointers) or "cortex-m"'s (4).
 _LP64 = {
     "builtin_allocator": (16, 8),  # MicroBuiltinDataAllocator: vtable + pointer
     "eval_tensor": (24, 8),  # TfLiteEvalTensor
@@ -478,7 +489,7 @@ _ILP32 = {
 # that RecordingMicroInterpreter and the Python wheel make.
 _PLAIN64 = ((72, 8), (72, 8), (72, 8))
 _PLAIN32 = ((36, 4), (44, 4), (36, 4))
-_SIZES: dict[str, dict] = {
+_TAIL_PROFILES: dict[str, dict] = {
     "host64": {  # the tflite-micro Python wheel: Bazel, USE_TFLM_COMPRESSION, RecordingMicroAllocator
         **_LP64,
         "app": "tflite-micro Python wheel (RecordingMicroAllocator, LP64, compression build)",
@@ -553,12 +564,15 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
     (16-byte aligned), the scratch buffer handles, the variable tensors, and the
     input/output pointer arrays and TfLiteTensors (with quantization) that
     MicroInterpreter::AllocateTensors keeps. Which application and build is
-    assumed comes from the arch (see _SIZES): "host64" is the tflite-micro
+    assumed comes from the build profile (see _TAIL_PROFILES): "host64" is the tflite-micro
     Python wheel, "cortex-m" a firmware that constructs a plain MicroInterpreter
     on its arena. The arena's end is assumed 16-byte aligned.
     """
-    pb = rules.arch.pointer_bytes
-    sz = _SIZES.get(rules.arch.name) or _SIZES["host64" if pb == 8 else "cortex-m"]
+    pb = rules.build_profile.pointer_bytes
+    sz = (
+        _TAIL_PROFILES.get(rules.build_profile.name)
+        or _TAIL_PROFILES["host64" if pb == 8 else "cortex-m"]
+    )
     used = 0
 
     def phase(allocs) -> int:
@@ -652,7 +666,7 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
                 io_allocs += [sz["quant"], (4 + 4 * len(t.scales), 4)]
     io = phase(io_allocs)
     return Tail(
-        arch=rules.arch.name,
+        build_profile=rules.build_profile.name,
         eval_tensors=eval_tensors,
         node_registrations=nodes,
         io_tensors=io,

@@ -31,7 +31,7 @@ CHAR_W = 0.62  # average character width, in font sizes (DejaVu Sans)
 
 
 @dataclass(frozen=True)
-class Layout:
+class FigureGeometry:
     """Figure geometry, in inches and data units, to decide which labels fit inside their boxes."""
 
     width_in: float
@@ -45,16 +45,16 @@ SIDE_IN = 3.3  # the column beside the plot: legends and the list of unlabelled 
 LEFT_IN = 0.9
 
 
-def _layout(scopes: int, head: int) -> Layout:
+def _geometry(scopes: int, head: int) -> FigureGeometry:
     width = min(max(12.0, 0.15 * scopes + LEFT_IN + SIDE_IN), 60.0)
     plot_w = width - LEFT_IN - SIDE_IN - 0.1
-    return Layout(width, plot_w, 4.2, scopes + 2.0, max(head, 1) / 1024 * 1.08)
+    return FigureGeometry(width, plot_w, 4.2, scopes + 2.0, max(head, 1) / 1024 * 1.08)
 
 
-def fits(b: Buffer, lay: Layout) -> int | None:
+def fits(b: Buffer, geo: FigureGeometry) -> int | None:
     """The rotation (0 or 90 degrees) at which the box's label fits inside the box, or None."""
-    w_in = (b.last - b.first + 0.9) / lay.x_span * lay.plot_w_in
-    h_in = (b.size / 1024) / lay.y_span * lay.plot_h_in
+    w_in = (b.last - b.first + 0.9) / geo.x_span * geo.plot_w_in
+    h_in = (b.size / 1024) / geo.y_span * geo.plot_h_in
     text_w = len(b.label) * CHAR_W * LABEL_PT / 72 + 0.04
     text_h = LABEL_PT * 1.25 / 72
     if w_in >= text_w and h_in >= text_h:
@@ -101,17 +101,17 @@ def plan_figure(a: Analysis, title: str = ""):
 
     p = a.plan
     head_k = p.head / 1024
-    lay = _layout(p.scopes, p.head)
-    fig = plt.figure(figsize=(lay.width_in, 9.0))
+    geo = _geometry(p.scopes, p.head)
+    fig = plt.figure(figsize=(geo.width_in, 9.0))
     grid = fig.add_gridspec(
         2,
         2,
-        width_ratios=[lay.plot_w_in, SIDE_IN],
+        width_ratios=[geo.plot_w_in, SIDE_IN],
         height_ratios=[3, 2],
         wspace=0.0,
         hspace=0.08,
-        left=LEFT_IN / lay.width_in,
-        right=1 - 0.1 / lay.width_in,
+        left=LEFT_IN / geo.width_in,
+        right=1 - 0.1 / geo.width_in,
         top=0.94,
         bottom=0.16,
     )
@@ -132,7 +132,7 @@ def plan_figure(a: Analysis, title: str = ""):
         else:
             tensors.append(r)
             colors.append(cmap(k % 20))
-        angle = fits(b, lay)
+        angle = fits(b, geo)
         if angle is None:
             small.append(b)
         else:
@@ -185,9 +185,9 @@ def plan_figure(a: Analysis, title: str = ""):
         clip_on=False,
         zorder=4,
     )
-    ax1.set_ylim(0, lay.y_span)
+    ax1.set_ylim(0, geo.y_span)
     ax1.set_ylabel("arena offset (KiB)")
-    ax1.set_title(title or f"arena plan: head {p.head:,} B ({p.runtime} kernels)", fontsize=10)
+    ax1.set_title(title or f"arena plan: head {p.head:,} B ({p.kernel_set} kernels)", fontsize=10)
     ax1.tick_params(labelbottom=False)
     legend = [
         Line2D([], [], color=HEAD_COLOR, linestyle="--", label=f"head {p.head:,} B"),
@@ -245,7 +245,7 @@ def plan_figure(a: Analysis, title: str = ""):
         color=HEAD_COLOR,
         clip_on=False,
     )
-    ax2.set_ylim(0, lay.y_span)
+    ax2.set_ylim(0, geo.y_span)
     ax2.set_ylabel("KiB live / arena top")
     ax2.legend(
         handles=[top_line] + stack[::-1],

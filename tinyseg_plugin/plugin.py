@@ -61,29 +61,30 @@ def _size(text: str) -> int:
 
 @hookimpl
 def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | None) -> None:
+    from .cli import deprecated
     from .kernels import KERNEL_SETS
 
     g = parser.add_argument_group(
         "tinyseg", "TinySeg spilling and fused fetching (after the reorder pass)"
     )
     g.add_argument(
-        "--runtime",
-        dest="runtime",
+        "--kernel-set",
+        dest="kernel_set",
         default="reference",
         metavar="NAME",
-        help=f"TFLM kernel implementation whose scratch is planned: {', '.join(KERNEL_SETS)} "
-        "(default: reference)",
+        help=f"kernel set the plan is for (which implementation each operator gets): "
+        f"{', '.join(KERNEL_SETS)} (default: reference)",
     )
+    deprecated(g, "--runtime", "--kernels", use="--kernel-set", dest="kernel_set")
     g.add_argument(
-        "--kernels", dest="runtime", help=argparse.SUPPRESS
-    )  # deprecated alias of --runtime
-    g.add_argument(
-        "--arch",
+        "--build-profile",
+        dest="build_profile",
         default=None,
-        metavar="ARCH",
-        help="pointer width of the tail estimate: host64 or cortex-m (default: host64; cortex-m for "
-        "the arduino, esp-idf, zephyr and edge-impulse runtimes)",
+        metavar="NAME",
+        help="build the tail estimate assumes: host64 (64-bit host) or cortex-m (32-bit firmware) "
+        "(default: host64; cortex-m for the arduino, esp-idf, zephyr and edge-impulse kernel sets)",
     )
+    deprecated(g, "--arch", use="--build-profile", dest="build_profile")
     if command == "analyze":
         return
     g.add_argument(
@@ -161,23 +162,23 @@ def _options(options: argparse.Namespace):
     from .kernels import KERNEL_SETS
     from .optimizer import Options
 
-    runtime = getattr(options, "runtime", None) or "reference"
-    if runtime not in KERNEL_SETS:
+    kernel_set = getattr(options, "kernel_set", None) or "reference"
+    if kernel_set not in KERNEL_SETS:
         raise PluginError(
-            f"tinyseg: --runtime: '{runtime}' is not a kernel implementation "
+            f"tinyseg: --kernel-set: '{kernel_set}' is not a kernel set "
             f"(choose from: {', '.join(KERNEL_SETS)})"
         )
-    from .kernels import default_arch
+    from .kernels import BUILD_PROFILES, default_build_profile
 
-    arch = getattr(options, "arch", None) or default_arch(runtime)
-    if arch not in ("host64", "cortex-m"):
+    build_profile = getattr(options, "build_profile", None) or default_build_profile(kernel_set)
+    if build_profile not in BUILD_PROFILES:
         raise PluginError(
-            f"tinyseg: --arch: '{arch}' is not a build profile (choose from: host64, cortex-m)"
+            f"tinyseg: --build-profile: '{build_profile}' is not a build profile (choose from: host64, cortex-m)"
         )
     target = getattr(options, "target", None)
     return Options(
-        runtime=runtime,
-        arch=arch,
+        kernel_set=kernel_set,
+        build_profile=build_profile,
         target_bytes=_size(target) if isinstance(target, str) else target,
         partial=not getattr(options, "no_partial", False),
         fuse=not getattr(options, "no_fuse", False),
@@ -246,7 +247,7 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
         if v is not None:
             print(
                 f"tinyseg: verified: outputs bit-identical to the reordered model in TFLM on {v.runs} random inputs "
-                f"and {v.edge_cases} edge cases ({opts.runtime} kernels; {v.describe()})"
+                f"and {v.edge_cases} edge cases ({opts.kernel_set} kernels; {v.describe()})"
             )
         else:
             print("tinyseg: not verified (--no-verify)")
@@ -296,7 +297,9 @@ def tflite_tools_analysis(model: bytes, options: argparse.Namespace) -> dict:
         "peak": peak,
         "tinyseg_ops": [o["index"] for o in d["operators"] if o["opcode"] in customops.TINYSEG_OPS],
         "spilled": spilled or "none",
-        "runtime": d["runtime"],
-        "arch": opts.arch,
+        "kernel_set": d["kernel_set"],
+        "runtime": d["kernel_set"],  # deprecated spelling of "kernel_set", kept for one release
+        "build_profile": opts.build_profile,
+        "arch": opts.build_profile,  # deprecated spelling of "build_profile", kept for one release
         "exact": d["exact"],
     }

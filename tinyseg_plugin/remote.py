@@ -652,8 +652,9 @@ class ClientStats:
     stale: int = 0
 
 
-class Stream(Protocol):
-    """What the client needs from a port: pyserial's ``Serial`` fits (with a short read timeout)."""
+class SerialLine(Protocol):
+    """The serial line to the host, as the client needs it: pyserial's ``Serial`` fits (with a short
+    read timeout). (Arduino calls its side a ``Stream``; "stream" in TinySeg means row streaming.)"""
 
     def write(self, data: bytes) -> int | None: ...
     def read(self, size: int = 1) -> bytes: ...
@@ -664,13 +665,13 @@ class RemoteClient:
 
     def __init__(
         self,
-        stream: Stream,
+        line: SerialLine,
         timeout: float = 1.0,
         attempts: int = 4,
         max_payload: int = 1024,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.stream = stream
+        self.line = line
         self.timeout = timeout
         self.attempts = attempts
         self.max_payload = max_payload
@@ -691,7 +692,7 @@ class RemoteClient:
                 continue
             if self.clock() >= deadline:
                 return None
-            self._rx += self.stream.read(4096 if getattr(self.stream, "in_waiting", 0) else 1)
+            self._rx += self.line.read(4096 if getattr(self.line, "in_waiting", 0) else 1)
 
     def _transact(self, req: Frame, expect: MsgType) -> Frame:
         self.seq = (self.seq + 1) & 0xFFFF or 1
@@ -701,7 +702,7 @@ class RemoteClient:
         for attempt in range(self.attempts):
             if attempt:
                 self.stats.retries += 1
-            self.stream.write(wire)
+            self.line.write(wire)
             self.stats.frames_sent += 1
             deadline = self.clock() + self.timeout
             while True:
@@ -746,7 +747,7 @@ class RemoteClient:
         )
 
     def hello(self) -> int:
-        self.stream.write(b"\0")
+        self.line.write(b"\0")
         self._rx.clear()
         r = self._transact(
             Frame(MsgType.HELLO, arg=PROTOCOL_VERSION, payload=struct.pack("<I", self.max_payload)),

@@ -35,7 +35,9 @@ def analysis_text(a: Analysis, model_name: str = "", width: int = 100) -> str:
     d = to_dict(a, model_name)
     out = io.StringIO()
     w = out.write
-    w(f"model: {shown(model_name)}   runtime: {d['runtime']}   arch: {d['arch']}\n")
+    w(
+        f"model: {shown(model_name)}   kernel set: {d['kernel_set']}   build profile: {d['build_profile']}\n"
+    )
     if not d["exact"]:
         w(f"exact: false ({shown('; '.join(d['not_exact_because']), 0)})\n")
     w("\nTensors in the arena (scopes: inputs at 0, operator i at i+1)\n")
@@ -179,6 +181,7 @@ def csv_files(a: Analysis, model_name: str = "") -> dict[str, bytes]:
                 "first_scope",
                 "last_scope",
                 "offline",
+                "owner",  # "index" above is its deprecated spelling, kept for one release
             ],
         ),
     }

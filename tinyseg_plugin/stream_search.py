@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .graph import Graph
-from .kernels import ARCHES, KernelRules
+from .kernels import BUILD_PROFILES, KernelRules
 from .passes.stream import Streamed, stream_chains
 from .planner import plan_graph
 from .stream import ChainCost, activation_inputs, find_chains, row_step_scratch, simulate
@@ -67,17 +67,17 @@ def _spillable(graph: Graph, segments: list[list[int]]) -> list[int]:
 
 def choose_streaming(
     graph: Graph,
-    runtime: str = "reference",
-    arch: str = "host64",
+    kernel_set: str = "reference",
+    build_profile: str = "host64",
     max_work: int = MAX_WORK,
     kernel_only: bool = False,
 ) -> StreamChoice:
     """The chains (and row spills) that give the lowest head, judged by the planner.
     ``kernel_only``: chains of the stages the StreamChain kernel computes (a model to run)."""
-    base = plan_graph(graph, runtime, arch).head
+    base = plan_graph(graph, kernel_set, build_profile).head
     chains = find_chains(graph, kernel_only)
     plans = 1
-    rules = KernelRules(runtime, ARCHES[arch])
+    rules = KernelRules(kernel_set, BUILD_PROFILES[build_profile])
     scratch = {
         i: row_step_scratch(
             graph,
@@ -95,7 +95,7 @@ def choose_streaming(
         nonlocal plans
         plans += 1
         moved = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled + c.fetched)
-        return plan_graph(streamed.graph, runtime, arch).head, moved
+        return plan_graph(streamed.graph, kernel_set, build_profile).head, moved
 
     measured: dict[tuple, ChainCost] = {}
     steps = 0

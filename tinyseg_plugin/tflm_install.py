@@ -105,12 +105,13 @@ def find_sources() -> Sources:
     )
 
 
-# ---------------------------------------------------------------- layouts
+# ---------------------------------------------------------------- tree layouts
 
 
 @dataclass(frozen=True)
-class Layout:
-    """One recognised TFLM tree: where its sources are and how they are built."""
+class TreeLayout:
+    """A tree layout: one recognised kind of TFLM tree, where its sources are and how they are built
+    (not the arena layout of passes/layout.py)."""
 
     kind: str
     root: Path  # the directory the user named
@@ -133,8 +134,8 @@ def _prefix_of(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def detect_layout(root: Path) -> Layout | None:
-    """The layout of `root`, or None when no TFLM sources are found there."""
+def detect_tree_layout(root: Path) -> TreeLayout | None:
+    """The tree layout of `root`, or None when no TFLM sources are found there."""
 
     def ext(
         src: Path,
@@ -150,7 +151,7 @@ def detect_layout(root: Path) -> Layout | None:
     if (root / "src" / MICRO).is_dir() and (
         (root / "library.properties").is_file() or (root / "src" / "TensorFlowLite.h").is_file()
     ):
-        return Layout("arduino", root, root / "src", "", ext(root / "src"))
+        return TreeLayout("arduino", root, root / "src", "", ext(root / "src"))
     src = root
     if not (root / MICRO).is_dir() and (root / "edge-impulse-sdk" / MICRO).is_dir():
         src = root / "edge-impulse-sdk"
@@ -168,17 +169,17 @@ def detect_layout(root: Path) -> Layout | None:
         or (src / "classifier" / "ei_run_classifier.h").is_file()
         or src.name == "edge-impulse-sdk"
     ):
-        return Layout("edge-impulse", root, src, prefix or "edge-impulse-sdk/", ext(src))
+        return TreeLayout("edge-impulse", root, src, prefix or "edge-impulse-sdk/", ext(src))
     if (root / "zephyr" / "module.yml").is_file():
-        return Layout("zephyr", root, src, "", ext(src))
+        return TreeLayout("zephyr", root, src, "", ext(src))
     cmake = root / "CMakeLists.txt"
     if cmake.is_file() and "idf_component_register" in cmake.read_text(
         encoding="utf-8", errors="replace"
     ):
-        return Layout("esp-idf", root, src, "", ext(src))
+        return TreeLayout("esp-idf", root, src, "", ext(src))
     if (src / MICRO / "tools" / "make" / "Makefile").is_file():
-        return Layout("upstream-make", root, src, "", ext(src))
-    return Layout("unknown", root, src, "", ext(src))
+        return TreeLayout("upstream-make", root, src, "", ext(src))
+    return TreeLayout("unknown", root, src, "", ext(src))
 
 
 # ---------------------------------------------------------------- pattern edits
@@ -537,7 +538,7 @@ _FAKE_CC_SIG = (
 )
 
 
-def changes_for(layout: Layout) -> list[Change]:
+def changes_for(layout: TreeLayout) -> list[Change]:
     ext, p = layout.ext, layout.prefix
     ch = [
         Change(
@@ -641,7 +642,7 @@ class CopyUnit:
         return f"{STAMP_FORMAT}\ndigest {self.digest()}\n".encode()
 
 
-def copy_units(layout: Layout, sources: Sources, with_tests: bool) -> list[CopyUnit]:
+def copy_units(layout: TreeLayout, sources: Sources, with_tests: bool) -> list[CopyUnit]:
     def body(p: Path) -> bytes:
         return _prefixed(p.read_text(encoding="utf-8"), layout.prefix).encode("utf-8")
 
@@ -704,7 +705,7 @@ def unit_state(root: Path, unit: CopyUnit) -> str:
 
 @dataclass
 class InstallPlan:
-    layout: Layout
+    layout: TreeLayout
     edits: list[FileEdit]
     units: list[CopyUnit]
     unit_states: list[str]
@@ -717,7 +718,7 @@ class InstallPlan:
         )
 
 
-def _describe(layout: Layout | None, root: Path) -> str:
+def _describe(layout: TreeLayout | None, root: Path) -> str:
     if layout is None:
         return "no TFLM sources (no tensorflow/lite/micro, src/tensorflow/lite/micro or edge-impulse-sdk/)"
     return {
@@ -733,7 +734,7 @@ def _describe(layout: Layout | None, root: Path) -> str:
 
 def make_plan(root: Path, sources: Sources) -> InstallPlan:
     """Read everything, compute every change, collect every problem; write nothing."""
-    layout = detect_layout(root)
+    layout = detect_tree_layout(root)
     if layout is None or layout.kind == "unknown":
         raise TinySegError(
             f"{root}: found {_describe(layout, root)}; point --tflm-dir at a tflite-micro checkout, the "
@@ -867,13 +868,13 @@ def _write_all(root: Path, plan: InstallPlan) -> None:
 # ---------------------------------------------------------------- what the user does next
 
 
-def next_steps(layout: Layout, with_tests: bool) -> list[str]:
+def next_steps(layout: TreeLayout, with_tests: bool) -> list[str]:
     k = layout.rel(INSTALL_DIR)
     if layout.kind == "upstream-make":
         steps = [
             "next: make -f tensorflow/lite/micro/tools/make/Makefile microlite "
             "(add OPTIMIZED_KERNEL_DIR=cmsis_nn TARGET=cortex_m_generic TARGET_ARCH=cortex-m7 for the board); "
-            "plan with `tinyseg optimize --runtime reference` (or --runtime cmsis-nn)"
+            "plan with `tinyseg optimize --kernel-set reference` (or --kernel-set cmsis-nn)"
         ]
         if with_tests:
             steps.append(
@@ -886,7 +887,7 @@ def next_steps(layout: Layout, with_tests: bool) -> list[str]:
             "next: nothing to add to a build file: the Arduino IDE / arduino-cli compiles every .cpp "
             f"under {layout.rel('')}; compile examples/nicla_vision/tinyseg_unet_m7 with "
             "`arduino-cli compile -b arduino:mbed_nicla:nicla_vision --library "
-            f"{layout.root}`; plan with `tinyseg optimize --runtime arduino`"
+            f"{layout.root}`; plan with `tinyseg optimize --kernel-set arduino`"
         ]
         periph = layout.src / "peripherals" / "peripherals.h"
         try:
@@ -905,14 +906,14 @@ def next_steps(layout: Layout, with_tests: bool) -> list[str]:
     if layout.kind == "esp-idf":
         return [
             "next: CMakeLists.txt now compiles tensorflow/lite/micro/kernels/tinyseg/*.cc; "
-            "`idf.py build` in your project; plan with `tinyseg optimize --runtime esp-idf`"
+            "`idf.py build` in your project; plan with `tinyseg optimize --kernel-set esp-idf`"
         ]
     if layout.kind == "zephyr":
         return [
             "next: add to the zephyr_library_sources(...) list of your module's CMakeLists.txt "
             f"(Zephyr lists sources by hand): ${{ZEPHYR_CURRENT_MODULE_DIR}}/{k}/*.cc, i.e. "
             f"file(GLOB TINYSEG_SRCS ${{ZEPHYR_CURRENT_MODULE_DIR}}/{k}/*.cc) then "
-            "zephyr_library_sources(${TINYSEG_SRCS}); `west build`; plan with `tinyseg optimize --runtime zephyr`"
+            "zephyr_library_sources(${TINYSEG_SRCS}); `west build`; plan with `tinyseg optimize --kernel-set zephyr`"
         ]
     return [
         "next: add the .cc files of "
@@ -920,7 +921,7 @@ def next_steps(layout: Layout, with_tests: bool) -> list[str]:
         + " to your project's sources (Edge Impulse exports list the "
         f"SDK's sources in their Makefile/CMakeLists: add {k}/*.cc beside "
         f"{layout.rel('tensorflow/lite/micro/kernels')}/*.cc); the include root stays the directory "
-        "that holds edge-impulse-sdk/; plan with `tinyseg optimize --runtime edge-impulse`"
+        "that holds edge-impulse-sdk/; plan with `tinyseg optimize --kernel-set edge-impulse`"
     ]
 
 

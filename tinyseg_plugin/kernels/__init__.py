@@ -15,14 +15,14 @@ from typing import Protocol
 
 from ..errors import TinySegError
 from ..graph import Graph, Operator
-from ..runtimes import RUNTIMES
+from ..runtimes import BUILD_PROFILE_NAMES, KERNEL_SET_NAMES
 from . import cmsis_nn, reference
-from .profiles import PROFILES, UPSTREAM_CMSIS_NN, RuntimeProfile
+from .profiles import FORK_KERNEL_SETS, UPSTREAM_CMSIS_NN, ForkKernelSet
 
 
 class KernelSet(Protocol):
     """What a kernel set tells the planner: the reference and CMSIS-NN modules and every fork's
-    RuntimeProfile implement it; KernelRules routes TinySeg's own operators to the contract."""
+    ForkKernelSet implement it; KernelRules routes TinySeg's own operators to the contract."""
 
     def scratch_requests(
         self, graph: Graph, op: Operator, pointer_bytes: int
@@ -39,44 +39,50 @@ class KernelSet(Protocol):
     def default_compression(self, pointer_bytes: int) -> bool: ...
 
 
-# Every runtime (``--runtime``): the two upstream kernel sets and the forks' profiles (profiles.py).
-KERNEL_SETS: dict[str, KernelSet] = {"reference": reference, "cmsis-nn": cmsis_nn, **PROFILES}
-assert tuple(KERNEL_SETS) == RUNTIMES, "runtimes.py lists every runtime, in this order"
+# Every kernel set (``--kernel-set``): the two upstream ones and the runtime forks' (profiles.py).
+KERNEL_SETS: dict[str, KernelSet] = {
+    "reference": reference,
+    "cmsis-nn": cmsis_nn,
+    **FORK_KERNEL_SETS,
+}
+assert tuple(KERNEL_SETS) == KERNEL_SET_NAMES, "runtimes.py lists every kernel set, in this order"
 
 
-def default_arch(runtime: str) -> str:
-    """The pointer width a runtime's usual build has: the forks run on 32-bit MCUs; the
+def default_build_profile(kernel_set: str) -> str:
+    """The build profile of a kernel set's usual build: the forks run on 32-bit MCUs; the
     upstream sets keep host64 (the Python wheel the verification uses)."""
-    prof = PROFILES.get(runtime)
-    return prof.arch if prof is not None else "host64"
+    prof = FORK_KERNEL_SETS.get(kernel_set)
+    return prof.build_profile if prof is not None else "host64"
 
 
 @dataclass(frozen=True)
-class Arch:
-    """The build profile (--arch): what the arena layout depends on besides the kernels, a pointer's width."""
+class BuildProfile:
+    """The build profile (--build-profile): the build the tail estimate assumes besides its kernels: a
+    pointer's width, and by its name which TFLM structure sizes and application setup (planner._TAIL_PROFILES)."""
 
     name: str
     pointer_bytes: int
 
 
-ARCHES: dict[str, Arch] = {
-    "host64": Arch("host64", 8),
-    "cortex-m": Arch("cortex-m", 4),
+BUILD_PROFILES: dict[str, BuildProfile] = {
+    "host64": BuildProfile("host64", 8),
+    "cortex-m": BuildProfile("cortex-m", 4),
 }
+assert tuple(BUILD_PROFILES) == BUILD_PROFILE_NAMES, "runtimes.py lists every build profile"
 
 
 @dataclass
 class KernelRules:
-    """Scratch and persistent rules for one kernel set on one build profile (arch)."""
+    """Scratch and persistent rules for one kernel set on one build profile."""
 
-    runtime: str = "reference"
-    arch: Arch = field(default_factory=lambda: ARCHES["host64"])
+    kernel_set: str = "reference"
+    build_profile: BuildProfile = field(default_factory=lambda: BUILD_PROFILES["host64"])
     unknown_ops: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        if self.runtime not in KERNEL_SETS:
+        if self.kernel_set not in KERNEL_SETS:
             raise TinySegError(
-                f"unknown runtime '{self.runtime}' (choose from: {', '.join(KERNEL_SETS)})"
+                f"unknown kernel set '{self.kernel_set}' (choose from: {', '.join(KERNEL_SETS)})"
             )
 
     def scratch_requests(self, graph: Graph, op: Operator) -> list[int]:
@@ -84,23 +90,23 @@ class KernelRules:
         from .. import customops  # the contract module; imported late to keep the layering one-way
 
         if customops.is_tinyseg_op(op):
-            return customops.scratch_requests(graph, op, self.runtime)
+            return customops.scratch_requests(graph, op, self.kernel_set)
         if op.opcode == "TRANSPOSE_CONV" and op.intermediates:
             marker = customops.transpose_conv_marker(graph, op)
             if marker is not None:
                 return customops.transpose_conv_scratch(graph, op, marker)
-        module = KERNEL_SETS[self.runtime]
-        result = module.scratch_requests(graph, op, self.arch.pointer_bytes)
+        module = KERNEL_SETS[self.kernel_set]
+        result = module.scratch_requests(graph, op, self.build_profile.pointer_bytes)
         if result is None:
             self.unknown_ops.add(op.opcode)
             return []
         return result
 
     def implementation_of(self, opcode: str) -> str:
-        """Which implementation the runtime's tree compiles for an operator ("reference",
+        """Which implementation the kernel set's tree compiles for an operator ("reference",
         "cmsis-nn", "esp-nn"): the StreamChain kernel's stages size their buffers by it."""
-        kernels = KERNEL_SETS[self.runtime]
-        if isinstance(kernels, RuntimeProfile):
+        kernels = KERNEL_SETS[self.kernel_set]
+        if isinstance(kernels, ForkKernelSet):
             return kernels.implementation_of(opcode)
         return "cmsis-nn" if kernels is cmsis_nn and opcode in UPSTREAM_CMSIS_NN else "reference"
 
@@ -109,24 +115,30 @@ class KernelRules:
         from .. import customops
 
         if customops.is_tinyseg_op(op):
-            return customops.persistent_bytes(graph, op, self.arch.pointer_bytes)
-        return KERNEL_SETS[self.runtime].persistent_bytes(graph, op, self.arch.pointer_bytes)
+            return customops.persistent_bytes(graph, op, self.build_profile.pointer_bytes)
+        return KERNEL_SETS[self.kernel_set].persistent_bytes(
+            graph, op, self.build_profile.pointer_bytes
+        )
 
     # What the tail estimate needs of the kernel set (planner.estimate_tail), so that the planner
     # asks this object and never a concrete kernel module.
     def opdata_bytes(self, opcode: str, compression: bool | None = None) -> int:
         """Bytes of the OpData the kernel allocates in Init (``compression``: the build's flag)."""
-        return KERNEL_SETS[self.runtime].opdata_bytes(opcode, self.arch.pointer_bytes, compression)
+        return KERNEL_SETS[self.kernel_set].opdata_bytes(
+            opcode, self.build_profile.pointer_bytes, compression
+        )
 
     def prepare_allocations(self, graph: Graph, op: Operator) -> list[int]:
         """Persistent allocations the kernel makes in Prepare, in order."""
-        return KERNEL_SETS[self.runtime].prepare_allocations(graph, op, self.arch.pointer_bytes)
+        return KERNEL_SETS[self.kernel_set].prepare_allocations(
+            graph, op, self.build_profile.pointer_bytes
+        )
 
     def default_compression(self) -> bool:
         """Whether this kernel set's usual build for this pointer width has TFLM's compression on."""
-        return KERNEL_SETS[self.runtime].default_compression(self.arch.pointer_bytes)
+        return KERNEL_SETS[self.kernel_set].default_compression(self.build_profile.pointer_bytes)
 
     def builtin_data(self, op: Operator, overrides: dict | None = None) -> tuple[int, int]:
         """(bytes, alignment) of the builtin options TFLM's interpreter parses for the operator:
         the same for every kernel set (the reference module keeps the table)."""
-        return reference.builtin_data(op, self.arch.pointer_bytes, overrides)
+        return reference.builtin_data(op, self.build_profile.pointer_bytes, overrides)

@@ -1,7 +1,7 @@
-"""Runtime profiles: which kernel implementation each operator gets in each TFLM tree a
-user deploys with (``--runtime NAME``), and the pointer width of its usual build.
+"""The runtime forks' kernel sets: which kernel implementation each operator gets in each TFLM tree a
+user deploys with (``--kernel-set NAME``), and the build profile of its usual build.
 
-A profile is a kernel set like ``reference`` and ``cmsis_nn`` (same functions), built by
+A fork's kernel set is one like ``reference`` and ``cmsis_nn`` (same functions), built by
 routing each operator to the implementation the tree compiles for it:
 
 * ``arduino`` -- the Arduino_TensorFlowLite library (TFLM of 2023-02, the Nicla Vision's
@@ -86,13 +86,13 @@ UPSTREAM_CMSIS_NN = frozenset(
 
 
 @dataclass(frozen=True)
-class RuntimeProfile:
-    """A kernel set that routes each operator to `optimized` or to the reference kernel."""
+class ForkKernelSet:
+    """A runtime fork's kernel set: it routes each operator to `optimized` or to the reference kernel."""
 
     name: str
     optimized: ModuleType | None  # the optimized kernel set, or None (not modelled)
     optimized_ops: frozenset[str]  # operators that run the optimized implementation
-    arch: str  # the pointer width of the tree's usual build
+    build_profile: str  # the build profile of the tree's usual build (its pointer width)
     implementation: str  # what the optimized kernels are called, for reports
     dsp: bool = True  # CMSIS-NN built with ARM_MATH_DSP (Cortex-M4/M7); False: plain C
 
@@ -127,13 +127,13 @@ class RuntimeProfile:
         return False  # these trees build without USE_TFLM_COMPRESSION
 
 
-PROFILES: dict[str, RuntimeProfile] = {
-    "arduino": RuntimeProfile("arduino", cmsis_nn, ARDUINO_CMSIS_NN, "cortex-m", "cmsis-nn"),
-    "zephyr": RuntimeProfile(
+FORK_KERNEL_SETS: dict[str, ForkKernelSet] = {
+    "arduino": ForkKernelSet("arduino", cmsis_nn, ARDUINO_CMSIS_NN, "cortex-m", "cmsis-nn"),
+    "zephyr": ForkKernelSet(
         "zephyr", cmsis_nn, UPSTREAM_CMSIS_NN - {"TRANSPOSE_CONV"}, "cortex-m", "cmsis-nn"
     ),
-    "edge-impulse": RuntimeProfile(
+    "edge-impulse": ForkKernelSet(
         "edge-impulse", cmsis_nn, UPSTREAM_CMSIS_NN - {"TRANSPOSE_CONV"}, "cortex-m", "cmsis-nn"
     ),
-    "esp-idf": RuntimeProfile("esp-idf", None, ESP_NN, "cortex-m", "esp-nn"),
+    "esp-idf": ForkKernelSet("esp-idf", None, ESP_NN, "cortex-m", "esp-nn"),
 }

@@ -319,7 +319,10 @@ BUILTIN_DATA: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
     "DEPTHWISE_CONV_2D": ((28, 4), (28, 4)),
     "DEPTH_TO_SPACE": ((4, 4), (4, 4)),
     "DIV": ((4, 4), (1, 1)),
-    "FULLY_CONNECTED": ((16, 4), (5, 1)),  # the wheel's newer TFLM: (32, 8), see planner._SIZES
+    "FULLY_CONNECTED": (
+        (16, 4),
+        (5, 1),
+    ),  # the wheel's newer TFLM: (32, 8), see planner._TAIL_PROFILES
     "GATHER": ((8, 4), (8, 4)),
     "IF": ((8, 4), (8, 4)),
     "L2_NORMALIZATION": ((4, 4), (1, 1)),

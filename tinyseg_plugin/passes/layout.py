@@ -62,7 +62,7 @@ def improve_layout(graph: Graph, request: LayoutRequest) -> Rewrite | Skip:
     buffers = plan.buffers
     for name, key in ORDERS.items():
         offs = first_fit(buffers, key)
-        tensors = {buffers[i].index: o for i, o in offs.items() if buffers[i].kind == "tensor"}
+        tensors = {buffers[i].owner: o for i, o in offs.items() if buffers[i].kind == "tensor"}
         g = with_offsets(graph, tensors)
         p = plan_of(g.graph)
         if p.head < best_plan.head:

@@ -80,8 +80,8 @@ def stream_chains(
             else customops.StreamChainOptions(
                 ring_bytes=cost.rings,
                 op_scratch=cost.op_scratch,
-                spilled=len(cost.spilled),
-                fetched=len(cost.fetched),
+                spilled_count=len(cost.spilled),
+                fetched_count=len(cost.fetched),
                 block=block,
             )
         )
@@ -152,8 +152,8 @@ def _body(
     return customops.StreamChainOptions(
         ring_bytes=cost.rings,
         op_scratch=cost.op_scratch,
-        spilled=len(cost.spilled),
-        fetched=len(cost.fetched),
+        spilled_count=len(cost.spilled),
+        fetched_count=len(cost.fetched),
         block=block,
         stages=tuple(stages),
         tensors=tuple(tensors),
