@@ -244,7 +244,7 @@ def build_runner(
     target: Sequence[str] = (),
     sanitize: bool = False,
 ) -> Path:
-    """microlite (with TinySeg's kernel_dir, already installed in ``tree``), then the runner at ``exe``.
+    """microlite (with TinySeg's kernels, already installed in ``tree``), then the runner at ``exe``.
     ``target`` builds for another TFLM target: cortex_m_qemu's runner runs under qemu-arm, its file
     I/O through semihosting. ``sanitize``: a host runner whose TinySeg parts carry ASan and UBSan
     (SANITIZE_FLAGS), linked ahead of the plain library so they replace its copies."""
