@@ -18,8 +18,9 @@ from tinyseg_plugin.cli import main
 from tinyseg_plugin.graph import build_graph
 from tinyseg_plugin.kernels import BUILD_PROFILES, KernelRules
 from tinyseg_plugin.modelio import load_model
+from tinyseg_plugin.passes import Rewrite, Skip
 from tinyseg_plugin.passes.edit import Editor
-from tinyseg_plugin.passes.stream import stream_chains
+from tinyseg_plugin.passes.stream import ChainRequest, stream_chains
 from tinyseg_plugin.planner import plan_graph
 
 TINY = Path(__file__).resolve().parents[1] / "examples" / "models" / "tiny_unet.tflite"
@@ -134,9 +135,10 @@ def test_spilled_skip_takes_no_ring_in_its_producer():
     g = build_graph(load_model(TINY))
     skip = g.operators[2].outputs[0]
     s = stream_chains(
-        g, [[0, 1, 2], [3, 4, 5], list(range(6, len(g.operators)))], frozenset({skip})
+        g, ChainRequest([[0, 1, 2], [3, 4, 5], list(range(6, len(g.operators)))], frozenset({skip}))
     )
-    first, second, third = s.chains
+    assert isinstance(s, Rewrite)
+    first, second, third = s.notes
     assert first.spilled == (skip,) and first.ring_rows[skip] == 1  # the row it hands to storage
     assert second.fetched == (skip,) and second.ring_rows[skip] == 2  # MAX_POOL_2D 2x2 reads 2 rows
     assert third.fetched == (skip,) and third.ring_rows[skip] == 1  # CONCATENATION reads 1 row
@@ -149,11 +151,13 @@ def test_spilled_skip_takes_no_ring_in_its_producer():
 
 def test_chains_must_be_consecutive_and_spills_read_by_chains_only():
     g = build_graph(load_model(TINY))
-    with pytest.raises(ValueError):
-        stream_chains(g, [[0, 2]])
+    gap = stream_chains(g, ChainRequest([[0, 2]]))
+    assert isinstance(gap, Skip) and "consecutive" in gap.reason
     skip = g.operators[2].outputs[0]
-    with pytest.raises(ValueError):  # the CONCATENATION that reads the skip is in no chain
-        stream_chains(g, [[0, 1, 2], [3, 4, 5]], frozenset({skip}))
+    # the CONCATENATION that reads the skip is in no chain
+    unread = stream_chains(g, ChainRequest([[0, 1, 2], [3, 4, 5]], frozenset({skip})))
+    assert isinstance(unread, Skip) and f"tensor {skip}" in unread.reason
+    assert isinstance(stream_chains(g, ChainRequest([])), Skip)
 
 
 @pytest.mark.parametrize(
@@ -203,12 +207,12 @@ def test_validate_accepts_a_chain_the_kernel_runs_and_refuses_the_rest():
     from tinyseg_plugin.validate import tflm_refusals
 
     g = build_graph(load_model(TINY))
-    assert not tflm_refusals(stream_chains(g, [[0, 1, 2]]).graph)
-    planning = tflm_refusals(stream_chains(g, [[0, 1, 2]], body=False).graph)
+    assert not tflm_refusals(stream_chains(g, ChainRequest([[0, 1, 2]])).graph)
+    planning = tflm_refusals(stream_chains(g, ChainRequest([[0, 1, 2]], body=False)).graph)
     assert [r.opcode for r in planning] == [customops.STREAM_CHAIN] and "planning-only" in planning[
         0
     ].reason
-    s = stream_chains(g, [[0, 1, 2]])
+    s = stream_chains(g, ChainRequest([[0, 1, 2]]))
     op = next(o for o in s.graph.operators if o.opcode == customops.STREAM_CHAIN)
     o = customops.decode(op)
     bad = dataclasses.replace(

@@ -9,11 +9,12 @@ head; objective: the head, then the bytes moved through storage per inference.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .graph import Graph
 from .kernels import BUILD_PROFILES, KernelRules
-from .passes.stream import Streamed, stream_chains
+from .passes import Rewrite
+from .passes.stream import ChainRequest, row_slots, stream_chains
 from .planner import plan_graph
 from .stream import ChainCost, activation_inputs, find_chains, row_step_scratch, simulate
 
@@ -25,6 +26,16 @@ SHARES = ((1.0,), (0.6, 1.0), (0.5, 0.75, 1.0))
 MAX_ROW_STEPS = (
     2_000_000  # rows the chain simulations compute, summed (the other half of the budget)
 )
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A streaming the search made: the rewritten graph and what each chain costs."""
+
+    graph: Graph  # StreamChain operators in place of the chains
+    chains: tuple[ChainCost, ...]
+    spilled: tuple[int, ...]  # tensors (of the input graph) that move through storage row by row
+    slots: dict[int, int] = field(default_factory=dict)  # spilled tensor -> its storage slot
 
 
 @dataclass(frozen=True)
@@ -111,9 +122,12 @@ def choose_streaming(
         return measured[key]
 
     def build(cuts: frozenset[int], spilled: frozenset[int], body: bool = False) -> Streamed:
-        return stream_chains(
-            graph, _segments(chains, cuts), spilled, scratch.__getitem__, measure=measure, body=body
+        request = ChainRequest(
+            _segments(chains, cuts), spilled, scratch.__getitem__, measure=measure, body=body
         )
+        done = stream_chains(graph, request)
+        assert isinstance(done, Rewrite), done  # the search only asks for chains it found
+        return Streamed(done.graph, done.notes, tuple(sorted(spilled)), row_slots(graph, spilled))
 
     def evaluate(cuts: frozenset[int]) -> tuple[tuple[int, int], Streamed, frozenset[int]] | None:
         segments = _segments(chains, cuts)

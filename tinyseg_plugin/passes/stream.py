@@ -6,46 +6,53 @@ the StreamChain kernel (tflm_ops/kernels/tinyseg_stream.cc) runs it from the bod
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from .. import customops
 from ..graph import Graph
 from ..stream import ChainCost, simulate
+from . import Rewrite, Skip
 from .edit import Editor
 
 
 @dataclass(frozen=True)
-class Streamed:
-    graph: Graph  # the rewritten graph (StreamChain operators in place of the chains)
-    chains: tuple[ChainCost, ...]
-    spilled: tuple[int, ...]  # tensors (of the input graph) that move through storage row by row
-    slots: dict[int, int] = field(default_factory=dict)  # spilled tensor -> its storage slot
+class ChainRequest:
+    """Which chains to stream, and how.
+
+    ``chains``: operator indices, each run in schedule order and at least two long. ``spilled``:
+    tensors produced by one chain and read by later chains only, moved through storage row by row
+    instead of staying whole in the arena. ``op_scratch(i)``: the scratch operator i needs for one
+    row step in the target kernel set (stream.row_step_scratch). ``measure``: stream.simulate, or a
+    cached form of it (the chain search asks for the same chains many times). ``body=False`` leaves
+    the chains' bodies out of the options: the planner does not read them, and encoding them is most
+    of a search step."""
+
+    chains: list[list[int]]
+    spilled: frozenset[int] = frozenset()
+    op_scratch: Callable[[int], int] = lambda i: 0
+    block: int = customops.BLOCK_BYTES
+    measure: Callable[..., ChainCost] = simulate
+    body: bool = True
 
 
-def stream_chains(
-    graph: Graph,
-    chains: list[list[int]],
-    spilled: frozenset[int] = frozenset(),
-    op_scratch: Callable[[int], int] = lambda i: 0,
-    block: int = customops.BLOCK_BYTES,
-    measure: Callable[..., ChainCost] = simulate,
-    body: bool = True,
-) -> Streamed:
-    """Replace each chain (operator indices, in schedule order, at least two) by one StreamChain.
+def row_slots(graph: Graph, spilled: frozenset[int]) -> dict[int, int]:
+    """The storage slot of each tensor spilled row by row: after the slots the graph's Spills use."""
+    used = [customops.decode(op).slot for op in graph.operators if op.opcode == customops.SPILL]
+    return {t: max(used, default=-1) + 1 + k for k, t in enumerate(sorted(spilled))}
 
-    ``spilled``: tensors produced by one chain and read by later chains only, moved through
-    storage row by row instead of staying whole in the arena. ``op_scratch(i)``: the scratch
-    operator i needs for one row step in the target runtime (stream.row_step_scratch).
-    ``measure``: stream.simulate, or a cached form of it (the chain search asks for the same
-    chains many times). ``body=False`` leaves the chains' bodies out of the options: the planner does
-    not read them, and encoding them is most of a search step."""
+
+def _problem(graph: Graph, request: ChainRequest) -> str | None:
+    """Why the request cannot be streamed as asked, or None."""
+    chains, spilled = request.chains, request.spilled
+    if not chains:
+        return "no chain to stream"
     position = {i: k for k, chain in enumerate(chains) for i in chain}
     for chain in chains:
         if len(chain) < 2 or chain != list(range(chain[0], chain[0] + len(chain))):
-            raise ValueError(f"a chain must be 2+ consecutive operators: {chain}")
+            return f"a chain must be 2+ consecutive operators: {chain}"
     if len(position) != sum(len(c) for c in chains):
-        raise ValueError("chains overlap")
+        return "chains overlap"
     for t in spilled:
         source = graph.producers.get(t)
         readers = graph.consumers.get(t, [])
@@ -55,18 +62,27 @@ def stream_chains(
             or not readers
             or any(position.get(r, -1) <= position[source] for r in readers)
         ):
-            raise ValueError(f"tensor {t} is not produced by a chain and read by later chains only")
+            return f"tensor {t} is not produced by a chain and read by later chains only"
+    return None
+
+
+def stream_chains(graph: Graph, request: ChainRequest) -> Rewrite | Skip:
+    """Replace each chain by one StreamChain; the Rewrite's notes are the chains' ChainCosts, in the
+    order of ``request.chains``."""
+    problem = _problem(graph, request)
+    if problem is not None:
+        return Skip(problem)
+    chains, spilled, block = request.chains, request.spilled, request.block
+    slot_of = row_slots(graph, spilled)
     costs: list[ChainCost] = []
-    used = [customops.decode(op).slot for op in graph.operators if op.opcode == customops.SPILL]
-    slot_of = {t: max(used, default=-1) + 1 + k for k, t in enumerate(sorted(spilled))}
     ed = Editor(graph)
     drop: list[int] = []
     for ops in chains:
         reads = {t for i in ops for t in graph.operators[i].inputs if t >= 0}
         produced = {graph.operators[i].outputs[0] for i in ops}
         fetched = frozenset(t for t in spilled if t in reads and t not in produced)
-        cost = measure(graph, ops, spilled=frozenset(spilled & produced), fetched=fetched)
-        cost = replace(cost, op_scratch=max(op_scratch(i) for i in ops))
+        cost = request.measure(graph, ops, spilled=frozenset(spilled & produced), fetched=fetched)
+        cost = replace(cost, op_scratch=max(request.op_scratch(i) for i in ops))
         costs.append(cost)
         constants = []
         for i in ops:
@@ -76,7 +92,7 @@ def stream_chains(
         inputs = list(cost.inputs) + constants
         options = (
             _body(graph, ops, cost, inputs, slot_of, block)
-            if body
+            if request.body
             else customops.StreamChainOptions(
                 ring_bytes=cost.rings,
                 op_scratch=cost.op_scratch,
@@ -92,7 +108,7 @@ def stream_chains(
         drop.extend(ops[1:])
     for i in sorted(drop, reverse=True):
         ed.remove(i)
-    return Streamed(ed.graph(), tuple(costs), tuple(sorted(spilled)), slot_of)
+    return Rewrite.of(ed.commit(), f"{len(chains)} StreamChain operators", notes=tuple(costs))
 
 
 def _fields(options: object) -> tuple[str | None, tuple[tuple[str, object], ...]]:
