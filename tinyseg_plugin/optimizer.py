@@ -17,8 +17,7 @@ from .passes.reorder import OrderRequest, reorder
 from .passes.scratch import narrow_transpose_convs
 from .passes.spill import SpillPlan, apply_spill, partial_plans, spillable, spilled_bytes
 from .planner import Plan, align_up, plan_graph
-
-MAX_CANDIDATES = 8  # victims tried per iteration, longest cold range first
+from .search import MAX_TRIES, Budget, best_of
 
 
 @dataclass(frozen=True)
@@ -186,59 +185,71 @@ def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Fou
     flash than the target asks for. Failing that, the whole tensor, and of the tries the one that
     lowers the peak most."""
     need = score - o.target_bytes if o.target_bytes is not None else None
-    for cr in _candidates(g, plan)[:MAX_CANDIDATES]:
-        t = cr.tensor
-        size = g.tensors[t].nbytes
-        plans = []
-        if o.partial and need is not None and size > need:
-            plans = partial_plans(g, t, cr, need)
-        plans.append(SpillPlan(t, cr.start, cr.end))
-        chosen = None
-        for sp in plans:
-            g2 = apply_spill(g, replace(sp, slot=slot)).graph
-            how = ""
-            if o.fuse:
-                g2, how = _best_fusion(g2, slot, o)
-            p2 = _plan(g2, o)
-            s2 = _score(g2, p2, o, score)
-            if s2 >= score:
-                continue
-            if chosen is None or s2 < chosen[3]:
-                chosen = (sp, g2, p2, s2, how)
-            if o.target_bytes is None or s2 <= o.target_bytes:
-                chosen = (sp, g2, p2, s2, how)
-                break
-        if chosen is None:
+    found = best_of(
+        _candidates(g, plan),
+        lambda cr: _try_spill(g, cr, score, o, slot, need),
+        Budget(tries=MAX_TRIES),
+        first=True,
+    )
+    return None if found is None else found[0]
+
+
+def _try_spill(
+    g: Graph, cr: ColdRange, score: int, o: Options, slot: int, need: int | None
+) -> tuple[int, _Found] | None:
+    """Spill ``cr``'s tensor (partially first, when a byte budget allows), or None when no way of
+    spilling it lowers the peak."""
+    t = cr.tensor
+    size = g.tensors[t].nbytes
+    plans = []
+    if o.partial and need is not None and size > need:
+        plans = partial_plans(g, t, cr, need)
+    plans.append(SpillPlan(t, cr.start, cr.end))
+    chosen = None
+    for sp in plans:
+        g2 = apply_spill(g, replace(sp, slot=slot)).graph
+        how = ""
+        if o.fuse:
+            g2, how = _best_fusion(g2, slot, o)
+        p2 = _plan(g2, o)
+        s2 = _score(g2, p2, o, score)
+        if s2 >= score:
             continue
-        sp, g2, p2, s2, how = chosen
-        name = g.tensors[t].name
-        short = name if len(name) <= 40 else name[:18] + "..." + name[-19:]
-        spilled = spilled_bytes(g, sp)
-        kind = "partial spilling" if sp.rows is not None else "tensor spilling"
-        part = (
-            f" ({sp.rows} of {g.tensors[t].shape[sp.axis]} slices along axis {sp.axis})"
-            if sp.rows is not None
-            else ""
-        )
-        note = " (head with an offline layout)" if s2 < p2.head else ""
-        steps = [
-            Step(
-                kind,
-                f"t{t} '{short}' {spilled:,} B{part} over scopes {cr.start}-{cr.end}{note}",
-                s2,
-                p2.total,
-            )
-        ]
-        if how:
-            steps.append(Step("fused fetching", how + note, s2, p2.total))
-        return _Found(
-            g2,
-            p2,
+        if chosen is None or s2 < chosen[3]:
+            chosen = (sp, g2, p2, s2, how)
+        if o.target_bytes is None or s2 <= o.target_bytes:
+            chosen = (sp, g2, p2, s2, how)
+            break
+    if chosen is None:
+        return None
+    sp, g2, p2, s2, how = chosen
+    name = g.tensors[t].name
+    short = name if len(name) <= 40 else name[:18] + "..." + name[-19:]
+    spilled = spilled_bytes(g, sp)
+    kind = "partial spilling" if sp.rows is not None else "tensor spilling"
+    part = (
+        f" ({sp.rows} of {g.tensors[t].shape[sp.axis]} slices along axis {sp.axis})"
+        if sp.rows is not None
+        else ""
+    )
+    note = " (head with an offline layout)" if s2 < p2.head else ""
+    steps = [
+        Step(
+            kind,
+            f"t{t} '{short}' {spilled:,} B{part} over scopes {cr.start}-{cr.end}{note}",
             s2,
-            steps,
-            SpillRecord(t, name, spilled, cr.start, cr.end, sp.rows is not None, slot),
+            p2.total,
         )
-    return None
+    ]
+    if how:
+        steps.append(Step("fused fetching", how + note, s2, p2.total))
+    return s2, _Found(
+        g2,
+        p2,
+        s2,
+        steps,
+        SpillRecord(t, name, spilled, cr.start, cr.end, sp.rows is not None, slot),
+    )
 
 
 def _split_then_spill(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Found | None:

@@ -16,16 +16,11 @@ from .kernels import BUILD_PROFILES, KernelRules
 from .passes import Rewrite
 from .passes.stream import ChainRequest, row_slots, stream_chains
 from .planner import plan_graph
+from .search import MAX_WORK, Budget, best_of
 from .stream import ChainCost, activation_inputs, find_chains, row_step_scratch, simulate
 
-# Budget of the cut rounds: planner runs times the input's operators (a count, not seconds, so the
-# answer is reproducible; 400 runs on the Tiny U-Net, about 40 on a 500-operator graph).
-MAX_WORK = 40_000
 # Where each climb stops, as fractions of the budget the starting points leave, for 1, 2 or 3 starts.
 SHARES = ((1.0,), (0.6, 1.0), (0.5, 0.75, 1.0))
-MAX_ROW_STEPS = (
-    2_000_000  # rows the chain simulations compute, summed (the other half of the budget)
-)
 
 
 @dataclass(frozen=True)
@@ -87,7 +82,8 @@ def choose_streaming(
     ``kernel_only``: chains of the stages the StreamChain kernel computes (a model to run)."""
     base = plan_graph(graph, kernel_set, build_profile).head
     chains = find_chains(graph, kernel_only)
-    plans = 1
+    budget = Budget(work=max_work, operators=len(graph.operators))
+    budget.planned()
     rules = KernelRules(kernel_set, BUILD_PROFILES[build_profile])
     scratch = {
         i: row_step_scratch(
@@ -100,25 +96,22 @@ def choose_streaming(
         for i in chain
     }
     if not chains:
-        return StreamChoice(None, base, base, 0, plans)
+        return StreamChoice(None, base, base, 0, budget.plans)
 
     def cost(streamed: Streamed) -> tuple[int, int]:
-        nonlocal plans
-        plans += 1
+        budget.planned()
         moved = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled + c.fetched)
         return plan_graph(streamed.graph, kernel_set, build_profile).head, moved
 
     measured: dict[tuple, ChainCost] = {}
-    steps = 0
 
     def measure(
         g: Graph, ops: list[int], spilled: frozenset[int], fetched: frozenset[int]
     ) -> ChainCost:
-        nonlocal steps
         key = (tuple(ops), spilled, fetched)
         if key not in measured:
             measured[key] = simulate(g, ops, spilled=spilled, fetched=fetched)
-            steps += sum(measured[key].rows_computed.values())
+            budget.simulated(sum(measured[key].rows_computed.values()))
         return measured[key]
 
     def build(cuts: frozenset[int], spilled: frozenset[int], body: bool = False) -> Streamed:
@@ -137,19 +130,13 @@ def choose_streaming(
         best_s = build(cuts, spilled)
         best = cost(best_s)
         for t in _spillable(graph, segments):
-            if out_of_time():  # the greedy spills of one cut set may be many planner runs too
+            if budget.spent():  # the greedy spills of one cut set may be many planner runs too
                 break
             s = build(cuts, spilled | {t})
             c = cost(s)
             if c < best:
                 best, best_s, spilled = c, s, spilled | {t}
         return best, best_s, spilled
-
-    def out_of_time(share: float = 1.0) -> bool:
-        return (
-            plans * max(len(graph.operators), 1) >= share * max_work
-            or steps >= share * MAX_ROW_STEPS
-        )
 
     def climb(seed: frozenset[int], share: float):
         """Hill-climb from a set of cuts, one cut added or removed per round, the best move first,
@@ -158,20 +145,19 @@ def choose_streaming(
         if found is None:
             return None
         here, cuts = found, seed
-        improved = True
-        while improved and not out_of_time(share):
-            improved = False
-            round_best = None
-            for i in positions:
-                if out_of_time(share):
-                    break
-                cand = cuts - {i} if i in cuts else cuts | {i}
-                r = evaluate(cand)
-                if r is not None and (round_best is None or r[0] < round_best[0][0]):
-                    round_best = (r, cand)
-            if round_best is not None and round_best[0][0] < here[0]:
-                here, cuts = round_best
-                improved = True
+
+        def toggle(i: int) -> frozenset[int]:
+            return cuts - {i} if i in cuts else cuts | {i}
+
+        def attempt(i: int):
+            r = evaluate(toggle(i))
+            return None if r is None else (r[0], r)
+
+        while not budget.spent(share):
+            round_best = best_of(positions, attempt, budget, share)
+            if round_best is None or round_best[0][0] >= here[0]:
+                break
+            here, cuts = round_best[0], toggle(round_best[1])
         return here, cuts
 
     positions = [i for chain in chains for i in chain[:-1]]
@@ -205,7 +191,7 @@ def choose_streaming(
     seeds = list(dict.fromkeys((before, frozenset(), resized)))  # distinct, in this order
     starts = {seed: evaluate(seed) for seed in seeds}
     seeds.sort(key=lambda seed: starts[seed][0] if starts[seed] is not None else (base + 1, 0))
-    spent = min(plans * max(len(graph.operators), 1) / max_work, 1.0)  # the starts' greedy spills
+    spent = budget.share_spent  # the starts' greedy spills
     for seed, share in zip(seeds, SHARES[len(seeds) - 1]):
         result = climb(seed, spent + share * (1.0 - spent))
         if result is not None and (best is None or result[0][0] < best_cost):
@@ -227,9 +213,9 @@ def choose_streaming(
             ):
                 best_cost, best, current, spills = c, s, cuts2, spills2
     if best is None or best_cost[0] >= base:
-        return StreamChoice(None, base, base, 0, plans)
+        return StreamChoice(None, base, base, 0, budget.plans)
     best = build(current, spills, body=True)  # the chosen chains with their bodies (same plan)
-    return StreamChoice(best, best_cost[0], base, best_cost[1], plans)
+    return StreamChoice(best, best_cost[0], base, best_cost[1], budget.plans)
 
 
 def choice_dict(choice: StreamChoice, graph: Graph) -> dict:

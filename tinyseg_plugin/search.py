@@ -1,0 +1,79 @@
+"""What a search may spend, and the one way the searches try candidates.
+
+The spill loop (optimizer.spill_and_fuse: which tensor to spill next) and the chain search
+(stream_search.choose_streaming: where to cut chains, which skips to stream through storage) both
+try candidates, replan, and keep what lowers the head. They count what they spend in one
+``Budget`` (counts, not seconds, so an answer is the same on any machine) and try candidates
+through ``best_of``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, TypeVar
+
+# Planner runs times the graph's operators (400 runs on the Tiny U-Net, about 40 on a 500-operator
+# graph).
+MAX_WORK = 40_000
+# Rows the chain simulations compute, summed (the other half of the chain search's budget).
+MAX_ROW_STEPS = 2_000_000
+# Candidates the spill loop tries per round, longest cold range first.
+MAX_TRIES = 8
+
+C = TypeVar("C")  # a candidate
+R = TypeVar("R")  # what trying it gave
+
+
+@dataclass
+class Budget:
+    """Limits and what has been spent against them. ``tries``: candidates per ``best_of`` call
+    (None: no limit); ``operators`` weights each planner run by the size of the graph planned."""
+
+    work: int = MAX_WORK
+    rows: int = MAX_ROW_STEPS
+    tries: int | None = None
+    operators: int = 1
+    plans: int = 0
+    steps: int = 0
+
+    def planned(self) -> None:
+        self.plans += 1
+
+    def simulated(self, rows: int) -> None:
+        self.steps += rows
+
+    @property
+    def share_spent(self) -> float:
+        """The part of the planner work already spent, 0 to 1."""
+        return min(self.plans * max(self.operators, 1) / self.work, 1.0)
+
+    def spent(self, share: float = 1.0) -> bool:
+        """Whether ``share`` of the planner work or of the simulated rows is used up."""
+        return (
+            self.plans * max(self.operators, 1) >= share * self.work
+            or self.steps >= share * self.rows
+        )
+
+
+def best_of(
+    candidates: Iterable[C],
+    attempt: Callable[[C], tuple[object, R] | None],
+    budget: Budget,
+    share: float = 1.0,
+    first: bool = False,
+) -> tuple[R, C] | None:
+    """Try the candidates in order while ``share`` of the budget lasts (and at most
+    ``budget.tries`` of them); ``attempt`` gives (score, result) or None when the candidate does
+    not apply. The result with the lowest score wins, the earlier one on a tie; ``first``: the
+    first result wins."""
+    best: tuple[object, R, C] | None = None
+    for k, cand in enumerate(candidates):
+        if (budget.tries is not None and k >= budget.tries) or budget.spent(share):
+            break
+        got = attempt(cand)
+        if got is None:
+            continue
+        if best is None or got[0] < best[0]:  # type: ignore[operator]
+            best = (got[0], got[1], cand)
+        if first:
+            break
+    return None if best is None else (best[1], best[2])
