@@ -1,4 +1,4 @@
-"""The custom-operator contract is defined once (tinyseg_plugin/customops.py): the C++ side reads it
+"""The custom-operator contract is defined once (tinyseg_plugin/contract/customops.py): the C++ side reads it
 from the generated tflm_ops/kernels/tinyseg_contract.h, the kernels spell no key or limit of their
 own, the Python decoder refuses what the kernels refuse, and the fusion pass builds no operator the
 kernel would refuse in Prepare."""
@@ -11,9 +11,9 @@ import pytest
 from conftest import ROOT, spilled_skip_graphs
 from flatbuffers import flexbuffers
 
-from tinyseg_plugin import customops
+from tinyseg_plugin.contract import customops
 from tinyseg_plugin.errors import TinySegError
-from tinyseg_plugin.graph import Operator, build_graph
+from tinyseg_plugin.ir.graph import Operator, build_graph
 
 KERNELS = ROOT / "tflm_ops" / "kernels"
 HEADER = KERNELS / "tinyseg_contract.h"
@@ -22,7 +22,7 @@ HEADER = KERNELS / "tinyseg_contract.h"
 def test_committed_header_is_what_customops_generates() -> None:
     assert HEADER.read_text() == customops.header(), (
         "tflm_ops/kernels/tinyseg_contract.h is stale: run "
-        "`python -m tinyseg_plugin.customops --header > tflm_ops/kernels/tinyseg_contract.h`"
+        "`python -m tinyseg_plugin.contract.customops --header > tflm_ops/kernels/tinyseg_contract.h`"
     )
 
 
@@ -175,9 +175,9 @@ def test_persistent_bytes_follow_the_contract_sizes() -> None:
 def test_fusion_builds_no_fetching_conv_the_kernel_would_refuse(bias_type, fusable) -> None:
     """A float CONV_2D whose bias is int64 or int32: FetchingConv2D refuses it in Prepare (the
     contract's dtype rules), so fuse_conv leaves Fetching + CONV_2D as they are."""
-    from tinyseg_plugin.passes import graph_or_none
-    from tinyseg_plugin.passes.fuse import fuse_conv
-    from tinyseg_plugin.schema import fb
+    from tinyseg_plugin.ir.schema import fb
+    from tinyseg_plugin.transforms.passes import graph_or_none
+    from tinyseg_plugin.transforms.passes.fuse import fuse_conv
 
     _, g2 = spilled_skip_graphs("FLOAT32")
     fetch = next(op.index for op in g2.operators if op.opcode == customops.FETCHING)

@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _kernels(p: argparse.ArgumentParser) -> None:
-    from .runtimes import RUNTIMES
+    from .memory.runtimes import RUNTIMES
 
     p.add_argument(
         "--runtime",
@@ -57,9 +57,9 @@ def _kernels(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace, **options) -> "Run":
     """The pipeline's Run for the options a subcommand was given."""
-    from .kernels import default_arch
-    from .optimizer import Options
+    from .memory.kernels import default_arch
     from .pipeline import Run
+    from .transforms.optimizer import Options
 
     arch = args.arch or default_arch(args.runtime)
     return Run(
@@ -73,15 +73,15 @@ def _run(args: argparse.Namespace, **options) -> "Run":
 def cmd_analyze(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .analysis import to_dict
-    from .modelio import read_model_bytes, write_all
+    from .ir.modelio import read_model_bytes, write_all
+    from .memory.analysis import to_dict
     from .pipeline import analyze, load
-    from .report import analysis_text, csv_files, stream_text, table_width
+    from .report.tables import analysis_text, csv_files, stream_text, table_width
 
     json_file = args.json if args.json and args.json != "-" else None
     outputs = [("--json", json_file), ("--plot", args.plot)]
     if args.csv:
-        from .report import CSV_NAMES
+        from .report.tables import CSV_NAMES
 
         outputs += [("--csv", Path(args.csv) / name) for name in CSV_NAMES]
     graph = load(read_model_bytes(args.model), shown(args.model))
@@ -93,7 +93,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             (str(Path(args.csv) / name), data) for name, data in csv_files(a, args.model).items()
         ]
     if args.plot:
-        from .plots import plan_png
+        from .report.plots import plan_png
 
         files.append(
             (args.plot, plan_png(a, f"{shown(args.model)}: head {a.head:,} B ({args.runtime})"))
@@ -122,8 +122,8 @@ def check_outputs(
 ) -> None:
     """Before any work: every output can be written, is none of the inputs (``-o`` may be, with
     ``--force``) and is no other output (modelio.check_outputs). Every command that writes calls this."""
-    from .modelio import check_outputs as distinct
-    from .modelio import check_writable
+    from .ir.modelio import check_outputs as distinct
+    from .ir.modelio import check_writable
 
     distinct(inputs, outputs, frozenset({"-o"}) if force else frozenset())
     for opt, path in outputs:
@@ -166,10 +166,10 @@ def parse_size(text: str) -> int:
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from .devicecheck import resolve_tflm_dir
-    from .modelio import read_model_bytes, write_all
-    from .optimize_report import steps_table
+    from .checks.real_kernels import resolve_tflm_dir
+    from .ir.modelio import read_model_bytes, write_all
     from .pipeline import load, optimize, plan_picture
+    from .report.steps import steps_table
 
     data = read_model_bytes(args.model)
     graph = load(data, shown(args.model))
@@ -236,10 +236,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .graph import build_graph
-    from .modelio import load_model
-    from .validate import tflm_refusals, tinyseg_operators, unsupported
-    from .verify import verify
+    from .checks.verify import verify
+    from .ir.graph import build_graph
+    from .ir.modelio import load_model
+    from .ir.validate import tflm_refusals, tinyseg_operators, unsupported
 
     a = build_graph(load_model(args.original), name=shown(args.original))
     b = build_graph(load_model(args.optimized), name=shown(args.optimized))
@@ -259,8 +259,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         refusals = [r for r in tflm_refusals(g) if r.certain]
         if refusals:
             raise TinySegError(f"{name}: cannot be verified in TFLM: {refusals[0]}")
-    from .devicecheck import resolve_tflm_dir
-    from .verify import check_io_bytes
+    from .checks.real_kernels import resolve_tflm_dir
+    from .checks.verify import check_io_bytes
 
     for g, name in ((a, args.original), (b, args.optimized)):
         check_io_bytes(g, name, args.max_io_bytes)
@@ -284,7 +284,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_tflm_install(args: argparse.Namespace) -> int:
-    from .tflm_install import install
+    from .deploy.tflm_install import install
 
     for line in install(args.tflm_dir, check_only=args.check):
         print(line)
@@ -292,7 +292,7 @@ def cmd_tflm_install(args: argparse.Namespace) -> int:
 
 
 def cmd_remote_host(args: argparse.Namespace) -> int:
-    from .remote import serve
+    from .deploy.remote import serve
 
     return serve(
         port=args.port,

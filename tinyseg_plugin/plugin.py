@@ -61,7 +61,7 @@ def _size(text: str) -> int:
 
 @hookimpl
 def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | None) -> None:
-    from .kernels import KERNEL_SETS
+    from .memory.kernels import KERNEL_SETS
 
     g = parser.add_argument_group(
         "tinyseg", "TinySeg spilling and fused fetching (after the reorder pass)"
@@ -158,8 +158,8 @@ def _time_limit(options: argparse.Namespace) -> float:
 
 
 def _options(options: argparse.Namespace):
-    from .kernels import KERNEL_SETS
-    from .optimizer import Options
+    from .memory.kernels import KERNEL_SETS
+    from .transforms.optimizer import Options
 
     runtime = getattr(options, "runtime", None) or "reference"
     if runtime not in KERNEL_SETS:
@@ -167,7 +167,7 @@ def _options(options: argparse.Namespace):
             f"tinyseg: --runtime: '{runtime}' is not a kernel implementation "
             f"(choose from: {', '.join(KERNEL_SETS)})"
         )
-    from .kernels import default_arch
+    from .memory.kernels import default_arch
 
     arch = getattr(options, "arch", None) or default_arch(runtime)
     if arch not in ("host64", "cortex-m"):
@@ -202,7 +202,7 @@ def tflite_tools_describe_operator(
 ) -> dict | None:
     """Spill reads its victim and writes nothing in RAM; Fetching and FetchingConv2D read their in-RAM
     operands (and filter, bias) and write one output: exactly the tensor lists the operator has."""
-    from . import customops
+    from .contract import customops
 
     if custom_code not in customops.TINYSEG_OPS:
         return None
@@ -222,7 +222,7 @@ def _graph(model: bytes):
 def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | None:
     """The pipeline of ``tinyseg optimize`` on the host's reordered model: the same refusals,
     the same check in TFLM, the same sentences and exit codes."""
-    from .devicecheck import resolve_tflm_dir
+    from .checks.real_kernels import resolve_tflm_dir
     from .pipeline import Run, optimize
 
     opts = _options(options)
@@ -263,8 +263,8 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
 
 @hookimpl
 def tflite_tools_analysis(model: bytes, options: argparse.Namespace) -> dict:
-    from . import customops
-    from .analysis import to_dict
+    from .contract import customops
+    from .memory.analysis import to_dict
     from .pipeline import Run, analyze
 
     opts = _options(options)

@@ -1,0 +1,134 @@
+"""Per-kernel memory rules: the scratch buffers each kernel requests in Prepare and
+the persistent memory it takes, for each TFLM kernel set we model.
+
+A kernel set is a module with ``scratch_requests`` and ``persistent_bytes`` (plus the
+tables ``estimate_tail`` reads: ``opdata_bytes``, ``prepare_allocations``,
+``default_compression``); this package picks the module and routes TinySeg's own
+custom operators to the custom-operator contract, so the planner never needs to
+know which kernel set it is planning for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ...errors import TinySegError
+from ...ir.graph import Graph, Operator
+from ..runtimes import RUNTIMES
+from . import cmsis_nn, reference
+from .profiles import PROFILES, UPSTREAM_CMSIS_NN, RuntimeProfile
+
+
+class KernelSet(Protocol):
+    """What a kernel set tells the planner: the reference and CMSIS-NN modules and every fork's
+    RuntimeProfile implement it; KernelRules routes TinySeg's own operators to the contract."""
+
+    def scratch_requests(
+        self, graph: Graph, op: Operator, pointer_bytes: int
+    ) -> list[int] | None: ...
+
+    def persistent_bytes(self, graph: Graph, op: Operator, pointer_bytes: int) -> int: ...
+
+    def opdata_bytes(
+        self, opcode: str, pointer_bytes: int, compression: bool | None = None
+    ) -> int: ...
+
+    def prepare_allocations(self, graph: Graph, op: Operator, pointer_bytes: int) -> list[int]: ...
+
+    def default_compression(self, pointer_bytes: int) -> bool: ...
+
+
+# Every runtime (``--runtime``): the two upstream kernel sets and the forks' profiles (profiles.py).
+KERNEL_SETS: dict[str, KernelSet] = {"reference": reference, "cmsis-nn": cmsis_nn, **PROFILES}
+assert tuple(KERNEL_SETS) == RUNTIMES, "runtimes.py lists every runtime, in this order"
+
+
+def default_arch(runtime: str) -> str:
+    """The pointer width a runtime's usual build has: the forks run on 32-bit MCUs; the
+    upstream sets keep host64 (the Python wheel the verification uses)."""
+    prof = PROFILES.get(runtime)
+    return prof.arch if prof is not None else "host64"
+
+
+@dataclass(frozen=True)
+class Arch:
+    """The build profile (--arch): what the arena layout depends on besides the kernels, a pointer's width."""
+
+    name: str
+    pointer_bytes: int
+
+
+ARCHES: dict[str, Arch] = {
+    "host64": Arch("host64", 8),
+    "cortex-m": Arch("cortex-m", 4),
+}
+
+
+@dataclass
+class KernelRules:
+    """Scratch and persistent rules for one kernel set on one build profile (arch)."""
+
+    runtime: str = "reference"
+    arch: Arch = field(default_factory=lambda: ARCHES["host64"])
+    unknown_ops: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.runtime not in KERNEL_SETS:
+            raise TinySegError(
+                f"unknown runtime '{self.runtime}' (choose from: {', '.join(KERNEL_SETS)})"
+            )
+
+    def scratch_requests(self, graph: Graph, op: Operator) -> list[int]:
+        """Bytes of each scratch buffer the operator's kernel requests, in request order."""
+        from ...contract import (
+            customops,  # the contract module; imported late to keep the layering one-way
+        )
+
+        if customops.is_tinyseg_op(op):
+            return customops.scratch_requests(graph, op, self.runtime)
+        if op.opcode == "TRANSPOSE_CONV" and op.intermediates:
+            marker = customops.transpose_conv_marker(graph, op)
+            if marker is not None:
+                return customops.transpose_conv_scratch(graph, op, marker)
+        module = KERNEL_SETS[self.runtime]
+        result = module.scratch_requests(graph, op, self.arch.pointer_bytes)
+        if result is None:
+            self.unknown_ops.add(op.opcode)
+            return []
+        return result
+
+    def implementation_of(self, opcode: str) -> str:
+        """Which implementation the runtime's tree compiles for an operator ("reference",
+        "cmsis-nn", "esp-nn"): the StreamChain kernel's stages size their buffers by it."""
+        kernels = KERNEL_SETS[self.runtime]
+        if isinstance(kernels, RuntimeProfile):
+            return kernels.implementation_of(opcode)
+        return "cmsis-nn" if kernels is cmsis_nn and opcode in UPSTREAM_CMSIS_NN else "reference"
+
+    def persistent_bytes(self, graph: Graph, op: Operator) -> int:
+        """Bytes the kernel allocates from the persistent (tail) section, alignment included."""
+        from ...contract import customops
+
+        if customops.is_tinyseg_op(op):
+            return customops.persistent_bytes(graph, op, self.arch.pointer_bytes)
+        return KERNEL_SETS[self.runtime].persistent_bytes(graph, op, self.arch.pointer_bytes)
+
+    # What the tail estimate needs of the kernel set (planner.estimate_tail), so that the planner
+    # asks this object and never a concrete kernel module.
+    def opdata_bytes(self, opcode: str, compression: bool | None = None) -> int:
+        """Bytes of the OpData the kernel allocates in Init (``compression``: the build's flag)."""
+        return KERNEL_SETS[self.runtime].opdata_bytes(opcode, self.arch.pointer_bytes, compression)
+
+    def prepare_allocations(self, graph: Graph, op: Operator) -> list[int]:
+        """Persistent allocations the kernel makes in Prepare, in order."""
+        return KERNEL_SETS[self.runtime].prepare_allocations(graph, op, self.arch.pointer_bytes)
+
+    def default_compression(self) -> bool:
+        """Whether this kernel set's usual build for this pointer width has TFLM's compression on."""
+        return KERNEL_SETS[self.runtime].default_compression(self.arch.pointer_bytes)
+
+    def builtin_data(self, op: Operator, overrides: dict | None = None) -> tuple[int, int]:
+        """(bytes, alignment) of the builtin options TFLM's interpreter parses for the operator:
+        the same for every kernel set (the reference module keeps the table)."""
+        return reference.builtin_data(op, self.arch.pointer_bytes, overrides)
