@@ -11,18 +11,19 @@ import pytest
 from conftest import ROOT, spilled_skip_graphs
 from flatbuffers import flexbuffers
 
-from tinyseg_plugin.contract import customops
+from tinyseg_plugin.contract import customops, header
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.ir.graph import Operator, build_graph
+from tinyseg_plugin.memory.kernels import tinyseg
 
 KERNELS = ROOT / "tflm_ops" / "kernels"
 HEADER = KERNELS / "tinyseg_contract.h"
 
 
-def test_committed_header_is_what_customops_generates() -> None:
-    assert HEADER.read_text() == customops.header(), (
+def test_committed_header_is_what_the_contract_generates() -> None:
+    assert HEADER.read_text() == header.header(), (
         "tflm_ops/kernels/tinyseg_contract.h is stale: run "
-        "`python -m tinyseg_plugin.contract.customops --header > tflm_ops/kernels/tinyseg_contract.h`"
+        "`python -m tinyseg_plugin.contract.header > tflm_ops/kernels/tinyseg_contract.h`"
     )
 
 
@@ -167,8 +168,8 @@ def test_persistent_bytes_follow_the_contract_sizes() -> None:
         custom_options=customops.encode(o),
     )
     # 32-byte header + one fetched operand of 16 bytes and two 8-byte pointers = 64 on a 64-bit host
-    assert customops.persistent_bytes(None, op, 8) == 64
-    assert customops.persistent_bytes(None, op, 4) == 64  # 32 + 24 = 56, rounded to 16
+    assert tinyseg.persistent_bytes(None, op, 8) == 64
+    assert tinyseg.persistent_bytes(None, op, 4) == 64  # 32 + 24 = 56, rounded to 16
 
 
 @pytest.mark.parametrize("bias_type,fusable", [(None, True), ("INT64", False), ("INT32", False)])

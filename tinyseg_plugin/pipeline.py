@@ -13,7 +13,7 @@ from typing import Callable
 from .checks import interpreter
 from .checks import verify as check
 from .checks.verify import DEFAULT_MAX_IO_BYTES, Verification, arena_for, check_io_bytes
-from .contract import customops
+from .contract import bodies
 from .errors import TinySegError, shown
 from .ir.graph import Graph, build_graph
 from .ir.modelio import check_inline_fits, model_to_bytes, parse_model
@@ -100,7 +100,7 @@ def load(data: bytes, name: str) -> Graph:
     """The model view of a file's bytes. Malformed files, and TinySeg operators whose kernels would
     refuse their options, are refused here, with one line."""
     graph = build_graph(parse_model(data, name), name=name)
-    customops.validate_graph(graph)
+    bodies.validate_graph(graph)
     return graph
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..contract import customops
+from ..contract import bodies, customops
 from ..errors import TinySegError, shown
 from ..ir.graph import Graph
 from ..ir.modelio import model_to_bytes
@@ -263,7 +263,7 @@ def verify_real_kernels(
     (see verify), each group's inputs made only when it runs."""
     from . import real_kernels
 
-    customops.validate_graph(optimized)  # the kernels refuse it in Prepare; say why before building
+    bodies.validate_graph(optimized)  # the kernels refuse it in Prepare; say why before building
     if per_run is None:
         per_run = max(
             check_io_bytes(original, "the original"),

@@ -4,8 +4,8 @@ the persistent memory it takes, for each TFLM kernel set we model.
 A kernel set is a module with ``scratch_requests`` and ``persistent_bytes`` (plus the
 tables ``estimate_tail`` reads: ``opdata_bytes``, ``prepare_allocations``,
 ``default_compression``); this package picks the module and routes TinySeg's own
-custom operators to the custom-operator contract, so the planner never needs to
-know which kernel set it is planning for.
+custom operators to their rules (tinyseg.py), so the planner never needs to know
+which kernel set it is planning for.
 """
 
 from __future__ import annotations
@@ -13,16 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ...contract.customops import is_tinyseg_op, transpose_conv_marker
 from ...errors import TinySegError
 from ...ir.graph import Graph, Operator
 from ..runtimes import RUNTIMES
-from . import cmsis_nn, reference
+from . import cmsis_nn, reference, tinyseg
 from .profiles import PROFILES, UPSTREAM_CMSIS_NN, RuntimeProfile
 
 
 class KernelSet(Protocol):
     """What a kernel set tells the planner: the reference and CMSIS-NN modules and every fork's
-    RuntimeProfile implement it; KernelRules routes TinySeg's own operators to the contract."""
+    RuntimeProfile implement it; KernelRules routes TinySeg's own operators to tinyseg.py."""
 
     def scratch_requests(
         self, graph: Graph, op: Operator, pointer_bytes: int
@@ -81,16 +82,12 @@ class KernelRules:
 
     def scratch_requests(self, graph: Graph, op: Operator) -> list[int]:
         """Bytes of each scratch buffer the operator's kernel requests, in request order."""
-        from ...contract import (
-            customops,  # the contract module; imported late to keep the layering one-way
-        )
-
-        if customops.is_tinyseg_op(op):
-            return customops.scratch_requests(graph, op, self.runtime)
+        if is_tinyseg_op(op):
+            return tinyseg.scratch_requests(graph, op, self.runtime)
         if op.opcode == "TRANSPOSE_CONV" and op.intermediates:
-            marker = customops.transpose_conv_marker(graph, op)
+            marker = transpose_conv_marker(graph, op)
             if marker is not None:
-                return customops.transpose_conv_scratch(graph, op, marker)
+                return tinyseg.transpose_conv_scratch(graph, op, marker)
         module = KERNEL_SETS[self.runtime]
         result = module.scratch_requests(graph, op, self.arch.pointer_bytes)
         if result is None:
@@ -108,10 +105,8 @@ class KernelRules:
 
     def persistent_bytes(self, graph: Graph, op: Operator) -> int:
         """Bytes the kernel allocates from the persistent (tail) section, alignment included."""
-        from ...contract import customops
-
-        if customops.is_tinyseg_op(op):
-            return customops.persistent_bytes(graph, op, self.arch.pointer_bytes)
+        if is_tinyseg_op(op):
+            return tinyseg.persistent_bytes(graph, op, self.arch.pointer_bytes)
         return KERNEL_SETS[self.runtime].persistent_bytes(graph, op, self.arch.pointer_bytes)
 
     # What the tail estimate needs of the kernel set (planner.estimate_tail), so that the planner

@@ -8,7 +8,7 @@ optimizer wrote."""
 
 from __future__ import annotations
 
-from ...contract import customops
+from ...contract import bodies, customops
 from ...errors import TinySegError
 from ...ir import offline
 from ...ir.graph import Graph
@@ -25,7 +25,7 @@ def lower(graph: Graph, request: None = None) -> Rewrite:
     Refused, as its kernels would refuse it, when a TinySeg operator is malformed: a lowering of it
     would compute something else. An estimate's chain may hold stages the kernel does not compute:
     only its structure is checked here."""
-    customops.validate_graph(graph, kernel=False)
+    bodies.validate_graph(graph, kernel=False)
     slots: dict[int, int] = {}
     for op in graph.operators:
         if op.opcode == customops.SPILL:
