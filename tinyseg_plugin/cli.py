@@ -240,6 +240,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from .ir.graph import build_graph
     from .ir.modelio import load_model
     from .ir.validate import tflm_refusals, tinyseg_operators, unsupported
+    from .memory.planner import offline_conflict
 
     a = build_graph(load_model(args.original), name=shown(args.original))
     b = build_graph(load_model(args.optimized), name=shown(args.optimized))
@@ -251,9 +252,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             f"so it is not an original model{swapped}: give the original first, then the optimized one"
         )
     for g, name in ((a, shown(args.original)), (b, shown(args.optimized))):
-        why = unsupported(
-            g, layout=g is a
-        )  # a broken layout in the optimized model is what the check finds (exit 4)
+        # a broken layout in the optimized model is what the check finds (exit 4)
+        why = unsupported(g) or (offline_conflict(g) if g is a else None)
         if why:
             raise TinySegError(f"{name}: cannot be verified: {why}")
         refusals = [r for r in tflm_refusals(g) if r.certain]

@@ -18,7 +18,7 @@ from .errors import TinySegError, shown
 from .ir.graph import Graph, build_graph
 from .ir.modelio import check_inline_fits, model_to_bytes, parse_model
 from .memory.analysis import Analysis, analyze_graph
-from .memory.planner import plan_graph
+from .memory.planner import offline_conflict, plan_graph
 from .transforms import optimizer
 from .transforms.optimizer import Options, Result
 
@@ -125,7 +125,7 @@ def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
             f"{name} already holds TinySeg operators ({shown(graph.operators[ts[0]].opcode)} at "
             f"operator {ts[0]}): give the original model"
         )
-    why = unsupported(graph)
+    why = unsupported(graph) or offline_conflict(graph)
     if why:
         raise TinySegError(f"{name}: cannot be optimized: {why}")
     refusals = [r for r in tflm_refusals(graph) if r.certain]  # the real load settles the rest

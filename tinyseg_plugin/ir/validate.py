@@ -638,14 +638,14 @@ def _stream_chain_refusal(op) -> str | None:
 # ---------------------------------------------------------------- what optimize and verify cannot take
 
 
-def unsupported(graph, layout: bool = True) -> str | None:
+def unsupported(graph) -> str | None:
     """Why ``optimize`` and ``verify`` must refuse a model that ``analyze`` can still plan, or None.
 
     Sparse weights: TFLM has no sparse kernels and ignores ``Tensor.sparsity``, so it would read the
     compressed buffer as dense weights (past its end). Inputs and outputs of a type the check can neither
-    feed nor compare (complex, string, resource, variant, sub-byte). With ``layout``: an
-    OfflineMemoryAllocation that puts tensors live at the same time on the same bytes (TFLM honours it
-    and computes garbage)."""
+    feed nor compare (complex, string, resource, variant, sub-byte). An OfflineMemoryAllocation that
+    puts tensors live at the same time on the same bytes is the planner's question
+    (memory.planner.offline_conflict)."""
     for s, sg in enumerate(graph.model.subgraphs or []):
         for t, raw in enumerate(sg.tensors or []):
             if raw.sparsity is not None:
@@ -661,30 +661,6 @@ def unsupported(graph, layout: bool = True) -> str | None:
                 return (
                     f"graph {kind} {k} '{shown(tensor.name)}' is {tensor.dtype}, which the check in TFLM cannot "
                     f"{'feed' if kind == 'input' else 'compare'} (supported: {', '.join(NUMPY_DTYPES)})"
-                )
-    return offline_conflict(graph) if layout else None
-
-
-def offline_conflict(graph) -> str | None:
-    """Two tensors that OfflineMemoryAllocation puts on shared bytes while both are live, or None."""
-    from ..memory.planner import plan_graph
-
-    if offline.read(graph.model) is None:
-        return None
-    fixed = sorted(
-        (b for b in plan_graph(graph).buffers if b.offline and b.kind == "tensor" and b.nbytes),
-        key=lambda b: b.offset,
-    )
-    for i, a in enumerate(fixed):
-        for b in fixed[i + 1 :]:
-            if b.offset >= a.offset + a.nbytes:
-                break  # sorted by offset: no later buffer reaches into a either
-            if a.first <= b.last and b.first <= a.last:
-                return (
-                    f"its OfflineMemoryAllocation metadata puts {a.label} ({a.nbytes:,} B at offset {a.offset:,}) "
-                    f"and {b.label} ({b.nbytes:,} B at offset {b.offset:,}) on the same bytes while both are live "
-                    f"(scopes {max(a.first, b.first)}-{min(a.last, b.last)}); TFLM would honour it and compute "
-                    "garbage: remove the metadata or plan the offsets again"
                 )
     return None
 

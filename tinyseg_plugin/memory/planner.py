@@ -664,3 +664,25 @@ def estimate_tail(graphs: list[Graph], rules: KernelRules, scratch_count: int) -
         builtin_data=builtin,
         app=sz["app"],
     )
+
+
+def offline_conflict(graph: Graph) -> str | None:
+    """Two tensors that OfflineMemoryAllocation puts on shared bytes while both are live, or None."""
+    if offline.read(graph.model) is None:
+        return None
+    fixed = sorted(
+        (b for b in plan_graph(graph).buffers if b.offline and b.kind == "tensor" and b.nbytes),
+        key=lambda b: b.offset,
+    )
+    for i, a in enumerate(fixed):
+        for b in fixed[i + 1 :]:
+            if b.offset >= a.offset + a.nbytes:
+                break  # sorted by offset: no later buffer reaches into a either
+            if a.first <= b.last and b.first <= a.last:
+                return (
+                    f"its OfflineMemoryAllocation metadata puts {a.label} ({a.nbytes:,} B at offset {a.offset:,}) "
+                    f"and {b.label} ({b.nbytes:,} B at offset {b.offset:,}) on the same bytes while both are live "
+                    f"(scopes {max(a.first, b.first)}-{min(a.last, b.last)}); TFLM would honour it and compute "
+                    "garbage: remove the metadata or plan the offsets again"
+                )
+    return None
