@@ -23,9 +23,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the test-model builders (tests/synth.py)
 import synth  # noqa: E402
 
-from tinyseg_plugin.analysis import analyze_graph  # noqa: E402
-from tinyseg_plugin.graph import build_graph  # noqa: E402
-from tinyseg_plugin.modelio import load_model, save_model  # noqa: E402
+from tinyseg_plugin.ir.graph import build_graph  # noqa: E402
+from tinyseg_plugin.ir.modelio import load_model, save_model  # noqa: E402
+from tinyseg_plugin.memory.analysis import analyze_graph  # noqa: E402
 
 
 def best_of(fn, n: int = 3) -> float:
@@ -59,7 +59,7 @@ def placement_rows(n: int = 4000) -> list[tuple[str, float | None, float, str]]:
     against the plain walk over every placed buffer (planner._walk_place, TFLM's loop)."""
     import random
 
-    from tinyseg_plugin.planner import ONLINE, _walk_place, greedy_place
+    from tinyseg_plugin.memory.planner import ONLINE, _walk_place, greedy_place
 
     rng = random.Random(0)
     rows = []

@@ -34,12 +34,12 @@ def measure(path: str, kernel_set: str) -> dict:
     import time
 
     sys.path.insert(0, str(ROOT))
-    from tinyseg_plugin import tflm
-    from tinyseg_plugin.graph import build_graph
-    from tinyseg_plugin.modelio import load_model, model_to_bytes
-    from tinyseg_plugin.optimizer import Options, optimize
-    from tinyseg_plugin.planner import plan_graph
-    from tinyseg_plugin.verify import verify
+    from tinyseg_plugin.checks import interpreter
+    from tinyseg_plugin.checks.verify import verify
+    from tinyseg_plugin.ir.graph import build_graph
+    from tinyseg_plugin.ir.modelio import load_model, model_to_bytes
+    from tinyseg_plugin.memory.planner import plan_graph
+    from tinyseg_plugin.transforms.optimizer import Options, optimize
 
     row: dict = {"model": path}
     try:
@@ -50,7 +50,7 @@ def measure(path: str, kernel_set: str) -> dict:
         return row
     row["ops"] = len(g.operators)
     try:
-        row["tflm_head"] = tflm.arena_usage(model_to_bytes(model)).head
+        row["tflm_head"] = interpreter.arena_usage(model_to_bytes(model)).head
     except Exception as exc:  # noqa: BLE001
         row["tflm_refuses"] = _one_line(exc)
     try:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the test-model builders (tests/synth.py)
 import synth  # noqa: E402
 
-from tinyseg_plugin.modelio import load_model, save_model  # noqa: E402
+from tinyseg_plugin.ir.modelio import load_model, save_model  # noqa: E402
 
 LIMIT_S = 10.0
 
@@ -95,9 +95,9 @@ def inference_cpu(model: Path, repeats: int = 3) -> float:
     """CPU seconds of one TFLM invoke of the model (the tflite-micro wheel, as verification runs it):
     a child that loads it and invokes `repeats` times, minus a child that only loads it."""
     code = (
-        "import sys, numpy as np; from tinyseg_plugin import tflm; from tinyseg_plugin.verify import "
+        "import sys, numpy as np; from tinyseg_plugin.checks import interpreter; from tinyseg_plugin.checks.verify import "
         "random_inputs; m = open(sys.argv[1], 'rb').read(); n = int(sys.argv[2]); "
-        "x = random_inputs(m, 0); tflm.run_many(m, [x] * n, seconds=3600) if n else tflm.input_details(m)"
+        "x = random_inputs(m, 0); interpreter.run_many(m, [x] * n, seconds=3600) if n else interpreter.input_details(m)"
     )
     _, base = cpu_of([sys.executable, "-c", code, str(model), "0"])
     _, runs = cpu_of([sys.executable, "-c", code, str(model), str(repeats)])

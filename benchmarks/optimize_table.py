@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tinyseg_plugin.graph import build_graph  # noqa: E402
-from tinyseg_plugin.modelio import load_model  # noqa: E402
-from tinyseg_plugin.optimizer import Options, optimize  # noqa: E402
-from tinyseg_plugin.verify import verify  # noqa: E402
+from tinyseg_plugin.checks.verify import verify  # noqa: E402
+from tinyseg_plugin.ir.graph import build_graph  # noqa: E402
+from tinyseg_plugin.ir.modelio import load_model  # noqa: E402
+from tinyseg_plugin.transforms.optimizer import Options, optimize  # noqa: E402
 
 # The paper's peak memory (original -> optimized) for each model, Tables 3 and 4.
 PAPER = {

@@ -30,10 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     import synth
 
-    from tinyseg_plugin.analysis import analyze_graph
-    from tinyseg_plugin.graph import build_graph
-    from tinyseg_plugin.modelio import load_model
-    from tinyseg_plugin.plots import plan_png
+    from tinyseg_plugin.ir.graph import build_graph
+    from tinyseg_plugin.ir.modelio import load_model
+    from tinyseg_plugin.memory.analysis import analyze_graph
+    from tinyseg_plugin.report.plots import plan_png
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("models", nargs="*", type=Path)

@@ -21,12 +21,12 @@ sys.path.insert(
 )  # the test-model builders (tests/synth.py)
 import synth  # noqa: E402
 
-from tinyseg_plugin.graph import Graph, build_graph  # noqa: E402
-from tinyseg_plugin.kernels import KernelRules  # noqa: E402
-from tinyseg_plugin.modelio import load_model  # noqa: E402
-from tinyseg_plugin.passes import Rewrite  # noqa: E402
-from tinyseg_plugin.passes.reorder import OrderRequest, min_peak_order, reorder  # noqa: E402
-from tinyseg_plugin.planner import align_up, plan_graph  # noqa: E402
+from tinyseg_plugin.ir.graph import Graph, build_graph  # noqa: E402
+from tinyseg_plugin.ir.modelio import load_model  # noqa: E402
+from tinyseg_plugin.memory.kernels import KernelRules  # noqa: E402
+from tinyseg_plugin.memory.planner import align_up, plan_graph  # noqa: E402
+from tinyseg_plugin.transforms.passes import Rewrite  # noqa: E402
+from tinyseg_plugin.transforms.passes.reorder import OrderRequest, min_peak_order, reorder  # noqa: E402
 
 
 def row(name: str, g: Graph, theirs: Graph | None) -> None:

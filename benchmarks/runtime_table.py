@@ -412,8 +412,8 @@ def preserved_interpreter(model_path: Path):
 
 def skip_activations(model_path: Path) -> list[Skip]:
     """Run the model in TFLM keeping every tensor; return the long-living inputs of each CONCATENATION."""
-    from tinyseg_plugin.modelio import load_model
-    from tinyseg_plugin.schema import BUILTIN_CODES
+    from tinyseg_plugin.ir.modelio import load_model
+    from tinyseg_plugin.ir.schema import BUILTIN_CODES
 
     names = {v: k for k, v in BUILTIN_CODES.items()}
     m = load_model(model_path)
@@ -443,8 +443,8 @@ def skip_activations(model_path: Path) -> list[Skip]:
 
 def op_macs(model_path: Path) -> list[tuple[str, int]]:
     """(operator, MACs) in execution order; pooling/quantize/concat count their output elements."""
-    from tinyseg_plugin.modelio import load_model
-    from tinyseg_plugin.schema import BUILTIN_CODES
+    from tinyseg_plugin.ir.modelio import load_model
+    from tinyseg_plugin.ir.schema import BUILTIN_CODES
 
     names = {v: k for k, v in BUILTIN_CODES.items()}
     m = load_model(model_path)
@@ -491,11 +491,11 @@ def stream_trace(model_path: Path, base_ms: float, work: Path) -> StreamTrace:
     test_stream.py compares the two). Each computed row advances the clock by its operator's
     share of ``base_ms`` (MACs of the operator / its output rows); operators outside the chains by
     their whole share. The spilled tensors' bytes are the real activations on the natural image."""
-    from tinyseg_plugin import customops
-    from tinyseg_plugin.graph import build_graph
-    from tinyseg_plugin.modelio import load_model
-    from tinyseg_plugin.stream import row_bytes, simulate
-    from tinyseg_plugin.stream_search import choose_streaming
+    from tinyseg_plugin.contract import customops
+    from tinyseg_plugin.ir.graph import build_graph
+    from tinyseg_plugin.ir.modelio import load_model
+    from tinyseg_plugin.transforms.stream import row_bytes, simulate
+    from tinyseg_plugin.transforms.stream_search import choose_streaming
 
     g = build_graph(load_model(model_path))
     choice = choose_streaming(g, kernel_only=True)

@@ -22,10 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from tinyseg_plugin import customops, devicecheck, modelio
-from tinyseg_plugin.graph import Graph, build_graph
-from tinyseg_plugin.stream_search import choose_streaming
-from tinyseg_plugin.verify import arena_for, random_inputs
+from tinyseg_plugin.checks import real_kernels
+from tinyseg_plugin.checks.verify import arena_for, random_inputs
+from tinyseg_plugin.contract import customops
+from tinyseg_plugin.ir import modelio
+from tinyseg_plugin.ir.graph import Graph, build_graph
+from tinyseg_plugin.transforms.stream_search import choose_streaming
 
 MAC_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "FULLY_CONNECTED")
 
@@ -99,14 +101,14 @@ def main() -> int:
     ap.add_argument("models", nargs="+", type=Path)
     ap.add_argument("--tflm-dir", default=None)
     args = ap.parse_args()
-    tflm = devicecheck.resolve_tflm_dir(args.tflm_dir)
+    tflm = real_kernels.resolve_tflm_dir(args.tflm_dir)
     if tflm is None:
         print(
             "stream_overhead.py: give --tflm-dir or set TFLM_DIR (a TFLM checkout with its downloads)",
             file=sys.stderr,
         )
         return 2
-    exe = devicecheck.prepare(tflm)
+    exe = real_kernels.prepare(tflm)
     print(
         f"{'model':<28} {'MACs':>13} {'streamed MACs':>13} {'instructions':>15} {'streamed':>15} {'overhead':>9}"
     )

@@ -40,9 +40,9 @@ def run(model: Path, kernel_set: str, build_profile: str | None) -> tuple[dict |
 
 def runnable(model: Path, kernel_set: str, build_profile: str):
     """The chains the StreamChain kernel runs (what `tinyseg optimize` streams)."""
-    from tinyseg_plugin.graph import build_graph
-    from tinyseg_plugin.modelio import load_model
-    from tinyseg_plugin.stream_search import choose_streaming
+    from tinyseg_plugin.ir.graph import build_graph
+    from tinyseg_plugin.ir.modelio import load_model
+    from tinyseg_plugin.transforms.stream_search import choose_streaming
 
     return choose_streaming(
         build_graph(load_model(model)), kernel_set, build_profile, kernel_only=True

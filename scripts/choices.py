@@ -19,9 +19,9 @@ import sys
 
 from tinyseg_plugin.cli import main as cli
 from tinyseg_plugin.errors import TinySegError
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.modelio import load_model, model_to_bytes
-from tinyseg_plugin.optimizer import Options, optimize
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import load_model, model_to_bytes
+from tinyseg_plugin.transforms.optimizer import Options, optimize
 
 
 def _digest_of_cli(args: list[str]) -> str:

@@ -25,9 +25,9 @@ def spilled_skip_graphs(dtype: str):
     convolution): the smallest graph fuse_conv applies to."""
     import synth
 
-    from tinyseg_plugin.coldrange import cold_ranges
-    from tinyseg_plugin.graph import build_graph
-    from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
+    from tinyseg_plugin.ir.graph import build_graph
+    from tinyseg_plugin.memory.coldrange import cold_ranges
+    from tinyseg_plugin.transforms.passes.spill import SpillPlan, apply_spill
 
     b = synth.ModelBuilder(dtype=dtype, seed=2)
     x = b.input([1, 8, 8, 4])

@@ -24,9 +24,9 @@ from flatbuffers import flexbuffers
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tinyseg_plugin import modelio
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.optimizer import Options, optimize
+from tinyseg_plugin.ir import modelio
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.transforms.optimizer import Options, optimize
 
 TINY_UNET = ROOT / "examples" / "models" / "tiny_unet.tflite"
 INT32_MAX = (1 << 31) - 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tinyseg_plugin.schema import BUILTIN_CODES, TYPE_CODES, fb
+from tinyseg_plugin.ir.schema import BUILTIN_CODES, TYPE_CODES, fb
 
 SAME, VALID = fb.Padding.SAME, fb.Padding.VALID
 

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 import synth
 
-from tinyseg_plugin import tflm
-from tinyseg_plugin.analysis import analyze_graph, to_dict
+from tinyseg_plugin.checks import interpreter
 from tinyseg_plugin.cli import main
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.modelio import model_to_bytes, save_model
-from tinyseg_plugin.passes import layout
-from tinyseg_plugin.planner import ONLINE, _walk_place, greedy_place, plan_graph
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import model_to_bytes, save_model
+from tinyseg_plugin.memory.analysis import analyze_graph, to_dict
+from tinyseg_plugin.memory.planner import ONLINE, _walk_place, greedy_place, plan_graph
+from tinyseg_plugin.transforms.passes import layout
 
 
 def _greedy_order(sizes: list[int], offline: list[int]) -> list[int]:
@@ -104,7 +104,7 @@ def test_many_unused_graph_inputs_match_tflm() -> None:
     """Hundreds of graph inputs alive together at scope 0 (the stacked placement): the head equals
     the real interpreter's."""
     m = synth.unused_inputs(300)
-    real = tflm.arena_usage(model_to_bytes(m))
+    real = interpreter.arena_usage(model_to_bytes(m))
     plan = plan_graph(build_graph(m))
     assert plan.head == real.head
     assert plan.head > 300 * 16  # every unused input has its own 16 bytes

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from synth import SAME, VALID, ModelBuilder
 
-from tinyseg_plugin.modelio import model_to_bytes
+from tinyseg_plugin.ir.modelio import model_to_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ import synth
 from conftest import ROOT
 
 from tinyseg_plugin.cli import build_parser, main
-from tinyseg_plugin.modelio import model_to_bytes, save_model
+from tinyseg_plugin.ir.modelio import model_to_bytes, save_model
 
 
 @pytest.fixture(scope="module")
@@ -340,9 +340,9 @@ def test_plugin_verify_runs_must_be_positive() -> None:
     from tflite_tools_host import manager
 
     from tinyseg_plugin import plugin
+    from tinyseg_plugin.checks.verify import verify
     from tinyseg_plugin.errors import TinySegError
-    from tinyseg_plugin.graph import build_graph
-    from tinyseg_plugin.verify import verify
+    from tinyseg_plugin.ir.graph import build_graph
 
     p = argparse.ArgumentParser()
     hook = manager(plugin).hook
@@ -361,10 +361,10 @@ def test_plugin_verify_runs_must_be_positive() -> None:
 
 
 def _optimized_with_layout(tmp_path: Path, unet_file: Path, offset_of) -> Path:
-    from tinyseg_plugin.graph import build_graph
-    from tinyseg_plugin.modelio import load_model
-    from tinyseg_plugin.passes.layout import with_offsets
-    from tinyseg_plugin.planner import plan_graph
+    from tinyseg_plugin.ir.graph import build_graph
+    from tinyseg_plugin.ir.modelio import load_model
+    from tinyseg_plugin.memory.planner import plan_graph
+    from tinyseg_plugin.transforms.passes.layout import with_offsets
 
     out = tmp_path / "o.tflite"
     if not out.exists():
@@ -391,7 +391,7 @@ def test_verify_runs_the_offline_layout(tmp_path: Path, unet_file: Path) -> None
 def test_verify_refuses_a_layout_of_the_wrong_length(tmp_path: Path, unet_file: Path) -> None:
     import numpy as np
 
-    from tinyseg_plugin.modelio import load_model
+    from tinyseg_plugin.ir.modelio import load_model
 
     good = _optimized_with_layout(tmp_path, unet_file, lambda b: b.offset)
     m = load_model(good)

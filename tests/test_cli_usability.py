@@ -13,8 +13,8 @@ import pytest
 import synth
 
 from tinyseg_plugin.cli import main
-from tinyseg_plugin.modelio import save_model
-from tinyseg_plugin.planner import plan_model
+from tinyseg_plugin.ir.modelio import save_model
+from tinyseg_plugin.memory.planner import plan_model
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_output_equal_to_input_is_refused_without_force(
 
 
 def plan_model_head(path: Path) -> int:
-    from tinyseg_plugin.modelio import load_model
+    from tinyseg_plugin.ir.modelio import load_model
 
     return plan_model(load_model(str(path))).head
 
@@ -199,8 +199,8 @@ def test_nothing_to_gain_writes_the_input_unchanged_without_running_tflm(
     verification (two TFLM runs per input, the whole cost on big models) is not needed."""
     import synth
 
-    from tinyseg_plugin import verify as verify_mod
-    from tinyseg_plugin.modelio import save_model
+    from tinyseg_plugin.checks import verify as verify_mod
+    from tinyseg_plugin.ir.modelio import save_model
 
     model, out, report = tmp_path / "one.tflite", tmp_path / "o.tflite", tmp_path / "r.json"
     save_model(synth.chain(1), model)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import synth
 
-from tinyseg_plugin.coldrange import cold_ranges, scope_of
-from tinyseg_plugin.graph import build_graph
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.memory.coldrange import cold_ranges, scope_of
 
 
 def _figure5_graph():

@@ -1,4 +1,4 @@
-"""The custom-operator contract is defined once (tinyseg_plugin/customops.py): the C++ side reads it
+"""The custom-operator contract is defined once (tinyseg_plugin/contract/customops.py): the C++ side reads it
 from the generated tflm_ops/kernels/tinyseg_contract.h, the kernels spell no key or limit of their
 own, the Python decoder refuses what the kernels refuse, and the fusion pass builds no operator the
 kernel would refuse in Prepare."""
@@ -11,18 +11,19 @@ import pytest
 from conftest import ROOT, spilled_skip_graphs
 from flatbuffers import flexbuffers
 
-from tinyseg_plugin import customops
+from tinyseg_plugin.contract import customops, header
 from tinyseg_plugin.errors import TinySegError
-from tinyseg_plugin.graph import Operator, build_graph
+from tinyseg_plugin.ir.graph import Operator, build_graph
+from tinyseg_plugin.memory.kernels import tinyseg
 
 KERNELS = ROOT / "tflm_ops" / "kernels"
 HEADER = KERNELS / "tinyseg_contract.h"
 
 
-def test_committed_header_is_what_customops_generates() -> None:
-    assert HEADER.read_text() == customops.header(), (
+def test_committed_header_is_what_the_contract_generates() -> None:
+    assert HEADER.read_text() == header.header(), (
         "tflm_ops/kernels/tinyseg_contract.h is stale: run "
-        "`python -m tinyseg_plugin.customops --header > tflm_ops/kernels/tinyseg_contract.h`"
+        "`python -m tinyseg_plugin.contract.header > tflm_ops/kernels/tinyseg_contract.h`"
     )
 
 
@@ -167,17 +168,17 @@ def test_persistent_bytes_follow_the_contract_sizes() -> None:
         custom_options=customops.encode(o),
     )
     # 32-byte header + one fetched operand of 16 bytes and two 8-byte pointers = 64 on a 64-bit host
-    assert customops.persistent_bytes(None, op, 8) == 64
-    assert customops.persistent_bytes(None, op, 4) == 64  # 32 + 24 = 56, rounded to 16
+    assert tinyseg.persistent_bytes(None, op, 8) == 64
+    assert tinyseg.persistent_bytes(None, op, 4) == 64  # 32 + 24 = 56, rounded to 16
 
 
 @pytest.mark.parametrize("bias_type,fusable", [(None, True), ("INT64", False), ("INT32", False)])
 def test_fusion_builds_no_fetching_conv_the_kernel_would_refuse(bias_type, fusable) -> None:
     """A float CONV_2D whose bias is int64 or int32: FetchingConv2D refuses it in Prepare (the
     contract's dtype rules), so fuse_conv leaves Fetching + CONV_2D as they are."""
-    from tinyseg_plugin.passes import graph_or_none
-    from tinyseg_plugin.passes.fuse import fuse_conv
-    from tinyseg_plugin.schema import fb
+    from tinyseg_plugin.ir.schema import fb
+    from tinyseg_plugin.transforms.passes import graph_or_none
+    from tinyseg_plugin.transforms.passes.fuse import fuse_conv
 
     _, g2 = spilled_skip_graphs("FLOAT32")
     fetch = next(op.index for op in g2.operators if op.opcode == customops.FETCHING)

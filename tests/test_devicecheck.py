@@ -1,6 +1,6 @@
 """The real-kernel check (issue 11): optimized models run as written in a host build of TFLM with
 TinySeg's kernels, compared with the original in the same build. Needs TFLM_DIR (a TFLM 90b983c tree
-with its third-party downloads); the build is made once and cached (devicecheck.prepare)."""
+with its third-party downloads); the build is made once and cached (real_kernels.prepare)."""
 
 from __future__ import annotations
 
@@ -13,19 +13,21 @@ import synth
 from conftest import EXAMPLE_MODELS as EXAMPLES
 from conftest import SHARED_MODELS, TINY_UNET
 
-from tinyseg_plugin import cli, customops, devicecheck
+from tinyseg_plugin import cli
+from tinyseg_plugin.checks import real_kernels
+from tinyseg_plugin.checks.verify import LOWERED, REAL_KERNELS, verify
+from tinyseg_plugin.contract import customops
 from tinyseg_plugin.errors import TinySegError
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.modelio import load_model, save_model
-from tinyseg_plugin.offline import NAME as OFFLINE_METADATA
-from tinyseg_plugin.offline import ONLINE
-from tinyseg_plugin.offline import read as offline_offsets
-from tinyseg_plugin.optimizer import Options, optimize
-from tinyseg_plugin.verify import LOWERED, REAL_KERNELS, verify
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import load_model, save_model
+from tinyseg_plugin.ir.offline import NAME as OFFLINE_METADATA
+from tinyseg_plugin.ir.offline import ONLINE
+from tinyseg_plugin.ir.offline import read as offline_offsets
+from tinyseg_plugin.transforms.optimizer import Options, optimize
 
 
 def _tflm_dir() -> str:
-    d = os.environ.get(devicecheck.ENV_TFLM)
+    d = os.environ.get(real_kernels.ENV_TFLM)
     if not d:
         pytest.skip(
             "set TFLM_DIR to a TFLM 90b983c tree with its third-party downloads for the real-kernel check"
@@ -38,7 +40,7 @@ def _tflm_dir() -> str:
 @pytest.fixture(scope="module")
 def tflm_dir() -> str:
     d = _tflm_dir()
-    devicecheck.prepare(d)  # the one build (cached); later calls find it
+    real_kernels.prepare(d)  # the one build (cached); later calls find it
     return d
 
 
@@ -111,7 +113,7 @@ def _broken(case: str):
         assert offsets is not None and len({o for o in offsets if o != ONLINE}) > 1
         _zero_layout(opt)
         return graph, build_graph(opt.model)
-    from tinyseg_plugin.passes.layout import with_offsets
+    from tinyseg_plugin.transforms.passes.layout import with_offsets
 
     graph = build_graph(
         load_model(TINY_UNET)
@@ -138,18 +140,18 @@ def test_a_broken_offline_layout_fails_the_real_kernel_check(tflm_dir: str, case
 def test_the_real_kernel_check_runs_in_groups(tflm_dir: str, monkeypatch) -> None:
     """Groups of one run (verify.GROUP_IO_BYTES): one runner process per model and input, the spill
     count checked per group, the same verdicts; a broken layout still fails."""
-    from tinyseg_plugin import devicecheck
-    from tinyseg_plugin import verify as verify_module
+    from tinyseg_plugin.checks import real_kernels
+    from tinyseg_plugin.checks import verify as verify_module
 
     calls: list[int] = []
-    real = devicecheck.run
+    real = real_kernels.run
 
     def counting(exe, model, batches, *a, **kw):
         calls.append(len(batches))
         return real(exe, model, batches, *a, **kw)
 
     monkeypatch.setattr(verify_module, "GROUP_IO_BYTES", 1)
-    monkeypatch.setattr(devicecheck, "run", counting)
+    monkeypatch.setattr(real_kernels, "run", counting)
     graph = build_graph(synth.random_unet(1, dtype="INT8"))
     v = verify(graph, _optimized(graph), runs=2, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
@@ -216,7 +218,7 @@ def test_cli_optimize_with_tflm_dir_reports_the_real_kernel_check(
 
 
 def test_without_a_tflm_tree_the_fallback_says_so(tmp_path: Path, capsys, monkeypatch) -> None:
-    monkeypatch.delenv(devicecheck.ENV_TFLM, raising=False)
+    monkeypatch.delenv(real_kernels.ENV_TFLM, raising=False)
     rc = cli.main(
         [
             "optimize",
@@ -257,18 +259,18 @@ def test_a_bad_tflm_dir_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
 
 
 def test_the_build_is_cached_and_the_users_tree_untouched(tflm_dir: str) -> None:
-    from tinyseg_plugin.tflm_install import INSTALL_DIR
+    from tinyseg_plugin.deploy.tflm_install import INSTALL_DIR
 
     root = Path(tflm_dir)
     had_install = (root / INSTALL_DIR).exists()
-    before = {rel: (root / rel).stat().st_mtime_ns for rel in devicecheck.TREE_FILES}
-    exe = devicecheck.prepare(tflm_dir)
+    before = {rel: (root / rel).stat().st_mtime_ns for rel in real_kernels.TREE_FILES}
+    exe = real_kernels.prepare(tflm_dir)
     stamp = exe.stat().st_mtime_ns
     assert (
-        devicecheck.prepare(tflm_dir) == exe and exe.stat().st_mtime_ns == stamp
+        real_kernels.prepare(tflm_dir) == exe and exe.stat().st_mtime_ns == stamp
     )  # reused, not rebuilt
-    assert exe.is_relative_to(devicecheck.cache_root())
-    assert {rel: (root / rel).stat().st_mtime_ns for rel in devicecheck.TREE_FILES} == before
+    assert exe.is_relative_to(real_kernels.cache_root())
+    assert {rel: (root / rel).stat().st_mtime_ns for rel in real_kernels.TREE_FILES} == before
     assert (root / INSTALL_DIR).exists() == had_install
 
 

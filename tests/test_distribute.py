@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import synth
 
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.optimizer import Options, optimize
-from tinyseg_plugin.passes import graph_or_none
-from tinyseg_plugin.passes.distribute import split_elementwise, splittable
-from tinyseg_plugin.planner import plan_graph
-from tinyseg_plugin.verify import verify
+from tinyseg_plugin.checks.verify import verify
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.memory.planner import plan_graph
+from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.passes import graph_or_none
+from tinyseg_plugin.transforms.passes.distribute import split_elementwise, splittable
 
 
 def _residual_over_concat(dtype: str, axis: int, concat_first: bool, opcode: str = "ADD"):

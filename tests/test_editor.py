@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 import synth
 
-from tinyseg_plugin import tflm
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.modelio import model_to_bytes, parse_model
-from tinyseg_plugin.offline import read as offline_offsets
-from tinyseg_plugin.optimizer import Options, optimize
-from tinyseg_plugin.passes.edit import Editor
-from tinyseg_plugin.passes.layout import ORDERS, first_fit, with_offsets
-from tinyseg_plugin.planner import plan_graph
-from tinyseg_plugin.schema import fb
-from tinyseg_plugin.verify import verify
+from tinyseg_plugin.checks import interpreter
+from tinyseg_plugin.checks.verify import verify
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import model_to_bytes, parse_model
+from tinyseg_plugin.ir.offline import read as offline_offsets
+from tinyseg_plugin.ir.schema import fb
+from tinyseg_plugin.memory.planner import plan_graph
+from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.passes.edit import Editor
+from tinyseg_plugin.transforms.passes.layout import ORDERS, first_fit, with_offsets
 
 PASSES = Path(__file__).resolve().parent.parent / "tinyseg_plugin" / "passes"
 
@@ -91,7 +91,7 @@ def test_offline_layout_table_is_sized_after_pruning() -> None:
     for t in g2.tensors:
         if t.name in by_name:
             assert table[t.index] == by_name[t.name]
-    assert tflm.arena_usage(model_to_bytes(g2.model)).head == plan_graph(g2).head
+    assert interpreter.arena_usage(model_to_bytes(g2.model)).head == plan_graph(g2).head
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -23,7 +23,7 @@ import pytest
 from conftest import ROOT, SHARED_MODELS, TINY_UNET
 
 from tinyseg_plugin.cli import main
-from tinyseg_plugin.schema import fb
+from tinyseg_plugin.ir.schema import fb
 
 ALLOWED = {0, 2, 3, 4}
 

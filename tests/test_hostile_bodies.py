@@ -5,7 +5,7 @@ or past 2^15, stages out of order, ...) is refused
 
 - by the Python side: `tinyseg analyze` exits 2 with one line and no traceback, and
 - by the C++ kernels: the real-kernel runner (tflm_ops/tools/tinyseg_run.cc, built from TFLM_DIR with
-  ASan and UBSan, devicecheck.prepare(sanitize=True)) exits non-zero with the kernel's reason, and no
+  ASan and UBSan, real_kernels.prepare(sanitize=True)) exits non-zero with the kernel's reason, and no
   sanitizer reports anything.
 
 The two unmutated bases run in the same runner (exit 0, no report), so a refusal is the mutation's.
@@ -21,9 +21,9 @@ from pathlib import Path
 import hostile_models
 import pytest
 
-from tinyseg_plugin import devicecheck
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.modelio import load_model
+from tinyseg_plugin.checks import real_kernels
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SANITIZER_MARKS = (
@@ -84,7 +84,7 @@ def test_python_side_refuses_every_mutation(models: dict[str, Path], counts) -> 
 
 
 def _tflm_dir() -> str:
-    d = os.environ.get(devicecheck.ENV_TFLM)
+    d = os.environ.get(real_kernels.ENV_TFLM)
     if not d:
         pytest.skip(
             "set TFLM_DIR to a TFLM 90b983c tree with its third-party downloads (make test sets it) "
@@ -120,7 +120,7 @@ def _run(exe: Path, path: Path, tmp: Path) -> subprocess.CompletedProcess:
             "--arena",
             str(64 << 20),
             "--storage",
-            str(devicecheck.STORAGE_BYTES),
+            str(real_kernels.STORAGE_BYTES),
         ],
         capture_output=True,
         text=True,
@@ -133,7 +133,7 @@ def _run(exe: Path, path: Path, tmp: Path) -> subprocess.CompletedProcess:
 def test_cpp_side_refuses_every_mutation_without_sanitizer_reports(
     models: dict[str, Path], tmp_path: Path, counts
 ) -> None:
-    exe = devicecheck.prepare(_tflm_dir(), sanitize=True)
+    exe = real_kernels.prepare(_tflm_dir(), sanitize=True)
     image = exe.read_bytes()  # instrumented code calls the sanitizers' runtime: it is linked in
     assert b"__asan_report_" in image and b"__ubsan_handle_" in image
     reports = 0
@@ -154,7 +154,7 @@ def test_cpp_side_refuses_every_mutation_without_sanitizer_reports(
         p = _run(exe, models[mu.name], tmp_path)
         sanitizer = any(m in p.stderr for m in SANITIZER_MARKS)
         reports += sanitizer
-        reason = devicecheck.failure_reason(p.stderr)
+        reason = real_kernels.failure_reason(p.stderr)
         reasons[mu.name] = reason
         if p.returncode > 0 and not sanitizer:
             refused += 1
@@ -184,12 +184,12 @@ def test_failure_reason_carries_the_kernels_reason() -> None:
         "Failed starting model allocation.\n"
         "tinyseg_run: AllocateTensors failed\n"
     )
-    assert devicecheck.failure_reason(stderr) == (
+    assert real_kernels.failure_reason(stderr) == (
         "AllocateTensors failed: StreamChain: a ring holds fewer rows "
         "than its readers' windows need"
     )
     assert (
-        devicecheck.failure_reason("tinyseg_run: cannot read the model\n")
+        real_kernels.failure_reason("tinyseg_run: cannot read the model\n")
         == "cannot read the model"
     )
-    assert devicecheck.failure_reason("") == "no message"
+    assert real_kernels.failure_reason("") == "no message"

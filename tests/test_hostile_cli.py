@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 from conftest import ROOT, TINY_UNET, spilled_skip_graphs
 
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.modelio import load_model, model_to_bytes, parse_model
-from tinyseg_plugin.planner import plan_graph
-from tinyseg_plugin.schema import BUILTIN_CODES, TYPE_CODES, fb, opcode_name
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import load_model, model_to_bytes, parse_model
+from tinyseg_plugin.ir.schema import BUILTIN_CODES, TYPE_CODES, fb, opcode_name
+from tinyseg_plugin.memory.planner import plan_graph
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -465,8 +465,8 @@ def test_buffers_outside_the_flatbuffer_are_read_and_written_back(work: Path) ->
 def test_buffers_beyond_one_flatbuffer_are_refused(work: Path, monkeypatch, capfd) -> None:
     """Weights over 2 GB cannot be written back inside a flatbuffer (where TFLM reads them): refused
     up front. In-process, with the limit lowered to this model's weights (a 2 GB file is no test input)."""
-    from tinyseg_plugin import modelio
     from tinyseg_plugin.cli import main
+    from tinyseg_plugin.ir import modelio
 
     (work / "ext.tflite").write_bytes(_external(load_model(TINY_UNET)))
     weights = sum(

@@ -17,12 +17,12 @@ import synth
 from conftest import SHARED_FIGURES, SHARED_MODELS, TINY_UNET, shared_model
 from synth import SAME, VALID, ModelBuilder
 
-from tinyseg_plugin import tflm
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.kernels import BuildProfile, cmsis_nn, reference
-from tinyseg_plugin.modelio import load_model, model_to_bytes
-from tinyseg_plugin.planner import plan_graph, plan_model
-from tinyseg_plugin.schema import fb
+from tinyseg_plugin.checks import interpreter
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import load_model, model_to_bytes
+from tinyseg_plugin.ir.schema import fb
+from tinyseg_plugin.memory.kernels import BuildProfile, cmsis_nn, reference
+from tinyseg_plugin.memory.planner import plan_graph, plan_model
 
 OPTS = fb.BuiltinOptions
 
@@ -252,7 +252,7 @@ def test_reference_tail_matches_the_interpreter() -> None:
     for byte."""
     n = 0
     for name, model, data in _tail_cases():
-        real = tflm.arena_usage(data)
+        real = interpreter.arena_usage(data)
         plan = plan_model(model)
         assert plan.exact, f"{name}: no rule for {plan.unknown_ops}"
         assert plan.head == real.head, f"{name}: head {plan.head} vs {real.head}"

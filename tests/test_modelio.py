@@ -7,10 +7,10 @@ import pytest
 import synth
 from conftest import SHARED_FIGURES, shared_model
 
-from tinyseg_plugin import tflm
+from tinyseg_plugin.checks import interpreter
+from tinyseg_plugin.checks.verify import random_inputs
 from tinyseg_plugin.errors import TinySegError
-from tinyseg_plugin.modelio import load_model, model_to_bytes, parse_model
-from tinyseg_plugin.verify import random_inputs
+from tinyseg_plugin.ir.modelio import load_model, model_to_bytes, parse_model
 
 
 @pytest.mark.parametrize("name", sorted(SHARED_FIGURES))
@@ -41,13 +41,13 @@ def test_round_trip_keeps_everything_and_runs_identically(name: str) -> None:
     # Same outputs in the real interpreter on several random inputs.
     for seed in range(3):
         x = random_inputs(original, seed)
-        for a, b in zip(tflm.run(original, x), tflm.run(written, x)):
+        for a, b in zip(interpreter.run(original, x), interpreter.run(written, x)):
             assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
 def test_buffers_are_16_byte_aligned() -> None:
     data = model_to_bytes(synth.random_unet(3))
-    from tinyseg_plugin.schema import fb
+    from tinyseg_plugin.ir.schema import fb
 
     m = fb.Model.GetRootAs(data, 0)
     for i in range(m.BuffersLength()):
@@ -58,7 +58,7 @@ def test_buffers_are_16_byte_aligned() -> None:
 
 
 def test_round_trip_of_a_synthetic_model_with_signature_and_metadata() -> None:
-    from tinyseg_plugin.schema import fb
+    from tinyseg_plugin.ir.schema import fb
 
     m = synth.random_unet(7)
     md = fb.MetadataT()

@@ -49,7 +49,7 @@ EXAMPLES = ROOT / "examples" / "nicla_vision"
 sys.path.insert(0, str(EXAMPLES))
 import make_model_header  # noqa: E402
 
-from tinyseg_plugin.tflm_install import INSTALL_DIR, install  # noqa: E402
+from tinyseg_plugin.deploy.tflm_install import INSTALL_DIR, install  # noqa: E402
 
 CORE_ENV = "ARDUINO_MBED_CORE_DIR"
 THIRD_PARTY = ROOT.parent / "shared" / "third_party"

@@ -6,18 +6,19 @@ import numpy as np
 import pytest
 import synth
 
-from tinyseg_plugin import customops, tflm
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.modelio import model_to_bytes, parse_model
-from tinyseg_plugin.optimizer import Options, optimize
-from tinyseg_plugin.passes import Rewrite, Skip, graph_or_none
-from tinyseg_plugin.passes.layout import LayoutRequest
-from tinyseg_plugin.passes.lower import lower
-from tinyseg_plugin.passes.reorder import OrderRequest
-from tinyseg_plugin.passes.scratch import accumulator_bound, narrow_transpose_convs
-from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
-from tinyseg_plugin.planner import plan_graph
-from tinyseg_plugin.verify import verify
+from tinyseg_plugin.checks import interpreter
+from tinyseg_plugin.checks.verify import verify
+from tinyseg_plugin.contract import customops
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import model_to_bytes, parse_model
+from tinyseg_plugin.memory.planner import plan_graph
+from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.passes import Rewrite, Skip, graph_or_none
+from tinyseg_plugin.transforms.passes.layout import LayoutRequest
+from tinyseg_plugin.transforms.passes.lower import lower
+from tinyseg_plugin.transforms.passes.reorder import OrderRequest
+from tinyseg_plugin.transforms.passes.scratch import accumulator_bound, narrow_transpose_convs
+from tinyseg_plugin.transforms.passes.spill import SpillPlan, apply_spill
 
 
 @pytest.fixture(scope="module")
@@ -76,14 +77,14 @@ def test_head_of_custom_ops_model_is_what_tflm_sees_after_lowering(unet_graph) -
     """The lowered model is a real model: its TFLM head is what the planner says of it."""
     r = optimize(unet_graph, Options())
     low = lower(r.graph).graph
-    assert plan_graph(low).head == tflm.arena_usage(model_to_bytes(low.model)).head
+    assert plan_graph(low).head == interpreter.arena_usage(model_to_bytes(low.model)).head
 
 
 def test_partial_spill_splits_rows_and_verifies(unet_graph) -> None:
     narrowed = narrow_transpose_convs(unet_graph)
     g, _ = narrowed.graph, list(narrowed.notes)
     skip = g.operators[1].outputs[0]  # the first DoubleConv's output, 80x120x8
-    from tinyseg_plugin.coldrange import cold_ranges
+    from tinyseg_plugin.memory.coldrange import cold_ranges
 
     cr = cold_ranges(g)[skip]
     g2 = apply_spill(g, SpillPlan(skip, cr.start, cr.end, rows=30, axis=1, slot=0)).graph
@@ -156,7 +157,7 @@ def test_int16_accumulator_only_when_provable() -> None:
 
 def test_contract_round_trip_and_bad_options() -> None:
     from tinyseg_plugin.errors import TinySegError
-    from tinyseg_plugin.graph import Operator
+    from tinyseg_plugin.ir.graph import Operator
 
     o = customops.FetchingConv2DOptions(
         customops.FetchingOptions(
@@ -194,7 +195,7 @@ def test_model_that_cannot_improve_is_unchanged() -> None:
 
 
 def test_reorder_finds_the_memory_minimising_order() -> None:
-    from tinyseg_plugin.passes.reorder import reorder
+    from tinyseg_plugin.transforms.passes.reorder import reorder
 
     b = synth.ModelBuilder(seed=2)
     x = b.input([1, 32, 32, 2])
@@ -205,12 +206,12 @@ def test_reorder_finds_the_memory_minimising_order() -> None:
     g = build_graph(b.build([b.add(pa, pc)]))
     g2 = _graph_of(reorder(g, OrderRequest(lambda h: plan_graph(h).head, lambda i: 0)), g)
     assert plan_graph(g2).head < plan_graph(g).head
-    assert plan_graph(g2).head == tflm.arena_usage(model_to_bytes(g2.model)).head
+    assert plan_graph(g2).head == interpreter.arena_usage(model_to_bytes(g2.model)).head
     assert verify(g, g2, runs=2).identical
 
 
 def test_offline_layout_is_what_tflm_lays_out() -> None:
-    from tinyseg_plugin.passes.layout import improve_layout
+    from tinyseg_plugin.transforms.passes.layout import improve_layout
 
     found = 0
     for seed in range(200):
@@ -221,7 +222,7 @@ def test_offline_layout_is_what_tflm_lays_out() -> None:
             continue
         found += 1
         assert p2.head < p.head
-        assert tflm.arena_usage(model_to_bytes(g2.model)).head == p2.head
+        assert interpreter.arena_usage(model_to_bytes(g2.model)).head == p2.head
         assert verify(g, g2, runs=1).identical
         if found == 3:
             break
@@ -257,7 +258,7 @@ def _skips_model(reread: bool):
 
 
 def _spill_both(g, a, c):
-    from tinyseg_plugin.coldrange import cold_ranges
+    from tinyseg_plugin.memory.coldrange import cold_ranges
 
     crs = cold_ranges(g)
     g1 = apply_spill(g, SpillPlan(a, crs[a].start, crs[a].end, slot=0)).graph
@@ -267,7 +268,7 @@ def _spill_both(g, a, c):
 
 
 def test_two_fetched_operands_in_one_operator() -> None:
-    from tinyseg_plugin.passes.fuse import fuse_concat
+    from tinyseg_plugin.transforms.passes.fuse import fuse_concat
 
     g, a, c = _skips_model(reread=False)
     g2 = _spill_both(g, a, c)
@@ -297,8 +298,9 @@ def test_victim_with_several_readers_after_its_cold_range() -> None:
 
 def test_optimize_writes_nothing_when_verification_fails(tmp_path, monkeypatch) -> None:
     """A pass that changed the function must be caught: exit 4, no files."""
-    from tinyseg_plugin import cli, optimizer
-    from tinyseg_plugin.modelio import save_model
+    from tinyseg_plugin import cli
+    from tinyseg_plugin.ir.modelio import save_model
+    from tinyseg_plugin.transforms import optimizer
 
     model = tmp_path / "m.tflite"
     save_model(synth.tiny_unet_like(), model)
@@ -332,7 +334,7 @@ def test_quantized_all_fetched_conv_is_left_unfused(dtype: str) -> None:
     the input quantization from, so the pass must leave Fetching + CONV_2D as they are."""
     from conftest import spilled_skip_graphs
 
-    from tinyseg_plugin.passes.fuse import fuse_conv
+    from tinyseg_plugin.transforms.passes.fuse import fuse_conv
 
     g, g2 = spilled_skip_graphs(dtype)
     fetch = next(op.index for op in g2.operators if op.opcode == customops.FETCHING)
@@ -349,7 +351,7 @@ def _wide(kind: str):
 def test_reorder_of_a_wide_graph_falls_back_to_the_greedy_order() -> None:
     """110 parallel branches (220 operators): the exact search gives up at its budget (it used to spend
     30 s of CPU and return nothing); the greedy order still interleaves each branch with its ADD."""
-    from tinyseg_plugin.passes.reorder import min_peak_order, reorder
+    from tinyseg_plugin.transforms.passes.reorder import min_peak_order, reorder
 
     g = _wide("conv")
     assert min_peak_order(g, lambda i: 0, state_budget=2_000) is None
@@ -363,12 +365,12 @@ def test_reorder_of_a_wide_graph_falls_back_to_the_greedy_order() -> None:
 
 def test_reorder_runs_constant_fed_operators_right_before_their_reader() -> None:
     """110 DEQUANTIZEs of weights read no activation: the search does not branch on them, so it finishes."""
-    from tinyseg_plugin.passes.reorder import min_peak_order
+    from tinyseg_plugin.transforms.passes.reorder import min_peak_order
 
     g = _wide("dequantize-int8")
     order = min_peak_order(g, lambda i: 0, state_budget=2_000)
     assert order is not None and sorted(order) == list(range(len(g.operators)))
-    from tinyseg_plugin.passes.reorder import apply_order
+    from tinyseg_plugin.transforms.passes.reorder import apply_order
 
     g2 = apply_order(g, order).graph
     assert plan_graph(g2).head == 3 * 256  # running sum, one dequantized weight, the new sum
@@ -397,7 +399,7 @@ def test_exact_reorder_search_matches_brute_force(seed: int) -> None:
     minimum peak over every topological order of small random DAGs."""
     import itertools
 
-    from tinyseg_plugin.passes.reorder import _model, _step, min_peak_order
+    from tinyseg_plugin.transforms.passes.reorder import _model, _step, min_peak_order
 
     g = _random_dag(seed)
     m = _model(g, lambda i: 0)
@@ -420,7 +422,7 @@ def test_exact_reorder_search_matches_brute_force(seed: int) -> None:
 
 def test_reorder_leaves_a_cyclic_graph_alone() -> None:
     """Two operators reading each other's output: no topological order exists; the pass must not raise."""
-    from tinyseg_plugin.passes.reorder import min_peak_order, reorder
+    from tinyseg_plugin.transforms.passes.reorder import min_peak_order, reorder
 
     b = synth.ModelBuilder(seed=0)
     x = b.input([1, 4, 4, 4])
@@ -438,7 +440,7 @@ def test_a_scalar_activation_is_never_spilled() -> None:
     """TFLM's audio preprocessor (public corpus) has rank-0 activations: spilling one made a
     Fetching whose `shape` option the contract refuses (rank 1..6), and optimize exited 2 on a
     valid model. A scalar has nothing to fetch: it is not spillable."""
-    from tinyseg_plugin.passes.spill import spillable
+    from tinyseg_plugin.transforms.passes.spill import spillable
 
     b = synth.ModelBuilder(seed=3)
     x = b.input([1, 1, 1, 1])

@@ -9,17 +9,17 @@ import pytest
 import synth
 from conftest import SHARED_FIGURES, shared_model
 
-from tinyseg_plugin import tflm
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.modelio import load_model, model_to_bytes
-from tinyseg_plugin.planner import greedy_place, plan_graph, plan_model
-from tinyseg_plugin.schema import fb
+from tinyseg_plugin.checks import interpreter
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import load_model, model_to_bytes
+from tinyseg_plugin.ir.schema import fb
+from tinyseg_plugin.memory.planner import greedy_place, plan_graph, plan_model
 
 
 @pytest.mark.parametrize("name", sorted(SHARED_FIGURES))
 def test_shared_models_match_tflm(name: str) -> None:
     path = shared_model(name)
-    real = tflm.arena_usage(path.read_bytes())
+    real = interpreter.arena_usage(path.read_bytes())
     head, total = SHARED_FIGURES[name]
     assert (real.head, real.total) == (head, total), (
         "the interpreter itself no longer gives the README figures"
@@ -31,7 +31,7 @@ def test_shared_models_match_tflm(name: str) -> None:
 
 
 def test_tiny_unet_matches_tflm(tiny_unet) -> None:
-    real = tflm.arena_usage(tiny_unet.read_bytes())
+    real = interpreter.arena_usage(tiny_unet.read_bytes())
     assert real.head == 307_200  # the figure the issue was filed with
     plan = plan_model(load_model(tiny_unet))
     assert plan.head == real.head == 307_200
@@ -44,7 +44,7 @@ def test_property_random_unets_match_tflm() -> None:
     for seed in range(200):
         m = synth.random_unet(seed)
         dtypes[fb_type(m)] += 1
-        real = tflm.arena_usage(model_to_bytes(m))
+        real = interpreter.arena_usage(model_to_bytes(m))
         plan = plan_model(m)
         assert plan.head == real.head, f"seed {seed}: planned {plan.head}, TFLM {real.head}"
         assert plan.tail.total == real.tail, f"seed {seed}: tail {plan.tail.total} vs {real.tail}"
@@ -90,7 +90,7 @@ def test_offline_planned_offsets_match_tflm() -> None:
     offsets[x] = 1024  # put the input high in the arena by hand
     m = _with_offline_plan(m, offsets)
     plan = plan_model(m)
-    real = tflm.arena_usage(model_to_bytes(m))
+    real = interpreter.arena_usage(model_to_bytes(m))
     assert plan.tensor_buffer(x).offset == 1024 and plan.tensor_buffer(x).offline
     assert plan.head == real.head
 
@@ -102,9 +102,9 @@ def test_a_model_with_tinyseg_operators_is_planned_as_installed(runtime: str) ->
     profile's tail against the real build), not only the *-tinyseg one."""
     from conftest import TINY_UNET
 
-    from tinyseg_plugin.kernels import BuildProfile
-    from tinyseg_plugin.modelio import load_model
-    from tinyseg_plugin.optimizer import Options, optimize
+    from tinyseg_plugin.ir.modelio import load_model
+    from tinyseg_plugin.memory.kernels import BuildProfile
+    from tinyseg_plugin.transforms.optimizer import Options, optimize
 
     g = build_graph(load_model(TINY_UNET))
     opt = optimize(g, Options(kernel_set=runtime)).graph

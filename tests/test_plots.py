@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import synth
 
-from tinyseg_plugin.analysis import analyze_graph, head_scopes, to_dict
-from tinyseg_plugin.customops import TINYSEG_OPS
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.modelio import model_to_bytes, parse_model
-from tinyseg_plugin.optimizer import Options, optimize
-from tinyseg_plugin.plots import plan_figure, plan_png
+from tinyseg_plugin.contract.customops import TINYSEG_OPS
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import model_to_bytes, parse_model
+from tinyseg_plugin.memory.analysis import analyze_graph, head_scopes, to_dict
+from tinyseg_plugin.report.plots import plan_figure, plan_png
+from tinyseg_plugin.transforms.optimizer import Options, optimize
 
 
 @pytest.fixture(scope="module")

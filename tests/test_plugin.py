@@ -8,11 +8,13 @@ import pytest
 import synth
 from tflite_tools_host import describe_all, manager, parse, run_optimize
 
-from tinyseg_plugin import customops, plugin, tflm
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.modelio import model_to_bytes, parse_model
-from tinyseg_plugin.planner import plan_graph
-from tinyseg_plugin.verify import verify
+from tinyseg_plugin import plugin
+from tinyseg_plugin.checks import interpreter
+from tinyseg_plugin.checks.verify import verify
+from tinyseg_plugin.contract import customops
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import model_to_bytes, parse_model
+from tinyseg_plugin.memory.planner import plan_graph
 
 
 @pytest.fixture(scope="module")
@@ -153,14 +155,14 @@ def test_unreachable_target_is_exit_3_with_the_best_model(unet: bytes, optimized
 
 
 def test_target_already_met_leaves_the_model_unchanged(unet: bytes, capsys) -> None:
-    head = tflm.arena_usage(unet).head
+    head = interpreter.arena_usage(unet).head
     out, _ = run_optimize(manager(plugin), unet, ["--target", str(head)])
     assert out == unet
     assert f"already meets --target {head:,} B" in capsys.readouterr().out
 
 
 def test_failed_verification_is_exit_4(unet: bytes, monkeypatch) -> None:
-    from tinyseg_plugin import verify as verify_module
+    from tinyseg_plugin.checks import verify as verify_module
 
     monkeypatch.setattr(
         verify_module,
@@ -178,7 +180,7 @@ def test_model_the_plugin_cannot_improve_is_returned_unchanged() -> None:
     model = model_to_bytes(b.build([b.conv(x, 4)]))
     out, sections = run_optimize(manager(plugin), model, [])
     assert out == model
-    assert sections[0]["head"] == tflm.arena_usage(model).head
+    assert sections[0]["head"] == interpreter.arena_usage(model).head
     assert sections[0]["spilled"] == "none"
 
 

@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 import synth
 
-from tinyseg_plugin import cli, tflm
+from tinyseg_plugin import cli
+from tinyseg_plugin.checks import interpreter
+from tinyseg_plugin.checks.verify import verify
 from tinyseg_plugin.errors import TinySegError
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.modelio import load_model, model_to_bytes, save_model
-from tinyseg_plugin.planner import plan_graph
-from tinyseg_plugin.verify import verify
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import load_model, model_to_bytes, save_model
+from tinyseg_plugin.memory.planner import plan_graph
 
 SEEDS = range(24)
 
@@ -45,7 +46,7 @@ def corpus(tmp_path_factory) -> list[tuple[str, Path, int | None]]:
         p = d / f"{name}.tflite"
         data = save_model(m, p)
         try:
-            head = tflm.arena_usage(data).head
+            head = interpreter.arena_usage(data).head
         except TinySegError as exc:
             assert "TFLM cannot" in str(exc)
             head = None
@@ -93,12 +94,12 @@ def test_optimize_never_fails_badly_never_worse_always_verified(corpus, tmp_path
 
 def test_optimized_wide_graph_is_far_below_the_input(corpus) -> None:
     """Not just "never worse": the reorder finds the interleaved order on 220 operators."""
-    from tinyseg_plugin.optimizer import Options, optimize
+    from tinyseg_plugin.transforms.optimizer import Options, optimize
 
     p = next(p for n, p, _ in corpus if n == "wide_conv")
     r = optimize(build_graph(load_model(p)), Options(stream=False))  # the wheel runs no StreamChain
     assert r.plan.head * 10 < r.original.head
-    assert tflm.arena_usage(model_to_bytes(r.graph.model)).head == r.plan.head
+    assert interpreter.arena_usage(model_to_bytes(r.graph.model)).head == r.plan.head
 
 
 def test_corpus_benchmark_gives_a_row_per_model_even_for_a_bad_file(tmp_path) -> None:
@@ -128,7 +129,7 @@ def test_streaming_is_never_worse_than_without_and_always_verifies(corpus) -> No
     """Issue 14's property: on every model TFLM runs (the random real-like sample, and random
     U-Nets, which do stream), the optimizer's head with streaming is at most its head without,
     and every streamed result is bit-identical to the original (lowered in the wheel)."""
-    from tinyseg_plugin.optimizer import Options, optimize
+    from tinyseg_plugin.transforms.optimizer import Options, optimize
 
     models = [(n, load_model(p)) for n, p, head in corpus if head is not None]
     models += [(f"random_unet{s}", synth.random_unet(s, max_depth=3)) for s in range(4)]

@@ -1,4 +1,4 @@
-"""Remote spilling: the Python host (tinyseg_plugin.remote, `tinyseg remote-host`) against the C++
+"""Remote spilling: the Python host (tinyseg_plugin.deploy.remote, `tinyseg remote-host`) against the C++
 client built from tflm_ops/core and against the Python reference client, over pseudo-terminals.
 
 Covers every command, a corrupted request (host NAKs, client resends), a corrupted and a lost
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tinyseg_plugin import remote
-from tinyseg_plugin.remote import (
+from tinyseg_plugin.deploy import remote
+from tinyseg_plugin.deploy.remote import (
     DirStore,
     Faults,
     Frame,

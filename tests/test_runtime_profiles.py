@@ -23,18 +23,18 @@ import pytest
 import synth
 
 from tinyseg_plugin import cli
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.kernels import (
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import load_model
+from tinyseg_plugin.memory.kernels import (
     BUILD_PROFILES,
     KERNEL_SETS,
     BuildProfile,
     KernelRules,
     default_build_profile,
 )
-from tinyseg_plugin.kernels.profiles import ARDUINO_CMSIS_NN, FORK_KERNEL_SETS
-from tinyseg_plugin.modelio import load_model
-from tinyseg_plugin.planner import plan_graph
-from tinyseg_plugin.runtimes import KERNEL_SET_NAMES
+from tinyseg_plugin.memory.kernels.profiles import ARDUINO_CMSIS_NN, FORK_KERNEL_SETS
+from tinyseg_plugin.memory.planner import plan_graph
+from tinyseg_plugin.memory.runtimes import KERNEL_SET_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_UNET = ROOT / "examples" / "models" / "tiny_unet.tflite"
@@ -144,7 +144,7 @@ ARDUINO_LIBRARY = "tflite-micro-arduino-examples-7948b85"
 
 def _probe_models(tmp_path: Path, examples: dict[str, Path]) -> list[Path]:
     """The example models, the shared models and 50 random U-Nets (synth.py)."""
-    from tinyseg_plugin.modelio import model_to_bytes
+    from tinyseg_plugin.ir.modelio import model_to_bytes
 
     shared = ROOT.parent / "shared" / "models"
     paths = list(examples.values()) + sorted(shared.glob("*.tflite"))

@@ -13,15 +13,16 @@ from pathlib import Path
 import pytest
 import synth
 
-from tinyseg_plugin import customops, stream, stream_search
 from tinyseg_plugin.cli import main
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.kernels import BUILD_PROFILES, KernelRules
-from tinyseg_plugin.modelio import load_model
-from tinyseg_plugin.passes import Rewrite, Skip
-from tinyseg_plugin.passes.edit import Editor
-from tinyseg_plugin.passes.stream import ChainRequest, stream_chains
-from tinyseg_plugin.planner import plan_graph
+from tinyseg_plugin.contract import customops
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import load_model
+from tinyseg_plugin.memory.kernels import BUILD_PROFILES, KernelRules
+from tinyseg_plugin.memory.planner import plan_graph
+from tinyseg_plugin.transforms import stream, stream_search
+from tinyseg_plugin.transforms.passes import Rewrite, Skip
+from tinyseg_plugin.transforms.passes.edit import Editor
+from tinyseg_plugin.transforms.passes.stream import ChainRequest, stream_chains
 
 TINY = Path(__file__).resolve().parents[1] / "examples" / "models" / "tiny_unet.tflite"
 
@@ -204,7 +205,7 @@ def test_validate_accepts_a_chain_the_kernel_runs_and_refuses_the_rest():
     """A StreamChain with its body of kernel stages runs in TFLM (tinyseg_stream.cc); a
     planning-only one (no body, the search's form) or one whose body holds a stage the kernel
     does not compute is refused, with the reason."""
-    from tinyseg_plugin.validate import tflm_refusals
+    from tinyseg_plugin.ir.validate import tflm_refusals
 
     g = build_graph(load_model(TINY))
     assert not tflm_refusals(stream_chains(g, ChainRequest([[0, 1, 2]])).graph)
@@ -242,7 +243,7 @@ def _random(seed: int):
 
 
 def test_body_lowers_to_the_original_operators():
-    from tinyseg_plugin.passes.lower import lower
+    from tinyseg_plugin.transforms.passes.lower import lower
 
     g, s = _streamed_tiny()
     low = lower(s.graph).graph
@@ -258,7 +259,7 @@ def test_body_lowers_to_the_original_operators():
 def test_streamed_tiny_unet_verifies_bit_exact_in_tflm():
     """The chain bodies, lowered to builtins, compute the original bit for bit in the tflite-micro
     wheel (10 random inputs and the edge cases): the options lose nothing the kernel will need."""
-    from tinyseg_plugin.verify import verify
+    from tinyseg_plugin.checks.verify import verify
 
     g, s = _streamed_tiny()
     v = verify(g, s.graph, runs=10)
@@ -267,8 +268,8 @@ def test_streamed_tiny_unet_verifies_bit_exact_in_tflm():
 
 def test_a_changed_body_fails_verification():
     """The check above can fail: the same chains with one intermediate's scale doubled do not verify."""
-    from tinyseg_plugin.passes.edit import Editor
-    from tinyseg_plugin.verify import verify
+    from tinyseg_plugin.checks.verify import verify
+    from tinyseg_plugin.transforms.passes.edit import Editor
 
     g, s = _streamed_tiny()
     op = s.graph.operators[0]
@@ -294,7 +295,7 @@ def test_body_round_trips_through_flexbuffers():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_streamed_random_unets_verify(seed):
-    from tinyseg_plugin.verify import verify
+    from tinyseg_plugin.checks.verify import verify
 
     g, choice = _random(seed)
     if choice.streamed is None:
@@ -408,7 +409,7 @@ def test_cpp_schedule_refuses_a_ring_the_plan_made_too_small(schedule_tool):
 def test_empty_tensors_are_not_streamed():
     """A zero-height tensor (validate lets empty tensors through) joins no chain: no division by
     its height, no rows to stream."""
-    from tinyseg_plugin.graph import Tensor
+    from tinyseg_plugin.ir.graph import Tensor
 
     g = build_graph(load_model(TINY))
     op = next(o for o in g.operators if o.opcode == "CONV_2D")
@@ -508,7 +509,7 @@ def test_pads_are_streamed_bit_exact():
     graph, and the kernel refuses a PAD of channels."""
     import numpy as np
 
-    from tinyseg_plugin.verify import verify
+    from tinyseg_plugin.checks.verify import verify
 
     g = build_graph(synth.padded_unet())
     pads = [op for op in g.operators if op.opcode == "PAD"]
@@ -535,7 +536,7 @@ def test_pads_are_streamed_bit_exact():
 def test_standalone_activations_are_streamed_bit_exact():
     """RELU (requantizing and not) and RELU6 as operators of their own: the kernel computes them,
     the search puts every one inside a StreamChain, and the lowered chains match the unfused graph."""
-    from tinyseg_plugin.verify import verify
+    from tinyseg_plugin.checks.verify import verify
 
     g = build_graph(synth.activations_unet())
     acts = [op for op in g.operators if op.opcode in ("RELU", "RELU6")]
@@ -568,7 +569,7 @@ def test_more_stages_are_streamed_bit_exact():
     and HARD_SWISH, TANH, PADV2 and DEQUANTIZE to float32 outputs: the kernel computes every one, the
     search puts each inside a StreamChain (a DEQUANTIZE's float rows always one of the chain's
     outputs), and the lowered chains match the unfused graph."""
-    from tinyseg_plugin.verify import verify
+    from tinyseg_plugin.checks.verify import verify
 
     g = build_graph(synth.more_stages_unet())
     ops = [op for op in g.operators if op.opcode in MORE_STAGES]
@@ -669,7 +670,7 @@ def test_kernel_computes_every_row_local_operator_of_the_example_models(example_
 def test_analyze_lists_the_chains_of_a_streamed_model(tmp_path, capsys):
     """`tinyseg analyze` of a model `optimize` streamed names each StreamChain's stages, rings and
     row streams, within the 100-column table width."""
-    from tinyseg_plugin.modelio import save_model
+    from tinyseg_plugin.ir.modelio import save_model
 
     choice = stream_search.choose_streaming(build_graph(load_model(TINY)), kernel_only=True)
     m = tmp_path / "s.tflite"

@@ -26,10 +26,10 @@ import numpy as np
 import pytest
 import synth
 
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.modelio import model_to_bytes, parse_model
-from tinyseg_plugin.planner import plan_model
-from tinyseg_plugin.verify import verify
+from tinyseg_plugin.checks.verify import verify
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import model_to_bytes, parse_model
+from tinyseg_plugin.memory.planner import plan_model
 
 ROOT = Path(__file__).resolve().parent.parent
 PATCHES = sorted((ROOT / "patches" / "tflite-tools").glob("*.patch"))

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from tinyseg_plugin import tflm_install
+from tinyseg_plugin.deploy import tflm_install
+from tinyseg_plugin.deploy.tflm_install import INSTALL_DIR, STAMP, detect_tree_layout, install
 from tinyseg_plugin.errors import TinySegError
-from tinyseg_plugin.tflm_install import INSTALL_DIR, STAMP, detect_tree_layout, install
 
 ROOT = Path(__file__).resolve().parent.parent
 THIRD_PARTY = ROOT.parent / "shared" / "third_party"

@@ -22,15 +22,17 @@ from pathlib import Path
 import pytest
 import synth
 
-from tinyseg_plugin import customops, modelio, optimizer, stream, stream_search
-from tinyseg_plugin.analysis import analyze_graph
-from tinyseg_plugin.coldrange import cold_ranges
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.kernels import BuildProfile
-from tinyseg_plugin.passes import graph_or_none
-from tinyseg_plugin.passes.fuse import ConvFusion, fuse_concat, fuse_conv
-from tinyseg_plugin.passes.spill import SpillPlan, apply_spill, partial_plan
-from tinyseg_plugin.tflm_install import INSTALL_DIR, install
+from tinyseg_plugin.contract import customops
+from tinyseg_plugin.deploy.tflm_install import INSTALL_DIR, install
+from tinyseg_plugin.ir import modelio
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.memory.analysis import analyze_graph
+from tinyseg_plugin.memory.coldrange import cold_ranges
+from tinyseg_plugin.memory.kernels import BuildProfile
+from tinyseg_plugin.transforms import optimizer, stream, stream_search
+from tinyseg_plugin.transforms.passes import graph_or_none
+from tinyseg_plugin.transforms.passes.fuse import ConvFusion, fuse_concat, fuse_conv
+from tinyseg_plugin.transforms.passes.spill import SpillPlan, apply_spill, partial_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_UNET = ROOT / "examples" / "models" / "tiny_unet.tflite"
@@ -172,7 +174,7 @@ def variants() -> dict[str, object]:
 
 
 def _write_inputs(path: Path, seed: int) -> Path:
-    from tinyseg_plugin.verify import random_inputs
+    from tinyseg_plugin.checks.verify import random_inputs
 
     path.write_bytes(
         b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(TINY_UNET), seed))
@@ -318,7 +320,7 @@ def test_streamed_activation_stages_end_to_end(e2e_exe: Path, tmp_path: Path) ->
     """Standalone RELU (requantizing and not) and RELU6 as StreamChain stages: bit-identical to
     TFLM's own RELU and RELU6 kernels on the unfused model, and TFLM's head, tail and persistent
     buffers are what `tinyseg analyze` says (the stages need no bytes beyond their records)."""
-    from tinyseg_plugin.verify import random_inputs
+    from tinyseg_plugin.checks.verify import random_inputs
 
     original = tmp_path / "activations.tflite"
     modelio.save_model(synth.activations_unet(size=24), original)
@@ -349,7 +351,7 @@ def test_streamed_pad_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
     """PAD (symmetric, asymmetric, height-only and width-only, on the model's input too) in front
     of VALID convolutions, with RELU and RELU6, as StreamChain stages: bit-identical to TFLM's own
     kernels on the unfused model, and TFLM's figures are what `tinyseg analyze` says."""
-    from tinyseg_plugin.verify import random_inputs
+    from tinyseg_plugin.checks.verify import random_inputs
 
     original = tmp_path / "padded.tflite"
     modelio.save_model(synth.padded_unet(size=24), original)
@@ -381,7 +383,7 @@ def test_streamed_more_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
     operand, a fused RELU), LEAKY_RELU, HARD_SWISH, ELU (its lookup table in the persistent
     block), TANH, PADV2 and DEQUANTIZE (float32 model outputs) as StreamChain stages: bit-identical to TFLM's own kernels on the unfused
     model, and TFLM's head, tail and persistent buffers are what `tinyseg analyze` says."""
-    from tinyseg_plugin.verify import random_inputs
+    from tinyseg_plugin.checks.verify import random_inputs
 
     MORE_STAGES = {
         "SUB": 4,
@@ -431,7 +433,7 @@ def test_streamed_example_models_end_to_end(
     tail and persistent buffers `tinyseg analyze` says, each head within issue 14's target."""
     if name not in example_models:
         pytest.skip("the example models need TensorFlow (make models-deps)")
-    from tinyseg_plugin.verify import arena_for, random_inputs
+    from tinyseg_plugin.checks.verify import arena_for, random_inputs
 
     original = example_models[name]
     g = build_graph(modelio.load_model(original))
@@ -518,7 +520,7 @@ def test_end_to_end_synthetic(e2e_exe: Path, tmp_path: Path, case: str) -> None:
     modelio.save_model(g.model, original)
     modelio.save_model(optimized.model, variant)
     inputs = tmp_path / "in.bin"
-    from tinyseg_plugin.verify import random_inputs
+    from tinyseg_plugin.checks.verify import random_inputs
 
     inputs.write_bytes(
         b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 3))
@@ -576,7 +578,7 @@ def test_fetching_conv_band_walk_in_tflm(e2e_exe: Path, tmp_path: Path, case) ->
         g, fused = _band_case_graphs(case, band_rows)
         if want is None:
             modelio.save_model(g.model, original)
-            from tinyseg_plugin.verify import random_inputs
+            from tinyseg_plugin.checks.verify import random_inputs
 
             inputs.write_bytes(
                 b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 5))
@@ -772,7 +774,7 @@ def test_cortex_m7_cmsis_nn_streamed_example_models(
     reason = _cortex_m7_skip_reason(installed, "cmsis_nn")
     if reason:
         pytest.skip(reason)
-    from tinyseg_plugin.verify import arena_for, random_inputs
+    from tinyseg_plugin.checks.verify import arena_for, random_inputs
 
     try:
         exe = build_e2e.build(installed, "cmsis_nn", target=CORTEX_M7)
@@ -808,7 +810,7 @@ def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_pat
     reason = _cortex_m7_skip_reason(installed, kernels)
     if reason:
         pytest.skip(reason)
-    from tinyseg_plugin.verify import random_inputs
+    from tinyseg_plugin.checks.verify import random_inputs
 
     try:
         exe = build_e2e.build(installed, kernels, target=CORTEX_M7)
@@ -849,7 +851,7 @@ def test_cortex_m7_refuses_every_hostile_body(installed: Path, tmp_path: Path, c
     host (tests/test_hostile_bodies.py runs the same models in the sanitizer build)."""
     import hostile_models
 
-    from tinyseg_plugin import devicecheck
+    from tinyseg_plugin.checks import real_kernels
 
     reason = _cortex_m7_skip_reason(installed, "reference")
     if reason:
@@ -888,7 +890,7 @@ def test_cortex_m7_refuses_every_hostile_body(installed: Path, tmp_path: Path, c
     missed = {}
     for mu in hostile_models.MUTATIONS:
         r = run(models[mu.name])
-        why = devicecheck.failure_reason(r.stderr + r.stdout)
+        why = real_kernels.failure_reason(r.stderr + r.stdout)
         if r.returncode <= 0 or why in ("AllocateTensors failed", "Invoke failed", "no message"):
             missed[mu.name] = f"exit {r.returncode}: {why}"
     counts(

@@ -18,13 +18,13 @@ import pytest
 import synth
 from synth import ModelBuilder
 
-from tinyseg_plugin import tflm
+from tinyseg_plugin.checks import interpreter
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.errors import TinySegError
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.modelio import model_to_bytes, parse_model, save_model
-from tinyseg_plugin.schema import BUILTIN_CODES, fb
-from tinyseg_plugin.validate import tflm_refusals
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import model_to_bytes, parse_model, save_model
+from tinyseg_plugin.ir.schema import BUILTIN_CODES, fb
+from tinyseg_plugin.ir.validate import tflm_refusals
 
 # ---------------------------------------------------------------- models
 
@@ -239,7 +239,7 @@ def test_mutations_are_the_only_defect() -> None:
     """The base model passes validation and TFLM loads it: each case above fails for its own reason."""
     data = model_to_bytes(_base())
     parse_model(data)
-    tflm.check_loads(data)
+    interpreter.check_loads(data)
 
 
 def test_special_files_are_refused_without_hanging(tmp_path: Path, capfd) -> None:
@@ -273,7 +273,7 @@ def test_analyze_is_not_exact_where_tflm_refuses(
     m = build()
     data = model_to_bytes(m)
     with pytest.raises(TinySegError, match=tflm_says):  # the real interpreter refuses it in Prepare
-        tflm.check_loads(data)
+        interpreter.check_loads(data)
     path = tmp_path / "m.tflite"
     path.write_bytes(data)
     rc, _, out = _cli(capfd, ["analyze", str(path), "--json"])
@@ -298,7 +298,7 @@ def test_static_refusals_agree_with_the_interpreter() -> None:
         data = model_to_bytes(m)
         refused = bool(tflm_refusals(build_graph(m)))
         try:
-            tflm.check_loads(data)
+            interpreter.check_loads(data)
             loads = True
         except TinySegError:
             loads = False
@@ -306,7 +306,7 @@ def test_static_refusals_agree_with_the_interpreter() -> None:
 
 
 def test_optimize_refuses_before_searching(tmp_path: Path, capfd, monkeypatch) -> None:
-    import tinyseg_plugin.optimizer as optimizer
+    import tinyseg_plugin.transforms.optimizer as optimizer
 
     def no_search(*a, **k):
         raise AssertionError("the search ran on a model TFLM refuses")
@@ -327,7 +327,7 @@ def test_optimize_refuses_a_model_tflm_cannot_load_before_searching(
     tmp_path: Path, capfd, monkeypatch
 ) -> None:
     """A refusal the static mirror does not know (here: a SOFTMAX on int32) still stops optimize first."""
-    import tinyseg_plugin.optimizer as optimizer
+    import tinyseg_plugin.transforms.optimizer as optimizer
 
     monkeypatch.setattr(
         optimizer, "optimize", lambda *a, **k: (_ for _ in ()).throw(AssertionError("searched"))
@@ -393,14 +393,14 @@ def test_a_tflm_crash_is_a_clean_error() -> None:
     """OfflineMemoryAllocation naming buffer 9999 makes TFLM itself segfault: the child dies, not the tool."""
     data = model_to_bytes(_mutate("offline buffer 9999"))
     with pytest.raises(TinySegError, match=r"TFLM crashed \(SIGSEGV\) while loading the model"):
-        tflm.check_loads(data)
+        interpreter.check_loads(data)
 
 
 def test_a_slow_tflm_run_is_stopped_and_said(tmp_path: Path, capfd) -> None:
     """The time limit bounds every TFLM run (a float LSTM under WHILE runs for minutes in TFLM)."""
     data = model_to_bytes(synth.tiny_unet_like())
     with pytest.raises(TinySegError, match="did not finish .* within 0.01 s"):
-        tflm.run_many(data, [[np.zeros((1, 80, 120, 3), np.int8)]], seconds=0.01)
+        interpreter.run_many(data, [[np.zeros((1, 80, 120, 3), np.int8)]], seconds=0.01)
     path = tmp_path / "m.tflite"
     path.write_bytes(data)
     out = tmp_path / "out"
@@ -418,7 +418,7 @@ def test_an_uncalled_second_subgraph_is_not_claimed_exact(tmp_path: Path, capfd)
     m.subgraphs.append(copy.deepcopy(m.subgraphs[0]))
     data = model_to_bytes(m)
     with pytest.raises(TinySegError, match="SIGSEGV"):
-        tflm.check_loads(data)
+        interpreter.check_loads(data)
     path = tmp_path / "two.tflite"
     path.write_bytes(data)
     rc, _, out = _cli(capfd, ["analyze", str(path), "--json"])
@@ -440,7 +440,7 @@ def test_a_tensor_nothing_writes_is_planned_as_tflm_plans_it() -> None:
     out of order), and the planner must agree with the interpreter."""
     import copy
 
-    from tinyseg_plugin.planner import plan_graph
+    from tinyseg_plugin.memory.planner import plan_graph
 
     m = _base()
     sg = m.subgraphs[0]
@@ -452,14 +452,14 @@ def test_a_tensor_nothing_writes_is_planned_as_tflm_plans_it() -> None:
     cat.inputs = [cat.inputs[0], len(sg.tensors) - 1] + list(cat.inputs[2:])
     data = model_to_bytes(m)
     graph = build_graph(parse_model(data))
-    assert plan_graph(graph).head == tflm.arena_usage(data).head
+    assert plan_graph(graph).head == interpreter.arena_usage(data).head
 
 
 def test_the_time_limit_counts_cpu_not_wall_clock() -> None:
     """A child that waits longer than its limit is not stopped; one that computes past it is (SIGPROF):
     on a busy machine a slow model is judged by its own work, not by the load of others."""
     code = (
-        "import sys, time; from tinyseg_plugin.tflm import cpu_limit; cpu_limit(0.2); time.sleep(1.0); "
+        "import sys, time; from tinyseg_plugin.checks.interpreter import cpu_limit; cpu_limit(0.2); time.sleep(1.0); "
         "print('waited', flush=True); sum(range(10**12))"
     )
     p = subprocess.run(
@@ -470,4 +470,4 @@ def test_the_time_limit_counts_cpu_not_wall_clock() -> None:
         cwd=str(Path(__file__).resolve().parent.parent),
     )
     assert p.stdout.strip() == "waited"
-    assert tflm.stopped_by_cpu_limit(p.returncode), p.returncode
+    assert interpreter.stopped_by_cpu_limit(p.returncode), p.returncode

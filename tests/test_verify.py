@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 from synth import ModelBuilder
 
-from tinyseg_plugin.coldrange import cold_ranges
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.passes.lower import lower
-from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
-from tinyseg_plugin.verify import edge_inputs, verify
+from tinyseg_plugin.checks.verify import edge_inputs, verify
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.memory.coldrange import cold_ranges
+from tinyseg_plugin.transforms.passes.lower import lower
+from tinyseg_plugin.transforms.passes.spill import SpillPlan, apply_spill
 
 
 def _respilled():
@@ -44,7 +44,7 @@ def test_a_fetched_tensor_spilled_again_verifies() -> None:
 
 def test_a_wrong_rewrite_still_fails() -> None:
     """The same model with the second fetch reading the wrong slot computes something else."""
-    from tinyseg_plugin import customops
+    from tinyseg_plugin.contract import customops
     from tinyseg_plugin.errors import TinySegError
 
     orig, twice = _respilled()
@@ -76,23 +76,23 @@ def test_a_model_beyond_the_default_arena_is_checked() -> None:
     """The check sizes TFLM's arena from the plan: a 64 MiB head no longer fails for lack of arena."""
     import pytest
 
-    from tinyseg_plugin import tflm
+    from tinyseg_plugin.checks import interpreter
     from tinyseg_plugin.errors import TinySegError
-    from tinyseg_plugin.modelio import model_to_bytes
-    from tinyseg_plugin.planner import plan_graph
+    from tinyseg_plugin.ir.modelio import model_to_bytes
+    from tinyseg_plugin.memory.planner import plan_graph
 
     b = ModelBuilder(dtype="INT8")
     y = b.conv(b.input([1, 1024, 1024, 16]), 48, k=1)
     g = build_graph(b.build([y]))
-    assert plan_graph(g).total > tflm.DEFAULT_ARENA
+    assert plan_graph(g).total > interpreter.DEFAULT_ARENA
     with pytest.raises(TinySegError, match="cannot load"):
-        tflm.check_loads(model_to_bytes(g.model))
+        interpreter.check_loads(model_to_bytes(g.model))
     assert verify(g, g, runs=1).identical
 
 
 def _huge_input_model(path) -> None:
     """A model whose input declares 2 GiB (FLOAT32[1, 16384, 16384, 2]): only its shape is written."""
-    from tinyseg_plugin.modelio import save_model
+    from tinyseg_plugin.ir.modelio import save_model
 
     b = ModelBuilder(dtype="FLOAT32")
     save_model(b.build([b.relu(b.input([1, 16384, 16384, 2]))]), path)
@@ -132,7 +132,7 @@ def test_a_huge_declared_input_is_refused_before_anything_is_built(tmp_path) -> 
 
 def test_max_io_bytes_is_an_option(tmp_path, capsys) -> None:
     from tinyseg_plugin.cli import main
-    from tinyseg_plugin.modelio import save_model
+    from tinyseg_plugin.ir.modelio import save_model
 
     orig, _ = _respilled()
     path = tmp_path / "m.tflite"
@@ -144,18 +144,18 @@ def test_max_io_bytes_is_an_option(tmp_path, capsys) -> None:
 
 def test_runs_go_to_tflm_in_groups_with_the_same_verdict(monkeypatch) -> None:
     """With groups of one run, each run is its own TFLM child: the verdict and counts do not change."""
-    from tinyseg_plugin import tflm
-    from tinyseg_plugin import verify as verify_module
+    from tinyseg_plugin.checks import interpreter
+    from tinyseg_plugin.checks import verify as verify_module
 
     calls: list[int] = []
-    real = tflm.run_models
+    real = interpreter.run_models
 
     def counting(models, batches, *a, **kw):
         calls.append(len(batches))
         return real(models, batches, *a, **kw)
 
     monkeypatch.setattr(verify_module, "GROUP_IO_BYTES", 1)
-    monkeypatch.setattr(tflm, "run_models", counting)
+    monkeypatch.setattr(interpreter, "run_models", counting)
     orig, twice = _respilled()
     v = verify(orig, twice, runs=2)
     assert v.identical and v.runs == 2 and v.edge_cases == 3

@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 import synth
 
-from tinyseg_plugin import customops
-from tinyseg_plugin.coldrange import cold_ranges
-from tinyseg_plugin.graph import build_graph
-from tinyseg_plugin.optimizer import Options, optimize
-from tinyseg_plugin.passes import graph_or_none
-from tinyseg_plugin.passes.fuse import ConvFusion, fuse_concat, fuse_conv
-from tinyseg_plugin.passes.lower import lower
-from tinyseg_plugin.passes.spill import SpillPlan, apply_spill
-from tinyseg_plugin.schema import fb
-from tinyseg_plugin.verify import verify
+from tinyseg_plugin.checks.verify import verify
+from tinyseg_plugin.contract import customops
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.schema import fb
+from tinyseg_plugin.memory.coldrange import cold_ranges
+from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.passes import graph_or_none
+from tinyseg_plugin.transforms.passes.fuse import ConvFusion, fuse_concat, fuse_conv
+from tinyseg_plugin.transforms.passes.lower import lower
+from tinyseg_plugin.transforms.passes.spill import SpillPlan, apply_spill
 
 
 def grouped_conv(b: synth.ModelBuilder, x: int, out_ch: int, groups: int, k: int = 3) -> int:
@@ -138,11 +138,11 @@ def test_int16_without_bias_keeps_the_accumulator(bias_type: int, name: str) -> 
 
 def test_int32_and_int64_sums_differ_here() -> None:
     """The case above is one where the accumulator matters: the two variants disagree in TFLM."""
-    from tinyseg_plugin import tflm
-    from tinyseg_plugin.modelio import model_to_bytes
-    from tinyseg_plugin.verify import edge_inputs
+    from tinyseg_plugin.checks import interpreter
+    from tinyseg_plugin.checks.verify import edge_inputs
+    from tinyseg_plugin.ir.modelio import model_to_bytes
 
     m32, m64 = (model_to_bytes(int16_no_bias(t)[0].model) for t in (2, 4))
-    hi = edge_inputs(tflm.input_details(m32))[1]
-    y32, y64 = (tflm.run(m, hi)[0] for m in (m32, m64))
+    hi = edge_inputs(interpreter.input_details(m32))[1]
+    y32, y64 = (interpreter.run(m, hi)[0] for m in (m32, m64))
     assert not np.array_equal(y32, y64)

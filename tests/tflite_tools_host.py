@@ -81,7 +81,7 @@ def run_optimize(
 
 def describe_all(pm: pluggy.PluginManager, model: bytes) -> list[dict | None]:
     """The host's reader: ask the plugins about every custom operator of subgraph 0."""
-    from tinyseg_plugin.modelio import parse_model
+    from tinyseg_plugin.ir.modelio import parse_model
 
     m = parse_model(model)
     sg = m.subgraphs[0]

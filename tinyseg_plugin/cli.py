@@ -8,6 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Sequence
 
+from .deprecation import deprecated
 from .errors import MESSAGE_LIMIT, TinySegError, shown
 
 if TYPE_CHECKING:
@@ -33,30 +34,8 @@ class _Parser(argparse.ArgumentParser):
         raise TinySegError(f"{sub}: {message}" if sub else message, EXIT_ERROR)
 
 
-class Deprecated(argparse.Action):
-    """An old spelling of an option, kept for one release: it stores what the new one does and
-    prints one warning line to stderr (a user's scripts keep working and learn the new name)."""
-
-    def __init__(self, option_strings: list[str], dest: str, use: str, **kwargs) -> None:
-        self.use = use
-        kwargs.setdefault("help", argparse.SUPPRESS)
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:  # type: ignore[override]
-        print(f"tinyseg: warning: {option_string} is deprecated; use {self.use}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
-def deprecated(p, *old: str, use: str, dest: str, **kwargs) -> None:
-    """Add each spelling in ``old`` as a hidden, warning alias of option ``use`` (same ``dest``)."""
-    for name in old:
-        p.add_argument(
-            name, dest=dest, action=Deprecated, use=use, default=argparse.SUPPRESS, **kwargs
-        )
-
-
 def _kernels(p: argparse.ArgumentParser) -> None:
-    from .runtimes import BUILD_PROFILE_NAMES, KERNEL_SET_NAMES
+    from .memory.runtimes import BUILD_PROFILE_NAMES, KERNEL_SET_NAMES
 
     p.add_argument(
         "--kernel-set",
@@ -84,9 +63,9 @@ def _kernels(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace, **options) -> "Run":
     """The pipeline's Run for the options a subcommand was given."""
-    from .kernels import default_build_profile
-    from .optimizer import Options
+    from .memory.kernels import default_build_profile
     from .pipeline import Run
+    from .transforms.optimizer import Options
 
     build_profile = args.build_profile or default_build_profile(args.kernel_set)
     return Run(
@@ -100,15 +79,15 @@ def _run(args: argparse.Namespace, **options) -> "Run":
 def cmd_analyze(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .analysis import to_dict
-    from .modelio import read_model_bytes, write_all
+    from .ir.modelio import read_model_bytes, write_all
+    from .memory.analysis import to_dict
     from .pipeline import analyze, load
-    from .report import analysis_text, csv_files, stream_text, table_width
+    from .report.tables import analysis_text, csv_files, stream_text, table_width
 
     json_file = args.json if args.json and args.json != "-" else None
     outputs = [("--json", json_file), ("--plot", args.plot)]
     if args.csv:
-        from .report import CSV_NAMES
+        from .report.tables import CSV_NAMES
 
         outputs += [("--csv", Path(args.csv) / name) for name in CSV_NAMES]
     graph = load(read_model_bytes(args.model), shown(args.model))
@@ -120,7 +99,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             (str(Path(args.csv) / name), data) for name, data in csv_files(a, args.model).items()
         ]
     if args.plot:
-        from .plots import plan_png
+        from .report.plots import plan_png
 
         files.append(
             (args.plot, plan_png(a, f"{shown(args.model)}: head {a.head:,} B ({args.kernel_set})"))
@@ -149,8 +128,8 @@ def check_outputs(
 ) -> None:
     """Before any work: every output can be written, is none of the inputs (``-o`` may be, with
     ``--force``) and is no other output (modelio.check_outputs). Every command that writes calls this."""
-    from .modelio import check_outputs as distinct
-    from .modelio import check_writable
+    from .ir.modelio import check_outputs as distinct
+    from .ir.modelio import check_writable
 
     distinct(inputs, outputs, frozenset({"-o"}) if force else frozenset())
     for opt, path in outputs:
@@ -193,10 +172,10 @@ def parse_size(text: str) -> int:
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from .devicecheck import resolve_tflm_dir
-    from .modelio import read_model_bytes, write_all
-    from .optimize_report import steps_table
+    from .checks.real_kernels import resolve_tflm_dir
+    from .ir.modelio import read_model_bytes, write_all
     from .pipeline import load, optimize, plan_picture
+    from .report.steps import steps_table
 
     data = read_model_bytes(args.model)
     graph = load(data, shown(args.model))
@@ -263,10 +242,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .graph import build_graph
-    from .modelio import load_model
-    from .validate import tflm_refusals, tinyseg_operators, unsupported
-    from .verify import verify
+    from .checks.verify import verify
+    from .ir.graph import build_graph
+    from .ir.modelio import load_model
+    from .ir.validate import tflm_refusals, tinyseg_operators, unsupported
+    from .memory.planner import offline_conflict
 
     a = build_graph(load_model(args.original), name=shown(args.original))
     b = build_graph(load_model(args.optimized), name=shown(args.optimized))
@@ -278,16 +258,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
             f"so it is not an original model{swapped}: give the original first, then the optimized one"
         )
     for g, name in ((a, shown(args.original)), (b, shown(args.optimized))):
-        why = unsupported(
-            g, layout=g is a
-        )  # a broken layout in the optimized model is what the check finds (exit 4)
+        # a broken layout in the optimized model is what the check finds (exit 4)
+        why = unsupported(g) or (offline_conflict(g) if g is a else None)
         if why:
             raise TinySegError(f"{name}: cannot be verified: {why}")
         refusals = [r for r in tflm_refusals(g) if r.certain]
         if refusals:
             raise TinySegError(f"{name}: cannot be verified in TFLM: {refusals[0]}")
-    from .devicecheck import resolve_tflm_dir
-    from .verify import check_io_bytes
+    from .checks.real_kernels import resolve_tflm_dir
+    from .checks.verify import check_io_bytes
 
     for g, name in ((a, args.original), (b, args.optimized)):
         check_io_bytes(g, name, args.max_io_bytes)
@@ -311,7 +290,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_tflm_install(args: argparse.Namespace) -> int:
-    from .tflm_install import install
+    from .deploy.tflm_install import install
 
     for line in install(args.tflm_dir, check_only=args.check):
         print(line)
@@ -319,7 +298,7 @@ def cmd_tflm_install(args: argparse.Namespace) -> int:
 
 
 def cmd_remote_host(args: argparse.Namespace) -> int:
-    from .remote import serve
+    from .deploy.remote import serve
 
     return serve(
         port=args.port,

@@ -10,15 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import customops, optimizer, tflm
-from . import verify as check
-from .analysis import Analysis, analyze_graph
+from .checks import interpreter
+from .checks import verify as check
+from .checks.verify import DEFAULT_MAX_IO_BYTES, Verification, arena_for, check_io_bytes
+from .contract import bodies
 from .errors import TinySegError, shown
-from .graph import Graph, build_graph
-from .modelio import check_inline_fits, model_to_bytes, parse_model
-from .optimizer import Options, Result
-from .planner import plan_graph
-from .verify import DEFAULT_MAX_IO_BYTES, Verification, arena_for, check_io_bytes
+from .ir.graph import Graph, build_graph
+from .ir.modelio import check_inline_fits, model_to_bytes, parse_model
+from .memory.analysis import Analysis, analyze_graph
+from .memory.planner import offline_conflict, plan_graph
+from .transforms import optimizer
+from .transforms.optimizer import Options, Result
 
 EXIT_VERIFY_FAILED = 4  # the outputs differ: nothing is written (docs/cli.md)
 DEFAULT_TIME_LIMIT = 120.0  # CPU seconds for each TFLM child process
@@ -73,7 +75,7 @@ class Outcome:
 
     def report(self, model_name: str, output_name: str) -> dict:
         """The JSON report (docs/analysis_json.md)."""
-        from .optimize_report import report_dict
+        from .report.steps import report_dict
 
         d = report_dict(
             self.result,
@@ -98,7 +100,7 @@ def load(data: bytes, name: str) -> Graph:
     """The model view of a file's bytes. Malformed files, and TinySeg operators whose kernels would
     refuse their options, are refused here, with one line."""
     graph = build_graph(parse_model(data, name), name=name)
-    customops.validate_graph(graph)
+    bodies.validate_graph(graph)
     return graph
 
 
@@ -108,14 +110,14 @@ def analyze(graph: Graph, run: Run, stream: bool = False) -> tuple[Analysis, dic
     a = analyze_graph(graph, o.kernel_set, o.build_profile)
     if not stream:
         return a, None
-    from .stream_search import choice_dict, choose_streaming
+    from .transforms.stream_search import choice_dict, choose_streaming
 
     return a, choice_dict(choose_streaming(graph, o.kernel_set, o.build_profile), graph)
 
 
 def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
     """Refuse, before any search, a model TFLM cannot run (with the reason and what to do)."""
-    from .validate import tflm_refusals, tinyseg_operators, unsupported
+    from .ir.validate import tflm_refusals, tinyseg_operators, unsupported
 
     ts = tinyseg_operators(graph)
     if ts:
@@ -123,7 +125,7 @@ def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
             f"{name} already holds TinySeg operators ({shown(graph.operators[ts[0]].opcode)} at "
             f"operator {ts[0]}): give the original model"
         )
-    why = unsupported(graph)
+    why = unsupported(graph) or offline_conflict(graph)
     if why:
         raise TinySegError(f"{name}: cannot be optimized: {why}")
     refusals = [r for r in tflm_refusals(graph) if r.certain]  # the real load settles the rest
@@ -147,7 +149,7 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
     check_inline_fits(graph.model, name)
     o = run.options
     if run.keep_optimized:
-        from .validate import tinyseg_operators
+        from .ir.validate import tinyseg_operators
 
         ts = tinyseg_operators(graph)
         if ts:
@@ -173,10 +175,10 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
     if run.verified:
         check_io_bytes(graph, name, run.max_io_bytes)  # before TFLM loads it with an arena to match
         try:
-            tflm.check_loads(
+            interpreter.check_loads(
                 model_to_bytes(graph.model),
                 arena_for(graph),
-                seconds=min(run.time_limit, tflm.LOAD_SECONDS),
+                seconds=min(run.time_limit, interpreter.LOAD_SECONDS),
             )
         except TinySegError as exc:
             raise TinySegError(f"{name}: {exc}; nothing to optimize") from None
@@ -211,7 +213,7 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
 
 def plan_picture(result: Result, title: str) -> bytes:
     """The arena plan of a result as a PNG (the plot is an adapter over the analysis)."""
-    from .plots import plan_png
+    from .report.plots import plan_png
 
     o_plan = result.plan
     return plan_png(

@@ -61,8 +61,8 @@ def _size(text: str) -> int:
 
 @hookimpl
 def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | None) -> None:
-    from .cli import deprecated
-    from .kernels import KERNEL_SETS
+    from .deprecation import deprecated
+    from .memory.kernels import KERNEL_SETS
 
     g = parser.add_argument_group(
         "tinyseg", "TinySeg spilling and fused fetching (after the reorder pass)"
@@ -159,8 +159,8 @@ def _time_limit(options: argparse.Namespace) -> float:
 
 
 def _options(options: argparse.Namespace):
-    from .kernels import KERNEL_SETS
-    from .optimizer import Options
+    from .memory.kernels import KERNEL_SETS
+    from .transforms.optimizer import Options
 
     kernel_set = getattr(options, "kernel_set", None) or "reference"
     if kernel_set not in KERNEL_SETS:
@@ -168,7 +168,7 @@ def _options(options: argparse.Namespace):
             f"tinyseg: --kernel-set: '{kernel_set}' is not a kernel set "
             f"(choose from: {', '.join(KERNEL_SETS)})"
         )
-    from .kernels import BUILD_PROFILES, default_build_profile
+    from .memory.kernels import BUILD_PROFILES, default_build_profile
 
     build_profile = getattr(options, "build_profile", None) or default_build_profile(kernel_set)
     if build_profile not in BUILD_PROFILES:
@@ -203,7 +203,7 @@ def tflite_tools_describe_operator(
 ) -> dict | None:
     """Spill reads its victim and writes nothing in RAM; Fetching and FetchingConv2D read their in-RAM
     operands (and filter, bias) and write one output: exactly the tensor lists the operator has."""
-    from . import customops
+    from .contract import customops
 
     if custom_code not in customops.TINYSEG_OPS:
         return None
@@ -223,7 +223,7 @@ def _graph(model: bytes):
 def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | None:
     """The pipeline of ``tinyseg optimize`` on the host's reordered model: the same refusals,
     the same check in TFLM, the same sentences and exit codes."""
-    from .devicecheck import resolve_tflm_dir
+    from .checks.real_kernels import resolve_tflm_dir
     from .pipeline import Run, optimize
 
     opts = _options(options)
@@ -264,8 +264,8 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
 
 @hookimpl
 def tflite_tools_analysis(model: bytes, options: argparse.Namespace) -> dict:
-    from . import customops
-    from .analysis import to_dict
+    from .contract import customops
+    from .memory.analysis import to_dict
     from .pipeline import Run, analyze
 
     opts = _options(options)

@@ -2,7 +2,7 @@
 a TFLM checkout patched by ``tinyseg tflm install``, with the compiler and flags TFLM's own Makefile
 uses, for the tests that run models end to end (with CMSIS-NN kernels too, which the check does not).
 
-A thin wrapper over the shipped builder (tinyseg_plugin/devicecheck.py): microlite, then the runner
+A thin wrapper over the shipped builder (tinyseg_plugin/checks/real_kernels.py): microlite, then the runner
 linked against it. Nothing is downloaded; the checkout must hold its third-party
 downloads already (as for TFLM's own tests).
 
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tinyseg_plugin import devicecheck
+from tinyseg_plugin.checks import real_kernels
 from tinyseg_plugin.errors import TinySegError
 
 SOURCE = Path(__file__).resolve().parents[2] / "tflm_ops" / "tools" / "tinyseg_run.cc"
@@ -50,7 +50,7 @@ def run(cmd: list[str], cwd: Path, what: str, timeout: float = 3600) -> str:
 def make_args(kernels: str) -> list[str]:
     if kernels not in KERNELS:
         raise BuildError(f"kernels must be one of {KERNELS}, not {kernels!r}")
-    return [f"BUILD_TYPE={devicecheck.BUILD_TYPE}"] + (
+    return [f"BUILD_TYPE={real_kernels.BUILD_TYPE}"] + (
         ["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else []
     )
 
@@ -71,7 +71,7 @@ def make(
 def flags(tflm: Path, kernels: str = "reference") -> dict[str, str]:
     make_args(kernels)
     try:
-        return devicecheck.make_flags(Path(tflm), kernels)
+        return real_kernels.make_flags(Path(tflm), kernels)
     except TinySegError as exc:
         raise BuildError(str(exc)) from None
 
@@ -89,7 +89,7 @@ def build(
     name = "-".join(a.partition("=")[2] for a in target) or "host"
     exe = tflm / "gen" / "tinyseg_run" / name / kernels / "tinyseg_run"
     try:
-        return devicecheck.build_runner(tflm, exe, SOURCE, kernels, jobs, target)
+        return real_kernels.build_runner(tflm, exe, SOURCE, kernels, jobs, target)
     except TinySegError as exc:
         raise BuildError(str(exc)) from None
 

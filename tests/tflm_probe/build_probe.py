@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinyseg_plugin import devicecheck
+from tinyseg_plugin.checks import real_kernels
 
 KERNELS = ("reference", "cmsis_nn")
 TARGETS = ("host", "cortex_m7")
@@ -33,7 +33,7 @@ QEMU = "qemu-arm"
 QEMU_CPU = "cortex-m7"
 # As the real-kernel check builds TFLM (release_with_logs: NDEBUG, the same arena figures), so
 # that its build and the installed copies of the tests reuse these objects.
-BUILD_TYPE = devicecheck.BUILD_TYPE
+BUILD_TYPE = real_kernels.BUILD_TYPE
 
 
 class ProbeError(RuntimeError):

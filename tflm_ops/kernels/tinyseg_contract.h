@@ -1,4 +1,4 @@
-// GENERATED from tinyseg_plugin/customops.py by `python -m tinyseg_plugin.customops --header`.
+// GENERATED from tinyseg_plugin/contract/customops.py by `python -m tinyseg_plugin.contract.header`.
 // Do not edit: change customops.py and regenerate (tests/test_contract.py checks the two agree).
 // The custom-operator contract, defined once: option keys, limits, dtype rules, OpData sizes.
 #ifndef TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_

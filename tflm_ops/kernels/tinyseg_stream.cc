@@ -18,8 +18,8 @@
 // as FetchingConv2D does, so every output element comes from the same
 // products in the same order as the unfused graph: outputs are bit-identical.
 //
-// Memory (the planner counts it, customops.stream_chain_scratch and
-// stream_chain_body_bytes): Init keeps an OpData of kStreamChainOpDataBytes;
+// Memory (the planner counts it, memory/kernels/tinyseg.py stream_chain_scratch and
+// customops.stream_chain_body_bytes): Init keeps an OpData of kStreamChainOpDataBytes;
 // Prepare allocates one persistent block for the chain's tables and requests
 // two scratch buffers: the rings plus one codec block per spilled tensor, and
 // op_scratch (a TRANSPOSE_CONV's int32 accumulator for one output row; in a CMSIS-NN build also

@@ -1,7 +1,7 @@
 // tinyseg_run: runs a .tflite model -- original or TinySeg-optimized, as written
 // (offline arena layout, scratch markers) -- in a host build of TFLM prepared by
 // `tinyseg tflm install`, with TinySeg's kernels and a RAM-backed SpillManager.
-// `tinyseg verify` (tinyseg_plugin/devicecheck.py) builds and runs it.
+// `tinyseg verify` (tinyseg_plugin/checks/real_kernels.py) builds and runs it.
 //
 // Usage: tinyseg_run MODEL INPUT OUTPUT [--batches N] [--arena BYTES] [--storage BYTES]
 //   INPUT   N batches, each the raw bytes of every model input in input order

@@ -372,7 +372,7 @@ struct ServerStats {
 };
 
 // The host side of the protocol in C++ (the Python host is
-// tinyseg_plugin/remote.py): for loopback tests and board-to-board use.
+// tinyseg_plugin/deploy/remote.py): for loopback tests and board-to-board use.
 class RemoteServer {
  public:
   RemoteServer(RamSlotStore& store, uint32_t max_payload, uint8_t* buffer, size_t buffer_bytes);

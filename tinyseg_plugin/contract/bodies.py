@@ -1,0 +1,620 @@
+"""Every TinySeg operator checked against its graph as its kernel's Prepare checks it, with the C++
+kernels' limits (contract/customops.py, generated into tinyseg_contract.h): tinyseg_stream.cc's
+Prepare refuses exactly these StreamChain bodies, tinyseg_fetching_conv.cc these FetchingConv2D
+operators. Loading a model, `verify` and the lowering call validate_graph, so a hostile model is
+refused with one line before anything runs it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import TinySegError
+from .customops import (
+    ELEMENT_BYTES,
+    INT16_MAX,
+    INT32_MAX,
+    INT_LIMITS,
+    STREAM_DEQUANTIZE_TYPES,
+    STREAM_FIELD_DEFAULTS,
+    STREAM_FIELD_LIMITS,
+    STREAM_MAX_BODY_BYTES,
+    STREAM_MAX_SCALE,
+    STREAM_MAX_STAGE_INPUTS,
+    STREAM_MIN_SCALE,
+    STREAM_PER_CHANNEL_OPS,
+    STREAM_QUANTIZE_TYPES,
+    STREAM_STAGE_OPS,
+    TINYSEG_OPS,
+    ZERO_POINT_LIMITS,
+    FetchingConv2DOptions,
+    FetchingOptions,
+    SpillOptions,
+    StreamChainOptions,
+    StreamStage,
+    StreamTensor,
+    decode,
+    stream_chain_body_bytes,
+)
+
+
+class _BodyError(ValueError):
+    """A body the StreamChain kernel refuses (the reason)."""
+
+
+@dataclass
+class _Local:
+    """A chain-local tensor as the kernel's PrepareTensors sees it."""
+
+    kind: str  # "input", "output" (the StreamChain's), "body"
+    dtype: str | None
+    height: int = 0
+    width: int = 0
+    channels: int = 0
+    row_bytes: int = 0
+    scale: float = 0.0
+    zero_point: int = 0
+    constant: bool = False
+    graph_index: int = -1
+    ring: int = 0
+    producer: int = -1
+    fetched: bool = False
+    spilled: bool = False
+
+
+def _local(
+    kind: str,
+    dtype: str | None,
+    shape: tuple[int, ...],
+    scale: float,
+    zero_point: int,
+    constant: bool,
+    graph_index: int,
+    what: str,
+) -> _Local:
+    x = _Local(
+        kind, dtype, scale=scale, zero_point=zero_point, constant=constant, graph_index=graph_index
+    )
+    if len(shape) == 4:
+        if shape[0] != 1 and kind != "input":
+            raise _BodyError(f"{what} has batch {shape[0]} (chain tensors have batch 1)")
+        x.height, x.width, x.channels = (int(d) for d in shape[1:])
+        x.row_bytes = x.width * x.channels * ELEMENT_BYTES.get(dtype or "", 0)
+        if x.row_bytes > INT32_MAX:
+            raise _BodyError(f"{what} has rows of {x.row_bytes} bytes (at most {INT32_MAX})")
+    return x
+
+
+def _body_tensor(j: int, t: StreamTensor, kernel: bool) -> _Local:
+    what = f"tensors[{j}]"
+    if t.dtype not in ELEMENT_BYTES:
+        raise _BodyError(f"{what} has type {t.dtype!r}")
+    if len(t.shape) != 4 or any(isinstance(d, bool) or not 1 <= d <= INT32_MAX for d in t.shape):
+        raise _BodyError(f"{what} has shape {list(t.shape)} (rank 4, dimensions 1..{INT32_MAX})")
+    if kernel and (len(t.scales) != 1 or len(t.zero_points) != 1):
+        raise _BodyError(f"{what} needs one scale and one zero point")
+    for scale in t.scales:
+        if not (math.isfinite(scale) and STREAM_MIN_SCALE <= scale <= STREAM_MAX_SCALE):
+            raise _BodyError(f"{what} has scale {scale!r} (finite, in [2^-32, 2^32])")
+    lo, hi = ZERO_POINT_LIMITS[t.dtype]
+    for zp in t.zero_points:
+        if not lo <= zp <= hi:
+            raise _BodyError(f"{what} has zero point {zp} ({t.dtype}: {lo}..{hi})")
+    return _local(
+        "body",
+        t.dtype,
+        t.shape,
+        t.scales[0] if t.scales else 0.0,
+        t.zero_points[0] if t.zero_points else 0,
+        False,
+        -1,
+        what,
+    )
+
+
+def _stage_fields(k: int, st: StreamStage) -> dict[str, int]:
+    """The stage's integer fields within STREAM_FIELD_LIMITS (absent: the schema's default), every
+    float field finite."""
+    fields = dict(st.fields)
+    out = dict(STREAM_FIELD_DEFAULTS)
+    for key, value in fields.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _BodyError(f"stage {k} ({st.op}) field {key} is {value}")
+        if key not in STREAM_FIELD_LIMITS:
+            continue
+        if not isinstance(value, (bool, int)):
+            raise _BodyError(f"stage {k} ({st.op}) field {key} is not an integer")
+        lo, hi = STREAM_FIELD_LIMITS[key]
+        if not lo <= int(value) <= hi:
+            raise _BodyError(
+                f"stage {k} ({st.op}) field {key} = {int(value)} is outside {lo}..{hi}"
+            )
+        out[key] = int(value)
+    return out
+
+
+def _out_size(size: int, filt: int, stride: int, dilation: int, padding: int) -> int:
+    """TFLM's ComputeOutSize (padding 0 SAME, 1 VALID)."""
+    eff = (filt - 1) * dilation + 1
+    return (size + stride - 1) // stride if padding == 0 else (size + stride - eff) // stride
+
+
+def _pad_top(size: int, out: int, filt: int, stride: int, dilation: int) -> int:
+    """TFLM's ComputePaddingHeightWidth, the top (left) part."""
+    eff = (filt - 1) * dilation + 1
+    return max((out - 1) * stride + eff - size, 0) // 2
+
+
+def _constant(graph, loc: list[_Local], lid: int, what: str):
+    """The graph tensor behind a constant input of a stage (a StreamChain input)."""
+    if lid < 0 or loc[lid].kind != "input" or loc[lid].graph_index < 0:
+        raise _BodyError(f"{what} is not one of the StreamChain's inputs")
+    return graph.tensors[loc[lid].graph_index]
+
+
+def _check_stage(
+    graph,
+    o: StreamChainOptions,
+    loc: list[_Local],
+    k: int,
+    st: StreamStage,
+    edges: list[tuple[int, int, RowMapSpec]],
+    kernel: bool,
+) -> None:
+    """What tinyseg_stream.cc's PrepareStage refuses; appends the stage's edges with their row maps.
+    ``kernel`` False (the lowering of an estimate's chain, whose stages may be float32): the
+    geometry and structure only, not the types the kernel computes."""
+    name = f"stage {k} ({st.op})"
+    positions = STREAM_STAGE_OPS[st.op]
+    acts: list[int] = []
+    consts: list[int] = []
+    for j, lid in enumerate(st.inputs):
+        if positions is not None and j not in positions:
+            consts.append(lid)
+            continue
+        if lid < 0:
+            raise _BodyError(f"{name} omits an activation input")
+        if loc[lid].constant:
+            continue
+        if loc[lid].row_bytes <= 0:
+            raise _BodyError(f"{name} reads local tensor {lid}, which has no rows")
+        if lid not in acts:
+            acts.append(lid)
+    if not acts:
+        raise _BodyError(f"{name} reads no streamed tensor")
+    out_id = st.outputs[0]
+    out, x = loc[out_id], loc[acts[0]]
+    if out.row_bytes <= 0 or out.kind == "input":
+        raise _BodyError(
+            f"{name} writes local tensor {out_id}, a StreamChain input or a tensor without rows"
+        )
+    f = _stage_fields(k, st)
+    same = (x.height, x.width, x.channels) == (out.height, out.width, out.channels)
+    op = st.op
+    if op in ("QUANTIZE", "DEQUANTIZE"):
+        types = STREAM_QUANTIZE_TYPES if op == "QUANTIZE" else STREAM_DEQUANTIZE_TYPES
+        if (kernel and (x.dtype, out.dtype) not in types) or not same:
+            raise _BodyError(
+                f"{name}: {x.dtype} {x.height}x{x.width}x{x.channels} -> "
+                f"{out.dtype} {out.height}x{out.width}x{out.channels}"
+            )
+        if kernel and op == "DEQUANTIZE" and out.kind != "output":
+            raise _BodyError(f"{name} writes a body tensor (it writes one of the chain's outputs)")
+    elif kernel and (out.dtype != "INT8" or any(loc[a].dtype != "INT8" for a in acts)):
+        raise _BodyError(f"{name} is int8 only")
+    heights = {a: loc[a].height for a in acts}
+    rowmap = {a: RowMapSpec(heights[a], out.height) for a in acts}
+    if op in ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV"):
+        flt = _constant(graph, loc, consts[1 if op == "TRANSPOSE_CONV" else 0], f"{name}'s filter")
+        bias_lid = (
+            consts[2 if op == "TRANSPOSE_CONV" else 1]
+            if len(consts) > (2 if op == "TRANSPOSE_CONV" else 1)
+            else -1
+        )
+        bias = _constant(graph, loc, bias_lid, f"{name}'s bias") if bias_lid >= 0 else None
+        dw = op == "DEPTHWISE_CONV_2D"
+        fs = tuple(flt.shape)
+        ok = (
+            (flt.dtype == "INT8" or not kernel)
+            and len(fs) == 4
+            and fs[3 if dw else 0] == out.channels
+            and (not dw or (fs[0] == 1 and x.channels and out.channels % x.channels == 0))
+            and (
+                bias is None
+                or ((bias.dtype == "INT32" or not kernel) and bias.elements == out.channels)
+            )
+        )
+        if not ok:
+            raise _BodyError(
+                f"{name} needs an int8 filter of {out.channels} output channels and an int32 bias"
+            )
+        fh, fw = fs[1], fs[2]
+        sh, sw, dh, dwf = f["strideH"], f["strideW"], f["dilationHFactor"], f["dilationWFactor"]
+        if op == "TRANSPOSE_CONV":
+            oh = _out_size(out.height, fh, sh, 1, f["padding"])
+            if (
+                sh < fh
+                or _pad_top(out.height, oh, fh, sh, 1) != 0
+                or out.height != x.height * sh
+                or fs[3] != x.channels
+            ):
+                raise _BodyError(f"{name}'s geometry does not match its tensors")
+            if o.op_scratch < out.width * out.channels * 4:
+                raise _BodyError(
+                    f"{name}: op_scratch {o.op_scratch} is smaller than one output row "
+                    f"({out.width * out.channels * 4} bytes)"
+                )
+            rowmap[acts[0]].den = sh
+        else:
+            oh = _out_size(x.height, fh, sh, dh, f["padding"])
+            ow = _out_size(x.width, fw, sw, dwf, f["padding"])
+            if (oh, ow) != (out.height, out.width) or (not dw and fs[3] != x.channels):
+                raise _BodyError(
+                    f"{name}'s geometry does not match its tensors "
+                    f"({x.height}x{x.width} -> {out.height}x{out.width})"
+                )
+            top = _pad_top(x.height, oh, fh, sh, dh)
+            rowmap[acts[0]].set_window(sh, top, (fh - 1) * dh + 1 - 1 - top)
+    elif op in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
+        fh, fw = dict(st.fields).get("filterHeight"), dict(st.fields).get("filterWidth")
+        if fh is None or fw is None or x.channels != out.channels:
+            raise _BodyError(f"{name} needs its filter size and the input's channels")
+        sh, sw = f["strideH"], f["strideW"]
+        oh, ow = (
+            _out_size(x.height, fh, sh, 1, f["padding"]),
+            _out_size(x.width, fw, sw, 1, f["padding"]),
+        )
+        if (oh, ow) != (out.height, out.width):
+            raise _BodyError(f"{name}'s geometry does not match its tensors")
+        top = _pad_top(x.height, oh, fh, sh, 1)
+        rowmap[acts[0]].set_window(sh, top, fh - 1 - top)
+    elif op == "CONCATENATION":
+        if f["axis"] not in (3, -1) or f["fusedActivationFunction"] != 0:
+            raise _BodyError(f"{name} along axis {f['axis']} (channels only, no activation)")
+        if any(
+            (loc[a].height, loc[a].width) != (out.height, out.width)
+            or (kernel and (loc[a].scale != out.scale or loc[a].zero_point != out.zero_point))
+            for a in acts
+        ):
+            raise _BodyError(
+                f"{name}'s inputs differ from its output in height, width or quantization"
+            )
+        if sum(loc[lid].channels for lid in st.inputs if lid >= 0) != out.channels:
+            raise _BodyError(f"{name}'s input channels do not add up to its output's")
+    elif op in ("ADD", "SUB", "MUL"):
+        if len(st.inputs) != 2:
+            raise _BodyError(f"{name} takes two inputs")
+        for lid in st.inputs:
+            if loc[lid].constant:
+                t = graph.tensors[loc[lid].graph_index]
+                shape = (1,) * (4 - len(t.shape)) + tuple(t.shape)
+                if len(shape) != 4 or (kernel and t.dtype != "INT8") or shape[1] != 1:
+                    raise _BodyError(f"{name}: a constant operand has one int8 row")
+            else:
+                shape = (1, loc[lid].height, loc[lid].width, loc[lid].channels)
+                if shape[1] != out.height:
+                    raise _BodyError(f"{name}'s rows do not broadcast")
+            if shape[0] != 1 or shape[2] not in (1, out.width) or shape[3] not in (1, out.channels):
+                raise _BodyError(f"{name}'s operands do not broadcast to its output")
+    elif op == "RESIZE_NEAREST_NEIGHBOR":
+        if f["alignCorners"] or x.channels != out.channels or out.height % x.height:
+            raise _BodyError(f"{name} by an integer factor, without align_corners")
+        rowmap[acts[0]].den = out.height // x.height
+    elif op in ("PAD", "PADV2"):
+        pads = graph.buffer_array(
+            _constant(graph, loc, consts[0] if consts else -1, f"{name}'s paddings").index
+        )
+        if (
+            pads is None
+            or pads.shape != (4, 2)
+            or (pads < 0).any()
+            or pads[0].any()
+            or pads[3].any()
+        ):
+            raise _BodyError(
+                f"{name} pads height and width only, with constant non-negative paddings"
+            )
+        if (out.height, out.width, out.channels) != (
+            x.height + int(pads[1].sum()),
+            x.width + int(pads[2].sum()),
+            x.channels,
+        ):
+            raise _BodyError(f"{name}'s output is not its input plus the paddings")
+        top = int(pads[1][0])
+        rowmap[acts[0]].set_window(1, top, -top)
+    else:  # one input, its output's shape: LOGISTIC, TANH, RELU, RELU6, HARD_SWISH, LEAKY_RELU, ELU, PRELU
+        if not same:
+            raise _BodyError(
+                f"{name}: input {x.height}x{x.width}x{x.channels}, "
+                f"output {out.height}x{out.width}x{out.channels}"
+            )
+        if op == "LEAKY_RELU" and not isinstance(dict(st.fields).get("alpha"), (int, float)):
+            raise _BodyError(f"{name} needs its alpha")
+    for a in acts:
+        m = rowmap[a]
+        if m.num == m.den == 1 and m.before == m.after == 0 and m.in_h != m.out_h:
+            raise _BodyError(
+                f"{name}'s input rows ({m.in_h}) differ from its output rows ({m.out_h})"
+            )
+        edges.append((k, a, m))
+
+
+@dataclass
+class RowMapSpec:
+    """chain_schedule.h RowMap: output row y reads input rows [y*num//den - before, y*num//den + after]."""
+
+    in_h: int
+    out_h: int
+    num: int = 1
+    den: int = 1
+    before: int = 0
+    after: int = 0
+
+    def set_window(self, num: int, before: int, after: int) -> None:
+        self.num, self.before, self.after = num, before, after
+
+    def window(self, y: int) -> tuple[int, int]:
+        anchor = y * self.num // self.den
+        return max(anchor - self.before, 0), min(anchor + self.after, self.in_h - 1)
+
+
+def _dry_run(
+    loc: list[_Local], stages: int, outputs: list[int], edges: list[tuple[int, int, RowMapSpec]]
+) -> None:
+    """chain_schedule.h's pull schedule, bookkeeping only (as the kernel's Prepare runs it): refuses a
+    ring shorter than the rows its readers hold at once, and a cycle."""
+    done = [0] * len(loc)
+    stage_out = {s: t for t, x in enumerate(loc) if (s := x.producer) >= 0}
+    streamed = [x.producer >= 0 or x.fetched for x in loc]
+
+    def note(t: int) -> None:
+        if loc[t].ring <= 0:
+            return
+        low = loc[t].height
+        for s, u, m in edges:
+            out = stage_out[s]
+            if u == t and done[out] < loc[out].height:
+                lo, hi = m.window(done[out])
+                if lo <= hi and lo < low:
+                    low = lo
+        held = done[t] - min(low, done[t])
+        if held > loc[t].ring:
+            raise _BodyError(
+                f"the ring of local tensor {t} holds {loc[t].ring} rows, its readers need {held}"
+            )
+
+    def pull(t: int, row: int, depth: int) -> None:
+        if depth > stages:
+            raise _BodyError("its stages read each other in a cycle")
+        s = loc[t].producer
+        while done[t] <= row:
+            if s >= 0:
+                for es, u, m in edges:
+                    if es == s and streamed[u]:
+                        lo, hi = m.window(done[t])
+                        if lo <= hi:
+                            pull(u, hi, depth + 1)
+            done[t] += 1
+            note(t)
+            if s >= 0:
+                for es, u, _ in edges:
+                    if es == s:
+                        note(u)
+
+    progress = True
+    while progress:
+        progress = False
+        for t in outputs:
+            if done[t] < loc[t].height:
+                pull(t, done[t], 0)
+                progress = True
+    for s in range(stages):
+        t = stage_out[s]
+        if done[t] < loc[t].height:
+            pull(t, loc[t].height - 1, 0)
+
+
+def _pairs(o: StreamChainOptions, loc: list[_Local]) -> None:
+    """rings, spill and fetch as tinyseg_stream.cc's PreparePairs reads them."""
+    end = 0
+    for key in ("rings", "spill", "fetch"):
+        for i, (lid, value) in enumerate(getattr(o, key)):
+            if not 0 <= lid < len(loc) or not 0 <= value <= INT32_MAX:
+                raise _BodyError(
+                    f"{key}[{i}] = [{lid}, {value}] (local id 0..{len(loc) - 1}, number 0..{INT32_MAX})"
+                )
+            x = loc[lid]
+            if x.kind != "body" or x.row_bytes <= 0:
+                raise _BodyError(f"{key}[{i}] names local tensor {lid}, which is not a body tensor")
+            if key == "rings":
+                if not 1 <= value <= x.height or x.ring:
+                    raise _BodyError(
+                        f"rings[{i}] gives local tensor {lid} {value} rows (1..{x.height}, once)"
+                    )
+                x.ring = value
+                end += value * x.row_bytes
+            elif key == "spill":
+                if x.spilled or not x.ring:
+                    raise _BodyError(
+                        f"spill[{i}]: local tensor {lid} is spilled twice or has no ring"
+                    )
+                x.spilled = True
+            else:
+                if x.fetched or not x.ring:
+                    raise _BodyError(
+                        f"fetch[{i}]: local tensor {lid} is fetched twice or has no ring"
+                    )
+                x.fetched = True
+    if end != o.ring_bytes:
+        raise _BodyError(f"ring_bytes is {o.ring_bytes}, its rings add up to {end}")
+    if o.ring_bytes + o.spilled_count * o.block > INT32_MAX:
+        raise _BodyError("its rings and row-stream blocks exceed 2^31-1 bytes")
+
+
+def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
+    loc: list[_Local] = []
+    n_in = len(op.inputs)
+    for k, t in enumerate(list(op.inputs) + list(op.outputs)):
+        kind = "input" if k < n_in else "output"
+        if t < 0:
+            loc.append(_Local(kind, None))
+            continue
+        x = graph.tensors[t]
+        loc.append(
+            _local(
+                kind,
+                x.dtype,
+                tuple(x.shape),
+                x.scales[0] if x.scales else 0.0,
+                x.zero_points[0] if x.zero_points else 0,
+                kind == "input" and x.is_constant,
+                t,
+                f"local tensor {k}",
+            )
+        )
+    loc += [_body_tensor(j, t, kernel) for j, t in enumerate(o.tensors)]
+    if o.spilled_count != len(o.spill) or o.fetched_count != len(o.fetch):
+        raise _BodyError(
+            f"spilled {o.spilled_count} / fetched {o.fetched_count} disagree with its spill and "
+            "fetch lists"
+        )
+    channels = []
+    for k, st in enumerate(o.stages):
+        if st.op not in STREAM_STAGE_OPS and kernel:
+            raise _BodyError(f"stage {k} is {st.op}, which the StreamChain kernel does not compute")
+        if len(st.outputs) != 1 or not 1 <= len(st.inputs) <= STREAM_MAX_STAGE_INPUTS:
+            raise _BodyError(
+                f"stage {k} ({st.op}) has {len(st.outputs)} outputs and {len(st.inputs)} inputs "
+                f"(1, and 1..{STREAM_MAX_STAGE_INPUTS})"
+            )
+        if not 0 <= st.outputs[0] < len(loc) or any(not -1 <= i < len(loc) for i in st.inputs):
+            raise _BodyError(f"stage {k} ({st.op}) names a local tensor outside -1..{len(loc) - 1}")
+        c = loc[st.outputs[0]].channels
+        if st.op in STREAM_PER_CHANNEL_OPS and not 1 <= c <= INT32_MAX:
+            raise _BodyError(f"stage {k} ({st.op}) has {c} output channels")
+        channels.append(c)
+    constants = frozenset(k for k, x in enumerate(loc[:n_in]) if x.constant)
+    body = stream_chain_body_bytes(o, channels, n_in, len(op.outputs), constants)
+    if body > STREAM_MAX_BODY_BYTES:
+        raise _BodyError(f"its tables need {body} bytes (at most {STREAM_MAX_BODY_BYTES})")
+    _pairs(o, loc)
+    edges: list[tuple[int, int, RowMapSpec]] = []
+    unknown = False  # a stage of an estimate's chain the kernel has no row map for: no dry run
+    for k, st in enumerate(o.stages):
+        if st.op in STREAM_STAGE_OPS:
+            _check_stage(graph, o, loc, k, st, edges, kernel)
+        else:
+            unknown = True
+        out = loc[st.outputs[0]]
+        if out.producer >= 0 or out.fetched:
+            raise _BodyError(
+                f"stage {k} ({st.op}) writes local tensor {st.outputs[0]}, which another stage "
+                "writes or a fetch reads"
+            )
+        if out.kind != "output" and not out.ring:
+            raise _BodyError(
+                f"stage {k} ({st.op}) writes body tensor {st.outputs[0]}, which has no ring"
+            )
+        out.producer = k
+    for s, t, _ in edges:
+        x = loc[t]
+        if x.kind != "input" and not x.fetched and not 0 <= x.producer < s:
+            raise _BodyError(
+                f"stage {s} reads local tensor {t} before any earlier stage or fetch makes it"
+            )
+    outputs = list(range(n_in, n_in + len(op.outputs))) + [lid for lid, _ in o.spill]
+    if any(loc[t].producer < 0 for t in outputs):
+        raise _BodyError("an output or a spilled tensor is made by no stage")
+    if not unknown:
+        _dry_run(loc, len(o.stages), outputs, edges)
+
+
+def validate_body(graph, op, kernel: bool = True) -> None:
+    """Refuse a StreamChain whose body the kernel refuses in Prepare (TinySegError, one line).
+    ``kernel`` False: a chain of an estimate (`analyze --stream`'s search, which may stream float32
+    or other row-local operators the kernel does not compute) that only the lowering runs: its
+    structure, geometry, rings and numbers are checked, not the stages' types."""
+    o = decode(op)
+    if not isinstance(o, StreamChainOptions) or not o.stages:
+        return  # a planning-only chain has nothing to run: validate.tflm_refusals says why TFLM refuses it
+    try:
+        _check_body(graph, op, o, kernel)
+    except _BodyError as exc:
+        raise TinySegError(
+            f"operator {op.index} (StreamChain): malformed StreamChain body: {exc}; "
+            "the file was not written this way by tinyseg optimize: optimize the original "
+            "model again"
+        ) from None
+
+
+def _fetching_conv_problem(graph, op, o: FetchingConv2DOptions) -> str | None:
+    """What tinyseg_fetching_conv.cc's Prepare refuses beyond the options alone."""
+    if len(op.inputs) < 2 or len(op.outputs) != 1:
+        return "needs [operands..., filter, bias or -1] and one output"
+    n_ram = len(op.inputs) - 2
+    if o.fetching.operands != n_ram + len(o.fetching.fetched):
+        return (
+            f"operands is {o.fetching.operands}, its in-RAM inputs and fetched entries are "
+            f"{n_ram + len(o.fetching.fetched)}"
+        )
+    out = graph.tensors[op.outputs[0]]
+    if op.inputs[-1] < 0 and out.dtype != "INT16":
+        return "a float32 or int8 convolution needs its bias input"
+    filt = graph.tensors[op.inputs[-2]]
+    if len(filt.shape) != 4 or len(out.shape) != 4:
+        return "filter and output are rank 4"
+    _, kh, kw, _ = filt.shape
+    c = o.conv
+    if (kh - 1) * c.dilation_h + 1 > INT_LIMITS["dilation_h"][1] or (
+        kw - 1
+    ) * c.dilation_w + 1 > INT_LIMITS["dilation_w"][1]:
+        return f"the dilated filter spans more than {INT16_MAX} rows or columns"
+    if o.band_rows > out.shape[1]:
+        return f"band_rows {o.band_rows} is more than the output's {out.shape[1]} rows"
+    return None
+
+
+def validate_graph(graph, kernel: bool = True) -> None:
+    """Every TinySeg operator of the graph as its kernel's Prepare checks it, and every fetch against
+    what was spilled to its slot before it (a fetch of more bytes than were written reads past the
+    stored stream): TinySegError with one line naming the operator and the reason. ``kernel``: see
+    validate_body (the lowering passes False)."""
+    spilled: dict[int, int] = {}  # slot -> bytes written (the latest write before this operator)
+    for op in graph.operators:
+        if op.opcode not in TINYSEG_OPS:
+            continue
+        o = decode(op)
+        here = f"operator {op.index} ({op.opcode})"
+        if isinstance(o, StreamChainOptions):
+            validate_body(graph, op, kernel)
+            loc = list(op.inputs) + list(op.outputs)
+            sizes = [graph.tensors[t].nbytes if t >= 0 else 0 for t in loc] + [
+                math.prod(t.shape) * ELEMENT_BYTES.get(t.dtype, 0) for t in o.tensors
+            ]
+            for lid, slot in o.fetch:
+                if sizes[lid] > spilled.get(slot, -1):
+                    raise TinySegError(
+                        f"{here}: malformed StreamChain body: fetches {sizes[lid]} bytes from slot "
+                        f"{slot}, where {max(spilled.get(slot, 0), 0)} were spilled before it"
+                    )
+            for lid, slot in o.spill:
+                spilled[slot] = sizes[lid]
+        elif isinstance(o, SpillOptions):
+            spilled[o.slot] = graph.tensors[op.inputs[0]].nbytes if op.inputs else 0
+        else:
+            fetching = o if isinstance(o, FetchingOptions) else o.fetching
+            itemsize = graph.tensors[op.outputs[0]].itemsize if op.outputs else 0
+            for f in fetching.fetched:
+                size = math.prod(f.shape) * itemsize
+                if size > spilled.get(f.slot, -1):
+                    raise TinySegError(
+                        f"{here}: fetched entry at position {f.position} reads {size} bytes from "
+                        f"slot {f.slot}, where {max(spilled.get(f.slot, 0), 0)} were spilled before it; "
+                        "the file is damaged: optimize the original model again"
+                    )
+            if isinstance(o, FetchingConv2DOptions):
+                problem = _fetching_conv_problem(graph, op, o)
+                if problem:
+                    raise TinySegError(
+                        f"{here}: {problem}; the file is damaged: optimize the original model again"
+                    )

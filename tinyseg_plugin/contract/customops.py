@@ -1,0 +1,718 @@
+"""The custom-operator contract between the optimizer, the planner and the C++ runtime.
+
+This is the only module that knows how TinySeg's operators are encoded in a
+model; docs/custom_ops.md describes the same contract for the C++ side
+(tflm_ops/), and both must change together (bump CONTRACT_VERSION).
+
+- ``Spill``: inputs [victim], no outputs. Compresses the victim into storage slot ``slot``.
+- ``Fetching``: inputs [in-RAM operands...], outputs [out]. ``out`` is the concatenation
+  along ``axis`` of ``operands`` tensors, of which the ``fetched`` ones come from storage
+  (each at its ``position``) and the rest are the inputs, in order. With no in-RAM
+  operand it simply restores one spilled tensor.
+- ``FetchingConv2D``: inputs [in-RAM operands..., filter, bias or -1], outputs [out]:
+  CONV_2D over the virtual concatenation, computed in bands of ``band_rows`` output rows.
+  ``quantized_bias_type`` (optional, "NONE" when absent) is the CONV_2D's
+  Conv2DOptions.quantized_bias_type: an int16 convolution without bias accumulates
+  in int32 when it is "INT32", else in int64, as TFLM's CONV_2D does.
+- TRANSPOSE_CONV scratch narrowing: a zero-size marker tensor in the operator's
+  ``intermediates``: type INT16, shape [0, 0] = int16 accumulator over the whole
+  output; type INT32, shape [0, rows] = int32 accumulator over bands of ``rows``
+  output rows. A runtime without TinySeg's patch ignores it (and needs more memory).
+
+Options are FlexBuffers maps, like TFLM's own custom operators use.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from flatbuffers import flexbuffers
+
+from ..errors import TinySegError
+
+SPILL = "Spill"
+FETCHING = "Fetching"
+FETCHING_CONV_2D = "FetchingConv2D"
+# A chain of row-local operators run row by row: tflm_ops/kernels/tinyseg_stream.cc.
+STREAM_CHAIN = "StreamChain"
+TINYSEG_OPS = (SPILL, FETCHING, FETCHING_CONV_2D, STREAM_CHAIN)
+PLANNED_OPS = TINYSEG_OPS
+CONTRACT_VERSION = 1
+
+BLOCK_BYTES = 1024  # codec block size the optimizer asks for
+BLOCK_HEADER_BYTES = 8  # tflm_ops/core codec: header of one encoded block
+MARKER_NAME = "tinyseg/transpose_conv_scratch"
+
+PADDING = {0: "SAME", 1: "VALID"}
+ACTIVATIONS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
+
+# ---------------------------------------------------------------- the contract's numbers, defined once
+# The C++ kernels read these from tflm_ops/kernels/tinyseg_contract.h, which is generated from this
+# module (`python -m tinyseg_plugin.contract.header`); tests/test_contract.py fails when the
+# committed header differs from what this module generates, or when a kernel spells a key or a
+# limit itself.
+
+MAX_DIMS = 6  # rank of a fetched operand
+MAX_OPERANDS = 4096  # operands of a concatenation, and fetched entries
+MIN_BLOCK_BYTES = 4
+MAX_BLOCK_BYTES = (
+    32768  # tflm_ops/core codec.h kMaxBlockBytes (the header static_asserts the two agree)
+)
+INT16_MAX = (1 << 15) - 1
+INT32_MAX = (1 << 31) - 1
+
+# Integer options: key -> (least, greatest) value a kernel accepts. `axis` of FetchingConv2D is
+# also bounded by CONV_AXIS below.
+INT_LIMITS: dict[str, tuple[int, int]] = {
+    "slot": (0, INT32_MAX),
+    "position": (0, INT32_MAX),
+    "axis": (0, MAX_DIMS - 1),
+    "operands": (1, MAX_OPERANDS),
+    "block": (MIN_BLOCK_BYTES, MAX_BLOCK_BYTES),
+    "stride_h": (1, INT16_MAX),
+    "stride_w": (1, INT16_MAX),
+    "dilation_h": (1, INT16_MAX),
+    "dilation_w": (1, INT16_MAX),
+    "band_rows": (1, INT32_MAX),
+    "dim": (1, INT32_MAX),  # each entry of a fetched operand's shape
+    # StreamChain's planning figures ("spilled"/"fetched" there are counts: StreamChainOptions.
+    # spilled_count/fetched_count; in Fetching and FetchingConv2D "fetched" lists the fetched operands)
+    "ring_bytes": (0, INT32_MAX),
+    "op_scratch": (0, INT32_MAX),
+    "spilled": (0, MAX_OPERANDS),
+    "fetched": (0, MAX_OPERANDS),
+}
+CONV_AXIS = 3  # FetchingConv2D concatenates NHWC operands along channels
+CONV_RANK = 4
+
+# The keys of each operator's FlexBuffers map (quantized_bias_type is optional).
+KEYS: dict[str, tuple[str, ...]] = {
+    SPILL: ("version", "slot", "block"),
+    FETCHING: ("version", "axis", "operands", "block", "fetched"),
+    FETCHING_CONV_2D: (
+        "version",
+        "axis",
+        "operands",
+        "block",
+        "fetched",
+        "padding",
+        "stride_h",
+        "stride_w",
+        "dilation_h",
+        "dilation_w",
+        "activation",
+        "band_rows",
+        "quantized_bias_type",
+    ),
+}
+FETCHED_KEYS = ("position", "slot", "shape")
+STREAM_CHAIN_KEYS = ("version", "ring_bytes", "op_scratch", "spilled", "fetched", "block")
+# The StreamChainOptions field behind each of those keys where the names differ: the contract keys
+# stay as written in .tflite files; in Python a count is named a count.
+STREAM_CHAIN_FIELDS = {"spilled": "spilled_count", "fetched": "fetched_count"}
+STREAM_BODY_KEYS = ("stages", "tensors", "spill", "fetch", "rings")
+STREAM_STAGE_KEYS = ("op", "version", "inputs", "outputs", "options", "fields")
+STREAM_TENSOR_KEYS = ("name", "type", "shape", "scale", "zero_point", "quantized_dimension")
+# The builtin options fields a stage's "fields" map holds that the kernel reads (the TFLite schema's
+# field names, as the flatbuffers object API spells them).
+STREAM_FIELD_KEYS = (
+    "padding",
+    "strideW",
+    "strideH",
+    "dilationWFactor",
+    "dilationHFactor",
+    "fusedActivationFunction",
+    "filterWidth",
+    "filterHeight",
+    "axis",
+    "alignCorners",
+    "halfPixelCenters",
+    "alpha",
+)
+KEYS[STREAM_CHAIN] = STREAM_CHAIN_KEYS + STREAM_BODY_KEYS
+# The integer (or boolean: 0/1) values of those fields a kernel accepts; an absent field takes the
+# schema's default. Strides, dilations and pool filters stay below 2^15 (so every product of the
+# window arithmetic fits 32 bits); enums are the values the kernel computes (padding SAME/VALID,
+# activation NONE/RELU/RELU_N1_TO_1/RELU6); CONCATENATION's axis is then checked to be the channels.
+STREAM_FIELD_LIMITS: dict[str, tuple[int, int]] = {
+    "padding": (0, 1),
+    "strideW": (1, INT16_MAX),
+    "strideH": (1, INT16_MAX),
+    "dilationWFactor": (1, INT16_MAX),
+    "dilationHFactor": (1, INT16_MAX),
+    "fusedActivationFunction": (0, 3),
+    "filterWidth": (1, INT16_MAX),
+    "filterHeight": (1, INT16_MAX),
+    "axis": (-4, 3),
+    "alignCorners": (0, 1),
+    "halfPixelCenters": (0, 1),
+}
+STREAM_FIELD_DEFAULTS: dict[str, int] = {
+    "padding": 0,
+    "strideW": 1,
+    "strideH": 1,
+    "dilationWFactor": 1,
+    "dilationHFactor": 1,
+    "fusedActivationFunction": 0,
+    "axis": 3,
+    "alignCorners": 0,
+    "halfPixelCenters": 0,
+}
+# A body tensor's quantization: a finite scale in [STREAM_MIN_SCALE, STREAM_MAX_SCALE] (outside it
+# the requantization multipliers of a stage leave what TFLM's QuantizeMultiplier represents) and a
+# zero point inside its type's range.
+STREAM_MIN_SCALE = 2.0**-32
+STREAM_MAX_SCALE = 2.0**32
+ZERO_POINT_LIMITS: dict[str, tuple[int, int]] = {
+    "INT8": (-128, 127),
+    "UINT8": (0, 255),
+    "INT16": (0, 0),
+    "INT32": (0, 0),
+    "FLOAT32": (0, 0),
+}
+# The persistent block of one StreamChain (stream_chain_body_bytes) and each of its int32 counts stay
+# below 2^31, so a 32-bit device computes every size of it without overflow.
+STREAM_MAX_BODY_BYTES = INT32_MAX
+
+# The stages the StreamChain kernel computes, and which of a stage's inputs are activations (rows
+# streamed or read from the arena; None: all of them); the others are constants (filter, bias,
+# output shape). The chain search emits only chains of these (stream_stage_supported), the
+# estimate (`analyze --stream`) plans every row-local operator.
+STREAM_STAGE_OPS: dict[str, tuple[int, ...] | None] = {
+    "QUANTIZE": (0,),
+    "CONV_2D": (0,),
+    "MAX_POOL_2D": (0,),
+    "TRANSPOSE_CONV": (2,),
+    "CONCATENATION": None,
+    "ADD": (0, 1),
+    "MUL": (0, 1),
+    "LOGISTIC": (0,),
+    "PRELU": (0,),
+    "RESIZE_NEAREST_NEIGHBOR": (0,),
+    "DEPTHWISE_CONV_2D": (0,),
+    "AVERAGE_POOL_2D": (0,),
+    "RELU": (0,),
+    "RELU6": (0,),
+    "PAD": (0,),
+    "SUB": (0, 1),
+    "DEQUANTIZE": (0,),
+    "TANH": (0,),
+    "HARD_SWISH": (0,),
+    "LEAKY_RELU": (0,),
+    "PADV2": (0,),
+    "ELU": (0,),
+}
+# The constant inputs a stage takes, by type, in order (None: an omitted optional input).
+STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
+    "CONV_2D": (("INT8", "INT32"), ("INT8", None)),  # filter, bias
+    "DEPTHWISE_CONV_2D": (("INT8", "INT32"), ("INT8", None)),
+    "TRANSPOSE_CONV": (
+        ("INT32", "INT8", "INT32"),
+        ("INT32", "INT8", None),
+        ("INT32", "INT8"),
+    ),  # shape, filter, bias
+    "PRELU": (("INT8",),),  # alpha
+    "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # size
+    "PAD": (("INT32",),),  # paddings (TFLM's PAD reads them as int32)
+    "PADV2": (
+        ("INT32", "INT8"),
+    ),  # paddings, the pad value (a scalar of the output's quantization)
+}
+# Stages with per-channel requantization (multiplier and shift per output channel, kept persistent).
+STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV", "DEPTHWISE_CONV_2D")
+# Stages that look each int8 element up in a 256-entry table Prepare fills from the quantization
+# (as TFLM's elu.cc keeps one in its OpData), kept persistent in the same int32 pool.
+STREAM_LOOKUP_TABLE_OPS = ("ELU",)
+STREAM_LOOKUP_TABLE_BYTES = 256  # one int8 output per int8 input value
+# Activation types the stages compute: int8 throughout, and QUANTIZE between int8 and uint8.
+STREAM_QUANTIZE_TYPES: tuple[tuple[str, str], ...] = (
+    ("UINT8", "INT8"),
+    ("INT8", "UINT8"),
+    ("INT8", "INT8"),
+)
+# DEQUANTIZE stages: int8 to float32. No stage reads float32 rows, so a DEQUANTIZE's output is never
+# read inside a chain (nor spilled: only chain members read spilled rows): it is a chain output.
+STREAM_DEQUANTIZE_TYPES: tuple[tuple[str, str], ...] = (("INT8", "FLOAT32"),)
+STREAM_MAX_STAGE_INPUTS = 16  # operands of one stage (a concatenation's inputs)
+
+# dtype rules. Spill and Fetching move bytes of these element types:
+ELEMENT_BYTES: dict[str, int] = {"INT8": 1, "UINT8": 1, "INT16": 2, "INT32": 4, "FLOAT32": 4}
+# FetchingConv2D: (activation type, filter type) pairs it computes, and the bias types of each.
+CONV_TYPES: tuple[tuple[str, str], ...] = (
+    ("FLOAT32", "FLOAT32"),
+    ("INT8", "INT8"),
+    ("INT16", "INT8"),
+)
+CONV_BIAS_TYPES: dict[str, tuple[str, ...]] = {
+    "FLOAT32": ("FLOAT32",),
+    "INT8": ("INT32",),
+    "INT16": ("INT32", "INT64"),
+}
+
+# OpData each kernel keeps (persistent_bytes adds them up; the C++ structs static_assert them).
+SPILL_OPDATA_BYTES = 16
+FETCHING_HEADER_BYTES = 32
+FETCHING_CONV_HEADER_BYTES = 64
+FETCHED_FIXED_BYTES = 16  # one fetched operand: 16 bytes and two pointers
+FETCHED_POINTERS = 2
+STREAM_CHAIN_OPDATA_BYTES = 96  # Init: the option numbers and the buffer indices
+# Prepare allocates one more persistent block: the chain's tables (stream_chain_body_bytes).
+STREAM_TENSOR_BYTES = 96  # per chain-local tensor: geometry, quantization, its ring (a RowRing)
+STREAM_SCHEDULE_TENSOR_BYTES = 16  # per tensor: chain_schedule.h ChainTensor
+STREAM_STAGE_BYTES = 128  # per stage: operator parameters
+STREAM_EDGE_BYTES = 32  # per (stage, distinct activation input): chain_schedule.h ChainEdge
+SPILL_STREAM_BYTES = 256  # per spilled tensor: spill_manager.h SpillStream
+STREAM_INT32_PER_TENSOR = 2  # the schedule's rows done and rows held
+STREAM_INT32_PER_STAGE = 1  # chain_schedule.h ChainStage
+PER_CHANNEL_BYTES = 4  # FetchingConv2D: one int32 multiplier and one int32 shift per output channel
+
+
+def conv_types_supported(activation: str, filter_type: str, bias: str | None) -> bool:
+    """Whether FetchingConv2D computes this convolution (bias None: no bias tensor)."""
+    if (activation, filter_type) not in CONV_TYPES:
+        return False
+    return bias is None or bias in CONV_BIAS_TYPES[activation]
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One operand that comes from storage: where it sits in the concatenation and its slot."""
+
+    position: int
+    slot: int
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SpillOptions:
+    slot: int
+    block: int = BLOCK_BYTES
+    version: int = CONTRACT_VERSION
+
+
+@dataclass(frozen=True)
+class FetchingOptions:
+    axis: int
+    operands: int
+    fetched: tuple[Fetched, ...]
+    block: int = BLOCK_BYTES
+    version: int = CONTRACT_VERSION
+
+
+@dataclass(frozen=True)
+class ConvParams:
+    padding: str = "SAME"
+    stride_h: int = 1
+    stride_w: int = 1
+    dilation_h: int = 1
+    dilation_w: int = 1
+    activation: str = "NONE"
+
+
+BIAS_TYPES = {
+    0: "NONE",
+    2: "INT32",
+    4: "INT64",
+}  # schema TensorType of Conv2DOptions.quantized_bias_type
+
+
+@dataclass(frozen=True)
+class FetchingConv2DOptions:
+    fetching: FetchingOptions
+    conv: ConvParams = field(default_factory=ConvParams)
+    band_rows: int = 1
+    quantized_bias_type: str = "NONE"  # one of BIAS_TYPES' values
+
+
+@dataclass(frozen=True)
+class StreamTensor:
+    """A tensor of a chain's body that is not an input or output of the StreamChain itself
+    (an intermediate, or a tensor it spills or fetches row by row)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    scales: tuple[float, ...] = ()
+    zero_points: tuple[int, ...] = ()
+    quantized_dimension: int = 0
+
+
+@dataclass(frozen=True)
+class StreamStage:
+    """One operator of a chain's body. Operands are chain-local ids: 0.. the StreamChain's inputs,
+    then its outputs, then its ``tensors``; -1 an omitted optional input."""
+
+    op: str  # builtin name
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    options: str | None = None  # builtin options class name, e.g. "Conv2DOptions"
+    fields: tuple[tuple[str, object], ...] = ()  # its field values
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class StreamChainOptions:
+    """A streamed chain: the planner's figures (its rings, its members' largest row-step scratch,
+    how many tensors it writes to storage and reads from it row by row) and its body, the
+    program the StreamChain kernel runs (docs/custom_ops.md)."""
+
+    ring_bytes: int
+    op_scratch: int = 0  # the largest scratch a member operator needs for one row step
+    spilled_count: int = 0  # tensors written row by row to storage (contract key "spilled")
+    fetched_count: int = 0  # tensors read row by row from storage (contract key "fetched")
+    block: int = BLOCK_BYTES
+    version: int = CONTRACT_VERSION
+    # The body: what the chain computes (the kernel's program; lowering rebuilds it as builtins).
+    stages: tuple[StreamStage, ...] = ()
+    tensors: tuple[StreamTensor, ...] = ()
+    spill: tuple[tuple[int, int], ...] = ()  # (local id, slot): written row by row to storage
+    fetch: tuple[tuple[int, int], ...] = ()  # (local id, slot): read row by row from storage
+    rings: tuple[tuple[int, int], ...] = ()  # (local id, rows its ring holds)
+
+
+def is_tinyseg_op(op) -> bool:
+    return op.opcode in PLANNED_OPS
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def _fetching_map(o: FetchingOptions) -> dict:
+    return {
+        "version": o.version,
+        "axis": o.axis,
+        "operands": o.operands,
+        "block": o.block,
+        "fetched": [
+            {"position": f.position, "slot": f.slot, "shape": list(f.shape)} for f in o.fetched
+        ],
+    }
+
+
+@functools.lru_cache(maxsize=4096)
+def encode(
+    options: SpillOptions | FetchingOptions | FetchingConv2DOptions | StreamChainOptions,
+) -> bytes:
+    """FlexBuffers bytes for an operator's custom_options (cached: the options are frozen, and the
+    chain search encodes the same chains many times)."""
+    if isinstance(options, StreamChainOptions):
+        m = {k: getattr(options, STREAM_CHAIN_FIELDS.get(k, k)) for k in STREAM_CHAIN_KEYS}
+        if not options.stages:  # planning figures only (the chain search)
+            return bytes(flexbuffers.Dumps(m))
+        m["stages"] = [
+            {
+                "op": st.op,
+                "version": st.version,
+                "inputs": list(st.inputs),
+                "outputs": list(st.outputs),
+                "options": st.options or "",
+                "fields": dict(st.fields),
+            }
+            for st in options.stages
+        ]
+        m["tensors"] = [
+            {
+                "name": t.name,
+                "type": t.dtype,
+                "shape": list(t.shape),
+                "scale": list(t.scales),
+                "zero_point": list(t.zero_points),
+                "quantized_dimension": t.quantized_dimension,
+            }
+            for t in options.tensors
+        ]
+        for key in ("spill", "fetch", "rings"):
+            m[key] = [list(pair) for pair in getattr(options, key)]
+    elif isinstance(options, SpillOptions):
+        m = {"version": options.version, "slot": options.slot, "block": options.block}
+    elif isinstance(options, FetchingOptions):
+        m = _fetching_map(options)
+    else:
+        m = _fetching_map(options.fetching)
+        c = options.conv
+        m.update(
+            {
+                "padding": c.padding,
+                "stride_h": c.stride_h,
+                "stride_w": c.stride_w,
+                "dilation_h": c.dilation_h,
+                "dilation_w": c.dilation_w,
+                "activation": c.activation,
+                "band_rows": options.band_rows,
+                "quantized_bias_type": options.quantized_bias_type,
+            }
+        )
+    return bytes(flexbuffers.Dumps(m))
+
+
+def _load(opcode: str, data: bytes | None) -> dict:
+    """The options map; ValueError with the reason (decode names the operator)."""
+    if data is None:
+        raise ValueError("has no custom options")
+    try:
+        m = flexbuffers.Loads(bytearray(data))
+    except Exception:
+        raise ValueError("custom options are not a FlexBuffers map") from None
+    if not isinstance(m, dict):
+        raise ValueError("custom options are not a FlexBuffers map")
+    if m.get("version") != CONTRACT_VERSION:
+        raise ValueError(
+            f"contract version {m.get('version')}, this tool speaks {CONTRACT_VERSION}"
+        )
+    return m
+
+
+def _int(m: dict, key: str, limit: str | None = None) -> int:
+    """An integer option within the contract's limits (what the C++ kernel would refuse, refused)."""
+    v = m[key]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"option '{key}' is not an integer")
+    lo, hi = INT_LIMITS[limit or key]
+    if not lo <= v <= hi:
+        raise ValueError(f"option '{key}' = {v} is outside {lo}..{hi}")
+    return v
+
+
+def _fetching(m: dict) -> FetchingOptions:
+    operands = _int(m, "operands")
+    entries = m["fetched"]
+    if not isinstance(entries, list) or len(entries) > operands:
+        raise ValueError("'fetched' must be a list of at most `operands` entries")
+    fetched = []
+    for f in entries:
+        shape = f["shape"]
+        if not isinstance(shape, list) or not 1 <= len(shape) <= MAX_DIMS:
+            raise ValueError(f"a fetched shape must have rank 1..{MAX_DIMS}")
+        fetched.append(
+            Fetched(
+                _int(f, "position"), _int(f, "slot"), tuple(_int({"dim": d}, "dim") for d in shape)
+            )
+        )
+    positions = [f.position for f in fetched]
+    if any(p >= operands for p in positions) or len(set(positions)) != len(positions):
+        raise ValueError("fetched positions must be distinct and below `operands`")
+    return FetchingOptions(
+        axis=_int(m, "axis"), operands=operands, block=_int(m, "block"), fetched=tuple(fetched)
+    )
+
+
+def _stream_chain(m: dict) -> StreamChainOptions:
+    numbers = [_int(m, k) for k in STREAM_CHAIN_KEYS[1:]]
+    if not any(k in m for k in STREAM_BODY_KEYS):
+        return StreamChainOptions(*numbers)  # planning figures only (the chain search)
+    stages = tuple(
+        StreamStage(
+            str(st["op"]),
+            tuple(int(i) for i in st["inputs"]),
+            tuple(int(o) for o in st["outputs"]),
+            str(st["options"]) or None,
+            tuple(sorted(dict(st["fields"]).items())),
+            int(st["version"]),
+        )
+        for st in m["stages"]
+    )
+    tensors = tuple(
+        StreamTensor(
+            str(t["name"]),
+            str(t["type"]),
+            tuple(int(d) for d in t["shape"]),
+            tuple(float(x) for x in t["scale"]),
+            tuple(int(z) for z in t["zero_point"]),
+            int(t["quantized_dimension"]),
+        )
+        for t in m["tensors"]
+    )
+    pairs = {k: tuple((int(a), int(b)) for a, b in m[k]) for k in ("spill", "fetch", "rings")}
+    return StreamChainOptions(*numbers, stages=stages, tensors=tensors, **pairs)
+
+
+def decode(op) -> SpillOptions | FetchingOptions | FetchingConv2DOptions | StreamChainOptions:
+    """The options of a TinySeg operator (an Operator of graph.py)."""
+    data = None if op.custom_options is None else bytes(op.custom_options)
+    result = _decode(op.opcode, data)
+    if isinstance(result, str):
+        raise TinySegError(f"operator {op.index} ({op.opcode}){result}")
+    return result
+
+
+@functools.lru_cache(maxsize=4096)
+def _decode(opcode: str, data: bytes | None):
+    """The options, or the reason they are refused (a string). Cached by bytes: the planner and the
+    chain search decode the same options many times, and FlexBuffers decoding is slow in Python.
+    The options are frozen dataclasses, so sharing one between operators is safe."""
+    try:
+        m = _load(opcode, data)
+    except ValueError as exc:
+        return f": {exc}" if data is not None else f" {exc}"
+    try:
+        if opcode == SPILL:
+            return SpillOptions(slot=_int(m, "slot"), block=_int(m, "block"))
+        if opcode == FETCHING:
+            return _fetching(m)
+        if opcode == STREAM_CHAIN:
+            return _stream_chain(m)
+        if opcode == FETCHING_CONV_2D:
+            conv = ConvParams(
+                str(m["padding"]),
+                _int(m, "stride_h"),
+                _int(m, "stride_w"),
+                _int(m, "dilation_h"),
+                _int(m, "dilation_w"),
+                str(m["activation"]),
+            )
+            if conv.padding not in PADDING.values() or conv.activation not in ACTIVATIONS.values():
+                raise ValueError(f"padding {conv.padding!r} / activation {conv.activation!r}")
+            bias_type = str(m.get("quantized_bias_type", "NONE"))
+            if bias_type not in BIAS_TYPES.values():
+                raise ValueError(f"quantized_bias_type {bias_type!r}")
+            fetching = _fetching(m)
+            if fetching.axis != CONV_AXIS or any(
+                len(f.shape) != CONV_RANK for f in fetching.fetched
+            ):
+                raise ValueError(
+                    f"FetchingConv2D concatenates rank-{CONV_RANK} operands along axis {CONV_AXIS}"
+                )
+            return FetchingConv2DOptions(fetching, conv, _int(m, "band_rows"), bias_type)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        return f": malformed options ({exc})"
+    return ": not a TinySeg operator"
+
+
+def stream_stage_problem(
+    op: str,
+    activations: list[str],
+    output: str,
+    constants: list[str | None],
+    paddings: list[list[int]] | None = None,
+) -> str | None:
+    """Why the StreamChain kernel cannot compute a stage (None: it can): ``activations``: the
+    types of its activation inputs; ``constants``: the types of its other inputs, in order
+    (None: omitted); ``paddings``: PAD's constant paddings, [[before, after]] per NHWC axis (None:
+    not known here; kernel_computes passes them). The C++ kernel checks the same in Prepare
+    (tinyseg_contract.h)."""
+    if op not in STREAM_STAGE_OPS:
+        return f"{op} is not a StreamChain stage"
+    positions = STREAM_STAGE_OPS[op]
+    if (
+        not activations
+        or len(activations) > STREAM_MAX_STAGE_INPUTS
+        or (positions is not None and len(activations) != len(positions))
+    ):
+        return f"{op} with {len(activations)} activation inputs"
+    if tuple(constants) not in STREAM_STAGE_CONSTANTS.get(op, ((),)):
+        return f"{op} with constant inputs {constants}"
+    if op == "QUANTIZE":
+        if (activations[0], output) not in STREAM_QUANTIZE_TYPES:
+            return f"QUANTIZE {activations[0]} -> {output}"
+        return None
+    if op == "DEQUANTIZE":
+        if (activations[0], output) not in STREAM_DEQUANTIZE_TYPES:
+            return f"DEQUANTIZE {activations[0]} -> {output}"
+        return None
+    if output != "INT8" or any(t != "INT8" for t in activations):
+        return f"{op} on {'/'.join(activations)} -> {output} (int8 only)"
+    if op in ("PAD", "PADV2") and paddings is not None:
+        rows = [[int(v) for v in r] for r in paddings]
+        if len(rows) != 4 or any(len(r) != 2 for r in rows):
+            return f"{op} with paddings {rows} (NHWC only)"
+        if any(v < 0 for r in rows for v in r):
+            return f"{op} with negative paddings {rows}"
+        if any(rows[0]) or any(rows[3]):
+            return f"{op} of batch or channels {rows} (height and width only)"
+    return None
+
+
+def stream_activation_inputs(
+    stage: StreamStage, constants: frozenset[int] = frozenset()
+) -> list[int]:
+    """A stage's activation operands (chain-local ids), in order, without repeats: the edges of
+    the chain's schedule (chain_schedule.h ChainEdge), written once for both sides. ``constants``:
+    local ids of constant inputs of the StreamChain (an ADD, SUB or MUL may take one where an
+    activation could be: a per-channel vector broadcast over the rows; it is no edge)."""
+    positions = STREAM_STAGE_OPS.get(stage.op, ())
+    ids = [
+        t
+        for k, t in enumerate(stage.inputs)
+        if t >= 0 and t not in constants and (positions is None or k in positions)
+    ]
+    return list(dict.fromkeys(ids))
+
+
+def stream_chain_body_bytes(
+    o: StreamChainOptions,
+    out_channels: list[int],
+    num_inputs: int,
+    num_outputs: int,
+    constants: frozenset[int] = frozenset(),
+) -> int:
+    """The persistent block StreamChain's Prepare allocates for its tables (tinyseg_stream.cc):
+    per chain-local tensor (the operator's inputs and outputs, then the body's tensors) its
+    record and its schedule entry; per stage its record; per edge its row map; per spilled
+    tensor its SpillStream; int32 arrays: rows done and held per tensor, the schedule's stages,
+    every stage's operands, the outputs the schedule pulls (the operator's, then the spilled),
+    and multiplier and shift per output channel of the requantizing stages, then the lookup table
+    of each table stage (ELU), in the same pool.
+    ``out_channels``: each stage's output channels; ``constants``: local ids of constant inputs."""
+    num_local = num_inputs + num_outputs + len(o.tensors)
+    stages = len(o.stages)
+    edges = sum(len(stream_activation_inputs(st, constants)) for st in o.stages)
+    operands = sum(len(st.inputs) for st in o.stages)
+    per_channel = sum(
+        2 * c for st, c in zip(o.stages, out_channels) if st.op in STREAM_PER_CHANNEL_OPS
+    )
+    per_channel += sum(
+        STREAM_LOOKUP_TABLE_BYTES // 4 for st in o.stages if st.op in STREAM_LOOKUP_TABLE_OPS
+    )
+    int32s = (
+        STREAM_INT32_PER_TENSOR * num_local
+        + STREAM_INT32_PER_STAGE * stages
+        + operands
+        + num_outputs
+        + len(o.spill)
+        + per_channel
+    )
+    return (
+        SPILL_STREAM_BYTES * len(o.spill)
+        + (STREAM_TENSOR_BYTES + STREAM_SCHEDULE_TENSOR_BYTES) * num_local
+        + STREAM_STAGE_BYTES * stages
+        + STREAM_EDGE_BYTES * edges
+        + 4 * int32s
+    )
+
+
+def operand_sources(op, o: "FetchingOptions") -> list["Fetched | int"]:
+    """The operand expansion, written once: operand k is the fetched entry whose position is k,
+    otherwise the next in-RAM input (of ``op.inputs``, without FetchingConv2D's filter and bias)."""
+    ram = list(op.inputs if op.opcode == FETCHING else op.inputs[:-2])
+    at = {f.position: f for f in o.fetched}
+    out: list[Fetched | int] = []
+    for k in range(o.operands):
+        if k in at:
+            out.append(at[k])
+        elif ram:
+            out.append(int(ram.pop(0)))
+        else:
+            raise TinySegError(
+                f"operator {op.index} ({op.opcode}): operand {k} is neither fetched nor an input"
+            )
+    return out
+
+
+# ---------------------------------------------------------------- TRANSPOSE_CONV marker
+
+
+@dataclass(frozen=True)
+class ScratchMarker:
+    """How a TRANSPOSE_CONV's accumulator is narrowed: int16 over the output, or int32 in row bands."""
+
+    accumulator: str  # "INT16" or "INT32"
+    band_rows: int  # 0: the whole output
+
+
+def transpose_conv_marker(graph, op) -> ScratchMarker | None:
+    for t in op.intermediates:
+        tensor = graph.tensors[t]
+        if len(tensor.shape) == 2 and tensor.shape[0] == 0 and tensor.dtype in ("INT16", "INT32"):
+            return ScratchMarker(tensor.dtype, int(tensor.shape[1]))
+    return None

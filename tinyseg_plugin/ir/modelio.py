@@ -1,0 +1,360 @@
+"""Reading and writing .tflite files through the schema's object API.
+
+A model read here and written back keeps every table the schema has (buffers,
+metadata, signature defs, all subgraphs, quantization). Buffer data is written
+16-byte aligned, as TFLite's own writer does, so that kernels may read weights
+with wide loads on the target.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import flatbuffers
+import numpy as np
+
+from ..errors import TinySegError, shown
+from .schema import fb
+
+FILE_IDENTIFIER = b"TFL3"
+BUFFER_ALIGNMENT = 16
+
+
+MAX_MODEL_BYTES = (
+    4 << 30
+)  # beyond the 2 GB flatbuffer limit plus external buffers: not a microcontroller model
+FLATBUFFER_LIMIT = (
+    1 << 31
+) - 1  # what one flatbuffer can hold; TFLM reads weights only from inside it
+
+
+def read_model_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The raw bytes of a model file, with the checks that need no parsing.
+
+    Only regular files are read (a FIFO or /dev/zero would block or never end), and
+    only up to MAX_MODEL_BYTES."""
+    p = Path(path)
+    n = shown(p)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise TinySegError(f"{n}: no such file") from None
+    except OSError as exc:
+        raise TinySegError(f"{n}: cannot read: {exc.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TinySegError(f"{n}: is a directory, not a .tflite model")
+    if not stat.S_ISREG(st.st_mode):
+        raise TinySegError(
+            f"{n}: not a regular file (a device, FIFO or socket), not a .tflite model"
+        )
+    if st.st_size > MAX_MODEL_BYTES:
+        raise TinySegError(f"{n}: {st.st_size:,} bytes, larger than any model this tool handles")
+    try:
+        with open(p, "rb") as fh:
+            # at most what stat saw (and one byte more): read(n) reserves n bytes up front
+            data = fh.read(min(st.st_size, MAX_MODEL_BYTES) + 1)
+    except OSError as exc:
+        raise TinySegError(f"{n}: cannot read: {exc.strerror}") from None
+    if not data:
+        raise TinySegError(f"{n}: empty file, not a .tflite model")
+    if len(data) > MAX_MODEL_BYTES:
+        raise TinySegError(f"{n}: larger than any model this tool handles")
+    return data
+
+
+def parse_model(data: bytes, name: str = "model") -> "fb.ModelT":
+    """Parse flatbuffer bytes into the object API, rejecting anything that is not a whole TFLite model."""
+    if len(data) < 8:
+        raise TinySegError(f"{name}: too short to be a flatbuffer ({len(data)} bytes)")
+    root = int.from_bytes(data[0:4], "little")
+    if root < 8 or root + 4 > len(data):
+        raise TinySegError(
+            f"{name}: not a flatbuffer (root offset {root} outside the {len(data)}-byte file)"
+        )
+    ident = data[4:8]
+    if ident != FILE_IDENTIFIER:
+        raise TinySegError(
+            f"{name}: wrong file identifier {ident!r}, expected {FILE_IDENTIFIER!r} (not a TFLite model)"
+        )
+    try:
+        model = fb.ModelT.InitFromObj(fb.Model.GetRootAs(data, 0))
+    except Exception:  # flatbuffers raises assorted errors on corrupt input
+        raise TinySegError(
+            f"{name}: corrupt or truncated flatbuffer (a table or vector lies outside the "
+            f"{len(data):,}-byte file)"
+        ) from None
+    _check_structure(model, name, len(data))
+    _load_external_buffers(model, data, name)
+    from .validate import validate_model
+
+    validate_model(model, name)
+    return model
+
+
+def load_model(path: str | os.PathLike[str]) -> "fb.ModelT":
+    """Load a .tflite file into the schema's object API (messages name it as ``shown`` prints it)."""
+    return parse_model(read_model_bytes(path), shown(path))
+
+
+def _check_structure(model: "fb.ModelT", name: str, size: int) -> None:
+    """Index checks the flatbuffer verifier would make and TFLM relies on."""
+    if not model.subgraphs:
+        raise TinySegError(f"{name}: the model has no subgraphs")
+    n_buffers = len(model.buffers or [])
+    n_codes = len(model.operatorCodes or [])
+    for s, sg in enumerate(model.subgraphs):
+        n_tensors = len(sg.tensors or [])
+        for t, tensor in enumerate(sg.tensors or []):
+            if not 0 <= tensor.buffer < max(n_buffers, 1):
+                raise TinySegError(
+                    f"{name}: subgraph {s} tensor {t} names buffer {tensor.buffer}, which does not exist"
+                )
+        for o, op in enumerate(sg.operators or []):
+            if not 0 <= op.opcodeIndex < n_codes:
+                raise TinySegError(
+                    f"{name}: subgraph {s} operator {o} has an invalid opcode index {op.opcodeIndex}"
+                )
+            for idx in list(op.inputs if op.inputs is not None else []) + list(
+                op.outputs if op.outputs is not None else []
+            ):
+                if idx < -1 or idx >= n_tensors:
+                    raise TinySegError(
+                        f"{name}: subgraph {s} operator {o} names tensor {idx}, which does not exist"
+                    )
+        for idx in list(sg.inputs if sg.inputs is not None else []) + list(
+            sg.outputs if sg.outputs is not None else []
+        ):
+            if not 0 <= idx < n_tensors:
+                raise TinySegError(
+                    f"{name}: subgraph {s} input/output names tensor {idx}, which does not exist"
+                )
+
+
+def check_inline_fits(model: "fb.ModelT", name: str) -> None:
+    """Refuse a model whose buffers could not all be written inside one flatbuffer: TFLM ignores
+    ``Buffer.offset``, so a written model must carry its weights inside (model_to_bytes does)."""
+    weights = sum(len(b.data) for b in model.buffers or [] if b.data is not None)
+    if weights > FLATBUFFER_LIMIT - (64 << 20):  # room for the graph tables themselves
+        raise TinySegError(
+            f"{name}: its buffers hold {weights:,} bytes, more than one flatbuffer can (2 GB); TFLM "
+            "reads weights only from inside the flatbuffer, so no model written from it could run"
+        )
+
+
+def _load_external_buffers(model: "fb.ModelT", data: bytes, name: str) -> None:
+    """Pull buffers stored after the flatbuffer (the >2 GB layout) into the model: a written model
+    carries them inside, where TFLM reads them (it ignores ``Buffer.offset``)."""
+    for i, buf in enumerate(model.buffers or []):
+        if buf.offset > 1:
+            end = buf.offset + buf.size
+            if end > len(data):
+                raise TinySegError(f"{name}: buffer {i} lies past the end of the file (truncated?)")
+            buf.data = np.frombuffer(data[buf.offset : end], dtype=np.uint8).copy()
+            buf.offset = 0
+            buf.size = 0
+
+
+class _AlignedBufferT(fb.BufferT):
+    """A BufferT whose data vector starts on a 16-byte boundary."""
+
+    def Pack(self, builder: flatbuffers.Builder) -> int:  # noqa: N802 (schema naming)
+        data_off = None
+        if self.data is not None:
+            payload = np.asarray(self.data, dtype=np.uint8).tobytes()
+            builder.StartVector(1, len(payload), BUFFER_ALIGNMENT)
+            builder.head = builder.head - len(payload)
+            builder.Bytes[builder.head : builder.head + len(payload)] = payload
+            builder.vectorNumElems = len(payload)
+            data_off = builder.EndVector()
+        fb.BufferStart(builder)
+        if data_off is not None:
+            fb.BufferAddData(builder, data_off)
+        fb.BufferAddOffset(builder, self.offset)
+        fb.BufferAddSize(builder, self.size)
+        return fb.BufferEnd(builder)
+
+
+def model_to_bytes(model: "fb.ModelT") -> bytes:
+    """Serialise a model; the input object is not changed."""
+    m = copy.copy(model)
+    bufs = []
+    for b in model.buffers or []:
+        ab = _AlignedBufferT()
+        ab.data, ab.offset, ab.size = b.data, b.offset, b.size
+        bufs.append(ab)
+    m.buffers = bufs
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(m.Pack(builder), file_identifier=FILE_IDENTIFIER)
+    return bytes(builder.Output())
+
+
+def _umask() -> int:
+    """The process umask (read by setting it, then restoring it at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def destination(path: str | os.PathLike[str]) -> Path:
+    """Where writing ``path`` really puts the file: a symbolic link is followed to its target (the
+    target is replaced, the link stays a link), whatever links its directories are."""
+    p = Path(path)
+    real = Path(os.path.realpath(p))
+    if os.path.islink(real):  # realpath stops at a loop and leaves it unresolved
+        raise TinySegError(
+            f"{shown(p)}: a symbolic link that never reaches a file (a loop); give a file name"
+        )
+    return real
+
+
+def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """The same file: the same real path, or, when both exist, the same inode (hard links)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def check_outputs(
+    inputs: list[str | os.PathLike[str]],
+    outputs: list[tuple[str, str | os.PathLike[str] | None]],
+    may_replace_input: frozenset[str] = frozenset(),
+) -> None:
+    """Refuse, before any work, an output that is one of the inputs or the same file as another output.
+
+    ``outputs`` are (option, path) pairs (``None`` paths are skipped); ``may_replace_input`` names the
+    options allowed to be an input (``-o`` under ``--force``). Files are compared by real path (so
+    through symbolic links) and by inode (hard links). Every command and every output goes through
+    here, so that no report, plot or table is ever written over a model."""
+    given = [(opt, path) for opt, path in outputs if path is not None]
+    for opt, path in given:
+        for inp in inputs:
+            if opt not in may_replace_input and _same_file(path, inp):
+                hint = " (or --force to replace it)" if opt == "-o" else ""
+                raise TinySegError(
+                    f"{opt} {shown(path)} is the input model {shown(inp)}; choose another file{hint}"
+                )
+    for k, (opt, path) in enumerate(given):
+        for opt2, path2 in given[:k]:
+            if _same_file(path, path2):
+                raise TinySegError(
+                    f"{opt2} {shown(path2)} and {opt} {shown(path)} are the same file; "
+                    "give each output a file of its own"
+                )
+
+
+def check_writable(path: str | os.PathLike[str], *, directory: bool = False) -> None:
+    """Refuse now, before any work, an output that could not be written later.
+
+    For a file: its directory must exist and be writable, and the path must not be a directory
+    (a symbolic link counts as the file it names). For a directory output (``directory=True``):
+    it may exist (then writable) or be created in an existing, writable parent."""
+    p = Path(path)
+    if directory:
+        if p.exists():
+            if not p.is_dir():
+                raise TinySegError(f"{shown(p)}: exists and is not a directory")
+            _probe(p, p)
+            return
+        parent = p.parent if str(p.parent) else Path(".")
+    else:
+        real = destination(p)
+        if real.is_dir():
+            raise TinySegError(f"{shown(p)}: is a directory; give a file name")
+        if real.exists() and not real.is_file():
+            raise TinySegError(
+                f"{shown(p)}: not a regular file (a device, FIFO or socket); give a file name"
+            )
+        parent = real.parent
+    if not parent.is_dir():
+        raise TinySegError(f"{shown(p)}: directory {shown(parent)} does not exist")
+    _probe(parent, p)
+
+
+def _probe(directory: Path, target: Path) -> None:
+    """Create and remove a temporary file in ``directory``: the only honest writability test (root ignores modes)."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tinyseg-probe.", dir=directory)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise TinySegError(
+            f"{shown(target)}: cannot write into {shown(directory)}: {exc.strerror}"
+        ) from None
+
+
+def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tuple = ()) -> None:
+    """Write several files so that either all appear whole or none does.
+
+    Each file goes to a temporary file in its own directory first (created with the
+    user's umask); only when every one of them is complete are they renamed into place.
+    A symbolic link is written through: its target is replaced, the link stays.
+    ``make_dirs`` are created first and removed again if anything fails."""
+    created: list[Path] = []
+    current: Path | None = None
+    temps: list[tuple[str, Path]] = []
+    mode = 0o666 & ~_umask()
+    try:
+        try:
+            for d in make_dirs:
+                d = Path(d)
+                if not d.is_dir():
+                    d.mkdir()
+                    created.append(d)
+            reals = [destination(path) for path, _ in files]
+            if len(set(reals)) != len(
+                reals
+            ):  # check_outputs refuses this earlier; never overwrite our own output
+                raise TinySegError(
+                    "two outputs name the same file; give each output a file of its own"
+                )
+            for (path, data), real in zip(files, reals):
+                current = Path(path)
+                parent = real.parent
+                if not parent.is_dir():
+                    raise TinySegError(f"{shown(path)}: directory {shown(parent)} does not exist")
+                fd, tmp = tempfile.mkstemp(
+                    prefix=f".{real.name[:40]}.", dir=parent
+                )  # room for a long name
+                temps.append((tmp, real))
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    os.fchmod(fh.fileno(), mode)
+            for (tmp, real), (path, _) in zip(temps, files):
+                current = Path(path)
+                os.replace(tmp, real)
+        except OSError as exc:
+            where = current if current is not None else (exc.filename or "output")
+            raise TinySegError(f"{shown(where)}: cannot write: {exc.strerror}") from None
+    except TinySegError:
+        for tmp, _ in temps:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        for d in reversed(created):
+            try:
+                for f in d.iterdir():
+                    f.unlink()
+                d.rmdir()
+            except OSError:
+                pass
+        raise
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write a file so that it is either whole or absent: never half-written."""
+    write_all([(path, data)])
+
+
+def save_model(model: "fb.ModelT", path: str | os.PathLike[str]) -> bytes:
+    """Serialise and write atomically; returns the bytes written."""
+    data = model_to_bytes(model)
+    write_atomic(path, data)
+    return data

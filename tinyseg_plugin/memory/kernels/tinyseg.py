@@ -1,0 +1,113 @@
+"""The memory of TinySeg's own kernels (Spill, Fetching, FetchingConv2D, StreamChain) and of a
+TRANSPOSE_CONV narrowed by its scratch marker: the scratch each requests in Prepare and the
+persistent bytes each keeps, as the C++ kernels allocate them (docs/custom_ops.md). The same for
+every kernel set: ``KernelRules`` routes these operators here."""
+
+from __future__ import annotations
+
+from ...contract.customops import (
+    BLOCK_HEADER_BYTES,
+    FETCHED_FIXED_BYTES,
+    FETCHED_POINTERS,
+    FETCHING_CONV_HEADER_BYTES,
+    FETCHING_HEADER_BYTES,
+    PER_CHANNEL_BYTES,
+    SPILL_OPDATA_BYTES,
+    STREAM_CHAIN_OPDATA_BYTES,
+    ConvParams,
+    FetchingConv2DOptions,
+    FetchingOptions,
+    ScratchMarker,
+    SpillOptions,
+    StreamChainOptions,
+    decode,
+    stream_chain_body_bytes,
+)
+from ..align import align_up
+
+
+def fetched_operand_bytes(pointer_bytes: int) -> int:
+    return FETCHED_FIXED_BYTES + FETCHED_POINTERS * pointer_bytes
+
+
+def staging_bytes(block: int) -> int:
+    """One encoded block: what Spill and the fetching kernels stage between the codec and storage."""
+    return block + BLOCK_HEADER_BYTES
+
+
+def stream_chain_scratch(o: StreamChainOptions) -> list[int]:
+    """A streamed chain's scratch: one buffer for every ring and, per spilled tensor, the block
+    its rows collect in before the codec encodes it; then the member operators' own scratch
+    (shared: one runs at a time). Row streams need no staging block: SpillStream programs from
+    its own units and FetchRange decodes into the ring."""
+    first = o.ring_bytes + o.spilled_count * o.block
+    return ([first] if first else []) + ([o.op_scratch] if o.op_scratch else [])
+
+
+def band_input_rows(conv: ConvParams, filter_h: int, band_rows: int) -> int:
+    return (filter_h - 1) * conv.dilation_h + 1 + conv.stride_h * (band_rows - 1)
+
+
+def band_buffer_bytes(graph, op, o: FetchingConv2DOptions) -> int:
+    """The band of the virtual concatenation (all input channels) that one step of FetchingConv2D
+    convolves: rows x input width x input channels, capped at the input height."""
+    filt = graph.tensors[op.inputs[-2]]
+    _, in_h, in_w, _ = o.fetching.fetched[0].shape
+    rows = min(band_input_rows(o.conv, filt.shape[1], o.band_rows), in_h)
+    return rows * in_w * filt.shape[3] * graph.tensors[op.outputs[0]].itemsize
+
+
+def scratch_requests(graph, op, kernel_set: str) -> list[int]:
+    """Scratch buffers each TinySeg kernel requests in Prepare, in order (same for every kernel set)."""
+    o = decode(op)
+    if isinstance(o, StreamChainOptions):
+        return stream_chain_scratch(o)
+    if isinstance(o, SpillOptions):
+        return [staging_bytes(o.block)]
+    if isinstance(o, FetchingOptions):
+        return [staging_bytes(o.block)]
+    return [band_buffer_bytes(graph, op, o), staging_bytes(o.fetching.block)]
+
+
+def persistent_bytes(graph, op, pointer_bytes: int) -> int:
+    """OpData each kernel keeps (see docs/custom_ops.md), each allocation rounded to 16 bytes."""
+    o = decode(op)
+    if isinstance(o, StreamChainOptions):
+        if not o.stages:  # planning figures only (the chain search): the OpData alone
+            return align_up(STREAM_CHAIN_OPDATA_BYTES)
+        shapes = _local_shapes(graph, op, o)
+        channels = [
+            shapes[st.outputs[0]][-1] if st.outputs and shapes[st.outputs[0]] else 0
+            for st in o.stages
+        ]
+        constants = frozenset(
+            k for k, t in enumerate(op.inputs) if t >= 0 and graph.tensors[t].is_constant
+        )
+        return align_up(STREAM_CHAIN_OPDATA_BYTES) + align_up(
+            stream_chain_body_bytes(o, channels, len(op.inputs), len(op.outputs), constants)
+        )
+    if isinstance(o, SpillOptions):
+        return align_up(SPILL_OPDATA_BYTES)
+    per_fetched = fetched_operand_bytes(pointer_bytes)
+    if isinstance(o, FetchingOptions):
+        return align_up(FETCHING_HEADER_BYTES + per_fetched * len(o.fetched))
+    channels = graph.tensors[op.outputs[0]].shape[-1]
+    return align_up(
+        FETCHING_CONV_HEADER_BYTES + per_fetched * len(o.fetching.fetched)
+    ) + 2 * align_up(PER_CHANNEL_BYTES * channels)
+
+
+def _local_shapes(graph, op, o: StreamChainOptions) -> list[tuple[int, ...]]:
+    """Shapes of a chain's local tensors: the operator's inputs, its outputs, the body's tensors."""
+    real = [
+        tuple(graph.tensors[t].shape) if t >= 0 else () for t in list(op.inputs) + list(op.outputs)
+    ]
+    return real + [t.shape for t in o.tensors]
+
+
+def transpose_conv_scratch(graph, op, marker: ScratchMarker) -> list[int]:
+    out = graph.tensors[op.outputs[0]]
+    if marker.accumulator == "INT16":
+        return [out.elements * 2]
+    rows = min(max(marker.band_rows, 1), out.shape[1])
+    return [rows * out.shape[2] * out.shape[3] * 4]

@@ -1,0 +1,296 @@
+"""Pictures of a plan: the arena over time (like the paper's Figure 3b) and per-operator memory.
+
+The top panel draws every buffer as a box (arena offset against allocation scope); the bottom panel
+stacks what is live at each operator and draws the arena top above it, so the gap between the two
+(fragmentation) shows. Both share an x axis labelled with the operator types. What a person must see
+at a glance is marked: the head, every scope that reaches it, scratch (hatched) and TinySeg's own
+operators. Boxes too small for their label stay unlabelled and are listed beside the plot, so labels
+never run over other boxes.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+from ..contract.customops import FETCHING, FETCHING_CONV_2D, SPILL, STREAM_CHAIN
+from ..memory.analysis import Analysis, head_scopes
+from ..memory.planner import Buffer
+
+HEAD_COLOR = "#d62728"
+SCRATCH_COLOR = "#bbbbbb"
+TINYSEG_COLORS = {
+    SPILL: "#9467bd",
+    FETCHING: "#17becf",
+    FETCHING_CONV_2D: "#2ca02c",
+    STREAM_CHAIN: "#ff7f0e",
+}
+LIST_LIMIT = 26  # unlabelled boxes listed beside the plot; the rest are counted
+LABEL_PT = 6.5  # label font size, points
+CHAR_W = 0.62  # average character width, in font sizes (DejaVu Sans)
+
+
+@dataclass(frozen=True)
+class FigureGeometry:
+    """Figure geometry, in inches and data units, to decide which labels fit inside their boxes."""
+
+    width_in: float
+    plot_w_in: float  # width of the arena axes
+    plot_h_in: float  # height of the arena axes
+    x_span: float  # scopes shown on the x axis
+    y_span: float  # KiB shown on the y axis
+
+
+SIDE_IN = 3.3  # the column beside the plot: legends and the list of unlabelled boxes
+LEFT_IN = 0.9
+
+
+def _geometry(scopes: int, head: int) -> FigureGeometry:
+    width = min(max(12.0, 0.15 * scopes + LEFT_IN + SIDE_IN), 60.0)
+    plot_w = width - LEFT_IN - SIDE_IN - 0.1
+    return FigureGeometry(width, plot_w, 4.2, scopes + 2.0, max(head, 1) / 1024 * 1.08)
+
+
+def fits(b: Buffer, geo: FigureGeometry) -> int | None:
+    """The rotation (0 or 90 degrees) at which the box's label fits inside the box, or None."""
+    w_in = (b.last - b.first + 0.9) / geo.x_span * geo.plot_w_in
+    h_in = (b.size / 1024) / geo.y_span * geo.plot_h_in
+    text_w = len(b.label) * CHAR_W * LABEL_PT / 72 + 0.04
+    text_h = LABEL_PT * 1.25 / 72
+    if w_in >= text_w and h_in >= text_h:
+        return 0
+    if h_in >= text_w and w_in >= text_h:
+        return 90
+    return None
+
+
+def _short(opcode: str) -> str:
+    return {
+        "CONCATENATION": "CONCAT",
+        "TRANSPOSE_CONV": "TCONV",
+        "DEPTHWISE_CONV_2D": "DWCONV",
+        "MAX_POOL_2D": "MAXPOOL",
+        "AVERAGE_POOL_2D": "AVGPOOL",
+        "FULLY_CONNECTED": "FC",
+        FETCHING_CONV_2D: "FetchConv",
+        "RESIZE_NEAREST_NEIGHBOR": "RESIZE_NN",
+        "RESIZE_BILINEAR": "RESIZE_BL",
+    }.get(opcode, opcode)
+
+
+def plan_png(a: Analysis, title: str = "") -> bytes:
+    """A two-panel PNG: buffers as boxes (offset against scope) and live bytes per operator."""
+    import matplotlib.pyplot as plt
+
+    fig = plan_figure(a, title)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def plan_figure(a: Analysis, title: str = ""):
+    """The matplotlib Figure plan_png renders (tests look at what is drawn where)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PatchCollection
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, Rectangle
+
+    p = a.plan
+    head_k = p.head / 1024
+    geo = _geometry(p.scopes, p.head)
+    fig = plt.figure(figsize=(geo.width_in, 9.0))
+    grid = fig.add_gridspec(
+        2,
+        2,
+        width_ratios=[geo.plot_w_in, SIDE_IN],
+        height_ratios=[3, 2],
+        wspace=0.0,
+        hspace=0.08,
+        left=LEFT_IN / geo.width_in,
+        right=1 - 0.1 / geo.width_in,
+        top=0.94,
+        bottom=0.16,
+    )
+    ax1 = fig.add_subplot(grid[0, 0])
+    ax2 = fig.add_subplot(
+        grid[1, 0]
+    )  # not sharex: a second set of ~scopes tick objects costs as much as the boxes
+    side = fig.add_subplot(grid[0, 1])
+    side.axis("off")
+
+    # Boxes: one collection for tensors, one (hatched) for scratch: fast even with thousands of buffers.
+    cmap = plt.get_cmap("tab20")
+    tensors, scratch, colors, labelled, small = [], [], [], [], []
+    for k, b in enumerate(p.buffers):
+        r = Rectangle((b.first - 0.45, b.offset / 1024), b.last - b.first + 0.9, b.size / 1024)
+        if b.kind == "scratch":
+            scratch.append(r)
+        else:
+            tensors.append(r)
+            colors.append(cmap(k % 20))
+        angle = fits(b, geo)
+        if angle is None:
+            small.append(b)
+        else:
+            labelled.append((b, angle))
+    ax1.add_collection(
+        PatchCollection(tensors, facecolors=colors, edgecolors="black", linewidths=0.4)
+    )
+    ax1.add_collection(
+        PatchCollection(
+            scratch, facecolors=SCRATCH_COLOR, edgecolors="black", linewidths=0.4, hatch="///"
+        )
+    )
+    for b, angle in labelled:
+        ax1.text(
+            (b.first + b.last) / 2,
+            (b.offset + b.size / 2) / 1024,
+            b.label,
+            ha="center",
+            va="center",
+            fontsize=LABEL_PT,
+            rotation=angle,
+            clip_on=True,
+            bbox=dict(facecolor="white", alpha=0.8, pad=0.3, linewidth=0)
+            if b.kind == "scratch"
+            else None,
+        )
+
+    # TinySeg's operators on the timeline: a thin band at their scope, in both panels.
+    seen = set()
+    for r in a.ops:
+        color = TINYSEG_COLORS.get(r.opcode)
+        if color is None:
+            continue
+        seen.add(r.opcode)
+        for ax in (ax1, ax2):
+            ax.axvspan(r.scope - 0.5, r.scope + 0.5, color=color, alpha=0.18, linewidth=0, zorder=0)
+
+    # The head, and every scope that reaches it.
+    reach = head_scopes(a)
+    for ax in (ax1, ax2):
+        ax.axhline(head_k, color=HEAD_COLOR, linestyle="--", linewidth=1, zorder=3)
+    size = 7 if len(reach) <= 40 else 4
+    ax1.plot(
+        reach,
+        [head_k] * len(reach),
+        linestyle="none",
+        marker="v",
+        markersize=size,
+        color=HEAD_COLOR,
+        clip_on=False,
+        zorder=4,
+    )
+    ax1.set_ylim(0, geo.y_span)
+    ax1.set_ylabel("arena offset (KiB)")
+    ax1.set_title(title or f"arena plan: head {p.head:,} B ({p.kernel_set} kernels)", fontsize=10)
+    ax1.tick_params(labelbottom=False)
+    legend = [
+        Line2D([], [], color=HEAD_COLOR, linestyle="--", label=f"head {p.head:,} B"),
+        Line2D(
+            [],
+            [],
+            color=HEAD_COLOR,
+            marker="v",
+            linestyle="none",
+            label=f"reaches the head ({len(reach)} scope{'s' if len(reach) != 1 else ''})",
+        ),
+        Patch(facecolor=SCRATCH_COLOR, edgecolor="black", hatch="///", label="kernel scratch"),
+    ]
+    legend += [
+        Patch(facecolor=TINYSEG_COLORS[o], alpha=0.35, label=f"{o} (TinySeg)")
+        for o in TINYSEG_COLORS
+        if o in seen
+    ]
+    ax1.legend(
+        handles=legend, fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0
+    )
+
+    # Bottom: live bytes stacked, the arena top above them (the gap is fragmentation), the head.
+    xs = [r.scope for r in a.ops]
+    bottoms = [0.0] * len(xs)
+    stack = []
+    for field, label, color in (
+        ("input_bytes", "inputs", "#4c72b0"),
+        ("output_bytes", "outputs", "#dd8452"),
+        ("scratch_bytes", "scratch", "#999999"),
+        ("other_bytes", "other live", "#55a868"),
+    ):
+        vals = [getattr(r, field) / 1024 for r in a.ops]
+        bars = [Rectangle((x - 0.4, b), 0.8, v) for x, b, v in zip(xs, bottoms, vals) if v > 0]
+        ax2.add_collection(
+            PatchCollection(bars, facecolors=color, linewidths=0)
+        )  # one artist, not one per bar
+        stack.append(Patch(facecolor=color, label=label))
+        bottoms = [b + v for b, v in zip(bottoms, vals)]
+    tops = [r.arena_top / 1024 for r in a.ops]
+    (top_line,) = ax2.step(
+        xs,
+        tops,
+        where="mid",
+        color="black",
+        linewidth=1,
+        label="arena top\n(gap above the bars:\nfragmentation)",
+    )
+    ax2.plot(
+        reach,
+        [head_k] * len(reach),
+        linestyle="none",
+        marker="v",
+        markersize=size,
+        color=HEAD_COLOR,
+        clip_on=False,
+    )
+    ax2.set_ylim(0, geo.y_span)
+    ax2.set_ylabel("KiB live / arena top")
+    ax2.legend(
+        handles=[top_line] + stack[::-1],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.005, 1.0),
+        borderaxespad=0,
+    )
+
+    # x axis: scope numbers with the operator type.
+    ticks = [0] + xs
+    names = ["inputs"] + [f"{r.index} {_short(r.opcode)}" for r in a.ops]
+    ax2.set_xticks(ticks)
+    ax2.set_xticklabels(names, rotation=90, fontsize=6 if len(ticks) < 120 else 4.5)
+    for lab, r in zip(ax2.get_xticklabels()[1:], a.ops):
+        if r.opcode in TINYSEG_COLORS:
+            lab.set_color(TINYSEG_COLORS[r.opcode])
+            lab.set_fontweight("bold")
+    for ax in (ax1, ax2):
+        ax.set_xlim(-1, p.scopes + 1)
+    ax1.set_xticks(range(0, p.scopes + 1, 5))
+    ax2.set_xlabel(
+        "operator (index and type); scope 0 holds the inputs, operator i runs in scope i+1",
+        fontsize=8,
+    )
+
+    # Boxes without a label, listed beside the plot.
+    small.sort(key=lambda b: (-b.size, b.first))
+    lines = [f"unlabelled boxes ({len(small)}):"] if small else []
+    for b in small[:LIST_LIMIT]:
+        lines.append(f"{b.label}  {b.size:,} B  @{b.offset:,}  scopes {b.first}-{b.last}")
+    if len(small) > LIST_LIMIT:
+        lines.append(f"... and {len(small) - LIST_LIMIT} smaller (see --csv)")
+    if lines:
+        side_h_in = 9.0 * (0.94 - 0.16) * 3 / 5
+        top = 1.0 - (len(legend) + 1.2) * 0.165 / side_h_in  # under the legend
+        side.text(
+            0.02,
+            top,
+            "\n".join(lines),
+            fontsize=6,
+            family="monospace",
+            va="top",
+            ha="left",
+            transform=side.transAxes,
+        )
+
+    return fig

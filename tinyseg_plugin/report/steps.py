@@ -1,0 +1,99 @@
+"""The optimization report: the Figure-11-style step table and the JSON the tools consume."""
+
+from __future__ import annotations
+
+from ..errors import shown
+from ..transforms.optimizer import Result
+
+SCHEMA = "tinyseg.optimization/4"  # 4: "kernel_set", "build_profile" (old "runtime", "arch" kept for one release); 3: "strategy" and "considered"; 2: "arch", "target_bytes", "target_met", "unchanged"
+
+
+def steps_table(r: Result) -> str:
+    """The written model's steps, then one line per strategy considered and not kept."""
+    base_head = r.steps[0].head
+    lines = [f"{'step':<32} {'head (B)':>10} {'total (B)':>10} {'head cut':>9}  detail"]
+    for s in r.steps:
+        cut = 100.0 * (base_head - s.head) / base_head if base_head else 0.0
+        lines.append(
+            f"{s.technique:<32} {s.head:>10,} {s.total:>10,} {cut:>8.1f}%  {shown(s.detail, 0)}"
+        )  # details quote tensor names
+    for c in r.considered:
+        cut = 100.0 * (base_head - c.plan.head) / base_head if base_head else 0.0
+        lines.append(
+            f"{'considered: ' + c.strategy:<32} {c.plan.head:>10,} {c.plan.total:>10,} {cut:>8.1f}%  "
+            f"not written; {c.bytes_moved:,} B through storage per inference"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def report_dict(
+    r: Result,
+    model: str,
+    output: str,
+    verification,
+    target_bytes: int | None = None,
+    unchanged: bool = False,
+) -> dict:
+    """The JSON report; target_bytes is the --target asked for (None without one)."""
+    base = r.original
+    return {
+        "schema": SCHEMA,
+        "model": model,
+        "output": output,
+        "kernel_set": r.plan.kernel_set,
+        "runtime": r.plan.kernel_set,  # deprecated spelling of "kernel_set", kept for one release
+        "build_profile": r.plan.build_profile,
+        "arch": r.plan.build_profile,  # deprecated spelling of "build_profile", kept for one release
+        "target_bytes": target_bytes,
+        "target_met": None if target_bytes is None else r.plan.head <= target_bytes,
+        "unchanged": unchanged,
+        "original": {"head": base.head, "tail_estimate": base.tail.total, "total": base.total},
+        "optimized": {
+            "head": r.plan.head,
+            "tail_estimate": r.plan.tail.total,
+            "total": r.plan.total,
+        },
+        "reduction_percent": round(100.0 * (base.head - r.plan.head) / base.head, 2)
+        if base.head
+        else 0.0,
+        "steps": [
+            {"technique": s.technique, "detail": s.detail, "head": s.head, "total": s.total}
+            for s in r.steps
+        ],
+        "spilled": [
+            {
+                "tensor": s.tensor,
+                "name": s.name,
+                "bytes": s.bytes,
+                "cold_range": [s.cold_start, s.cold_end],
+                "partial": s.partial,
+                "slot": s.slot,
+                "bytes_moved_per_inference": s.bytes_moved,
+            }
+            for s in r.spills
+        ],
+        "streamed_chains": r.chains,  # StreamChain operators: members, rings, row spills and fetches
+        "bytes_moved_per_inference": sum(s.bytes_moved for s in r.spills) + r.stream_bytes,
+        "strategy": r.strategy or None,
+        "considered": [
+            {
+                "strategy": c.strategy,
+                "head": c.plan.head,
+                "total": c.plan.total,
+                "bytes_moved_per_inference": c.bytes_moved,
+                "steps": [
+                    {"technique": s.technique, "detail": s.detail, "head": s.head, "total": s.total}
+                    for s in c.steps
+                ],
+            }
+            for c in r.considered
+        ],
+        "verified": None
+        if verification is None
+        else {
+            "runs": verification.runs,
+            "identical": verification.identical,
+            "edge_cases": verification.edge_cases,
+            "check": verification.check,
+        },  # "real-kernels" or "lowered"
+    }

@@ -1,0 +1,405 @@
+"""The optimization loop (Algorithm 1): plan, find cold ranges, transform, until the target is met
+or a step no longer lowers the peak. Every figure comes from the TFLM-exact planner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from ..contract import customops
+from ..ir.graph import Graph
+from ..memory.coldrange import ColdRange, cold_ranges
+from ..memory.planner import Plan, align_up, plan_graph
+from .passes import Rewrite, graph_or_none
+from .passes.distribute import concat_operand, split_elementwise
+from .passes.fuse import fuse_concat, fuse_conv
+from .passes.layout import LayoutRequest, improve_layout
+from .passes.reorder import OrderRequest, reorder
+from .passes.scratch import narrow_transpose_convs
+from .passes.spill import SpillPlan, apply_spill, partial_plans, spillable, spilled_bytes
+from .search import MAX_TRIES, Budget, best_of
+
+
+@dataclass(frozen=True)
+class Step:
+    """One row of the Figure-11-style table: what was done and the memory after it."""
+
+    technique: str
+    detail: str
+    head: int
+    total: int
+
+
+@dataclass(frozen=True)
+class SpillRecord:
+    tensor: int
+    name: str
+    bytes: int
+    cold_start: int
+    cold_end: int
+    partial: bool
+    slot: int
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes written and read back per inference (before compression)."""
+        return 2 * self.bytes
+
+
+@dataclass
+class Options:
+    kernel_set: str = "reference"
+    build_profile: str = "host64"
+    target_bytes: int | None = None  # the --target: bytes of head to reach; None: as low as it goes
+    partial: bool = True
+    fuse: bool = True
+    scratch: bool = True
+    layout: bool = True  # offline-planned arena layout when it beats TFLM's greedy placement
+    reorder: bool = True  # off when a host (tflite-tools) has already reordered
+    split: bool = True  # split an elementwise operator over a concatenation when spilling is stuck
+    stream: bool = True  # StreamChain: chains of row-local operators run row by row
+
+
+@dataclass
+class Result:
+    graph: Graph
+    plan: Plan
+    original: Plan
+    steps: list[Step] = field(default_factory=list)
+    spills: list[SpillRecord] = field(default_factory=list)
+    chains: list[dict] = field(
+        default_factory=list
+    )  # streamed chains (stream_search.choice_dict's entries)
+    stream_bytes: int = 0  # bytes the row spills and fetches move per inference
+    strategy: str = ""  # the strategy whose candidate was kept ("" when none changed the model)
+    considered: list["Candidate"] = field(default_factory=list)  # the other strategies' candidates
+
+
+def _plan(g: Graph, o: Options) -> Plan:
+    return plan_graph(g, o.kernel_set, o.build_profile)
+
+
+def _peak_scopes(plan: Plan) -> list[int]:
+    """Scopes where the arena's top reaches the head."""
+    return [
+        s
+        for s in range(plan.scopes + 1)
+        if max((b.offset + b.size for b in plan.live_at(s)), default=0) == plan.head
+    ]
+
+
+def _candidates(g: Graph, plan: Plan) -> list[ColdRange]:
+    """Cold ranges of tensors live where the arena reaches its head, each the idle range that spans
+    such a scope (a tensor read several times has several): the most crowded such scope first, then
+    the longest range (Algorithm 3's order)."""
+    crs = cold_ranges(g)
+    found: dict[
+        tuple[int, int, int], tuple[int, int]
+    ] = {}  # (tensor, start, end) -> (live bytes, size)
+    for s in _peak_scopes(plan):
+        live = plan.live_at(s)
+        load = sum(b.size for b in live)
+        for b in live:
+            if b.kind != "tensor" or b.subgraph != g.subgraph or not spillable(g, b.owner):
+                continue
+            cr = crs.get(b.owner)
+            if cr is None:
+                continue
+            for start, end in cr.idle:
+                if start < s < end:
+                    key = (b.owner, start, end)
+                    found[key] = (max(load, found.get(key, (0, 0))[0]), b.size)
+    # Ranges spanning the most crowded peak scope first: spilling there is what can lower the head
+    # when the greedy placement's top is reached at many scopes; then the longest, as Algorithm 3.
+    ranked = sorted(found, key=lambda k: (-found[k][0], -(k[2] - k[1]), -found[k][1], k))
+    return [ColdRange(t, start, end, crs[t].last, crs[t].idle) for t, start, end in ranked]
+
+
+def _fetch_index(g: Graph, slot: int) -> int | None:
+    for op in g.operators:
+        if op.opcode == customops.FETCHING:
+            if any(f.slot == slot for f in customops.decode(op).fetched):
+                return op.index
+    return None
+
+
+def _best_fusion(g: Graph, slot: int, o: Options) -> tuple[Graph, str]:
+    """Try merging the new Fetching into its CONCATENATION and/or CONV_2D; keep what lowers the peak most."""
+    best, best_head, how = g, _plan(g, o).head, ""
+    i = _fetch_index(g, slot)
+    if i is None:
+        return g, ""
+    options: list[tuple[Graph | None, str]] = [
+        (graph_or_none(fuse_conv(g, i)), "Fetching+Conv2D -> FetchingConv2D")
+    ]
+    # Merge into concatenations as far as they go (a partial spill's CONCATENATION, then the skip's),
+    # trying the convolution after each merge.
+    merged, label = g, "Fetching"
+    for _ in range(4):
+        j = _fetch_index(merged, slot)
+        nxt = graph_or_none(fuse_concat(merged, j)) if j is not None else None
+        if nxt is None:
+            break
+        merged, label = nxt, label + "+Concatenation"
+        options.append((merged, label))
+        j = _fetch_index(merged, slot)
+        if j is not None:
+            options.append(
+                (graph_or_none(fuse_conv(merged, j)), label + "+Conv2D -> FetchingConv2D")
+            )
+    for cand, label in options:
+        if cand is None:
+            continue
+        h = _plan(cand, o).head
+        if h < best_head:
+            best, best_head, how = cand, h, label
+    return best, how
+
+
+@dataclass(frozen=True)
+class _Found:
+    """One accepted step of the loop: the new graph, its plan and score, the table rows, the spill made."""
+
+    graph: Graph
+    plan: Plan
+    score: int
+    steps: list[Step]
+    spill: SpillRecord
+
+
+def _score(g: Graph, plan: Plan, o: Options, beat: int) -> int:
+    """The head this graph reaches: TFLM's greedy placement, or the offline layout the last step will
+    store when that is lower. The layout is only tried when the greedy head does not already beat ``beat``
+    (it costs a few plans), so a spill whose gain the greedy placement hides by fragmenting still counts."""
+    if plan.head < beat or not o.layout:
+        return plan.head
+    laid = improve_layout(g, LayoutRequest(plan, lambda x: _plan(x, o)))
+    return min(plan.head, laid.plan.head) if isinstance(laid, Rewrite) else plan.head
+
+
+def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Found | None:
+    """Algorithm 3: spill the first candidate (in ``_candidates``' order) that lowers the peak.
+
+    With a byte budget, a candidate is first tried as partial spills of just the bytes the budget
+    needs (smallest first): the first that meets the budget is taken, so no more is moved through
+    flash than the target asks for. Failing that, the whole tensor, and of the tries the one that
+    lowers the peak most."""
+    need = score - o.target_bytes if o.target_bytes is not None else None
+    found = best_of(
+        _candidates(g, plan),
+        lambda cr: _try_spill(g, cr, score, o, slot, need),
+        Budget(tries=MAX_TRIES),
+        first=True,
+    )
+    return None if found is None else found[0]
+
+
+def _try_spill(
+    g: Graph, cr: ColdRange, score: int, o: Options, slot: int, need: int | None
+) -> tuple[int, _Found] | None:
+    """Spill ``cr``'s tensor (partially first, when a byte budget allows), or None when no way of
+    spilling it lowers the peak."""
+    t = cr.tensor
+    size = g.tensors[t].nbytes
+    plans = []
+    if o.partial and need is not None and size > need:
+        plans = partial_plans(g, t, cr, need)
+    plans.append(SpillPlan(t, cr.start, cr.end))
+    chosen = None
+    for sp in plans:
+        g2 = apply_spill(g, replace(sp, slot=slot)).graph
+        how = ""
+        if o.fuse:
+            g2, how = _best_fusion(g2, slot, o)
+        p2 = _plan(g2, o)
+        s2 = _score(g2, p2, o, score)
+        if s2 >= score:
+            continue
+        if chosen is None or s2 < chosen[3]:
+            chosen = (sp, g2, p2, s2, how)
+        if o.target_bytes is None or s2 <= o.target_bytes:
+            chosen = (sp, g2, p2, s2, how)
+            break
+    if chosen is None:
+        return None
+    sp, g2, p2, s2, how = chosen
+    name = g.tensors[t].name
+    short = name if len(name) <= 40 else name[:18] + "..." + name[-19:]
+    spilled = spilled_bytes(g, sp)
+    kind = "partial spilling" if sp.rows is not None else "tensor spilling"
+    part = (
+        f" ({sp.rows} of {g.tensors[t].shape[sp.axis]} slices along axis {sp.axis})"
+        if sp.rows is not None
+        else ""
+    )
+    note = " (head with an offline layout)" if s2 < p2.head else ""
+    steps = [
+        Step(
+            kind,
+            f"t{t} '{short}' {spilled:,} B{part} over scopes {cr.start}-{cr.end}{note}",
+            s2,
+            p2.total,
+        )
+    ]
+    if how:
+        steps.append(Step("fused fetching", how + note, s2, p2.total))
+    return s2, _Found(
+        g2,
+        p2,
+        s2,
+        steps,
+        SpillRecord(t, name, spilled, cr.start, cr.end, sp.rows is not None, slot),
+    )
+
+
+def _split_then_spill(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Found | None:
+    """When no spill lowers the peak, split an elementwise operator over a concatenation that runs at
+    the peak (passes/distribute.py) and keep the split only if a spill then lowers the peak."""
+    for i in (s - 1 for s in _peak_scopes(plan) if 0 < s <= len(g.operators)):
+        g2 = graph_or_none(split_elementwise(g, i))
+        if g2 is None:
+            continue
+        p1 = _plan(g2, o)
+        found = _spill_step(g2, p1, score, o, slot)
+        if found is None:
+            continue
+        op = g.operators[i]
+        parts = len(g.operators[concat_operand(g, i)[1]].inputs)
+        split = Step(
+            "operator splitting",
+            f"op {i} {op.opcode} over CONCATENATION split into {parts} slices",
+            p1.head,
+            p1.total,
+        )
+        return _Found(found.graph, found.plan, found.score, [split] + found.steps, found.spill)
+    return None
+
+
+@dataclass
+class Candidate:
+    """What one strategy proposes: the model, its plan, the table rows that made it, and the
+    storage traffic it costs per inference."""
+
+    strategy: str
+    graph: Graph
+    plan: Plan
+    steps: list[Step] = field(default_factory=list)
+    spills: list[SpillRecord] = field(default_factory=list)
+    chains: list[dict] = field(default_factory=list)
+    stream_bytes: int = 0
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes through storage per inference (spills written and read back, row spills and fetches)."""
+        return sum(s.bytes_moved for s in self.spills) + self.stream_bytes
+
+
+def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = None) -> Result:
+    """The shared prefix (reordering), then each strategy's candidate; the best by the objective
+    (the lowest head) is the result, the others are listed as considered."""
+    say = progress or (lambda _msg: None)
+    plan = _plan(graph, o)
+    res = Result(graph, plan, plan, [Step("original", "", plan.head, plan.total)])
+    g = graph
+    if o.reorder and len(g.operators) > 1:
+        from ..memory.kernels import BUILD_PROFILES, KernelRules
+
+        rules = KernelRules(o.kernel_set, BUILD_PROFILES[o.build_profile])
+        ordered = reorder(
+            g,
+            OrderRequest(
+                lambda x: _plan(x, o).head,
+                lambda i: sum(align_up(s) for s in rules.scratch_requests(g, g.operators[i])),
+            ),
+        )
+        if isinstance(ordered, Rewrite):
+            g2 = ordered.graph
+            plan = _plan(g2, o)
+            g = g2
+            res.steps.append(
+                Step(
+                    "operator reordering",
+                    "memory-minimising topological order",
+                    plan.head,
+                    plan.total,
+                )
+            )
+            say(f"reordered: head {plan.head:,} B")
+    best = spill_and_fuse(g, plan, o, say)
+    candidates = [best]
+    if o.stream and (o.target_bytes is None or best.plan.head > o.target_bytes):
+        streamed = streaming(g, o, say)
+        if streamed is not None:
+            candidates.append(streamed)
+            if streamed.plan.head < best.plan.head:
+                best = streamed
+    res.graph, res.plan = best.graph, best.plan
+    res.steps.extend(best.steps)
+    res.spills, res.chains, res.stream_bytes = best.spills, best.chains, best.stream_bytes
+    res.strategy = best.strategy if best.steps else ""
+    res.considered = [c for c in candidates if c is not best and c.steps]
+    return res
+
+
+def spill_and_fuse(g: Graph, plan: Plan, o: Options, say: Callable[[str], None]) -> Candidate:
+    """Scratch narrowing, then spills (with fused fetching and operator splitting) until the target
+    is met or no spill lowers the head, then an offline layout when it beats TFLM's placement."""
+    cand = Candidate("spill and fuse", g, plan)
+    if o.scratch:
+        narrowed = narrow_transpose_convs(g)
+        if isinstance(narrowed, Rewrite):
+            p2 = _plan(narrowed.graph, o)
+            if p2.head < plan.head:
+                g, plan = narrowed.graph, p2
+                cand.steps.append(Step("scratch narrowing", narrowed.detail, plan.head, plan.total))
+                say(f"scratch narrowing: head {plan.head:,} B")
+    slot = (
+        max(
+            (customops.decode(op).slot for op in g.operators if op.opcode == customops.SPILL),
+            default=-1,
+        )
+        + 1
+    )
+    score = _score(g, plan, o, plan.head)
+    while o.target_bytes is None or score > o.target_bytes:
+        found = _spill_step(g, plan, score, o, slot)
+        if found is None and o.split:
+            found = _split_then_spill(g, plan, score, o, slot)
+        if found is None:
+            break
+        g, plan, score = found.graph, found.plan, found.score
+        cand.steps.extend(found.steps)
+        cand.spills.append(found.spill)
+        slot += 1
+        say(f"spilled t{found.spill.tensor} ({found.spill.bytes:,} B): head {score:,} B")
+    if o.layout and (o.target_bytes is None or plan.head > o.target_bytes):
+        laid = improve_layout(g, LayoutRequest(plan, lambda x: _plan(x, o)))
+        if isinstance(laid, Rewrite):
+            g, plan = laid.graph, laid.plan
+            cand.steps.append(Step("offline arena layout", laid.detail, plan.head, plan.total))
+            say(f"offline layout: head {plan.head:,} B")
+    cand.graph, cand.plan = g, plan
+    return cand
+
+
+def streaming(g: Graph, o: Options, say: Callable[[str], None]) -> Candidate | None:
+    """The (reordered) input's chains of operators the StreamChain kernel computes, with the cuts and
+    row spills the planner picks; None when no chain is worth streaming."""
+    from .stream_search import choice_dict, choose_streaming
+
+    choice = choose_streaming(g, o.kernel_set, o.build_profile, kernel_only=True)
+    if choice.streamed is None:
+        return None
+    streamed = _plan(choice.streamed.graph, o)
+    summary = choice_dict(choice, g)
+    chains = summary["chains"]
+    detail = f"{len(chains)} StreamChain operators; row spills move {choice.storage_bytes:,} B per inference"
+    say(f"streaming: head {streamed.head:,} B")
+    return Candidate(
+        "streaming",
+        choice.streamed.graph,
+        streamed,
+        [Step("streaming", detail, streamed.head, streamed.total)],
+        chains=chains,
+        stream_bytes=choice.storage_bytes,
+    )

@@ -1,0 +1,179 @@
+"""The streaming pass: each chain becomes one StreamChain operator that reads its
+inputs whole, writes its outputs whole, and holds only ring buffers in between; tensors that cross
+chains as skips are spilled row by row by their producing chain and fetched row by row by the
+reading one, so they take no arena bytes at all. The TFLM-exact planner measures the result, and
+the StreamChain kernel (tflm_ops/kernels/tinyseg_stream.cc) runs it from the body encoded here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from ...contract import customops
+from ...ir.graph import Graph
+from ..stream import ChainCost, simulate
+from . import Rewrite, Skip
+from .edit import Editor
+
+
+@dataclass(frozen=True)
+class ChainRequest:
+    """Which chains to stream, and how.
+
+    ``chains``: operator indices, each run in schedule order and at least two long. ``spilled``:
+    tensors produced by one chain and read by later chains only, moved through storage row by row
+    instead of staying whole in the arena. ``op_scratch(i)``: the scratch operator i needs for one
+    row step in the target kernel set (stream.row_step_scratch). ``measure``: stream.simulate, or a
+    cached form of it (the chain search asks for the same chains many times). ``body=False`` leaves
+    the chains' bodies out of the options: the planner does not read them, and encoding them is most
+    of a search step."""
+
+    chains: list[list[int]]
+    spilled: frozenset[int] = frozenset()
+    op_scratch: Callable[[int], int] = lambda i: 0
+    block: int = customops.BLOCK_BYTES
+    measure: Callable[..., ChainCost] = simulate
+    body: bool = True
+
+
+def row_slots(graph: Graph, spilled: frozenset[int]) -> dict[int, int]:
+    """The storage slot of each tensor spilled row by row: after the slots the graph's Spills use."""
+    used = [customops.decode(op).slot for op in graph.operators if op.opcode == customops.SPILL]
+    return {t: max(used, default=-1) + 1 + k for k, t in enumerate(sorted(spilled))}
+
+
+def _problem(graph: Graph, request: ChainRequest) -> str | None:
+    """Why the request cannot be streamed as asked, or None."""
+    chains, spilled = request.chains, request.spilled
+    if not chains:
+        return "no chain to stream"
+    position = {i: k for k, chain in enumerate(chains) for i in chain}
+    for chain in chains:
+        if len(chain) < 2 or chain != list(range(chain[0], chain[0] + len(chain))):
+            return f"a chain must be 2+ consecutive operators: {chain}"
+    if len(position) != sum(len(c) for c in chains):
+        return "chains overlap"
+    for t in spilled:
+        source = graph.producers.get(t)
+        readers = graph.consumers.get(t, [])
+        if (
+            source not in position
+            or t in graph.outputs
+            or not readers
+            or any(position.get(r, -1) <= position[source] for r in readers)
+        ):
+            return f"tensor {t} is not produced by a chain and read by later chains only"
+    return None
+
+
+def stream_chains(graph: Graph, request: ChainRequest) -> Rewrite | Skip:
+    """Replace each chain by one StreamChain; the Rewrite's notes are the chains' ChainCosts, in the
+    order of ``request.chains``."""
+    problem = _problem(graph, request)
+    if problem is not None:
+        return Skip(problem)
+    chains, spilled, block = request.chains, request.spilled, request.block
+    slot_of = row_slots(graph, spilled)
+    costs: list[ChainCost] = []
+    ed = Editor(graph)
+    drop: list[int] = []
+    for ops in chains:
+        reads = {t for i in ops for t in graph.operators[i].inputs if t >= 0}
+        produced = {graph.operators[i].outputs[0] for i in ops}
+        fetched = frozenset(t for t in spilled if t in reads and t not in produced)
+        cost = request.measure(graph, ops, spilled=frozenset(spilled & produced), fetched=fetched)
+        cost = replace(cost, op_scratch=max(request.op_scratch(i) for i in ops))
+        costs.append(cost)
+        constants = []
+        for i in ops:
+            for t in graph.operators[i].inputs:
+                if t >= 0 and graph.tensors[t].is_constant and t not in constants:
+                    constants.append(t)
+        inputs = list(cost.inputs) + constants
+        options = (
+            _body(graph, ops, cost, inputs, slot_of, block)
+            if request.body
+            else customops.StreamChainOptions(
+                ring_bytes=cost.rings,
+                op_scratch=cost.op_scratch,
+                spilled_count=len(cost.spilled),
+                fetched_count=len(cost.fetched),
+                block=block,
+            )
+        )
+        op = ed.custom(
+            customops.STREAM_CHAIN, inputs, list(cost.outputs), customops.encode(options)
+        )
+        ed.replace(ops[0], op)
+        drop.extend(ops[1:])
+    for i in sorted(drop, reverse=True):
+        ed.remove(i)
+    return Rewrite.of(ed.commit(), f"{len(chains)} StreamChain operators", notes=tuple(costs))
+
+
+def _fields(options: object) -> tuple[str | None, tuple[tuple[str, object], ...]]:
+    """A builtin options object as (class name, scalar fields) for the chain's body."""
+    if options is None:
+        return None, ()
+    name = type(options).__name__
+    fields = []
+    for k, v in sorted(vars(options).items()):
+        if v is None:
+            continue
+        if isinstance(v, (bool, int, float)):
+            fields.append((k, v))
+        else:
+            raise ValueError(f"{name}.{k} is not a scalar; the operator cannot join a chain")
+    return (name[:-1] if name.endswith("T") else name), tuple(fields)
+
+
+def _body(
+    graph: Graph,
+    ops: list[int],
+    cost: ChainCost,
+    inputs: list[int],
+    slot_of: dict[int, int],
+    block: int,
+) -> customops.StreamChainOptions:
+    """The StreamChain's options: planning figures and the body (customops.StreamStage)."""
+    local = {t: k for k, t in enumerate(inputs)}
+    for t in cost.outputs:
+        local[t] = len(local)
+    tensors: list[customops.StreamTensor] = []
+    for i in ops:
+        op = graph.operators[i]
+        for t in list(op.inputs) + list(op.outputs):
+            if t >= 0 and t not in local:
+                local[t] = len(local)
+                x = graph.tensors[t]
+                tensors.append(
+                    customops.StreamTensor(
+                        x.name, x.dtype, x.shape, x.scales, x.zero_points, x.quantized_dimension
+                    )
+                )
+    stages = []
+    for i in ops:
+        op = graph.operators[i]
+        name, fields = _fields(op.options)
+        stages.append(
+            customops.StreamStage(
+                op.opcode,
+                tuple(local[t] if t >= 0 else -1 for t in op.inputs),
+                tuple(local[t] for t in op.outputs),
+                name,
+                fields,
+                op.version,
+            )
+        )
+    return customops.StreamChainOptions(
+        ring_bytes=cost.rings,
+        op_scratch=cost.op_scratch,
+        spilled_count=len(cost.spilled),
+        fetched_count=len(cost.fetched),
+        block=block,
+        stages=tuple(stages),
+        tensors=tuple(tensors),
+        spill=tuple((local[t], slot_of[t]) for t in cost.spilled),
+        fetch=tuple((local[t], slot_of[t]) for t in cost.fetched),
+        rings=tuple((local[t], r) for t, r in cost.ring_rows.items()),
+    )

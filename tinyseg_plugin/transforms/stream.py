@@ -1,0 +1,536 @@
+"""Row streaming: which operators can run row by row, and what a chain of them costs.
+
+A *row-local* operator computes output row y of an NHWC tensor from a window of rows of
+each activation input (a 3x3 convolution: three rows; an elementwise ADD: one row). A
+*chain* of such operators can run row by row: every intermediate tensor lives in a ring
+buffer holding only the rows some consumer's window still needs, and every row is
+computed once (no halo recomputation). This module is the analysis stage of streaming:
+
+- ``row_map`` gives, for one operator and one of its inputs, the input rows output row y
+  reads (TFLM's own padding and row loops, the same arithmetic as tflm_ops/core band.h);
+- ``simulate`` runs a chain's pull schedule row by row and measures the rows each ring
+  must hold, and the order rows are produced (each exactly once);
+- ``find_chains`` finds the maximal chains of row-local operators of a graph.
+
+``kernel_computes`` says which operators the StreamChain kernel computes as stages; `optimize`
+chains only those, while `analyze --stream` estimates over every row-local operator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..contract import customops
+from ..ir.graph import Graph, Operator
+from ..ir.schema import TYPE_SIZES
+
+# Operators whose output row y depends on input row y only (same height).
+ROW_IDENTITY = frozenset(
+    """
+    ADD SUB MUL RELU RELU6 RELU_N1_TO_1 LOGISTIC TANH HARD_SWISH LEAKY_RELU ELU PRELU QUANTIZE DEQUANTIZE
+    CONCATENATION
+    """.split()
+)
+WINDOWED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D"})
+UPSAMPLING = frozenset({"TRANSPOSE_CONV", "RESIZE_NEAREST_NEIGHBOR"})
+PADDING_OPS = frozenset({"PAD", "PADV2"})
+ROW_LOCAL = ROW_IDENTITY | WINDOWED | UPSAMPLING | PADDING_OPS
+
+
+@dataclass(frozen=True)
+class RowMap:
+    """How output rows read one input: output row y reads input rows
+    [y * num // den - before, y * num // den + after] clipped to [0, in_h) (for a
+    down-sampling window num = stride, den = 1; for up-sampling by f: num = 1, den = f)."""
+
+    in_h: int
+    out_h: int
+    num: int = 1
+    den: int = 1
+    before: int = 0  # rows above the anchor row (top padding)
+    after: int = 0  # rows below it (effective kernel - 1 - top padding)
+
+    def window(self, y: int) -> tuple[int, int]:
+        """Input rows [lo, hi] output row y reads; lo > hi when it reads none (padding)."""
+        anchor = y * self.num // self.den
+        return max(anchor - self.before, 0), min(anchor + self.after, self.in_h - 1)
+
+
+def _padding_top(in_h: int, out_h: int, stride: int, eff_kernel: int) -> int:
+    """TFLM's ComputePaddingHeightWidth (top = total // 2; odd padding goes below)."""
+    total = max((out_h - 1) * stride + eff_kernel - in_h, 0)
+    return total // 2
+
+
+def _nhwc(graph: Graph, t: int) -> tuple[int, int, int, int] | None:
+    shape = graph.tensors[t].shape
+    return tuple(shape) if len(shape) == 4 else None  # type: ignore[return-value]
+
+
+def activation_inputs(graph: Graph, op: Operator) -> list[int]:
+    """The operator's inputs that live in the arena (not constants), in order, without repeats."""
+    seen: list[int] = []
+    for t in op.inputs:
+        if t >= 0 and not graph.tensors[t].is_constant and t not in seen:
+            seen.append(t)
+    return seen
+
+
+def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
+    """The rows of activation input ``t`` that each output row of ``op`` reads, or None when
+    ``op`` is not row-local for that input (then it cannot join a chain)."""
+    if len(op.outputs) != 1:
+        return None
+    out, inp = _nhwc(graph, op.outputs[0]), _nhwc(graph, t)
+    if out is None or inp is None or out[0] != 1 or inp[0] != 1:
+        return None
+    in_h, out_h = inp[1], out[1]
+    if in_h < 1 or out_h < 1 or 0 in inp or 0 in out:
+        return None  # an empty tensor has no rows to stream
+    o = op.options
+    name = op.opcode
+    if name in ROW_IDENTITY:
+        if name == "CONCATENATION" and (o is None or o.axis % 4 != 3):
+            return None
+        if in_h != out_h:
+            return None  # broadcast along height: every output row reads the whole input
+        return RowMap(in_h, out_h)
+    if name in WINDOWED:
+        if o is None or op.inputs[0] != t:
+            return None
+        if name in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+            filt = graph.tensors[op.inputs[1]].shape
+            if len(filt) != 4:
+                return None
+            kh, stride, dil = filt[1], o.strideH, (o.dilationHFactor or 1)
+        else:
+            kh, stride, dil = o.filterHeight, o.strideH, 1
+        if kh < 1 or stride < 1 or dil < 1:
+            return None
+        eff = (kh - 1) * dil + 1
+        top = _padding_top(in_h, out_h, stride, eff) if o.padding == 0 else 0
+        # With dilation the window spans the taps and the rows between them (a contiguous band).
+        return RowMap(in_h, out_h, stride, 1, top, eff - 1 - top)
+    if name == "TRANSPOSE_CONV":
+        # inputs: output_shape, filter, input[, bias]; row-local when stride >= kernel height:
+        # output row y then reads input row y // stride only.
+        if o is None or len(op.inputs) < 3 or op.inputs[2] != t:
+            return None
+        filt = graph.tensors[op.inputs[1]].shape
+        if len(filt) != 4 or o.strideH < filt[1] or out_h != in_h * o.strideH:
+            return None
+        return RowMap(in_h, out_h, 1, o.strideH)
+    if name == "RESIZE_NEAREST_NEIGHBOR":
+        if o is None or o.alignCorners or op.inputs[0] != t or out_h % in_h:
+            return None
+        return RowMap(in_h, out_h, 1, out_h // in_h)
+    if name in PADDING_OPS:
+        pads = graph.buffer_array(op.inputs[1]) if len(op.inputs) > 1 else None
+        if op.inputs[0] != t or pads is None or pads.shape != (4, 2) or pads[0].any():
+            return None
+        top = int(pads[1][0])
+        return RowMap(in_h, out_h, 1, 1, top, -top) if top >= 0 else None  # y reads y - top
+    return None
+
+
+def row_bytes(graph: Graph, t: int) -> int:
+    """Bytes of one row of an NHWC tensor (batch 1)."""
+    tensor = graph.tensors[t]
+    return tensor.shape[2] * tensor.shape[3] * TYPE_SIZES.get(tensor.dtype, 0)
+
+
+def is_row_local(graph: Graph, op: Operator) -> bool:
+    ins = activation_inputs(graph, op)
+    return (
+        op.opcode in ROW_LOCAL and bool(ins) and all(row_map(graph, op, t) is not None for t in ins)
+    )
+
+
+# ---------------------------------------------------------------- the pull schedule of one chain
+
+
+@dataclass
+class ChainCost:
+    """What running a chain row by row costs: ring rows per tensor and rows computed."""
+
+    ops: tuple[int, ...]
+    inputs: tuple[int, ...]  # chain inputs read whole from the arena
+    fetched: tuple[int, ...]  # chain inputs read row by row from storage
+    outputs: tuple[
+        int, ...
+    ]  # tensors written whole to the arena (read after the chain, or graph outputs)
+    spilled: tuple[int, ...]  # tensors written row by row to storage
+    ring_rows: dict[int, int] = field(default_factory=dict)  # tensor -> rows its ring holds at most
+    ring_bytes: dict[int, int] = field(default_factory=dict)
+    rows_computed: dict[int, int] = field(default_factory=dict)  # op -> output rows computed
+    op_scratch: int = 0  # the largest scratch one member needs for one row step (set by the pass)
+
+    @property
+    def rings(self) -> int:
+        return sum(self.ring_bytes.values())
+
+
+def chain_io(graph: Graph, ops: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """(inputs, outputs, intermediates) of a chain: what it reads from before it, what is read
+    after it (or is a graph output), and what only its own operators read."""
+    members = set(ops)
+    produced = [graph.operators[i].outputs[0] for i in ops]
+    produced_set, graph_outputs = set(produced), set(graph.outputs)  # sets: chains run to thousands
+    inputs: list[int] = []
+    seen: set[int] = set()
+    for i in ops:
+        for t in activation_inputs(graph, graph.operators[i]):
+            if t not in produced_set and t not in seen:
+                inputs.append(t)
+                seen.add(t)
+    outputs, inner = [], []
+    for t in produced:
+        outside = t in graph_outputs or any(c not in members for c in graph.consumers.get(t, []))
+        (outputs if outside else inner).append(t)
+    return inputs, outputs, inner
+
+
+def simulate(
+    graph: Graph,
+    ops: list[int],
+    spilled: frozenset[int] = frozenset(),
+    fetched: frozenset[int] = frozenset(),
+    trace: list[tuple[int, int]] | None = None,
+    fetches: list[tuple[int, int, int]] | None = None,
+) -> ChainCost:
+    """Run the chain's pull schedule and measure it.
+
+    The chain's outputs are produced row by row, top to bottom, one row of each in turn; a
+    row is computed when some reader's window first needs it and dropped when no reader's
+    window will read it again. A ring holds the rows between those two moments: intermediates
+    and spilled outputs that chain members read, and inputs in ``fetched`` (read row by row
+    from storage). Outputs not in ``spilled`` are written whole to the arena and need no ring.
+    A spilled tensor no member reads still has a ring of one row: the row is computed there
+    and handed to storage. Every row of every operator is computed exactly once (asserted). ``trace`` collects the
+    (operator, row) steps in order; tflm_ops/core chain_schedule.h is the same schedule in C++
+    (``schedule_program`` gives it this chain, and tests/test_stream.py compares the two).
+    ``fetches`` collects (steps in ``trace`` so far, tensor, row) for each row read from storage,
+    so that a storage model can replay the chain (benchmarks/runtime_table.py)."""
+    inputs, outputs, inner = chain_io(graph, ops)
+    producer = {graph.operators[i].outputs[0]: i for i in ops}
+    maps: dict[tuple[int, int], RowMap] = {}
+    readers: dict[int, list[int]] = {}
+    for i in ops:
+        op = graph.operators[i]
+        for t in activation_inputs(graph, op):
+            m = row_map(graph, op, t)
+            if m is None:
+                raise ValueError(f"operator {i} ({op.opcode}) is not row-local")
+            maps[(i, t)] = m
+            readers.setdefault(t, []).append(i)
+    streamed = set(producer) | (set(inputs) & set(fetched))
+    height = {t: graph.tensors[t].shape[1] for t in streamed}
+    done = {t: 0 for t in streamed}  # rows produced (or fetched) so far
+    computed = {i: 0 for i in ops}
+    inner_set = set(inner)
+    ringed = [t for t in streamed if t in inner_set or t in spilled or t in fetched]
+    ringed = [
+        t for t in ringed if readers.get(t) or t in spilled
+    ]  # a spilled row is computed into its ring
+    held = {t: 0 for t in ringed}
+
+    # Precomputed for speed (the chain search simulates thousands of chains): each operator's
+    # streamed inputs with their windows, and each ringed tensor's readers. A window is inlined as
+    # (num, den, before, after, last input row): RowMap.window's arithmetic, without the calls.
+    def flat(m: RowMap) -> tuple[int, int, int, int, int]:
+        return m.num, m.den, m.before, m.after, m.in_h - 1
+
+    out_of = {i: graph.operators[i].outputs[0] for i in ops}
+    pulls = {
+        i: [
+            (u, flat(maps[(i, u)]))
+            for u in activation_inputs(graph, graph.operators[i])
+            if u in done
+        ]
+        for i in ops
+    }
+    reads = {
+        t: [(out_of[r], height[out_of[r]], flat(maps[(r, t)])) for r in readers.get(t, [])]
+        for t in ringed
+    }
+
+    def note(t: int) -> None:
+        """Record how many rows t's ring holds now: from the first row that the next output row
+        of some in-chain reader reads, to the last row produced. Called when a row of t is
+        produced: only then can the count grow (a reader's step only moves its first row down)."""
+        d = done[t]
+        low = height[t]
+        for out, out_h, (num, den, before, after, last) in reads[t]:
+            y = done[out]
+            if y < out_h:
+                anchor = y * num // den
+                lo, hi = anchor - before, anchor + after
+                if lo < 0:
+                    lo = 0
+                if hi > last:
+                    hi = last
+                if lo <= hi and lo < low:
+                    low = lo
+        if low > d:
+            low = d
+        if d - low > held[t]:
+            held[t] = d - low
+
+    def pull(t0: int, row0: int) -> None:
+        """Produce rows of t0 up to `row0` (inclusive), pulling each input row a window needs
+        first. Depth-first with an explicit stack, not recursion: a chain of a thousand operators
+        would exceed Python's recursion limit. Each frame is [tensor, last row wanted, next input
+        to look at, the row being produced (-1: none yet)]; the steps come in the order the
+        recursive form takes them."""
+        stack = [[t0, row0, 0, -1]]
+        while stack:
+            frame = stack[-1]
+            t, row, k, y = frame
+            if y < 0:
+                y = done[t]
+                if y > row:
+                    stack.pop()
+                    continue
+                frame[3] = y
+            i = producer.get(t)
+            if i is not None:
+                inputs_i = pulls[i]
+                pushed = False
+                while k < len(inputs_i):
+                    u, (num, den, before, after, last) = inputs_i[k]
+                    k += 1
+                    anchor = y * num // den
+                    lo, hi = anchor - before, anchor + after
+                    if lo < 0:
+                        lo = 0
+                    if hi > last:
+                        hi = last
+                    if lo <= hi and done[u] <= hi:
+                        frame[2] = k
+                        stack.append([u, hi, 0, -1])
+                        pushed = True
+                        break
+                if pushed:
+                    continue
+                computed[i] += 1
+                if trace is not None:
+                    trace.append((i, y))
+            elif fetches is not None:
+                fetches.append((len(trace) if trace is not None else 0, t, done[t]))
+            done[t] += 1
+            if t in held:
+                note(t)
+            frame[2], frame[3] = 0, -1
+
+    order = [t for t in outputs if t not in spilled] + [t for t in outputs if t in spilled]
+    progress = True
+    while progress:
+        progress = False
+        for t in order:  # one row of each output in turn
+            if done[t] < height[t]:
+                pull(t, done[t])
+                progress = True
+    for t in inner:  # an intermediate no output needs (dead code) is still computed
+        if done[t] < height[t]:
+            pull(t, height[t] - 1)
+    cost = ChainCost(
+        tuple(ops),
+        tuple(t for t in inputs if t not in fetched),
+        tuple(t for t in inputs if t in fetched),
+        tuple(t for t in outputs if t not in spilled),
+        tuple(t for t in outputs if t in spilled),
+        rows_computed=computed,
+    )
+    for t in ringed:
+        rows = min(max(held[t], 1), height[t])
+        cost.ring_rows[t] = rows
+        cost.ring_bytes[t] = rows * row_bytes(graph, t)
+    for i in ops:
+        if computed[i] != graph.tensors[graph.operators[i].outputs[0]].shape[1]:
+            raise AssertionError(f"operator {i}: {computed[i]} rows computed")
+    return cost
+
+
+def transpose_conv_row_scratch(in_w: int, filter_w: int, out_c: int, stride_w: int) -> int:
+    """Scratch of the StreamChain TRANSPOSE_CONV stage's CMSIS-NN row (tinyseg_stream_cmsis.cc,
+    CmsisTransposeConvRowBytes): one int32 accumulator row as arm_transpose_conv_s8 sizes it,
+    ((in_w - 1) * stride_w + max(filter_w, stride_w)) * out_c int32."""
+    return ((in_w - 1) * stride_w + max(filter_w, stride_w)) * out_c * 4
+
+
+def row_step_scratch(
+    graph: Graph, op: Operator, whole_scratch: list[int], implementation: str = "reference"
+) -> int:
+    """Scratch one operator of a chain needs while it computes one step of rows, given what its
+    kernel requests when it runs whole and which implementation the runtime gives it
+    (KernelRules.implementation_of): TRANSPOSE_CONV accumulates only the output row it computes
+    (int32, as the StreamChain kernel does), and with CMSIS-NN an int8 one needs the larger of
+    that and CMSIS-NN's accumulator row, transpose_conv_row_scratch (wider than the output
+    row when the stride exceeds the kernel width with VALID padding); every other kernel's scratch
+    (CMSIS-NN's im2col and the like) does not depend on the height, so it is kept."""
+    if op.opcode == "TRANSPOSE_CONV":
+        out = graph.tensors[op.outputs[0]]
+        row = out.shape[2] * out.shape[3] * 4
+        inp, f = graph.tensors[op.inputs[2]], graph.tensors[op.inputs[1]]
+        if (
+            implementation == "cmsis-nn"
+            and inp.dtype == "INT8"
+            and len(f.shape) == 4
+            and len(inp.shape) == 4
+        ):
+            out_c, _, f_w, _ = f.shape
+            stride_w = op.options.strideW if op.options is not None else 1
+            return max(row, transpose_conv_row_scratch(inp.shape[2], f_w, out_c, stride_w))
+        return row
+    return sum(whole_scratch)
+
+
+# Stages whose one activation input has the output's shape.
+SAME_SHAPE_STAGES = frozenset(
+    {"LOGISTIC", "PRELU", "RELU", "RELU6", "DEQUANTIZE", "TANH", "HARD_SWISH", "LEAKY_RELU", "ELU"}
+)
+
+
+def kernel_computes(graph: Graph, op: Operator) -> bool:
+    """Whether the StreamChain kernel computes this operator as a stage (customops' rules, and the
+    shapes its Prepare accepts: no broadcast but PRELU's alpha over rows and ADD/SUB/MUL's across
+    width and channels, RESIZE_NEAREST_NEIGHBOR rows that TFLM's float arithmetic maps to
+    y // factor, PADV2's pad value of the output's quantization). DEQUANTIZE's float32 output
+    needs no rule here: no stage takes a float32 input, so it is always a chain output."""
+    positions = customops.STREAM_STAGE_OPS.get(op.opcode, ())
+    if not op.outputs or not op.inputs:
+        return False
+    out = graph.tensors[op.outputs[0]]
+    binary = op.opcode in ("ADD", "SUB", "MUL")
+    acts, consts, operands = [], [], []
+    for k, t in enumerate(op.inputs):
+        activation = positions is None or k in positions
+        if activation and (t < 0 or (graph.tensors[t].is_constant and not binary)):
+            return False  # a constant (or omitted) operand where the kernel streams rows
+        if activation:
+            operands.append(t)
+            if not graph.tensors[t].is_constant:
+                acts.append(t)
+        else:
+            consts.append(graph.tensors[t].dtype if t >= 0 else None)
+    paddings = None
+    if op.opcode in PADDING_OPS:
+        pads = (
+            graph.buffer_array(op.inputs[1])
+            if len(op.inputs) == (2 if op.opcode == "PAD" else 3)
+            else None
+        )
+        if pads is None or pads.shape != (4, 2) or len(out.shape) != 4:
+            return False
+        if (
+            op.opcode == "PADV2"
+        ):  # the pad value: a constant scalar in the output's quantization (as TFLM's Prepare)
+            value = graph.tensors[op.inputs[2]]
+            if (
+                not value.is_constant
+                or int(np.prod(value.shape)) != 1
+                or list(value.scales) != list(out.scales)
+                or list(value.zero_points) != list(out.zero_points)
+            ):
+                return False
+        paddings = pads.tolist()
+        x = graph.tensors[acts[0]].shape if acts else ()
+        if len(x) != 4 or any(
+            x[k] + paddings[k][0] + paddings[k][1] != out.shape[k] for k in range(4)
+        ):
+            return False
+    if not acts or customops.stream_stage_problem(
+        op.opcode, [graph.tensors[t].dtype for t in operands], out.dtype, consts, paddings
+    ):
+        return False
+    quantized = operands + (
+        [] if op.opcode == "DEQUANTIZE" else [op.outputs[0]]
+    )  # float32 has no scale
+    if any(len(graph.tensors[t].scales) != 1 for t in quantized):
+        return False  # per-tensor quantization
+    if op.opcode in SAME_SHAPE_STAGES and graph.tensors[acts[0]].shape != out.shape:
+        return False
+    if binary:
+        # ADD, SUB and MUL broadcast across width and channels as TFLM's kernels do; a row needs rows
+        # of the same height (an activation) or one row for all (a constant).
+        for t in operands:
+            shape = (1,) * (4 - len(graph.tensors[t].shape)) + tuple(graph.tensors[t].shape)
+            if (
+                len(shape) != 4
+                or shape[0] != 1
+                or any(d not in (1, o) for d, o in zip(shape[2:], out.shape[2:]))
+            ):
+                return False
+            if shape[1] != (1 if graph.tensors[t].is_constant else out.shape[1]):
+                return False
+    if op.opcode == "PRELU":
+        alpha = graph.tensors[op.inputs[1]].shape
+        return len(alpha) < 3 or alpha[-3] == 1
+    if op.opcode == "RESIZE_NEAREST_NEIGHBOR":
+        o = op.options
+        in_h, out_h = graph.tensors[acts[0]].shape[1], out.shape[1]
+        if o is None or o.alignCorners or out_h % in_h:
+            return False
+        scale = np.float32(in_h) / np.float32(out_h)
+        offset = np.float32(0.5 if o.halfPixelCenters else 0.0)
+        return all(
+            min(int(np.floor((np.float32(y) + offset) * scale)), in_h - 1) == y // (out_h // in_h)
+            for y in range(out_h)
+        )
+    return True
+
+
+def find_chains(graph: Graph, kernel_only: bool = False) -> list[list[int]]:
+    """Maximal runs of consecutive row-local operators (in schedule order) that are connected:
+    each operator after the first reads a tensor an earlier member produced. ``kernel_only``:
+    only operators the StreamChain kernel computes (for models that will run; the estimate
+    plans every row-local operator)."""
+    chains: list[list[int]] = []
+    current: list[int] = []
+    produced: set[int] = set()
+    for op in graph.operators:
+        if is_row_local(graph, op) and (not kernel_only or kernel_computes(graph, op)):
+            if current and not any(t in produced for t in activation_inputs(graph, op)):
+                chains.append(current)
+                current, produced = [], set()
+            current.append(op.index)
+            produced.add(op.outputs[0])
+        elif current:
+            chains.append(current)
+            current, produced = [], set()
+    if current:
+        chains.append(current)
+    return [c for c in chains if len(c) > 1]
+
+
+def schedule_program(graph: Graph, ops: list[int], cost: ChainCost) -> str:
+    """The chain as chain_schedule.h's program (the input of tflm_ops/tools/chain_schedule_check.cc):
+    tensors (height, producing stage, streamed, ring rows), stages, edges in each stage's input
+    order, and the outputs in the order simulate asks them for rows."""
+    streamed = [graph.operators[i].outputs[0] for i in ops] + list(cost.fetched)
+    whole = list(cost.inputs)
+    tensors = streamed + whole
+    index = {t: k for k, t in enumerate(tensors)}
+    stage_of = {i: k for k, i in enumerate(ops)}
+    lines = [str(len(tensors))]
+    for t in tensors:
+        producer = stage_of.get(graph.producers.get(t, -1), -1) if t in streamed else -1
+        lines.append(
+            f"{graph.tensors[t].shape[1]} {producer} {int(t in streamed)} {cost.ring_rows.get(t, 0)}"
+        )
+    lines.append(str(len(ops)))
+    lines += [str(index[graph.operators[i].outputs[0]]) for i in ops]
+    edges = []
+    for i in ops:
+        op = graph.operators[i]
+        for t in activation_inputs(graph, op):
+            m = row_map(graph, op, t)
+            edges.append(
+                f"{stage_of[i]} {index[t]} {m.in_h} {m.out_h} {m.num} {m.den} {m.before} {m.after}"
+            )
+    lines += [str(len(edges))] + edges
+    order = list(cost.outputs) + list(cost.spilled)
+    lines += [str(len(order)), " ".join(str(index[t]) for t in order)]
+    return "\n".join(lines) + "\n"

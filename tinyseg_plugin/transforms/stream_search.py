@@ -1,0 +1,244 @@
+"""Where to cut chains for streaming: the TFLM-exact planner is the judge.
+
+Streaming a whole maximal chain is rarely best: a skip tensor read far down the chain then
+needs a ring of all the rows in flight between its producer and its reader. Cutting the chain
+there and moving the skip through storage row by row removes it from the arena, but each cut
+also keeps the tensor at the cut whole. ``choose_streaming`` cuts greedily, one cut at a time,
+and for each candidate spills (greedily, largest first) the crossing tensors that lower the
+head; objective: the head, then the bytes moved through storage per inference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.graph import Graph
+from ..memory.kernels import BUILD_PROFILES, KernelRules
+from ..memory.planner import plan_graph
+from .passes import Rewrite
+from .passes.stream import ChainRequest, row_slots, stream_chains
+from .search import MAX_WORK, Budget, best_of
+from .stream import ChainCost, activation_inputs, find_chains, row_step_scratch, simulate
+
+# Where each climb stops, as fractions of the budget the starting points leave, for 1, 2 or 3 starts.
+SHARES = ((1.0,), (0.6, 1.0), (0.5, 0.75, 1.0))
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A streaming the search made: the rewritten graph and what each chain costs."""
+
+    graph: Graph  # StreamChain operators in place of the chains
+    chains: tuple[ChainCost, ...]
+    spilled: tuple[int, ...]  # tensors (of the input graph) that move through storage row by row
+    slots: dict[int, int] = field(default_factory=dict)  # spilled tensor -> its storage slot
+
+
+@dataclass(frozen=True)
+class StreamChoice:
+    streamed: Streamed | None  # None: no chain lowers the head
+    head: int  # head of the streamed graph (or of the input graph when streamed is None)
+    base_head: int  # head without streaming
+    storage_bytes: int  # bytes written to and read from storage per inference (each fetch counted)
+    plans: int  # planner runs the search made
+
+
+def _segments(chains: list[list[int]], cuts: frozenset[int]) -> list[list[int]]:
+    """Split each maximal chain after every operator index in cuts; keep parts of 2+ operators."""
+    out: list[list[int]] = []
+    for chain in chains:
+        part: list[int] = []
+        for i in chain:
+            part.append(i)
+            if i in cuts:
+                out.append(part)
+                part = []
+        out.append(part)
+    return [p for p in out if len(p) > 1]
+
+
+def _spillable(graph: Graph, segments: list[list[int]]) -> list[int]:
+    """Tensors produced by one segment and read only by later segments (never a graph output)."""
+    where = {i: k for k, seg in enumerate(segments) for i in seg}
+    out = []
+    for k, seg in enumerate(segments):
+        for i in seg:
+            t = graph.operators[i].outputs[0]
+            readers = graph.consumers.get(t, [])
+            if t in graph.outputs or not readers:
+                continue
+            if all(r in where and where[r] > k for r in readers):
+                out.append(t)
+    return sorted(out, key=lambda t: -graph.tensors[t].nbytes)
+
+
+def choose_streaming(
+    graph: Graph,
+    kernel_set: str = "reference",
+    build_profile: str = "host64",
+    max_work: int = MAX_WORK,
+    kernel_only: bool = False,
+) -> StreamChoice:
+    """The chains (and row spills) that give the lowest head, judged by the planner.
+    ``kernel_only``: chains of the stages the StreamChain kernel computes (a model to run)."""
+    base = plan_graph(graph, kernel_set, build_profile).head
+    chains = find_chains(graph, kernel_only)
+    budget = Budget(work=max_work, operators=len(graph.operators))
+    budget.planned()
+    rules = KernelRules(kernel_set, BUILD_PROFILES[build_profile])
+    scratch = {
+        i: row_step_scratch(
+            graph,
+            graph.operators[i],
+            rules.scratch_requests(graph, graph.operators[i]) or [],
+            rules.implementation_of(graph.operators[i].opcode),
+        )
+        for chain in chains
+        for i in chain
+    }
+    if not chains:
+        return StreamChoice(None, base, base, 0, budget.plans)
+
+    def cost(streamed: Streamed) -> tuple[int, int]:
+        budget.planned()
+        moved = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled + c.fetched)
+        return plan_graph(streamed.graph, kernel_set, build_profile).head, moved
+
+    measured: dict[tuple, ChainCost] = {}
+
+    def measure(
+        g: Graph, ops: list[int], spilled: frozenset[int], fetched: frozenset[int]
+    ) -> ChainCost:
+        key = (tuple(ops), spilled, fetched)
+        if key not in measured:
+            measured[key] = simulate(g, ops, spilled=spilled, fetched=fetched)
+            budget.simulated(sum(measured[key].rows_computed.values()))
+        return measured[key]
+
+    def build(cuts: frozenset[int], spilled: frozenset[int], body: bool = False) -> Streamed:
+        request = ChainRequest(
+            _segments(chains, cuts), spilled, scratch.__getitem__, measure=measure, body=body
+        )
+        done = stream_chains(graph, request)
+        assert isinstance(done, Rewrite), done  # the search only asks for chains it found
+        return Streamed(done.graph, done.notes, tuple(sorted(spilled)), row_slots(graph, spilled))
+
+    def evaluate(cuts: frozenset[int]) -> tuple[tuple[int, int], Streamed, frozenset[int]] | None:
+        segments = _segments(chains, cuts)
+        if not segments:
+            return None
+        spilled: frozenset[int] = frozenset()
+        best_s = build(cuts, spilled)
+        best = cost(best_s)
+        for t in _spillable(graph, segments):
+            if budget.spent():  # the greedy spills of one cut set may be many planner runs too
+                break
+            s = build(cuts, spilled | {t})
+            c = cost(s)
+            if c < best:
+                best, best_s, spilled = c, s, spilled | {t}
+        return best, best_s, spilled
+
+    def climb(seed: frozenset[int], share: float):
+        """Hill-climb from a set of cuts, one cut added or removed per round, the best move first,
+        until no move lowers the objective or this climb's share of the budget is spent."""
+        found = evaluate(seed)
+        if found is None:
+            return None
+        here, cuts = found, seed
+
+        def toggle(i: int) -> frozenset[int]:
+            return cuts - {i} if i in cuts else cuts | {i}
+
+        def attempt(i: int):
+            r = evaluate(toggle(i))
+            return None if r is None else (r[0], r)
+
+        while not budget.spent(share):
+            round_best = best_of(positions, attempt, budget, share)
+            if round_best is None or round_best[0][0] >= here[0]:
+                break
+            here, cuts = round_best[0], toggle(round_best[1])
+        return here, cuts
+
+    positions = [i for chain in chains for i in chain[:-1]]
+    # Up to three climbs, from: a cut before wherever the height changes (after the producers of a
+    # pool's, strided convolution's or up-sampling's inputs: an encoder's skip then crosses chains
+    # and can be spilled, and fetched both by the down-sampling chain and by the decoder's); no cut;
+    # and a cut after wherever the height changes (the resizing operator ends its chain). The most
+    # promising start climbs first, with half of what the starts left of the budget (SHARES): a
+    # climb of a large graph rarely finishes a round, and an even split starved the one that
+    # mattered (a MobileNetV2 kept 10% more head with thirds, ResUNet-a missed its target with
+    # the old two starts).
+    resizing = [
+        i
+        for c in chains
+        for i in c
+        if any(
+            graph.tensors[t].shape[1] != graph.tensors[graph.operators[i].outputs[0]].shape[1]
+            for t in activation_inputs(graph, graph.operators[i])
+        )
+    ]
+    at = set(positions)
+    resized = frozenset(i for i in resizing if i in at)
+    before = frozenset(
+        graph.producers[t]
+        for i in resizing
+        for t in activation_inputs(graph, graph.operators[i])
+        if graph.producers.get(t) in at
+    )
+    current: frozenset[int] = frozenset()
+    best_cost, best, spills = (base, 0), None, frozenset()
+    seeds = list(dict.fromkeys((before, frozenset(), resized)))  # distinct, in this order
+    starts = {seed: evaluate(seed) for seed in seeds}
+    seeds.sort(key=lambda seed: starts[seed][0] if starts[seed] is not None else (base + 1, 0))
+    spent = budget.share_spent  # the starts' greedy spills
+    for seed, share in zip(seeds, SHARES[len(seeds) - 1]):
+        result = climb(seed, spent + share * (1.0 - spent))
+        if result is not None and (best is None or result[0][0] < best_cost):
+            (best_cost, best, spills), current = result
+    # Then the same head with less storage traffic: drop each cut and each spill that the head
+    # does not need (a cut also when the traffic stays the same: fewer operators, a smaller tail).
+    for kind in ("cut", "spill"):
+        for item in sorted(current if kind == "cut" else spills):
+            cuts2 = current - {item} if kind == "cut" else current
+            spills2 = spills if kind == "cut" else spills - {item}
+            segments = _segments(chains, cuts2)
+            if not segments:
+                continue
+            spills2 = frozenset(t for t in spills2 if t in _spillable(graph, segments))
+            s = build(cuts2, spills2)
+            c = cost(s)
+            if c[0] <= best_cost[0] and (
+                c[1] < best_cost[1] or (kind == "cut" and c[1] == best_cost[1])
+            ):
+                best_cost, best, current, spills = c, s, cuts2, spills2
+    if best is None or best_cost[0] >= base:
+        return StreamChoice(None, base, base, 0, budget.plans)
+    best = build(current, spills, body=True)  # the chosen chains with their bodies (same plan)
+    return StreamChoice(best, best_cost[0], base, best_cost[1], budget.plans)
+
+
+def choice_dict(choice: StreamChoice, graph: Graph) -> dict:
+    """The JSON form of a streaming choice (the "stream" key of `tinyseg analyze --stream --json`)."""
+    chains = []
+    for c in choice.streamed.chains if choice.streamed else ():
+        chains.append(
+            {
+                "operators": list(c.ops),
+                "opcodes": [graph.operators[i].opcode for i in c.ops],
+                "reads": list(c.inputs),
+                "fetches": list(c.fetched),
+                "writes": list(c.outputs),
+                "spills": list(c.spilled),
+                "ring_rows": {str(t): r for t, r in c.ring_rows.items()},
+                "ring_bytes": c.rings,
+                "op_scratch": c.op_scratch,
+            }
+        )
+    return {
+        "estimate": True,  # analyze --stream plans every row-local operator; optimize, the kernel's stages
+        "head_without_streaming": choice.base_head,
+        "head": choice.head,
+        "storage_bytes_per_inference": choice.storage_bytes,
+        "chains": chains,
+    }
