@@ -45,7 +45,7 @@ if command -v ccache >/dev/null 2>&1; then
     ln -sf "$(command -v ccache)" "$cc_bin/$c"
   done
   export PATH="$cc_bin:$PATH" CCACHE_DIR="${CCACHE_DIR:-$TINYSEG_BUILD_ROOT/ccache}"
-  export CCACHE_NODIRECT=1 CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=10G
+  export CCACHE_NODIRECT=1 CCACHE_BASEDIR="$TINYSEG_BUILD_ROOT" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=10G
   ccache -z >/dev/null
 fi
 # The real-kernel check's cached TFLM build goes to the build folder, not ~/.cache: each clone
