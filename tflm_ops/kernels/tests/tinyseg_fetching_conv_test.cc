@@ -42,11 +42,11 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {"SAME", 1, 1, "NONE", 1, 0},   {"SAME", 1, 1, "RELU", 2, 1},
-    {"SAME", 2, 1, "NONE", 1, 1},   {"SAME", 2, 1, "RELU6", 3, 0},
-    {"VALID", 1, 1, "NONE", 1, 1},  {"VALID", 2, 1, "NONE", 2, 0},
-    {"SAME", 1, 2, "NONE", 1, 0},   {"VALID", 1, 2, "RELU", 1, 1},
-    {"SAME", 1, 1, "NONE", 100, 1}, {"SAME", 3, 1, "RELU_N1_TO_1", 1, 0},
+    {"SAME", 1, 1, "NONE", 1, 0},  {"SAME", 1, 1, "RELU", 2, 1},
+    {"SAME", 2, 1, "NONE", 1, 1},  {"SAME", 2, 1, "RELU6", 3, 0},
+    {"VALID", 1, 1, "NONE", 1, 1}, {"VALID", 2, 1, "NONE", 2, 0},
+    {"SAME", 1, 2, "NONE", 1, 0},  {"VALID", 1, 2, "RELU", 1, 1},
+    {"SAME", 1, 1, "NONE", kH, 1}, {"SAME", 3, 1, "RELU_N1_TO_1", 1, 0},
 };
 
 TfLitePadding Padding(const char* p) {
@@ -292,6 +292,30 @@ TF_LITE_MICRO_TEST(QuantizedWithoutInRamOperandIsRejected) {
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteError,
                           RunFetchingConv(rt, tensors, 0, {FetchedSpec{0, kSlot, {1, kH, kW, kCb}}},
                                           Case{"SAME", 1, 1, "NONE", 1, 0}));
+}
+
+// A band of every output row is one band; band_rows beyond the output is a
+// malformed body, refused in Prepare (a model may come over the air).
+TF_LITE_MICRO_TEST(BandRowsBeyondTheOutputAreRejected) {
+  using namespace tflite::testing;
+  static float a[kH * kW * kCa], b[kH * kW * kCb], out[kH * kW * kCout];
+  static float filter[kCout * kK * kK * kCin], bias[kCout];
+  static int f_dims[] = {4, kCout, kK, kK, kCin};
+  static int b_dims[] = {1, kCout};
+  static int o_dims[] = {4, 1, kH, kW, kCout};
+  const std::vector<FetchedSpec> fetched = {FetchedSpec{0, kSlot, {1, kH, kW, kCb}},
+                                            FetchedSpec{1, kSlot + 1, {1, kH, kW, kCa}}};
+  for (const int rows : {kH, kH + 1, 2147483647}) {
+    ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
+    TF_LITE_MICRO_EXPECT(::tinyseg::Ok(SpillDirect(rt, kSlot, b, sizeof(b), 4)));
+    TF_LITE_MICRO_EXPECT(::tinyseg::Ok(SpillDirect(rt, kSlot + 1, a, sizeof(a), 4)));
+    TfLiteTensor tensors[] = {CreateTensor(filter, IntArrayFromInts(f_dims)),
+                              CreateTensor(bias, IntArrayFromInts(b_dims)),
+                              CreateTensor(out, IntArrayFromInts(o_dims))};
+    const TfLiteStatus want = rows <= kH ? kTfLiteOk : kTfLiteError;
+    TF_LITE_MICRO_EXPECT_EQ(
+        want, RunFetchingConv(rt, tensors, 0, fetched, Case{"SAME", 1, 1, "NONE", rows, 0}));
+  }
 }
 
 TF_LITE_MICRO_TESTS_END
