@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The code style, enforced: ruff (lint, and format at 100 columns; pyproject.toml) over the Python
-# files and clang-format (.clang-format, 100 columns) over the C++ ones git tracks. Generated files
-# are left as their generator writes them.
+# files and clang-format (.clang-format, 100 columns) over the C++ ones git tracks, and
+# scripts/function_size.py over the StreamChain kernel (no function over 80 lines, its dispatcher
+# under 300). Generated files are left as their generator writes them.
 #   bash scripts/style.sh          check: lists what is off, exits 1 if anything is
 #   bash scripts/style.sh --fix    rewrite the files in place
 # Environment: PYTHON_BIN (default .venv/bin/python; ruff comes with the [test] extra).
@@ -34,5 +35,7 @@ else
   echo "style: clang-format not found (scripts/install-native-deps.sh installs it)"
   rc=1
 fi
-[ "$rc" = 0 ] && echo "style: ruff and clang-format clean (${#cxx[@]} C++ files)"
+# The StreamChain kernel stays a table of small stage families (scripts/function_size.py).
+"$py" scripts/function_size.py || { echo "style: a StreamChain kernel function or its dispatcher is too long"; rc=1; }
+[ "$rc" = 0 ] && echo "style: ruff, clang-format and function sizes clean (${#cxx[@]} C++ files)"
 exit $rc

@@ -339,6 +339,7 @@ def test_arduino_library(arduino: Path) -> None:
     }  # no CMSIS-NN TRANSPOSE_CONV there
     k = arduino / "src" / INSTALL_DIR
     assert (k / "tinyseg_spill.cpp").is_file() and not list(k.glob("*.cc"))
+    assert (k / "tinyseg_stream_conv.cpp").is_file() and (k / "tinyseg_stream_internal.h").is_file()
     assert (k / "tinyseg_core_codec.cpp").is_file() and (
         arduino / "src/tinyseg/spill_manager.h"
     ).is_file()

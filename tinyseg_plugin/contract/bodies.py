@@ -1,5 +1,5 @@
 """Every TinySeg operator checked against its graph as its kernel's Prepare checks it, with the C++
-kernels' limits (contract/customops.py, generated into tinyseg_contract.h): tinyseg_stream.cc's
+kernels' limits (contract/customops.py, generated into tinyseg_contract.h): tinyseg_stream*.cc's
 Prepare refuses exactly these StreamChain bodies, tinyseg_fetching_conv.cc these FetchingConv2D
 operators. Loading a model, `verify` and the lowering call validate_graph, so a hostile model is
 refused with one line before anything runs it."""
@@ -415,7 +415,7 @@ def _dry_run(
 
 
 def _pairs(o: StreamChainOptions, loc: list[_Local]) -> None:
-    """rings, spill and fetch as tinyseg_stream.cc's PreparePairs reads them."""
+    """rings, spill and fetch as tinyseg_stream_body.cc's PreparePairs reads them."""
     end = 0
     for key in ("rings", "spill", "fetch"):
         for i, (lid, value) in enumerate(getattr(o, key)):

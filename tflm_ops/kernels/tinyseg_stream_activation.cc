@@ -1,0 +1,366 @@
+// StreamChain's activation family (tinyseg_stream_internal.h): the stages that map each element of
+// a row on its own -- QUANTIZE, DEQUANTIZE, LOGISTIC, TANH, RELU, RELU6, HARD_SWISH, LEAKY_RELU,
+// PRELU (alpha broadcast along height) and ELU -- with the parameters TFLM's own Prepare computes
+// and TFLM's reference arithmetic on the row.
+#include <cmath>
+
+#include "tensorflow/lite/c/builtin_op_data.h"
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/kernels/internal/common.h"
+#include "tensorflow/lite/kernels/internal/cppmath.h"
+#include "tensorflow/lite/kernels/internal/quantization_util.h"
+#include "tensorflow/lite/kernels/internal/reference/dequantize.h"
+#include "tensorflow/lite/kernels/internal/reference/hard_swish.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/logistic.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/tanh.h"
+#include "tensorflow/lite/kernels/internal/reference/leaky_relu.h"
+#include "tensorflow/lite/kernels/internal/reference/prelu.h"
+#include "tensorflow/lite/kernels/internal/reference/requantize.h"
+#include "tensorflow/lite/kernels/internal/types.h"
+#include "tensorflow/lite/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/activations.h"
+#include "tensorflow/lite/micro/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
+#include "tensorflow/lite/micro/micro_context.h"
+// TFLM's FloatToQuantizedType (RELU6's six, as Relu6Prepare computes it) rounds a float quotient
+// with ::round; clang's -Wdouble-promotion flags that line of TFLM's header where it is
+// instantiated.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdouble-promotion"
+#include "tensorflow/lite/micro/micro_utils.h"
+#pragma GCC diagnostic pop
+
+namespace tflite {
+namespace tinyseg_stream {
+
+// ------------------------------------------------------------ QUANTIZE, DEQUANTIZE
+
+TfLiteStatus PrepareQuantize(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_MSG(context,
+                     contract::StreamQuantizeTypes(static_cast<TfLiteType>(in.type),
+                                                   static_cast<TfLiteType>(out.type)),
+                     "StreamChain: QUANTIZE types not computed");
+  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  const double effective = static_cast<double>(in.scale) / static_cast<double>(out.scale);
+  QuantizeMultiplier(effective, &g.quantize.multiplier, &g.quantize.shift);
+  g.quantize.input_offset = in.zero_point;
+  g.quantize.output_offset = out.zero_point;
+  return kTfLiteOk;
+}
+
+::tinyseg::Status QuantizeRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  const QuantizeStage& q = g.quantize;
+  const int32_t n = r.in->width * r.in->channels;
+  const TfLiteType it = static_cast<TfLiteType>(r.in->type);
+  const TfLiteType ot = static_cast<TfLiteType>(r.out->type);
+  if (it == kTfLiteUInt8 && ot == kTfLiteInt8) {
+    reference_ops::Requantize(r.src, n, q.multiplier, q.shift, q.input_offset, q.output_offset,
+                              reinterpret_cast<int8_t*>(r.dst));
+  } else if (it == kTfLiteInt8 && ot == kTfLiteUInt8) {
+    reference_ops::Requantize(reinterpret_cast<const int8_t*>(r.src), n, q.multiplier, q.shift,
+                              q.input_offset, q.output_offset, r.dst);
+  } else {
+    reference_ops::Requantize(reinterpret_cast<const int8_t*>(r.src), n, q.multiplier, q.shift,
+                              q.input_offset, q.output_offset, reinterpret_cast<int8_t*>(r.dst));
+  }
+  return ::tinyseg::Status::kOk;
+}
+
+// DequantizePrepare's parameters for int8 -> float32 (the input's zero point, and its scale
+// widened to double at Eval). No stage reads float32 rows, so its output is one of the chain's
+// outputs, written whole.
+TfLiteStatus PrepareDequantize(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_MSG(context,
+                     contract::StreamDequantizeTypes(static_cast<TfLiteType>(in.type),
+                                                     static_cast<TfLiteType>(out.type)),
+                     "StreamChain: DEQUANTIZE types not computed");
+  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  TF_LITE_ENSURE_MSG(context, out.kind == Kind::kNodeOutput,
+                     "StreamChain: a DEQUANTIZE stage writes one of the chain's outputs");
+  g.quantize.input_offset = in.zero_point;
+  return kTfLiteOk;
+}
+
+// As dequantize.cc's Eval for int8: the row's elements, float32 rows of 4-byte elements.
+::tinyseg::Status DequantizeRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  DequantizationParams p;
+  p.zero_point = g.quantize.input_offset;
+  p.scale = static_cast<double>(r.in->scale);
+  reference_ops::Dequantize(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src), r.out_shape,
+                            reinterpret_cast<float*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ LOGISTIC, TANH
+
+// LOGISTIC as logistic_common.cc, TANH as tanh.cc's CalculateArithmeticOpData for int8 (the same
+// input multiplier, left shift and range radius; TANH checks no output quantization).
+TfLiteStatus PrepareSigmoid(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  if (g.op == StageOp::kLogistic)
+    TF_LITE_ENSURE_EQ(context, out.zero_point, -128);  // as logistic_common.cc
+  SigmoidStage& sv = g.sigmoid;
+  constexpr int kInputIntegerBits = 4;
+  const double real =
+      static_cast<double>(in.scale) * static_cast<double>(1 << (31 - kInputIntegerBits));
+  int left_shift = 0;
+  const double q = std::frexp(real, &left_shift);
+  sv.input_left_shift = left_shift;
+  sv.input_multiplier = static_cast<int32_t>(TfLiteRound(q * (1ll << 31)));
+  sv.input_range_radius = CalculateInputRadius(kInputIntegerBits, sv.input_left_shift, 31);
+  sv.input_zero_point = in.zero_point;
+  return kTfLiteOk;
+}
+
+::tinyseg::Status LogisticRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  const SigmoidStage& sv = g.sigmoid;
+  reference_integer_ops::Logistic(sv.input_zero_point, sv.input_range_radius, sv.input_multiplier,
+                                  sv.input_left_shift, r.out->width * r.out->channels,
+                                  reinterpret_cast<const int8_t*>(r.src),
+                                  reinterpret_cast<int8_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+::tinyseg::Status TanhRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  const SigmoidStage& sv = g.sigmoid;
+  reference_integer_ops::Tanh(sv.input_zero_point, sv.input_range_radius, sv.input_multiplier,
+                              sv.input_left_shift, r.in_shape,
+                              reinterpret_cast<const int8_t*>(r.src), r.out_shape,
+                              reinterpret_cast<int8_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ RELU, RELU6
+
+// The ReluOpData activations_common.cc's ReluPrepare computes for int8 (its CalculateReluOpData:
+// the real multiplier from the float quotient of the scales, the range
+// [max(-128, output zero point + round(0 / scale)), 127]); Eval calls TFLM's ReluQuantized.
+TfLiteStatus PrepareRelu(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  ReluStage& sv = g.relu;
+  QuantizeMultiplier(static_cast<double>(in.scale / out.scale), &sv.multiplier, &sv.shift);
+  const int32_t zero = out.zero_point + static_cast<int32_t>(roundf(0.0f / out.scale));
+  sv.act_min = zero > INT8_MIN ? zero : static_cast<int32_t>(INT8_MIN);
+  sv.act_max = INT8_MAX;
+  sv.input_offset = in.zero_point;
+  sv.output_offset = out.zero_point;
+  return kTfLiteOk;
+}
+
+::tinyseg::Status ReluRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  const ReluStage& sv = g.relu;
+  ReluOpData data{};
+  data.params.input_offset = sv.input_offset;
+  data.params.output_offset = sv.output_offset;
+  data.params.output_multiplier = sv.multiplier;
+  data.params.output_shift = sv.shift;
+  data.params.quantized_activation_min = sv.act_min;
+  data.params.quantized_activation_max = sv.act_max;
+  // No explicit template argument: TFLM's are templates, the Arduino library's older TFLM has
+  // int8 overloads of the same name and order.
+  ReluQuantized(data, r.in_shape, r.out_shape, reinterpret_cast<const int8_t*>(r.src),
+                reinterpret_cast<int8_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// Relu6OpData as Relu6Prepare computes it for int8 (the input's zero point and six in the input's
+// quantization, TFLM's FloatToQuantizedType); Eval calls TFLM's Relu6Quantized.
+TfLiteStatus PrepareRelu6(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  g.relu.act_min = in.zero_point;
+  g.relu.act_max = FloatToQuantizedType<int8_t>(6.0f, in.scale, in.zero_point);
+  TF_LITE_ENSURE(context, g.relu.act_max >= INT8_MIN && g.relu.act_max <= INT8_MAX);
+  return kTfLiteOk;
+}
+
+::tinyseg::Status Relu6Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  Relu6Quantized(static_cast<int8_t>(g.relu.act_min), static_cast<int8_t>(g.relu.act_max),
+                 r.in_shape, reinterpret_cast<const int8_t*>(r.src), r.out_shape,
+                 reinterpret_cast<int8_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ HARD_SWISH, LEAKY_RELU
+
+// The HardSwishParams hard_swish_common.cc's HardSwishPrepare computes for int8 (float quotients of
+// the high-resolution input scale, 16-bit multipliers); Eval calls TFLM's reference_ops::HardSwish.
+TfLiteStatus PrepareHardSwish(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  HardSwishStage& sv = g.hard_swish;
+  const float hires_input_scale = (1.0f / 128.0f) * in.scale;
+  const float reluish_scale = 3.0f / 32768.0f;
+  int32_t fixedpoint = 0;
+  int16_t fixedpoint16 = 0;
+  QuantizeMultiplier(static_cast<double>(hires_input_scale / out.scale), &fixedpoint,
+                     &sv.output_shift);
+  DownScaleInt32ToInt16Multiplier(fixedpoint, &fixedpoint16);
+  sv.output_multiplier = fixedpoint16;
+  TF_LITE_ENSURE(context, sv.output_shift <= 0);
+  QuantizeMultiplier(static_cast<double>(hires_input_scale / reluish_scale), &fixedpoint,
+                     &sv.reluish_shift);
+  DownScaleInt32ToInt16Multiplier(fixedpoint, &fixedpoint16);
+  sv.reluish_multiplier = fixedpoint16;
+  sv.input_zero_point = in.zero_point;
+  sv.output_zero_point = out.zero_point;
+  return kTfLiteOk;
+}
+
+::tinyseg::Status HardSwishRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  const HardSwishStage& sv = g.hard_swish;
+  HardSwishParams p = {};
+  p.input_zero_point = static_cast<int16_t>(sv.input_zero_point);
+  p.output_zero_point = static_cast<int16_t>(sv.output_zero_point);
+  p.output_multiplier_fixedpoint_int16 = static_cast<int16_t>(sv.output_multiplier);
+  p.output_multiplier_exponent = sv.output_shift;
+  p.reluish_multiplier_fixedpoint_int16 = static_cast<int16_t>(sv.reluish_multiplier);
+  p.reluish_multiplier_exponent = sv.reluish_shift;
+  reference_ops::HardSwish(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src), r.out_shape,
+                           reinterpret_cast<int8_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// The LeakyReluOpData leaky_relu_common.cc computes for int8 (alpha's multiplier from the float
+// product and quotient, the identity's from the float quotient of the scales); Eval calls TFLM's
+// reference_ops::QuantizeLeakyRelu.
+TfLiteStatus PrepareLeakyRelu(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  const flexbuffers::Reference alpha = (*a.fields)[contract::kFieldAlpha];
+  TF_LITE_ENSURE_MSG(context, alpha.IsNumeric(), "StreamChain: LEAKY_RELU needs its alpha");
+  const float al = alpha.AsFloat();
+  TF_LITE_ENSURE_MSG(context, std::isfinite(al), "StreamChain: LEAKY_RELU's alpha is not finite");
+  LeakyReluStage& sv = g.leaky_relu;
+  QuantizeMultiplier(static_cast<double>(in.scale * al / out.scale), &sv.alpha_multiplier,
+                     &sv.alpha_shift);
+  QuantizeMultiplier(static_cast<double>(in.scale / out.scale), &sv.identity_multiplier,
+                     &sv.identity_shift);
+  sv.input_offset = in.zero_point;
+  sv.output_offset = out.zero_point;
+  return kTfLiteOk;
+}
+
+::tinyseg::Status LeakyReluRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  const LeakyReluStage& sv = g.leaky_relu;
+  LeakyReluParams p = {};
+  p.input_offset = sv.input_offset;
+  p.output_offset = sv.output_offset;
+  p.output_multiplier_alpha = sv.alpha_multiplier;
+  p.output_shift_alpha = sv.alpha_shift;
+  p.output_multiplier_identity = sv.identity_multiplier;
+  p.output_shift_identity = sv.identity_shift;
+  reference_ops::QuantizeLeakyRelu(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src),
+                                   r.out_shape, reinterpret_cast<int8_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ PRELU, ELU
+
+// As prelu_common.cc for int8, alpha a constant node input of one row (broadcast along height).
+TfLiteStatus PreparePrelu(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  const int32_t* operands = a.tab->operands + g.operand_begin;
+  TF_LITE_ENSURE_MSG(context,
+                     g.operand_count == 2 && operands[1] >= 0 && operands[1] < NumInputs(a.node),
+                     "StreamChain: PRELU's alpha is a constant input");
+  PreluStage& sv = g.prelu;
+  sv.alpha = operands[1];
+  MicroContext* mc = GetMicroContext(context);
+  TfLiteTensor* alpha = mc->AllocateTempInputTensor(a.node, sv.alpha);
+  TF_LITE_ENSURE(context, alpha != nullptr);
+  const int rank = alpha->dims->size;
+  const bool one_row = rank < 3 || alpha->dims->data[rank - 3] == 1;
+  const bool ok = alpha->type == kTfLiteInt8 && rank <= 4 && one_row;
+  const double m1 = static_cast<double>(in.scale) / static_cast<double>(out.scale);
+  const double m2 = static_cast<double>(in.scale) * static_cast<double>(alpha->params.scale) /
+                    static_cast<double>(out.scale);
+  sv.alpha_offset = -alpha->params.zero_point;
+  mc->DeallocateTempTfLiteTensor(alpha);
+  TF_LITE_ENSURE_MSG(context, ok, "StreamChain: PRELU needs an int8 alpha of one row");
+  QuantizeMultiplier(m1, &sv.multiplier_1, &sv.shift_1);
+  QuantizeMultiplier(m2, &sv.multiplier_2, &sv.shift_2);
+  sv.input_offset = -in.zero_point;
+  sv.output_offset = out.zero_point;
+  return kTfLiteOk;
+}
+
+::tinyseg::Status PreluRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const PreluStage& sv = g.prelu;
+  const TfLiteEvalTensor* alpha = micro::GetEvalInput(v.context, v.node, sv.alpha);
+  PreluParams p = {};
+  p.input_offset = sv.input_offset;
+  p.alpha_offset = sv.alpha_offset;
+  p.output_offset = sv.output_offset;
+  p.output_multiplier_1 = sv.multiplier_1;
+  p.output_shift_1 = sv.shift_1;
+  p.output_multiplier_2 = sv.multiplier_2;
+  p.output_shift_2 = sv.shift_2;
+  reference_ops::BroadcastPrelu4DSlow(
+      p, r.out_shape, reinterpret_cast<const int8_t*>(r.src), micro::GetTensorShape(alpha),
+      micro::GetTensorData<int8_t>(alpha), r.out_shape, reinterpret_cast<int8_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+namespace {
+
+// ELU's transform, as elu.cc's Prepare passes it to its table builder: exp(x) - 1 below zero, in
+// float.
+float EluTransform(float value) { return value < 0.0f ? std::exp(value) - 1.0f : value; }
+
+}  // namespace
+
+// The 256-entry int8 table elu.cc's Prepare fills (its PopulateLookupTable: the same float
+// arithmetic as TFLM's LUTPopulate, called here), kept in the pool; Eval looks each element up.
+TfLiteStatus PrepareElu(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  TF_LITE_ENSURE_STATUS(TakePool(context, *a.d, contract::kStreamLookupTableBytes / sizeof(int32_t),
+                                 a.pool_next, &g.lookup.table));
+  LUTPopulate<int8_t>(in.scale, in.zero_point, out.scale, out.zero_point, EluTransform,
+                      reinterpret_cast<int8_t*>(a.tab->per_channel + g.lookup.table));
+  return kTfLiteOk;
+}
+
+// As elu.cc's EvalUsingLookupTable: each element through the table Prepare filled.
+::tinyseg::Status EluRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const auto* table = reinterpret_cast<const int8_t*>(v.tab.per_channel + g.lookup.table);
+  const auto* x = reinterpret_cast<const int8_t*>(r.src);
+  auto* o = reinterpret_cast<int8_t*>(r.dst);
+  const int32_t n = r.out->width * r.out->channels;
+  for (int32_t i = 0; i < n; ++i) o[i] = LUTLookup(x[i], table);
+  return ::tinyseg::Status::kOk;
+}
+
+}  // namespace tinyseg_stream
+}  // namespace tflite

@@ -1,0 +1,218 @@
+// StreamChain's arithmetic family: ADD, SUB and MUL stages (tinyseg_stream_internal.h), int8, with
+// the parameters TFLM's own Prepare computes (add_common.cc, sub_common.cc, mul_common.cc) for
+// inputs broadcast across width and channels as TFLM's kernels do, along rows only a constant of
+// one row. A row without broadcast goes through CMSIS-NN's elementwise functions in a CMSIS-NN
+// build (ADD, MUL); otherwise TFLM's reference arithmetic.
+#include "tensorflow/lite/c/builtin_op_data.h"
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/kernels/internal/common.h"
+#include "tensorflow/lite/kernels/internal/quantization_util.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/add.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/mul.h"
+#include "tensorflow/lite/kernels/internal/reference/sub.h"
+#include "tensorflow/lite/kernels/internal/types.h"
+#include "tensorflow/lite/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
+#include "tensorflow/lite/micro/micro_context.h"
+
+namespace tflite {
+namespace tinyseg_stream {
+namespace {
+
+// Each operand broadcasts to the output: a constant of one row, or an activation of the output's
+// height; width and channels 1 or the output'ar.
+TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorSlot& out) {
+  TfLiteContext* context = a.context;
+  MicroContext* mc = GetMicroContext(context);
+  for (int32_t k = 0; k < 2; ++k) {
+    const int32_t id = a.tab->operands[g.operand_begin + k];
+    const TensorSlot& x = a.tab->tensor(id);
+    int32_t dims[4] = {1, 1, 1, 1};
+    if (x.constant) {
+      TfLiteTensor* t = mc->AllocateTempInputTensor(a.node, id);
+      TF_LITE_ENSURE(context, t != nullptr);
+      const int rank = t->dims->size;
+      for (int j = 0; j < rank && rank <= 4; ++j) dims[4 - rank + j] = t->dims->data[j];
+      const bool ok = rank <= 4 && t->type == kTfLiteInt8;
+      mc->DeallocateTempTfLiteTensor(t);
+      TF_LITE_ENSURE_MSG(context, ok && dims[1] == 1,
+                         "StreamChain: a constant ADD/SUB/MUL operand has one row");
+    } else {
+      dims[1] = x.height;
+      dims[2] = x.width;
+      dims[3] = x.channels;
+      TF_LITE_ENSURE_MSG(context, dims[1] == out.height,
+                         "StreamChain: ADD/SUB/MUL rows do not broadcast");
+    }
+    TF_LITE_ENSURE_MSG(context,
+                       dims[0] == 1 && (dims[2] == 1 || dims[2] == out.width) &&
+                           (dims[3] == 1 || dims[3] == out.channels),
+                       "StreamChain: ADD/SUB/MUL operands broadcast to the output");
+  }
+  return kTfLiteOk;
+}
+
+// The multipliers: ADD's as add_common.cc (quotients in double); SUB's as sub_common.cc's
+// CalculateOpDataSub for int8 (quotients in float, only then widened to double); MUL's one.
+void Multipliers(StageOp op, const TensorSlot& in1, const TensorSlot& in2, const TensorSlot& out,
+                 ArithmeticStage& ar) {
+  if (op == StageOp::kAdd) {
+    ar.left_shift = 20;  // int8, as add_common.cc
+    const double twice_max = 2 * static_cast<double>(in1.scale > in2.scale ? in1.scale : in2.scale);
+    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in1.scale) / twice_max,
+                                        &ar.input1_multiplier, &ar.input1_shift);
+    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in2.scale) / twice_max,
+                                        &ar.input2_multiplier, &ar.input2_shift);
+    QuantizeMultiplierSmallerThanOneExp(
+        twice_max / ((1 << ar.left_shift) * static_cast<double>(out.scale)), &ar.output_multiplier,
+        &ar.output_shift);
+  } else if (op == StageOp::kSub) {
+    ar.left_shift = 20;
+    const float twice_max = 2 * (in1.scale > in2.scale ? in1.scale : in2.scale);
+    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in1.scale / twice_max),
+                                        &ar.input1_multiplier, &ar.input1_shift);
+    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in2.scale / twice_max),
+                                        &ar.input2_multiplier, &ar.input2_shift);
+    QuantizeMultiplierSmallerThanOneExp(
+        static_cast<double>(twice_max / ((1 << ar.left_shift) * out.scale)), &ar.output_multiplier,
+        &ar.output_shift);
+  } else {
+    QuantizeMultiplier(static_cast<double>(in1.scale) * static_cast<double>(in2.scale) /
+                           static_cast<double>(out.scale),
+                       &ar.output_multiplier, &ar.output_shift);
+  }
+}
+
+}  // namespace
+
+TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  ArithmeticStage& ar = g.arith;
+  TF_LITE_ENSURE_MSG(context, g.operand_count == 2,
+                     "StreamChain: ADD, SUB and MUL take two inputs");
+  ar.input2 = a.tab->operands[g.operand_begin + 1];
+  TF_LITE_ENSURE_STATUS(CheckOperands(a, g, out));
+  const TensorSlot& in1 = a.tab->tensor(a.tab->operands[g.operand_begin]);
+  const TensorSlot& in2 = a.tab->tensor(ar.input2);
+  ar.input1_offset = -in1.zero_point;
+  ar.input2_offset = -in2.zero_point;
+  ar.output_offset = out.zero_point;
+  Multipliers(g.op, in1, in2, out, ar);
+  TfLiteTensor out_q = QuantView(out);
+  return CalculateActivationRangeQuantized(context, a.f.activation, &out_q, &ar.act_min,
+                                           &ar.act_max);
+}
+
+namespace {
+
+// Operand k's data and shape for this row: row y of an activation (1 x 1 x W x C), or a constant
+// whole (one row for all). `*same` stays true while every operand has the output's row shape.
+::tinyseg::Status Operand(const EvalState& v, const StageSlot& g, const StageRow& r, int32_t k,
+                          const uint8_t** data, RuntimeShape* shape, bool* same) {
+  const int32_t id = v.tab.operands[g.operand_begin + k];
+  const TensorSlot& x = v.tab.tensor(id);
+  if (x.constant) {
+    const TfLiteEvalTensor* t = micro::GetEvalInput(v.context, v.node, x.node_index);
+    *data = static_cast<const uint8_t*>(t->data.data);
+    int32_t dims[4] = {1, 1, 1, 1};
+    const int rank = t->dims->size < 4 ? t->dims->size : 4;
+    for (int j = 0; j < rank; ++j) dims[j] = t->dims->data[j];
+    shape->ReplaceWith(rank, dims);
+    *same = false;
+    return ::tinyseg::Status::kOk;
+  }
+  TINYSEG_RETURN_IF_ERROR(Band(v, id, r.y, r.y, data));
+  const int32_t dims[4] = {1, 1, x.width, x.channels};
+  shape->ReplaceWith(4, dims);
+  *same = *same && x.width == r.out->width && x.channels == r.out->channels;
+  return ::tinyseg::Status::kOk;
+}
+
+// ADD or MUL without broadcast through CMSIS-NN (a CMSIS-NN build only).
+bool CmsisRow(StageOp op, const ArithmeticStage& ar, const int8_t* a, const int8_t* b, int8_t* o,
+              int32_t size) {
+  tinyseg_ops::ElementwiseRow e = {};
+  e.input1 = a;
+  e.input2 = b;
+  e.output = o;
+  e.size = size;
+  e.input1_offset = ar.input1_offset;
+  e.input1_multiplier = ar.input1_multiplier;
+  e.input1_shift = ar.input1_shift;
+  e.input2_offset = ar.input2_offset;
+  e.input2_multiplier = ar.input2_multiplier;
+  e.input2_shift = ar.input2_shift;
+  e.left_shift = ar.left_shift;
+  e.output_offset = ar.output_offset;
+  e.output_multiplier = ar.output_multiplier;
+  e.output_shift = ar.output_shift;
+  e.act_min = ar.act_min;
+  e.act_max = ar.act_max;
+  return op == StageOp::kAdd ? tinyseg_ops::CmsisAddRow(e) : tinyseg_ops::CmsisMulRow(e);
+}
+
+ArithmeticParams ParamsOf(StageOp op, const ArithmeticStage& ar) {
+  ArithmeticParams p = {};
+  p.input1_offset = ar.input1_offset;
+  p.input2_offset = ar.input2_offset;
+  p.output_offset = ar.output_offset;
+  p.output_multiplier = ar.output_multiplier;
+  p.output_shift = ar.output_shift;
+  p.quantized_activation_min = ar.act_min;
+  p.quantized_activation_max = ar.act_max;
+  if (op != StageOp::kMul) {
+    p.left_shift = ar.left_shift;
+    p.input1_multiplier = ar.input1_multiplier;
+    p.input1_shift = ar.input1_shift;
+    p.input2_multiplier = ar.input2_multiplier;
+    p.input2_shift = ar.input2_shift;
+  }
+  return p;
+}
+
+}  // namespace
+
+::tinyseg::Status ArithmeticRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const uint8_t* data[2] = {nullptr, nullptr};
+  RuntimeShape shapes[2];
+  bool same = true;
+  for (int32_t k = 0; k < 2; ++k) {
+    TINYSEG_RETURN_IF_ERROR(Operand(v, g, r, k, &data[k], &shapes[k], &same));
+  }
+  const auto* a = reinterpret_cast<const int8_t*>(data[0]);
+  const auto* b = reinterpret_cast<const int8_t*>(data[1]);
+  auto* o = reinterpret_cast<int8_t*>(r.dst);
+  // No broadcast: CMSIS-NN's elementwise functions in a CMSIS-NN build (TFLM has no CMSIS-NN SUB).
+  if (same && g.op != StageOp::kSub &&
+      CmsisRow(g.op, g.arith, a, b, o, r.out->width * r.out->channels)) {
+    CountOptimizedRow(v);
+    return ::tinyseg::Status::kOk;
+  }
+  const ArithmeticParams p = ParamsOf(g.op, g.arith);
+  const RuntimeShape& os = r.out_shape;
+  if (g.op == StageOp::kAdd) {
+    if (same) {
+      reference_integer_ops::Add(p, os, a, os, b, os, o);
+    } else {
+      reference_integer_ops::BroadcastAdd4DSlow(p, shapes[0], a, shapes[1], b, os, o);
+    }
+  } else if (g.op == StageOp::kSub) {  // as sub.cc's EvalSubQuantized
+    if (same) {
+      reference_ops::Sub(p, os, a, os, b, os, o);
+    } else {
+      reference_ops::BroadcastQuantSubSlow(p, shapes[0], a, shapes[1], b, os, o);
+    }
+  } else if (same) {
+    reference_integer_ops::Mul(p, os, a, os, b, os, o);
+  } else {
+    reference_integer_ops::BroadcastMul4DSlow(p, shapes[0], a, shapes[1], b, os, o);
+  }
+  return ::tinyseg::Status::kOk;
+}
+
+}  // namespace tinyseg_stream
+}  // namespace tflite

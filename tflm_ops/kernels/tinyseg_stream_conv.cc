@@ -1,0 +1,325 @@
+// StreamChain's convolution family: CONV_2D, DEPTHWISE_CONV_2D and TRANSPOSE_CONV stages
+// (tinyseg_stream_internal.h). Prepare computes what TFLM's own Prepare does for an int8 filter,
+// an optional int32 bias and per-channel requantization (the multipliers and shifts in the pool);
+// a row runs TFLM's reference arithmetic on the band of input rows, or CMSIS-NN's in a CMSIS-NN
+// build (tinyseg_stream_cmsis.h).
+#include "tensorflow/lite/c/builtin_op_data.h"
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/kernels/internal/common.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/conv.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/depthwise_conv.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/transpose_conv.h"
+#include "tensorflow/lite/kernels/internal/types.h"
+#include "tensorflow/lite/kernels/kernel_util.h"
+#include "tensorflow/lite/kernels/padding.h"
+#include "tensorflow/lite/micro/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
+#include "tensorflow/lite/micro/micro_context.h"
+#include "tensorflow/lite/micro/micro_log.h"
+
+namespace tflite {
+namespace tinyseg_stream {
+namespace {
+
+// TFLM's reference arithmetic, called through pointers the compiler may not read at compile time
+// (volatile), so that it never inlines them here. Each has one call site, so GCC would inline it
+// and its six nested loops would then share the register allocation of the surrounding function:
+// the innermost loop (one multiply-accumulate) reloads the input offset, the filter row and the
+// trip count from the stack, 10 or 11 instructions instead of the 8 of TFLM's own out-of-line copy
+// (conv.cc), +19% on a streamed Tiny U-Net. Called through the pointer, the function is compiled on
+// its own, as TFLM's kernels compile it; one indirect call per output row costs nothing next to
+// its loops.
+using ConvFn = void (*)(const ConvParams&, const int32_t*, const int32_t*, const RuntimeShape&,
+                        const int8_t*, const RuntimeShape&, const int8_t*, const RuntimeShape&,
+                        const int32_t*, const RuntimeShape&, int8_t*);
+using DepthwiseFn = void (*)(const DepthwiseParams&, const int32_t*, const int32_t*,
+                             const RuntimeShape&, const int8_t*, const RuntimeShape&, const int8_t*,
+                             const RuntimeShape&, const int32_t*, const RuntimeShape&, int8_t*);
+using TransposeConvFn = void (*)(const ConvParams&, const int32_t*, const int32_t*,
+                                 const RuntimeShape&, const int8_t*, const RuntimeShape&,
+                                 const int8_t*, const RuntimeShape&, const int32_t*,
+                                 const RuntimeShape&, int8_t*, const RuntimeShape&, int8_t*,
+                                 int32_t*);
+const volatile ConvFn kConvPerChannel = &reference_integer_ops::ConvPerChannel;
+const volatile DepthwiseFn kDepthwiseConvPerChannel =
+    &reference_integer_ops::DepthwiseConvPerChannel;
+const volatile TransposeConvFn kTransposeConv = &reference_integer_ops::TransposeConv;
+
+// ------------------------------------------------------------ Prepare
+
+// The output size from the geometry, and the row rule: CONV_2D and DEPTHWISE_CONV_2D read a window
+// of (filter_h - 1) * dilation + 1 rows every stride rows; TRANSPOSE_CONV (padding from the
+// output's size, as TFLM's) streams only when stride >= kernel height, each output row then coming
+// from one input row.
+bool Geometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const TensorSlot& out,
+              const TfLiteTensor* filter) {
+  ConvStage& c = g.conv;
+  int oh = 0, ow = 0;
+  g.rule.resamples = 1;
+  if (g.op != StageOp::kTransposeConv) {
+    const TfLitePaddingValues pad =
+        ComputePaddingHeightWidth(c.stride_h, c.stride_w, c.dilation_h, c.dilation_w, in.height,
+                                  in.width, c.filter_h, c.filter_w, a.f.padding, &oh, &ow);
+    c.pad_h = pad.height;
+    c.pad_w = pad.width;
+    g.rule.num = c.stride_h;
+    g.rule.before = c.pad_h;
+    g.rule.after = (c.filter_h - 1) * c.dilation_h - c.pad_h;
+    return oh == out.height && ow == out.width &&
+           (g.op == StageOp::kDepthwiseConv2d || filter->dims->data[3] == in.channels);
+  }
+  const TfLitePaddingValues pad =
+      ComputePaddingHeightWidth(c.stride_h, c.stride_w, 1, 1, out.height, out.width, c.filter_h,
+                                c.filter_w, a.f.padding, &oh, &ow);
+  c.pad_h = pad.height;
+  c.pad_w = pad.width;
+  g.rule.den = c.stride_h;
+  const bool ok = c.stride_h >= c.filter_h && pad.height == 0 &&
+                  out.height == in.height * c.stride_h && filter->dims->data[3] == in.channels;
+  if (ok && a.d->op_scratch < static_cast<int64_t>(out.width) * out.channels * 4) {
+    MicroPrintf("StreamChain: op_scratch is smaller than one TRANSPOSE_CONV output row");
+    return false;
+  }
+  return ok;
+}
+
+// Filter and bias types, the geometry, the pool entries and TFLM's per-channel requantization.
+TfLiteStatus PrepareWith(const StageArgs& a, StageSlot& g, const TensorSlot& in,
+                         const TensorSlot& out, TfLiteTensor* filter, TfLiteTensor* bias) {
+  TfLiteContext* context = a.context;
+  ConvStage& c = g.conv;
+  const bool depthwise = g.op == StageOp::kDepthwiseConv2d;  // filter [1, kh, kw, C_out]
+  const bool types_ok =
+      filter->type == kTfLiteInt8 && filter->dims->size == 4 &&
+      filter->dims->data[depthwise ? 3 : 0] == out.channels &&
+      (!depthwise || (filter->dims->data[0] == 1 && out.channels % in.channels == 0)) &&
+      (bias == nullptr || (bias->type == kTfLiteInt32 && NumElements(bias) == out.channels));
+  if (!types_ok) {
+    MicroPrintf("StreamChain: a convolution stage needs an int8 filter and int32 bias");
+    return kTfLiteError;
+  }
+  c.filter_h = filter->dims->data[1];
+  c.filter_w = filter->dims->data[2];
+  if (!Geometry(a, g, in, out, filter)) {
+    MicroPrintf("StreamChain: stage %d's geometry does not match", static_cast<int>(a.index));
+    return kTfLiteError;
+  }
+  TF_LITE_ENSURE_STATUS(
+      TakePool(context, *a.d, 2 * static_cast<int64_t>(out.channels), a.pool_next, &c.per_channel));
+  TfLiteTensor in_q = QuantView(in);
+  TfLiteTensor out_q = QuantView(out);
+  int32_t unused_multiplier = 0;
+  int unused_shift = 0;
+  static_assert(sizeof(int) == sizeof(int32_t), "shift arrays are int32");
+  int32_t* pool = a.tab->per_channel + c.per_channel;
+  const TfLiteStatus status = PopulateConvolutionQuantizationParams(
+      context, &in_q, filter, bias, &out_q, a.f.activation, &unused_multiplier, &unused_shift,
+      &c.act_min, &c.act_max, pool, pool + out.channels, out.channels);
+  c.input_offset = -in.zero_point;
+  c.output_offset = out.zero_point;
+  return status;
+}
+
+}  // namespace
+
+TfLiteStatus PrepareConv(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  ConvStage& c = g.conv;
+  // Constants: CONV_2D and DEPTHWISE_CONV_2D [filter, bias]; TRANSPOSE_CONV [output shape,
+  // filter, bias].
+  const int32_t first = g.op == StageOp::kTransposeConv ? 1 : 0;
+  c.filter = ConstantOperand(*a.tab, g, first, false);
+  c.bias = ConstantOperand(*a.tab, g, first + 1, true);
+  c.stride_h = a.f.stride_h;
+  c.stride_w = a.f.stride_w;
+  c.dilation_h = a.f.dilation_h;
+  c.dilation_w = a.f.dilation_w;
+  c.per_channel = -1;
+  TF_LITE_ENSURE(context, c.filter >= 0 && c.filter < NumInputs(a.node));
+  TF_LITE_ENSURE(context, c.bias < NumInputs(a.node));
+  MicroContext* mc = GetMicroContext(context);
+  TfLiteTensor* filter = mc->AllocateTempInputTensor(a.node, c.filter);
+  TF_LITE_ENSURE(context, filter != nullptr);
+  TfLiteTensor* bias = c.bias >= 0 ? mc->AllocateTempInputTensor(a.node, c.bias) : nullptr;
+  const TfLiteStatus status = PrepareWith(a, g, in, out, filter, bias);
+  mc->DeallocateTempTfLiteTensor(filter);
+  if (bias != nullptr) mc->DeallocateTempTfLiteTensor(bias);
+  return status;
+}
+
+// ------------------------------------------------------------ rows
+
+namespace {
+
+// A convolution stage's row as tinyseg_stream_cmsis.h takes it (the band: `rows` input rows from
+// `src`, with its own top padding `pad_top`).
+tinyseg_ops::BandConv BandConvOf(const EvalState& v, const ConvStage& c, const StageRow& r,
+                                 int32_t pad_top, const TfLiteEvalTensor* filter,
+                                 const TfLiteEvalTensor* bias) {
+  tinyseg_ops::BandConv b = {};
+  b.input = reinterpret_cast<const int8_t*>(r.src);
+  b.in_h = r.rows;
+  b.in_w = r.in->width;
+  b.in_c = r.in->channels;
+  b.filter = micro::GetTensorData<int8_t>(filter);
+  b.filter_h = c.filter_h;
+  b.filter_w = c.filter_w;
+  b.filter_c = filter->dims->data[3];
+  b.bias = micro::GetOptionalTensorData<int32_t>(bias);
+  b.output = reinterpret_cast<int8_t*>(r.dst);
+  b.out_w = r.out->width;
+  b.out_c = r.out->channels;
+  b.stride_h = c.stride_h;
+  b.stride_w = c.stride_w;
+  b.dilation_h = c.dilation_h;
+  b.dilation_w = c.dilation_w;
+  b.pad_h = pad_top;
+  b.pad_w = c.pad_w;
+  b.input_offset = c.input_offset;
+  b.output_offset = c.output_offset;
+  b.act_min = c.act_min;
+  b.act_max = c.act_max;
+  b.multiplier = v.tab.per_channel + c.per_channel;
+  b.shift = v.tab.per_channel + c.per_channel + r.out->channels;
+  return b;
+}
+
+const TfLiteEvalTensor* Bias(const EvalState& v, const ConvStage& c) {
+  return c.bias >= 0 ? micro::GetEvalInput(v.context, v.node, c.bias) : nullptr;
+}
+
+}  // namespace
+
+::tinyseg::Status ConvRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const ConvStage& c = g.conv;
+  ConvParams p = {};
+  p.padding_type = PaddingType::kSame;
+  p.padding_values.width = static_cast<int16_t>(c.pad_w);
+  // The band starts at input row lo: its own top padding.
+  p.padding_values.height = static_cast<int16_t>(r.lo - (r.y * c.stride_h - c.pad_h));
+  p.stride_width = static_cast<int16_t>(c.stride_w);
+  p.stride_height = static_cast<int16_t>(c.stride_h);
+  p.dilation_width_factor = static_cast<int16_t>(c.dilation_w);
+  p.dilation_height_factor = static_cast<int16_t>(c.dilation_h);
+  p.input_offset = c.input_offset;
+  p.output_offset = c.output_offset;
+  p.quantized_activation_min = c.act_min;
+  p.quantized_activation_max = c.act_max;
+  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
+  const TfLiteEvalTensor* bias = Bias(v, c);
+  if (tinyseg_ops::CmsisConvRow(BandConvOf(v, c, r, p.padding_values.height, filter, bias),
+                                v.op_scratch, v.d->op_scratch)) {
+    CountOptimizedRow(v);
+    return ::tinyseg::Status::kOk;
+  }
+  const int32_t* pool = v.tab.per_channel + c.per_channel;
+  kConvPerChannel(p, pool, pool + r.out->channels, r.in_shape,
+                  reinterpret_cast<const int8_t*>(r.src), micro::GetTensorShape(filter),
+                  micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
+                  micro::GetOptionalTensorData<int32_t>(bias), r.out_shape,
+                  reinterpret_cast<int8_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+::tinyseg::Status DepthwiseConvRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const ConvStage& c = g.conv;
+  DepthwiseParams p = {};
+  p.padding_type = PaddingType::kSame;
+  p.padding_values.width = static_cast<int16_t>(c.pad_w);
+  p.padding_values.height = static_cast<int16_t>(r.lo - (r.y * c.stride_h - c.pad_h));
+  p.stride_width = static_cast<int16_t>(c.stride_w);
+  p.stride_height = static_cast<int16_t>(c.stride_h);
+  p.dilation_width_factor = static_cast<int16_t>(c.dilation_w);
+  p.dilation_height_factor = static_cast<int16_t>(c.dilation_h);
+  p.depth_multiplier = static_cast<int16_t>(r.out->channels / r.in->channels);
+  p.input_offset = c.input_offset;
+  p.weights_offset = 0;
+  p.output_offset = c.output_offset;
+  p.quantized_activation_min = c.act_min;
+  p.quantized_activation_max = c.act_max;
+  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
+  const TfLiteEvalTensor* bias = Bias(v, c);
+  tinyseg_ops::BandConv b = BandConvOf(v, c, r, p.padding_values.height, filter, bias);
+  b.depth_multiplier = p.depth_multiplier;
+  if (tinyseg_ops::CmsisDepthwiseConvRow(b, v.op_scratch, v.d->op_scratch)) {
+    CountOptimizedRow(v);
+    return ::tinyseg::Status::kOk;
+  }
+  const int32_t* pool = v.tab.per_channel + c.per_channel;
+  kDepthwiseConvPerChannel(p, pool, pool + r.out->channels, r.in_shape,
+                           reinterpret_cast<const int8_t*>(r.src), micro::GetTensorShape(filter),
+                           micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
+                           micro::GetOptionalTensorData<int32_t>(bias), r.out_shape,
+                           reinterpret_cast<int8_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+namespace {
+
+// CMSIS-NN's TRANSPOSE_CONV row in a CMSIS-NN build, when op_scratch holds its buffer.
+bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r,
+                       int32_t filter_row, const TfLiteEvalTensor* filter,
+                       const TfLiteEvalTensor* bias) {
+  tinyseg_ops::BandTransposeConv t = {};
+  t.input = reinterpret_cast<const int8_t*>(r.src);
+  t.in_w = r.in->width;
+  t.in_c = r.in->channels;
+  t.filter = micro::GetTensorData<int8_t>(filter);
+  t.filter_h = c.filter_h;
+  t.filter_w = c.filter_w;
+  t.filter_row = filter_row;
+  t.bias = micro::GetOptionalTensorData<int32_t>(bias);
+  t.output = reinterpret_cast<int8_t*>(r.dst);
+  t.out_w = r.out->width;
+  t.out_c = r.out->channels;
+  t.stride_w = c.stride_w;
+  t.pad_w = c.pad_w;
+  t.input_offset = c.input_offset;
+  t.output_offset = c.output_offset;
+  t.act_min = c.act_min;
+  t.act_max = c.act_max;
+  t.multiplier = v.tab.per_channel + c.per_channel;
+  t.shift = v.tab.per_channel + c.per_channel + r.out->channels;
+  return tinyseg_ops::CmsisTransposeConvRow(t, v.op_scratch, v.d->op_scratch);
+}
+
+}  // namespace
+
+// Output row y comes from input row lo = y / stride alone (stride >= kernel): the band is that
+// row, and the shifted padding selects filter row y - lo * stride.
+::tinyseg::Status TransposeConvRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const ConvStage& c = g.conv;
+  ConvParams p = {};
+  p.padding_type = PaddingType::kSame;
+  p.padding_values.width = static_cast<int16_t>(c.pad_w);
+  p.padding_values.height = static_cast<int16_t>(r.y - r.lo * c.stride_h + c.pad_h);
+  p.stride_width = static_cast<int16_t>(c.stride_w);
+  p.stride_height = static_cast<int16_t>(c.stride_h);
+  p.dilation_width_factor = 1;
+  p.dilation_height_factor = 1;
+  p.input_offset = c.input_offset;
+  p.output_offset = c.output_offset;
+  p.quantized_activation_min = c.act_min;
+  p.quantized_activation_max = c.act_max;
+  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
+  const TfLiteEvalTensor* bias = Bias(v, c);
+  if (r.rows == 1 && CmsisTransposeRow(v, c, r, p.padding_values.height, filter, bias)) {
+    CountOptimizedRow(v);
+    if (v.stats != nullptr) ++v.stats->optimized_transpose_conv_rows;
+    return ::tinyseg::Status::kOk;
+  }
+  const int32_t* pool = v.tab.per_channel + c.per_channel;
+  kTransposeConv(p, pool, pool + r.out->channels, r.in_shape,
+                 reinterpret_cast<const int8_t*>(r.src), micro::GetTensorShape(filter),
+                 micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
+                 micro::GetOptionalTensorData<int32_t>(bias), r.out_shape,
+                 reinterpret_cast<int8_t*>(r.dst), RuntimeShape(), nullptr, v.op_scratch);
+  return ::tinyseg::Status::kOk;
+}
+
+}  // namespace tinyseg_stream
+}  // namespace tflite

@@ -1,0 +1,169 @@
+// StreamChain's row plumbing at Eval (tinyseg_stream_internal.h): band views of a tensor's rows
+// (node tensors in place, body tensors in their RowRing), the window a stage reads, the row a stage
+// writes, fetched rows decoded into their ring, and the spilled tensors' row streams.
+#include <new>
+
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/micro/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_common.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
+#include "tensorflow/lite/micro/micro_log.h"
+#include "tinyseg/chain_schedule.h"
+
+namespace tflite {
+namespace tinyseg_stream {
+namespace {
+
+uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
+  const TfLiteEvalTensor* t = s.kind == Kind::kNodeInput
+                                  ? micro::GetEvalInput(v.context, v.node, s.node_index)
+                                  : micro::GetEvalOutput(v.context, v.node, s.node_index);
+  return t == nullptr ? nullptr : static_cast<uint8_t*>(t->data.data);
+}
+
+}  // namespace
+
+// Rows [lo, hi] of a local tensor as one contiguous block (a band view).
+::tinyseg::Status Band(const EvalState& v, int32_t id, int32_t lo, int32_t hi,
+                       const uint8_t** out) {
+  const TensorSlot& s = v.tab.tensor(id);
+  if (lo > hi) {  // the window reads only padding: any valid pointer, zero rows
+    *out = reinterpret_cast<const uint8_t*>(&s);
+    return ::tinyseg::Status::kOk;
+  }
+  if (s.kind != Kind::kBody) {
+    const uint8_t* base = NodeData(v, s);
+    if (base == nullptr || lo < 0 || hi >= s.height) return ::tinyseg::Status::kOutOfRange;
+    *out = base + static_cast<size_t>(lo) * static_cast<size_t>(s.row_bytes);
+    return ::tinyseg::Status::kOk;
+  }
+  return s.ring.Rows(lo, hi, out);
+}
+
+::tinyseg::Status Window(const EvalState& v, int32_t stage, int32_t id, int32_t y, int32_t* lo,
+                         int32_t* hi) {
+  for (int32_t e = 0; e < v.d->num_edges; ++e) {
+    const ::tinyseg::ChainEdge& edge = v.tab.edges[e];
+    if (edge.stage == stage && edge.tensor == id) {
+      ::tinyseg::RowWindow(edge.map, y, lo, hi);
+      return ::tinyseg::Status::kOk;
+    }
+  }
+  return ::tinyseg::Status::kInvalidArgument;
+}
+
+// Where the stage writes output row y: the node output in place, or a row reserved in its ring
+// (dropping the rows no reader needs any more).
+::tinyseg::Status OutputRow(const EvalState& v, const StageSlot& g, int32_t y, uint8_t** dst) {
+  TensorSlot& out = v.tab.tensor(g.output);
+  if (out.kind == Kind::kNodeOutput) {
+    uint8_t* base = NodeData(v, out);
+    if (base == nullptr) return ::tinyseg::Status::kInvalidArgument;
+    *dst = base + static_cast<size_t>(y) * static_cast<size_t>(out.row_bytes);
+    return ::tinyseg::Status::kOk;
+  }
+  int32_t keep = v.schedule->lowest_needed(g.output);
+  if (keep > y) keep = y;
+  return out.ring.Reserve(y, keep, dst);
+}
+
+::tinyseg::Status FetchRow(const EvalState& v, int32_t id, int32_t row) {
+  TensorSlot& s = v.tab.tensor(id);
+  if (s.fetch_slot < 0) return ::tinyseg::Status::kInvalidArgument;
+  int32_t keep = v.schedule->lowest_needed(id);
+  if (keep > row) keep = row;
+  uint8_t* dst = nullptr;
+  TINYSEG_RETURN_IF_ERROR(s.ring.Reserve(row, keep, &dst));
+  const size_t bytes = static_cast<size_t>(s.row_bytes);
+  const ::tinyseg::Status st = v.rt->spill->FetchRange(
+      static_cast<uint32_t>(s.fetch_slot), static_cast<size_t>(row) * bytes, bytes, dst);
+  if (!::tinyseg::Ok(st)) {
+    MicroPrintf("StreamChain: fetching row %d of slot %u failed: %s%s", static_cast<int>(row),
+                static_cast<unsigned>(s.fetch_slot), ::tinyseg::StatusName(st),
+                tinyseg_ops::StorageFaultHint(st));
+    return st;
+  }
+  ++v.rt->stats.fetches;
+  v.rt->stats.fetched_bytes += bytes;
+  return ::tinyseg::Status::kOk;
+}
+
+// The eval state: the runtime (when the chain spills or fetches), the scratch buffers, the rings
+// over them and every fetched slot checked.
+TfLiteStatus BeginEval(TfLiteContext* context, TfLiteNode* node, EvalState* v, uint8_t** rings) {
+  const auto* d = static_cast<const StreamOpData*>(node->user_data);
+  v->context = context;
+  v->node = node;
+  v->d = d;
+  v->tab = Layout(*d);
+  v->rt = nullptr;
+  v->schedule = nullptr;
+  if (d->spilled > 0 || d->fetched > 0) {
+    v->rt = tinyseg_ops::GetRuntime(context, kOp);
+    if (v->rt == nullptr) return kTfLiteError;
+  }
+  *rings = d->ring_index >= 0
+               ? static_cast<uint8_t*>(context->GetScratchBuffer(context, d->ring_index))
+               : nullptr;
+  TF_LITE_ENSURE(context, *rings != nullptr || (d->ring_bytes == 0 && d->spilled == 0));
+  v->op_scratch =
+      d->op_scratch > 0
+          ? static_cast<int32_t*>(context->GetScratchBuffer(context, d->op_scratch_index))
+          : nullptr;
+  ::tinyseg::Runtime* attached = tinyseg_ops::PeekRuntime(context);
+  v->stats = attached != nullptr ? &attached->stats : nullptr;
+  for (int32_t i = 0; i < d->num_tensors; ++i) {
+    TensorSlot& ts = v->tab.tensor(i);
+    if (ts.ring_rows > 0) {
+      TF_LITE_ENSURE(context, ::tinyseg::Ok(ts.ring.Init(*rings + ts.ring_offset, ts.ring_rows,
+                                                         static_cast<size_t>(ts.row_bytes))));
+    }
+    if (ts.fetch_slot >= 0) {
+      const size_t raw = static_cast<size_t>(ts.height) * static_cast<size_t>(ts.row_bytes);
+      TF_LITE_ENSURE_STATUS(
+          tinyseg_ops::CheckSlot(*v->rt, static_cast<uint32_t>(ts.fetch_slot), raw, kOp));
+    }
+  }
+  return kTfLiteOk;
+}
+
+// One row stream per spilled tensor, its codec block after the rings.
+TfLiteStatus OpenStreams(const EvalState& v, uint8_t* rings) {
+  const StreamOpData* d = v.d;
+  const flexbuffers::Map m = flexbuffers::GetRoot(d->options, d->options_bytes).AsMap();
+  for (int32_t k = 0; k < d->num_spill; ++k) {
+    const int32_t id = v.tab.order[d->num_order - d->num_spill + k];
+    const TensorSlot& s = v.tab.tensor(id);
+    uint8_t* accumulator =
+        rings + d->ring_bytes + static_cast<size_t>(k) * static_cast<size_t>(d->block);
+    const ::tinyseg::Status st = v.rt->spill->BeginStream(
+        SpillSlot(m, k), static_cast<size_t>(s.height) * static_cast<size_t>(s.row_bytes), 1,
+        accumulator, new (&v.tab.stream(k))::tinyseg::SpillStream(),
+        static_cast<uint32_t>(d->block));
+    if (!::tinyseg::Ok(st)) {
+      MicroPrintf("StreamChain: opening the row stream of slot %u failed: %s",
+                  static_cast<unsigned>(SpillSlot(m, k)), ::tinyseg::StatusName(st));
+      return kTfLiteError;
+    }
+  }
+  return kTfLiteOk;
+}
+
+TfLiteStatus CloseStreams(const EvalState& v) {
+  for (int32_t k = 0; k < v.d->num_spill; ++k) {
+    ::tinyseg::SpillStream& stream = v.tab.stream(k);
+    const ::tinyseg::Status end = v.rt->spill->EndStream(&stream);
+    if (!::tinyseg::Ok(end)) {
+      MicroPrintf("StreamChain: closing the row stream of slot %u failed: %s%s",
+                  static_cast<unsigned>(stream.slot), ::tinyseg::StatusName(end),
+                  tinyseg_ops::StorageFaultHint(end));
+      return kTfLiteError;
+    }
+    ++v.rt->stats.spills;
+    v.rt->stats.spilled_bytes += stream.total;
+  }
+  return kTfLiteOk;
+}
+
+}  // namespace tinyseg_stream
+}  // namespace tflite

@@ -1,0 +1,383 @@
+// StreamChain's internal types, shared by the dispatcher (tinyseg_stream.cc), the body tables
+// (tinyseg_stream_body.cc), the row plumbing (tinyseg_stream_eval.cc) and the stage families
+// (tinyseg_stream_conv.cc, _pool.cc, _arithmetic.cc, _activation.cc, _layout.cc).
+//
+// A stage family supplies a Prepare (the operator's checks and parameters, as TFLM's own Prepare
+// computes them, into its typed state in the StageSlot union) and a Row function (one output row
+// from the band of input rows its row map gives); the dispatcher finds both in kStages by the
+// stage's operator. Not part of any public interface.
+#ifndef TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_STREAM_INTERNAL_H_
+#define TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_STREAM_INTERNAL_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensorflow/lite/c/builtin_op_data.h"
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/kernels/internal/types.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_common.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_contract.h"
+#include "tinyseg/chain_schedule.h"
+#include "tinyseg/row_ring.h"
+
+namespace tflite {
+namespace tinyseg_stream {
+
+namespace contract = tinyseg_ops::contract;
+using contract::StageOp;
+
+constexpr char kOp[] = "StreamChain";
+
+// ------------------------------------------------------------ persistent layout
+
+// Init: the option numbers and the buffer indices.
+struct StreamOpData {
+  const uint8_t* options;  // the model's FlexBuffers map (the model outlives the interpreter)
+  uint8_t* tables;         // Prepare: the persistent block (Tables below)
+  size_t options_bytes;
+  int32_t ring_bytes;
+  int32_t op_scratch;
+  int32_t spilled;
+  int32_t fetched;
+  int32_t block;
+  int32_t num_tensors;  // chain-local: node inputs, node outputs, body tensors
+  int32_t num_stages;
+  int32_t num_edges;
+  int32_t num_operands;
+  int32_t num_order;  // outputs the schedule pulls: node outputs, then spilled
+  int32_t num_spill;
+  int32_t per_channel;  // int32 entries of the pool: multiplier/shift per channel, lookup tables
+  int ring_index;       // RequestScratchBufferInArena takes int*
+  int op_scratch_index;
+};
+static_assert(sizeof(StreamOpData) <= contract::kStreamChainOpDataBytes,
+              "contract: StreamChain OpData");
+
+enum class Kind : int32_t { kNodeInput = 0, kNodeOutput = 1, kBody = 2 };
+
+// One chain-local tensor.
+struct TensorSlot {
+  ::tinyseg::RowRing ring;
+  int32_t height;
+  int32_t width;
+  int32_t channels;
+  int32_t row_bytes;
+  int32_t type;  // TfLiteType
+  int32_t zero_point;
+  float scale;
+  Kind kind;
+  int32_t node_index;   // kNodeInput / kNodeOutput: index among the node's inputs / outputs
+  int32_t ring_rows;    // 0: no ring
+  int32_t ring_offset;  // bytes into the ring scratch
+  int32_t stream;       // index of its SpillStream; -1
+  int32_t fetch_slot;   // storage slot it is fetched from; -1
+  int32_t constant;     // 1: a constant input of the node (never streamed: no schedule edge)
+};
+static_assert(sizeof(TensorSlot) <= contract::kStreamTensorBytes,
+              "contract: StreamChain tensor record");
+
+// ------------------------------------------------------------ per-family stage state
+
+// CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV (tinyseg_stream_conv.cc).
+struct ConvStage {
+  int32_t filter;  // node input index
+  int32_t bias;    // node input index; -1
+  int32_t stride_h, stride_w, dilation_h, dilation_w;
+  int32_t filter_h, filter_w;
+  int32_t pad_h, pad_w;  // TFLM's padding of the whole operator
+  int32_t input_offset, output_offset;
+  int32_t act_min, act_max;
+  int32_t per_channel;  // offset of multiplier[C] then shift[C] in the pool
+};
+
+// MAX_POOL_2D, AVERAGE_POOL_2D (tinyseg_stream_pool.cc).
+struct PoolStage {
+  int32_t stride_h, stride_w;
+  int32_t filter_h, filter_w;
+  int32_t pad_h, pad_w;
+  int32_t act_min, act_max;
+};
+
+// ADD, SUB, MUL (tinyseg_stream_arithmetic.cc): ArithmeticParams' int8 fields.
+struct ArithmeticStage {
+  int32_t input2;  // second activation input (local id)
+  int32_t input1_offset, input2_offset, output_offset;
+  int32_t left_shift;
+  int32_t input1_multiplier, input2_multiplier, output_multiplier;
+  int input1_shift, input2_shift, output_shift;
+  int32_t act_min, act_max;
+};
+
+// QUANTIZE (requantize) and DEQUANTIZE (input_offset: the zero point)
+// (tinyseg_stream_activation.cc).
+struct QuantizeStage {
+  int32_t input_offset, output_offset;
+  int32_t multiplier;
+  int shift;
+};
+
+// LOGISTIC and TANH: the input's fixed-point rescaling (TFLM's int shifts).
+struct SigmoidStage {
+  int32_t input_zero_point;
+  int32_t input_multiplier;
+  int input_left_shift;
+  int32_t input_range_radius;
+};
+
+// RELU (ReluOpData's parameters) and RELU6 (only the clamp).
+struct ReluStage {
+  int32_t input_offset, output_offset;
+  int32_t multiplier;
+  int shift;
+  int32_t act_min, act_max;
+};
+
+// HARD_SWISH (HardSwishParams' multipliers, 16-bit).
+struct HardSwishStage {
+  int32_t input_zero_point, output_zero_point;
+  int32_t output_multiplier, reluish_multiplier;
+  int output_shift, reluish_shift;
+};
+
+// LEAKY_RELU (LeakyReluParams).
+struct LeakyReluStage {
+  int32_t input_offset, output_offset;
+  int32_t alpha_multiplier, identity_multiplier;
+  int alpha_shift, identity_shift;
+};
+
+// PRELU (PreluParams; alpha a constant node input).
+struct PreluStage {
+  int32_t alpha;  // node input index
+  int32_t input_offset, alpha_offset, output_offset;
+  int32_t multiplier_1, multiplier_2;
+  int shift_1, shift_2;
+};
+
+// ELU: its 256-entry int8 table in the pool.
+struct LookupStage {
+  int32_t table;  // pool offset
+};
+
+// PAD, PADV2 (tinyseg_stream_layout.cc).
+struct PadStage {
+  int32_t paddings;  // node input index
+  int32_t value;     // PADV2: node input index of the pad value; -1
+  int32_t top, left, right;
+  int32_t pad_value;
+};
+
+// RESIZE_NEAREST_NEIGHBOR.
+struct ResizeStage {
+  int32_t align_corners;
+  int32_t half_pixel_centers;
+};
+
+// How output row y of a stage maps to input rows (tinyseg::RowMap without the heights): set by
+// the family's Prepare; `resamples` 0 means its inputs have the output's height.
+struct RowRule {
+  int32_t num, den, before, after;
+  int32_t resamples;
+};
+
+// One stage: what every stage has, then its family's state.
+struct StageSlot {
+  StageOp op;
+  int32_t entry;          // index into kStages
+  int32_t operand_begin;  // into the operand pool
+  int32_t operand_count;
+  int32_t input;   // first activation input (local id)
+  int32_t output;  // local id
+  RowRule rule;
+  union {
+    ConvStage conv;
+    PoolStage pool;
+    ArithmeticStage arith;
+    QuantizeStage quantize;
+    SigmoidStage sigmoid;
+    ReluStage relu;
+    HardSwishStage hard_swish;
+    LeakyReluStage leaky_relu;
+    PreluStage prelu;
+    LookupStage lookup;
+    PadStage pad;
+    ResizeStage resize;
+  };
+};
+static_assert(sizeof(StageSlot) <= contract::kStreamStageBytes,
+              "contract: StreamChain stage record");
+
+// Pointers into the persistent block (the order customops.stream_chain_body_bytes sums).
+struct Tables {
+  uint8_t* streams;  // num_spill * kSpillStreamBytes
+  uint8_t* tensors;  // num_tensors * kStreamTensorBytes
+  ::tinyseg::ChainTensor* schedule;
+  uint8_t* stages;  // num_stages * kStreamStageBytes
+  ::tinyseg::ChainEdge* edges;
+  int32_t* done;
+  int32_t* held;
+  ::tinyseg::ChainStage* chain_stages;
+  int32_t* operands;
+  int32_t* order;
+  int32_t* per_channel;
+
+  TensorSlot& tensor(int32_t i) const {
+    return *reinterpret_cast<TensorSlot*>(tensors +
+                                          static_cast<size_t>(i) * contract::kStreamTensorBytes);
+  }
+  StageSlot& stage(int32_t i) const {
+    return *reinterpret_cast<StageSlot*>(stages +
+                                         static_cast<size_t>(i) * contract::kStreamStageBytes);
+  }
+  ::tinyseg::SpillStream& stream(int32_t i) const {
+    return *reinterpret_cast<::tinyseg::SpillStream*>(streams + static_cast<size_t>(i) *
+                                                                    contract::kSpillStreamBytes);
+  }
+};
+
+// ------------------------------------------------------------ the stage families' interface
+
+// A stage's common options, range-checked (contract::kFieldLimits) for every stage.
+struct StageFields {
+  int32_t stride_h, stride_w, dilation_h, dilation_w;
+  TfLitePadding padding;
+  TfLiteFusedActivation activation;  // 0..3: NONE..RELU6
+};
+
+// What a family's Prepare reads besides its slot.
+struct StageArgs {
+  TfLiteContext* context;
+  TfLiteNode* node;
+  const StreamOpData* d;
+  const Tables* tab;
+  int32_t index;
+  const flexbuffers::Map* fields;
+  StageFields f;
+  int32_t first_edge, end_edge;  // the stage's schedule edges (its distinct activation inputs)
+  int32_t* pool_next;            // next free int32 of the pool
+};
+
+struct EvalState {
+  TfLiteContext* context;
+  TfLiteNode* node;
+  const StreamOpData* d;
+  Tables tab;
+  ::tinyseg::Runtime* rt;
+  ::tinyseg::ChainSchedule* schedule;
+  int32_t* op_scratch;
+  ::tinyseg::RuntimeStats* stats;  // nullptr: no runtime attached (a chain without row streams)
+};
+
+// One output row of a stage: row y, the band of its first input (rows lo.., `rows` of them, at
+// `src`; rows 0 when the window reads only padding) and the destination row.
+struct StageRow {
+  int32_t y;
+  int32_t lo;
+  int32_t rows;
+  const uint8_t* src;
+  uint8_t* dst;
+  const TensorSlot* in;
+  const TensorSlot* out;
+  RuntimeShape in_shape;   // 1 x rows x W x C
+  RuntimeShape out_shape;  // 1 x 1 x W x C
+};
+
+using StagePrepareFn = TfLiteStatus (*)(const StageArgs& a, StageSlot& g);
+using StageRowFn = ::tinyseg::Status (*)(const EvalState& v, const StageSlot& g, const StageRow& r);
+
+struct StageEntry {
+  StageOp op;
+  StagePrepareFn prepare;
+  StageRowFn row;
+};
+
+// ------------------------------------------------------------ shared helpers
+
+// FlexBuffers (tinyseg_stream_body.cc).
+bool IsVector(const flexbuffers::Reference& r);
+size_t VectorSize(const flexbuffers::Reference& r);
+flexbuffers::Reference At(const flexbuffers::Reference& r, size_t i);
+bool IntIn(const flexbuffers::Reference& r, int64_t lo, int64_t hi, int32_t* out);
+bool Field(const flexbuffers::Map& fields, const char* key, int32_t fallback, int32_t* out);
+
+// Prepare (tinyseg_stream_body.cc).
+uint64_t BodyBytes(const StreamOpData& d);
+Tables Layout(const StreamOpData& d);
+TfLiteTensor QuantView(const TensorSlot& s);
+TfLiteStatus TakePool(TfLiteContext* context, const StreamOpData& d, int64_t count,
+                      int32_t* pool_next, int32_t* at);
+TfLiteStatus RequireInt8(const StageArgs& a, const TensorSlot& out);
+TfLiteStatus RequireSameShape(TfLiteContext* context, const TensorSlot& in, const TensorSlot& out);
+int32_t ConstantOperand(const Tables& tab, const StageSlot& g, int32_t n, bool last);
+TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
+                   const flexbuffers::Map& m);
+TfLiteStatus PrepareTensors(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
+                            const Tables& tab, const flexbuffers::Map& m);
+TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const Tables& tab,
+                          const flexbuffers::Map& m);
+TfLiteStatus PrepareStageCommon(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
+                                const Tables& tab, int32_t index, const flexbuffers::Map& st,
+                                int32_t* operand_next, int32_t* edge_next, StageArgs* a);
+TfLiteStatus PrepareSchedule(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
+                             const Tables& tab);
+uint32_t SpillSlot(const flexbuffers::Map& m, int32_t stream);
+
+// Eval (tinyseg_stream_eval.cc).
+::tinyseg::Status Band(const EvalState& v, int32_t id, int32_t lo, int32_t hi, const uint8_t** out);
+::tinyseg::Status Window(const EvalState& v, int32_t stage, int32_t id, int32_t y, int32_t* lo,
+                         int32_t* hi);
+::tinyseg::Status OutputRow(const EvalState& v, const StageSlot& g, int32_t y, uint8_t** dst);
+::tinyseg::Status FetchRow(const EvalState& v, int32_t id, int32_t row);
+TfLiteStatus BeginEval(TfLiteContext* context, TfLiteNode* node, EvalState* v, uint8_t** rings);
+TfLiteStatus OpenStreams(const EvalState& v, uint8_t* rings);
+TfLiteStatus CloseStreams(const EvalState& v);
+// RuntimeStats::optimized_rows, when the application attached a tinyseg::Runtime.
+inline void CountOptimizedRow(const EvalState& v) {
+  if (v.stats != nullptr) ++v.stats->optimized_rows;
+}
+
+// ------------------------------------------------------------ the families
+
+TfLiteStatus PrepareConv(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ConvRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status DepthwiseConvRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status TransposeConvRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+
+TfLiteStatus PreparePool(const StageArgs& a, StageSlot& g);
+::tinyseg::Status MaxPoolRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status AveragePoolRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+
+TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ArithmeticRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+
+TfLiteStatus PrepareQuantize(const StageArgs& a, StageSlot& g);
+::tinyseg::Status QuantizeRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareDequantize(const StageArgs& a, StageSlot& g);
+::tinyseg::Status DequantizeRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareSigmoid(const StageArgs& a, StageSlot& g);
+::tinyseg::Status LogisticRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status TanhRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareRelu(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ReluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareRelu6(const StageArgs& a, StageSlot& g);
+::tinyseg::Status Relu6Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareHardSwish(const StageArgs& a, StageSlot& g);
+::tinyseg::Status HardSwishRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareLeakyRelu(const StageArgs& a, StageSlot& g);
+::tinyseg::Status LeakyReluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PreparePrelu(const StageArgs& a, StageSlot& g);
+::tinyseg::Status PreluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareElu(const StageArgs& a, StageSlot& g);
+::tinyseg::Status EluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+
+TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g);
+::tinyseg::Status PadRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareResize(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ResizeRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareConcatenation(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ConcatenationRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+
+}  // namespace tinyseg_stream
+}  // namespace tflite
+
+#endif  // TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_STREAM_INTERNAL_H_

@@ -1,0 +1,205 @@
+// StreamChain's layout family (tinyseg_stream_internal.h): the stages that move elements without
+// arithmetic -- PAD and PADV2 (height and width), RESIZE_NEAREST_NEIGHBOR (by an integer factor)
+// and CONCATENATION (along channels) -- int8, as TFLM's own kernels compute them.
+#include <cstring>
+
+#include "tensorflow/lite/c/builtin_op_data.h"
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/kernels/internal/reference/pad.h"
+#include "tensorflow/lite/kernels/internal/reference/resize_nearest_neighbor.h"
+#include "tensorflow/lite/kernels/internal/types.h"
+#include "tensorflow/lite/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
+#include "tensorflow/lite/micro/micro_context.h"
+
+namespace tflite {
+namespace tinyseg_stream {
+namespace {
+
+// PAD's paddings: constant int32 of a 4-D tensor, padding height and width only, into `p`.
+TfLiteStatus Paddings(const StageArgs& a, const PadStage& ps, int32_t p[8]) {
+  TfLiteContext* context = a.context;
+  TF_LITE_ENSURE_MSG(context, ps.paddings >= 0 && ps.paddings < NumInputs(a.node),
+                     "StreamChain: PAD's paddings");
+  MicroContext* mc = GetMicroContext(context);
+  TfLiteTensor* paddings = mc->AllocateTempInputTensor(a.node, ps.paddings);
+  TF_LITE_ENSURE(context, paddings != nullptr);
+  const bool typed = paddings->type == kTfLiteInt32 && IsConstantTensor(paddings) &&
+                     GetTensorShape(paddings).FlatSize() == 8;
+  if (typed) std::memcpy(p, GetTensorData<int32_t>(paddings), 8 * sizeof(int32_t));
+  mc->DeallocateTempTfLiteTensor(paddings);
+  TF_LITE_ENSURE_MSG(context, typed,
+                     "StreamChain: PAD takes constant int32 paddings of a 4-D tensor");
+  bool ok = p[0] == 0 && p[1] == 0 && p[6] == 0 && p[7] == 0;
+  for (int k = 0; k < 8; ++k) ok = ok && p[k] >= 0;
+  TF_LITE_ENSURE_MSG(context, ok, "StreamChain: PAD pads height and width only");
+  return kTfLiteOk;
+}
+
+// PADV2's pad value: a constant int8 scalar of the output's quantization.
+TfLiteStatus PadValue(const StageArgs& a, const PadStage& ps, const TensorSlot& out,
+                      int32_t* pad_value) {
+  TfLiteContext* context = a.context;
+  TF_LITE_ENSURE_MSG(context, ps.value >= 0 && ps.value < NumInputs(a.node),
+                     "StreamChain: PADV2's pad value");
+  MicroContext* mc = GetMicroContext(context);
+  TfLiteTensor* value = mc->AllocateTempInputTensor(a.node, ps.value);
+  TF_LITE_ENSURE(context, value != nullptr);
+  const bool scalar = value->type == kTfLiteInt8 && IsConstantTensor(value) &&
+                      NumElements(value) == 1 && value->params.zero_point == out.zero_point &&
+                      static_cast<double>(value->params.scale) == static_cast<double>(out.scale);
+  if (scalar) *pad_value = GetTensorData<int8_t>(value)[0];
+  mc->DeallocateTempTfLiteTensor(value);
+  TF_LITE_ENSURE_MSG(
+      context, scalar,
+      "StreamChain: PADV2 takes a constant int8 scalar pad value of the output's quantization");
+  return kTfLiteOk;
+}
+
+}  // namespace
+
+// TFLM's PadPrepare checks (constant int32 paddings, output = input + paddings; PAD: the output
+// zero point as the pad value; PADV2: its scalar), for NHWC padding of height and width only.
+TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  PadStage& ps = g.pad;
+  ps.paddings = ConstantOperand(*a.tab, g, 0, false);
+  ps.value = g.op == StageOp::kPadv2 ? ConstantOperand(*a.tab, g, 1, false) : -1;
+  int32_t p[8] = {};
+  TF_LITE_ENSURE_STATUS(Paddings(a, ps, p));
+  TF_LITE_ENSURE(context, out.height == in.height + p[2] + p[3] &&
+                              out.width == in.width + p[4] + p[5] && out.channels == in.channels);
+  TF_LITE_ENSURE(context, out.zero_point >= INT8_MIN && out.zero_point <= INT8_MAX);
+  ps.top = p[2];
+  ps.left = p[4];
+  ps.right = p[5];
+  ps.pad_value = out.zero_point;  // TFLM's int8 PAD without constant_values
+  if (g.op == StageOp::kPadv2) TF_LITE_ENSURE_STATUS(PadValue(a, ps, out, &ps.pad_value));
+  // Output row y reads input row y - top; none in the top and bottom padding.
+  g.rule.resamples = 1;
+  g.rule.before = ps.top;
+  g.rule.after = -ps.top;
+  return kTfLiteOk;
+}
+
+// One output row: the input row with its left and right padding, or (no input row: the top or
+// bottom padding) a row of the pad value, as a padding row above an empty input.
+::tinyseg::Status PadRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const PadStage& ps = g.pad;
+  tinyseg_ops::PadRow row;
+  row.input = reinterpret_cast<const int8_t*>(r.src);
+  row.output = reinterpret_cast<int8_t*>(r.dst);
+  row.in_rows = r.rows == 0 ? 0 : 1;
+  row.in_w = r.in->width;
+  row.channels = r.in->channels;
+  row.left = ps.left;
+  row.right = ps.right;
+  row.pad_value = static_cast<int8_t>(ps.pad_value);
+  if (tinyseg_ops::CmsisPadRow(row)) {
+    CountOptimizedRow(v);
+    return ::tinyseg::Status::kOk;
+  }
+  PadParams p = {};
+  p.left_padding_count = 4;
+  p.right_padding_count = 4;
+  p.left_padding[1] = r.rows == 0 ? 1 : 0;
+  p.left_padding[2] = ps.left;
+  p.right_padding[2] = ps.right;
+  p.resizing_category = ResizingCategory::kGenericResize;
+  const int8_t pad_value = static_cast<int8_t>(ps.pad_value);
+  reference_ops::Pad(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src), &pad_value, r.out_shape,
+                     reinterpret_cast<int8_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// By an integer factor, without align_corners: row y reads row y / factor, checked against TFLM's
+// own row arithmetic (float) for every y.
+TfLiteStatus PrepareResize(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  int32_t align_field = 0, half_field = 0;
+  TF_LITE_ENSURE(context, Field(*a.fields, contract::kFieldAlignCorners, 0, &align_field) &&
+                              Field(*a.fields, contract::kFieldHalfPixelCenters, 0, &half_field));
+  const bool align = align_field != 0;
+  const bool half = half_field != 0;
+  g.resize.align_corners = align ? 1 : 0;
+  g.resize.half_pixel_centers = half ? 1 : 0;
+  TF_LITE_ENSURE_MSG(
+      context, !align && in.channels == out.channels && out.height % in.height == 0,
+      "StreamChain: RESIZE_NEAREST_NEIGHBOR by an integer factor, without align_corners");
+  const int32_t factor = out.height / in.height;
+  for (int32_t y = 0; y < out.height; ++y) {
+    TF_LITE_ENSURE_MSG(
+        context,
+        reference_ops::GetNearestNeighbor(y, in.height, out.height, align, half) == y / factor,
+        "StreamChain: RESIZE_NEAREST_NEIGHBOR's rows are not y / factor");
+  }
+  g.rule.resamples = 1;
+  g.rule.den = factor;
+  return kTfLiteOk;
+}
+
+// One input row (y / factor) widened as TFLM's kernel widens it: an input band of one row.
+::tinyseg::Status ResizeRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  ResizeNearestNeighborParams p;
+  p.align_corners = g.resize.align_corners != 0;
+  p.half_pixel_centers = g.resize.half_pixel_centers != 0;
+  const int32_t size[2] = {1, r.out->width};
+  const int32_t size_dims[1] = {2};
+  reference_ops::ResizeNearestNeighbor(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src),
+                                       RuntimeShape(1, size_dims), size, r.out_shape,
+                                       reinterpret_cast<int8_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// Along channels, requantizing nothing (as TFLM's int8 kernel).
+TfLiteStatus PrepareConcatenation(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  for (int32_t e = a.first_edge; e < a.end_edge; ++e) {
+    const TensorSlot& x = a.tab->tensor(a.tab->edges[e].tensor);
+    TF_LITE_ENSURE(context, x.height == out.height && x.width == out.width);
+    TF_LITE_ENSURE_MSG(context, x.scale == out.scale && x.zero_point == out.zero_point,
+                       "StreamChain: CONCATENATION requantizes nothing (as TFLM's int8 kernel)");
+  }
+  int32_t channels = 0;
+  for (int32_t k = 0; k < g.operand_count; ++k)
+    channels += a.tab->tensor(a.tab->operands[g.operand_begin + k]).channels;
+  int32_t axis = 0;
+  TF_LITE_ENSURE(context, Field(*a.fields, contract::kFieldAxis, 3, &axis));
+  TF_LITE_ENSURE_MSG(
+      context,
+      (axis == 3 || axis == -1) && channels == out.channels && a.f.activation == kTfLiteActNone,
+      "StreamChain: CONCATENATION along channels only");
+  return kTfLiteOk;
+}
+
+// Channel concatenation of one row: per pixel, each operand's channels in turn.
+::tinyseg::Status ConcatenationRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  size_t offset = 0;
+  const size_t out_c = static_cast<size_t>(r.out->channels);
+  for (int32_t k = 0; k < g.operand_count; ++k) {
+    const int32_t id = v.tab.operands[g.operand_begin + k];
+    const TensorSlot& x = v.tab.tensor(id);
+    const uint8_t* row = nullptr;
+    TINYSEG_RETURN_IF_ERROR(Band(v, id, r.y, r.y, &row));
+    const size_t run = static_cast<size_t>(x.channels);
+    for (int32_t px = 0; px < r.out->width; ++px) {
+      std::memcpy(r.dst + static_cast<size_t>(px) * out_c + offset,
+                  row + static_cast<size_t>(px) * run, run);
+    }
+    offset += run;
+  }
+  return ::tinyseg::Status::kOk;
+}
+
+}  // namespace tinyseg_stream
+}  // namespace tflite
