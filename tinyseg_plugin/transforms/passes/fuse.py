@@ -129,6 +129,9 @@ def fuse_conv(graph: Graph, site: ConvFusion | int) -> Rewrite | Skip:
         return Skip(
             f"fused activation {o.fusedActivationFunction} is not one FetchingConv2D applies"
         )
+    out_rows = graph.tensors[k.outputs[0]].shape[1]
+    if not 1 <= band_rows <= out_rows:
+        return Skip(f"band_rows {band_rows} is not 1 to the output's {out_rows} rows")
     bias_type = customops.BIAS_TYPES.get(getattr(o, "quantizedBiasType", 0) or 0)
     if bias_type is None:
         return Skip("a quantized_bias_type the kernel does not know")
