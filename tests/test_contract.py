@@ -6,6 +6,7 @@ kernel would refuse in Prepare."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 from conftest import ROOT, spilled_skip_graphs
@@ -13,7 +14,7 @@ from flatbuffers import flexbuffers
 
 from tinyseg_plugin.contract import customops, header
 from tinyseg_plugin.errors import TinySegError
-from tinyseg_plugin.ir.graph import Operator, build_graph
+from tinyseg_plugin.ir.graph import Memo, Operator, build_graph
 from tinyseg_plugin.memory.kernels import tinyseg
 
 KERNELS = ROOT / "tflm_ops" / "kernels"
@@ -167,9 +168,10 @@ def test_persistent_bytes_follow_the_contract_sizes() -> None:
         options=None,
         custom_options=customops.encode(o),
     )
+    graph = SimpleNamespace(memo=Memo())  # Fetching's figure needs no tensors, only the run's memo
     # 32-byte header + one fetched operand of 16 bytes and two 8-byte pointers = 64 on a 64-bit host
-    assert tinyseg.persistent_bytes(None, op, 8) == 64
-    assert tinyseg.persistent_bytes(None, op, 4) == 64  # 32 + 24 = 56, rounded to 16
+    assert tinyseg.persistent_bytes(graph, op, 8) == 64
+    assert tinyseg.persistent_bytes(graph, op, 4) == 64  # 32 + 24 = 56, rounded to 16
 
 
 @pytest.mark.parametrize("bias_type,fusable", [(None, True), ("INT64", False), ("INT32", False)])

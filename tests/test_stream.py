@@ -23,6 +23,7 @@ from tinyseg_plugin.transforms import stream, stream_search
 from tinyseg_plugin.transforms.passes import Rewrite, Skip
 from tinyseg_plugin.transforms.passes.edit import Editor
 from tinyseg_plugin.transforms.passes.stream import ChainRequest, stream_chains
+from tinyseg_plugin.transforms.search import Limits
 
 TINY = Path(__file__).resolve().parents[1] / "examples" / "models" / "tiny_unet.tflite"
 
@@ -239,7 +240,7 @@ def _streamed_tiny():
 @functools.lru_cache(maxsize=None)
 def _random(seed: int):
     g = build_graph(synth.random_unet(seed))
-    return g, stream_search.choose_streaming(g, max_work=2_000)
+    return g, stream_search.choose_streaming(g, limits=Limits(work=2_000))
 
 
 def test_body_lowers_to_the_original_operators():

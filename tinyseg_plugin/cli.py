@@ -90,9 +90,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from .report.tables import CSV_NAMES
 
         outputs += [("--csv", Path(args.csv) / name) for name in CSV_NAMES]
-    graph = load(read_model_bytes(args.model), shown(args.model))
+    run = _run(args)
+    graph = load(read_model_bytes(args.model), shown(args.model), run.memo)
     check_outputs([args.model], outputs, csv_dir=args.csv)
-    a, stream = analyze(graph, _run(args), stream=args.stream)
+    a, stream = analyze(graph, run, stream=args.stream)
     files: list[tuple[str, bytes]] = []
     if args.csv:
         files += [
@@ -177,13 +178,6 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from .pipeline import load, optimize, plan_picture
     from .report.steps import steps_table
 
-    data = read_model_bytes(args.model)
-    graph = load(data, shown(args.model))
-    check_outputs(
-        [args.model],
-        [("-o", args.output), ("--report", args.report), ("--plot", args.plot)],
-        force=args.force,
-    )
     run = _run(
         args,
         target_bytes=args.target,
@@ -192,6 +186,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         scratch=not args.no_scratch16,
         split=not args.no_split,
         stream=not args.no_stream,
+    )
+    data = read_model_bytes(args.model)
+    graph = load(data, shown(args.model), run.memo)
+    check_outputs(
+        [args.model],
+        [("-o", args.output), ("--report", args.report), ("--plot", args.plot)],
+        force=args.force,
     )
     run.tflm_dir = None if args.unverified else resolve_tflm_dir(args.tflm_dir)
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.

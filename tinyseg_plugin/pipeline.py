@@ -15,7 +15,7 @@ from .checks import verify as check
 from .checks.verify import DEFAULT_MAX_IO_BYTES, Verification, arena_for, check_io_bytes
 from .contract import bodies
 from .errors import TinySegError, shown
-from .ir.graph import Graph, build_graph
+from .ir.graph import Graph, Memo, build_graph
 from .ir.modelio import check_inline_fits, model_to_bytes, parse_model
 from .memory.analysis import Analysis, analyze_graph
 from .memory.planner import offline_conflict, plan_graph
@@ -33,7 +33,9 @@ class Run:
     ``options`` carries the kernel set (``kernel_set``), the build profile (``build_profile``), the target and the
     strategy switches; ``runs`` is the number of random verification inputs (None: unverified);
     ``time_limit`` bounds each TFLM child in CPU seconds; ``max_io_bytes`` bounds the memory of one
-    check run's inputs and outputs; ``tflm_dir`` selects the real-kernel check."""
+    check run's inputs and outputs; ``tflm_dir`` selects the real-kernel check; ``memo`` is what the
+    run remembers across the graphs its search builds (tensor views, encoded and decoded options),
+    shared by every graph edited from the input loaded with it."""
 
     options: Options = field(default_factory=Options)
     runs: int | None = 3
@@ -44,6 +46,7 @@ class Run:
     # A model TinySeg already rewrote: refused ("give the original"), or, for a host that chains
     # its own passes (tflite-tools optimize on a model TinySeg wrote), kept as it is.
     keep_optimized: bool = False
+    memo: Memo = field(default_factory=Memo, repr=False)
 
     def __post_init__(self) -> None:
         if self.max_io_bytes is None:
@@ -96,10 +99,10 @@ class Outcome:
         return d
 
 
-def load(data: bytes, name: str) -> Graph:
+def load(data: bytes, name: str, memo: Memo | None = None) -> Graph:
     """The model view of a file's bytes. Malformed files, and TinySeg operators whose kernels would
-    refuse their options, are refused here, with one line."""
-    graph = build_graph(parse_model(data, name), name=name)
+    refuse their options, are refused here, with one line. ``memo``: the run's (Run.memo)."""
+    graph = build_graph(parse_model(data, name), name=name, memo=memo)
     bodies.validate_graph(graph)
     return graph
 
@@ -112,7 +115,7 @@ def analyze(graph: Graph, run: Run, stream: bool = False) -> tuple[Analysis, dic
         return a, None
     from .transforms.stream_search import choice_dict, choose_streaming
 
-    return a, choice_dict(choose_streaming(graph, o.kernel_set, o.build_profile), graph)
+    return a, choice_dict(choose_streaming(graph, o.kernel_set, o.build_profile, o.limits), graph)
 
 
 def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
@@ -145,7 +148,7 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
     """Refusal checks, the search, the bit-exact check, in that order; raises TinySegError (with
     the exit code the command line returns) when the model cannot be optimized or fails its check.
     ``graph``: the view of ``data`` when the caller has loaded it already."""
-    graph = graph if graph is not None else load(data, name)
+    graph = graph if graph is not None else load(data, name, run.memo)
     check_inline_fits(graph.model, name)
     o = run.options
     if run.keep_optimized:

@@ -24,7 +24,6 @@ Options are FlexBuffers maps, like TFLM's own custom operators use.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 from flatbuffers import flexbuffers
@@ -390,12 +389,24 @@ def _fetching_map(o: FetchingOptions) -> dict:
     }
 
 
-@functools.lru_cache(maxsize=4096)
 def encode(
     options: SpillOptions | FetchingOptions | FetchingConv2DOptions | StreamChainOptions,
+    memo: dict | None = None,
 ) -> bytes:
-    """FlexBuffers bytes for an operator's custom_options (cached: the options are frozen, and the
-    chain search encodes the same chains many times)."""
+    """FlexBuffers bytes for an operator's custom_options. ``memo`` (a run's ``Memo.encoded``,
+    ir/graph.py) keeps what was encoded: the options are frozen, and the chain search encodes the
+    same chains many times."""
+    if memo is None:
+        return _encode(options)
+    data = memo.get(options)
+    if data is None:
+        data = memo[options] = _encode(options)
+    return data
+
+
+def _encode(
+    options: SpillOptions | FetchingOptions | FetchingConv2DOptions | StreamChainOptions,
+) -> bytes:
     if isinstance(options, StreamChainOptions):
         m = {k: getattr(options, STREAM_CHAIN_FIELDS.get(k, k)) for k in STREAM_CHAIN_KEYS}
         if not options.stages:  # planning figures only (the chain search)
@@ -527,20 +538,28 @@ def _stream_chain(m: dict) -> StreamChainOptions:
     return StreamChainOptions(*numbers, stages=stages, tensors=tensors, **pairs)
 
 
-def decode(op) -> SpillOptions | FetchingOptions | FetchingConv2DOptions | StreamChainOptions:
-    """The options of a TinySeg operator (an Operator of graph.py)."""
+def decode(
+    op, memo: dict | None = None
+) -> SpillOptions | FetchingOptions | FetchingConv2DOptions | StreamChainOptions:
+    """The options of a TinySeg operator (an Operator of graph.py). ``memo`` (a run's
+    ``Memo.decoded``, ir/graph.py) keeps what was decoded, by opcode and bytes: the planner and the
+    chain search decode the same options many times, and FlexBuffers decoding is slow in Python.
+    The options are frozen dataclasses, so sharing one between operators is safe."""
     data = None if op.custom_options is None else bytes(op.custom_options)
-    result = _decode(op.opcode, data)
+    if memo is None:
+        result = _decode(op.opcode, data)
+    else:
+        key = (op.opcode, data)
+        result = memo.get(key)
+        if result is None:
+            result = memo[key] = _decode(op.opcode, data)
     if isinstance(result, str):
         raise TinySegError(f"operator {op.index} ({op.opcode}){result}")
     return result
 
 
-@functools.lru_cache(maxsize=4096)
 def _decode(opcode: str, data: bytes | None):
-    """The options, or the reason they are refused (a string). Cached by bytes: the planner and the
-    chain search decode the same options many times, and FlexBuffers decoding is slow in Python.
-    The options are frozen dataclasses, so sharing one between operators is safe."""
+    """The options, or the reason they are refused (a string)."""
     try:
         m = _load(opcode, data)
     except ValueError as exc:

@@ -65,6 +65,23 @@ class Operator:
 
 
 @dataclass
+class Memo:
+    """What one run remembers across the many graphs its search builds, so that nothing of it is a
+    module global and two runs in one process share nothing (pipeline.Run holds one and every
+    graph edited from the run's input shares it).
+
+    ``views``: tensor views by the identity of their fields (tensor_view): an edited copy of the
+    model shares those objects (passes/edit.py), so the candidates reuse the views.
+    ``encoded`` and ``decoded``: custom-operator options to FlexBuffers bytes and back
+    (contract/customops.encode and decode): the chain search encodes the same chains, and the
+    planner decodes the same options, many times, and FlexBuffers is slow in Python."""
+
+    views: dict = field(default_factory=dict)
+    encoded: dict = field(default_factory=dict)
+    decoded: dict = field(default_factory=dict)
+
+
+@dataclass
 class Graph:
     """The view of one subgraph of a model (subgraph 0, the one TFLM invokes, by default)."""
 
@@ -76,9 +93,7 @@ class Graph:
     outputs: tuple[int, ...]
     producers: dict[int, int] = field(default_factory=dict)
     consumers: dict[int, list[int]] = field(default_factory=dict)
-    # Tensor views already built, by the identity of their fields (tensor_view): an edited copy of
-    # the model shares those objects (passes/edit.py), so the optimizer's candidates reuse the views.
-    view_memo: dict = field(default_factory=dict, repr=False, compare=False)
+    memo: Memo = field(default_factory=Memo, repr=False, compare=False)
 
     @cached_property
     def activations(self) -> list[int]:
@@ -142,7 +157,7 @@ def _quantization(q: Any) -> tuple[tuple[float, ...], tuple[int, ...], int]:
 def tensor_view(
     model: "fb.ModelT", raw: "fb.TensorT", index: int, where: str, memo: dict | None = None
 ) -> Tensor:
-    """The view of one tensor. ``memo`` (a graph's ``view_memo``) reuses the view of a tensor
+    """The view of one tensor. ``memo`` (a run's ``Memo.views``) reuses the view of a tensor
     whose fields are the very objects seen before: an edited copy of a model shares them
     (passes/edit.py), and the optimizer builds the view of hundreds of candidates."""
     buf = (
@@ -188,15 +203,17 @@ def tensor_view(
 
 
 def build_graph(
-    model: "fb.ModelT", subgraph: int = 0, name: str = "model", view_memo: dict | None = None
+    model: "fb.ModelT", subgraph: int = 0, name: str = "model", memo: Memo | None = None
 ) -> Graph:
-    """Build the view of one subgraph (``view_memo``: that of a graph this model was edited from)."""
+    """Build the view of one subgraph (``memo``: that of the run, shared by the graphs it edits)."""
     if not model.subgraphs or subgraph >= len(model.subgraphs):
         raise TinySegError(f"{name}: the model has no subgraph {subgraph}")
     sg = model.subgraphs[subgraph]
     where = f"{name}: subgraph {subgraph}"
-    memo = {} if view_memo is None else view_memo
-    tensors = [tensor_view(model, raw, i, where, memo) for i, raw in enumerate(sg.tensors or [])]
+    memo = Memo() if memo is None else memo
+    tensors = [
+        tensor_view(model, raw, i, where, memo.views) for i, raw in enumerate(sg.tensors or [])
+    ]
     codes = model.operatorCodes or []
     operators: list[Operator] = []
     producers: dict[int, int] = {}

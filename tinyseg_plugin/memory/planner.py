@@ -387,7 +387,8 @@ def plan_graph(
     rules = KernelRules(kernel_set, profile)
     model = graph.model
     graphs = [
-        graph if s == graph.subgraph else build_graph(model, s) for s in range(len(model.subgraphs))
+        graph if s == graph.subgraph else build_graph(model, s, memo=graph.memo)
+        for s in range(len(model.subgraphs))
     ]
     offsets = offline.read(model)
     total_tensors = sum(len(g.tensors) for g in graphs)

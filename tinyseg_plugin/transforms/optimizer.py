@@ -17,7 +17,7 @@ from .passes.layout import LayoutRequest, improve_layout
 from .passes.reorder import OrderRequest, reorder
 from .passes.scratch import narrow_transpose_convs
 from .passes.spill import SpillPlan, apply_spill, partial_plans, spillable, spilled_bytes
-from .search import MAX_TRIES, Budget, best_of
+from .search import Budget, Limits, best_of
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class Options:
     reorder: bool = True  # off when a host (tflite-tools) has already reordered
     split: bool = True  # split an elementwise operator over a concatenation when spilling is stuck
     stream: bool = True  # StreamChain: chains of row-local operators run row by row
+    limits: Limits = field(default_factory=Limits)  # what each search may spend
 
 
 @dataclass
@@ -118,7 +119,7 @@ def _candidates(g: Graph, plan: Plan) -> list[ColdRange]:
 def _fetch_index(g: Graph, slot: int) -> int | None:
     for op in g.operators:
         if op.opcode == customops.FETCHING:
-            if any(f.slot == slot for f in customops.decode(op).fetched):
+            if any(f.slot == slot for f in customops.decode(op, g.memo.decoded).fetched):
                 return op.index
     return None
 
@@ -188,7 +189,7 @@ def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Fou
     found = best_of(
         _candidates(g, plan),
         lambda cr: _try_spill(g, cr, score, o, slot, need),
-        Budget(tries=MAX_TRIES),
+        Budget.of(o.limits, tries=True),
         first=True,
     )
     return None if found is None else found[0]
@@ -355,7 +356,11 @@ def spill_and_fuse(g: Graph, plan: Plan, o: Options, say: Callable[[str], None])
                 say(f"scratch narrowing: head {plan.head:,} B")
     slot = (
         max(
-            (customops.decode(op).slot for op in g.operators if op.opcode == customops.SPILL),
+            (
+                customops.decode(op, g.memo.decoded).slot
+                for op in g.operators
+                if op.opcode == customops.SPILL
+            ),
             default=-1,
         )
         + 1
@@ -387,7 +392,7 @@ def streaming(g: Graph, o: Options, say: Callable[[str], None]) -> Candidate | N
     row spills the planner picks; None when no chain is worth streaming."""
     from .stream_search import choice_dict, choose_streaming
 
-    choice = choose_streaming(g, o.kernel_set, o.build_profile, kernel_only=True)
+    choice = choose_streaming(g, o.kernel_set, o.build_profile, o.limits, kernel_only=True)
     if choice.streamed is None:
         return None
     streamed = _plan(choice.streamed.graph, o)

@@ -2,9 +2,10 @@
 
 The spill loop (optimizer.spill_and_fuse: which tensor to spill next) and the chain search
 (stream_search.choose_streaming: where to cut chains, which skips to stream through storage) both
-try candidates, replan, and keep what lowers the head. They count what they spend in one
-``Budget`` (counts, not seconds, so an answer is the same on any machine) and try candidates
-through ``best_of``."""
+try candidates, replan, and keep what lowers the head. A run's ``Limits`` (optimizer.Options,
+held by pipeline.Run) say what they may spend; each search counts what it spends in a ``Budget``
+(counts, not seconds, so an answer is the same on any machine) and tries candidates through
+``best_of``."""
 
 from __future__ import annotations
 
@@ -23,6 +24,16 @@ C = TypeVar("C")  # a candidate
 R = TypeVar("R")  # what trying it gave
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What one search may spend: ``work``, planner runs times the graph's operators; ``rows``,
+    rows the chain simulations compute; ``tries``, candidates the spill loop tries per round."""
+
+    work: int = MAX_WORK
+    rows: int = MAX_ROW_STEPS
+    tries: int = MAX_TRIES
+
+
 @dataclass
 class Budget:
     """Limits and what has been spent against them. ``tries``: candidates per ``best_of`` call
@@ -34,6 +45,11 @@ class Budget:
     operators: int = 1
     plans: int = 0
     steps: int = 0
+
+    @classmethod
+    def of(cls, limits: Limits, operators: int = 1, tries: bool = False) -> "Budget":
+        """A fresh budget under ``limits`` (``tries``: also bound the candidates per call)."""
+        return cls(limits.work, limits.rows, limits.tries if tries else None, operators)
 
     def planned(self) -> None:
         self.plans += 1

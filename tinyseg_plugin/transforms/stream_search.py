@@ -16,7 +16,7 @@ from ..memory.kernels import BUILD_PROFILES, KernelRules
 from ..memory.planner import plan_graph
 from .passes import Rewrite
 from .passes.stream import ChainRequest, row_slots, stream_chains
-from .search import MAX_WORK, Budget, best_of
+from .search import Budget, Limits, best_of
 from .stream import ChainCost, activation_inputs, find_chains, row_step_scratch, simulate
 
 # Where each climb stops, as fractions of the budget the starting points leave, for 1, 2 or 3 starts.
@@ -75,14 +75,14 @@ def choose_streaming(
     graph: Graph,
     kernel_set: str = "reference",
     build_profile: str = "host64",
-    max_work: int = MAX_WORK,
+    limits: Limits = Limits(),
     kernel_only: bool = False,
 ) -> StreamChoice:
     """The chains (and row spills) that give the lowest head, judged by the planner.
     ``kernel_only``: chains of the stages the StreamChain kernel computes (a model to run)."""
     base = plan_graph(graph, kernel_set, build_profile).head
     chains = find_chains(graph, kernel_only)
-    budget = Budget(work=max_work, operators=len(graph.operators))
+    budget = Budget.of(limits, len(graph.operators))
     budget.planned()
     rules = KernelRules(kernel_set, BUILD_PROFILES[build_profile])
     scratch = {

@@ -59,7 +59,7 @@ def band_buffer_bytes(graph, op, o: FetchingConv2DOptions) -> int:
 
 def scratch_requests(graph, op, kernel_set: str) -> list[int]:
     """Scratch buffers each TinySeg kernel requests in Prepare, in order (same for every kernel set)."""
-    o = decode(op)
+    o = decode(op, graph.memo.decoded)
     if isinstance(o, StreamChainOptions):
         return stream_chain_scratch(o)
     if isinstance(o, SpillOptions):
@@ -71,7 +71,7 @@ def scratch_requests(graph, op, kernel_set: str) -> list[int]:
 
 def persistent_bytes(graph, op, pointer_bytes: int) -> int:
     """OpData each kernel keeps (see docs/custom_ops.md), each allocation rounded to 16 bytes."""
-    o = decode(op)
+    o = decode(op, graph.memo.decoded)
     if isinstance(o, StreamChainOptions):
         if not o.stages:  # planning figures only (the chain search): the OpData alone
             return align_up(STREAM_CHAIN_OPDATA_BYTES)

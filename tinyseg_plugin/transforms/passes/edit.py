@@ -93,7 +93,7 @@ class Editor:
         if self.sg.tensors is None:
             self.sg.tensors = []
         self._offline: dict[int, int] | None = None
-        self._view_memo = graph.view_memo
+        self.memo = graph.memo
 
     @property
     def operator_count(self) -> int:
@@ -414,7 +414,7 @@ class Editor:
         self._drop_offline_metadata()
         if self._offline is not None:
             self._write_offline_metadata(remap)
-        return Edited(build_graph(self.model, self.subgraph, view_memo=self._view_memo), remap)
+        return Edited(build_graph(self.model, self.subgraph, memo=self.memo), remap)
 
     def graph(self) -> Graph:
         """``commit().graph``, for passes that need no remap."""

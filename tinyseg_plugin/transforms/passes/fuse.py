@@ -40,7 +40,7 @@ def _operands(graph: Graph, op: Operator) -> tuple[int, list[tuple[str, object]]
             return None
         return op.options.axis % rank, [("ram", t) for t in op.inputs]
     if op.opcode == customops.FETCHING:
-        o = customops.decode(op)
+        o = customops.decode(op, graph.memo.decoded)
         return o.axis, [
             ("fetched", s) if isinstance(s, customops.Fetched) else ("ram", s)
             for s in customops.operand_sources(op, o)
@@ -75,11 +75,14 @@ def fuse_concat(graph: Graph, fetch_index: int) -> Rewrite | Skip:
         for k, (kind, x) in enumerate(merged)
         if kind == "fetched"
     )
-    block = customops.decode(f).block
+    block = customops.decode(f, graph.memo.decoded).block
     opts = customops.FetchingOptions(axis=axis, operands=len(merged), fetched=fetched, block=block)
     ed = Editor(graph)
     ed.replace(
-        c.index, ed.custom(customops.FETCHING, in_ram, [c.outputs[0]], customops.encode(opts))
+        c.index,
+        ed.custom(
+            customops.FETCHING, in_ram, [c.outputs[0]], customops.encode(opts, graph.memo.encoded)
+        ),
     )
     ed.remove(f.index)
     return Rewrite.of(ed.commit(), "Fetching+Concatenation")
@@ -101,7 +104,7 @@ def fuse_conv(graph: Graph, site: ConvFusion | int) -> Rewrite | Skip:
     f = graph.operators[fetch_index]
     if f.opcode != customops.FETCHING:
         return Skip(f"operator {fetch_index} is {f.opcode}, not a Fetching")
-    fo = customops.decode(f)
+    fo = customops.decode(f, graph.memo.decoded)
     k = _sole_consumer(graph, f.outputs[0])
     if k is None or k.opcode != "CONV_2D" or k.inputs[0] != f.outputs[0] or k.index < f.index:
         return Skip("the fetched tensor is not the input of one later CONV_2D")
@@ -154,7 +157,7 @@ def fuse_conv(graph: Graph, site: ConvFusion | int) -> Rewrite | Skip:
             customops.FETCHING_CONV_2D,
             list(f.inputs) + [k.inputs[1], bias],
             [k.outputs[0]],
-            customops.encode(opts),
+            customops.encode(opts, graph.memo.encoded),
         ),
     )
     ed.remove(f.index)

@@ -29,7 +29,7 @@ def lower(graph: Graph, request: None = None) -> Rewrite:
     slots: dict[int, int] = {}
     for op in graph.operators:
         if op.opcode == customops.SPILL:
-            slots[customops.decode(op).slot] = op.inputs[0]
+            slots[customops.decode(op, graph.memo.decoded).slot] = op.inputs[0]
     ed = Editor(graph)
     ed.drop_intermediates_named(customops.MARKER_NAME)
     layout = _layout_by_tensor(graph, set(slots.values()))
@@ -52,7 +52,7 @@ def lower(graph: Graph, request: None = None) -> Rewrite:
             new_ops.extend(_lower_chain(ed, op, slots, resolve))
             continue
         if op.opcode in (customops.FETCHING, customops.FETCHING_CONV_2D):
-            o = customops.decode(op)
+            o = customops.decode(op, graph.memo.decoded)
             fo = o if isinstance(o, customops.FetchingOptions) else o.fetching
             operands = []
             for src in customops.operand_sources(op, fo):
@@ -110,7 +110,7 @@ def lower(graph: Graph, request: None = None) -> Rewrite:
 def _lower_chain(ed: Editor, op, slots: dict[int, int], resolve) -> list[Op]:
     """A StreamChain's body as builtins: its tensors made whole, a fetched one being the tensor the
     chain that spilled it made (``slots``, filled here in operator order)."""
-    o = customops.decode(op)
+    o = customops.decode(op, ed.memo.decoded)
     try:
         return _lower_body(ed, op, o, slots, resolve)
     except (IndexError, KeyError, TypeError, ValueError, AttributeError) as exc:

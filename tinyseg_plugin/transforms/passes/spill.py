@@ -120,7 +120,7 @@ def apply_spill(graph: Graph, plan: SpillPlan) -> Rewrite:
         )
         inserted += 1
         shape = part_shape
-    spill = customops.encode(customops.SpillOptions(slot=slot))
+    spill = customops.encode(customops.SpillOptions(slot=slot), graph.memo.encoded)
     ed.insert(start_pos + inserted, ed.custom(customops.SPILL, [victim], [], spill))
     inserted += 1
     end = end_pos + inserted
@@ -128,7 +128,10 @@ def apply_spill(graph: Graph, plan: SpillPlan) -> Rewrite:
     opts = customops.FetchingOptions(
         axis=0, operands=1, fetched=(customops.Fetched(0, slot, tuple(shape)),)
     )
-    ed.insert(end, ed.custom(customops.FETCHING, [], [fetched], customops.encode(opts)))
+    ed.insert(
+        end,
+        ed.custom(customops.FETCHING, [], [fetched], customops.encode(opts, graph.memo.encoded)),
+    )
     end += 1
     restored = fetched
     if keep is not None:

@@ -38,7 +38,11 @@ class ChainRequest:
 
 def row_slots(graph: Graph, spilled: frozenset[int]) -> dict[int, int]:
     """The storage slot of each tensor spilled row by row: after the slots the graph's Spills use."""
-    used = [customops.decode(op).slot for op in graph.operators if op.opcode == customops.SPILL]
+    used = [
+        customops.decode(op, graph.memo.decoded).slot
+        for op in graph.operators
+        if op.opcode == customops.SPILL
+    ]
     return {t: max(used, default=-1) + 1 + k for k, t in enumerate(sorted(spilled))}
 
 
@@ -102,7 +106,10 @@ def stream_chains(graph: Graph, request: ChainRequest) -> Rewrite | Skip:
             )
         )
         op = ed.custom(
-            customops.STREAM_CHAIN, inputs, list(cost.outputs), customops.encode(options)
+            customops.STREAM_CHAIN,
+            inputs,
+            list(cost.outputs),
+            customops.encode(options, graph.memo.encoded),
         )
         ed.replace(ops[0], op)
         drop.extend(ops[1:])

@@ -1,0 +1,41 @@
+"""The pipeline owns a run: what a search remembers lives in the run's object, not in globals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tinyseg_plugin import pipeline
+from tinyseg_plugin.contract import customops
+from tinyseg_plugin.transforms.optimizer import Options
+from tinyseg_plugin.transforms.search import Limits
+
+
+def test_the_codec_keeps_no_module_cache() -> None:
+    """Encoded and decoded options are remembered per run (Run.memo), never by the module."""
+    assert not hasattr(customops.encode, "cache_info")
+    assert not hasattr(customops.decode, "cache_info")
+    assert not any(hasattr(v, "cache_info") for v in vars(customops).values())
+
+
+def test_each_run_remembers_its_own_search_and_shares_it_with_its_graphs(tiny_unet: Path) -> None:
+    data = tiny_unet.read_bytes()
+    first = pipeline.Run(Options(), runs=None)
+    out = pipeline.optimize(data, first, "tiny_unet")
+    assert out.result.graph.memo is first.memo  # every candidate graph shares the run's memo
+    assert first.memo.views and first.memo.encoded and first.memo.decoded
+    second = pipeline.Run(Options(), runs=None)
+    assert not second.memo.views and not second.memo.encoded and not second.memo.decoded
+    again = pipeline.optimize(data, second, "tiny_unet")
+    assert again.data == out.data  # what one run remembers changes no answer of another
+
+
+def test_the_run_carries_the_search_limits(tiny_unet: Path) -> None:
+    """A run's Limits reach the chain search: a starved budget gives a plan no better than the
+    default one, and not the same search (fewer planner runs)."""
+    data = tiny_unet.read_bytes()
+    full = pipeline.optimize(data, pipeline.Run(Options(), runs=None), "tiny_unet")
+    starved = pipeline.optimize(
+        data, pipeline.Run(Options(limits=Limits(work=1, rows=1, tries=1)), runs=None), "tiny_unet"
+    )
+    assert starved.result.plan.head >= full.result.plan.head
+    assert starved.data != full.data
