@@ -96,8 +96,9 @@ def test_partial_spill_splits_rows_and_verifies(unet_graph) -> None:
 @pytest.mark.parametrize("target", [229_000, 200_000, 180_000])
 def test_target_between_the_steps_spills_only_what_it_needs(unet_graph, target) -> None:
     """Paper's point on flash traffic: with a byte budget, the skip is spilled in part, just enough
-    slices (channels, so the part fuses into the skip concatenation) to meet the target."""
-    r = optimize(unet_graph, Options(target_bytes=target))
+    slices (channels, so the part fuses into the skip concatenation) to meet the target. (The
+    spill strategy alone: streaming meets these targets with nothing moved, and wins.)"""
+    r = optimize(unet_graph, Options(target_bytes=target, stream=False))
     before = next(
         s.head for s in r.steps if s.technique == "scratch narrowing"
     )  # head the spill starts from
@@ -115,7 +116,7 @@ def test_target_between_the_steps_spills_only_what_it_needs(unet_graph, target) 
 
 
 def test_target_below_the_partial_steps_spills_the_whole_skip(unet_graph) -> None:
-    r = optimize(unet_graph, Options(target_bytes=160_000))
+    r = optimize(unet_graph, Options(target_bytes=160_000, stream=False))
     assert [(s.partial, s.bytes) for s in r.spills] == [(False, 76_800)]
 
 

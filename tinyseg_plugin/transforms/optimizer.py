@@ -17,7 +17,7 @@ from .passes.layout import LayoutRequest, improve_layout
 from .passes.reorder import OrderRequest, reorder
 from .passes.scratch import narrow_transpose_convs
 from .passes.spill import SpillPlan, apply_spill, partial_plans, spillable, spilled_bytes
-from .search import Budget, Limits, best_of
+from .search import Budget, Limits, Objective, Score, best_of
 
 
 @dataclass(frozen=True)
@@ -294,10 +294,14 @@ class Candidate:
         """Bytes through storage per inference (spills written and read back, row spills and fetches)."""
         return sum(s.bytes_moved for s in self.spills) + self.stream_bytes
 
+    def score(self, objective: Objective) -> Score:
+        return objective.score(self.plan.head, self.bytes_moved)
+
 
 def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = None) -> Result:
     """The shared prefix (reordering), then each strategy's candidate; the best by the objective
-    (the lowest head) is the result, the others are listed as considered."""
+    (search.Objective: the lowest head, or with a target the least storage traffic of the plans
+    that fit it) is the result, the others are listed as considered."""
     say = progress or (lambda _msg: None)
     plan = _plan(graph, o)
     res = Result(graph, plan, plan, [Step("original", "", plan.head, plan.total)])
@@ -326,13 +330,14 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
                 )
             )
             say(f"reordered: head {plan.head:,} B")
+    objective = Objective(o.target_bytes)
     best = spill_and_fuse(g, plan, o, say)
     candidates = [best]
-    if o.stream and (o.target_bytes is None or best.plan.head > o.target_bytes):
-        streamed = streaming(g, o, say)
+    if o.stream and not (best.score(objective).fits and best.bytes_moved == 0):
+        streamed = streaming(g, o, say, objective)
         if streamed is not None:
             candidates.append(streamed)
-            if streamed.plan.head < best.plan.head:
+            if streamed.score(objective) < best.score(objective):
                 best = streamed
     res.graph, res.plan = best.graph, best.plan
     res.steps.extend(best.steps)
@@ -387,12 +392,16 @@ def spill_and_fuse(g: Graph, plan: Plan, o: Options, say: Callable[[str], None])
     return cand
 
 
-def streaming(g: Graph, o: Options, say: Callable[[str], None]) -> Candidate | None:
+def streaming(
+    g: Graph, o: Options, say: Callable[[str], None], objective: Objective = Objective()
+) -> Candidate | None:
     """The (reordered) input's chains of operators the StreamChain kernel computes, with the cuts and
     row spills the planner picks; None when no chain is worth streaming."""
     from .stream_search import choice_dict, choose_streaming
 
-    choice = choose_streaming(g, o.kernel_set, o.build_profile, o.limits, kernel_only=True)
+    choice = choose_streaming(
+        g, o.kernel_set, o.build_profile, o.limits, kernel_only=True, objective=objective
+    )
     if choice.streamed is None:
         return None
     streamed = _plan(choice.streamed.graph, o)

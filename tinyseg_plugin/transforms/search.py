@@ -9,7 +9,7 @@ held by pipeline.Run) say what they may spend; each search counts what it spends
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, TypeVar
 
 # Planner runs times the graph's operators (400 runs on the Tiny U-Net, about 40 on a 500-operator
@@ -22,6 +22,41 @@ MAX_TRIES = 8
 
 C = TypeVar("C")  # a candidate
 R = TypeVar("R")  # what trying it gave
+
+
+@dataclass(frozen=True, order=True)
+class Score:
+    """A plan as the objective ranks it: ``key`` decides (see ``Objective.score``); the head and the
+    bytes moved through storage per inference are carried for the report."""
+
+    key: tuple[int, int, int]
+    head: int = field(compare=False)
+    moved: int = field(compare=False)
+
+    @property
+    def fits(self) -> bool:
+        return self.key[0] == 0
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What the user asked for. Without a target: the smallest head, then the least storage
+    traffic. With a target: of the plans whose head fits, the least storage traffic (what costs
+    time and wears flash), then the smaller head; a plan that does not fit ranks after every plan
+    that does, by its head."""
+
+    target: int | None = None
+
+    def score(self, head: int, moved: int) -> Score:
+        if self.target is None:
+            return Score((0, head, moved), head, moved)
+        if head <= self.target:
+            return Score((0, moved, head), head, moved)
+        return Score((1, head, moved), head, moved)
+
+    def worst(self, head: int) -> Score:
+        """A score below every plan's (a start that gave no plan)."""
+        return Score((2, head, 0), head, 0)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ needs a ring of all the rows in flight between its producer and its reader. Cutt
 there and moving the skip through storage row by row removes it from the arena, but each cut
 also keeps the tensor at the cut whole. ``choose_streaming`` cuts greedily, one cut at a time,
 and for each candidate spills (greedily, largest first) the crossing tensors that lower the
-head; objective: the head, then the bytes moved through storage per inference."""
+head. The objective (search.Objective): without a target the head, then the bytes moved through
+storage per inference; with a target, of the plans that fit it, the least bytes moved."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..memory.kernels import BUILD_PROFILES, KernelRules
 from ..memory.planner import plan_graph
 from .passes import Rewrite
 from .passes.stream import ChainRequest, row_slots, stream_chains
-from .search import Budget, Limits, best_of
+from .search import Budget, Limits, Objective, Score, best_of
 from .stream import ChainCost, activation_inputs, find_chains, row_step_scratch, simulate
 
 # Where each climb stops, as fractions of the budget the starting points leave, for 1, 2 or 3 starts.
@@ -57,7 +58,9 @@ def _segments(chains: list[list[int]], cuts: frozenset[int]) -> list[list[int]]:
 
 
 def _spillable(graph: Graph, segments: list[list[int]]) -> list[int]:
-    """Tensors produced by one segment and read only by later segments (never a graph output)."""
+    """Tensors produced by one segment and read by later segments, and otherwise only inside their
+    own (never a graph output): the producing chain writes each row to storage as it computes it,
+    its own readers take the row from its ring, and the later chains fetch it."""
     where = {i: k for k, seg in enumerate(segments) for i in seg}
     out = []
     for k, seg in enumerate(segments):
@@ -66,7 +69,9 @@ def _spillable(graph: Graph, segments: list[list[int]]) -> list[int]:
             readers = graph.consumers.get(t, [])
             if t in graph.outputs or not readers:
                 continue
-            if all(r in where and where[r] > k for r in readers):
+            if all(r in where and where[r] >= k for r in readers) and any(
+                where[r] > k for r in readers
+            ):
                 out.append(t)
     return sorted(out, key=lambda t: -graph.tensors[t].nbytes)
 
@@ -77,8 +82,9 @@ def choose_streaming(
     build_profile: str = "host64",
     limits: Limits = Limits(),
     kernel_only: bool = False,
+    objective: Objective = Objective(),
 ) -> StreamChoice:
-    """The chains (and row spills) that give the lowest head, judged by the planner.
+    """The chains (and row spills) that best meet ``objective``, judged by the planner.
     ``kernel_only``: chains of the stages the StreamChain kernel computes (a model to run)."""
     base = plan_graph(graph, kernel_set, build_profile).head
     chains = find_chains(graph, kernel_only)
@@ -98,10 +104,10 @@ def choose_streaming(
     if not chains:
         return StreamChoice(None, base, base, 0, budget.plans)
 
-    def cost(streamed: Streamed) -> tuple[int, int]:
+    def cost(streamed: Streamed) -> Score:
         budget.planned()
         moved = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled + c.fetched)
-        return plan_graph(streamed.graph, kernel_set, build_profile).head, moved
+        return objective.score(plan_graph(streamed.graph, kernel_set, build_profile).head, moved)
 
     measured: dict[tuple, ChainCost] = {}
 
@@ -122,7 +128,7 @@ def choose_streaming(
         assert isinstance(done, Rewrite), done  # the search only asks for chains it found
         return Streamed(done.graph, done.notes, tuple(sorted(spilled)), row_slots(graph, spilled))
 
-    def evaluate(cuts: frozenset[int]) -> tuple[tuple[int, int], Streamed, frozenset[int]] | None:
+    def evaluate(cuts: frozenset[int]) -> tuple[Score, Streamed, frozenset[int]] | None:
         segments = _segments(chains, cuts)
         if not segments:
             return None
@@ -187,17 +193,20 @@ def choose_streaming(
         if graph.producers.get(t) in at
     )
     current: frozenset[int] = frozenset()
-    best_cost, best, spills = (base, 0), None, frozenset()
+    best_cost, best, spills = objective.score(base, 0), None, frozenset()
     seeds = list(dict.fromkeys((before, frozenset(), resized)))  # distinct, in this order
     starts = {seed: evaluate(seed) for seed in seeds}
-    seeds.sort(key=lambda seed: starts[seed][0] if starts[seed] is not None else (base + 1, 0))
+    seeds.sort(
+        key=lambda seed: starts[seed][0] if starts[seed] is not None else objective.worst(base)
+    )
     spent = budget.share_spent  # the starts' greedy spills
     for seed, share in zip(seeds, SHARES[len(seeds) - 1]):
         result = climb(seed, spent + share * (1.0 - spent))
         if result is not None and (best is None or result[0][0] < best_cost):
             (best_cost, best, spills), current = result
-    # Then the same head with less storage traffic: drop each cut and each spill that the head
-    # does not need (a cut also when the traffic stays the same: fewer operators, a smaller tail).
+    # Then the same head (or, with a target, a head that still fits) with less storage traffic:
+    # drop each cut and each spill that is not needed (a cut also when the traffic stays the same:
+    # fewer operators, a smaller tail).
     for kind in ("cut", "spill"):
         for item in sorted(current if kind == "cut" else spills):
             cuts2 = current - {item} if kind == "cut" else current
@@ -208,14 +217,19 @@ def choose_streaming(
             spills2 = frozenset(t for t in spills2 if t in _spillable(graph, segments))
             s = build(cuts2, spills2)
             c = cost(s)
-            if c[0] <= best_cost[0] and (
-                c[1] < best_cost[1] or (kind == "cut" and c[1] == best_cost[1])
+            kept = (
+                c.fits
+                if best_cost.fits and objective.target is not None
+                else c.head <= best_cost.head
+            )
+            if kept and (
+                c.moved < best_cost.moved or (kind == "cut" and c.moved == best_cost.moved)
             ):
                 best_cost, best, current, spills = c, s, cuts2, spills2
-    if best is None or best_cost[0] >= base:
+    if best is None or best_cost.head >= base:
         return StreamChoice(None, base, base, 0, budget.plans)
     best = build(current, spills, body=True)  # the chosen chains with their bodies (same plan)
-    return StreamChoice(best, best_cost[0], base, best_cost[1], budget.plans)
+    return StreamChoice(best, best_cost.head, base, best_cost.moved, budget.plans)
 
 
 def choice_dict(choice: StreamChoice, graph: Graph) -> dict:

@@ -21,8 +21,8 @@ class ChainRequest:
     """Which chains to stream, and how.
 
     ``chains``: operator indices, each run in schedule order and at least two long. ``spilled``:
-    tensors produced by one chain and read by later chains only, moved through storage row by row
-    instead of staying whole in the arena. ``op_scratch(i)``: the scratch operator i needs for one
+    tensors produced by one chain and read by later chains (and otherwise only by its own), moved
+    through storage row by row instead of staying whole in the arena. ``op_scratch(i)``: the scratch operator i needs for one
     row step in the target kernel set (stream.row_step_scratch). ``measure``: stream.simulate, or a
     cached form of it (the chain search asks for the same chains many times). ``body=False`` leaves
     the chains' bodies out of the options: the planner does not read them, and encoding them is most
@@ -64,9 +64,13 @@ def _problem(graph: Graph, request: ChainRequest) -> str | None:
             source not in position
             or t in graph.outputs
             or not readers
-            or any(position.get(r, -1) <= position[source] for r in readers)
+            or any(position.get(r, -1) < position[source] for r in readers)
+            or all(position[r] == position[source] for r in readers)
         ):
-            return f"tensor {t} is not produced by a chain and read by later chains only"
+            return (
+                f"tensor {t} is not produced by a chain and read by later chains "
+                "(and otherwise only by its own)"
+            )
     return None
 
 

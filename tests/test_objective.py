@@ -1,0 +1,80 @@
+"""The objective a user means: with --target, of the plans whose head fits, the one that moves the
+fewest bytes through storage per inference (then the smaller head); without a target, the
+smallest head. Every plan written here is checked bit-exact in the tflite-micro wheel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import synth
+
+from tinyseg_plugin import pipeline
+from tinyseg_plugin.ir.modelio import model_to_bytes
+from tinyseg_plugin.transforms.optimizer import Options
+from tinyseg_plugin.transforms.search import Objective
+
+
+def _moved(out: pipeline.Outcome) -> int:
+    r = out.result
+    return sum(s.bytes_moved for s in r.spills) + r.stream_bytes
+
+
+def _optimize(data: bytes, target: int | None, runs: int | None = 3) -> pipeline.Outcome:
+    return pipeline.optimize(data, pipeline.Run(Options(target_bytes=target), runs=runs), "model")
+
+
+def test_the_objective_ranks_fitting_plans_by_traffic_then_head() -> None:
+    o = Objective(100)
+    assert o.score(90, 0) < o.score(50, 10)  # both fit: less traffic wins
+    assert o.score(50, 10) < o.score(90, 10)  # same traffic: the smaller head
+    assert o.score(100, 10**9) < o.score(101, 0)  # fitting beats not fitting
+    assert o.score(150, 10) < o.score(200, 0)  # neither fits: the smaller head
+    free = Objective()
+    assert free.score(50, 10**9) < free.score(51, 0)  # no target: the head alone, then traffic
+
+
+def test_a_target_the_skips_fit_under_moves_nothing_through_storage(tiny_unet: Path) -> None:
+    """Tiny U-Net, --target 160KB: the streamed plan with every skip kept in RAM, not the spilled
+    model (153,600 B through storage per inference)."""
+    out = _optimize(tiny_unet.read_bytes(), 160_000)
+    assert out.result.plan.head <= 160_000
+    assert _moved(out) == 0
+    assert out.verification is not None and out.verification.identical
+
+
+def test_a_tight_target_spills_the_big_skip_once(tiny_unet: Path) -> None:
+    """--target 100KB: the big skip is written once by its chain (which also pools it) and read
+    once by the decoder's: 153,600 B per inference, where cutting before the pool moved 230,400."""
+    out = _optimize(tiny_unet.read_bytes(), 100_000)
+    assert out.result.plan.head <= 100_000
+    assert _moved(out) <= 153_600
+    assert out.verification is not None and out.verification.identical
+
+
+def test_no_target_keeps_the_smallest_head(tiny_unet: Path) -> None:
+    out = _optimize(tiny_unet.read_bytes(), None)
+    assert out.result.plan.head <= 34_752
+    assert out.verification is not None and out.verification.identical
+
+
+@pytest.mark.parametrize("source", ["tiny_unet", "random_unet_4"])
+def test_a_looser_target_never_moves_more(source: str, tiny_unet: Path) -> None:
+    """Targets from loose to tight: the bytes moved per inference never fall as the target
+    tightens, and each plan meets its target or is the smallest head reached."""
+    if source == "tiny_unet":
+        data = tiny_unet.read_bytes()
+    else:
+        data = model_to_bytes(synth.random_unet(int(source.rsplit("_", 1)[1]), dtype="INT8"))
+    free = _optimize(data, None, runs=None)
+    original = free.result.original.head
+    floor = free.result.plan.head
+    if floor >= original:
+        pytest.skip(f"{source}: no pass lowers its head")
+    targets = sorted({floor + (original - floor) * k // 5 for k in range(5)}, reverse=True)
+    moved = []
+    for t in targets:
+        out = _optimize(data, t, runs=None)
+        assert out.result.plan.head <= t or out.result.plan.head <= floor
+        moved.append(_moved(out))
+    assert moved == sorted(moved), list(zip(targets, moved))
