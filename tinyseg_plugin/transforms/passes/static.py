@@ -138,6 +138,21 @@ def _tflm_shape(graph: Graph, op: Operator, value: np.ndarray) -> bool:
     return [int(v) for v in value] == list(out)
 
 
+def _identity(graph: Graph, op: Operator) -> bool:
+    """A RESHAPE (of a folded shape) to the shape it reads, same type and quantization: a copy
+    the converter drops when the batch is 1; kept when it writes a graph output."""
+    if op.opcode != "RESHAPE" or op.outputs[0] in graph.output_set:
+        return False
+    x, y = graph.tensors[op.inputs[0]], graph.tensors[op.outputs[0]]
+    return (x.shape, x.dtype, x.scales, x.zero_points, x.quantized_dimension) == (
+        y.shape,
+        y.dtype,
+        y.scales,
+        y.zero_points,
+        y.quantized_dimension,
+    )
+
+
 def _dead(
     graph: Graph, inputs: dict[int, list[int]], keep: frozenset[int] = frozenset()
 ) -> set[int]:
@@ -192,22 +207,52 @@ def static_shapes(graph: Graph, request: None = None) -> Rewrite | Skip:
         ed.drop_shape_signature(i)
     constants: dict[tuple[int, bytes], int] = {}
     folded = {i: f for i, f in folded.items() if i not in removed}  # a dead RESHAPE just goes
+    identities = [i for i in sorted(folded) if _identity(graph, graph.operators[i])]
     for i, (k, t, value) in sorted(folded.items()):
+        if i in identities:
+            continue
         data = value.astype(np.int32)
         key = (t, data.tobytes())
         if key not in constants:
             constants[key] = ed.constant(graph.tensors[t].name, data, "INT32")
         ed.set_input(i, k, constants[key])
         notes.append((i, graph.operators[i].opcode, f"shape operand {list(map(int, data))}"))
+    for i in identities:  # its readers read its input, as in the batch_size=1 export
+        ed.rename_uses(graph.operators[i].outputs[0], graph.operators[i].inputs[0], 0)
+    removed = sorted(set(removed) | set(identities))
     for i in reversed(removed):
         ed.remove(i)
     notes.extend((i, graph.operators[i].opcode, "removed") for i in removed)
     parts = []
     if fixes:
         parts.append(f"batch fixed to 1 on {len(fixes)} tensors")
-    if folded:
-        ops = ", ".join(f"op {i} {graph.operators[i].opcode}" for i in sorted(folded))
+    kept = sorted(set(folded) - set(identities))
+    if kept:
+        ops = ", ".join(f"op {i} {graph.operators[i].opcode}" for i in kept)
         parts.append(f"constant shape operand of {ops}")
     if removed:
-        parts.append(f"{len(removed)} shape operators removed")
+        what = " and identity RESHAPEs" if identities else ""
+        parts.append(f"{len(removed)} shape operators{what} removed")
     return Rewrite.of(ed.commit(), "; ".join(parts), notes=tuple(sorted(notes)))
+
+
+def in_input_indices(stream: dict, fixed: Rewrite, graph: Graph) -> dict:
+    """A streaming estimate over ``fixed.graph`` (``stream_search.choice_dict``) with its operator
+    and tensor indices those of ``graph``, the model the user gave: the pass only removes
+    operators (its notes say which) and keeps every activation."""
+    removed = {i for i, _, what in fixed.notes if what == "removed"}
+    ops = [op.index for op in graph.operators if op.index not in removed]
+    back = {new: old for old, new in fixed.remap.items()}
+
+    def tensors(ids: list) -> list:
+        return [back[t] for t in ids]
+
+    chains = []
+    for c in stream["chains"]:
+        c = dict(c)
+        c["operators"] = [ops[i] for i in c["operators"]]
+        for key in ("reads", "fetches", "writes", "spills"):
+            c[key] = tensors(c[key])
+        c["ring_rows"] = {str(back[int(t)]): r for t, r in c["ring_rows"].items()}
+        chains.append(c)
+    return {**stream, "chains": chains}
