@@ -176,16 +176,10 @@ def _dead(
     return dead
 
 
-def static_shapes(graph: Graph, request: None = None) -> Rewrite | Skip:
-    """Fix a dynamic batch to 1 and fold run-time-computed shapes (module docstring). The
-    rewrite's ``notes`` are (operator index in ``graph``, opcode, what was done) for each
-    operator the pass changed or removed."""
-    ed = Editor(graph)
-    fixes = _batch_fixes(graph, ed.shape_signatures())
-    if isinstance(fixes, Skip):
-        return fixes
-    inputs = {op.index: list(op.inputs) for op in graph.operators}
-    folded: dict[int, tuple[int, int, np.ndarray]] = {}  # operator -> (operand, old tensor, value)
+def _foldable(graph: Graph) -> dict[int, tuple[int, int, np.ndarray]]:
+    """Operator -> (operand, tensor, value) for each TRANSPOSE_CONV and RESHAPE whose shape
+    operand is computed and folds to the output shape TFLM uses."""
+    folded = {}
     for op in graph.operators:
         k = SHAPE_OPERAND.get(op.opcode)
         if k is None or len(op.inputs) <= k or op.inputs[k] < 0:
@@ -196,44 +190,74 @@ def static_shapes(graph: Graph, request: None = None) -> Rewrite | Skip:
         value = _value(graph, t, set())
         if value is not None and _tflm_shape(graph, op, value):
             folded[op.index] = (k, t, value)
-            inputs[op.index][k] = -1  # for _dead: the operand is a constant from now on
-    if not fixes and not folded:
-        return Skip(NOTHING)
-    # Only what the folding leaves unread goes: an operator unread in the input stays, as it was.
-    before = frozenset(_dead(graph, {op.index: list(op.inputs) for op in graph.operators}))
-    removed = sorted(_dead(graph, inputs, before))
-    notes: list[tuple[int, str, str]] = []
-    for i in fixes:
-        ed.drop_shape_signature(i)
-    constants: dict[tuple[int, bytes], int] = {}
-    folded = {i: f for i, f in folded.items() if i not in removed}  # a dead RESHAPE just goes
-    identities = [i for i in sorted(folded) if _identity(graph, graph.operators[i])]
-    for i, (k, t, value) in sorted(folded.items()):
-        if i in identities:
-            continue
-        data = value.astype(np.int32)
-        key = (t, data.tobytes())
-        if key not in constants:
-            constants[key] = ed.constant(graph.tensors[t].name, data, "INT32")
-        ed.set_input(i, k, constants[key])
-        notes.append((i, graph.operators[i].opcode, f"shape operand {list(map(int, data))}"))
-    for i in identities:  # its readers read its input, as in the batch_size=1 export
-        ed.rename_uses(graph.operators[i].outputs[0], graph.operators[i].inputs[0], 0)
-    removed = sorted(set(removed) | set(identities))
-    for i in reversed(removed):
-        ed.remove(i)
-    notes.extend((i, graph.operators[i].opcode, "removed") for i in removed)
+    return folded
+
+
+def _bypass(ed: Editor, graph: Graph, identities: list[int]) -> None:
+    """The readers of each identity RESHAPE's output read what it reads (through a chain of them)."""
+    alias: dict[int, int] = {}
+    for i in identities:
+        op = graph.operators[i]
+        source = op.inputs[0]
+        source = alias.get(source, source)
+        alias[op.outputs[0]] = source
+        ed.rename_uses(op.outputs[0], source, 0)
+
+
+def _detail(
+    graph: Graph, fixes: list[int], kept: list[int], removed: list[int], identities: list[int]
+) -> str:
     parts = []
     if fixes:
         parts.append(f"batch fixed to 1 on {len(fixes)} tensors")
-    kept = sorted(set(folded) - set(identities))
     if kept:
         ops = ", ".join(f"op {i} {graph.operators[i].opcode}" for i in kept)
         parts.append(f"constant shape operand of {ops}")
     if removed:
         what = " and identity RESHAPEs" if identities else ""
         parts.append(f"{len(removed)} shape operators{what} removed")
-    return Rewrite.of(ed.commit(), "; ".join(parts), notes=tuple(sorted(notes)))
+    return "; ".join(parts)
+
+
+def static_shapes(graph: Graph, request: None = None) -> Rewrite | Skip:
+    """Fix a dynamic batch to 1 and fold run-time-computed shapes (module docstring). The
+    rewrite's ``notes`` are (operator index in ``graph``, opcode, what was done) for each
+    operator the pass changed or removed."""
+    ed = Editor(graph)
+    fixes = _batch_fixes(graph, ed.shape_signatures())
+    if isinstance(fixes, Skip):
+        return fixes
+    folded = _foldable(graph)
+    if not fixes and not folded:
+        return Skip(NOTHING)
+    inputs = {op.index: list(op.inputs) for op in graph.operators}
+    for i, (k, _, _) in folded.items():
+        inputs[i][k] = -1  # for _dead: the operand is a constant from now on
+    # Only what the folding leaves unread goes: an operator unread in the input stays, as it was.
+    before = frozenset(_dead(graph, {op.index: list(op.inputs) for op in graph.operators}))
+    dead = _dead(graph, inputs, before)
+    folded = {i: f for i, f in folded.items() if i not in dead}  # a dead RESHAPE just goes
+    identities = [i for i in sorted(folded) if _identity(graph, graph.operators[i])]
+    kept = [i for i in sorted(folded) if i not in identities]
+    for i in fixes:
+        ed.drop_shape_signature(i)
+    notes: list[tuple[int, str, str]] = []
+    constants: dict[tuple[int, bytes], int] = {}
+    for i in kept:
+        k, t, value = folded[i]
+        data = value.astype(np.int32)
+        key = (t, data.tobytes())
+        if key not in constants:
+            constants[key] = ed.constant(graph.tensors[t].name, data, "INT32")
+        ed.set_input(i, k, constants[key])
+        notes.append((i, graph.operators[i].opcode, f"shape operand {list(map(int, data))}"))
+    _bypass(ed, graph, identities)
+    removed = sorted(dead | set(identities))
+    for i in reversed(removed):
+        ed.remove(i)
+    notes.extend((i, graph.operators[i].opcode, "removed") for i in removed)
+    detail = _detail(graph, fixes, kept, removed, identities)
+    return Rewrite.of(ed.commit(), detail, notes=tuple(sorted(notes)))
 
 
 def in_input_indices(stream: dict, fixed: Rewrite, graph: Graph) -> dict:
