@@ -113,9 +113,18 @@ def analyze(graph: Graph, run: Run, stream: bool = False) -> tuple[Analysis, dic
     a = analyze_graph(graph, o.kernel_set, o.build_profile)
     if not stream:
         return a, None
+    from .transforms.passes import Rewrite
+    from .transforms.passes.static import in_input_indices, static_shapes
     from .transforms.stream_search import choice_dict, choose_streaming
 
-    return a, choice_dict(choose_streaming(graph, o.kernel_set, o.build_profile, o.limits), graph)
+    # Streamed as optimize would: with static shapes first, indices told in the analysed model's.
+    fixed = static_shapes(graph)
+    g = fixed.graph if isinstance(fixed, Rewrite) else graph
+    d = choice_dict(choose_streaming(g, o.kernel_set, o.build_profile, o.limits), g)
+    if isinstance(fixed, Rewrite):
+        d = in_input_indices(d, fixed, graph)
+        d["static_shapes"] = fixed.detail
+    return a, d
 
 
 def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:

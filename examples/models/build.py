@@ -62,8 +62,8 @@ class ModelSpec:
     """One buildable model: how to build it and how to calibrate it."""
 
     name: str
-    input_shape: tuple[int, int, int]  # (H, W, C), batch is fixed to 1
-    build: Callable[[ModuleType, tuple[int, int, int]], Any]
+    input_shape: tuple[int, int, int]  # (H, W, C); the batch is 1, or unset with --batch-unset
+    build: Callable[..., Any]  # (tf, shape, batch_size) -> Keras model
     calibration_samples: int
     expected_params: int | None = None
 
@@ -108,10 +108,10 @@ def _tiny_up(layers: Any, x: Tensor, skip: Tensor, c: int) -> Tensor:
     return _tiny_double_conv(layers, layers.Concatenate(axis=-1)([skip, up]), c)
 
 
-def build_tiny_unet(tf: ModuleType, shape: tuple[int, int, int]) -> Any:
+def build_tiny_unet(tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1) -> Any:
     """Tiny U-Net: 3 levels down, 3 up, 8..64 channels, raw 1-channel logits."""
     layers = tf.keras.layers
-    inp = tf.keras.Input(shape=shape, batch_size=1, name="image")
+    inp = tf.keras.Input(shape=shape, batch_size=batch_size, name="image")
     x1 = _tiny_double_conv(layers, inp, 8)
     x2 = _tiny_down(layers, x1, 16)
     x3 = _tiny_down(layers, x2, 32)
@@ -149,7 +149,7 @@ def _vnet_stage(keras: Any, x: Tensor, c: int, n_convs: int) -> Tensor:
     return _prelu(keras, layers.Add()([y, x]))
 
 
-def build_vnet2d(tf: ModuleType, shape: tuple[int, int, int]) -> Any:
+def build_vnet2d(tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1) -> Any:
     """V-Net in 2D: residual stages, 2x2 stride-2 conv down, transpose conv up.
 
     Each decoder stage concatenates the up-convolved features with the
@@ -159,7 +159,7 @@ def build_vnet2d(tf: ModuleType, shape: tuple[int, int, int]) -> Any:
     """
     keras = tf.keras
     layers = keras.layers
-    inp = keras.Input(shape=shape, batch_size=1, name="image")
+    inp = keras.Input(shape=shape, batch_size=batch_size, name="image")
     c0 = VNET_CHANNELS[0]
     widened = layers.Concatenate(axis=-1)([inp] * (c0 // shape[2]))
     y = layers.Conv2D(c0, 5, padding="same")(inp)
@@ -216,10 +216,12 @@ def _attention_gate(layers: Any, x: Tensor, g: Tensor, inter: int) -> Tensor:
     return layers.Multiply()([x, alpha])
 
 
-def build_attention_unet(tf: ModuleType, shape: tuple[int, int, int]) -> Any:
+def build_attention_unet(
+    tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1
+) -> Any:
     """U-Net whose every skip passes through an attention gate before concat."""
     layers = tf.keras.layers
-    inp = tf.keras.Input(shape=shape, batch_size=1, name="image")
+    inp = tf.keras.Input(shape=shape, batch_size=batch_size, name="image")
     x = inp
     skips = []
     for i, c in enumerate(ATTN_CHANNELS):
@@ -274,10 +276,10 @@ def _combine(layers: Any, x: Tensor, skip: Tensor, c: int) -> Tensor:
     return layers.BatchNormalization()(layers.Conv2D(c, 1, use_bias=False)(x))
 
 
-def build_resunet_a(tf: ModuleType, shape: tuple[int, int, int]) -> Any:
+def build_resunet_a(tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1) -> Any:
     """ResUNet-a d6 layout: 1x1 stem, 6 ResBlock-a levels, PSP pooling bridge."""
     layers = tf.keras.layers
-    inp = tf.keras.Input(shape=shape, batch_size=1, name="image")
+    inp = tf.keras.Input(shape=shape, batch_size=batch_size, name="image")
     stem = layers.Conv2D(RESA_BASE, 1)(inp)
     x = stem
     skips = []
@@ -409,18 +411,25 @@ def op_histogram(model_bytes: bytes) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def build_one(tf: ModuleType, spec: ModelSpec, out_dir: Path, seed: int) -> BuildResult:
-    """Build, check, convert and write one model; deterministic for a given seed."""
+def build_one(
+    tf: ModuleType, spec: ModelSpec, out_dir: Path, seed: int, batch_size: int | None = 1
+) -> BuildResult:
+    """Build, check, convert and write one model; deterministic for a given seed. With
+    ``batch_size`` None the batch is left unset, as Keras exports usually are (the converter then
+    writes shape_signature -1 in the batch and computes TRANSPOSE_CONV's output shape at run time):
+    the file is <name>_batch_unset.tflite."""
     t0 = time.monotonic()
     tf.keras.backend.clear_session()
     tf.keras.utils.set_random_seed(seed)
-    model = spec.build(tf, spec.input_shape)
+    model = spec.build(tf, spec.input_shape, batch_size)
     params = model.count_params()
     if spec.expected_params is not None and params != spec.expected_params:
         raise RuntimeError(f"{spec.name}: {params} parameters, expected {spec.expected_params}")
     randomize_batchnorm(tf, model, np.random.default_rng(seed))
     data = convert_int8(tf, model, spec, seed)
-    path = out_dir / f"{spec.name}.tflite"
+    path = out_dir / (
+        f"{spec.name}.tflite" if batch_size == 1 else f"{spec.name}_batch_unset.tflite"
+    )
     path.write_bytes(data)
     return BuildResult(
         name=spec.name,
@@ -536,6 +545,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=64 << 20,
         help="arena size in bytes for --measure (default: 64 MiB)",
     )
+    p.add_argument(
+        "--batch-unset",
+        action="store_true",
+        help="leave the batch unset, as a usual Keras export does; writes <name>_batch_unset.tflite",
+    )
     p.add_argument("--seed", type=int, default=SEED, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -574,7 +588,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for name in names:
         try:
-            r = build_one(tf, MODELS[name], args.out, args.seed)
+            r = build_one(tf, MODELS[name], args.out, args.seed, None if args.batch_unset else 1)
         except (RuntimeError, OSError) as e:
             print(f"build.py: error: {e}", file=sys.stderr)
             return 1

@@ -197,6 +197,8 @@ def stream_text(d: dict) -> str:
         "\nStreaming (ESTIMATE over every row-local operator; `tinyseg optimize` streams the chains of stages the "
         "StreamChain kernel computes)\n"
     )
+    if d.get("static_shapes"):
+        w(f"  over the model with static shapes ({d['static_shapes']})\n")
     if not d["chains"]:
         w(f"no chain lowers the head ({d['head_without_streaming']:,} B)\n")
         return out.getvalue()

@@ -17,6 +17,7 @@ from .passes.layout import LayoutRequest, improve_layout
 from .passes.reorder import OrderRequest, reorder
 from .passes.scratch import narrow_transpose_convs
 from .passes.spill import SpillPlan, apply_spill, partial_plans, spillable, spilled_bytes
+from .passes.static import NOTHING, static_shapes
 from .search import Budget, Limits, Objective, Score, best_of
 
 
@@ -306,6 +307,13 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
     plan = _plan(graph, o)
     res = Result(graph, plan, plan, [Step("original", "", plan.head, plan.total)])
     g = graph
+    fixed = static_shapes(g)
+    if isinstance(fixed, Rewrite):
+        g, plan = fixed.graph, _plan(fixed.graph, o)
+        res.steps.append(Step("static shapes", fixed.detail, plan.head, plan.total))
+        say(f"static shapes: head {plan.head:,} B")
+    elif fixed.reason != NOTHING:
+        say(f"static shapes skipped: {fixed.reason}")
     if o.reorder and len(g.operators) > 1:
         from ..memory.kernels import BUILD_PROFILES, KernelRules
 

@@ -158,6 +158,19 @@ class Editor:
     def tensor_name(self, index: int) -> str:
         return _name(self.sg.tensors[index].name)
 
+    def shape_signatures(self) -> dict[int, list[int]]:
+        """Each tensor's ``shape_signature`` (-1: a dimension the exporter left dynamic), for the
+        tensors that have one; the graph view reads only the static ``shape``, which TFLM uses."""
+        return {
+            i: _ids(t.shapeSignature)
+            for i, t in enumerate(self.sg.tensors)
+            if t.shapeSignature is not None
+        }
+
+    def drop_shape_signature(self, index: int) -> None:
+        """Tensor ``index`` keeps only its static shape, as an export with every dimension fixed has."""
+        self.sg.tensors[index].shapeSignature = None
+
     # ------------------------------------------------------------------ operators
     def opcode(self, name: str, custom: bool = False) -> int:
         """The operator code index of a builtin (version 1) or custom operator, added if missing."""
@@ -315,6 +328,14 @@ class Editor:
         """A new operator list: an int keeps the operator at that current position, an Op is placed as is."""
         ops = list(self.sg.operators)
         self.sg.operators = [ops[i] if isinstance(i, int) else i.raw for i in items]
+
+    def set_input(self, position: int, k: int, tensor: int) -> None:
+        """The operator at ``position`` reads ``tensor`` as its input ``k`` (its other readers of the
+        old tensor are left as they are)."""
+        op = self.sg.operators[position]
+        inputs = _ids(op.inputs)
+        inputs[k] = int(tensor)
+        op.inputs = inputs
 
     def set_intermediates(self, position: int, tensors: Sequence[int]) -> None:
         self.sg.operators[position].intermediates = [int(t) for t in tensors] or None

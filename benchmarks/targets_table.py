@@ -1,0 +1,73 @@
+"""What `tinyseg optimize --target` writes, beside what the smallest head and the spill strategy
+alone would write: head and bytes moved through storage per inference, for each model at two
+targets scaled to its size (52% and 32.5% of its TFLM head: 160 KB and 100 KB on the Tiny U-Net)
+and with no target. Planner figures; `tinyseg optimize` verifies every plan it writes.
+
+Run: python benchmarks/targets_table.py [MODEL.tflite...] [--kernel-set NAME] [--unverified]
+(default: the four example models of examples/models/)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+SHARES = (0.52, 0.325)  # 160,000 and ~100,000 B of the Tiny U-Net's 307,200 B
+
+
+def moved(out) -> int:
+    r = out.result
+    return sum(s.bytes_moved for s in r.spills) + r.stream_bytes
+
+
+def main() -> int:
+    from tinyseg_plugin import pipeline
+    from tinyseg_plugin.errors import TinySegError
+    from tinyseg_plugin.transforms.optimizer import Options
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*", type=Path)
+    ap.add_argument("--kernel-set", default="reference")
+    ap.add_argument("--unverified", action="store_true", help="planner figures only (faster)")
+    args = ap.parse_args()
+    models = args.models or sorted((ROOT / "examples" / "models").glob("*.tflite"))
+    runs = None if args.unverified else 3
+
+    def opt(data: bytes, name: str, target: int | None, **switches) -> pipeline.Outcome:
+        o = Options(kernel_set=args.kernel_set, target_bytes=target, **switches)
+        return pipeline.optimize(data, pipeline.Run(o, runs=runs if not switches else None), name)
+
+    print(
+        f"{'model':<22} {'target B':>9} | {'spill only: head':>16} {'moved B':>9} | "
+        f"{'smallest head':>13} {'moved B':>9} | {'written: head':>13} {'moved B':>9} {'verified':>8} {'CPU s':>6}"
+    )
+    for path in models:
+        data = path.read_bytes()
+        free = opt(data, path.name, None)
+        original = free.result.original.head
+        for target in [int(original * s) for s in SHARES] + [None]:
+            c0 = time.process_time()
+            try:
+                out = free if target is None else opt(data, path.name, target)
+            except TinySegError as exc:
+                print(f"{path.stem:<22} {target or '-':>9} | refused: {exc}")
+                continue
+            cpu = time.process_time() - c0
+            spill = opt(data, path.name, target, stream=False)
+            v = out.verification
+            verified = "-" if v is None else ("yes" if v.identical else "NO")
+            print(
+                f"{path.stem:<22} {target if target else '-':>9} | {spill.result.plan.head:>16,} "
+                f"{moved(spill):>9,} | {free.result.plan.head:>13,} {moved(free):>9,} | "
+                f"{out.result.plan.head:>13,} {moved(out):>9,} {verified:>8} {cpu:>6.1f}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
