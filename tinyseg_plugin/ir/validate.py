@@ -208,6 +208,28 @@ def _packed_bytes(dtype: str, elements: int) -> int:
     return elements * TYPE_SIZES.get(dtype, 0)
 
 
+def _zero_where_not_finite(raw, data, dtype: str, shape: list[int]) -> bool:
+    """Whether a constant tensor holds only zeros wherever its scale is infinite or NaN (the whole
+    tensor for one scale, the channel along the quantized dimension for per-channel scales)."""
+    scales = [float(x) for x in raw.quantization.scale]
+    if data is None or len(data) == 0 or dtype not in NUMPY_DTYPES:
+        return False
+    raw_bytes = np.asarray(data, np.uint8).tobytes()
+    elements = math.prod(shape)
+    values = np.frombuffer(raw_bytes[: elements * TYPE_SIZES[dtype]], NUMPY_DTYPES[dtype])
+    if len(scales) == 1:
+        return not values.any()
+    axis = raw.quantization.quantizedDimension
+    if not 0 <= axis < len(shape) or shape[axis] != len(scales):
+        return False
+    values = values.reshape(shape)
+    return all(
+        not np.take(values, c, axis=axis).any()
+        for c, sc in enumerate(scales)
+        if not np.isfinite(sc)
+    )
+
+
 def validate_model(model: "fb.ModelT", name: str = "model") -> None:
     """Refuse (TinySegError, exit 2) anything no correct converter writes and TFLM cannot run safely."""
     n_buffers = len(model.buffers or [])
@@ -347,9 +369,14 @@ def _validate_subgraph(
                     f"{where}: tensor {t} '{_name(raw)}' has {len(q.scale)} per-channel scales "
                     f"for {elements} elements"
                 )
-            if not all(np.isfinite(float(x)) for x in q.scale):
+            if not all(np.isfinite(float(x)) for x in q.scale) and not _zero_where_not_finite(
+                raw, data, dtype, shape
+            ):
+                # (a scale over all-zero weights only ever multiplies zeros: converters write an
+                # infinite one for them, and TFLM runs such models; `unsupported` has the rest)
                 raise TinySegError(
-                    f"{where}: tensor {t} '{_name(raw)}' has a non-finite quantization scale"
+                    f"{where}: tensor {t} '{_name(raw)}' has a non-finite quantization scale "
+                    "over values that are not all zero: convert the model again"
                 )
     if total > MAX_ACTIVATION_BYTES:
         raise TinySegError(f"{where}: the activations need {total:,} bytes, beyond any arena")
@@ -732,6 +759,16 @@ def unsupported(graph) -> str | None:
                     f"subgraph {s} tensor {t} '{_name(raw)}' holds sparse weights (Tensor.sparsity), which TFLM "
                     "does not support (it would read the compressed buffer as dense weights); convert the model "
                     "without sparsification"
+                )
+    for s, sg in enumerate(graph.model.subgraphs or []):
+        for t, raw in enumerate(sg.tensors or []):
+            q = raw.quantization
+            if q is not None and q.scale is not None and not np.all(np.isfinite(q.scale)):
+                return (
+                    f"subgraph {s} tensor {t} '{_name(raw)}' has an infinite or NaN quantization scale "
+                    "(over all-zero weights), from which TFLM derives its requantization multiplier "
+                    "with undefined results in C++ (the host wheel happens to run it, a device build "
+                    "may not); give those weights a finite scale (any, e.g. 1.0) and convert again"
                 )
     for kind, ids in (("input", graph.inputs), ("output", graph.outputs)):
         for k, t in enumerate(ids):
