@@ -523,10 +523,23 @@ def infinite_scale_model() -> "fb.ModelT":
     return b.build([y])
 
 
-def _wheel_refusal(m: "fb.ModelT") -> str | None:
-    """What the real interpreter says when it refuses the model in load + AllocateTensors, or None."""
+def cast_model(source: str, target: str) -> "fb.ModelT":
+    """A lone CAST (MoveNet's first operator casts its UINT8 input to FLOAT32)."""
+    b = ModelBuilder(dtype="FLOAT32")
+    x = b._tensor([1, 4, 4, 3], source, "x")
+    b.inputs.append(x)
+    y = b._tensor([1, 4, 4, 3], target, "y")
+    b._op("CAST", [x], [y])
+    return b.build([y])
+
+
+def _wheel_refusal(m: "fb.ModelT", invoke: bool = False) -> str | None:
+    """What the real interpreter says when it refuses the model in load + AllocateTensors (with
+    ``invoke``: or in one invoke on zeros), or None."""
     try:
         interpreter.check_loads(model_to_bytes(m))
+        if invoke:
+            interpreter.arena_usage(model_to_bytes(m))
     except TinySegError as exc:
         return str(exc)
     return None
@@ -655,3 +668,38 @@ def test_infinite_scale_over_zero_weights(tmp_path: Path, capfd) -> None:
     save_model(m, path)
     rc, lines, _ = _cli(capfd, ["analyze", str(path)])
     _assert_refused(rc, lines, "non-finite quantization scale over values that are not all", out)
+
+
+@pytest.mark.parametrize(
+    "source, target, refused",
+    [
+        ("UINT8", "FLOAT32", "Input type UINT8"),
+        ("FLOAT32", "INT64", "Output type INT64"),
+        ("INT8", "FLOAT32", None),
+        ("BOOL", "INT32", None),
+    ],
+)
+def test_cast_verdict_matches_the_wheel(
+    tmp_path: Path, capfd, source: str, target: str, refused
+) -> None:
+    """TFLM's CAST takes every type in Prepare and fails in Eval: analyze is not exact there, and
+    optimize refuses it up front rather than after its search."""
+    m = cast_model(source, target)
+    assert _wheel_refusal(m) is None  # the load alone never tells
+    said = _wheel_refusal(m, invoke=True)
+    assert (said is None) == (refused is None), said
+    if refused:
+        assert refused in said
+    path = tmp_path / "cast.tflite"
+    save_model(m, path)
+    d = _analyze_json(capfd, path)
+    assert d["exact"] is (refused is None), d["not_exact_because"]
+    if refused:
+        assert d["not_exact_because"][0].startswith(
+            f"TFLM refuses the model: operator 0 'CAST' casts {source} to {target}, but TFLM's CAST"
+        )
+        out = tmp_path / "out"
+        out.mkdir()
+        rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite")])
+        _assert_refused(rc, lines, "TFLM refuses the model when it runs: operator 0 'CAST'", out)
+        assert "inference_input_type" in lines[0]

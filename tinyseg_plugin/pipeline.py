@@ -117,7 +117,7 @@ def analyze(graph: Graph, run: Run, stream: bool = False) -> tuple[Analysis, dic
 
 def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
     """Refuse, before any search, a model TFLM cannot run (with the reason and what to do)."""
-    from .ir.validate import ETHOS_U, tflm_refusals, tinyseg_operators, unsupported
+    from .ir.validate import tflm_refusals, tinyseg_operators, unsupported
 
     ts = tinyseg_operators(graph)
     if ts:
@@ -128,7 +128,7 @@ def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
     refusals = [r for r in tflm_refusals(graph) if r.certain]  # the real load settles the rest
     fatal = [r for r in refusals if not r.missing]
     if fatal:  # before the layout checks: a Vela model's metadata is the NPU's, not TFLM's
-        where = "" if fatal[0].opcode == ETHOS_U else " in Prepare"
+        where = {"Prepare": " in Prepare", "Eval": " when it runs"}.get(fatal[0].stage, "")
         raise TinySegError(f"{name}: TFLM refuses the model{where}: {fatal[0]}")
     why = unsupported(graph) or offline_conflict(graph)
     if why:

@@ -542,6 +542,7 @@ class Refusal:
     missing: bool = False
     certain: bool = True  # False: TFLM may or may not cope (only a real load tells)
     remedy: str = ""
+    stage: str = "Prepare"  # where TFLM fails: "Prepare", "Eval" (its first invoke) or "load"
 
     @property
     def what(self) -> str:
@@ -564,6 +565,8 @@ MISSING_REMEDIES = {
 MISSING_REMEDY = (
     "replace it with operators TFLM ships (or register a kernel for it in your firmware)"
 )
+# The types TFLM's CAST reads and writes (the wheel: every other type fails in Eval).
+CAST_TYPES = frozenset({"INT8", "INT16", "INT32", "UINT32", "FLOAT32", "BOOL"})
 HYBRID_REMEDY = (
     "quantize the whole model to int8 (full-integer post-training quantization) or keep it all "
     "float32"
@@ -627,6 +630,7 @@ def _operator_refusal(graph, op) -> Refusal | None:
                 name,
                 "is the Ethos-U operator Vela writes, which is not registered in the tflite-micro wheel",
                 remedy=MISSING_REMEDIES[ETHOS_U],
+                stage="load",
             )
         if name not in TFLM_CUSTOM:
             return Refusal(
@@ -659,6 +663,17 @@ def _operator_refusal(graph, op) -> Refusal | None:
         )
     if name == "GATHER":
         return _gather_refusal(op, types)
+    if name == "CAST" and (inp not in CAST_TYPES or out_t not in CAST_TYPES):
+        # TFLM's CAST accepts any type in Prepare and fails on its first invoke
+        return Refusal(
+            op.index,
+            name,
+            f"casts {inp} to {out_t}, but TFLM's CAST converts only between "
+            f"{', '.join(sorted(CAST_TYPES))} (it fails on the first invoke)",
+            remedy="convert the model with int8 or float32 inputs and outputs "
+            "(the converter's inference_input_type and inference_output_type)",
+            stage="Eval",
+        )
     return None
 
 
