@@ -7,7 +7,7 @@ only in Eval), and print one row per model: analyze's verdict, TFLM's, and wheth
 agree. A false "exact" (analyze says exact, TFLM refuses) and a false refusal (analyze says TFLM
 refuses, TFLM loads it) are disagreements; exit status 1 if any.
 
-    PYTHONPATH=$PWD python scripts/exact_vs_tflm.py [--invoke] /work/corpus /work/ex /work/shared/models
+    PYTHONPATH=$PWD python scripts/exact_vs_tflm.py [--invoke] MODEL_OR_DIR...  (docs/corpus.md)
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def analyze_verdict(path: Path) -> tuple[str, str]:
     if d["exact"]:
         return "exact", ""
     certain = [r for r in d["not_exact_because"] if r.startswith("TFLM refuses")]
-    if certain:
-        return "refuses", certain[0]
+    if certain:  # the refusal without its remedy
+        return "refuses", certain[0].removeprefix("TFLM refuses the model: ").split("; ")[0]
     return "not exact", "; ".join(d["not_exact_because"])
 
 
@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
     for path, a, a_why, t, t_why, ok in rows:
         av = a + (f": {a_why}" if a_why and a != "not exact" else "")
         tv = t + (f": {t_why}" if t_why else "")
-        print(f"| {path.name} | {av[:160]} | {tv[:160]} | {ok} |")
+        print(f"| {path.name} | {av[:130]} | {tv.removeprefix('refuses: TFLM ')[:130]} | {ok} |")
     bad = sum(1 for r in rows if r[5].startswith("NO"))
     false_exact = sum(1 for r in rows if "false exact" in r[5])
     print(f"\n{len(rows)} models, {bad} disagreements, {false_exact} false exact")

@@ -481,6 +481,19 @@ def test_the_time_limit_counts_cpu_not_wall_clock() -> None:
 # ---------------------------------------------------------------- refusals the corpus and users met
 
 
+def gather_nd_model(values: str = "FLOAT32", indices: str = "INT64") -> "fb.ModelT":
+    """A GATHER_ND of two rows with constant indices of the given type."""
+    b = ModelBuilder(dtype="FLOAT32")
+    q = {"scales": [0.1], "zps": [0]} if values in ("INT8", "INT16") else {}
+    x = b._tensor([4, 3], values, "x", **q)
+    b.inputs.append(x)
+    kind = {"INT32": np.int32, "INT64": np.int64, "INT16": np.int16}[indices]
+    p = b._tensor([2, 1], indices, "indices", np.array([[0], [2]], kind))
+    y = b._tensor([2, 3], values, "y", **q)
+    b._op("GATHER_ND", [x, p], [y])
+    return b.build([y])
+
+
 def gather_model(values: str = "FLOAT32", positions: str = "INT64") -> "fb.ModelT":
     """A GATHER along axis 1 with constant positions of the given type (converters write INT64 ones)."""
     b = ModelBuilder(dtype="FLOAT32")
@@ -552,20 +565,23 @@ def _analyze_json(capfd, path: Path) -> dict:
 
 
 @pytest.mark.parametrize(
-    "values, positions, reason, tflm_says",
+    "op, values, positions, reason, tflm_says",
     [
-        ("FLOAT32", "INT64", "has INT64 positions", "Positions of type 'INT64'"),
-        ("INT8", "INT16", "has INT16 positions", "Positions of type 'INT16'"),
-        ("INT16", "INT32", "gathers INT16 values", "Type 'INT16' is not supported by gather"),
-        ("FLOAT32", "INT32", None, None),
-        ("INT8", "INT32", None, None),
+        ("GATHER", "FLOAT32", "INT64", "has INT64 positions", "Positions of type 'INT64'"),
+        ("GATHER", "INT8", "INT16", "has INT16 positions", "Positions of type 'INT16'"),
+        ("GATHER", "INT16", "INT32", "gathers INT16 values", "Type 'INT16' is not supported"),
+        ("GATHER", "FLOAT32", "INT32", None, None),
+        ("GATHER", "INT8", "INT32", None, None),
+        ("GATHER_ND", "FLOAT32", "INT64", "has INT64 indices", "Indices of type 'INT64'"),
+        ("GATHER_ND", "INT32", "INT32", "gathers INT32 values", "Params of type 'INT32'"),
+        ("GATHER_ND", "INT8", "INT32", None, None),
     ],
 )
 def test_gather_verdict_matches_the_wheel(
-    tmp_path: Path, capfd, values: str, positions: str, reason, tflm_says
+    tmp_path: Path, capfd, op: str, values: str, positions: str, reason, tflm_says
 ) -> None:
-    """analyze claims exact only where the wheel's GATHER Prepare accepts the operand types."""
-    m = gather_model(values, positions)
+    """analyze claims exact only where the wheel's GATHER (GATHER_ND) Prepare accepts the types."""
+    m = (gather_model if op == "GATHER" else gather_nd_model)(values, positions)
     said = _wheel_refusal(m)
     assert (said is None) == (tflm_says is None), said
     if tflm_says:
@@ -576,11 +592,11 @@ def test_gather_verdict_matches_the_wheel(
     assert d["exact"] is (reason is None), d["not_exact_because"]
     if reason:
         why = d["not_exact_because"][0]
-        assert why.startswith(f"TFLM refuses the model: operator 0 'GATHER' {reason}"), why
+        assert why.startswith(f"TFLM refuses the model: operator 0 '{op}' {reason}"), why
         out = tmp_path / "out"
         out.mkdir()
         rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite")])
-        _assert_refused(rc, lines, f"operator 0 'GATHER' {reason}", out)
+        _assert_refused(rc, lines, f"operator 0 '{op}' {reason}", out)
         assert "TFLM refuses the model in Prepare" in lines[0]
 
 

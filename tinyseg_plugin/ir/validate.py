@@ -661,8 +661,8 @@ def _operator_refusal(graph, op) -> Refusal | None:
             f"turns {inp} into {out_t}, but TFLM dequantizes only INT8, INT16 and UINT8 to FLOAT32",
             remedy="convert the model without float16 weights (full-integer int8, or float32)",
         )
-    if name == "GATHER":
-        return _gather_refusal(op, types)
+    if name in ("GATHER", "GATHER_ND"):
+        return _gather_refusal(op, name, types)
     if name == "CAST" and (inp not in CAST_TYPES or out_t not in CAST_TYPES):
         # TFLM's CAST accepts any type in Prepare and fails on its first invoke
         return Refusal(
@@ -700,12 +700,13 @@ def _weighted_refusal(op, name: str, types: list, out_t: str | None) -> Refusal 
             or (inp == "INT16" and flt != "INT8")
         )
     if not ok:
+        kind = (
+            "a pair of types TFLite Micro's kernel does not support"
+            if inp == flt
+            else "and TFLite Micro does not support such hybrid models"
+        )
         return Refusal(
-            op.index,
-            name,
-            f"reads {inp} input with {flt} weights, and TFLite Micro does not support such hybrid "
-            "models",
-            remedy=HYBRID_REMEDY,
+            op.index, name, f"reads {inp} input with {flt} weights, {kind}", remedy=HYBRID_REMEDY
         )
     if name in ("CONV_2D", "FULLY_CONNECTED") and out_t is not None and inp != out_t:
         return Refusal(
@@ -717,23 +718,25 @@ def _weighted_refusal(op, name: str, types: list, out_t: str | None) -> Refusal 
     return None
 
 
-def _gather_refusal(op, types: list) -> Refusal | None:
-    """TFLM's GATHER Prepare: INT32 positions, FLOAT32 or INT8 values (the wheel refuses the rest)."""
+def _gather_refusal(op, name: str, types: list) -> Refusal | None:
+    """TFLM's GATHER and GATHER_ND Prepare: INT32 positions, FLOAT32 or INT8 values (the wheel
+    refuses the rest; GATHER_ND calls its positions indices)."""
     values = types[0] if types else None
     positions = types[1] if len(types) > 1 else None
+    word = "indices" if name == "GATHER_ND" else "positions"
     if positions != "INT32":
         return Refusal(
             op.index,
-            "GATHER",
-            f"has {positions} positions, but TFLM's GATHER takes only INT32 positions",
+            name,
+            f"has {positions} {word}, but TFLM's {name} takes only INT32 {word}",
             remedy="cast the indices to int32 before the gather (tf.cast(indices, tf.int32)) and "
             "convert the model again",
         )
     if values not in ("FLOAT32", "INT8"):
         return Refusal(
             op.index,
-            "GATHER",
-            f"gathers {values} values, but TFLM's GATHER gathers only FLOAT32 and INT8",
+            name,
+            f"gathers {values} values, but TFLM's {name} gathers only FLOAT32 and INT8",
             remedy="quantize the model to int8 or keep the gathered tensor float32",
         )
     return None
