@@ -679,6 +679,8 @@ def test_infinite_scale_over_zero_weights(tmp_path: Path, capfd) -> None:
     out.mkdir()
     rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite")])
     _assert_refused(rc, lines, "tensor 1 'w' has an infinite or NaN quantization scale", out)
+    rc, lines, _ = _cli(capfd, ["verify", str(path), str(path)])
+    _assert_refused(rc, lines, "cannot be verified: subgraph 0 tensor 1 'w' has an infinite", out)
     # the same scale over weights that are not all zero is still malformed
     m.buffers[m.subgraphs[0].tensors[1].buffer].data[:] = 1
     save_model(m, path)
@@ -719,3 +721,15 @@ def test_cast_verdict_matches_the_wheel(
         rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite")])
         _assert_refused(rc, lines, "TFLM refuses the model when it runs: operator 0 'CAST'", out)
         assert "inference_input_type" in lines[0]
+
+
+def test_tflm_reason_falls_back_to_the_custom_operators_it_cannot_tell_apart() -> None:
+    """Should the wheel lack a custom operator TFLM_CUSTOM lists, the sentence names the candidates
+    (the log is the wheel's own line for a missing custom kernel; the model is fed in directly)."""
+    log = "Failed to get registration from op code CUSTOM\n \n"
+    exc = RuntimeError("TFLM failed to allocate tensors")
+    data = model_to_bytes(custom_op_model(b"SignalDelay"))
+    assert interpreter._tflm_reason(exc, log, data) == (
+        "one of the custom operators 'SignalDelay' is not registered in the tflite-micro wheel"
+    )
+    assert interpreter._tflm_reason(exc, log) == "Failed to get registration from op code CUSTOM"

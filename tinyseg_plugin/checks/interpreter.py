@@ -265,6 +265,15 @@ def _unregistered(model: bytes | None, opcode: str) -> str | None:
         where = f"operator {k}" if s == 0 else f"subgraph {s} operator {k}"
         kind = "custom operator" if custom else "builtin operator"
         return f"{where} '{shown(name, 60)}' is a {kind} the tflite-micro wheel does not register"
+    if opcode == "CUSTOM":  # TFLM_CUSTOM lists one the wheel lacks: name them all
+        names = sorted({opcode_name(codes[i]) for _, _, i in ops if 0 <= i < len(codes)} - {""})
+        custom = [n for n in names if n in TFLM_CUSTOM]
+        return (
+            f"one of the custom operators {', '.join(repr(shown(n, 60)) for n in custom)} is not "
+            "registered in the tflite-micro wheel"
+            if custom
+            else None
+        )
     return None
 
 

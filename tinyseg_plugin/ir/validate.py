@@ -7,11 +7,13 @@ Two kinds of check, both static and cheap:
   written once, before it is read), sizes that fit TFLM's ``int`` arithmetic, weight
   buffers as long as their tensors, sane OfflineMemoryAllocation metadata. A model
   that fails is refused with one line (exit 2) instead of crashing a pass or TFLM.
-* ``tflm_refusals``: would TFLM's ``Prepare`` refuse this well-formed model? It mirrors
-  the checks of TFLM's kernels (tensorflow/lite/micro/kernels: conv_common.cc,
-  depthwise_conv_common.cc, transpose_conv.cc, fully_connected.cc,
-  dequantize_common.cc) and the operators the tflite-micro wheel registers
-  (python_ops_resolver.cc). The tests compare it with the real interpreter.
+* ``tflm_refusals``: would TFLM refuse this well-formed model (in ``Prepare``, or for CAST
+  on its first invoke)? It mirrors the checks of TFLM's kernels
+  (tensorflow/lite/micro/kernels: conv_common.cc, depthwise_conv_common.cc,
+  transpose_conv.cc, fully_connected.cc, dequantize_common.cc, gather.cc, gather_nd.cc,
+  cast.cc) and the operators the tflite-micro wheel registers (python_ops_resolver.cc).
+  tests/test_validate.py checks each rule against the real interpreter, and
+  scripts/exact_vs_tflm.py the whole mirror on a folder of real models.
 """
 
 from __future__ import annotations
