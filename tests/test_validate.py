@@ -263,8 +263,8 @@ def test_special_files_are_refused_without_hanging(tmp_path: Path, capfd) -> Non
 @pytest.mark.parametrize(
     "build, reason, tflm_says",
     [
-        (hybrid_model, "hybrid models are not supported", "Hybrid models are not supported"),
-        (float16_model, "float16 weights are not supported", "dequantize"),
+        (hybrid_model, "such hybrid models", "Hybrid models are not supported"),
+        (float16_model, "without float16 weights", "dequantize"),
     ],
 )
 def test_analyze_is_not_exact_where_tflm_refuses(
@@ -290,6 +290,11 @@ def test_static_refusals_agree_with_the_interpreter() -> None:
         hybrid_model(),
         float16_model(),
         custom_op_model(),
+        custom_op_model(b"ethos-u"),
+        gather_model("FLOAT32", "INT64"),
+        gather_model("INT8", "INT32"),
+        tile_model(),
+        infinite_scale_model(),
         synth.tiny_unet_like(),
         synth.random_unet(3, "FLOAT32"),
         synth.random_unet(4, "INT8"),
@@ -471,3 +476,260 @@ def test_the_time_limit_counts_cpu_not_wall_clock() -> None:
     )
     assert p.stdout.strip() == "waited"
     assert interpreter.stopped_by_cpu_limit(p.returncode), p.returncode
+
+
+# ---------------------------------------------------------------- refusals the corpus and users met
+
+
+def gather_nd_model(values: str = "FLOAT32", indices: str = "INT64") -> "fb.ModelT":
+    """A GATHER_ND of two rows with constant indices of the given type."""
+    b = ModelBuilder(dtype="FLOAT32")
+    q = {"scales": [0.1], "zps": [0]} if values in ("INT8", "INT16") else {}
+    x = b._tensor([4, 3], values, "x", **q)
+    b.inputs.append(x)
+    kind = {"INT32": np.int32, "INT64": np.int64, "INT16": np.int16}[indices]
+    p = b._tensor([2, 1], indices, "indices", np.array([[0], [2]], kind))
+    y = b._tensor([2, 3], values, "y", **q)
+    b._op("GATHER_ND", [x, p], [y])
+    return b.build([y])
+
+
+def gather_model(values: str = "FLOAT32", positions: str = "INT64") -> "fb.ModelT":
+    """A GATHER along axis 1 with constant positions of the given type (converters write INT64 ones)."""
+    b = ModelBuilder(dtype="FLOAT32")
+    q = {"scales": [0.1], "zps": [0]} if values in ("INT8", "INT16") else {}
+    x = b._tensor([1, 6, 4], values, "x", **q)
+    b.inputs.append(x)
+    kind = {"INT32": np.int32, "INT64": np.int64, "INT16": np.int16}[positions]
+    p = b._tensor([3], positions, "positions", np.array([0, 2, 5], kind))
+    y = b._tensor([1, 3, 4], values, "y", **q)
+    o = fb.GatherOptionsT()
+    o.axis, o.batchDims = 1, 0
+    b._op("GATHER", [x, p], [y], fb.BuiltinOptions.GatherOptions, o)
+    return b.build([y])
+
+
+def tile_model() -> "fb.ModelT":
+    """What Keras UpSampling2D converts to: a TILE (by [1, 2, 2, 1] here), which TFLM lacks."""
+    b = ModelBuilder(dtype="FLOAT32")
+    x = b.input([1, 4, 4, 2])
+    m = b._tensor([4], "INT32", "multiples", np.array([1, 2, 2, 1], np.int32))
+    y = b.activation([1, 8, 8, 2], "y")
+    b._op("TILE", [x, m], [y])
+    return b.build([y])
+
+
+def infinite_scale_model() -> "fb.ModelT":
+    """An int8 convolution whose channel 1 has all-zero weights under an infinite scale (and so
+    does its bias), as a converter writes for an all-zero channel."""
+    b = ModelBuilder(dtype="INT8")
+    x = b.input([1, 8, 8, 3])
+    w = np.random.default_rng(0).integers(-127, 128, size=[4, 3, 3, 3]).astype(np.int8)
+    w[1] = 0
+    scales = [0.01, float("inf"), 0.01, 0.01]
+    wt = b._tensor([4, 3, 3, 3], "INT8", "w", w, scales, [0] * 4, 0)
+    bias = b._tensor(
+        [4], "INT32", "b", np.zeros(4, np.int32), [b.act_scale * s for s in scales], [0] * 4
+    )
+    y = b.activation([1, 8, 8, 4], "y")
+    b._op("CONV_2D", [x, wt, bias], [y], fb.BuiltinOptions.Conv2DOptions, _conv_options())
+    return b.build([y])
+
+
+def cast_model(source: str, target: str) -> "fb.ModelT":
+    """A lone CAST (MoveNet's first operator casts its UINT8 input to FLOAT32)."""
+    b = ModelBuilder(dtype="FLOAT32")
+    x = b._tensor([1, 4, 4, 3], source, "x")
+    b.inputs.append(x)
+    y = b._tensor([1, 4, 4, 3], target, "y")
+    b._op("CAST", [x], [y])
+    return b.build([y])
+
+
+def _wheel_refusal(m: "fb.ModelT", invoke: bool = False) -> str | None:
+    """What the real interpreter says when it refuses the model in load + AllocateTensors (with
+    ``invoke``: or in one invoke on zeros), or None."""
+    try:
+        interpreter.check_loads(model_to_bytes(m))
+        if invoke:
+            interpreter.arena_usage(model_to_bytes(m))
+    except TinySegError as exc:
+        return str(exc)
+    return None
+
+
+def _analyze_json(capfd, path: Path) -> dict:
+    rc, lines, out = _cli(capfd, ["analyze", str(path), "--json"])
+    assert rc == 0 and not lines, lines
+    return json.loads(out)
+
+
+@pytest.mark.parametrize(
+    "op, values, positions, reason, tflm_says",
+    [
+        ("GATHER", "FLOAT32", "INT64", "has INT64 positions", "Positions of type 'INT64'"),
+        ("GATHER", "INT8", "INT16", "has INT16 positions", "Positions of type 'INT16'"),
+        ("GATHER", "INT16", "INT32", "gathers INT16 values", "Type 'INT16' is not supported"),
+        ("GATHER", "FLOAT32", "INT32", None, None),
+        ("GATHER", "INT8", "INT32", None, None),
+        ("GATHER_ND", "FLOAT32", "INT64", "has INT64 indices", "Indices of type 'INT64'"),
+        ("GATHER_ND", "INT32", "INT32", "gathers INT32 values", "Params of type 'INT32'"),
+        ("GATHER_ND", "INT8", "INT32", None, None),
+    ],
+)
+def test_gather_verdict_matches_the_wheel(
+    tmp_path: Path, capfd, op: str, values: str, positions: str, reason, tflm_says
+) -> None:
+    """analyze claims exact only where the wheel's GATHER (GATHER_ND) Prepare accepts the types."""
+    m = (gather_model if op == "GATHER" else gather_nd_model)(values, positions)
+    said = _wheel_refusal(m)
+    assert (said is None) == (tflm_says is None), said
+    if tflm_says:
+        assert tflm_says in said
+    path = tmp_path / "gather.tflite"
+    save_model(m, path)
+    d = _analyze_json(capfd, path)
+    assert d["exact"] is (reason is None), d["not_exact_because"]
+    if reason:
+        why = d["not_exact_because"][0]
+        assert why.startswith(f"TFLM refuses the model: operator 0 '{op}' {reason}"), why
+        out = tmp_path / "out"
+        out.mkdir()
+        rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite")])
+        _assert_refused(rc, lines, f"operator 0 '{op}' {reason}", out)
+        assert "TFLM refuses the model in Prepare" in lines[0]
+
+
+def test_tile_names_the_resizing_remedy(tmp_path: Path, capfd) -> None:
+    m = tile_model()
+    said = _wheel_refusal(m)
+    assert said and "operator 0 'TILE' is a builtin operator the tflite-micro wheel" in said, said
+    path = tmp_path / "tile.tflite"
+    save_model(m, path)
+    d = _analyze_json(capfd, path)
+    assert d["exact"] is False
+    assert d["not_exact_because"][0].startswith(
+        "TFLM refuses the model: operator 0 'TILE' is a builtin operator TFLM has no kernel for; "
+        "Keras UpSampling2D converts to TILE: use layers.Resizing("
+    ), d["not_exact_because"]
+    out = tmp_path / "out"
+    out.mkdir()
+    rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite")])
+    _assert_refused(
+        rc, lines, "operator 0 'TILE' is a builtin operator TFLM has no kernel for", out
+    )
+    assert 'interpolation="nearest"' in lines[0] and "--unverified" in lines[0]
+    assert " is TFLM " not in lines[0]
+
+
+def test_vela_operator_is_not_registered_in_the_wheel(tmp_path: Path, capfd) -> None:
+    """A model Vela compiled: the wheel has no ethos-u kernel, so analyze is not exact and optimize
+    refuses it (even --unverified) with the Vela remedy, before the layout checks."""
+    m = custom_op_model(b"ethos-u")
+    k = len(m.subgraphs[0].operators) - 1
+    said = _wheel_refusal(m)
+    assert said and f"operator {k} 'ethos-u' is a custom operator the tflite-micro wheel" in said
+    path = tmp_path / "vela.tflite"
+    save_model(m, path)
+    d = _analyze_json(capfd, path)
+    assert d["exact"] is False
+    assert (
+        f"operator {k} 'ethos-u' is the Ethos-U operator Vela writes, which is not registered "
+        in (d["not_exact_because"][0])
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    for extra in ([], ["--unverified"]):
+        rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite"), *extra])
+        _assert_refused(rc, lines, "not registered in the tflite-micro wheel", out)
+        assert "from before Vela compiled it" in lines[0]
+
+
+def test_wheel_refusal_names_the_unregistered_operator(tmp_path: Path, capfd, monkeypatch) -> None:
+    """Where the static mirror misses a missing kernel, the real load's message still names the
+    operator: TFLM's log says only "Failed to get registration from op code CUSTOM"."""
+    import tinyseg_plugin.ir.validate as validate
+
+    monkeypatch.setattr(validate, "tflm_refusals", lambda graph: [])
+    out = tmp_path / "out"
+    out.mkdir()
+    for m, named in (
+        (custom_op_model(b"ethos-u"), "'ethos-u' is a custom operator"),
+        (tile_model(), "operator 0 'TILE' is a builtin operator"),
+    ):
+        path = tmp_path / "m.tflite"
+        save_model(m, path)
+        rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite")])
+        _assert_refused(rc, lines, named, out)
+        assert "the tflite-micro wheel does not register; nothing to optimize" in lines[0]
+
+
+def test_infinite_scale_over_zero_weights(tmp_path: Path, capfd) -> None:
+    """TFLM runs it (the channel's output is its zero point), so analyze plans it; optimize refuses
+    it in one sentence, since TFLM's multiplier from an infinite scale is undefined off the host."""
+    m = infinite_scale_model()
+    data = model_to_bytes(m)
+    x = np.random.default_rng(1).integers(-128, 128, size=[1, 8, 8, 3]).astype(np.int8)
+    y = interpreter.run(data, [x])[0]
+    assert (y[..., 1] == -3).all() and not (y[..., 0] == -3).all()  # the wheel runs it
+    path = tmp_path / "inf.tflite"
+    path.write_bytes(data)
+    assert _analyze_json(capfd, path)["exact"] is True
+    out = tmp_path / "out"
+    out.mkdir()
+    rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite")])
+    _assert_refused(rc, lines, "tensor 1 'w' has an infinite or NaN quantization scale", out)
+    rc, lines, _ = _cli(capfd, ["verify", str(path), str(path)])
+    _assert_refused(rc, lines, "cannot be verified: subgraph 0 tensor 1 'w' has an infinite", out)
+    # the same scale over weights that are not all zero is still malformed
+    m.buffers[m.subgraphs[0].tensors[1].buffer].data[:] = 1
+    save_model(m, path)
+    rc, lines, _ = _cli(capfd, ["analyze", str(path)])
+    _assert_refused(rc, lines, "non-finite quantization scale over values that are not all", out)
+
+
+@pytest.mark.parametrize(
+    "source, target, refused",
+    [
+        ("UINT8", "FLOAT32", "Input type UINT8"),
+        ("FLOAT32", "INT64", "Output type INT64"),
+        ("INT8", "FLOAT32", None),
+        ("BOOL", "INT32", None),
+    ],
+)
+def test_cast_verdict_matches_the_wheel(
+    tmp_path: Path, capfd, source: str, target: str, refused
+) -> None:
+    """TFLM's CAST takes every type in Prepare and fails in Eval: analyze is not exact there, and
+    optimize refuses it up front rather than after its search."""
+    m = cast_model(source, target)
+    assert _wheel_refusal(m) is None  # the load alone never tells
+    said = _wheel_refusal(m, invoke=True)
+    assert (said is None) == (refused is None), said
+    if refused:
+        assert refused in said
+    path = tmp_path / "cast.tflite"
+    save_model(m, path)
+    d = _analyze_json(capfd, path)
+    assert d["exact"] is (refused is None), d["not_exact_because"]
+    if refused:
+        assert d["not_exact_because"][0].startswith(
+            f"TFLM refuses the model: operator 0 'CAST' casts {source} to {target}, but TFLM's CAST"
+        )
+        out = tmp_path / "out"
+        out.mkdir()
+        rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite")])
+        _assert_refused(rc, lines, "TFLM refuses the model when it runs: operator 0 'CAST'", out)
+        assert "inference_input_type" in lines[0]
+
+
+def test_tflm_reason_falls_back_to_the_custom_operators_it_cannot_tell_apart() -> None:
+    """Should the wheel lack a custom operator TFLM_CUSTOM lists, the sentence names the candidates
+    (the log is the wheel's own line for a missing custom kernel; the model is fed in directly)."""
+    log = "Failed to get registration from op code CUSTOM\n \n"
+    exc = RuntimeError("TFLM failed to allocate tensors")
+    data = model_to_bytes(custom_op_model(b"SignalDelay"))
+    assert interpreter._tflm_reason(exc, log, data) == (
+        "one of the custom operators 'SignalDelay' is not registered in the tflite-micro wheel"
+    )
+    assert interpreter._tflm_reason(exc, log) == "Failed to get registration from op code CUSTOM"

@@ -137,19 +137,20 @@ def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
             f"{name} already holds TinySeg operators ({shown(graph.operators[ts[0]].opcode)} at "
             f"operator {ts[0]}): give the original model"
         )
+    refusals = [r for r in tflm_refusals(graph) if r.certain]  # the real load settles the rest
+    fatal = [r for r in refusals if not r.missing]
+    if fatal:  # before the layout checks: a Vela model's metadata is the NPU's, not TFLM's
+        where = {"Prepare": " in Prepare", "Eval": " when it runs"}.get(fatal[0].stage, "")
+        raise TinySegError(f"{name}: TFLM refuses the model{where}: {fatal[0]}")
     why = unsupported(graph) or offline_conflict(graph)
     if why:
         raise TinySegError(f"{name}: cannot be optimized: {why}")
-    refusals = [r for r in tflm_refusals(graph) if r.certain]  # the real load settles the rest
-    fatal = [r for r in refusals if not r.missing]
-    if fatal:
-        raise TinySegError(f"{name}: TFLM refuses the model in Prepare: {fatal[0]}")
     if refusals and verified:
         r = refusals[0]
         raise TinySegError(
-            f"{name}: operator {r.operator} '{shown(r.opcode, 60)}' is {r.reason}, so the result cannot be verified in TFLM; "
-            "rerun with --unverified to write it unchecked (marked UNVERIFIED in the table and the report) once "
-            "your firmware registers that kernel, or replace the operator with builtins"
+            f"{name}: {r.what}, so the result cannot be verified in TFLM; {r.remedy}, or rerun with "
+            "--unverified to write it unchecked (marked UNVERIFIED in the table and the report) once "
+            "your firmware registers that kernel"
         )
 
 

@@ -204,8 +204,12 @@ def run_models(
 # ---------------------------------------------------------------- the child side
 
 
-def _tflm_reason(exc: BaseException, log: str) -> str:
-    """The most telling line of what TFLM printed, else the exception's last line."""
+def _tflm_reason(exc: BaseException, log: str, model: bytes | None = None) -> str:
+    """The most telling line of what TFLM printed, else the exception's last line. An operator the
+    wheel has no kernel for is named by its index and name (TFLM's log names only its opcode, and
+    for every custom operator just "CUSTOM")."""
+    import re
+
     skip = (
         "Failed to",
         "Node ",
@@ -214,14 +218,63 @@ def _tflm_reason(exc: BaseException, log: str) -> str:
         "Didn't find op for builtin opcode",
     )
     lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    for ln in lines:
+        m = re.match(r"Didn't find op for builtin opcode '(\w+)'", ln) or re.match(
+            r"Failed to get registration from op code (\w+)", ln
+        )
+        if m:
+            return _unregistered(model, m.group(1)) or ln
     useful = [ln for ln in lines if not ln.startswith(skip) and "print_allocations" not in ln]
-    found = [ln for ln in lines if ln.startswith("Didn't find op")]
-    if found:
-        return found[0]
     if useful:
         return useful[0][:200]
     msg = str(exc).strip().splitlines()
     return (msg[-1] if msg else type(exc).__name__)[:200]
+
+
+def _unregistered(model: bytes | None, opcode: str) -> str | None:
+    """The sentence naming the first operator with ``opcode`` (for CUSTOM: the first custom operator
+    the wheel does not register) that TFLM failed to find a kernel for, or None."""
+    from ..errors import shown
+    from ..ir.schema import fb, opcode_name
+    from ..ir.validate import TFLM_CUSTOM
+
+    if model is None:
+        return None
+    try:  # the reader API: no weight buffer is unpacked
+        m = fb.Model.GetRootAs(model, 0)
+        codes = [
+            fb.OperatorCodeT.InitFromObj(m.OperatorCodes(i)) for i in range(m.OperatorCodesLength())
+        ]
+        ops = [
+            (s, k, m.Subgraphs(s).Operators(k).OpcodeIndex())
+            for s in range(m.SubgraphsLength())
+            for k in range(m.Subgraphs(s).OperatorsLength())
+        ]
+    except Exception:
+        return None
+    for s, k, index in ops:
+        if not 0 <= index < len(codes):
+            continue
+        code = codes[index]
+        name = opcode_name(code)
+        custom = max(code.builtinCode, code.deprecatedBuiltinCode) == fb.BuiltinOperator.CUSTOM
+        if (opcode == "CUSTOM") != custom or (custom and name in TFLM_CUSTOM):
+            continue
+        if not custom and name != opcode:
+            continue
+        where = f"operator {k}" if s == 0 else f"subgraph {s} operator {k}"
+        kind = "custom operator" if custom else "builtin operator"
+        return f"{where} '{shown(name, 60)}' is a {kind} the tflite-micro wheel does not register"
+    if opcode == "CUSTOM":  # TFLM_CUSTOM lists one the wheel lacks: name them all
+        names = sorted({opcode_name(codes[i]) for _, _, i in ops if 0 <= i < len(codes)} - {""})
+        custom = [n for n in names if n in TFLM_CUSTOM]
+        return (
+            f"one of the custom operators {', '.join(repr(shown(n, 60)) for n in custom)} is not "
+            "registered in the tflite-micro wheel"
+            if custom
+            else None
+        )
+    return None
 
 
 def _child_main() -> None:
@@ -278,7 +331,10 @@ def _serve_one(runtime, model: bytes, request: dict, which: str, log_text, answe
         it = runtime.Interpreter.from_bytes(model, arena_size=request["arena"])
     except Exception as exc:
         answer(
-            {"error": f"TFLM cannot load {which or 'the model'}: {_tflm_reason(exc, log_text())}"}
+            {
+                "error": f"TFLM cannot load {which or 'the model'}: "
+                f"{_tflm_reason(exc, log_text(), model)}"
+            }
         )
     from ..ir.schema import fb
 

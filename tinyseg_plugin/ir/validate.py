@@ -7,11 +7,13 @@ Two kinds of check, both static and cheap:
   written once, before it is read), sizes that fit TFLM's ``int`` arithmetic, weight
   buffers as long as their tensors, sane OfflineMemoryAllocation metadata. A model
   that fails is refused with one line (exit 2) instead of crashing a pass or TFLM.
-* ``tflm_refusals``: would TFLM's ``Prepare`` refuse this well-formed model? It mirrors
-  the checks of TFLM's kernels (tensorflow/lite/micro/kernels: conv_common.cc,
-  depthwise_conv_common.cc, transpose_conv.cc, fully_connected.cc,
-  dequantize_common.cc) and the operators the tflite-micro wheel registers
-  (python_ops_resolver.cc). The tests compare it with the real interpreter.
+* ``tflm_refusals``: would TFLM refuse this well-formed model (in ``Prepare``, or for CAST
+  on its first invoke)? It mirrors the checks of TFLM's kernels
+  (tensorflow/lite/micro/kernels: conv_common.cc, depthwise_conv_common.cc,
+  transpose_conv.cc, fully_connected.cc, dequantize_common.cc, gather.cc, gather_nd.cc,
+  cast.cc) and the operators the tflite-micro wheel registers (python_ops_resolver.cc).
+  tests/test_validate.py checks each rule against the real interpreter, and
+  scripts/exact_vs_tflm.py the whole mirror on a folder of real models.
 """
 
 from __future__ import annotations
@@ -54,13 +56,18 @@ SPLIT SPLIT_V SQRT SQUARE SQUARED_DIFFERENCE SQUEEZE STRIDED_SLICE SUB SUM SVDF 
 UNIDIRECTIONAL_SEQUENCE_LSTM UNPACK VAR_HANDLE WHILE ZEROS_LIKE
 """.split()
 )
-# Custom operators the wheel registers.
+# Custom operators the wheel registers. Not "ethos-u": python_ops_resolver.cc calls AddEthosU(), but
+# that adds nothing where Register_ETHOSU() is the host build's empty stub (the wheel: a model Vela
+# compiled fails there with "Failed to get registration from op code CUSTOM").
 TFLM_CUSTOM = frozenset(
     """
-CIRCULAR_BUFFER TFLM_DECODE TFLite_Detection_PostProcess ethos-u SignalDelay SignalEnergy SignalFftAutoScale
+CIRCULAR_BUFFER TFLM_DECODE TFLite_Detection_PostProcess SignalDelay SignalEnergy SignalFftAutoScale
 SignalFilterBank SignalFilterBankLog SignalFilterBankSquareRoot SignalFilterBankSpectralSubtraction SignalFramer
 SignalIrfft SignalOverlapAdd SignalPCAN SignalRfft SignalStacker SignalWindow
 """.split()
+)
+ETHOS_U = (
+    "ethos-u"  # the custom operator Vela writes for the layers it compiled for the Ethos-U NPU
 )
 
 # Operands an operator cannot do without (the first N inputs must be real tensors).
@@ -203,6 +210,28 @@ def _packed_bytes(dtype: str, elements: int) -> int:
     return elements * TYPE_SIZES.get(dtype, 0)
 
 
+def _zero_where_not_finite(raw, data, dtype: str, shape: list[int]) -> bool:
+    """Whether a constant tensor holds only zeros wherever its scale is infinite or NaN (the whole
+    tensor for one scale, the channel along the quantized dimension for per-channel scales)."""
+    scales = [float(x) for x in raw.quantization.scale]
+    if data is None or len(data) == 0 or dtype not in NUMPY_DTYPES:
+        return False
+    raw_bytes = np.asarray(data, np.uint8).tobytes()
+    elements = math.prod(shape)
+    values = np.frombuffer(raw_bytes[: elements * TYPE_SIZES[dtype]], NUMPY_DTYPES[dtype])
+    if len(scales) == 1:
+        return not values.any()
+    axis = raw.quantization.quantizedDimension
+    if not 0 <= axis < len(shape) or shape[axis] != len(scales):
+        return False
+    values = values.reshape(shape)
+    return all(
+        not np.take(values, c, axis=axis).any()
+        for c, sc in enumerate(scales)
+        if not np.isfinite(sc)
+    )
+
+
 def validate_model(model: "fb.ModelT", name: str = "model") -> None:
     """Refuse (TinySegError, exit 2) anything no correct converter writes and TFLM cannot run safely."""
     n_buffers = len(model.buffers or [])
@@ -342,9 +371,14 @@ def _validate_subgraph(
                     f"{where}: tensor {t} '{_name(raw)}' has {len(q.scale)} per-channel scales "
                     f"for {elements} elements"
                 )
-            if not all(np.isfinite(float(x)) for x in q.scale):
+            if not all(np.isfinite(float(x)) for x in q.scale) and not _zero_where_not_finite(
+                raw, data, dtype, shape
+            ):
+                # (a scale over all-zero weights only ever multiplies zeros: converters write an
+                # infinite one for them, and TFLM runs such models; `unsupported` has the rest)
                 raise TinySegError(
-                    f"{where}: tensor {t} '{_name(raw)}' has a non-finite quantization scale"
+                    f"{where}: tensor {t} '{_name(raw)}' has a non-finite quantization scale "
+                    "over values that are not all zero: convert the model again"
                 )
     if total > MAX_ACTIVATION_BYTES:
         raise TinySegError(f"{where}: the activations need {total:,} bytes, beyond any arena")
@@ -499,18 +533,46 @@ def _check_options(op: "fb.OperatorT", opname: str, here: str, n_subgraphs: int,
 @dataclass(frozen=True)
 class Refusal:
     """Why TFLM would not run a model: ``missing`` means no kernel in the wheel (a firmware may register
-    one, so an explicit unverified optimization is possible); otherwise a kernel's Prepare refuses it."""
+    one, so an explicit unverified optimization is possible); otherwise a kernel's Prepare refuses it.
+
+    ``reason`` continues a sentence whose subject is the operator ("operator 3 'GATHER' <reason>"),
+    ``remedy`` says what the user can do; ``str()`` is the whole sentence, without a final stop."""
 
     operator: int
     opcode: str
     reason: str
     missing: bool = False
     certain: bool = True  # False: TFLM may or may not cope (only a real load tells)
+    remedy: str = ""
+    stage: str = "Prepare"  # where TFLM fails: "Prepare", "Eval" (its first invoke) or "load"
 
-    def __str__(self) -> str:
+    @property
+    def what(self) -> str:
+        """The refusal without its remedy."""
         if self.operator < 0:
             return self.reason
-        return f"operator {self.operator} ({shown(self.opcode, 60)}): {self.reason}"
+        return f"operator {self.operator} '{shown(self.opcode, 60)}' {self.reason}"
+
+    def __str__(self) -> str:
+        return f"{self.what}; {self.remedy}" if self.remedy else self.what
+
+
+# What the user can do about an operator the wheel lacks, by operator (others: MISSING_REMEDY).
+MISSING_REMEDIES = {
+    "TILE": 'Keras UpSampling2D converts to TILE: use layers.Resizing(..., interpolation="nearest") '
+    "instead, which converts to RESIZE_NEAREST_NEIGHBOR (TFLM runs it and TinySeg streams it)",
+    ETHOS_U: "give tinyseg the model from before Vela compiled it (Vela hides the layers it compiled "
+    "for the Ethos-U NPU, and their arena, in this one operator), then compile the result with Vela",
+}
+MISSING_REMEDY = (
+    "replace it with operators TFLM ships (or register a kernel for it in your firmware)"
+)
+# The types TFLM's CAST reads and writes (the wheel: every other type fails in Eval).
+CAST_TYPES = frozenset({"INT8", "INT16", "INT32", "UINT32", "FLOAT32", "BOOL"})
+HYBRID_REMEDY = (
+    "quantize the whole model to int8 (full-integer post-training quantization) or keep it all "
+    "float32"
+)
 
 
 CONTROL_FLOW_INDICES = (
@@ -549,73 +611,137 @@ def tflm_refusals(graph) -> list[Refusal]:
             )
         )
     for op in graph.operators:
-        name = op.opcode
-        if name == STREAM_CHAIN:
-            reason = _stream_chain_refusal(op)
-            if reason:
-                out.append(Refusal(op.index, name, reason, True))
-            continue
-        if name in TINYSEG_OPS:
-            continue
-        if op.is_custom or name not in _BUILTIN_SET:
-            if name not in TFLM_CUSTOM:
-                out.append(Refusal(op.index, name, "a custom operator TFLM does not ship", True))
-            continue
-        if name not in TFLM_BUILTINS:
-            out.append(
-                Refusal(op.index, name, "TFLM has no kernel for this builtin operator", True)
-            )
-            continue
-        types = [graph.tensors[i].dtype if i >= 0 else None for i in op.inputs]
-        out_t = graph.tensors[op.outputs[0]].dtype if op.outputs else None
-        inp = types[0] if types else None
-        if name in ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "FULLY_CONNECTED"):
-            pos = {"TRANSPOSE_CONV": (2, 1)}.get(name, (0, 1))
-            inp = types[pos[0]] if len(types) > pos[0] else None
-            flt = types[pos[1]] if len(types) > pos[1] else None
-            if name == "CONV_2D":
-                ok = (inp, flt) in {
-                    ("FLOAT32", "FLOAT32"),
-                    ("INT16", "INT8"),
-                    ("INT8", "INT4"),
-                    ("INT8", "INT8"),
-                }
-            elif name == "DEPTHWISE_CONV_2D":
-                ok = inp == flt or (inp, flt) in {("INT8", "INT4"), ("INT16", "INT8")}
-            elif name == "TRANSPOSE_CONV":
-                ok = inp == flt or (inp, flt) == ("INT16", "INT8")
-            else:
-                ok = not (
-                    (inp == "FLOAT32" and flt != "FLOAT32")
-                    or (inp == "INT8" and flt not in ("INT8", "INT4"))
-                    or (inp == "INT16" and flt != "INT8")
-                )
-            if not ok:
-                out.append(
-                    Refusal(
-                        op.index,
-                        name,
-                        f"{inp} input with {flt} weights: hybrid models are not supported "
-                        "on TFLite Micro",
-                    )
-                )
-            elif name in ("CONV_2D", "FULLY_CONNECTED") and out_t is not None and inp != out_t:
-                out.append(
-                    Refusal(
-                        op.index, name, f"{inp} input with {out_t} output (TFLM needs equal types)"
-                    )
-                )
-        elif name == "DEQUANTIZE":
-            if inp not in ("INT8", "INT16", "UINT8") or out_t != "FLOAT32":
-                out.append(
-                    Refusal(
-                        op.index,
-                        name,
-                        f"{inp} -> {out_t}: TFLM dequantizes only INT8, INT16 and UINT8 "
-                        "to FLOAT32 (float16 weights are not supported)",
-                    )
-                )
+        r = _operator_refusal(graph, op)
+        if r is not None:
+            out.append(r)
     return out
+
+
+def _operator_refusal(graph, op) -> Refusal | None:
+    """Why TFLM would refuse this one operator (no kernel, or its kernel's Prepare), or None."""
+    name = op.opcode
+    if name == STREAM_CHAIN:
+        reason = _stream_chain_refusal(op)
+        return Refusal(op.index, name, reason, True) if reason else None
+    if name in TINYSEG_OPS:
+        return None
+    if op.is_custom or name not in _BUILTIN_SET:
+        if name == ETHOS_U:
+            return Refusal(
+                op.index,
+                name,
+                "is the Ethos-U operator Vela writes, which is not registered in the tflite-micro wheel",
+                remedy=MISSING_REMEDIES[ETHOS_U],
+                stage="load",
+            )
+        if name not in TFLM_CUSTOM:
+            return Refusal(
+                op.index,
+                name,
+                "is a custom operator TFLM does not ship",
+                True,
+                remedy=MISSING_REMEDY,
+            )
+        return None
+    if name not in TFLM_BUILTINS:
+        return Refusal(
+            op.index,
+            name,
+            "is a builtin operator TFLM has no kernel for",
+            True,
+            remedy=MISSING_REMEDIES.get(name, MISSING_REMEDY),
+        )
+    types = [graph.tensors[i].dtype if i >= 0 else None for i in op.inputs]
+    out_t = graph.tensors[op.outputs[0]].dtype if op.outputs else None
+    if name in ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "FULLY_CONNECTED"):
+        return _weighted_refusal(op, name, types, out_t)
+    inp = types[0] if types else None
+    if name == "DEQUANTIZE" and (inp not in ("INT8", "INT16", "UINT8") or out_t != "FLOAT32"):
+        return Refusal(
+            op.index,
+            name,
+            f"turns {inp} into {out_t}, but TFLM dequantizes only INT8, INT16 and UINT8 to FLOAT32",
+            remedy="convert the model without float16 weights (full-integer int8, or float32)",
+        )
+    if name in ("GATHER", "GATHER_ND"):
+        return _gather_refusal(op, name, types)
+    if name == "CAST" and (inp not in CAST_TYPES or out_t not in CAST_TYPES):
+        # TFLM's CAST accepts any type in Prepare and fails on its first invoke
+        return Refusal(
+            op.index,
+            name,
+            f"casts {inp} to {out_t}, but TFLM's CAST converts only between "
+            f"{', '.join(sorted(CAST_TYPES))} (it fails on the first invoke)",
+            remedy="convert the model with int8 or float32 inputs and outputs "
+            "(the converter's inference_input_type and inference_output_type)",
+            stage="Eval",
+        )
+    return None
+
+
+def _weighted_refusal(op, name: str, types: list, out_t: str | None) -> Refusal | None:
+    """The type pairs TFLM's convolution and fully-connected kernels accept in Prepare."""
+    pos = {"TRANSPOSE_CONV": (2, 1)}.get(name, (0, 1))
+    inp = types[pos[0]] if len(types) > pos[0] else None
+    flt = types[pos[1]] if len(types) > pos[1] else None
+    if name == "CONV_2D":
+        ok = (inp, flt) in {
+            ("FLOAT32", "FLOAT32"),
+            ("INT16", "INT8"),
+            ("INT8", "INT4"),
+            ("INT8", "INT8"),
+        }
+    elif name == "DEPTHWISE_CONV_2D":
+        ok = inp == flt or (inp, flt) in {("INT8", "INT4"), ("INT16", "INT8")}
+    elif name == "TRANSPOSE_CONV":
+        ok = inp == flt or (inp, flt) == ("INT16", "INT8")
+    else:
+        ok = not (
+            (inp == "FLOAT32" and flt != "FLOAT32")
+            or (inp == "INT8" and flt not in ("INT8", "INT4"))
+            or (inp == "INT16" and flt != "INT8")
+        )
+    if not ok:
+        kind = (
+            "a pair of types TFLite Micro's kernel does not support"
+            if inp == flt
+            else "and TFLite Micro does not support such hybrid models"
+        )
+        return Refusal(
+            op.index, name, f"reads {inp} input with {flt} weights, {kind}", remedy=HYBRID_REMEDY
+        )
+    if name in ("CONV_2D", "FULLY_CONNECTED") and out_t is not None and inp != out_t:
+        return Refusal(
+            op.index,
+            name,
+            f"reads {inp} input but writes {out_t} output, and TFLM needs the two types equal",
+            remedy=HYBRID_REMEDY,
+        )
+    return None
+
+
+def _gather_refusal(op, name: str, types: list) -> Refusal | None:
+    """TFLM's GATHER and GATHER_ND Prepare: INT32 positions, FLOAT32 or INT8 values (the wheel
+    refuses the rest; GATHER_ND calls its positions indices)."""
+    values = types[0] if types else None
+    positions = types[1] if len(types) > 1 else None
+    word = "indices" if name == "GATHER_ND" else "positions"
+    if positions != "INT32":
+        return Refusal(
+            op.index,
+            name,
+            f"has {positions} {word}, but TFLM's {name} takes only INT32 {word}",
+            remedy="cast the indices to int32 before the gather (tf.cast(indices, tf.int32)) and "
+            "convert the model again",
+        )
+    if values not in ("FLOAT32", "INT8"):
+        return Refusal(
+            op.index,
+            name,
+            f"gathers {values} values, but TFLM's {name} gathers only FLOAT32 and INT8",
+            remedy="quantize the model to int8 or keep the gathered tensor float32",
+        )
+    return None
 
 
 def _stream_chain_refusal(op) -> str | None:
@@ -653,6 +779,16 @@ def unsupported(graph) -> str | None:
                     f"subgraph {s} tensor {t} '{_name(raw)}' holds sparse weights (Tensor.sparsity), which TFLM "
                     "does not support (it would read the compressed buffer as dense weights); convert the model "
                     "without sparsification"
+                )
+    for s, sg in enumerate(graph.model.subgraphs or []):
+        for t, raw in enumerate(sg.tensors or []):
+            q = raw.quantization
+            if q is not None and q.scale is not None and not np.all(np.isfinite(q.scale)):
+                return (
+                    f"subgraph {s} tensor {t} '{_name(raw)}' has an infinite or NaN quantization scale "
+                    "(over all-zero weights), from which TFLM derives its requantization multiplier "
+                    "with undefined results in C++ (the host wheel happens to run it, a device build "
+                    "may not); give those weights a finite scale (any, e.g. 1.0) and convert again"
                 )
     for kind, ids in (("input", graph.inputs), ("output", graph.outputs)):
         for k, t in enumerate(ids):

@@ -60,7 +60,7 @@ class Analysis:
 
     @property
     def not_exact_because(self) -> list[str]:
-        reasons = [f"TFLM refuses {r}" if r.certain else str(r) for r in self.refusals]
+        reasons = [f"TFLM refuses the model: {r}" if r.certain else str(r) for r in self.refusals]
         if self.plan.unknown_ops:
             reasons.append(
                 f"no scratch rule for {', '.join(self.plan.unknown_ops)}; the head may be low"
