@@ -57,10 +57,13 @@ def _segments(chains: list[list[int]], cuts: frozenset[int]) -> list[list[int]]:
     return [p for p in out if len(p) > 1]
 
 
-def _spillable(graph: Graph, segments: list[list[int]]) -> list[int]:
-    """Tensors produced by one segment and read by later segments, and otherwise only inside their
-    own (never a graph output): the producing chain writes each row to storage as it computes it,
-    its own readers take the row from its ring, and the later chains fetch it."""
+def _spillable(graph: Graph, segments: list[list[int]], shared: bool = False) -> list[int]:
+    """Tensors produced by one segment and read only by later segments (never a graph output).
+    ``shared``: also those read inside their own segment as well as by later ones: the producing
+    chain writes each row to storage as it computes it, its own readers take the row from its
+    ring, and the later chains fetch it (one write and one read where a cut before the own reader
+    would move the tensor twice). Only a search for a target asks for them: they widen every
+    greedy round, and the smallest-head search spends its budget better without them."""
     where = {i: k for k, seg in enumerate(segments) for i in seg}
     out = []
     for k, seg in enumerate(segments):
@@ -69,9 +72,10 @@ def _spillable(graph: Graph, segments: list[list[int]]) -> list[int]:
             readers = graph.consumers.get(t, [])
             if t in graph.outputs or not readers:
                 continue
-            if all(r in where and where[r] >= k for r in readers) and any(
-                where[r] > k for r in readers
-            ):
+            if not all(r in where and where[r] >= k for r in readers):
+                continue
+            later = [r for r in readers if where[r] > k]
+            if later and (shared or len(later) == len(readers)):
                 out.append(t)
     return sorted(out, key=lambda t: -graph.tensors[t].nbytes)
 
@@ -89,6 +93,7 @@ def choose_streaming(
     base = plan_graph(graph, kernel_set, build_profile).head
     chains = find_chains(graph, kernel_only)
     budget = Budget.of(limits, len(graph.operators))
+    shared = objective.target is not None  # skips spilled by a chain that also reads them
     budget.planned()
     rules = KernelRules(kernel_set, BUILD_PROFILES[build_profile])
     scratch = {
@@ -135,7 +140,7 @@ def choose_streaming(
         spilled: frozenset[int] = frozenset()
         best_s = build(cuts, spilled)
         best = cost(best_s)
-        for t in _spillable(graph, segments):
+        for t in _spillable(graph, segments, shared):
             if budget.spent():  # the greedy spills of one cut set may be many planner runs too
                 break
             s = build(cuts, spilled | {t})
@@ -214,7 +219,7 @@ def choose_streaming(
             segments = _segments(chains, cuts2)
             if not segments:
                 continue
-            spills2 = frozenset(t for t in spills2 if t in _spillable(graph, segments))
+            spills2 = frozenset(t for t in spills2 if t in _spillable(graph, segments, shared))
             s = build(cuts2, spills2)
             c = cost(s)
             kept = (
