@@ -39,3 +39,26 @@ def test_the_run_carries_the_search_limits(tiny_unet: Path) -> None:
     )
     assert starved.result.plan.head >= full.result.plan.head
     assert starved.data != full.data
+
+
+def test_the_table_and_report_name_what_kept_chains_short() -> None:
+    """A float32 U-Net: every row-local operator is left out of chains (the kernel's stages are
+    int8), and the table and the report say so, operator by operator; an int8 one: nothing."""
+    import synth
+
+    from tinyseg_plugin.ir.modelio import model_to_bytes
+    from tinyseg_plugin.report.steps import report_dict, steps_table
+
+    data = model_to_bytes(synth.tiny_unet_like(0, dtype="FLOAT32"))
+    out = pipeline.optimize(data, pipeline.Run(Options(), runs=None), "float_unet")
+    gaps = out.result.not_streamed
+    assert gaps and all("FLOAT32" in g.reason for g in gaps)
+    table = steps_table(out.result)
+    assert f"not streamed: {len(gaps)} row-local operators" in table
+    assert "the kernel's stages are int8" in table
+    report = report_dict(out.result, "float_unet", "out", None)
+    assert [g["operator"] for g in report["not_streamed"]] == [g.operator for g in gaps]
+    int8 = model_to_bytes(synth.tiny_unet_like(0, dtype="INT8"))
+    out8 = pipeline.optimize(int8, pipeline.Run(Options(), runs=None), "int8_unet")
+    assert out8.result.not_streamed == []
+    assert "not streamed" not in steps_table(out8.result)

@@ -619,6 +619,10 @@ def stream_stage_problem(
         or (positions is not None and len(activations) != len(positions))
     ):
         return f"{op} with {len(activations)} activation inputs"
+    if op not in ("QUANTIZE", "DEQUANTIZE") and (
+        output != "INT8" or any(t != "INT8" for t in activations)
+    ):
+        return f"{op} on {'/'.join(activations)} -> {output} (the kernel's stages are int8)"
     if tuple(constants) not in STREAM_STAGE_CONSTANTS.get(op, ((),)):
         return f"{op} with constant inputs {constants}"
     if op == "QUANTIZE":
@@ -629,8 +633,6 @@ def stream_stage_problem(
         if (activations[0], output) not in STREAM_DEQUANTIZE_TYPES:
             return f"DEQUANTIZE {activations[0]} -> {output}"
         return None
-    if output != "INT8" or any(t != "INT8" for t in activations):
-        return f"{op} on {'/'.join(activations)} -> {output} (int8 only)"
     if op in ("PAD", "PADV2") and paddings is not None:
         rows = [[int(v) for v in r] for r in paddings]
         if len(rows) != 4 or any(len(r) != 2 for r in rows):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import shown
 from ..transforms.optimizer import Result
 
-SCHEMA = "tinyseg.optimization/4"  # 4: "kernel_set", "build_profile" (old "runtime", "arch" kept for one release); 3: "strategy" and "considered"; 2: "arch", "target_bytes", "target_met", "unchanged"
+SCHEMA = "tinyseg.optimization/5"  # 5: "not_streamed"; 4: "kernel_set", "build_profile" (old "runtime", "arch" kept for one release); 3: "strategy" and "considered"; 2: "arch", "target_bytes", "target_met", "unchanged"
 
 
 def steps_table(r: Result) -> str:
@@ -23,7 +23,33 @@ def steps_table(r: Result) -> str:
             f"{'considered: ' + c.strategy:<32} {c.plan.head:>10,} {c.plan.total:>10,} {cut:>8.1f}%  "
             f"not written; {c.bytes_moved:,} B through storage per inference"
         )
+    lines += not_streamed_lines(r.not_streamed)
     return "\n".join(lines) + "\n"
+
+
+def not_streamed_lines(gaps: list, shown_reasons: int = 4) -> list[str]:
+    """One line per reason the StreamChain kernel left row-local operators out of chains (the
+    most frequent first), with their operators: what the estimate streams and optimize does not."""
+    if not gaps:
+        return []
+    by_reason: dict[str, list[int]] = {}
+    for g in gaps:
+        why = g.reason if g.reason.startswith(g.opcode) else f"{g.opcode}: {g.reason}"
+        by_reason.setdefault(why, []).append(g.operator)
+    ranked = sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    lines = [
+        f"not streamed: {len(gaps)} row-local operators are not StreamChain stages, so chains stop "
+        "there (`analyze --stream` streams them):"
+    ]
+    for why, ops in ranked[:shown_reasons]:
+        at = ", ".join(str(i) for i in ops[:6]) + (", ..." if len(ops) > 6 else "")
+        lines.append(f"  {len(ops)} x {shown(why, 0)} (operators {at})")
+    if len(ranked) > shown_reasons:
+        rest = sum(len(ops) for _, ops in ranked[shown_reasons:])
+        lines.append(
+            f"  {rest} more for {len(ranked) - shown_reasons} other reasons (see --report)"
+        )
+    return lines
 
 
 def report_dict(
@@ -87,6 +113,9 @@ def report_dict(
                 ],
             }
             for c in r.considered
+        ],
+        "not_streamed": [
+            {"operator": g.operator, "opcode": g.opcode, "reason": g.reason} for g in r.not_streamed
         ],
         "verified": None
         if verification is None

@@ -75,6 +75,9 @@ class Result:
     stream_bytes: int = 0  # bytes the row spills and fetches move per inference
     strategy: str = ""  # the strategy whose candidate was kept ("" when none changed the model)
     considered: list["Candidate"] = field(default_factory=list)  # the other strategies' candidates
+    # Row-local operators the StreamChain kernel does not compute (stream.stage_gaps): where
+    # optimize's chains stop short of analyze --stream's estimate.
+    not_streamed: list = field(default_factory=list)
 
 
 def _plan(g: Graph, o: Options) -> Plan:
@@ -352,6 +355,10 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
     res.spills, res.chains, res.stream_bytes = best.spills, best.chains, best.stream_bytes
     res.strategy = best.strategy if best.steps else ""
     res.considered = [c for c in candidates if c is not best and c.steps]
+    if o.stream:
+        from .stream import stage_gaps
+
+        res.not_streamed = stage_gaps(g)
     return res
 
 

@@ -394,21 +394,27 @@ SAME_SHAPE_STAGES = frozenset(
 
 
 def kernel_computes(graph: Graph, op: Operator) -> bool:
-    """Whether the StreamChain kernel computes this operator as a stage (customops' rules, and the
+    """Whether the StreamChain kernel computes this operator as a stage (``stage_problem``)."""
+    return stage_problem(graph, op) is None
+
+
+def stage_problem(graph: Graph, op: Operator) -> str | None:
+    """Why the StreamChain kernel does not compute this operator as a stage, None when it does
+    (customops' rules, and the
     shapes its Prepare accepts: no broadcast but PRELU's alpha over rows and ADD/SUB/MUL's across
     width and channels, RESIZE_NEAREST_NEIGHBOR rows that TFLM's float arithmetic maps to
     y // factor, PADV2's pad value of the output's quantization). DEQUANTIZE's float32 output
     needs no rule here: no stage takes a float32 input, so it is always a chain output."""
     positions = customops.STREAM_STAGE_OPS.get(op.opcode, ())
     if not op.outputs or not op.inputs:
-        return False
+        return "it has no inputs or no outputs"
     out = graph.tensors[op.outputs[0]]
     binary = op.opcode in ("ADD", "SUB", "MUL")
     acts, consts, operands = [], [], []
     for k, t in enumerate(op.inputs):
         activation = positions is None or k in positions
         if activation and (t < 0 or (graph.tensors[t].is_constant and not binary)):
-            return False  # a constant (or omitted) operand where the kernel streams rows
+            return "a constant or omitted operand where the kernel streams rows"
         if activation:
             operands.append(t)
             if not graph.tensors[t].is_constant:
@@ -423,7 +429,7 @@ def kernel_computes(graph: Graph, op: Operator) -> bool:
             else None
         )
         if pads is None or pads.shape != (4, 2) or len(out.shape) != 4:
-            return False
+            return "paddings that are not a constant 4x2 table"
         if (
             op.opcode == "PADV2"
         ):  # the pad value: a constant scalar in the output's quantization (as TFLM's Prepare)
@@ -434,24 +440,27 @@ def kernel_computes(graph: Graph, op: Operator) -> bool:
                 or list(value.scales) != list(out.scales)
                 or list(value.zero_points) != list(out.zero_points)
             ):
-                return False
+                return "a pad value that is not a constant in the output's quantization"
         paddings = pads.tolist()
         x = graph.tensors[acts[0]].shape if acts else ()
         if len(x) != 4 or any(
             x[k] + paddings[k][0] + paddings[k][1] != out.shape[k] for k in range(4)
         ):
-            return False
-    if not acts or customops.stream_stage_problem(
+            return "paddings that do not add up to the output's shape"
+    if not acts:
+        return "no activation input"
+    problem = customops.stream_stage_problem(
         op.opcode, [graph.tensors[t].dtype for t in operands], out.dtype, consts, paddings
-    ):
-        return False
+    )
+    if problem:
+        return problem
     quantized = operands + (
         [] if op.opcode == "DEQUANTIZE" else [op.outputs[0]]
     )  # float32 has no scale
     if any(len(graph.tensors[t].scales) != 1 for t in quantized):
-        return False  # per-tensor quantization
+        return "per-channel quantization of an activation (per-tensor only)"
     if op.opcode in SAME_SHAPE_STAGES and graph.tensors[acts[0]].shape != out.shape:
-        return False
+        return "an output shape other than its input's"
     if binary:
         # ADD, SUB and MUL broadcast across width and channels as TFLM's kernels do; a row needs rows
         # of the same height (an activation) or one row for all (a constant).
@@ -462,24 +471,46 @@ def kernel_computes(graph: Graph, op: Operator) -> bool:
                 or shape[0] != 1
                 or any(d not in (1, o) for d, o in zip(shape[2:], out.shape[2:]))
             ):
-                return False
+                return f"a broadcast of {list(shape)} the kernel does not make"
             if shape[1] != (1 if graph.tensors[t].is_constant else out.shape[1]):
-                return False
+                return f"a broadcast over rows ({list(shape)})"
     if op.opcode == "PRELU":
         alpha = graph.tensors[op.inputs[1]].shape
-        return len(alpha) < 3 or alpha[-3] == 1
+        return None if len(alpha) < 3 or alpha[-3] == 1 else "an alpha that varies over rows"
     if op.opcode == "RESIZE_NEAREST_NEIGHBOR":
         o = op.options
         in_h, out_h = graph.tensors[acts[0]].shape[1], out.shape[1]
         if o is None or o.alignCorners or out_h % in_h:
-            return False
+            return "align_corners or a factor that is not an integer"
         scale = np.float32(in_h) / np.float32(out_h)
         offset = np.float32(0.5 if o.halfPixelCenters else 0.0)
-        return all(
+        exact = all(
             min(int(np.floor((np.float32(y) + offset) * scale)), in_h - 1) == y // (out_h // in_h)
             for y in range(out_h)
         )
-    return True
+        return None if exact else "rows that TFLM's float arithmetic does not map to y // factor"
+    return None
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A row-local operator the StreamChain kernel does not compute, and why: the estimate
+    (`analyze --stream`) streams it, `optimize` cuts its chains there."""
+
+    operator: int
+    opcode: str
+    reason: str
+
+
+def stage_gaps(graph: Graph) -> list[Gap]:
+    """What keeps `optimize`'s chains shorter than the estimate's, operator by operator."""
+    gaps = []
+    for op in graph.operators:
+        if is_row_local(graph, op):
+            reason = stage_problem(graph, op)
+            if reason is not None:
+                gaps.append(Gap(op.index, op.opcode, reason))
+    return gaps
 
 
 def find_chains(graph: Graph, kernel_only: bool = False) -> list[list[int]]:
