@@ -328,7 +328,9 @@ def _region(where: str, raw: object) -> Region:
                 f"({values['page_size']:,} B)"
             )
     else:
-        extra = [k for k in _FLASH_ONLY + ("read_command_time", "program_command_time") if k in raw]
+        extra = [
+            k for k in _FLASH_ONLY + ("read_command_time", "program_command_time") if raw.get(k)
+        ]
         if extra:
             raise TinySegError(f"{here}: {extra[0]} is for flash regions only (this one is ram)")
     return Region(**values)
