@@ -164,3 +164,17 @@ def test_analyze_board_key(tmp_path: Path, capsys) -> None:
 def test_rate_must_be_positive(capsys, tmp_path: Path) -> None:
     rc = cli.main(["optimize", str(TINY_UNET), "-o", str(tmp_path / "o"), "--rate", "0"])
     assert rc == 2 and "the rate must be a positive number" in capsys.readouterr().err
+
+
+def test_depthwise_macs_count_the_filter_window() -> None:
+    """A 3x3 depthwise convolution: 9 MACs per output element (TFLM's filter [1, h, w, out])."""
+    import synth
+
+    b = synth.ModelBuilder(seed=1)
+    x = b.input([1, 8, 8, 4])
+    y = b.depthwise(x)
+    g = build_graph(b.build([y]))
+    (i,) = [op.index for op in g.operators if op.opcode == "DEPTHWISE_CONV_2D"]
+    out = math.prod(g.tensors[g.operators[i].outputs[0]].shape)
+    kh, kw = g.tensors[g.operators[i].inputs[1]].shape[1:3]
+    assert cost.op_macs(g)[i] == out * kh * kw and kh * kw > 1

@@ -36,14 +36,14 @@ def op_macs(graph: Graph) -> list[int]:
     out = []
     for op in graph.operators:
         o = math.prod(graph.tensors[op.outputs[0]].shape) if op.outputs else 0
-        if op.opcode in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED") and len(op.inputs) > 1:
-            w = graph.tensors[op.inputs[1]].shape
-            per = math.prod(w[1:]) if op.opcode == "CONV_2D" else math.prod(w[1:-1] or (1,))
-            if op.opcode == "FULLY_CONNECTED":
-                per = w[-1]
-            out.append(o * per)
-        elif op.opcode == "TRANSPOSE_CONV" and len(op.inputs) > 2:
-            w = graph.tensors[op.inputs[1]].shape
+        w = graph.tensors[op.inputs[1]].shape if len(op.inputs) > 1 and op.inputs[1] >= 0 else ()
+        if op.opcode == "CONV_2D" and w:
+            out.append(o * math.prod(w[1:]))  # filter [out, h, w, in]
+        elif op.opcode == "DEPTHWISE_CONV_2D" and w:
+            out.append(o * math.prod(w[1:3]))  # filter [1, h, w, out]
+        elif op.opcode == "FULLY_CONNECTED" and w:
+            out.append(o * w[-1])  # weights [out, in]
+        elif op.opcode == "TRANSPOSE_CONV" and len(op.inputs) > 2 and w:
             out.append(math.prod(graph.tensors[op.inputs[2]].shape) * math.prod(w[:3]))
         else:
             out.append(o)
