@@ -56,6 +56,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+from tinyseg_plugin.memory.boards import load_board  # noqa: E402
+
 MODEL = ROOT / "examples" / "models" / "tiny_unet.tflite"
 CORE = ROOT / "tflm_ops" / "core"
 
@@ -68,7 +70,7 @@ PAPER = {
     "compression": (2333, 2046, 1470),
     "async": (1270, 1718, None),
 }
-M7_HZ = 480e6
+M7_HZ = load_board("nicla-vision").clock_hz  # the codec's instructions at 1 per cycle
 
 HARNESS = r"""
 // Benchmark harness for benchmarks/runtime_table.py (written to a temp dir and built there).
