@@ -271,3 +271,21 @@ def test_plugin_refuses_a_bad_board_before_the_model(tmp_path: Path) -> None:
     with pytest.raises(plugin.PluginError) as e:
         plugin.tflite_tools_check_options(argparse.Namespace(rate="fast"), "optimize")
     assert e.value.exit_code == 2 and "--rate" in str(e.value)
+
+
+def test_plugin_takes_board_and_rate_through_the_host(capsys) -> None:
+    """The tflite-tools plugin's option list has --board (analyze too) and --rate (optimize), and
+    its optimize prints the same cost lines as `tinyseg optimize`."""
+    import synth
+    from tflite_tools_host import manager, parse, run_optimize
+
+    from tinyseg_plugin.ir.modelio import model_to_bytes
+
+    pm = manager(plugin)
+    a = parse(pm, ["--board", "nicla-vision", "--rate", "0.5"])
+    assert (a.board, a.rate) == ("nicla-vision", "0.5")
+    assert parse(pm, ["--board", "generic"], command="analyze").board == "generic"
+    unet = model_to_bytes(synth.tiny_unet_like())
+    run_optimize(pm, unet, ["-i", "m.tflite", "--board", "esp32-s3-psram", "--no-verify"])
+    out = capsys.readouterr().out
+    assert "tinyseg: board esp32-s3-psram: modelled " in out and "tinyseg: psram: " in out
