@@ -12,8 +12,10 @@ paper's Table 5.
 3. Instructions per byte: valgrind --tool=callgrind on a small harness built from the core,
    counting only inside ``tinyseg::Encode`` / ``tinyseg::StreamReader::DecodeRange`` (x86-64
    instructions; the Cortex-M7 time estimate assumes the same count at 1 instruction per cycle).
-4. Latency model: the paper's measured 1199 ms (Table 5, "+ Temp. tensor quant.", no spilling)
-   is the compute baseline, split over the operators in proportion to their MACs. The harness
+4. Latency model: the compute baseline and its split over the operators come from the cost model
+   (tinyseg_plugin/memory/cost.py, board nicla-vision, reference kernels): the paper's measured
+   1199 ms (Table 5, "+ Temp. tensor quant.", no spilling) for the Tiny U-Net, in proportion to
+   each operator's MACs. The harness
    replays one inference of the optimized model on the core's SpillManager: compute time advances
    a VirtualClock; the spill (after op 3) and the band-wise fetch (fused FetchingConv2D, op 21+22)
    go to a NorFlashSim with the STM32H757 internal flash or the AT25QL128A QSPI timing profile
@@ -42,7 +44,6 @@ tests/test_docs_figures.py runs it.
 from __future__ import annotations
 
 import argparse
-import math
 import shutil
 import subprocess
 import sys
@@ -55,6 +56,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+from tinyseg_plugin.memory.boards import load_board  # noqa: E402
+
 MODEL = ROOT / "examples" / "models" / "tiny_unet.tflite"
 CORE = ROOT / "tflm_ops" / "core"
 
@@ -67,8 +70,7 @@ PAPER = {
     "compression": (2333, 2046, 1470),
     "async": (1270, 1718, None),
 }
-BASE_MS = 1199.0  # paper: optimized model's compute without spilling (temp. tensor quantization)
-M7_HZ = 480e6
+M7_HZ = load_board("nicla-vision").clock_hz  # the codec's instructions at 1 per cycle
 
 HARNESS = r"""
 // Benchmark harness for benchmarks/runtime_table.py (written to a temp dir and built there).
@@ -441,30 +443,16 @@ def skip_activations(model_path: Path) -> list[Skip]:
     return sorted(skips, key=lambda s: -s.data.size)
 
 
-def op_macs(model_path: Path) -> list[tuple[str, int]]:
-    """(operator, MACs) in execution order; pooling/quantize/concat count their output elements."""
+def op_ms(model_path: Path) -> list[tuple[str, float]]:
+    """(operator, modelled compute ms) in execution order: the cost model's split of the Nicla
+    Vision's reference-kernel time (tinyseg_plugin/memory/cost.py, the one owner of it)."""
+    from tinyseg_plugin.ir.graph import build_graph
     from tinyseg_plugin.ir.modelio import load_model
-    from tinyseg_plugin.ir.schema import BUILTIN_CODES
+    from tinyseg_plugin.memory.boards import load_board
+    from tinyseg_plugin.memory.cost import op_costs
 
-    names = {v: k for k, v in BUILTIN_CODES.items()}
-    m = load_model(model_path)
-    sg = m.subgraphs[0]
-    out = []
-    for op in sg.operators:
-        oc = m.operatorCodes[op.opcodeIndex]
-        name = names.get(max(oc.builtinCode, oc.deprecatedBuiltinCode))
-        o = [int(d) for d in sg.tensors[op.outputs[0]].shape]
-        if name == "CONV_2D":
-            w = [int(d) for d in sg.tensors[op.inputs[1]].shape]
-            macs = math.prod(o) * w[1] * w[2] * w[3]
-        elif name == "TRANSPOSE_CONV":
-            w = [int(d) for d in sg.tensors[op.inputs[1]].shape]
-            i = [int(d) for d in sg.tensors[op.inputs[2]].shape]
-            macs = math.prod(i) * w[0] * w[1] * w[2]
-        else:
-            macs = math.prod(o)
-        out.append((name, macs))
-    return out
+    g = build_graph(load_model(model_path))
+    return [(c.opcode, c.compute_s * 1e3) for c in op_costs(g, load_board("nicla-vision"))]
 
 
 @dataclass
@@ -484,13 +472,13 @@ class StreamTrace:
     )
 
 
-def stream_trace(model_path: Path, base_ms: float, work: Path) -> StreamTrace:
+def stream_trace(model_path: Path, work: Path) -> StreamTrace:
     """The storage accesses of one inference of the model as `tinyseg optimize` streams it (the
     chains and row spills stream_search picks for the reference kernels), in the order the
     StreamChain kernel makes them: stream.simulate's schedule is chain_schedule.h's (tests/
     test_stream.py compares the two). Each computed row advances the clock by its operator's
-    share of ``base_ms`` (MACs of the operator / its output rows); operators outside the chains by
-    their whole share. The spilled tensors' bytes are the real activations on the natural image."""
+    compute time in the cost model (op_ms) over its output rows; operators outside the chains by
+    their whole time. The spilled tensors' bytes are the real activations on the natural image."""
     from tinyseg_plugin.contract import customops
     from tinyseg_plugin.ir.graph import build_graph
     from tinyseg_plugin.ir.modelio import load_model
@@ -516,8 +504,7 @@ def stream_trace(model_path: Path, base_ms: float, work: Path) -> StreamTrace:
         parts.append(np.asarray(it.GetTensor(int(t), 0)["tensor_data"]).astype(np.int8).tobytes())
     blob = work / "stream_blob.bin"
     blob.write_bytes(b"".join(parts))
-    macs = [m for _, m in op_macs(model_path)]
-    ns_per_mac = base_ms * 1e6 / sum(macs)
+    op_ns = [ms * 1e6 for _, ms in op_ms(model_path)]
     first = {c.ops[0]: c for c in st.chains}
     member = {i for c in st.chains for i in c.ops}
     lines: list[str] = []
@@ -544,14 +531,14 @@ def stream_trace(model_path: Path, base_ms: float, work: Path) -> StreamTrace:
                 if op < 0:
                     break
                 out = g.operators[op].outputs[0]
-                lines.append(f"c {round(macs[op] / g.tensors[out].shape[1] * ns_per_mac)}")
+                lines.append(f"c {round(op_ns[op] / g.tensors[out].shape[1])}")
                 if out in c.spilled:
                     rb = row_bytes(g, out)
                     lines.append(f"a {st.slots[out]} {offset[out] + y * rb} {rb}")
                     written += rb
             lines += [f"e {st.slots[t]}" for t in c.spilled]
         elif i not in member:
-            lines.append(f"c {round(macs[i] * ns_per_mac)}")
+            lines.append(f"c {round(op_ns[i])}")
     events = work / "stream_events.txt"
     events.write_text("\n".join(lines) + "\n")
     return StreamTrace(
@@ -832,12 +819,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"{spilled.data.size:,} B on a 480 MHz Cortex-M7 at 1 instr/cycle (estimate)"
                 )
 
-        # Compute split of the paper's 1199 ms by MACs: before the spill (ops 0-3), between spill
-        # and fetch (ops 4-20), the fused concat+conv (21-22), after it (23-25).
-        macs = op_macs(args.model)
-        total = sum(m for _, m in macs)
-        part = lambda a, b: BASE_MS * sum(m for _, m in macs[a:b]) / total  # noqa: E731
-        pre, mid, conv, post = part(0, 4), part(4, 21), part(21, 23), part(23, len(macs))
+        # The cost model's compute split: before the spill (ops 0-3), between spill and fetch
+        # (ops 4-20), the fused concat+conv (21-22), after it (23-25).
+        ms = op_ms(args.model)
+        base_ms = sum(m for _, m in ms)
+        part = lambda a, b: sum(m for _, m in ms[a:b])  # noqa: E731
+        pre, mid, conv, post = part(0, 4), part(4, 21), part(21, 23), part(23, len(ms))
         row_bytes = spilled.shape[2] * spilled.shape[3]
         band_rows = 20
         codec_ms = {
@@ -885,7 +872,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(
             f"\n3. Modelled latency of the optimized Tiny U-Net (ms per inference; compute baseline "
-            f"{BASE_MS:.0f} ms from the paper,\n   split by MACs: {pre:.0f} before the spill, {mid:.0f} "
+            f"{base_ms:.0f} ms (memory/cost.py: the paper's figure),\n   split by MACs: {pre:.0f} before the spill, {mid:.0f} "
             f"until the fetch, {conv:.0f} in FetchingConv2D, {post:.0f} after;\n   spilled t{spilled.tensor} "
             f"{spilled.data.size:,} B, {enc_bytes:,} B encoded; fused fetch in bands of {band_rows} rows; "
             f"remote at {args.usb_rate / 1e3:,.0f} KB/s + {args.rtt_us:.0f} us per 4 KB chunk)"
@@ -942,7 +929,7 @@ def main(argv: list[str] | None = None) -> int:
             "modelled inferences, the first one excluded)"
         )
 
-        trace = stream_trace(args.model, BASE_MS, work)
+        trace = stream_trace(args.model, work)
 
         def replay(storage: str, async_erase: bool) -> dict[str, float]:
             extra = [str(args.usb_rate), str(args.rtt_us)] if storage == "remote" else []
@@ -981,7 +968,7 @@ def main(argv: list[str] | None = None) -> int:
             f"beside the spilled one (head 153,600 B;\n   compression on). Streamed: {trace.streams} row "
             f"streams, {trace.written:,} B written and {trace.fetched:,} B read per inference in {trace.fetches} "
             f"row fetches (decoding {trace.decoded:,} B of codec blocks),\n   replayed in the order the "
-            f"kernel makes them, each computed row advancing the clock by its MAC share of {BASE_MS:.0f} ms "
+            f"kernel makes them, each computed row advancing the clock by its MAC share of {base_ms:.0f} ms "
             f"(StreamChain's extra host instructions,\n   benchmarks/stream_overhead.py, are not in it). "
             f"Wear-out: inferences before the most-erased sector of the region reaches the part's endurance."
         )

@@ -61,8 +61,39 @@ def _kernels(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _board(p: argparse.ArgumentParser, rate: bool) -> None:
+    p.add_argument(
+        "--board",
+        metavar="NAME|FILE",
+        default=None,
+        help="memory map the modelled cost is for: generic, nicla-vision, esp32-s3-psram, or a "
+        ".toml/.json file (docs/boards.md; `tinyseg boards` lists the presets; default: generic)",
+    )
+    if rate:
+        p.add_argument(
+            "--rate",
+            type=positive_rate,
+            default=1.0,
+            metavar="PER_SECOND",
+            help="inferences per second the flash wear-out years assume (default: 1)",
+        )
+
+
+def positive_rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a number of inferences per second"
+        ) from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"'{text}': the rate must be a positive number")
+    return value
+
+
 def _run(args: argparse.Namespace, **options) -> "Run":
     """The pipeline's Run for the options a subcommand was given."""
+    from .memory.boards import DEFAULT_BOARD, load_board
     from .memory.kernels import default_build_profile
     from .pipeline import Run
     from .transforms.optimizer import Options
@@ -73,6 +104,8 @@ def _run(args: argparse.Namespace, **options) -> "Run":
         runs=None if getattr(args, "unverified", False) else getattr(args, "runs", 3),
         time_limit=getattr(args, "time_limit", 120.0),
         max_io_bytes=getattr(args, "max_io_bytes", None),
+        board=load_board(getattr(args, "board", None) or DEFAULT_BOARD),
+        rate=getattr(args, "rate", 1.0),
     )
 
 
@@ -90,7 +123,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from .report.tables import CSV_NAMES
 
         outputs += [("--csv", Path(args.csv) / name) for name in CSV_NAMES]
-    run = _run(args)
+    run = _run(args)  # a bad --board is refused before the model is read
     graph = load(read_model_bytes(args.model), shown(args.model), run.memo)
     check_outputs([args.model], outputs, csv_dir=args.csv)
     a, stream = analyze(graph, run, stream=args.stream)
@@ -108,6 +141,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     d = to_dict(a, args.model)
     if stream is not None:
         d["stream"] = stream
+    fit = board_fit(graph, a, run)
+    d["board"] = fit
     text = json.dumps(d, indent=1) if args.json else ""
     if json_file:
         files.append((json_file, (text + "\n").encode()))
@@ -118,7 +153,29 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         sys.stdout.write(analysis_text(a, args.model, table_width()))
         if stream is not None:
             sys.stdout.write(stream_text(stream))
+        if args.board is not None:  # the default prints what it always printed
+            print(
+                f"board {fit['name']}: arena region '{fit['arena_region']}' has {fit['arena_free']:,} B "
+                f"free: the total {'fits' if fit['fits'] else 'does not fit'}; modelled compute "
+                f"{fit['compute_ms']:,.1f} ms per inference ({args.kernel_set} kernels)"
+            )
     return EXIT_OK
+
+
+def board_fit(graph, a, run) -> dict:
+    """The ``board`` key of ``analyze --json``: does the arena fit the board's arena region, and
+    the modelled compute time of the model as it is (memory/cost.py)."""
+    from .memory.cost import Traffic, estimate
+
+    region = run.board.arena
+    cost = estimate(graph, Traffic(), run.board, run.options.kernel_set)
+    return {
+        "name": run.board.name,
+        "arena_region": region.name,
+        "arena_free": region.free,
+        "fits": a.plan.total <= region.free,
+        "compute_ms": round(cost.compute_s * 1e3, 3),
+    }
 
 
 def check_outputs(
@@ -175,6 +232,7 @@ def parse_size(text: str) -> int:
 def cmd_optimize(args: argparse.Namespace) -> int:
     from .checks.real_kernels import resolve_tflm_dir
     from .ir.modelio import read_model_bytes, write_all
+    from .memory.cost import summary_lines
     from .pipeline import load, optimize, plan_picture
     from .report.steps import steps_table
 
@@ -223,6 +281,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         print(f"{out.unchanged}: wrote it unchanged to {shown(args.output, 0)}")
     else:
         sys.stdout.write(steps_table(out.result))
+        if out.cost is not None:
+            print("\n".join(summary_lines(out.cost)))
+            for w in out.cost.warnings():
+                print(f"tinyseg: {w}", file=sys.stderr)
         if v is not None:
             print(
                 f"verified ({v.describe()}): outputs bit-identical to the original in TFLM "
@@ -239,6 +301,16 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_TARGET_NOT_REACHED
+    return EXIT_OK
+
+
+def cmd_boards(args: argparse.Namespace) -> int:
+    from .memory.boards import PRESETS, presets_table
+
+    if args.json:
+        print(json.dumps([make().as_dict() for make in PRESETS.values()], indent=1))
+    else:
+        sys.stdout.write(presets_table())
     return EXIT_OK
 
 
@@ -330,6 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("analyze", help="show how TFLM lays the model out in its arena")
     a.add_argument("model", help=".tflite file")
     _kernels(a)
+    _board(a, rate=False)
     a.add_argument(
         "--json",
         nargs="?",
@@ -377,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="no StreamChain operators (chains of row-local operators computed row by row)",
     )
     _kernels(o)
+    _board(o, rate=True)
     o.add_argument("--report", metavar="FILE.json", help="write the optimization report")
     o.add_argument("--plot", metavar="FILE.png", help="draw the optimized arena plan")
     o.add_argument(
@@ -422,6 +496,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow -o to be the input model (replaced only when done)",
     )
     o.set_defaults(func=cmd_optimize)
+
+    b = sub.add_parser("boards", help="list the built-in board memory maps (--board NAME)")
+    b.add_argument("--json", action="store_true", help="print them as JSON")
+    b.set_defaults(func=cmd_boards)
 
     v = sub.add_parser(
         "verify",

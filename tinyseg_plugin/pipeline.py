@@ -18,6 +18,8 @@ from .errors import TinySegError, shown
 from .ir.graph import Graph, Memo, build_graph
 from .ir.modelio import check_inline_fits, model_to_bytes, parse_model
 from .memory.analysis import Analysis, analyze_graph
+from .memory.boards import DEFAULT_BOARD, Board, load_board
+from .memory.cost import Cost, estimate
 from .memory.planner import offline_conflict, plan_graph
 from .transforms import optimizer
 from .transforms.optimizer import Options, Result
@@ -33,9 +35,11 @@ class Run:
     ``options`` carries the kernel set (``kernel_set``), the build profile (``build_profile``), the target and the
     strategy switches; ``runs`` is the number of random verification inputs (None: unverified);
     ``time_limit`` bounds each TFLM child in CPU seconds; ``max_io_bytes`` bounds the memory of one
-    check run's inputs and outputs; ``tflm_dir`` selects the real-kernel check; ``memo`` is what the
-    run remembers across the graphs its search builds (tensor views, encoded and decoded options),
-    shared by every graph edited from the input loaded with it."""
+    check run's inputs and outputs; ``tflm_dir`` selects the real-kernel check; ``board`` is the
+    memory map the modelled cost is for (``--board``) and ``rate`` the inferences per second its
+    wear-out years assume (``--rate``); ``memo`` is what the run remembers across the graphs its
+    search builds (tensor views, encoded and decoded options), shared by every graph edited from
+    the input loaded with it."""
 
     options: Options = field(default_factory=Options)
     runs: int | None = 3
@@ -47,6 +51,8 @@ class Run:
     # its own passes (tflite-tools optimize on a model TinySeg wrote), kept as it is.
     keep_optimized: bool = False
     memo: Memo = field(default_factory=Memo, repr=False)
+    board: Board = field(default_factory=lambda: load_board(DEFAULT_BOARD))
+    rate: float = 1.0
 
     def __post_init__(self) -> None:
         if self.max_io_bytes is None:
@@ -71,6 +77,9 @@ class Outcome:
     verification: Verification | None
     unchanged: str | None = None  # why the input is written unchanged; None when it was rewritten
     target: int | None = None
+    cost: Cost | None = None  # the written model's modelled cost on the run's board
+    considered_costs: list[Cost] = field(default_factory=list)  # one per result.considered
+    board: Board | None = None  # the board the costs are for
 
     @property
     def target_met(self) -> bool:
@@ -87,6 +96,9 @@ class Outcome:
             self.verification,
             target_bytes=self.target,
             unchanged=self.unchanged is not None,
+            cost=self.cost,
+            considered_costs=self.considered_costs,
+            board=self.board,
         )
         if self.unchanged is None:
             v = self.verification
@@ -97,6 +109,19 @@ class Outcome:
                 f"{v.edge_cases} edge-case inputs"
             )
         return d
+
+
+def costs(graph: Graph, outcome: Outcome, run: Run) -> Outcome:
+    """``outcome`` with the modelled cost of its model and of each strategy considered, on the
+    run's board (memory/cost.py); ``graph`` is the input model, whose operators give the compute."""
+    ks = run.options.kernel_set
+    r = outcome.result
+    outcome.board = run.board
+    outcome.cost = estimate(graph, r.traffic, run.board, ks, run.rate)
+    outcome.considered_costs = [
+        estimate(graph, c.traffic, run.board, ks, run.rate) for c in r.considered
+    ]
+    return outcome
 
 
 def load(data: bytes, name: str, memo: Memo | None = None) -> Graph:
@@ -172,19 +197,14 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
                 f"the model already holds TinySeg operators ({shown(graph.operators[ts[0]].opcode)} at "
                 f"operator {ts[0]})"
             )
-            return Outcome(data, kept, None, why, o.target_bytes)
+            return costs(graph, Outcome(data, kept, None, why, o.target_bytes), run)
     refuse_unrunnable(graph, name, run.verified)
     if o.target_bytes is not None:
         plan = plan_graph(graph, o.kernel_set, o.build_profile)
         if plan.head <= o.target_bytes:
             kept = Result(graph=graph, plan=plan, original=plan)
-            return Outcome(
-                data,
-                kept,
-                None,
-                f"the model already meets --target {o.target_bytes:,} B (head {plan.head:,} B)",
-                o.target_bytes,
-            )
+            why = f"the model already meets --target {o.target_bytes:,} B (head {plan.head:,} B)"
+            return costs(graph, Outcome(data, kept, None, why, o.target_bytes), run)
     if run.verified:
         check_io_bytes(graph, name, run.max_io_bytes)  # before TFLM loads it with an arena to match
         try:
@@ -198,13 +218,8 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
     result = optimizer.optimize(graph, o, run.progress)
     if result.plan.head >= result.original.head and result.plan.total >= result.original.total:
         kept = Result(graph=graph, plan=result.original, original=result.original)
-        return Outcome(
-            data,
-            kept,
-            None,
-            f"no pass lowers the arena of {name} (head {result.original.head:,} B)",
-            o.target_bytes,
-        )
+        why = f"no pass lowers the arena of {name} (head {result.original.head:,} B)"
+        return costs(graph, Outcome(data, kept, None, why, o.target_bytes), run)
     verification = None
     if run.runs is not None:
         run.say(f"verifying against the original in TFLM ({run.runs} random inputs + 3 edge cases)")
@@ -221,7 +236,8 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
             raise TinySegError(
                 f"verification failed: {verification.detail}; no output written", EXIT_VERIFY_FAILED
             )
-    return Outcome(model_to_bytes(result.graph.model), result, verification, None, o.target_bytes)
+    out = Outcome(model_to_bytes(result.graph.model), result, verification, None, o.target_bytes)
+    return costs(graph, out, run)
 
 
 def plan_picture(result: Result, title: str) -> bytes:

@@ -85,8 +85,22 @@ def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | Non
         "(default: host64; cortex-m for the arduino, esp-idf, zephyr and edge-impulse kernel sets)",
     )
     deprecated(g, "--arch", use="--build-profile", dest="build_profile")
+    g.add_argument(
+        "--board",
+        dest="board",
+        default=None,
+        metavar="NAME|FILE",
+        help="memory map the modelled cost is for: generic, nicla-vision, esp32-s3-psram, or a "
+        ".toml/.json file (default: generic)",
+    )
     if command == "analyze":
         return
+    g.add_argument(
+        "--rate",
+        default=None,
+        metavar="PER_SECOND",
+        help="inferences per second the flash wear-out years assume (default: 1)",
+    )
     g.add_argument(
         "--target",
         default=None,
@@ -189,9 +203,34 @@ def _options(options: argparse.Namespace):
     )
 
 
+def _board(options: argparse.Namespace):
+    from .memory.boards import DEFAULT_BOARD, load_board
+
+    try:
+        return load_board(getattr(options, "board", None) or DEFAULT_BOARD)
+    except TinySegError as exc:
+        raise PluginError(f"tinyseg: --board: {exc}", exc.exit_code) from None
+
+
+def _rate(options: argparse.Namespace) -> float:
+    text = str(getattr(options, "rate", None) or "1")
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 < value < float("inf")):
+        raise PluginError(
+            f"tinyseg: --rate: '{text}' is not a positive number of inferences per second", 2
+        )
+    return value
+
+
 @hookimpl
 def tflite_tools_check_options(options: argparse.Namespace, command: str | None) -> None:
     _options(options)
+    _board(options)
+    if command != "analyze":
+        _rate(options)
     if command != "analyze" and not getattr(options, "no_verify", False):
         _verify_runs(options)
         _time_limit(options)
@@ -234,6 +273,8 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
         time_limit=_time_limit(options),
         tflm_dir=None if runs is None else resolve_tflm_dir(getattr(options, "tflm_dir", None)),
         keep_optimized=True,  # the host may chain its passes on a model TinySeg wrote
+        board=_board(options),
+        rate=_rate(options),
     )
     try:
         out = optimize(model, run, "model")
@@ -251,6 +292,11 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
             )
         else:
             print("tinyseg: not verified (--no-verify)")
+        if out.cost is not None:
+            from .memory.cost import summary_lines
+
+            for line in summary_lines(out.cost) + out.cost.warnings():
+                print(f"tinyseg: {line.strip()}")
         written = out.data
     if not out.target_met:
         raise PluginError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import shown
 from ..transforms.optimizer import Result
 
-SCHEMA = "tinyseg.optimization/5"  # 5: "not_streamed"; 4: "kernel_set", "build_profile" (old "runtime", "arch" kept for one release); 3: "strategy" and "considered"; 2: "arch", "target_bytes", "target_met", "unchanged"
+SCHEMA = "tinyseg.optimization/5"  # 5: "not_streamed", "board", "cost"; 4: "kernel_set", "build_profile" (old "runtime", "arch" kept for one release); 3: "strategy" and "considered"; 2: "arch", "target_bytes", "target_met", "unchanged"
 
 
 def steps_table(r: Result) -> str:
@@ -59,9 +59,14 @@ def report_dict(
     verification,
     target_bytes: int | None = None,
     unchanged: bool = False,
+    cost=None,
+    considered_costs=(),
+    board=None,
 ) -> dict:
-    """The JSON report; target_bytes is the --target asked for (None without one)."""
+    """The JSON report; target_bytes is the --target asked for (None without one); cost and
+    considered_costs: memory/cost.py's figures for the written model and each strategy considered."""
     base = r.original
+    costs = list(considered_costs) or [None] * len(r.considered)
     return {
         "schema": SCHEMA,
         "model": model,
@@ -107,16 +112,19 @@ def report_dict(
                 "head": c.plan.head,
                 "total": c.plan.total,
                 "bytes_moved_per_inference": c.bytes_moved,
+                "cost": None if k is None else k.as_dict(),
                 "steps": [
                     {"technique": s.technique, "detail": s.detail, "head": s.head, "total": s.total}
                     for s in c.steps
                 ],
             }
-            for c in r.considered
+            for c, k in zip(r.considered, costs)
         ],
         "not_streamed": [
             {"operator": g.operator, "opcode": g.opcode, "reason": g.reason} for g in r.not_streamed
         ],
+        "board": None if board is None else board.as_dict(),
+        "cost": None if cost is None else cost.as_dict(),
         "verified": None
         if verification is None
         else {

@@ -9,6 +9,7 @@ from typing import Callable
 from ..contract import customops
 from ..ir.graph import Graph
 from ..memory.coldrange import ColdRange, cold_ranges
+from ..memory.cost import Traffic
 from ..memory.planner import Plan, align_up, plan_graph
 from .passes import Rewrite, graph_or_none
 from .passes.distribute import concat_operand, split_elementwise
@@ -73,11 +74,26 @@ class Result:
         default_factory=list
     )  # streamed chains (stream_search.choice_dict's entries)
     stream_bytes: int = 0  # bytes the row spills and fetches move per inference
+    stream_written: int = 0  # of those, bytes the row spills write
     strategy: str = ""  # the strategy whose candidate was kept ("" when none changed the model)
     considered: list["Candidate"] = field(default_factory=list)  # the other strategies' candidates
     # Row-local operators the StreamChain kernel does not compute (stream.stage_gaps): where
     # optimize's chains stop short of analyze --stream's estimate.
     not_streamed: list = field(default_factory=list)
+
+    @property
+    def traffic(self) -> Traffic:
+        """The written model's storage traffic per inference, for the cost model (memory/cost.py)."""
+        return _traffic(self.spills, self.stream_bytes, self.stream_written)
+
+
+def _traffic(spills: list[SpillRecord], stream_bytes: int, stream_written: int) -> Traffic:
+    """A spill writes its bytes once and fetches them back once; row spills write each row once
+    and read it once per fetch; every spill and row spill is its own write stream."""
+    written = sum(s.bytes for s in spills) + stream_written
+    read = sum(s.bytes for s in spills) + stream_bytes - stream_written
+    streams = len(spills) + (1 if stream_written else 0)
+    return Traffic(written, read, streams)
 
 
 def _plan(g: Graph, o: Options) -> Plan:
@@ -292,6 +308,11 @@ class Candidate:
     spills: list[SpillRecord] = field(default_factory=list)
     chains: list[dict] = field(default_factory=list)
     stream_bytes: int = 0
+    stream_written: int = 0  # of stream_bytes, bytes the row spills write
+
+    @property
+    def traffic(self) -> Traffic:
+        return _traffic(self.spills, self.stream_bytes, self.stream_written)
 
     @property
     def bytes_moved(self) -> int:
@@ -353,6 +374,7 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
     res.graph, res.plan = best.graph, best.plan
     res.steps.extend(best.steps)
     res.spills, res.chains, res.stream_bytes = best.spills, best.chains, best.stream_bytes
+    res.stream_written = best.stream_written
     res.strategy = best.strategy if best.steps else ""
     res.considered = [c for c in candidates if c is not best and c.steps]
     if o.stream:
@@ -431,4 +453,5 @@ def streaming(
         [Step("streaming", detail, streamed.head, streamed.total)],
         chains=chains,
         stream_bytes=choice.storage_bytes,
+        stream_written=sum(g.tensors[t].nbytes for t in choice.streamed.spilled),
     )

@@ -1,0 +1,180 @@
+"""The cost model (tinyseg_plugin/memory/cost.py) on the Tiny U-Net, against arithmetic done here
+from independent sources: MACs counted with TensorFlow's own interpreter, the flash figures parsed
+from the C++ core's flash_profiles.cc, the storage traffic from the optimize report."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from conftest import TINY_UNET
+from test_boards import PROFILES_CC, _fields, _function, _int
+
+from tinyseg_plugin import cli
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import load_model
+from tinyseg_plugin.memory import cost
+from tinyseg_plugin.memory.boards import load_board
+from tinyseg_plugin.pipeline import Run, load, optimize
+from tinyseg_plugin.transforms.optimizer import Options
+
+
+def tf_macs(path: Path) -> int:
+    """The Tiny U-Net's MACs from TensorFlow's interpreter (not TinySeg's reader): a convolution
+    counts output elements x filter height x width x input channels, a transposed convolution input
+    elements x filter out-channels x height x width, every other operator its output elements."""
+    tf = pytest.importorskip("tensorflow")
+    it = tf.lite.Interpreter(model_path=str(path))
+    shape = {t["index"]: list(t["shape"]) for t in it.get_tensor_details()}
+    total = 0
+    for op in it._get_ops_details():
+        out = math.prod(shape[op["outputs"][0]])
+        if op["op_name"] == "CONV_2D":
+            total += out * math.prod(shape[op["inputs"][1]][1:])
+        elif op["op_name"] == "TRANSPOSE_CONV":
+            total += math.prod(shape[op["inputs"][2]]) * math.prod(shape[op["inputs"][1]][:3])
+        else:
+            total += out
+    return total
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return build_graph(load_model(TINY_UNET))
+
+
+def test_calibration_point_is_the_tiny_unet(graph) -> None:
+    """REFERENCE_MACS is the bundled Tiny U-Net's: its compute on the Nicla with reference kernels
+    is the paper's 1,199 ms, split over the operators by MACs."""
+    assert cost.REFERENCE_MACS == tf_macs(TINY_UNET) == sum(cost.op_macs(graph))
+    ops = cost.op_costs(graph, load_board("nicla-vision"))
+    assert sum(o.compute_s for o in ops) * 1e3 == pytest.approx(1199.0)
+    biggest = max(ops, key=lambda o: o.macs)
+    assert biggest.compute_s == pytest.approx(1.199 * biggest.macs / tf_macs(TINY_UNET))
+
+
+def test_cmsis_nn_and_clock_scale_the_compute(graph) -> None:
+    nicla, esp = load_board("nicla-vision"), load_board("esp32-s3-psram")
+    ref = cost.op_costs(graph, nicla)
+    fast = cost.op_costs(graph, nicla, "cmsis-nn")
+    covered = {o.opcode for o in fast if o.accelerated}
+    assert {"CONV_2D"} <= covered
+    want = sum(r.compute_s / (cost.CMSIS_NN_SPEEDUP if r.opcode in covered else 1) for r in ref)
+    assert sum(o.compute_s for o in fast) == pytest.approx(want)
+    assert sum(o.compute_s for o in fast) < sum(o.compute_s for o in ref) / 3
+    slow = cost.op_costs(graph, esp)  # 240 MHz: twice the 480 MHz M7's time
+    assert sum(o.compute_s for o in slow) == pytest.approx(2 * 1.199)
+
+
+@pytest.fixture(scope="module")
+def streamed(graph):
+    run = Run(Options(), runs=None, board=load_board("nicla-vision"), rate=1.0)
+    return optimize(TINY_UNET.read_bytes(), run, "tiny_unet", load(TINY_UNET.read_bytes(), "m"))
+
+
+def _qspi_figures() -> dict[str, float]:
+    body = _function(PROFILES_CC.read_text(), "NiclaVisionQspiFlash")
+    env = {"kClockHz": _int(body.split("kClockHz = ")[1].split(";")[0], {})}
+    env["kClockPs"] = _int(body.split("kClockPs = ")[1].split(";")[0], env)
+    return _fields(body, env)
+
+
+def test_streamed_tiny_unet_on_the_nicla_qspi(streamed) -> None:
+    """Latency = 1,199 ms + the QSPI's time for the row spills' bytes; wear-out from the region's
+    free sectors, the part's endurance and one erase per 4 KB written."""
+    out = streamed
+    assert out.result.strategy == "streaming"
+    report = out.report("m", "o")
+    moved = report["bytes_moved_per_inference"]
+    g = build_graph(load_model(TINY_UNET))
+    written = sum(g.tensors[t].nbytes for c in report["streamed_chains"] for t in c["spills"])
+    read = moved - written
+    f = _qspi_figures()
+    program_s = f["program_unit_ns"] * 1e-9 + f["program_cmd_ns"] * 1e-9
+    write_s = written * f["program_ps_per_byte"] * 1e-12
+    write_s += math.ceil(written / f["program_unit_bytes"]) * program_s
+    erases = written / f["erase_size"]
+    erase_s = erases * f["erase_sector_ns"] * 1e-9
+    read_s = read * f["read_ps_per_byte"] * 1e-12
+    c = out.cost
+    assert c.compute_s == pytest.approx(1.199)
+    assert c.storage_s == pytest.approx(read_s + write_s + erase_s)
+    assert c.latency_s == pytest.approx(1.199 + read_s + write_s + erase_s)
+    assert c.flash_bytes_written == written
+    free_sectors = (1 << 20) // f["erase_size"]  # examples/nicla_vision: the last 1 MB of the QSPI
+    wear = free_sectors * f["endurance_cycles"] / erases
+    assert c.wearout_inferences == pytest.approx(wear)
+    assert c.wearout_years == pytest.approx(wear / (365.25 * 86400))
+    assert c.warnings() and "wears out" in c.warnings()[0]  # well under a year at 1/s
+    d = report["cost"]
+    assert d["flash_bytes_written_per_inference"] == written
+    assert d["latency_ms"] == pytest.approx(c.latency_s * 1e3, abs=1e-3)
+    assert report["board"]["name"] == "nicla-vision"
+    (considered,) = report["considered"]  # spill and fuse: its spill written once, read once
+    spilled = considered["bytes_moved_per_inference"] // 2
+    assert considered["cost"]["flash_bytes_written_per_inference"] == spilled
+
+
+def test_psram_spill_costs_bandwidth_and_no_wear(graph) -> None:
+    b = load_board("esp32-s3-psram")
+    c = cost.estimate(graph, cost.Traffic(76_800, 76_800, 1), b)
+    psram = b.region("psram")
+    assert c.storage_s == pytest.approx(
+        76_800 / psram.write_bandwidth + 76_800 / psram.read_bandwidth
+    )
+    assert c.flash_bytes_written == 0 and c.wearout_years is None and not c.warnings()
+
+
+def test_optimize_prints_and_reports_the_cost(tmp_path: Path, capsys) -> None:
+    out, report = tmp_path / "o.tflite", tmp_path / "r.json"
+    args = ["optimize", str(TINY_UNET), "-o", str(out), "--report", str(report), "--unverified"]
+    assert cli.main(args + ["--rate", "0.001"]) == 0
+    printed = capsys.readouterr()
+    d = json.loads(report.read_text())
+    assert d["board"]["name"] == "generic" and d["cost"]["rate_per_second"] == 0.001
+    assert f"board generic: modelled {d['cost']['latency_ms']:,.1f} ms per inference" in printed.out
+    assert "warning" not in printed.err  # 1 MB of flash at one inference in 1,000 s
+    assert cli.main(args + ["--force", "--rate", "1000"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("tinyseg: warning: generic 'flash' wears out after") and err.count("\n") == 1
+    )
+
+
+def test_analyze_board_key(tmp_path: Path, capsys) -> None:
+    assert cli.main(["analyze", str(TINY_UNET), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["board"] == {
+        "name": "generic",
+        "arena_region": "ram",
+        "arena_free": 1 << 20,
+        "fits": True,
+        "compute_ms": 1199.0,
+    }
+    assert cli.main(["analyze", str(TINY_UNET), "--board", "nicla-vision"]) == 0
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[-1]
+        .startswith("board nicla-vision: arena region 'axi-sram'")
+    )
+
+
+def test_rate_must_be_positive(capsys, tmp_path: Path) -> None:
+    rc = cli.main(["optimize", str(TINY_UNET), "-o", str(tmp_path / "o"), "--rate", "0"])
+    assert rc == 2 and "the rate must be a positive number" in capsys.readouterr().err
+
+
+def test_depthwise_macs_count_the_filter_window() -> None:
+    """A 3x3 depthwise convolution: 9 MACs per output element (TFLM's filter [1, h, w, out])."""
+    import synth
+
+    b = synth.ModelBuilder(seed=1)
+    x = b.input([1, 8, 8, 4])
+    y = b.depthwise(x)
+    g = build_graph(b.build([y]))
+    (i,) = [op.index for op in g.operators if op.opcode == "DEPTHWISE_CONV_2D"]
+    out = math.prod(g.tensors[g.operators[i].outputs[0]].shape)
+    kh, kw = g.tensors[g.operators[i].inputs[1]].shape[1:3]
+    assert cost.op_macs(g)[i] == out * kh * kw and kh * kw > 1

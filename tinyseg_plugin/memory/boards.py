@@ -1,0 +1,445 @@
+"""The memory map of a target board (``--board``): its RAM and flash regions, what each holds
+already, and the bandwidth and flash timings the cost model (cost.py) prices storage traffic with.
+
+Three presets (``generic``, ``nicla-vision``, ``esp32-s3-psram``) and a user's own map from a
+TOML or JSON file (docs/boards.md). A bad file is refused with one sentence (TinySegError, exit
+code 2). Every preset figure names its source; figures marked ``estimate`` are not datasheet
+values. The Nicla Vision's flash timings are the ones tflm_ops/core/src/flash_profiles.cc gives
+NorFlashSim (tests/test_boards.py parses that file and compares)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from ..errors import TinySegError, shown
+from ..sizes import parse_size
+
+RAM, FLASH = "ram", "flash"
+
+
+@dataclass(frozen=True)
+class Region:
+    """One memory region. Bandwidths in bytes per second; times in seconds. ``used`` bytes are
+    taken by others (the Arduino core, the M4 core, the firmware image): ``free`` is what is left
+    for the arena (RAM) or for spilled tensors (flash, or a RAM region used as spill storage)."""
+
+    name: str
+    kind: str  # "ram" | "flash"
+    capacity: int
+    read_bandwidth: float
+    write_bandwidth: float
+    used: int = 0
+    used_by: str = ""  # who takes ``used`` bytes, with the source
+    arena: bool = False  # the tensor arena lives here (RAM only)
+    # flash only
+    page_size: int = 0  # bytes programmed by one page program
+    sector_size: int = 0  # smallest erase
+    page_program_time: float = 0.0
+    sector_erase_time: float = 0.0
+    endurance: int = 0  # erase cycles per sector
+    read_command_time: float = 0.0  # fixed cost of one read call (command, address, dummy)
+    program_command_time: float = 0.0  # fixed cost of one page program (write enable, command)
+    note: str = ""  # sources of the figures; "estimate" marks what is not a datasheet value
+
+    @property
+    def free(self) -> int:
+        return max(self.capacity - self.used, 0)
+
+    @property
+    def is_flash(self) -> bool:
+        return self.kind == FLASH
+
+
+@dataclass(frozen=True)
+class Board:
+    """A target: its regions, the region spilled tensors go to, and the CPU clock the compute
+    model scales by (cost.py: calibrated on the Nicla Vision's 480 MHz Cortex-M7)."""
+
+    name: str
+    regions: tuple[Region, ...]
+    spill_region: str
+    clock_hz: float = 480e6
+    note: str = ""
+
+    def region(self, name: str) -> Region:
+        return next(r for r in self.regions if r.name == name)
+
+    @property
+    def arena(self) -> Region:
+        return next(r for r in self.regions if r.arena)
+
+    @property
+    def spill(self) -> Region:
+        return self.region(self.spill_region)
+
+    def as_dict(self) -> dict:
+        """The JSON form (the ``board`` key of the optimize report; ``tinyseg boards --json``)."""
+        return {
+            "name": self.name,
+            "clock_hz": self.clock_hz,
+            "spill_region": self.spill_region,
+            "regions": [
+                {f.name: getattr(r, f.name) for f in fields(Region)} | {"free": r.free}
+                for r in self.regions
+            ],
+        }
+
+
+KB, MB = 1024, 1024 * 1024
+
+# ----------------------------------------------------------------------------- the presets
+
+# STM32H757 internal flash at x32 parallelism and the AT25QL128A QSPI NOR at 40 MHz: the same
+# figures as tflm_ops/core/src/flash_profiles.cc (sources in flash_profiles.h).
+H7_WORD_PROGRAM_S = 130e-6  # 256-bit flash word, x32, typ (DS12110, provisional)
+H7_SECTOR_ERASE_S = 1.1  # 128 KB sector, x32, typ (DS12110, provisional)
+H7_READ_PS_PER_BYTE = 400  # estimate: 256-bit word per ~3 AXI cycles at 240 MHz
+QSPI_HZ = 40e6  # MBED_CONF_QSPIF_QSPI_FREQ (ArduinoCore-mbed variants/NICLA_VISION/mbed_config.h)
+QSPI_READ_CLOCKS_PER_BYTE = 2  # 1-4-4 read (EBh)
+QSPI_READ_COMMAND_CLOCKS = 20  # 8 opcode + 6 address + 2 mode + 4 dummy
+QSPI_PROGRAM_CLOCKS_PER_BYTE = 8  # 1-1-1 page program
+QSPI_PROGRAM_COMMAND_CLOCKS = 40  # WREN + 02h + 24-bit address
+
+_LINKER = "ArduinoCore-mbed b4ad4e72 variants/NICLA_VISION/linker_script.ld"
+_M4_LINKER = "variants/GENERIC_STM32H747_M4/linker_script.ld"
+_VECTORS = ((166 * 4) + 7) & ~7  # the RAM vector table both linker scripts reserve (664 B)
+
+
+def _nicla_vision() -> Board:
+    ram = "estimate: bus width x clock, not a measured copy rate"
+    return Board(
+        "nicla-vision",
+        (
+            Region(
+                "dtcm", RAM, 128 * KB, 3.84e9, 3.84e9, _VECTORS,
+                f"vector table ({_LINKER}: DTCMRAM starts after {_VECTORS} B; no section is placed there)",
+                note=f"0x20000000; 64-bit at 480 MHz ({ram})",
+            ),
+            Region(
+                "axi-sram", RAM, 512 * KB, 1.92e9, 1.92e9, 1 * KB,
+                f"Arduino core: .data, .bss, heap and the 1 KB stack ({_LINKER}: region RAM); the "
+                "sketch's own .data/.bss (the arena array included) is known only after linking",
+                arena=True,
+                note=f"0x24000000; 64-bit AXI at 240 MHz ({ram})",
+            ),
+            Region(
+                "sram1", RAM, 128 * KB, 0.96e9, 0.96e9, 128 * KB,
+                f"M4 core: its .data, .bss, heap and stack fill D2 SRAM ({_M4_LINKER}: RAM_D2 "
+                "0x10000000, 288 KB) when it runs the erase worker (examples/nicla_vision, split 50_50)",
+                note=f"0x30000000; 32-bit AHB at 240 MHz ({ram})",
+            ),
+            Region(
+                "sram2", RAM, 128 * KB, 0.96e9, 0.96e9, 128 * KB,
+                f"M4 core ({_M4_LINKER}: RAM_D2)",
+                note=f"0x30020000; 32-bit AHB at 240 MHz ({ram})",
+            ),
+            Region(
+                "sram3", RAM, 32 * KB, 0.96e9, 0.96e9, 32 * KB,
+                f"M4 core ({_M4_LINKER}: RAM_D2) and the M7's .lwip_sec at 0x30040000 ({_LINKER})",
+                note=f"0x30040000; 32-bit AHB at 240 MHz ({ram})",
+            ),
+            Region(
+                "sram4", RAM, 64 * KB, 0.96e9, 0.96e9, 64 * KB,
+                "OpenAMP between the cores from 0x38000400, the PDM buffer at 0x3800FC00 (both "
+                "linker scripts: RAM_D3) and TinySeg's erase ring (examples/nicla_vision)",
+                note=f"0x38000000; 32-bit AHB at 240 MHz ({ram})",
+            ),
+            Region(
+                "internal-flash", FLASH, 2 * MB, 1e12 / H7_READ_PS_PER_BYTE,
+                1e12 / H7_READ_PS_PER_BYTE, 1536 * KB,
+                "bootloader 0x08000000-0x0803FFFF, M7 sketch from 0x08040000 and M4 image up to "
+                "0x0817FFFF (boards.txt split 50_50; examples/nicla_vision keeps the last 512 KB of "
+                "bank 2 for spills)",
+                page_size=32, sector_size=128 * KB,
+                page_program_time=H7_WORD_PROGRAM_S, sector_erase_time=H7_SECTOR_ERASE_S,
+                endurance=10_000,
+                note="STM32H757 2 MB dual-bank flash, x32 parallelism: flash-word program and sector "
+                "erase typicals from ST DS12110 (provisional); endurance 10,000 unverified; read "
+                "bandwidth an estimate (flash_profiles.h)",
+            ),
+            Region(
+                "qspi", FLASH, 16 * MB, QSPI_HZ / QSPI_READ_CLOCKS_PER_BYTE,
+                QSPI_HZ / QSPI_PROGRAM_CLOCKS_PER_BYTE, 15 * MB,
+                "Arduino's QSPI partitions (up to 14 MB) and the unused MB after them: "
+                "examples/nicla_vision keeps the last 1 MB for spills",
+                page_size=256, sector_size=4 * KB,
+                page_program_time=640e-6, sector_erase_time=64e-3, endurance=100_000,
+                read_command_time=QSPI_READ_COMMAND_CLOCKS / QSPI_HZ,
+                program_command_time=QSPI_PROGRAM_COMMAND_CLOCKS / QSPI_HZ,
+                note="AT25QL128A at 40 MHz: page program and 4 KB erase typicals from its SFDP "
+                "table; 1-4-4 reads, 1-1-1 programs (mbed QSPIF); endurance 100,000 provisional "
+                "(flash_profiles.h)",
+            ),
+        ),
+        spill_region="qspi",
+        clock_hz=480e6,
+        note="STM32H747 as the M7 sees it, with the M4 running TinySeg's erase worker",
+    )  # fmt: skip
+
+
+def _esp32_s3_psram() -> Board:
+    return Board(
+        "esp32-s3-psram",
+        (
+            Region(
+                "sram", RAM, 512 * KB, 0.96e9, 0.96e9, 192 * KB,
+                "ESP-IDF, Wi-Fi off, and the application's own data: about 320 KB stays for the "
+                "arena (estimate)",
+                arena=True,
+                note="internal SRAM, 32-bit at 240 MHz (estimate)",
+            ),
+            Region(
+                "psram", RAM, 8 * MB, 40e6, 40e6, 0, "",
+                note="8 MB octal PSRAM at 80 MHz behind the cache: 40 MB/s sustained copy "
+                "(estimate, below the bus's 160 MB/s peak)",
+            ),
+            Region(
+                "flash", FLASH, 8 * MB, 20e6, 5e6, 7 * MB,
+                "application image and partitions; 1 MB left for spills (assumed)",
+                page_size=256, sector_size=4 * KB,
+                page_program_time=640e-6, sector_erase_time=64e-3, endurance=100_000,
+                note="quad SPI NOR at 40 MHz: the Nicla Vision's AT25QL128A figures, standing in "
+                "for a typical part (estimate)",
+            ),
+        ),
+        spill_region="psram",
+        clock_hz=240e6,
+        note="ESP32-S3 with 8 MB PSRAM; tensors spill to PSRAM (no wear)",
+    )  # fmt: skip
+
+
+def _generic() -> Board:
+    return Board(
+        "generic",
+        (
+            Region(
+                "ram", RAM, 1 * MB, 1.92e9, 1.92e9, 0, "", arena=True,
+                note="one RAM region for the arena: the Nicla Vision's AXI SRAM figures (estimate)",
+            ),
+            Region(
+                "flash", FLASH, 1 * MB, QSPI_HZ / QSPI_READ_CLOCKS_PER_BYTE,
+                QSPI_HZ / QSPI_PROGRAM_CLOCKS_PER_BYTE, 0, "",
+                page_size=256, sector_size=4 * KB,
+                page_program_time=640e-6, sector_erase_time=64e-3, endurance=100_000,
+                read_command_time=QSPI_READ_COMMAND_CLOCKS / QSPI_HZ,
+                program_command_time=QSPI_PROGRAM_COMMAND_CLOCKS / QSPI_HZ,
+                note="1 MB of QSPI NOR for spills: the Nicla Vision's AT25QL128A figures",
+            ),
+        ),
+        spill_region="flash",
+        clock_hz=480e6,
+        note="a 480 MHz Cortex-M7 with one arena and 1 MB of QSPI flash for spills",
+    )  # fmt: skip
+
+
+PRESETS = {"generic": _generic, "nicla-vision": _nicla_vision, "esp32-s3-psram": _esp32_s3_psram}
+DEFAULT_BOARD = "generic"
+
+
+# ----------------------------------------------------------------------------- a user's map
+
+_BOARD_KEYS = {"name", "clock_hz", "spill_region", "note", "region"}
+_REGION_KEYS = {f.name for f in fields(Region)}
+_FLASH_ONLY = ("page_size", "sector_size", "page_program_time", "sector_erase_time", "endurance")
+_SIZES = ("capacity", "used", "page_size", "sector_size")
+_POSITIVE = ("read_bandwidth", "write_bandwidth")
+
+
+def _number(where: str, key: str, value: object, *, size: bool = False) -> float:
+    """A number from the file (sizes may be written '512KB'); one sentence when it is not."""
+    if size and isinstance(value, str):
+        try:
+            return parse_size(value)
+        except ValueError:
+            raise TinySegError(
+                f"{where}: {key} '{shown(value, 40)}' is not a size: write bytes, e.g. 131072 or \"128KiB\""
+            ) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TinySegError(f"{where}: {key} must be a number, not {shown(repr(value), 40)}")
+    return value
+
+
+def _region(where: str, raw: object) -> Region:
+    if not isinstance(raw, dict):
+        raise TinySegError(
+            f"{where}: each [[region]] must be a table of keys (name, kind, capacity, ...)"
+        )
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise TinySegError(f'{where}: a region has no name: give each [[region]] a name = "..."')
+    here = f"{where}: region '{shown(name, 40)}'"
+    unknown = sorted(set(raw) - _REGION_KEYS)
+    if unknown:
+        raise TinySegError(
+            f"{here}: unknown key '{shown(unknown[0], 40)}' (known: {', '.join(sorted(_REGION_KEYS))})"
+        )
+    kind = raw.get("kind")
+    if kind not in (RAM, FLASH):
+        raise TinySegError(f'{here}: kind must be "ram" or "flash", not {shown(repr(kind), 40)}')
+    if "capacity" not in raw:
+        raise TinySegError(
+            f'{here} has no capacity: give it in bytes, e.g. capacity = 131072 or "128KiB"'
+        )
+    for key in _POSITIVE:
+        if key not in raw:
+            raise TinySegError(
+                f"{here} has no {key}: give it in bytes per second, e.g. {key} = 20e6"
+            )
+    values: dict = {"name": name, "kind": kind}
+    for key, value in raw.items():
+        if key in ("name", "kind", "used_by", "note"):
+            if key in ("used_by", "note") and not isinstance(value, str):
+                raise TinySegError(f"{here}: {key} must be a string")
+            values.setdefault(key, value)
+        elif key == "arena":
+            if not isinstance(value, bool):
+                raise TinySegError(f"{here}: arena must be true or false")
+            values[key] = value
+        else:
+            v = _number(here, key, value, size=key in _SIZES)
+            if v < 0 or (key in _POSITIVE and v == 0):
+                raise TinySegError(
+                    f"{here}: {key} must be {'positive' if key in _POSITIVE else 'zero or more'}, not {value}"
+                )
+            values[key] = int(v) if key in _SIZES or key == "endurance" else float(v)
+    if values["capacity"] <= 0:
+        raise TinySegError(f"{here}: capacity must be positive, not {raw['capacity']}")
+    if values.get("used", 0) > values["capacity"]:
+        raise TinySegError(
+            f"{here}: used ({values['used']:,} B) is more than its capacity ({values['capacity']:,} B)"
+        )
+    if kind == FLASH:
+        if values.get("arena"):
+            raise TinySegError(f"{here}: the arena cannot live in flash: set arena on a ram region")
+        for key in _FLASH_ONLY:
+            if not values.get(key):
+                example = {"endurance": "its erase cycles per sector, e.g. endurance = 100000"}.get(
+                    key, f"a positive {key}"
+                )
+                raise TinySegError(
+                    f"flash {here[len(where) + 2 :]} in {where} has no {key}: give {example}"
+                )
+        if values["sector_size"] % values["page_size"]:
+            raise TinySegError(
+                f"{here}: sector_size ({values['sector_size']:,} B) is not a multiple of page_size "
+                f"({values['page_size']:,} B)"
+            )
+    else:
+        extra = [
+            k for k in _FLASH_ONLY + ("read_command_time", "program_command_time") if raw.get(k)
+        ]
+        if extra:
+            raise TinySegError(f"{here}: {extra[0]} is for flash regions only (this one is ram)")
+    return Region(**values)
+
+
+def board_from_dict(raw: object, where: str) -> Board:
+    """A Board from a parsed TOML/JSON map; TinySegError (one sentence) when the map is wrong."""
+    if not isinstance(raw, dict):
+        raise TinySegError(f"{where}: the board map must be a table of keys (name, region, ...)")
+    unknown = sorted(set(raw) - _BOARD_KEYS)
+    if unknown:
+        raise TinySegError(
+            f"{where}: unknown key '{shown(unknown[0], 40)}' (known: {', '.join(sorted(_BOARD_KEYS))})"
+        )
+    raws = raw.get("region")
+    if not isinstance(raws, list) or not raws:
+        raise TinySegError(f'{where}: no regions: add at least one [[region]] with kind = "ram"')
+    regions = [_region(where, r) for r in raws]
+    names = [r.name for r in regions]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise TinySegError(
+            f"{where}: two regions are named '{shown(dup, 40)}': give each its own name"
+        )
+    rams = [r for r in regions if r.kind == RAM]
+    if not rams:
+        raise TinySegError(f"{where}: no ram region: the arena needs one")
+    arenas = [r for r in regions if r.arena]
+    if len(arenas) > 1:
+        raise TinySegError(
+            f"{where}: regions '{arenas[0].name}' and '{arenas[1].name}' both say arena = true: the arena lives in one"
+        )
+    if not arenas:  # the first RAM region holds the arena
+        i = regions.index(rams[0])
+        regions[i] = Region(
+            **{**{f.name: getattr(rams[0], f.name) for f in fields(Region)}, "arena": True}
+        )
+    spill = raw.get("spill_region")
+    if spill is None:
+        flash = [r for r in regions if r.kind == FLASH]
+        others = [r for r in regions if not r.arena]
+        spill = (flash or others or [regions[0]])[0].name
+    elif spill not in names:
+        raise TinySegError(
+            f"{where}: spill_region '{shown(spill, 40)}' is not one of its regions ({', '.join(names)})"
+        )
+    name = raw.get("name", Path(where).stem)
+    if not isinstance(name, str) or not name:
+        raise TinySegError(f"{where}: name must be a non-empty string")
+    clock = _number(where, "clock_hz", raw.get("clock_hz", 480e6))
+    if clock <= 0:
+        raise TinySegError(f"{where}: clock_hz must be positive, not {raw['clock_hz']}")
+    note = raw.get("note", "")
+    if not isinstance(note, str):
+        raise TinySegError(f"{where}: note must be a string")
+    return Board(name, tuple(regions), spill, float(clock), note)
+
+
+def load_board(spec: str) -> Board:
+    """``--board``: a preset's name, or a .toml / .json file with a user's map (docs/boards.md)."""
+    if spec in PRESETS:
+        return PRESETS[spec]()
+    path = Path(spec)
+    if not path.is_file():
+        raise TinySegError(
+            f"unknown board '{shown(spec, 60)}': give one of {', '.join(PRESETS)} or a .toml/.json "
+            "file with your board's memory map (docs/boards.md)"
+        )
+    where = shown(spec)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TinySegError(f"cannot read board file {where}: {exc.__class__.__name__}") from None
+    if path.suffix.lower() == ".json":
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TinySegError(
+                f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}"
+            ) from None
+    elif path.suffix.lower() == ".toml":
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            raise TinySegError(
+                f"{where}: TOML needs Python 3.11 or later: write the map as JSON"
+            ) from None
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise TinySegError(f"{where} is not valid TOML: {exc}") from None
+    else:
+        raise TinySegError(f"{where}: a board file ends in .toml or .json (docs/boards.md)")
+    return board_from_dict(raw, where)
+
+
+def presets_table() -> str:
+    """``tinyseg boards``: each preset's regions, one line each."""
+    lines = []
+    for name, make in PRESETS.items():
+        b = make()
+        lines.append(f"{name}: {b.note} (spills to {b.spill_region}, {b.clock_hz / 1e6:.0f} MHz)")
+        for r in b.regions:
+            extra = (
+                f", {r.sector_size // KB} KB sectors, {r.endurance:,} cycles" if r.is_flash else ""
+            )
+            arena = ", arena" if r.arena else ""
+            lines.append(
+                f"  {r.name:<15} {r.kind:<5} {r.capacity:>11,} B  free {r.free:>11,} B  "
+                f"read {r.read_bandwidth / 1e6:>7,.0f} MB/s  write {r.write_bandwidth / 1e6:>7,.0f} MB/s{extra}{arena}"
+            )
+    return "\n".join(lines) + "\n"

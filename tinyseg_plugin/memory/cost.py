@@ -1,0 +1,262 @@
+"""The modelled cost of one plan on one board (boards.py): latency per inference (compute +
+storage), flash bytes written per inference, and how many inferences (and years, at a rate) the
+spill region lasts. One owner for these figures: ``tinyseg optimize`` prints and reports them and
+benchmarks/runtime_table.py takes its compute baseline and per-operator split from here.
+
+Compute is calibrated on one measurement: the paper's 1,199 ms per inference of the Tiny U-Net on
+the Nicla Vision's 480 MHz Cortex-M7 with TFLM's reference kernels (Table 5, "+ Temp. tensor
+quant."), split over the operators by MACs (a pooling, quantize or concatenation counts its output
+elements). Other clocks scale it linearly; CMSIS-NN kernels divide their operators' share by
+``CMSIS_NN_SPEEDUP``. Storage moves raw (uncompressed) bytes at the spill region's bandwidth, plus,
+in flash, one page program per page written and one sector erase per sector's worth of bytes
+written (the spill region is used as a ring). All of it is a model: no board has run it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..ir.graph import Graph
+from .boards import Board, Region
+
+REFERENCE_MS = 1199.0  # paper Table 5: Tiny U-Net, reference kernels, Nicla Vision M7, no spilling
+REFERENCE_MACS = 76_152_000  # op_macs of examples/models/tiny_unet.tflite (tests/test_cost.py)
+REFERENCE_HZ = 480e6  # the Nicla Vision's M7 clock
+# CMSIS-NN's own figure: "4.6X improvement in runtime/throughput" of a CNN on a Cortex-M7 over a
+# baseline without its kernels (Lai, Suda, Chandra, "CMSIS-NN: Efficient Neural Network Kernels
+# for Arm Cortex-M CPUs", arXiv:1801.06601, 2018). An estimate for TFLM's reference kernels as the
+# baseline: not measured here.
+CMSIS_NN_SPEEDUP = 4.6
+SECONDS_PER_YEAR = 365.25 * 24 * 3600
+
+
+def op_macs(graph: Graph) -> list[int]:
+    """MACs of each operator in execution order: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED and
+    TRANSPOSE_CONV by their filters; every other operator counts its output elements."""
+    out = []
+    for op in graph.operators:
+        o = math.prod(graph.tensors[op.outputs[0]].shape) if op.outputs else 0
+        w = graph.tensors[op.inputs[1]].shape if len(op.inputs) > 1 and op.inputs[1] >= 0 else ()
+        if op.opcode == "CONV_2D" and w:
+            out.append(o * math.prod(w[1:]))  # filter [out, h, w, in]
+        elif op.opcode == "DEPTHWISE_CONV_2D" and w:
+            out.append(o * math.prod(w[1:3]))  # filter [1, h, w, out]
+        elif op.opcode == "FULLY_CONNECTED" and w:
+            out.append(o * w[-1])  # weights [out, in]
+        elif op.opcode == "TRANSPOSE_CONV" and len(op.inputs) > 2 and w:
+            out.append(math.prod(graph.tensors[op.inputs[2]].shape) * math.prod(w[:3]))
+        else:
+            out.append(o)
+    return out
+
+
+def accelerated_ops(kernel_set: str) -> frozenset[str]:
+    """Operators the kernel set runs with CMSIS-NN (their compute share is divided by the speedup)."""
+    from .kernels.profiles import FORK_KERNEL_SETS, UPSTREAM_CMSIS_NN
+
+    if kernel_set == "cmsis-nn":
+        return UPSTREAM_CMSIS_NN
+    fork = FORK_KERNEL_SETS.get(kernel_set)
+    if fork is not None and fork.implementation == "cmsis-nn":
+        return fork.optimized_ops
+    return frozenset()  # reference kernels; ESP-NN: no published factor found, reference time
+
+
+@dataclass(frozen=True)
+class OpCost:
+    index: int
+    opcode: str
+    macs: int
+    compute_s: float
+    accelerated: bool  # CMSIS-NN's share (divided by CMSIS_NN_SPEEDUP)
+
+
+def op_costs(graph: Graph, board: Board, kernel_set: str = "reference") -> list[OpCost]:
+    """Modelled compute time of each operator of ``graph`` (the model as given, before TinySeg's
+    rewrites: spills and streaming move bytes, they add no MACs; streaming's extra instructions,
+    benchmarks/stream_overhead.py, are not modelled)."""
+    s_per_mac = REFERENCE_MS / 1e3 / REFERENCE_MACS * (REFERENCE_HZ / board.clock_hz)
+    fast = accelerated_ops(kernel_set)
+    out = []
+    for op, macs in zip(graph.operators, op_macs(graph)):
+        acc = op.opcode in fast
+        out.append(
+            OpCost(
+                op.index, op.opcode, macs, macs * s_per_mac / (CMSIS_NN_SPEEDUP if acc else 1), acc
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Storage traffic of one inference: raw bytes written to and read from the spill region.
+    ``streams``: separate write streams (each starts a page); ``reads``: read calls (each pays
+    the region's read command time; 0 when not known)."""
+
+    written: int = 0
+    read: int = 0
+    streams: int = 0
+    reads: int = 0
+
+
+@dataclass(frozen=True)
+class RegionCost:
+    """What one inference's traffic costs in one region."""
+
+    region: str
+    kind: str
+    bytes_written: int
+    bytes_read: int
+    read_s: float  # transfer + read commands
+    write_s: float  # transfer + page programs (flash) on the critical path
+    erase_s: float  # sector erases per inference x erase time (0 for RAM)
+    erase_blocks: (
+        bool  # erase_s is in the latency (False: a second core erases, e.g. the Nicla's M4)
+    )
+    erases_per_inference: float
+    inferences_to_wearout: float | None  # None: no wear (RAM, or nothing written)
+    years_to_wearout: float | None  # at the cost's rate
+
+    @property
+    def storage_s(self) -> float:
+        return self.read_s + self.write_s + (self.erase_s if self.erase_blocks else 0.0)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The modelled figures of one plan on one board (seconds, bytes, per inference)."""
+
+    board: str
+    kernel_set: str
+    rate: float  # inferences per second the wear-out years assume
+    compute_s: float
+    storage_s: float
+    latency_s: float  # compute_s + storage_s
+    flash_bytes_written: int  # per inference, summed over the flash regions
+    regions: tuple[RegionCost, ...]  # the regions the plan moves bytes through
+    ops: tuple[OpCost, ...]
+
+    @property
+    def wearout_years(self) -> float | None:
+        """The first flash region to wear out, in years at ``rate``; None when nothing wears."""
+        years = [r.years_to_wearout for r in self.regions if r.years_to_wearout is not None]
+        return min(years) if years else None
+
+    @property
+    def wearout_inferences(self) -> float | None:
+        n = [r.inferences_to_wearout for r in self.regions if r.inferences_to_wearout is not None]
+        return min(n) if n else None
+
+    def warnings(self) -> list[str]:
+        """One line per flash region that wears out in under a year at ``rate``."""
+        return [
+            f"warning: {self.board} '{r.region}' wears out after {r.inferences_to_wearout:,.0f} "
+            f"inferences, {r.years_to_wearout * 365.25:,.1f} days at {self.rate:g} inference/s: "
+            "lower --rate, spill to another region (--board FILE) or give a higher --target"
+            for r in self.regions
+            if r.years_to_wearout is not None and r.years_to_wearout < 1.0
+        ]
+
+    def as_dict(self) -> dict:
+        """The ``cost`` key of the optimize report (docs/analysis_json.md)."""
+        return {
+            "board": self.board,
+            "kernel_set": self.kernel_set,
+            "rate_per_second": self.rate,
+            "latency_ms": round(self.latency_s * 1e3, 3),
+            "compute_ms": round(self.compute_s * 1e3, 3),
+            "storage_ms": round(self.storage_s * 1e3, 3),
+            "flash_bytes_written_per_inference": self.flash_bytes_written,
+            "wearout_inferences": None
+            if self.wearout_inferences is None
+            else round(self.wearout_inferences),
+            "wearout_years": None if self.wearout_years is None else round(self.wearout_years, 3),
+            "regions": [
+                {
+                    "region": r.region,
+                    "kind": r.kind,
+                    "bytes_written": r.bytes_written,
+                    "bytes_read": r.bytes_read,
+                    "read_ms": round(r.read_s * 1e3, 3),
+                    "write_ms": round(r.write_s * 1e3, 3),
+                    "erase_ms": round(r.erase_s * 1e3, 3),
+                    "erase_blocks": r.erase_blocks,
+                    "erases_per_inference": round(r.erases_per_inference, 4),
+                    "wearout_inferences": None
+                    if r.inferences_to_wearout is None
+                    else round(r.inferences_to_wearout),
+                    "wearout_years": None
+                    if r.years_to_wearout is None
+                    else round(r.years_to_wearout, 3),
+                }
+                for r in self.regions
+            ],
+        }
+
+
+def region_cost(
+    region: Region, traffic: Traffic, rate: float = 1.0, erase_blocks: bool = True
+) -> RegionCost:
+    """One inference's traffic in one region. Flash: every written byte is programmed once (pages
+    rounded up per write stream), and in steady state each ``sector_size`` bytes written cost one
+    sector erase; the free part of the region is a ring, so each sector wears at the same pace."""
+    w, r = traffic.written, traffic.read
+    read_s = r / region.read_bandwidth + traffic.reads * region.read_command_time
+    write_s = w / region.write_bandwidth
+    if not region.is_flash:
+        return RegionCost(
+            region.name, region.kind, w, r, read_s, write_s, 0.0, False, 0.0, None, None
+        )
+    streams = max(traffic.streams, 1) if w else 0
+    pages = math.ceil(w / region.page_size) + (streams - 1 if streams else 0)
+    write_s += pages * (region.page_program_time + region.program_command_time)
+    erases = w / region.sector_size
+    erase_s = erases * region.sector_erase_time
+    wear = years = None
+    if erases:
+        wear = (region.free // region.sector_size) * region.endurance / erases
+        years = wear / rate / SECONDS_PER_YEAR
+    return RegionCost(
+        region.name, region.kind, w, r, read_s, write_s, erase_s, erase_blocks, erases, wear, years
+    )
+
+
+def estimate(
+    graph: Graph,
+    traffic: Traffic,
+    board: Board,
+    kernel_set: str = "reference",
+    rate: float = 1.0,
+    erase_blocks: bool = True,
+    region: str | None = None,
+) -> Cost:
+    """The modelled cost of running ``graph`` (the model before TinySeg's rewrites: its operators
+    give the compute) with ``traffic`` through ``region`` (default: the board's spill region).
+    ``erase_blocks=False``: erases run on another core and stay off the critical path."""
+    ops = tuple(op_costs(graph, board, kernel_set))
+    compute = sum(o.compute_s for o in ops)
+    spill = board.region(region) if region is not None else board.spill
+    rc = region_cost(spill, traffic, rate, erase_blocks)
+    regions = (rc,) if traffic.written or traffic.read else ()
+    storage = sum(x.storage_s for x in regions)
+    flash = sum(x.bytes_written for x in regions if x.kind == "flash")
+    return Cost(
+        board.name, kernel_set, rate, compute, storage, compute + storage, flash, regions, ops
+    )
+
+
+def summary_lines(cost: Cost) -> list[str]:
+    """The lines ``tinyseg optimize`` prints under its table (warnings() go to stderr)."""
+    parts = [
+        f"board {cost.board}: modelled {cost.latency_s * 1e3:,.1f} ms per inference "
+        f"(compute {cost.compute_s * 1e3:,.1f} ms, storage {cost.storage_s * 1e3:,.1f} ms)"
+    ]
+    for r in cost.regions:
+        line = f"  {r.region}: {r.bytes_written:,} B written, {r.bytes_read:,} B read per inference"
+        if r.inferences_to_wearout is not None:
+            y = r.years_to_wearout
+            when = f"{y:,.1f} years" if y >= 1 else f"{y * 365.25:,.1f} days"
+            line += f"; wears out after {r.inferences_to_wearout:,.0f} inferences ({when} at {cost.rate:g}/s)"
+        parts.append(line)
+    return parts
