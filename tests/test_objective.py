@@ -25,13 +25,32 @@ def _optimize(data: bytes, target: int | None, runs: int | None = 3) -> pipeline
 
 
 def test_the_objective_ranks_fitting_plans_by_traffic_then_head() -> None:
-    o = Objective(100)
-    assert o.score(90, 0) < o.score(50, 10)  # both fit: less traffic wins
-    assert o.score(50, 10) < o.score(90, 10)  # same traffic: the smaller head
-    assert o.score(100, 10**9) < o.score(101, 0)  # fitting beats not fitting
-    assert o.score(150, 10) < o.score(200, 0)  # neither fits: the smaller head
+    o = Objective(100)  # no board: bytes moved stand in for time
+    assert o.score(90, 0, 0) < o.score(50, 5, 5)  # both fit: less traffic wins
+    assert o.score(50, 5, 5) < o.score(90, 5, 5)  # same traffic: the smaller head
+    assert o.score(100, 10**9, 0) < o.score(101, 0, 0)  # fitting beats not fitting
+    assert o.score(150, 5, 5) < o.score(200, 0, 0)  # neither fits: the smaller head
     free = Objective()
-    assert free.score(50, 10**9) < free.score(51, 0)  # no target: the head alone, then traffic
+    assert free.score(50, 10**9, 0) < free.score(51, 0, 0)  # no target: the head, then traffic
+
+
+def test_with_a_board_the_objective_ranks_by_modelled_time() -> None:
+    """On flash a written byte costs far more than a read one (program and erase): a plan that
+    writes less wins over one that moves fewer bytes in all."""
+    from tinyseg_plugin.memory.boards import load_board
+    from tinyseg_plugin.memory.cost import Traffic, region_cost
+    from tinyseg_plugin.transforms.optimizer import storage_seconds
+
+    board = load_board("nicla-vision")
+    seconds = storage_seconds(board)
+    region = board.spill
+    assert seconds(1000, 5000) == region_cost(region, Traffic(1000, 5000)).storage_s
+    o = Objective(100, seconds)
+    few_writes, many_writes = (64 * 1024, 512 * 1024), (256 * 1024, 0)
+    assert sum(few_writes) > sum(many_writes)
+    assert seconds(*few_writes) < seconds(*many_writes)
+    assert o.score(90, *few_writes) < o.score(90, *many_writes)
+    assert Objective(100).score(90, *few_writes) > Objective(100).score(90, *many_writes)
 
 
 def test_a_target_the_skips_fit_under_moves_nothing_through_storage(tiny_unet: Path) -> None:

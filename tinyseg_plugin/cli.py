@@ -431,8 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument(
         "--target",
         type=parse_size,
-        help="arena head to reach, e.g. 160KB: of the plans that fit, the one that moves the fewest "
-        "bytes through storage per inference (default: the smallest head)",
+        help="arena head to reach, e.g. 160KB: of the plans that fit, the one whose storage traffic "
+        "costs the least modelled time on --board (default: the smallest head)",
     )
     o.add_argument("--no-partial", action="store_true", help="spill whole tensors only")
     o.add_argument("--no-fuse", action="store_true", help="no fused fetching")

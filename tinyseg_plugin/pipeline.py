@@ -215,7 +215,7 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
             )
         except TinySegError as exc:
             raise TinySegError(f"{name}: {exc}; nothing to optimize") from None
-    result = optimizer.optimize(graph, o, run.progress)
+    result = optimizer.optimize(graph, o, run.progress, run.board)
     if result.plan.head >= result.original.head and result.plan.total >= result.original.total:
         kept = Result(graph=graph, plan=result.original, original=result.original)
         why = f"no pass lowers the arena of {name} (head {result.original.head:,} B)"

@@ -8,8 +8,9 @@ from typing import Callable
 
 from ..contract import customops
 from ..ir.graph import Graph
+from ..memory.boards import Board
 from ..memory.coldrange import ColdRange, cold_ranges
-from ..memory.cost import Traffic
+from ..memory.cost import Traffic, region_cost
 from ..memory.planner import Plan, align_up, plan_graph
 from .passes import Rewrite, graph_or_none
 from .passes.distribute import concat_operand, split_elementwise
@@ -320,13 +321,29 @@ class Candidate:
         return sum(s.bytes_moved for s in self.spills) + self.stream_bytes
 
     def score(self, objective: Objective) -> Score:
-        return objective.score(self.plan.head, self.bytes_moved)
+        t = self.traffic
+        return objective.score(self.plan.head, t.written, t.read)
 
 
-def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = None) -> Result:
+def storage_seconds(board: Board | None) -> Callable[[int, int], float] | None:
+    """What one inference's storage traffic (bytes written, read) costs in time in the board's
+    spill region (memory/cost.py), for the objective; None without a board."""
+    if board is None:
+        return None
+    region = board.spill
+    return lambda written, read: region_cost(region, Traffic(written, read)).storage_s
+
+
+def optimize(
+    graph: Graph,
+    o: Options,
+    progress: Callable[[str], None] | None = None,
+    board: Board | None = None,
+) -> Result:
     """The shared prefix (reordering), then each strategy's candidate; the best by the objective
-    (search.Objective: the lowest head, or with a target the least storage traffic of the plans
-    that fit it) is the result, the others are listed as considered."""
+    (search.Objective: the lowest head; with a target, of the plans that fit, the one whose
+    storage traffic costs the least time in ``board``'s spill region) is the result, the others are
+    listed as considered."""
     say = progress or (lambda _msg: None)
     plan = _plan(graph, o)
     res = Result(graph, plan, plan, [Step("original", "", plan.head, plan.total)])
@@ -362,7 +379,7 @@ def optimize(graph: Graph, o: Options, progress: Callable[[str], None] | None = 
                 )
             )
             say(f"reordered: head {plan.head:,} B")
-    objective = Objective(o.target_bytes)
+    objective = Objective(o.target_bytes, storage_seconds(board))
     best = spill_and_fuse(g, plan, o, say)
     candidates = [best]
     if o.stream and not (best.score(objective).fits and best.bytes_moved == 0):

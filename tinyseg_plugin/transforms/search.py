@@ -29,7 +29,7 @@ class Score:
     """A plan as the objective ranks it: ``key`` decides (see ``Objective.score``); the head and the
     bytes moved through storage per inference are carried for the report."""
 
-    key: tuple[int, int, int]
+    key: tuple[int, ...]
     head: int = field(compare=False)
     moved: int = field(compare=False)
 
@@ -41,17 +41,22 @@ class Score:
 @dataclass(frozen=True)
 class Objective:
     """What the user asked for. Without a target: the smallest head, then the least storage
-    traffic. With a target: of the plans whose head fits, the least storage traffic (what costs
-    time and wears flash), then the smaller head; a plan that does not fit ranks after every plan
+    traffic. With a target: of the plans whose head fits, the one whose storage traffic costs the
+    least time per inference (``seconds(written, read)``: the board's spill region in the cost
+    model, memory/cost.py; without it, bytes moved stand in for time), then the fewer bytes
+    written (flash wear), then the smaller head; a plan that does not fit ranks after every plan
     that does, by its head."""
 
     target: int | None = None
+    seconds: Callable[[int, int], float] | None = field(default=None, compare=False)
 
-    def score(self, head: int, moved: int) -> Score:
+    def score(self, head: int, written: int, read: int) -> Score:
+        moved = written + read
         if self.target is None:
             return Score((0, head, moved), head, moved)
         if head <= self.target:
-            return Score((0, moved, head), head, moved)
+            time = moved if self.seconds is None else round(self.seconds(written, read) * 1e6)
+            return Score((0, time, written, head), head, moved)
         return Score((1, head, moved), head, moved)
 
     def worst(self, head: int) -> Score:

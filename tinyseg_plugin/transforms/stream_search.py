@@ -111,8 +111,10 @@ def choose_streaming(
 
     def cost(streamed: Streamed) -> Score:
         budget.planned()
-        moved = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled + c.fetched)
-        return objective.score(plan_graph(streamed.graph, kernel_set, build_profile).head, moved)
+        written = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled)
+        read = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.fetched)
+        head = plan_graph(streamed.graph, kernel_set, build_profile).head
+        return objective.score(head, written, read)
 
     measured: dict[tuple, ChainCost] = {}
 
@@ -198,7 +200,7 @@ def choose_streaming(
         if graph.producers.get(t) in at
     )
     current: frozenset[int] = frozenset()
-    best_cost, best, spills = objective.score(base, 0), None, frozenset()
+    best_cost, best, spills = objective.score(base, 0, 0), None, frozenset()
     seeds = list(dict.fromkeys((before, frozenset(), resized)))  # distinct, in this order
     starts = {seed: evaluate(seed) for seed in seeds}
     seeds.sort(
@@ -222,14 +224,11 @@ def choose_streaming(
             spills2 = frozenset(t for t in spills2 if t in _spillable(graph, segments, shared))
             s = build(cuts2, spills2)
             c = cost(s)
-            kept = (
-                c.fits
-                if best_cost.fits and objective.target is not None
-                else c.head <= best_cost.head
-            )
-            if kept and (
-                c.moved < best_cost.moved or (kind == "cut" and c.moved == best_cost.moved)
-            ):
+            if objective.target is not None and best_cost.fits:  # still fits, costs less time
+                kept, a, b = c.fits, c.key[1:3], best_cost.key[1:3]
+            else:  # the same head or lower, with less traffic
+                kept, a, b = c.head <= best_cost.head, c.moved, best_cost.moved
+            if kept and (a < b or (kind == "cut" and a == b)):
                 best_cost, best, current, spills = c, s, cuts2, spills2
     if best is None or best_cost.head >= base:
         return StreamChoice(None, base, base, 0, budget.plans)
