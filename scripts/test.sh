@@ -53,6 +53,18 @@ fi
 # starts from its own, so the suite measures what a fresh machine does.
 export TINYSEG_CACHE_DIR="${TINYSEG_CACHE_DIR:-$TINYSEG_BUILD_ROOT/cache}"
 
+# The Arduino library's TFLM (tests/test_runtime_profiles.py) builds on its own tree, apart from
+# every other build: start it now, at the lowest priority, so it fills the core the Python suite's
+# single-threaded tests leave idle; the test waits for it (a lock in the build folder).
+if [ -n "${TINYSEG_FORK_PROBE:-}" ] && [ "$TINYSEG_FORK_PROBE" != 1 ]; then
+  tp="${TINYSEG_THIRD_PARTY:-$repo/../shared/third_party}"
+  mkdir -p "$TINYSEG_FORK_PROBE"
+  (
+    src=$(bash "$tp/unpack.sh" tflite-micro-arduino-examples-7948b85 "$TINYSEG_FORK_PROBE") &&
+      nice -n 19 "$py" tests/fork_probe/build_fork_probe.py "$src/src" "$TINYSEG_FORK_PROBE/build"
+  ) >"$TINYSEG_BUILD_ROOT/fork-probe-build.log" 2>&1 &
+fi
+
 echo "=== style (scripts/style.sh)"
 PYTHON_BIN="$py" bash scripts/style.sh
 style_rc=$?

@@ -16,6 +16,7 @@ on two cores (measured: `TINYSEG_FORK_PROBE=DIR pytest tests/test_runtime_profil
 
 from __future__ import annotations
 
+import fcntl
 import re
 import shutil
 import subprocess
@@ -70,14 +71,18 @@ def build_arduino_probe(src: Path, build: Path, jobs: int = 2) -> Path:
         f"{exe}: {PROBE} {lib}\n\t@g++ -std=gnu++14 -O0 -w {' '.join(DEFINES + CXX_ONLY)} -I{src} {PROBE} {lib} -lm -o $@\n"
         + "".join(rules)
     )
-    (build / "Makefile").write_text(mk)
-    proc = subprocess.run(
-        ["make", "-f", str(build / "Makefile"), f"-j{jobs}"],
-        cwd=build,
-        capture_output=True,
-        text=True,
-        timeout=7200,
-    )
+    # scripts/test.sh starts this build in the background when the suite starts; the test that
+    # needs it waits here for that build (make then finds everything done) rather than racing it.
+    with open(build / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        (build / "Makefile").write_text(mk)
+        proc = subprocess.run(
+            ["make", "-f", str(build / "Makefile"), f"-j{jobs}"],
+            cwd=build,
+            capture_output=True,
+            text=True,
+            timeout=7200,
+        )
     if proc.returncode != 0:
         raise ProbeError(
             "host build of the Arduino library failed:\n" + (proc.stdout + proc.stderr)[-4000:]
