@@ -294,3 +294,25 @@ def plan_figure(a: Analysis, title: str = ""):
         )
 
     return fig
+
+
+def frontier_png(points: list, title: str) -> bytes:
+    """Head against modelled latency, one marker per frontier point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    ax.plot([p.head / 1024 for p in points], [p.latency_s * 1e3 for p in points], "o-")
+    for p in points:
+        ax.annotate(p.strategy, (p.head / 1024, p.latency_s * 1e3), fontsize=7)
+    ax.set_xlabel("arena head (KiB)")
+    ax.set_ylabel("modelled latency (ms)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()

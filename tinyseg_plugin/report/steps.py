@@ -134,3 +134,19 @@ def report_dict(
             "check": verification.check,
         },  # "real-kernels" or "lowered"
     }
+
+
+def frontier_lines(points: list, board: str) -> list[str]:
+    """The frontier as table lines (docs/cli.md)."""
+    lines = [
+        f"frontier on {board} (planner figures; only the written model is verified):",
+        f"  {'head (B)':>10} {'latency (ms)':>13} {'flash B written':>16} {'wear-out (inferences)':>22}  plan",
+    ]
+    for p in points:
+        wear = "-" if p.wearout_inferences is None else f"{p.wearout_inferences:,.0f}"
+        target = "no target" if p.target is None else f"--target {p.target:,}"
+        plan = "the input" if p.strategy == "input" else f"{p.strategy} ({target})"
+        lines.append(
+            f"  {p.head:>10,} {p.latency_s * 1e3:>13,.1f} {p.flash_bytes_written:>16,} {wear:>22}  {plan}"
+        )
+    return lines
