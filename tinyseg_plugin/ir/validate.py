@@ -790,6 +790,9 @@ def unsupported(graph) -> str | None:
                     "with undefined results in C++ (the host wheel happens to run it, a device build "
                     "may not); give those weights a finite scale (any, e.g. 1.0) and convert again"
                 )
+    why = batch_space_mismatch(graph)
+    if why:
+        return why
     for kind, ids in (("input", graph.inputs), ("output", graph.outputs)):
         for k, t in enumerate(ids):
             tensor = graph.tensors[t]
@@ -798,6 +801,38 @@ def unsupported(graph) -> str | None:
                     f"graph {kind} {k} '{shown(tensor.name)}' is {tensor.dtype}, which the check in TFLM cannot "
                     f"{'feed' if kind == 'input' else 'compare'} (supported: {', '.join(NUMPY_DTYPES)})"
                 )
+    return None
+
+
+_BATCH_SPACE = {"SPACE_TO_BATCH_ND": (0, 0), "BATCH_TO_SPACE_ND": (1, 0)}
+
+
+def batch_space_mismatch(graph) -> str | None:
+    """A SPACE_TO_BATCH_ND or BATCH_TO_SPACE_ND whose stored batches disagree with its block shape.
+
+    TFLM never resizes a tensor: its kernels loop over the batches the model stores. An export with
+    the batch left unset stores batch 1 on the space-to-batch tensors of a dilated convolution, so
+    SPACE_TO_BATCH_ND fills one block of its output and BATCH_TO_SPACE_ND writes one block of its
+    output, leaving the rest as whatever the arena held. Such a model's outputs depend on the arena
+    layout, so no rewrite of it (or its check in TFLM) can be bit-exact."""
+    for op in graph.operators:
+        which = _BATCH_SPACE.get(op.opcode)
+        if which is None or len(op.inputs) < 2 or not op.outputs or op.inputs[1] < 0:
+            continue
+        block = graph.buffer_array(op.inputs[1])
+        x, y = graph.tensors[op.inputs[0]], graph.tensors[op.outputs[0]]
+        if block is None or not x.shape or not y.shape:
+            continue
+        blocks = int(np.prod(block.astype(np.int64)))
+        small, big = (x, y) if op.opcode == "SPACE_TO_BATCH_ND" else (y, x)
+        if int(big.shape[0]) != int(small.shape[0]) * blocks:
+            return (
+                f"operator {op.index} ({op.opcode}) stores batch {int(big.shape[0])} on "
+                f"'{shown(big.name)}' where its block shape {[int(v) for v in block.ravel()]} makes "
+                f"{int(small.shape[0]) * blocks}; TFLM does not resize tensors, so it would leave part of "
+                "a tensor uninitialised and the outputs would depend on the arena layout: export the "
+                "model with a fixed batch size (e.g. batch_size=1 on the Keras Input)"
+            )
     return None
 
 

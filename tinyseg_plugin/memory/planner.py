@@ -685,8 +685,14 @@ def offline_conflict(graph: Graph) -> str | None:
     """Two tensors that OfflineMemoryAllocation puts on shared bytes while both are live, or None."""
     if offline.read(graph.model) is None:
         return None
+    return plan_conflict(plan_graph(graph))
+
+
+def plan_conflict(plan: Plan) -> str | None:
+    """Two offline-placed tensors of ``plan`` on shared bytes while both are live, or None (online
+    buffers are placed around everything live, so only the fixed ones can collide)."""
     fixed = sorted(
-        (b for b in plan_graph(graph).buffers if b.offline and b.kind == "tensor" and b.nbytes),
+        (b for b in plan.buffers if b.offline and b.kind == "tensor" and b.nbytes),
         key=lambda b: b.offset,
     )
     for i, a in enumerate(fixed):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ...ir.graph import Graph
-from ...memory.planner import Buffer, Plan
+from ...memory.planner import Buffer, Plan, plan_conflict
 from ...memory.planner import first_fit as place_first_fit
 from . import Rewrite, Skip
 from .edit import Editor
@@ -58,16 +58,25 @@ def improve_layout(graph: Graph, request: LayoutRequest) -> Rewrite | Skip:
     plan, plan_of = request.plan, request.plan_of
     if len(graph.model.subgraphs) != 1:
         return Skip("the model has several subgraphs; offline offsets cover the first only")
-    best, best_plan, how = None, plan, ""
+    best, best_plan, how, refused = None, plan, "", ""
     buffers = plan.buffers
     for name, key in ORDERS.items():
         offs = first_fit(buffers, key)
         tensors = {buffers[i].owner: o for i, o in offs.items() if buffers[i].kind == "tensor"}
         g = with_offsets(graph, tensors)
         p = plan_of(g.graph)
-        if p.head < best_plan.head:
-            best, best_plan, how = g, p, name
+        if p.head >= best_plan.head:
+            continue
+        # The safety net: a layout that puts two tensors live at the same time on shared bytes
+        # would make TFLM compute garbage, so it is never written.
+        clash = plan_conflict(p)
+        if clash:
+            refused = refused or f"first-fit by {name}: {clash}"
+            continue
+        best, best_plan, how = g, p, name
     if best is None:
+        if refused:
+            return Skip(f"a layout would overlap live tensors ({refused})")
         return Skip("no first-fit order beats TFLM's greedy placement")
     return Rewrite(
         best.graph, best.remap, f"first-fit by {how} (OfflineMemoryAllocation)", best_plan
