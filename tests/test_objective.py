@@ -97,3 +97,25 @@ def test_a_looser_target_never_moves_more(source: str, tiny_unet: Path) -> None:
         assert out.result.plan.head <= t or out.result.plan.head <= floor
         moved.append(_moved(out))
     assert moved == sorted(moved), list(zip(targets, moved))
+
+
+def test_the_frontier_trades_head_for_modelled_time(tiny_unet: Path, tmp_path: Path) -> None:
+    """--frontier: Pareto points only (a larger head always buys less modelled time), the smallest
+    head first and, last, a plan whose latency is the compute alone (nothing through storage);
+    the same points in the report and a plot."""
+    import json
+
+    from tinyseg_plugin.cli import main
+
+    out, report, plot = tmp_path / "o.tflite", tmp_path / "r.json", tmp_path / "f.png"
+    args = [str(tiny_unet), "-o", str(out), "--unverified", "--board", "nicla-vision"]
+    assert main(["optimize", *args, "--frontier-plot", str(plot), "--report", str(report)]) == 0
+    points = json.loads(report.read_text())["frontier"]
+    assert len(points) >= 3
+    heads = [p["head"] for p in points]
+    latencies = [p["latency_ms"] for p in points]
+    assert heads == sorted(heads) and len(set(heads)) == len(heads)
+    assert latencies == sorted(latencies, reverse=True) and len(set(latencies)) == len(latencies)
+    assert points[0]["target_bytes"] is None and points[0]["head"] <= 34_752
+    assert points[-1]["flash_bytes_written_per_inference"] == 0
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -249,7 +249,12 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     graph = load(data, shown(args.model), run.memo)
     check_outputs(
         [args.model],
-        [("-o", args.output), ("--report", args.report), ("--plot", args.plot)],
+        [
+            ("-o", args.output),
+            ("--report", args.report),
+            ("--plot", args.plot),
+            ("--frontier-plot", args.frontier_plot),
+        ],
         force=args.force,
     )
     run.tflm_dir = None if args.unverified else resolve_tflm_dir(args.tflm_dir)
@@ -257,14 +262,22 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if not args.quiet and sys.stderr.isatty():
         run.progress = lambda msg: print(f"  .. {msg}", file=sys.stderr)
     out = optimize(data, run, shown(args.model), graph)
+    points = None
+    if args.frontier or args.frontier_plot:
+        from .transforms.frontier import frontier
+
+        run.say("the frontier: one search per target")
+        points = frontier(graph, run.options, run.board, run.rate)
     files: list[tuple[str, bytes]] = [(args.output, out.data)]
     if args.report:
-        files.append(
-            (
-                args.report,
-                (json.dumps(out.report(args.model, args.output), indent=1) + "\n").encode(),
-            )
-        )
+        report = out.report(args.model, args.output)
+        report["frontier"] = None if points is None else [p.as_dict() for p in points]
+        files.append((args.report, (json.dumps(report, indent=1) + "\n").encode()))
+    if args.frontier_plot:
+        from .report.plots import frontier_png
+
+        title = f"{shown(args.model)} on {run.board.name}: head against modelled latency"
+        files.append((args.frontier_plot, frontier_png(points, title)))
     if args.plot:
         files.append(
             (
@@ -283,6 +296,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         sys.stdout.write(steps_table(out.result))
         if out.cost is not None:
             print("\n".join(summary_lines(out.cost)))
+        if points is not None:
+            from .report.steps import frontier_lines
+
+            print("\n".join(frontier_lines(points, run.board.name)))
             for w in out.cost.warnings():
                 print(f"tinyseg: {w}", file=sys.stderr)
         if v is not None:
@@ -453,6 +470,15 @@ def build_parser() -> argparse.ArgumentParser:
     _board(o, rate=True)
     o.add_argument("--report", metavar="FILE.json", help="write the optimization report")
     o.add_argument("--plot", metavar="FILE.png", help="draw the optimized arena plan")
+    o.add_argument(
+        "--frontier",
+        action="store_true",
+        help="also print the trade-off between head and modelled latency on --board: the best "
+        "plans for a spread of targets (one search each; planner figures)",
+    )
+    o.add_argument(
+        "--frontier-plot", metavar="FILE.png", help="draw that frontier (implies --frontier)"
+    )
     o.add_argument(
         "--runs",
         type=positive_int,
