@@ -382,7 +382,9 @@ def optimize(
     objective = Objective(o.target_bytes, storage_seconds(board))
     best = spill_and_fuse(g, plan, o, say)
     candidates = [best]
-    if o.stream and not (best.score(objective).fits and best.bytes_moved == 0):
+    # With a target that the spill strategy meets moving nothing, no streaming can do better.
+    met = o.target_bytes is not None and best.score(objective).fits and best.bytes_moved == 0
+    if o.stream and not met:
         streamed = streaming(g, o, say, objective)
         if streamed is not None:
             candidates.append(streamed)
