@@ -119,3 +119,12 @@ def test_the_frontier_trades_head_for_modelled_time(tiny_unet: Path, tmp_path: P
     assert points[0]["target_bytes"] is None and points[0]["head"] <= 34_752
     assert points[-1]["flash_bytes_written_per_inference"] == 0
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_without_a_target_streaming_is_tried_when_spilling_moves_nothing() -> None:
+    """A chain of convolutions: nothing to spill (the spill strategy moves 0 B and changes
+    nothing), yet streaming lowers the head; with no target that is still the smallest head."""
+    data = model_to_bytes(synth.chain(4, size=32, channels=8))
+    out = _optimize(data, None, runs=None)
+    assert out.unchanged is None and out.result.strategy == "streaming"
+    assert out.result.plan.head < out.result.original.head
