@@ -113,7 +113,9 @@ def store(k: str, outputs: list[np.ndarray]) -> None:
         {"key": k, "outputs": [[a.dtype.str, list(a.shape)] for a in arrays]}
     ).encode()
     h = hashlib.sha256()
-    parts = [len(header).to_bytes(8, "little"), header] + [a.reshape(-1).view(np.uint8) for a in arrays]
+    parts = [len(header).to_bytes(8, "little"), header] + [
+        a.reshape(-1).view(np.uint8) for a in arrays
+    ]
     for p in parts:
         h.update(p)
     path = _path(k)
