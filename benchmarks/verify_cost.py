@@ -52,7 +52,7 @@ try:
 except SystemExit as e:
     rc = e.code
 with open(sys.argv[1], "w") as f:
-    json.dump({"rc": rc, "verify": sum(spent)}, f)
+    json.dump({"rc": rc, "verify": sum(spent), "verified": len(spent)}, f)
 """
 
 
@@ -63,8 +63,9 @@ def operators(model: Path) -> int:
     return len(build_graph(load_model(str(model))).operators)
 
 
-def one_run(repo: Path, model: Path, cache: Path) -> tuple[int, float, float]:
-    """(exit code, CPU s of the whole command, CPU s of its verification)."""
+def one_run(repo: Path, model: Path, cache: Path) -> tuple[int, float, float, bool]:
+    """(exit code, CPU s of the whole command, CPU s of its verification, whether it verified: a
+    model no pass improves is written unchanged without running TFLM)."""
     env = {k: v for k, v in os.environ.items() if k != "TFLM_DIR"}
     env["PYTHONPATH"] = str(repo)
     env["TINYSEG_OUTPUT_CACHE_DIR"] = str(cache)
@@ -81,8 +82,8 @@ def one_run(repo: Path, model: Path, cache: Path) -> tuple[int, float, float]:
         try:
             r = json.loads(info.read_text())
         except (OSError, ValueError):
-            return -1, whole, 0.0
-    return int(r["rc"] or 0), whole, float(r["verify"])
+            return -1, whole, 0.0, False
+    return int(r["rc"] or 0), whole, float(r["verify"]), bool(r["verified"])
 
 
 def main() -> int:
@@ -98,8 +99,8 @@ def main() -> int:
         cols += [f"{label} cold", f"{label} cold verify"]
         if args.warm:
             cols += [f"{label} warm", f"{label} warm verify"]
-    print("| model | operators | " + " | ".join(f"{c} (CPU s)" for c in cols) + " |")
-    print("|---|---:|" + "---:|" * len(cols))
+    print("| model | operators | result | " + " | ".join(f"{c} (CPU s)" for c in cols) + " |")
+    print("|---|---:|---|" + "---:|" * len(cols))
     for model in args.models:
         try:
             n = operators(model)
@@ -110,17 +111,20 @@ def main() -> int:
             print(f"| {model.name} | {n} | skipped: over {args.max_ops} operators |", flush=True)
             continue
         cells: list[str] = []
+        result = "verified"
         for _, repo in repos:
             with tempfile.TemporaryDirectory() as cache:
                 for _ in range(2 if args.warm else 1):
-                    rc, whole, ver = one_run(Path(repo), model, Path(cache))
+                    rc, whole, ver, verified = one_run(Path(repo), model, Path(cache))
                     if rc != 0:
-                        cells = [f"skipped: optimize exits {rc}"]
+                        result, cells = f"skipped: optimize exits {rc}", []
                         break
+                    if not verified:
+                        result = "unchanged (no TFLM run)"
                     cells += [f"{whole:.1f}", f"{ver:.1f}"]
-            if cells and cells[0].startswith("skipped"):
+            if not cells:
                 break
-        print(f"| {model.name} | {n} | " + " | ".join(cells) + " |", flush=True)
+        print(f"| {model.name} | {n} | {result} | " + " | ".join(cells) + " |", flush=True)
     return 0
 
 
