@@ -2,7 +2,9 @@
 edge-case inputs. Without a TFLM tree the optimized model runs lowered to builtins (passes/lower.py)
 in the tflite-micro wheel; the lowered model computes what the optimized model's operators are
 specified to compute, so equal outputs show the rewrite preserved the function. With a tree, the
-model runs as written with TinySeg's kernels (real_kernels.py)."""
+model runs as written with TinySeg's kernels (real_kernels.py). The original's outputs on these
+inputs are kept by output_cache.py (keyed by its bytes, the input and the interpreter), so checking
+the same original again runs only the optimized model; the optimized model always runs."""
 
 from __future__ import annotations
 
