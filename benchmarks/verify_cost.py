@@ -5,7 +5,8 @@ it, per model, for one or more checkouts of TinySeg.
 
 Each model is optimized once per --repo (default: this checkout) with an empty cache of the
 original's outputs (checks/output_cache.py: a cold run); with --warm a second time on the filled
-cache. The command runs in a child Python (PYTHONPATH=DIR, TFLM_DIR unset: the wheel check) whose
+cache. The command runs in a child Python (PYTHONPATH=DIR, TFLM_DIR unset: the wheel check, or the
+real-kernel check with --tflm-dir DIR, its build cached in $TINYSEG_CACHE_DIR) whose
 CPU, and that of its TFLM children, is read with resource.getrusage(RUSAGE_CHILDREN); inside it the
 verification's share is measured around checks.verify.verify the same way. Models with more than
 --max-ops operators, and models `optimize` refuses (exit 2), are listed as skipped.
@@ -63,7 +64,9 @@ def operators(model: Path) -> int:
     return len(build_graph(load_model(str(model))).operators)
 
 
-def one_run(repo: Path, model: Path, cache: Path) -> tuple[int, float, float, bool]:
+def one_run(
+    repo: Path, model: Path, cache: Path, tflm_dir: str | None = None
+) -> tuple[int, float, float, bool]:
     """(exit code, CPU s of the whole command, CPU s of its verification, whether it verified: a
     model no pass improves is written unchanged without running TFLM)."""
     env = {k: v for k, v in os.environ.items() if k != "TFLM_DIR"}
@@ -73,7 +76,8 @@ def one_run(repo: Path, model: Path, cache: Path) -> tuple[int, float, float, bo
         out, info = Path(d) / "out.tflite", Path(d) / "info.json"
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run(
-            [sys.executable, "-c", CHILD, str(info), "optimize", str(model), "-o", str(out), "-q"],
+            [sys.executable, "-c", CHILD, str(info), "optimize", str(model), "-o", str(out), "-q"]
+            + (["--tflm-dir", tflm_dir] if tflm_dir else []),
             env=env,
             capture_output=True,
         )
@@ -92,6 +96,10 @@ def main() -> int:
     ap.add_argument("--repo", action="append", default=[], help="LABEL=DIR of a checkout")
     ap.add_argument("--warm", action="store_true", help="also run each once more on a filled cache")
     ap.add_argument("--max-ops", type=int, default=300)
+    ap.add_argument(
+        "--tflm-dir",
+        help="a TFLM tree: the real-kernel check (default: the wheel's fallback check)",
+    )
     args = ap.parse_args()
     repos = [tuple(r.split("=", 1)) for r in args.repo] or [("this", str(HERE))]
     cols = []
@@ -115,7 +123,9 @@ def main() -> int:
         for _, repo in repos:
             with tempfile.TemporaryDirectory() as cache:
                 for _ in range(2 if args.warm else 1):
-                    rc, whole, ver, verified = one_run(Path(repo), model, Path(cache))
+                    rc, whole, ver, verified = one_run(
+                        Path(repo), model, Path(cache), args.tflm_dir
+                    )
                     if rc != 0:
                         result, cells = f"skipped: optimize exits {rc}", []
                         break
