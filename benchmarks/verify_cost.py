@@ -1,7 +1,8 @@
 """CPU time of `tinyseg optimize` (the whole command: parent and children) and of the verification in
 it, per model, for one or more checkouts of TinySeg.
 
-    python benchmarks/verify_cost.py [--repo LABEL=DIR ...] [--warm] MODEL...
+    python benchmarks/verify_cost.py [--repo LABEL=DIR ...] [--warm] [--tflm-dir DIR] MODEL...
+    python benchmarks/verify_cost.py --profile MODEL   # where the CPU goes, cold and warm
 
 Each model is optimized once per --repo (default: this checkout) with an empty cache of the
 original's outputs (checks/output_cache.py: a cold run); with --warm a second time on the filled
@@ -90,6 +91,37 @@ def one_run(
     return int(r["rc"] or 0), whole, float(r["verify"]), bool(r["verified"])
 
 
+def profile(model: Path, tflm_dir: str | None) -> None:
+    """cProfile of one `tinyseg optimize` in this process (this checkout), and the CPU of its
+    children (the TFLM processes), which cProfile does not see."""
+    import cProfile
+    import pstats
+
+    from tinyseg_plugin import cli
+
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["TINYSEG_OUTPUT_CACHE_DIR"] = str(Path(d) / "outputs")
+        argv = ["optimize", str(model), "-o", str(Path(d) / "out.tflite"), "-q"]
+        argv += ["--tflm-dir", tflm_dir] if tflm_dir else []
+        for run in ("cold", "warm"):
+            s0, c0 = (
+                resource.getrusage(resource.RUSAGE_SELF),
+                resource.getrusage(resource.RUSAGE_CHILDREN),
+            )
+            pr = cProfile.Profile()
+            pr.enable()
+            rc = cli.main(argv)
+            pr.disable()
+            s1, c1 = (
+                resource.getrusage(resource.RUSAGE_SELF),
+                resource.getrusage(resource.RUSAGE_CHILDREN),
+            )
+            own = s1.ru_utime + s1.ru_stime - s0.ru_utime - s0.ru_stime
+            kids = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
+            print(f"{run}: exit {rc}, CPU s: this process {own:.1f}, TFLM children {kids:.1f}")
+            pstats.Stats(pr).sort_stats("cumulative").print_stats(20)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="+", type=Path)
@@ -100,7 +132,15 @@ def main() -> int:
         "--tflm-dir",
         help="a TFLM tree: the real-kernel check (default: the wheel's fallback check)",
     )
+    ap.add_argument(
+        "--profile", action="store_true", help="cProfile the first model (cold, then warm) instead"
+    )
     args = ap.parse_args()
+    if args.profile:
+        if not args.tflm_dir:
+            os.environ.pop("TFLM_DIR", None)
+        profile(args.models[0], args.tflm_dir)
+        return 0
     repos = [tuple(r.split("=", 1)) for r in args.repo] or [("this", str(HERE))]
     cols = []
     for label, _ in repos:
