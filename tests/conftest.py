@@ -81,6 +81,13 @@ def example_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return found
 
 
+@pytest.fixture(autouse=True)
+def _own_output_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch) -> None:
+    """Each test starts with an empty cache of the original's outputs (checks/output_cache.py), so a
+    test that counts TFLM runs or checks a verdict does not depend on which tests ran before it."""
+    monkeypatch.setenv("TINYSEG_OUTPUT_CACHE_DIR", str(tmp_path_factory.mktemp("outputs")))
+
+
 @pytest.fixture
 def tiny_unet() -> Path:
     assert TINY_UNET.exists(), "examples/models/tiny_unet.tflite is committed with the repository"

@@ -305,3 +305,40 @@ def test_the_real_kernel_check_is_bounded_in_cpu_time(tflm_dir: str) -> None:
     graph = build_graph(load_model(TINY_UNET))
     with pytest.raises(TinySegError, match=r"did not finish running .* s of CPU .*--time-limit"):
         verify(graph, _optimized(graph), runs=1, tflm_dir=tflm_dir, seconds=0.001)
+
+
+def test_the_real_kernel_check_with_the_originals_outputs_cached(
+    tflm_dir: str, monkeypatch
+) -> None:
+    """The second check runs only the optimized model (checks/output_cache.py); a broken layout or one
+    weight byte changed still fails on the cached outputs; another runner executable is a miss."""
+    from test_verify_cache import _one_weight_byte_changed
+
+    from tinyseg_plugin.checks import output_cache
+
+    models: list[bytes] = []
+    real = real_kernels.run
+
+    def counting(exe, model, batches, *a, **kw):
+        models.append(model)
+        return real(exe, model, batches, *a, **kw)
+
+    monkeypatch.setattr(real_kernels, "run", counting)
+    graph = build_graph(synth.random_unet(0, dtype="INT8"))
+    opt = _spilled(graph)
+    assert verify(graph, opt, runs=1, tflm_dir=tflm_dir).identical
+    assert len(models) == 2
+    v = verify(graph, opt, runs=1, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
+    assert len(models) == 3  # the original's outputs came from the cache
+    _, broken = _broken("random_unet_0")
+    try:
+        assert not verify(graph, broken, runs=1, tflm_dir=tflm_dir).identical
+    except TinySegError as exc:
+        assert "real-kernel check" in str(exc)
+    assert len(models) == 4
+    assert not verify(graph, _one_weight_byte_changed(opt), runs=1, tflm_dir=tflm_dir).identical
+    assert len(models) == 5
+    monkeypatch.setattr(output_cache, "file_digest", lambda path: "another runner")
+    assert verify(graph, opt, runs=1, tflm_dir=tflm_dir).identical
+    assert len(models) == 7  # another runner: the original ran again

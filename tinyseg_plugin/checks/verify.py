@@ -2,7 +2,9 @@
 edge-case inputs. Without a TFLM tree the optimized model runs lowered to builtins (passes/lower.py)
 in the tflite-micro wheel; the lowered model computes what the optimized model's operators are
 specified to compute, so equal outputs show the rewrite preserved the function. With a tree, the
-model runs as written with TinySeg's kernels (real_kernels.py)."""
+model runs as written with TinySeg's kernels (real_kernels.py). The original's outputs on these
+inputs are kept by output_cache.py (keyed by its bytes, the input and the interpreter), so checking
+the same original again runs only the optimized model; the optimized model always runs."""
 
 from __future__ import annotations
 
@@ -15,7 +17,11 @@ from ..errors import TinySegError, shown
 from ..ir.graph import Graph
 from ..ir.modelio import model_to_bytes
 from ..transforms.passes.lower import lower
-from . import interpreter
+from . import interpreter, output_cache
+
+# Bumped when random_inputs or edge_input change what they make: the cached outputs of the original
+# (output_cache) are keyed by it.
+INPUTS_SCHEME = "inputs-1 numpy " + np.__version__
 
 
 def random_inputs(model: bytes, seed: int, details: list[dict] | None = None) -> list[np.ndarray]:
@@ -191,11 +197,24 @@ def verify(
         )
     n_edge = len(EDGE_NAMES) if edge_cases else 0
     names = [f"random input {r}" for r in range(runs)] + list(EDGE_NAMES[:n_edge])
+    a_sha = output_cache.model_digest(a)
     for group in _groups(runs + n_edge, per_run):
         batches = [_batch(a, da, r, runs, seed) for r in group]
-        ya_all, yb_all = interpreter.run_models(
-            [a, b], batches, labels, arena_size=arena, seconds=seconds
-        )
+        keys = [
+            output_cache.key(a_sha, output_cache.wheel_version(), arena, _what(r, runs, seed))
+            for r in group
+        ]
+        ya_all = [output_cache.load(k) for k in keys]
+        if all(y is not None for y in ya_all):  # the original's outputs on these inputs are known
+            (yb_all,) = interpreter.run_models(
+                [b], batches, labels[1:], arena_size=arena, seconds=seconds
+            )
+        else:
+            ya_all, yb_all = interpreter.run_models(
+                [a, b], batches, labels, arena_size=arena, seconds=seconds
+            )
+            for k, ya in zip(keys, ya_all):
+                output_cache.store(k, ya)
         del batches
         for r, ya, yb in zip(group, ya_all, yb_all):
             if len(ya) != len(yb):
@@ -216,6 +235,12 @@ def verify(
 def _batch(model: bytes, details: list[dict], r: int, runs: int, seed: int) -> list[np.ndarray]:
     """The inputs of run ``r``: random input r (seeded seed + r), then the edge cases."""
     return random_inputs(model, seed + r, details) if r < runs else edge_input(details, r - runs)
+
+
+def _what(r: int, runs: int, seed: int) -> str:
+    """The input of run ``r`` as the output cache names it."""
+    name = f"random seed={seed + r}" if r < runs else EDGE_NAMES[r - runs]
+    return f"{INPUTS_SCHEME}: {name}"
 
 
 def _details(graph: Graph) -> list[dict]:
@@ -293,9 +318,17 @@ def verify_real_kernels(
         for op in optimized.operators
         if op.opcode in (customops.SPILL, customops.STREAM_CHAIN)
     )
+    a_sha, runner = output_cache.model_digest(a), "tinyseg_run " + output_cache.file_digest(exe)
     for group in _groups(runs + n_edge, per_run):
         batches = [_batch(a, da, r, runs, seed) for r in group]
-        ra = real_kernels.run(exe, a, batches, arena, seconds, "the original")
+        keys = [output_cache.key(a_sha, runner, arena, _what(r, runs, seed)) for r in group]
+        cached = [output_cache.load(k) for k in keys]
+        if all(c is not None and len(c) == 1 for c in cached):
+            ra_outputs = [c[0].tobytes() for c in cached]
+        else:
+            ra_outputs = real_kernels.run(exe, a, batches, arena, seconds, "the original").outputs
+            for k, out in zip(keys, ra_outputs):
+                output_cache.store(k, [np.frombuffer(out, dtype=np.uint8)])
         rb = real_kernels.run(exe, b, batches, arena, seconds, "the optimized model")
         del batches
         if rb.stats.get("spills") != per_input * len(group):
@@ -308,7 +341,7 @@ def verify_real_kernels(
                 n_edge,
                 **done,
             )
-        for r, pa, pb in zip(group, ra.outputs, rb.outputs):
+        for r, pa, pb in zip(group, ra_outputs, rb.outputs):
             if pa == pb:
                 continue
             for k, (p, q) in enumerate(zip(_split(original, pa), _split(optimized, pb))):
