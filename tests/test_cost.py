@@ -178,3 +178,15 @@ def test_depthwise_macs_count_the_filter_window() -> None:
     out = math.prod(g.tensors[g.operators[i].outputs[0]].shape)
     kh, kw = g.tensors[g.operators[i].inputs[1]].shape[1:3]
     assert cost.op_macs(g)[i] == out * kh * kw and kh * kw > 1
+
+
+def test_slots_that_do_not_fit_the_spill_region_are_warned_of(graph) -> None:
+    """Each slot holds a whole tensor and is written once per inference: written bytes beyond the
+    spill region's free bytes cannot all be held there."""
+    b = load_board("generic")
+    free = b.spill.free
+    fits = cost.estimate(graph, cost.Traffic(free, free, 1), b, rate=1e-6)
+    assert not any("slots hold" in w for w in fits.warnings())
+    over = cost.estimate(graph, cost.Traffic(free + 1, 0, 1), b, rate=1e-6)
+    (line,) = [w for w in over.warnings() if "slots hold" in w]
+    assert f"{free + 1:,} B" in line and f"{free:,} B free" in line

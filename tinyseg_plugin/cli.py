@@ -296,12 +296,12 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         sys.stdout.write(steps_table(out.result))
         if out.cost is not None:
             print("\n".join(summary_lines(out.cost)))
+            for w in out.cost.warnings():
+                print(f"tinyseg: {w}", file=sys.stderr)
         if points is not None:
             from .report.steps import frontier_lines
 
             print("\n".join(frontier_lines(points, run.board.name)))
-            for w in out.cost.warnings():
-                print(f"tinyseg: {w}", file=sys.stderr)
         if v is not None:
             print(
                 f"verified ({v.describe()}): outputs bit-identical to the original in TFLM "

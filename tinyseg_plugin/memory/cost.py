@@ -117,6 +117,13 @@ class RegionCost:
     erases_per_inference: float
     inferences_to_wearout: float | None  # None: no wear (RAM, or nothing written)
     years_to_wearout: float | None  # at the cost's rate
+    # The region's free bytes: every slot is written once per inference and each holds a whole
+    # tensor (before compression), so the bytes written are what the slots hold together.
+    free: int | None = None
+
+    @property
+    def overfull(self) -> bool:
+        return self.free is not None and self.bytes_written > self.free
 
     @property
     def storage_s(self) -> float:
@@ -149,8 +156,16 @@ class Cost:
         return min(n) if n else None
 
     def warnings(self) -> list[str]:
-        """One line per flash region that wears out in under a year at ``rate``."""
-        return [
+        """One line per region the plan's slots do not fit (uncompressed), and per flash region
+        that wears out in under a year at ``rate``."""
+        full = [
+            f"warning: the plan's slots hold {r.bytes_written:,} B (uncompressed) in {self.board} "
+            f"'{r.region}', which has {r.free:,} B free: give a higher --target, or a board whose "
+            "spill region has room (--board FILE)"
+            for r in self.regions
+            if r.overfull
+        ]
+        return full + [
             f"warning: {self.board} '{r.region}' wears out after {r.inferences_to_wearout:,.0f} "
             f"inferences, {r.years_to_wearout * 365.25:,.1f} days at {self.rate:g} inference/s: "
             "lower --rate, spill to another region (--board FILE) or give a higher --target"
@@ -206,7 +221,18 @@ def region_cost(
     write_s = w / region.write_bandwidth
     if not region.is_flash:
         return RegionCost(
-            region.name, region.kind, w, r, read_s, write_s, 0.0, False, 0.0, None, None
+            region.name,
+            region.kind,
+            w,
+            r,
+            read_s,
+            write_s,
+            0.0,
+            False,
+            0.0,
+            None,
+            None,
+            region.free,
         )
     streams = max(traffic.streams, 1) if w else 0
     pages = math.ceil(w / region.page_size) + (streams - 1 if streams else 0)
@@ -218,7 +244,18 @@ def region_cost(
         wear = (region.free // region.sector_size) * region.endurance / erases
         years = wear / rate / SECONDS_PER_YEAR
     return RegionCost(
-        region.name, region.kind, w, r, read_s, write_s, erase_s, erase_blocks, erases, wear, years
+        region.name,
+        region.kind,
+        w,
+        r,
+        read_s,
+        write_s,
+        erase_s,
+        erase_blocks,
+        erases,
+        wear,
+        years,
+        region.free,
     )
 
 
