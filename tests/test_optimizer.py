@@ -307,8 +307,8 @@ def test_optimize_writes_nothing_when_verification_fails(tmp_path, monkeypatch) 
     save_model(synth.tiny_unet_like(), model)
     real = optimizer.optimize
 
-    def broken(graph, o, progress=None):
-        r = real(graph, o, progress)
+    def broken(graph, o, progress=None, board=None):
+        r = real(graph, o, progress, board)
         other = build_graph(synth.tiny_unet_like(seed=5))  # same shapes, other weights
         r.graph = other
         return r
