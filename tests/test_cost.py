@@ -190,3 +190,35 @@ def test_slots_that_do_not_fit_the_spill_region_are_warned_of(graph) -> None:
     over = cost.estimate(graph, cost.Traffic(free + 1, 0, 1), b, rate=1e-6)
     (line,) = [w for w in over.warnings() if "slots hold" in w]
     assert f"{free + 1:,} B" in line and f"{free:,} B free" in line
+
+
+def test_an_arena_the_named_board_cannot_hold_is_warned_of(tmp_path: Path, capsys) -> None:
+    """--board names a board whose arena region is smaller than the written model's head + tail:
+    one warning line with the head that would fit; without --board (the generic default) none."""
+    board = tmp_path / "small.json"
+    board.write_text(
+        json.dumps(
+            {
+                "name": "small",
+                "region": [
+                    {
+                        "name": "sram",
+                        "kind": "ram",
+                        "capacity": 49_152,
+                        "read_bandwidth": 1e9,
+                        "write_bandwidth": 1e9,
+                    }
+                ],
+            }
+        )
+    )
+    out, report = tmp_path / "o.tflite", tmp_path / "r.json"
+    args = ["optimize", str(TINY_UNET), "-o", str(out), "--unverified", "--report", str(report)]
+    assert cli.main(args + ["--board", str(board)]) == 0
+    err = capsys.readouterr().err
+    d = json.loads(report.read_text())["optimized"]
+    assert d["head"] + d["tail_estimate"] > 49_152
+    line = f"with this tail the head must be at most {49_152 - d['tail_estimate']:,} B (--target)"
+    assert "does not fit small 'sram', which has 49,152 B free" in err and line in err
+    assert cli.main(args + ["--force", "--rate", "1e-6"]) == 0
+    assert "does not fit" not in capsys.readouterr().err

@@ -298,6 +298,15 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             print("\n".join(summary_lines(out.cost)))
             for w in out.cost.warnings():
                 print(f"tinyseg: {w}", file=sys.stderr)
+        arena = run.board.arena
+        if args.board and out.result.plan.total > arena.free:  # the board the user named
+            print(
+                f"tinyseg: warning: the arena (head {out.result.plan.head:,} B + tail estimate "
+                f"{out.result.plan.tail.total:,} B) does not fit {run.board.name} '{arena.name}', "
+                f"which has {arena.free:,} B free: with this tail the head must be at most "
+                f"{arena.free - out.result.plan.tail.total:,} B (--target)",
+                file=sys.stderr,
+            )
         if points is not None:
             from .report.steps import frontier_lines
 
