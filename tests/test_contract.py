@@ -96,6 +96,9 @@ def test_decode_refuses_every_integer_option_outside_the_kernels_limits(
         }
         assert customops.decode(_op(customops.STREAM_CHAIN, good))
         op = _op(customops.STREAM_CHAIN, {**good, key: bad})
+    elif key == "region":  # a fetched entry's storage region
+        entry = {"position": 0, "slot": 0, "shape": [1, 8, 8, 4], "region": bad}
+        op = _op(customops.FETCHING_CONV_2D, _fetching_conv(fetched=[entry]), inputs=(1, 3, 4))
     else:
         op = _op(customops.FETCHING_CONV_2D, _fetching_conv(**{key: bad}), inputs=(1, 3, 4))
         assert customops.decode(_op(customops.FETCHING_CONV_2D, _fetching_conv(), inputs=(1, 3, 4)))
@@ -190,3 +193,36 @@ def test_fusion_builds_no_fetching_conv_the_kernel_would_refuse(bias_type, fusab
         g2 = build_graph(g2.model)
     assert (graph_or_none(fuse_conv(g2, fetch)) is not None) == fusable
     assert customops.conv_types_supported("FLOAT32", "FLOAT32", bias_type or "FLOAT32") == fusable
+
+
+def test_a_slots_region_round_trips_and_region_0_encodes_as_before() -> None:
+    spill = customops.SpillOptions(slot=3, region=2)
+    assert (
+        customops.decode(_op(customops.SPILL, flexbuffers.Loads(customops.encode(spill)))) == spill
+    )
+    plain = customops.SpillOptions(slot=3)
+    assert b"region" not in customops.encode(plain)
+    fetched = customops.Fetched(1, 3, (1, 8, 8, 4), region=5)
+    options = customops.FetchingOptions(axis=3, operands=2, fetched=(fetched,))
+    back = customops.decode(_op(customops.FETCHING, flexbuffers.Loads(customops.encode(options))))
+    assert back == options
+
+
+def test_stream_chain_slot_regions_name_only_its_own_slots() -> None:
+    body = {
+        "version": 1,
+        "ring_bytes": 100,
+        "op_scratch": 0,
+        "spilled": 1,
+        "fetched": 0,
+        "block": 1024,
+        "stages": [],
+        "tensors": [],
+        "spill": [[3, 7]],
+        "fetch": [],
+        "rings": [],
+    }
+    good = customops.decode(_op(customops.STREAM_CHAIN, {**body, "slot_regions": [[7, 1]]}))
+    assert good.region_of(7) == 1 and good.region_of(8) == 0
+    with pytest.raises(TinySegError, match="slot_regions"):
+        customops.decode(_op(customops.STREAM_CHAIN, {**body, "slot_regions": [[8, 1]]}))

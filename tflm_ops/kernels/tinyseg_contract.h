@@ -41,11 +41,13 @@ constexpr char kKeyPadding[] = "padding";
 constexpr char kKeyPosition[] = "position";
 constexpr char kKeyQuantizedBiasType[] = "quantized_bias_type";
 constexpr char kKeyQuantizedDimension[] = "quantized_dimension";
+constexpr char kKeyRegion[] = "region";
 constexpr char kKeyRingBytes[] = "ring_bytes";
 constexpr char kKeyRings[] = "rings";
 constexpr char kKeyScale[] = "scale";
 constexpr char kKeyShape[] = "shape";
 constexpr char kKeySlot[] = "slot";
+constexpr char kKeySlotRegions[] = "slot_regions";
 constexpr char kKeySpill[] = "spill";
 constexpr char kKeySpilled[] = "spilled";
 constexpr char kKeyStages[] = "stages";
@@ -73,6 +75,8 @@ constexpr char kFieldAlpha[] = "alpha";
 // Integer options: least and greatest accepted value.
 constexpr int64_t kMinSlot = 0;
 constexpr int64_t kMaxSlot = 2147483647;
+constexpr int64_t kMinRegion = 0;
+constexpr int64_t kMaxRegion = 7;
 constexpr int64_t kMinPosition = 0;
 constexpr int64_t kMaxPosition = 2147483647;
 constexpr int64_t kMinAxis = 0;
@@ -110,6 +114,7 @@ struct IntLimit {
 };
 constexpr IntLimit kIntLimits[] = {
     {"slot", 0, 2147483647},
+    {"region", 0, 7},
     {"position", 0, 2147483647},
     {"axis", 0, 5},
     {"operands", 1, 4096},
@@ -164,6 +169,7 @@ inline bool ZeroPointInRange(TfLiteType type, int64_t zero_point) {
 }
 
 constexpr int kMaxDims = 6;
+constexpr int kMaxRegions = 8;
 constexpr int kConvAxis = 3;
 constexpr int kConvRank = 4;
 

@@ -63,8 +63,11 @@ INT32_MAX = (1 << 31) - 1
 
 # Integer options: key -> (least, greatest) value a kernel accepts. `axis` of FetchingConv2D is
 # also bounded by CONV_AXIS below.
+MAX_REGIONS = 8  # storage regions a Runtime holds (tinyseg_runtime.h Runtime::regions)
+
 INT_LIMITS: dict[str, tuple[int, int]] = {
     "slot": (0, INT32_MAX),
+    "region": (0, MAX_REGIONS - 1),
     "position": (0, INT32_MAX),
     "axis": (0, MAX_DIMS - 1),
     "operands": (1, MAX_OPERANDS),
@@ -85,9 +88,12 @@ INT_LIMITS: dict[str, tuple[int, int]] = {
 CONV_AXIS = 3  # FetchingConv2D concatenates NHWC operands along channels
 CONV_RANK = 4
 
-# The keys of each operator's FlexBuffers map (quantized_bias_type is optional).
+# The keys of each operator's FlexBuffers map (quantized_bias_type is optional). A slot lives in
+# storage region ``region`` of the Runtime (optional, 0 when absent: the Runtime's first region):
+# Spill's "region", each fetched entry's "region", and StreamChain's "slot_regions", [slot, region]
+# pairs for the slots it spills or fetches outside region 0.
 KEYS: dict[str, tuple[str, ...]] = {
-    SPILL: ("version", "slot", "block"),
+    SPILL: ("version", "slot", "block", "region"),
     FETCHING: ("version", "axis", "operands", "block", "fetched"),
     FETCHING_CONV_2D: (
         "version",
@@ -105,12 +111,12 @@ KEYS: dict[str, tuple[str, ...]] = {
         "quantized_bias_type",
     ),
 }
-FETCHED_KEYS = ("position", "slot", "shape")
+FETCHED_KEYS = ("position", "slot", "shape", "region")
 STREAM_CHAIN_KEYS = ("version", "ring_bytes", "op_scratch", "spilled", "fetched", "block")
 # The StreamChainOptions field behind each of those keys where the names differ: the contract keys
 # stay as written in .tflite files; in Python a count is named a count.
 STREAM_CHAIN_FIELDS = {"spilled": "spilled_count", "fetched": "fetched_count"}
-STREAM_BODY_KEYS = ("stages", "tensors", "spill", "fetch", "rings")
+STREAM_BODY_KEYS = ("stages", "tensors", "spill", "fetch", "rings", "slot_regions")
 STREAM_STAGE_KEYS = ("op", "version", "inputs", "outputs", "options", "fields")
 STREAM_TENSOR_KEYS = ("name", "type", "shape", "scale", "zero_point", "quantized_dimension")
 # The builtin options fields a stage's "fields" map holds that the kernel reads (the TFLite schema's
@@ -281,6 +287,7 @@ class Fetched:
     position: int
     slot: int
     shape: tuple[int, ...]
+    region: int = 0  # the Runtime's storage region that holds the slot
 
 
 @dataclass(frozen=True)
@@ -288,6 +295,7 @@ class SpillOptions:
     slot: int
     block: int = BLOCK_BYTES
     version: int = CONTRACT_VERSION
+    region: int = 0  # the Runtime's storage region that holds the slot
 
 
 @dataclass(frozen=True)
@@ -368,6 +376,12 @@ class StreamChainOptions:
     spill: tuple[tuple[int, int], ...] = ()  # (local id, slot): written row by row to storage
     fetch: tuple[tuple[int, int], ...] = ()  # (local id, slot): read row by row from storage
     rings: tuple[tuple[int, int], ...] = ()  # (local id, rows its ring holds)
+    # (slot, region) for each slot of spill/fetch held outside the Runtime's region 0
+    slot_regions: tuple[tuple[int, int], ...] = ()
+
+    def region_of(self, slot: int) -> int:
+        """The storage region of one of the chain's slots."""
+        return dict(self.slot_regions).get(slot, 0)
 
 
 def is_tinyseg_op(op) -> bool:
@@ -383,10 +397,15 @@ def _fetching_map(o: FetchingOptions) -> dict:
         "axis": o.axis,
         "operands": o.operands,
         "block": o.block,
-        "fetched": [
-            {"position": f.position, "slot": f.slot, "shape": list(f.shape)} for f in o.fetched
-        ],
+        "fetched": [_fetched_map(f) for f in o.fetched],
     }
+
+
+def _fetched_map(f: Fetched) -> dict:
+    m = {"position": f.position, "slot": f.slot, "shape": list(f.shape)}
+    if f.region:  # absent means region 0: plans in one region encode as before
+        m["region"] = f.region
+    return m
 
 
 def encode(
@@ -435,8 +454,12 @@ def _encode(
         ]
         for key in ("spill", "fetch", "rings"):
             m[key] = [list(pair) for pair in getattr(options, key)]
+        if options.slot_regions:
+            m["slot_regions"] = [list(pair) for pair in options.slot_regions]
     elif isinstance(options, SpillOptions):
         m = {"version": options.version, "slot": options.slot, "block": options.block}
+        if options.region:
+            m["region"] = options.region
     elif isinstance(options, FetchingOptions):
         m = _fetching_map(options)
     else:
@@ -485,6 +508,11 @@ def _int(m: dict, key: str, limit: str | None = None) -> int:
     return v
 
 
+def _region(m: dict) -> int:
+    """A slot's storage region (absent: 0)."""
+    return _int(m, "region") if "region" in m else 0
+
+
 def _fetching(m: dict) -> FetchingOptions:
     operands = _int(m, "operands")
     entries = m["fetched"]
@@ -497,7 +525,10 @@ def _fetching(m: dict) -> FetchingOptions:
             raise ValueError(f"a fetched shape must have rank 1..{MAX_DIMS}")
         fetched.append(
             Fetched(
-                _int(f, "position"), _int(f, "slot"), tuple(_int({"dim": d}, "dim") for d in shape)
+                _int(f, "position"),
+                _int(f, "slot"),
+                tuple(_int({"dim": d}, "dim") for d in shape),
+                _region(f),
             )
         )
     positions = [f.position for f in fetched]
@@ -535,7 +566,16 @@ def _stream_chain(m: dict) -> StreamChainOptions:
         for t in m["tensors"]
     )
     pairs = {k: tuple((int(a), int(b)) for a, b in m[k]) for k in ("spill", "fetch", "rings")}
-    return StreamChainOptions(*numbers, stages=stages, tensors=tensors, **pairs)
+    regions = tuple(
+        (_int({"slot": s}, "slot"), _int({"region": r}, "region"))
+        for s, r in m.get("slot_regions", [])
+    )
+    slots = {s for _, s in pairs["spill"] + pairs["fetch"]}
+    if any(s not in slots for s, _ in regions) or len({s for s, _ in regions}) != len(regions):
+        raise ValueError("'slot_regions' must name distinct slots the chain spills or fetches")
+    return StreamChainOptions(
+        *numbers, stages=stages, tensors=tensors, slot_regions=regions, **pairs
+    )
 
 
 def decode(
@@ -566,7 +606,7 @@ def _decode(opcode: str, data: bytes | None):
         return f": {exc}" if data is not None else f" {exc}"
     try:
         if opcode == SPILL:
-            return SpillOptions(slot=_int(m, "slot"), block=_int(m, "block"))
+            return SpillOptions(slot=_int(m, "slot"), block=_int(m, "block"), region=_region(m))
         if opcode == FETCHING:
             return _fetching(m)
         if opcode == STREAM_CHAIN:

@@ -22,6 +22,7 @@ from .customops import (
     INT_LIMITS,
     KEYS,
     MAX_DIMS,
+    MAX_REGIONS,
     PER_CHANNEL_BYTES,
     SPILL,
     SPILL_OPDATA_BYTES,
@@ -144,6 +145,7 @@ def header() -> str:
     out += ["    default: return false;", "  }", "}", ""]
     out += [
         f"constexpr int kMaxDims = {MAX_DIMS};",
+        f"constexpr int kMaxRegions = {MAX_REGIONS};",
         f"constexpr int kConvAxis = {CONV_AXIS};",
         f"constexpr int kConvRank = {CONV_RANK};",
         "",
