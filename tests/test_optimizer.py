@@ -364,6 +364,17 @@ def test_reorder_of_a_wide_graph_falls_back_to_the_greedy_order() -> None:
     assert verify(g, g2, runs=1).identical
 
 
+def test_reorder_search_stops_at_a_counted_move_budget() -> None:
+    """The search ends by counting what it tried, never by a clock: a starved move budget gives the
+    greedy order, the same on every call, while the default budget finishes."""
+    from tinyseg_plugin.transforms.passes.reorder import min_peak_order
+
+    g = _random_dag(3)
+    assert min_peak_order(g, lambda i: 0) is not None
+    assert min_peak_order(g, lambda i: 0, move_budget=2) is None
+    assert min_peak_order(g, lambda i: 0, move_budget=2) is None
+
+
 def test_reorder_runs_constant_fed_operators_right_before_their_reader() -> None:
     """110 DEQUANTIZEs of weights read no activation: the search does not branch on them, so it finishes."""
     from tinyseg_plugin.transforms.passes.reorder import min_peak_order
