@@ -101,3 +101,21 @@ def test_layout_with_live_overlap_is_never_written(monkeypatch) -> None:
     )
     r = improve_layout(g, LayoutRequest(p, plan_graph))
     assert isinstance(r, Skip) and "overlap live tensors" in r.reason
+
+
+def test_analyze_warns_that_the_outputs_follow_the_layout(tmp_path) -> None:
+    """analyze plans such a model as TFLM does, and says on stderr that its outputs are garbage."""
+    import subprocess
+    import sys
+
+    from tinyseg_plugin.ir.modelio import model_to_bytes as serialize
+
+    bad, good = tmp_path / "bad.tflite", tmp_path / "good.tflite"
+    bad.write_bytes(serialize(dilated_identity(1)))
+    good.write_bytes(serialize(dilated_identity(4)))
+    cli = [sys.executable, "-m", "tinyseg_plugin.cli", "analyze"]
+    out = subprocess.run(cli + [str(bad)], capture_output=True, text=True)
+    assert out.returncode == 0 and "warning" in out.stderr and "fixed batch size" in out.stderr
+    assert "Traceback" not in out.stderr
+    out = subprocess.run(cli + [str(good)], capture_output=True, text=True)
+    assert out.returncode == 0 and "warning" not in out.stderr

@@ -127,6 +127,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     graph = load(read_model_bytes(args.model), shown(args.model), run.memo)
     check_outputs([args.model], outputs, csv_dir=args.csv)
     a, stream = analyze(graph, run, stream=args.stream)
+    _warn_layout_dependent(graph)
     files: list[tuple[str, bytes]] = []
     if args.csv:
         files += [
@@ -160,6 +161,16 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 f"{fit['compute_ms']:,.1f} ms per inference ({args.kernel_set} kernels)"
             )
     return EXIT_OK
+
+
+def _warn_layout_dependent(graph) -> None:
+    """The plan of a model whose outputs follow the arena layout is TFLM's, but the model computes
+    garbage on any device: say so (optimize refuses it)."""
+    from .ir.validate import batch_space_mismatch
+
+    why = batch_space_mismatch(graph)
+    if why:
+        print(f"tinyseg: warning: {why}", file=sys.stderr)
 
 
 def board_fit(graph, a, run) -> dict:
