@@ -534,6 +534,32 @@ def test_pads_are_streamed_bit_exact():
     assert np.array_equal(g2.buffer_array(pad.inputs[1])[3], [0, 1])
 
 
+def test_a_pad_of_the_bottom_rows_only_is_written_and_read_back():
+    """PAD [0, 1] on the height (as TensorFlow pads a stride-2 SAME convolution of an even input,
+    e.g. the public OpenMV FOMO detector): the stage keeps input row y at output row y and adds a
+    row below. The body check mirrors the kernel's (a padding stage may change the rows), so the
+    model optimize writes loads again and verifies."""
+    from tinyseg_plugin import pipeline
+    from tinyseg_plugin.ir.modelio import model_to_bytes
+    from tinyseg_plugin.transforms.optimizer import Options
+
+    b = synth.ModelBuilder(dtype="INT8", seed=3)
+    x = b.input([1, 16, 16, 3])
+    y = b.conv(b.pad(x, [[0, 0], [0, 1], [0, 1], [0, 0]]), 8, k=3, stride=2, padding=synth.VALID)
+    y = b.conv(b.pad(y, [[0, 0], [0, 1], [0, 1], [0, 0]]), 8, k=3, stride=2, padding=synth.VALID)
+    data = model_to_bytes(b.build([b.conv(y, 4, k=1)]))
+    out = pipeline.optimize(data, pipeline.Run(Options(), runs=1), "m")
+    assert out.verification is not None and out.verification.identical
+    written = pipeline.load(out.data, "written")
+    stages = [
+        st.op
+        for op in written.operators
+        if op.opcode == customops.STREAM_CHAIN
+        for st in customops.decode(op).stages
+    ]
+    assert stages.count("PAD") == 2
+
+
 def test_standalone_activations_are_streamed_bit_exact():
     """RELU (requantizing and not) and RELU6 as operators of their own: the kernel computes them,
     the search puts every one inside a StreamChain, and the lowered chains match the unfused graph."""

@@ -244,7 +244,7 @@ def _check_stage(
                     f"{name}: op_scratch {o.op_scratch} is smaller than one output row "
                     f"({out.width * out.channels * 4} bytes)"
                 )
-            rowmap[acts[0]].den = sh
+            rowmap[acts[0]].set_factor(sh)
         else:
             oh = _out_size(x.height, fh, sh, dh, f["padding"])
             ow = _out_size(x.width, fw, sw, dwf, f["padding"])
@@ -299,7 +299,7 @@ def _check_stage(
     elif op == "RESIZE_NEAREST_NEIGHBOR":
         if f["alignCorners"] or x.channels != out.channels or out.height % x.height:
             raise _BodyError(f"{name} by an integer factor, without align_corners")
-        rowmap[acts[0]].den = out.height // x.height
+        rowmap[acts[0]].set_factor(out.height // x.height)
     elif op in ("PAD", "PADV2"):
         pads = graph.buffer_array(
             _constant(graph, loc, consts[0] if consts else -1, f"{name}'s paddings").index
@@ -332,7 +332,7 @@ def _check_stage(
             raise _BodyError(f"{name} needs its alpha")
     for a in acts:
         m = rowmap[a]
-        if m.num == m.den == 1 and m.before == m.after == 0 and m.in_h != m.out_h:
+        if not m.resamples and m.in_h != m.out_h:
             raise _BodyError(
                 f"{name}'s input rows ({m.in_h}) differ from its output rows ({m.out_h})"
             )
@@ -349,9 +349,15 @@ class RowMapSpec:
     den: int = 1
     before: int = 0
     after: int = 0
+    # The stage maps rows itself (tinyseg_stream_internal.h RowRule::resamples): its input may have
+    # other rows than its output (a convolution, a pool, PAD, a resize); False: elementwise.
+    resamples: bool = False
 
     def set_window(self, num: int, before: int, after: int) -> None:
-        self.num, self.before, self.after = num, before, after
+        self.num, self.before, self.after, self.resamples = num, before, after, True
+
+    def set_factor(self, den: int) -> None:
+        self.den, self.resamples = den, True
 
     def window(self, y: int) -> tuple[int, int]:
         anchor = y * self.num // self.den
