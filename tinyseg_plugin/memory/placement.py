@@ -78,17 +78,13 @@ def assign(board: Board, uses: Iterable[SlotUse]) -> Placement:
     order = preference(board)
     room = {r.name: r.free for r in order}
     where: dict[int, str] = {}
-    ranked = sorted(
-        uses, key=lambda u: (-(u.written + u.read) / max(u.bytes, 1), -u.bytes, u.slot)
-    )
+    ranked = sorted(uses, key=lambda u: (-(u.written + u.read) / max(u.bytes, 1), -u.bytes, u.slot))
     for u in ranked:
         region = next((r.name for r in order if room[r.name] >= u.bytes), board.spill_region)
         if region in room:
             room[region] -= u.bytes
         where[u.slot] = region
     used = {n for n in where.values() if n != board.spill_region}
-    names = (board.spill_region,) + tuple(
-        r.name for r in board.regions if r.name in used
-    )
+    names = (board.spill_region,) + tuple(r.name for r in board.regions if r.name in used)
     index = {n: i for i, n in enumerate(names)}
     return Placement(names, tuple(sorted((s, index[n]) for s, n in where.items())))

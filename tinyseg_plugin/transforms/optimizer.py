@@ -88,7 +88,7 @@ class Result:
     # optimize's chains stop short of analyze --stream's estimate.
     not_streamed: list = field(default_factory=list)
     row_uses: tuple[SlotUse, ...] = ()  # the row spills' slots (stream_search.row_uses)
-    placement: Placement | None = None  # the region of each slot in the written model (a board given)
+    placement: Placement | None = None  # each slot's region in the written model (with a board)
 
     @property
     def traffic(self) -> Traffic:
