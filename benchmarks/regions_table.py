@@ -3,8 +3,8 @@ that costs (memory/cost.py), on two boards:
 
 1. The Tiny U-Net on nicla-vision at --target 64KB: the head, the bytes each region holds, the
    bytes written to flash per inference, and the modelled latency beside the unspilled model's
-   and beside the same plan with every slot in the spill region (the QSPI, as before slots were
-   placed). The plan is verified bit-exact in TFLM (pipeline.optimize, 3 random inputs).
+   and beside the same plan with every slot in the spill region (the QSPI,
+   the one region a board without free RAM has). The plan is verified bit-exact in TFLM (pipeline.optimize, 3 random inputs).
 2. A YOLOv8n-class int8 model on esp32-s3-psram with the arena held to the internal SRAM's free
    bytes: the target is the SRAM's free bytes minus the plan's tail estimate (32-bit build),
    searched again while the tail grows. Printed: the plan (head, arena, PSRAM bytes) and its

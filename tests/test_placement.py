@@ -95,3 +95,22 @@ def test_nicla_64kb_tiny_unet_writes_nothing_to_flash_and_verifies(nicla_64k) ->
     report = out.report("tiny_unet", "o")["cost"]["placement"]
     assert report["regions"][0] == {"index": 0, "region": "qspi"}
     assert sum(s["bytes"] for s in report["slots"]) == c.regions[0].bytes_written
+
+
+def test_at_most_max_regions_indices() -> None:
+    """A map with more regions than a Runtime holds: only the first MAX_REGIONS - 1 regions past
+    the spill region (in preference order) take slots."""
+    from tinyseg_plugin.memory.boards import board_from_dict
+
+    rams = [
+        {"name": f"r{k}", "kind": "ram", "capacity": 1000, "read_bandwidth": 1e9 - k,
+         "write_bandwidth": 1e9 - k}
+        for k in range(10)
+    ]  # fmt: skip
+    arena = {"name": "arena", "kind": "ram", "capacity": 10**6, "arena": True,
+             "read_bandwidth": 1e9, "write_bandwidth": 1e9}  # fmt: skip
+    b = board_from_dict({"region": [arena] + rams, "spill_region": "r9"}, "many.json")
+    p = assign(b, [_use(k, 1000) for k in range(12)])
+    assert len(p.names) == customops.MAX_REGIONS
+    assert p.names == ("r9",) + tuple(f"r{k}" for k in range(customops.MAX_REGIONS - 1))
+    assert max(i for _, i in p.slots) == customops.MAX_REGIONS - 1

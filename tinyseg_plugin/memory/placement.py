@@ -7,11 +7,10 @@ bank's 10,000: flash wears, so the region that lasts longest takes the writes). 
 is written once per inference and the Runtime keeps every slot of a region until it is fetched,
 so the simplest rule that is always right holds: the slots a region holds, summed (uncompressed
 bytes), fit its free bytes. A slot no region has room for stays in the spill region (the cost
-model then warns that it is overfull, as before).
+model then warns that it is overfull).
 
 Region indices, as the written model's options carry them (contract/customops.py ``region``):
-0 is the board's ``spill_region`` (so a one-region plan encodes exactly as before, with no
-``region`` key); 1, 2, ... are the other regions the plan uses, in the board's listing order. The
+0 is the board's ``spill_region`` (so a one-region plan carries no ``region`` key); 1, 2, ... are the other regions the plan uses, in the board's listing order. The
 application attaches one SpillManager per index (``Placement.names``)."""
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from ..contract.customops import MAX_REGIONS
 from .boards import Board, Region
 
 
@@ -74,8 +74,11 @@ def preference(board: Board) -> list[Region]:
 
 def assign(board: Board, uses: Iterable[SlotUse]) -> Placement:
     """Each slot's region: the slots with the most traffic per byte first (then the larger), each
-    to the first region in ``preference`` order that still has room for it."""
-    order = preference(board)
+    to the first region in ``preference`` order that still has room for it. At most
+    ``MAX_REGIONS`` indices (what a Runtime holds): past the spill region, only the first
+    ``MAX_REGIONS - 1`` regions in that order are used."""
+    others = [r for r in preference(board) if r.name != board.spill_region][: MAX_REGIONS - 1]
+    order = [r for r in preference(board) if r in others or r.name == board.spill_region]
     room = {r.name: r.free for r in order}
     where: dict[int, str] = {}
     ranked = sorted(uses, key=lambda u: (-(u.written + u.read) / max(u.bytes, 1), -u.bytes, u.slot))

@@ -346,7 +346,7 @@ class Candidate:
 def storage_seconds(board: Board | None) -> Callable[[Sequence[SlotUse]], float] | None:
     """What one inference's storage traffic costs in time, each slot's in the region that holds
     it (memory/placement.py, memory/cost.py), for the objective; None without a board. Write
-    streams are not counted here (as when every slot went to the spill region)."""
+    streams are not counted here, so one region's figure is its whole traffic's."""
     if board is None:
         return None
     return lambda uses: sum(
