@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -68,9 +69,18 @@ def test_cmsis_nn_and_clock_scale_the_compute(graph) -> None:
     assert sum(o.compute_s for o in slow) == pytest.approx(2 * 1.199)
 
 
+def nicla_without_free_ram():
+    """The nicla-vision preset with its DTCM taken: every slot then goes to flash (QSPI first)."""
+    b = load_board("nicla-vision")
+    full = tuple(
+        replace(r, used=r.capacity) if r.kind == "ram" and not r.arena else r for r in b.regions
+    )
+    return replace(b, regions=full)
+
+
 @pytest.fixture(scope="module")
 def streamed(graph):
-    run = Run(Options(), runs=None, board=load_board("nicla-vision"), rate=1.0)
+    run = Run(Options(), runs=None, board=nicla_without_free_ram(), rate=1.0)
     return optimize(TINY_UNET.read_bytes(), run, "tiny_unet", load(TINY_UNET.read_bytes(), "m"))
 
 

@@ -37,21 +37,45 @@ def test_the_objective_ranks_fitting_plans_by_traffic_then_head() -> None:
 
 def test_with_a_board_the_objective_ranks_by_modelled_time() -> None:
     """On flash a written byte costs far more than a read one (program and erase): a plan that
-    writes less wins over one that moves fewer bytes in all."""
+    writes less wins over one that moves fewer bytes in all (the generic board: every slot in its
+    one flash region)."""
     from tinyseg_plugin.memory.boards import load_board
     from tinyseg_plugin.memory.cost import Traffic, region_cost
+    from tinyseg_plugin.memory.placement import SlotUse
+    from tinyseg_plugin.transforms.optimizer import storage_seconds
+
+    board = load_board("generic")
+    seconds = storage_seconds(board)
+    region = board.spill
+
+    def uses(written: int, read: int) -> list[SlotUse]:
+        return [SlotUse(0, written, written, read)]
+
+    assert seconds(uses(1000, 5000)) == region_cost(region, Traffic(1000, 5000)).storage_s
+    o = Objective(100, seconds)
+    few_writes, many_writes = (64 * 1024, 512 * 1024), (256 * 1024, 0)
+    assert sum(few_writes) > sum(many_writes)
+    assert seconds(uses(*few_writes)) < seconds(uses(*many_writes))
+    assert o.score(90, *few_writes, uses(*few_writes)) < o.score(
+        90, *many_writes, uses(*many_writes)
+    )
+    assert Objective(100).score(90, *few_writes) > Objective(100).score(90, *many_writes)
+
+
+def test_slots_in_free_ram_cost_less_than_in_flash() -> None:
+    """nicla-vision: a slot the DTCM holds costs copies at its bandwidth; one too large for it
+    goes to flash and pays programs and erases."""
+    from tinyseg_plugin.memory.boards import load_board
+    from tinyseg_plugin.memory.placement import SlotUse
     from tinyseg_plugin.transforms.optimizer import storage_seconds
 
     board = load_board("nicla-vision")
     seconds = storage_seconds(board)
-    region = board.spill
-    assert seconds(1000, 5000) == region_cost(region, Traffic(1000, 5000)).storage_s
-    o = Objective(100, seconds)
-    few_writes, many_writes = (64 * 1024, 512 * 1024), (256 * 1024, 0)
-    assert sum(few_writes) > sum(many_writes)
-    assert seconds(*few_writes) < seconds(*many_writes)
-    assert o.score(90, *few_writes) < o.score(90, *many_writes)
-    assert Objective(100).score(90, *few_writes) > Objective(100).score(90, *many_writes)
+    dtcm = board.region("dtcm").free
+    fits = [SlotUse(0, dtcm, dtcm, dtcm)]
+    over = [SlotUse(0, dtcm + 1, dtcm + 1, dtcm + 1)]
+    assert seconds(fits) == dtcm / board.region("dtcm").read_bandwidth * 2
+    assert seconds(over) > 1000 * seconds(fits)
 
 
 def test_a_target_the_skips_fit_under_moves_nothing_through_storage(tiny_unet: Path) -> None:

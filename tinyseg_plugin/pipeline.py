@@ -117,9 +117,9 @@ def costs(graph: Graph, outcome: Outcome, run: Run) -> Outcome:
     ks = run.options.kernel_set
     r = outcome.result
     outcome.board = run.board
-    outcome.cost = estimate(graph, r.traffic, run.board, ks, run.rate)
+    outcome.cost = estimate(graph, r.traffic, run.board, ks, run.rate, uses=r.uses)
     outcome.considered_costs = [
-        estimate(graph, c.traffic, run.board, ks, run.rate) for c in r.considered
+        estimate(graph, c.traffic, run.board, ks, run.rate, uses=c.uses) for c in r.considered
     ]
     return outcome
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from ..ir.graph import Graph
 from .boards import Board, Region
+from .placement import Placement, SlotUse, assign
 
 REFERENCE_MS = 1199.0  # paper Table 5: Tiny U-Net, reference kernels, Nicla Vision M7, no spilling
 REFERENCE_MACS = 76_152_000  # op_macs of examples/models/tiny_unet.tflite (tests/test_cost.py)
@@ -143,6 +145,8 @@ class Cost:
     flash_bytes_written: int  # per inference, summed over the flash regions
     regions: tuple[RegionCost, ...]  # the regions the plan moves bytes through
     ops: tuple[OpCost, ...]
+    placement: Placement | None = None  # which region holds each slot (None: all in one region)
+    uses: tuple[SlotUse, ...] = ()  # the plan's slots
 
     @property
     def wearout_years(self) -> float | None:
@@ -207,7 +211,7 @@ class Cost:
                 }
                 for r in self.regions
             ],
-        }
+        } | ({} if self.placement is None else {"placement": self.placement.as_dict(self.uses)})
 
 
 def region_cost(
@@ -259,6 +263,24 @@ def region_cost(
     )
 
 
+def placed_traffic(
+    board: Board, uses: Sequence[SlotUse], placement: Placement | None = None, streams: bool = True
+) -> list[tuple[Region, Traffic]]:
+    """Each region's share of the plan's traffic, in index order (memory/placement.py decides
+    which region holds each slot). ``streams``: count write streams (each Spill one, the row
+    spills one together), as ``estimate`` does; the search's objective does not."""
+    p = placement if placement is not None else assign(board, uses)
+    out = []
+    for i, name in enumerate(p.names):
+        mine = [u for u in uses if p.index_of(u.slot) == i]
+        w, r = sum(u.written for u in mine), sum(u.read for u in mine)
+        if not (w or r):
+            continue
+        n = sum(1 for u in mine if not u.row) + any(u.row and u.written for u in mine)
+        out.append((board.region(name), Traffic(w, r, n if streams else 0)))
+    return out
+
+
 def estimate(
     graph: Graph,
     traffic: Traffic,
@@ -267,19 +289,40 @@ def estimate(
     rate: float = 1.0,
     erase_blocks: bool = True,
     region: str | None = None,
+    uses: Sequence[SlotUse] = (),
 ) -> Cost:
     """The modelled cost of running ``graph`` (the model before TinySeg's rewrites: its operators
     give the compute) with ``traffic`` through ``region`` (default: the board's spill region).
-    ``erase_blocks=False``: erases run on another core and stay off the critical path."""
+    ``uses``: the plan's slots; given (and no ``region``), each slot's traffic is priced in the
+    region memory/placement.py assigns it (RAM: copies at its bandwidth, no wear; flash: as one
+    region's), and ``traffic`` is not used. ``erase_blocks=False``: erases run on another core and
+    stay off the critical path."""
     ops = tuple(op_costs(graph, board, kernel_set))
     compute = sum(o.compute_s for o in ops)
-    spill = board.region(region) if region is not None else board.spill
-    rc = region_cost(spill, traffic, rate, erase_blocks)
-    regions = (rc,) if traffic.written or traffic.read else ()
+    placement = None
+    if uses and region is None:
+        placement = assign(board, uses)
+        regions = tuple(
+            region_cost(r, t, rate, erase_blocks) for r, t in placed_traffic(board, uses, placement)
+        )
+    else:
+        spill = board.region(region) if region is not None else board.spill
+        rc = region_cost(spill, traffic, rate, erase_blocks)
+        regions = (rc,) if traffic.written or traffic.read else ()
     storage = sum(x.storage_s for x in regions)
     flash = sum(x.bytes_written for x in regions if x.kind == "flash")
     return Cost(
-        board.name, kernel_set, rate, compute, storage, compute + storage, flash, regions, ops
+        board.name,
+        kernel_set,
+        rate,
+        compute,
+        storage,
+        compute + storage,
+        flash,
+        regions,
+        ops,
+        placement,
+        tuple(uses),
     )
 
 
@@ -296,4 +339,15 @@ def summary_lines(cost: Cost) -> list[str]:
             when = f"{y:,.1f} years" if y >= 1 else f"{y * 365.25:,.1f} days"
             line += f"; wears out after {r.inferences_to_wearout:,.0f} inferences ({when} at {cost.rate:g}/s)"
         parts.append(line)
+    p = cost.placement
+    if p is not None and len(p.names) > 1:  # more than the spill region: say where each slot is
+        size = {u.slot: u.bytes for u in cost.uses}
+        parts.append(
+            "  slots: "
+            + ", ".join(f"{s} in {p.names[i]} ({size.get(s, 0):,} B)" for s, i in p.slots)
+        )
+        parts.append(
+            "  storage regions the application attaches: "
+            + ", ".join(f"{i} = {n}" for i, n in enumerate(p.names))
+        )
     return parts

@@ -52,7 +52,7 @@ def frontier(
     found: list[FrontierPoint] = []
     for t in targets:
         r = floor if t is None else optimize(graph, replace(o, target_bytes=t), None, board)
-        c = estimate(graph, r.traffic, board, o.kernel_set, rate)
+        c = estimate(graph, r.traffic, board, o.kernel_set, rate, uses=r.uses)
         found.append(
             FrontierPoint(
                 t,

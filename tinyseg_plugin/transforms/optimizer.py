@@ -4,13 +4,14 @@ or a step no longer lowers the peak. Every figure comes from the TFLM-exact plan
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..contract import customops
 from ..ir.graph import Graph
 from ..memory.boards import Board
 from ..memory.coldrange import ColdRange, cold_ranges
-from ..memory.cost import Traffic, region_cost
+from ..memory.cost import Traffic, placed_traffic, region_cost
+from ..memory.placement import Placement, SlotUse, assign
 from ..memory.planner import Plan, align_up, plan_graph
 from .passes import Rewrite, graph_or_none
 from .passes.distribute import concat_operand, split_elementwise
@@ -48,6 +49,11 @@ class SpillRecord:
         """Bytes written and read back per inference (before compression)."""
         return 2 * self.bytes
 
+    @property
+    def use(self) -> SlotUse:
+        """Its storage slot: written once, fetched back once per inference."""
+        return SlotUse(self.slot, self.bytes, self.bytes, self.bytes)
+
 
 @dataclass
 class Options:
@@ -81,11 +87,18 @@ class Result:
     # Row-local operators the StreamChain kernel does not compute (stream.stage_gaps): where
     # optimize's chains stop short of analyze --stream's estimate.
     not_streamed: list = field(default_factory=list)
+    row_uses: tuple[SlotUse, ...] = ()  # the row spills' slots (stream_search.row_uses)
+    placement: Placement | None = None  # each slot's region in the written model (with a board)
 
     @property
     def traffic(self) -> Traffic:
         """The written model's storage traffic per inference, for the cost model (memory/cost.py)."""
         return _traffic(self.spills, self.stream_bytes, self.stream_written)
+
+    @property
+    def uses(self) -> tuple[SlotUse, ...]:
+        """The written model's storage slots (memory/placement.py places them)."""
+        return tuple(s.use for s in self.spills) + self.row_uses
 
 
 def _traffic(spills: list[SpillRecord], stream_bytes: int, stream_written: int) -> Traffic:
@@ -310,10 +323,15 @@ class Candidate:
     chains: list[dict] = field(default_factory=list)
     stream_bytes: int = 0
     stream_written: int = 0  # of stream_bytes, bytes the row spills write
+    row_uses: tuple[SlotUse, ...] = ()  # the row spills' slots
 
     @property
     def traffic(self) -> Traffic:
         return _traffic(self.spills, self.stream_bytes, self.stream_written)
+
+    @property
+    def uses(self) -> tuple[SlotUse, ...]:
+        return tuple(s.use for s in self.spills) + self.row_uses
 
     @property
     def bytes_moved(self) -> int:
@@ -322,16 +340,18 @@ class Candidate:
 
     def score(self, objective: Objective) -> Score:
         t = self.traffic
-        return objective.score(self.plan.head, t.written, t.read)
+        return objective.score(self.plan.head, t.written, t.read, self.uses)
 
 
-def storage_seconds(board: Board | None) -> Callable[[int, int], float] | None:
-    """What one inference's storage traffic (bytes written, read) costs in time in the board's
-    spill region (memory/cost.py), for the objective; None without a board."""
+def storage_seconds(board: Board | None) -> Callable[[Sequence[SlotUse]], float] | None:
+    """What one inference's storage traffic costs in time, each slot's in the region that holds
+    it (memory/placement.py, memory/cost.py), for the objective; None without a board. Write
+    streams are not counted here, so one region's figure is its whole traffic's."""
     if board is None:
         return None
-    region = board.spill
-    return lambda written, read: region_cost(region, Traffic(written, read)).storage_s
+    return lambda uses: sum(
+        region_cost(r, t).storage_s for r, t in placed_traffic(board, uses, streams=False)
+    )
 
 
 def optimize(
@@ -394,13 +414,31 @@ def optimize(
     res.steps.extend(best.steps)
     res.spills, res.chains, res.stream_bytes = best.spills, best.chains, best.stream_bytes
     res.stream_written = best.stream_written
+    res.row_uses = best.row_uses
     res.strategy = best.strategy if best.steps else ""
     res.considered = [c for c in candidates if c is not best and c.steps]
     if o.stream:
         from .stream import stage_gaps
 
         res.not_streamed = stage_gaps(g)
+    if board is not None:
+        _place(res, board, say)
     return res
+
+
+def _place(res: Result, board: Board, say: Callable[[str], None]) -> None:
+    """Each slot of the result into a region of ``board`` (memory/placement.py), written into the
+    model's options; a plan whose slots all stay in the spill region (region 0) is not rewritten."""
+    from .passes.regions import place_slots
+
+    if not res.uses:
+        return
+    res.placement = assign(board, res.uses)
+    placed = place_slots(res.graph, res.placement)
+    if isinstance(placed, Rewrite):
+        res.graph = placed.graph
+        res.steps.append(Step("slot placement", placed.detail, res.plan.head, res.plan.total))
+        say(placed.detail)
 
 
 def spill_and_fuse(g: Graph, plan: Plan, o: Options, say: Callable[[str], None]) -> Candidate:
@@ -453,7 +491,7 @@ def streaming(
 ) -> Candidate | None:
     """The (reordered) input's chains of operators the StreamChain kernel computes, with the cuts and
     row spills the planner picks; None when no chain is worth streaming."""
-    from .stream_search import choice_dict, choose_streaming
+    from .stream_search import choice_dict, choose_streaming, row_uses
 
     choice = choose_streaming(
         g, o.kernel_set, o.build_profile, o.limits, kernel_only=True, objective=objective
@@ -473,4 +511,5 @@ def streaming(
         chains=chains,
         stream_bytes=choice.storage_bytes,
         stream_written=sum(g.tensors[t].nbytes for t in choice.streamed.spilled),
+        row_uses=row_uses(g, choice.streamed),
     )

@@ -10,7 +10,9 @@ held by pipeline.Run) say what they may spend; each search counts what it spends
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Sequence, TypeVar
+
+from ..memory.placement import SlotUse
 
 # Planner runs times the graph's operators (400 runs on the Tiny U-Net, about 40 on a 500-operator
 # graph).
@@ -42,20 +44,21 @@ class Score:
 class Objective:
     """What the user asked for. Without a target: the smallest head, then the least storage
     traffic. With a target: of the plans whose head fits, the one whose storage traffic costs the
-    least time per inference (``seconds(written, read)``: the board's spill region in the cost
-    model, memory/cost.py; without it, bytes moved stand in for time), then the fewer bytes
-    written (flash wear), then the smaller head; a plan that does not fit ranks after every plan
-    that does, by its head."""
+    least time per inference (``seconds(uses)``: each slot's traffic in the board region that
+    holds it, memory/placement.py and memory/cost.py; without a board, bytes moved stand in for
+    time), then the fewer bytes written (flash wear), then the smaller head; a plan that does not
+    fit ranks after every plan that does, by its head."""
 
     target: int | None = None
-    seconds: Callable[[int, int], float] | None = field(default=None, compare=False)
+    seconds: Callable[[Sequence[SlotUse]], float] | None = field(default=None, compare=False)
 
-    def score(self, head: int, written: int, read: int) -> Score:
+    def score(self, head: int, written: int, read: int, uses: Sequence[SlotUse] = ()) -> Score:
+        """``uses``: the plan's slots (their traffic sums to ``written`` and ``read``)."""
         moved = written + read
         if self.target is None:
             return Score((0, head, moved), head, moved)
         if head <= self.target:
-            time = moved if self.seconds is None else round(self.seconds(written, read) * 1e6)
+            time = moved if self.seconds is None else round(self.seconds(uses) * 1e6)
             return Score((0, time, written, head), head, moved)
         return Score((1, head, moved), head, moved)
 

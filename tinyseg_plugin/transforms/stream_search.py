@@ -10,10 +10,12 @@ storage per inference; with a target, of the plans that fit it, the least bytes 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ..ir.graph import Graph
 from ..memory.kernels import BUILD_PROFILES, KernelRules
+from ..memory.placement import SlotUse
 from ..memory.planner import plan_graph
 from .passes import Rewrite
 from .passes.stream import ChainRequest, row_slots, stream_chains
@@ -41,6 +43,17 @@ class StreamChoice:
     base_head: int  # head without streaming
     storage_bytes: int  # bytes written to and read from storage per inference (each fetch counted)
     plans: int  # planner runs the search made
+
+
+def row_uses(graph: Graph, streamed: Streamed) -> tuple[SlotUse, ...]:
+    """The storage slots of a streaming's row spills: each spilled tensor is written once and read
+    once per chain that fetches it (memory/placement.py places them)."""
+    fetches = Counter(t for c in streamed.chains for t in c.fetched)
+    out = []
+    for t in streamed.spilled:
+        n = graph.tensors[t].nbytes
+        out.append(SlotUse(streamed.slots[t], n, n, n * fetches[t], row=True))
+    return tuple(out)
 
 
 def _segments(chains: list[list[int]], cuts: frozenset[int]) -> list[list[int]]:
@@ -114,7 +127,7 @@ def choose_streaming(
         written = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled)
         read = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.fetched)
         head = plan_graph(streamed.graph, kernel_set, build_profile).head
-        return objective.score(head, written, read)
+        return objective.score(head, written, read, row_uses(graph, streamed))
 
     measured: dict[tuple, ChainCost] = {}
 

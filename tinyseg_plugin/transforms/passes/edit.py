@@ -298,6 +298,10 @@ class Editor:
         op.customOptionsFormat = fb.CustomOptionsFormat.FLEXBUFFERS
         return Op(op)
 
+    def set_custom_options(self, position: int, options: bytes) -> None:
+        """New FlexBuffers options for the custom operator at ``position`` (same operands)."""
+        self.sg.operators[position].customOptions = np.frombuffer(options, dtype=np.uint8).copy()
+
     def like(self, position: int, inputs: Sequence[int], outputs: Sequence[int]) -> Op:
         """A copy of the operator at ``position`` (same code and options) over other operands."""
         op = copy.deepcopy(self.sg.operators[position])
