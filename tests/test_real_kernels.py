@@ -73,6 +73,35 @@ def test_random_unets_pass_the_real_kernel_check(tflm_dir: str, seed: int, dtype
     assert v.check == REAL_KERNELS and v.identical, v.detail
 
 
+@pytest.mark.parametrize(
+    "out, align, half",
+    [
+        ((24, 32), False, True),
+        ((40, 52), False, True),
+        ((24, 32), True, False),
+        ((40, 52), True, False),
+        ((17, 23), False, False),
+    ],
+)
+def test_streamed_resize_bilinear_passes_the_real_kernel_check(
+    tflm_dir: str, out, align: bool, half: bool
+) -> None:
+    """RESIZE_BILINEAR as a StreamChain stage (factor 2 and non-integer, each align/half setting)
+    runs bit-identical to TFLM's own kernel: the C++ stage's rows and row window agree with the
+    planner's (a ring too short for the window would fail the kernel's Prepare)."""
+    graph = build_graph(synth.bilinear_seg(out=out, align_corners=align, half_pixel_centers=half))
+    opt = _optimized(graph)
+    stages = [
+        st.op
+        for op in opt.operators
+        if op.opcode == customops.STREAM_CHAIN
+        for st in customops.decode(op).stages
+    ]
+    assert stages.count("RESIZE_BILINEAR") == 2
+    v = verify(graph, opt, runs=2, seed=3, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in SHARED_MODELS.glob("*.tflite")) or ["none"])
 def test_shared_models_pass_the_real_kernel_check(tflm_dir: str, name: str) -> None:
     path = SHARED_MODELS / name
