@@ -106,3 +106,36 @@ def test_optimize_streams_the_resizes_bit_exact(
     assert plan_graph(o).head < plan_graph(g).head
     v = verify(g, o, runs=2, seed=7)
     assert v.identical, v.detail
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"alignCorners": 1, "halfPixelCenters": 1}, {"alignCorners": 2}],
+    ids=["both", "range"],
+)
+def test_analyze_refuses_a_bilinear_stage_it_cannot_compute(fields, tmp_path, capsys) -> None:
+    """The Python side of the C++ refusal (tests/test_real_kernels.py): a StreamChain whose
+    RESIZE_BILINEAR stage asks for align_corners with half_pixel_centers, or a field out of range,
+    is one line and exit 2 in `tinyseg analyze`."""
+    import numpy as np
+    from flatbuffers import flexbuffers
+
+    from tinyseg_plugin.ir import modelio
+    from tinyseg_plugin.transforms.optimizer import Options, optimize
+
+    opt = optimize(build_graph(synth.bilinear_seg()), Options()).graph
+    model = modelio.parse_model(modelio.model_to_bytes(opt.model))
+    for op in model.subgraphs[0].operators:
+        if op.customOptions is None:
+            continue
+        m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
+        stages = [st for st in m.get("stages", []) if st.get("op") == "RESIZE_BILINEAR"]
+        for st in stages:
+            st.setdefault("fields", {}).update(fields)
+        if stages:
+            op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(modelio.model_to_bytes(model))
+    assert main(["analyze", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "RESIZE_BILINEAR" in err[0], err
