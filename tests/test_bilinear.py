@@ -49,12 +49,15 @@ def tflm_rows(y: int, in_h: int, out_h: int, align: bool, half: bool) -> tuple[i
 def test_window_holds_the_rows_tflm_blends(align: bool, half: bool) -> None:
     """Every output row's window holds both rows TFLM reads, for up- and down-sampling by integer
     and non-integer factors; it spans two rows, three with half-pixel centres (up-sampling). A scale
-    of 0 (align_corners from one row: every output row reads row 0) is refused."""
+    of 0 (align_corners from one row: every output row reads row 0) is refused, and so is a scale
+    rounded up so far that TFLM's last row reads past the input."""
     for in_h in range(1, 14):
         for out_h in range(1, 45):
             m = stream.bilinear_rows(in_h, out_h, align, half)
             if m is None:  # refused only where TFLM's scale is 0 (align_corners from one row)
-                assert customops.bilinear_scale(in_h, out_h, align) == 0
+                # or where TFLM itself would read a row past the input
+                scale = customops.bilinear_scale(in_h, out_h, align)
+                assert scale == 0 or tflm_rows(out_h - 1, in_h, out_h, align, half)[0] >= in_h
                 continue
             for y in range(out_h):
                 lo, hi = m.window(y)
@@ -81,6 +84,9 @@ def test_refused_settings_are_not_row_local() -> None:
     g.tensors[y.index] = dataclasses.replace(y, shape=y.shape[:3] + (y.shape[3] + 1,))
     assert not stream.kernel_computes(g, op)
     assert customops.bilinear_row_rule(1, 5000, False, False) is None  # scale 0: TFLM reads row 0
+    # 2 -> 3000 rows: the scale 0.68 rounds up to 1/1024, so TFLM's last row would read row 2
+    assert tflm_rows(2999, 2, 3000, False, False)[0] == 2
+    assert customops.bilinear_row_rule(2, 3000, False, False) is None
 
 
 @pytest.mark.parametrize("out, align, half", VARIANTS, ids=IDS)

@@ -166,7 +166,9 @@ namespace {
 constexpr int32_t kBilinearOne = 1 << 10;  // source positions in 1/1024ths of a row or column
 
 // TFLM's int8 RESIZE_BILINEAR scale along one axis (input per output, times 1024, rounded), or 0
-// where its int32 positions are 0 for every output or overflow (customops.bilinear_row_rule).
+// where its int32 positions are 0 for every output or overflow, or the last output's lower input
+// lies past the input (a scale rounded up: TFLM would read past the tensor there)
+// (customops.bilinear_row_rule).
 int32_t BilinearScale(int32_t in_size, int32_t out_size, bool align, bool half) {
   int64_t scale = (int64_t{kBilinearOne} * in_size + out_size / 2) / out_size;
   if (align && out_size > 1) {
@@ -174,7 +176,9 @@ int32_t BilinearScale(int32_t in_size, int32_t out_size, bool align, bool half) 
   }
   const int64_t offset = half ? scale / 2 - kBilinearOne / 2 : 0;
   const int64_t last = (int64_t{out_size} - 1) * scale + (offset > 0 ? offset : 0) + kBilinearOne;
-  return scale < 1 || last > INT32_MAX ? 0 : static_cast<int32_t>(scale);
+  const int64_t end = (int64_t{out_size} - 1) * scale + offset;
+  const bool past = end >= int64_t{kBilinearOne} * in_size;
+  return scale < 1 || last > INT32_MAX || past ? 0 : static_cast<int32_t>(scale);
 }
 
 // One output coordinate's source: its position in 1/1024ths and the two inputs it blends.

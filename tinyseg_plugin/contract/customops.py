@@ -804,7 +804,8 @@ def bilinear_row_rule(
     so the window [a - before, a + after] holds both rows: two rows without half-pixel centres,
     three with (the row map has no offset term, so the half row shift costs one row of slack).
     p > -1024 always, so C's truncation and the floor agree once clipped at row 0. None where
-    TFLM's int32 positions are 0 for every row or overflow. The C++ stage
+    TFLM's int32 positions are 0 for every row or overflow, or where the last row's lower input
+    lies past the input (TFLM clamps only the upper one). The C++ stage
     (tinyseg_stream_layout.cc PrepareResizeBilinear) computes the same and refuses the same."""
     if min(in_h, out_h) < 1 or (align_corners and half_pixel):
         return None
@@ -812,6 +813,10 @@ def bilinear_row_rule(
     offset = scale // 2 - BILINEAR_ONE // 2 if half_pixel else 0
     if scale < 1 or (out_h - 1) * scale + max(offset, 0) + BILINEAR_ONE > INT32_MAX:
         return None
+    if (out_h - 1) * scale + offset >= BILINEAR_ONE * in_h:
+        return (
+            None  # a scale rounded up: the last row's lower input is past the input (TFLM reads it)
+        )
     before = -(offset // BILINEAR_ONE)
     after = (offset + BILINEAR_ONE - 1) // BILINEAR_ONE + 1
     return scale, BILINEAR_ONE, before, after
