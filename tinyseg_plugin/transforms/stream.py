@@ -508,6 +508,10 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
         x = graph.tensors[acts[0]]
         if o is None or (o.alignCorners and o.halfPixelCenters):
             return "align_corners with half_pixel_centers (TFLM refuses both)"
+        if x.dtype != "INT8" or out.dtype != "INT8":
+            # the stage is TFLM's int8 fixed-point arithmetic; its float kernel positions rows in
+            # float, which the row map (and the estimate for float models) only approximates
+            return f"RESIZE_BILINEAR on {x.dtype} (the stage computes TFLM's int8 arithmetic)"
         if len(x.shape) != 4 or len(out.shape) != 4 or x.shape[3] != out.shape[3]:
             return "an output with other channels than its input"
         if row_map(graph, op, acts[0]) is None:
