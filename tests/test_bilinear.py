@@ -69,7 +69,7 @@ def test_window_holds_the_rows_tflm_blends(align: bool, half: bool) -> None:
 
 def test_refused_settings_are_not_row_local() -> None:
     """align_corners with half_pixel_centers (TFLM's Prepare refuses it), float32 and other channels
-    are no stage; the first is not even row-local."""
+    are no stage; the first two are not even row-local (float32 rows have their own positions)."""
     g = build_graph(synth.bilinear_seg())
     op = [o for o in g.operators if o.opcode == "RESIZE_BILINEAR"][-1]
     x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
@@ -79,7 +79,7 @@ def test_refused_settings_are_not_row_local() -> None:
     op.options.alignCorners = False
     g.tensors[x.index] = dataclasses.replace(x, dtype="FLOAT32", scales=(), zero_points=())
     g.tensors[y.index] = dataclasses.replace(y, dtype="FLOAT32", scales=(), zero_points=())
-    assert stream.is_row_local(g, op) and not stream.kernel_computes(g, op)
+    assert not stream.is_row_local(g, op) and not stream.kernel_computes(g, op)
     g.tensors[x.index] = x
     g.tensors[y.index] = dataclasses.replace(y, shape=y.shape[:3] + (y.shape[3] + 1,))
     assert not stream.kernel_computes(g, op)

@@ -130,6 +130,8 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
     if name == "RESIZE_BILINEAR":
         if o is None or op.inputs[0] != t or (o.alignCorners and o.halfPixelCenters):
             return None  # TFLM's Prepare refuses both
+        if graph.tensors[t].dtype != "INT8":
+            return None  # TFLM's float kernel positions rows in float: no rule for it yet
         return bilinear_rows(in_h, out_h, bool(o.alignCorners), bool(o.halfPixelCenters))
     if name in PADDING_OPS:
         pads = graph.buffer_array(op.inputs[1]) if len(op.inputs) > 1 else None
@@ -509,8 +511,8 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
         if o is None or (o.alignCorners and o.halfPixelCenters):
             return "align_corners with half_pixel_centers (TFLM refuses both)"
         if x.dtype != "INT8" or out.dtype != "INT8":
-            # the stage is TFLM's int8 fixed-point arithmetic; its float kernel positions rows in
-            # float, which the row map (and the estimate for float models) only approximates
+            # the stage is TFLM's int8 fixed-point arithmetic (its float kernel positions rows in
+            # float, another rule)
             return f"RESIZE_BILINEAR on {x.dtype} (the stage computes TFLM's int8 arithmetic)"
         if len(x.shape) != 4 or len(out.shape) != 4 or x.shape[3] != out.shape[3]:
             return "an output with other channels than its input"
