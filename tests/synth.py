@@ -311,6 +311,20 @@ class ModelBuilder:
         self._op("PADV2", [x, p_t, v_t], [y], fb.BuiltinOptions.PadV2Options, fb.PadV2OptionsT())
         return y
 
+    def resize_bilinear(
+        self, x: int, size, align_corners: bool = False, half_pixel_centers: bool = True
+    ) -> int:
+        """A RESIZE_BILINEAR to ``size`` (height, width), its output in the input's quantization
+        (as TFLM's int8 kernel assumes)."""
+        n, _, _, c = self.shapes[x]
+        name = f"resize_bilinear{len(self.operators)}"
+        size_t = self._tensor([2], "INT32", f"{name}/size", np.array(size, dtype=np.int32))
+        y = self.activation([n, size[0], size[1], c], name)
+        o = fb.ResizeBilinearOptionsT()
+        o.alignCorners, o.halfPixelCenters = align_corners, half_pixel_centers
+        self._op("RESIZE_BILINEAR", [x, size_t], [y], fb.BuiltinOptions.ResizeBilinearOptions, o)
+        return y
+
     def add(self, a: int, b: int, op: str = "ADD") -> int:
         """An elementwise ADD (or SUB or MUL) of two tensors of one shape."""
         y = self.activation(list(self.shapes[a]), f"{op.lower()}{len(self.operators)}")
@@ -687,3 +701,27 @@ def unused_inputs(n_inputs: int, size: int = 8, channels: int = 4, seed: int = 0
     for _ in range(n_inputs):
         b.input([1, 2, 2, 1])
     return b.build([b.conv(b.conv(x, channels, k=1), channels, k=1)])
+
+
+def bilinear_seg(
+    seed: int = 0,
+    size: tuple[int, int] = (24, 32),
+    out: tuple[int, int] | None = None,
+    align_corners: bool = False,
+    half_pixel_centers: bool = True,
+    classes: int = 12,
+) -> "fb.ModelT":
+    """A small int8 segmentation network shaped like MobileNetV3's LR-ASPP head: a stride-2
+    encoder, the low-resolution features up-sampled by 2 with RESIZE_BILINEAR and concatenated
+    with the stride-2 features, a 1x1 classifier, and a final RESIZE_BILINEAR to ``out`` (the
+    input's size: a factor of 2; another size: a non-integer factor), the widest tensor of the
+    model and so its peak."""
+    b = ModelBuilder(dtype="INT8", seed=seed)
+    x = b.input([1, size[0], size[1], 3])
+    low = b.conv(x, 8, stride=2)
+    deep = b.conv(b.conv(low, 16, stride=2), 16)
+    h, w = b.shapes[low][1:3]
+    up = b.resize_bilinear(deep, (h, w), align_corners, half_pixel_centers)
+    y = b.conv(b.concat([low, up]), classes, k=1, relu=False)
+    final = b.resize_bilinear(y, out or tuple(size), align_corners, half_pixel_centers)
+    return b.build([final])

@@ -73,6 +73,87 @@ def test_random_unets_pass_the_real_kernel_check(tflm_dir: str, seed: int, dtype
     assert v.check == REAL_KERNELS and v.identical, v.detail
 
 
+@pytest.mark.parametrize(
+    "out, align, half",
+    [
+        ((24, 32), False, True),
+        ((40, 52), False, True),
+        ((24, 32), True, False),
+        ((40, 52), True, False),
+        ((17, 23), False, False),
+    ],
+)
+def test_streamed_resize_bilinear_passes_the_real_kernel_check(
+    tflm_dir: str, out, align: bool, half: bool
+) -> None:
+    """RESIZE_BILINEAR as a StreamChain stage (factor 2 and non-integer, each align/half setting)
+    runs bit-identical to TFLM's own kernel: the C++ stage's rows and row window agree with the
+    planner's (a ring too short for the window would fail the kernel's Prepare)."""
+    graph = build_graph(synth.bilinear_seg(out=out, align_corners=align, half_pixel_centers=half))
+    opt = _optimized(graph)
+    stages = [
+        st.op
+        for op in opt.operators
+        if op.opcode == customops.STREAM_CHAIN
+        for st in customops.decode(op).stages
+    ]
+    assert stages.count("RESIZE_BILINEAR") == 2
+    v = verify(graph, opt, runs=2, seed=3, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
+
+
+@pytest.mark.parametrize(
+    "fields, reason",
+    [
+        ({"alignCorners": 1, "halfPixelCenters": 1}, "align_corners and half_pixel_centers"),
+        ({"alignCorners": 2}, ""),  # out of the field's range (contract limits)
+    ],
+)
+def test_the_resize_bilinear_stage_refuses_what_it_cannot_compute(
+    tflm_dir: str, tmp_path: Path, fields: dict, reason: str
+) -> None:
+    """A StreamChain whose RESIZE_BILINEAR stage asks for align_corners with half_pixel_centers
+    (TFLM refuses it too), or a field out of range, is refused in Prepare by the C++ kernel: the
+    runner exits non-zero, saying why (the Python side refuses it before, so the body is edited
+    here past it)."""
+    import subprocess
+
+    import numpy as np
+    from flatbuffers import flexbuffers
+
+    from tinyseg_plugin.ir import modelio
+
+    opt = _optimized(build_graph(synth.bilinear_seg()))
+    model = modelio.parse_model(modelio.model_to_bytes(opt.model))
+    edited = 0
+    for op in model.subgraphs[0].operators:
+        if op.customOptions is None:
+            continue
+        m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
+        stages = [st for st in m.get("stages", []) if st.get("op") == "RESIZE_BILINEAR"]
+        for st in stages:
+            st.setdefault("fields", {}).update(fields)
+            edited += 1
+        if stages:
+            op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+    assert edited == 2
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(modelio.model_to_bytes(model))
+    exe = real_kernels.prepare(tflm_dir)
+    inputs = tmp_path / "in.bin"
+    inputs.write_bytes(bytes(24 * 32 * 3))
+    p = subprocess.run(
+        [str(exe), str(path), str(inputs), str(tmp_path / "out.bin"), "--batches", "1"]
+        + ["--arena", str(64 << 20), "--storage", str(real_kernels.STORAGE_BYTES)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert p.returncode > 0, p.stderr[-1500:]
+    assert reason in real_kernels.failure_reason(p.stderr), p.stderr[-1500:]
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in SHARED_MODELS.glob("*.tflite")) or ["none"])
 def test_shared_models_pass_the_real_kernel_check(tflm_dir: str, name: str) -> None:
     path = SHARED_MODELS / name

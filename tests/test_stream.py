@@ -15,6 +15,7 @@ import synth
 
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.contract import customops
+from tinyseg_plugin.contract.bodies import validate_graph
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.ir.modelio import load_model
 from tinyseg_plugin.memory.kernels import BUILD_PROFILES, KernelRules
@@ -522,6 +523,22 @@ def test_pads_are_streamed_bit_exact():
     stages = [st.op for op in streamed.operators for st in customops.decode(op).stages]
     assert stages.count("PAD") == 5
     v = verify(g, streamed, runs=2)
+    assert v.identical, v.detail
+
+    # Rows added only below (MoveNet's stride-2 convolutions have such PADs): the identity's row map
+    # with one more output row, a valid body.
+    b = synth.ModelBuilder(dtype="INT8")
+    x = b.input([1, 9, 9, 3])
+    y = b.conv(
+        b.pad(b.conv(x, 4), [[0, 0], [0, 1], [0, 1], [0, 0]]), 4, stride=2, padding=synth.VALID
+    )
+    g3 = build_graph(b.build([b.conv(y, 4)]))
+    streamed = stream_search.choose_streaming(g3, kernel_only=True).streamed
+    assert streamed is not None
+    chains = [op for op in streamed.graph.operators if op.opcode == customops.STREAM_CHAIN]
+    assert [st.op for op in chains for st in customops.decode(op).stages].count("PAD") == 1
+    validate_graph(streamed.graph)  # the body check `verify` and `analyze` run on a model
+    v = verify(g3, streamed.graph, runs=2)
     assert v.identical, v.detail
 
     b = synth.ModelBuilder(dtype="INT8")

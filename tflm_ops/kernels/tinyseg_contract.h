@@ -215,6 +215,7 @@ enum class StageOp : int32_t {
   kLeakyRelu = 19,
   kPadv2 = 20,
   kElu = 21,
+  kResizeBilinear = 22,
   kUnknown = -1,
 };
 
@@ -241,6 +242,7 @@ inline StageOp ParseStageOp(const char* name) {
   if (std::strcmp(name, "LEAKY_RELU") == 0) return StageOp::kLeakyRelu;
   if (std::strcmp(name, "PADV2") == 0) return StageOp::kPadv2;
   if (std::strcmp(name, "ELU") == 0) return StageOp::kElu;
+  if (std::strcmp(name, "RESIZE_BILINEAR") == 0) return StageOp::kResizeBilinear;
   return StageOp::kUnknown;
 }
 
@@ -269,6 +271,7 @@ inline bool IsActivationInput(StageOp op, int k) {
     case StageOp::kLeakyRelu: return k == 0;
     case StageOp::kPadv2: return k == 0;
     case StageOp::kElu: return k == 0;
+    case StageOp::kResizeBilinear: return k == 0;
     default: return false;
   }
 }

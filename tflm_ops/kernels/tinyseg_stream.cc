@@ -69,6 +69,7 @@ constexpr StageEntry kStages[] = {
     {StageOp::kPad, PreparePad, PadRow},
     {StageOp::kPadv2, PreparePad, PadRow},
     {StageOp::kResizeNearestNeighbor, PrepareResize, ResizeRow},
+    {StageOp::kResizeBilinear, PrepareResizeBilinear, ResizeBilinearRow},
     {StageOp::kConcatenation, PrepareConcatenation, ConcatenationRow},
 };
 constexpr int32_t kNumStages = static_cast<int32_t>(sizeof(kStages) / sizeof(kStages[0]));

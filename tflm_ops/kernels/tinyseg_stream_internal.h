@@ -173,6 +173,12 @@ struct ResizeStage {
   int32_t half_pixel_centers;
 };
 
+// RESIZE_BILINEAR (int8): TFLM's fixed-point scales (1/1024ths of an input row or column).
+struct BilinearStage {
+  int32_t scale_y, scale_x;
+  int32_t half_pixel_centers;
+};
+
 // How output row y of a stage maps to input rows (tinyseg::RowMap without the heights): set by
 // the family's Prepare; `resamples` 0 means its inputs have the output's height.
 struct RowRule {
@@ -202,6 +208,7 @@ struct StageSlot {
     LookupStage lookup;
     PadStage pad;
     ResizeStage resize;
+    BilinearStage bilinear;
   };
 };
 static_assert(sizeof(StageSlot) <= contract::kStreamStageBytes,
@@ -374,6 +381,8 @@ TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status PadRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareResize(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ResizeRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareResizeBilinear(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ResizeBilinearRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareConcatenation(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ConcatenationRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 

@@ -1,6 +1,8 @@
-// StreamChain's layout family (tinyseg_stream_internal.h): the stages that move elements without
-// arithmetic -- PAD and PADV2 (height and width), RESIZE_NEAREST_NEIGHBOR (by an integer factor)
-// and CONCATENATION (along channels) -- int8, as TFLM's own kernels compute them.
+// StreamChain's layout family (tinyseg_stream_internal.h): the stages that move elements -- PAD and
+// PADV2 (height and width), RESIZE_NEAREST_NEIGHBOR (by an integer factor), RESIZE_BILINEAR (any
+// factor, TFLM's fixed-point blend of two rows) and CONCATENATION (along channels) -- int8, as
+// TFLM's own kernels compute them.
+#include <cstdint>
 #include <cstring>
 
 #include "tensorflow/lite/c/builtin_op_data.h"
@@ -156,6 +158,114 @@ TfLiteStatus PrepareResize(const StageArgs& a, StageSlot& g) {
   reference_ops::ResizeNearestNeighbor(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src),
                                        RuntimeShape(1, size_dims), size, r.out_shape,
                                        reinterpret_cast<int8_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+namespace {
+
+constexpr int32_t kBilinearOne = 1 << 10;  // source positions in 1/1024ths of a row or column
+
+// TFLM's int8 RESIZE_BILINEAR scale along one axis (input per output, times 1024, rounded), or 0
+// where its int32 positions are 0 for every output or overflow, or the last output's lower input
+// lies past the input (a scale rounded up: TFLM would read past the tensor there)
+// (customops.bilinear_row_rule).
+int32_t BilinearScale(int32_t in_size, int32_t out_size, bool align, bool half) {
+  int64_t scale = (int64_t{kBilinearOne} * in_size + out_size / 2) / out_size;
+  if (align && out_size > 1) {
+    scale = (int64_t{kBilinearOne} * (in_size - 1) + (out_size - 1) / 2) / (out_size - 1);
+  }
+  const int64_t offset = half ? scale / 2 - kBilinearOne / 2 : 0;
+  const int64_t last = (int64_t{out_size} - 1) * scale + (offset > 0 ? offset : 0) + kBilinearOne;
+  const int64_t end = (int64_t{out_size} - 1) * scale + offset;
+  const bool past = end >= int64_t{kBilinearOne} * in_size;
+  return scale < 1 || last > INT32_MAX || past ? 0 : static_cast<int32_t>(scale);
+}
+
+// One output coordinate's source: its position in 1/1024ths and the two inputs it blends.
+struct BilinearTap {
+  int32_t pos, lo, hi;
+};
+
+BilinearTap Tap(int32_t i, int32_t scale, bool half, int32_t in_size) {
+  BilinearTap t;
+  t.pos = i * scale + (half ? scale / 2 - kBilinearOne / 2 : 0);
+  t.lo = t.pos / kBilinearOne > 0 ? t.pos / kBilinearOne : 0;
+  const int32_t up = (t.pos + kBilinearOne - 1) / kBilinearOne;
+  t.hi = up < in_size - 1 ? up : in_size - 1;
+  return t;
+}
+
+// One output element from its four inputs, rounded as TFLM's build rounds.
+int8_t Blend(int64_t v00, int64_t v10, int64_t v01, int64_t v11, int64_t fy, int64_t fx) {
+  const int64_t gy = kBilinearOne - fy;
+  const int64_t gx = kBilinearOne - fx;
+  const int64_t sum = v00 * gy * gx + v10 * fy * gx + v01 * gy * fx + v11 * fy * fx;
+#if TFLITE_SINGLE_ROUNDING
+  return static_cast<int8_t>((sum + (int64_t{1} << 19)) >> 20);
+#else
+  const int64_t round = sum > 0 ? (int64_t{1} << 19) : -(int64_t{1} << 19);
+  return static_cast<int8_t>((sum + round) / (int64_t{1} << 20));
+#endif
+}
+
+}  // namespace
+
+// Int8, any factor, as TFLM's ResizeBilinearInteger: output row y blends two input rows of the
+// fixed-point position y * scale (+ scale / 2 - 512 with half_pixel_centers), both inside the
+// window the planner's row map gives.
+TfLiteStatus PrepareResizeBilinear(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  int32_t align_field = 0, half_field = 0;
+  TF_LITE_ENSURE(context, Field(*a.fields, contract::kFieldAlignCorners, 0, &align_field) &&
+                              Field(*a.fields, contract::kFieldHalfPixelCenters, 0, &half_field));
+  const bool align = align_field != 0;
+  const bool half = half_field != 0;
+  TF_LITE_ENSURE_MSG(context, !(align && half),
+                     "StreamChain: RESIZE_BILINEAR with align_corners and half_pixel_centers");
+  TF_LITE_ENSURE_MSG(context, in.channels == out.channels && in.height > 0 && in.width > 0,
+                     "StreamChain: RESIZE_BILINEAR keeps the channels");
+  BilinearStage& b = g.bilinear;
+  b.scale_y = BilinearScale(in.height, out.height, align, half);
+  b.scale_x = BilinearScale(in.width, out.width, align, half);
+  b.half_pixel_centers = half ? 1 : 0;
+  TF_LITE_ENSURE_MSG(context, b.scale_y > 0 && b.scale_x > 0,
+                     "StreamChain: RESIZE_BILINEAR's fixed-point scale is 0 or past int32");
+  // Rows [a - before, a + after], a = y * scale / 1024, hold both rows of position
+  // y * scale + offset (customops.bilinear_row_rule): floor divisions of the offset (>= -512).
+  const int32_t offset = half ? b.scale_y / 2 - kBilinearOne / 2 : 0;
+  g.rule.resamples = 1;
+  g.rule.num = b.scale_y;
+  g.rule.den = kBilinearOne;
+  g.rule.before = offset < 0 ? 1 : -(offset / kBilinearOne);
+  g.rule.after = (offset + kBilinearOne - 1) / kBilinearOne + 1;
+  return kTfLiteOk;
+}
+
+// One output row from the band of its window: the two rows TFLM blends, located in the band.
+::tinyseg::Status ResizeBilinearRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  const BilinearStage& b = g.bilinear;
+  const bool half = b.half_pixel_centers != 0;
+  const BilinearTap ty = Tap(r.y, b.scale_y, half, r.in->height);
+  if (ty.lo < r.lo || ty.hi >= r.lo + r.rows) return ::tinyseg::Status::kOutOfRange;
+  const size_t channels = static_cast<size_t>(r.in->channels);
+  const size_t stride = static_cast<size_t>(r.in->width) * channels;
+  const int8_t* row0 = reinterpret_cast<const int8_t*>(r.src) + (ty.lo - r.lo) * stride;
+  const int8_t* row1 = reinterpret_cast<const int8_t*>(r.src) + (ty.hi - r.lo) * stride;
+  int8_t* dst = reinterpret_cast<int8_t*>(r.dst);
+  const int64_t fy = ty.pos - kBilinearOne * ty.lo;
+  for (int32_t x = 0; x < r.out->width; ++x) {
+    const BilinearTap tx = Tap(x, b.scale_x, half, r.in->width);
+    const int64_t fx = tx.pos - kBilinearOne * tx.lo;
+    const size_t c0 = static_cast<size_t>(tx.lo) * channels;
+    const size_t c1 = static_cast<size_t>(tx.hi) * channels;
+    for (size_t c = 0; c < channels; ++c) {
+      dst[static_cast<size_t>(x) * channels + c] =
+          Blend(row0[c0 + c], row1[c0 + c], row0[c1 + c], row1[c1 + c], fy, fx);
+    }
+  }
   return ::tinyseg::Status::kOk;
 }
 

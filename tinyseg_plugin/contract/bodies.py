@@ -33,6 +33,7 @@ from .customops import (
     StreamChainOptions,
     StreamStage,
     StreamTensor,
+    bilinear_row_rule,
     decode,
     stream_chain_body_bytes,
 )
@@ -300,6 +301,17 @@ def _check_stage(
         if f["alignCorners"] or x.channels != out.channels or out.height % x.height:
             raise _BodyError(f"{name} by an integer factor, without align_corners")
         rowmap[acts[0]].set_factor(out.height // x.height)
+    elif op == "RESIZE_BILINEAR":
+        align, half = bool(f["alignCorners"]), bool(f["halfPixelCenters"])
+        rows = bilinear_row_rule(x.height, out.height, align, half)
+        cols = bilinear_row_rule(x.width, out.width, align, half)
+        if x.channels != out.channels or rows is None or cols is None:
+            raise _BodyError(
+                f"{name}: align_corners with half_pixel_centers, other channels, or a scale "
+                "past TFLM's fixed-point rows"
+            )
+        rowmap[acts[0]].set_window(rows[0], rows[2], rows[3])
+        rowmap[acts[0]].den = rows[1]
     elif op in ("PAD", "PADV2"):
         pads = graph.buffer_array(
             _constant(graph, loc, consts[0] if consts else -1, f"{name}'s paddings").index

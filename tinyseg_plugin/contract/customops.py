@@ -207,6 +207,7 @@ STREAM_STAGE_OPS: dict[str, tuple[int, ...] | None] = {
     "LEAKY_RELU": (0,),
     "PADV2": (0,),
     "ELU": (0,),
+    "RESIZE_BILINEAR": (0,),
 }
 # The constant inputs a stage takes, by type, in order (None: an omitted optional input).
 STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
@@ -219,6 +220,7 @@ STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     ),  # shape, filter, bias
     "PRELU": (("INT8",),),  # alpha
     "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # size
+    "RESIZE_BILINEAR": (("INT32",),),  # size
     "PAD": (("INT32",),),  # paddings (TFLM's PAD reads them as int32)
     "PADV2": (
         ("INT32", "INT8"),
@@ -777,3 +779,44 @@ def transpose_conv_marker(graph, op) -> ScratchMarker | None:
         if len(tensor.shape) == 2 and tensor.shape[0] == 0 and tensor.dtype in ("INT16", "INT32"):
             return ScratchMarker(tensor.dtype, int(tensor.shape[1]))
     return None
+
+
+# RESIZE_BILINEAR stages (int8): TFLM's fixed-point source positions, in 1/1024ths of a row.
+BILINEAR_ONE = 1 << 10
+
+
+def bilinear_scale(in_size: int, out_size: int, align_corners: bool) -> int:
+    """TFLM's int8 RESIZE_BILINEAR scale along one axis: input rows per output row times 1024,
+    rounded (reference_ops::ResizeBilinearInteger's integer arithmetic)."""
+    if align_corners and out_size > 1:
+        return (BILINEAR_ONE * (in_size - 1) + (out_size - 1) // 2) // (out_size - 1)
+    return (BILINEAR_ONE * in_size + out_size // 2) // out_size
+
+
+def bilinear_row_rule(
+    in_h: int, out_h: int, align_corners: bool, half_pixel: bool
+) -> tuple[int, int, int, int] | None:
+    """(num, den, before, after) of the rows output row y of an int8 RESIZE_BILINEAR reads.
+
+    TFLM's source position p = y * scale + offset (1/1024ths of a row; offset = scale / 2 - 512
+    with half-pixel centres, else 0) reads rows max(p / 1024, 0) and min(ceil(p / 1024), in_h - 1).
+    With a = y * scale // 1024, p // 1024 lies in [a + offset // 1024, a + (offset + 1023) // 1024],
+    so the window [a - before, a + after] holds both rows: two rows without half-pixel centres,
+    three with (the row map has no offset term, so the half row shift costs one row of slack).
+    p > -1024 always, so C's truncation and the floor agree once clipped at row 0. None where
+    TFLM's int32 positions are 0 for every row or overflow, or where the last row's lower input
+    lies past the input (TFLM clamps only the upper one). The C++ stage
+    (tinyseg_stream_layout.cc PrepareResizeBilinear) computes the same and refuses the same."""
+    if min(in_h, out_h) < 1 or (align_corners and half_pixel):
+        return None
+    scale = bilinear_scale(in_h, out_h, align_corners)
+    offset = scale // 2 - BILINEAR_ONE // 2 if half_pixel else 0
+    if scale < 1 or (out_h - 1) * scale + max(offset, 0) + BILINEAR_ONE > INT32_MAX:
+        return None
+    if (out_h - 1) * scale + offset >= BILINEAR_ONE * in_h:
+        return (
+            None  # a scale rounded up: the last row's lower input is past the input (TFLM reads it)
+        )
+    before = -(offset // BILINEAR_ONE)
+    after = (offset + BILINEAR_ONE - 1) // BILINEAR_ONE + 1
+    return scale, BILINEAR_ONE, before, after

@@ -34,7 +34,7 @@ ROW_IDENTITY = frozenset(
     """.split()
 )
 WINDOWED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D"})
-UPSAMPLING = frozenset({"TRANSPOSE_CONV", "RESIZE_NEAREST_NEIGHBOR"})
+UPSAMPLING = frozenset({"TRANSPOSE_CONV", "RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"})
 PADDING_OPS = frozenset({"PAD", "PADV2"})
 ROW_LOCAL = ROW_IDENTITY | WINDOWED | UPSAMPLING | PADDING_OPS
 
@@ -43,7 +43,8 @@ ROW_LOCAL = ROW_IDENTITY | WINDOWED | UPSAMPLING | PADDING_OPS
 class RowMap:
     """How output rows read one input: output row y reads input rows
     [y * num // den - before, y * num // den + after] clipped to [0, in_h) (for a
-    down-sampling window num = stride, den = 1; for up-sampling by f: num = 1, den = f)."""
+    down-sampling window num = stride, den = 1; for up-sampling by f: num = 1, den = f;
+    RESIZE_BILINEAR: TFLM's fixed-point source row, ``bilinear_rows``)."""
 
     in_h: int
     out_h: int
@@ -126,6 +127,12 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
         if o is None or o.alignCorners or op.inputs[0] != t or out_h % in_h:
             return None
         return RowMap(in_h, out_h, 1, out_h // in_h)
+    if name == "RESIZE_BILINEAR":
+        if o is None or op.inputs[0] != t or (o.alignCorners and o.halfPixelCenters):
+            return None  # TFLM's Prepare refuses both
+        if graph.tensors[t].dtype != "INT8":
+            return None  # TFLM's float kernel positions rows in float: no rule for it yet
+        return bilinear_rows(in_h, out_h, bool(o.alignCorners), bool(o.halfPixelCenters))
     if name in PADDING_OPS:
         pads = graph.buffer_array(op.inputs[1]) if len(op.inputs) > 1 else None
         if op.inputs[0] != t or pads is None or pads.shape != (4, 2) or pads[0].any():
@@ -133,6 +140,15 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
         top = int(pads[1][0])
         return RowMap(in_h, out_h, 1, 1, top, -top) if top >= 0 else None  # y reads y - top
     return None
+
+
+def bilinear_rows(in_h: int, out_h: int, align_corners: bool, half_pixel: bool) -> RowMap | None:
+    """The rows output row y of an int8 RESIZE_BILINEAR reads (customops.bilinear_row_rule)."""
+    rule = customops.bilinear_row_rule(in_h, out_h, align_corners, half_pixel)
+    if rule is None:
+        return None
+    num, den, before, after = rule
+    return RowMap(in_h, out_h, num, den, before, after)
 
 
 def row_bytes(graph: Graph, t: int) -> int:
@@ -489,6 +505,26 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
             for y in range(out_h)
         )
         return None if exact else "rows that TFLM's float arithmetic does not map to y // factor"
+    if op.opcode == "RESIZE_BILINEAR":
+        o = op.options
+        x = graph.tensors[acts[0]]
+        if o is None or (o.alignCorners and o.halfPixelCenters):
+            return "align_corners with half_pixel_centers (TFLM refuses both)"
+        if x.dtype != "INT8" or out.dtype != "INT8":
+            # the stage is TFLM's int8 fixed-point arithmetic (its float kernel positions rows in
+            # float, another rule)
+            return f"RESIZE_BILINEAR on {x.dtype} (the stage computes TFLM's int8 arithmetic)"
+        if len(x.shape) != 4 or len(out.shape) != 4 or x.shape[3] != out.shape[3]:
+            return "an output with other channels than its input"
+        if row_map(graph, op, acts[0]) is None:
+            return "a scale TFLM's fixed-point rows cannot express (0 or past int32)"
+        if (
+            customops.bilinear_row_rule(
+                x.shape[2], out.shape[2], bool(o.alignCorners), bool(o.halfPixelCenters)
+            )
+            is None
+        ):
+            return "a width scale TFLM's fixed-point columns cannot express (0 or past int32)"
     return None
 
 

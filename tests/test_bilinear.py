@@ -1,0 +1,147 @@
+"""RESIZE_BILINEAR streams row by row: its row window, its StreamChain stage, bit-exact results.
+
+The windows are checked against TFLM's int8 fixed-point row arithmetic (written out here from the
+reference kernel's formulas, for every output row of many sizes); the streamed models
+(synth.bilinear_seg: an LR-ASPP-like int8 head whose peak is the final RESIZE_BILINEAR) are
+checked bit-exact in the tflite-micro wheel as `tinyseg optimize` checks them. The real-kernel
+check of the C++ stage is in tests/test_real_kernels.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import synth
+
+from tinyseg_plugin.checks.verify import verify
+from tinyseg_plugin.cli import main
+from tinyseg_plugin.contract import customops
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.ir.modelio import load_model, save_model
+from tinyseg_plugin.memory.planner import plan_graph
+from tinyseg_plugin.transforms import stream
+
+# (output size, align_corners, half_pixel_centers) of bilinear_seg's final resize: factor 2 and a
+# non-integer factor (24x32 -> 40x52 up-samples 12x16 by 3.33 and 3.25), under each setting.
+VARIANTS = [
+    ((24, 32), False, True),
+    ((40, 52), False, True),
+    ((24, 32), True, False),
+    ((40, 52), True, False),
+    ((24, 32), False, False),
+    ((17, 23), False, False),
+]
+IDS = [f"{h}x{w}-{'align' if a else 'half' if p else 'plain'}" for (h, w), a, p in VARIANTS]
+
+
+def tflm_rows(y: int, in_h: int, out_h: int, align: bool, half: bool) -> tuple[int, int]:
+    """The two input rows TFLM's int8 ResizeBilinearInteger blends for output row y."""
+    scale = ((1 << 10) * in_h + out_h // 2) // out_h
+    if align and out_h > 1:
+        scale = ((1 << 10) * (in_h - 1) + (out_h - 1) // 2) // (out_h - 1)
+    pos = y * scale + (scale // 2 - (1 << 9) if half else 0)
+    trunc = int(pos / (1 << 10))  # C's division truncates towards zero
+    return max(trunc, 0), min(int((pos + (1 << 10) - 1) / (1 << 10)), in_h - 1)
+
+
+@pytest.mark.parametrize("align, half", [(False, True), (True, False), (False, False)])
+def test_window_holds_the_rows_tflm_blends(align: bool, half: bool) -> None:
+    """Every output row's window holds both rows TFLM reads, for up- and down-sampling by integer
+    and non-integer factors; it spans two rows, three with half-pixel centres (up-sampling). A scale
+    of 0 (align_corners from one row: every output row reads row 0) is refused, and so is a scale
+    rounded up so far that TFLM's last row reads past the input."""
+    for in_h in range(1, 14):
+        for out_h in range(1, 45):
+            m = stream.bilinear_rows(in_h, out_h, align, half)
+            if m is None:  # refused only where TFLM's scale is 0 (align_corners from one row)
+                # or where TFLM itself would read a row past the input
+                scale = customops.bilinear_scale(in_h, out_h, align)
+                assert scale == 0 or tflm_rows(out_h - 1, in_h, out_h, align, half)[0] >= in_h
+                continue
+            for y in range(out_h):
+                lo, hi = m.window(y)
+                y0, y1 = tflm_rows(y, in_h, out_h, align, half)
+                assert lo <= y0 <= y1 <= hi, (in_h, out_h, y, (lo, hi), (y0, y1))
+                if out_h >= in_h:
+                    assert hi - lo + 1 <= (3 if half else 2)
+
+
+def test_refused_settings_are_not_row_local() -> None:
+    """align_corners with half_pixel_centers (TFLM's Prepare refuses it), float32 and other channels
+    are no stage; the first two are not even row-local (float32 rows have their own positions)."""
+    g = build_graph(synth.bilinear_seg())
+    op = [o for o in g.operators if o.opcode == "RESIZE_BILINEAR"][-1]
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    assert stream.kernel_computes(g, op) and stream.is_row_local(g, op)
+    op.options.alignCorners = op.options.halfPixelCenters = True
+    assert not stream.is_row_local(g, op) and not stream.kernel_computes(g, op)
+    op.options.alignCorners = False
+    g.tensors[x.index] = dataclasses.replace(x, dtype="FLOAT32", scales=(), zero_points=())
+    g.tensors[y.index] = dataclasses.replace(y, dtype="FLOAT32", scales=(), zero_points=())
+    assert not stream.is_row_local(g, op) and not stream.kernel_computes(g, op)
+    g.tensors[x.index] = x
+    g.tensors[y.index] = dataclasses.replace(y, shape=y.shape[:3] + (y.shape[3] + 1,))
+    assert not stream.kernel_computes(g, op)
+    assert customops.bilinear_row_rule(1, 5000, False, False) is None  # scale 0: TFLM reads row 0
+    # 2 -> 3000 rows: the scale 0.68 rounds up to 1/1024, so TFLM's last row would read row 2
+    assert tflm_rows(2999, 2, 3000, False, False)[0] == 2
+    assert customops.bilinear_row_rule(2, 3000, False, False) is None
+
+
+@pytest.mark.parametrize("out, align, half", VARIANTS, ids=IDS)
+def test_optimize_streams_the_resizes_bit_exact(
+    out, align: bool, half: bool, tmp_path, monkeypatch
+) -> None:
+    """`tinyseg optimize` puts both RESIZE_BILINEARs inside StreamChains, the head drops below the
+    original's, and the result is bit-identical in the tflite-micro wheel (the pipeline's check, and
+    again here on other inputs)."""
+    monkeypatch.delenv("TFLM_DIR", raising=False)  # the wheel's check, as without a TFLM tree
+    src, dst = tmp_path / "m.tflite", tmp_path / "o.tflite"
+    save_model(synth.bilinear_seg(out=out, align_corners=align, half_pixel_centers=half), src)
+    assert main(["optimize", str(src), "-o", str(dst)]) == 0
+    g, o = build_graph(load_model(src)), build_graph(load_model(dst))
+    stages = [
+        st.op
+        for op in o.operators
+        if op.opcode == customops.STREAM_CHAIN
+        for st in customops.decode(op).stages
+    ]
+    assert stages.count("RESIZE_BILINEAR") == 2
+    assert not any(op.opcode == "RESIZE_BILINEAR" for op in o.operators)
+    assert plan_graph(o).head < plan_graph(g).head
+    v = verify(g, o, runs=2, seed=7)
+    assert v.identical, v.detail
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"alignCorners": 1, "halfPixelCenters": 1}, {"alignCorners": 2}],
+    ids=["both", "range"],
+)
+def test_analyze_refuses_a_bilinear_stage_it_cannot_compute(fields, tmp_path, capsys) -> None:
+    """The Python side of the C++ refusal (tests/test_real_kernels.py): a StreamChain whose
+    RESIZE_BILINEAR stage asks for align_corners with half_pixel_centers, or a field out of range,
+    is one line and exit 2 in `tinyseg analyze`."""
+    import numpy as np
+    from flatbuffers import flexbuffers
+
+    from tinyseg_plugin.ir import modelio
+    from tinyseg_plugin.transforms.optimizer import Options, optimize
+
+    opt = optimize(build_graph(synth.bilinear_seg()), Options()).graph
+    model = modelio.parse_model(modelio.model_to_bytes(opt.model))
+    for op in model.subgraphs[0].operators:
+        if op.customOptions is None:
+            continue
+        m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
+        stages = [st for st in m.get("stages", []) if st.get("op") == "RESIZE_BILINEAR"]
+        for st in stages:
+            st.setdefault("fields", {}).update(fields)
+        if stages:
+            op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(modelio.model_to_bytes(model))
+    assert main(["analyze", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "RESIZE_BILINEAR" in err[0], err
