@@ -430,9 +430,18 @@ def test_empty_tensors_are_not_streamed():
         ("CONV_2D", ["INT8"], "INT8", ["INT8", "INT32"], True),
         ("CONV_2D", ["INT8"], "INT8", ["INT8", None], True),
         ("CONV_2D", ["INT16"], "INT16", ["INT8", "INT64"], False),  # int8 only
-        ("CONV_2D", ["FLOAT32"], "FLOAT32", ["FLOAT32", "FLOAT32"], False),
+        ("CONV_2D", ["FLOAT32"], "FLOAT32", ["FLOAT32", "FLOAT32"], True),  # float32 stages
+        ("CONV_2D", ["FLOAT32"], "FLOAT32", ["INT8", "INT32"], False),  # float32 filter and bias
+        ("CONV_2D", ["INT8"], "INT8", ["FLOAT32", "FLOAT32"], False),
+        ("CONV_2D", ["INT8"], "FLOAT32", ["FLOAT32", "FLOAT32"], False),  # one type of rows
+        ("TRANSPOSE_CONV", ["FLOAT32"], "FLOAT32", ["INT32", "FLOAT32", None], True),
+        ("ADD", ["FLOAT32", "INT8"], "FLOAT32", [], False),
+        ("SUB", ["FLOAT32", "FLOAT32"], "FLOAT32", [], False),  # int8 only
+        ("TANH", ["FLOAT32"], "FLOAT32", [], False),  # int8 only
+        ("PADV2", ["FLOAT32"], "FLOAT32", ["INT32", "FLOAT32"], False),  # int8 only
         ("QUANTIZE", ["UINT8"], "INT8", [], True),
-        ("QUANTIZE", ["FLOAT32"], "INT8", [], False),
+        ("QUANTIZE", ["FLOAT32"], "INT8", [], True),  # an int8 chain from a float32 tensor
+        ("QUANTIZE", ["FLOAT32"], "INT16", [], False),
         ("ADD", ["INT8", "INT8"], "INT8", [], True),
         ("ADD", ["INT8"], "INT8", [], False),  # two operands
         ("PRELU", ["INT8"], "INT8", ["INT8"], True),
@@ -442,7 +451,7 @@ def test_empty_tensors_are_not_streamed():
         ("AVERAGE_POOL_2D", ["INT8"], "INT8", [], True),
         ("PAD", ["INT8"], "INT8", ["INT32"], True),
         ("PAD", ["INT8"], "INT8", ["INT64"], False),  # TFLM's PAD reads the paddings as int32
-        ("PAD", ["FLOAT32"], "FLOAT32", ["INT32"], False),  # int8 only
+        ("PAD", ["FLOAT32"], "FLOAT32", ["INT32"], True),
         ("PAD", ["INT8"], "INT8", [], False),  # the paddings are a constant input
         ("MIRROR_PAD", ["INT8"], "INT8", ["INT32"], False),
         ("RELU", ["INT8"], "INT8", [], True),
@@ -459,8 +468,7 @@ def test_empty_tensors_are_not_streamed():
         ("DEQUANTIZE", ["INT16"], "FLOAT32", [], False),  # int8 only
         ("DEQUANTIZE", ["UINT8"], "FLOAT32", [], False),
         ("DEQUANTIZE", ["INT8"], "INT8", [], False),
-        ("RELU", ["FLOAT32"], "FLOAT32", [], False),  # no stage reads float32 rows ...
-        ("QUANTIZE", ["FLOAT32"], "INT8", [], False),  # ... so a DEQUANTIZE writes a chain output
+        ("RELU", ["FLOAT32"], "FLOAT32", [], True),  # float32 stages read a DEQUANTIZE's rows
         ("TANH", ["INT8"], "INT8", [], True),
         ("HARD_SWISH", ["INT8"], "INT8", [], True),
         ("LEAKY_RELU", ["INT8"], "INT8", [], True),

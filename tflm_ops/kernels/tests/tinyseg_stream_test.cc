@@ -3,7 +3,7 @@
 // convolution, and a chain of a convolution into a max pool through a ring of
 // two rows; DEQUANTIZE rows to float32; ELU over every int8 value, through a ring. Outputs must be
 // bit-identical; a ring one row short is
-// refused, and so is a DEQUANTIZE writing float32 rows anywhere but to one of the chain's outputs.
+// refused; DEQUANTIZE's float32 rows feed a float32 RELU stage.
 // A TRANSPOSE_CONV stage against TFLM's TRANSPOSE_CONV (in a CMSIS-NN build, with
 // its rows through CMSIS-NN when op_scratch holds CMSIS-NN's accumulator row).
 #include <cstdint>
@@ -478,12 +478,13 @@ TF_LITE_MICRO_TEST(DepthwiseIntoAveragePool) {
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
 }
 
-// DEQUANTIZE as a stage: its rows against TFLM's DEQUANTIZE run whole; the same stage writing a
-// float32 body tensor (a ring no stage could read) is refused in Prepare.
-TF_LITE_MICRO_TEST(DequantizeRowsAreChainOutputs) {
+// DEQUANTIZE as a stage: its rows against TFLM's DEQUANTIZE run whole; then the same stage
+// writing a float32 body tensor (a ring of one row) that a float32 RELU stage reads, against TFLM's
+// DEQUANTIZE and RELU run whole (float32 stages read a DEQUANTIZE's rows inside the chain).
+TF_LITE_MICRO_TEST(DequantizeRowsFeedFloatStages) {
   using namespace tflite::testing;
   Weights& w = W();
-  static float want[kH * kW * kC], got[kH * kW * kC];
+  static float want[kH * kW * kC], got[kH * kW * kC], relu[kH * kW * kC];
   int x_dims[] = {4, 1, kH, kW, kC};
   TfLiteTensor r[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
                       CreateTensor(want, IntArrayFromInts(x_dims))};
@@ -498,11 +499,16 @@ TF_LITE_MICRO_TEST(DequantizeRowsAreChainOutputs) {
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, o));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
 
+  TfLiteTensor rr[] = {CreateTensor(want, IntArrayFromInts(x_dims)),
+                       CreateTensor(relu, IntArrayFromInts(x_dims))};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_RELU(), rr, 1, nullptr));
   // inputs [x], outputs [y] (local 1), body [d] (local 2, float32, a ring of one row).
-  const std::vector<uint8_t> bad = ChainOptions(
-      kW * kC * 4, 0, 0, {{"DEQUANTIZE", {0}, 2, "", none}, {"DEQUANTIZE", {0}, 1, "", none}},
-      {{"d", {1, kH, kW, kC}, kXScale, kXZp}}, {}, {}, {{2, 1}}, 0, "FLOAT32");
-  TF_LITE_MICRO_EXPECT_NE(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, bad));
+  std::memset(got, 0x5a, sizeof(got));
+  const std::vector<uint8_t> chained = ChainOptions(
+      kW * kC * 4, 0, 0, {{"DEQUANTIZE", {0}, 2, "", none}, {"RELU", {2}, 1, "", none}},
+      {{"d", {1, kH, kW, kC}, 1.0f, 0}}, {}, {}, {{2, 1}}, 0, "FLOAT32");
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, chained));
+  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(relu, got, sizeof(relu)));
 }
 
 // ELU as stages: every int8 input value (16 rows of 16) through two ELUs of different

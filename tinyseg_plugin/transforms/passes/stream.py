@@ -157,9 +157,17 @@ def _body(
             if t >= 0 and t not in local:
                 local[t] = len(local)
                 x = graph.tensors[t]
+                # A float32 tensor has no quantization; the body records scale 1 and zero
+                # point 0 (one of each, as every body tensor), which no stage reads.
+                plain = x.dtype == "FLOAT32" and not x.scales
                 tensors.append(
                     customops.StreamTensor(
-                        x.name, x.dtype, x.shape, x.scales, x.zero_points, x.quantized_dimension
+                        x.name,
+                        x.dtype,
+                        x.shape,
+                        (1.0,) if plain else x.scales,
+                        (0,) if plain else x.zero_points,
+                        x.quantized_dimension,
                     )
                 )
     stages = []
