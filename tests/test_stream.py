@@ -690,3 +690,21 @@ def test_analyze_lists_the_chains_of_a_streamed_model(tmp_path, capsys):
     rows = [ln for ln in section.splitlines()[1:] if ln.startswith("  op ")]
     assert len(rows) == len(choice.streamed.chains) and all(len(ln) <= 100 for ln in rows)
     assert "row spills to slots 0" in rows[0] and "QUANTIZE > CONV_2D" in rows[0]
+
+
+def test_float32_stages_are_streamed_bit_exact():
+    """A float32 U-Net with every float32 stage, QUANTIZE float32 -> int8 and DEQUANTIZE into a
+    float32 RELU: the search puts every operator inside StreamChains and the lowered chains match
+    the unfused graph in the tflite-micro wheel (test_real_kernels.py runs the kernel itself)."""
+    from tinyseg_plugin.checks.verify import verify
+
+    g = build_graph(synth.float_stages_unet())
+    assert stream.stage_gaps(g) == []
+    choice = stream_search.choose_streaming(g, kernel_only=True)
+    assert choice.streamed is not None
+    streamed = choice.streamed.graph
+    assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
+    stages = sorted(st.op for op in streamed.operators for st in customops.decode(op).stages)
+    assert stages == sorted(op.opcode for op in g.operators)
+    v = verify(g, streamed, runs=2)
+    assert v.identical, v.detail
