@@ -721,3 +721,16 @@ def float_stages_unet(seed: int = 0, h: int = 24, w: int = 20) -> "fb.ModelT":
     d = b._tensor([1, h, w, 4], "FLOAT32", "dequantized")
     b._op("DEQUANTIZE", [c8], [d])
     return b.build([y, b.relu(d)])
+
+
+def float_geometry_chain(seed: int = 0) -> "fb.ModelT":
+    """Float32 stages over odd sizes: a strided convolution, a 5x5 depthwise convolution with
+    depth multiplier 2, a dilated VALID convolution, SAME pools of stride 2 and 1 and a channel
+    concatenation of two of them (row windows with padding at both ends)."""
+    b = ModelBuilder(dtype="FLOAT32", seed=seed)
+    a = b.conv(b.input([1, 29, 23, 4]), 8, stride=2)
+    d = b.depthwise(a, k=5, multiplier=2)
+    e = b.conv(d, 8, dilation=2, padding=VALID)
+    av = b.pool(e, "AVERAGE_POOL_2D", k=3, stride=2, padding=SAME)
+    mx = b.pool(e, "MAX_POOL_2D", k=3, stride=2, padding=SAME)
+    return b.build([b.conv(b.concat([av, mx]), 3, k=1, relu=False)])

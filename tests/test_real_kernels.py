@@ -388,3 +388,13 @@ def test_float32_unets_stream_in_the_real_kernels(tflm_dir: str, seed: int) -> N
     assert any(op.opcode == customops.STREAM_CHAIN for op in opt.operators)
     v = verify(graph, opt, runs=2, seed=seed, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_float32_geometry_streams_bit_exact_in_the_real_kernels(tflm_dir: str, seed: int) -> None:
+    """Float32 stages over odd sizes, strides, dilation, a depth multiplier and SAME pools."""
+    graph = build_graph(synth.float_geometry_chain(seed))
+    opt = _optimized(graph)
+    assert all(op.opcode == customops.STREAM_CHAIN for op in opt.operators)
+    v = verify(graph, opt, runs=2, seed=seed, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
