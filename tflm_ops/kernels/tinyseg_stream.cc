@@ -149,8 +149,7 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   TF_LITE_ENSURE_STATUS(
       PrepareStageCommon(context, node, d, tab, index, st, operand_next, edge_next, &a));
   StageSlot& g = tab.stage(index);
-  const Rows rows =
-      tab.tensor(g.input).type == kTfLiteFloat32 ? Rows::kFloat32 : Rows::kQuantized;
+  const Rows rows = tab.tensor(g.input).type == kTfLiteFloat32 ? Rows::kFloat32 : Rows::kQuantized;
   g.entry = FindStage(g.op, rows);
   if (g.entry < 0) {
     MicroPrintf("StreamChain: stage %d is not a stage this kernel computes (on %s rows)",

@@ -160,8 +160,7 @@ TfLiteStatus PrepareFloatWith(const StageArgs& a, StageSlot& g, const TensorSlot
 // The options every convolution stage has, then its constants (filter, bias) to `with`.
 TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g,
                            TfLiteStatus (*with)(const StageArgs&, StageSlot&, const TensorSlot&,
-                                                const TensorSlot&, TfLiteTensor*,
-                                                TfLiteTensor*)) {
+                                                const TensorSlot&, TfLiteTensor*, TfLiteTensor*)) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
@@ -403,8 +402,7 @@ ConvParams FloatConvParams(const ConvStage& c, int32_t pad_top) {
   return ::tinyseg::Status::kOk;
 }
 
-::tinyseg::Status DepthwiseConvFloatRow(const EvalState& v, const StageSlot& g,
-                                        const StageRow& r) {
+::tinyseg::Status DepthwiseConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
   DepthwiseParams p = {};
   p.padding_type = PaddingType::kSame;
@@ -419,18 +417,16 @@ ConvParams FloatConvParams(const ConvStage& c, int32_t pad_top) {
   p.float_activation_max = c.float_max;
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
   const TfLiteEvalTensor* bias = Bias(v, c);
-  reference_ops::DepthwiseConv(p, r.in_shape, reinterpret_cast<const float*>(r.src),
-                               micro::GetTensorShape(filter), micro::GetTensorData<float>(filter),
-                               micro::GetTensorShape(bias),
-                               micro::GetOptionalTensorData<float>(bias), r.out_shape,
-                               reinterpret_cast<float*>(r.dst));
+  reference_ops::DepthwiseConv(
+      p, r.in_shape, reinterpret_cast<const float*>(r.src), micro::GetTensorShape(filter),
+      micro::GetTensorData<float>(filter), micro::GetTensorShape(bias),
+      micro::GetOptionalTensorData<float>(bias), r.out_shape, reinterpret_cast<float*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 
 // As the int8 row: input row lo = y / stride alone, the shifted padding selecting the filter row;
 // TFLM's float TRANSPOSE_CONV accumulates in the output row itself (no scratch).
-::tinyseg::Status TransposeConvFloatRow(const EvalState& v, const StageSlot& g,
-                                        const StageRow& r) {
+::tinyseg::Status TransposeConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
   ConvParams p = FloatConvParams(c, r.y - r.lo * c.stride_h + c.pad_h);
   p.dilation_width_factor = 1;

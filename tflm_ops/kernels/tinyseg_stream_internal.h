@@ -87,7 +87,7 @@ struct ConvStage {
   int32_t pad_h, pad_w;  // TFLM's padding of the whole operator
   int32_t input_offset, output_offset;
   int32_t act_min, act_max;
-  int32_t per_channel;  // offset of multiplier[C] then shift[C] in the pool
+  int32_t per_channel;         // offset of multiplier[C] then shift[C] in the pool
   float float_min, float_max;  // float32 stages: the fused activation's range
 };
 

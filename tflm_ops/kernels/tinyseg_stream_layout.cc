@@ -228,10 +228,10 @@ TfLiteStatus ConcatenationGeometry(const StageArgs& a, StageSlot& g) {
   for (int32_t e = a.first_edge; e < a.end_edge; ++e) {
     const TensorSlot& x = a.tab->tensor(a.tab->edges[e].tensor);
     TF_LITE_ENSURE(context, x.height == out.height && x.width == out.width);
-    TF_LITE_ENSURE_MSG(context,
-                       out.type == kTfLiteFloat32 ||
-                           (x.scale == out.scale && x.zero_point == out.zero_point),
-                       "StreamChain: CONCATENATION requantizes nothing (as TFLM's int8 kernel)");
+    TF_LITE_ENSURE_MSG(
+        context,
+        out.type == kTfLiteFloat32 || (x.scale == out.scale && x.zero_point == out.zero_point),
+        "StreamChain: CONCATENATION requantizes nothing (as TFLM's int8 kernel)");
   }
   int32_t channels = 0;
   for (int32_t k = 0; k < g.operand_count; ++k)

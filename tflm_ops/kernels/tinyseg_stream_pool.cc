@@ -139,8 +139,8 @@ tinyseg_ops::BandPool BandPoolOf(const PoolStage& ps, const StageRow& r, int32_t
   PoolParams p = PoolParamsOf(g.pool, r);
   p.float_activation_min = g.pool.float_min;
   p.float_activation_max = g.pool.float_max;
-  if (!reference_ops::AveragePool(p, r.in_shape, reinterpret_cast<const float*>(r.src),
-                                  r.out_shape, reinterpret_cast<float*>(r.dst))) {
+  if (!reference_ops::AveragePool(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
+                                  reinterpret_cast<float*>(r.dst))) {
     return ::tinyseg::Status::kInvalidArgument;  // a window with no input (TFLM's kernel fails too)
   }
   return ::tinyseg::Status::kOk;
