@@ -725,3 +725,50 @@ def bilinear_seg(
     y = b.conv(b.concat([low, up]), classes, k=1, relu=False)
     final = b.resize_bilinear(y, out or tuple(size), align_corners, half_pixel_centers)
     return b.build([final])
+
+
+def float_stages_unet(seed: int = 0, h: int = 24, w: int = 20) -> "fb.ModelT":
+    """A float32 U-Net with every float32 stage the StreamChain kernel computes (CONV_2D,
+    DEPTHWISE_CONV_2D, RELU6, PAD, MAX_POOL_2D, AVERAGE_POOL_2D, RESIZE_NEAREST_NEIGHBOR, MUL, ADD,
+    RELU, LOGISTIC, TRANSPOSE_CONV, CONCATENATION), and a second output through QUANTIZE
+    float32 -> int8, an int8 convolution and DEQUANTIZE into a float32 RELU."""
+    b = ModelBuilder(dtype="FLOAT32", seed=seed)
+    x = b.input([1, h, w, 3])
+    a = b.conv(x, 8)
+    r6 = b.relu(b.depthwise(a), "RELU6")
+    c = b.conv(b.pad(r6, [[0, 0], [1, 1], [1, 1], [0, 0]]), 8, padding=VALID)
+    av = b.pool(b.pool(c), "AVERAGE_POOL_2D", k=3, stride=1, padding=SAME)
+    size = b._tensor([2], "INT32", "resize/size", np.array([h, w], dtype=np.int32))
+    up = b.activation([1, h, w, 8], "resize")
+    b._op(
+        "RESIZE_NEAREST_NEIGHBOR",
+        [av, size],
+        [up],
+        fb.BuiltinOptions.ResizeNearestNeighborOptions,
+        fb.ResizeNearestNeighborOptionsT(),
+    )
+    s = b.add(b.add(up, a, op="MUL"), b.relu(a))
+    lg = b.activation([1, h, w, 8], "logistic")
+    b._op("LOGISTIC", [s], [lg])
+    y = b.conv(b.concat([lg, b.transpose_conv(b.pool(lg), 8)]), 2, k=1, relu=False)
+    q = b._tensor([1, h, w, 2], "INT8", "quantized", scales=[0.02], zps=[-5])
+    b._op("QUANTIZE", [y], [q])
+    b.dtype, b.act_scale, b.act_zero_point = "INT8", 0.02, -5  # the int8 convolution's tensors
+    c8 = b.conv(q, 4)
+    b.dtype = "FLOAT32"
+    d = b._tensor([1, h, w, 4], "FLOAT32", "dequantized")
+    b._op("DEQUANTIZE", [c8], [d])
+    return b.build([y, b.relu(d)])
+
+
+def float_geometry_chain(seed: int = 0) -> "fb.ModelT":
+    """Float32 stages over odd sizes: a strided convolution, a 5x5 depthwise convolution with
+    depth multiplier 2, a dilated VALID convolution, SAME pools of stride 2 and 1 and a channel
+    concatenation of two of them (row windows with padding at both ends)."""
+    b = ModelBuilder(dtype="FLOAT32", seed=seed)
+    a = b.conv(b.input([1, 29, 23, 4]), 8, stride=2)
+    d = b.depthwise(a, k=5, multiplier=2)
+    e = b.conv(d, 8, dilation=2, padding=VALID)
+    av = b.pool(e, "AVERAGE_POOL_2D", k=3, stride=2, padding=SAME)
+    mx = b.pool(e, "MAX_POOL_2D", k=3, stride=2, padding=SAME)
+    return b.build([b.conv(b.concat([av, mx]), 3, k=1, relu=False)])

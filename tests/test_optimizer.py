@@ -239,7 +239,7 @@ def test_many_tensors_and_float32() -> None:
     assert verify(g, r.graph, runs=1).identical
     f = build_graph(synth.tiny_unet_like(dtype="FLOAT32"))
     rf = optimize(f, Options())
-    assert rf.plan.head < rf.original.head and any(s.bytes for s in rf.spills)
+    assert rf.plan.head < rf.original.head and rf.chains  # float32 stages stream
     assert verify(f, rf.graph, runs=1).identical
 
 

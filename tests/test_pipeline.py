@@ -42,22 +42,28 @@ def test_the_run_carries_the_search_limits(tiny_unet: Path) -> None:
 
 
 def test_the_table_and_report_name_what_kept_chains_short() -> None:
-    """A float32 U-Net: every row-local operator is left out of chains (the kernel's stages are
-    int8), and the table and the report say so, operator by operator; an int8 one: nothing."""
+    """A float32 SUB (not among the kernel's float32 stages) is left out of chains, and the table
+    lines say so, operator by operator; a float32 or int8 U-Net streams every operator."""
     import synth
 
+    from tinyseg_plugin.ir.graph import build_graph
     from tinyseg_plugin.ir.modelio import model_to_bytes
-    from tinyseg_plugin.report.steps import report_dict, steps_table
+    from tinyseg_plugin.report.steps import not_streamed_lines, report_dict, steps_table
+    from tinyseg_plugin.transforms.stream import stage_gaps
 
-    data = model_to_bytes(synth.tiny_unet_like(0, dtype="FLOAT32"))
-    out = pipeline.optimize(data, pipeline.Run(Options(), runs=None), "float_unet")
-    gaps = out.result.not_streamed
-    assert gaps and all("FLOAT32" in g.reason for g in gaps)
-    table = steps_table(out.result)
-    assert f"not streamed: {len(gaps)} row-local operators" in table
-    assert "the kernel's stages are int8" in table
-    report = report_dict(out.result, "float_unet", "out", None)
-    assert [g["operator"] for g in report["not_streamed"]] == [g.operator for g in gaps]
+    b = synth.ModelBuilder(dtype="FLOAT32")  # a small U-Net whose skip joins by SUB
+    x1 = b.conv(b.conv(b.input([1, 80, 120, 3]), 8), 8)
+    y = b.conv(b.add(x1, b.transpose_conv(b.conv(b.pool(x1), 16), 8), op="SUB"), 8)
+    gaps = stage_gaps(build_graph(b.build([b.conv(y, 1, k=1, relu=False)])))
+    assert [g.opcode for g in gaps] == ["SUB"] and "FLOAT32" in gaps[0].reason
+    table = "\n".join(not_streamed_lines(gaps))
+    assert "not streamed: 1 row-local operators" in table
+    assert "the kernel's stages are int8, and float32 for" in table
+    f32 = model_to_bytes(synth.tiny_unet_like(0, dtype="FLOAT32"))
+    out32 = pipeline.optimize(f32, pipeline.Run(Options(), runs=None), "float_unet")
+    assert out32.result.not_streamed == [] and out32.result.chains
+    report = report_dict(out32.result, "float_unet", "out", None)
+    assert report["not_streamed"] == []
     int8 = model_to_bytes(synth.tiny_unet_like(0, dtype="INT8"))
     out8 = pipeline.optimize(int8, pipeline.Run(Options(), runs=None), "int8_unet")
     assert out8.result.not_streamed == []

@@ -423,3 +423,59 @@ def test_the_real_kernel_check_with_the_originals_outputs_cached(
     monkeypatch.setattr(output_cache, "file_digest", lambda path: "another runner")
     assert verify(graph, opt, runs=1, tflm_dir=tflm_dir).identical
     assert len(models) == 7  # another runner: the original ran again
+
+
+FLOAT_STAGES = {
+    "CONV_2D": 4,
+    "DEPTHWISE_CONV_2D": 1,
+    "RELU6": 1,
+    "PAD": 1,
+    "MAX_POOL_2D": 2,
+    "AVERAGE_POOL_2D": 1,
+    "RESIZE_NEAREST_NEIGHBOR": 1,
+    "MUL": 1,
+    "ADD": 1,
+    "RELU": 2,
+    "LOGISTIC": 1,
+    "TRANSPOSE_CONV": 1,
+    "CONCATENATION": 1,
+    "QUANTIZE": 1,
+    "DEQUANTIZE": 1,
+}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_float32_stages_stream_bit_exact_in_the_real_kernels(tflm_dir: str, seed: int) -> None:
+    """Every float32 stage, QUANTIZE float32 -> int8 and DEQUANTIZE into a float32 stage, inside
+    StreamChains TFLM runs with TinySeg's kernels: outputs identical to the unfused graph's."""
+    graph = build_graph(synth.float_stages_unet(seed))
+    opt = _optimized(graph)
+    stages = [
+        st.op
+        for op in opt.operators
+        if op.opcode == customops.STREAM_CHAIN
+        for st in customops.decode(op).stages
+    ]
+    assert {k: stages.count(k) for k in FLOAT_STAGES} == FLOAT_STAGES
+    v = verify(graph, opt, runs=2, seed=seed, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_float32_unets_stream_in_the_real_kernels(tflm_dir: str, seed: int) -> None:
+    """Float32 random U-Nets: every row-local operator inside a StreamChain, bit-exact."""
+    graph = build_graph(synth.random_unet(seed, dtype="FLOAT32"))
+    opt = _optimized(graph)
+    assert any(op.opcode == customops.STREAM_CHAIN for op in opt.operators)
+    v = verify(graph, opt, runs=2, seed=seed, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_float32_geometry_streams_bit_exact_in_the_real_kernels(tflm_dir: str, seed: int) -> None:
+    """Float32 stages over odd sizes, strides, dilation, a depth multiplier and SAME pools."""
+    graph = build_graph(synth.float_geometry_chain(seed))
+    opt = _optimized(graph)
+    assert all(op.opcode == customops.STREAM_CHAIN for op in opt.operators)
+    v = verify(graph, opt, runs=2, seed=seed, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail

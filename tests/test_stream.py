@@ -431,9 +431,18 @@ def test_empty_tensors_are_not_streamed():
         ("CONV_2D", ["INT8"], "INT8", ["INT8", "INT32"], True),
         ("CONV_2D", ["INT8"], "INT8", ["INT8", None], True),
         ("CONV_2D", ["INT16"], "INT16", ["INT8", "INT64"], False),  # int8 only
-        ("CONV_2D", ["FLOAT32"], "FLOAT32", ["FLOAT32", "FLOAT32"], False),
+        ("CONV_2D", ["FLOAT32"], "FLOAT32", ["FLOAT32", "FLOAT32"], True),  # float32 stages
+        ("CONV_2D", ["FLOAT32"], "FLOAT32", ["INT8", "INT32"], False),  # float32 filter and bias
+        ("CONV_2D", ["INT8"], "INT8", ["FLOAT32", "FLOAT32"], False),
+        ("CONV_2D", ["INT8"], "FLOAT32", ["FLOAT32", "FLOAT32"], False),  # one type of rows
+        ("TRANSPOSE_CONV", ["FLOAT32"], "FLOAT32", ["INT32", "FLOAT32", None], True),
+        ("ADD", ["FLOAT32", "INT8"], "FLOAT32", [], False),
+        ("SUB", ["FLOAT32", "FLOAT32"], "FLOAT32", [], False),  # int8 only
+        ("TANH", ["FLOAT32"], "FLOAT32", [], False),  # int8 only
+        ("PADV2", ["FLOAT32"], "FLOAT32", ["INT32", "FLOAT32"], False),  # int8 only
         ("QUANTIZE", ["UINT8"], "INT8", [], True),
-        ("QUANTIZE", ["FLOAT32"], "INT8", [], False),
+        ("QUANTIZE", ["FLOAT32"], "INT8", [], True),  # an int8 chain from a float32 tensor
+        ("QUANTIZE", ["FLOAT32"], "INT16", [], False),
         ("ADD", ["INT8", "INT8"], "INT8", [], True),
         ("ADD", ["INT8"], "INT8", [], False),  # two operands
         ("PRELU", ["INT8"], "INT8", ["INT8"], True),
@@ -443,7 +452,7 @@ def test_empty_tensors_are_not_streamed():
         ("AVERAGE_POOL_2D", ["INT8"], "INT8", [], True),
         ("PAD", ["INT8"], "INT8", ["INT32"], True),
         ("PAD", ["INT8"], "INT8", ["INT64"], False),  # TFLM's PAD reads the paddings as int32
-        ("PAD", ["FLOAT32"], "FLOAT32", ["INT32"], False),  # int8 only
+        ("PAD", ["FLOAT32"], "FLOAT32", ["INT32"], True),
         ("PAD", ["INT8"], "INT8", [], False),  # the paddings are a constant input
         ("MIRROR_PAD", ["INT8"], "INT8", ["INT32"], False),
         ("RELU", ["INT8"], "INT8", [], True),
@@ -460,8 +469,7 @@ def test_empty_tensors_are_not_streamed():
         ("DEQUANTIZE", ["INT16"], "FLOAT32", [], False),  # int8 only
         ("DEQUANTIZE", ["UINT8"], "FLOAT32", [], False),
         ("DEQUANTIZE", ["INT8"], "INT8", [], False),
-        ("RELU", ["FLOAT32"], "FLOAT32", [], False),  # no stage reads float32 rows ...
-        ("QUANTIZE", ["FLOAT32"], "INT8", [], False),  # ... so a DEQUANTIZE writes a chain output
+        ("RELU", ["FLOAT32"], "FLOAT32", [], True),  # float32 stages read a DEQUANTIZE's rows
         ("TANH", ["INT8"], "INT8", [], True),
         ("HARD_SWISH", ["INT8"], "INT8", [], True),
         ("LEAKY_RELU", ["INT8"], "INT8", [], True),
@@ -725,3 +733,21 @@ def test_analyze_lists_the_chains_of_a_streamed_model(tmp_path, capsys):
     rows = [ln for ln in section.splitlines()[1:] if ln.startswith("  op ")]
     assert len(rows) == len(choice.streamed.chains) and all(len(ln) <= 100 for ln in rows)
     assert "row spills to slots 0" in rows[0] and "QUANTIZE > CONV_2D" in rows[0]
+
+
+def test_float32_stages_are_streamed_bit_exact():
+    """A float32 U-Net with every float32 stage, QUANTIZE float32 -> int8 and DEQUANTIZE into a
+    float32 RELU: the search puts every operator inside StreamChains and the lowered chains match
+    the unfused graph in the tflite-micro wheel (test_real_kernels.py runs the kernel itself)."""
+    from tinyseg_plugin.checks.verify import verify
+
+    g = build_graph(synth.float_stages_unet())
+    assert stream.stage_gaps(g) == []
+    choice = stream_search.choose_streaming(g, kernel_only=True)
+    assert choice.streamed is not None
+    streamed = choice.streamed.graph
+    assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
+    stages = sorted(st.op for op in streamed.operators for st in customops.decode(op).stages)
+    assert stages == sorted(op.opcode for op in g.operators)
+    v = verify(g, streamed, runs=2)
+    assert v.identical, v.detail

@@ -290,7 +290,8 @@ inline bool LookupTableStage(StageOp op) {
 inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {
   return (in == kTfLiteUInt8 && out == kTfLiteInt8) ||
          (in == kTfLiteInt8 && out == kTfLiteUInt8) ||
-         (in == kTfLiteInt8 && out == kTfLiteInt8);
+         (in == kTfLiteInt8 && out == kTfLiteInt8) ||
+         (in == kTfLiteFloat32 && out == kTfLiteInt8);
 }
 
 // DEQUANTIZE stages: the (input, output) types computed.

@@ -46,38 +46,55 @@ namespace tflite {
 namespace tinyseg_stream {
 namespace {
 
-// Every stage operator the kernel computes: its family's Prepare and Row.
+// Every stage the kernel computes, by operator and the type of its rows: its family's Prepare and
+// Row.
 constexpr StageEntry kStages[] = {
-    {StageOp::kConv2d, PrepareConv, ConvRow},
-    {StageOp::kDepthwiseConv2d, PrepareConv, DepthwiseConvRow},
-    {StageOp::kTransposeConv, PrepareConv, TransposeConvRow},
-    {StageOp::kMaxPool2d, PreparePool, MaxPoolRow},
-    {StageOp::kAveragePool2d, PreparePool, AveragePoolRow},
-    {StageOp::kAdd, PrepareArithmetic, ArithmeticRow},
-    {StageOp::kSub, PrepareArithmetic, ArithmeticRow},
-    {StageOp::kMul, PrepareArithmetic, ArithmeticRow},
-    {StageOp::kQuantize, PrepareQuantize, QuantizeRow},
-    {StageOp::kDequantize, PrepareDequantize, DequantizeRow},
-    {StageOp::kLogistic, PrepareSigmoid, LogisticRow},
-    {StageOp::kTanh, PrepareSigmoid, TanhRow},
-    {StageOp::kRelu, PrepareRelu, ReluRow},
-    {StageOp::kRelu6, PrepareRelu6, Relu6Row},
-    {StageOp::kHardSwish, PrepareHardSwish, HardSwishRow},
-    {StageOp::kLeakyRelu, PrepareLeakyRelu, LeakyReluRow},
-    {StageOp::kPrelu, PreparePrelu, PreluRow},
-    {StageOp::kElu, PrepareElu, EluRow},
-    {StageOp::kPad, PreparePad, PadRow},
-    {StageOp::kPadv2, PreparePad, PadRow},
-    {StageOp::kResizeNearestNeighbor, PrepareResize, ResizeRow},
-    {StageOp::kResizeBilinear, PrepareResizeBilinear, ResizeBilinearRow},
-    {StageOp::kConcatenation, PrepareConcatenation, ConcatenationRow},
+    {StageOp::kConv2d, Rows::kQuantized, PrepareConv, ConvRow},
+    {StageOp::kDepthwiseConv2d, Rows::kQuantized, PrepareConv, DepthwiseConvRow},
+    {StageOp::kTransposeConv, Rows::kQuantized, PrepareConv, TransposeConvRow},
+    {StageOp::kMaxPool2d, Rows::kQuantized, PreparePool, MaxPoolRow},
+    {StageOp::kAveragePool2d, Rows::kQuantized, PreparePool, AveragePoolRow},
+    {StageOp::kAdd, Rows::kQuantized, PrepareArithmetic, ArithmeticRow},
+    {StageOp::kSub, Rows::kQuantized, PrepareArithmetic, ArithmeticRow},
+    {StageOp::kMul, Rows::kQuantized, PrepareArithmetic, ArithmeticRow},
+    {StageOp::kQuantize, Rows::kQuantized, PrepareQuantize, QuantizeRow},
+    {StageOp::kDequantize, Rows::kQuantized, PrepareDequantize, DequantizeRow},
+    {StageOp::kLogistic, Rows::kQuantized, PrepareSigmoid, LogisticRow},
+    {StageOp::kTanh, Rows::kQuantized, PrepareSigmoid, TanhRow},
+    {StageOp::kRelu, Rows::kQuantized, PrepareRelu, ReluRow},
+    {StageOp::kRelu6, Rows::kQuantized, PrepareRelu6, Relu6Row},
+    {StageOp::kHardSwish, Rows::kQuantized, PrepareHardSwish, HardSwishRow},
+    {StageOp::kLeakyRelu, Rows::kQuantized, PrepareLeakyRelu, LeakyReluRow},
+    {StageOp::kPrelu, Rows::kQuantized, PreparePrelu, PreluRow},
+    {StageOp::kElu, Rows::kQuantized, PrepareElu, EluRow},
+    {StageOp::kPad, Rows::kQuantized, PreparePad, PadRow},
+    {StageOp::kPadv2, Rows::kQuantized, PreparePad, PadRow},
+    {StageOp::kResizeNearestNeighbor, Rows::kQuantized, PrepareResize, ResizeRow},
+    {StageOp::kResizeBilinear, Rows::kQuantized, PrepareResizeBilinear, ResizeBilinearRow},
+    {StageOp::kConcatenation, Rows::kQuantized, PrepareConcatenation, ConcatenationRow},
+    // float32 rows: TFLM's reference float arithmetic (a CMSIS-NN build too: TFLM's CMSIS-NN
+    // kernels compute float32 with the reference code as well).
+    {StageOp::kConv2d, Rows::kFloat32, PrepareConvFloat, ConvFloatRow},
+    {StageOp::kDepthwiseConv2d, Rows::kFloat32, PrepareConvFloat, DepthwiseConvFloatRow},
+    {StageOp::kTransposeConv, Rows::kFloat32, PrepareConvFloat, TransposeConvFloatRow},
+    {StageOp::kConcatenation, Rows::kFloat32, PrepareConcatenationFloat, ConcatenationRow},
+    {StageOp::kAdd, Rows::kFloat32, PrepareArithmeticFloat, ArithmeticFloatRow},
+    {StageOp::kMul, Rows::kFloat32, PrepareArithmeticFloat, ArithmeticFloatRow},
+    {StageOp::kMaxPool2d, Rows::kFloat32, PreparePoolFloat, MaxPoolFloatRow},
+    {StageOp::kAveragePool2d, Rows::kFloat32, PreparePoolFloat, AveragePoolFloatRow},
+    {StageOp::kResizeNearestNeighbor, Rows::kFloat32, PrepareResizeFloat, ResizeFloatRow},
+    {StageOp::kRelu, Rows::kFloat32, PrepareSameShapeFloat, ReluFloatRow},
+    {StageOp::kRelu6, Rows::kFloat32, PrepareSameShapeFloat, Relu6FloatRow},
+    {StageOp::kLogistic, Rows::kFloat32, PrepareSameShapeFloat, LogisticFloatRow},
+    {StageOp::kPad, Rows::kFloat32, PreparePadFloat, PadFloatRow},
+    {StageOp::kQuantize, Rows::kFloat32, PrepareQuantizeFloat, QuantizeFloatRow},
 };
 constexpr int32_t kNumStages = static_cast<int32_t>(sizeof(kStages) / sizeof(kStages[0]));
 
-// kStages' entry for an operator; -1 for one the kernel does not compute.
-int32_t FindStage(StageOp op) {
+// kStages' entry for an operator on rows of this type; -1 for one the kernel does not compute.
+int32_t FindStage(StageOp op, Rows rows) {
   for (int32_t i = 0; i < kNumStages; ++i) {
-    if (kStages[i].op == op) return i;
+    if (kStages[i].op == op && kStages[i].rows == rows) return i;
   }
   return -1;
 }
@@ -133,10 +150,11 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   TF_LITE_ENSURE_STATUS(
       PrepareStageCommon(context, node, d, tab, index, st, operand_next, edge_next, &a));
   StageSlot& g = tab.stage(index);
-  g.entry = FindStage(g.op);
+  const Rows rows = tab.tensor(g.input).type == kTfLiteFloat32 ? Rows::kFloat32 : Rows::kQuantized;
+  g.entry = FindStage(g.op, rows);
   if (g.entry < 0) {
-    MicroPrintf("StreamChain: stage %d is not a stage this kernel computes",
-                static_cast<int>(index));
+    MicroPrintf("StreamChain: stage %d is not a stage this kernel computes (on %s rows)",
+                static_cast<int>(index), rows == Rows::kFloat32 ? "float32" : "quantized");
     return kTfLiteError;
   }
   return kStages[g.entry].prepare(a, g);

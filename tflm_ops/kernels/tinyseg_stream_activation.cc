@@ -1,7 +1,8 @@
 // StreamChain's activation family (tinyseg_stream_internal.h): the stages that map each element of
 // a row on its own -- QUANTIZE, DEQUANTIZE, LOGISTIC, TANH, RELU, RELU6, HARD_SWISH, LEAKY_RELU,
 // PRELU (alpha broadcast along height) and ELU -- with the parameters TFLM's own Prepare computes
-// and TFLM's reference arithmetic on the row.
+// and TFLM's reference arithmetic on the row; float32 RELU, RELU6 and LOGISTIC and QUANTIZE
+// float32 -> int8 as TFLM's float paths compute them.
 #include <cmath>
 
 #include "tensorflow/lite/c/builtin_op_data.h"
@@ -14,7 +15,9 @@
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/logistic.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/tanh.h"
 #include "tensorflow/lite/kernels/internal/reference/leaky_relu.h"
+#include "tensorflow/lite/kernels/internal/reference/logistic.h"
 #include "tensorflow/lite/kernels/internal/reference/prelu.h"
+#include "tensorflow/lite/kernels/internal/reference/quantize.h"
 #include "tensorflow/lite/kernels/internal/reference/requantize.h"
 #include "tensorflow/lite/kernels/internal/types.h"
 #include "tensorflow/lite/kernels/kernel_util.h"
@@ -70,8 +73,7 @@ TfLiteStatus PrepareQuantize(const StageArgs& a, StageSlot& g) {
 }
 
 // DequantizePrepare's parameters for int8 -> float32 (the input's zero point, and its scale
-// widened to double at Eval). No stage reads float32 rows, so its output is one of the chain's
-// outputs, written whole.
+// widened to double at Eval). Its float32 rows are a chain output or the input of float32 stages.
 TfLiteStatus PrepareDequantize(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
@@ -81,8 +83,6 @@ TfLiteStatus PrepareDequantize(const StageArgs& a, StageSlot& g) {
                                                      static_cast<TfLiteType>(out.type)),
                      "StreamChain: DEQUANTIZE types not computed");
   TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
-  TF_LITE_ENSURE_MSG(context, out.kind == Kind::kNodeOutput,
-                     "StreamChain: a DEQUANTIZE stage writes one of the chain's outputs");
   g.quantize.input_offset = in.zero_point;
   return kTfLiteOk;
 }
@@ -94,6 +94,58 @@ TfLiteStatus PrepareDequantize(const StageArgs& a, StageSlot& g) {
   p.scale = static_cast<double>(r.in->scale);
   reference_ops::Dequantize(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src), r.out_shape,
                             reinterpret_cast<float*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// QUANTIZE float32 -> int8 (quantize_common.cc: the output's zero point, its scale widened to
+// double), so an int8 chain can start at a float32 tensor.
+TfLiteStatus PrepareQuantizeFloat(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_MSG(context,
+                     contract::StreamQuantizeTypes(static_cast<TfLiteType>(in.type),
+                                                   static_cast<TfLiteType>(out.type)),
+                     "StreamChain: QUANTIZE types not computed");
+  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  g.quantize.output_offset = out.zero_point;
+  return kTfLiteOk;
+}
+
+::tinyseg::Status QuantizeFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  QuantizationParams p;
+  p.zero_point = g.quantize.output_offset;
+  p.scale = static_cast<double>(r.out->scale);
+  reference_ops::AffineQuantize(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
+                                reinterpret_cast<int8_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ float32 RELU, RELU6, LOGISTIC
+
+// Float32 rows of the input's shape; nothing to compute ahead (TFLM's float paths take no
+// parameters).
+TfLiteStatus PrepareSameShapeFloat(const StageArgs& a, StageSlot& g) {
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireFloat32(a, out));
+  return RequireSameShape(a.context, a.tab->tensor(g.input), out);
+}
+
+::tinyseg::Status ReluFloatRow(const EvalState&, const StageSlot&, const StageRow& r) {
+  ReluFloat(r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
+            reinterpret_cast<float*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+::tinyseg::Status Relu6FloatRow(const EvalState&, const StageSlot&, const StageRow& r) {
+  Relu6Float(r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
+             reinterpret_cast<float*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+::tinyseg::Status LogisticFloatRow(const EvalState&, const StageSlot&, const StageRow& r) {
+  reference_ops::Logistic(r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
+                          reinterpret_cast<float*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 

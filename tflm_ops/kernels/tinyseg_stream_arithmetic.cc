@@ -2,13 +2,16 @@
 // the parameters TFLM's own Prepare computes (add_common.cc, sub_common.cc, mul_common.cc) for
 // inputs broadcast across width and channels as TFLM's kernels do, along rows only a constant of
 // one row. A row without broadcast goes through CMSIS-NN's elementwise functions in a CMSIS-NN
-// build (ADD, MUL); otherwise TFLM's reference arithmetic.
+// build (ADD, MUL); otherwise TFLM's reference arithmetic. Float32 ADD and MUL: TFLM's reference
+// float arithmetic in every build (add.cc's EvalAdd, mul_common.cc's EvalMulFloatReference).
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/common.h"
 #include "tensorflow/lite/kernels/internal/quantization_util.h"
+#include "tensorflow/lite/kernels/internal/reference/add.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/add.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/mul.h"
+#include "tensorflow/lite/kernels/internal/reference/mul.h"
 #include "tensorflow/lite/kernels/internal/reference/sub.h"
 #include "tensorflow/lite/kernels/internal/types.h"
 #include "tensorflow/lite/kernels/kernel_util.h"
@@ -23,7 +26,8 @@ namespace {
 
 // Each operand broadcasts to the output: a constant of one row, or an activation of the output's
 // height; width and channels 1 or the output'ar.
-TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorSlot& out) {
+TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorSlot& out,
+                           TfLiteType type) {
   TfLiteContext* context = a.context;
   MicroContext* mc = GetMicroContext(context);
   for (int32_t k = 0; k < 2; ++k) {
@@ -35,7 +39,7 @@ TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorS
       TF_LITE_ENSURE(context, t != nullptr);
       const int rank = t->dims->size;
       for (int j = 0; j < rank && rank <= 4; ++j) dims[4 - rank + j] = t->dims->data[j];
-      const bool ok = rank <= 4 && t->type == kTfLiteInt8;
+      const bool ok = rank <= 4 && t->type == type;
       mc->DeallocateTempTfLiteTensor(t);
       TF_LITE_ENSURE_MSG(context, ok && dims[1] == 1,
                          "StreamChain: a constant ADD/SUB/MUL operand has one row");
@@ -95,7 +99,7 @@ TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g) {
   TF_LITE_ENSURE_MSG(context, g.operand_count == 2,
                      "StreamChain: ADD, SUB and MUL take two inputs");
   ar.input2 = a.tab->operands[g.operand_begin + 1];
-  TF_LITE_ENSURE_STATUS(CheckOperands(a, g, out));
+  TF_LITE_ENSURE_STATUS(CheckOperands(a, g, out, kTfLiteInt8));
   const TensorSlot& in1 = a.tab->tensor(a.tab->operands[g.operand_begin]);
   const TensorSlot& in2 = a.tab->tensor(ar.input2);
   ar.input1_offset = -in1.zero_point;
@@ -210,6 +214,48 @@ ArithmeticParams ParamsOf(StageOp op, const ArithmeticStage& ar) {
     reference_integer_ops::Mul(p, os, a, os, b, os, o);
   } else {
     reference_integer_ops::BroadcastMul4DSlow(p, shapes[0], a, shapes[1], b, os, o);
+  }
+  return ::tinyseg::Status::kOk;
+}
+
+// Float32 ADD and MUL: the operands' shapes and the activation's range (CalculateActivationRange).
+TfLiteStatus PrepareArithmeticFloat(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireFloat32(a, out));
+  TF_LITE_ENSURE_MSG(context, g.operand_count == 2, "StreamChain: ADD and MUL take two inputs");
+  g.arith.input2 = a.tab->operands[g.operand_begin + 1];
+  TF_LITE_ENSURE_STATUS(CheckOperands(a, g, out, kTfLiteFloat32));
+  CalculateActivationRange(a.f.activation, &g.arith.float_min, &g.arith.float_max);
+  return kTfLiteOk;
+}
+
+// As TFLM's float kernels: the elementwise function without broadcast, else the broadcasting one
+// (each output element is the same one operation and clamp either way).
+::tinyseg::Status ArithmeticFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const uint8_t* data[2] = {nullptr, nullptr};
+  RuntimeShape shapes[2];
+  bool same = true;
+  for (int32_t k = 0; k < 2; ++k) {
+    TINYSEG_RETURN_IF_ERROR(Operand(v, g, r, k, &data[k], &shapes[k], &same));
+  }
+  const auto* a = reinterpret_cast<const float*>(data[0]);
+  const auto* b = reinterpret_cast<const float*>(data[1]);
+  auto* o = reinterpret_cast<float*>(r.dst);
+  ArithmeticParams p = {};
+  p.float_activation_min = g.arith.float_min;
+  p.float_activation_max = g.arith.float_max;
+  const RuntimeShape& os = r.out_shape;
+  if (g.op == StageOp::kAdd) {
+    if (same) {
+      reference_ops::Add(p, os, a, os, b, os, o);
+    } else {
+      reference_ops::BroadcastAdd4DSlow(p, shapes[0], a, shapes[1], b, os, o);
+    }
+  } else if (same) {
+    reference_ops::Mul(p, os, a, os, b, os, o);
+  } else {
+    reference_ops::BroadcastMul4DSlow(p, shapes[0], a, shapes[1], b, os, o);
   }
   return ::tinyseg::Status::kOk;
 }

@@ -464,6 +464,18 @@ TfLiteStatus RequireInt8(const StageArgs& a, const TensorSlot& out) {
   return kTfLiteOk;
 }
 
+// Float32 stages read and write float32 rows only.
+TfLiteStatus RequireFloat32(const StageArgs& a, const TensorSlot& out) {
+  TfLiteContext* context = a.context;
+  TF_LITE_ENSURE_MSG(context, out.type == kTfLiteFloat32,
+                     "StreamChain: a float32 stage writes float32 rows");
+  for (int32_t e = a.first_edge; e < a.end_edge; ++e) {
+    TF_LITE_ENSURE_MSG(context, a.tab->tensor(a.tab->edges[e].tensor).type == kTfLiteFloat32,
+                       "StreamChain: a float32 stage reads float32 rows only");
+  }
+  return kTfLiteOk;
+}
+
 TfLiteStatus RequireSameShape(TfLiteContext* context, const TensorSlot& in, const TensorSlot& out) {
   TF_LITE_ENSURE(context,
                  in.height == out.height && in.width == out.width && in.channels == out.channels);

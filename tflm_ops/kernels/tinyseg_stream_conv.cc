@@ -2,13 +2,17 @@
 // (tinyseg_stream_internal.h). Prepare computes what TFLM's own Prepare does for an int8 filter,
 // an optional int32 bias and per-channel requantization (the multipliers and shifts in the pool);
 // a row runs TFLM's reference arithmetic on the band of input rows, or CMSIS-NN's in a CMSIS-NN
-// build (tinyseg_stream_cmsis.h).
+// build (tinyseg_stream_cmsis.h). Float32 stages (a float32 filter and bias) run TFLM's reference
+// float arithmetic in every build, as TFLM's own kernels do.
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/common.h"
+#include "tensorflow/lite/kernels/internal/reference/conv.h"
+#include "tensorflow/lite/kernels/internal/reference/depthwiseconv_float.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/conv.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/depthwise_conv.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/transpose_conv.h"
+#include "tensorflow/lite/kernels/internal/reference/transpose_conv.h"
 #include "tensorflow/lite/kernels/internal/types.h"
 #include "tensorflow/lite/kernels/kernel_util.h"
 #include "tensorflow/lite/kernels/padding.h"
@@ -123,11 +127,43 @@ TfLiteStatus PrepareWith(const StageArgs& a, StageSlot& g, const TensorSlot& in,
 
 }  // namespace
 
-TfLiteStatus PrepareConv(const StageArgs& a, StageSlot& g) {
+namespace {
+
+// The float32 filter and bias, the geometry and the activation's range (conv.cc's
+// ConvParamsFloat: CalculateActivationRange). The pool entries are taken as for int8 stages
+// (customops.stream_chain_body_bytes counts them by operator) and left unused.
+TfLiteStatus PrepareFloatWith(const StageArgs& a, StageSlot& g, const TensorSlot& in,
+                              const TensorSlot& out, TfLiteTensor* filter, TfLiteTensor* bias) {
+  ConvStage& c = g.conv;
+  const bool depthwise = g.op == StageOp::kDepthwiseConv2d;
+  const bool types_ok =
+      filter->type == kTfLiteFloat32 && filter->dims->size == 4 &&
+      filter->dims->data[depthwise ? 3 : 0] == out.channels &&
+      (!depthwise || (filter->dims->data[0] == 1 && out.channels % in.channels == 0)) &&
+      (bias == nullptr || (bias->type == kTfLiteFloat32 && NumElements(bias) == out.channels));
+  if (!types_ok) {
+    MicroPrintf("StreamChain: a float32 convolution stage needs a float32 filter and bias");
+    return kTfLiteError;
+  }
+  c.filter_h = filter->dims->data[1];
+  c.filter_w = filter->dims->data[2];
+  if (!Geometry(a, g, in, out, filter)) {
+    MicroPrintf("StreamChain: stage %d's geometry does not match", static_cast<int>(a.index));
+    return kTfLiteError;
+  }
+  TF_LITE_ENSURE_STATUS(TakePool(a.context, *a.d, 2 * static_cast<int64_t>(out.channels),
+                                 a.pool_next, &c.per_channel));
+  CalculateActivationRange(a.f.activation, &c.float_min, &c.float_max);
+  return kTfLiteOk;
+}
+
+// The options every convolution stage has, then its constants (filter, bias) to `with`.
+TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g,
+                           TfLiteStatus (*with)(const StageArgs&, StageSlot&, const TensorSlot&,
+                                                const TensorSlot&, TfLiteTensor*, TfLiteTensor*)) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
   ConvStage& c = g.conv;
   // Constants: CONV_2D and DEPTHWISE_CONV_2D [filter, bias]; TRANSPOSE_CONV [output shape,
   // filter, bias].
@@ -145,10 +181,22 @@ TfLiteStatus PrepareConv(const StageArgs& a, StageSlot& g) {
   TfLiteTensor* filter = mc->AllocateTempInputTensor(a.node, c.filter);
   TF_LITE_ENSURE(context, filter != nullptr);
   TfLiteTensor* bias = c.bias >= 0 ? mc->AllocateTempInputTensor(a.node, c.bias) : nullptr;
-  const TfLiteStatus status = PrepareWith(a, g, in, out, filter, bias);
+  const TfLiteStatus status = with(a, g, in, out, filter, bias);
   mc->DeallocateTempTfLiteTensor(filter);
   if (bias != nullptr) mc->DeallocateTempTfLiteTensor(bias);
   return status;
+}
+
+}  // namespace
+
+TfLiteStatus PrepareConv(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, a.tab->tensor(g.output)));
+  return PrepareConvOf(a, g, PrepareWith);
+}
+
+TfLiteStatus PrepareConvFloat(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
+  return PrepareConvOf(a, g, PrepareFloatWith);
 }
 
 // ------------------------------------------------------------ rows
@@ -318,6 +366,78 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
                  micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
                  micro::GetOptionalTensorData<int32_t>(bias), r.out_shape,
                  reinterpret_cast<int8_t*>(r.dst), RuntimeShape(), nullptr, v.op_scratch);
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ float32 rows
+
+namespace {
+
+// ConvParamsFloat's fields for one band: the band's own top padding `pad_top`.
+ConvParams FloatConvParams(const ConvStage& c, int32_t pad_top) {
+  ConvParams p = {};
+  p.padding_type = PaddingType::kSame;
+  p.padding_values.width = static_cast<int16_t>(c.pad_w);
+  p.padding_values.height = static_cast<int16_t>(pad_top);
+  p.stride_width = static_cast<int16_t>(c.stride_w);
+  p.stride_height = static_cast<int16_t>(c.stride_h);
+  p.dilation_width_factor = static_cast<int16_t>(c.dilation_w);
+  p.dilation_height_factor = static_cast<int16_t>(c.dilation_h);
+  p.float_activation_min = c.float_min;
+  p.float_activation_max = c.float_max;
+  return p;
+}
+
+}  // namespace
+
+::tinyseg::Status ConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const ConvStage& c = g.conv;
+  const ConvParams p = FloatConvParams(c, r.lo - (r.y * c.stride_h - c.pad_h));
+  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
+  const TfLiteEvalTensor* bias = Bias(v, c);
+  reference_ops::Conv(p, r.in_shape, reinterpret_cast<const float*>(r.src),
+                      micro::GetTensorShape(filter), micro::GetTensorData<float>(filter),
+                      micro::GetTensorShape(bias), micro::GetOptionalTensorData<float>(bias),
+                      r.out_shape, reinterpret_cast<float*>(r.dst), RuntimeShape(), nullptr);
+  return ::tinyseg::Status::kOk;
+}
+
+::tinyseg::Status DepthwiseConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const ConvStage& c = g.conv;
+  DepthwiseParams p = {};
+  p.padding_type = PaddingType::kSame;
+  p.padding_values.width = static_cast<int16_t>(c.pad_w);
+  p.padding_values.height = static_cast<int16_t>(r.lo - (r.y * c.stride_h - c.pad_h));
+  p.stride_width = static_cast<int16_t>(c.stride_w);
+  p.stride_height = static_cast<int16_t>(c.stride_h);
+  p.dilation_width_factor = static_cast<int16_t>(c.dilation_w);
+  p.dilation_height_factor = static_cast<int16_t>(c.dilation_h);
+  p.depth_multiplier = static_cast<int16_t>(r.out->channels / r.in->channels);
+  p.float_activation_min = c.float_min;
+  p.float_activation_max = c.float_max;
+  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
+  const TfLiteEvalTensor* bias = Bias(v, c);
+  reference_ops::DepthwiseConv(
+      p, r.in_shape, reinterpret_cast<const float*>(r.src), micro::GetTensorShape(filter),
+      micro::GetTensorData<float>(filter), micro::GetTensorShape(bias),
+      micro::GetOptionalTensorData<float>(bias), r.out_shape, reinterpret_cast<float*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// As the int8 row: input row lo = y / stride alone, the shifted padding selecting the filter row;
+// TFLM's float TRANSPOSE_CONV accumulates in the output row itself (no scratch).
+::tinyseg::Status TransposeConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const ConvStage& c = g.conv;
+  ConvParams p = FloatConvParams(c, r.y - r.lo * c.stride_h + c.pad_h);
+  p.dilation_width_factor = 1;
+  p.dilation_height_factor = 1;
+  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
+  const TfLiteEvalTensor* bias = Bias(v, c);
+  reference_ops::TransposeConv(p, r.in_shape, reinterpret_cast<const float*>(r.src),
+                               micro::GetTensorShape(filter), micro::GetTensorData<float>(filter),
+                               micro::GetTensorShape(bias),
+                               micro::GetOptionalTensorData<float>(bias), r.out_shape,
+                               reinterpret_cast<float*>(r.dst), RuntimeShape(), nullptr);
   return ::tinyseg::Status::kOk;
 }
 

@@ -87,7 +87,8 @@ struct ConvStage {
   int32_t pad_h, pad_w;  // TFLM's padding of the whole operator
   int32_t input_offset, output_offset;
   int32_t act_min, act_max;
-  int32_t per_channel;  // offset of multiplier[C] then shift[C] in the pool
+  int32_t per_channel;         // offset of multiplier[C] then shift[C] in the pool
+  float float_min, float_max;  // float32 stages: the fused activation's range
 };
 
 // MAX_POOL_2D, AVERAGE_POOL_2D (tinyseg_stream_pool.cc).
@@ -96,6 +97,7 @@ struct PoolStage {
   int32_t filter_h, filter_w;
   int32_t pad_h, pad_w;
   int32_t act_min, act_max;
+  float float_min, float_max;  // float32 stages: the fused activation's range
 };
 
 // ADD, SUB, MUL (tinyseg_stream_arithmetic.cc): ArithmeticParams' int8 fields.
@@ -106,6 +108,7 @@ struct ArithmeticStage {
   int32_t input1_multiplier, input2_multiplier, output_multiplier;
   int input1_shift, input2_shift, output_shift;
   int32_t act_min, act_max;
+  float float_min, float_max;  // float32 stages: the fused activation's range
 };
 
 // QUANTIZE (requantize) and DEQUANTIZE (input_offset: the zero point)
@@ -292,8 +295,13 @@ struct StageRow {
 using StagePrepareFn = TfLiteStatus (*)(const StageArgs& a, StageSlot& g);
 using StageRowFn = ::tinyseg::Status (*)(const EvalState& v, const StageSlot& g, const StageRow& r);
 
+// A stage's rows are float32 (its first activation input is float32: the float32 stages and
+// QUANTIZE float32 -> int8) or quantized (int8, and QUANTIZE/DEQUANTIZE from int8 or uint8).
+enum class Rows : int32_t { kQuantized = 0, kFloat32 = 1 };
+
 struct StageEntry {
   StageOp op;
+  Rows rows;
   StagePrepareFn prepare;
   StageRowFn row;
 };
@@ -314,6 +322,7 @@ TfLiteTensor QuantView(const TensorSlot& s);
 TfLiteStatus TakePool(TfLiteContext* context, const StreamOpData& d, int64_t count,
                       int32_t* pool_next, int32_t* at);
 TfLiteStatus RequireInt8(const StageArgs& a, const TensorSlot& out);
+TfLiteStatus RequireFloat32(const StageArgs& a, const TensorSlot& out);
 TfLiteStatus RequireSameShape(TfLiteContext* context, const TensorSlot& in, const TensorSlot& out);
 int32_t ConstantOperand(const Tables& tab, const StageSlot& g, int32_t n, bool last);
 TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
@@ -350,17 +359,33 @@ TfLiteStatus PrepareConv(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status DepthwiseConvRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status TransposeConvRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 
+TfLiteStatus PrepareConvFloat(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status DepthwiseConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status TransposeConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+
 TfLiteStatus PreparePool(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MaxPoolRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status AveragePoolRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PreparePoolFloat(const StageArgs& a, StageSlot& g);
+::tinyseg::Status MaxPoolFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status AveragePoolFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 
 TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ArithmeticRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareArithmeticFloat(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ArithmeticFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 
 TfLiteStatus PrepareQuantize(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status QuantizeRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareDequantize(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status DequantizeRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareQuantizeFloat(const StageArgs& a, StageSlot& g);
+::tinyseg::Status QuantizeFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareSameShapeFloat(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ReluFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status Relu6FloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status LogisticFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareSigmoid(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status LogisticRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status TanhRow(const EvalState& v, const StageSlot& g, const StageRow& r);
@@ -385,6 +410,11 @@ TfLiteStatus PrepareResizeBilinear(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ResizeBilinearRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareConcatenation(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ConcatenationRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PreparePadFloat(const StageArgs& a, StageSlot& g);
+::tinyseg::Status PadFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareResizeFloat(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ResizeFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareConcatenationFloat(const StageArgs& a, StageSlot& g);
 
 }  // namespace tinyseg_stream
 }  // namespace tflite

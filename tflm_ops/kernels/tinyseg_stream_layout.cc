@@ -1,10 +1,12 @@
 // StreamChain's layout family (tinyseg_stream_internal.h): the stages that move elements -- PAD and
 // PADV2 (height and width), RESIZE_NEAREST_NEIGHBOR (by an integer factor), RESIZE_BILINEAR (any
-// factor, TFLM's fixed-point blend of two rows) and CONCATENATION (along channels) -- int8, as
-// TFLM's own kernels compute them.
+// factor, TFLM's fixed-point blend of two rows; int8 only) and CONCATENATION (along channels) --
+// int8, and float32 (PAD with 0.0f, as pad.cc without constant values), as TFLM's own kernels
+// compute them.
 #include <cstdint>
 #include <cstring>
 
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_common.h"
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/reference/pad.h"
@@ -64,28 +66,61 @@ TfLiteStatus PadValue(const StageArgs& a, const PadStage& ps, const TensorSlot& 
 
 // TFLM's PadPrepare checks (constant int32 paddings, output = input + paddings; PAD: the output
 // zero point as the pad value; PADV2: its scalar), for NHWC padding of height and width only.
-TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
+namespace {
+
+// The paddings (height and width of an NHWC tensor) and the row rule: output row y reads input row
+// y - top; none in the top and bottom padding.
+TfLiteStatus PadGeometry(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
   PadStage& ps = g.pad;
   ps.paddings = ConstantOperand(*a.tab, g, 0, false);
-  ps.value = g.op == StageOp::kPadv2 ? ConstantOperand(*a.tab, g, 1, false) : -1;
   int32_t p[8] = {};
   TF_LITE_ENSURE_STATUS(Paddings(a, ps, p));
   TF_LITE_ENSURE(context, out.height == in.height + p[2] + p[3] &&
                               out.width == in.width + p[4] + p[5] && out.channels == in.channels);
-  TF_LITE_ENSURE(context, out.zero_point >= INT8_MIN && out.zero_point <= INT8_MAX);
   ps.top = p[2];
   ps.left = p[4];
   ps.right = p[5];
-  ps.pad_value = out.zero_point;  // TFLM's int8 PAD without constant_values
-  if (g.op == StageOp::kPadv2) TF_LITE_ENSURE_STATUS(PadValue(a, ps, out, &ps.pad_value));
-  // Output row y reads input row y - top; none in the top and bottom padding.
   g.rule.resamples = 1;
   g.rule.before = ps.top;
   g.rule.after = -ps.top;
+  return kTfLiteOk;
+}
+
+}  // namespace
+
+// Float32 PAD (PADV2 is int8 only): TFLM's float PAD without constant values pads with 0.0f.
+TfLiteStatus PreparePadFloat(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
+  g.pad.value = -1;
+  return PadGeometry(a, g);
+}
+
+::tinyseg::Status PadFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  PadParams p = {};
+  p.left_padding_count = 4;
+  p.right_padding_count = 4;
+  p.left_padding[1] = r.rows == 0 ? 1 : 0;
+  p.left_padding[2] = g.pad.left;
+  p.right_padding[2] = g.pad.right;
+  p.resizing_category = ResizingCategory::kGenericResize;
+  const float pad_value = 0.0f;
+  reference_ops::Pad(p, r.in_shape, reinterpret_cast<const float*>(r.src), &pad_value, r.out_shape,
+                     reinterpret_cast<float*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE(a.context, out.zero_point >= INT8_MIN && out.zero_point <= INT8_MAX);
+  PadStage& ps = g.pad;
+  ps.value = g.op == StageOp::kPadv2 ? ConstantOperand(*a.tab, g, 1, false) : -1;
+  TF_LITE_ENSURE_STATUS(PadGeometry(a, g));
+  ps.pad_value = out.zero_point;  // TFLM's int8 PAD without constant_values
+  if (g.op == StageOp::kPadv2) TF_LITE_ENSURE_STATUS(PadValue(a, ps, out, &ps.pad_value));
   return kTfLiteOk;
 }
 
@@ -119,13 +154,14 @@ TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
   return ::tinyseg::Status::kOk;
 }
 
+namespace {
+
 // By an integer factor, without align_corners: row y reads row y / factor, checked against TFLM's
 // own row arithmetic (float) for every y.
-TfLiteStatus PrepareResize(const StageArgs& a, StageSlot& g) {
+TfLiteStatus ResizeGeometry(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
   int32_t align_field = 0, half_field = 0;
   TF_LITE_ENSURE(context, Field(*a.fields, contract::kFieldAlignCorners, 0, &align_field) &&
                               Field(*a.fields, contract::kFieldHalfPixelCenters, 0, &half_field));
@@ -146,6 +182,30 @@ TfLiteStatus PrepareResize(const StageArgs& a, StageSlot& g) {
   g.rule.resamples = 1;
   g.rule.den = factor;
   return kTfLiteOk;
+}
+
+}  // namespace
+
+TfLiteStatus PrepareResize(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, a.tab->tensor(g.output)));
+  return ResizeGeometry(a, g);
+}
+
+TfLiteStatus PrepareResizeFloat(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
+  return ResizeGeometry(a, g);
+}
+
+::tinyseg::Status ResizeFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  ResizeNearestNeighborParams p;
+  p.align_corners = g.resize.align_corners != 0;
+  p.half_pixel_centers = g.resize.half_pixel_centers != 0;
+  const int32_t size[2] = {1, r.out->width};
+  const int32_t size_dims[1] = {2};
+  reference_ops::ResizeNearestNeighbor(p, r.in_shape, reinterpret_cast<const float*>(r.src),
+                                       RuntimeShape(1, size_dims), size, r.out_shape,
+                                       reinterpret_cast<float*>(r.dst));
+  return ::tinyseg::Status::kOk;
 }
 
 // One input row (y / factor) widened as TFLM's kernel widens it: an input band of one row.
@@ -269,16 +329,19 @@ TfLiteStatus PrepareResizeBilinear(const StageArgs& a, StageSlot& g) {
   return ::tinyseg::Status::kOk;
 }
 
-// Along channels, requantizing nothing (as TFLM's int8 kernel).
-TfLiteStatus PrepareConcatenation(const StageArgs& a, StageSlot& g) {
+namespace {
+
+// Along channels, requantizing nothing (as TFLM's int8 kernel; float32 has nothing to requantize).
+TfLiteStatus ConcatenationGeometry(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
   for (int32_t e = a.first_edge; e < a.end_edge; ++e) {
     const TensorSlot& x = a.tab->tensor(a.tab->edges[e].tensor);
     TF_LITE_ENSURE(context, x.height == out.height && x.width == out.width);
-    TF_LITE_ENSURE_MSG(context, x.scale == out.scale && x.zero_point == out.zero_point,
-                       "StreamChain: CONCATENATION requantizes nothing (as TFLM's int8 kernel)");
+    TF_LITE_ENSURE_MSG(
+        context,
+        out.type == kTfLiteFloat32 || (x.scale == out.scale && x.zero_point == out.zero_point),
+        "StreamChain: CONCATENATION requantizes nothing (as TFLM's int8 kernel)");
   }
   int32_t channels = 0;
   for (int32_t k = 0; k < g.operand_count; ++k)
@@ -292,16 +355,30 @@ TfLiteStatus PrepareConcatenation(const StageArgs& a, StageSlot& g) {
   return kTfLiteOk;
 }
 
-// Channel concatenation of one row: per pixel, each operand's channels in turn.
+}  // namespace
+
+TfLiteStatus PrepareConcatenation(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, a.tab->tensor(g.output)));
+  return ConcatenationGeometry(a, g);
+}
+
+TfLiteStatus PrepareConcatenationFloat(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
+  return ConcatenationGeometry(a, g);
+}
+
+// Channel concatenation of one row: per pixel, each operand's channels in turn (int8 or float32
+// elements: bytes moved, nothing computed).
 ::tinyseg::Status ConcatenationRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   size_t offset = 0;
-  const size_t out_c = static_cast<size_t>(r.out->channels);
+  const size_t elem = tinyseg_ops::ElementBytes(static_cast<TfLiteType>(r.out->type));
+  const size_t out_c = static_cast<size_t>(r.out->channels) * elem;
   for (int32_t k = 0; k < g.operand_count; ++k) {
     const int32_t id = v.tab.operands[g.operand_begin + k];
     const TensorSlot& x = v.tab.tensor(id);
     const uint8_t* row = nullptr;
     TINYSEG_RETURN_IF_ERROR(Band(v, id, r.y, r.y, &row));
-    const size_t run = static_cast<size_t>(x.channels);
+    const size_t run = static_cast<size_t>(x.channels) * elem;
     for (int32_t px = 0; px < r.out->width; ++px) {
       std::memcpy(r.dst + static_cast<size_t>(px) * out_c + offset,
                   row + static_cast<size_t>(px) * run, run);

@@ -1,9 +1,11 @@
 // StreamChain's pooling family: MAX_POOL_2D and AVERAGE_POOL_2D stages
 // (tinyseg_stream_internal.h), int8, TFLM's reference arithmetic on the band of input rows or
-// CMSIS-NN's in a CMSIS-NN build (tinyseg_stream_cmsis.h).
+// CMSIS-NN's in a CMSIS-NN build (tinyseg_stream_cmsis.h); float32, TFLM's reference float
+// arithmetic in every build (pooling_common.cc's AveragePoolingEvalFloat, MaxPoolingEvalFloat).
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/pooling.h"
+#include "tensorflow/lite/kernels/internal/reference/pooling.h"
 #include "tensorflow/lite/kernels/internal/types.h"
 #include "tensorflow/lite/kernels/kernel_util.h"
 #include "tensorflow/lite/kernels/padding.h"
@@ -16,11 +18,12 @@ namespace tinyseg_stream {
 // The filter size, the output size from the geometry, and the activation's range; the row rule
 // reads a window of filter_h rows (widened by the stage's dilation field, as the schedule always
 // has) every stride rows.
-TfLiteStatus PreparePool(const StageArgs& a, StageSlot& g) {
+namespace {
+
+TfLiteStatus PoolGeometry(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
   PoolStage& p = g.pool;
   p.stride_h = a.f.stride_h;
   p.stride_w = a.f.stride_w;
@@ -41,8 +44,25 @@ TfLiteStatus PreparePool(const StageArgs& a, StageSlot& g) {
   g.rule.num = p.stride_h;
   g.rule.before = p.pad_h;
   g.rule.after = (p.filter_h - 1) * a.f.dilation_h - p.pad_h;
+  return kTfLiteOk;
+}
+
+}  // namespace
+
+TfLiteStatus PreparePool(const StageArgs& a, StageSlot& g) {
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(PoolGeometry(a, g));
   TfLiteTensor out_q = QuantView(out);
-  return CalculateActivationRangeQuantized(context, a.f.activation, &out_q, &p.act_min, &p.act_max);
+  return CalculateActivationRangeQuantized(a.context, a.f.activation, &out_q, &g.pool.act_min,
+                                           &g.pool.act_max);
+}
+
+TfLiteStatus PreparePoolFloat(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(PoolGeometry(a, g));
+  CalculateActivationRange(a.f.activation, &g.pool.float_min, &g.pool.float_max);
+  return kTfLiteOk;
 }
 
 namespace {
@@ -101,6 +121,26 @@ tinyseg_ops::BandPool BandPoolOf(const PoolStage& ps, const StageRow& r, int32_t
   }
   if (!reference_integer_ops::AveragePool(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src),
                                           r.out_shape, reinterpret_cast<int8_t*>(r.dst))) {
+    return ::tinyseg::Status::kInvalidArgument;  // a window with no input (TFLM's kernel fails too)
+  }
+  return ::tinyseg::Status::kOk;
+}
+
+::tinyseg::Status MaxPoolFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  PoolParams p = PoolParamsOf(g.pool, r);
+  p.float_activation_min = g.pool.float_min;
+  p.float_activation_max = g.pool.float_max;
+  reference_ops::MaxPool(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
+                         reinterpret_cast<float*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+::tinyseg::Status AveragePoolFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  PoolParams p = PoolParamsOf(g.pool, r);
+  p.float_activation_min = g.pool.float_min;
+  p.float_activation_max = g.pool.float_max;
+  if (!reference_ops::AveragePool(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
+                                  reinterpret_cast<float*>(r.dst))) {
     return ::tinyseg::Status::kInvalidArgument;  // a window with no input (TFLM's kernel fails too)
   }
   return ::tinyseg::Status::kOk;

@@ -18,6 +18,7 @@ from .customops import (
     STREAM_DEQUANTIZE_TYPES,
     STREAM_FIELD_DEFAULTS,
     STREAM_FIELD_LIMITS,
+    STREAM_FLOAT32_STAGE_OPS,
     STREAM_MAX_BODY_BYTES,
     STREAM_MAX_SCALE,
     STREAM_MAX_STAGE_INPUTS,
@@ -199,10 +200,14 @@ def _check_stage(
                 f"{name}: {x.dtype} {x.height}x{x.width}x{x.channels} -> "
                 f"{out.dtype} {out.height}x{out.width}x{out.channels}"
             )
-        if kernel and op == "DEQUANTIZE" and out.kind != "output":
-            raise _BodyError(f"{name} writes a body tensor (it writes one of the chain's outputs)")
-    elif kernel and (out.dtype != "INT8" or any(loc[a].dtype != "INT8" for a in acts)):
-        raise _BodyError(f"{name} is int8 only")
+    elif kernel and not (
+        all(loc[a].dtype == out.dtype for a in acts)
+        and (out.dtype == "INT8" or (out.dtype == "FLOAT32" and op in STREAM_FLOAT32_STAGE_OPS))
+    ):
+        raise _BodyError(f"{name} on {out.dtype} rows (the kernel computes it on int8 rows only)")
+    # Filters, biases and broadcast operands have the rows' type (float32 stages) or int8/int32.
+    value_type = "FLOAT32" if out.dtype == "FLOAT32" else "INT8"
+    bias_type = "FLOAT32" if out.dtype == "FLOAT32" else "INT32"
     heights = {a: loc[a].height for a in acts}
     rowmap = {a: RowMapSpec(heights[a], out.height) for a in acts}
     if op in ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV"):
@@ -216,13 +221,13 @@ def _check_stage(
         dw = op == "DEPTHWISE_CONV_2D"
         fs = tuple(flt.shape)
         ok = (
-            (flt.dtype == "INT8" or not kernel)
+            (flt.dtype == value_type or not kernel)
             and len(fs) == 4
             and fs[3 if dw else 0] == out.channels
             and (not dw or (fs[0] == 1 and x.channels and out.channels % x.channels == 0))
             and (
                 bias is None
-                or ((bias.dtype == "INT32" or not kernel) and bias.elements == out.channels)
+                or ((bias.dtype == bias_type or not kernel) and bias.elements == out.channels)
             )
         )
         if not ok:
@@ -274,7 +279,11 @@ def _check_stage(
             raise _BodyError(f"{name} along axis {f['axis']} (channels only, no activation)")
         if any(
             (loc[a].height, loc[a].width) != (out.height, out.width)
-            or (kernel and (loc[a].scale != out.scale or loc[a].zero_point != out.zero_point))
+            or (
+                kernel
+                and out.dtype != "FLOAT32"  # float32 has no quantization to compare
+                and (loc[a].scale != out.scale or loc[a].zero_point != out.zero_point)
+            )
             for a in acts
         ):
             raise _BodyError(
@@ -289,8 +298,8 @@ def _check_stage(
             if loc[lid].constant:
                 t = graph.tensors[loc[lid].graph_index]
                 shape = (1,) * (4 - len(t.shape)) + tuple(t.shape)
-                if len(shape) != 4 or (kernel and t.dtype != "INT8") or shape[1] != 1:
-                    raise _BodyError(f"{name}: a constant operand has one int8 row")
+                if len(shape) != 4 or (kernel and t.dtype != value_type) or shape[1] != 1:
+                    raise _BodyError(f"{name}: a constant operand has one row of the output's type")
             else:
                 shape = (1, loc[lid].height, loc[lid].width, loc[lid].channels)
                 if shape[1] != out.height:

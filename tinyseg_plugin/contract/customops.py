@@ -232,14 +232,43 @@ STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV", "DEPTHWISE_CONV_2D")
 # (as TFLM's elu.cc keeps one in its OpData), kept persistent in the same int32 pool.
 STREAM_LOOKUP_TABLE_OPS = ("ELU",)
 STREAM_LOOKUP_TABLE_BYTES = 256  # one int8 output per int8 input value
-# Activation types the stages compute: int8 throughout, and QUANTIZE between int8 and uint8.
+# Activation types the stages compute: int8 throughout, QUANTIZE between int8 and uint8 and from
+# float32 to int8 (an int8 chain starting at a float32 tensor), and the float32 stages below.
 STREAM_QUANTIZE_TYPES: tuple[tuple[str, str], ...] = (
     ("UINT8", "INT8"),
     ("INT8", "UINT8"),
     ("INT8", "INT8"),
+    ("FLOAT32", "INT8"),
 )
-# DEQUANTIZE stages: int8 to float32. No stage reads float32 rows, so a DEQUANTIZE's output is never
-# read inside a chain (nor spilled: only chain members read spilled rows): it is a chain output.
+# Stages the kernel also computes on float32 rows (float32 inputs and output), with TFLM's
+# reference float arithmetic, and their constant inputs (float32 filter and bias).
+STREAM_FLOAT32_STAGE_OPS = (
+    "CONV_2D",
+    "DEPTHWISE_CONV_2D",
+    "TRANSPOSE_CONV",
+    "CONCATENATION",
+    "ADD",
+    "MUL",
+    "MAX_POOL_2D",
+    "AVERAGE_POOL_2D",
+    "RESIZE_NEAREST_NEIGHBOR",
+    "RELU",
+    "RELU6",
+    "LOGISTIC",
+    "PAD",
+)
+STREAM_FLOAT32_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
+    "CONV_2D": (("FLOAT32", "FLOAT32"), ("FLOAT32", None)),
+    "DEPTHWISE_CONV_2D": (("FLOAT32", "FLOAT32"), ("FLOAT32", None)),
+    "TRANSPOSE_CONV": (
+        ("INT32", "FLOAT32", "FLOAT32"),
+        ("INT32", "FLOAT32", None),
+        ("INT32", "FLOAT32"),
+    ),
+    "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),
+    "PAD": (("INT32",),),
+}
+# DEQUANTIZE stages: int8 to float32; its float32 rows are a chain output or float32 stages' input.
 STREAM_DEQUANTIZE_TYPES: tuple[tuple[str, str], ...] = (("INT8", "FLOAT32"),)
 STREAM_MAX_STAGE_INPUTS = 16  # operands of one stage (a concatenation's inputs)
 
@@ -661,11 +690,20 @@ def stream_stage_problem(
         or (positions is not None and len(activations) != len(positions))
     ):
         return f"{op} with {len(activations)} activation inputs"
-    if op not in ("QUANTIZE", "DEQUANTIZE") and (
-        output != "INT8" or any(t != "INT8" for t in activations)
+    float32 = output == "FLOAT32" and op in STREAM_FLOAT32_STAGE_OPS
+    if float32 and any(t != "FLOAT32" for t in activations):
+        return f"{op} on {'/'.join(activations)} -> {output} (float32 stages read float32 only)"
+    if (
+        not float32
+        and op not in ("QUANTIZE", "DEQUANTIZE")
+        and (output != "INT8" or any(t != "INT8" for t in activations))
     ):
-        return f"{op} on {'/'.join(activations)} -> {output} (the kernel's stages are int8)"
-    if tuple(constants) not in STREAM_STAGE_CONSTANTS.get(op, ((),)):
+        return (
+            f"{op} on {'/'.join(activations)} -> {output} (the kernel's stages are int8, and "
+            f"float32 for {', '.join(STREAM_FLOAT32_STAGE_OPS)})"
+        )
+    table = STREAM_FLOAT32_STAGE_CONSTANTS if float32 else STREAM_STAGE_CONSTANTS
+    if tuple(constants) not in table.get(op, ((),)):
         return f"{op} with constant inputs {constants}"
     if op == "QUANTIZE":
         if (activations[0], output) not in STREAM_QUANTIZE_TYPES:

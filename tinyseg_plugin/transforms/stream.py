@@ -419,8 +419,8 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
     (customops' rules, and the
     shapes its Prepare accepts: no broadcast but PRELU's alpha over rows and ADD/SUB/MUL's across
     width and channels, RESIZE_NEAREST_NEIGHBOR rows that TFLM's float arithmetic maps to
-    y // factor, PADV2's pad value of the output's quantization). DEQUANTIZE's float32 output
-    needs no rule here: no stage takes a float32 input, so it is always a chain output."""
+    y // factor, PADV2's pad value of the output's quantization). Float32 stages
+    (customops.STREAM_FLOAT32_STAGE_OPS) follow the same shape rules."""
     positions = customops.STREAM_STAGE_OPS.get(op.opcode, ())
     if not op.outputs or not op.inputs:
         return "it has no inputs or no outputs"
@@ -470,9 +470,9 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
     )
     if problem:
         return problem
-    quantized = operands + (
-        [] if op.opcode == "DEQUANTIZE" else [op.outputs[0]]
-    )  # float32 has no scale
+    quantized = [  # float32 has no scale
+        t for t in operands + [op.outputs[0]] if graph.tensors[t].dtype != "FLOAT32"
+    ]
     if any(len(graph.tensors[t].scales) != 1 for t in quantized):
         return "per-channel quantization of an activation (per-tensor only)"
     if op.opcode in SAME_SHAPE_STAGES and graph.tensors[acts[0]].shape != out.shape:

@@ -3,7 +3,8 @@
 // convolution, and a chain of a convolution into a max pool through a ring of
 // two rows; DEQUANTIZE rows to float32; ELU over every int8 value, through a ring. Outputs must be
 // bit-identical; a ring one row short is
-// refused, and so is a DEQUANTIZE writing float32 rows anywhere but to one of the chain's outputs.
+// refused; DEQUANTIZE's float32 rows feed a float32 RELU stage; a float32 CONV_2D into RELU6
+// matches TFLM's float kernels, and the same chain with an int8 filter is refused.
 // A TRANSPOSE_CONV stage against TFLM's TRANSPOSE_CONV (in a CMSIS-NN build, with
 // its rows through CMSIS-NN when op_scratch holds CMSIS-NN's accumulator row).
 #include <cstdint>
@@ -478,12 +479,13 @@ TF_LITE_MICRO_TEST(DepthwiseIntoAveragePool) {
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
 }
 
-// DEQUANTIZE as a stage: its rows against TFLM's DEQUANTIZE run whole; the same stage writing a
-// float32 body tensor (a ring no stage could read) is refused in Prepare.
-TF_LITE_MICRO_TEST(DequantizeRowsAreChainOutputs) {
+// DEQUANTIZE as a stage: its rows against TFLM's DEQUANTIZE run whole; then the same stage
+// writing a float32 body tensor (a ring of one row) that a float32 RELU stage reads, against TFLM's
+// DEQUANTIZE and RELU run whole (float32 stages read a DEQUANTIZE's rows inside the chain).
+TF_LITE_MICRO_TEST(DequantizeRowsFeedFloatStages) {
   using namespace tflite::testing;
   Weights& w = W();
-  static float want[kH * kW * kC], got[kH * kW * kC];
+  static float want[kH * kW * kC], got[kH * kW * kC], relu[kH * kW * kC];
   int x_dims[] = {4, 1, kH, kW, kC};
   TfLiteTensor r[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
                       CreateTensor(want, IntArrayFromInts(x_dims))};
@@ -498,11 +500,63 @@ TF_LITE_MICRO_TEST(DequantizeRowsAreChainOutputs) {
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, o));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
 
+  TfLiteTensor rr[] = {CreateTensor(want, IntArrayFromInts(x_dims)),
+                       CreateTensor(relu, IntArrayFromInts(x_dims))};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_RELU(), rr, 1, nullptr));
   // inputs [x], outputs [y] (local 1), body [d] (local 2, float32, a ring of one row).
-  const std::vector<uint8_t> bad = ChainOptions(
-      kW * kC * 4, 0, 0, {{"DEQUANTIZE", {0}, 2, "", none}, {"DEQUANTIZE", {0}, 1, "", none}},
-      {{"d", {1, kH, kW, kC}, kXScale, kXZp}}, {}, {}, {{2, 1}}, 0, "FLOAT32");
-  TF_LITE_MICRO_EXPECT_NE(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, bad));
+  std::memset(got, 0x5a, sizeof(got));
+  const std::vector<uint8_t> chained = ChainOptions(
+      kW * kC * 4, 0, 0, {{"DEQUANTIZE", {0}, 2, "", none}, {"RELU", {2}, 1, "", none}},
+      {{"d", {1, kH, kW, kC}, 1.0f, 0}}, {}, {}, {{2, 1}}, 0, "FLOAT32");
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, chained));
+  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(relu, got, sizeof(relu)));
+}
+
+// A float32 CONV_2D stage (a ring of one row into a float32 RELU6 stage) against TFLM's float
+// CONV_2D and RELU6 run whole; the same chain with an int8 filter is refused in Prepare.
+TF_LITE_MICRO_TEST(FloatConvStagesMatchTflmAndRefuseInt8Filters) {
+  using namespace tflite::testing;
+  Weights& w = W();
+  static float x[kH * kW * kC], f[kM * kK * kK * kC], bias[kM];
+  static float conv[kH * kW * kM], want[kH * kW * kM], got[kH * kW * kM];
+  for (int i = 0; i < kH * kW * kC; ++i) x[i] = static_cast<float>(i % 17 - 8) * 0.37f;
+  for (int i = 0; i < kM * kK * kK * kC; ++i) f[i] = static_cast<float>((i * 7) % 13 - 6) * 0.11f;
+  for (int i = 0; i < kM; ++i) bias[i] = 0.05f * static_cast<float>(i) - 0.1f;
+  int x_dims[] = {4, 1, kH, kW, kC};
+  int f_dims[] = {4, kM, kK, kK, kC};
+  int b_dims[] = {1, kM};
+  int y_dims[] = {4, 1, kH, kW, kM};
+  TfLiteConvParams p = {kTfLitePaddingSame, 1, 1, kTfLiteActRelu, 1, 1, kTfLiteNoType};
+  TfLiteTensor r[] = {
+      CreateTensor(x, IntArrayFromInts(x_dims)), CreateTensor(f, IntArrayFromInts(f_dims)),
+      CreateTensor(bias, IntArrayFromInts(b_dims)), CreateTensor(conv, IntArrayFromInts(y_dims))};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r, 3, &p));
+  TfLiteTensor rr[] = {CreateTensor(conv, IntArrayFromInts(y_dims)),
+                       CreateTensor(want, IntArrayFromInts(y_dims))};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_RELU6(), rr, 1, nullptr));
+
+  // inputs [x, f, bias], outputs [y] (local 3), body [c] (local 4, float32, a ring of one row).
+  std::memset(got, 0x5a, sizeof(got));
+  auto none = [](flexbuffers::Builder&) {};
+  const std::vector<uint8_t> o =
+      ChainOptions(kW * kM * 4, 0, 0,
+                   {{"CONV_2D",
+                     {0, 1, 2},
+                     4,
+                     "Conv2DOptions",
+                     [](flexbuffers::Builder& b) { ConvFields(b, 1, 1); }},
+                    {"RELU6", {4}, 3, "", none}},
+                   {{"c", {1, kH, kW, kM}, 1.0f, 0}}, {}, {}, {{4, 1}}, 0, "FLOAT32");
+  TfLiteTensor t[] = {
+      CreateTensor(x, IntArrayFromInts(x_dims)), CreateTensor(f, IntArrayFromInts(f_dims)),
+      CreateTensor(bias, IntArrayFromInts(b_dims)), CreateTensor(got, IntArrayFromInts(y_dims))};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 4, {0, 1, 2}, {3}, o));
+  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
+
+  ConvTensors c1(w.f1, w.b1, kM, kC, kXScale);
+  TfLiteTensor bad[] = {CreateTensor(x, IntArrayFromInts(x_dims)), c1.filter, c1.bias,
+                        CreateTensor(got, IntArrayFromInts(y_dims))};
+  TF_LITE_MICRO_EXPECT_NE(kTfLiteOk, RunChain(nullptr, bad, 4, {0, 1, 2}, {3}, o));
 }
 
 // ELU as stages: every int8 input value (16 rows of 16) through two ELUs of different

@@ -157,9 +157,18 @@ def _body(
             if t >= 0 and t not in local:
                 local[t] = len(local)
                 x = graph.tensors[t]
+                # Float32 rows carry no quantization (a converter may still leave a scale of 0 on
+                # the tensor); the body records scale 1 and zero point 0 (one of each, as every
+                # body tensor), which no stage reads.
+                plain = x.dtype == "FLOAT32"
                 tensors.append(
                     customops.StreamTensor(
-                        x.name, x.dtype, x.shape, x.scales, x.zero_points, x.quantized_dimension
+                        x.name,
+                        x.dtype,
+                        x.shape,
+                        (1.0,) if plain else x.scales,
+                        (0,) if plain else x.zero_points,
+                        x.quantized_dimension,
                     )
                 )
     stages = []
