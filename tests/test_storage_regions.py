@@ -16,6 +16,7 @@ import regions
 import synth
 
 from tinyseg_plugin.checks import real_kernels
+from tinyseg_plugin.checks.verify import REAL_KERNELS, verify
 from tinyseg_plugin.contract import customops
 from tinyseg_plugin.ir.graph import Graph, build_graph
 from tinyseg_plugin.ir.modelio import save_model
@@ -135,3 +136,17 @@ def test_one_region_models_keep_their_bytes() -> None:
     placed = regions.place(opt, lambda s: 0)
     for a, b in zip(opt.operators, placed.operators):
         assert a.custom_options == b.custom_options
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_verify_attaches_the_regions_a_model_names(runner: Path, case: str) -> None:
+    """The real-kernel check (tinyseg verify, optimize's check) gives the runner one RAM region per
+    region the optimized model names, so a multi-region plan is checked, not refused."""
+    graph, opt = _optimized(case)
+    placed = regions.place(opt, MAPPINGS["flash-first"])
+    assert real_kernels.storage_regions(opt) == 1
+    assert real_kernels.storage_regions(placed) == 1 + max(
+        MAPPINGS["flash-first"](s) for s in regions.slots(opt)
+    )
+    v = verify(graph, placed, runs=1, tflm_dir=os.environ[real_kernels.ENV_TFLM])
+    assert v.check == REAL_KERNELS and v.identical, v.detail
