@@ -6,6 +6,7 @@ Needs TFLM_DIR (as tests/test_real_kernels.py); the runner is built once and cac
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from pathlib import Path
@@ -53,17 +54,24 @@ def _input(graph: Graph, seed: int) -> bytes:
     return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8).tobytes()
 
 
-def _run(exe: Path, graph: Graph, data: bytes, tmp: Path, *extra: str):
+def _run(exe: Path, graph: Graph, data: bytes, tmp: Path, *extra: str, prefix: tuple = ()):
+    """The runner on one input; ``prefix`` runs it under an emulator (build_e2e.QEMU_M7), whose
+    semihosting takes a short command line: names relative to ``tmp``."""
     save_model(graph.model, tmp / "model.tflite")
     (tmp / "in.bin").write_bytes(data)
-    out = tmp / "out.bin"
-    out.unlink(missing_ok=True)
+    (tmp / "out.bin").unlink(missing_ok=True)
+    if prefix:
+        (tmp / "tinyseg_run").unlink(missing_ok=True)
+        (tmp / "tinyseg_run").symlink_to(Path(exe).resolve())
+        exe = Path("./tinyseg_run")
     proc = subprocess.run(
-        [str(exe), str(tmp / "model.tflite"), str(tmp / "in.bin"), str(out), *extra],
+        [*prefix, str(exe), "model.tflite", "in.bin", "out.bin", *extra],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
+        cwd=tmp,
     )
+    out = tmp / "out.bin"
     stats = {}
     for line in proc.stdout.splitlines():
         name, _, value = line.partition(" ")
@@ -72,12 +80,38 @@ def _run(exe: Path, graph: Graph, data: bytes, tmp: Path, *extra: str):
     return proc, (out.read_bytes() if out.exists() else None), stats
 
 
-def _optimized(case: str) -> tuple[Graph, Graph]:
+def _optimized(case: str, profile: str = "") -> tuple[Graph, Graph]:
+    """The original random U-Net and its optimization (for ``profile``'s planner rules if given)."""
     seed, options = CASES[case]
+    if profile:
+        options = dataclasses.replace(options, build_profile=profile)
     graph = build_graph(synth.random_unet(seed, dtype="INT8"))
     opt = optimize(graph, options).graph
     assert {op.opcode for op in opt.operators if customops.is_tinyseg_op(op)} >= {case}
     return graph, opt
+
+
+def check_regions(
+    host: Path, exe: Path, tmp: Path, case: str, mapping: str, prefix: tuple = (), profile: str = ""
+) -> dict[str, int]:
+    """``case``'s model with its slots placed by ``mapping`` runs on ``exe`` (under ``prefix``) with
+    REGION_ARGS bit-identically to the original on the ``host`` runner, each region holding exactly
+    the slots the options put there; returns the run's statistics."""
+    graph, opt = _optimized(case, profile)
+    region_of = MAPPINGS[mapping]
+    placed = regions.place(opt, region_of)
+    data = _input(graph, 1)
+    proc, want, _ = _run(host, graph, data, tmp)
+    assert proc.returncode == 0, proc.stderr
+    proc, got, stats = _run(exe, placed, data, tmp, *REGION_ARGS, prefix=prefix)
+    assert proc.returncode == 0, proc.stderr
+    assert got == want
+    used = {region_of(s) for s in regions.slots(opt)}
+    for r in range(4):
+        assert (stats[f"region{r}_spilled_bytes"] > 0) == (r in used), (r, used, stats)
+        assert (stats[f"region{r}_fetches"] > 0) == (r in used), (r, used, stats)
+    assert sum(stats[f"region{r}_spilled_bytes"] for r in range(4)) == stats["spilled_bytes"]
+    return stats
 
 
 @pytest.mark.parametrize("mapping", sorted(MAPPINGS))
@@ -85,21 +119,7 @@ def _optimized(case: str) -> tuple[Graph, Graph]:
 def test_slots_in_several_regions_run_bit_identically(
     runner: Path, tmp_path: Path, case: str, mapping: str
 ) -> None:
-    graph, opt = _optimized(case)
-    region_of = MAPPINGS[mapping]
-    placed = regions.place(opt, region_of)
-    data = _input(graph, 1)
-    proc, want, _ = _run(runner, graph, data, tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    proc, got, stats = _run(runner, placed, data, tmp_path, *REGION_ARGS)
-    assert proc.returncode == 0, proc.stderr
-    assert got == want
-    # Each region spilled exactly the slots the options put there, and nothing else.
-    used = {region_of(s) for s in regions.slots(opt)}
-    for r in range(4):
-        assert (stats[f"region{r}_spilled_bytes"] > 0) == (r in used), (r, used, stats)
-        assert (stats[f"region{r}_fetches"] > 0) == (r in used), (r, used, stats)
-    assert sum(stats[f"region{r}_spilled_bytes"] for r in range(4)) == stats["spilled_bytes"]
+    check_regions(runner, runner, tmp_path, case, mapping)
 
 
 # Each kernel's Prepare, reached by moving one slot in that kernel's options alone: (kernel, case).
