@@ -43,7 +43,7 @@ def test_regions_are_placed_one_after_another() -> None:
     )
     assert "reinterpret_cast<uint8_t*>(0x200002A0u)" in text  # after the 664 B vector table
     assert f"reinterpret_cast<uint8_t*>(0x{0x200002A0 + 64 * KB:08X}u)" in text
-    assert 'uint8_t g_memory2[131072]\n    __attribute__((section(".uninitialized")' in text
+    assert 'uint8_t g_memory2[131072] __attribute__((section(".uninitialized")' in text
     assert re.findall(r"runtime\.regions\[(\d)\] = ", text) == ["1", "2", "3"]  # not region 0
     assert "g_manager0" not in text and "RCC" not in text
     assert "g_sectors2[32]" in text and "kSlots = 16" in text
