@@ -516,3 +516,49 @@ def test_sketch_m7(
     assert_clean(
         result, ours.with_root(tmp_path), f"tinyseg_unet_m7 ({storage}, async erase {async_erase})"
     )
+
+
+# ---------------------------------------------------------------- generated storage regions
+
+REGIONS_HEADER = "tinyseg_storage_regions.h"
+REGIONS_USER = f"""#include <Arduino.h>
+#include "{REGIONS_HEADER}"
+bool SetUpRegions(tinyseg::Runtime& runtime) {{
+  if (!tinyseg_regions::Attach(runtime)) return false;
+  tinyseg_regions::EndInference();
+  return runtime.storage(1) != nullptr && runtime.storage(3) != nullptr;
+}}
+"""
+
+
+def test_linker_script_holds_what_the_storage_header_assumes(toolchain: Toolchain) -> None:
+    """tinyseg_plugin/deploy/storage_header.py places RAM regions by the M7 linker script: a NOLOAD
+    .uninitialized section in RAM (AXI SRAM), no section in DTCMRAM, nothing in RAM_D2 below
+    .lwip_sec at 0x30040000, and a RAM vector table of the size it skips."""
+    from tinyseg_plugin.deploy import storage_header as sh
+
+    script = (toolchain.core_dir / "variants" / "NICLA_VISION" / "linker_script.ld").read_text()
+    assert re.search(
+        r"\.uninitialized \(NOLOAD\):\s*\{[^}]*\*\(\.uninitialized\)[^}]*\} > RAM\b", script
+    )
+    assert "> DTCMRAM" not in script and ">DTCMRAM" not in script
+    assert "ORIGIN = 0x20000000 + (((166 * 4) + 7) & 0xFFFFFFF8)" in script
+    assert sh.VECTOR_TABLE == ((166 * 4) + 7) & 0xFFFFFFF8
+    d2 = [int(a, 16) for a in re.findall(r"ABSOLUTE\((0x3[0-9A-Fa-f]+)\)", script)]
+    assert d2 and min(d2) == 0x30040000 == sh.PLACES["sram2"].end
+
+
+def test_generated_storage_regions_compile(
+    toolchain: Toolchain, library: Path, ours: OurFiles, tmp_path: Path
+) -> None:
+    """The header storage_header writes for a plan with RAM regions in DTCM, AXI SRAM and D2 SRAM1
+    (and the QSPI flash as region 0), used as a sketch would, compiles for the M7."""
+    from tinyseg_plugin.deploy.storage_header import storage_header
+
+    plan = [(0, "qspi", 1 << 20), (1, "dtcm", 64 * 1024), (2, "axi-sram", 128 * 1024)]
+    plan += [(3, "sram1", 64 * 1024), (4, "dtcm", 32 * 1024)]
+    (tmp_path / REGIONS_HEADER).write_text(storage_header(plan, m4_idle=True))
+    source = tmp_path / "use_regions.cpp"
+    source.write_text(REGIONS_USER)
+    result = run_compile(toolchain, toolchain.targets["cm7"], source, [library, tmp_path], tmp_path)
+    assert_clean(result, ours.with_root(tmp_path), "the generated storage regions header")

@@ -719,6 +719,27 @@ def test_cortex_m7_kernel_test(installed: Path, kernels: str, target: str) -> No
     assert "~~~ALL TESTS PASSED~~~" in out, out[-3000:]
 
 
+def test_cortex_m7_storage_regions(installed: Path, e2e_exe: Path, tmp_path: Path) -> None:
+    """Slots in two RAM regions and the NOR flash simulator on the Cortex-M7 (32-bit OpData, the
+    region packed into it): each optimized random U-Net of tests/test_storage_regions.py, planned
+    for the Cortex-M rules and its slots moved to regions 1..3, runs under qemu-arm bit-identically
+    to the original on the host, each region holding exactly its slots (about 6 s)."""
+    import test_storage_regions as regions_test
+
+    reason = _cortex_m7_skip_reason(installed, "reference")
+    if reason:
+        pytest.skip(reason)
+    try:
+        exe = build_e2e.build(installed, "reference", target=CORTEX_M7)
+    except build_e2e.BuildError as exc:
+        pytest.fail(str(exc))
+    for case in sorted(regions_test.CASES):
+        for mapping in sorted(regions_test.MAPPINGS):
+            regions_test.check_regions(
+                e2e_exe, exe, tmp_path, case, mapping, prefix=build_e2e.QEMU_M7, profile="cortex-m"
+            )
+
+
 @pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])
 def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_path: Path) -> None:
     """Issue 14 on the target: the Tiny U-Net, optimized without and with streaming for the

@@ -146,10 +146,23 @@ bool ReadFetched(const Options& options, int32_t i, FetchedOption* out) {
     }
     elements *= static_cast<size_t>(value);
   }
+  if (!ReadRegion(m, op, "a fetched entry", &out->region)) return false;
   out->position = static_cast<int32_t>(position);
   out->slot = static_cast<uint32_t>(slot);
   out->rank = static_cast<int32_t>(rank);
   out->elements = elements;
+  return true;
+}
+
+bool ReadRegion(const flexbuffers::Map& m, const char* op, const char* what, int32_t* out) {
+  const flexbuffers::Reference r = m[contract::kKeyRegion];
+  int64_t region = 0;
+  if (!r.IsNull() && !IntAt(r, contract::kMinRegion, contract::kMaxRegion, &region)) {
+    MicroPrintf("%s: %s has a 'region' that is not an integer in %d..%d", op, what,
+                static_cast<int>(contract::kMinRegion), static_cast<int>(contract::kMaxRegion));
+    return false;
+  }
+  *out = static_cast<int32_t>(region);
   return true;
 }
 
@@ -169,11 +182,31 @@ bool ReadFetched(const Options& options, int32_t i, FetchedOption* out) {
     MicroPrintf("%s: the interpreter's external context is not a tinyseg::Runtime", op);
     return nullptr;
   }
-  if (rt->spill == nullptr) {
-    MicroPrintf("%s: tinyseg::Runtime has no SpillManager", op);
-    return nullptr;
-  }
   return rt;
+}
+
+::tinyseg::SpillManager* RegionStorage(const ::tinyseg::Runtime& rt, int32_t region, uint32_t slot,
+                                       const char* op) {
+  ::tinyseg::SpillManager* storage = rt.storage(region);
+  if (storage != nullptr) return storage;
+  if (region == 0) {
+    MicroPrintf(
+        "%s: slot %u is in storage region 0, and the Runtime has no storage there; attach a "
+        "SpillManager with Runtime::spill",
+        op, static_cast<unsigned>(slot));
+  } else {
+    MicroPrintf(
+        "%s: slot %u is in storage region %d, and the Runtime has no storage there; attach a "
+        "SpillManager with Runtime::regions[%d]",
+        op, static_cast<unsigned>(slot), static_cast<int>(region), static_cast<int>(region));
+  }
+  return nullptr;
+}
+
+TfLiteStatus CheckRegion(TfLiteContext* context, int32_t region, uint32_t slot, const char* op) {
+  const ::tinyseg::Runtime* rt = PeekRuntime(context);
+  if (rt == nullptr) return kTfLiteOk;
+  return RegionStorage(*rt, region, slot, op) != nullptr ? kTfLiteOk : kTfLiteError;
 }
 
 const char* StorageFaultHint(::tinyseg::Status s) {
@@ -188,8 +221,11 @@ const char* StorageFaultHint(::tinyseg::Status s) {
   }
 }
 
-TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes, const char* op) {
-  const ::tinyseg::SpillSlot* s = rt.spill->slot(slot);
+TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, int32_t region, uint32_t slot, size_t raw_bytes,
+                       const char* op) {
+  ::tinyseg::SpillManager* storage = RegionStorage(rt, region, slot, op);
+  if (storage == nullptr) return kTfLiteError;
+  const ::tinyseg::SpillSlot* s = storage->slot(slot);
   if (s == nullptr) {
     MicroPrintf("%s: slot %u is beyond the SpillManager's slot table", op,
                 static_cast<unsigned>(slot));
@@ -209,10 +245,12 @@ TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes, 
 
 namespace {
 
-TfLiteStatus Fetch(::tinyseg::Runtime& rt, uint32_t slot, size_t offset, size_t length,
-                   uint8_t* dst, const char* op) {
+TfLiteStatus Fetch(::tinyseg::Runtime& rt, int32_t region, uint32_t slot, size_t offset,
+                   size_t length, uint8_t* dst, const char* op) {
   if (length == 0) return kTfLiteOk;
-  const ::tinyseg::Status s = rt.spill->FetchRange(slot, offset, length, dst);
+  ::tinyseg::SpillManager* storage = RegionStorage(rt, region, slot, op);
+  if (storage == nullptr) return kTfLiteError;
+  const ::tinyseg::Status s = storage->FetchRange(slot, offset, length, dst);
   if (!::tinyseg::Ok(s)) {
     MicroPrintf("%s: fetching %u bytes of slot %u failed: %s%s", op, static_cast<unsigned>(length),
                 static_cast<unsigned>(slot), ::tinyseg::StatusName(s), StorageFaultHint(s));
@@ -225,17 +263,17 @@ TfLiteStatus Fetch(::tinyseg::Runtime& rt, uint32_t slot, size_t offset, size_t 
 
 }  // namespace
 
-TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, uint32_t slot, size_t src_offset, size_t runs,
-                          size_t run_bytes, uint8_t* dst, size_t dst_stride, uint8_t* staging,
-                          size_t staging_bytes, const char* op) {
+TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, int32_t region, uint32_t slot, size_t src_offset,
+                          size_t runs, size_t run_bytes, uint8_t* dst, size_t dst_stride,
+                          uint8_t* staging, size_t staging_bytes, const char* op) {
   if (runs == 0 || run_bytes == 0) return kTfLiteOk;
   if (dst_stride == run_bytes) {  // contiguous: one range, straight into dst
-    return Fetch(rt, slot, src_offset, runs * run_bytes, dst, op);
+    return Fetch(rt, region, slot, src_offset, runs * run_bytes, dst, op);
   }
   if (run_bytes >= staging_bytes || staging == nullptr) {
     for (size_t i = 0; i < runs; ++i) {
       TF_LITE_ENSURE_STATUS(
-          Fetch(rt, slot, src_offset + i * run_bytes, run_bytes, dst + i * dst_stride, op));
+          Fetch(rt, region, slot, src_offset + i * run_bytes, run_bytes, dst + i * dst_stride, op));
     }
     return kTfLiteOk;
   }
@@ -243,7 +281,7 @@ TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, uint32_t slot, size_t src_offs
   for (size_t first = 0; first < runs; first += per_chunk) {
     const size_t n = runs - first < per_chunk ? runs - first : per_chunk;
     TF_LITE_ENSURE_STATUS(
-        Fetch(rt, slot, src_offset + first * run_bytes, n * run_bytes, staging, op));
+        Fetch(rt, region, slot, src_offset + first * run_bytes, n * run_bytes, staging, op));
     rt.stats.staged_bytes += n * run_bytes;
     for (size_t i = 0; i < n; ++i) {
       std::memcpy(dst + (first + i) * dst_stride, staging + i * run_bytes, run_bytes);

@@ -40,7 +40,8 @@ struct SpillOpData {
   uint32_t slot;
   int32_t block;
   int staging_index;  // RequestScratchBufferInArena takes int*
-  int32_t elem_size;
+  int16_t elem_size;
+  int16_t region;  // the Runtime's storage region that holds the slot
 };
 static_assert(sizeof(SpillOpData) == contract::kSpillOpDataBytes, "contract: Spill OpData");
 
@@ -49,7 +50,7 @@ struct FetchedConcatOperand {
   int32_t position;  // index in the concatenation
   uint32_t slot;
   int32_t axis_dim;  // its extent along the concatenation axis
-  int32_t reserved;
+  int32_t region;    // the Runtime's storage region that holds the slot
   size_t elements;   // from its `shape` option
   size_t run_bytes;  // contiguous bytes per outer index (Prepare)
 };
@@ -72,7 +73,8 @@ static_assert(sizeof(FetchingHeader) == kFetchingHeaderBytes,
 
 // One fetched operand of a FetchingConv2D: 16 + 2 * pointer bytes.
 struct FetchedConvOperand {
-  int32_t position;
+  int16_t position;  // < operands <= kMaxOperands
+  int16_t region;    // the Runtime's storage region that holds the slot
   uint32_t slot;
   int32_t height;
   int32_t width;
@@ -106,6 +108,7 @@ struct FetchingConvHeader {
   uint8_t int32_accumulator : 1;  // int16 without bias: quantized_bias_type INT32
   uint8_t activation;             // TfLiteFusedActivation
 };
+static_assert(contract::kMaxRegion <= INT16_MAX, "OpData keeps a region in 16 bits");
 static_assert(contract::kMaxOperands <= INT16_MAX && contract::kMaxFetched <= INT16_MAX,
               "FetchingConvHeader keeps operands and num_fetched in 16 bits");
 constexpr size_t kFetchingConvHeaderBytes = contract::kFetchingConvHeaderBytes;
@@ -173,7 +176,12 @@ struct FetchedOption {
   int32_t rank = 0;
   int32_t shape[kMaxDims] = {};
   size_t elements = 0;
+  int32_t region = 0;  // optional key; absent = 0
 };
+
+// The optional `region` key of an operator's map or a fetched entry (absent: 0); false (with a
+// message) when it is not an integer in 0..kMaxRegion.
+bool ReadRegion(const flexbuffers::Map& m, const char* op, const char* what, int32_t* out);
 
 // Number of entries of `fetched` (false with a message if malformed).
 bool CountFetched(const Options& options, int32_t* count);
@@ -192,17 +200,27 @@ bool ReadFetched(const Options& options, int32_t i, FetchedOption* out);
 // bytes failed their CRC-32, or the device failed; "" for other statuses.
 const char* StorageFaultHint(::tinyseg::Status s);
 
-// Checks that `slot` holds a live spilled tensor of exactly `raw_bytes`.
-TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, uint32_t slot, size_t raw_bytes, const char* op);
+// The SpillManager of storage region `region`, or nullptr with a message naming the slot in it
+// and the Runtime member to attach.
+::tinyseg::SpillManager* RegionStorage(const ::tinyseg::Runtime& rt, int32_t region, uint32_t slot,
+                                       const char* op);
+// For Prepare: refuses a slot's region that the attached Runtime has no storage for. Without an
+// attached Runtime it passes (Eval then refuses to run without one).
+TfLiteStatus CheckRegion(TfLiteContext* context, int32_t region, uint32_t slot, const char* op);
+
+// Checks that `slot` of storage region `region` holds a live spilled tensor of exactly
+// `raw_bytes`.
+TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, int32_t region, uint32_t slot, size_t raw_bytes,
+                       const char* op);
 
 // Decodes `runs` consecutive runs of `run_bytes` starting at byte
-// `src_offset` of slot `slot` into dst, run i at dst + i * dst_stride.
+// `src_offset` of slot `slot` (of storage region `region`) into dst, run i at dst + i * dst_stride.
 // Contiguous destinations and runs at least as large as the staging buffer
 // are decoded straight into dst; shorter runs are decoded a staging buffer at
 // a time and scattered from there.
-TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, uint32_t slot, size_t src_offset, size_t runs,
-                          size_t run_bytes, uint8_t* dst, size_t dst_stride, uint8_t* staging,
-                          size_t staging_bytes, const char* op);
+TfLiteStatus FetchStrided(::tinyseg::Runtime& rt, int32_t region, uint32_t slot, size_t src_offset,
+                          size_t runs, size_t run_bytes, uint8_t* dst, size_t dst_stride,
+                          uint8_t* staging, size_t staging_bytes, const char* op);
 
 // Bytes per element of the types the contract allows (0 otherwise).
 size_t ElementBytes(TfLiteType type);

@@ -2,7 +2,7 @@
 // (docs/custom_ops.md).
 //
 // inputs [in-RAM operands...], outputs [out]; options {version, axis,
-// operands, fetched: [{position, slot, shape}], block}. Operand k is the
+// operands, fetched: [{position, slot, shape, region (optional, 0)}], block}. Operand k is the
 // fetched tensor whose position is k, otherwise the next in-RAM input.
 //
 // For a concatenation along `axis` every operand contributes, for each of the
@@ -82,7 +82,7 @@ void* FetchingInit(TfLiteContext* context, const char* buffer, size_t length) {
     f[i].position = o.position;
     f[i].slot = o.slot;
     f[i].axis_dim = o.shape[axis];
-    f[i].reserved = 0;
+    f[i].region = o.region;
     f[i].elements = o.elements;
     f[i].run_bytes = 0;
   }
@@ -162,10 +162,23 @@ TfLiteStatus FetchingPrepare(TfLiteContext* context, TfLiteNode* node) {
   TF_LITE_ENSURE_STATUS(status);
   for (int32_t i = 0; i < h->num_fetched; ++i) {
     fetched[i].run_bytes = static_cast<size_t>(fetched[i].axis_dim) * inner * elem;
+    TF_LITE_ENSURE_STATUS(
+        tinyseg_ops::CheckRegion(context, fetched[i].region, fetched[i].slot, kOp));
   }
   h->elem_size = static_cast<int32_t>(elem);
   return context->RequestScratchBufferInArena(context, tinyseg_ops::StagingBytes(h->block),
                                               &h->staging_index);
+}
+
+// Frees a fetched slot (Runtime::release_after_fetch); CheckSlot found its storage.
+TfLiteStatus Release(::tinyseg::Runtime& rt, const FetchedConcatOperand& f) {
+  const ::tinyseg::Status s = rt.storage(f.region)->Release(f.slot);
+  if (!::tinyseg::Ok(s)) {
+    MicroPrintf("Fetching: releasing slot %u failed: %s", static_cast<unsigned>(f.slot),
+                ::tinyseg::StatusName(s));
+    return kTfLiteError;
+  }
+  return kTfLiteOk;
 }
 
 TfLiteStatus FetchingEval(TfLiteContext* context, TfLiteNode* node) {
@@ -194,18 +207,12 @@ TfLiteStatus FetchingEval(TfLiteContext* context, TfLiteNode* node) {
     int input = -1;
     const FetchedConcatOperand* f = walk.Next(k, &input);
     if (f != nullptr) {
-      TF_LITE_ENSURE_STATUS(tinyseg_ops::CheckSlot(*rt, f->slot, outer * f->run_bytes, kOp));
-      TF_LITE_ENSURE_STATUS(tinyseg_ops::FetchStrided(*rt, f->slot, 0, outer, f->run_bytes,
-                                                      dst + offset, out_run, staging, staging_bytes,
-                                                      kOp));
-      if (rt->release_after_fetch) {
-        const ::tinyseg::Status s = rt->spill->Release(f->slot);
-        if (!::tinyseg::Ok(s)) {
-          MicroPrintf("Fetching: releasing slot %u failed: %s", static_cast<unsigned>(f->slot),
-                      ::tinyseg::StatusName(s));
-          return kTfLiteError;
-        }
-      }
+      TF_LITE_ENSURE_STATUS(
+          tinyseg_ops::CheckSlot(*rt, f->region, f->slot, outer * f->run_bytes, kOp));
+      TF_LITE_ENSURE_STATUS(tinyseg_ops::FetchStrided(*rt, f->region, f->slot, 0, outer,
+                                                      f->run_bytes, dst + offset, out_run, staging,
+                                                      staging_bytes, kOp));
+      if (rt->release_after_fetch) TF_LITE_ENSURE_STATUS(Release(*rt, *f));
       offset += f->run_bytes;
       continue;
     }

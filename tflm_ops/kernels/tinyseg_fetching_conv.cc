@@ -150,7 +150,8 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
         return nullptr;
       }
     }
-    f[i].position = o.position;
+    f[i].position = static_cast<int16_t>(o.position);  // < operands <= kMaxOperands
+    f[i].region = static_cast<int16_t>(o.region);
     f[i].slot = o.slot;
     f[i].height = o.shape[1];
     f[i].width = o.shape[2];
@@ -253,6 +254,15 @@ TfLiteStatus CheckOperands(TfLiteContext* context, TfLiteNode* node, FetchingCon
   return kTfLiteOk;
 }
 
+// Every fetched slot's storage region is one the attached Runtime holds.
+TfLiteStatus CheckRegions(TfLiteContext* context, FetchingConvHeader* h) {
+  const FetchedConvOperand* f = tinyseg_ops::ConvOperands(h);
+  for (int32_t i = 0; i < h->num_fetched; ++i) {
+    TF_LITE_ENSURE_STATUS(tinyseg_ops::CheckRegion(context, f[i].region, f[i].slot, kOp));
+  }
+  return kTfLiteOk;
+}
+
 TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
   TF_LITE_ENSURE_MSG(context, node->user_data != nullptr,
                      "FetchingConv2D: bad custom options (see the message above)");
@@ -266,6 +276,7 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
       context, operands == n_in + h->num_fetched,
       "FetchingConv2D: `operands` is not the number of in-RAM inputs plus fetched entries");
   TF_LITE_ENSURE_EQ(context, NumOutputs(node), 1);
+  TF_LITE_ENSURE_STATUS(CheckRegions(context, h));
 
   PrepareTensors t;
   t.mc = GetMicroContext(context);
@@ -393,7 +404,7 @@ TfLiteStatus AssembleRows(TfLiteContext* context, TfLiteNode* node, const EvalVi
     if (f != nullptr) {
       run = f->channels * v.elem;
       const size_t src = (static_cast<size_t>(b) * v.in_h + a) * v.in_w * run;
-      TF_LITE_ENSURE_STATUS(tinyseg_ops::FetchStrided(*v.rt, f->slot, src, pixels, run,
+      TF_LITE_ENSURE_STATUS(tinyseg_ops::FetchStrided(*v.rt, f->region, f->slot, src, pixels, run,
                                                       dst_base + channel_offset, pixel, v.staging,
                                                       v.h->staging_bytes, kOp));
     } else {
@@ -499,8 +510,8 @@ TfLiteStatus FetchingConvEval(TfLiteContext* context, TfLiteNode* node) {
   TF_LITE_ENSURE(context, v.band != nullptr && v.staging != nullptr);
   const FetchedConvOperand* fetched = tinyseg_ops::ConvOperands(v.h);
   for (int32_t i = 0; i < v.h->num_fetched; ++i) {
-    TF_LITE_ENSURE_STATUS(
-        tinyseg_ops::CheckSlot(*v.rt, fetched[i].slot, fetched[i].elements * v.elem, kOp));
+    TF_LITE_ENSURE_STATUS(tinyseg_ops::CheckSlot(*v.rt, fetched[i].region, fetched[i].slot,
+                                                 fetched[i].elements * v.elem, kOp));
   }
 
   ConvParams params = {};
@@ -545,7 +556,8 @@ TfLiteStatus FetchingConvEval(TfLiteContext* context, TfLiteNode* node) {
   }
   if (v.rt != nullptr && v.rt->release_after_fetch) {
     for (int32_t i = 0; i < v.h->num_fetched; ++i) {
-      const ::tinyseg::Status s = v.rt->spill->Release(fetched[i].slot);
+      // CheckSlot found the storage of every fetched slot.
+      const ::tinyseg::Status s = v.rt->storage(fetched[i].region)->Release(fetched[i].slot);
       if (!::tinyseg::Ok(s)) {
         MicroPrintf("FetchingConv2D: releasing slot %u failed: %s",
                     static_cast<unsigned>(fetched[i].slot), ::tinyseg::StatusName(s));

@@ -14,6 +14,13 @@
 // interpreter before AllocateTensors; nothing here is global, and two
 // interpreters can use two different storages.
 //
+// Storage regions: a plan may keep its spill slots in several storages (say a
+// second RAM bank beside the flash). A slot's region is an operator option
+// (Spill "region", each fetched entry's "region", StreamChain "slot_regions";
+// absent = 0). Region 0 is `spill`; regions 1..kMaxStorageRegions-1 are
+// `regions[1..]`. Every kernel refuses, in Prepare, a region the attached
+// Runtime holds no SpillManager for. `stats` counts across all regions.
+//
 // The external context is a single slot per interpreter. An application that
 // already uses it for something else (e.g. the Ethos-U driver) cannot also
 // attach a Runtime; the kernels detect a foreign object by the magic word and
@@ -24,12 +31,14 @@
 #include <cstdint>
 
 #include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_contract.h"
 #include "tensorflow/lite/micro/micro_interpreter.h"
 #include "tinyseg/spill_manager.h"
 
 namespace tinyseg {
 
 constexpr uint32_t kRuntimeMagic = 0x54535254u;  // "TRST" little-endian
+constexpr int kMaxStorageRegions = tflite::tinyseg_ops::contract::kMaxRegions;
 
 // What the kernels did, for reports and tests (application memory).
 struct RuntimeStats {
@@ -47,7 +56,10 @@ struct RuntimeStats {
 
 struct Runtime {
   uint32_t magic = kRuntimeMagic;  // lets the kernels reject a foreign context
-  SpillManager* spill = nullptr;   // storage of every spill slot (required)
+  SpillManager* spill = nullptr;   // region 0: storage of every slot without a region option
+  // Regions 1..kMaxStorageRegions-1 (null: none). regions[0] stands in for `spill` only when
+  // `spill` is null, so an application may fill the array alone.
+  SpillManager* regions[kMaxStorageRegions] = {};
   // Release a slot after the fetching kernel that restores it has read it:
   // the optimizer emits exactly one fetching operator per slot and inference,
   // and a released slot lets SpillManager pre-erase its sectors early.
@@ -56,6 +68,14 @@ struct Runtime {
   // and compare it with the victim (flash bring-up aid; costs a full read).
   bool verify_spills = false;
   RuntimeStats stats;
+
+  // The SpillManager of storage region `region`, or nullptr (none, or outside
+  // 0..kMaxStorageRegions-1).
+  SpillManager* storage(int region) const {
+    if (region < 0 || region >= kMaxStorageRegions) return nullptr;
+    if (region == 0 && spill != nullptr) return spill;
+    return regions[region];
+  }
 };
 
 // Attaches `runtime` to `interpreter` (call once, before AllocateTensors).

@@ -1,6 +1,6 @@
 // Spill: compresses its input into spill storage (docs/custom_ops.md).
 //
-// inputs [victim], no outputs; options {version, slot, block}.
+// inputs [victim], no outputs; options {version, slot, block, region (optional, 0)}.
 // Prepare requests one scratch buffer of block + 8 bytes (one encoded block)
 // and keeps 16 bytes of OpData. Eval hands the victim and that arena scratch
 // to the application's SpillManager, which encodes the victim block by block
@@ -33,7 +33,9 @@ void* SpillInit(TfLiteContext* context, const char* buffer, size_t length) {
   if (!options.Open(kOp, buffer, length)) return nullptr;
   int64_t slot = 0;
   int64_t block = 0;
-  if (!options.Int(contract::kKeySlot, &slot) || !options.Int(contract::kKeyBlock, &block)) {
+  int32_t region = 0;
+  if (!options.Int(contract::kKeySlot, &slot) || !options.Int(contract::kKeyBlock, &block) ||
+      !tinyseg_ops::ReadRegion(options.map(), kOp, "the Spill", &region)) {
     return nullptr;
   }
   auto* data =
@@ -43,6 +45,7 @@ void* SpillInit(TfLiteContext* context, const char* buffer, size_t length) {
   data->block = static_cast<int32_t>(block);
   data->staging_index = -1;
   data->elem_size = 0;
+  data->region = static_cast<int16_t>(region);
   return data;
 }
 
@@ -64,18 +67,19 @@ TfLiteStatus SpillPrepare(TfLiteContext* context, TfLiteNode* node) {
   }
   TF_LITE_ENSURE_MSG(context, data->block % static_cast<int32_t>(elem) == 0,
                      "Spill: block is not a multiple of the element size");
-  data->elem_size = static_cast<int32_t>(elem);
+  data->elem_size = static_cast<int16_t>(elem);
+  TF_LITE_ENSURE_STATUS(tinyseg_ops::CheckRegion(context, data->region, data->slot, kOp));
   return context->RequestScratchBufferInArena(context, tinyseg_ops::StagingBytes(data->block),
                                               &data->staging_index);
 }
 
 // Reads the slot back through the staging buffer and compares it.
-TfLiteStatus VerifySpill(::tinyseg::Runtime& rt, const SpillOpData& data, const uint8_t* victim,
-                         size_t bytes, uint8_t* staging) {
+TfLiteStatus VerifySpill(::tinyseg::SpillManager& storage, const SpillOpData& data,
+                         const uint8_t* victim, size_t bytes, uint8_t* staging) {
   const size_t chunk = tinyseg_ops::StagingBytes(data.block);
   for (size_t off = 0; off < bytes; off += chunk) {
     const size_t n = bytes - off < chunk ? bytes - off : chunk;
-    const ::tinyseg::Status s = rt.spill->FetchRange(data.slot, off, n, staging);
+    const ::tinyseg::Status s = storage.FetchRange(data.slot, off, n, staging);
     if (!::tinyseg::Ok(s) || std::memcmp(staging, victim + off, n) != 0) {
       MicroPrintf("Spill: slot %u does not read back (%s)%s", static_cast<unsigned>(data.slot),
                   ::tinyseg::StatusName(s), tinyseg_ops::StorageFaultHint(s));
@@ -89,6 +93,8 @@ TfLiteStatus SpillEval(TfLiteContext* context, TfLiteNode* node) {
   const auto& data = *static_cast<const SpillOpData*>(node->user_data);
   ::tinyseg::Runtime* rt = tinyseg_ops::GetRuntime(context, kOp);
   if (rt == nullptr) return kTfLiteError;
+  ::tinyseg::SpillManager* storage = tinyseg_ops::RegionStorage(*rt, data.region, data.slot, kOp);
+  if (storage == nullptr) return kTfLiteError;
   const TfLiteEvalTensor* victim = micro::GetEvalInput(context, node, 0);
   TF_LITE_ENSURE(context, victim != nullptr);
   auto* staging = static_cast<uint8_t*>(context->GetScratchBuffer(context, data.staging_index));
@@ -97,14 +103,14 @@ TfLiteStatus SpillEval(TfLiteContext* context, TfLiteNode* node) {
   const size_t bytes = EvalTensorBytes(victim);
   // The operator's `block` is the codec block (the staging holds one encoded block of it).
   const ::tinyseg::Status s =
-      rt->spill->Spill(data.slot, victim->data.raw, bytes, static_cast<uint32_t>(data.elem_size),
-                       span, static_cast<uint32_t>(data.block));
+      storage->Spill(data.slot, victim->data.raw, bytes, static_cast<uint32_t>(data.elem_size),
+                     span, static_cast<uint32_t>(data.block));
   if (s == ::tinyseg::Status::kBufferTooSmall) {
     MicroPrintf(
         "Spill: staging scratch of %u bytes (block %d + 8) is smaller than "
         "the spill device's program unit of %u bytes",
         static_cast<unsigned>(span.size), static_cast<int>(data.block),
-        static_cast<unsigned>(rt->spill->MinStagingBytes()));
+        static_cast<unsigned>(storage->MinStagingBytes()));
     return kTfLiteError;
   }
   if (!::tinyseg::Ok(s)) {
@@ -116,7 +122,8 @@ TfLiteStatus SpillEval(TfLiteContext* context, TfLiteNode* node) {
   ++rt->stats.spills;
   rt->stats.spilled_bytes += bytes;
   if (rt->verify_spills) {
-    return VerifySpill(*rt, data, static_cast<const uint8_t*>(victim->data.data), bytes, staging);
+    return VerifySpill(*storage, data, static_cast<const uint8_t*>(victim->data.data), bytes,
+                       staging);
   }
   return kTfLiteOk;
 }

@@ -231,7 +231,8 @@ TfLiteStatus StreamPrepare(TfLiteContext* context, TfLiteNode* node) {
   TINYSEG_RETURN_IF_ERROR(kStages[g.entry].row(v, g, r));
   if (out.stream >= 0) {
     TINYSEG_RETURN_IF_ERROR(
-        v.rt->spill->Append(&v.tab.stream(out.stream), dst, static_cast<size_t>(out.row_bytes)));
+        v.rt->storage(out.spill_region)
+            ->Append(&v.tab.stream(out.stream), dst, static_cast<size_t>(out.row_bytes)));
   }
   return ::tinyseg::Status::kOk;
 }

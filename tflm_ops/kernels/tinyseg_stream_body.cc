@@ -279,12 +279,80 @@ TfLiteStatus PrepareTensors(TfLiteContext* context, TfLiteNode* node, const Stre
   return kTfLiteOk;
 }
 
-// Rings, spills and fetches: (local id, number) pairs.
+namespace {
+
+// Whether `slot` is the number of an entry of a [local id, slot] list.
+bool Lists(const flexbuffers::Reference& list, int32_t slot) {
+  for (size_t j = 0; j < VectorSize(list); ++j) {
+    int32_t other = 0;
+    if (IntIn(At(At(list, j), 1), 0, contract::kMaxSlot, &other) && other == slot) return true;
+  }
+  return false;
+}
+
+// Entry i of slot_regions is [slot, region] for a slot the chain spills or fetches and no earlier
+// entry names (as customops._stream_chain checks it).
+bool SlotRegionOk(const flexbuffers::Map& m, const flexbuffers::Reference& v, size_t i) {
+  const flexbuffers::Reference pair = At(v, i);
+  int32_t slot = 0, region = 0;
+  if (!IsVector(pair) || VectorSize(pair) != 2 ||
+      !IntIn(At(pair, 0), contract::kMinSlot, contract::kMaxSlot, &slot) ||
+      !IntIn(At(pair, 1), contract::kMinRegion, contract::kMaxRegion, &region)) {
+    return false;
+  }
+  for (size_t j = 0; j < i; ++j) {
+    int32_t other = 0;
+    if (IntIn(At(At(v, j), 0), 0, contract::kMaxSlot, &other) && other == slot) return false;
+  }
+  return Lists(m[contract::kKeySpill], slot) || Lists(m[contract::kKeyFetch], slot);
+}
+
+// slot_regions (optional): a vector of valid entries.
+TfLiteStatus CheckSlotRegions(const flexbuffers::Map& m) {
+  const flexbuffers::Reference v = m[contract::kKeySlotRegions];
+  if (v.IsNull()) return kTfLiteOk;
+  if (!IsVector(v)) {
+    MicroPrintf("StreamChain: option 'slot_regions' is not a vector of [slot, region] pairs");
+    return kTfLiteError;
+  }
+  for (size_t i = 0; i < VectorSize(v); ++i) {
+    if (!SlotRegionOk(m, v, i)) {
+      MicroPrintf(
+          "StreamChain: slot_regions[%d] must be [slot, region 0..%d] for a distinct slot the "
+          "chain spills or fetches",
+          static_cast<int>(i), static_cast<int>(contract::kMaxRegion));
+      return kTfLiteError;
+    }
+  }
+  return kTfLiteOk;
+}
+
+// The storage region of `slot` (slot_regions, checked; absent: 0).
+int8_t SlotRegion(const flexbuffers::Map& m, int32_t slot) {
+  const flexbuffers::Reference v = m[contract::kKeySlotRegions];
+  for (size_t i = 0; i < VectorSize(v); ++i) {
+    const flexbuffers::Reference pair = At(v, i);
+    if (At(pair, 0).AsInt64() == slot) return static_cast<int8_t>(At(pair, 1).AsInt64());
+  }
+  return 0;
+}
+
+// The storage region of a spilled or fetched slot, refused when the attached Runtime has none.
+TfLiteStatus PlaceSlot(TfLiteContext* context, const flexbuffers::Map& m, int32_t slot,
+                       int8_t* region) {
+  *region = SlotRegion(m, slot);
+  return tinyseg_ops::CheckRegion(context, *region, static_cast<uint32_t>(slot), kOp);
+}
+
+}  // namespace
+
+// Rings, spills and fetches: (local id, number) pairs; a spilled or fetched slot's storage region.
 TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const Tables& tab,
                           const flexbuffers::Map& m) {
   const char* keys[3] = {contract::kKeyRings, contract::kKeySpill, contract::kKeyFetch};
   int32_t ring_offset = 0;
   int32_t streams = 0;
+  TF_LITE_ENSURE_STATUS(CheckSlotRegions(m));
   for (int k = 0; k < 3; ++k) {
     const flexbuffers::Reference v = m[keys[k]];
     for (size_t i = 0; i < VectorSize(v); ++i) {
@@ -315,11 +383,12 @@ TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const T
         s.stream = streams;
         tab.order[d.num_order - d.num_spill + streams] = id;
         ++streams;
-        static_cast<void>(value);
+        if (PlaceSlot(context, m, value, &s.spill_region) != kTfLiteOk) return kTfLiteError;
       } else {
         TF_LITE_ENSURE_MSG(context, s.fetch_slot < 0 && s.ring_rows > 0,
                            "StreamChain: a fetched tensor is fetched once and has a ring");
         s.fetch_slot = value;
+        if (PlaceSlot(context, m, value, &s.fetch_region) != kTfLiteOk) return kTfLiteError;
       }
     }
   }

@@ -75,8 +75,10 @@ uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
   uint8_t* dst = nullptr;
   TINYSEG_RETURN_IF_ERROR(s.ring.Reserve(row, keep, &dst));
   const size_t bytes = static_cast<size_t>(s.row_bytes);
-  const ::tinyseg::Status st = v.rt->spill->FetchRange(
-      static_cast<uint32_t>(s.fetch_slot), static_cast<size_t>(row) * bytes, bytes, dst);
+  // BeginEval's CheckSlot found the slot's storage.
+  const ::tinyseg::Status st = v.rt->storage(s.fetch_region)
+                                   ->FetchRange(static_cast<uint32_t>(s.fetch_slot),
+                                                static_cast<size_t>(row) * bytes, bytes, dst);
   if (!::tinyseg::Ok(st)) {
     MicroPrintf("StreamChain: fetching row %d of slot %u failed: %s%s", static_cast<int>(row),
                 static_cast<unsigned>(s.fetch_slot), ::tinyseg::StatusName(st),
@@ -120,8 +122,8 @@ TfLiteStatus BeginEval(TfLiteContext* context, TfLiteNode* node, EvalState* v, u
     }
     if (ts.fetch_slot >= 0) {
       const size_t raw = static_cast<size_t>(ts.height) * static_cast<size_t>(ts.row_bytes);
-      TF_LITE_ENSURE_STATUS(
-          tinyseg_ops::CheckSlot(*v->rt, static_cast<uint32_t>(ts.fetch_slot), raw, kOp));
+      TF_LITE_ENSURE_STATUS(tinyseg_ops::CheckSlot(*v->rt, ts.fetch_region,
+                                                   static_cast<uint32_t>(ts.fetch_slot), raw, kOp));
     }
   }
   return kTfLiteOk;
@@ -136,7 +138,10 @@ TfLiteStatus OpenStreams(const EvalState& v, uint8_t* rings) {
     const TensorSlot& s = v.tab.tensor(id);
     uint8_t* accumulator =
         rings + d->ring_bytes + static_cast<size_t>(k) * static_cast<size_t>(d->block);
-    const ::tinyseg::Status st = v.rt->spill->BeginStream(
+    ::tinyseg::SpillManager* storage =
+        tinyseg_ops::RegionStorage(*v.rt, s.spill_region, SpillSlot(m, k), kOp);
+    if (storage == nullptr) return kTfLiteError;
+    const ::tinyseg::Status st = storage->BeginStream(
         SpillSlot(m, k), static_cast<size_t>(s.height) * static_cast<size_t>(s.row_bytes), 1,
         accumulator, new (&v.tab.stream(k))::tinyseg::SpillStream(),
         static_cast<uint32_t>(d->block));
@@ -149,10 +154,15 @@ TfLiteStatus OpenStreams(const EvalState& v, uint8_t* rings) {
   return kTfLiteOk;
 }
 
+::tinyseg::SpillManager* StreamStorage(const EvalState& v, int32_t id) {
+  return v.rt->storage(v.tab.tensor(id).spill_region);  // OpenStreams found it
+}
+
 TfLiteStatus CloseStreams(const EvalState& v) {
   for (int32_t k = 0; k < v.d->num_spill; ++k) {
     ::tinyseg::SpillStream& stream = v.tab.stream(k);
-    const ::tinyseg::Status end = v.rt->spill->EndStream(&stream);
+    const int32_t id = v.tab.order[v.d->num_order - v.d->num_spill + k];
+    const ::tinyseg::Status end = StreamStorage(v, id)->EndStream(&stream);
     if (!::tinyseg::Ok(end)) {
       MicroPrintf("StreamChain: closing the row stream of slot %u failed: %s%s",
                   static_cast<unsigned>(stream.slot), ::tinyseg::StatusName(end),

@@ -71,7 +71,9 @@ struct TensorSlot {
   int32_t ring_offset;  // bytes into the ring scratch
   int32_t stream;       // index of its SpillStream; -1
   int32_t fetch_slot;   // storage slot it is fetched from; -1
-  int32_t constant;     // 1: a constant input of the node (never streamed: no schedule edge)
+  int16_t constant;     // 1: a constant input of the node (never streamed: no schedule edge)
+  int8_t spill_region;  // storage region of the slot its stream writes (slot_regions; 0)
+  int8_t fetch_region;  // storage region of fetch_slot (slot_regions; 0)
 };
 static_assert(sizeof(TensorSlot) <= contract::kStreamTensorBytes,
               "contract: StreamChain tensor record");
@@ -337,6 +339,8 @@ TfLiteStatus PrepareStageCommon(TfLiteContext* context, TfLiteNode* node, const 
 TfLiteStatus PrepareSchedule(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
                              const Tables& tab);
 uint32_t SpillSlot(const flexbuffers::Map& m, int32_t stream);
+// The storage region of the slot that spilled tensor `id` streams into (Prepare found it).
+::tinyseg::SpillManager* StreamStorage(const EvalState& v, int32_t id);
 
 // Eval (tinyseg_stream_eval.cc).
 ::tinyseg::Status Band(const EvalState& v, int32_t id, int32_t lo, int32_t hi, const uint8_t** out);

@@ -4,8 +4,15 @@
 // `tinyseg verify` (tinyseg_plugin/checks/real_kernels.py) builds and runs it.
 //
 // Usage: tinyseg_run MODEL INPUT OUTPUT [--batches N] [--arena BYTES] [--storage BYTES]
+//                    [--ram-region BYTES]... [--flash-region BYTES]...
 //   INPUT   N batches, each the raw bytes of every model input in input order
 //   OUTPUT  written with N batches, each the raw bytes of every output in order
+//   --storage BYTES       storage region 0 (Runtime::spill): RAM, 8 MiB by default
+//   --ram-region BYTES    the next storage region (1, 2, ... in the order given; at most 7 in all):
+//   --flash-region BYTES  RAM, or the NOR flash simulator (erase before program), each with its
+//                         own SpillManager in Runtime::regions[i]. A model whose slots name a
+//                         region not given here is refused in AllocateTensors (the kernels'
+//                         Prepare).
 // One Invoke per batch, on the same interpreter (spill slots are rewritten and
 // released each inference). Printed lines (sizes in bytes):
 //   head N / tail N / total N   RecordingMicroAllocator's arena sections
@@ -17,6 +24,8 @@
 //   staged_bytes N / bands N / reused_rows N / erases N
 //   optimized_rows N            StreamChain stage rows run with CMSIS-NN (a CMSIS-NN build)
 //   optimized_transpose_conv_rows N   of those, TRANSPOSE_CONV stage rows
+//   regionR_spilled_bytes N / regionR_fetches N / regionR_erases N
+//                               per storage region R, printed when regions beyond 0 are given
 // Exit 0 on success; 1 with one line on stderr naming the failing step.
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +40,7 @@
 #include "tensorflow/lite/schema/schema_generated.h"
 #include "tinyseg/block_device.h"
 #include "tinyseg/erase_queue.h"
+#include "tinyseg/nor_flash_sim.h"
 #include "tinyseg/spill_manager.h"
 
 namespace {
@@ -185,68 +195,131 @@ int Fail(const char* what) {
 
 unsigned long long U(uint64_t v) { return static_cast<unsigned long long>(v); }
 
-// Spill storage: RAM behind the same SpillManager a board uses with flash.
-struct Storage {
+// One storage region: RAM, or the NOR flash simulator (erase before program, 1 -> 0 only, as a
+// board's flash), behind the same SpillManager a board uses.
+class Region {
+ public:
   static constexpr uint32_t kSector = 4096;
   static constexpr size_t kSlots = 64;
-  size_t bytes;
-  uint8_t* memory;
-  ::tinyseg::SectorInfo* sectors;
-  ::tinyseg::SpillSlot slots[kSlots];
-  ::tinyseg::Geometry geometry;
-  ::tinyseg::SpillConfig config;
-  ::tinyseg::SpillMemory spill_memory;
 
-  explicit Storage(size_t total) : bytes(total) {
-    memory = static_cast<uint8_t*>(malloc(bytes));
-    sectors =
-        static_cast<::tinyseg::SectorInfo*>(calloc(bytes / kSector, sizeof(::tinyseg::SectorInfo)));
-    geometry.read_size = 1;
-    geometry.program_size = 1;
-    geometry.erase_size = kSector;
-    geometry.total_size = bytes;
+  Region(size_t bytes, bool flash) : bytes_(bytes / kSector * kSector), flash_(flash) {}
+  ~Region() {
+    delete manager_;
+    delete queue_;
+    delete nor_;
+    delete ram_;
+    free(erase_counts_);
+    free(sectors_);
+    free(memory_);
+  }
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  // False when memory runs out or the device or the manager refuses to start.
+  bool Init() {
+    const size_t n = bytes_ / kSector;
+    memory_ = static_cast<uint8_t*>(malloc(bytes_));
+    sectors_ = static_cast<::tinyseg::SectorInfo*>(calloc(n, sizeof(::tinyseg::SectorInfo)));
+    erase_counts_ = static_cast<uint32_t*>(calloc(n, sizeof(uint32_t)));
+    if (n == 0 || memory_ == nullptr || sectors_ == nullptr || erase_counts_ == nullptr)
+      return false;
+    ::tinyseg::Geometry g;
+    g.read_size = 1;
+    g.program_size = 1;
+    g.erase_size = kSector;
+    g.total_size = bytes_;
+    ::tinyseg::Status started = ::tinyseg::Status::kOk;
+    if (flash_) {
+      ::tinyseg::NorFlashConfig config;
+      config.geometry = g;
+      nor_ = new ::tinyseg::NorFlashSim(config, memory_, erase_counts_, nullptr);
+      started = nor_->Init();
+      device_ = nor_;
+    } else {
+      ram_ = new ::tinyseg::RamBlockDevice(g, memory_);
+      started = ram_->Init();
+      device_ = ram_;
+    }
+    ::tinyseg::SpillConfig config;
     config.region_offset = 0;
-    config.region_size = bytes;
+    config.region_size = bytes_;
     config.codec_block_bytes = 1024;
-    spill_memory.slots = slots;
-    spill_memory.num_slots = kSlots;
-    spill_memory.sectors = sectors;
-    spill_memory.num_sectors = bytes / kSector;
+    ::tinyseg::SpillMemory memory;
+    memory.slots = slots_;
+    memory.num_slots = kSlots;
+    memory.sectors = sectors_;
+    memory.num_sectors = n;
+    queue_ = new ::tinyseg::SyncEraseQueue(*device_);
+    manager_ = new ::tinyseg::SpillManager(*device_, *queue_, config, memory);
+    return ::tinyseg::Ok(started) && ::tinyseg::Ok(manager_->Init());
   }
-  ~Storage() {
-    free(sectors);
-    free(memory);
-  }
-  Storage(const Storage&) = delete;
-  Storage& operator=(const Storage&) = delete;
+  ::tinyseg::SpillManager& manager() { return *manager_; }
+
+ private:
+  size_t bytes_;
+  bool flash_;
+  uint8_t* memory_ = nullptr;
+  ::tinyseg::SectorInfo* sectors_ = nullptr;
+  uint32_t* erase_counts_ = nullptr;
+  ::tinyseg::SpillSlot slots_[kSlots] = {};
+  ::tinyseg::RamBlockDevice* ram_ = nullptr;  // the one of the two this region is
+  ::tinyseg::NorFlashSim* nor_ = nullptr;
+  ::tinyseg::BlockDevice* device_ = nullptr;
+  ::tinyseg::SyncEraseQueue* queue_ = nullptr;
+  ::tinyseg::SpillManager* manager_ = nullptr;
 };
+
+// What the command line asks for.
+struct Args {
+  long batches = 1;
+  size_t arena_bytes = 4u << 20;
+  size_t storage_bytes = 8u << 20;
+  int extra = 0;  // storage regions 1..extra
+  size_t region_bytes[::tinyseg::kMaxStorageRegions] = {};
+  bool region_flash[::tinyseg::kMaxStorageRegions] = {};
+};
+
+constexpr char kUsage[] =
+    "usage: tinyseg_run MODEL INPUT OUTPUT [--batches N] [--arena BYTES] [--storage BYTES] "
+    "[--ram-region BYTES]... [--flash-region BYTES]...";
+
+// Parses the options after OUTPUT; nullptr, or the sentence that refuses them.
+const char* ParseArgs(int argc, char** argv, Args* a) {
+  for (int i = 4; i < argc; i += 2) {
+    if (i + 1 >= argc) return "an option lacks its value";
+    const bool ram = strcmp(argv[i], "--ram-region") == 0;
+    if (strcmp(argv[i], "--batches") == 0) {
+      a->batches = atol(argv[i + 1]);
+    } else if (strcmp(argv[i], "--arena") == 0) {
+      a->arena_bytes = static_cast<size_t>(atoll(argv[i + 1]));
+    } else if (strcmp(argv[i], "--storage") == 0) {
+      a->storage_bytes = static_cast<size_t>(atoll(argv[i + 1]));
+    } else if (ram || strcmp(argv[i], "--flash-region") == 0) {
+      if (a->extra + 1 >= ::tinyseg::kMaxStorageRegions) {
+        return "too many --ram-region/--flash-region options (storage regions 1..7)";
+      }
+      ++a->extra;
+      a->region_bytes[a->extra] = static_cast<size_t>(atoll(argv[i + 1]));
+      a->region_flash[a->extra] = !ram;
+      if (a->region_bytes[a->extra] < Region::kSector) {
+        return "a --ram-region or --flash-region needs at least 4096 bytes";
+      }
+    } else {
+      return "unknown option";
+    }
+  }
+  if (a->batches < 1 || a->arena_bytes == 0 || a->storage_bytes < Region::kSector) {
+    return "bad --batches, --arena or --storage";
+  }
+  return nullptr;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4) {
-    return Fail(
-        "usage: tinyseg_run MODEL INPUT OUTPUT [--batches N] [--arena BYTES] [--storage BYTES]");
-  }
-  long batches = 1;
-  size_t arena_bytes = 4u << 20;
-  size_t storage_bytes = 8u << 20;
-  for (int i = 4; i < argc; i += 2) {
-    if (i + 1 >= argc) return Fail("an option lacks its value");
-    if (strcmp(argv[i], "--batches") == 0) {
-      batches = atol(argv[i + 1]);
-    } else if (strcmp(argv[i], "--arena") == 0) {
-      arena_bytes = static_cast<size_t>(atoll(argv[i + 1]));
-    } else if (strcmp(argv[i], "--storage") == 0) {
-      storage_bytes = static_cast<size_t>(atoll(argv[i + 1]));
-    } else {
-      return Fail("unknown option");
-    }
-  }
-  if (batches < 1 || arena_bytes == 0 || storage_bytes < Storage::kSector) {
-    return Fail("bad --batches, --arena or --storage");
-  }
-  storage_bytes = storage_bytes / Storage::kSector * Storage::kSector;
+  if (argc < 4) return Fail(kUsage);
+  Args args;
+  if (const char* refusal = ParseArgs(argc, argv, &args)) return Fail(refusal);
 
   size_t model_size = 0, input_size = 0;
   uint8_t* model_data = ReadFile(argv[1], &model_size);
@@ -258,21 +331,20 @@ int main(int argc, char** argv) {
   Resolver resolver;
   if (!AddBuiltins(resolver)) return Fail("op resolver is too small");
 
-  Storage storage(storage_bytes);
-  if (storage.memory == nullptr || storage.sectors == nullptr)
-    return Fail("no memory for the spill storage");
-  ::tinyseg::RamBlockDevice device(storage.geometry, storage.memory);
-  ::tinyseg::SyncEraseQueue erase_queue(device);
-  ::tinyseg::SpillManager manager(device, erase_queue, storage.config, storage.spill_memory);
-  if (!::tinyseg::Ok(device.Init()) || !::tinyseg::Ok(manager.Init())) {
-    return Fail("spill storage does not initialise");
-  }
+  // Region 0 (Runtime::spill) is RAM of --storage bytes; regions 1.. as the options list them.
+  Region* regions[::tinyseg::kMaxStorageRegions] = {};
   ::tinyseg::Runtime runtime;
-  runtime.spill = &manager;
+  for (int r = 0; r <= args.extra; ++r) {
+    regions[r] = r == 0 ? new Region(args.storage_bytes, false)
+                        : new Region(args.region_bytes[r], args.region_flash[r]);
+    if (!regions[r]->Init()) return Fail("spill storage does not initialise");
+    runtime.regions[r] = &regions[r]->manager();
+  }
+  runtime.spill = &regions[0]->manager();
 
-  uint8_t* arena = AlignedAlloc(arena_bytes);
+  uint8_t* arena = AlignedAlloc(args.arena_bytes);
   if (arena == nullptr) return Fail("no memory for the arena");
-  tflite::RecordingMicroInterpreter interpreter(model, resolver, arena, arena_bytes);
+  tflite::RecordingMicroInterpreter interpreter(model, resolver, arena, args.arena_bytes);
   if (::tinyseg::AttachRuntime(interpreter, runtime) != kTfLiteOk) {
     return Fail("cannot attach the TinySeg runtime");
   }
@@ -280,7 +352,7 @@ int main(int argc, char** argv) {
 
   size_t needed = 0;
   for (size_t i = 0; i < interpreter.inputs_size(); ++i) needed += interpreter.input(i)->bytes;
-  if (needed * static_cast<size_t>(batches) != input_size) {
+  if (needed * static_cast<size_t>(args.batches) != input_size) {
     return Fail("input file size differs from the model's inputs times --batches");
   }
   size_t output_bytes = 0;
@@ -290,14 +362,14 @@ int main(int argc, char** argv) {
   FILE* out = fopen(argv[3], "wb");
   if (out == nullptr) return Fail("cannot write the output file");
   size_t offset = 0;
-  for (long r = 0; r < batches; ++r) {
+  for (long r = 0; r < args.batches; ++r) {
     for (size_t i = 0; i < interpreter.inputs_size(); ++i) {
       TfLiteTensor* t = interpreter.input(i);
       memcpy(t->data.raw, input_data + offset, t->bytes);
       offset += t->bytes;
     }
     if (interpreter.Invoke() != kTfLiteOk) return Fail("Invoke failed");
-    manager.EndInference();
+    for (int k = 0; k <= args.extra; ++k) regions[k]->manager().EndInference();
     for (size_t i = 0; i < interpreter.outputs_size(); ++i) {
       const TfLiteTensor* t = interpreter.output(i);
       if (fwrite(t->data.raw, 1, t->bytes, out) != t->bytes)
@@ -323,15 +395,24 @@ int main(int argc, char** argv) {
                .GetRecordedAllocation(
                    tflite::RecordedAllocationType::kPersistentTfLiteTensorQuantizationData)
                .used_bytes));
-  const ::tinyseg::SpillStats& s = manager.stats();
+  uint64_t encoded_bytes = 0, erases = 0;  // over every region
+  for (int k = 0; k <= args.extra; ++k) {
+    encoded_bytes += regions[k]->manager().stats().encoded_bytes;
+    erases += regions[k]->manager().stats().erases_submitted;
+  }
   printf("spills %llu\nspilled_bytes %llu\nencoded_bytes %llu\n", U(runtime.stats.spills),
-         U(runtime.stats.spilled_bytes), U(s.encoded_bytes));
+         U(runtime.stats.spilled_bytes), U(encoded_bytes));
   printf("fetches %llu\nfetched_bytes %llu\nstaged_bytes %llu\n", U(runtime.stats.fetches),
          U(runtime.stats.fetched_bytes), U(runtime.stats.staged_bytes));
   printf("bands %llu\nreused_rows %llu\nerases %llu\n", U(runtime.stats.bands),
-         U(runtime.stats.reused_rows), U(s.erases_submitted));
+         U(runtime.stats.reused_rows), U(erases));
   printf("optimized_rows %llu\n", U(runtime.stats.optimized_rows));
   printf("optimized_transpose_conv_rows %llu\n", U(runtime.stats.optimized_transpose_conv_rows));
+  for (int k = 0; args.extra > 0 && k <= args.extra; ++k) {  // where the slots went
+    const ::tinyseg::SpillStats& r = regions[k]->manager().stats();
+    printf("region%d_spilled_bytes %llu\nregion%d_fetches %llu\nregion%d_erases %llu\n", k,
+           U(r.raw_bytes_spilled), k, U(r.fetches), k, U(r.erases_submitted));
+  }
   fflush(stdout);
   AlignedFree(input_data);
   // The arena and the model stay allocated: the interpreter, destroyed on

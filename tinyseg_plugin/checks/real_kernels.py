@@ -361,6 +361,26 @@ def failure_reason(stderr: str) -> str:
     return f"{step}: {reasons[0]}"[:300] if reasons else step[:300]
 
 
+def storage_regions(graph) -> int:
+    """How many storage regions the TinySeg operators of ``graph`` (an ir Graph) reach: the highest
+    region their options name, plus one (1 for a model in region 0 alone, or none)."""
+    from ..contract import customops
+
+    highest = 0
+    for op in graph.operators:
+        if not customops.is_tinyseg_op(op):
+            continue
+        o = customops.decode(op)
+        if isinstance(o, customops.SpillOptions):
+            highest = max(highest, o.region)
+        elif isinstance(o, customops.StreamChainOptions):
+            highest = max([highest, *(r for _, r in o.slot_regions)])
+        else:
+            fetching = o.fetching if isinstance(o, customops.FetchingConv2DOptions) else o
+            highest = max([highest, *(f.region for f in fetching.fetched)])
+    return highest + 1
+
+
 def run(
     exe: Path,
     model: bytes,
@@ -368,8 +388,11 @@ def run(
     arena_size: int,
     seconds: float,
     what: str,
+    regions: int = 1,
 ) -> RunnerOutput:
-    """Run ``model`` on every batch in one process; a crash, a hang or a refusal is a TinySegError."""
+    """Run ``model`` on every batch in one process; a crash, a hang or a refusal is a TinySegError.
+    ``regions``: storage regions to attach (0 .. regions-1, each STORAGE_BYTES of host RAM), as
+    storage_regions counts them for the model."""
     with tempfile.TemporaryDirectory(prefix="tinyseg-run-") as d:
         mpath, ipath, opath = Path(d) / "model.tflite", Path(d) / "in.bin", Path(d) / "out.bin"
         mpath.write_bytes(model)
@@ -388,6 +411,7 @@ def run(
             str(arena_size),
             "--storage",
             str(STORAGE_BYTES),
+            *["--ram-region", str(STORAGE_BYTES)] * (regions - 1),
         ]
         limit = seconds * max(
             1, len(batches)

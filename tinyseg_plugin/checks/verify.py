@@ -318,6 +318,7 @@ def verify_real_kernels(
         for op in optimized.operators
         if op.opcode in (customops.SPILL, customops.STREAM_CHAIN)
     )
+    n_regions = real_kernels.storage_regions(optimized)  # host RAM for each storage region
     a_sha, runner = output_cache.model_digest(a), "tinyseg_run " + output_cache.file_digest(exe)
     for group in _groups(runs + n_edge, per_run):
         batches = [_batch(a, da, r, runs, seed) for r in group]
@@ -329,7 +330,9 @@ def verify_real_kernels(
             ra_outputs = real_kernels.run(exe, a, batches, arena, seconds, "the original").outputs
             for k, out in zip(keys, ra_outputs):
                 output_cache.store(k, [np.frombuffer(out, dtype=np.uint8)])
-        rb = real_kernels.run(exe, b, batches, arena, seconds, "the optimized model")
+        rb = real_kernels.run(
+            exe, b, batches, arena, seconds, "the optimized model", regions=n_regions
+        )
         del batches
         if rb.stats.get("spills") != per_input * len(group):
             # the TinySeg kernels must really have run: each Spill and each StreamChain row stream, once per input
