@@ -562,3 +562,36 @@ def test_generated_storage_regions_compile(
     source.write_text(REGIONS_USER)
     result = run_compile(toolchain, toolchain.targets["cm7"], source, [library, tmp_path], tmp_path)
     assert_clean(result, ours.with_root(tmp_path), "the generated storage regions header")
+
+
+def test_sketch_m7_with_the_plans_storage_regions(
+    toolchain: Toolchain, library: Path, ours: OurFiles, tmp_path: Path
+) -> None:
+    """The M7 sketch with the header `optimize --storage-header tinyseg_storage.h` writes beside it
+    (the Tiny U-Net at 64 KB keeps its two row-spill slots in the DTCM) compiles, attaching the
+    region before AllocateTensors."""
+    from tinyseg_plugin.deploy.storage_header import slot_region_bytes, storage_header
+
+    build = tmp_path / "sketch"
+    cpp = prepare_sketch(EXAMPLES / "tinyseg_unet_m7", build)
+    placeholder = bytes(4) + b"TFL3" + bytes(8)
+    (build / "model_data.h").write_text(
+        make_model_header.header_text(
+            placeholder, "g_tinyseg_model", "placeholder.tflite", 64 * 1024
+        )
+    )
+    dtcm = slot_region_bytes(76_800) + slot_region_bytes(38_400)
+    (build / "tinyseg_storage.h").write_text(storage_header([(1, "dtcm", dtcm)], slots=2))
+    result = run_compile(
+        toolchain,
+        toolchain.targets["cm7"],
+        cpp,
+        [library] + sketch_library_dirs(toolchain),
+        tmp_path,
+        (
+            f"-DTINYSEG_STORAGE={STORAGES['qspi']}",
+            "-DTINYSEG_ASYNC_ERASE=0",
+            "-DTINYSEG_STORAGE_REGIONS_REQUIRED",  # an #error if the header were not found
+        ),
+    )
+    assert_clean(result, ours.with_root(tmp_path), "tinyseg_unet_m7 with storage regions")

@@ -77,3 +77,66 @@ def test_a_plan_the_board_cannot_hold_is_one_sentence(plan, message: str) -> Non
         sh.storage_header(plan)
     assert message in str(exc.value)
     assert "\n" not in str(exc.value)
+
+
+def _cli(args: list[str], cwd) -> "subprocess.CompletedProcess":
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run(
+        [sys.executable, "-m", "tinyseg_plugin.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+def test_optimize_writes_the_header_of_the_plan_it_wrote(tiny_unet, tmp_path) -> None:
+    """--board nicla-vision --target 64KB: the plan keeps its slots in the DTCM (region 1), and the
+    header defines that region, large enough for the slots' ring log, and attaches it there."""
+    import json
+
+    out = _cli(
+        [
+            "optimize",
+            str(tiny_unet),
+            "-o",
+            "m.tflite",
+            "--board",
+            "nicla-vision",
+            "--target",
+            "64KB",
+            "--storage-header",
+            "storage.h",
+            "--report",
+            "r.json",
+        ],
+        tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "storage.h").read_text()
+    slots = json.loads((tmp_path / "r.json").read_text())["cost"]["placement"]["slots"]
+    assert {s["region"] for s in slots} == {"dtcm"} and {s["index"] for s in slots} == {1}
+    need = sum(sh.slot_region_bytes(s["bytes"]) for s in slots)
+    assert f"region 1: dtcm, {need} bytes" in text
+    assert "runtime.regions[1] = &g_manager1;" in text
+    assert f"kSlots = {max(s['slot'] for s in slots) + 1}" in text
+
+
+def test_storage_header_needs_the_nicla_board(tiny_unet, tmp_path) -> None:
+    out = _cli(["optimize", str(tiny_unet), "-o", "m.tflite", "--storage-header", "s.h"], tmp_path)
+    assert out.returncode == 2 and "give --board nicla-vision" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert not (tmp_path / "m.tflite").exists() and not (tmp_path / "s.h").exists()
+
+
+def test_a_slot_needs_its_encoded_blocks_in_whole_sectors_and_one_more() -> None:
+    assert sh.slot_region_bytes(1) == 2 * sh.SECTOR_BYTES
+    assert sh.slot_region_bytes(4096 - 32) == 2 * sh.SECTOR_BYTES  # 4 blocks: 32 B of headers
+    assert sh.slot_region_bytes(4096) == 3 * sh.SECTOR_BYTES

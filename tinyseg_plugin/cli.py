@@ -265,9 +265,14 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             ("--report", args.report),
             ("--plot", args.plot),
             ("--frontier-plot", args.frontier_plot),
+            ("--storage-header", args.storage_header),
         ],
         force=args.force,
     )
+    if args.storage_header and run.board.name != "nicla-vision":
+        raise TinySegError(
+            "--storage-header writes the nicla-vision sketch's storage set-up; give --board nicla-vision"
+        )
     run.tflm_dir = None if args.unverified else resolve_tflm_dir(args.tflm_dir)
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.
     if not args.quiet and sys.stderr.isatty():
@@ -284,6 +289,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         report = out.report(args.model, args.output)
         report["frontier"] = None if points is None else [p.as_dict() for p in points]
         files.append((args.report, (json.dumps(report, indent=1) + "\n").encode()))
+    if args.storage_header:
+        from .deploy.storage_header import plan_header
+
+        text = plan_header(
+            out.cost, f"{shown(args.output, 0)} (tinyseg optimize --board {run.board.name})"
+        )
+        files.append((args.storage_header, text.encode()))
     if args.frontier_plot:
         from .report.plots import frontier_png
 
@@ -490,6 +502,12 @@ def build_parser() -> argparse.ArgumentParser:
     _board(o, rate=True)
     o.add_argument("--report", metavar="FILE.json", help="write the optimization report")
     o.add_argument("--plot", metavar="FILE.png", help="draw the optimized arena plan")
+    o.add_argument(
+        "--storage-header",
+        metavar="FILE.h",
+        help="with --board nicla-vision: write the sketch's RAM storage regions for this plan "
+        "(docs/runtime.md)",
+    )
     o.add_argument(
         "--frontier",
         action="store_true",

@@ -29,10 +29,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from ..contract.customops import (  # region 0 is Runtime::spill, the sketch's flash
+    BLOCK_BYTES,
+    BLOCK_HEADER_BYTES,
+    MAX_REGIONS,
+)
 from ..errors import TinySegError, shown
 
 SECTOR_BYTES = 4096  # erase unit of a RAM region (SectorInfo per 4 KB: 12 B each on Cortex-M7)
-MAX_REGIONS = 8  # contract MAX_REGIONS; region 0 is Runtime::spill, the sketch's flash
 VECTOR_TABLE = ((166 * 4) + 7) & ~7  # what both linker scripts reserve at the start of DTCM/D2
 FLASH_NAMES = ("internal-flash", "qspi")
 
@@ -236,3 +240,40 @@ inline void EndInference() {{
 
 #endif  // TINYSEG_GENERATED_STORAGE_REGIONS_H_
 """
+
+
+BOARD = "nicla-vision"  # the board whose linker scripts PLACES follows
+
+
+def slot_region_bytes(raw: int) -> int:
+    """The bytes of a RAM region one slot of ``raw`` bytes needs in SpillManager's ring log: its
+    encoded blocks (a header per codec block, stored raw at worst) in whole sectors, and one sector
+    more for where the ring's write position starts inside a sector."""
+    encoded = raw + -(-raw // BLOCK_BYTES) * BLOCK_HEADER_BYTES
+    return (-(-encoded // SECTOR_BYTES) + 1) * SECTOR_BYTES
+
+
+def plan_header(cost, source: str = "") -> str:
+    """The header for a written plan (``optimize --storage-header``): its RAM storage regions from
+    the cost model's placement (memory/placement.py), each as large as the slots it holds, and one
+    SpillSlot per slot number the plan uses (slots are numbered across the whole model)."""
+    if cost is None or cost.board != BOARD:
+        raise TinySegError(
+            f"--storage-header writes the {BOARD} sketch's storage set-up; give --board {BOARD}"
+        )
+    p = cost.placement
+    size: dict[int, int] = {}
+    for u in cost.uses:
+        i = 0 if p is None else p.index_of(u.slot)
+        size[i] = size.get(i, 0) + slot_region_bytes(u.bytes)
+    names = p.names if p is not None else ()
+    ram = [(i, names[i], size[i]) for i in sorted(size) if i > 0 and names[i] not in FLASH_NAMES]
+    other_flash = [names[i] for i in sorted(size) if i > 0 and names[i] in FLASH_NAMES]
+    if other_flash:
+        raise TinySegError(
+            f"the plan keeps slots in {other_flash[0]!r} besides the spill region {names[0]!r}, and "
+            "the sketch attaches one flash storage: give a higher --target, or a board file whose "
+            "spill_region is the one flash region to use"
+        )
+    slots = max((u.slot for u in cost.uses), default=0) + 1
+    return storage_header(ram, slots=slots, source=source)

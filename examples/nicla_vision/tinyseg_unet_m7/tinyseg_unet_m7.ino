@@ -38,6 +38,16 @@
 #include "tinyseg/erase_ring.h"
 #include "tinyseg/remote_protocol.h"
 #include "tinyseg/spill_manager.h"
+// The plan's RAM storage regions, when the model keeps slots in free RAM beside the flash:
+// `tinyseg optimize ... --board nicla-vision --storage-header tinyseg_storage.h` next to this file.
+#if __has_include("tinyseg_storage.h")
+#include "tinyseg_storage.h"
+#define TINYSEG_STORAGE_REGIONS 1
+#elif defined(TINYSEG_STORAGE_REGIONS_REQUIRED)  // the model names RAM regions: do not build without
+#error "tinyseg_storage.h is missing: write it with tinyseg optimize --storage-header"
+#else
+#define TINYSEG_STORAGE_REGIONS 0
+#endif
 #include "tinyseg_nicla/arduino_serial_stream.h"
 #include "tinyseg_nicla/hsem_ring_platform.h"
 #include "tinyseg_nicla/internal_flash_block_device.h"
@@ -231,6 +241,9 @@ bool SetUpModel() {
   interpreter =
       new (interpreter_mem) tflite::MicroInterpreter(model, resolver, tensor_arena, kArenaBytes);
   runtime.spill = spill;
+#if TINYSEG_STORAGE_REGIONS
+  if (!tinyseg_regions::Attach(runtime)) return false;
+#endif
   if (tinyseg::AttachRuntime(*interpreter, runtime) != kTfLiteOk) return false;
   if (interpreter->AllocateTensors() != kTfLiteOk) {
     Log("tinyseg: AllocateTensors failed (arena %u bytes)", static_cast<unsigned>(kArenaBytes));
@@ -292,6 +305,9 @@ void loop() {
     return;
   }
   spill->EndInference();
+#if TINYSEG_STORAGE_REGIONS
+  tinyseg_regions::EndInference();
+#endif
   const tinyseg::SpillStats& s = spill->stats();
   Log("inference %lu%s: %lu.%03lu ms, spilled %lu -> %lu B, fetched %lu B, erase waits %lu",
       static_cast<unsigned long>(n), n == 0 ? " (warm-up)" : "",
