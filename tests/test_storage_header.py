@@ -4,7 +4,11 @@ against the real Arduino Mbed core in tests/test_nicla_build.py."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -79,12 +83,7 @@ def test_a_plan_the_board_cannot_hold_is_one_sentence(plan, message: str) -> Non
     assert "\n" not in str(exc.value)
 
 
-def _cli(args: list[str], cwd) -> "subprocess.CompletedProcess":
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
+def _cli(args: list[str], cwd) -> subprocess.CompletedProcess:
     root = Path(__file__).resolve().parent.parent
     env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run(
