@@ -43,7 +43,8 @@
 #if __has_include("tinyseg_storage.h")
 #include "tinyseg_storage.h"
 #define TINYSEG_STORAGE_REGIONS 1
-#elif defined(TINYSEG_STORAGE_REGIONS_REQUIRED)  // the model names RAM regions: do not build without
+// TINYSEG_STORAGE_REGIONS_REQUIRED: the model names RAM regions, so do not build without them.
+#elif defined(TINYSEG_STORAGE_REGIONS_REQUIRED)
 #error "tinyseg_storage.h is missing: write it with tinyseg optimize --storage-header"
 #else
 #define TINYSEG_STORAGE_REGIONS 0
