@@ -146,7 +146,7 @@ def test_optimize_then_verify(tmp_path: Path, unet_file: Path, capsys) -> None:
     rep = json.loads((tmp_path / "r.json").read_text())
     assert (
         rep["original"]["head"] == 307_200 and rep["optimized"]["head"] <= 64_000
-    )  # streamed (issue 14)
+    )  # streamed
     assert rep["verified"]["identical"] and rep["streamed_chains"] and not rep["spilled"]
     assert rep["bytes_moved_per_inference"] > 0 and rep["steps"][-1]["technique"] == "streaming"
     assert main(["verify", str(unet_file), str(out)]) == 0
@@ -211,7 +211,7 @@ def test_no_split_switch(tmp_path: Path) -> None:
     assert heads[False] < heads[True]
 
 
-# ---------------------------------------------------------------- verify's arguments (issue 10, point 8)
+# ---------------------------------------------------------------- verify's arguments
 
 
 def _one_line(r: subprocess.CompletedProcess, code: int, message: str) -> None:
@@ -334,7 +334,7 @@ def test_tflm_log_never_reaches_stderr(tmp_path: Path) -> None:
 
 
 def test_plugin_verify_runs_must_be_positive() -> None:
-    """Issue 11, point 6: the tflite-tools plugin cannot switch the check off with --verify-runs 0 either."""
+    """The tflite-tools plugin cannot switch the check off with --verify-runs 0 either."""
     import argparse
 
     from tflite_tools_host import manager
@@ -357,7 +357,7 @@ def test_plugin_verify_runs_must_be_positive() -> None:
         verify(g, g, runs=0)
 
 
-# ---------------------------------------------------------------- the layout the check runs (issue 11, point 1)
+# ---------------------------------------------------------------- the layout the check runs
 
 
 def _optimized_with_layout(tmp_path: Path, unet_file: Path, offset_of) -> Path:

@@ -55,7 +55,7 @@ def test_tiny_unet_reference_reaches_153600_bit_exact(unet_graph) -> None:
 def test_tiny_unet_streams_under_64000_bit_exact(
     unet_graph, runtime: str, build_profile: str
 ) -> None:
-    """Issue 14: by default optimize streams the Tiny U-Net (StreamChain operators only) to a head of
+    """By default optimize streams the Tiny U-Net (StreamChain operators only) to a head of
     at most 64,000 B (66,000 with CMSIS-NN), total at most 74,000, verified bit-exact."""
     r = optimize(unet_graph, Options(kernel_set=runtime, build_profile=build_profile))
     assert {op.opcode for op in r.graph.operators} == {customops.STREAM_CHAIN}

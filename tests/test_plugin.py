@@ -78,7 +78,7 @@ def test_optimize_hook_rewrites_and_report_hook_contributes(unet: bytes, optimiz
 
 
 def test_optimize_hook_streams_by_default(unet: bytes) -> None:
-    """Through the host's hooks too, the default is streaming (issue 14): StreamChain operators,
+    """Through the host's hooks too, the default is streaming: StreamChain operators,
     described like every TinySeg operator, the head under 64,000 B, verified."""
     out, (s,) = run_optimize(manager(plugin), unet, ["-i", "m.tflite"])
     g0, g1 = build_graph(parse_model(unet)), build_graph(parse_model(out))

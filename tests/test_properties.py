@@ -126,7 +126,7 @@ def test_corpus_benchmark_gives_a_row_per_model_even_for_a_bad_file(tmp_path) ->
 
 
 def test_streaming_is_never_worse_than_without_and_always_verifies(corpus) -> None:
-    """Issue 14's property: on every model TFLM runs (the random real-like sample, and random
+    """The streaming property: on every model TFLM runs (the random real-like sample, and random
     U-Nets, which do stream), the optimizer's head with streaming is at most its head without,
     and every streamed result is bit-identical to the original (lowered in the wheel)."""
     from tinyseg_plugin.transforms.optimizer import Options, optimize

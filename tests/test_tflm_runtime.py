@@ -742,7 +742,7 @@ def test_cortex_m7_storage_regions(installed: Path, e2e_exe: Path, tmp_path: Pat
 
 @pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])
 def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_path: Path) -> None:
-    """Issue 14 on the target: the Tiny U-Net, optimized without and with streaming for the
+    """On the target: the Tiny U-Net, optimized without and with streaming for the
     Cortex-M planner rules, runs whole in TFLM built for a Cortex-M7 (tinyseg_run under qemu-arm,
     model and data through semihosting), with the outputs of the original on the host's reference
     kernels, and TFLM's head, tail and persistent buffers equal to `tinyseg analyze --build-profile cortex-m`
