@@ -144,9 +144,7 @@ def test_optimize_then_verify(tmp_path: Path, unet_file: Path, capsys) -> None:
     )
     assert rc == 0 and out.exists()
     rep = json.loads((tmp_path / "r.json").read_text())
-    assert (
-        rep["original"]["head"] == 307_200 and rep["optimized"]["head"] <= 64_000
-    )  # streamed
+    assert rep["original"]["head"] == 307_200 and rep["optimized"]["head"] <= 64_000  # streamed
     assert rep["verified"]["identical"] and rep["streamed_chains"] and not rep["spilled"]
     assert rep["bytes_moved_per_inference"] > 0 and rep["steps"][-1]["technique"] == "streaming"
     assert main(["verify", str(unet_file), str(out)]) == 0

@@ -1,4 +1,4 @@
-"""The real-kernel check (issue 11): optimized models run as written in a host build of TFLM with
+"""The real-kernel check: optimized models run as written in a host build of TFLM with
 TinySeg's kernels, compared with the original in the same build. Needs TFLM_DIR (a TFLM 90b983c tree
 with its third-party downloads); the build is made once and cached (real_kernels.prepare)."""
 

@@ -1,4 +1,4 @@
-"""Row streaming, the analysis stage (issue 14, planning only): row windows against TFLM's own
+"""Row streaming, the analysis stage (planning only): row windows against TFLM's own
 row loops, the pull schedule (every row once, rings of the rows a window needs), the chain search
 against the planner, and `tinyseg analyze --stream`. No TFLM kernel runs chains yet, so nothing
 here claims more than planner figures."""
@@ -173,7 +173,7 @@ def test_search_lowers_the_tiny_unet_head(runtime, build_profile):
     assert choice.streamed is not None
     # the planner's head of the streamed graph is the figure reported
     assert choice.head == plan_graph(choice.streamed.graph, runtime, build_profile).head
-    assert choice.head <= 64_000  # issue 14's target for the Tiny U-Net (as a plan; no kernel yet)
+    assert choice.head <= 64_000  # the streaming target for the Tiny U-Net (as a plan)
     # every chain phase holds at least its whole inputs, whole outputs and rings at once
     for c in choice.streamed.chains:
         whole = sum(g.tensors[t].nbytes for t in c.inputs + c.outputs)

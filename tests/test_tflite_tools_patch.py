@@ -597,7 +597,7 @@ def test_a_model_with_split_v_spill_and_fetching_is_read_and_plotted(env: Env, s
 
 
 def test_optimize_with_tinyseg_streams_by_default(env: Env, unet: Path) -> None:
-    """Issue 14 through the real host: the default writes StreamChain operators (the host's table
+    """Streaming through the real host: the default writes StreamChain operators (the host's table
     names them through the plugin's describe hook) under 64,000 B of head, verified bit-exact."""
     p, files = _in_fresh_dir(
         env, "stream", [env.tool, "optimize", "--plugin", "tinyseg", "-i", unet, "-o", "out.tflite"]

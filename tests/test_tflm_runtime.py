@@ -282,7 +282,7 @@ def test_end_to_end_bit_identical_and_planned_head(
 
 
 def test_streamed_tiny_unet_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
-    """Issue 14: the Tiny U-Net as StreamChain operators (the chains and row spills the search
+    """The Tiny U-Net as StreamChain operators (the chains and row spills the search
     picks) runs in TFLM with bit-identical outputs, in under 64,000 B of head and 74,000 B in
     all, and TFLM reports exactly the head, tail and persistent buffers `tinyseg analyze` says."""
     g = build_graph(modelio.load_model(TINY_UNET))
@@ -420,7 +420,7 @@ def test_streamed_more_stages_end_to_end(e2e_exe: Path, tmp_path: Path) -> None:
         assert got["head"] == choice.head < want["head"]
 
 
-# Issue 14's acceptance: each head at most half of the one the project reached before streaming.
+# Streaming's acceptance: each head at most half of the one the project reached before streaming.
 HALF_OF_TODAY = {"vnet2d": 262_664, "attention_unet": 422_400, "resunet_a": 2_097_152}
 
 
@@ -430,7 +430,7 @@ def test_streamed_example_models_end_to_end(
 ) -> None:
     """The other example models as `tinyseg optimize` streams them (ADD, MUL with broadcast,
     PRELU, LOGISTIC, RESIZE_NEAREST_NEIGHBOR stages too): bit-identical in TFLM, with the head,
-    tail and persistent buffers `tinyseg analyze` says, each head within issue 14's target."""
+    tail and persistent buffers `tinyseg analyze` says, each head within the streaming target."""
     if name not in example_models:
         pytest.skip("the example models need TensorFlow (make models-deps)")
     from tinyseg_plugin.checks.verify import arena_for, random_inputs
@@ -452,7 +452,7 @@ def test_streamed_example_models_end_to_end(
     _assert_as_analyzed(got, model)
     assert got["head"] == choice.head < want["head"]
     print(
-        f"{name}: head {want['head']:,} -> {got['head']:,} B (issue 14 target {HALF_OF_TODAY[name]:,})"
+        f"{name}: head {want['head']:,} -> {got['head']:,} B (streaming target {HALF_OF_TODAY[name]:,})"
     )
     assert got["head"] <= HALF_OF_TODAY[name]
 
@@ -643,7 +643,7 @@ def test_cmsis_nn_marked_transpose_conv_kernel_test(e2e_cmsis: Path, installed: 
 def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> None:
     """Optimized for CMSIS-NN, run with CMSIS-NN: same outputs as the original with CMSIS-NN
     (and, for this model, as the reference kernels), head as the planner's cmsis-nn rules say;
-    streamed, the chains' convolution stages run CMSIS-NN's arithmetic (issue 14)."""
+    streamed, the chains' convolution stages run CMSIS-NN's arithmetic."""
     g = build_graph(modelio.load_model(TINY_UNET))
     inputs = _write_inputs(tmp_path / "in.bin", 0)
     want = _run_e2e(e2e_cmsis, TINY_UNET, inputs, tmp_path / "want.bin")

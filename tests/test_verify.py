@@ -1,4 +1,4 @@
-"""The check itself: renames through repeated spills, edge-case inputs (issue 11, points 3 and the inputs)."""
+"""The check itself: renames through repeated spills, edge-case inputs."""
 
 from __future__ import annotations
 

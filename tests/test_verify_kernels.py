@@ -1,4 +1,4 @@
-"""Issue 11 points 4 and 5: grouped convolutions stay unfused; int16 FetchingConv2D honours quantized_bias_type."""
+"""Grouped convolutions stay unfused; int16 FetchingConv2D honours quantized_bias_type."""
 
 from __future__ import annotations
 
