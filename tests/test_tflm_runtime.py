@@ -867,6 +867,56 @@ def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_pat
         assert got["head"] == choice.head < want["head"]
 
 
+@pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])
+@pytest.mark.parametrize("name", ["float_stages_unet", "bilinear_seg"])
+def test_cortex_m7_float32_and_bilinear_stages(
+    installed: Path, kernels: str, name: str, tmp_path: Path
+) -> None:
+    """The float32 stages (with QUANTIZE float32 -> int8 and DEQUANTIZE feeding a float32 stage)
+    and the int8 RESIZE_BILINEAR stage (half-pixel centres, a non-integer factor) built for a
+    Cortex-M7 with the reference and the CMSIS-NN kernels: the streamed model's outputs identical
+    to the original's there, and TFLM's figures as `tinyseg analyze` says."""
+    reason = _cortex_m7_skip_reason(installed, kernels)
+    if reason:
+        pytest.skip(reason)
+    from tinyseg_plugin.checks.verify import random_inputs
+
+    try:
+        exe = build_e2e.build(installed, kernels, target=CORTEX_M7)
+    except build_e2e.BuildError as exc:
+        pytest.fail(str(exc))
+    runtime = "cmsis-nn" if kernels == "cmsis_nn" else "reference"
+    original = tmp_path / f"{name}.tflite"
+    made = (
+        synth.float_stages_unet()
+        if name == "float_stages_unet"
+        else synth.bilinear_seg(out=(40, 52))
+    )
+    modelio.save_model(made, original)
+    g = build_graph(modelio.load_model(original))
+    choice = stream_search.choose_streaming(g, runtime, "cortex-m", kernel_only=True)
+    assert choice.streamed is not None
+    streamed = choice.streamed.graph
+    stages = {
+        st.op
+        for op in streamed.operators
+        if op.opcode == customops.STREAM_CHAIN
+        for st in customops.decode(op).stages
+    }
+    assert ("RESIZE_BILINEAR" in stages) if name == "bilinear_seg" else ("QUANTIZE" in stages)
+    model = tmp_path / "streamed.tflite"
+    modelio.save_model(streamed.model, model)
+    inputs = tmp_path / "in.bin"
+    inputs.write_bytes(
+        b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), 0))
+    )
+    want = _run_e2e(exe, original, inputs, tmp_path / "want.bin", prefix=build_e2e.QEMU_M7)
+    got = _run_e2e(exe, model, inputs, tmp_path / "got.bin", prefix=build_e2e.QEMU_M7)
+    assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
+    _assert_as_analyzed(got, model, runtime, M7_BUILD)
+    assert got["head"] == choice.head < want["head"]
+
+
 def test_cortex_m7_refuses_every_hostile_body(installed: Path, tmp_path: Path, counts) -> None:
     """The crafted bodies of tests/hostile_models.py on the target: TFLM built for a Cortex-M7
     (reference kernels, tinyseg_run under qemu-arm) refuses each mutation in Prepare with the
