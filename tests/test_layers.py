@@ -17,7 +17,7 @@ FLOORS = {
     "errors": 0,
     "sizes": 0,
     "contract": 1,
-    "deploy": 1,
+    "deploy": 2,
     "ir": 2,
     "memory": 3,
     "transforms": 4,
