@@ -2,7 +2,9 @@
 (`tinyseg analyze --stream` as a child process, with its CPU seconds: the whole command); and the
 head of what `tinyseg optimize` writes, the chains of stages the StreamChain kernel computes (the search
 `tinyseg optimize` makes, stream_search.choose_streaming(kernel_only=True), planner figures), with
-its storage traffic.
+its storage traffic; then how far that head is from the estimate and, where it is more than 10%
+above it, the reasons `optimize` reports for row-local operators it does not stream (its
+`not_streamed` list, `stream.stage_gaps`) or "none named" when it reports none.
 
 Run: python benchmarks/stream_table.py MODEL.tflite... [--kernel-set NAME] [--build-profile host64|cortex-m]
 """
@@ -44,9 +46,20 @@ def runnable(model: Path, kernel_set: str, build_profile: str):
     from tinyseg_plugin.ir.modelio import load_model
     from tinyseg_plugin.transforms.stream_search import choose_streaming
 
-    return choose_streaming(
-        build_graph(load_model(model)), kernel_set, build_profile, kernel_only=True
-    )
+    from tinyseg_plugin.transforms.stream import stage_gaps
+
+    g = build_graph(load_model(model))
+    return choose_streaming(g, kernel_set, build_profile, kernel_only=True), stage_gaps(g)
+
+
+def why(gaps: list) -> str:
+    """The reasons optimize names, most frequent first, each with its count."""
+    counts: dict[str, int] = {}
+    for gap in gaps:
+        key = gap.reason if gap.reason.startswith(gap.opcode) else f"{gap.opcode}: {gap.reason}"
+        counts[key] = counts.get(key, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    return "; ".join(f"{n} x {r[:70]}" for r, n in ranked[:3]) or "none named"
 
 
 def main() -> int:
@@ -57,7 +70,7 @@ def main() -> int:
     args = ap.parse_args()
     print(
         f"{'model':<44} {'ops':>4} {'head':>11} {'estimate':>11} {'cut':>5} {'storage B':>11} {'chains':>6} "
-        f"{'CPU s':>6} {'runs now':>11} {'storage B':>11} {'chains':>6}"
+        f"{'CPU s':>6} {'runs now':>11} {'storage B':>11} {'chains':>6} {'/est':>6}  why not within 10%"
     )
     for m in args.models:
         d, cpu, err = run(m, args.kernel_set, args.build_profile)
@@ -70,11 +83,14 @@ def main() -> int:
             if s["head_without_streaming"]
             else 0.0
         )
-        k = runnable(m, args.kernel_set, args.build_profile or "host64")
+        k, gaps = runnable(m, args.kernel_set, args.build_profile or "host64")
+        ratio = k.head / s["head"] if s["head"] else 1.0
+        note = why(gaps) if ratio > 1.10 else ""
         print(
             f"{m.name[:44]:<44} {len(d['operators']):>4} {s['head_without_streaming']:>11,} {s['head']:>11,} "
             f"{cut:>4.0f}% {s['storage_bytes_per_inference']:>11,} {len(s['chains']):>6} {cpu:>6.2f} "
-            f"{k.head:>11,} {k.storage_bytes:>11,} {len(k.streamed.chains) if k.streamed else 0:>6}"
+            f"{k.head:>11,} {k.storage_bytes:>11,} {len(k.streamed.chains) if k.streamed else 0:>6} "
+            f"{ratio:>6.2f}  {note}"
         )
     return 0
 
