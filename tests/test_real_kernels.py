@@ -479,3 +479,22 @@ def test_float32_geometry_streams_bit_exact_in_the_real_kernels(tflm_dir: str, s
     assert all(op.opcode == customops.STREAM_CHAIN for op in opt.operators)
     v = verify(graph, opt, runs=2, seed=seed, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
+
+
+@pytest.mark.parametrize(
+    "out,align,half",
+    [(None, False, True), (None, False, False), ((25, 21), False, True), ((17, 13), True, False)],
+)
+def test_more_float32_stages_stream_bit_exact_in_the_real_kernels(
+    tflm_dir: str, out, align: bool, half: bool
+) -> None:
+    """SUB, TANH, HARD_SWISH, LEAKY_RELU, PRELU, ELU, PADV2 and RESIZE_BILINEAR (integer and
+    non-integer factors, both flags) as float32 stages TFLM runs with TinySeg's kernels: every
+    operator inside a StreamChain, outputs identical to the unfused graph's."""
+    graph = build_graph(
+        synth.float_more_stages(out=out, align_corners=align, half_pixel_centers=half)
+    )
+    opt = _optimized(graph)
+    assert all(op.opcode == customops.STREAM_CHAIN for op in opt.operators)
+    v = verify(graph, opt, runs=2, seed=1, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail

@@ -751,3 +751,25 @@ def test_float32_stages_are_streamed_bit_exact():
     assert stages == sorted(op.opcode for op in g.operators)
     v = verify(g, streamed, runs=2)
     assert v.identical, v.detail
+
+
+@pytest.mark.parametrize(
+    "out,align,half",
+    [(None, False, True), (None, False, False), ((25, 21), False, True), ((17, 13), True, False)],
+)
+def test_float32_more_stages_stream_bit_exact(out, align: bool, half: bool) -> None:
+    """SUB, TANH, HARD_SWISH, LEAKY_RELU, PRELU, ELU, PADV2 and RESIZE_BILINEAR (integer and
+    non-integer factors, both flags) as float32 stages: the search emits every operator into
+    StreamChains, and the result is bit-identical to the unfused graph in the wheel."""
+    from tinyseg_plugin.checks.verify import verify
+
+    g = build_graph(synth.float_more_stages(out=out, align_corners=align, half_pixel_centers=half))
+    assert stream.stage_gaps(g) == []
+    choice = stream_search.choose_streaming(g, kernel_only=True)
+    assert choice.streamed is not None
+    streamed = choice.streamed.graph
+    assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
+    stages = sorted(st.op for op in streamed.operators for st in customops.decode(op).stages)
+    assert stages == sorted(op.opcode for op in g.operators)
+    v = verify(g, streamed, runs=2)
+    assert v.identical, v.detail
