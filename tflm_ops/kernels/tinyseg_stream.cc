@@ -20,7 +20,7 @@
 //
 // This file is the dispatcher: kStages below gives each operator its family's
 // Prepare and Row (tinyseg_stream_conv.cc, _pool.cc, _arithmetic.cc,
-// _activation.cc, _layout.cc); the body tables are read in
+// _activation.cc, _layout.cc, _float.cc); the body tables are read in
 // tinyseg_stream_body.cc and the rows moved in tinyseg_stream_eval.cc, over the
 // types of tinyseg_stream_internal.h.
 //

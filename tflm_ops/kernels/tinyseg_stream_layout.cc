@@ -1,8 +1,8 @@
 // StreamChain's layout family (tinyseg_stream_internal.h): the stages that move elements -- PAD and
 // PADV2 (height and width), RESIZE_NEAREST_NEIGHBOR (by an integer factor), RESIZE_BILINEAR (any
-// factor, TFLM's fixed-point blend of two rows; int8 only) and CONCATENATION (along channels) --
-// int8, and float32 (PAD with 0.0f, as pad.cc without constant values), as TFLM's own kernels
-// compute them.
+// factor, TFLM's fixed-point blend of two rows; int8 here, float32 in tinyseg_stream_float.cc) and
+// CONCATENATION (along channels) -- int8, and float32 (PAD with 0.0f, as pad.cc without constant
+// values; PADV2 with its float32 scalar), as TFLM's own kernels compute them.
 #include <cstdint>
 #include <cstring>
 

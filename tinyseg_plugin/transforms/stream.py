@@ -424,7 +424,8 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
     shapes its Prepare accepts: no broadcast but PRELU's alpha over rows and ADD/SUB/MUL's across
     width and channels, RESIZE_NEAREST_NEIGHBOR rows that TFLM's float arithmetic maps to
     y // factor, PADV2's pad value of the output's quantization). Float32 stages
-    (customops.STREAM_FLOAT32_STAGE_OPS) follow the same shape rules."""
+    (customops.STREAM_FLOAT32_STAGE_OPS) follow the same shape rules; a float32 RESIZE_BILINEAR
+    needs customops.bilinear_float_row_rule."""
     positions = customops.STREAM_STAGE_OPS.get(op.opcode, ())
     if not op.outputs or not op.inputs:
         return "it has no inputs or no outputs"
