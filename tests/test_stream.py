@@ -437,9 +437,14 @@ def test_empty_tensors_are_not_streamed():
         ("CONV_2D", ["INT8"], "FLOAT32", ["FLOAT32", "FLOAT32"], False),  # one type of rows
         ("TRANSPOSE_CONV", ["FLOAT32"], "FLOAT32", ["INT32", "FLOAT32", None], True),
         ("ADD", ["FLOAT32", "INT8"], "FLOAT32", [], False),
-        ("SUB", ["FLOAT32", "FLOAT32"], "FLOAT32", [], False),  # int8 only
-        ("TANH", ["FLOAT32"], "FLOAT32", [], False),  # int8 only
-        ("PADV2", ["FLOAT32"], "FLOAT32", ["INT32", "FLOAT32"], False),  # int8 only
+        ("SUB", ["FLOAT32", "FLOAT32"], "FLOAT32", [], True),
+        ("TANH", ["FLOAT32"], "FLOAT32", [], True),
+        ("PADV2", ["FLOAT32"], "FLOAT32", ["INT32", "FLOAT32"], True),
+        ("PADV2", ["FLOAT32"], "FLOAT32", ["INT32", "INT8"], False),  # a float32 pad value
+        ("PRELU", ["FLOAT32"], "FLOAT32", ["FLOAT32"], True),
+        ("PRELU", ["FLOAT32"], "FLOAT32", ["INT8"], False),  # a float32 alpha
+        ("RESIZE_BILINEAR", ["FLOAT32"], "FLOAT32", ["INT32"], True),
+        ("ELU", ["FLOAT32"], "INT8", [], False),  # one type of rows
         ("QUANTIZE", ["UINT8"], "INT8", [], True),
         ("QUANTIZE", ["FLOAT32"], "INT8", [], True),  # an int8 chain from a float32 tensor
         ("QUANTIZE", ["FLOAT32"], "INT16", [], False),
@@ -474,19 +479,13 @@ def test_empty_tensors_are_not_streamed():
         ("HARD_SWISH", ["INT8"], "INT8", [], True),
         ("LEAKY_RELU", ["INT8"], "INT8", [], True),
         ("TANH", ["INT16"], "INT16", [], False),  # int8 only
-        ("HARD_SWISH", ["FLOAT32"], "FLOAT32", [], False),
+        ("HARD_SWISH", ["FLOAT32"], "FLOAT32", [], True),
         ("LEAKY_RELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
         ("PADV2", ["INT8"], "INT8", ["INT32", "INT8"], True),
         ("PADV2", ["INT8"], "INT8", ["INT32"], False),  # the pad value is an input
         ("PADV2", ["INT8"], "INT8", ["INT32", "INT16"], False),
         ("ELU", ["INT8"], "INT8", [], True),
-        (
-            "ELU",
-            ["FLOAT32"],
-            "FLOAT32",
-            [],
-            False,
-        ),  # int8 only (TFLM's float ELU computes no table)
+        ("ELU", ["FLOAT32"], "FLOAT32", [], True),  # TFLM's float ELU, no table
         ("ELU", ["INT16"], "INT16", [], False),
         ("ELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
     ],

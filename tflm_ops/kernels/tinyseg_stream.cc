@@ -92,7 +92,7 @@ constexpr StageEntry kStages[] = {
     {StageOp::kSub, Rows::kFloat32, PrepareArithmeticFloat, ArithmeticFloatRow},
     {StageOp::kTanh, Rows::kFloat32, PrepareSameShapeFloat, TanhFloatRow},
     {StageOp::kHardSwish, Rows::kFloat32, PrepareSameShapeFloat, HardSwishFloatRow},
-    {StageOp::kElu, Rows::kFloat32, PrepareSameShapeFloat, EluFloatRow},
+    {StageOp::kElu, Rows::kFloat32, PrepareEluFloat, EluFloatRow},
     {StageOp::kLeakyRelu, Rows::kFloat32, PrepareLeakyReluFloat, LeakyReluFloatRow},
     {StageOp::kPrelu, Rows::kFloat32, PreparePreluFloat, PreluFloatRow},
     {StageOp::kPadv2, Rows::kFloat32, PreparePadv2Float, PadFloatRow},

@@ -37,6 +37,14 @@ namespace tinyseg_stream {
   return ::tinyseg::Status::kOk;
 }
 
+// Float32 rows of the input's shape; the pool entries the body counts for every ELU stage (int8's
+// lookup table, customops.STREAM_LOOKUP_TABLE_OPS) are taken and left unused.
+TfLiteStatus PrepareEluFloat(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(PrepareSameShapeFloat(a, g));
+  return TakePool(a.context, *a.d, contract::kStreamLookupTableBytes / sizeof(int32_t), a.pool_next,
+                  &g.lookup.table);
+}
+
 ::tinyseg::Status EluFloatRow(const EvalState&, const StageSlot&, const StageRow& r) {
   reference_ops::Elu(r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
                      reinterpret_cast<float*>(r.dst));

@@ -425,6 +425,7 @@ TfLiteStatus PrepareConcatenationFloat(const StageArgs& a, StageSlot& g);
 // The float32 stages of tinyseg_stream_float.cc (and PADV2 of tinyseg_stream_layout.cc).
 ::tinyseg::Status TanhFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status HardSwishFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareEluFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status EluFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareLeakyReluFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status LeakyReluFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
