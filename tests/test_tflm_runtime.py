@@ -679,6 +679,42 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
     assert got["optimized_transpose_conv_rows"] == _transpose_conv_stage_rows(model) > 0, got
 
 
+def test_cmsis_nn_float32_more_stages(e2e_cmsis: Path, tmp_path: Path) -> None:
+    """The float32 SUB, TANH, HARD_SWISH, LEAKY_RELU, PRELU, ELU, PADV2 and RESIZE_BILINEAR stages
+    (integer and non-integer factors, both flags) in the host CMSIS-NN build: the streamed model's
+    outputs identical to the original's there (TFLM's CMSIS-NN kernels compute float32 with the
+    reference code, and so do the stages), head as `tinyseg analyze` says."""
+    from tinyseg_plugin.checks.verify import random_inputs
+
+    for k, (out, align, half) in enumerate(
+        [
+            (None, False, True),
+            (None, False, False),
+            ((25, 21), False, True),
+            ((17, 13), True, False),
+        ]
+    ):
+        original = tmp_path / f"float_more_{k}.tflite"
+        made = synth.float_more_stages(out=out, align_corners=align, half_pixel_centers=half)
+        modelio.save_model(made, original)
+        g = build_graph(modelio.load_model(original))
+        choice = stream_search.choose_streaming(g, "cmsis-nn", kernel_only=True)
+        assert choice.streamed is not None
+        streamed = choice.streamed.graph
+        assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
+        model = tmp_path / f"streamed_{k}.tflite"
+        modelio.save_model(streamed.model, model)
+        inputs = tmp_path / f"in{k}.bin"
+        inputs.write_bytes(
+            b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), k))
+        )
+        want = _run_e2e(e2e_cmsis, original, inputs, tmp_path / "want.bin")
+        got = _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")
+        assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes(), k
+        _assert_as_analyzed(got, model, "cmsis-nn")
+        assert got["head"] < want["head"], k
+
+
 # ---------------------------------------------------------------- the kernel tests on a Cortex-M7
 
 
