@@ -215,23 +215,27 @@ float FloatScale(int32_t in_size, int32_t out_size, bool align) {
   reference_ops::ComputeInterpolationValues(static_cast<float>(r.y), height_scale, half,
                                             r.in->height, &input_y, &y0, &y1);
   if (y0 < r.lo || y1 < y0 || y1 >= r.lo + r.rows) return ::tinyseg::Status::kOutOfRange;
-  const int32_t channels = r.in->channels;
-  const int32_t stride = r.in->width * channels;
-  const float* row0 = reinterpret_cast<const float*>(r.src) + (y0 - r.lo) * stride;
-  const float* row1 = reinterpret_cast<const float*>(r.src) + (y1 - r.lo) * stride;
+  const size_t channels = static_cast<size_t>(r.in->channels);
+  const size_t stride = static_cast<size_t>(r.in->width) * channels;
+  const float* row0 =
+      reinterpret_cast<const float*>(r.src) + static_cast<size_t>(y0 - r.lo) * stride;
+  const float* row1 =
+      reinterpret_cast<const float*>(r.src) + static_cast<size_t>(y1 - r.lo) * stride;
   float* dst = reinterpret_cast<float*>(r.dst);
   for (int32_t x = 0; x < r.out->width; ++x) {
     float input_x = 0.0f;
     int32_t x0 = 0, x1 = 0;
     reference_ops::ComputeInterpolationValues(static_cast<float>(x), width_scale, half, r.in->width,
                                               &input_x, &x0, &x1);
-    if (x0 < 0 || x0 >= r.in->width || x1 < 0) return ::tinyseg::Status::kOutOfRange;
-    for (int32_t c = 0; c < channels; ++c) {
-      dst[x * channels + c] =
-          static_cast<float>(row0[x0 * channels + c] * (1 - (input_y - y0)) * (1 - (input_x - x0)) +
-                             row1[x0 * channels + c] * (input_y - y0) * (1 - (input_x - x0)) +
-                             row0[x1 * channels + c] * (1 - (input_y - y0)) * (input_x - x0) +
-                             row1[x1 * channels + c] * (input_y - y0) * (input_x - x0) + 0.0f);
+    if (x0 < 0 || x0 >= r.in->width || x1 < x0) return ::tinyseg::Status::kOutOfRange;
+    const size_t c0 = static_cast<size_t>(x0) * channels;
+    const size_t c1 = static_cast<size_t>(x1) * channels;
+    float* out = dst + static_cast<size_t>(x) * channels;
+    for (size_t c = 0; c < channels; ++c) {
+      out[c] = static_cast<float>(row0[c0 + c] * (1 - (input_y - y0)) * (1 - (input_x - x0)) +
+                                  row1[c0 + c] * (input_y - y0) * (1 - (input_x - x0)) +
+                                  row0[c1 + c] * (1 - (input_y - y0)) * (input_x - x0) +
+                                  row1[c1 + c] * (input_y - y0) * (input_x - x0) + 0.0f);
     }
   }
   return ::tinyseg::Status::kOk;
