@@ -16,22 +16,11 @@ from pathlib import Path
 
 
 def keras_unet(tf):
-    """The float32 Keras U-Net."""
-    layers = tf.keras.layers
+    """The float32 Keras U-Net (examples/models/build.py's keras_unet_float)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "models"))
+    from build import build_keras_unet
 
-    def double(x, c):
-        conv = layers.Conv2D(c, 3, padding="same", activation="relu")
-        return layers.Conv2D(c, 3, padding="same", activation="relu")(conv(x))
-
-    inp = tf.keras.Input((80, 120, 3), batch_size=1)
-    x1 = double(inp, 8)
-    x2 = double(layers.MaxPool2D()(x1), 16)
-    x3 = double(layers.MaxPool2D()(x2), 32)
-    y = double(layers.MaxPool2D()(x3), 64)
-    for skip, c in ((x3, 32), (x2, 16), (x1, 8)):
-        up = layers.Conv2DTranspose(c // 2, 2, strides=2, padding="same")(y)
-        y = double(layers.Concatenate()([skip, up]), c)
-    return tf.keras.Model(inp, layers.Conv2D(1, 1, activation="sigmoid")(y))
+    return build_keras_unet(tf, (80, 120, 3))
 
 
 def fomo(tf):

@@ -772,3 +772,55 @@ def float_geometry_chain(seed: int = 0) -> "fb.ModelT":
     av = b.pool(e, "AVERAGE_POOL_2D", k=3, stride=2, padding=SAME)
     mx = b.pool(e, "MAX_POOL_2D", k=3, stride=2, padding=SAME)
     return b.build([b.conv(b.concat([av, mx]), 3, k=1, relu=False)])
+
+
+def float_more_stages(
+    seed: int = 0,
+    size: tuple[int, int] = (22, 18),
+    out: tuple[int, int] | None = None,
+    align_corners: bool = False,
+    half_pixel_centers: bool = True,
+) -> "fb.ModelT":
+    """A float32 network through the float32 stages beyond ``float_stages_unet``'s: SUB (of a
+    tensor and a broadcast constant row too), TANH, HARD_SWISH, LEAKY_RELU, PRELU (alpha one row),
+    ELU, PADV2 (a non-zero pad value) and RESIZE_BILINEAR (the stride-2 features back to the
+    input's size, or to ``out``: a non-integer factor), each between convolutions so they chain."""
+    b = ModelBuilder(dtype="FLOAT32", seed=seed)
+    h, w = size
+    x = b.input([1, h, w, 3])
+    a = b.conv(x, 8)
+
+    def unary(t: int, op: str, options_type: int = 0, options=None, extra=()) -> int:
+        y = b.activation(list(b.shapes[t]), f"{op.lower()}{len(b.operators)}")
+        b._op(op, [t, *extra], [y], options_type, options)
+        return y
+
+    s = b.add(a, b.relu(a), op="SUB")
+    row = b._tensor([1, 1, 8], "FLOAT32", "sub/row", b.rng.normal(0, 0.5, 8).astype(np.float32))
+    s2 = b.activation(list(b.shapes[s]), "sub_row")
+    b._op("SUB", [s, row], [s2], fb.BuiltinOptions.SubOptions, fb.SubOptionsT())
+    t = unary(s2, "TANH")
+    hs = unary(b.conv(t, 8, relu=False), "HARD_SWISH")
+    lo = fb.LeakyReluOptionsT()
+    lo.alpha = float(np.float32(0.2))
+    lr = unary(hs, "LEAKY_RELU", fb.BuiltinOptions.LeakyReluOptions, lo)
+    alpha = b._tensor(
+        [1, 1, 8], "FLOAT32", "prelu/alpha", b.rng.uniform(0, 0.5, 8).astype(np.float32)
+    )
+    pr = unary(b.conv(lr, 8, relu=False), "PRELU", extra=(alpha,))
+    el = unary(pr, "ELU")
+    pads = b._tensor(
+        [4, 2],
+        "INT32",
+        "padv2/paddings",
+        np.array([[0, 0], [1, 2], [2, 1], [0, 0]], dtype=np.int32),
+    )
+    value = b._tensor([], "FLOAT32", "padv2/value", np.array(0.5, dtype=np.float32))
+    p2 = b.activation([1, h + 3, w + 3, 8], "padv2")
+    b._op("PADV2", [el, pads, value], [p2], fb.BuiltinOptions.PadV2Options, fb.PadV2OptionsT())
+    c = b.conv(p2, 8, k=4, padding=VALID)
+    low = b.conv(c, 8, stride=2)
+    up = b.resize_bilinear(low, out or (h, w), align_corners, half_pixel_centers)
+    if out is None or tuple(out) == (h, w):
+        up = b.concat([up, c])
+    return b.build([b.conv(up, 3, k=1, relu=False)])

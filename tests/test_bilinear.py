@@ -10,7 +10,9 @@ check of the C++ stage is in tests/test_real_kernels.py.
 from __future__ import annotations
 
 import dataclasses
+import math
 
+import numpy as np
 import pytest
 import synth
 
@@ -68,8 +70,8 @@ def test_window_holds_the_rows_tflm_blends(align: bool, half: bool) -> None:
 
 
 def test_refused_settings_are_not_row_local() -> None:
-    """align_corners with half_pixel_centers (TFLM's Prepare refuses it), float32 and other channels
-    are no stage; the first two are not even row-local (float32 rows have their own positions)."""
+    """align_corners with half_pixel_centers (TFLM's Prepare refuses it) and other channels are no
+    stage, the first not even row-local; float32 rows are a stage (their own row rule)."""
     g = build_graph(synth.bilinear_seg())
     op = [o for o in g.operators if o.opcode == "RESIZE_BILINEAR"][-1]
     x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
@@ -79,7 +81,7 @@ def test_refused_settings_are_not_row_local() -> None:
     op.options.alignCorners = False
     g.tensors[x.index] = dataclasses.replace(x, dtype="FLOAT32", scales=(), zero_points=())
     g.tensors[y.index] = dataclasses.replace(y, dtype="FLOAT32", scales=(), zero_points=())
-    assert not stream.is_row_local(g, op) and not stream.kernel_computes(g, op)
+    assert stream.is_row_local(g, op) and stream.kernel_computes(g, op)
     g.tensors[x.index] = x
     g.tensors[y.index] = dataclasses.replace(y, shape=y.shape[:3] + (y.shape[3] + 1,))
     assert not stream.kernel_computes(g, op)
@@ -145,3 +147,57 @@ def test_analyze_refuses_a_bilinear_stage_it_cannot_compute(fields, tmp_path, ca
     assert main(["analyze", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "RESIZE_BILINEAR" in err[0], err
+
+
+def _wheel_rows_read(in_h: int, out_h: int, align: bool, half: bool) -> list[set[int]]:
+    """The input rows each output row of a float32 RESIZE_BILINEAR reads in the tflite-micro
+    wheel: input row r set to NaN (the others 0) makes NaN every output row that reads it, even
+    with weight 0 (NaN * 0 is NaN)."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    from tinyseg_plugin.ir.modelio import model_to_bytes
+
+    b = synth.ModelBuilder(dtype="FLOAT32")
+    x = b.input([1, in_h, 3, 1])
+    y = b.resize_bilinear(x, (out_h, 5), align, half)
+    it = runtime.Interpreter.from_bytes(model_to_bytes(b.build([y])), arena_size=1 << 20)
+    reads: list[set[int]] = [set() for _ in range(out_h)]
+    for r in range(in_h):
+        data = np.zeros((1, in_h, 3, 1), dtype=np.float32)
+        data[0, r] = np.nan
+        it.set_input(data, 0)
+        it.invoke()
+        out = it.get_output(0)
+        for row in np.flatnonzero(np.isnan(out[0]).any(axis=(1, 2))):
+            reads[int(row)].add(r)
+    return reads
+
+
+@pytest.mark.parametrize("align, half", [(False, True), (True, False), (False, False)])
+def test_float_window_holds_the_rows_the_wheel_reads(align: bool, half: bool) -> None:
+    """The float32 row rule (customops.bilinear_float_row_rule, also the C++ stage's) holds every
+    input row TFLM's float kernel reads in the tflite-micro wheel, for integer and non-integer
+    factors up and down; a dyadic factor spans two rows, three with half-pixel centres, and any
+    factor at most one row more."""
+    sizes = [(3, 6), (4, 8), (8, 4), (5, 3), (6, 13), (7, 7), (9, 20), (12, 5), (13, 29), (10, 40)]
+    # where float32's rounding puts a row's position just off an integer (the exact position is
+    # one): TFLM then reads a row the exact position would not
+    rounded = {(False, True): [(7, 23), (13, 11)], (False, False): [(5, 35), (26, 22)]}
+    for in_h, out_h in sizes + rounded.get((align, half), [(4, 38), (14, 12)]):
+        num, den, before, after = customops.bilinear_float_row_rule(in_h, out_h, align, half)
+        m = stream.RowMap(in_h, out_h, num, den, before, after)
+        reduced = den // math.gcd(num, den)
+        dyadic = reduced & (reduced - 1) == 0
+        for y, rows in enumerate(_wheel_rows_read(in_h, out_h, align, half)):
+            lo, hi = m.window(y)
+            assert rows and lo <= min(rows) and max(rows) <= hi, (in_h, out_h, y, (lo, hi), rows)
+            assert hi - lo + 1 <= (3 if half else 2) + (0 if dyadic else 1)
+
+
+def test_float_rule_refuses_what_it_does_not_cover() -> None:
+    """Sizes past 2^15, align_corners onto one input row, both flags: no rule (no stage)."""
+    assert customops.bilinear_float_row_rule(1, 9, True, False) is None
+    assert customops.bilinear_float_row_rule(4, 8, True, True) is None
+    assert customops.bilinear_float_row_rule(4, (1 << 15) + 1, False, False) is None
+    assert customops.bilinear_float_row_rule(0, 8, False, False) is None
+    assert customops.bilinear_float_row_rule(4, 8, False, False) == (4, 8, 0, 1)

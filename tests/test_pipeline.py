@@ -42,8 +42,10 @@ def test_the_run_carries_the_search_limits(tiny_unet: Path) -> None:
 
 
 def test_the_table_and_report_name_what_kept_chains_short() -> None:
-    """A float32 SUB (not among the kernel's float32 stages) is left out of chains, and the table
-    lines say so, operator by operator; a float32 or int8 U-Net streams every operator."""
+    """A float32 PRELU whose alpha varies over rows (Keras' PReLU() without shared_axes) is left
+    out of chains, and the table lines say so, operator by operator; a float32 or int8 U-Net
+    streams every operator."""
+    import numpy as np
     import synth
 
     from tinyseg_plugin.ir.graph import build_graph
@@ -51,14 +53,17 @@ def test_the_table_and_report_name_what_kept_chains_short() -> None:
     from tinyseg_plugin.report.steps import not_streamed_lines, report_dict, steps_table
     from tinyseg_plugin.transforms.stream import stage_gaps
 
-    b = synth.ModelBuilder(dtype="FLOAT32")  # a small U-Net whose skip joins by SUB
+    b = synth.ModelBuilder(dtype="FLOAT32")  # a small U-Net with a per-pixel PRELU in its skip
     x1 = b.conv(b.conv(b.input([1, 80, 120, 3]), 8), 8)
-    y = b.conv(b.add(x1, b.transpose_conv(b.conv(b.pool(x1), 16), 8), op="SUB"), 8)
+    alpha = b._tensor([80, 120, 8], "FLOAT32", "alpha", np.full((80, 120, 8), 0.1, np.float32))
+    p = b.activation([1, 80, 120, 8], "prelu")
+    b._op("PRELU", [x1, alpha], [p])
+    y = b.conv(b.add(p, b.transpose_conv(b.conv(b.pool(x1), 16), 8)), 8)
     gaps = stage_gaps(build_graph(b.build([b.conv(y, 1, k=1, relu=False)])))
-    assert [g.opcode for g in gaps] == ["SUB"] and "FLOAT32" in gaps[0].reason
+    assert [g.opcode for g in gaps] == ["PRELU"] and "varies over rows" in gaps[0].reason
     table = "\n".join(not_streamed_lines(gaps))
     assert "not streamed: 1 row-local operators" in table
-    assert "the kernel's stages are int8, and float32 for" in table
+    assert "an alpha that varies over rows" in table
     f32 = model_to_bytes(synth.tiny_unet_like(0, dtype="FLOAT32"))
     out32 = pipeline.optimize(f32, pipeline.Run(Options(), runs=None), "float_unet")
     assert out32.result.not_streamed == [] and out32.result.chains

@@ -479,3 +479,79 @@ def test_float32_geometry_streams_bit_exact_in_the_real_kernels(tflm_dir: str, s
     assert all(op.opcode == customops.STREAM_CHAIN for op in opt.operators)
     v = verify(graph, opt, runs=2, seed=seed, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
+
+
+@pytest.mark.parametrize(
+    "out,align,half",
+    [(None, False, True), (None, False, False), ((25, 21), False, True), ((17, 13), True, False)],
+)
+def test_more_float32_stages_stream_bit_exact_in_the_real_kernels(
+    tflm_dir: str, out, align: bool, half: bool
+) -> None:
+    """SUB, TANH, HARD_SWISH, LEAKY_RELU, PRELU, ELU, PADV2 and RESIZE_BILINEAR (integer and
+    non-integer factors, both flags) as float32 stages TFLM runs with TinySeg's kernels: every
+    operator inside a StreamChain, outputs identical to the unfused graph's."""
+    graph = build_graph(
+        synth.float_more_stages(out=out, align_corners=align, half_pixel_centers=half)
+    )
+    opt = _optimized(graph)
+    assert all(op.opcode == customops.STREAM_CHAIN for op in opt.operators)
+    v = verify(graph, opt, runs=2, seed=1, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
+
+
+@pytest.mark.parametrize(
+    "op, fields, reason",
+    [
+        (
+            "RESIZE_BILINEAR",
+            {"alignCorners": 1, "halfPixelCenters": 1},
+            "align_corners and half_pixel_centers",
+        ),
+        ("RESIZE_BILINEAR", {"halfPixelCenters": 3}, ""),  # out of the field's range
+        ("LEAKY_RELU", {"alpha": float("nan")}, "alpha is not finite"),
+        ("LEAKY_RELU", {"alpha": "0.2"}, "LEAKY_RELU needs its alpha"),
+    ],
+)
+def test_the_float32_stages_refuse_what_they_cannot_compute(
+    tflm_dir: str, tmp_path: Path, op: str, fields: dict, reason: str
+) -> None:
+    """A float32 RESIZE_BILINEAR stage asking for align_corners with half_pixel_centers or a field
+    out of range, a float32 LEAKY_RELU whose alpha is not finite or not a number: the C++ kernel
+    refuses each in Prepare, saying why (the body is edited past the Python side's checks)."""
+    import subprocess
+
+    import numpy as np
+    from flatbuffers import flexbuffers
+
+    from tinyseg_plugin.ir import modelio
+
+    opt = _optimized(build_graph(synth.float_more_stages()))
+    model = modelio.parse_model(modelio.model_to_bytes(opt.model))
+    edited = 0
+    for o in model.subgraphs[0].operators:
+        if o.customOptions is None:
+            continue
+        m = flexbuffers.Loads(bytearray(np.asarray(o.customOptions, dtype=np.uint8).tobytes()))
+        stages = [st for st in m.get("stages", []) if st.get("op") == op]
+        for st in stages:
+            st.setdefault("fields", {}).update(fields)
+            edited += 1
+        if stages:
+            o.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+    assert edited == 1
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(modelio.model_to_bytes(model))
+    exe = real_kernels.prepare(tflm_dir)
+    inputs = tmp_path / "in.bin"
+    inputs.write_bytes(bytes(22 * 18 * 3 * 4))
+    p = subprocess.run(
+        [str(exe), str(path), str(inputs), str(tmp_path / "out.bin"), "--batches", "1"]
+        + ["--arena", str(64 << 20), "--storage", str(real_kernels.STORAGE_BYTES)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert p.returncode > 0, p.stderr[-1500:]
+    assert reason in real_kernels.failure_reason(p.stderr), p.stderr[-1500:]

@@ -437,9 +437,14 @@ def test_empty_tensors_are_not_streamed():
         ("CONV_2D", ["INT8"], "FLOAT32", ["FLOAT32", "FLOAT32"], False),  # one type of rows
         ("TRANSPOSE_CONV", ["FLOAT32"], "FLOAT32", ["INT32", "FLOAT32", None], True),
         ("ADD", ["FLOAT32", "INT8"], "FLOAT32", [], False),
-        ("SUB", ["FLOAT32", "FLOAT32"], "FLOAT32", [], False),  # int8 only
-        ("TANH", ["FLOAT32"], "FLOAT32", [], False),  # int8 only
-        ("PADV2", ["FLOAT32"], "FLOAT32", ["INT32", "FLOAT32"], False),  # int8 only
+        ("SUB", ["FLOAT32", "FLOAT32"], "FLOAT32", [], True),
+        ("TANH", ["FLOAT32"], "FLOAT32", [], True),
+        ("PADV2", ["FLOAT32"], "FLOAT32", ["INT32", "FLOAT32"], True),
+        ("PADV2", ["FLOAT32"], "FLOAT32", ["INT32", "INT8"], False),  # a float32 pad value
+        ("PRELU", ["FLOAT32"], "FLOAT32", ["FLOAT32"], True),
+        ("PRELU", ["FLOAT32"], "FLOAT32", ["INT8"], False),  # a float32 alpha
+        ("RESIZE_BILINEAR", ["FLOAT32"], "FLOAT32", ["INT32"], True),
+        ("ELU", ["FLOAT32"], "INT8", [], False),  # one type of rows
         ("QUANTIZE", ["UINT8"], "INT8", [], True),
         ("QUANTIZE", ["FLOAT32"], "INT8", [], True),  # an int8 chain from a float32 tensor
         ("QUANTIZE", ["FLOAT32"], "INT16", [], False),
@@ -474,19 +479,13 @@ def test_empty_tensors_are_not_streamed():
         ("HARD_SWISH", ["INT8"], "INT8", [], True),
         ("LEAKY_RELU", ["INT8"], "INT8", [], True),
         ("TANH", ["INT16"], "INT16", [], False),  # int8 only
-        ("HARD_SWISH", ["FLOAT32"], "FLOAT32", [], False),
+        ("HARD_SWISH", ["FLOAT32"], "FLOAT32", [], True),
         ("LEAKY_RELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
         ("PADV2", ["INT8"], "INT8", ["INT32", "INT8"], True),
         ("PADV2", ["INT8"], "INT8", ["INT32"], False),  # the pad value is an input
         ("PADV2", ["INT8"], "INT8", ["INT32", "INT16"], False),
         ("ELU", ["INT8"], "INT8", [], True),
-        (
-            "ELU",
-            ["FLOAT32"],
-            "FLOAT32",
-            [],
-            False,
-        ),  # int8 only (TFLM's float ELU computes no table)
+        ("ELU", ["FLOAT32"], "FLOAT32", [], True),  # TFLM's float ELU, no table
         ("ELU", ["INT16"], "INT16", [], False),
         ("ELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
     ],
@@ -742,6 +741,28 @@ def test_float32_stages_are_streamed_bit_exact():
     from tinyseg_plugin.checks.verify import verify
 
     g = build_graph(synth.float_stages_unet())
+    assert stream.stage_gaps(g) == []
+    choice = stream_search.choose_streaming(g, kernel_only=True)
+    assert choice.streamed is not None
+    streamed = choice.streamed.graph
+    assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
+    stages = sorted(st.op for op in streamed.operators for st in customops.decode(op).stages)
+    assert stages == sorted(op.opcode for op in g.operators)
+    v = verify(g, streamed, runs=2)
+    assert v.identical, v.detail
+
+
+@pytest.mark.parametrize(
+    "out,align,half",
+    [(None, False, True), (None, False, False), ((25, 21), False, True), ((17, 13), True, False)],
+)
+def test_float32_more_stages_stream_bit_exact(out, align: bool, half: bool) -> None:
+    """SUB, TANH, HARD_SWISH, LEAKY_RELU, PRELU, ELU, PADV2 and RESIZE_BILINEAR (integer and
+    non-integer factors, both flags) as float32 stages: the search emits every operator into
+    StreamChains, and the result is bit-identical to the unfused graph in the wheel."""
+    from tinyseg_plugin.checks.verify import verify
+
+    g = build_graph(synth.float_more_stages(out=out, align_corners=align, half_pixel_centers=half))
     assert stream.stage_gaps(g) == []
     choice = stream_search.choose_streaming(g, kernel_only=True)
     assert choice.streamed is not None

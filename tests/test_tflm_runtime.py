@@ -679,6 +679,42 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
     assert got["optimized_transpose_conv_rows"] == _transpose_conv_stage_rows(model) > 0, got
 
 
+def test_cmsis_nn_float32_more_stages(e2e_cmsis: Path, tmp_path: Path) -> None:
+    """The float32 SUB, TANH, HARD_SWISH, LEAKY_RELU, PRELU, ELU, PADV2 and RESIZE_BILINEAR stages
+    (integer and non-integer factors, both flags) in the host CMSIS-NN build: the streamed model's
+    outputs identical to the original's there (TFLM's CMSIS-NN kernels compute float32 with the
+    reference code, and so do the stages), head as `tinyseg analyze` says."""
+    from tinyseg_plugin.checks.verify import random_inputs
+
+    for k, (out, align, half) in enumerate(
+        [
+            (None, False, True),
+            (None, False, False),
+            ((25, 21), False, True),
+            ((17, 13), True, False),
+        ]
+    ):
+        original = tmp_path / f"float_more_{k}.tflite"
+        made = synth.float_more_stages(out=out, align_corners=align, half_pixel_centers=half)
+        modelio.save_model(made, original)
+        g = build_graph(modelio.load_model(original))
+        choice = stream_search.choose_streaming(g, "cmsis-nn", kernel_only=True)
+        assert choice.streamed is not None
+        streamed = choice.streamed.graph
+        assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
+        model = tmp_path / f"streamed_{k}.tflite"
+        modelio.save_model(streamed.model, model)
+        inputs = tmp_path / f"in{k}.bin"
+        inputs.write_bytes(
+            b"".join(a.tobytes() for a in random_inputs(modelio.read_model_bytes(original), k))
+        )
+        want = _run_e2e(e2e_cmsis, original, inputs, tmp_path / "want.bin")
+        got = _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")
+        assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes(), k
+        _assert_as_analyzed(got, model, "cmsis-nn")
+        assert got["head"] < want["head"], k
+
+
 # ---------------------------------------------------------------- the kernel tests on a Cortex-M7
 
 
@@ -868,12 +904,14 @@ def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_pat
 
 
 @pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])
-@pytest.mark.parametrize("name", ["float_stages_unet", "bilinear_seg"])
+@pytest.mark.parametrize("name", ["float_stages_unet", "bilinear_seg", "float_more_stages"])
 def test_cortex_m7_float32_and_bilinear_stages(
     installed: Path, kernels: str, name: str, tmp_path: Path
 ) -> None:
-    """The float32 stages (with QUANTIZE float32 -> int8 and DEQUANTIZE feeding a float32 stage)
-    and the int8 RESIZE_BILINEAR stage (half-pixel centres, a non-integer factor) built for a
+    """The float32 stages (with QUANTIZE float32 -> int8 and DEQUANTIZE feeding a float32 stage;
+    float32 SUB, TANH, HARD_SWISH, LEAKY_RELU, PRELU, ELU, PADV2 and RESIZE_BILINEAR by a
+    non-integer factor with half-pixel centres) and the int8 RESIZE_BILINEAR stage (half-pixel
+    centres, a non-integer factor) built for a
     Cortex-M7 with the reference and the CMSIS-NN kernels: the streamed model's outputs identical
     to the original's there, and TFLM's figures as `tinyseg analyze` says."""
     reason = _cortex_m7_skip_reason(installed, kernels)
@@ -887,11 +925,11 @@ def test_cortex_m7_float32_and_bilinear_stages(
         pytest.fail(str(exc))
     runtime = "cmsis-nn" if kernels == "cmsis_nn" else "reference"
     original = tmp_path / f"{name}.tflite"
-    made = (
-        synth.float_stages_unet()
-        if name == "float_stages_unet"
-        else synth.bilinear_seg(out=(40, 52))
-    )
+    made = {
+        "float_stages_unet": synth.float_stages_unet,
+        "bilinear_seg": lambda: synth.bilinear_seg(out=(40, 52)),
+        "float_more_stages": lambda: synth.float_more_stages(out=(25, 21)),
+    }[name]()
     modelio.save_model(made, original)
     g = build_graph(modelio.load_model(original))
     choice = stream_search.choose_streaming(g, runtime, "cortex-m", kernel_only=True)
@@ -903,7 +941,8 @@ def test_cortex_m7_float32_and_bilinear_stages(
         if op.opcode == customops.STREAM_CHAIN
         for st in customops.decode(op).stages
     }
-    assert ("RESIZE_BILINEAR" in stages) if name == "bilinear_seg" else ("QUANTIZE" in stages)
+    want_stage = {"bilinear_seg": "RESIZE_BILINEAR", "float_more_stages": "PRELU"}
+    assert want_stage.get(name, "QUANTIZE") in stages
     model = tmp_path / "streamed.tflite"
     modelio.save_model(streamed.model, model)
     inputs = tmp_path / "in.bin"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build TinySeg's example segmentation models as fully-integer .tflite files.
+"""Build TinySeg's example segmentation models as fully-integer .tflite files (and one float32).
 
 There is no training data here: weights are seeded random values, so the files
 are for memory-planning and runtime tests, not for segmenting images. What
@@ -11,6 +11,8 @@ Models (see README.md next to this script):
   vnet2d          a scaled-down 2D V-Net (paper Table 4).
   attention_unet  a scaled-down Attention U-Net (paper Table 4).
   resunet_a       a scaled-down ResUNet-a d6 (paper Table 4).
+  keras_unet_float  the Tiny U-Net's topology as a plain Keras U-Net, converted without
+                  quantization (float32 throughout; not in --all, which builds the int8 models).
 
 Usage:
   python examples/models/build.py                    # tiny_unet into examples/models/
@@ -66,6 +68,8 @@ class ModelSpec:
     build: Callable[..., Any]  # (tf, shape, batch_size) -> Keras model
     calibration_samples: int
     expected_params: int | None = None
+    quantize: bool = True  # False: converted as float32, no calibration
+    in_all: bool = True  # built by --all (the int8 models the tests and figures build)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,6 +305,34 @@ def build_resunet_a(tf: ModuleType, shape: tuple[int, int, int], batch_size: int
     return tf.keras.Model(inp, out, name="resunet_a")
 
 
+# --------------------------------------------------------------------------
+# A float32 Keras U-Net (the float32 streaming figures, docs/results.md)
+# --------------------------------------------------------------------------
+
+
+def build_keras_unet(
+    tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1
+) -> Any:
+    """The Tiny U-Net's topology in plain Keras layers (8/16/32/64 channels; Conv2D 3x3 ReLU pairs,
+    MaxPool 2x2, Conv2DTranspose 2x2 stride 2, Concatenate, a 1x1 sigmoid head), for a float32
+    model: what a user exports without quantizing."""
+    layers = tf.keras.layers
+
+    def double(x: Tensor, c: int) -> Tensor:
+        conv = layers.Conv2D(c, 3, padding="same", activation="relu")
+        return layers.Conv2D(c, 3, padding="same", activation="relu")(conv(x))
+
+    inp = tf.keras.Input(shape, batch_size=batch_size)
+    x1 = double(inp, 8)
+    x2 = double(layers.MaxPool2D()(x1), 16)
+    x3 = double(layers.MaxPool2D()(x2), 32)
+    y = double(layers.MaxPool2D()(x3), 64)
+    for skip, c in ((x3, 32), (x2, 16), (x1, 8)):
+        up = layers.Conv2DTranspose(c // 2, 2, strides=2, padding="same")(y)
+        y = double(layers.Concatenate()([skip, up]), c)
+    return tf.keras.Model(inp, layers.Conv2D(1, 1, activation="sigmoid")(y))
+
+
 MODELS: dict[str, ModelSpec] = {
     s.name: s
     for s in (
@@ -308,6 +340,9 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("vnet2d", (128, 128, 1), build_vnet2d, 16),
         ModelSpec("attention_unet", (160, 160, 3), build_attention_unet, 16),
         ModelSpec("resunet_a", (256, 256, 3), build_resunet_a, 8),
+        ModelSpec(
+            "keras_unet_float", (80, 120, 3), build_keras_unet, 0, quantize=False, in_all=False
+        ),
     )
 }
 DEFAULT_MODELS = ("tiny_unet",)
@@ -391,6 +426,12 @@ def convert_int8(tf: ModuleType, model: Any, spec: ModelSpec, seed: int) -> byte
         return converter.convert()
 
 
+def convert_float32(tf: ModuleType, model: Any) -> bytes:
+    """No quantization: float32 inside, input and output."""
+    with _quiet_fds():
+        return tf.lite.TFLiteConverter.from_keras_model(model).convert()
+
+
 def op_histogram(model_bytes: bytes) -> dict[str, int]:
     """Builtin op name -> count, read from the flatbuffer (all subgraphs)."""
     from tensorflow.lite.python import schema_py_generated as schema
@@ -426,7 +467,7 @@ def build_one(
     if spec.expected_params is not None and params != spec.expected_params:
         raise RuntimeError(f"{spec.name}: {params} parameters, expected {spec.expected_params}")
     randomize_batchnorm(tf, model, np.random.default_rng(seed))
-    data = convert_int8(tf, model, spec, seed)
+    data = convert_int8(tf, model, spec, seed) if spec.quantize else convert_float32(tf, model)
     path = out_dir / (
         f"{spec.name}.tflite" if batch_size == 1 else f"{spec.name}_batch_unset.tflite"
     )
@@ -520,7 +561,8 @@ def _keras_version() -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        description="Build TinySeg's example segmentation models as int8 .tflite files."
+        description="Build TinySeg's example segmentation models as .tflite files: int8, and "
+        "keras_unet_float as float32."
     )
     p.add_argument(
         "--out",
@@ -533,7 +575,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=",".join(DEFAULT_MODELS),
         help=f"comma-separated subset of: {','.join(MODELS)} (default: %(default)s)",
     )
-    p.add_argument("--all", action="store_true", help="build all models")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help=f"build the int8 models ({','.join(n for n, s in MODELS.items() if s.in_all)})",
+    )
     p.add_argument(
         "--measure",
         action="store_true",
@@ -556,7 +602,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    names = list(MODELS) if args.all else [n.strip() for n in args.models.split(",") if n.strip()]
+    names = (
+        [n for n, s in MODELS.items() if s.in_all]
+        if args.all
+        else [n.strip() for n in args.models.split(",") if n.strip()]
+    )
     unknown = [n for n in names if n not in MODELS]
     if unknown or not names:
         print(

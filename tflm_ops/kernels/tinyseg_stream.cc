@@ -20,7 +20,7 @@
 //
 // This file is the dispatcher: kStages below gives each operator its family's
 // Prepare and Row (tinyseg_stream_conv.cc, _pool.cc, _arithmetic.cc,
-// _activation.cc, _layout.cc); the body tables are read in
+// _activation.cc, _layout.cc, _float.cc); the body tables are read in
 // tinyseg_stream_body.cc and the rows moved in tinyseg_stream_eval.cc, over the
 // types of tinyseg_stream_internal.h.
 //
@@ -88,6 +88,15 @@ constexpr StageEntry kStages[] = {
     {StageOp::kLogistic, Rows::kFloat32, PrepareSameShapeFloat, LogisticFloatRow},
     {StageOp::kPad, Rows::kFloat32, PreparePadFloat, PadFloatRow},
     {StageOp::kQuantize, Rows::kFloat32, PrepareQuantizeFloat, QuantizeFloatRow},
+    // float32 rows of tinyseg_stream_float.cc (SUB: _arithmetic.cc, PADV2: _layout.cc).
+    {StageOp::kSub, Rows::kFloat32, PrepareArithmeticFloat, ArithmeticFloatRow},
+    {StageOp::kTanh, Rows::kFloat32, PrepareSameShapeFloat, TanhFloatRow},
+    {StageOp::kHardSwish, Rows::kFloat32, PrepareSameShapeFloat, HardSwishFloatRow},
+    {StageOp::kElu, Rows::kFloat32, PrepareEluFloat, EluFloatRow},
+    {StageOp::kLeakyRelu, Rows::kFloat32, PrepareLeakyReluFloat, LeakyReluFloatRow},
+    {StageOp::kPrelu, Rows::kFloat32, PreparePreluFloat, PreluFloatRow},
+    {StageOp::kPadv2, Rows::kFloat32, PreparePadv2Float, PadFloatRow},
+    {StageOp::kResizeBilinear, Rows::kFloat32, PrepareResizeBilinearFloat, ResizeBilinearFloatRow},
 };
 constexpr int32_t kNumStages = static_cast<int32_t>(sizeof(kStages) / sizeof(kStages[0]));
 

@@ -2,8 +2,9 @@
 // the parameters TFLM's own Prepare computes (add_common.cc, sub_common.cc, mul_common.cc) for
 // inputs broadcast across width and channels as TFLM's kernels do, along rows only a constant of
 // one row. A row without broadcast goes through CMSIS-NN's elementwise functions in a CMSIS-NN
-// build (ADD, MUL); otherwise TFLM's reference arithmetic. Float32 ADD and MUL: TFLM's reference
-// float arithmetic in every build (add.cc's EvalAdd, mul_common.cc's EvalMulFloatReference).
+// build (ADD, MUL); otherwise TFLM's reference arithmetic. Float32 ADD, SUB and MUL: TFLM's
+// reference float arithmetic in every build (add.cc's EvalAdd, sub.cc's EvalSub,
+// mul_common.cc's EvalMulFloatReference).
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/common.h"
@@ -218,12 +219,14 @@ ArithmeticParams ParamsOf(StageOp op, const ArithmeticStage& ar) {
   return ::tinyseg::Status::kOk;
 }
 
-// Float32 ADD and MUL: the operands' shapes and the activation's range (CalculateActivationRange).
+// Float32 ADD, SUB and MUL: the operands' shapes and the activation's range
+// (CalculateActivationRange).
 TfLiteStatus PrepareArithmeticFloat(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& out = a.tab->tensor(g.output);
   TF_LITE_ENSURE_STATUS(RequireFloat32(a, out));
-  TF_LITE_ENSURE_MSG(context, g.operand_count == 2, "StreamChain: ADD and MUL take two inputs");
+  TF_LITE_ENSURE_MSG(context, g.operand_count == 2,
+                     "StreamChain: ADD, SUB and MUL take two inputs");
   g.arith.input2 = a.tab->operands[g.operand_begin + 1];
   TF_LITE_ENSURE_STATUS(CheckOperands(a, g, out, kTfLiteFloat32));
   CalculateActivationRange(a.f.activation, &g.arith.float_min, &g.arith.float_max);
@@ -251,6 +254,12 @@ TfLiteStatus PrepareArithmeticFloat(const StageArgs& a, StageSlot& g) {
       reference_ops::Add(p, os, a, os, b, os, o);
     } else {
       reference_ops::BroadcastAdd4DSlow(p, shapes[0], a, shapes[1], b, os, o);
+    }
+  } else if (g.op == StageOp::kSub) {  // as sub.cc's EvalSub for float32
+    if (same) {
+      reference_ops::SubWithActivation(p, os, a, os, b, os, o);
+    } else {
+      reference_ops::BroadcastSubSlow(p, shapes[0], a, shapes[1], b, os, o);
     }
   } else if (same) {
     reference_ops::Mul(p, os, a, os, b, os, o);

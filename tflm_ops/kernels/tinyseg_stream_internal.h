@@ -149,6 +149,7 @@ struct LeakyReluStage {
   int32_t input_offset, output_offset;
   int32_t alpha_multiplier, identity_multiplier;
   int alpha_shift, identity_shift;
+  float alpha;  // float32 stages: the slope below zero
 };
 
 // PRELU (PreluParams; alpha a constant node input).
@@ -170,6 +171,7 @@ struct PadStage {
   int32_t value;     // PADV2: node input index of the pad value; -1
   int32_t top, left, right;
   int32_t pad_value;
+  float float_value;  // float32 PADV2's pad value
 };
 
 // RESIZE_NEAREST_NEIGHBOR.
@@ -419,6 +421,20 @@ TfLiteStatus PreparePadFloat(const StageArgs& a, StageSlot& g);
 TfLiteStatus PrepareResizeFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ResizeFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareConcatenationFloat(const StageArgs& a, StageSlot& g);
+
+// The float32 stages of tinyseg_stream_float.cc (and PADV2 of tinyseg_stream_layout.cc).
+::tinyseg::Status TanhFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status HardSwishFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareEluFloat(const StageArgs& a, StageSlot& g);
+::tinyseg::Status EluFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareLeakyReluFloat(const StageArgs& a, StageSlot& g);
+::tinyseg::Status LeakyReluFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PreparePreluFloat(const StageArgs& a, StageSlot& g);
+::tinyseg::Status PreluFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+bool BilinearFloatRule(int32_t in_h, int32_t out_h, bool align, bool half, RowRule* rule);
+TfLiteStatus PrepareResizeBilinearFloat(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ResizeBilinearFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PreparePadv2Float(const StageArgs& a, StageSlot& g);
 
 }  // namespace tinyseg_stream
 }  // namespace tflite

@@ -1,8 +1,8 @@
 // StreamChain's layout family (tinyseg_stream_internal.h): the stages that move elements -- PAD and
 // PADV2 (height and width), RESIZE_NEAREST_NEIGHBOR (by an integer factor), RESIZE_BILINEAR (any
-// factor, TFLM's fixed-point blend of two rows; int8 only) and CONCATENATION (along channels) --
-// int8, and float32 (PAD with 0.0f, as pad.cc without constant values), as TFLM's own kernels
-// compute them.
+// factor, TFLM's fixed-point blend of two rows; int8 here, float32 in tinyseg_stream_float.cc) and
+// CONCATENATION (along channels) -- int8, and float32 (PAD with 0.0f, as pad.cc without constant
+// values; PADV2 with its float32 scalar), as TFLM's own kernels compute them.
 #include <cstdint>
 #include <cstring>
 
@@ -91,11 +91,33 @@ TfLiteStatus PadGeometry(const StageArgs& a, StageSlot& g) {
 
 }  // namespace
 
-// Float32 PAD (PADV2 is int8 only): TFLM's float PAD without constant values pads with 0.0f.
+// Float32 PAD: TFLM's float PAD without constant values pads with 0.0f.
 TfLiteStatus PreparePadFloat(const StageArgs& a, StageSlot& g) {
   TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
   g.pad.value = -1;
+  g.pad.float_value = 0.0f;
   return PadGeometry(a, g);
+}
+
+// Float32 PADV2: its pad value, a constant float32 scalar (as pad.cc reads constant_values).
+TfLiteStatus PreparePadv2Float(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
+  PadStage& ps = g.pad;
+  ps.value = ConstantOperand(*a.tab, g, 1, false);
+  TF_LITE_ENSURE_STATUS(PadGeometry(a, g));
+  TF_LITE_ENSURE_MSG(context, ps.value >= 0 && ps.value < NumInputs(a.node),
+                     "StreamChain: PADV2's pad value");
+  MicroContext* mc = GetMicroContext(context);
+  TfLiteTensor* value = mc->AllocateTempInputTensor(a.node, ps.value);
+  TF_LITE_ENSURE(context, value != nullptr);
+  const bool scalar =
+      value->type == kTfLiteFloat32 && IsConstantTensor(value) && NumElements(value) == 1;
+  if (scalar) ps.float_value = GetTensorData<float>(value)[0];
+  mc->DeallocateTempTfLiteTensor(value);
+  TF_LITE_ENSURE_MSG(context, scalar,
+                     "StreamChain: PADV2 takes a constant float32 scalar pad value");
+  return kTfLiteOk;
 }
 
 ::tinyseg::Status PadFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
@@ -106,7 +128,7 @@ TfLiteStatus PreparePadFloat(const StageArgs& a, StageSlot& g) {
   p.left_padding[2] = g.pad.left;
   p.right_padding[2] = g.pad.right;
   p.resizing_category = ResizingCategory::kGenericResize;
-  const float pad_value = 0.0f;
+  const float pad_value = g.pad.float_value;
   reference_ops::Pad(p, r.in_shape, reinterpret_cast<const float*>(r.src), &pad_value, r.out_shape,
                      reinterpret_cast<float*>(r.dst));
   return ::tinyseg::Status::kOk;

@@ -34,6 +34,7 @@ from .customops import (
     StreamChainOptions,
     StreamStage,
     StreamTensor,
+    bilinear_float_row_rule,
     bilinear_row_rule,
     decode,
     stream_chain_body_bytes,
@@ -312,8 +313,12 @@ def _check_stage(
         rowmap[acts[0]].set_factor(out.height // x.height)
     elif op == "RESIZE_BILINEAR":
         align, half = bool(f["alignCorners"]), bool(f["halfPixelCenters"])
-        rows = bilinear_row_rule(x.height, out.height, align, half)
-        cols = bilinear_row_rule(x.width, out.width, align, half)
+        if out.dtype == "FLOAT32":  # float positions: the float rule; columns need none
+            rows = bilinear_float_row_rule(x.height, out.height, align, half)
+            cols = rows if x.width > 0 and out.width > 0 else None
+        else:
+            rows = bilinear_row_rule(x.height, out.height, align, half)
+            cols = bilinear_row_rule(x.width, out.width, align, half)
         if x.channels != out.channels or rows is None or cols is None:
             raise _BodyError(
                 f"{name}: align_corners with half_pixel_centers, other channels, or a scale "

@@ -24,6 +24,7 @@ Options are FlexBuffers maps, like TFLM's own custom operators use.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from flatbuffers import flexbuffers
@@ -256,6 +257,14 @@ STREAM_FLOAT32_STAGE_OPS = (
     "RELU6",
     "LOGISTIC",
     "PAD",
+    "SUB",
+    "TANH",
+    "HARD_SWISH",
+    "LEAKY_RELU",
+    "PRELU",
+    "ELU",
+    "PADV2",
+    "RESIZE_BILINEAR",  # its rows: bilinear_float_row_rule
 )
 STREAM_FLOAT32_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "CONV_2D": (("FLOAT32", "FLOAT32"), ("FLOAT32", None)),
@@ -267,6 +276,9 @@ STREAM_FLOAT32_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = 
     ),
     "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),
     "PAD": (("INT32",),),
+    "PRELU": (("FLOAT32",),),  # alpha
+    "PADV2": (("INT32", "FLOAT32"),),  # paddings, the pad value (a float32 scalar)
+    "RESIZE_BILINEAR": (("INT32",),),
 }
 # DEQUANTIZE stages: int8 to float32; its float32 rows are a chain output or float32 stages' input.
 STREAM_DEQUANTIZE_TYPES: tuple[tuple[str, str], ...] = (("INT8", "FLOAT32"),)
@@ -858,3 +870,51 @@ def bilinear_row_rule(
     before = -(offset // BILINEAR_ONE)
     after = (offset + BILINEAR_ONE - 1) // BILINEAR_ONE + 1
     return scale, BILINEAR_ONE, before, after
+
+
+# RESIZE_BILINEAR stages (float32): TFLM's float source positions (reference_ops::ResizeBilinear).
+BILINEAR_FLOAT_MAX_SIZE = 1 << 15  # heights the float rule covers (its int64 arithmetic)
+BILINEAR_FLOAT_UNIT = 1 << 20  # the slack's denominator
+
+
+def bilinear_float_row_rule(
+    in_h: int, out_h: int, align_corners: bool, half_pixel: bool
+) -> tuple[int, int, int, int] | None:
+    """(num, den, before, after) of the rows output row y of a float32 RESIZE_BILINEAR reads.
+
+    TFLM computes the position p' = y * s (half-pixel centres: (y + 0.5) * s - 0.5) in float32,
+    s = in_h / out_h (align_corners: (in_h - 1) / (out_h - 1)), and reads rows max(floor(p'), 0)
+    and min(ceil(p'), in_h - 1). num / den is s as a fraction, the anchor y * num // den. p' lies
+    within a slack of the exact p: 0 when s is dyadic and every value fits float32's mantissa
+    (then every operation is exact, whatever the compiler fuses), else (in_h + 1) / 2^20, four
+    times the error bound of float32's few roundings there. before and after cover
+    [floor(p - slack), ceil(p + slack)] clipped to the input for every row: two rows without
+    half-pixel centres where the positions are exact, three with (as the int8 rule), one more
+    where they are not. None for sizes past 2^15, align_corners onto one input row, both flags,
+    or a lower row that could lie past the input. The C++ stage (tinyseg_stream_float.cc
+    BilinearFloatRule) computes the same in the same integers."""
+    if (
+        min(in_h, out_h) < 1
+        or max(in_h, out_h) > BILINEAR_FLOAT_MAX_SIZE
+        or (align_corners and half_pixel)
+    ):
+        return None
+    corners = align_corners and out_h > 1
+    num, den = (in_h - 1, out_h - 1) if corners else (in_h, out_h)
+    if num < 1:
+        return None
+    g = math.gcd(num, den)
+    exact = (den // g) & (den // g - 1) == 0 and 4 * (out_h + 1) * max(num // g, den // g) < 1 << 24
+    q = 2 * den * BILINEAR_FLOAT_UNIT
+    slack = 0 if exact else 2 * den * (in_h + 1)
+    before = after = -INT32_MAX - 1
+    for y in range(out_h):
+        p = ((2 * y + 1) * num - den if half_pixel else 2 * y * num) * BILINEAR_FLOAT_UNIT
+        if (p + slack) // q > in_h - 1:
+            return None
+        lo = max((p - slack) // q, 0)
+        hi = min(-((-(p + slack)) // q), in_h - 1)
+        anchor = y * num // den
+        before = max(before, anchor - lo)
+        after = max(after, hi - anchor)
+    return num, den, before, after

@@ -130,9 +130,13 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
     if name == "RESIZE_BILINEAR":
         if o is None or op.inputs[0] != t or (o.alignCorners and o.halfPixelCenters):
             return None  # TFLM's Prepare refuses both
+        align, half = bool(o.alignCorners), bool(o.halfPixelCenters)
+        if graph.tensors[t].dtype == "FLOAT32":  # TFLM's float positions
+            rule = customops.bilinear_float_row_rule(in_h, out_h, align, half)
+            return None if rule is None else RowMap(in_h, out_h, *rule)
         if graph.tensors[t].dtype != "INT8":
-            return None  # TFLM's float kernel positions rows in float: no rule for it yet
-        return bilinear_rows(in_h, out_h, bool(o.alignCorners), bool(o.halfPixelCenters))
+            return None
+        return bilinear_rows(in_h, out_h, align, half)
     if name in PADDING_OPS:
         pads = graph.buffer_array(op.inputs[1]) if len(op.inputs) > 1 else None
         if op.inputs[0] != t or pads is None or pads.shape != (4, 2) or pads[0].any():
@@ -420,7 +424,8 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
     shapes its Prepare accepts: no broadcast but PRELU's alpha over rows and ADD/SUB/MUL's across
     width and channels, RESIZE_NEAREST_NEIGHBOR rows that TFLM's float arithmetic maps to
     y // factor, PADV2's pad value of the output's quantization). Float32 stages
-    (customops.STREAM_FLOAT32_STAGE_OPS) follow the same shape rules."""
+    (customops.STREAM_FLOAT32_STAGE_OPS) follow the same shape rules; a float32 RESIZE_BILINEAR
+    needs customops.bilinear_float_row_rule."""
     positions = customops.STREAM_STAGE_OPS.get(op.opcode, ())
     if not op.outputs or not op.inputs:
         return "it has no inputs or no outputs"
@@ -510,12 +515,12 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
         x = graph.tensors[acts[0]]
         if o is None or (o.alignCorners and o.halfPixelCenters):
             return "align_corners with half_pixel_centers (TFLM refuses both)"
-        if x.dtype != "INT8" or out.dtype != "INT8":
-            # the stage is TFLM's int8 fixed-point arithmetic (its float kernel positions rows in
-            # float, another rule)
-            return f"RESIZE_BILINEAR on {x.dtype} (the stage computes TFLM's int8 arithmetic)"
         if len(x.shape) != 4 or len(out.shape) != 4 or x.shape[3] != out.shape[3]:
             return "an output with other channels than its input"
+        if x.dtype == "FLOAT32":  # float positions (customops.bilinear_float_row_rule)
+            if row_map(graph, op, acts[0]) is None:
+                return "float32 rows past the float rule (a size past 2^15, or one input row)"
+            return None
         if row_map(graph, op, acts[0]) is None:
             return "a scale TFLM's fixed-point rows cannot express (0 or past int32)"
         if (

@@ -14,6 +14,7 @@
 
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/kernels/internal/reference/resize_bilinear.h"
 #include "tensorflow/lite/micro/kernels/conv.h"
 #include "tensorflow/lite/micro/kernels/depthwise_conv.h"
 #include "tensorflow/lite/micro/kernels/kernel_runner.h"
@@ -22,6 +23,7 @@
 #include "tensorflow/lite/micro/kernels/tinyseg/tests/tinyseg_test_support.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_ops.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
 #include "tensorflow/lite/micro/kernels/transpose_conv.h"
 #include "tensorflow/lite/micro/test_helpers.h"
 #include "tensorflow/lite/micro/testing/micro_test.h"
@@ -644,6 +646,63 @@ TF_LITE_MICRO_TEST(PadStageAgainstPad) {
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
   TF_LITE_MICRO_EXPECT_EQ(tflite::tinyseg_ops::StreamStagesUseCmsisNn() ? kOH : 0,
                           static_cast<int>(rt.stats.optimized_rows));
+}
+
+// The float32 RESIZE_BILINEAR row rule (BilinearFloatRule, Prepare's) holds both rows TFLM's
+// float kernel reads, as this build's float arithmetic computes them (ComputeInterpolationValues:
+// on the Cortex-M7 too), for every output row of 40 x 60 sizes under each flag setting; and it
+// gives the rules customops.bilinear_float_row_rule gives (values from the Python side).
+TF_LITE_MICRO_TEST(FloatBilinearRuleHoldsTheRowsTflmReads) {
+  using tflite::tinyseg_stream::BilinearFloatRule;
+  using tflite::tinyseg_stream::RowRule;
+  const bool flags[3][2] = {{false, false}, {false, true}, {true, false}};
+  int32_t checked = 0;
+  for (const auto& f : flags) {
+    for (int32_t in_h = 1; in_h <= 40; ++in_h) {
+      for (int32_t out_h = 1; out_h <= 60; ++out_h) {
+        RowRule rule = {};
+        if (!BilinearFloatRule(in_h, out_h, f[0], f[1], &rule)) continue;
+        float scale = static_cast<float>(in_h) / out_h;
+        if (f[0] && out_h > 1) scale = static_cast<float>(in_h - 1) / (out_h - 1);
+        ::tinyseg::RowMap m;
+        m.in_h = in_h;
+        m.out_h = out_h;
+        m.num = rule.num;
+        m.den = rule.den;
+        m.before = rule.before;
+        m.after = rule.after;
+        for (int32_t y = 0; y < out_h; ++y) {
+          float pos = 0.0f;
+          int32_t y0 = 0, y1 = 0, lo = 0, hi = 0;
+          tflite::reference_ops::ComputeInterpolationValues(static_cast<float>(y), scale, f[1],
+                                                            in_h, &pos, &y0, &y1);
+          ::tinyseg::RowWindow(m, y, &lo, &hi);
+          TF_LITE_MICRO_EXPECT(lo <= y0 && y0 <= y1 && y1 <= hi);
+          ++checked;
+        }
+      }
+    }
+  }
+  TF_LITE_MICRO_EXPECT_GT(checked, 3 * 40 * 30);
+  struct Case {
+    int32_t in_h, out_h;
+    bool align, half;
+    int32_t num, den, before, after;
+  };
+  const Case cases[] = {{4, 8, false, false, 4, 8, 0, 1},   {4, 8, false, true, 4, 8, 1, 1},
+                        {5, 35, false, false, 5, 35, 1, 1}, {7, 23, false, true, 7, 23, 1, 1},
+                        {4, 38, true, false, 3, 37, 1, 1},  {33, 257, true, false, 32, 256, 0, 1},
+                        {12, 5, false, true, 12, 5, 0, 2}};
+  for (const Case& c : cases) {
+    RowRule r = {};
+    TF_LITE_MICRO_EXPECT(BilinearFloatRule(c.in_h, c.out_h, c.align, c.half, &r));
+    TF_LITE_MICRO_EXPECT(r.num == c.num && r.den == c.den && r.before == c.before &&
+                         r.after == c.after);
+  }
+  RowRule r = {};
+  TF_LITE_MICRO_EXPECT(!BilinearFloatRule(1, 9, true, false, &r));  // align onto one row
+  TF_LITE_MICRO_EXPECT(!BilinearFloatRule(4, 8, true, true, &r));   // both flags
+  TF_LITE_MICRO_EXPECT(!BilinearFloatRule(4, (1 << 15) + 1, false, false, &r));
 }
 
 TF_LITE_MICRO_TESTS_END
