@@ -88,6 +88,16 @@ constexpr StageEntry kStages[] = {
     {StageOp::kLogistic, Rows::kFloat32, PrepareSameShapeFloat, LogisticFloatRow},
     {StageOp::kPad, Rows::kFloat32, PreparePadFloat, PadFloatRow},
     {StageOp::kQuantize, Rows::kFloat32, PrepareQuantizeFloat, QuantizeFloatRow},
+    // int16 rows, int8 weights (TFLM's 16x8): TFLM's reference int16 arithmetic
+    // (tinyseg_stream_int16.cc); QUANTIZE int8 -> int16, int16 -> int8 and int16 -> int16, and
+    // DEQUANTIZE int16 -> float32.
+    {StageOp::kConv2d, Rows::kInt16, PrepareConvInt16, ConvInt16Row},
+    {StageOp::kDepthwiseConv2d, Rows::kInt16, PrepareConvInt16, DepthwiseConvInt16Row},
+    {StageOp::kMaxPool2d, Rows::kInt16, PreparePoolInt16, MaxPoolInt16Row},
+    {StageOp::kAveragePool2d, Rows::kInt16, PreparePoolInt16, AveragePoolInt16Row},
+    {StageOp::kRelu, Rows::kInt16, PrepareReluInt16, ReluInt16Row},
+    {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeInt16Row},
+    {StageOp::kDequantize, Rows::kInt16, PrepareDequantize, DequantizeInt16Row},
 };
 constexpr int32_t kNumStages = static_cast<int32_t>(sizeof(kStages) / sizeof(kStages[0]));
 
@@ -97,6 +107,21 @@ int32_t FindStage(StageOp op, Rows rows) {
     if (kStages[i].op == op && kStages[i].rows == rows) return i;
   }
   return -1;
+}
+
+// The type of a stage's rows: its first activation input's, and int16 for a QUANTIZE into int16.
+Rows RowsOf(int32_t input_type, int32_t output_type) {
+  if (input_type == kTfLiteFloat32) return Rows::kFloat32;
+  if (input_type == kTfLiteInt16 || output_type == kTfLiteInt16) return Rows::kInt16;
+  return Rows::kQuantized;
+}
+
+const char* RowsName(Rows rows) {
+  switch (rows) {
+    case Rows::kFloat32: return "float32";
+    case Rows::kInt16: return "int16";
+    default: return "quantized";
+  }
 }
 
 // ------------------------------------------------------------ Init
@@ -150,11 +175,11 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   TF_LITE_ENSURE_STATUS(
       PrepareStageCommon(context, node, d, tab, index, st, operand_next, edge_next, &a));
   StageSlot& g = tab.stage(index);
-  const Rows rows = tab.tensor(g.input).type == kTfLiteFloat32 ? Rows::kFloat32 : Rows::kQuantized;
+  const Rows rows = RowsOf(tab.tensor(g.input).type, tab.tensor(g.output).type);
   g.entry = FindStage(g.op, rows);
   if (g.entry < 0) {
     MicroPrintf("StreamChain: stage %d is not a stage this kernel computes (on %s rows)",
-                static_cast<int>(index), rows == Rows::kFloat32 ? "float32" : "quantized");
+                static_cast<int>(index), RowsName(rows));
     return kTfLiteError;
   }
   return kStages[g.entry].prepare(a, g);

@@ -298,8 +298,10 @@ using StagePrepareFn = TfLiteStatus (*)(const StageArgs& a, StageSlot& g);
 using StageRowFn = ::tinyseg::Status (*)(const EvalState& v, const StageSlot& g, const StageRow& r);
 
 // A stage's rows are float32 (its first activation input is float32: the float32 stages and
-// QUANTIZE float32 -> int8) or quantized (int8, and QUANTIZE/DEQUANTIZE from int8 or uint8).
-enum class Rows : int32_t { kQuantized = 0, kFloat32 = 1 };
+// QUANTIZE float32 -> int8), int16 (int16 activations with int8 weights, TFLM's 16x8: its first
+// activation input or, for QUANTIZE int8 -> int16, its output is int16) or quantized (int8, and
+// QUANTIZE/DEQUANTIZE from int8 or uint8).
+enum class Rows : int32_t { kQuantized = 0, kFloat32 = 1, kInt16 = 2 };
 
 struct StageEntry {
   StageOp op;
@@ -363,11 +365,22 @@ TfLiteStatus PrepareConv(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status DepthwiseConvRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status TransposeConvRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 
+// The convolution family's shared Prepare (tinyseg_stream_conv.cc): the options, then the filter
+// and bias to `with`, which checks their types and computes the parameters; ConvGeometry checks
+// the sizes and sets the row rule.
+using ConvPrepareWithFn = TfLiteStatus (*)(const StageArgs&, StageSlot&, const TensorSlot&,
+                                           const TensorSlot&, TfLiteTensor*, TfLiteTensor*);
+TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g, ConvPrepareWithFn with);
+bool ConvGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const TensorSlot& out,
+                  const TfLiteTensor* filter);
+
 TfLiteStatus PrepareConvFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status DepthwiseConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status TransposeConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 
+// The pool family's geometry and row rule (tinyseg_stream_pool.cc).
+TfLiteStatus PoolGeometry(const StageArgs& a, StageSlot& g);
 TfLiteStatus PreparePool(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MaxPoolRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status AveragePoolRow(const EvalState& v, const StageSlot& g, const StageRow& r);
@@ -419,6 +432,18 @@ TfLiteStatus PreparePadFloat(const StageArgs& a, StageSlot& g);
 TfLiteStatus PrepareResizeFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ResizeFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareConcatenationFloat(const StageArgs& a, StageSlot& g);
+
+// int16 rows (tinyseg_stream_int16.cc): TFLM's 16x8 reference arithmetic.
+TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status DepthwiseConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PreparePoolInt16(const StageArgs& a, StageSlot& g);
+::tinyseg::Status MaxPoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status AveragePoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status QuantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status DequantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 
 }  // namespace tinyseg_stream
 }  // namespace tflite

@@ -19,6 +19,7 @@ from .customops import (
     STREAM_FIELD_DEFAULTS,
     STREAM_FIELD_LIMITS,
     STREAM_FLOAT32_STAGE_OPS,
+    STREAM_INT16_STAGE_OPS,
     STREAM_MAX_BODY_BYTES,
     STREAM_MAX_SCALE,
     STREAM_MAX_STAGE_INPUTS,
@@ -202,10 +203,15 @@ def _check_stage(
             )
     elif kernel and not (
         all(loc[a].dtype == out.dtype for a in acts)
-        and (out.dtype == "INT8" or (out.dtype == "FLOAT32" and op in STREAM_FLOAT32_STAGE_OPS))
+        and (
+            out.dtype == "INT8"
+            or (out.dtype == "FLOAT32" and op in STREAM_FLOAT32_STAGE_OPS)
+            or (out.dtype == "INT16" and op in STREAM_INT16_STAGE_OPS)
+        )
     ):
-        raise _BodyError(f"{name} on {out.dtype} rows (the kernel computes it on int8 rows only)")
-    # Filters, biases and broadcast operands have the rows' type (float32 stages) or int8/int32.
+        raise _BodyError(f"{name} on {out.dtype} rows (the kernel does not compute it on them)")
+    # Filters, biases and broadcast operands have the rows' type (float32 stages) or int8/int32;
+    # int16 stages (16x8) take int8 filters and int64 biases (CONV_2D: or int32).
     value_type = "FLOAT32" if out.dtype == "FLOAT32" else "INT8"
     bias_type = "FLOAT32" if out.dtype == "FLOAT32" else "INT32"
     heights = {a: loc[a].height for a in acts}
@@ -227,8 +233,17 @@ def _check_stage(
             and (not dw or (fs[0] == 1 and x.channels and out.channels % x.channels == 0))
             and (
                 bias is None
-                or ((bias.dtype == bias_type or not kernel) and bias.elements == out.channels)
+                or (
+                    (
+                        not kernel
+                        or bias.dtype == bias_type
+                        or (out.dtype == "INT16" and bias.dtype == "INT64")
+                    )
+                    and bias.elements == out.channels
+                )
             )
+            and not (kernel and out.dtype == "INT16" and bias is None)
+            and not (kernel and out.dtype == "INT16" and dw and bias.dtype != "INT64")
         )
         if not ok:
             raise _BodyError(
