@@ -444,7 +444,8 @@ def test_empty_tensors_are_not_streamed():
         ("PADV2", ["FLOAT32"], "FLOAT32", ["INT32", "FLOAT32"], False),  # int8 only
         ("QUANTIZE", ["UINT8"], "INT8", [], True),
         ("QUANTIZE", ["FLOAT32"], "INT8", [], True),  # an int8 chain from a float32 tensor
-        ("QUANTIZE", ["FLOAT32"], "INT16", [], False),
+        ("QUANTIZE", ["FLOAT32"], "INT16", [], True),  # an int16 chain from a float32 tensor
+        ("QUANTIZE", ["FLOAT32"], "INT32", [], False),
         ("ADD", ["INT8", "INT8"], "INT8", [], True),
         ("ADD", ["INT8"], "INT8", [], False),  # two operands
         ("PRELU", ["INT8"], "INT8", ["INT8"], True),

@@ -294,7 +294,8 @@ inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {
          (in == kTfLiteFloat32 && out == kTfLiteInt8) ||
          (in == kTfLiteInt8 && out == kTfLiteInt16) ||
          (in == kTfLiteInt16 && out == kTfLiteInt8) ||
-         (in == kTfLiteInt16 && out == kTfLiteInt16);
+         (in == kTfLiteInt16 && out == kTfLiteInt16) ||
+         (in == kTfLiteFloat32 && out == kTfLiteInt16);
 }
 
 // DEQUANTIZE stages: the (input, output) types computed.

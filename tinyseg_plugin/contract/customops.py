@@ -242,6 +242,7 @@ STREAM_QUANTIZE_TYPES: tuple[tuple[str, str], ...] = (
     ("INT8", "INT16"),
     ("INT16", "INT8"),
     ("INT16", "INT16"),
+    ("FLOAT32", "INT16"),
 )
 # Stages the kernel also computes on float32 rows (float32 inputs and output), with TFLM's
 # reference float arithmetic, and their constant inputs (float32 filter and bias).
