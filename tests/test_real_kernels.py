@@ -490,6 +490,29 @@ def test_int16_stages_stream_bit_exact_in_the_real_kernels(tflm_dir: str, seed: 
     assert v.check == REAL_KERNELS and v.identical, v.detail
 
 
+def test_int16_stages_stream_bit_exact_in_the_cmsis_nn_build(tflm_dir: str) -> None:
+    """The int16 chain streamed for CMSIS-NN, run in the host CMSIS-NN build of TFLM: the original
+    runs TFLM's CMSIS-NN int16 kernels (arm_convolve_wrapper_s16, arm_depthwise_conv_wrapper_s16,
+    arm_max_pool_s16, arm_avgpool_s16), the streamed one the stages' reference int16 arithmetic;
+    the outputs are identical."""
+    from tinyseg_plugin.checks.verify import arena_for, random_inputs
+    from tinyseg_plugin.ir.modelio import model_to_bytes
+    from tinyseg_plugin.transforms import stream_search
+
+    downloads = Path(tflm_dir) / "tensorflow/lite/micro/tools/make/downloads"
+    if not all((downloads / d).is_dir() for d in ("cmsis", "cmsis_nn")):
+        pytest.skip("TFLM_DIR lacks the cmsis and cmsis_nn downloads a CMSIS-NN build needs")
+    graph = build_graph(synth.int16_stages_chain())
+    choice = stream_search.choose_streaming(graph, "cmsis-nn", "host64", kernel_only=True)
+    assert choice.streamed is not None
+    exe = real_kernels.prepare(tflm_dir, "cmsis_nn")
+    a, b = model_to_bytes(graph.model), model_to_bytes(choice.streamed.graph.model)
+    batches = [random_inputs(a, seed) for seed in range(3)]
+    want = real_kernels.run(exe, a, batches, arena_for(graph), 600, "the original").outputs
+    got = real_kernels.run(exe, b, batches, arena_for(graph), 600, "the streamed model").outputs
+    assert got == want
+
+
 def test_the_int16_convolution_stage_refuses_a_wrong_filter(tflm_dir: str, tmp_path: Path) -> None:
     """An int16 CONV_2D stage whose filter and bias operands are swapped (an int64 filter) is
     refused in Prepare by the C++ kernel, saying why (the Python side refuses it before, so the
