@@ -536,9 +536,7 @@ def test_the_int16_convolution_stage_refuses_a_wrong_filter(tflm_dir: str, tmp_p
                 ins = st["inputs"]
                 ins[1], ins[2] = ins[2], ins[1]
                 edited += 1
-                op.customOptions = np.frombuffer(
-                    bytes(flexbuffers.Dumps(m)), dtype=np.uint8
-                ).copy()
+                op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
     assert edited == 1
     path = tmp_path / "bad.tflite"
     path.write_bytes(modelio.model_to_bytes(model))

@@ -118,9 +118,12 @@ Rows RowsOf(int32_t input_type, int32_t output_type) {
 
 const char* RowsName(Rows rows) {
   switch (rows) {
-    case Rows::kFloat32: return "float32";
-    case Rows::kInt16: return "int16";
-    default: return "quantized";
+    case Rows::kFloat32:
+      return "float32";
+    case Rows::kInt16:
+      return "int16";
+    default:
+      return "quantized";
   }
 }
 

@@ -97,8 +97,8 @@ TfLiteStatus PrepareDequantize(const StageArgs& a, StageSlot& g) {
   return ::tinyseg::Status::kOk;
 }
 
-// QUANTIZE float32 -> int8 or int16 (quantize_common.cc: the output's zero point, its scale widened to
-// double), so an int8 or int16 chain can start at a float32 tensor.
+// QUANTIZE float32 -> int8 or int16 (quantize_common.cc: the output's zero point, its scale widened
+// to double), so an int8 or int16 chain can start at a float32 tensor.
 TfLiteStatus PrepareQuantizeFloat(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
@@ -117,8 +117,8 @@ TfLiteStatus PrepareQuantizeFloat(const StageArgs& a, StageSlot& g) {
   p.zero_point = g.quantize.output_offset;
   p.scale = static_cast<double>(r.out->scale);
   if (r.out->type == kTfLiteInt16) {  // float32 -> int16: an int16 (16x8) chain's start
-    reference_ops::AffineQuantize(p, r.in_shape, reinterpret_cast<const float*>(r.src),
-                                  r.out_shape, reinterpret_cast<int16_t*>(r.dst));
+    reference_ops::AffineQuantize(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
+                                  reinterpret_cast<int16_t*>(r.dst));
     return ::tinyseg::Status::kOk;
   }
   reference_ops::AffineQuantize(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,

@@ -49,8 +49,8 @@ TfLiteStatus PrepareInt16With(const StageArgs& a, StageSlot& g, const TensorSlot
   TfLiteContext* context = a.context;
   ConvStage& c = g.conv;
   const bool depthwise = g.op == StageOp::kDepthwiseConv2d;
-  const bool bias_ok = bias != nullptr && (bias->type == kTfLiteInt64 ||
-                                           (!depthwise && bias->type == kTfLiteInt32));
+  const bool bias_ok =
+      bias != nullptr && (bias->type == kTfLiteInt64 || (!depthwise && bias->type == kTfLiteInt32));
   const bool types_ok =
       filter->type == kTfLiteInt8 && filter->dims->size == 4 &&
       filter->dims->data[depthwise ? 3 : 0] == out.channels &&
