@@ -8,6 +8,8 @@
 // are the reference ones, checked by the real-kernel runner in a CMSIS-NN build).
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
@@ -28,6 +30,26 @@
 namespace tflite {
 namespace tinyseg_stream {
 namespace {
+
+// Whether this TFLM's ReluQuantized takes int16 rows: a template in TFLM since 2023, int8 only in
+// the Arduino library's older TFLM (whose RELU has no int16 kernel either: there, Prepare refuses
+// an int16 RELU stage).
+template <typename T, typename = void>
+struct HasReluOf : std::false_type {};
+template <typename T>
+struct HasReluOf<T, decltype(void(ReluQuantized(
+                        std::declval<const ReluOpData&>(), std::declval<const RuntimeShape&>(),
+                        std::declval<const RuntimeShape&>(), std::declval<const T*>(),
+                        std::declval<T*>())))> : std::true_type {};
+
+template <typename T>
+void ReluRowOf(std::true_type, const ReluOpData& data, const RuntimeShape& in_shape,
+               const RuntimeShape& out_shape, const T* src, T* dst) {
+  ReluQuantized(data, in_shape, out_shape, src, dst);
+}
+template <typename T>
+void ReluRowOf(std::false_type, const ReluOpData&, const RuntimeShape&, const RuntimeShape&,
+               const T*, T*) {}
 
 // int16 stages read and write int16 rows only.
 TfLiteStatus RequireInt16(const StageArgs& a, const TensorSlot& out) {
@@ -210,6 +232,8 @@ TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g) {
   const TensorSlot& out = a.tab->tensor(g.output);
   TF_LITE_ENSURE_STATUS(RequireInt16(a, out));
   TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  TF_LITE_ENSURE_MSG(context, HasReluOf<int16_t>::value,
+                     "StreamChain: this TFLM has no int16 RELU, so no int16 RELU stage");
   TF_LITE_ENSURE_MSG(context, in.zero_point == 0 && out.zero_point == 0,
                      "StreamChain: an int16 RELU stage needs zero points 0 (as TFLM's RELU)");
   ReluStage& sv = g.relu;
@@ -231,8 +255,8 @@ TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g) {
   data.params.output_shift = sv.shift;
   data.params.quantized_activation_min = sv.act_min;
   data.params.quantized_activation_max = sv.act_max;
-  ReluQuantized<int16_t>(data, r.in_shape, r.out_shape, reinterpret_cast<const int16_t*>(r.src),
-                         reinterpret_cast<int16_t*>(r.dst));
+  ReluRowOf<int16_t>(HasReluOf<int16_t>{}, data, r.in_shape, r.out_shape,
+                     reinterpret_cast<const int16_t*>(r.src), reinterpret_cast<int16_t*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 
