@@ -468,6 +468,7 @@ INT16_STAGES = {
     "RELU": 1,
     "MAX_POOL_2D": 1,
     "AVERAGE_POOL_2D": 1,
+    "CONCATENATION": 1,
     "DEQUANTIZE": 1,
 }
 

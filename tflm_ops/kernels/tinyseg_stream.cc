@@ -96,6 +96,7 @@ constexpr StageEntry kStages[] = {
     {StageOp::kMaxPool2d, Rows::kInt16, PreparePoolInt16, MaxPoolInt16Row},
     {StageOp::kAveragePool2d, Rows::kInt16, PreparePoolInt16, AveragePoolInt16Row},
     {StageOp::kRelu, Rows::kInt16, PrepareReluInt16, ReluInt16Row},
+    {StageOp::kConcatenation, Rows::kInt16, PrepareConcatenationInt16, ConcatenationRow},
     {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeInt16Row},
     {StageOp::kDequantize, Rows::kInt16, PrepareDequantize, DequantizeInt16Row},
 };

@@ -440,6 +440,7 @@ TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g);
 TfLiteStatus PreparePoolInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MaxPoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status AveragePoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareConcatenationInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
 TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status QuantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);

@@ -284,6 +284,7 @@ STREAM_INT16_STAGE_OPS = (
     "MAX_POOL_2D",
     "AVERAGE_POOL_2D",
     "RELU",
+    "CONCATENATION",
 )
 STREAM_INT16_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "CONV_2D": (("INT8", "INT64"), ("INT8", "INT32")),
