@@ -787,8 +787,8 @@ def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
     """An int16 (16x8) chain with every int16 stage the StreamChain kernel computes: QUANTIZE
     int8 -> int16, CONV_2D with an int64 and with an int32 bias (the two accumulators), a strided
     CONV_2D, DEPTHWISE_CONV_2D (multiplier 2, and 5x5), RELU, MAX_POOL_2D and AVERAGE_POOL_2D
-    (SAME, stride 1 and 2), CONCATENATION, then QUANTIZE int16 -> int8 and DEQUANTIZE int16 ->
-    float32 outputs."""
+    (SAME, stride 1 and 2), ADD into another scale, CONCATENATION of two scales, then QUANTIZE
+    int16 -> int8 and DEQUANTIZE int16 -> float32 outputs."""
     b = ModelBuilder(dtype="INT8", seed=seed)
     x8 = b.input([1, h, w, 3])
     b.dtype = "INT16"
@@ -801,7 +801,9 @@ def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
     d = b.depthwise(a2, multiplier=2)
     r = b.relu(b.depthwise(d, k=5))
     mx = b.pool(r, "MAX_POOL_2D", k=3, stride=1, padding=SAME)
-    av = b.pool(b.concat([mx, r]), "AVERAGE_POOL_2D", k=3, stride=2, padding=SAME)
+    s = b.add(mx, r)
+    b.tensors[s].quantization.scale = [b.act_scale / 100]  # ADD rescales; CONCATENATION copies
+    av = b.pool(b.concat([s, r]), "AVERAGE_POOL_2D", k=3, stride=2, padding=SAME)
     y = b.conv(av, 4, k=1, relu=False)
     b.dtype = "INT8"
     q = b.activation(list(b.shapes[y]), "int8_output")

@@ -469,6 +469,7 @@ INT16_STAGES = {
     "MAX_POOL_2D": 1,
     "AVERAGE_POOL_2D": 1,
     "CONCATENATION": 1,
+    "ADD": 1,
     "DEQUANTIZE": 1,
 }
 

@@ -759,14 +759,15 @@ def test_int16_stages_are_streamed_bit_exact():
 def test_int16_stage_refusals_follow_tflm():
     """int16 stages the kernel does not compute stay out of chains, for TFLM's reasons: a
     DEPTHWISE_CONV_2D with an int32 bias (TFLM reads it as int64), a CONV_2D without bias (its
-    accumulator comes from an option a stage does not carry), an int16 ADD (not a stage)."""
+    accumulator comes from an option a stage does not carry), an int16 SUB (not a stage yet)."""
     assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", "INT64"]) is None
     assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", "INT32"]) is None
     assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", None])
     assert customops.stream_stage_problem(
         "DEPTHWISE_CONV_2D", ["INT16"], "INT16", ["INT8", "INT32"]
     )
-    assert customops.stream_stage_problem("ADD", ["INT16", "INT16"], "INT16", [])
+    assert customops.stream_stage_problem("SUB", ["INT16", "INT16"], "INT16", [])
+    assert customops.stream_stage_problem("ADD", ["INT16", "INT16"], "INT16", []) is None
     assert customops.stream_stage_problem("CONV_2D", ["INT8"], "INT16", ["INT8", "INT64"])
     assert customops.stream_stage_problem("QUANTIZE", ["INT8"], "INT16", []) is None
     assert customops.stream_stage_problem("DEQUANTIZE", ["INT16"], "FLOAT32", []) is None

@@ -95,6 +95,7 @@ constexpr StageEntry kStages[] = {
     {StageOp::kDepthwiseConv2d, Rows::kInt16, PrepareConvInt16, DepthwiseConvInt16Row},
     {StageOp::kMaxPool2d, Rows::kInt16, PreparePoolInt16, MaxPoolInt16Row},
     {StageOp::kAveragePool2d, Rows::kInt16, PreparePoolInt16, AveragePoolInt16Row},
+    {StageOp::kAdd, Rows::kInt16, PrepareAddInt16, AddInt16Row},
     {StageOp::kRelu, Rows::kInt16, PrepareReluInt16, ReluInt16Row},
     {StageOp::kConcatenation, Rows::kInt16, PrepareConcatenationInt16, ConcatenationRow},
     {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeInt16Row},
@@ -117,16 +118,8 @@ Rows RowsOf(int32_t input_type, int32_t output_type) {
   return Rows::kQuantized;
 }
 
-const char* RowsName(Rows rows) {
-  switch (rows) {
-    case Rows::kFloat32:
-      return "float32";
-    case Rows::kInt16:
-      return "int16";
-    default:
-      return "quantized";
-  }
-}
+// Rows' names, by value.
+constexpr const char* kRowsNames[] = {"quantized", "float32", "int16"};
 
 // ------------------------------------------------------------ Init
 
@@ -183,7 +176,7 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   g.entry = FindStage(g.op, rows);
   if (g.entry < 0) {
     MicroPrintf("StreamChain: stage %d is not a stage this kernel computes (on %s rows)",
-                static_cast<int>(index), RowsName(rows));
+                static_cast<int>(index), kRowsNames[static_cast<int32_t>(rows)]);
     return kTfLiteError;
   }
   return kStages[g.entry].prepare(a, g);

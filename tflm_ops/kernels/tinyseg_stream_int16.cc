@@ -1,6 +1,6 @@
 // StreamChain's int16 stages (tinyseg_stream_internal.h, Rows::kInt16): int16 activations with
 // int8 weights, TFLM's "16x8" quantization. CONV_2D (int64 or int32 bias), DEPTHWISE_CONV_2D
-// (int64 bias), MAX_POOL_2D, AVERAGE_POOL_2D, RELU, QUANTIZE (int8 -> int16, int16 -> int8,
+// (int64 bias), MAX_POOL_2D, AVERAGE_POOL_2D, ADD, RELU, QUANTIZE (int8 -> int16, int16 -> int8,
 // int16 -> int16) and DEQUANTIZE int16 -> float32. Prepare computes what TFLM's own Prepare
 // computes for int16; a row runs the reference int16 function TFLM's kernel calls, on the band
 // view, so every output element comes from the same products in the same order. Every build uses
@@ -15,6 +15,7 @@
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/common.h"
 #include "tensorflow/lite/kernels/internal/quantization_util.h"
+#include "tensorflow/lite/kernels/internal/reference/add.h"
 #include "tensorflow/lite/kernels/internal/reference/dequantize.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/conv.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/depthwise_conv.h"
@@ -219,6 +220,99 @@ PoolParams Int16PoolParams(const PoolStage& ps, const StageRow& r) {
                                           reinterpret_cast<const int16_t*>(r.src), r.out_shape,
                                           reinterpret_cast<int16_t*>(r.dst))) {
     return ::tinyseg::Status::kInvalidArgument;  // a window with no input (TFLM's kernel fails too)
+  }
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ ADD
+
+// add_common.cc's CalculateOpDataAdd for int16: left shift 15, the multipliers from the scales in
+// double, the activation's range; operands broadcast across width and channels (a constant: one
+// int16 row).
+TfLiteStatus PrepareAddInt16(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt16(a, out));
+  TF_LITE_ENSURE_MSG(context, g.operand_count == 2, "StreamChain: ADD takes two inputs");
+  ArithmeticStage& ar = g.arith;
+  ar.input2 = a.tab->operands[g.operand_begin + 1];
+  TF_LITE_ENSURE_STATUS(CheckOperands(a, g, out, kTfLiteInt16));
+  const TensorSlot& in1 = a.tab->tensor(a.tab->operands[g.operand_begin]);
+  const TensorSlot& in2 = a.tab->tensor(ar.input2);
+  ar.input1_offset = -in1.zero_point;
+  ar.input2_offset = -in2.zero_point;
+  ar.output_offset = out.zero_point;
+  ar.left_shift = 15;
+  const double twice_max = 2 * static_cast<double>(in1.scale > in2.scale ? in1.scale : in2.scale);
+  QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in1.scale) / twice_max,
+                                      &ar.input1_multiplier, &ar.input1_shift);
+  QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in2.scale) / twice_max,
+                                      &ar.input2_multiplier, &ar.input2_shift);
+  QuantizeMultiplierSmallerThanOneExp(
+      twice_max / ((1 << ar.left_shift) * static_cast<double>(out.scale)), &ar.output_multiplier,
+      &ar.output_shift);
+  TfLiteTensor out_q = QuantView(out);
+  return CalculateActivationRangeQuantized(context, a.f.activation, &out_q, &ar.act_min,
+                                           &ar.act_max);
+}
+
+namespace {
+
+// Operand k of this row: row y of an activation (1 x 1 x W x C) or a constant whole (one row).
+::tinyseg::Status AddOperand(const EvalState& v, const StageSlot& g, const StageRow& r, int32_t k,
+                             const int16_t** data, RuntimeShape* shape, bool* same) {
+  const int32_t id = v.tab.operands[g.operand_begin + k];
+  const TensorSlot& x = v.tab.tensor(id);
+  if (x.constant) {
+    const TfLiteEvalTensor* t = micro::GetEvalInput(v.context, v.node, x.node_index);
+    *data = static_cast<const int16_t*>(t->data.data);
+    int32_t dims[4] = {1, 1, 1, 1};
+    const int rank = t->dims->size < 4 ? t->dims->size : 4;
+    for (int j = 0; j < rank; ++j) dims[j] = t->dims->data[j];
+    shape->ReplaceWith(rank, dims);
+    *same = false;
+    return ::tinyseg::Status::kOk;
+  }
+  const uint8_t* row = nullptr;
+  TINYSEG_RETURN_IF_ERROR(Band(v, id, r.y, r.y, &row));
+  *data = reinterpret_cast<const int16_t*>(row);
+  const int32_t dims[4] = {1, 1, x.width, x.channels};
+  shape->ReplaceWith(4, dims);
+  *same = *same && x.width == r.out->width && x.channels == r.out->channels;
+  return ::tinyseg::Status::kOk;
+}
+
+}  // namespace
+
+// add.cc's int16 case: reference_ops::Add (general scales) without broadcast, else
+// BroadcastAdd4DSlow.
+::tinyseg::Status AddInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const int16_t* data[2] = {nullptr, nullptr};
+  RuntimeShape shapes[2];
+  bool same = true;
+  for (int32_t k = 0; k < 2; ++k) {
+    TINYSEG_RETURN_IF_ERROR(AddOperand(v, g, r, k, &data[k], &shapes[k], &same));
+  }
+  const ArithmeticStage& ar = g.arith;
+  ArithmeticParams p = {};
+  p.input1_offset = ar.input1_offset;
+  p.input2_offset = ar.input2_offset;
+  p.output_offset = ar.output_offset;
+  p.output_multiplier = ar.output_multiplier;
+  p.output_shift = ar.output_shift;
+  p.left_shift = ar.left_shift;
+  p.input1_multiplier = ar.input1_multiplier;
+  p.input1_shift = ar.input1_shift;
+  p.input2_multiplier = ar.input2_multiplier;
+  p.input2_shift = ar.input2_shift;
+  p.quantized_activation_min = ar.act_min;
+  p.quantized_activation_max = ar.act_max;
+  auto* o = reinterpret_cast<int16_t*>(r.dst);
+  const RuntimeShape& os = r.out_shape;
+  if (same) {
+    reference_ops::Add(p, os, data[0], os, data[1], os, o, false);
+  } else {
+    reference_ops::BroadcastAdd4DSlow(p, shapes[0], data[0], shapes[1], data[1], os, o);
   }
   return ::tinyseg::Status::kOk;
 }

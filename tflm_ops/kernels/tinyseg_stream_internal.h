@@ -388,6 +388,9 @@ TfLiteStatus PreparePoolFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MaxPoolFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status AveragePoolFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 
+// ADD/SUB/MUL operands broadcast to the output (tinyseg_stream_arithmetic.cc); constants of `type`.
+TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorSlot& out,
+                           TfLiteType type);
 TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ArithmeticRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareArithmeticFloat(const StageArgs& a, StageSlot& g);
@@ -441,6 +444,8 @@ TfLiteStatus PreparePoolInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MaxPoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status AveragePoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareConcatenationInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
+TfLiteStatus PrepareAddInt16(const StageArgs& a, StageSlot& g);
+::tinyseg::Status AddInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status QuantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);

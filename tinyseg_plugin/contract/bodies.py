@@ -316,7 +316,7 @@ def _check_stage(
             if loc[lid].constant:
                 t = graph.tensors[loc[lid].graph_index]
                 shape = (1,) * (4 - len(t.shape)) + tuple(t.shape)
-                if len(shape) != 4 or (kernel and t.dtype != value_type) or shape[1] != 1:
+                if len(shape) != 4 or (kernel and t.dtype != x.dtype) or shape[1] != 1:
                     raise _BodyError(f"{name}: a constant operand has one row of the output's type")
             else:
                 shape = (1, loc[lid].height, loc[lid].width, loc[lid].channels)

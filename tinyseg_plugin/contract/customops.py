@@ -285,6 +285,7 @@ STREAM_INT16_STAGE_OPS = (
     "AVERAGE_POOL_2D",
     "RELU",
     "CONCATENATION",
+    "ADD",
 )
 STREAM_INT16_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "CONV_2D": (("INT8", "INT64"), ("INT8", "INT32")),
