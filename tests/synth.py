@@ -25,6 +25,7 @@ class ModelBuilder:
     seed: int = 0
     act_scale: float = 0.05
     act_zero_point: int = -3
+    bias_type: str = "INT64"  # int16 models: a convolution's bias type
     rng: np.random.Generator = field(init=False)
     tensors: list = field(default_factory=list)
     buffers: list = field(default_factory=lambda: [fb.BufferT()])
@@ -70,6 +71,8 @@ class ModelBuilder:
         return idx
 
     def activation(self, shape, name: str) -> int:
+        if self.dtype == "INT16":  # 16x8: symmetric int16 activations (zero point 0, as TFLM needs)
+            return self._tensor(shape, "INT16", name, scales=[self.act_scale / 256], zps=[0])
         if self.dtype == "INT8":
             return self._tensor(
                 shape, "INT8", name, scales=[self.act_scale], zps=[self.act_zero_point]
@@ -83,7 +86,7 @@ class ModelBuilder:
 
     def _weights(self, shape, qdim: int, name: str) -> int:
         channels = shape[qdim]
-        if self.dtype == "INT8":
+        if self.dtype in ("INT8", "INT16"):
             w = self.rng.integers(-127, 128, size=shape, dtype=np.int8)
             scales = self.rng.uniform(0.002, 0.01, size=channels)
             return self._tensor(shape, "INT8", name, w, scales, [0] * channels, qdim)
@@ -91,6 +94,12 @@ class ModelBuilder:
         return self._tensor(shape, "FLOAT32", name, w)
 
     def _bias(self, channels: int, in_t: int, w_t: int, name: str) -> int:
+        if self.dtype == "INT16":  # 16x8: int64 bias (bias_type "INT32" for a CONV_2D's int32 one)
+            ws = self.tensors[w_t].quantization.scale
+            scales = [self.act_scale / 256 * s for s in ws]
+            kind = self.bias_type
+            b = self.rng.integers(-200000, 200000, size=channels).astype(kind.lower())
+            return self._tensor([channels], kind, name, b, scales, [0] * channels)
         if self.dtype == "INT8":
             ws = self.tensors[w_t].quantization.scale
             scales = [self.act_scale * s for s in ws]
@@ -824,3 +833,33 @@ def float_more_stages(
     if out is None or tuple(out) == (h, w):
         up = b.concat([up, c])
     return b.build([b.conv(up, 3, k=1, relu=False)])
+
+
+def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
+    """An int16 (16x8) chain with every int16 stage the StreamChain kernel computes: QUANTIZE
+    int8 -> int16, CONV_2D with an int64 and with an int32 bias (the two accumulators), a strided
+    CONV_2D, DEPTHWISE_CONV_2D (multiplier 2, and 5x5), RELU, MAX_POOL_2D and AVERAGE_POOL_2D
+    (SAME, stride 1 and 2), ADD into another scale, CONCATENATION of two scales, then QUANTIZE
+    int16 -> int8 and DEQUANTIZE int16 -> float32 outputs."""
+    b = ModelBuilder(dtype="INT8", seed=seed)
+    x8 = b.input([1, h, w, 3])
+    b.dtype = "INT16"
+    x = b.activation([1, h, w, 3], "int16_input")
+    b._op("QUANTIZE", [x8], [x])
+    a = b.conv(x, 8)
+    b.bias_type = "INT32"
+    a2 = b.conv(a, 8, stride=2)
+    b.bias_type = "INT64"
+    d = b.depthwise(a2, multiplier=2)
+    r = b.relu(b.depthwise(d, k=5))
+    mx = b.pool(r, "MAX_POOL_2D", k=3, stride=1, padding=SAME)
+    s = b.add(mx, r)
+    b.tensors[s].quantization.scale = [b.act_scale / 100]  # ADD rescales; CONCATENATION copies
+    av = b.pool(b.concat([s, r]), "AVERAGE_POOL_2D", k=3, stride=2, padding=SAME)
+    y = b.conv(av, 4, k=1, relu=False)
+    b.dtype = "INT8"
+    q = b.activation(list(b.shapes[y]), "int8_output")
+    b._op("QUANTIZE", [y], [q])
+    f = b._tensor(list(b.shapes[y]), "FLOAT32", "float_output")
+    b._op("DEQUANTIZE", [y], [f])
+    return b.build([q, f])

@@ -430,7 +430,9 @@ def test_empty_tensors_are_not_streamed():
     [
         ("CONV_2D", ["INT8"], "INT8", ["INT8", "INT32"], True),
         ("CONV_2D", ["INT8"], "INT8", ["INT8", None], True),
-        ("CONV_2D", ["INT16"], "INT16", ["INT8", "INT64"], False),  # int8 only
+        ("CONV_2D", ["INT16"], "INT16", ["INT8", "INT64"], True),  # int16 stages (16x8)
+        ("CONV_2D", ["INT16"], "INT16", ["INT8", "INT32"], True),  # TFLM's int32 accumulator
+        ("CONV_2D", ["INT16"], "INT16", ["INT16", "INT64"], False),  # int8 weights
         ("CONV_2D", ["FLOAT32"], "FLOAT32", ["FLOAT32", "FLOAT32"], True),  # float32 stages
         ("CONV_2D", ["FLOAT32"], "FLOAT32", ["INT8", "INT32"], False),  # float32 filter and bias
         ("CONV_2D", ["INT8"], "INT8", ["FLOAT32", "FLOAT32"], False),
@@ -447,7 +449,8 @@ def test_empty_tensors_are_not_streamed():
         ("ELU", ["FLOAT32"], "INT8", [], False),  # one type of rows
         ("QUANTIZE", ["UINT8"], "INT8", [], True),
         ("QUANTIZE", ["FLOAT32"], "INT8", [], True),  # an int8 chain from a float32 tensor
-        ("QUANTIZE", ["FLOAT32"], "INT16", [], False),
+        ("QUANTIZE", ["FLOAT32"], "INT16", [], True),  # an int16 chain from a float32 tensor
+        ("QUANTIZE", ["FLOAT32"], "INT32", [], False),
         ("ADD", ["INT8", "INT8"], "INT8", [], True),
         ("ADD", ["INT8"], "INT8", [], False),  # two operands
         ("PRELU", ["INT8"], "INT8", ["INT8"], True),
@@ -462,7 +465,7 @@ def test_empty_tensors_are_not_streamed():
         ("MIRROR_PAD", ["INT8"], "INT8", ["INT32"], False),
         ("RELU", ["INT8"], "INT8", [], True),
         ("RELU6", ["INT8"], "INT8", [], True),
-        ("RELU", ["INT16"], "INT16", [], False),  # int8 only
+        ("RELU", ["INT16"], "INT16", [], True),  # an int16 stage (16x8)
         ("RELU6", ["UINT8"], "UINT8", [], False),
         ("RELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
         ("RELU6", ["INT8", "INT8"], "INT8", [], False),  # one operand
@@ -471,7 +474,7 @@ def test_empty_tensors_are_not_streamed():
         ("SUB", ["INT16", "INT16"], "INT16", [], False),  # int8 only
         ("SUB", ["INT8"], "INT8", [], False),  # two operands
         ("DEQUANTIZE", ["INT8"], "FLOAT32", [], True),
-        ("DEQUANTIZE", ["INT16"], "FLOAT32", [], False),  # int8 only
+        ("DEQUANTIZE", ["INT16"], "FLOAT32", [], True),  # int16 stages' rows to float32
         ("DEQUANTIZE", ["UINT8"], "FLOAT32", [], False),
         ("DEQUANTIZE", ["INT8"], "INT8", [], False),
         ("RELU", ["FLOAT32"], "FLOAT32", [], True),  # float32 stages read a DEQUANTIZE's rows
@@ -732,6 +735,41 @@ def test_analyze_lists_the_chains_of_a_streamed_model(tmp_path, capsys):
     rows = [ln for ln in section.splitlines()[1:] if ln.startswith("  op ")]
     assert len(rows) == len(choice.streamed.chains) and all(len(ln) <= 100 for ln in rows)
     assert "row spills to slots 0" in rows[0] and "QUANTIZE > CONV_2D" in rows[0]
+
+
+def test_int16_stages_are_streamed_bit_exact():
+    """An int16 (16x8) chain with every int16 stage, QUANTIZE int8 <-> int16 and DEQUANTIZE int16:
+    the search puts every operator inside StreamChains and the lowered chains match the unfused
+    graph in the tflite-micro wheel (test_real_kernels.py runs the kernel itself)."""
+    from tinyseg_plugin.checks.verify import verify
+
+    g = build_graph(synth.int16_stages_chain())
+    assert stream.stage_gaps(g) == []
+    choice = stream_search.choose_streaming(g, kernel_only=True)
+    assert choice.streamed is not None
+    streamed = choice.streamed.graph
+    assert all(op.opcode == customops.STREAM_CHAIN for op in streamed.operators)
+    stages = sorted(st.op for op in streamed.operators for st in customops.decode(op).stages)
+    assert stages == sorted(op.opcode for op in g.operators)
+    v = verify(g, streamed, runs=2)
+    assert v.identical, v.detail
+
+
+def test_int16_stage_refusals_follow_tflm():
+    """int16 stages the kernel does not compute stay out of chains, for TFLM's reasons: a
+    DEPTHWISE_CONV_2D with an int32 bias (TFLM reads it as int64), a CONV_2D without bias (its
+    accumulator comes from an option a stage does not carry), an int16 SUB (not a stage yet)."""
+    assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", "INT64"]) is None
+    assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", "INT32"]) is None
+    assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", None])
+    assert customops.stream_stage_problem(
+        "DEPTHWISE_CONV_2D", ["INT16"], "INT16", ["INT8", "INT32"]
+    )
+    assert customops.stream_stage_problem("SUB", ["INT16", "INT16"], "INT16", [])
+    assert customops.stream_stage_problem("ADD", ["INT16", "INT16"], "INT16", []) is None
+    assert customops.stream_stage_problem("CONV_2D", ["INT8"], "INT16", ["INT8", "INT64"])
+    assert customops.stream_stage_problem("QUANTIZE", ["INT8"], "INT16", []) is None
+    assert customops.stream_stage_problem("DEQUANTIZE", ["INT16"], "FLOAT32", []) is None
 
 
 def test_float32_stages_are_streamed_bit_exact():

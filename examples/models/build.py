@@ -68,7 +68,9 @@ class ModelSpec:
     build: Callable[..., Any]  # (tf, shape, batch_size) -> Keras model
     calibration_samples: int
     expected_params: int | None = None
-    quantize: bool = True  # False: converted as float32, no calibration
+    quantization: str = (
+        "int8"  # "int8" (uint8 in/out); "16x8": int16 activations, int8 weights; "float32": none
+    )
     in_all: bool = True  # built by --all (the int8 models the tests and figures build)
 
 
@@ -333,6 +335,33 @@ def build_keras_unet(
     return tf.keras.Model(inp, layers.Conv2D(1, 1, activation="sigmoid")(y))
 
 
+# --------------------------------------------------------------------------
+# DS-CNN-S keyword spotter (ML-Perf Tiny / ARM KWS), quantized 16x8
+# --------------------------------------------------------------------------
+
+DS_CNN_FILTERS = 64
+DS_CNN_BLOCKS = 4
+DS_CNN_CLASSES = 12
+
+
+def build_ds_cnn(tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1) -> Any:
+    """DS-CNN-S: a 10x4 stride-2 convolution of 64, four depthwise-separable blocks (DW 3x3 + BN +
+    ReLU, PW 1x1 64 + BN + ReLU), average pooling over the whole map and a 12-way classifier."""
+    layers = tf.keras.layers
+    inp = tf.keras.Input(shape=shape, batch_size=batch_size, name="mfcc")
+    x = layers.Conv2D(DS_CNN_FILTERS, (10, 4), strides=2, padding="same", use_bias=False)(inp)
+    x = layers.ReLU()(layers.BatchNormalization()(x))
+    for _ in range(DS_CNN_BLOCKS):
+        x = layers.DepthwiseConv2D(3, padding="same", use_bias=False)(x)
+        x = layers.ReLU()(layers.BatchNormalization()(x))
+        x = layers.Conv2D(DS_CNN_FILTERS, 1, use_bias=False)(x)
+        x = layers.ReLU()(layers.BatchNormalization()(x))
+    x = layers.AveragePooling2D(pool_size=(int(x.shape[1]), int(x.shape[2])))(x)
+    x = layers.Flatten()(x)
+    out = layers.Softmax(name="keyword")(layers.Dense(DS_CNN_CLASSES)(x))
+    return tf.keras.Model(inp, out, name="ds_cnn")
+
+
 MODELS: dict[str, ModelSpec] = {
     s.name: s
     for s in (
@@ -341,8 +370,14 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("attention_unet", (160, 160, 3), build_attention_unet, 16),
         ModelSpec("resunet_a", (256, 256, 3), build_resunet_a, 8),
         ModelSpec(
-            "keras_unet_float", (80, 120, 3), build_keras_unet, 0, quantize=False, in_all=False
+            "keras_unet_float",
+            (80, 120, 3),
+            build_keras_unet,
+            0,
+            quantization="float32",
+            in_all=False,
         ),
+        ModelSpec("ds_cnn_int16", (49, 10, 1), build_ds_cnn, 32, quantization="16x8", in_all=False),
     )
 }
 DEFAULT_MODELS = ("tiny_unet",)
@@ -432,6 +467,23 @@ def convert_float32(tf: ModuleType, model: Any) -> bytes:
         return tf.lite.TFLiteConverter.from_keras_model(model).convert()
 
 
+def convert_16x8(tf: ModuleType, model: Any, spec: ModelSpec, seed: int) -> bytes:
+    """TFLite's 16x8 quantization: int16 activations (input and output too), int8 weights, int64
+    biases."""
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: calibration_data(
+        spec.input_shape, spec.calibration_samples, seed
+    )
+    converter.target_spec.supported_ops = [
+        tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+    ]
+    converter.inference_input_type = tf.int16
+    converter.inference_output_type = tf.int16
+    with _quiet_fds():
+        return converter.convert()
+
+
 def op_histogram(model_bytes: bytes) -> dict[str, int]:
     """Builtin op name -> count, read from the flatbuffer (all subgraphs)."""
     from tensorflow.lite.python import schema_py_generated as schema
@@ -467,7 +519,12 @@ def build_one(
     if spec.expected_params is not None and params != spec.expected_params:
         raise RuntimeError(f"{spec.name}: {params} parameters, expected {spec.expected_params}")
     randomize_batchnorm(tf, model, np.random.default_rng(seed))
-    data = convert_int8(tf, model, spec, seed) if spec.quantize else convert_float32(tf, model)
+    if spec.quantization == "float32":
+        data = convert_float32(tf, model)
+    else:
+        data = (convert_16x8 if spec.quantization == "16x8" else convert_int8)(
+            tf, model, spec, seed
+        )
     path = out_dir / (
         f"{spec.name}.tflite" if batch_size == 1 else f"{spec.name}_batch_unset.tflite"
     )
@@ -561,8 +618,8 @@ def _keras_version() -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        description="Build TinySeg's example segmentation models as .tflite files: int8, and "
-        "keras_unet_float as float32."
+        description="Build TinySeg's example models as .tflite files: int8; keras_unet_float as "
+        "float32, ds_cnn_int16 as 16x8."
     )
     p.add_argument(
         "--out",

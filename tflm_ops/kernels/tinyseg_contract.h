@@ -291,12 +291,17 @@ inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {
   return (in == kTfLiteUInt8 && out == kTfLiteInt8) ||
          (in == kTfLiteInt8 && out == kTfLiteUInt8) ||
          (in == kTfLiteInt8 && out == kTfLiteInt8) ||
-         (in == kTfLiteFloat32 && out == kTfLiteInt8);
+         (in == kTfLiteFloat32 && out == kTfLiteInt8) ||
+         (in == kTfLiteInt8 && out == kTfLiteInt16) ||
+         (in == kTfLiteInt16 && out == kTfLiteInt8) ||
+         (in == kTfLiteInt16 && out == kTfLiteInt16) ||
+         (in == kTfLiteFloat32 && out == kTfLiteInt16);
 }
 
 // DEQUANTIZE stages: the (input, output) types computed.
 inline bool StreamDequantizeTypes(TfLiteType in, TfLiteType out) {
-  return (in == kTfLiteInt8 && out == kTfLiteFloat32);
+  return (in == kTfLiteInt8 && out == kTfLiteFloat32) ||
+         (in == kTfLiteInt16 && out == kTfLiteFloat32);
 }
 
 // Bytes per element of the types Spill and Fetching move (0: not allowed).

@@ -97,6 +97,16 @@ constexpr StageEntry kStages[] = {
     {StageOp::kPrelu, Rows::kFloat32, PreparePreluFloat, PreluFloatRow},
     {StageOp::kPadv2, Rows::kFloat32, PreparePadv2Float, PadFloatRow},
     {StageOp::kResizeBilinear, Rows::kFloat32, PrepareResizeBilinearFloat, ResizeBilinearFloatRow},
+    // int16 rows, int8 weights (TFLM's 16x8): TFLM's reference int16 arithmetic (_int16.cc).
+    {StageOp::kConv2d, Rows::kInt16, PrepareConvInt16, ConvInt16Row},
+    {StageOp::kDepthwiseConv2d, Rows::kInt16, PrepareConvInt16, DepthwiseConvInt16Row},
+    {StageOp::kMaxPool2d, Rows::kInt16, PreparePoolInt16, MaxPoolInt16Row},
+    {StageOp::kAveragePool2d, Rows::kInt16, PreparePoolInt16, AveragePoolInt16Row},
+    {StageOp::kAdd, Rows::kInt16, PrepareAddInt16, AddInt16Row},
+    {StageOp::kRelu, Rows::kInt16, PrepareReluInt16, ReluInt16Row},
+    {StageOp::kConcatenation, Rows::kInt16, PrepareConcatenationInt16, ConcatenationRow},
+    {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeInt16Row},
+    {StageOp::kDequantize, Rows::kInt16, PrepareDequantize, DequantizeInt16Row},
 };
 constexpr int32_t kNumStages = static_cast<int32_t>(sizeof(kStages) / sizeof(kStages[0]));
 
@@ -107,6 +117,16 @@ int32_t FindStage(StageOp op, Rows rows) {
   }
   return -1;
 }
+
+// The type of a stage's rows: its first activation input's, and int16 for a QUANTIZE into int16.
+Rows RowsOf(int32_t input_type, int32_t output_type) {
+  if (input_type == kTfLiteFloat32) return Rows::kFloat32;
+  if (input_type == kTfLiteInt16 || output_type == kTfLiteInt16) return Rows::kInt16;
+  return Rows::kQuantized;
+}
+
+// Rows' names, by value.
+constexpr const char* kRowsNames[] = {"quantized", "float32", "int16"};
 
 // ------------------------------------------------------------ Init
 
@@ -159,11 +179,11 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   TF_LITE_ENSURE_STATUS(
       PrepareStageCommon(context, node, d, tab, index, st, operand_next, edge_next, &a));
   StageSlot& g = tab.stage(index);
-  const Rows rows = tab.tensor(g.input).type == kTfLiteFloat32 ? Rows::kFloat32 : Rows::kQuantized;
+  const Rows rows = RowsOf(tab.tensor(g.input).type, tab.tensor(g.output).type);
   g.entry = FindStage(g.op, rows);
   if (g.entry < 0) {
     MicroPrintf("StreamChain: stage %d is not a stage this kernel computes (on %s rows)",
-                static_cast<int>(index), rows == Rows::kFloat32 ? "float32" : "quantized");
+                static_cast<int>(index), kRowsNames[static_cast<int32_t>(rows)]);
     return kTfLiteError;
   }
   return kStages[g.entry].prepare(a, g);

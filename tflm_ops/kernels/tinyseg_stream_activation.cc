@@ -2,7 +2,7 @@
 // a row on its own -- QUANTIZE, DEQUANTIZE, LOGISTIC, TANH, RELU, RELU6, HARD_SWISH, LEAKY_RELU,
 // PRELU (alpha broadcast along height) and ELU -- with the parameters TFLM's own Prepare computes
 // and TFLM's reference arithmetic on the row; float32 RELU, RELU6 and LOGISTIC and QUANTIZE
-// float32 -> int8 as TFLM's float paths compute them.
+// float32 -> int8 and float32 -> int16 as TFLM's float paths compute them.
 #include <cmath>
 
 #include "tensorflow/lite/c/builtin_op_data.h"
@@ -97,8 +97,8 @@ TfLiteStatus PrepareDequantize(const StageArgs& a, StageSlot& g) {
   return ::tinyseg::Status::kOk;
 }
 
-// QUANTIZE float32 -> int8 (quantize_common.cc: the output's zero point, its scale widened to
-// double), so an int8 chain can start at a float32 tensor.
+// QUANTIZE float32 -> int8 or int16 (quantize_common.cc: the output's zero point, its scale widened
+// to double), so an int8 or int16 chain can start at a float32 tensor.
 TfLiteStatus PrepareQuantizeFloat(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
@@ -116,6 +116,11 @@ TfLiteStatus PrepareQuantizeFloat(const StageArgs& a, StageSlot& g) {
   QuantizationParams p;
   p.zero_point = g.quantize.output_offset;
   p.scale = static_cast<double>(r.out->scale);
+  if (r.out->type == kTfLiteInt16) {  // float32 -> int16: an int16 (16x8) chain's start
+    reference_ops::AffineQuantize(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
+                                  reinterpret_cast<int16_t*>(r.dst));
+    return ::tinyseg::Status::kOk;
+  }
   reference_ops::AffineQuantize(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
                                 reinterpret_cast<int8_t*>(r.dst));
   return ::tinyseg::Status::kOk;

@@ -23,8 +23,6 @@
 
 namespace tflite {
 namespace tinyseg_stream {
-namespace {
-
 // Each operand broadcasts to the output: a constant of one row, or an activation of the output's
 // height; width and channels 1 or the output'ar.
 TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorSlot& out,
@@ -58,6 +56,8 @@ TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorS
   }
   return kTfLiteOk;
 }
+
+namespace {
 
 // The multipliers: ADD's as add_common.cc (quotients in double); SUB's as sub_common.cc's
 // CalculateOpDataSub for int8 (quotients in float, only then widened to double); MUL's one.

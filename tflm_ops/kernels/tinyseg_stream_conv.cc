@@ -52,12 +52,14 @@ const volatile TransposeConvFn kTransposeConv = &reference_integer_ops::Transpos
 
 // ------------------------------------------------------------ Prepare
 
+}  // namespace
+
 // The output size from the geometry, and the row rule: CONV_2D and DEPTHWISE_CONV_2D read a window
 // of (filter_h - 1) * dilation + 1 rows every stride rows; TRANSPOSE_CONV (padding from the
 // output's size, as TFLM's) streams only when stride >= kernel height, each output row then coming
 // from one input row.
-bool Geometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const TensorSlot& out,
-              const TfLiteTensor* filter) {
+bool ConvGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const TensorSlot& out,
+                  const TfLiteTensor* filter) {
   ConvStage& c = g.conv;
   int oh = 0, ow = 0;
   g.rule.resamples = 1;
@@ -88,6 +90,8 @@ bool Geometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const Tens
   return ok;
 }
 
+namespace {
+
 // Filter and bias types, the geometry, the pool entries and TFLM's per-channel requantization.
 TfLiteStatus PrepareWith(const StageArgs& a, StageSlot& g, const TensorSlot& in,
                          const TensorSlot& out, TfLiteTensor* filter, TfLiteTensor* bias) {
@@ -105,7 +109,7 @@ TfLiteStatus PrepareWith(const StageArgs& a, StageSlot& g, const TensorSlot& in,
   }
   c.filter_h = filter->dims->data[1];
   c.filter_w = filter->dims->data[2];
-  if (!Geometry(a, g, in, out, filter)) {
+  if (!ConvGeometry(a, g, in, out, filter)) {
     MicroPrintf("StreamChain: stage %d's geometry does not match", static_cast<int>(a.index));
     return kTfLiteError;
   }
@@ -147,7 +151,7 @@ TfLiteStatus PrepareFloatWith(const StageArgs& a, StageSlot& g, const TensorSlot
   }
   c.filter_h = filter->dims->data[1];
   c.filter_w = filter->dims->data[2];
-  if (!Geometry(a, g, in, out, filter)) {
+  if (!ConvGeometry(a, g, in, out, filter)) {
     MicroPrintf("StreamChain: stage %d's geometry does not match", static_cast<int>(a.index));
     return kTfLiteError;
   }
@@ -157,10 +161,10 @@ TfLiteStatus PrepareFloatWith(const StageArgs& a, StageSlot& g, const TensorSlot
   return kTfLiteOk;
 }
 
+}  // namespace
+
 // The options every convolution stage has, then its constants (filter, bias) to `with`.
-TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g,
-                           TfLiteStatus (*with)(const StageArgs&, StageSlot&, const TensorSlot&,
-                                                const TensorSlot&, TfLiteTensor*, TfLiteTensor*)) {
+TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g, ConvPrepareWithFn with) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
@@ -186,8 +190,6 @@ TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g,
   if (bias != nullptr) mc->DeallocateTempTfLiteTensor(bias);
   return status;
 }
-
-}  // namespace
 
 TfLiteStatus PrepareConv(const StageArgs& a, StageSlot& g) {
   TF_LITE_ENSURE_STATUS(RequireInt8(a, a.tab->tensor(g.output)));

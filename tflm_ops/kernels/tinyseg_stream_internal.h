@@ -300,8 +300,10 @@ using StagePrepareFn = TfLiteStatus (*)(const StageArgs& a, StageSlot& g);
 using StageRowFn = ::tinyseg::Status (*)(const EvalState& v, const StageSlot& g, const StageRow& r);
 
 // A stage's rows are float32 (its first activation input is float32: the float32 stages and
-// QUANTIZE float32 -> int8) or quantized (int8, and QUANTIZE/DEQUANTIZE from int8 or uint8).
-enum class Rows : int32_t { kQuantized = 0, kFloat32 = 1 };
+// QUANTIZE float32 -> int8), int16 (int16 activations with int8 weights, TFLM's 16x8: its first
+// activation input or, for QUANTIZE int8 -> int16, its output is int16) or quantized (int8, and
+// QUANTIZE/DEQUANTIZE from int8 or uint8).
+enum class Rows : int32_t { kQuantized = 0, kFloat32 = 1, kInt16 = 2 };
 
 struct StageEntry {
   StageOp op;
@@ -365,11 +367,22 @@ TfLiteStatus PrepareConv(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status DepthwiseConvRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status TransposeConvRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 
+// The convolution family's shared Prepare (tinyseg_stream_conv.cc): the options, then the filter
+// and bias to `with`, which checks their types and computes the parameters; ConvGeometry checks
+// the sizes and sets the row rule.
+using ConvPrepareWithFn = TfLiteStatus (*)(const StageArgs&, StageSlot&, const TensorSlot&,
+                                           const TensorSlot&, TfLiteTensor*, TfLiteTensor*);
+TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g, ConvPrepareWithFn with);
+bool ConvGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const TensorSlot& out,
+                  const TfLiteTensor* filter);
+
 TfLiteStatus PrepareConvFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status DepthwiseConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status TransposeConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 
+// The pool family's geometry and row rule (tinyseg_stream_pool.cc).
+TfLiteStatus PoolGeometry(const StageArgs& a, StageSlot& g);
 TfLiteStatus PreparePool(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MaxPoolRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status AveragePoolRow(const EvalState& v, const StageSlot& g, const StageRow& r);
@@ -377,6 +390,9 @@ TfLiteStatus PreparePoolFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MaxPoolFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status AveragePoolFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 
+// ADD/SUB/MUL operands broadcast to the output (tinyseg_stream_arithmetic.cc); constants of `type`.
+TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorSlot& out,
+                           TfLiteType type);
 TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ArithmeticRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareArithmeticFloat(const StageArgs& a, StageSlot& g);
@@ -435,6 +451,20 @@ bool BilinearFloatRule(int32_t in_h, int32_t out_h, bool align, bool half, RowRu
 TfLiteStatus PrepareResizeBilinearFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ResizeBilinearFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PreparePadv2Float(const StageArgs& a, StageSlot& g);
+// int16 rows (tinyseg_stream_int16.cc): TFLM's 16x8 reference arithmetic.
+TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status DepthwiseConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PreparePoolInt16(const StageArgs& a, StageSlot& g);
+::tinyseg::Status MaxPoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status AveragePoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareConcatenationInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
+TfLiteStatus PrepareAddInt16(const StageArgs& a, StageSlot& g);
+::tinyseg::Status AddInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g);
+::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status QuantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status DequantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 
 }  // namespace tinyseg_stream
 }  // namespace tflite

@@ -360,10 +360,13 @@ TfLiteStatus ConcatenationGeometry(const StageArgs& a, StageSlot& g) {
   for (int32_t e = a.first_edge; e < a.end_edge; ++e) {
     const TensorSlot& x = a.tab->tensor(a.tab->edges[e].tensor);
     TF_LITE_ENSURE(context, x.height == out.height && x.width == out.width);
-    TF_LITE_ENSURE_MSG(
-        context,
-        out.type == kTfLiteFloat32 || (x.scale == out.scale && x.zero_point == out.zero_point),
-        "StreamChain: CONCATENATION requantizes nothing (as TFLM's int8 kernel)");
+    // int16: TFLM copies the elements whatever the scales, with every zero point 0.
+    const bool same_quantization = out.type == kTfLiteInt16
+                                       ? (x.zero_point == 0 && out.zero_point == 0)
+                                       : (x.scale == out.scale && x.zero_point == out.zero_point);
+    TF_LITE_ENSURE_MSG(context, out.type == kTfLiteFloat32 || same_quantization,
+                       "StreamChain: CONCATENATION requantizes nothing (as TFLM's int8 and int16 "
+                       "kernels)");
   }
   int32_t channels = 0;
   for (int32_t k = 0; k < g.operand_count; ++k)
@@ -389,8 +392,20 @@ TfLiteStatus PrepareConcatenationFloat(const StageArgs& a, StageSlot& g) {
   return ConcatenationGeometry(a, g);
 }
 
-// Channel concatenation of one row: per pixel, each operand's channels in turn (int8 or float32
-// elements: bytes moved, nothing computed).
+TfLiteStatus PrepareConcatenationInt16(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_MSG(context, out.type == kTfLiteInt16,
+                     "StreamChain: an int16 stage writes int16 rows");
+  for (int32_t e = a.first_edge; e < a.end_edge; ++e) {
+    TF_LITE_ENSURE_MSG(context, a.tab->tensor(a.tab->edges[e].tensor).type == kTfLiteInt16,
+                       "StreamChain: an int16 stage reads int16 rows");
+  }
+  return ConcatenationGeometry(a, g);
+}
+
+// Channel concatenation of one row: per pixel, each operand's channels in turn (int8, int16 or
+// float32 elements: bytes moved, nothing computed).
 ::tinyseg::Status ConcatenationRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   size_t offset = 0;
   const size_t elem = tinyseg_ops::ElementBytes(static_cast<TfLiteType>(r.out->type));

@@ -18,8 +18,6 @@ namespace tinyseg_stream {
 // The filter size, the output size from the geometry, and the activation's range; the row rule
 // reads a window of filter_h rows (widened by the stage's dilation field, as the schedule always
 // has) every stride rows.
-namespace {
-
 TfLiteStatus PoolGeometry(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
@@ -46,8 +44,6 @@ TfLiteStatus PoolGeometry(const StageArgs& a, StageSlot& g) {
   g.rule.after = (p.filter_h - 1) * a.f.dilation_h - p.pad_h;
   return kTfLiteOk;
 }
-
-}  // namespace
 
 TfLiteStatus PreparePool(const StageArgs& a, StageSlot& g) {
   const TensorSlot& out = a.tab->tensor(g.output);

@@ -19,6 +19,7 @@ from .customops import (
     STREAM_FIELD_DEFAULTS,
     STREAM_FIELD_LIMITS,
     STREAM_FLOAT32_STAGE_OPS,
+    STREAM_INT16_STAGE_OPS,
     STREAM_MAX_BODY_BYTES,
     STREAM_MAX_SCALE,
     STREAM_MAX_STAGE_INPUTS,
@@ -203,10 +204,15 @@ def _check_stage(
             )
     elif kernel and not (
         all(loc[a].dtype == out.dtype for a in acts)
-        and (out.dtype == "INT8" or (out.dtype == "FLOAT32" and op in STREAM_FLOAT32_STAGE_OPS))
+        and (
+            out.dtype == "INT8"
+            or (out.dtype == "FLOAT32" and op in STREAM_FLOAT32_STAGE_OPS)
+            or (out.dtype == "INT16" and op in STREAM_INT16_STAGE_OPS)
+        )
     ):
-        raise _BodyError(f"{name} on {out.dtype} rows (the kernel computes it on int8 rows only)")
-    # Filters, biases and broadcast operands have the rows' type (float32 stages) or int8/int32.
+        raise _BodyError(f"{name} on {out.dtype} rows (the kernel does not compute it on them)")
+    # Filters, biases and broadcast operands have the rows' type (float32 stages) or int8/int32;
+    # int16 stages (16x8) take int8 filters and int64 biases (CONV_2D: or int32).
     value_type = "FLOAT32" if out.dtype == "FLOAT32" else "INT8"
     bias_type = "FLOAT32" if out.dtype == "FLOAT32" else "INT32"
     heights = {a: loc[a].height for a in acts}
@@ -228,8 +234,17 @@ def _check_stage(
             and (not dw or (fs[0] == 1 and x.channels and out.channels % x.channels == 0))
             and (
                 bias is None
-                or ((bias.dtype == bias_type or not kernel) and bias.elements == out.channels)
+                or (
+                    (
+                        not kernel
+                        or bias.dtype == bias_type
+                        or (out.dtype == "INT16" and bias.dtype == "INT64")
+                    )
+                    and bias.elements == out.channels
+                )
             )
+            and not (kernel and out.dtype == "INT16" and bias is None)
+            and not (kernel and out.dtype == "INT16" and dw and bias.dtype != "INT64")
         )
         if not ok:
             raise _BodyError(
@@ -282,8 +297,11 @@ def _check_stage(
             (loc[a].height, loc[a].width) != (out.height, out.width)
             or (
                 kernel
-                and out.dtype != "FLOAT32"  # float32 has no quantization to compare
+                and out.dtype == "INT8"  # float32 has no quantization to compare
                 and (loc[a].scale != out.scale or loc[a].zero_point != out.zero_point)
+            )
+            or (  # int16: TFLM copies whatever the scales, with every zero point 0
+                kernel and out.dtype == "INT16" and (loc[a].zero_point or out.zero_point)
             )
             for a in acts
         ):
@@ -299,7 +317,7 @@ def _check_stage(
             if loc[lid].constant:
                 t = graph.tensors[loc[lid].graph_index]
                 shape = (1,) * (4 - len(t.shape)) + tuple(t.shape)
-                if len(shape) != 4 or (kernel and t.dtype != value_type) or shape[1] != 1:
+                if len(shape) != 4 or (kernel and t.dtype != x.dtype) or shape[1] != 1:
                     raise _BodyError(f"{name}: a constant operand has one row of the output's type")
             else:
                 shape = (1, loc[lid].height, loc[lid].width, loc[lid].channels)

@@ -240,6 +240,10 @@ STREAM_QUANTIZE_TYPES: tuple[tuple[str, str], ...] = (
     ("INT8", "UINT8"),
     ("INT8", "INT8"),
     ("FLOAT32", "INT8"),
+    ("INT8", "INT16"),
+    ("INT16", "INT8"),
+    ("INT16", "INT16"),
+    ("FLOAT32", "INT16"),
 )
 # Stages the kernel also computes on float32 rows (float32 inputs and output), with TFLM's
 # reference float arithmetic, and their constant inputs (float32 filter and bias).
@@ -280,8 +284,28 @@ STREAM_FLOAT32_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = 
     "PADV2": (("INT32", "FLOAT32"),),  # paddings, the pad value (a float32 scalar)
     "RESIZE_BILINEAR": (("INT32",),),
 }
-# DEQUANTIZE stages: int8 to float32; its float32 rows are a chain output or float32 stages' input.
-STREAM_DEQUANTIZE_TYPES: tuple[tuple[str, str], ...] = (("INT8", "FLOAT32"),)
+# Stages the kernel also computes on int16 rows with int8 weights (TFLM's "16x8" quantization),
+# with TFLM's reference int16 arithmetic, and their constant inputs: CONV_2D's bias is int64 or
+# int32 (the accumulator TFLM picks by it); DEPTHWISE_CONV_2D's int64 (TFLM reads it as int64).
+# Neither without bias: TFLM picks a CONV_2D's accumulator from an option (quantized_bias_type) a
+# stage does not carry, and the tflite-micro wheel crashes on an int16 DEPTHWISE_CONV_2D without
+# one.
+STREAM_INT16_STAGE_OPS = (
+    "CONV_2D",
+    "DEPTHWISE_CONV_2D",
+    "MAX_POOL_2D",
+    "AVERAGE_POOL_2D",
+    "RELU",
+    "CONCATENATION",
+    "ADD",
+)
+STREAM_INT16_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
+    "CONV_2D": (("INT8", "INT64"), ("INT8", "INT32")),
+    "DEPTHWISE_CONV_2D": (("INT8", "INT64"),),
+}
+# DEQUANTIZE stages: int8 or int16 to float32; its float32 rows are a chain output or float32
+# stages' input.
+STREAM_DEQUANTIZE_TYPES: tuple[tuple[str, str], ...] = (("INT8", "FLOAT32"), ("INT16", "FLOAT32"))
 STREAM_MAX_STAGE_INPUTS = 16  # operands of one stage (a concatenation's inputs)
 
 # dtype rules. Spill and Fetching move bytes of these element types:
@@ -703,18 +727,27 @@ def stream_stage_problem(
     ):
         return f"{op} with {len(activations)} activation inputs"
     float32 = output == "FLOAT32" and op in STREAM_FLOAT32_STAGE_OPS
-    if float32 and any(t != "FLOAT32" for t in activations):
-        return f"{op} on {'/'.join(activations)} -> {output} (float32 stages read float32 only)"
+    int16 = output == "INT16" and op in STREAM_INT16_STAGE_OPS
+    if (float32 or int16) and any(t != output for t in activations):
+        return f"{op} on {'/'.join(activations)} -> {output} (its stages read {output} only)"
     if (
         not float32
+        and not int16
         and op not in ("QUANTIZE", "DEQUANTIZE")
         and (output != "INT8" or any(t != "INT8" for t in activations))
     ):
         return (
-            f"{op} on {'/'.join(activations)} -> {output} (the kernel's stages are int8, and "
-            f"float32 for {', '.join(STREAM_FLOAT32_STAGE_OPS)})"
+            f"{op} on {'/'.join(activations)} -> {output} (the kernel's stages are int8, "
+            f"float32 for {', '.join(STREAM_FLOAT32_STAGE_OPS)} and int16 for "
+            f"{', '.join(STREAM_INT16_STAGE_OPS)})"
         )
-    table = STREAM_FLOAT32_STAGE_CONSTANTS if float32 else STREAM_STAGE_CONSTANTS
+    table = (
+        STREAM_FLOAT32_STAGE_CONSTANTS
+        if float32
+        else STREAM_INT16_STAGE_CONSTANTS
+        if int16
+        else STREAM_STAGE_CONSTANTS
+    )
     if tuple(constants) not in table.get(op, ((),)):
         return f"{op} with constant inputs {constants}"
     if op == "QUANTIZE":

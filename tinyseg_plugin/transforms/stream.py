@@ -480,6 +480,11 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
     ]
     if any(len(graph.tensors[t].scales) != 1 for t in quantized):
         return "per-channel quantization of an activation (per-tensor only)"
+    if any(
+        graph.tensors[t].dtype == "INT16" and graph.tensors[t].zero_points[0] != 0
+        for t in quantized
+    ):
+        return "an int16 activation with a zero point other than 0 (TFLM's int16 kernels need 0)"
     if op.opcode in SAME_SHAPE_STAGES and graph.tensors[acts[0]].shape != out.shape:
         return "an output shape other than its input's"
     if binary:

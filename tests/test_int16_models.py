@@ -1,0 +1,50 @@
+"""The int16 (16x8) DS-CNN keyword spotter of examples/models/build.py: `tinyseg optimize` streams
+its int16 convolutions and pool (StreamChain's int16 stages) and halves TFLM's arena head, checked
+bit-exact (in the real kernels when TFLM_DIR is set, else in the tflite-micro wheel)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tinyseg_plugin.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+# The acceptance bound: `analyze --stream` estimates 16,768 B for this model (TFLM: 32,000 B).
+HEAD_BOUND = 17_000
+
+
+@pytest.fixture(scope="module")
+def ds_cnn(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("the example models need TensorFlow (make models-deps)")
+    out = tmp_path_factory.mktemp("ds_cnn")
+    subprocess.run(
+        [sys.executable, str(ROOT / "examples/models/build.py"), "--models", "ds_cnn_int16"]
+        + ["--out", str(out)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return out / "ds_cnn_int16.tflite"
+
+
+def _head(path: Path, capsys: pytest.CaptureFixture) -> int:
+    assert main(["analyze", str(path), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["head"]
+
+
+def test_the_int16_ds_cnn_streams_below_the_bound(
+    ds_cnn: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    before = _head(ds_cnn, capsys)
+    out = tmp_path / "opt.tflite"
+    assert main(["optimize", str(ds_cnn), "-o", str(out), "-q"]) == 0
+    capsys.readouterr()
+    after = _head(out, capsys)
+    assert after <= HEAD_BOUND < before

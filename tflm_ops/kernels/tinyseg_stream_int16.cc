@@ -1,0 +1,392 @@
+// StreamChain's int16 stages (tinyseg_stream_internal.h, Rows::kInt16): int16 activations with
+// int8 weights, TFLM's "16x8" quantization. CONV_2D (int64 or int32 bias), DEPTHWISE_CONV_2D
+// (int64 bias), MAX_POOL_2D, AVERAGE_POOL_2D, ADD, RELU, QUANTIZE (int8 -> int16, int16 -> int8,
+// int16 -> int16) and DEQUANTIZE int16 -> float32. Prepare computes what TFLM's own Prepare
+// computes for int16; a row runs the reference int16 function TFLM's kernel calls, on the band
+// view, so every output element comes from the same products in the same order. Every build uses
+// the reference code here (TFLM's CMSIS-NN kernels call arm_*_s16 for some of these: their bytes
+// are the reference ones, checked by the real-kernel runner in a CMSIS-NN build).
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "tensorflow/lite/c/builtin_op_data.h"
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/kernels/internal/common.h"
+#include "tensorflow/lite/kernels/internal/quantization_util.h"
+#include "tensorflow/lite/kernels/internal/reference/add.h"
+#include "tensorflow/lite/kernels/internal/reference/dequantize.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/conv.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/depthwise_conv.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/pooling.h"
+#include "tensorflow/lite/kernels/internal/reference/requantize.h"
+#include "tensorflow/lite/kernels/internal/types.h"
+#include "tensorflow/lite/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/activations.h"
+#include "tensorflow/lite/micro/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
+#include "tensorflow/lite/micro/micro_log.h"
+
+namespace tflite {
+namespace tinyseg_stream {
+namespace {
+
+// Whether this TFLM's ReluQuantized takes int16 rows: a template in TFLM since 2023, int8 only in
+// the Arduino library's older TFLM (whose RELU has no int16 kernel either: there, Prepare refuses
+// an int16 RELU stage).
+template <typename T, typename = void>
+struct HasReluOf : std::false_type {};
+template <typename T>
+struct HasReluOf<T, decltype(void(ReluQuantized(
+                        std::declval<const ReluOpData&>(), std::declval<const RuntimeShape&>(),
+                        std::declval<const RuntimeShape&>(), std::declval<const T*>(),
+                        std::declval<T*>())))> : std::true_type {};
+
+template <typename T>
+void ReluRowOf(std::true_type, const ReluOpData& data, const RuntimeShape& in_shape,
+               const RuntimeShape& out_shape, const T* src, T* dst) {
+  ReluQuantized(data, in_shape, out_shape, src, dst);
+}
+template <typename T>
+void ReluRowOf(std::false_type, const ReluOpData&, const RuntimeShape&, const RuntimeShape&,
+               const T*, T*) {}
+
+// int16 stages read and write int16 rows only.
+TfLiteStatus RequireInt16(const StageArgs& a, const TensorSlot& out) {
+  TfLiteContext* context = a.context;
+  TF_LITE_ENSURE_MSG(context, out.type == kTfLiteInt16,
+                     "StreamChain: an int16 stage writes int16 rows");
+  for (int32_t e = a.first_edge; e < a.end_edge; ++e) {
+    TF_LITE_ENSURE_MSG(context, a.tab->tensor(a.tab->edges[e].tensor).type == kTfLiteInt16,
+                       "StreamChain: an int16 stage reads int16 rows");
+  }
+  return kTfLiteOk;
+}
+
+// The int8 filter and the bias TFLM's int16 kernels take (CONV_2D: int64 or int32, which selects
+// the accumulator; DEPTHWISE_CONV_2D: int64, as TFLM reads it; neither without one), the geometry,
+// and TFLM's per-channel requantization into the pool.
+TfLiteStatus PrepareInt16With(const StageArgs& a, StageSlot& g, const TensorSlot& in,
+                              const TensorSlot& out, TfLiteTensor* filter, TfLiteTensor* bias) {
+  TfLiteContext* context = a.context;
+  ConvStage& c = g.conv;
+  const bool depthwise = g.op == StageOp::kDepthwiseConv2d;
+  const bool bias_ok =
+      bias != nullptr && (bias->type == kTfLiteInt64 || (!depthwise && bias->type == kTfLiteInt32));
+  const bool types_ok =
+      filter->type == kTfLiteInt8 && filter->dims->size == 4 &&
+      filter->dims->data[depthwise ? 3 : 0] == out.channels &&
+      (!depthwise || (filter->dims->data[0] == 1 && out.channels % in.channels == 0)) && bias_ok &&
+      (bias == nullptr || NumElements(bias) == out.channels);
+  if (!types_ok) {
+    MicroPrintf(
+        "StreamChain: an int16 convolution stage needs an int8 filter and an int64 bias "
+        "(CONV_2D: or int32)");
+    return kTfLiteError;
+  }
+  c.filter_h = filter->dims->data[1];
+  c.filter_w = filter->dims->data[2];
+  if (!ConvGeometry(a, g, in, out, filter)) {
+    MicroPrintf("StreamChain: stage %d's geometry does not match", static_cast<int>(a.index));
+    return kTfLiteError;
+  }
+  TF_LITE_ENSURE_STATUS(
+      TakePool(context, *a.d, 2 * static_cast<int64_t>(out.channels), a.pool_next, &c.per_channel));
+  TfLiteTensor in_q = QuantView(in);
+  TfLiteTensor out_q = QuantView(out);
+  int32_t unused_multiplier = 0;
+  int unused_shift = 0;
+  int32_t* pool = a.tab->per_channel + c.per_channel;
+  const TfLiteStatus status = PopulateConvolutionQuantizationParams(
+      context, &in_q, filter, bias, &out_q, a.f.activation, &unused_multiplier, &unused_shift,
+      &c.act_min, &c.act_max, pool, pool + out.channels, out.channels);
+  c.input_offset = -in.zero_point;
+  c.output_offset = out.zero_point;
+  return status;
+}
+
+const TfLiteEvalTensor* BiasOf(const EvalState& v, const ConvStage& c) {
+  return c.bias >= 0 ? micro::GetEvalInput(v.context, v.node, c.bias) : nullptr;
+}
+
+}  // namespace
+
+TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
+  return PrepareConvOf(a, g, PrepareInt16With);
+}
+
+// conv.cc's int16 case: the int32 accumulator for an int32 bias, int64 for an int64 bias.
+::tinyseg::Status ConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const ConvStage& c = g.conv;
+  ConvParams p = {};
+  p.padding_type = PaddingType::kSame;
+  p.padding_values.width = static_cast<int16_t>(c.pad_w);
+  p.padding_values.height = static_cast<int16_t>(r.lo - (r.y * c.stride_h - c.pad_h));
+  p.stride_width = static_cast<int16_t>(c.stride_w);
+  p.stride_height = static_cast<int16_t>(c.stride_h);
+  p.dilation_width_factor = static_cast<int16_t>(c.dilation_w);
+  p.dilation_height_factor = static_cast<int16_t>(c.dilation_h);
+  p.input_offset = c.input_offset;
+  p.output_offset = c.output_offset;
+  p.quantized_activation_min = c.act_min;
+  p.quantized_activation_max = c.act_max;
+  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
+  const TfLiteEvalTensor* bias = BiasOf(v, c);
+  if (bias == nullptr) return ::tinyseg::Status::kInvalidArgument;  // Prepare refuses it
+  const int32_t* pool = v.tab.per_channel + c.per_channel;
+  const auto* src = reinterpret_cast<const int16_t*>(r.src);
+  auto* dst = reinterpret_cast<int16_t*>(r.dst);
+  if (bias->type == kTfLiteInt32) {
+    reference_integer_ops::ConvPerChannel(
+        p, pool, pool + r.out->channels, r.in_shape, src, micro::GetTensorShape(filter),
+        micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
+        micro::GetTensorData<int32_t>(bias), r.out_shape, dst);
+  } else {
+    reference_integer_ops::ConvPerChannel(
+        p, pool, pool + r.out->channels, r.in_shape, src, micro::GetTensorShape(filter),
+        micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
+        micro::GetTensorData<int64_t>(bias), r.out_shape, dst);
+  }
+  return ::tinyseg::Status::kOk;
+}
+
+::tinyseg::Status DepthwiseConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const ConvStage& c = g.conv;
+  DepthwiseParams p = {};
+  p.padding_type = PaddingType::kSame;
+  p.padding_values.width = static_cast<int16_t>(c.pad_w);
+  p.padding_values.height = static_cast<int16_t>(r.lo - (r.y * c.stride_h - c.pad_h));
+  p.stride_width = static_cast<int16_t>(c.stride_w);
+  p.stride_height = static_cast<int16_t>(c.stride_h);
+  p.dilation_width_factor = static_cast<int16_t>(c.dilation_w);
+  p.dilation_height_factor = static_cast<int16_t>(c.dilation_h);
+  p.depth_multiplier = static_cast<int16_t>(r.out->channels / r.in->channels);
+  p.input_offset = c.input_offset;
+  p.weights_offset = 0;
+  p.output_offset = c.output_offset;
+  p.quantized_activation_min = c.act_min;
+  p.quantized_activation_max = c.act_max;
+  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
+  const TfLiteEvalTensor* bias = BiasOf(v, c);
+  if (bias == nullptr) return ::tinyseg::Status::kInvalidArgument;  // Prepare refuses it
+  const int32_t* pool = v.tab.per_channel + c.per_channel;
+  reference_integer_ops::DepthwiseConvPerChannel(
+      p, pool, pool + r.out->channels, r.in_shape, reinterpret_cast<const int16_t*>(r.src),
+      micro::GetTensorShape(filter), micro::GetTensorData<int8_t>(filter),
+      micro::GetTensorShape(bias), micro::GetTensorData<int64_t>(bias), r.out_shape,
+      reinterpret_cast<int16_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ pools
+
+TfLiteStatus PreparePoolInt16(const StageArgs& a, StageSlot& g) {
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt16(a, out));
+  TF_LITE_ENSURE_STATUS(PoolGeometry(a, g));
+  TfLiteTensor out_q = QuantView(out);
+  return CalculateActivationRangeQuantized(a.context, a.f.activation, &out_q, &g.pool.act_min,
+                                           &g.pool.act_max);
+}
+
+namespace {
+
+PoolParams Int16PoolParams(const PoolStage& ps, const StageRow& r) {
+  PoolParams p = {};
+  p.stride_height = ps.stride_h;
+  p.stride_width = ps.stride_w;
+  p.filter_height = ps.filter_h;
+  p.filter_width = ps.filter_w;
+  p.padding_values.height = static_cast<int16_t>(r.lo - (r.y * ps.stride_h - ps.pad_h));
+  p.padding_values.width = static_cast<int16_t>(ps.pad_w);
+  p.quantized_activation_min = ps.act_min;
+  p.quantized_activation_max = ps.act_max;
+  return p;
+}
+
+}  // namespace
+
+::tinyseg::Status MaxPoolInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  reference_integer_ops::MaxPool(Int16PoolParams(g.pool, r), r.in_shape,
+                                 reinterpret_cast<const int16_t*>(r.src), r.out_shape,
+                                 reinterpret_cast<int16_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+::tinyseg::Status AveragePoolInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  if (!reference_integer_ops::AveragePool(Int16PoolParams(g.pool, r), r.in_shape,
+                                          reinterpret_cast<const int16_t*>(r.src), r.out_shape,
+                                          reinterpret_cast<int16_t*>(r.dst))) {
+    return ::tinyseg::Status::kInvalidArgument;  // a window with no input (TFLM's kernel fails too)
+  }
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ ADD
+
+// add_common.cc's CalculateOpDataAdd for int16: left shift 15, the multipliers from the scales in
+// double, the activation's range; operands broadcast across width and channels (a constant: one
+// int16 row).
+TfLiteStatus PrepareAddInt16(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt16(a, out));
+  TF_LITE_ENSURE_MSG(context, g.operand_count == 2, "StreamChain: ADD takes two inputs");
+  ArithmeticStage& ar = g.arith;
+  ar.input2 = a.tab->operands[g.operand_begin + 1];
+  TF_LITE_ENSURE_STATUS(CheckOperands(a, g, out, kTfLiteInt16));
+  const TensorSlot& in1 = a.tab->tensor(a.tab->operands[g.operand_begin]);
+  const TensorSlot& in2 = a.tab->tensor(ar.input2);
+  ar.input1_offset = -in1.zero_point;
+  ar.input2_offset = -in2.zero_point;
+  ar.output_offset = out.zero_point;
+  ar.left_shift = 15;
+  const double twice_max = 2 * static_cast<double>(in1.scale > in2.scale ? in1.scale : in2.scale);
+  QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in1.scale) / twice_max,
+                                      &ar.input1_multiplier, &ar.input1_shift);
+  QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in2.scale) / twice_max,
+                                      &ar.input2_multiplier, &ar.input2_shift);
+  QuantizeMultiplierSmallerThanOneExp(
+      twice_max / ((1 << ar.left_shift) * static_cast<double>(out.scale)), &ar.output_multiplier,
+      &ar.output_shift);
+  TfLiteTensor out_q = QuantView(out);
+  return CalculateActivationRangeQuantized(context, a.f.activation, &out_q, &ar.act_min,
+                                           &ar.act_max);
+}
+
+namespace {
+
+// Operand k of this row: row y of an activation (1 x 1 x W x C) or a constant whole (one row).
+::tinyseg::Status AddOperand(const EvalState& v, const StageSlot& g, const StageRow& r, int32_t k,
+                             const int16_t** data, RuntimeShape* shape, bool* same) {
+  const int32_t id = v.tab.operands[g.operand_begin + k];
+  const TensorSlot& x = v.tab.tensor(id);
+  if (x.constant) {
+    const TfLiteEvalTensor* t = micro::GetEvalInput(v.context, v.node, x.node_index);
+    *data = static_cast<const int16_t*>(t->data.data);
+    int32_t dims[4] = {1, 1, 1, 1};
+    const int rank = t->dims->size < 4 ? t->dims->size : 4;
+    for (int j = 0; j < rank; ++j) dims[j] = t->dims->data[j];
+    shape->ReplaceWith(rank, dims);
+    *same = false;
+    return ::tinyseg::Status::kOk;
+  }
+  const uint8_t* row = nullptr;
+  TINYSEG_RETURN_IF_ERROR(Band(v, id, r.y, r.y, &row));
+  *data = reinterpret_cast<const int16_t*>(row);
+  const int32_t dims[4] = {1, 1, x.width, x.channels};
+  shape->ReplaceWith(4, dims);
+  *same = *same && x.width == r.out->width && x.channels == r.out->channels;
+  return ::tinyseg::Status::kOk;
+}
+
+}  // namespace
+
+// add.cc's int16 case: reference_ops::Add (general scales) without broadcast, else
+// BroadcastAdd4DSlow.
+::tinyseg::Status AddInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const int16_t* data[2] = {nullptr, nullptr};
+  RuntimeShape shapes[2];
+  bool same = true;
+  for (int32_t k = 0; k < 2; ++k) {
+    TINYSEG_RETURN_IF_ERROR(AddOperand(v, g, r, k, &data[k], &shapes[k], &same));
+  }
+  const ArithmeticStage& ar = g.arith;
+  ArithmeticParams p = {};
+  p.input1_offset = ar.input1_offset;
+  p.input2_offset = ar.input2_offset;
+  p.output_offset = ar.output_offset;
+  p.output_multiplier = ar.output_multiplier;
+  p.output_shift = ar.output_shift;
+  p.left_shift = ar.left_shift;
+  p.input1_multiplier = ar.input1_multiplier;
+  p.input1_shift = ar.input1_shift;
+  p.input2_multiplier = ar.input2_multiplier;
+  p.input2_shift = ar.input2_shift;
+  p.quantized_activation_min = ar.act_min;
+  p.quantized_activation_max = ar.act_max;
+  auto* o = reinterpret_cast<int16_t*>(r.dst);
+  const RuntimeShape& os = r.out_shape;
+  if (same) {
+    reference_ops::Add(p, os, data[0], os, data[1], os, o, false);
+  } else {
+    reference_ops::BroadcastAdd4DSlow(p, shapes[0], data[0], shapes[1], data[1], os, o);
+  }
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ RELU
+
+// activations_common.cc's ReluPrepare for int16: zero points 0, CalculateReluOpData<int16_t>.
+TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt16(a, out));
+  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  TF_LITE_ENSURE_MSG(context, HasReluOf<int16_t>::value,
+                     "StreamChain: this TFLM has no int16 RELU, so no int16 RELU stage");
+  TF_LITE_ENSURE_MSG(context, in.zero_point == 0 && out.zero_point == 0,
+                     "StreamChain: an int16 RELU stage needs zero points 0 (as TFLM's RELU)");
+  ReluStage& sv = g.relu;
+  QuantizeMultiplier(static_cast<double>(in.scale / out.scale), &sv.multiplier, &sv.shift);
+  const int32_t zero = out.zero_point + static_cast<int32_t>(roundf(0.0f / out.scale));
+  sv.act_min = zero > INT16_MIN ? zero : static_cast<int32_t>(INT16_MIN);
+  sv.act_max = INT16_MAX;
+  sv.input_offset = in.zero_point;
+  sv.output_offset = out.zero_point;
+  return kTfLiteOk;
+}
+
+::tinyseg::Status ReluInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  const ReluStage& sv = g.relu;
+  ReluOpData data{};
+  data.params.input_offset = sv.input_offset;
+  data.params.output_offset = sv.output_offset;
+  data.params.output_multiplier = sv.multiplier;
+  data.params.output_shift = sv.shift;
+  data.params.quantized_activation_min = sv.act_min;
+  data.params.quantized_activation_max = sv.act_max;
+  ReluRowOf<int16_t>(HasReluOf<int16_t>{}, data, r.in_shape, r.out_shape,
+                     reinterpret_cast<const int16_t*>(r.src), reinterpret_cast<int16_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ QUANTIZE, DEQUANTIZE
+
+// quantize_common.cc's requantization between int8 and int16 (PrepareQuantize computes the
+// multiplier as TFLM's Prepare does and checks the types against the contract).
+::tinyseg::Status QuantizeInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  const QuantizeStage& q = g.quantize;
+  const int32_t n = r.in->width * r.in->channels;
+  const TfLiteType it = static_cast<TfLiteType>(r.in->type);
+  const TfLiteType ot = static_cast<TfLiteType>(r.out->type);
+  if (it == kTfLiteInt8 && ot == kTfLiteInt16) {
+    reference_ops::Requantize(reinterpret_cast<const int8_t*>(r.src), n, q.multiplier, q.shift,
+                              q.input_offset, q.output_offset, reinterpret_cast<int16_t*>(r.dst));
+  } else if (it == kTfLiteInt16 && ot == kTfLiteInt8) {
+    reference_ops::Requantize(reinterpret_cast<const int16_t*>(r.src), n, q.multiplier, q.shift,
+                              q.input_offset, q.output_offset, reinterpret_cast<int8_t*>(r.dst));
+  } else if (it == kTfLiteInt16 && ot == kTfLiteInt16) {
+    reference_ops::Requantize(reinterpret_cast<const int16_t*>(r.src), n, q.multiplier, q.shift,
+                              q.input_offset, q.output_offset, reinterpret_cast<int16_t*>(r.dst));
+  } else {
+    return ::tinyseg::Status::kInvalidArgument;  // Prepare refuses other types
+  }
+  return ::tinyseg::Status::kOk;
+}
+
+// dequantize.cc's int16 case.
+::tinyseg::Status DequantizeInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  DequantizationParams p;
+  p.zero_point = g.quantize.input_offset;
+  p.scale = static_cast<double>(r.in->scale);
+  reference_ops::Dequantize(p, r.in_shape, reinterpret_cast<const int16_t*>(r.src), r.out_shape,
+                            reinterpret_cast<float*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+}  // namespace tinyseg_stream
+}  // namespace tflite
