@@ -490,7 +490,8 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
           n_in) {  // a constant node input is no schedule edge (an ADD/SUB/MUL broadcast operand)
         TfLiteTensor* t = mc->AllocateTempInputTensor(node, id);
         TF_LITE_ENSURE(context, t != nullptr);
-        const bool constant = IsConstantTensor(t);
+        // a MUL's one-pixel input is read whole too (WholeOperand)
+        const bool constant = IsConstantTensor(t) || WholeOperand(op, *t);
         mc->DeallocateTempTfLiteTensor(t);
         if (constant) continue;
       }
@@ -579,8 +580,8 @@ TfLiteStatus StageOperands(TfLiteContext* context, const StreamOpData& d, const 
     tab.operands[(*operand_next)++] = id;
     if (!contract::IsActivationInput(g.op, k)) continue;
     TF_LITE_ENSURE(context, id >= 0);
-    if (tab.tensor(id).constant)
-      continue;  // ADD/SUB/MUL: a constant broadcast over the rows (checked by the family)
+    if (tab.tensor(id).constant || WholeOperand(g.op, tab.tensor(id)))
+      continue;  // ADD/SUB/MUL: a constant (or MUL: a one-pixel input) broadcast over the rows
     TF_LITE_ENSURE_MSG(context, tab.tensor(id).row_bytes > 0,
                        "StreamChain: a stage reads a tensor without rows");
     if (g.input < 0) g.input = id;

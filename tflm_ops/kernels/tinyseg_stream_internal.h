@@ -376,6 +376,10 @@ TfLiteStatus PreparePoolFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status AveragePoolFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 
 TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g);
+// A MUL operand read whole from the arena, not streamed (no schedule edge): a StreamChain input of
+// one pixel (1 x 1 x 1 x C, int8 or float32), a squeeze-and-excitation gate broadcast over the rows.
+bool WholeOperand(StageOp op, const TensorSlot& x);
+bool WholeOperand(StageOp op, const TfLiteTensor& t);
 ::tinyseg::Status ArithmeticRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareArithmeticFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ArithmeticFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);

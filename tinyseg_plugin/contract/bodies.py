@@ -147,6 +147,21 @@ def _pad_top(size: int, out: int, filt: int, stride: int, dilation: int) -> int:
     return max((out - 1) * stride + eff - size, 0) // 2
 
 
+def whole_operand(op: str, x: _Local) -> bool:
+    """A MUL operand the kernel reads whole from the arena rather than row by row
+    (tinyseg_stream_arithmetic.cc WholeOperand): a StreamChain input of one pixel, 1 x 1 x 1 x C,
+    such as a squeeze-and-excitation gate broadcast over every row."""
+    return (
+        op == "MUL"
+        and x.kind == "input"
+        and not x.constant
+        and x.row_bytes > 0
+        and x.dtype in ("INT8", "FLOAT32")
+        and x.height == 1
+        and x.width == 1
+    )
+
+
 def _constant(graph, loc: list[_Local], lid: int, what: str):
     """The graph tensor behind a constant input of a stage (a StreamChain input)."""
     if lid < 0 or loc[lid].kind != "input" or loc[lid].graph_index < 0:
@@ -176,7 +191,7 @@ def _check_stage(
             continue
         if lid < 0:
             raise _BodyError(f"{name} omits an activation input")
-        if loc[lid].constant:
+        if loc[lid].constant or whole_operand(st.op, loc[lid]):
             continue
         if loc[lid].row_bytes <= 0:
             raise _BodyError(f"{name} reads local tensor {lid}, which has no rows")
@@ -302,7 +317,13 @@ def _check_stage(
                     raise _BodyError(f"{name}: a constant operand has one row of the output's type")
             else:
                 shape = (1, loc[lid].height, loc[lid].width, loc[lid].channels)
-                if shape[1] != out.height:
+                if whole_operand(op, loc[lid]):
+                    if kernel and loc[lid].dtype != value_type:
+                        raise _BodyError(f"{name}: its one-pixel input has the output's type")
+                    t = graph.tensors[loc[lid].graph_index]
+                    if len(t.shape) != 4 or t.shape[0] != 1:
+                        raise _BodyError(f"{name}: an input read whole is 1 x 1 x 1 x C")
+                elif shape[1] != out.height:
                     raise _BodyError(f"{name}'s rows do not broadcast")
             if shape[0] != 1 or shape[2] not in (1, out.width) or shape[3] not in (1, out.channels):
                 raise _BodyError(f"{name}'s operands do not broadcast to its output")
