@@ -1,0 +1,64 @@
+"""Squeeze-and-excitation streams around its gate: a MUL reads the 1x1x1xC gate whole from the
+arena and broadcasts it over every row of a chain (synth.se_seg: conv -> SE block -> conv, int8).
+Checked bit-exact in the tflite-micro wheel here, and in the real kernels (a reference host
+build) when TFLM_DIR is set."""
+
+from __future__ import annotations
+
+import synth
+from test_real_kernels import tflm_dir  # noqa: F401 (fixture)
+
+from tinyseg_plugin.checks.verify import REAL_KERNELS, verify
+from tinyseg_plugin.contract import bodies, customops
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.transforms import stream
+from tinyseg_plugin.transforms.optimizer import Options, optimize
+
+
+def _chains(graph) -> list[list[str]]:
+    return [
+        [st.op for st in customops.decode(op).stages]
+        for op in graph.operators
+        if op.opcode == customops.STREAM_CHAIN
+    ]
+
+
+def test_the_gate_is_read_whole_and_its_producer_stays_out_of_chains() -> None:
+    """The MUL's gate operand has a one-row window (row 0 for every row) and is a stage operand;
+    the LOGISTIC that makes it is no chain member."""
+    g = build_graph(synth.se_seg())
+    mul = next(op for op in g.operators if op.opcode == "MUL")
+    gate = mul.inputs[1]
+    assert stream.whole_operand(g, mul, gate) and not stream.whole_operand(g, mul, mul.inputs[0])
+    assert stream.row_map(g, mul, gate).window(5) == (0, 0)
+    assert stream.kernel_computes(g, mul)
+    logistic = g.producers[gate]
+    assert not any(logistic in c for c in stream.find_chains(g, kernel_only=True))
+
+
+def test_optimize_streams_through_the_se_block_bit_exact(monkeypatch) -> None:
+    """The chain after the gate starts at the MUL; the result is bit-identical in the wheel."""
+    monkeypatch.delenv("TFLM_DIR", raising=False)
+    g = build_graph(synth.se_seg())
+    opt = optimize(g, Options()).graph
+    assert any(c[0] == "MUL" and len(c) > 1 for c in _chains(opt)), _chains(opt)
+    assert not any(op.opcode == "MUL" for op in opt.operators)
+    v = verify(g, opt, runs=2, seed=5)
+    assert v.identical, v.detail
+
+
+def test_the_body_check_refuses_a_gate_that_is_not_one_pixel() -> None:
+    """A one-row but wider gate (1 x 1 x W x C) is no operand read whole: rows do not broadcast."""
+    x = bodies._Local("input", "INT8", height=1, width=4, channels=8, row_bytes=32)
+    assert bodies.whole_operand("MUL", x) is False
+    x.width = 1
+    assert bodies.whole_operand("MUL", x) and not bodies.whole_operand("ADD", x)
+
+
+def test_se_block_passes_the_real_kernel_check(tflm_dir: str) -> None:  # noqa: F811
+    """The C++ MUL stage reads the gate whole and matches TFLM's broadcasting MUL bit for bit."""
+    g = build_graph(synth.se_seg())
+    opt = optimize(g, Options()).graph
+    assert any(c[0] == "MUL" for c in _chains(opt))
+    v = verify(g, opt, runs=2, seed=3, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
