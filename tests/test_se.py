@@ -5,11 +5,19 @@ build) when TFLM_DIR is set."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
+import numpy as np
 import synth
+from flatbuffers import flexbuffers
 from test_real_kernels import tflm_dir  # noqa: F401 (fixture)
 
+from tinyseg_plugin.checks import real_kernels
 from tinyseg_plugin.checks.verify import REAL_KERNELS, verify
+from tinyseg_plugin.cli import main
 from tinyseg_plugin.contract import bodies, customops
+from tinyseg_plugin.ir import modelio
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.transforms import stream
 from tinyseg_plugin.transforms.optimizer import Options, optimize
@@ -62,3 +70,55 @@ def test_se_block_passes_the_real_kernel_check(tflm_dir: str) -> None:  # noqa: 
     assert any(c[0] == "MUL" for c in _chains(opt))
     v = verify(g, opt, runs=2, seed=3, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
+
+
+def _both_operands_the_gate(tmp_path: Path) -> Path:
+    """se_seg optimized, its MUL stage edited to multiply the gate by itself: no operand streams."""
+    model = modelio.parse_model(
+        modelio.model_to_bytes(optimize(build_graph(synth.se_seg()), Options()).graph.model)
+    )
+    edited = 0
+    for op in model.subgraphs[0].operators:
+        if op.customOptions is None:
+            continue
+        m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
+        for st in m.get("stages", []):
+            if st.get("op") == "MUL":
+                st["inputs"] = [st["inputs"][1], st["inputs"][1]]
+                edited += 1
+        op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+    assert edited == 1
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(modelio.model_to_bytes(model))
+    return path
+
+
+def test_analyze_refuses_a_mul_of_the_gate_alone(tmp_path: Path, capsys) -> None:
+    """A MUL stage whose operands are both read whole (nothing streams) is one line and exit 2."""
+    assert main(["analyze", str(_both_operands_the_gate(tmp_path))]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "MUL" in err[0], err
+
+
+def test_prepare_refuses_a_mul_of_the_gate_alone(tflm_dir: str, tmp_path: Path) -> None:  # noqa: F811
+    """The C++ Prepare refuses the same body (the runner exits non-zero, before any row)."""
+    exe = real_kernels.prepare(tflm_dir)
+    inputs = tmp_path / "in.bin"
+    inputs.write_bytes(bytes(24 * 20 * 3))
+    p = subprocess.run(
+        [str(exe), str(_both_operands_the_gate(tmp_path)), str(inputs), str(tmp_path / "o.bin")]
+        + [
+            "--batches",
+            "1",
+            "--arena",
+            str(64 << 20),
+            "--storage",
+            str(real_kernels.STORAGE_BYTES),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert p.returncode > 0, p.stderr[-1500:]
+    assert "Prepare" in p.stderr or "StreamChain" in p.stderr, p.stderr[-1500:]
