@@ -55,12 +55,19 @@ def test_optimize_streams_through_the_se_block_bit_exact(monkeypatch) -> None:
     assert v.identical, v.detail
 
 
-def test_the_body_check_refuses_a_gate_that_is_not_one_pixel() -> None:
-    """A one-row but wider gate (1 x 1 x W x C) is no operand read whole: rows do not broadcast."""
+def test_the_body_check_reads_only_a_one_pixel_gate_whole() -> None:
+    """A one-row but wider gate (1 x 1 x W x C) is no operand read whole (rows do not broadcast),
+    nor is a one-pixel operand whose other operand is one pixel too or a constant."""
     x = bodies._Local("input", "INT8", height=1, width=4, channels=8, row_bytes=32)
-    assert bodies.whole_operand("MUL", x) is False
+    rows = bodies._Local("body", "INT8", height=6, width=4, channels=8, row_bytes=32)
+    const = bodies._Local("input", "INT8", constant=True)
+    assert bodies.whole_index("MUL", [rows, x], (0, 1)) == -1
     x.width = 1
-    assert bodies.whole_operand("MUL", x) and not bodies.whole_operand("ADD", x)
+    assert bodies.whole_index("MUL", [rows, x], (0, 1)) == 1
+    assert bodies.whole_index("MUL", [x, rows], (0, 1)) == 0
+    assert bodies.whole_index("ADD", [rows, x], (0, 1)) == -1
+    assert bodies.whole_index("MUL", [x, x], (0, 1)) == -1
+    assert bodies.whole_index("MUL", [const, x], (0, 1)) == -1
 
 
 def test_se_block_passes_the_real_kernel_check(tflm_dir: str) -> None:  # noqa: F811

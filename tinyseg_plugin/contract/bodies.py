@@ -147,9 +147,9 @@ def _pad_top(size: int, out: int, filt: int, stride: int, dilation: int) -> int:
     return max((out - 1) * stride + eff - size, 0) // 2
 
 
-def whole_operand(op: str, x: _Local) -> bool:
-    """A MUL operand the kernel reads whole from the arena rather than row by row
-    (tinyseg_stream_arithmetic.cc WholeOperand): a StreamChain input of one pixel, 1 x 1 x 1 x C,
+def whole_candidate(op: str, x: _Local) -> bool:
+    """A MUL operand the kernel may read whole from the arena rather than row by row
+    (tinyseg_stream_arithmetic.cc WholeCandidate): a StreamChain input of one pixel, 1 x 1 x 1 x C,
     such as a squeeze-and-excitation gate broadcast over every row."""
     return (
         op == "MUL"
@@ -160,6 +160,19 @@ def whole_operand(op: str, x: _Local) -> bool:
         and x.height == 1
         and x.width == 1
     )
+
+
+def whole_index(op: str, loc: list[_Local], inputs: tuple[int, ...] | list[int]) -> int:
+    """Which of a MUL stage's two inputs is read whole (the kernel's WholeIndex): the one-pixel
+    candidate whose other operand is an activation that is no candidate; -1: none."""
+    if op != "MUL" or len(inputs) != 2:
+        return -1
+    cand = [lid >= 0 and whole_candidate(op, loc[lid]) for lid in inputs]
+    const = [lid < 0 or loc[lid].constant for lid in inputs]
+    for k in (0, 1):
+        if cand[k] and not cand[1 - k] and not const[1 - k]:
+            return k
+    return -1
 
 
 def _constant(graph, loc: list[_Local], lid: int, what: str):
@@ -191,7 +204,7 @@ def _check_stage(
             continue
         if lid < 0:
             raise _BodyError(f"{name} omits an activation input")
-        if loc[lid].constant or whole_operand(st.op, loc[lid]):
+        if loc[lid].constant or j == whole_index(st.op, loc, st.inputs):
             continue
         if loc[lid].row_bytes <= 0:
             raise _BodyError(f"{name} reads local tensor {lid}, which has no rows")
@@ -309,7 +322,8 @@ def _check_stage(
     elif op in ("ADD", "SUB", "MUL"):
         if len(st.inputs) != 2:
             raise _BodyError(f"{name} takes two inputs")
-        for lid in st.inputs:
+        whole = whole_index(op, loc, st.inputs)
+        for j, lid in enumerate(st.inputs):
             if loc[lid].constant:
                 t = graph.tensors[loc[lid].graph_index]
                 shape = (1,) * (4 - len(t.shape)) + tuple(t.shape)
@@ -317,7 +331,7 @@ def _check_stage(
                     raise _BodyError(f"{name}: a constant operand has one row of the output's type")
             else:
                 shape = (1, loc[lid].height, loc[lid].width, loc[lid].channels)
-                if whole_operand(op, loc[lid]):
+                if j == whole:
                     if kernel and loc[lid].dtype != value_type:
                         raise _BodyError(f"{name}: its one-pixel input has the output's type")
                     t = graph.tensors[loc[lid].graph_index]

@@ -144,19 +144,31 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
     return None
 
 
-def whole_operand(graph: Graph, op: Operator, t: int) -> bool:
-    """Whether ``t`` is a MUL operand of one pixel (1 x 1 x 1 x C, int8 or float32, not a
-    constant) that the kernel reads whole from the arena and broadcasts over every row: a
-    squeeze-and-excitation gate (contract/bodies.py whole_operand, tinyseg_stream_arithmetic.cc
-    WholeOperand). ``find_chains`` keeps its producer out of chains, so it is always a chain input."""
+def _one_pixel(graph: Graph, t: int) -> bool:
     x = graph.tensors[t]
     return (
-        op.opcode == "MUL"
-        and not x.is_constant
+        not x.is_constant
         and x.dtype in ("INT8", "FLOAT32")
         and len(x.shape) == 4
         and tuple(x.shape[:3]) == (1, 1, 1)
         and x.shape[3] >= 1
+    )
+
+
+def whole_operand(graph: Graph, op: Operator, t: int) -> bool:
+    """Whether ``t`` is a MUL operand of one pixel (1 x 1 x 1 x C, int8 or float32, not a
+    constant) whose other operand is an activation of more than one pixel: the kernel reads it
+    whole from the arena and broadcasts it over every row, a squeeze-and-excitation gate
+    (contract/bodies.py whole_index, tinyseg_stream_arithmetic.cc WholeIndex). ``find_chains``
+    keeps its producer out of chains, so it is always a chain input."""
+    if op.opcode != "MUL" or len(op.inputs) != 2 or t not in op.inputs or t < 0:
+        return False
+    other = op.inputs[1 - op.inputs.index(t)]
+    return (
+        _one_pixel(graph, t)
+        and other >= 0
+        and not graph.tensors[other].is_constant
+        and not _one_pixel(graph, other)
     )
 
 
@@ -508,8 +520,6 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
         # ADD, SUB and MUL broadcast across width and channels as TFLM's kernels do; a row needs rows
         # of the same height (an activation) or one row for all (a constant).
         whole = [t for t in acts if whole_operand(graph, op, t)]
-        if whole and len(whole) == len(acts):
-            return "a MUL of one-pixel inputs only (one operand must stream rows)"
         for t in operands:
             if t in whole:
                 continue  # a gate read whole from the arena and broadcast over every row
