@@ -129,3 +129,20 @@ def test_prepare_refuses_a_mul_of_the_gate_alone(tflm_dir: str, tmp_path: Path) 
     )
     assert p.returncode > 0, p.stderr[-1500:]
     assert "Prepare" in p.stderr or "StreamChain" in p.stderr, p.stderr[-1500:]
+
+
+def test_se_block_passes_with_cmsis_nn_kernels(tflm_dir: str) -> None:  # noqa: F811
+    """Optimized for CMSIS-NN and run in a CMSIS-NN host build (the MUL row with a broadcast
+    operand takes TFLM's reference broadcast, as TFLM's CMSIS-NN MUL does): the outputs equal the
+    original's in the same build, on random inputs."""
+    g = build_graph(synth.se_seg())
+    opt = optimize(g, Options(kernel_set="cmsis-nn")).graph
+    assert any(c[0] == "MUL" for c in _chains(opt))
+    exe = real_kernels.prepare(tflm_dir, "cmsis_nn")
+    rng = np.random.default_rng(11)
+    shape = g.tensors[g.inputs[0]].shape
+    batches = [[rng.integers(-128, 128, size=shape, dtype=np.int8)] for _ in range(3)]
+    arena = 1 << 20
+    want = real_kernels.run(exe, modelio.model_to_bytes(g.model), batches, arena, 60, "original")
+    got = real_kernels.run(exe, modelio.model_to_bytes(opt.model), batches, arena, 60, "optimized")
+    assert got.outputs == want.outputs
