@@ -868,12 +868,13 @@ def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_pat
 
 
 @pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])
-@pytest.mark.parametrize("name", ["float_stages_unet", "bilinear_seg"])
+@pytest.mark.parametrize("name", ["float_stages_unet", "bilinear_seg", "se_seg"])
 def test_cortex_m7_float32_and_bilinear_stages(
     installed: Path, kernels: str, name: str, tmp_path: Path
 ) -> None:
-    """The float32 stages (with QUANTIZE float32 -> int8 and DEQUANTIZE feeding a float32 stage)
-    and the int8 RESIZE_BILINEAR stage (half-pixel centres, a non-integer factor) built for a
+    """The float32 stages (with QUANTIZE float32 -> int8 and DEQUANTIZE feeding a float32 stage),
+    the int8 RESIZE_BILINEAR stage (half-pixel centres, a non-integer factor) and the MUL reading a
+    squeeze-and-excitation gate whole (se_seg) built for a
     Cortex-M7 with the reference and the CMSIS-NN kernels: the streamed model's outputs identical
     to the original's there, and TFLM's figures as `tinyseg analyze` says."""
     reason = _cortex_m7_skip_reason(installed, kernels)
@@ -887,11 +888,11 @@ def test_cortex_m7_float32_and_bilinear_stages(
         pytest.fail(str(exc))
     runtime = "cmsis-nn" if kernels == "cmsis_nn" else "reference"
     original = tmp_path / f"{name}.tflite"
-    made = (
-        synth.float_stages_unet()
-        if name == "float_stages_unet"
-        else synth.bilinear_seg(out=(40, 52))
-    )
+    made = {
+        "float_stages_unet": synth.float_stages_unet,
+        "bilinear_seg": lambda: synth.bilinear_seg(out=(40, 52)),
+        "se_seg": synth.se_seg,
+    }[name]()
     modelio.save_model(made, original)
     g = build_graph(modelio.load_model(original))
     choice = stream_search.choose_streaming(g, runtime, "cortex-m", kernel_only=True)
@@ -903,7 +904,8 @@ def test_cortex_m7_float32_and_bilinear_stages(
         if op.opcode == customops.STREAM_CHAIN
         for st in customops.decode(op).stages
     }
-    assert ("RESIZE_BILINEAR" in stages) if name == "bilinear_seg" else ("QUANTIZE" in stages)
+    wanted = {"bilinear_seg": "RESIZE_BILINEAR", "se_seg": "MUL"}.get(name, "QUANTIZE")
+    assert wanted in stages, stages
     model = tmp_path / "streamed.tflite"
     modelio.save_model(streamed.model, model)
     inputs = tmp_path / "in.bin"
