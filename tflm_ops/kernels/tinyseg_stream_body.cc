@@ -594,11 +594,15 @@ TfLiteStatus StageOperands(TfLiteContext* context, const StreamOpData& d, const 
                            int32_t index, const flexbuffers::Reference& ins, StageSlot& g,
                            int32_t* operand_next, int32_t* edge_next) {
   const int32_t first_edge = *edge_next;
+  // Every operand first: ReadWhole looks at both of a MUL's.
   for (int32_t k = 0; k < g.operand_count; ++k) {
     int32_t id = 0;
     TF_LITE_ENSURE_MSG(context, IntIn(At(ins, static_cast<size_t>(k)), -1, d.num_tensors - 1, &id),
                        "StreamChain: a stage's input is not a local tensor (or -1)");
     tab.operands[(*operand_next)++] = id;
+  }
+  for (int32_t k = 0; k < g.operand_count; ++k) {
+    const int32_t id = tab.operands[g.operand_begin + k];
     if (!contract::IsActivationInput(g.op, k)) continue;
     TF_LITE_ENSURE(context, id >= 0);
     if (tab.tensor(id).constant || ReadWhole(tab, g, k))
