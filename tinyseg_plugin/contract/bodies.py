@@ -38,6 +38,9 @@ from .customops import (
     decode,
     stream_chain_body_bytes,
 )
+from .customops import (
+    whole_index as customops_whole_index,
+)
 
 
 class _BodyError(ValueError):
@@ -163,16 +166,11 @@ def whole_candidate(op: str, x: _Local) -> bool:
 
 
 def whole_index(op: str, loc: list[_Local], inputs: tuple[int, ...] | list[int]) -> int:
-    """Which of a MUL stage's two inputs is read whole (the kernel's WholeIndex): the one-pixel
-    candidate whose other operand is an activation that is no candidate; -1: none."""
-    if op != "MUL" or len(inputs) != 2:
-        return -1
-    cand = [lid >= 0 and whole_candidate(op, loc[lid]) for lid in inputs]
-    const = [lid < 0 or loc[lid].constant for lid in inputs]
-    for k in (0, 1):
-        if cand[k] and not cand[1 - k] and not const[1 - k]:
-            return k
-    return -1
+    """Which of a MUL stage's two inputs is read whole (customops.whole_index over
+    ``whole_candidate``); -1: none."""
+    return customops_whole_index(
+        op, inputs, lambda t: whole_candidate(op, loc[t]), lambda t: loc[t].constant
+    )
 
 
 def _constant(graph, loc: list[_Local], lid: int, what: str):
@@ -556,7 +554,12 @@ def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
             raise _BodyError(f"stage {k} ({st.op}) has {c} output channels")
         channels.append(c)
     constants = frozenset(k for k, x in enumerate(loc[:n_in]) if x.constant)
-    body = stream_chain_body_bytes(o, channels, n_in, len(op.outputs), constants)
+    whole = frozenset(
+        (k, st.inputs[j])
+        for k, st in enumerate(o.stages)
+        if (j := whole_index(st.op, loc, st.inputs)) >= 0
+    )
+    body = stream_chain_body_bytes(o, channels, n_in, len(op.outputs), constants, whole)
     if body > STREAM_MAX_BODY_BYTES:
         raise _BodyError(f"its tables need {body} bytes (at most {STREAM_MAX_BODY_BYTES})")
     _pairs(o, loc)
