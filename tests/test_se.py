@@ -80,7 +80,8 @@ def test_se_block_passes_the_real_kernel_check(tflm_dir: str) -> None:  # noqa: 
 
 
 def _both_operands_the_gate(tmp_path: Path) -> Path:
-    """se_seg optimized, its MUL stage edited to multiply the gate by itself: no operand streams."""
+    """se_seg optimized, its MUL stage edited to multiply the gate by itself: neither operand is
+    read whole (each is one pixel), so the one-row gate would have to stream 20 rows."""
     model = modelio.parse_model(
         modelio.model_to_bytes(optimize(build_graph(synth.se_seg()), Options()).graph.model)
     )
@@ -101,7 +102,7 @@ def _both_operands_the_gate(tmp_path: Path) -> Path:
 
 
 def test_analyze_refuses_a_mul_of_the_gate_alone(tmp_path: Path, capsys) -> None:
-    """A MUL stage whose operands are both read whole (nothing streams) is one line and exit 2."""
+    """A MUL stage of the gate by itself (its rows do not broadcast) is one line and exit 2."""
     assert main(["analyze", str(_both_operands_the_gate(tmp_path))]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "MUL" in err[0], err
