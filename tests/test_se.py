@@ -81,7 +81,7 @@ def test_se_block_passes_the_real_kernel_check(tflm_dir: str) -> None:  # noqa: 
 
 def _both_operands_the_gate(tmp_path: Path) -> Path:
     """se_seg optimized, its MUL stage edited to multiply the gate by itself: neither operand is
-    read whole (each is one pixel), so the one-row gate would have to stream 20 rows."""
+    read whole (each is one pixel), so the one-row gate would have to stream 24 rows."""
     model = modelio.parse_model(
         modelio.model_to_bytes(optimize(build_graph(synth.se_seg()), Options()).graph.model)
     )
