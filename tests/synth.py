@@ -347,6 +347,17 @@ class ModelBuilder:
         )
         return y
 
+    def mean_hw(self, x: int) -> int:
+        """MEAN over height and width with keep_dims (a global average pool as converters write
+        it): a 1 x 1 x 1 x C output."""
+        name = f"mean{len(self.operators)}"
+        axis = self._tensor([2], "INT32", f"{name}/axis", np.array([1, 2], dtype=np.int32))
+        y = self.activation([1, 1, 1, self.shapes[x][3]], name)
+        o = fb.ReducerOptionsT()
+        o.keepDims = True
+        self._op("MEAN", [x, axis], [y], fb.BuiltinOptions.ReducerOptions, o)
+        return y
+
     def reshape(self, x: int, shape) -> int:
         """RESHAPE with its shape as a constant operand (as converters write it)."""
         y = self.activation(list(shape), f"reshape{len(self.operators)}")
@@ -863,3 +874,16 @@ def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
     f = b._tensor(list(b.shapes[y]), "FLOAT32", "float_output")
     b._op("DEQUANTIZE", [y], [f])
     return b.build([q, f])
+
+
+def se_seg(seed: int = 0, size: tuple[int, int] = (24, 20), channels: int = 8) -> "fb.ModelT":
+    """An int8 conv -> squeeze-and-excitation -> conv network (MobileNetV3's SE block): the gate
+    is MEAN over height and width, a 1x1 conv with ReLU, a 1x1 conv and LOGISTIC on the
+    1 x 1 x 1 x C tensor, and MUL broadcasts it over every row of the features it scales."""
+    b = ModelBuilder(dtype="INT8", seed=seed)
+    x = b.input([1, size[0], size[1], 3])
+    f = b.conv(b.conv(x, channels), channels)
+    squeeze = b.conv(b.mean_hw(f), max(channels // 4, 1), k=1)
+    gate = b.unary(b.conv(squeeze, channels, k=1, relu=False), "LOGISTIC", 1 / 256, -128)
+    scaled = b.add(f, gate, "MUL")
+    return b.build([b.conv(b.conv(scaled, channels), 4, k=1, relu=False)])

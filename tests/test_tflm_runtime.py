@@ -905,7 +905,8 @@ def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_pat
 
 @pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])
 @pytest.mark.parametrize(
-    "name", ["float_stages_unet", "bilinear_seg", "float_more_stages", "int16_stages_chain"]
+    "name",
+    ["float_stages_unet", "bilinear_seg", "float_more_stages", "int16_stages_chain", "se_seg"],
 )
 def test_cortex_m7_float32_and_bilinear_stages(
     installed: Path, kernels: str, name: str, tmp_path: Path
@@ -914,7 +915,8 @@ def test_cortex_m7_float32_and_bilinear_stages(
     float32 SUB, TANH, HARD_SWISH, LEAKY_RELU, PRELU, ELU, PADV2 and RESIZE_BILINEAR by a
     non-integer factor with half-pixel centres), the int8 RESIZE_BILINEAR stage (half-pixel
     centres, a non-integer factor) and the int16 (16x8) stages (whose unfused operators run
-    CMSIS-NN's s16 kernels in the CMSIS-NN build) built for a
+    CMSIS-NN's s16 kernels in the CMSIS-NN build) and the MUL reading a
+    squeeze-and-excitation gate whole (se_seg) built for a
     Cortex-M7 with the reference and the CMSIS-NN kernels: the streamed model's outputs identical
     to the original's there, and TFLM's figures as `tinyseg analyze` says."""
     reason = _cortex_m7_skip_reason(installed, kernels)
@@ -933,6 +935,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
         "bilinear_seg": lambda: synth.bilinear_seg(out=(40, 52)),
         "float_more_stages": lambda: synth.float_more_stages(out=(25, 21)),
         "int16_stages_chain": synth.int16_stages_chain,
+        "se_seg": synth.se_seg,
     }[name]()
     modelio.save_model(made, original)
     g = build_graph(modelio.load_model(original))
@@ -949,6 +952,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
         "bilinear_seg": "RESIZE_BILINEAR",
         "float_more_stages": "PRELU",
         "int16_stages_chain": "DEPTHWISE_CONV_2D",
+        "se_seg": "MUL",
     }
     assert wanted.get(name, "QUANTIZE") in stages
     model = tmp_path / "streamed.tflite"

@@ -13,6 +13,7 @@ Models (see README.md next to this script):
   resunet_a       a scaled-down ResUNet-a d6 (paper Table 4).
   keras_unet_float  the Tiny U-Net's topology as a plain Keras U-Net, converted without
                   quantization (float32 throughout; not in --all, which builds the int8 models).
+  mnv3_seg        a small MobileNetV3-style segmenter (SE blocks, LR-ASPP head, bilinear).
 
 Usage:
   python examples/models/build.py                    # tiny_unet into examples/models/
@@ -362,6 +363,68 @@ def build_ds_cnn(tf: ModuleType, shape: tuple[int, int, int], batch_size: int | 
     return tf.keras.Model(inp, out, name="ds_cnn")
 
 
+# --------------------------------------------------------------------------
+# MobileNetV3-style segmentation (LR-ASPP head), small
+# --------------------------------------------------------------------------
+
+MNV3_CLASSES = 4
+
+
+def _hswish(layers: Any, x: Tensor) -> Tensor:
+    return layers.Activation("hard_silu")(x)
+
+
+def _squeeze_excite(layers: Any, x: Tensor, squeeze: int) -> Tensor:
+    """MobileNetV3's SE block: global average (MEAN over H and W, keep dims), 1x1 conv + ReLU,
+    1x1 conv, hard sigmoid, and a MUL broadcasting the 1x1xC gate over every pixel."""
+    c = x.shape[-1]
+    s = layers.GlobalAveragePooling2D(keepdims=True)(x)
+    s = layers.Conv2D(squeeze, 1, activation="relu")(s)
+    s = layers.Activation("hard_sigmoid")(layers.Conv2D(c, 1)(s))
+    return layers.Multiply()([x, s])
+
+
+def _inverted_residual(
+    layers: Any, x: Tensor, expand: int, out: int, stride: int, se: bool, hswish: bool
+) -> Tensor:
+    """Expand 1x1, depthwise 3x3 (stride), optional SE, project 1x1; residual when shapes agree."""
+    act = (lambda t: _hswish(layers, t)) if hswish else layers.ReLU()
+    y = act(layers.BatchNormalization()(layers.Conv2D(expand, 1, use_bias=False)(x)))
+    y = layers.DepthwiseConv2D(3, strides=stride, padding="same", use_bias=False)(y)
+    y = act(layers.BatchNormalization()(y))
+    if se:
+        y = _squeeze_excite(layers, y, max(expand // 4, 8))
+    y = layers.BatchNormalization()(layers.Conv2D(out, 1, use_bias=False)(y))
+    return layers.Add()([x, y]) if stride == 1 and x.shape[-1] == out else y
+
+
+def build_mnv3_seg(tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1) -> Any:
+    """A small MobileNetV3-style segmenter: hard-swish stem, inverted residuals with SE blocks down
+    to 1/16, an LR-ASPP head (1/16 features gated by their global average, bilinear up to 1/8,
+    plus a 1x1 classifier of the 1/8 features) and a bilinear up-sampling to the input's size."""
+    layers = tf.keras.layers
+    inp = tf.keras.Input(shape=shape, batch_size=batch_size, name="image")
+    x = _hswish(
+        layers,
+        layers.BatchNormalization()(
+            layers.Conv2D(16, 3, strides=2, padding="same", use_bias=False)(inp)
+        ),
+    )
+    x = _inverted_residual(layers, x, 16, 16, 2, True, False)  # 1/4
+    x = _inverted_residual(layers, x, 48, 24, 2, False, False)  # 1/8
+    low = _inverted_residual(layers, x, 72, 24, 1, False, False)
+    x = _inverted_residual(layers, low, 96, 40, 2, True, True)  # 1/16
+    x = _inverted_residual(layers, x, 120, 40, 1, True, True)
+    h, w = low.shape[1], low.shape[2]
+    high = layers.ReLU()(layers.BatchNormalization()(layers.Conv2D(64, 1, use_bias=False)(x)))
+    gate = layers.GlobalAveragePooling2D(keepdims=True)(x)
+    gate = layers.Activation("sigmoid")(layers.Conv2D(64, 1)(gate))
+    high = layers.Resizing(h, w, interpolation="bilinear")(layers.Multiply()([high, gate]))
+    y = layers.Add()([layers.Conv2D(MNV3_CLASSES, 1)(high), layers.Conv2D(MNV3_CLASSES, 1)(low)])
+    y = layers.Resizing(shape[0], shape[1], interpolation="bilinear", name="mask")(y)
+    return tf.keras.Model(inp, y, name="mnv3_seg")
+
+
 MODELS: dict[str, ModelSpec] = {
     s.name: s
     for s in (
@@ -378,6 +441,7 @@ MODELS: dict[str, ModelSpec] = {
             in_all=False,
         ),
         ModelSpec("ds_cnn_int16", (49, 10, 1), build_ds_cnn, 32, quantization="16x8", in_all=False),
+        ModelSpec("mnv3_seg", (96, 96, 3), build_mnv3_seg, 16),
     )
 }
 DEFAULT_MODELS = ("tiny_unet",)

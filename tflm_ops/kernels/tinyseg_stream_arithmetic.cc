@@ -1,7 +1,8 @@
 // StreamChain's arithmetic family: ADD, SUB and MUL stages (tinyseg_stream_internal.h), int8, with
 // the parameters TFLM's own Prepare computes (add_common.cc, sub_common.cc, mul_common.cc) for
 // inputs broadcast across width and channels as TFLM's kernels do, along rows only a constant of
-// one row. A row without broadcast goes through CMSIS-NN's elementwise functions in a CMSIS-NN
+// one row or a MUL's one-pixel StreamChain input read whole (ReadWhole: a squeeze-and-excitation
+// gate). A row without broadcast goes through CMSIS-NN's elementwise functions in a CMSIS-NN
 // build (ADD, MUL); otherwise TFLM's reference arithmetic. Float32 ADD, SUB and MUL: TFLM's
 // reference float arithmetic in every build (add.cc's EvalAdd, sub.cc's EvalSub,
 // mul_common.cc's EvalMulFloatReference).
@@ -23,6 +24,38 @@
 
 namespace tflite {
 namespace tinyseg_stream {
+
+bool WholeCandidate(StageOp op, const TensorSlot& x) {
+  return op == StageOp::kMul && x.kind == Kind::kNodeInput && !x.constant && x.row_bytes > 0 &&
+         (x.type == kTfLiteInt8 || x.type == kTfLiteFloat32) && x.height == 1 && x.width == 1;
+}
+
+bool WholeCandidate(StageOp op, const TfLiteTensor& t) {
+  return op == StageOp::kMul && !IsConstantTensor(&t) &&
+         (t.type == kTfLiteInt8 || t.type == kTfLiteFloat32) && t.dims->size == 4 &&
+         t.dims->data[1] == 1 && t.dims->data[2] == 1 && t.dims->data[3] > 0;
+}
+
+int32_t WholeIndex(const bool candidate[2], const bool constant[2]) {
+  for (int32_t k = 0; k < 2; ++k) {
+    if (candidate[k] && !candidate[1 - k] && !constant[1 - k]) return k;
+  }
+  return -1;
+}
+
+bool ReadWhole(const Tables& tab, const StageSlot& g, int32_t k) {
+  if (g.op != StageOp::kMul || g.operand_count != 2) return false;
+  bool candidate[2] = {false, false};
+  bool constant[2] = {true, true};
+  for (int32_t j = 0; j < 2; ++j) {
+    const int32_t id = tab.operands[g.operand_begin + j];
+    if (id < 0) continue;
+    candidate[j] = WholeCandidate(g.op, tab.tensor(id));
+    constant[j] = tab.tensor(id).constant != 0;
+  }
+  return WholeIndex(candidate, constant) == k;
+}
+
 // Each operand broadcasts to the output: a constant of one row, or an activation of the output's
 // height; width and channels 1 or the output'ar.
 TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorSlot& out,
@@ -33,15 +66,18 @@ TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorS
     const int32_t id = a.tab->operands[g.operand_begin + k];
     const TensorSlot& x = a.tab->tensor(id);
     int32_t dims[4] = {1, 1, 1, 1};
-    if (x.constant) {
-      TfLiteTensor* t = mc->AllocateTempInputTensor(a.node, id);
+    if (x.constant || ReadWhole(*a.tab, g, k)) {
+      TfLiteTensor* t = mc->AllocateTempInputTensor(a.node, x.node_index);
       TF_LITE_ENSURE(context, t != nullptr);
       const int rank = t->dims->size;
       for (int j = 0; j < rank && rank <= 4; ++j) dims[4 - rank + j] = t->dims->data[j];
       const bool ok = rank <= 4 && t->type == type;
       mc->DeallocateTempTfLiteTensor(t);
       TF_LITE_ENSURE_MSG(context, ok && dims[1] == 1,
-                         "StreamChain: a constant ADD/SUB/MUL operand has one row");
+                         "StreamChain: a constant ADD/SUB/MUL operand (or a MUL's one-pixel input "
+                         "read whole) has one row of the output's type");
+      TF_LITE_ENSURE_MSG(context, x.constant || (dims[0] == 1 && dims[2] == 1),
+                         "StreamChain: a MUL input read whole is 1 x 1 x 1 x C");
     } else {
       dims[1] = x.height;
       dims[2] = x.width;
@@ -120,7 +156,7 @@ namespace {
                           const uint8_t** data, RuntimeShape* shape, bool* same) {
   const int32_t id = v.tab.operands[g.operand_begin + k];
   const TensorSlot& x = v.tab.tensor(id);
-  if (x.constant) {
+  if (x.constant || ReadWhole(v.tab, g, k)) {
     const TfLiteEvalTensor* t = micro::GetEvalInput(v.context, v.node, x.node_index);
     *data = static_cast<const uint8_t*>(t->data.data);
     int32_t dims[4] = {1, 1, 1, 1};

@@ -447,6 +447,26 @@ TfLiteStatus StageChannels(TfLiteContext* context, TfLiteNode* node, int32_t num
   return kTfLiteOk;
 }
 
+// The operand of a MUL stage read whole (ReadWhole, from the node's tensors before the tables are
+// filled), -1: none. Other stages, and operands that are no node input, read rows.
+int32_t WholeInput(MicroContext* mc, TfLiteNode* node, StageOp op,
+                   const flexbuffers::Reference& ins, int n_in) {
+  if (op != StageOp::kMul || !IsVector(ins) || VectorSize(ins) != 2) return -1;
+  bool candidate[2] = {false, false};
+  bool constant[2] = {true, true};
+  for (size_t k = 0; k < 2; ++k) {
+    const int64_t id = At(ins, k).AsInt64();
+    constant[k] = id < 0;
+    if (id < 0 || id >= n_in) continue;
+    TfLiteTensor* t = mc->AllocateTempInputTensor(node, static_cast<int>(id));
+    if (t == nullptr) continue;
+    candidate[k] = WholeCandidate(op, *t);
+    constant[k] = IsConstantTensor(t);
+    mc->DeallocateTempTfLiteTensor(t);
+  }
+  return WholeIndex(candidate, constant);
+}
+
 }  // namespace
 
 // Counts what the persistent block holds (as customops.stream_chain_body_bytes).
@@ -483,9 +503,11 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
         "StreamChain: a stage has 1 output and at most kStreamMaxStageInputs inputs");
     int32_t seen[contract::kStreamMaxStageInputs];
     int32_t distinct = 0;
+    const int32_t whole = WholeInput(mc, node, op, ins, n_in);
     for (size_t k = 0; k < VectorSize(ins); ++k) {
       const int32_t id = static_cast<int32_t>(At(ins, k).AsInt64());
       if (id < 0 || !contract::IsActivationInput(op, static_cast<int>(k))) continue;
+      if (static_cast<int32_t>(k) == whole) continue;  // a MUL's gate read whole (ReadWhole)
       if (id <
           n_in) {  // a constant node input is no schedule edge (an ADD/SUB/MUL broadcast operand)
         TfLiteTensor* t = mc->AllocateTempInputTensor(node, id);
@@ -572,15 +594,19 @@ TfLiteStatus StageOperands(TfLiteContext* context, const StreamOpData& d, const 
                            int32_t index, const flexbuffers::Reference& ins, StageSlot& g,
                            int32_t* operand_next, int32_t* edge_next) {
   const int32_t first_edge = *edge_next;
+  // Every operand first: ReadWhole looks at both of a MUL's.
   for (int32_t k = 0; k < g.operand_count; ++k) {
     int32_t id = 0;
     TF_LITE_ENSURE_MSG(context, IntIn(At(ins, static_cast<size_t>(k)), -1, d.num_tensors - 1, &id),
                        "StreamChain: a stage's input is not a local tensor (or -1)");
     tab.operands[(*operand_next)++] = id;
+  }
+  for (int32_t k = 0; k < g.operand_count; ++k) {
+    const int32_t id = tab.operands[g.operand_begin + k];
     if (!contract::IsActivationInput(g.op, k)) continue;
     TF_LITE_ENSURE(context, id >= 0);
-    if (tab.tensor(id).constant)
-      continue;  // ADD/SUB/MUL: a constant broadcast over the rows (checked by the family)
+    if (tab.tensor(id).constant || ReadWhole(tab, g, k))
+      continue;  // ADD/SUB/MUL: a constant (or MUL: a one-pixel input) broadcast over the rows
     TF_LITE_ENSURE_MSG(context, tab.tensor(id).row_bytes > 0,
                        "StreamChain: a stage reads a tensor without rows");
     if (g.input < 0) g.input = id;

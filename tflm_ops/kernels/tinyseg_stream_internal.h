@@ -394,6 +394,15 @@ TfLiteStatus PreparePoolFloat(const StageArgs& a, StageSlot& g);
 TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorSlot& out,
                            TfLiteType type);
 TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g);
+// A MUL operand read whole from the arena, not streamed (no schedule edge): a StreamChain input of
+// one pixel (1 x 1 x 1 x C, int8 or float32) while the other operand is an activation that is not,
+// a squeeze-and-excitation gate broadcast over the rows. WholeCandidate: the first condition;
+// WholeIndex: which operand (0, 1) is read whole given each one's candidacy and constancy, -1:
+// none.
+bool WholeCandidate(StageOp op, const TensorSlot& x);
+bool WholeCandidate(StageOp op, const TfLiteTensor& t);
+int32_t WholeIndex(const bool candidate[2], const bool constant[2]);
+bool ReadWhole(const Tables& tab, const StageSlot& g, int32_t k);
 ::tinyseg::Status ArithmeticRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareArithmeticFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ArithmeticFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);

@@ -40,6 +40,9 @@ from .customops import (
     decode,
     stream_chain_body_bytes,
 )
+from .customops import (
+    whole_index as customops_whole_index,
+)
 
 
 class _BodyError(ValueError):
@@ -149,6 +152,29 @@ def _pad_top(size: int, out: int, filt: int, stride: int, dilation: int) -> int:
     return max((out - 1) * stride + eff - size, 0) // 2
 
 
+def whole_candidate(op: str, x: _Local) -> bool:
+    """A MUL operand the kernel may read whole from the arena rather than row by row
+    (tinyseg_stream_arithmetic.cc WholeCandidate): a StreamChain input of one pixel, 1 x 1 x 1 x C,
+    such as a squeeze-and-excitation gate broadcast over every row."""
+    return (
+        op == "MUL"
+        and x.kind == "input"
+        and not x.constant
+        and x.row_bytes > 0
+        and x.dtype in ("INT8", "FLOAT32")
+        and x.height == 1
+        and x.width == 1
+    )
+
+
+def whole_index(op: str, loc: list[_Local], inputs: tuple[int, ...] | list[int]) -> int:
+    """Which of a MUL stage's two inputs is read whole (customops.whole_index over
+    ``whole_candidate``); -1: none."""
+    return customops_whole_index(
+        op, inputs, lambda t: whole_candidate(op, loc[t]), lambda t: loc[t].constant
+    )
+
+
 def _constant(graph, loc: list[_Local], lid: int, what: str):
     """The graph tensor behind a constant input of a stage (a StreamChain input)."""
     if lid < 0 or loc[lid].kind != "input" or loc[lid].graph_index < 0:
@@ -178,7 +204,7 @@ def _check_stage(
             continue
         if lid < 0:
             raise _BodyError(f"{name} omits an activation input")
-        if loc[lid].constant:
+        if loc[lid].constant or j == whole_index(st.op, loc, st.inputs):
             continue
         if loc[lid].row_bytes <= 0:
             raise _BodyError(f"{name} reads local tensor {lid}, which has no rows")
@@ -313,7 +339,8 @@ def _check_stage(
     elif op in ("ADD", "SUB", "MUL"):
         if len(st.inputs) != 2:
             raise _BodyError(f"{name} takes two inputs")
-        for lid in st.inputs:
+        whole = whole_index(op, loc, st.inputs)
+        for j, lid in enumerate(st.inputs):
             if loc[lid].constant:
                 t = graph.tensors[loc[lid].graph_index]
                 shape = (1,) * (4 - len(t.shape)) + tuple(t.shape)
@@ -321,7 +348,13 @@ def _check_stage(
                     raise _BodyError(f"{name}: a constant operand has one row of the output's type")
             else:
                 shape = (1, loc[lid].height, loc[lid].width, loc[lid].channels)
-                if shape[1] != out.height:
+                if j == whole:
+                    if kernel and loc[lid].dtype != value_type:
+                        raise _BodyError(f"{name}: its one-pixel input has the output's type")
+                    t = graph.tensors[loc[lid].graph_index]
+                    if len(t.shape) != 4 or t.shape[0] != 1:
+                        raise _BodyError(f"{name}: an input read whole is 1 x 1 x 1 x C")
+                elif shape[1] != out.height:
                     raise _BodyError(f"{name}'s rows do not broadcast")
             if shape[0] != 1 or shape[2] not in (1, out.width) or shape[3] not in (1, out.channels):
                 raise _BodyError(f"{name}'s operands do not broadcast to its output")
@@ -544,7 +577,12 @@ def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
             raise _BodyError(f"stage {k} ({st.op}) has {c} output channels")
         channels.append(c)
     constants = frozenset(k for k, x in enumerate(loc[:n_in]) if x.constant)
-    body = stream_chain_body_bytes(o, channels, n_in, len(op.outputs), constants)
+    whole = frozenset(
+        (k, st.inputs[j])
+        for k, st in enumerate(o.stages)
+        if (j := whole_index(st.op, loc, st.inputs)) >= 0
+    )
+    body = stream_chain_body_bytes(o, channels, n_in, len(op.outputs), constants, whole)
     if body > STREAM_MAX_BODY_BYTES:
         raise _BodyError(f"its tables need {body} bytes (at most {STREAM_MAX_BODY_BYTES})")
     _pairs(o, loc)

@@ -785,12 +785,27 @@ def stream_activation_inputs(
     return list(dict.fromkeys(ids))
 
 
+def whole_index(op: str, inputs: tuple[int, ...] | list[int], candidate, constant) -> int:
+    """Which of a MUL stage's two inputs the kernel reads whole (tinyseg_stream_arithmetic.cc
+    WholeIndex): the one-pixel StreamChain input (``candidate(local id)``) whose other operand is
+    an activation (not ``constant(local id)``, not omitted) that is no candidate; -1: none."""
+    if op != "MUL" or len(inputs) != 2:
+        return -1
+    cand = [t >= 0 and bool(candidate(t)) for t in inputs]
+    const = [t < 0 or bool(constant(t)) for t in inputs]
+    for k in (0, 1):
+        if cand[k] and not cand[1 - k] and not const[1 - k]:
+            return k
+    return -1
+
+
 def stream_chain_body_bytes(
     o: StreamChainOptions,
     out_channels: list[int],
     num_inputs: int,
     num_outputs: int,
     constants: frozenset[int] = frozenset(),
+    whole: frozenset[tuple[int, int]] = frozenset(),
 ) -> int:
     """The persistent block StreamChain's Prepare allocates for its tables (tinyseg_stream.cc):
     per chain-local tensor (the operator's inputs and outputs, then the body's tensors) its
@@ -799,10 +814,14 @@ def stream_chain_body_bytes(
     every stage's operands, the outputs the schedule pulls (the operator's, then the spilled),
     and multiplier and shift per output channel of the requantizing stages, then the lookup table
     of each table stage (ELU), in the same pool.
-    ``out_channels``: each stage's output channels; ``constants``: local ids of constant inputs."""
+    ``out_channels``: each stage's output channels; ``constants``: local ids of constant inputs;
+    ``whole``: (stage, local id) of MUL operands read whole (no edge, ``whole_index``)."""
     num_local = num_inputs + num_outputs + len(o.tensors)
     stages = len(o.stages)
-    edges = sum(len(stream_activation_inputs(st, constants)) for st in o.stages)
+    edges = sum(
+        len([t for t in stream_activation_inputs(st, constants) if (k, t) not in whole])
+        for k, st in enumerate(o.stages)
+    )
     operands = sum(len(st.inputs) for st in o.stages)
     per_channel = sum(
         2 * c for st, c in zip(o.stages, out_channels) if st.op in STREAM_PER_CHANNEL_OPS

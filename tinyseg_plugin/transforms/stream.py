@@ -95,6 +95,8 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
     if name in ROW_IDENTITY:
         if name == "CONCATENATION" and (o is None or o.axis % 4 != 3):
             return None
+        if whole_operand(graph, op, t):
+            return RowMap(in_h, out_h, 0, 1)  # every output row reads the one pixel
         if in_h != out_h:
             return None  # broadcast along height: every output row reads the whole input
         return RowMap(in_h, out_h)
@@ -144,6 +146,43 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
         top = int(pads[1][0])
         return RowMap(in_h, out_h, 1, 1, top, -top) if top >= 0 else None  # y reads y - top
     return None
+
+
+def _one_pixel(graph: Graph, t: int) -> bool:
+    x = graph.tensors[t]
+    return (
+        not x.is_constant
+        and x.dtype in ("INT8", "FLOAT32")
+        and len(x.shape) == 4
+        and tuple(x.shape[:3]) == (1, 1, 1)
+        and x.shape[3] >= 1
+    )
+
+
+def whole_operand(graph: Graph, op: Operator, t: int) -> bool:
+    """Whether ``t`` is a MUL operand of one pixel (1 x 1 x 1 x C, int8 or float32, not a
+    constant) whose other operand is an activation of more than one pixel: the kernel reads it
+    whole from the arena and broadcasts it over every row, a squeeze-and-excitation gate
+    (contract/bodies.py whole_index, tinyseg_stream_arithmetic.cc WholeIndex). ``find_chains``
+    keeps its producer out of chains, so it is always a chain input."""
+    if op.opcode != "MUL" or len(op.inputs) != 2 or t not in op.inputs or t < 0:
+        return False
+    other = op.inputs[1 - op.inputs.index(t)]
+    return (
+        _one_pixel(graph, t)
+        and other >= 0
+        and not graph.tensors[other].is_constant
+        and not _one_pixel(graph, other)
+    )
+
+
+def _feeds_whole_operand(graph: Graph, op: Operator) -> bool:
+    """Whether the operator's output is some MUL's one-pixel operand read whole (``whole_operand``):
+    such an operator stays out of chains, so the gate is in the arena when the MUL's chain runs."""
+    t = op.outputs[0] if op.outputs else -1
+    return t >= 0 and any(
+        whole_operand(graph, graph.operators[c], t) for c in graph.consumers.get(t, [])
+    )
 
 
 def bilinear_rows(in_h: int, out_h: int, align_corners: bool, half_pixel: bool) -> RowMap | None:
@@ -490,7 +529,10 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
     if binary:
         # ADD, SUB and MUL broadcast across width and channels as TFLM's kernels do; a row needs rows
         # of the same height (an activation) or one row for all (a constant).
+        whole = [t for t in acts if whole_operand(graph, op, t)]
         for t in operands:
+            if t in whole:
+                continue  # a gate read whole from the arena and broadcast over every row
             shape = (1,) * (4 - len(graph.tensors[t].shape)) + tuple(graph.tensors[t].shape)
             if (
                 len(shape) != 4
@@ -568,7 +610,11 @@ def find_chains(graph: Graph, kernel_only: bool = False) -> list[list[int]]:
     current: list[int] = []
     produced: set[int] = set()
     for op in graph.operators:
-        if is_row_local(graph, op) and (not kernel_only or kernel_computes(graph, op)):
+        if (
+            is_row_local(graph, op)
+            and (not kernel_only or kernel_computes(graph, op))
+            and not _feeds_whole_operand(graph, op)
+        ):
             if current and not any(t in produced for t in activation_inputs(graph, op)):
                 chains.append(current)
                 current, produced = [], set()
@@ -603,6 +649,8 @@ def schedule_program(graph: Graph, ops: list[int], cost: ChainCost) -> str:
     for i in ops:
         op = graph.operators[i]
         for t in activation_inputs(graph, op):
+            if whole_operand(graph, op, t):
+                continue  # read whole: no schedule edge (as the kernel)
             m = row_map(graph, op, t)
             edges.append(
                 f"{stage_of[i]} {index[t]} {m.in_h} {m.out_h} {m.num} {m.den} {m.before} {m.after}"

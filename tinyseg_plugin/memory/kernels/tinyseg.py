@@ -22,6 +22,7 @@ from ...contract.customops import (
     StreamChainOptions,
     decode,
     stream_chain_body_bytes,
+    whole_index,
 )
 from ..align import align_up
 
@@ -83,8 +84,9 @@ def persistent_bytes(graph, op, pointer_bytes: int) -> int:
         constants = frozenset(
             k for k, t in enumerate(op.inputs) if t >= 0 and graph.tensors[t].is_constant
         )
+        whole = _whole_operands(graph, op, o, constants)
         return align_up(STREAM_CHAIN_OPDATA_BYTES) + align_up(
-            stream_chain_body_bytes(o, channels, len(op.inputs), len(op.outputs), constants)
+            stream_chain_body_bytes(o, channels, len(op.inputs), len(op.outputs), constants, whole)
         )
     if isinstance(o, SpillOptions):
         return align_up(SPILL_OPDATA_BYTES)
@@ -95,6 +97,31 @@ def persistent_bytes(graph, op, pointer_bytes: int) -> int:
     return align_up(
         FETCHING_CONV_HEADER_BYTES + per_fetched * len(o.fetching.fetched)
     ) + 2 * align_up(PER_CHANNEL_BYTES * channels)
+
+
+def _whole_operands(
+    graph, op, o: StreamChainOptions, constants: frozenset[int]
+) -> frozenset[tuple[int, int]]:
+    """(stage, local id) of the MUL operands the kernel reads whole, without a schedule edge: a
+    one-pixel input of the operator (as tinyseg_stream_body.cc WholeInput sees its tensors)."""
+
+    def candidate(t: int) -> bool:
+        if t >= len(op.inputs) or op.inputs[t] < 0 or t in constants:
+            return False
+        x = graph.tensors[op.inputs[t]]
+        return (
+            x.dtype in ("INT8", "FLOAT32")
+            and len(x.shape) == 4
+            and x.shape[1] == 1
+            and x.shape[2] == 1
+            and x.shape[3] > 0
+        )
+
+    return frozenset(
+        (k, st.inputs[j])
+        for k, st in enumerate(o.stages)
+        if (j := whole_index(st.op, st.inputs, candidate, constants.__contains__)) >= 0
+    )
 
 
 def _local_shapes(graph, op, o: StreamChainOptions) -> list[tuple[int, ...]]:
