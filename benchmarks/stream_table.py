@@ -44,9 +44,8 @@ def runnable(model: Path, kernel_set: str, build_profile: str):
     """The chains the StreamChain kernel runs (what `tinyseg optimize` streams)."""
     from tinyseg_plugin.ir.graph import build_graph
     from tinyseg_plugin.ir.modelio import load_model
-    from tinyseg_plugin.transforms.stream_search import choose_streaming
-
     from tinyseg_plugin.transforms.stream import stage_gaps
+    from tinyseg_plugin.transforms.stream_search import choose_streaming
 
     g = build_graph(load_model(model))
     return choose_streaming(g, kernel_set, build_profile, kernel_only=True), stage_gaps(g)
