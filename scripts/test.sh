@@ -8,9 +8,11 @@
 #      real-kernel check's TFLM build) defaults to the build folder.
 #   3. The style check (scripts/style.sh: ruff, clang-format).
 #   4. The C++ core (tflm_ops/run_tests.sh), built in $TINYSEG_BUILD_ROOT/native.
-#   5. The Python suite (pytest), whatever steps 3 and 4 gave.
+#   5. The Python suite (pytest), whatever steps 3 and 4 gave: the arena probes first, then the
+#      rest on pytest-xdist workers.
 # Exit status: non-zero when either suite failed (or step 2 failed).
-# Environment: PYTHON_BIN (default .venv/bin/python), PYTEST_ARGS (extra pytest arguments).
+# Environment: PYTHON_BIN (default .venv/bin/python), PYTEST_ARGS (extra pytest arguments),
+#   PYTEST_WORKERS (pytest-xdist workers for all but the arena probes; default 2, 0 for none).
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -78,9 +80,26 @@ t2=$(date +%s)
 echo "=== Python suite (pytest)"
 # Temporary files (copies of the TFLM and tflite-tools trees) under the build folder: pytest
 # empties it at the start of each run, and no other pytest run on the machine rotates it away.
+# First the arena probes, alone: they build TFLM's microlite in TFLM_DIR/gen/ for each kernel set and
+# target with make -j2, and every later copy of TFLM_DIR keeps those objects (tests/conftest.py).
+# Then the rest on two pytest-xdist workers, a test file to a worker, so the core a single-threaded
+# test leaves idle runs the next file. PYTEST_WORKERS=0 runs them in this process.
+builds=(
+  "tests/test_kernel_rules.py::test_cmsis_nn_head_matches_real_builds"
+  "tests/test_kernel_rules.py::test_reference_tail_matches_real_builds"
+)
+deselect=()
+for b in "${builds[@]}"; do deselect+=(--deselect "$b"); done
+"$py" -m pytest -q -rfEs --basetemp="$TINYSEG_BUILD_ROOT/pytest-builds" "${builds[@]}"
+builds_rc=$?
+workers="${PYTEST_WORKERS:-2}"
+xdist=()
+if [ "$workers" != 0 ]; then xdist=(-n "$workers" --dist loadfile); fi
 # shellcheck disable=SC2086
-"$py" -m pytest -q -rfEs --durations=15 --basetemp="$TINYSEG_BUILD_ROOT/pytest" ${PYTEST_ARGS:-}
+"$py" -m pytest -q -rfEs --durations=15 --basetemp="$TINYSEG_BUILD_ROOT/pytest" "${xdist[@]}" \
+  "${deselect[@]}" ${PYTEST_ARGS:-}
 python_rc=$?
+[ "$builds_rc" -eq 0 ] || python_rc=$builds_rc
 t3=$(date +%s)
 
 echo

@@ -52,32 +52,44 @@ EXAMPLE_MODELS = ("tiny_unet", "vnet2d", "attention_unet", "resunet_a")
 
 @pytest.fixture(scope="session")
 def example_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The four example models: the committed Tiny U-Net, the others built once per session with
-    examples/models/build.py (pinned TensorFlow: `make models-deps`; make test installs it).
-    Without TensorFlow only the Tiny U-Net is there."""
+    """The four example models: the committed Tiny U-Net, the others built once per run with
+    examples/models/build.py (pinned TensorFlow: `make models-deps`; make test installs it), in a
+    folder the pytest-xdist workers share, under a lock. Without TensorFlow only the Tiny U-Net is
+    there."""
+    import fcntl
     import importlib.util
+    import os
     import subprocess
     import sys
 
     found = {n: ROOT / "examples" / "models" / f"{n}.tflite" for n in EXAMPLE_MODELS}
     found = {n: p for n, p in found.items() if p.exists()}
     missing = [n for n in EXAMPLE_MODELS if n not in found]
-    if missing and importlib.util.find_spec("tensorflow") is not None:
-        out = tmp_path_factory.mktemp("example_models")
-        subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "examples" / "models" / "build.py"),
-                "--models",
-                ",".join(missing),
-                "--out",
-                str(out),
-            ],
-            check=True,
-            capture_output=True,
-            timeout=3600,
-        )
-        found.update({n: out / f"{n}.tflite" for n in missing})
+    if not missing or importlib.util.find_spec("tensorflow") is None:
+        return found
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # every worker's basetemp lives in the run's one
+    out = shared / "example_models"
+    out.mkdir(exist_ok=True)
+    with open(shared / "example_models.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        todo = [n for n in missing if not (out / f"{n}.tflite").exists()]
+        if todo:
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(ROOT / "examples" / "models" / "build.py"),
+                    "--models",
+                    ",".join(todo),
+                    "--out",
+                    str(out),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=3600,
+            )
+    found.update({n: out / f"{n}.tflite" for n in missing})
     return found
 
 
@@ -116,12 +128,32 @@ def pytest_collection_modifyitems(
 
 # Figures a suite must show in the run's output (hostile inputs refused, faults survived): tests
 # record a line with the `counts` fixture and the terminal summary prints them, passed or not.
+# Under pytest-xdist each worker hands its lines to the controller when it finishes.
 _COUNTS: list[str] = []
+_WORKER_KEY = "tinyseg_counts"
 
 
 @pytest.fixture(scope="session")
 def counts() -> Callable[[str], None]:
     return _COUNTS.append
+
+
+class _WorkerCounts:
+    """The controller's side of pytest-xdist: collect each worker's lines."""
+
+    @pytest.hookimpl
+    def pytest_testnodedown(self, node, error) -> None:
+        _COUNTS.extend(getattr(node, "workeroutput", {}).get(_WORKER_KEY, []))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_WorkerCounts(), "tinyseg-worker-counts")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker
+        session.config.workeroutput[_WORKER_KEY] = list(_COUNTS)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
