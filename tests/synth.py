@@ -295,13 +295,22 @@ class ModelBuilder:
         self._op("DEQUANTIZE", [x], [y])
         return y
 
-    def padv2(self, x: int, paddings, value: int) -> int:
-        """An int8 PADV2 by constant int32 ``paddings`` with the constant scalar pad ``value``; output and
-        value keep the input's quantization (PADV2 requantizes nothing)."""
+    def padv2(self, x: int, paddings, value: float) -> int:
+        """A PADV2 by constant int32 ``paddings`` with the constant scalar pad ``value`` (int8:
+        output and value keep the input's quantization, PADV2 requantizes nothing; float32: a
+        float32 scalar)."""
         name = f"padv2_{len(self.operators)}"
         pads = np.array(paddings, dtype=np.int32).reshape(4, 2)
-        q = self.tensors[x].quantization
         p_t = self._tensor([4, 2], "INT32", f"{name}/paddings", pads)
+        shape = [d + int(a) + int(b) for d, (a, b) in zip(self.shapes[x], pads)]
+        if self.dtype == "FLOAT32":
+            v_t = self._tensor([], "FLOAT32", f"{name}/value", np.array(value, dtype=np.float32))
+            y = self._tensor(shape, "FLOAT32", name)
+            self._op(
+                "PADV2", [x, p_t, v_t], [y], fb.BuiltinOptions.PadV2Options, fb.PadV2OptionsT()
+            )
+            return y
+        q = self.tensors[x].quantization
         v_t = self._tensor(
             [],
             "INT8",
@@ -310,13 +319,7 @@ class ModelBuilder:
             list(q.scale),
             list(q.zeroPoint),
         )
-        y = self._tensor(
-            [d + int(a) + int(b) for d, (a, b) in zip(self.shapes[x], pads)],
-            "INT8",
-            name,
-            scales=list(q.scale),
-            zps=list(q.zeroPoint),
-        )
+        y = self._tensor(shape, "INT8", name, scales=list(q.scale), zps=list(q.zeroPoint))
         self._op("PADV2", [x, p_t, v_t], [y], fb.BuiltinOptions.PadV2Options, fb.PadV2OptionsT())
         return y
 
@@ -887,3 +890,24 @@ def se_seg(seed: int = 0, size: tuple[int, int] = (24, 20), channels: int = 8) -
     gate = b.unary(b.conv(squeeze, channels, k=1, relu=False), "LOGISTIC", 1 / 256, -128)
     scaled = b.add(f, gate, "MUL")
     return b.build([b.conv(b.conv(scaled, channels), 4, k=1, relu=False)])
+
+
+def channel_pad_chain(
+    seed: int = 0, dtype: str = "INT8", size: tuple[int, int] = (24, 20)
+) -> "fb.ModelT":
+    """BlazeFace-style blocks (MediaPipe palm and iris models): a strided depthwise branch that
+    widens the channels, and a skip that max-pools and PADs its channels up to match before the
+    residual ADD; then a PADV2 of height, width and channels (front and back, a pad value other
+    than zero) in front of a VALID convolution. Int8 or float32."""
+    b = ModelBuilder(dtype=dtype, seed=seed)
+    x = b.input([1, size[0], size[1], 3])
+    a = b.conv(x, 8)
+    branch = b.conv(b.depthwise(a, stride=2), 16, k=1, relu=False)
+    skip = b.pad(b.pool(a), [[0, 0], [0, 0], [0, 0], [0, 8]])
+    y = b.relu(b.add(branch, skip))
+    y = b.conv(
+        b.padv2(y, [[0, 0], [1, 1], [2, 0], [3, 5]], 0.5 if dtype == "FLOAT32" else 7),
+        8,
+        padding=VALID,
+    )
+    return b.build([b.conv(y, 4, k=1, relu=False)])

@@ -504,7 +504,9 @@ def test_stage_rules(op, acts, out, consts, ok):
         ([[0, 0], [2, 0], [0, 3], [0, 0]], True),
         ([[0, 0], [0, 0], [0, 0], [0, 0]], True),
         ([[1, 0], [1, 1], [1, 1], [0, 0]], False),  # batch
-        ([[0, 0], [1, 1], [1, 1], [0, 1]], False),  # channels
+        ([[0, 0], [1, 1], [1, 1], [0, 1]], True),  # channels too
+        ([[0, 0], [0, 0], [0, 0], [2, 32]], True),  # channels only
+        ([[0, 0], [0, 0], [0, 0], [0, -1]], False),  # negative channels
         ([[0, 0], [-1, 1], [1, 1], [0, 0]], False),  # negative
         ([[0, 0], [1, 1], [1, 1]], False),  # not NHWC
     ],
@@ -518,7 +520,7 @@ def test_pad_stage_rules(paddings, ok):
 def test_pads_are_streamed_bit_exact():
     """PAD in front of VALID convolutions (on the model's input, symmetric, asymmetric, one axis),
     with RELU and RELU6: every PAD goes inside a StreamChain, the lowered chains match the unfused
-    graph, and the kernel refuses a PAD of channels."""
+    graph; a PAD of channels is a stage too."""
     import numpy as np
 
     from tinyseg_plugin.checks.verify import verify
@@ -557,7 +559,7 @@ def test_pads_are_streamed_bit_exact():
     g2 = build_graph(b.build([b.conv(y, 4, padding=synth.VALID)]))
     pad = next(op for op in g2.operators if op.opcode == "PAD")
     assert stream.row_map(g2, pad, x) is not None  # row-local (the estimate plans it) ...
-    assert not stream.kernel_computes(g2, pad)  # ... but no stage: channel padding
+    assert stream.kernel_computes(g2, pad)  # ... and a stage: channel padding
     assert np.array_equal(g2.buffer_array(pad.inputs[1])[3], [0, 1])
 
 
@@ -647,18 +649,27 @@ def test_more_stages_are_streamed_bit_exact():
 
 
 def test_kernel_refuses_padv2s_it_cannot_stream():
-    """A PADV2 of channels, or whose pad value has another quantization than its output (TFLM's
-    Prepare refuses that too) or is no constant, is no stage; the row-local estimate still plans it."""
+    """A PADV2 of the batch, or whose pad value has another quantization than its output (TFLM's
+    Prepare refuses that too) or is no constant, is no stage; the row-local estimate still plans
+    one of the batch (a PADV2 of channels is a stage)."""
     b = synth.ModelBuilder(dtype="INT8")
     x = b.input([1, 8, 8, 3])
     ok = b.padv2(x, [[0, 0], [1, 1], [1, 1], [0, 0]], 5)
     channels = b.padv2(x, [[0, 0], [1, 1], [1, 1], [0, 1]], 5)
+    batch = b.padv2(x, [[1, 0], [1, 1], [1, 1], [0, 0]], 5)
     g = build_graph(
-        b.build([b.conv(ok, 4, padding=synth.VALID), b.conv(channels, 4, padding=synth.VALID)])
+        b.build(
+            [
+                b.conv(ok, 4, padding=synth.VALID),
+                b.conv(channels, 4, padding=synth.VALID),
+                b.conv(batch, 4, padding=synth.VALID),
+            ]
+        )
     )
-    good, bad = [op for op in g.operators if op.opcode == "PADV2"]
+    good, chan, bad = [op for op in g.operators if op.opcode == "PADV2"]
     assert stream.kernel_computes(g, good) and stream.row_map(g, good, x) is not None
-    assert not stream.kernel_computes(g, bad) and stream.row_map(g, bad, x) is not None
+    assert stream.kernel_computes(g, chan) and stream.row_map(g, chan, x) is not None
+    assert not stream.kernel_computes(g, bad)
     value = g.tensors[good.inputs[2]]
     for other in (
         dataclasses.replace(value, zero_points=(value.zero_points[0] + 1,)),

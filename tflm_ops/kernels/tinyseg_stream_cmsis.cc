@@ -212,10 +212,12 @@ bool CmsisMulRow(const ElementwiseRow& e) {
 bool CmsisPadRow(const PadRow&) { return false; }
 #else
 bool CmsisPadRow(const PadRow& p) {
-  if (p.in_rows < 0 || p.in_rows > 1 || p.left < 0 || p.right < 0) return false;
+  if (p.in_rows < 0 || p.in_rows > 1 || p.left < 0 || p.right < 0 || p.front < 0 || p.back < 0) {
+    return false;
+  }
   const cmsis_nn_dims in = Dims(1, p.in_rows, p.in_w, p.channels);
-  const cmsis_nn_dims pre = Dims(0, p.in_rows == 0 ? 1 : 0, p.left, 0);
-  const cmsis_nn_dims post = Dims(0, 0, p.right, 0);
+  const cmsis_nn_dims pre = Dims(0, p.in_rows == 0 ? 1 : 0, p.left, p.front);
+  const cmsis_nn_dims post = Dims(0, 0, p.right, p.back);
   return arm_pad_s8(p.input, p.output, p.pad_value, &in, &pre, &post) == ARM_CMSIS_NN_SUCCESS;
 }
 #endif  // TINYSEG_NO_CMSIS_NN_PAD

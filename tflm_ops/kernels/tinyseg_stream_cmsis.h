@@ -101,8 +101,9 @@ struct BandTransposeConv {
 // on a tensor of at most one row (a padding row is a pre-pad row above an empty input).
 struct PadRow {
   const int8_t* input;  // one row: in_w x channels (unused when in_rows is 0)
-  int8_t* output;       // one row: (left + in_w + right) x channels
+  int8_t* output;       // one row: (left + in_w + right) x (front + channels + back)
   int32_t in_rows, in_w, channels, left, right;
+  int32_t front, back;  // channels of the pad value before and after the input's
   int8_t pad_value;
 };
 

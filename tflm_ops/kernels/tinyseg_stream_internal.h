@@ -170,6 +170,7 @@ struct PadStage {
   int32_t paddings;  // node input index
   int32_t value;     // PADV2: node input index of the pad value; -1
   int32_t top, left, right;
+  int32_t front, back;  // channels before and after the input's
   int32_t pad_value;
   float float_value;  // float32 PADV2's pad value
 };

@@ -1,8 +1,9 @@
 // StreamChain's layout family (tinyseg_stream_internal.h): the stages that move elements -- PAD and
-// PADV2 (height and width), RESIZE_NEAREST_NEIGHBOR (by an integer factor), RESIZE_BILINEAR (any
-// factor, TFLM's fixed-point blend of two rows; int8 here, float32 in tinyseg_stream_float.cc) and
-// CONCATENATION (along channels) -- int8, and float32 (PAD with 0.0f, as pad.cc without constant
-// values; PADV2 with its float32 scalar), as TFLM's own kernels compute them.
+// PADV2 (height, width and channels), RESIZE_NEAREST_NEIGHBOR (by an integer factor),
+// RESIZE_BILINEAR (any factor, TFLM's fixed-point blend of two rows; int8 here, float32 in
+// tinyseg_stream_float.cc) and CONCATENATION (along channels) -- int8, and float32 (PAD with 0.0f,
+// as pad.cc without constant values; PADV2 with its float32 scalar), as TFLM's own kernels compute
+// them.
 #include <cstdint>
 #include <cstring>
 
@@ -22,7 +23,8 @@ namespace tflite {
 namespace tinyseg_stream {
 namespace {
 
-// PAD's paddings: constant int32 of a 4-D tensor, padding height and width only, into `p`.
+// PAD's paddings: constant int32 [4, 2] of a 4-D tensor, none negative and none of the batch, into
+// `p`.
 TfLiteStatus Paddings(const StageArgs& a, const PadStage& ps, int32_t p[8]) {
   TfLiteContext* context = a.context;
   TF_LITE_ENSURE_MSG(context, ps.paddings >= 0 && ps.paddings < NumInputs(a.node),
@@ -31,14 +33,16 @@ TfLiteStatus Paddings(const StageArgs& a, const PadStage& ps, int32_t p[8]) {
   TfLiteTensor* paddings = mc->AllocateTempInputTensor(a.node, ps.paddings);
   TF_LITE_ENSURE(context, paddings != nullptr);
   const bool typed = paddings->type == kTfLiteInt32 && IsConstantTensor(paddings) &&
-                     GetTensorShape(paddings).FlatSize() == 8;
+                     NumDimensions(paddings) == 2 && SizeOfDimension(paddings, 0) == 4 &&
+                     SizeOfDimension(paddings, 1) == 2;
   if (typed) std::memcpy(p, GetTensorData<int32_t>(paddings), 8 * sizeof(int32_t));
   mc->DeallocateTempTfLiteTensor(paddings);
   TF_LITE_ENSURE_MSG(context, typed,
-                     "StreamChain: PAD takes constant int32 paddings of a 4-D tensor");
-  bool ok = p[0] == 0 && p[1] == 0 && p[6] == 0 && p[7] == 0;
+                     "StreamChain: PAD takes constant int32 paddings [4, 2] of a 4-D tensor");
+  bool ok = p[0] == 0 && p[1] == 0;
   for (int k = 0; k < 8; ++k) ok = ok && p[k] >= 0;
-  TF_LITE_ENSURE_MSG(context, ok, "StreamChain: PAD pads height and width only");
+  TF_LITE_ENSURE_MSG(
+      context, ok, "StreamChain: PAD pads height, width and channels only, by non-negative counts");
   return kTfLiteOk;
 }
 
@@ -65,11 +69,11 @@ TfLiteStatus PadValue(const StageArgs& a, const PadStage& ps, const TensorSlot& 
 }  // namespace
 
 // TFLM's PadPrepare checks (constant int32 paddings, output = input + paddings; PAD: the output
-// zero point as the pad value; PADV2: its scalar), for NHWC padding of height and width only.
+// zero point as the pad value; PADV2: its scalar), for NHWC padding of height, width and channels.
 namespace {
 
-// The paddings (height and width of an NHWC tensor) and the row rule: output row y reads input row
-// y - top; none in the top and bottom padding.
+// The paddings (height, width and channels of an NHWC tensor) and the row rule: output row y reads
+// input row y - top; none in the top and bottom padding. Channel padding keeps rows 1:1.
 TfLiteStatus PadGeometry(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
@@ -79,10 +83,13 @@ TfLiteStatus PadGeometry(const StageArgs& a, StageSlot& g) {
   int32_t p[8] = {};
   TF_LITE_ENSURE_STATUS(Paddings(a, ps, p));
   TF_LITE_ENSURE(context, out.height == in.height + p[2] + p[3] &&
-                              out.width == in.width + p[4] + p[5] && out.channels == in.channels);
+                              out.width == in.width + p[4] + p[5] &&
+                              out.channels == in.channels + p[6] + p[7]);
   ps.top = p[2];
   ps.left = p[4];
   ps.right = p[5];
+  ps.front = p[6];
+  ps.back = p[7];
   g.rule.resamples = 1;
   g.rule.before = ps.top;
   g.rule.after = -ps.top;
@@ -127,6 +134,8 @@ TfLiteStatus PreparePadv2Float(const StageArgs& a, StageSlot& g) {
   p.left_padding[1] = r.rows == 0 ? 1 : 0;
   p.left_padding[2] = g.pad.left;
   p.right_padding[2] = g.pad.right;
+  p.left_padding[3] = g.pad.front;
+  p.right_padding[3] = g.pad.back;
   p.resizing_category = ResizingCategory::kGenericResize;
   const float pad_value = g.pad.float_value;
   reference_ops::Pad(p, r.in_shape, reinterpret_cast<const float*>(r.src), &pad_value, r.out_shape,
@@ -158,6 +167,8 @@ TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
   row.channels = r.in->channels;
   row.left = ps.left;
   row.right = ps.right;
+  row.front = ps.front;
+  row.back = ps.back;
   row.pad_value = static_cast<int8_t>(ps.pad_value);
   if (tinyseg_ops::CmsisPadRow(row)) {
     CountOptimizedRow(v);
@@ -169,6 +180,8 @@ TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
   p.left_padding[1] = r.rows == 0 ? 1 : 0;
   p.left_padding[2] = ps.left;
   p.right_padding[2] = ps.right;
+  p.left_padding[3] = ps.front;
+  p.right_padding[3] = ps.back;
   p.resizing_category = ResizingCategory::kGenericResize;
   const int8_t pad_value = static_cast<int8_t>(ps.pad_value);
   reference_ops::Pad(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src), &pad_value, r.out_shape,

@@ -381,20 +381,14 @@ def _check_stage(
         pads = graph.buffer_array(
             _constant(graph, loc, consts[0] if consts else -1, f"{name}'s paddings").index
         )
-        if (
-            pads is None
-            or pads.shape != (4, 2)
-            or (pads < 0).any()
-            or pads[0].any()
-            or pads[3].any()
-        ):
+        if pads is None or pads.shape != (4, 2) or (pads < 0).any() or pads[0].any():
             raise _BodyError(
-                f"{name} pads height and width only, with constant non-negative paddings"
+                f"{name} pads height, width and channels only, with constant non-negative paddings"
             )
         if (out.height, out.width, out.channels) != (
             x.height + int(pads[1].sum()),
             x.width + int(pads[2].sum()),
-            x.channels,
+            x.channels + int(pads[3].sum()),
         ):
             raise _BodyError(f"{name}'s output is not its input plus the paddings")
         top = int(pads[1][0])

@@ -764,8 +764,8 @@ def stream_stage_problem(
             return f"{op} with paddings {rows} (NHWC only)"
         if any(v < 0 for r in rows for v in r):
             return f"{op} with negative paddings {rows}"
-        if any(rows[0]) or any(rows[3]):
-            return f"{op} of batch or channels {rows} (height and width only)"
+        if any(rows[0]):
+            return f"{op} of the batch {rows} (height, width and channels only)"
     return None
 
 

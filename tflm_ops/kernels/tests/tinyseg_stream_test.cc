@@ -303,6 +303,43 @@ int TransposeConvRows(TfLitePadding padding, int kh, int kw, int sh, int sw,
   return static_cast<int>(rt.stats.optimized_transpose_conv_rows);
 }
 
+// y = PAD(x) by `pads` ([before, after] per NHWC axis, at most 5 each) run whole by TFLM and as a
+// one-stage chain; returns the chain's rows computed by CMSIS-NN, -1 on a mismatch.
+int PadRows(const int32_t (&pads)[8]) {
+  constexpr int kMax = 5;
+  Weights& w = W();
+  const int oh = kH + pads[2] + pads[3], ow = kW + pads[4] + pads[5], oc = kC + pads[6] + pads[7];
+  static int8_t want[(kH + 2 * kMax) * (kW + 2 * kMax) * (kC + 2 * kMax)];
+  static int8_t got[sizeof(want)];
+  static int32_t paddings[8];
+  for (int k = 0; k < 8; ++k) {
+    if (pads[k] < 0 || pads[k] > kMax) return -1;
+    paddings[k] = pads[k];
+  }
+  int x_dims[] = {4, 1, kH, kW, kC};
+  int p_dims[] = {2, 4, 2};
+  int y_dims[] = {4, 1, oh, ow, oc};
+  TfLiteTensor r[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                      CreateTensor(paddings, IntArrayFromInts(p_dims)),
+                      CreateQuantizedTensor(want, IntArrayFromInts(y_dims), kXScale, kXZp)};
+  r[1].allocation_type = kTfLiteMmapRo;
+  if (RunBuiltin(tflite::Register_PAD(), r, 2, nullptr) != kTfLiteOk) return -1;
+
+  std::memset(got, 0x5a, sizeof(got));
+  ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
+  auto none = [](flexbuffers::Builder&) {};
+  // inputs [x, paddings], outputs [y] (local 2); no body tensors, no rings.
+  const std::vector<uint8_t> o =
+      ChainOptions(0, 0, 0, {{"PAD", {0, 1}, 2, "", none}}, {}, {}, {}, {});
+  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                      CreateTensor(paddings, IntArrayFromInts(p_dims)),
+                      CreateQuantizedTensor(got, IntArrayFromInts(y_dims), kXScale, kXZp)};
+  t[1].allocation_type = kTfLiteMmapRo;
+  if (RunChain(&rt, t, 3, {0, 1}, {2}, o) != kTfLiteOk) return -1;
+  if (std::memcmp(want, got, static_cast<size_t>(oh * ow * oc)) != 0) return -1;
+  return static_cast<int>(rt.stats.optimized_rows);
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace tflite
@@ -614,38 +651,19 @@ TF_LITE_MICRO_TEST(TransposeConvStageAgainstTransposeConv) {
       0, TransposeConvRows(kTfLitePaddingValid, 2, 1, 2, 2, kTfLiteActNone, 9 * kRowBytes));
 }
 
-// PAD as a stage (2 rows above, 1 below, 1 column left, 2 right): its rows against TFLM's PAD run
-// whole; in a CMSIS-NN build every row (the padding rows too) goes through arm_pad_s8, as TFLM's
-// CMSIS-NN PAD does for the whole tensor.
+// PAD as a stage, of height and width (2 rows above, 1 below, 1 column left, 2 right), with
+// channels before and after the input's too, and of channels only (as MediaPipe's residual blocks
+// pad a skip): its rows against TFLM's PAD run whole; in a CMSIS-NN build every row (the padding
+// rows too) goes through arm_pad_s8, as TFLM's CMSIS-NN PAD does for the whole tensor.
 TF_LITE_MICRO_TEST(PadStageAgainstPad) {
   using namespace tflite::testing;
-  Weights& w = W();
-  constexpr int kOH = kH + 3, kOW = kW + 3;
-  static int8_t want[kOH * kOW * kC], got[kOH * kOW * kC];
-  static int32_t paddings[8] = {0, 0, 2, 1, 1, 2, 0, 0};
-  int x_dims[] = {4, 1, kH, kW, kC};
-  int p_dims[] = {2, 4, 2};
-  int y_dims[] = {4, 1, kOH, kOW, kC};
-  TfLiteTensor r[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                      CreateTensor(paddings, IntArrayFromInts(p_dims)),
-                      CreateQuantizedTensor(want, IntArrayFromInts(y_dims), kXScale, kXZp)};
-  r[1].allocation_type = kTfLiteMmapRo;
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_PAD(), r, 2, nullptr));
-
-  std::memset(got, 0x5a, sizeof(got));
-  ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
-  auto none = [](flexbuffers::Builder&) {};
-  // inputs [x, paddings], outputs [y] (local 2); no body tensors, no rings.
-  const std::vector<uint8_t> o =
-      ChainOptions(0, 0, 0, {{"PAD", {0, 1}, 2, "", none}}, {}, {}, {}, {});
-  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                      CreateTensor(paddings, IntArrayFromInts(p_dims)),
-                      CreateQuantizedTensor(got, IntArrayFromInts(y_dims), kXScale, kXZp)};
-  t[1].allocation_type = kTfLiteMmapRo;
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(&rt, t, 3, {0, 1}, {2}, o));
-  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
-  TF_LITE_MICRO_EXPECT_EQ(tflite::tinyseg_ops::StreamStagesUseCmsisNn() ? kOH : 0,
-                          static_cast<int>(rt.stats.optimized_rows));
+  const int32_t rows = tflite::tinyseg_ops::StreamStagesUseCmsisNn() ? 1 : 0;
+  const int32_t spatial[8] = {0, 0, 2, 1, 1, 2, 0, 0};
+  const int32_t both[8] = {0, 0, 2, 1, 1, 2, 3, 2};
+  const int32_t channels[8] = {0, 0, 0, 0, 0, 0, 0, 5};
+  TF_LITE_MICRO_EXPECT_EQ(rows * (kH + 3), PadRows(spatial));
+  TF_LITE_MICRO_EXPECT_EQ(rows * (kH + 3), PadRows(both));
+  TF_LITE_MICRO_EXPECT_EQ(rows * kH, PadRows(channels));
 }
 
 // The float32 RESIZE_BILINEAR row rule (BilinearFloatRule, Prepare's) holds both rows TFLM's
