@@ -194,6 +194,24 @@ def test_a_mean_over_height_and_width_accumulates_and_ends_its_chain() -> None:
     assert not stream.is_row_local(other, other.operators[mean.index])
 
 
+def test_a_mean_the_stage_does_not_compute_says_why() -> None:
+    """Other axes, keep_dims false (a 1 x C output) and int16 rows are refused with the reason."""
+    model = synth.se_seg()
+    ops, tensors = model.subgraphs[0].operators, model.subgraphs[0].tensors
+    k = next(j for j, op in enumerate(ops) if build_graph(model).operators[j].opcode == "MEAN")
+    axis = tensors[ops[k].inputs[1]]
+    model.buffers[axis.buffer].data = np.array([2, 3], np.int32).view(np.uint8).copy()
+    g = build_graph(model)
+    assert "axes [2, 3]" in stream.mean_problem(g, g.operators[k])
+    model = synth.se_seg()
+    model.subgraphs[0].operators[k].builtinOptions.keepDims = False
+    model.subgraphs[0].tensors[model.subgraphs[0].operators[k].outputs[0]].shape = [1, 8]
+    g = build_graph(model)
+    assert "keep_dims" in stream.mean_problem(g, g.operators[k])
+    problem = customops.stream_stage_problem("MEAN", ["INT16"], "INT16", ["INT32"])
+    assert problem is not None and "int8" in problem
+
+
 def test_the_chain_search_spills_the_averaged_tensor(monkeypatch) -> None:
     """optimize ends a chain at the MEAN and spills the tensor it averages row by row (the later
     MUL fetches it), so it is never whole in the arena; the head is below the one with the MEAN

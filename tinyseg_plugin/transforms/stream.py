@@ -157,18 +157,31 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
     return None
 
 
-def mean_hw(graph: Graph, op: Operator) -> bool:
-    """Whether ``op`` is a MEAN over height and width (its constant axis holds 1 and 2, or -3 and
-    -2, once each) of a batch-1 NHWC tensor with rows: the accumulating stage's operator. Its
-    output's shape (1 x 1 x 1 x C with keep_dims) is ``stage_problem``'s to check."""
-    if op.opcode != "MEAN" or len(op.inputs) != 2 or min(op.inputs) < 0:
-        return False
+def mean_problem(graph: Graph, op: Operator) -> str | None:
+    """Why a MEAN is no accumulating stage (None: it is one): it must average a batch-1 NHWC
+    tensor with rows over height and width (a constant axis of 1 and 2, or -3 and -2, once each)
+    with keep_dims, into 1 x 1 x 1 x C."""
+    if len(op.inputs) != 2 or min(op.inputs) < 0 or len(op.outputs) != 1:
+        return "a MEAN without its input and constant axis"
     x = _nhwc(graph, op.inputs[0])
+    if x is None or x[0] != 1 or 0 in x:
+        return "a MEAN of a tensor that is not batch-1 NHWC with rows"
     axis = graph.buffer_array(op.inputs[1]) if graph.tensors[op.inputs[1]].is_constant else None
-    if x is None or x[0] != 1 or 0 in x or axis is None:
-        return False
-    axes = [int(a) % 4 for a in np.asarray(axis).reshape(-1)]
-    return sorted(axes) == [1, 2]
+    axes = [int(a) for a in np.asarray(axis).reshape(-1)] if axis is not None else []
+    if sorted(a % 4 for a in axes if -4 <= a <= 3) != [1, 2] or len(axes) != 2:
+        return f"a MEAN over axes {axes} (the stage averages height and width, 1 and 2)"
+    if not (op.options is not None and op.options.keepDims):
+        return (
+            "a MEAN without keep_dims (a 1 x C output has no rows; the stage writes 1 x 1 x 1 x C)"
+        )
+    if list(graph.tensors[op.outputs[0]].shape) != [1, 1, 1, x[3]]:
+        return f"a MEAN into {list(graph.tensors[op.outputs[0]].shape)} (not 1 x 1 x 1 x {x[3]})"
+    return None
+
+
+def mean_hw(graph: Graph, op: Operator) -> bool:
+    """Whether ``op`` is a MEAN the accumulating stage computes (``mean_problem``)."""
+    return op.opcode == "MEAN" and mean_problem(graph, op) is None
 
 
 def steps(graph: Graph, i: int) -> int:
@@ -571,12 +584,6 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
         for t in quantized
     ):
         return "an int16 activation with a zero point other than 0 (TFLM's int16 kernels need 0)"
-    if op.opcode in ACCUMULATING:
-        c = graph.tensors[acts[0]].shape[3]
-        if not (op.options is not None and op.options.keepDims):
-            return "keep_dims false (a 1 x C output has no rows; the stage writes 1 x 1 x 1 x C)"
-        if list(out.shape) != [1, 1, 1, c]:
-            return f"an output of {list(out.shape)} (the stage writes 1 x 1 x 1 x {c})"
     if op.opcode in SAME_SHAPE_STAGES and graph.tensors[acts[0]].shape != out.shape:
         return "an output shape other than its input's"
     if binary:
