@@ -350,12 +350,17 @@ class ModelBuilder:
         )
         return y
 
-    def mean_hw(self, x: int) -> int:
+    def mean_hw(self, x: int, scale: float | None = None, zero_point: int | None = None) -> int:
         """MEAN over height and width with keep_dims (a global average pool as converters write
-        it): a 1 x 1 x 1 x C output."""
+        it): a 1 x 1 x 1 x C output; int8 with ``scale``/``zero_point``: another quantization than
+        the builder's (TFLM then requantizes the mean)."""
         name = f"mean{len(self.operators)}"
         axis = self._tensor([2], "INT32", f"{name}/axis", np.array([1, 2], dtype=np.int32))
-        y = self.activation([1, 1, 1, self.shapes[x][3]], name)
+        shape = [1, 1, 1, self.shapes[x][3]]
+        if scale is not None and self.dtype == "INT8":
+            y = self._tensor(shape, "INT8", name, scales=[scale], zps=[zero_point or 0])
+        else:
+            y = self.activation(shape, name)
         o = fb.ReducerOptionsT()
         o.keepDims = True
         self._op("MEAN", [x, axis], [y], fb.BuiltinOptions.ReducerOptions, o)
@@ -879,15 +884,25 @@ def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
     return b.build([q, f])
 
 
-def se_seg(seed: int = 0, size: tuple[int, int] = (24, 20), channels: int = 8) -> "fb.ModelT":
+def se_seg(
+    seed: int = 0,
+    size: tuple[int, int] = (24, 20),
+    channels: int = 8,
+    dtype: str = "INT8",
+    mean_quantization: tuple[float, int] | None = None,
+) -> "fb.ModelT":
     """An int8 conv -> squeeze-and-excitation -> conv network (MobileNetV3's SE block): the gate
     is MEAN over height and width, a 1x1 conv with ReLU, a 1x1 conv and LOGISTIC on the
-    1 x 1 x 1 x C tensor, and MUL broadcasts it over every row of the features it scales."""
-    b = ModelBuilder(dtype="INT8", seed=seed)
+    1 x 1 x 1 x C tensor, and MUL broadcasts it over every row of the features it scales.
+    ``mean_quantization``: the MEAN output's (scale, zero point) when it differs from its input's;
+    float32: the gate without LOGISTIC (the builder's unary operators are int8)."""
+    b = ModelBuilder(dtype=dtype, seed=seed)
     x = b.input([1, size[0], size[1], 3])
     f = b.conv(b.conv(x, channels), channels)
-    squeeze = b.conv(b.mean_hw(f), max(channels // 4, 1), k=1)
-    gate = b.unary(b.conv(squeeze, channels, k=1, relu=False), "LOGISTIC", 1 / 256, -128)
+    squeeze = b.conv(b.mean_hw(f, *(mean_quantization or (None, None))), max(channels // 4, 1), k=1)
+    gate = b.conv(squeeze, channels, k=1, relu=False)
+    if dtype == "INT8":
+        gate = b.unary(gate, "LOGISTIC", 1 / 256, -128)
     scaled = b.add(f, gate, "MUL")
     return b.build([b.conv(b.conv(scaled, channels), 4, k=1, relu=False)])
 

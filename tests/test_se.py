@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pytest
 import synth
 from flatbuffers import flexbuffers
 from test_real_kernels import tflm_dir  # noqa: F401 (fixture)
@@ -19,6 +20,7 @@ from tinyseg_plugin.cli import main
 from tinyseg_plugin.contract import bodies, customops
 from tinyseg_plugin.ir import modelio
 from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.memory.planner import plan_graph
 from tinyseg_plugin.transforms import stream
 from tinyseg_plugin.transforms.optimizer import Options, optimize
 
@@ -147,3 +149,150 @@ def test_se_block_passes_with_cmsis_nn_kernels(tflm_dir: str) -> None:  # noqa: 
     want = real_kernels.run(exe, modelio.model_to_bytes(g.model), batches, arena, 60, "original")
     got = real_kernels.run(exe, modelio.model_to_bytes(opt.model), batches, arena, 60, "optimized")
     assert got.outputs == want.outputs
+
+
+# ---------------------------------------------------------------- the squeeze: a MEAN ends a chain
+
+# synth.se_seg's MEAN in three forms: int8 with its input's quantization, int8 requantized to
+# another scale and zero point, and float32.
+MEAN_CASES = {
+    "int8-same-scale": {},
+    "int8-other-scale": {"mean_quantization": (0.013, 5)},
+    "float32": {"dtype": "FLOAT32"},
+}
+
+
+def _mean_chain(graph) -> tuple[int, customops.StreamChainOptions]:
+    """The StreamChain whose last stage is the MEAN, and its options."""
+    for op in graph.operators:
+        if op.opcode == customops.STREAM_CHAIN:
+            o = customops.decode(op)
+            if o.stages[-1].op == "MEAN":
+                return op.index, o
+    raise AssertionError(f"no chain ends at a MEAN: {_chains(graph)}")
+
+
+def test_a_mean_over_height_and_width_accumulates_and_ends_its_chain() -> None:
+    """The MEAN's steps are its input's rows (one input row each), its input is no ring of the
+    whole height, and find_chains ends the chain there; other axes are no stage."""
+    g = build_graph(synth.se_seg())
+    mean = next(op for op in g.operators if op.opcode == "MEAN")
+    x = mean.inputs[0]
+    h = g.tensors[x].shape[1]
+    assert stream.row_map(g, mean, x).window(5) == (5, 5)
+    assert stream.steps(g, mean.index) == h and stream.kernel_computes(g, mean)
+    chains = stream.find_chains(g, kernel_only=True)
+    assert any(c[-1] == mean.index for c in chains), chains
+    chain = next(c for c in chains if c[-1] == mean.index)
+    cost = stream.simulate(g, chain, spilled=frozenset({x}))
+    assert cost.ring_rows[x] < h and g.tensors[mean.outputs[0]].shape[1] == 1
+    model = synth.se_seg()
+    axis = model.subgraphs[0].tensors[mean.inputs[1]]
+    model.buffers[axis.buffer].data = np.array([1, 3], np.int32).view(np.uint8).copy()
+    other = build_graph(model)
+    assert not stream.mean_hw(other, other.operators[mean.index])
+    assert not stream.is_row_local(other, other.operators[mean.index])
+
+
+def test_a_mean_the_stage_does_not_compute_says_why() -> None:
+    """Other axes, keep_dims false (a 1 x C output) and int16 rows are refused with the reason."""
+    model = synth.se_seg()
+    ops, tensors = model.subgraphs[0].operators, model.subgraphs[0].tensors
+    k = next(j for j, op in enumerate(ops) if build_graph(model).operators[j].opcode == "MEAN")
+    axis = tensors[ops[k].inputs[1]]
+    model.buffers[axis.buffer].data = np.array([2, 3], np.int32).view(np.uint8).copy()
+    g = build_graph(model)
+    assert "axes [2, 3]" in stream.mean_problem(g, g.operators[k])
+    model = synth.se_seg()
+    model.subgraphs[0].operators[k].builtinOptions.keepDims = False
+    model.subgraphs[0].tensors[model.subgraphs[0].operators[k].outputs[0]].shape = [1, 8]
+    g = build_graph(model)
+    assert "keep_dims" in stream.mean_problem(g, g.operators[k])
+    problem = customops.stream_stage_problem("MEAN", ["INT16"], "INT16", ["INT32"])
+    assert problem is not None and "int8" in problem
+
+
+def test_the_chain_search_spills_the_averaged_tensor(monkeypatch) -> None:
+    """optimize ends a chain at the MEAN and spills the tensor it averages row by row (the later
+    MUL fetches it), so it is never whole in the arena; the head is below the one with the MEAN
+    out of chains (measured: 3,152 B against 6,416 B, docs/results.md)."""
+    monkeypatch.delenv("TFLM_DIR", raising=False)
+    g = build_graph(synth.se_seg())
+    opt = optimize(g, Options()).graph
+    k, o = _mean_chain(opt)
+    mean = next(op for op in g.operators if op.opcode == "MEAN")
+    averaged = g.tensors[mean.inputs[0]].name
+    node = len(opt.operators[k].inputs) + len(opt.operators[k].outputs)
+    assert [o.tensors[lid - node].name for lid, _ in o.spill] == [averaged]
+    assert o.op_scratch >= 4 * g.tensors[mean.inputs[0]].shape[3]
+    monkeypatch.setattr(stream, "ACCUMULATING", frozenset())
+    monkeypatch.setattr(stream, "ROW_LOCAL", stream.ROW_LOCAL - {"MEAN"})
+    without = optimize(g, Options()).graph
+    assert plan_graph(opt).head < plan_graph(without).head
+
+
+def _edit_mean_chain(tmp_path: Path, name: str, edit) -> Path:
+    """se_seg optimized, its MEAN-ended StreamChain edited by ``edit(model, op, options map)``."""
+    g = optimize(build_graph(synth.se_seg()), Options()).graph
+    k, _ = _mean_chain(g)
+    model = modelio.parse_model(modelio.model_to_bytes(g.model))
+    op = model.subgraphs[0].operators[k]
+    m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
+    edit(model, op, m)
+    op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+    path = tmp_path / f"{name}.tflite"
+    path.write_bytes(modelio.model_to_bytes(model))
+    return path
+
+
+def _other_axes(model, op, m) -> None:
+    """The MEAN stage's axis constant (a StreamChain input) made [1, 3]."""
+    stage = m["stages"][-1]
+    axis = model.subgraphs[0].tensors[op.inputs[stage["inputs"][1]]]
+    model.buffers[axis.buffer].data = np.array([1, 3], np.int32).view(np.uint8).copy()
+
+
+def _no_accumulator(model, op, m) -> None:
+    """op_scratch 0: no room for the MEAN's per-channel sums."""
+    m["op_scratch"] = 0
+
+
+BAD_MEANS = {"other-axes": _other_axes, "no-accumulator": _no_accumulator}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_MEANS))
+def test_analyze_refuses_a_malformed_mean_stage(bad: str, tmp_path: Path, capsys) -> None:
+    """A MEAN stage over other axes, or without its accumulator in op_scratch: one line, exit 2."""
+    assert main(["analyze", str(_edit_mean_chain(tmp_path, bad, BAD_MEANS[bad]))]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "MEAN" in err[0], err
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_MEANS))
+def test_prepare_refuses_a_malformed_mean_stage(bad: str, tflm_dir: str, tmp_path: Path) -> None:  # noqa: F811
+    """The C++ Prepare refuses the same bodies (the runner exits non-zero, naming the MEAN)."""
+    exe = real_kernels.prepare(tflm_dir)
+    inputs = tmp_path / "in.bin"
+    inputs.write_bytes(bytes(24 * 20 * 3))
+    p = subprocess.run(
+        [str(exe), str(_edit_mean_chain(tmp_path, bad, BAD_MEANS[bad])), str(inputs)]
+        + [str(tmp_path / "o.bin"), "--batches", "1", "--arena", str(64 << 20)]
+        + ["--storage", str(real_kernels.STORAGE_BYTES)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert p.returncode > 0, p.stderr[-1500:]
+    assert "MEAN" in p.stderr, p.stderr[-1500:]
+
+
+@pytest.mark.parametrize("case", sorted(MEAN_CASES))
+def test_mean_stage_matches_tflm_bit_for_bit(case: str, tflm_dir: str) -> None:  # noqa: F811
+    """The C++ MEAN stage (tinyseg_stream_reduce.cc) against TFLM's MEAN in the same reference
+    build: int8 with the same and with another output quantization, and float32."""
+    g = build_graph(synth.se_seg(**MEAN_CASES[case]))
+    opt = optimize(g, Options()).graph
+    _mean_chain(opt)
+    v = verify(g, opt, runs=3, seed=7, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail

@@ -915,10 +915,10 @@ def test_cortex_m7_float32_and_bilinear_stages(
     float32 SUB, TANH, HARD_SWISH, LEAKY_RELU, PRELU, ELU, PADV2 and RESIZE_BILINEAR by a
     non-integer factor with half-pixel centres), the int8 RESIZE_BILINEAR stage (half-pixel
     centres, a non-integer factor) and the int16 (16x8) stages (whose unfused operators run
-    CMSIS-NN's s16 kernels in the CMSIS-NN build) and the MUL reading a
-    squeeze-and-excitation gate whole (se_seg) built for a
-    Cortex-M7 with the reference and the CMSIS-NN kernels: the streamed model's outputs identical
-    to the original's there, and TFLM's figures as `tinyseg analyze` says."""
+    CMSIS-NN's s16 kernels in the CMSIS-NN build) and the MUL reading a squeeze-and-excitation
+    gate whole after a chain that ends at the squeeze's MEAN (se_seg) built for a Cortex-M7 with
+    the reference and the CMSIS-NN kernels: the streamed model's outputs identical to the
+    original's there, and TFLM's figures as `tinyseg analyze` says."""
     reason = _cortex_m7_skip_reason(installed, kernels)
     if reason:
         pytest.skip(reason)
@@ -955,6 +955,8 @@ def test_cortex_m7_float32_and_bilinear_stages(
         "se_seg": "MUL",
     }
     assert wanted.get(name, "QUANTIZE") in stages
+    if name == "se_seg":  # the chain before the gate ends at the squeeze's MEAN
+        assert "MEAN" in stages, stages
     model = tmp_path / "streamed.tflite"
     modelio.save_model(streamed.model, model)
     inputs = tmp_path / "in.bin"

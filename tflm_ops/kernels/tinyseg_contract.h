@@ -71,6 +71,7 @@ constexpr char kFieldAxis[] = "axis";
 constexpr char kFieldAlignCorners[] = "alignCorners";
 constexpr char kFieldHalfPixelCenters[] = "halfPixelCenters";
 constexpr char kFieldAlpha[] = "alpha";
+constexpr char kFieldKeepDims[] = "keepDims";
 
 // Integer options: least and greatest accepted value.
 constexpr int64_t kMinSlot = 0;
@@ -150,6 +151,7 @@ constexpr FieldLimit kFieldLimits[] = {
     {"axis", -4, 3},
     {"alignCorners", 0, 1},
     {"halfPixelCenters", 0, 1},
+    {"keepDims", 0, 1},
 };
 
 // A StreamChain body tensor's quantization (scale finite, in [min, max]; zero point in its type's range),
@@ -190,6 +192,7 @@ constexpr size_t kStreamInt32PerTensor = 2;
 constexpr size_t kStreamInt32PerStage = 1;
 constexpr int kStreamMaxStageInputs = 16;
 constexpr size_t kStreamLookupTableBytes = 256;
+constexpr size_t kStreamAccumulatorBytes = 4;
 
 // StreamChain: the stages it computes, and which of a stage's inputs are activations.
 enum class StageOp : int32_t {
@@ -216,6 +219,7 @@ enum class StageOp : int32_t {
   kPadv2 = 20,
   kElu = 21,
   kResizeBilinear = 22,
+  kMean = 23,
   kUnknown = -1,
 };
 
@@ -243,6 +247,7 @@ inline StageOp ParseStageOp(const char* name) {
   if (std::strcmp(name, "PADV2") == 0) return StageOp::kPadv2;
   if (std::strcmp(name, "ELU") == 0) return StageOp::kElu;
   if (std::strcmp(name, "RESIZE_BILINEAR") == 0) return StageOp::kResizeBilinear;
+  if (std::strcmp(name, "MEAN") == 0) return StageOp::kMean;
   return StageOp::kUnknown;
 }
 
@@ -272,6 +277,7 @@ inline bool IsActivationInput(StageOp op, int k) {
     case StageOp::kPadv2: return k == 0;
     case StageOp::kElu: return k == 0;
     case StageOp::kResizeBilinear: return k == 0;
+    case StageOp::kMean: return k == 0;
     default: return false;
   }
 }
@@ -284,6 +290,12 @@ inline bool PerChannelStage(StageOp op) {
 // Whether a stage looks elements up in a persistent int8 table (kStreamLookupTableBytes in the pool).
 inline bool LookupTableStage(StageOp op) {
   return op == StageOp::kElu;
+}
+
+// Whether a stage accumulates every input row into per-channel sums at the end of op_scratch
+// (kStreamAccumulatorBytes a channel) and writes its one-pixel output after the last row.
+inline bool AccumulatingStage(StageOp op) {
+  return op == StageOp::kMean;
 }
 
 // QUANTIZE stages: the (input, output) types computed.

@@ -1,12 +1,11 @@
 // StreamChain: a chain of row-local operators computed row by row
 // (docs/custom_ops.md "StreamChain", docs/design/streaming.md).
 //
-// inputs [chain inputs read whole..., constants (filters, biases, shapes)...],
-// outputs [tensors written whole]; options: the planner's figures
-// (ring_bytes, op_scratch, spilled, fetched, block) and the body -- stages
-// (builtin operators over chain-local tensor ids), tensors (the body's own
-// tensors: intermediates and the skips it spills or fetches row by row),
-// spill and fetch (local id, slot) and rings (local id, rows).
+// inputs [chain inputs read whole..., constants (filters, biases, shapes)...], outputs [tensors
+// written whole]; options: the planner's figures (ring_bytes, op_scratch, spilled, fetched, block)
+// and the body -- stages (builtin operators over chain-local tensor ids), tensors (the body's own
+// tensors: intermediates and the skips it spills or fetches row by row), spill and fetch (local
+// id, slot) and rings (local id, rows).
 //
 // Eval follows tinyseg/chain_schedule.h: every output row of every stage is
 // computed exactly once, when a reader first needs it. An intermediate lives
@@ -26,10 +25,9 @@
 //
 // Memory (the planner counts it, memory/kernels/tinyseg.py stream_chain_scratch and
 // customops.stream_chain_body_bytes): Init keeps an OpData of kStreamChainOpDataBytes;
-// Prepare allocates one persistent block for the chain's tables and requests
-// two scratch buffers: the rings plus one codec block per spilled tensor, and
-// op_scratch (a TRANSPOSE_CONV's int32 accumulator for one output row; in a CMSIS-NN build also
-// the CMSIS-NN stages' buffers, see tinyseg_stream_cmsis.h).
+// Prepare allocates one persistent block for the chain's tables and requests two scratch buffers:
+// the rings plus one codec block per spilled tensor, and op_scratch (a TRANSPOSE_CONV's int32 row,
+// CMSIS-NN's buffers (tinyseg_stream_cmsis.h), then a MEAN's per-channel sums).
 #include <cstring>
 
 #include "tensorflow/lite/c/common.h"
@@ -97,6 +95,8 @@ constexpr StageEntry kStages[] = {
     {StageOp::kPrelu, Rows::kFloat32, PreparePreluFloat, PreluFloatRow},
     {StageOp::kPadv2, Rows::kFloat32, PreparePadv2Float, PadFloatRow},
     {StageOp::kResizeBilinear, Rows::kFloat32, PrepareResizeBilinearFloat, ResizeBilinearFloatRow},
+    {StageOp::kMean, Rows::kQuantized, PrepareMean, MeanRow},  // _reduce.cc: ends its chain
+    {StageOp::kMean, Rows::kFloat32, PrepareMeanFloat, MeanFloatRow},
     // int16 rows, int8 weights (TFLM's 16x8): TFLM's reference int16 arithmetic (_int16.cc).
     {StageOp::kConv2d, Rows::kInt16, PrepareConvInt16, ConvInt16Row},
     {StageOp::kDepthwiseConv2d, Rows::kInt16, PrepareConvInt16, DepthwiseConvInt16Row},

@@ -481,7 +481,7 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
   d->num_stages = static_cast<int32_t>(VectorSize(stages));
   d->num_spill = static_cast<int32_t>(VectorSize(m[contract::kKeySpill]));
   d->num_order = n_out + d->num_spill;
-  d->num_edges = d->num_operands = d->per_channel = 0;
+  d->num_edges = d->num_operands = d->per_channel = d->accumulator_bytes = 0;
   int64_t per_channel = 0;  // summed in 64 bits: a body may declare 2^31-1 channels
   TF_LITE_ENSURE_MSG(context,
                      d->num_spill == d->spilled &&
@@ -528,6 +528,14 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
         return kTfLiteError;
       }
       per_channel += 2 * channels;
+    }
+    if (contract::AccumulatingStage(op)) {  // its sums: the last bytes of op_scratch
+      int64_t channels = 0;
+      TF_LITE_ENSURE_MSG(context, d->accumulator_bytes == 0,
+                         "StreamChain: a chain has at most one accumulating stage (MEAN)");
+      TF_LITE_ENSURE_STATUS(
+          StageChannels(context, node, d->num_tensors, body, At(outs, 0), &channels));
+      d->accumulator_bytes = static_cast<int32_t>(channels * contract::kStreamAccumulatorBytes);
     }
     if (contract::LookupTableStage(op)) {
       per_channel += static_cast<int64_t>(contract::kStreamLookupTableBytes / sizeof(int32_t));
@@ -701,6 +709,8 @@ TfLiteStatus ScheduleTensors(TfLiteContext* context, const StreamOpData& d, cons
                        "StreamChain: two stages write one tensor");
     c.producer = s;
     c.streamed = true;
+    // An accumulating stage steps once per input row (its one pixel is written at the last).
+    if (contract::AccumulatingStage(g.op)) c.height = tab.tensor(g.input).height;
     tab.chain_stages[s].output = g.output;
     TF_LITE_ENSURE_MSG(context, tab.tensor(g.output).kind == Kind::kNodeOutput || c.ring_rows > 0,
                        "StreamChain: a body tensor a stage writes needs a ring");
@@ -716,7 +726,7 @@ TfLiteStatus ScheduleEdges(TfLiteContext* context, const StreamOpData& d, const 
     ::tinyseg::RowMap& map = edge.map;
     map = ::tinyseg::RowMap();
     map.in_h = tab.tensor(edge.tensor).height;
-    map.out_h = tab.tensor(g.output).height;
+    map.out_h = tab.schedule[g.output].height;  // an accumulating stage's steps (ScheduleTensors)
     map.num = g.rule.num;
     map.den = g.rule.den;
     map.before = g.rule.before;

@@ -83,7 +83,7 @@ bool ConvGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const 
   g.rule.den = c.stride_h;
   const bool ok = c.stride_h >= c.filter_h && pad.height == 0 &&
                   out.height == in.height * c.stride_h && filter->dims->data[3] == in.channels;
-  if (ok && a.d->op_scratch < static_cast<int64_t>(out.width) * out.channels * 4) {
+  if (ok && MemberScratchBytes(*a.d) < static_cast<int64_t>(out.width) * out.channels * 4) {
     MicroPrintf("StreamChain: op_scratch is smaller than one TRANSPOSE_CONV output row");
     return false;
   }
@@ -262,7 +262,7 @@ const TfLiteEvalTensor* Bias(const EvalState& v, const ConvStage& c) {
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
   const TfLiteEvalTensor* bias = Bias(v, c);
   if (tinyseg_ops::CmsisConvRow(BandConvOf(v, c, r, p.padding_values.height, filter, bias),
-                                v.op_scratch, v.d->op_scratch)) {
+                                v.op_scratch, MemberScratchBytes(*v.d))) {
     CountOptimizedRow(v);
     return ::tinyseg::Status::kOk;
   }
@@ -295,7 +295,7 @@ const TfLiteEvalTensor* Bias(const EvalState& v, const ConvStage& c) {
   const TfLiteEvalTensor* bias = Bias(v, c);
   tinyseg_ops::BandConv b = BandConvOf(v, c, r, p.padding_values.height, filter, bias);
   b.depth_multiplier = p.depth_multiplier;
-  if (tinyseg_ops::CmsisDepthwiseConvRow(b, v.op_scratch, v.d->op_scratch)) {
+  if (tinyseg_ops::CmsisDepthwiseConvRow(b, v.op_scratch, MemberScratchBytes(*v.d))) {
     CountOptimizedRow(v);
     return ::tinyseg::Status::kOk;
   }
@@ -334,7 +334,7 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
   t.act_max = c.act_max;
   t.multiplier = v.tab.per_channel + c.per_channel;
   t.shift = v.tab.per_channel + c.per_channel + r.out->channels;
-  return tinyseg_ops::CmsisTransposeConvRow(t, v.op_scratch, v.d->op_scratch);
+  return tinyseg_ops::CmsisTransposeConvRow(t, v.op_scratch, MemberScratchBytes(*v.d));
 }
 
 }  // namespace

@@ -59,7 +59,9 @@ uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
   if (out.kind == Kind::kNodeOutput) {
     uint8_t* base = NodeData(v, out);
     if (base == nullptr) return ::tinyseg::Status::kInvalidArgument;
-    *dst = base + static_cast<size_t>(y) * static_cast<size_t>(out.row_bytes);
+    // An accumulating stage's steps are its input's rows; it writes its one row at the last.
+    const int32_t row = contract::AccumulatingStage(g.op) ? 0 : y;
+    *dst = base + static_cast<size_t>(row) * static_cast<size_t>(out.row_bytes);
     return ::tinyseg::Status::kOk;
   }
   int32_t keep = v.schedule->lowest_needed(g.output);

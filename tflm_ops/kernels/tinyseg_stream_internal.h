@@ -47,7 +47,8 @@ struct StreamOpData {
   int32_t num_order;  // outputs the schedule pulls: node outputs, then spilled
   int32_t num_spill;
   int32_t per_channel;  // int32 entries of the pool: multiplier/shift per channel, lookup tables
-  int ring_index;       // RequestScratchBufferInArena takes int*
+  int32_t accumulator_bytes;  // an accumulating stage's sums, the last bytes of op_scratch
+  int ring_index;             // RequestScratchBufferInArena takes int*
   int op_scratch_index;
 };
 static_assert(sizeof(StreamOpData) <= contract::kStreamChainOpDataBytes,
@@ -187,6 +188,16 @@ struct BilinearStage {
   int32_t half_pixel_centers;
 };
 
+// MEAN over height and width (tinyseg_stream_reduce.cc): TFLM's requantization with 1/count
+// folded in (int8), the count, and where its sums start in op_scratch (int32 units).
+struct MeanStage {
+  int32_t input_offset, output_offset;
+  int32_t multiplier;
+  int shift;
+  int32_t count;
+  int32_t accumulator;
+};
+
 // How output row y of a stage maps to input rows (tinyseg::RowMap without the heights): set by
 // the family's Prepare; `resamples` 0 means its inputs have the output's height.
 struct RowRule {
@@ -217,6 +228,7 @@ struct StageSlot {
     PadStage pad;
     ResizeStage resize;
     BilinearStage bilinear;
+    MeanStage mean;
   };
 };
 static_assert(sizeof(StageSlot) <= contract::kStreamStageBytes,
@@ -356,6 +368,11 @@ uint32_t SpillSlot(const flexbuffers::Map& m, int32_t stream);
 TfLiteStatus BeginEval(TfLiteContext* context, TfLiteNode* node, EvalState* v, uint8_t** rings);
 TfLiteStatus OpenStreams(const EvalState& v, uint8_t* rings);
 TfLiteStatus CloseStreams(const EvalState& v);
+// The op_scratch bytes the stages take turns with: all but the accumulating stage's sums at its
+// end.
+inline int32_t MemberScratchBytes(const StreamOpData& d) {
+  return d.op_scratch - d.accumulator_bytes;
+}
 // RuntimeStats::optimized_rows, when the application attached a tinyseg::Runtime.
 inline void CountOptimizedRow(const EvalState& v) {
   if (v.stats != nullptr) ++v.stats->optimized_rows;
@@ -461,6 +478,11 @@ bool BilinearFloatRule(int32_t in_h, int32_t out_h, bool align, bool half, RowRu
 TfLiteStatus PrepareResizeBilinearFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ResizeBilinearFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PreparePadv2Float(const StageArgs& a, StageSlot& g);
+// MEAN over height and width, the last stage of its chain (tinyseg_stream_reduce.cc).
+TfLiteStatus PrepareMean(const StageArgs& a, StageSlot& g);
+::tinyseg::Status MeanRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareMeanFloat(const StageArgs& a, StageSlot& g);
+::tinyseg::Status MeanFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 // int16 rows (tinyseg_stream_int16.cc): TFLM's 16x8 reference arithmetic.
 TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);

@@ -111,7 +111,7 @@ tinyseg_ops::BandPool BandPoolOf(const PoolStage& ps, const StageRow& r, int32_t
 ::tinyseg::Status AveragePoolRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const PoolParams p = PoolParamsOf(g.pool, r);
   if (tinyseg_ops::CmsisAveragePoolRow(BandPoolOf(g.pool, r, p.padding_values.height), v.op_scratch,
-                                       v.d->op_scratch)) {
+                                       MemberScratchBytes(*v.d))) {
     CountOptimizedRow(v);
     return ::tinyseg::Status::kOk;
   }

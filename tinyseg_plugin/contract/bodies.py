@@ -15,6 +15,8 @@ from .customops import (
     INT16_MAX,
     INT32_MAX,
     INT_LIMITS,
+    STREAM_ACCUMULATING_OPS,
+    STREAM_ACCUMULATOR_BYTES,
     STREAM_DEQUANTIZE_TYPES,
     STREAM_FIELD_DEFAULTS,
     STREAM_FIELD_LIMITS,
@@ -287,10 +289,11 @@ def _check_stage(
                 or fs[3] != x.channels
             ):
                 raise _BodyError(f"{name}'s geometry does not match its tensors")
-            if o.op_scratch < out.width * out.channels * 4:
+            held = accumulator_bytes(o, loc)
+            if o.op_scratch - held < out.width * out.channels * 4:
                 raise _BodyError(
-                    f"{name}: op_scratch {o.op_scratch} is smaller than one output row "
-                    f"({out.width * out.channels * 4} bytes)"
+                    f"{name}: op_scratch {o.op_scratch} less the accumulators' {held} is smaller "
+                    f"than one output row ({out.width * out.channels * 4} bytes)"
                 )
             rowmap[acts[0]].set_factor(sh)
         else:
@@ -393,6 +396,10 @@ def _check_stage(
             raise _BodyError(f"{name}'s output is not its input plus the paddings")
         top = int(pads[1][0])
         rowmap[acts[0]].set_window(1, top, -top)
+    elif op in STREAM_ACCUMULATING_OPS:
+        _check_mean(graph, o, loc, name, consts, x, out, f)
+        rowmap[acts[0]] = RowMapSpec(x.height, x.height)  # one step per input row
+        out.height = x.height  # the schedule's steps; the one pixel is written at the last
     else:  # one input, its output's shape: LOGISTIC, TANH, RELU, RELU6, HARD_SWISH, LEAKY_RELU, ELU, PRELU
         if not same:
             raise _BodyError(
@@ -408,6 +415,40 @@ def _check_stage(
                 f"{name}'s input rows ({m.in_h}) differ from its output rows ({m.out_h})"
             )
         edges.append((k, a, m))
+
+
+def accumulator_bytes(o: StreamChainOptions, loc: list[_Local]) -> int:
+    """The accumulating stages' per-channel sums at the end of op_scratch (their input's channels,
+    STREAM_ACCUMULATOR_BYTES each): tinyseg_stream_body.cc Count sums the same."""
+    return sum(
+        loc[st.outputs[0]].channels * STREAM_ACCUMULATOR_BYTES
+        for st in o.stages
+        if st.op in STREAM_ACCUMULATING_OPS and 0 <= st.outputs[0] < len(loc)
+    )
+
+
+def _check_mean(graph, o, loc, name, consts, x: _Local, out: _Local, f: dict) -> None:
+    """What tinyseg_stream_reduce.cc's PrepareMean refuses: a MEAN other than over height and
+    width with keep_dims, an output other than the chain's 1 x 1 x 1 x C, a second accumulating
+    stage in the chain, and an op_scratch without room for the sums."""
+    axis = graph.buffer_array(
+        _constant(graph, loc, consts[0] if consts else -1, f"{name}'s axis").index
+    )
+    axes = sorted(int(a) % 4 for a in axis.reshape(-1)) if axis is not None else []
+    if axes != [1, 2] or any(not -4 <= int(a) <= 3 for a in axis.reshape(-1)):
+        raise _BodyError(f"{name} over axes {axes} (height and width, 1 and 2, only)")
+    if not f["keepDims"]:
+        raise _BodyError(f"{name} without keep_dims (the stage writes 1 x 1 x 1 x C)")
+    if out.kind != "output" or (out.height, out.width, out.channels) != (1, 1, x.channels):
+        raise _BodyError(f"{name} writes a StreamChain output of 1 x 1 x 1 x {x.channels}")
+    if sum(st.op in STREAM_ACCUMULATING_OPS for st in o.stages) > 1:
+        raise _BodyError(f"{name}: a chain has at most one accumulating stage")
+    held = accumulator_bytes(o, loc)
+    if o.op_scratch < held or (o.op_scratch - held) % 4:
+        raise _BodyError(
+            f"{name}: op_scratch {o.op_scratch} holds no 4-byte aligned {held}-byte accumulator "
+            f"({x.channels} sums) at its end"
+        )
 
 
 @dataclass

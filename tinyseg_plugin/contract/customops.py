@@ -135,6 +135,7 @@ STREAM_FIELD_KEYS = (
     "alignCorners",
     "halfPixelCenters",
     "alpha",
+    "keepDims",
 )
 KEYS[STREAM_CHAIN] = STREAM_CHAIN_KEYS + STREAM_BODY_KEYS
 # The integer (or boolean: 0/1) values of those fields a kernel accepts; an absent field takes the
@@ -153,6 +154,7 @@ STREAM_FIELD_LIMITS: dict[str, tuple[int, int]] = {
     "axis": (-4, 3),
     "alignCorners": (0, 1),
     "halfPixelCenters": (0, 1),
+    "keepDims": (0, 1),
 }
 STREAM_FIELD_DEFAULTS: dict[str, int] = {
     "padding": 0,
@@ -164,6 +166,7 @@ STREAM_FIELD_DEFAULTS: dict[str, int] = {
     "axis": 3,
     "alignCorners": 0,
     "halfPixelCenters": 0,
+    "keepDims": 0,
 }
 # A body tensor's quantization: a finite scale in [STREAM_MIN_SCALE, STREAM_MAX_SCALE] (outside it
 # the requantization multipliers of a stage leave what TFLM's QuantizeMultiplier represents) and a
@@ -209,6 +212,7 @@ STREAM_STAGE_OPS: dict[str, tuple[int, ...] | None] = {
     "PADV2": (0,),
     "ELU": (0,),
     "RESIZE_BILINEAR": (0,),
+    "MEAN": (0,),
 }
 # The constant inputs a stage takes, by type, in order (None: an omitted optional input).
 STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
@@ -226,6 +230,7 @@ STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "PADV2": (
         ("INT32", "INT8"),
     ),  # paddings, the pad value (a scalar of the output's quantization)
+    "MEAN": (("INT32",),),  # axis: height and width
 }
 # Stages with per-channel requantization (multiplier and shift per output channel, kept persistent).
 STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV", "DEPTHWISE_CONV_2D")
@@ -233,6 +238,12 @@ STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV", "DEPTHWISE_CONV_2D")
 # (as TFLM's elu.cc keeps one in its OpData), kept persistent in the same int32 pool.
 STREAM_LOOKUP_TABLE_OPS = ("ELU",)
 STREAM_LOOKUP_TABLE_BYTES = 256  # one int8 output per int8 input value
+# Stages that accumulate: they read each input row once and write their one-pixel output after the
+# last (MEAN over height and width, a squeeze-and-excitation's squeeze). Their schedule steps are
+# the input's rows, their per-channel sums (int32 or float, 4 bytes a channel) sit at the end of
+# op_scratch, and one ends its chain (a node output, never a ring).
+STREAM_ACCUMULATING_OPS = ("MEAN",)
+STREAM_ACCUMULATOR_BYTES = 4  # per channel: an int32 sum (int8 rows) or a float sum (float32)
 # Activation types the stages compute: int8 throughout, QUANTIZE between int8 and uint8 and from
 # float32 to int8 (an int8 chain starting at a float32 tensor), and the float32 stages below.
 STREAM_QUANTIZE_TYPES: tuple[tuple[str, str], ...] = (
@@ -269,6 +280,7 @@ STREAM_FLOAT32_STAGE_OPS = (
     "ELU",
     "PADV2",
     "RESIZE_BILINEAR",  # its rows: bilinear_float_row_rule
+    "MEAN",
 )
 STREAM_FLOAT32_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "CONV_2D": (("FLOAT32", "FLOAT32"), ("FLOAT32", None)),
@@ -283,6 +295,7 @@ STREAM_FLOAT32_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = 
     "PRELU": (("FLOAT32",),),  # alpha
     "PADV2": (("INT32", "FLOAT32"),),  # paddings, the pad value (a float32 scalar)
     "RESIZE_BILINEAR": (("INT32",),),
+    "MEAN": (("INT32",),),
 }
 # Stages the kernel also computes on int16 rows with int8 weights (TFLM's "16x8" quantization),
 # with TFLM's reference int16 arithmetic, and their constant inputs: CONV_2D's bias is int64 or

@@ -27,6 +27,8 @@ from .customops import (
     SPILL,
     SPILL_OPDATA_BYTES,
     SPILL_STREAM_BYTES,
+    STREAM_ACCUMULATING_OPS,
+    STREAM_ACCUMULATOR_BYTES,
     STREAM_CHAIN,
     STREAM_CHAIN_OPDATA_BYTES,
     STREAM_DEQUANTIZE_TYPES,
@@ -166,6 +168,7 @@ def header() -> str:
         f"constexpr size_t kStreamInt32PerStage = {STREAM_INT32_PER_STAGE};",
         f"constexpr int kStreamMaxStageInputs = {STREAM_MAX_STAGE_INPUTS};",
         f"constexpr size_t kStreamLookupTableBytes = {STREAM_LOOKUP_TABLE_BYTES};",
+        f"constexpr size_t kStreamAccumulatorBytes = {STREAM_ACCUMULATOR_BYTES};",
         "",
         "// StreamChain: the stages it computes, and which of a stage's inputs are activations.",
         "enum class StageOp : int32_t {",
@@ -213,6 +216,17 @@ def header() -> str:
         + " || ".join(
             f"op == StageOp::k{''.join(p.capitalize() for p in n.split('_'))}"
             for n in STREAM_LOOKUP_TABLE_OPS
+        )
+        + ";",
+        "}",
+        "",
+        "// Whether a stage accumulates every input row into per-channel sums at the end of op_scratch",
+        "// (kStreamAccumulatorBytes a channel) and writes its one-pixel output after the last row.",
+        "inline bool AccumulatingStage(StageOp op) {",
+        "  return "
+        + " || ".join(
+            f"op == StageOp::k{''.join(p.capitalize() for p in n.split('_'))}"
+            for n in STREAM_ACCUMULATING_OPS
         )
         + ";",
         "}",

@@ -19,6 +19,7 @@ chains only those, while `analyze --stream` estimates over every row-local opera
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -36,7 +37,10 @@ ROW_IDENTITY = frozenset(
 WINDOWED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D"})
 UPSAMPLING = frozenset({"TRANSPOSE_CONV", "RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"})
 PADDING_OPS = frozenset({"PAD", "PADV2"})
-ROW_LOCAL = ROW_IDENTITY | WINDOWED | UPSAMPLING | PADDING_OPS
+# Operators that read every input row once and write one pixel after the last (customops.
+# STREAM_ACCUMULATING_OPS): a MEAN over height and width. Their steps are the input's rows.
+ACCUMULATING = frozenset(customops.STREAM_ACCUMULATING_OPS)
+ROW_LOCAL = ROW_IDENTITY | WINDOWED | UPSAMPLING | PADDING_OPS | ACCUMULATING
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,11 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
     ``op`` is not row-local for that input (then it cannot join a chain)."""
     if len(op.outputs) != 1:
         return None
+    if op.opcode in ACCUMULATING:  # step y reads input row y; the one pixel comes after the last
+        if not mean_hw(graph, op) or op.inputs[0] != t:
+            return None
+        in_h = graph.tensors[t].shape[1]
+        return RowMap(in_h, in_h)
     out, inp = _nhwc(graph, op.outputs[0]), _nhwc(graph, t)
     if out is None or inp is None or out[0] != 1 or inp[0] != 1:
         return None
@@ -146,6 +155,41 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
         top = int(pads[1][0])
         return RowMap(in_h, out_h, 1, 1, top, -top) if top >= 0 else None  # y reads y - top
     return None
+
+
+def mean_problem(graph: Graph, op: Operator) -> str | None:
+    """Why a MEAN is no accumulating stage (None: it is one): it must average a batch-1 NHWC
+    tensor with rows over height and width (a constant axis of 1 and 2, or -3 and -2, once each)
+    with keep_dims, into 1 x 1 x 1 x C."""
+    if len(op.inputs) != 2 or min(op.inputs) < 0 or len(op.outputs) != 1:
+        return "a MEAN without its input and constant axis"
+    x = _nhwc(graph, op.inputs[0])
+    if x is None or x[0] != 1 or 0 in x:
+        return "a MEAN of a tensor that is not batch-1 NHWC with rows"
+    axis = graph.buffer_array(op.inputs[1]) if graph.tensors[op.inputs[1]].is_constant else None
+    axes = [int(a) for a in np.asarray(axis).reshape(-1)] if axis is not None else []
+    if sorted(a % 4 for a in axes if -4 <= a <= 3) != [1, 2] or len(axes) != 2:
+        return f"a MEAN over axes {axes} (the stage averages height and width, 1 and 2)"
+    if not (op.options is not None and op.options.keepDims):
+        return (
+            "a MEAN without keep_dims (a 1 x C output has no rows; the stage writes 1 x 1 x 1 x C)"
+        )
+    if list(graph.tensors[op.outputs[0]].shape) != [1, 1, 1, x[3]]:
+        return f"a MEAN into {list(graph.tensors[op.outputs[0]].shape)} (not 1 x 1 x 1 x {x[3]})"
+    return None
+
+
+def mean_hw(graph: Graph, op: Operator) -> bool:
+    """Whether ``op`` is a MEAN the accumulating stage computes (``mean_problem``)."""
+    return op.opcode == "MEAN" and mean_problem(graph, op) is None
+
+
+def steps(graph: Graph, i: int) -> int:
+    """The rows operator ``i`` computes in a chain: its output's, or its input's for an
+    accumulating stage (one step per input row, the one-pixel output written at the last)."""
+    op = graph.operators[i]
+    t = op.inputs[0] if op.opcode in ACCUMULATING else op.outputs[0]
+    return graph.tensors[t].shape[1]
 
 
 def _one_pixel(graph: Graph, t: int) -> bool:
@@ -286,6 +330,8 @@ def simulate(
             readers.setdefault(t, []).append(i)
     streamed = set(producer) | (set(inputs) & set(fetched))
     height = {t: graph.tensors[t].shape[1] for t in streamed}
+    for t, i in producer.items():
+        height[t] = steps(graph, i)  # an accumulating stage's output: one step per input row
     done = {t: 0 for t in streamed}  # rows produced (or fetched) so far
     computed = {i: 0 for i in ops}
     inner_set = set(inner)
@@ -407,7 +453,7 @@ def simulate(
         cost.ring_rows[t] = rows
         cost.ring_bytes[t] = rows * row_bytes(graph, t)
     for i in ops:
-        if computed[i] != graph.tensors[graph.operators[i].outputs[0]].shape[1]:
+        if computed[i] != steps(graph, i):
             raise AssertionError(f"operator {i}: {computed[i]} rows computed")
     return cost
 
@@ -429,6 +475,8 @@ def row_step_scratch(
     that and CMSIS-NN's accumulator row, transpose_conv_row_scratch (wider than the output
     row when the stride exceeds the kernel width with VALID padding); every other kernel's scratch
     (CMSIS-NN's im2col and the like) does not depend on the height, so it is kept."""
+    if op.opcode in ACCUMULATING:  # its per-channel sums, held from the first row to the last
+        return graph.tensors[op.inputs[0]].shape[3] * customops.STREAM_ACCUMULATOR_BYTES
     if op.opcode == "TRANSPOSE_CONV":
         out = graph.tensors[op.outputs[0]]
         row = out.shape[2] * out.shape[3] * 4
@@ -444,6 +492,18 @@ def row_step_scratch(
             return max(row, transpose_conv_row_scratch(inp.shape[2], f_w, out_c, stride_w))
         return row
     return sum(whole_scratch)
+
+
+def chain_op_scratch(graph: Graph, ops: list[int], scratch: Callable[[int], int]) -> int:
+    """The StreamChain's op_scratch: the largest row-step scratch of its other members (they take
+    turns with one buffer), then the accumulating stages' sums after it (they live from the
+    chain's first row to its last, so no other member may reuse them; tinyseg_stream_reduce.cc
+    finds them at the end)."""
+    held = sum(scratch(i) for i in ops if graph.operators[i].opcode in ACCUMULATING)
+    turns = max(
+        (scratch(i) for i in ops if graph.operators[i].opcode not in ACCUMULATING), default=0
+    )
+    return turns + (-turns % 4 if held else 0) + held  # the sums start 4-byte aligned
 
 
 # Stages whose one activation input has the output's shape.
@@ -603,7 +663,8 @@ def stage_gaps(graph: Graph) -> list[Gap]:
 
 def find_chains(graph: Graph, kernel_only: bool = False) -> list[list[int]]:
     """Maximal runs of consecutive row-local operators (in schedule order) that are connected:
-    each operator after the first reads a tensor an earlier member produced. ``kernel_only``:
+    each operator after the first reads a tensor an earlier member produced; an accumulating stage
+    (a MEAN over height and width) ends its chain. ``kernel_only``:
     only operators the StreamChain kernel computes (for models that will run; the estimate
     plans every row-local operator)."""
     chains: list[list[int]] = []
@@ -620,6 +681,9 @@ def find_chains(graph: Graph, kernel_only: bool = False) -> list[list[int]]:
                 current, produced = [], set()
             current.append(op.index)
             produced.add(op.outputs[0])
+            if op.opcode in ACCUMULATING:  # its one pixel is a node output: the chain ends here
+                chains.append(current)
+                current, produced = [], set()
         elif current:
             chains.append(current)
             current, produced = [], set()
@@ -640,9 +704,8 @@ def schedule_program(graph: Graph, ops: list[int], cost: ChainCost) -> str:
     lines = [str(len(tensors))]
     for t in tensors:
         producer = stage_of.get(graph.producers.get(t, -1), -1) if t in streamed else -1
-        lines.append(
-            f"{graph.tensors[t].shape[1]} {producer} {int(t in streamed)} {cost.ring_rows.get(t, 0)}"
-        )
+        rows = steps(graph, ops[producer]) if producer >= 0 else graph.tensors[t].shape[1]
+        lines.append(f"{rows} {producer} {int(t in streamed)} {cost.ring_rows.get(t, 0)}")
     lines.append(str(len(ops)))
     lines += [str(index[graph.operators[i].outputs[0]]) for i in ops]
     edges = []

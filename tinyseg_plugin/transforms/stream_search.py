@@ -20,7 +20,14 @@ from ..memory.planner import plan_graph
 from .passes import Rewrite
 from .passes.stream import ChainRequest, row_slots, stream_chains
 from .search import Budget, Limits, Objective, Score, best_of
-from .stream import ChainCost, activation_inputs, find_chains, row_step_scratch, simulate
+from .stream import (
+    ACCUMULATING,
+    ChainCost,
+    activation_inputs,
+    find_chains,
+    row_step_scratch,
+    simulate,
+)
 
 # Where each climb stops, as fractions of the budget the starting points leave, for 1 to 4 starts
 # (a fourth only for chains through RESIZE_BILINEAR).
@@ -84,12 +91,16 @@ def _spillable(graph: Graph, segments: list[list[int]], shared: bool = False) ->
         for i in seg:
             t = graph.operators[i].outputs[0]
             readers = graph.consumers.get(t, [])
-            if t in graph.outputs or not readers:
-                continue
+            if t in graph.outputs or not readers or graph.operators[i].opcode in ACCUMULATING:
+                continue  # an accumulating stage's one pixel is written whole
             if not all(r in where and where[r] >= k for r in readers):
                 continue
             later = [r for r in readers if where[r] > k]
-            if later and (shared or len(later) == len(readers)):
+            # A tensor its own chain only averages (a squeeze-and-excitation's input, read again
+            # by the later MUL) is worth a shared spill in every search: the MEAN holds none of it.
+            own = [r for r in readers if where[r] == k]
+            averaged = all(graph.operators[r].opcode in ACCUMULATING for r in own)
+            if later and (shared or averaged):
                 out.append(t)
     return sorted(out, key=lambda t: -graph.tensors[t].nbytes)
 

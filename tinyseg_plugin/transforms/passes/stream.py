@@ -11,7 +11,7 @@ from typing import Callable
 
 from ...contract import customops
 from ...ir.graph import Graph
-from ..stream import ChainCost, simulate
+from ..stream import ACCUMULATING, ChainCost, chain_op_scratch, simulate
 from . import Rewrite, Skip
 from .edit import Editor
 
@@ -59,6 +59,8 @@ def _problem(graph: Graph, request: ChainRequest) -> str | None:
         return "chains overlap"
     for t in spilled:
         source = graph.producers.get(t)
+        if source is not None and graph.operators[source].opcode in ACCUMULATING:
+            return f"tensor {t} is an accumulating stage's one pixel: it is written whole"
         readers = graph.consumers.get(t, [])
         if (
             source not in position
@@ -90,7 +92,7 @@ def stream_chains(graph: Graph, request: ChainRequest) -> Rewrite | Skip:
         produced = {graph.operators[i].outputs[0] for i in ops}
         fetched = frozenset(t for t in spilled if t in reads and t not in produced)
         cost = request.measure(graph, ops, spilled=frozenset(spilled & produced), fetched=fetched)
-        cost = replace(cost, op_scratch=max(request.op_scratch(i) for i in ops))
+        cost = replace(cost, op_scratch=chain_op_scratch(graph, ops, request.op_scratch))
         costs.append(cost)
         constants = []
         for i in ops:
