@@ -64,6 +64,22 @@ def test_channel_pads_pass_the_real_kernel_check(tflm_dir: str, dtype: str) -> N
     assert v.check == REAL_KERNELS and v.identical, v.detail
 
 
+
+def test_channel_pads_pass_with_cmsis_nn_kernels(tflm_dir: str) -> None:  # noqa: F811
+    """Optimized for CMSIS-NN and run in a CMSIS-NN host build, where the int8 PAD stages pad
+    through arm_pad_s8: the outputs equal the original's in the same build, on random inputs."""
+    g = build_graph(synth.channel_pad_chain())
+    opt = optimize(g, Options(kernel_set="cmsis-nn")).graph
+    assert {"PAD", "PADV2"} <= set(_stages(opt))
+    exe = real_kernels.prepare(tflm_dir, "cmsis_nn")
+    rng = np.random.default_rng(5)
+    shape = g.tensors[g.inputs[0]].shape
+    batches = [[rng.integers(-128, 128, size=shape, dtype=np.int8)] for _ in range(3)]
+    arena = 1 << 20
+    want = real_kernels.run(exe, modelio.model_to_bytes(g.model), batches, arena, 60, "original")
+    got = real_kernels.run(exe, modelio.model_to_bytes(opt.model), batches, arena, 60, "optimized")
+    assert got.outputs == want.outputs
+
 def _malformed(tmp_path: Path, how: str) -> Path:
     """channel_pad_chain optimized, the channel PAD's paddings edited: a negative count, a padding
     of the batch, or the eight numbers as a [2, 4] tensor."""
