@@ -64,7 +64,6 @@ def test_channel_pads_pass_the_real_kernel_check(tflm_dir: str, dtype: str) -> N
     assert v.check == REAL_KERNELS and v.identical, v.detail
 
 
-
 def test_channel_pads_pass_with_cmsis_nn_kernels(tflm_dir: str) -> None:  # noqa: F811
     """Optimized for CMSIS-NN and run in a CMSIS-NN host build, where the int8 PAD stages pad
     through arm_pad_s8: the outputs equal the original's in the same build, on random inputs."""
@@ -79,6 +78,7 @@ def test_channel_pads_pass_with_cmsis_nn_kernels(tflm_dir: str) -> None:  # noqa
     want = real_kernels.run(exe, modelio.model_to_bytes(g.model), batches, arena, 60, "original")
     got = real_kernels.run(exe, modelio.model_to_bytes(opt.model), batches, arena, 60, "optimized")
     assert got.outputs == want.outputs
+
 
 def _malformed(tmp_path: Path, how: str) -> Path:
     """channel_pad_chain optimized, the channel PAD's paddings edited: a negative count, a padding
