@@ -18,11 +18,9 @@
 // as FetchingConv2D does, so every output element comes from the same
 // products in the same order as the unfused graph: outputs are bit-identical.
 //
-// This file is the dispatcher: kStages below gives each operator its family's
-// Prepare and Row (tinyseg_stream_conv.cc, _pool.cc, _arithmetic.cc,
-// _activation.cc, _layout.cc, _float.cc); the body tables are read in
-// tinyseg_stream_body.cc and the rows moved in tinyseg_stream_eval.cc, over the
-// types of tinyseg_stream_internal.h.
+// This file is the dispatcher: kStages gives each operator its family's Prepare and Row
+// (tinyseg_stream_conv.cc, _pool.cc, _arithmetic.cc, _activation.cc, _layout.cc, _float.cc,
+// _int16.cc); tinyseg_stream_body.cc reads the body tables, tinyseg_stream_eval.cc moves rows.
 //
 // Memory (the planner counts it, memory/kernels/tinyseg.py stream_chain_scratch and
 // customops.stream_chain_body_bytes): Init keeps an OpData of kStreamChainOpDataBytes;
@@ -46,8 +44,7 @@ namespace tflite {
 namespace tinyseg_stream {
 namespace {
 
-// Every stage the kernel computes, by operator and the type of its rows: its family's Prepare and
-// Row.
+// Every stage the kernel computes, by operator and row type: its family's Prepare and Row.
 constexpr StageEntry kStages[] = {
     {StageOp::kConv2d, Rows::kQuantized, PrepareConv, ConvRow},
     {StageOp::kDepthwiseConv2d, Rows::kQuantized, PrepareConv, DepthwiseConvRow},
@@ -102,7 +99,11 @@ constexpr StageEntry kStages[] = {
     {StageOp::kDepthwiseConv2d, Rows::kInt16, PrepareConvInt16, DepthwiseConvInt16Row},
     {StageOp::kMaxPool2d, Rows::kInt16, PreparePoolInt16, MaxPoolInt16Row},
     {StageOp::kAveragePool2d, Rows::kInt16, PreparePoolInt16, AveragePoolInt16Row},
-    {StageOp::kAdd, Rows::kInt16, PrepareAddInt16, AddInt16Row},
+    {StageOp::kAdd, Rows::kInt16, PrepareArithmeticInt16, ArithmeticInt16Row},
+    {StageOp::kSub, Rows::kInt16, PrepareArithmeticInt16, ArithmeticInt16Row},
+    {StageOp::kMul, Rows::kInt16, PrepareArithmeticInt16, ArithmeticInt16Row},
+    {StageOp::kPad, Rows::kInt16, PreparePadInt16, PadInt16Row},
+    {StageOp::kResizeNearestNeighbor, Rows::kInt16, PrepareResizeInt16, ResizeInt16Row},
     {StageOp::kRelu, Rows::kInt16, PrepareReluInt16, ReluInt16Row},
     {StageOp::kConcatenation, Rows::kInt16, PrepareConcatenationInt16, ConcatenationRow},
     {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeInt16Row},
@@ -125,8 +126,7 @@ Rows RowsOf(int32_t input_type, int32_t output_type) {
   return Rows::kQuantized;
 }
 
-// Rows' names, by value.
-constexpr const char* kRowsNames[] = {"quantized", "float32", "int16"};
+constexpr const char* kRowsNames[] = {"quantized", "float32", "int16"};  // by value
 
 // ------------------------------------------------------------ Init
 

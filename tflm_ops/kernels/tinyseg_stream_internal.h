@@ -461,6 +461,7 @@ TfLiteStatus PrepareResizeBilinearFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ResizeBilinearFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PreparePadv2Float(const StageArgs& a, StageSlot& g);
 // int16 rows (tinyseg_stream_int16.cc): TFLM's 16x8 reference arithmetic.
+TfLiteStatus RequireInt16(const StageArgs& a, const TensorSlot& out);
 TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status DepthwiseConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
@@ -468,8 +469,12 @@ TfLiteStatus PreparePoolInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MaxPoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status AveragePoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareConcatenationInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
-TfLiteStatus PrepareAddInt16(const StageArgs& a, StageSlot& g);
-::tinyseg::Status AddInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareArithmeticInt16(const StageArgs& a, StageSlot& g);     // ADD, SUB, MUL
+::tinyseg::Status ArithmeticInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PreparePadInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
+::tinyseg::Status PadInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareResizeInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
+::tinyseg::Status ResizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status QuantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
