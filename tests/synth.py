@@ -852,8 +852,9 @@ def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
     CONV_2D, DEPTHWISE_CONV_2D (multiplier 2, and 5x5), RELU, MAX_POOL_2D and AVERAGE_POOL_2D
     (SAME, stride 1 and 2), ADD into another scale, CONCATENATION of two scales,
     RESIZE_NEAREST_NEIGHBOR by 2, MUL of two activations, SUB of a constant broadcast over the
-    rows (each into another scale), PAD of height and width, then QUANTIZE int16 -> int8 and
-    DEQUANTIZE int16 -> float32 outputs."""
+    rows (each into another scale), LOGISTIC (a power-of-two input scale) and TANH (one that takes
+    a multiplier), PAD of height and width, then QUANTIZE int16 -> int8 and DEQUANTIZE int16 ->
+    float32 outputs."""
     b = ModelBuilder(dtype="INT8", seed=seed)
     x8 = b.input([1, h, w, 3])
     b.dtype = "INT16"
@@ -884,8 +885,14 @@ def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
     row = b.rng.integers(-3000, 3000, size=[1, 1, 1, ac]).astype(np.int16)
     const = b._tensor([1, 1, 1, ac], "INT16", "sub/constant", row, [b.act_scale / 256], [0])
     sub = b.add(m, const, op="SUB")
-    b.tensors[sub].quantization.scale = [b.act_scale / 128]  # SUB rescales both operands
-    y = b.conv(b.pad(sub, [[0, 0], [1, 1], [1, 1], [0, 0]]), 4, k=3, padding=VALID, relu=False)
+    b.tensors[sub].quantization.scale = [2.0**-12]  # SUB rescales; LOGISTIC's power-of-two input
+    lg = b.activation(list(b.shapes[sub]), "logistic")
+    b.tensors[lg].quantization.scale = [2.0**-15]  # TFLM's int16 LOGISTIC and TANH write 2^-15
+    b._op("LOGISTIC", [sub], [lg])
+    th = b.activation(list(b.shapes[lg]), "tanh")
+    b.tensors[th].quantization.scale = [2.0**-15]  # its input scale 2^-15: the multiplier path
+    b._op("TANH", [lg], [th])
+    y = b.conv(b.pad(th, [[0, 0], [1, 1], [1, 1], [0, 0]]), 4, k=3, padding=VALID, relu=False)
     b.dtype = "INT8"
     q = b.activation(list(b.shapes[y]), "int8_output")
     b._op("QUANTIZE", [y], [q])

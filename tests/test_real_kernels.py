@@ -474,6 +474,8 @@ INT16_STAGES = {
     "MUL": 1,
     "PAD": 1,
     "RESIZE_NEAREST_NEIGHBOR": 1,
+    "LOGISTIC": 1,
+    "TANH": 1,
     "DEQUANTIZE": 1,
 }
 
@@ -481,7 +483,8 @@ INT16_STAGES = {
 @pytest.mark.parametrize("seed", range(3))
 def test_int16_stages_stream_bit_exact_in_the_real_kernels(tflm_dir: str, seed: int) -> None:
     """Every int16 (16x8) stage -- CONV_2D with an int64 and an int32 bias, DEPTHWISE_CONV_2D,
-    RELU, the pools, ADD, SUB, MUL, PAD, RESIZE_NEAREST_NEIGHBOR -- with QUANTIZE int8 <-> int16
+    RELU, the pools, ADD, SUB, MUL, PAD, RESIZE_NEAREST_NEIGHBOR, LOGISTIC, TANH -- with QUANTIZE
+    int8 <-> int16
     and DEQUANTIZE int16, inside StreamChains TFLM runs with TinySeg's kernels: outputs identical
     to the unfused graph's."""
     graph = build_graph(synth.int16_stages_chain(seed))
@@ -569,6 +572,35 @@ def test_the_int16_convolution_stage_refuses_a_wrong_filter(tflm_dir: str, tmp_p
     assert edited == 1
     stderr = _refusal(tflm_dir, tmp_path, model, 20 * 12 * 3)
     assert "int16 convolution stage needs an int8 filter" in stderr, stderr[-1500:]
+
+
+def test_the_int16_logistic_stage_refuses_another_output_scale(
+    tflm_dir: str, tmp_path: Path
+) -> None:
+    """An int16 LOGISTIC stage writing scale 0.001 (TFLM's int16 LOGISTIC needs 2^-15) is refused
+    in Prepare by the C++ kernel, saying why (the Python side keeps it out of chains, so the
+    body's tensor is edited here past it)."""
+    import numpy as np
+    from flatbuffers import flexbuffers
+
+    from tinyseg_plugin.ir import modelio
+
+    opt = _optimized(build_graph(synth.int16_stages_chain()))
+    model = modelio.parse_model(modelio.model_to_bytes(opt.model))
+    edited = 0
+    for op in model.subgraphs[0].operators:
+        if op.customOptions is None:
+            continue
+        m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
+        for st in m.get("stages", []):
+            local = st["outputs"][0] - len(op.inputs) - len(op.outputs)  # inputs, outputs, tensors
+            if st.get("op") == "LOGISTIC" and local >= 0 and not edited:
+                m["tensors"][local]["scale"] = [0.001]
+                edited += 1
+                op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+    assert edited == 1
+    stderr = _refusal(tflm_dir, tmp_path, model, 20 * 12 * 3)
+    assert "int16 LOGISTIC or TANH stage writes scale 2^-15" in stderr, stderr[-1500:]
 
 
 def test_the_int16_mul_stage_refuses_a_zero_point(tflm_dir: str, tmp_path: Path) -> None:

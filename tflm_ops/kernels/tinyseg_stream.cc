@@ -23,11 +23,10 @@
 // _int16.cc); tinyseg_stream_body.cc reads the body tables, tinyseg_stream_eval.cc moves rows.
 //
 // Memory (the planner counts it, memory/kernels/tinyseg.py stream_chain_scratch and
-// customops.stream_chain_body_bytes): Init keeps an OpData of kStreamChainOpDataBytes;
-// Prepare allocates one persistent block for the chain's tables and requests
-// two scratch buffers: the rings plus one codec block per spilled tensor, and
-// op_scratch (a TRANSPOSE_CONV's int32 accumulator for one output row; in a CMSIS-NN build also
-// the CMSIS-NN stages' buffers, see tinyseg_stream_cmsis.h).
+// customops.stream_chain_body_bytes): Init keeps an OpData of kStreamChainOpDataBytes; Prepare
+// allocates one persistent block for the chain's tables and requests two scratch buffers: the
+// rings plus one codec block per spilled tensor, and op_scratch (a TRANSPOSE_CONV's int32
+// accumulator for one output row; in a CMSIS-NN build also its stages' buffers, _cmsis.h).
 #include <cstring>
 
 #include "tensorflow/lite/c/common.h"
@@ -69,8 +68,7 @@ constexpr StageEntry kStages[] = {
     {StageOp::kResizeNearestNeighbor, Rows::kQuantized, PrepareResize, ResizeRow},
     {StageOp::kResizeBilinear, Rows::kQuantized, PrepareResizeBilinear, ResizeBilinearRow},
     {StageOp::kConcatenation, Rows::kQuantized, PrepareConcatenation, ConcatenationRow},
-    // float32 rows: TFLM's reference float arithmetic (a CMSIS-NN build too: TFLM's CMSIS-NN
-    // kernels compute float32 with the reference code as well).
+    // float32 rows: TFLM's reference float arithmetic, in a CMSIS-NN build too (as TFLM's there).
     {StageOp::kConv2d, Rows::kFloat32, PrepareConvFloat, ConvFloatRow},
     {StageOp::kDepthwiseConv2d, Rows::kFloat32, PrepareConvFloat, DepthwiseConvFloatRow},
     {StageOp::kTransposeConv, Rows::kFloat32, PrepareConvFloat, TransposeConvFloatRow},
@@ -94,7 +92,7 @@ constexpr StageEntry kStages[] = {
     {StageOp::kPrelu, Rows::kFloat32, PreparePreluFloat, PreluFloatRow},
     {StageOp::kPadv2, Rows::kFloat32, PreparePadv2Float, PadFloatRow},
     {StageOp::kResizeBilinear, Rows::kFloat32, PrepareResizeBilinearFloat, ResizeBilinearFloatRow},
-    // int16 rows, int8 weights (TFLM's 16x8): TFLM's reference int16 arithmetic (_int16.cc).
+    // int16 rows, int8 weights (TFLM's 16x8): _int16.cc, _int16_more.cc.
     {StageOp::kConv2d, Rows::kInt16, PrepareConvInt16, ConvInt16Row},
     {StageOp::kDepthwiseConv2d, Rows::kInt16, PrepareConvInt16, DepthwiseConvInt16Row},
     {StageOp::kMaxPool2d, Rows::kInt16, PreparePoolInt16, MaxPoolInt16Row},
@@ -105,6 +103,8 @@ constexpr StageEntry kStages[] = {
     {StageOp::kPad, Rows::kInt16, PreparePadInt16, PadInt16Row},
     {StageOp::kResizeNearestNeighbor, Rows::kInt16, PrepareResizeInt16, ResizeInt16Row},
     {StageOp::kRelu, Rows::kInt16, PrepareReluInt16, ReluInt16Row},
+    {StageOp::kLogistic, Rows::kInt16, PrepareSigmoidInt16, LogisticInt16Row},
+    {StageOp::kTanh, Rows::kInt16, PrepareSigmoidInt16, TanhInt16Row},
     {StageOp::kConcatenation, Rows::kInt16, PrepareConcatenationInt16, ConcatenationRow},
     {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeInt16Row},
     {StageOp::kDequantize, Rows::kInt16, PrepareDequantize, DequantizeInt16Row},

@@ -2,11 +2,12 @@
 // int8 weights, TFLM's "16x8" quantization. CONV_2D (int64 or int32 bias), DEPTHWISE_CONV_2D
 // (int64 bias), MAX_POOL_2D, AVERAGE_POOL_2D, ADD, SUB, MUL, RELU, QUANTIZE (int8 -> int16,
 // int16 -> int8, int16 -> int16) and DEQUANTIZE int16 -> float32 (PAD, RESIZE_NEAREST_NEIGHBOR
-// and CONCATENATION: tinyseg_stream_layout.cc). Prepare computes what TFLM's own Prepare
-// computes for int16; a row runs the reference int16 function TFLM's kernel calls, on the band
-// view, so every output element comes from the same products in the same order. Every build uses
-// the reference code here (TFLM's CMSIS-NN kernels call arm_*_s16 for some of these: their bytes
-// are the reference ones, checked by the real-kernel runner in a CMSIS-NN build).
+// and CONCATENATION: tinyseg_stream_layout.cc; LOGISTIC and TANH: tinyseg_stream_int16_more.cc).
+// Prepare computes what TFLM's own Prepare computes for int16; a row runs the reference int16
+// function TFLM's kernel calls, on the band view, so every output element comes from the same
+// products in the same order. Every build uses the reference code here (TFLM's CMSIS-NN kernels
+// call arm_*_s16 for some of these: their bytes are the reference ones, checked by the real-kernel
+// runner in a CMSIS-NN build).
 #include <cmath>
 #include <limits>
 #include <type_traits>

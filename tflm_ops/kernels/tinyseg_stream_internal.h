@@ -475,6 +475,9 @@ TfLiteStatus PreparePadInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
 ::tinyseg::Status PadInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareResizeInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
 ::tinyseg::Status ResizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareSigmoidInt16(const StageArgs& a, StageSlot& g);  // _int16_more.cc
+::tinyseg::Status LogisticInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status TanhInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status QuantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);

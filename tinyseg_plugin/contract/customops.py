@@ -302,6 +302,8 @@ STREAM_INT16_STAGE_OPS = (
     "MUL",
     "PAD",
     "RESIZE_NEAREST_NEIGHBOR",
+    "LOGISTIC",  # output scale 2^-15 (stream.py checks it, as TFLM's Prepare)
+    "TANH",
 )
 STREAM_INT16_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "CONV_2D": (("INT8", "INT64"), ("INT8", "INT32")),
