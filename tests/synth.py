@@ -853,7 +853,7 @@ def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
     (SAME, stride 1 and 2), ADD into another scale, CONCATENATION of two scales,
     RESIZE_NEAREST_NEIGHBOR by 2, MUL of two activations, SUB of a constant broadcast over the
     rows (each into another scale), LOGISTIC (a power-of-two input scale) and TANH (one that takes
-    a multiplier), PAD of height and width, then QUANTIZE int16 -> int8 and DEQUANTIZE int16 ->
+    a multiplier), LEAKY_RELU into another scale, PAD of height and width, then QUANTIZE int16 -> int8 and DEQUANTIZE int16 ->
     float32 outputs."""
     b = ModelBuilder(dtype="INT8", seed=seed)
     x8 = b.input([1, h, w, 3])
@@ -892,7 +892,12 @@ def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
     th = b.activation(list(b.shapes[lg]), "tanh")
     b.tensors[th].quantization.scale = [2.0**-15]  # its input scale 2^-15: the multiplier path
     b._op("TANH", [lg], [th])
-    y = b.conv(b.pad(th, [[0, 0], [1, 1], [1, 1], [0, 0]]), 4, k=3, padding=VALID, relu=False)
+    lr = b.activation(list(b.shapes[th]), "leaky_relu")
+    b.tensors[lr].quantization.scale = [2.0**-14]  # LEAKY_RELU rescales both slopes
+    o = fb.LeakyReluOptionsT()
+    o.alpha = float(np.float32(0.2))
+    b._op("LEAKY_RELU", [th], [lr], fb.BuiltinOptions.LeakyReluOptions, o)
+    y = b.conv(b.pad(lr, [[0, 0], [1, 1], [1, 1], [0, 0]]), 4, k=3, padding=VALID, relu=False)
     b.dtype = "INT8"
     q = b.activation(list(b.shapes[y]), "int8_output")
     b._op("QUANTIZE", [y], [q])

@@ -476,6 +476,7 @@ INT16_STAGES = {
     "RESIZE_NEAREST_NEIGHBOR": 1,
     "LOGISTIC": 1,
     "TANH": 1,
+    "LEAKY_RELU": 1,
     "DEQUANTIZE": 1,
 }
 
@@ -483,8 +484,8 @@ INT16_STAGES = {
 @pytest.mark.parametrize("seed", range(3))
 def test_int16_stages_stream_bit_exact_in_the_real_kernels(tflm_dir: str, seed: int) -> None:
     """Every int16 (16x8) stage -- CONV_2D with an int64 and an int32 bias, DEPTHWISE_CONV_2D,
-    RELU, the pools, ADD, SUB, MUL, PAD, RESIZE_NEAREST_NEIGHBOR, LOGISTIC, TANH -- with QUANTIZE
-    int8 <-> int16
+    RELU, the pools, ADD, SUB, MUL, PAD, RESIZE_NEAREST_NEIGHBOR, LOGISTIC, TANH, LEAKY_RELU -- with
+    QUANTIZE int8 <-> int16
     and DEQUANTIZE int16, inside StreamChains TFLM runs with TinySeg's kernels: outputs identical
     to the unfused graph's."""
     graph = build_graph(synth.int16_stages_chain(seed))
@@ -574,12 +575,9 @@ def test_the_int16_convolution_stage_refuses_a_wrong_filter(tflm_dir: str, tmp_p
     assert "int16 convolution stage needs an int8 filter" in stderr, stderr[-1500:]
 
 
-def test_the_int16_logistic_stage_refuses_another_output_scale(
-    tflm_dir: str, tmp_path: Path
-) -> None:
-    """An int16 LOGISTIC stage writing scale 0.001 (TFLM's int16 LOGISTIC needs 2^-15) is refused
-    in Prepare by the C++ kernel, saying why (the Python side keeps it out of chains, so the
-    body's tensor is edited here past it)."""
+def _edited_int16_chain(op_name: str, edit):
+    """The int16 chain optimized, ``edit(stage, body tensor of its output or None, options)``
+    applied to the first stage of ``op_name``: the parsed model."""
     import numpy as np
     from flatbuffers import flexbuffers
 
@@ -594,13 +592,42 @@ def test_the_int16_logistic_stage_refuses_another_output_scale(
         m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
         for st in m.get("stages", []):
             local = st["outputs"][0] - len(op.inputs) - len(op.outputs)  # inputs, outputs, tensors
-            if st.get("op") == "LOGISTIC" and local >= 0 and not edited:
-                m["tensors"][local]["scale"] = [0.001]
+            if st.get("op") == op_name and not edited:
+                edit(st, m["tensors"][local] if local >= 0 else None)
                 edited += 1
                 op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
     assert edited == 1
+    return model
+
+
+def test_the_int16_logistic_stage_refuses_another_output_scale(
+    tflm_dir: str, tmp_path: Path
+) -> None:
+    """An int16 LOGISTIC stage writing scale 0.001 (TFLM's int16 LOGISTIC needs 2^-15) is refused
+    in Prepare by the C++ kernel, saying why (the Python side keeps it out of chains, so the
+    body's tensor is edited here past it)."""
+
+    def scale(st: dict, out: dict | None) -> None:
+        assert out is not None
+        out["scale"] = [0.001]
+
+    model = _edited_int16_chain("LOGISTIC", scale)
     stderr = _refusal(tflm_dir, tmp_path, model, 20 * 12 * 3)
     assert "int16 LOGISTIC or TANH stage writes scale 2^-15" in stderr, stderr[-1500:]
+
+
+def test_the_int16_leaky_relu_stage_refuses_an_infinite_alpha(
+    tflm_dir: str, tmp_path: Path
+) -> None:
+    """An int16 LEAKY_RELU stage whose alpha is infinite is refused in Prepare by the C++ kernel,
+    saying why (the body is edited past the Python side)."""
+
+    def alpha(st: dict, out: dict | None) -> None:
+        st["fields"]["alpha"] = float("inf")
+
+    model = _edited_int16_chain("LEAKY_RELU", alpha)
+    stderr = _refusal(tflm_dir, tmp_path, model, 20 * 12 * 3)
+    assert "LEAKY_RELU's alpha is not finite" in stderr, stderr[-1500:]
 
 
 def test_the_int16_mul_stage_refuses_a_zero_point(tflm_dir: str, tmp_path: Path) -> None:

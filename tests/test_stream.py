@@ -763,15 +763,16 @@ def test_int16_stages_are_streamed_bit_exact():
 def test_int16_stage_refusals_follow_tflm():
     """int16 stages the kernel does not compute stay out of chains, for TFLM's reasons: a
     DEPTHWISE_CONV_2D with an int32 bias (TFLM reads it as int64), a CONV_2D without bias (its
-    accumulator comes from an option a stage does not carry), an int16 LEAKY_RELU (not a stage yet),
-    and an int16 MUL with a zero point other than 0 (TFLM's int16 MUL checks it in Prepare)."""
+    accumulator comes from an option a stage does not carry), an int16 PADV2 (not a stage yet).
+    The int16 MUL's zero points and the int16 LOGISTIC's output scale: the tests below."""
     assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", "INT64"]) is None
     assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", "INT32"]) is None
     assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", None])
     assert customops.stream_stage_problem(
         "DEPTHWISE_CONV_2D", ["INT16"], "INT16", ["INT8", "INT32"]
     )
-    assert customops.stream_stage_problem("LEAKY_RELU", ["INT16"], "INT16", [])
+    assert customops.stream_stage_problem("PADV2", ["INT16"], "INT16", ["INT32", "INT16"])
+    assert customops.stream_stage_problem("LEAKY_RELU", ["INT16"], "INT16", []) is None
     assert customops.stream_stage_problem("LOGISTIC", ["INT16"], "INT16", []) is None
     assert customops.stream_stage_problem("SUB", ["INT16", "INT16"], "INT16", []) is None
     assert customops.stream_stage_problem("ADD", ["INT16", "INT16"], "INT16", []) is None

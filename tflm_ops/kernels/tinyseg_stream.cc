@@ -68,7 +68,7 @@ constexpr StageEntry kStages[] = {
     {StageOp::kResizeNearestNeighbor, Rows::kQuantized, PrepareResize, ResizeRow},
     {StageOp::kResizeBilinear, Rows::kQuantized, PrepareResizeBilinear, ResizeBilinearRow},
     {StageOp::kConcatenation, Rows::kQuantized, PrepareConcatenation, ConcatenationRow},
-    // float32 rows: TFLM's reference float arithmetic, in a CMSIS-NN build too (as TFLM's there).
+    // float32 rows: TFLM's reference float arithmetic in every build (the families', _float.cc).
     {StageOp::kConv2d, Rows::kFloat32, PrepareConvFloat, ConvFloatRow},
     {StageOp::kDepthwiseConv2d, Rows::kFloat32, PrepareConvFloat, DepthwiseConvFloatRow},
     {StageOp::kTransposeConv, Rows::kFloat32, PrepareConvFloat, TransposeConvFloatRow},
@@ -83,7 +83,6 @@ constexpr StageEntry kStages[] = {
     {StageOp::kLogistic, Rows::kFloat32, PrepareSameShapeFloat, LogisticFloatRow},
     {StageOp::kPad, Rows::kFloat32, PreparePadFloat, PadFloatRow},
     {StageOp::kQuantize, Rows::kFloat32, PrepareQuantizeFloat, QuantizeFloatRow},
-    // float32 rows of tinyseg_stream_float.cc (SUB: _arithmetic.cc, PADV2: _layout.cc).
     {StageOp::kSub, Rows::kFloat32, PrepareArithmeticFloat, ArithmeticFloatRow},
     {StageOp::kTanh, Rows::kFloat32, PrepareSameShapeFloat, TanhFloatRow},
     {StageOp::kHardSwish, Rows::kFloat32, PrepareSameShapeFloat, HardSwishFloatRow},
@@ -105,6 +104,7 @@ constexpr StageEntry kStages[] = {
     {StageOp::kRelu, Rows::kInt16, PrepareReluInt16, ReluInt16Row},
     {StageOp::kLogistic, Rows::kInt16, PrepareSigmoidInt16, LogisticInt16Row},
     {StageOp::kTanh, Rows::kInt16, PrepareSigmoidInt16, TanhInt16Row},
+    {StageOp::kLeakyRelu, Rows::kInt16, PrepareLeakyReluInt16, LeakyReluInt16Row},
     {StageOp::kConcatenation, Rows::kInt16, PrepareConcatenationInt16, ConcatenationRow},
     {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeInt16Row},
     {StageOp::kDequantize, Rows::kInt16, PrepareDequantize, DequantizeInt16Row},

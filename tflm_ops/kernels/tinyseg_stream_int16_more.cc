@@ -1,12 +1,14 @@
-// StreamChain's int16 (16x8) LOGISTIC and TANH stages (tinyseg_stream_internal.h, Rows::kInt16):
-// TFLM's int16 kernels' lookup-table functions (reference_integer_ops::Logistic and Tanh for
-// int16, which every TFLM build calls: its CMSIS-NN kernels have no LOGISTIC or TANH), with the
-// parameters their Prepare computes. Each output element depends on its input element only, so a
-// row is the function over that row's elements.
+// StreamChain's int16 (16x8) LOGISTIC, TANH and LEAKY_RELU stages (tinyseg_stream_internal.h,
+// Rows::kInt16): the functions TFLM's int16 kernels call (the lookup-table
+// reference_integer_ops::Logistic and Tanh, reference_ops::QuantizeLeakyRelu<int16_t>; every TFLM
+// build calls these: its CMSIS-NN kernels have none of the three), with the parameters their
+// Prepare computes. Each output element depends on its input element only, so a row is the
+// function over that row's elements.
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/quantization_util.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/logistic.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/tanh.h"
+#include "tensorflow/lite/kernels/internal/reference/leaky_relu.h"
 #include "tensorflow/lite/kernels/internal/types.h"
 #include "tensorflow/lite/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
@@ -63,6 +65,21 @@ TfLiteStatus PrepareSigmoidInt16(const StageArgs& a, StageSlot& g) {
   reference_integer_ops::Tanh(g.sigmoid.input_multiplier, g.sigmoid.input_left_shift, r.in_shape,
                               reinterpret_cast<const int16_t*>(r.src), r.out_shape,
                               reinterpret_cast<int16_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ LEAKY_RELU
+
+// leaky_relu_common.cc computes the int16 parameters as the int8 ones (_activation.cc).
+TfLiteStatus PrepareLeakyReluInt16(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
+  return PrepareLeakyReluQuantized(a, g);
+}
+
+::tinyseg::Status LeakyReluInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  reference_ops::QuantizeLeakyRelu(LeakyReluParamsOf(g.leaky_relu), r.in_shape,
+                                   reinterpret_cast<const int16_t*>(r.src), r.out_shape,
+                                   reinterpret_cast<int16_t*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 

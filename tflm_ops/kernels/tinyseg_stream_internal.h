@@ -427,6 +427,8 @@ TfLiteStatus PrepareRelu6(const StageArgs& a, StageSlot& g);
 TfLiteStatus PrepareHardSwish(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status HardSwishRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareLeakyRelu(const StageArgs& a, StageSlot& g);
+TfLiteStatus PrepareLeakyReluQuantized(const StageArgs& a, StageSlot& g);  // int8 and int16
+LeakyReluParams LeakyReluParamsOf(const LeakyReluStage& sv);
 ::tinyseg::Status LeakyReluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PreparePrelu(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status PreluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
@@ -478,6 +480,8 @@ TfLiteStatus PrepareResizeInt16(const StageArgs& a, StageSlot& g);  // _layout.c
 TfLiteStatus PrepareSigmoidInt16(const StageArgs& a, StageSlot& g);  // _int16_more.cc
 ::tinyseg::Status LogisticInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status TanhInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareLeakyReluInt16(const StageArgs& a, StageSlot& g);  // _int16_more.cc
+::tinyseg::Status LeakyReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status QuantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);

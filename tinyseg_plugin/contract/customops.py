@@ -304,6 +304,7 @@ STREAM_INT16_STAGE_OPS = (
     "RESIZE_NEAREST_NEIGHBOR",
     "LOGISTIC",  # output scale 2^-15 (stream.py checks it, as TFLM's Prepare)
     "TANH",
+    "LEAKY_RELU",
 )
 STREAM_INT16_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "CONV_2D": (("INT8", "INT64"), ("INT8", "INT32")),
