@@ -504,7 +504,8 @@ def test_int16_stages_stream_bit_exact_in_the_real_kernels(tflm_dir: str, seed: 
 def test_int16_stages_stream_bit_exact_in_the_cmsis_nn_build(tflm_dir: str) -> None:
     """The int16 chain streamed for CMSIS-NN, run in the host CMSIS-NN build of TFLM: the original
     runs TFLM's CMSIS-NN int16 kernels (arm_convolve_wrapper_s16, arm_depthwise_conv_wrapper_s16,
-    arm_max_pool_s16, arm_avgpool_s16), the streamed one the stages' reference int16 arithmetic;
+    arm_max_pool_s16, arm_avgpool_s16, arm_elementwise_add_s16, arm_elementwise_mul_s16), the
+    streamed one the stages' reference int16 arithmetic;
     the outputs are identical."""
     from tinyseg_plugin.checks.verify import arena_for, random_inputs
     from tinyseg_plugin.ir.modelio import model_to_bytes
