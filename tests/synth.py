@@ -858,8 +858,11 @@ def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
     """An int16 (16x8) chain with every int16 stage the StreamChain kernel computes: QUANTIZE
     int8 -> int16, CONV_2D with an int64 and with an int32 bias (the two accumulators), a strided
     CONV_2D, DEPTHWISE_CONV_2D (multiplier 2, and 5x5), RELU, MAX_POOL_2D and AVERAGE_POOL_2D
-    (SAME, stride 1 and 2), ADD into another scale, CONCATENATION of two scales, then QUANTIZE
-    int16 -> int8 and DEQUANTIZE int16 -> float32 outputs."""
+    (SAME, stride 1 and 2), ADD into another scale, CONCATENATION of two scales,
+    RESIZE_NEAREST_NEIGHBOR by 2, MUL of two activations, SUB of a constant broadcast over the
+    rows (each into another scale), LOGISTIC (a power-of-two input scale) and TANH (one that takes
+    a multiplier), LEAKY_RELU into another scale, PAD of height and width, then QUANTIZE int16 -> int8 and DEQUANTIZE int16 ->
+    float32 outputs."""
     b = ModelBuilder(dtype="INT8", seed=seed)
     x8 = b.input([1, h, w, 3])
     b.dtype = "INT16"
@@ -875,7 +878,34 @@ def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
     s = b.add(mx, r)
     b.tensors[s].quantization.scale = [b.act_scale / 100]  # ADD rescales; CONCATENATION copies
     av = b.pool(b.concat([s, r]), "AVERAGE_POOL_2D", k=3, stride=2, padding=SAME)
-    y = b.conv(av, 4, k=1, relu=False)
+    n, ah, aw, ac = b.shapes[av]
+    size = b._tensor([2], "INT32", "resize/size", np.array([2 * ah, 2 * aw], dtype=np.int32))
+    up = b.activation([n, 2 * ah, 2 * aw, ac], "resize")
+    b._op(
+        "RESIZE_NEAREST_NEIGHBOR",
+        [av, size],
+        [up],
+        fb.BuiltinOptions.ResizeNearestNeighborOptions,
+        fb.ResizeNearestNeighborOptionsT(),
+    )
+    m = b.add(up, b.conv(up, ac, k=1, relu=False), op="MUL")
+    b.tensors[m].quantization.scale = [b.act_scale / 256 * 40]  # MUL: s1 * s2 / s_out
+    row = b.rng.integers(-3000, 3000, size=[1, 1, 1, ac]).astype(np.int16)
+    const = b._tensor([1, 1, 1, ac], "INT16", "sub/constant", row, [b.act_scale / 256], [0])
+    sub = b.add(m, const, op="SUB")
+    b.tensors[sub].quantization.scale = [2.0**-12]  # SUB rescales; LOGISTIC's power-of-two input
+    lg = b.activation(list(b.shapes[sub]), "logistic")
+    b.tensors[lg].quantization.scale = [2.0**-15]  # TFLM's int16 LOGISTIC and TANH write 2^-15
+    b._op("LOGISTIC", [sub], [lg])
+    th = b.activation(list(b.shapes[lg]), "tanh")
+    b.tensors[th].quantization.scale = [2.0**-15]  # its input scale 2^-15: the multiplier path
+    b._op("TANH", [lg], [th])
+    lr = b.activation(list(b.shapes[th]), "leaky_relu")
+    b.tensors[lr].quantization.scale = [2.0**-14]  # LEAKY_RELU rescales both slopes
+    o = fb.LeakyReluOptionsT()
+    o.alpha = float(np.float32(0.2))
+    b._op("LEAKY_RELU", [th], [lr], fb.BuiltinOptions.LeakyReluOptions, o)
+    y = b.conv(b.pad(lr, [[0, 0], [1, 1], [1, 1], [0, 0]]), 4, k=3, padding=VALID, relu=False)
     b.dtype = "INT8"
     q = b.activation(list(b.shapes[y]), "int8_output")
     b._op("QUANTIZE", [y], [q])

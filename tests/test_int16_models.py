@@ -1,6 +1,8 @@
-"""The int16 (16x8) DS-CNN keyword spotter of examples/models/build.py: `tinyseg optimize` streams
-its int16 convolutions and pool (StreamChain's int16 stages) and halves TFLM's arena head, checked
-bit-exact (in the real kernels when TFLM_DIR is set, else in the tflite-micro wheel)."""
+"""The int16 (16x8) models of examples/models/build.py: `tinyseg optimize` streams the DS-CNN
+keyword spotter's int16 convolutions and pool (StreamChain's int16 stages) and halves TFLM's arena
+head; it streams the YOLOv8n-like detector's SiLU (LOGISTIC and MUL), PAD, SPPF and
+RESIZE_NEAREST_NEIGHBOR to the head `analyze --stream` estimates. Each checked bit-exact (in the
+real kernels when TFLM_DIR is set, else in the tflite-micro wheel)."""
 
 from __future__ import annotations
 
@@ -19,19 +21,28 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAD_BOUND = 17_000
 
 
-@pytest.fixture(scope="module")
-def ds_cnn(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _built(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
     if importlib.util.find_spec("tensorflow") is None:
         pytest.skip("the example models need TensorFlow (make models-deps)")
-    out = tmp_path_factory.mktemp("ds_cnn")
+    out = tmp_path_factory.mktemp(name)
     subprocess.run(
-        [sys.executable, str(ROOT / "examples/models/build.py"), "--models", "ds_cnn_int16"]
+        [sys.executable, str(ROOT / "examples/models/build.py"), "--models", name]
         + ["--out", str(out)],
         check=True,
         capture_output=True,
         timeout=600,
     )
-    return out / "ds_cnn_int16.tflite"
+    return out / f"{name}.tflite"
+
+
+@pytest.fixture(scope="module")
+def ds_cnn(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _built(tmp_path_factory, "ds_cnn_int16")
+
+
+@pytest.fixture(scope="module")
+def yolo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _built(tmp_path_factory, "yolo_int16")
 
 
 def _head(path: Path, capsys: pytest.CaptureFixture) -> int:
@@ -48,3 +59,18 @@ def test_the_int16_ds_cnn_streams_below_the_bound(
     capsys.readouterr()
     after = _head(out, capsys)
     assert after <= HEAD_BOUND < before
+
+
+def test_the_int16_yolo_streams_to_the_estimate(
+    yolo: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Every row-local operator of the YOLOv8n-like detector is an int16 stage (LOGISTIC, MUL,
+    PAD, RESIZE_NEAREST_NEIGHBOR among them), so `optimize` reaches the head `analyze --stream`
+    estimates, below the original's; optimize verifies the output bit-exact."""
+    before = _head(yolo, capsys)
+    assert main(["analyze", str(yolo), "--stream", "--json"]) == 0
+    estimate = json.loads(capsys.readouterr().out)["stream"]["head"]
+    out = tmp_path / "opt.tflite"
+    assert main(["optimize", str(yolo), "-o", str(out), "-q"]) == 0
+    capsys.readouterr()
+    assert _head(out, capsys) == estimate < before

@@ -463,13 +463,20 @@ def test_float32_stages_stream_bit_exact_in_the_real_kernels(tflm_dir: str, seed
 
 INT16_STAGES = {
     "QUANTIZE": 2,
-    "CONV_2D": 3,
+    "CONV_2D": 4,
     "DEPTHWISE_CONV_2D": 2,
     "RELU": 1,
     "MAX_POOL_2D": 1,
     "AVERAGE_POOL_2D": 1,
     "CONCATENATION": 1,
     "ADD": 1,
+    "SUB": 1,
+    "MUL": 1,
+    "PAD": 1,
+    "RESIZE_NEAREST_NEIGHBOR": 1,
+    "LOGISTIC": 1,
+    "TANH": 1,
+    "LEAKY_RELU": 1,
     "DEQUANTIZE": 1,
 }
 
@@ -477,8 +484,10 @@ INT16_STAGES = {
 @pytest.mark.parametrize("seed", range(3))
 def test_int16_stages_stream_bit_exact_in_the_real_kernels(tflm_dir: str, seed: int) -> None:
     """Every int16 (16x8) stage -- CONV_2D with an int64 and an int32 bias, DEPTHWISE_CONV_2D,
-    RELU, the pools -- with QUANTIZE int8 <-> int16 and DEQUANTIZE int16, inside StreamChains TFLM
-    runs with TinySeg's kernels: outputs identical to the unfused graph's."""
+    RELU, the pools, ADD, SUB, MUL, PAD, RESIZE_NEAREST_NEIGHBOR, LOGISTIC, TANH, LEAKY_RELU -- with
+    QUANTIZE int8 <-> int16
+    and DEQUANTIZE int16, inside StreamChains TFLM runs with TinySeg's kernels: outputs identical
+    to the unfused graph's."""
     graph = build_graph(synth.int16_stages_chain(seed))
     opt = _optimized(graph)
     stages = [
@@ -495,7 +504,8 @@ def test_int16_stages_stream_bit_exact_in_the_real_kernels(tflm_dir: str, seed: 
 def test_int16_stages_stream_bit_exact_in_the_cmsis_nn_build(tflm_dir: str) -> None:
     """The int16 chain streamed for CMSIS-NN, run in the host CMSIS-NN build of TFLM: the original
     runs TFLM's CMSIS-NN int16 kernels (arm_convolve_wrapper_s16, arm_depthwise_conv_wrapper_s16,
-    arm_max_pool_s16, arm_avgpool_s16), the streamed one the stages' reference int16 arithmetic;
+    arm_max_pool_s16, arm_avgpool_s16, arm_elementwise_add_s16, arm_elementwise_mul_s16), the
+    streamed one the stages' reference int16 arithmetic;
     the outputs are identical."""
     from tinyseg_plugin.checks.verify import arena_for, random_inputs
     from tinyseg_plugin.ir.modelio import model_to_bytes
@@ -515,12 +525,34 @@ def test_int16_stages_stream_bit_exact_in_the_cmsis_nn_build(tflm_dir: str) -> N
     assert got == want
 
 
+def _refusal(tflm_dir: str, tmp_path: Path, model, input_bytes: int) -> str:
+    """``model`` (a parsed flatbuffer) run once in the real-kernel runner on zero inputs: its
+    stderr (it must fail)."""
+    import subprocess
+
+    from tinyseg_plugin.ir import modelio
+
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(modelio.model_to_bytes(model))
+    exe = real_kernels.prepare(tflm_dir)
+    inputs = tmp_path / "in.bin"
+    inputs.write_bytes(bytes(input_bytes))
+    p = subprocess.run(
+        [str(exe), str(path), str(inputs), str(tmp_path / "out.bin"), "--batches", "1"]
+        + ["--arena", str(64 << 20), "--storage", str(real_kernels.STORAGE_BYTES)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert p.returncode > 0, p.stderr[-1500:]
+    return p.stderr
+
+
 def test_the_int16_convolution_stage_refuses_a_wrong_filter(tflm_dir: str, tmp_path: Path) -> None:
     """An int16 CONV_2D stage whose filter and bias operands are swapped (an int64 filter) is
     refused in Prepare by the C++ kernel, saying why (the Python side refuses it before, so the
     body is edited here past it)."""
-    import subprocess
-
     import numpy as np
     from flatbuffers import flexbuffers
 
@@ -540,21 +572,83 @@ def test_the_int16_convolution_stage_refuses_a_wrong_filter(tflm_dir: str, tmp_p
                 edited += 1
                 op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
     assert edited == 1
-    path = tmp_path / "bad.tflite"
-    path.write_bytes(modelio.model_to_bytes(model))
-    exe = real_kernels.prepare(tflm_dir)
-    inputs = tmp_path / "in.bin"
-    inputs.write_bytes(bytes(20 * 12 * 3))
-    p = subprocess.run(
-        [str(exe), str(path), str(inputs), str(tmp_path / "out.bin"), "--batches", "1"]
-        + ["--arena", str(64 << 20), "--storage", str(real_kernels.STORAGE_BYTES)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert p.returncode > 0, p.stderr[-1500:]
-    assert "int16 convolution stage needs an int8 filter" in p.stderr, p.stderr[-1500:]
+    stderr = _refusal(tflm_dir, tmp_path, model, 20 * 12 * 3)
+    assert "int16 convolution stage needs an int8 filter" in stderr, stderr[-1500:]
+
+
+def _edited_int16_chain(op_name: str, edit):
+    """The int16 chain optimized, ``edit(stage, body tensor of its output or None, options)``
+    applied to the first stage of ``op_name``: the parsed model."""
+    import numpy as np
+    from flatbuffers import flexbuffers
+
+    from tinyseg_plugin.ir import modelio
+
+    opt = _optimized(build_graph(synth.int16_stages_chain()))
+    model = modelio.parse_model(modelio.model_to_bytes(opt.model))
+    edited = 0
+    for op in model.subgraphs[0].operators:
+        if op.customOptions is None:
+            continue
+        m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
+        for st in m.get("stages", []):
+            local = st["outputs"][0] - len(op.inputs) - len(op.outputs)  # inputs, outputs, tensors
+            if st.get("op") == op_name and not edited:
+                edit(st, m["tensors"][local] if local >= 0 else None)
+                edited += 1
+                op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+    assert edited == 1
+    return model
+
+
+def test_the_int16_logistic_stage_refuses_another_output_scale(
+    tflm_dir: str, tmp_path: Path
+) -> None:
+    """An int16 LOGISTIC stage writing scale 0.001 (TFLM's int16 LOGISTIC needs 2^-15) is refused
+    in Prepare by the C++ kernel, saying why (the Python side keeps it out of chains, so the
+    body's tensor is edited here past it)."""
+
+    def scale(st: dict, out: dict | None) -> None:
+        assert out is not None
+        out["scale"] = [0.001]
+
+    model = _edited_int16_chain("LOGISTIC", scale)
+    stderr = _refusal(tflm_dir, tmp_path, model, 20 * 12 * 3)
+    assert "int16 LOGISTIC or TANH stage writes scale 2^-15" in stderr, stderr[-1500:]
+
+
+def test_the_int16_leaky_relu_stage_refuses_an_infinite_alpha(
+    tflm_dir: str, tmp_path: Path
+) -> None:
+    """An int16 LEAKY_RELU stage whose alpha is infinite is refused in Prepare by the C++ kernel,
+    saying why (the body is edited past the Python side)."""
+
+    def alpha(st: dict, out: dict | None) -> None:
+        st["fields"]["alpha"] = float("inf")
+
+    model = _edited_int16_chain("LEAKY_RELU", alpha)
+    stderr = _refusal(tflm_dir, tmp_path, model, 20 * 12 * 3)
+    assert "LEAKY_RELU's alpha is not finite" in stderr, stderr[-1500:]
+
+
+def test_the_int16_mul_stage_refuses_a_zero_point(tflm_dir: str, tmp_path: Path) -> None:
+    """An int16 MUL stage reading a chain input of zero point 5 (TFLM's int16 MUL refuses zero
+    points other than 0) is refused in Prepare by the C++ kernel, saying why (the Python side
+    keeps such a MUL out of chains, so the input's zero point is edited after streaming)."""
+    from tinyseg_plugin.ir import modelio
+
+    b = synth.ModelBuilder(dtype="INT16")
+    x = b.input([1, 8, 6, 4])
+    y = b.conv(b.add(x, b.conv(x, 4, k=1, relu=False), op="MUL"), 4)
+    graph = build_graph(b.build([y]))
+    opt = _optimized(graph)
+    chain = opt.operators[0]
+    assert chain.opcode == customops.STREAM_CHAIN and graph.inputs[0] in chain.inputs
+    assert "MUL" in [st.op for st in customops.decode(chain).stages]
+    model = modelio.parse_model(modelio.model_to_bytes(opt.model))
+    model.subgraphs[0].tensors[model.subgraphs[0].inputs[0]].quantization.zeroPoint = [5]
+    stderr = _refusal(tflm_dir, tmp_path, model, 8 * 6 * 4 * 2)
+    assert "int16 MUL stage needs zero points 0" in stderr, stderr[-1500:]
 
 
 @pytest.mark.parametrize("seed", range(4))

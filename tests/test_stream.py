@@ -471,7 +471,12 @@ def test_empty_tensors_are_not_streamed():
         ("RELU6", ["INT8", "INT8"], "INT8", [], False),  # one operand
         ("RELU_N1_TO_1", ["INT8"], "INT8", [], False),  # not a stage
         ("SUB", ["INT8", "INT8"], "INT8", [], True),
-        ("SUB", ["INT16", "INT16"], "INT16", [], False),  # int8 only
+        ("SUB", ["INT16", "INT16"], "INT16", [], True),  # int16 stages (16x8)
+        ("MUL", ["INT16", "INT16"], "INT16", [], True),
+        ("PAD", ["INT16"], "INT16", ["INT32"], True),
+        ("RESIZE_NEAREST_NEIGHBOR", ["INT16"], "INT16", ["INT32"], True),
+        ("PADV2", ["INT16"], "INT16", ["INT32", "INT16"], False),  # not an int16 stage
+        ("SUB", ["INT16", "INT8"], "INT16", [], False),  # int16 stages read int16 only
         ("SUB", ["INT8"], "INT8", [], False),  # two operands
         ("DEQUANTIZE", ["INT8"], "FLOAT32", [], True),
         ("DEQUANTIZE", ["INT16"], "FLOAT32", [], True),  # int16 stages' rows to float32
@@ -481,7 +486,7 @@ def test_empty_tensors_are_not_streamed():
         ("TANH", ["INT8"], "INT8", [], True),
         ("HARD_SWISH", ["INT8"], "INT8", [], True),
         ("LEAKY_RELU", ["INT8"], "INT8", [], True),
-        ("TANH", ["INT16"], "INT16", [], False),  # int8 only
+        ("TANH", ["INT16"], "INT16", [], True),  # int16 (its output scale: stream.py)
         ("HARD_SWISH", ["FLOAT32"], "FLOAT32", [], True),
         ("LEAKY_RELU", ["INT8"], "INT8", ["INT8"], False),  # no constant inputs
         ("PADV2", ["INT8"], "INT8", ["INT32", "INT8"], True),
@@ -769,18 +774,51 @@ def test_int16_stages_are_streamed_bit_exact():
 def test_int16_stage_refusals_follow_tflm():
     """int16 stages the kernel does not compute stay out of chains, for TFLM's reasons: a
     DEPTHWISE_CONV_2D with an int32 bias (TFLM reads it as int64), a CONV_2D without bias (its
-    accumulator comes from an option a stage does not carry), an int16 SUB (not a stage yet)."""
+    accumulator comes from an option a stage does not carry), an int16 PADV2 (not a stage yet).
+    The int16 MUL's zero points and the int16 LOGISTIC's output scale: the tests below."""
     assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", "INT64"]) is None
     assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", "INT32"]) is None
     assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", None])
     assert customops.stream_stage_problem(
         "DEPTHWISE_CONV_2D", ["INT16"], "INT16", ["INT8", "INT32"]
     )
-    assert customops.stream_stage_problem("SUB", ["INT16", "INT16"], "INT16", [])
+    assert customops.stream_stage_problem("PADV2", ["INT16"], "INT16", ["INT32", "INT16"])
+    assert customops.stream_stage_problem("LEAKY_RELU", ["INT16"], "INT16", []) is None
+    assert customops.stream_stage_problem("LOGISTIC", ["INT16"], "INT16", []) is None
+    assert customops.stream_stage_problem("SUB", ["INT16", "INT16"], "INT16", []) is None
     assert customops.stream_stage_problem("ADD", ["INT16", "INT16"], "INT16", []) is None
     assert customops.stream_stage_problem("CONV_2D", ["INT8"], "INT16", ["INT8", "INT64"])
     assert customops.stream_stage_problem("QUANTIZE", ["INT8"], "INT16", []) is None
     assert customops.stream_stage_problem("DEQUANTIZE", ["INT16"], "FLOAT32", []) is None
+
+
+def test_an_int16_mul_with_a_zero_point_stays_out_of_chains():
+    """TFLM's int16 MUL refuses zero points other than 0 in Prepare: the chain's int16 MUL with
+    its output's zero point set to 5 is a gap (and so is the SUB reading it), with the reason."""
+    model = synth.int16_stages_chain()
+    sub = model.subgraphs[0]
+    code = synth.BUILTIN_CODES["MUL"]
+    mul = next(
+        op for op in sub.operators if model.operatorCodes[op.opcodeIndex].builtinCode == code
+    )
+    sub.tensors[mul.outputs[0]].quantization.zeroPoint = [5]
+    gaps = stream.stage_gaps(build_graph(model))
+    assert [g.opcode for g in gaps] == ["MUL", "SUB"]
+    assert all("zero point other than 0" in g.reason for g in gaps)
+
+
+def test_an_int16_logistic_of_another_output_scale_stays_out_of_chains():
+    """TFLM's int16 LOGISTIC and TANH refuse an output scale other than 2^-15 in Prepare: the
+    chain's int16 LOGISTIC writing scale 0.001 is a gap, with the reason (its TANH, which only
+    reads it, is not)."""
+    model = synth.int16_stages_chain()
+    sub = model.subgraphs[0]
+    code = synth.BUILTIN_CODES["LOGISTIC"]
+    lg = next(op for op in sub.operators if model.operatorCodes[op.opcodeIndex].builtinCode == code)
+    sub.tensors[lg.outputs[0]].quantization.scale = [0.001]
+    gaps = stream.stage_gaps(build_graph(model))
+    assert [g.opcode for g in gaps] == ["LOGISTIC"]
+    assert "output scale is not 2^-15" in gaps[0].reason
 
 
 def test_float32_stages_are_streamed_bit_exact():

@@ -364,6 +364,43 @@ def build_ds_cnn(tf: ModuleType, shape: tuple[int, int, int], batch_size: int | 
 
 
 # --------------------------------------------------------------------------
+# A YOLOv8n-like detector, scaled down, quantized 16x8
+# --------------------------------------------------------------------------
+
+
+def _conv_silu(
+    layers: Any, x: Tensor, c: int, k: int = 3, s: int = 1, padding: str = "same"
+) -> Tensor:
+    """YOLOv8's Conv: convolution, batch norm, SiLU (x * sigmoid(x): LOGISTIC and MUL in TFLite)."""
+    x = layers.BatchNormalization()(layers.Conv2D(c, k, strides=s, padding=padding)(x))
+    return layers.Multiply()([x, layers.Activation("sigmoid")(x)])
+
+
+def build_yolo_int16(
+    tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1
+) -> Any:
+    """YOLOv8n's pattern at a small size: stride-2 Conv-SiLU stem and stages, a C2f-like block
+    (two convolutions, their concatenation, a 1x1), SPPF (three 5x5 max pools and their
+    concatenation), a nearest-neighbour 2x upsample concatenated with the stride-8 features, and
+    a 1x1 head of 4 box + 1 objectness + 4 class channels."""
+    layers = tf.keras.layers
+    inp = tf.keras.Input(shape=shape, batch_size=batch_size, name="image")
+    x = _conv_silu(layers, inp, 8, s=2)
+    x = _conv_silu(layers, x, 16, s=2)
+    a = _conv_silu(layers, x, 16)
+    p3 = _conv_silu(layers, layers.Concatenate()([a, _conv_silu(layers, a, 16)]), 32, k=1, s=1)
+    p3 = _conv_silu(layers, layers.ZeroPadding2D(1)(p3), 32, s=2, padding="valid")  # a PAD
+    y = _conv_silu(layers, p3, 16, k=1)
+    m1 = layers.MaxPooling2D(5, strides=1, padding="same")(y)
+    m2 = layers.MaxPooling2D(5, strides=1, padding="same")(m1)
+    m3 = layers.MaxPooling2D(5, strides=1, padding="same")(m2)
+    y = _conv_silu(layers, layers.Concatenate()([y, m1, m2, m3]), 32, k=1)
+    up = layers.Resizing(2 * y.shape[1], 2 * y.shape[2], interpolation="nearest")(y)
+    y = _conv_silu(layers, layers.Concatenate()([up, x]), 16)
+    return tf.keras.Model(inp, layers.Conv2D(9, 1, name="head")(y), name="yolo_int16")
+
+
+# --------------------------------------------------------------------------
 # MobileNetV3-style segmentation (LR-ASPP head), small
 # --------------------------------------------------------------------------
 
@@ -441,6 +478,9 @@ MODELS: dict[str, ModelSpec] = {
             in_all=False,
         ),
         ModelSpec("ds_cnn_int16", (49, 10, 1), build_ds_cnn, 32, quantization="16x8", in_all=False),
+        ModelSpec(
+            "yolo_int16", (96, 96, 3), build_yolo_int16, 16, quantization="16x8", in_all=False
+        ),
         ModelSpec("mnv3_seg", (96, 96, 3), build_mnv3_seg, 16),
     )
 }
@@ -683,7 +723,7 @@ def _keras_version() -> str:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="Build TinySeg's example models as .tflite files: int8; keras_unet_float as "
-        "float32, ds_cnn_int16 as 16x8."
+        "float32, ds_cnn_int16 and yolo_int16 as 16x8."
     )
     p.add_argument(
         "--out",

@@ -7,26 +7,22 @@
 // tensors: intermediates and the skips it spills or fetches row by row), spill and fetch (local
 // id, slot) and rings (local id, rows).
 //
-// Eval follows tinyseg/chain_schedule.h: every output row of every stage is
-// computed exactly once, when a reader first needs it. An intermediate lives
-// in a RowRing of exactly the rows the plan gives (arena scratch); a row of a
-// spilled tensor is computed into its ring and appended to a SpillManager row
-// stream; a row of a fetched tensor is decoded into its ring with FetchRange.
-// Each stage runs TFLM's own reference arithmetic on a band view (the rows of
-// its input window as a tensor of that height, with the top padding shifted),
-// as FetchingConv2D does, so every output element comes from the same
-// products in the same order as the unfused graph: outputs are bit-identical.
+// Eval follows tinyseg/chain_schedule.h: every output row of every stage is computed exactly
+// once, when a reader first needs it. An intermediate lives in a RowRing of exactly the rows the
+// plan gives (arena scratch); a row of a spilled tensor is computed into its ring and appended to
+// a SpillManager row stream; a row of a fetched tensor is decoded into its ring with FetchRange.
+// Each stage runs TFLM's own reference arithmetic on a band view (the rows of its input window as
+// a tensor of that height, with the top padding shifted), as FetchingConv2D does, so every output
+// element comes from the same products in the same order as the unfused graph: bit-identical.
 //
-// This file is the dispatcher: kStages below gives each operator its family's
-// Prepare and Row (tinyseg_stream_conv.cc, _pool.cc, _arithmetic.cc,
-// _activation.cc, _layout.cc, _float.cc); the body tables are read in
-// tinyseg_stream_body.cc and the rows moved in tinyseg_stream_eval.cc, over the
-// types of tinyseg_stream_internal.h.
+// This file is the dispatcher: kStages gives each operator its family's Prepare and Row
+// (tinyseg_stream_conv.cc, _pool.cc, _arithmetic.cc, _activation.cc, _layout.cc, _float.cc,
+// _int16.cc); tinyseg_stream_body.cc reads the body tables, tinyseg_stream_eval.cc moves rows.
 //
 // Memory (the planner counts it, memory/kernels/tinyseg.py stream_chain_scratch and
-// customops.stream_chain_body_bytes): Init keeps an OpData of kStreamChainOpDataBytes;
-// Prepare allocates one persistent block for the chain's tables and requests two scratch buffers:
-// the rings plus one codec block per spilled tensor, and op_scratch (a TRANSPOSE_CONV's int32 row,
+// customops.stream_chain_body_bytes): Init keeps an OpData of kStreamChainOpDataBytes; Prepare
+// allocates one persistent block for the chain's tables and requests two scratch buffers: the
+// rings plus one codec block per spilled tensor, and op_scratch (a TRANSPOSE_CONV's int32 row,
 // CMSIS-NN's buffers (tinyseg_stream_cmsis.h), then a MEAN's per-channel sums).
 #include <cstring>
 
@@ -44,8 +40,7 @@ namespace tflite {
 namespace tinyseg_stream {
 namespace {
 
-// Every stage the kernel computes, by operator and the type of its rows: its family's Prepare and
-// Row.
+// Every stage the kernel computes, by operator and row type: its family's Prepare and Row.
 constexpr StageEntry kStages[] = {
     {StageOp::kConv2d, Rows::kQuantized, PrepareConv, ConvRow},
     {StageOp::kDepthwiseConv2d, Rows::kQuantized, PrepareConv, DepthwiseConvRow},
@@ -70,8 +65,7 @@ constexpr StageEntry kStages[] = {
     {StageOp::kResizeNearestNeighbor, Rows::kQuantized, PrepareResize, ResizeRow},
     {StageOp::kResizeBilinear, Rows::kQuantized, PrepareResizeBilinear, ResizeBilinearRow},
     {StageOp::kConcatenation, Rows::kQuantized, PrepareConcatenation, ConcatenationRow},
-    // float32 rows: TFLM's reference float arithmetic (a CMSIS-NN build too: TFLM's CMSIS-NN
-    // kernels compute float32 with the reference code as well).
+    // float32 rows: TFLM's reference float arithmetic in every build (the families', _float.cc).
     {StageOp::kConv2d, Rows::kFloat32, PrepareConvFloat, ConvFloatRow},
     {StageOp::kDepthwiseConv2d, Rows::kFloat32, PrepareConvFloat, DepthwiseConvFloatRow},
     {StageOp::kTransposeConv, Rows::kFloat32, PrepareConvFloat, TransposeConvFloatRow},
@@ -86,7 +80,6 @@ constexpr StageEntry kStages[] = {
     {StageOp::kLogistic, Rows::kFloat32, PrepareSameShapeFloat, LogisticFloatRow},
     {StageOp::kPad, Rows::kFloat32, PreparePadFloat, PadFloatRow},
     {StageOp::kQuantize, Rows::kFloat32, PrepareQuantizeFloat, QuantizeFloatRow},
-    // float32 rows of tinyseg_stream_float.cc (SUB: _arithmetic.cc, PADV2: _layout.cc).
     {StageOp::kSub, Rows::kFloat32, PrepareArithmeticFloat, ArithmeticFloatRow},
     {StageOp::kTanh, Rows::kFloat32, PrepareSameShapeFloat, TanhFloatRow},
     {StageOp::kHardSwish, Rows::kFloat32, PrepareSameShapeFloat, HardSwishFloatRow},
@@ -97,13 +90,20 @@ constexpr StageEntry kStages[] = {
     {StageOp::kResizeBilinear, Rows::kFloat32, PrepareResizeBilinearFloat, ResizeBilinearFloatRow},
     {StageOp::kMean, Rows::kQuantized, PrepareMean, MeanRow},  // _reduce.cc: ends its chain
     {StageOp::kMean, Rows::kFloat32, PrepareMeanFloat, MeanFloatRow},
-    // int16 rows, int8 weights (TFLM's 16x8): TFLM's reference int16 arithmetic (_int16.cc).
+    // int16 rows, int8 weights (TFLM's 16x8): _int16.cc, _int16_more.cc.
     {StageOp::kConv2d, Rows::kInt16, PrepareConvInt16, ConvInt16Row},
     {StageOp::kDepthwiseConv2d, Rows::kInt16, PrepareConvInt16, DepthwiseConvInt16Row},
     {StageOp::kMaxPool2d, Rows::kInt16, PreparePoolInt16, MaxPoolInt16Row},
     {StageOp::kAveragePool2d, Rows::kInt16, PreparePoolInt16, AveragePoolInt16Row},
-    {StageOp::kAdd, Rows::kInt16, PrepareAddInt16, AddInt16Row},
+    {StageOp::kAdd, Rows::kInt16, PrepareArithmeticInt16, ArithmeticInt16Row},
+    {StageOp::kSub, Rows::kInt16, PrepareArithmeticInt16, ArithmeticInt16Row},
+    {StageOp::kMul, Rows::kInt16, PrepareArithmeticInt16, ArithmeticInt16Row},
+    {StageOp::kPad, Rows::kInt16, PreparePadInt16, PadInt16Row},
+    {StageOp::kResizeNearestNeighbor, Rows::kInt16, PrepareResizeInt16, ResizeInt16Row},
     {StageOp::kRelu, Rows::kInt16, PrepareReluInt16, ReluInt16Row},
+    {StageOp::kLogistic, Rows::kInt16, PrepareSigmoidInt16, LogisticInt16Row},
+    {StageOp::kTanh, Rows::kInt16, PrepareSigmoidInt16, TanhInt16Row},
+    {StageOp::kLeakyRelu, Rows::kInt16, PrepareLeakyReluInt16, LeakyReluInt16Row},
     {StageOp::kConcatenation, Rows::kInt16, PrepareConcatenationInt16, ConcatenationRow},
     {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeInt16Row},
     {StageOp::kDequantize, Rows::kInt16, PrepareDequantize, DequantizeInt16Row},
@@ -125,8 +125,7 @@ Rows RowsOf(int32_t input_type, int32_t output_type) {
   return Rows::kQuantized;
 }
 
-// Rows' names, by value.
-constexpr const char* kRowsNames[] = {"quantized", "float32", "int16"};
+constexpr const char* kRowsNames[] = {"quantized", "float32", "int16"};  // by value
 
 // ------------------------------------------------------------ Init
 

@@ -301,11 +301,12 @@ TfLiteStatus PrepareHardSwish(const StageArgs& a, StageSlot& g) {
 // The LeakyReluOpData leaky_relu_common.cc computes for int8 (alpha's multiplier from the float
 // product and quotient, the identity's from the float quotient of the scales); Eval calls TFLM's
 // reference_ops::QuantizeLeakyRelu.
-TfLiteStatus PrepareLeakyRelu(const StageArgs& a, StageSlot& g) {
+// leaky_relu_common.cc's int8 and int16 Prepare: the alpha and identity multipliers from the
+// scales (the products in float, as TFLM), the zero points as offsets.
+TfLiteStatus PrepareLeakyReluQuantized(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
   TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
   const flexbuffers::Reference alpha = (*a.fields)[contract::kFieldAlpha];
   TF_LITE_ENSURE_MSG(context, alpha.IsNumeric(), "StreamChain: LEAKY_RELU needs its alpha");
@@ -321,8 +322,12 @@ TfLiteStatus PrepareLeakyRelu(const StageArgs& a, StageSlot& g) {
   return kTfLiteOk;
 }
 
-::tinyseg::Status LeakyReluRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  const LeakyReluStage& sv = g.leaky_relu;
+TfLiteStatus PrepareLeakyRelu(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, a.tab->tensor(g.output)));
+  return PrepareLeakyReluQuantized(a, g);
+}
+
+LeakyReluParams LeakyReluParamsOf(const LeakyReluStage& sv) {
   LeakyReluParams p = {};
   p.input_offset = sv.input_offset;
   p.output_offset = sv.output_offset;
@@ -330,8 +335,13 @@ TfLiteStatus PrepareLeakyRelu(const StageArgs& a, StageSlot& g) {
   p.output_shift_alpha = sv.alpha_shift;
   p.output_multiplier_identity = sv.identity_multiplier;
   p.output_shift_identity = sv.identity_shift;
-  reference_ops::QuantizeLeakyRelu(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src),
-                                   r.out_shape, reinterpret_cast<int8_t*>(r.dst));
+  return p;
+}
+
+::tinyseg::Status LeakyReluRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  reference_ops::QuantizeLeakyRelu(LeakyReluParamsOf(g.leaky_relu), r.in_shape,
+                                   reinterpret_cast<const int8_t*>(r.src), r.out_shape,
+                                   reinterpret_cast<int8_t*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 

@@ -1,11 +1,13 @@
 // StreamChain's int16 stages (tinyseg_stream_internal.h, Rows::kInt16): int16 activations with
 // int8 weights, TFLM's "16x8" quantization. CONV_2D (int64 or int32 bias), DEPTHWISE_CONV_2D
-// (int64 bias), MAX_POOL_2D, AVERAGE_POOL_2D, ADD, RELU, QUANTIZE (int8 -> int16, int16 -> int8,
-// int16 -> int16) and DEQUANTIZE int16 -> float32. Prepare computes what TFLM's own Prepare
-// computes for int16; a row runs the reference int16 function TFLM's kernel calls, on the band
-// view, so every output element comes from the same products in the same order. Every build uses
-// the reference code here (TFLM's CMSIS-NN kernels call arm_*_s16 for some of these: their bytes
-// are the reference ones, checked by the real-kernel runner in a CMSIS-NN build).
+// (int64 bias), MAX_POOL_2D, AVERAGE_POOL_2D, ADD, SUB, MUL, RELU, QUANTIZE (int8 -> int16,
+// int16 -> int8, int16 -> int16) and DEQUANTIZE int16 -> float32 (PAD, RESIZE_NEAREST_NEIGHBOR
+// and CONCATENATION: tinyseg_stream_layout.cc; LOGISTIC and TANH: tinyseg_stream_int16_more.cc).
+// Prepare computes what TFLM's own Prepare computes for int16; a row runs the reference int16
+// function TFLM's kernel calls, on the band view, so every output element comes from the same
+// products in the same order. Every build uses the reference code here (TFLM's CMSIS-NN kernels
+// call arm_*_s16 for some of these: their bytes are the reference ones, checked by the real-kernel
+// runner in a CMSIS-NN build).
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -19,8 +21,10 @@
 #include "tensorflow/lite/kernels/internal/reference/dequantize.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/conv.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/depthwise_conv.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/mul.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/pooling.h"
 #include "tensorflow/lite/kernels/internal/reference/requantize.h"
+#include "tensorflow/lite/kernels/internal/reference/sub.h"
 #include "tensorflow/lite/kernels/internal/types.h"
 #include "tensorflow/lite/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/activations.h"
@@ -52,6 +56,8 @@ template <typename T>
 void ReluRowOf(std::false_type, const ReluOpData&, const RuntimeShape&, const RuntimeShape&,
                const T*, T*) {}
 
+}  // namespace
+
 // int16 stages read and write int16 rows only.
 TfLiteStatus RequireInt16(const StageArgs& a, const TensorSlot& out) {
   TfLiteContext* context = a.context;
@@ -63,6 +69,8 @@ TfLiteStatus RequireInt16(const StageArgs& a, const TensorSlot& out) {
   }
   return kTfLiteOk;
 }
+
+namespace {
 
 // The int8 filter and the bias TFLM's int16 kernels take (CONV_2D: int64 or int32, which selects
 // the accumulator; DEPTHWISE_CONV_2D: int64, as TFLM reads it; neither without one), the geometry,
@@ -224,33 +232,65 @@ PoolParams Int16PoolParams(const PoolStage& ps, const StageRow& r) {
   return ::tinyseg::Status::kOk;
 }
 
-// ------------------------------------------------------------ ADD
+// ------------------------------------------------------------ ADD, SUB, MUL
 
-// add_common.cc's CalculateOpDataAdd for int16: left shift 15, the multipliers from the scales in
-// double, the activation's range; operands broadcast across width and channels (a constant: one
-// int16 row).
-TfLiteStatus PrepareAddInt16(const StageArgs& a, StageSlot& g) {
+namespace {
+
+// The multipliers TFLM's int16 Prepare computes: ADD's as add_common.cc (left shift 15, quotients
+// in double); SUB's as sub_common.cc (left shift 15, quotients in float, only then widened); MUL's
+// one as mul_common.cc.
+void Int16Multipliers(StageOp op, const TensorSlot& in1, const TensorSlot& in2,
+                      const TensorSlot& out, ArithmeticStage& ar) {
+  ar.left_shift = op == StageOp::kMul ? 0 : 15;
+  if (op == StageOp::kAdd) {
+    const double twice_max = 2 * static_cast<double>(in1.scale > in2.scale ? in1.scale : in2.scale);
+    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in1.scale) / twice_max,
+                                        &ar.input1_multiplier, &ar.input1_shift);
+    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in2.scale) / twice_max,
+                                        &ar.input2_multiplier, &ar.input2_shift);
+    QuantizeMultiplierSmallerThanOneExp(
+        twice_max / ((1 << ar.left_shift) * static_cast<double>(out.scale)), &ar.output_multiplier,
+        &ar.output_shift);
+  } else if (op == StageOp::kSub) {
+    const float twice_max = 2 * (in1.scale > in2.scale ? in1.scale : in2.scale);
+    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in1.scale / twice_max),
+                                        &ar.input1_multiplier, &ar.input1_shift);
+    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in2.scale / twice_max),
+                                        &ar.input2_multiplier, &ar.input2_shift);
+    QuantizeMultiplierSmallerThanOneExp(
+        static_cast<double>(twice_max / ((1 << ar.left_shift) * out.scale)), &ar.output_multiplier,
+        &ar.output_shift);
+  } else {
+    QuantizeMultiplier(static_cast<double>(in1.scale) * static_cast<double>(in2.scale) /
+                           static_cast<double>(out.scale),
+                       &ar.output_multiplier, &ar.output_shift);
+  }
+}
+
+}  // namespace
+
+// TFLM's int16 ADD, SUB and MUL Prepare: the multipliers, the activation's range; operands
+// broadcast across width and channels (a constant: one int16 row). MUL needs zero points 0, as
+// mul_common.cc checks for int16.
+TfLiteStatus PrepareArithmeticInt16(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& out = a.tab->tensor(g.output);
   TF_LITE_ENSURE_STATUS(RequireInt16(a, out));
-  TF_LITE_ENSURE_MSG(context, g.operand_count == 2, "StreamChain: ADD takes two inputs");
+  TF_LITE_ENSURE_MSG(context, g.operand_count == 2,
+                     "StreamChain: ADD, SUB and MUL take two inputs");
   ArithmeticStage& ar = g.arith;
   ar.input2 = a.tab->operands[g.operand_begin + 1];
   TF_LITE_ENSURE_STATUS(CheckOperands(a, g, out, kTfLiteInt16));
   const TensorSlot& in1 = a.tab->tensor(a.tab->operands[g.operand_begin]);
   const TensorSlot& in2 = a.tab->tensor(ar.input2);
+  TF_LITE_ENSURE_MSG(
+      context,
+      g.op != StageOp::kMul || (in1.zero_point == 0 && in2.zero_point == 0 && out.zero_point == 0),
+      "StreamChain: an int16 MUL stage needs zero points 0 (as TFLM's MUL)");
   ar.input1_offset = -in1.zero_point;
   ar.input2_offset = -in2.zero_point;
   ar.output_offset = out.zero_point;
-  ar.left_shift = 15;
-  const double twice_max = 2 * static_cast<double>(in1.scale > in2.scale ? in1.scale : in2.scale);
-  QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in1.scale) / twice_max,
-                                      &ar.input1_multiplier, &ar.input1_shift);
-  QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in2.scale) / twice_max,
-                                      &ar.input2_multiplier, &ar.input2_shift);
-  QuantizeMultiplierSmallerThanOneExp(
-      twice_max / ((1 << ar.left_shift) * static_cast<double>(out.scale)), &ar.output_multiplier,
-      &ar.output_shift);
+  Int16Multipliers(g.op, in1, in2, out, ar);
   TfLiteTensor out_q = QuantView(out);
   return CalculateActivationRangeQuantized(context, a.f.activation, &out_q, &ar.act_min,
                                            &ar.act_max);
@@ -259,8 +299,8 @@ TfLiteStatus PrepareAddInt16(const StageArgs& a, StageSlot& g) {
 namespace {
 
 // Operand k of this row: row y of an activation (1 x 1 x W x C) or a constant whole (one row).
-::tinyseg::Status AddOperand(const EvalState& v, const StageSlot& g, const StageRow& r, int32_t k,
-                             const int16_t** data, RuntimeShape* shape, bool* same) {
+::tinyseg::Status Int16Operand(const EvalState& v, const StageSlot& g, const StageRow& r, int32_t k,
+                               const int16_t** data, RuntimeShape* shape, bool* same) {
   const int32_t id = v.tab.operands[g.operand_begin + k];
   const TensorSlot& x = v.tab.tensor(id);
   if (x.constant) {
@@ -282,18 +322,7 @@ namespace {
   return ::tinyseg::Status::kOk;
 }
 
-}  // namespace
-
-// add.cc's int16 case: reference_ops::Add (general scales) without broadcast, else
-// BroadcastAdd4DSlow.
-::tinyseg::Status AddInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
-  const int16_t* data[2] = {nullptr, nullptr};
-  RuntimeShape shapes[2];
-  bool same = true;
-  for (int32_t k = 0; k < 2; ++k) {
-    TINYSEG_RETURN_IF_ERROR(AddOperand(v, g, r, k, &data[k], &shapes[k], &same));
-  }
-  const ArithmeticStage& ar = g.arith;
+ArithmeticParams Int16Params(const ArithmeticStage& ar) {
   ArithmeticParams p = {};
   p.input1_offset = ar.input1_offset;
   p.input2_offset = ar.input2_offset;
@@ -307,12 +336,40 @@ namespace {
   p.input2_shift = ar.input2_shift;
   p.quantized_activation_min = ar.act_min;
   p.quantized_activation_max = ar.act_max;
+  return p;
+}
+
+}  // namespace
+
+// add.cc's int16 case (reference_ops::Add, general scales, or BroadcastAdd4DSlow), sub.cc's
+// (reference_ops::Sub or BroadcastQuantSubSlow), mul_common.cc's (reference_integer_ops::Mul or
+// BroadcastMul4DSlow): the elementwise function without broadcast, else the broadcasting one.
+::tinyseg::Status ArithmeticInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const int16_t* data[2] = {nullptr, nullptr};
+  RuntimeShape shapes[2];
+  bool same = true;
+  for (int32_t k = 0; k < 2; ++k) {
+    TINYSEG_RETURN_IF_ERROR(Int16Operand(v, g, r, k, &data[k], &shapes[k], &same));
+  }
+  const ArithmeticParams p = Int16Params(g.arith);
   auto* o = reinterpret_cast<int16_t*>(r.dst);
   const RuntimeShape& os = r.out_shape;
-  if (same) {
-    reference_ops::Add(p, os, data[0], os, data[1], os, o, false);
+  if (g.op == StageOp::kAdd) {
+    if (same) {
+      reference_ops::Add(p, os, data[0], os, data[1], os, o, false);
+    } else {
+      reference_ops::BroadcastAdd4DSlow(p, shapes[0], data[0], shapes[1], data[1], os, o);
+    }
+  } else if (g.op == StageOp::kSub) {
+    if (same) {
+      reference_ops::Sub(p, os, data[0], os, data[1], os, o);
+    } else {
+      reference_ops::BroadcastQuantSubSlow(p, shapes[0], data[0], shapes[1], data[1], os, o);
+    }
+  } else if (same) {
+    reference_integer_ops::Mul(p, os, data[0], os, data[1], os, o);
   } else {
-    reference_ops::BroadcastAdd4DSlow(p, shapes[0], data[0], shapes[1], data[1], os, o);
+    reference_integer_ops::BroadcastMul4DSlow(p, shapes[0], data[0], shapes[1], data[1], os, o);
   }
   return ::tinyseg::Status::kOk;
 }

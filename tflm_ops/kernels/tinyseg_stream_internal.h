@@ -445,6 +445,8 @@ TfLiteStatus PrepareRelu6(const StageArgs& a, StageSlot& g);
 TfLiteStatus PrepareHardSwish(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status HardSwishRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareLeakyRelu(const StageArgs& a, StageSlot& g);
+TfLiteStatus PrepareLeakyReluQuantized(const StageArgs& a, StageSlot& g);  // int8 and int16
+LeakyReluParams LeakyReluParamsOf(const LeakyReluStage& sv);
 ::tinyseg::Status LeakyReluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PreparePrelu(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status PreluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
@@ -484,6 +486,7 @@ TfLiteStatus PrepareMean(const StageArgs& a, StageSlot& g);
 TfLiteStatus PrepareMeanFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MeanFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 // int16 rows (tinyseg_stream_int16.cc): TFLM's 16x8 reference arithmetic.
+TfLiteStatus RequireInt16(const StageArgs& a, const TensorSlot& out);
 TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status DepthwiseConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
@@ -491,8 +494,17 @@ TfLiteStatus PreparePoolInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MaxPoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status AveragePoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareConcatenationInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
-TfLiteStatus PrepareAddInt16(const StageArgs& a, StageSlot& g);
-::tinyseg::Status AddInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareArithmeticInt16(const StageArgs& a, StageSlot& g);     // ADD, SUB, MUL
+::tinyseg::Status ArithmeticInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PreparePadInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
+::tinyseg::Status PadInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareResizeInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
+::tinyseg::Status ResizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareSigmoidInt16(const StageArgs& a, StageSlot& g);  // _int16_more.cc
+::tinyseg::Status LogisticInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+::tinyseg::Status TanhInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareLeakyReluInt16(const StageArgs& a, StageSlot& g);  // _int16_more.cc
+::tinyseg::Status LeakyReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status QuantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);

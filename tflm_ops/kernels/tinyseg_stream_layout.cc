@@ -1,9 +1,9 @@
 // StreamChain's layout family (tinyseg_stream_internal.h): the stages that move elements -- PAD and
 // PADV2 (height, width and channels), RESIZE_NEAREST_NEIGHBOR (by an integer factor),
 // RESIZE_BILINEAR (any factor, TFLM's fixed-point blend of two rows; int8 here, float32 in
-// tinyseg_stream_float.cc) and CONCATENATION (along channels) -- int8, and float32 (PAD with 0.0f,
-// as pad.cc without constant values; PADV2 with its float32 scalar), as TFLM's own kernels compute
-// them.
+// tinyseg_stream_float.cc) and CONCATENATION (along channels) -- int8, float32 (PAD with 0.0f, as
+// pad.cc without constant values; PADV2 with its float32 scalar) and int16 (PAD with 0,
+// RESIZE_NEAREST_NEIGHBOR, CONCATENATION), as TFLM's own kernels compute them.
 #include <cstdint>
 #include <cstring>
 
@@ -189,6 +189,30 @@ TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
   return ::tinyseg::Status::kOk;
 }
 
+// int16 PAD: pad.cc pads int16 with 0 without constant values (int16 rows have zero point 0).
+TfLiteStatus PreparePadInt16(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
+  g.pad.value = -1;
+  g.pad.pad_value = 0;
+  return PadGeometry(a, g);
+}
+
+::tinyseg::Status PadInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  PadParams p = {};
+  p.left_padding_count = 4;
+  p.right_padding_count = 4;
+  p.left_padding[1] = r.rows == 0 ? 1 : 0;
+  p.left_padding[2] = g.pad.left;
+  p.right_padding[2] = g.pad.right;
+  p.left_padding[3] = g.pad.front;
+  p.right_padding[3] = g.pad.back;
+  p.resizing_category = ResizingCategory::kGenericResize;
+  const int16_t pad_value = static_cast<int16_t>(g.pad.pad_value);
+  reference_ops::Pad(p, r.in_shape, reinterpret_cast<const int16_t*>(r.src), &pad_value,
+                     r.out_shape, reinterpret_cast<int16_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
 namespace {
 
 // By an integer factor, without align_corners: row y reads row y / factor, checked against TFLM's
@@ -231,28 +255,40 @@ TfLiteStatus PrepareResizeFloat(const StageArgs& a, StageSlot& g) {
   return ResizeGeometry(a, g);
 }
 
-::tinyseg::Status ResizeFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+namespace {
+
+// One input row (y / factor) widened as TFLM's kernel widens it: an input band of one row.
+template <typename T>
+void ResizeRowOf(const StageSlot& g, const StageRow& r) {
   ResizeNearestNeighborParams p;
   p.align_corners = g.resize.align_corners != 0;
   p.half_pixel_centers = g.resize.half_pixel_centers != 0;
   const int32_t size[2] = {1, r.out->width};
   const int32_t size_dims[1] = {2};
-  reference_ops::ResizeNearestNeighbor(p, r.in_shape, reinterpret_cast<const float*>(r.src),
+  reference_ops::ResizeNearestNeighbor(p, r.in_shape, reinterpret_cast<const T*>(r.src),
                                        RuntimeShape(1, size_dims), size, r.out_shape,
-                                       reinterpret_cast<float*>(r.dst));
+                                       reinterpret_cast<T*>(r.dst));
+}
+
+}  // namespace
+
+TfLiteStatus PrepareResizeInt16(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
+  return ResizeGeometry(a, g);
+}
+
+::tinyseg::Status ResizeFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  ResizeRowOf<float>(g, r);
   return ::tinyseg::Status::kOk;
 }
 
-// One input row (y / factor) widened as TFLM's kernel widens it: an input band of one row.
 ::tinyseg::Status ResizeRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  ResizeNearestNeighborParams p;
-  p.align_corners = g.resize.align_corners != 0;
-  p.half_pixel_centers = g.resize.half_pixel_centers != 0;
-  const int32_t size[2] = {1, r.out->width};
-  const int32_t size_dims[1] = {2};
-  reference_ops::ResizeNearestNeighbor(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src),
-                                       RuntimeShape(1, size_dims), size, r.out_shape,
-                                       reinterpret_cast<int8_t*>(r.dst));
+  ResizeRowOf<int8_t>(g, r);
+  return ::tinyseg::Status::kOk;
+}
+
+::tinyseg::Status ResizeInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  ResizeRowOf<int16_t>(g, r);
   return ::tinyseg::Status::kOk;
 }
 
@@ -406,14 +442,7 @@ TfLiteStatus PrepareConcatenationFloat(const StageArgs& a, StageSlot& g) {
 }
 
 TfLiteStatus PrepareConcatenationInt16(const StageArgs& a, StageSlot& g) {
-  TfLiteContext* context = a.context;
-  const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_MSG(context, out.type == kTfLiteInt16,
-                     "StreamChain: an int16 stage writes int16 rows");
-  for (int32_t e = a.first_edge; e < a.end_edge; ++e) {
-    TF_LITE_ENSURE_MSG(context, a.tab->tensor(a.tab->edges[e].tensor).type == kTfLiteInt16,
-                       "StreamChain: an int16 stage reads int16 rows");
-  }
+  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
   return ConcatenationGeometry(a, g);
 }
 

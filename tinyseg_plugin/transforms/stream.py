@@ -203,6 +203,14 @@ def _one_pixel(graph: Graph, t: int) -> bool:
     )
 
 
+def checked_log2(x: float) -> int | None:
+    """TFLM's CheckedLog2 in its float arithmetic: the rounded log2 of ``x``, or None when that is
+    not within 1e-3 of an integer (its int16 LOGISTIC and TANH refuse such an output scale)."""
+    v = np.float32(np.log(np.float32(x))) * (np.float32(1.0) / np.log(np.float32(2.0)))
+    r = np.round(v)
+    return int(r) if abs(v - r) < np.float32(1e-3) else None
+
+
 def whole_operand(graph: Graph, op: Operator, t: int) -> bool:
     """Whether ``t`` is a MUL operand of one pixel (1 x 1 x 1 x C, int8 or float32, not a
     constant) whose other operand is an activation of more than one pixel: the kernel reads it
@@ -584,6 +592,14 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
         for t in quantized
     ):
         return "an int16 activation with a zero point other than 0 (TFLM's int16 kernels need 0)"
+    if (
+        op.opcode in ("LOGISTIC", "TANH")
+        and out.dtype == "INT16"
+        and checked_log2(out.scales[0]) != -15
+    ):
+        return (
+            f"an int16 {op.opcode} whose output scale is not 2^-15 (TFLM's int16 kernel needs it)"
+        )
     if op.opcode in SAME_SHAPE_STAGES and graph.tensors[acts[0]].shape != out.shape:
         return "an output shape other than its input's"
     if binary:

@@ -1,0 +1,87 @@
+// StreamChain's int16 (16x8) LOGISTIC, TANH and LEAKY_RELU stages (tinyseg_stream_internal.h,
+// Rows::kInt16): the functions TFLM's int16 kernels call (the lookup-table
+// reference_integer_ops::Logistic and Tanh, reference_ops::QuantizeLeakyRelu<int16_t>; every TFLM
+// build calls these: its CMSIS-NN kernels have none of the three), with the parameters their
+// Prepare computes. Each output element depends on its input element only, so a row is the
+// function over that row's elements.
+#include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/kernels/internal/quantization_util.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/logistic.h"
+#include "tensorflow/lite/kernels/internal/reference/integer_ops/tanh.h"
+#include "tensorflow/lite/kernels/internal/reference/leaky_relu.h"
+#include "tensorflow/lite/kernels/internal/types.h"
+#include "tensorflow/lite/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
+
+namespace tflite {
+namespace tinyseg_stream {
+
+// ------------------------------------------------------------ LOGISTIC, TANH
+
+// logistic_common.cc's and tanh.cc's int16 Prepare: zero points 0 and an output scale of 2^-15
+// (TFLM refuses others); a power-of-two input scale that needs no shift (TANH: or a shift of 1)
+// takes multiplier 0, any other one a multiplier onto the lookup's 1/(3*4096) scale.
+TfLiteStatus PrepareSigmoidInt16(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt16(a, out));
+  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  TF_LITE_ENSURE_MSG(
+      context, in.zero_point == 0 && out.zero_point == 0,
+      "StreamChain: an int16 LOGISTIC or TANH stage needs zero points 0 (as TFLM's)");
+  int out_log2 = 0;
+  TF_LITE_ENSURE_MSG(context, CheckedLog2(out.scale, &out_log2) && out_log2 == -15,
+                     "StreamChain: an int16 LOGISTIC or TANH stage writes scale 2^-15 (as TFLM's)");
+  constexpr int kInputIntegerBits = 3;
+  SigmoidStage& sv = g.sigmoid;
+  int in_log2 = 0;
+  const bool pot = CheckedLog2(in.scale, &in_log2);
+  sv.input_left_shift = (15 - kInputIntegerBits) + in_log2;
+  const bool shift_ok =
+      sv.input_left_shift == 0 || (g.op == StageOp::kTanh && sv.input_left_shift == 1);
+  if (pot && shift_ok) {
+    sv.input_multiplier = 0;
+    return kTfLiteOk;
+  }
+  double multiplier = static_cast<double>(in.scale) * 4096.0 * 3.0;
+  sv.input_left_shift = 0;
+  while (multiplier <= 32767.0 / 2.0 && sv.input_left_shift <= 30) {
+    ++sv.input_left_shift;
+    multiplier *= 2.0;
+  }
+  sv.input_multiplier = static_cast<int32_t>(multiplier);
+  return kTfLiteOk;
+}
+
+::tinyseg::Status LogisticInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  reference_integer_ops::Logistic(
+      g.sigmoid.input_multiplier, g.sigmoid.input_left_shift, r.out->width * r.out->channels,
+      reinterpret_cast<const int16_t*>(r.src), reinterpret_cast<int16_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+::tinyseg::Status TanhInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  reference_integer_ops::Tanh(g.sigmoid.input_multiplier, g.sigmoid.input_left_shift, r.in_shape,
+                              reinterpret_cast<const int16_t*>(r.src), r.out_shape,
+                              reinterpret_cast<int16_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ LEAKY_RELU
+
+// leaky_relu_common.cc computes the int16 parameters as the int8 ones (_activation.cc).
+TfLiteStatus PrepareLeakyReluInt16(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
+  return PrepareLeakyReluQuantized(a, g);
+}
+
+::tinyseg::Status LeakyReluInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  reference_ops::QuantizeLeakyRelu(LeakyReluParamsOf(g.leaky_relu), r.in_shape,
+                                   reinterpret_cast<const int16_t*>(r.src), r.out_shape,
+                                   reinterpret_cast<int16_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+}  // namespace tinyseg_stream
+}  // namespace tflite
