@@ -914,6 +914,22 @@ def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
     return b.build([q, f])
 
 
+def int16_channel_pad_chain(seed: int = 0, h: int = 16, w: int = 12) -> "fb.ModelT":
+    """An int16 (16x8) chain through a PAD of height, width and channels: QUANTIZE int8 -> int16,
+    CONV_2D, PAD, CONV_2D (VALID), QUANTIZE int16 -> int8."""
+    b = ModelBuilder(dtype="INT8", seed=seed)
+    x8 = b.input([1, h, w, 3])
+    b.dtype = "INT16"
+    x = b.activation([1, h, w, 3], "int16_input")
+    b._op("QUANTIZE", [x8], [x])
+    a = b.conv(b.conv(x, 6), 6)
+    y = b.conv(b.pad(a, [[0, 0], [1, 1], [1, 1], [2, 3]]), 4, k=3, padding=VALID, relu=False)
+    b.dtype = "INT8"
+    q = b.activation(list(b.shapes[y]), "int8_output")
+    b._op("QUANTIZE", [y], [q])
+    return b.build([q])
+
+
 def se_seg(
     seed: int = 0,
     size: tuple[int, int] = (24, 20),

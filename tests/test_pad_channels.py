@@ -64,6 +64,18 @@ def test_channel_pads_pass_the_real_kernel_check(tflm_dir: str, dtype: str) -> N
     assert v.check == REAL_KERNELS and v.identical, v.detail
 
 
+def test_an_int16_channel_pad_streams_and_passes_the_real_kernel_check(
+    tflm_dir: str,  # noqa: F811
+) -> None:
+    """The int16 PAD stage pads channels with 0, as TFLM's int16 PAD: in a StreamChain, the
+    optimized model's outputs equal the original's in a real TFLM build."""
+    g = build_graph(synth.int16_channel_pad_chain())
+    opt = optimize(g, Options()).graph
+    assert "PAD" in _stages(opt), _stages(opt)
+    v = verify(g, opt, runs=2, seed=3, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
+
+
 def test_channel_pads_pass_with_cmsis_nn_kernels(tflm_dir: str) -> None:  # noqa: F811
     """Optimized for CMSIS-NN and run in a CMSIS-NN host build, where the int8 PAD stages pad
     through arm_pad_s8: the outputs equal the original's in the same build, on random inputs."""
