@@ -903,10 +903,35 @@ def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_pat
         assert got["head"] == choice.head < want["head"]
 
 
+def _build_example(name: str, out: Path) -> None:
+    """examples/models/build.py's model ``name`` into ``out`` (pinned TensorFlow: make test
+    installs it; without it the case skips)."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("TensorFlow is not installed (make models-deps)")
+    build = ROOT / "examples" / "models" / "build.py"
+    p = subprocess.run(
+        [sys.executable, str(build), "--models", name, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+
+
 @pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])
 @pytest.mark.parametrize(
     "name",
-    ["float_stages_unet", "bilinear_seg", "float_more_stages", "int16_stages_chain", "se_seg"],
+    [
+        "float_stages_unet",
+        "bilinear_seg",
+        "float_more_stages",
+        "int16_stages_chain",
+        "se_seg",
+        "channel_pad_chain",
+        "mnv3_seg",
+    ],
 )
 def test_cortex_m7_float32_and_bilinear_stages(
     installed: Path, kernels: str, name: str, tmp_path: Path
@@ -916,9 +941,11 @@ def test_cortex_m7_float32_and_bilinear_stages(
     non-integer factor with half-pixel centres), the int8 RESIZE_BILINEAR stage (half-pixel
     centres, a non-integer factor) and the int16 (16x8) stages (whose unfused operators run
     CMSIS-NN's s16 kernels in the CMSIS-NN build) and the MUL reading a squeeze-and-excitation
-    gate whole after a chain that ends at the squeeze's MEAN (se_seg) built for a Cortex-M7 with
-    the reference and the CMSIS-NN kernels: the streamed model's outputs identical to the
-    original's there, and TFLM's figures as `tinyseg analyze` says."""
+    gate whole after a chain that ends at the squeeze's MEAN (se_seg), PAD and PADV2 of channels
+    (channel_pad_chain) and the MobileNetV3-style segmenter of examples/models/build.py (mnv3_seg,
+    with TensorFlow) built for a Cortex-M7 with the reference and the CMSIS-NN kernels: the
+    streamed model's outputs identical to the original's there, and TFLM's figures as
+    `tinyseg analyze` says."""
     reason = _cortex_m7_skip_reason(installed, kernels)
     if reason:
         pytest.skip(reason)
@@ -930,14 +957,18 @@ def test_cortex_m7_float32_and_bilinear_stages(
         pytest.fail(str(exc))
     runtime = "cmsis-nn" if kernels == "cmsis_nn" else "reference"
     original = tmp_path / f"{name}.tflite"
-    made = {
-        "float_stages_unet": synth.float_stages_unet,
-        "bilinear_seg": lambda: synth.bilinear_seg(out=(40, 52)),
-        "float_more_stages": lambda: synth.float_more_stages(out=(25, 21)),
-        "int16_stages_chain": synth.int16_stages_chain,
-        "se_seg": synth.se_seg,
-    }[name]()
-    modelio.save_model(made, original)
+    if name == "mnv3_seg":
+        _build_example(name, tmp_path)
+    else:
+        made = {
+            "float_stages_unet": synth.float_stages_unet,
+            "bilinear_seg": lambda: synth.bilinear_seg(out=(40, 52)),
+            "float_more_stages": lambda: synth.float_more_stages(out=(25, 21)),
+            "int16_stages_chain": synth.int16_stages_chain,
+            "se_seg": synth.se_seg,
+            "channel_pad_chain": synth.channel_pad_chain,
+        }[name]()
+        modelio.save_model(made, original)
     g = build_graph(modelio.load_model(original))
     choice = stream_search.choose_streaming(g, runtime, "cortex-m", kernel_only=True)
     assert choice.streamed is not None
@@ -953,10 +984,12 @@ def test_cortex_m7_float32_and_bilinear_stages(
         "float_more_stages": "PRELU",
         "int16_stages_chain": "DEPTHWISE_CONV_2D",
         "se_seg": "MUL",
+        "channel_pad_chain": "PADV2",
+        "mnv3_seg": "RESIZE_BILINEAR",
     }
     assert wanted.get(name, "QUANTIZE") in stages
-    if name == "se_seg":  # the chain before the gate ends at the squeeze's MEAN
-        assert "MEAN" in stages, stages
+    if name in ("se_seg", "mnv3_seg"):  # a chain before a gate ends at the squeeze's MEAN
+        assert {"MEAN", "MUL"} <= stages, stages
     model = tmp_path / "streamed.tflite"
     modelio.save_model(streamed.model, model)
     inputs = tmp_path / "in.bin"
