@@ -931,6 +931,7 @@ def _build_example(name: str, out: Path) -> None:
         "se_seg",
         "channel_pad_chain",
         "mnv3_seg",
+        "mnv3_seg_float",
     ],
 )
 def test_cortex_m7_float32_and_bilinear_stages(
@@ -942,8 +943,8 @@ def test_cortex_m7_float32_and_bilinear_stages(
     centres, a non-integer factor) and the int16 (16x8) stages (whose unfused operators run
     CMSIS-NN's s16 kernels in the CMSIS-NN build) and the MUL reading a squeeze-and-excitation
     gate whole after a chain that ends at the squeeze's MEAN (se_seg), PAD and PADV2 of channels
-    (channel_pad_chain) and the MobileNetV3-style segmenter of examples/models/build.py (mnv3_seg,
-    with TensorFlow) built for a Cortex-M7 with the reference and the CMSIS-NN kernels: the
+    (channel_pad_chain) and the MobileNetV3-style segmenter of examples/models/build.py (mnv3_seg
+    and its float32 twin mnv3_seg_float, with TensorFlow) built for a Cortex-M7 with the reference and the CMSIS-NN kernels: the
     streamed model's outputs identical to the original's there, and TFLM's figures as
     `tinyseg analyze` says."""
     reason = _cortex_m7_skip_reason(installed, kernels)
@@ -957,7 +958,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
         pytest.fail(str(exc))
     runtime = "cmsis-nn" if kernels == "cmsis_nn" else "reference"
     original = tmp_path / f"{name}.tflite"
-    if name == "mnv3_seg":
+    if name.startswith("mnv3_seg"):
         _build_example(name, tmp_path)
     else:
         made = {
@@ -986,9 +987,14 @@ def test_cortex_m7_float32_and_bilinear_stages(
         "se_seg": "MUL",
         "channel_pad_chain": "PADV2",
         "mnv3_seg": "RESIZE_BILINEAR",
+        "mnv3_seg_float": "RESIZE_BILINEAR",
     }
     assert wanted.get(name, "QUANTIZE") in stages
-    if name in ("se_seg", "mnv3_seg"):  # a chain before a gate ends at the squeeze's MEAN
+    if name in (
+        "se_seg",
+        "mnv3_seg",
+        "mnv3_seg_float",
+    ):  # a chain before a gate ends at the squeeze's MEAN
         assert {"MEAN", "MUL"} <= stages, stages
     model = tmp_path / "streamed.tflite"
     modelio.save_model(streamed.model, model)

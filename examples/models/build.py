@@ -482,6 +482,14 @@ MODELS: dict[str, ModelSpec] = {
             "yolo_int16", (96, 96, 3), build_yolo_int16, 16, quantization="16x8", in_all=False
         ),
         ModelSpec("mnv3_seg", (96, 96, 3), build_mnv3_seg, 16),
+        ModelSpec(
+            "mnv3_seg_float",
+            (96, 96, 3),
+            build_mnv3_seg,
+            0,
+            quantization="float32",
+            in_all=False,
+        ),
     )
 }
 DEFAULT_MODELS = ("tiny_unet",)
