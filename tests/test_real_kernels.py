@@ -681,9 +681,9 @@ def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(tflm_dir: str) -> 
     assert ran.stats["head"] == plan_graph(opt, "reference").head
 
 
-def _edited_unet(edit):
+def _edited_unet(op_name: str, edit):
     """The int16 U-Net optimized, ``edit(options, stages by op)`` applied to the StreamChain whose
-    body holds its TRANSPOSE_CONV: the parsed model."""
+    body holds its ``op_name`` stage: the parsed model."""
     import numpy as np
     from flatbuffers import flexbuffers
 
@@ -697,7 +697,7 @@ def _edited_unet(edit):
             continue
         m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
         stages = {st.get("op"): st for st in m.get("stages", [])}
-        if "TRANSPOSE_CONV" in stages:
+        if op_name in stages:
             edit(m, stages)
             edited += 1
             op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
@@ -706,8 +706,8 @@ def _edited_unet(edit):
 
 
 def _swap_filter_and_bias(m: dict, stages: dict) -> None:
-    ins = stages["TRANSPOSE_CONV"]["inputs"]
-    ins[1], ins[2] = ins[2], ins[1]
+    ins = stages["TRANSPOSE_CONV"]["inputs"]  # output shape, filter, input, bias
+    ins[1], ins[3] = ins[3], ins[1]
 
 
 def _int32_row(m: dict, stages: dict) -> None:
@@ -736,7 +736,8 @@ def test_the_int16_transpose_conv_and_padv2_stages_refuse_malformed_bodies(
     bias are swapped (an int64 filter), one whose op_scratch holds an int32 row but not its int64
     one, and an int16 PADV2 whose pad value is the int32 paddings (the bodies are edited past the
     Python side, which refuses them first)."""
-    stderr = _refusal(tflm_dir, tmp_path, _edited_unet(edit), 16 * 12 * 3)
+    op_name = "PADV2" if edit is _paddings_as_pad_value else "TRANSPOSE_CONV"
+    stderr = _refusal(tflm_dir, tmp_path, _edited_unet(op_name, edit), 16 * 12 * 3)
     assert reason in stderr, stderr[-1500:]
 
 
