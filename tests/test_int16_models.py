@@ -82,15 +82,17 @@ def test_the_int16_yolo_streams_to_the_estimate(
     assert _head(out, capsys) == estimate < before
 
 
+@pytest.mark.parametrize("bias", ["INT64", None])
 def test_the_int16_unet_streams_through_transpose_conv_and_padv2(
-    tmp_path: Path, capsys: pytest.CaptureFixture
+    tmp_path: Path, capsys: pytest.CaptureFixture, bias: str | None
 ) -> None:
-    """The int16 U-Net's TRANSPOSE_CONV (its int64 accumulator row counted in the chain's
-    operator scratch) and PADV2 are stages, so `optimize` reaches the head `analyze --stream`
-    estimates (before these stages the chains stopped at both: 16,896 B against 3,040 B,
-    docs/results.md); optimize verifies the output bit-exact."""
+    """The int16 U-Net's TRANSPOSE_CONV (int64 bias, or none as TensorFlow's converter writes a
+    zero one; its int64 accumulator row counted in the chain's operator scratch) and PADV2 are
+    stages, so `optimize` reaches the head `analyze --stream` estimates (before these stages the
+    chains stopped at both: 16,896 B against 3,040 B, docs/results.md); optimize verifies the
+    output bit-exact."""
     path = tmp_path / "int16_unet.tflite"
-    modelio.save_model(synth.int16_unet_chain(), path)
+    modelio.save_model(synth.int16_unet_chain(tconv_bias=bias), path)
     before = _head(path, capsys)
     assert main(["analyze", str(path), "--stream", "--json"]) == 0
     estimate = json.loads(capsys.readouterr().out)["stream"]["head"]
@@ -112,8 +114,8 @@ def test_the_int16_unet_streams_through_transpose_conv_and_padv2(
 @pytest.mark.parametrize("bias", ["INT32", "INT16"])
 def test_an_int16_transpose_conv_without_an_int64_bias_stays_out_of_chains(bias: str) -> None:
     """TFLM's int16 TRANSPOSE_CONV reads an int64 bias as it is and widens an int16 one into a
-    scratch buffer of its own; the stage takes int64 only, so any other bias is a gap, with the
-    reason."""
+    scratch buffer of its own; the stage takes int64 or none, so any other bias is a gap, with
+    the reason."""
     gaps = stream.stage_gaps(build_graph(synth.int16_unet_chain(tconv_bias=bias)))
     assert [g.opcode for g in gaps] == ["TRANSPOSE_CONV"]
     assert "constant inputs" in gaps[0].reason and bias in gaps[0].reason

@@ -651,18 +651,21 @@ def test_the_int16_mul_stage_refuses_a_zero_point(tflm_dir: str, tmp_path: Path)
     assert "int16 MUL stage needs zero points 0" in stderr, stderr[-1500:]
 
 
-def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(tflm_dir: str) -> None:
-    """The int16 U-Net's TRANSPOSE_CONV (int64 bias, its int64 accumulator row in op_scratch) and
-    PADV2 (pad value 1234) as stages TFLM runs with TinySeg's kernels: outputs identical to the
-    unfused graph's, and TFLM's arena head (the runner's RecordingMicroAllocator) the one the
-    planner gives the streamed model."""
+@pytest.mark.parametrize("bias", ["INT64", None])
+def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(
+    tflm_dir: str, bias: str | None
+) -> None:
+    """The int16 U-Net's TRANSPOSE_CONV (an int64 bias or none, its int64 accumulator row in
+    op_scratch) and PADV2 (pad value 1234) as stages TFLM runs with TinySeg's kernels: outputs
+    identical to the unfused graph's, and TFLM's arena head (the runner's
+    RecordingMicroAllocator) the one the planner gives the streamed model."""
     import numpy as np
 
     from tinyseg_plugin.checks.verify import arena_for
     from tinyseg_plugin.ir import modelio
     from tinyseg_plugin.memory.planner import plan_graph
 
-    graph = build_graph(synth.int16_unet_chain())
+    graph = build_graph(synth.int16_unet_chain(tconv_bias=bias))
     opt = _optimized(graph)
     stages = [
         st.op

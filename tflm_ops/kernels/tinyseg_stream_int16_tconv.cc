@@ -2,8 +2,8 @@
 // Rows::kInt16).
 //
 // TRANSPOSE_CONV: transpose_conv.cc's int16 case calls reference_integer_ops::TransposeConv with
-// an int64 bias and an int64 scratch it zeroes and scatters into (every build: TFLM's CMSIS-NN
-// TRANSPOSE_CONV has no int16 kernel). A stage streams only when stride >= kernel height
+// an int64 bias (or none) and an int64 scratch it zeroes and scatters into (every build: TFLM's
+// CMSIS-NN TRANSPOSE_CONV has no int16 kernel). A stage streams only when stride >= kernel height
 // (ConvGeometry), so output row y comes from input row y / stride alone: the row calls the same
 // function on that one input row with the top padding shifted to select the filter rows, and its
 // int64 accumulator is one output row (width * channels * 8 bytes) at the start of op_scratch,
@@ -26,21 +26,22 @@ namespace tflite {
 namespace tinyseg_stream {
 namespace {
 
-// The int8 filter [C_out, kh, kw, C_in] and the int64 bias of C_out (the bias TFLM's int16 kernel
-// reads as it is; an int16 one it widens into another scratch, not a stage), the geometry, and
-// TFLM's per-channel requantization into the pool.
+// The int8 filter [C_out, kh, kw, C_in] and an int64 bias of C_out or none (TFLM's int16 kernel
+// reads an int64 one as it is and skips a missing one; an int16 one it widens into a scratch
+// buffer of its own: not a stage), the geometry, and TFLM's per-channel requantization.
 TfLiteStatus PrepareTransposeInt16With(const StageArgs& a, StageSlot& g, const TensorSlot& in,
                                        const TensorSlot& out, TfLiteTensor* filter,
                                        TfLiteTensor* bias) {
   TfLiteContext* context = a.context;
   ConvStage& c = g.conv;
-  const bool types_ok = filter->type == kTfLiteInt8 && filter->dims->size == 4 &&
-                        filter->dims->data[0] == out.channels && bias != nullptr &&
-                        bias->type == kTfLiteInt64 && NumElements(bias) == out.channels;
+  const bool types_ok =
+      filter->type == kTfLiteInt8 && filter->dims->size == 4 &&
+      filter->dims->data[0] == out.channels &&
+      (bias == nullptr || (bias->type == kTfLiteInt64 && NumElements(bias) == out.channels));
   if (!types_ok) {
     MicroPrintf(
         "StreamChain: an int16 TRANSPOSE_CONV stage needs an int8 filter of its output channels "
-        "and an int64 bias");
+        "and an int64 bias or none");
     return kTfLiteError;
   }
   c.filter_h = filter->dims->data[1];
@@ -92,12 +93,11 @@ TfLiteStatus PrepareTransposeConvInt16(const StageArgs& a, StageSlot& g) {
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
   const TfLiteEvalTensor* bias =
       c.bias >= 0 ? micro::GetEvalInput(v.context, v.node, c.bias) : nullptr;
-  if (bias == nullptr) return ::tinyseg::Status::kInvalidArgument;  // Prepare refuses it
   const int32_t* pool = v.tab.per_channel + c.per_channel;
   reference_integer_ops::TransposeConv(
       p, pool, pool + r.out->channels, r.in_shape, reinterpret_cast<const int16_t*>(r.src),
       micro::GetTensorShape(filter), micro::GetTensorData<int8_t>(filter),
-      micro::GetTensorShape(bias), micro::GetTensorData<int64_t>(bias), r.out_shape,
+      micro::GetTensorShape(bias), micro::GetOptionalTensorData<int64_t>(bias), r.out_shape,
       reinterpret_cast<int16_t*>(r.dst), RuntimeShape(), nullptr,
       reinterpret_cast<int64_t*>(v.op_scratch));
   return ::tinyseg::Status::kOk;

@@ -271,10 +271,13 @@ def _check_stage(
                     and bias.elements == out.channels
                 )
             )
-            and not (kernel and out.dtype == "INT16" and bias is None)
-            and not (kernel and out.dtype == "INT16" and dw and bias.dtype != "INT64")
+            and not (kernel and out.dtype == "INT16" and bias is None and op != "TRANSPOSE_CONV")
             and not (
-                kernel and out.dtype == "INT16" and op == "TRANSPOSE_CONV" and bias.dtype != "INT64"
+                kernel
+                and out.dtype == "INT16"
+                and (dw or op == "TRANSPOSE_CONV")
+                and bias is not None
+                and bias.dtype != "INT64"
             )
         )
         if not ok:

@@ -324,8 +324,8 @@ STREAM_INT16_STAGE_OPS = (
 STREAM_INT16_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "CONV_2D": (("INT8", "INT64"), ("INT8", "INT32")),
     "DEPTHWISE_CONV_2D": (("INT8", "INT64"),),
-    # shape, filter, bias: int64 only (TFLM widens an int16 bias into another scratch buffer)
-    "TRANSPOSE_CONV": (("INT32", "INT8", "INT64"),),
+    # shape, filter, bias: int64 or none (TFLM widens an int16 bias into another scratch buffer)
+    "TRANSPOSE_CONV": (("INT32", "INT8", "INT64"), ("INT32", "INT8", None), ("INT32", "INT8")),
     "PAD": (("INT32",),),  # paddings (PAD pads int16 with 0, as TFLM's)
     "PADV2": (("INT32", "INT16"),),  # paddings, the pad value (an int16 scalar TFLM copies as is)
     "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # the size
