@@ -657,12 +657,13 @@ def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(
 ) -> None:
     """The int16 U-Net's TRANSPOSE_CONV (an int64 bias or none, its int64 accumulator row in
     op_scratch) and PADV2 (pad value 1234) as stages TFLM runs with TinySeg's kernels: outputs
-    identical to the unfused graph's, and TFLM's arena head (the runner's
-    RecordingMicroAllocator) the one the planner gives the streamed model."""
+    identical to the unfused graph's, and TFLM's arena head and tail (the runner's
+    RecordingMicroAllocator) the ones the planner gives the original and the streamed model."""
     import numpy as np
 
     from tinyseg_plugin.checks.verify import arena_for
     from tinyseg_plugin.ir import modelio
+    from tinyseg_plugin.memory.kernels import BuildProfile
     from tinyseg_plugin.memory.planner import plan_graph
 
     graph = build_graph(synth.int16_unet_chain(tconv_bias=bias))
@@ -678,10 +679,12 @@ def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(
     assert v.check == REAL_KERNELS and v.identical, v.detail
     exe = real_kernels.prepare(tflm_dir)
     batch = [np.zeros(graph.tensors[graph.inputs[0]].shape, dtype=np.int8)]
-    ran = real_kernels.run(
-        exe, modelio.model_to_bytes(opt.model), [batch], arena_for(graph), 60, "m"
-    )
-    assert ran.stats["head"] == plan_graph(opt, "reference").head
+    build = BuildProfile("host64-make-recording-tinyseg", 8)  # the runner's TFLM, as installed
+    for g in (graph, opt):
+        data = modelio.model_to_bytes(g.model)
+        ran = real_kernels.run(exe, data, [batch], arena_for(graph), 60, "m")
+        plan = plan_graph(g, "reference", build)
+        assert (ran.stats["head"], ran.stats["tail"]) == (plan.head, plan.tail.total)
 
 
 def _edited_unet(op_name: str, edit):
