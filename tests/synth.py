@@ -196,19 +196,23 @@ class ModelBuilder:
         self._op(kind, [x], [y], fb.BuiltinOptions.Pool2DOptions, o)
         return y
 
-    def transpose_conv(self, x: int, out_ch: int, k: int = 2, stride: int = 2) -> int:
+    def transpose_conv(
+        self, x: int, out_ch: int, k: int = 2, stride: int = 2, bias: bool = True
+    ) -> int:
+        """A TRANSPOSE_CONV, SAME; without ``bias`` three inputs (as TensorFlow's converter writes
+        an int16 one whose bias is zero)."""
         n, h, w, c = self.shapes[x]
         oshape = [n, h * stride, w * stride, out_ch]
         shape_t = self._tensor(
             [4], "INT32", f"tconv{len(self.operators)}/shape", np.array(oshape, dtype=np.int32)
         )
         wt = self._weights([out_ch, k, k, c], 0, f"tconv{len(self.operators)}/w")
-        bt = self._bias(out_ch, x, wt, f"tconv{len(self.operators)}/b")
+        bt = [self._bias(out_ch, x, wt, f"tconv{len(self.operators)}/b")] if bias else []
         y = self.activation(oshape, f"tconv{len(self.operators)}")
         o = fb.TransposeConvOptionsT()
         o.padding, o.strideH, o.strideW = SAME, stride, stride
         self._op(
-            "TRANSPOSE_CONV", [shape_t, wt, x, bt], [y], fb.BuiltinOptions.TransposeConvOptions, o
+            "TRANSPOSE_CONV", [shape_t, wt, x, *bt], [y], fb.BuiltinOptions.TransposeConvOptions, o
         )
         return y
 
@@ -298,7 +302,7 @@ class ModelBuilder:
     def padv2(self, x: int, paddings, value: float) -> int:
         """A PADV2 by constant int32 ``paddings`` with the constant scalar pad ``value`` (int8:
         output and value keep the input's quantization, PADV2 requantizes nothing; float32: a
-        float32 scalar)."""
+        float32 scalar; int16: an int16 scalar without quantization, as TFLM reads it)."""
         name = f"padv2_{len(self.operators)}"
         pads = np.array(paddings, dtype=np.int32).reshape(4, 2)
         p_t = self._tensor([4, 2], "INT32", f"{name}/paddings", pads)
@@ -311,6 +315,13 @@ class ModelBuilder:
             )
             return y
         q = self.tensors[x].quantization
+        if self.dtype == "INT16":  # an int16 scalar TFLM copies as is (zero point 0)
+            v_t = self._tensor([], "INT16", f"{name}/value", np.array(value, dtype=np.int16))
+            y = self.activation(shape, name)
+            self._op(
+                "PADV2", [x, p_t, v_t], [y], fb.BuiltinOptions.PadV2Options, fb.PadV2OptionsT()
+            )
+            return y
         v_t = self._tensor(
             [],
             "INT8",
@@ -924,6 +935,32 @@ def int16_channel_pad_chain(seed: int = 0, h: int = 16, w: int = 12) -> "fb.Mode
     b._op("QUANTIZE", [x8], [x])
     a = b.conv(b.conv(x, 6), 6)
     y = b.conv(b.pad(a, [[0, 0], [1, 1], [1, 1], [2, 3]]), 4, k=3, padding=VALID, relu=False)
+    b.dtype = "INT8"
+    q = b.activation(list(b.shapes[y]), "int8_output")
+    b._op("QUANTIZE", [y], [q])
+    return b.build([q])
+
+
+def int16_unet_chain(
+    seed: int = 0, h: int = 16, w: int = 12, tconv_bias: str | None = "INT64"
+) -> "fb.ModelT":
+    """An int16 (16x8) U-Net: QUANTIZE int8 -> int16, an encoder with a strided CONV_2D, a
+    TRANSPOSE_CONV (2x2, stride 2, a ``tconv_bias`` bias, None: none) that up-samples back, CONCATENATION
+    with the skip, a PADV2 of height, width and channels (pad value 1234) in front of a VALID
+    CONV_2D, then QUANTIZE int16 -> int8."""
+    b = ModelBuilder(dtype="INT8", seed=seed)
+    x8 = b.input([1, h, w, 3])
+    b.dtype = "INT16"
+    x = b.activation([1, h, w, 3], "int16_input")
+    b._op("QUANTIZE", [x8], [x])
+    skip = b.conv(b.conv(x, 8), 8)
+    low = b.conv(b.conv(skip, 16, stride=2), 16)
+    b.bias_type = tconv_bias or "INT64"
+    tconv = b.transpose_conv(low, 8, bias=tconv_bias is not None)
+    b.bias_type = "INT64"
+    up = b.concat([tconv, skip])
+    y = b.conv(b.padv2(up, [[0, 0], [1, 1], [2, 0], [1, 2]], 1234), 8, padding=VALID)
+    y = b.conv(y, 4, k=1, relu=False)
     b.dtype = "INT8"
     q = b.activation(list(b.shapes[y]), "int8_output")
     b._op("QUANTIZE", [y], [q])

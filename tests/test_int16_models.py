@@ -1,8 +1,9 @@
 """The int16 (16x8) models of examples/models/build.py: `tinyseg optimize` streams the DS-CNN
 keyword spotter's int16 convolutions and pool (StreamChain's int16 stages) and halves TFLM's arena
 head; it streams the YOLOv8n-like detector's SiLU (LOGISTIC and MUL), PAD, SPPF and
-RESIZE_NEAREST_NEIGHBOR to the head `analyze --stream` estimates. Each checked bit-exact (in the
-real kernels when TFLM_DIR is set, else in the tflite-micro wheel)."""
+RESIZE_NEAREST_NEIGHBOR to the head `analyze --stream` estimates, and the synthetic int16 U-Net
+(tests/synth.py int16_unet_chain) through its TRANSPOSE_CONV and PADV2. Each checked bit-exact (in
+the real kernels when TFLM_DIR is set, else in the tflite-micro wheel)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import synth
 
 from tinyseg_plugin.cli import main
+from tinyseg_plugin.contract import customops
+from tinyseg_plugin.ir import modelio
+from tinyseg_plugin.ir.graph import build_graph
+from tinyseg_plugin.transforms import stream
 
 ROOT = Path(__file__).resolve().parent.parent
 # The acceptance bound: `analyze --stream` estimates 16,768 B for this model (TFLM: 32,000 B).
@@ -74,3 +80,42 @@ def test_the_int16_yolo_streams_to_the_estimate(
     assert main(["optimize", str(yolo), "-o", str(out), "-q"]) == 0
     capsys.readouterr()
     assert _head(out, capsys) == estimate < before
+
+
+@pytest.mark.parametrize("bias", ["INT64", None])
+def test_the_int16_unet_streams_through_transpose_conv_and_padv2(
+    tmp_path: Path, capsys: pytest.CaptureFixture, bias: str | None
+) -> None:
+    """The int16 U-Net's TRANSPOSE_CONV (int64 bias, or none as TensorFlow's converter writes a
+    zero one; its int64 accumulator row counted in the chain's operator scratch) and PADV2 are
+    stages, so `optimize` reaches the head `analyze --stream` estimates (before these stages the
+    chains stopped at both: 16,896 B against 3,040 B, docs/results.md); optimize verifies the
+    output bit-exact."""
+    path = tmp_path / "int16_unet.tflite"
+    modelio.save_model(synth.int16_unet_chain(tconv_bias=bias), path)
+    before = _head(path, capsys)
+    assert main(["analyze", str(path), "--stream", "--json"]) == 0
+    estimate = json.loads(capsys.readouterr().out)["stream"]["head"]
+    out = tmp_path / "opt.tflite"
+    assert main(["optimize", str(path), "-o", str(out), "-q"]) == 0
+    capsys.readouterr()
+    assert _head(out, capsys) == estimate < before
+    written = build_graph(modelio.load_model(out))
+    stages = [
+        st.op
+        for op in written.operators
+        if op.opcode == customops.STREAM_CHAIN
+        for st in customops.decode(op).stages
+    ]
+    assert {"TRANSPOSE_CONV", "PADV2"} <= set(stages), stages
+    assert not {op.opcode for op in written.operators} & {"TRANSPOSE_CONV", "PADV2"}
+
+
+@pytest.mark.parametrize("bias", ["INT32", "INT16"])
+def test_an_int16_transpose_conv_without_an_int64_bias_stays_out_of_chains(bias: str) -> None:
+    """TFLM's int16 TRANSPOSE_CONV reads an int64 bias as it is and widens an int16 one into a
+    scratch buffer of its own; the stage takes int64 or none, so any other bias is a gap, with
+    the reason."""
+    gaps = stream.stage_gaps(build_graph(synth.int16_unet_chain(tconv_bias=bias)))
+    assert [g.opcode for g in gaps] == ["TRANSPOSE_CONV"]
+    assert "constant inputs" in gaps[0].reason and bias in gaps[0].reason

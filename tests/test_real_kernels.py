@@ -651,6 +651,102 @@ def test_the_int16_mul_stage_refuses_a_zero_point(tflm_dir: str, tmp_path: Path)
     assert "int16 MUL stage needs zero points 0" in stderr, stderr[-1500:]
 
 
+@pytest.mark.parametrize("bias", ["INT64", None])
+def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(
+    tflm_dir: str, bias: str | None
+) -> None:
+    """The int16 U-Net's TRANSPOSE_CONV (an int64 bias or none, its int64 accumulator row in
+    op_scratch) and PADV2 (pad value 1234) as stages TFLM runs with TinySeg's kernels: outputs
+    identical to the unfused graph's, and TFLM's arena head and tail (the runner's
+    RecordingMicroAllocator) the ones the planner gives the original and the streamed model."""
+    import numpy as np
+
+    from tinyseg_plugin.checks.verify import arena_for
+    from tinyseg_plugin.ir import modelio
+    from tinyseg_plugin.memory.kernels import BuildProfile
+    from tinyseg_plugin.memory.planner import plan_graph
+
+    graph = build_graph(synth.int16_unet_chain(tconv_bias=bias))
+    opt = _optimized(graph)
+    stages = [
+        st.op
+        for op in opt.operators
+        if op.opcode == customops.STREAM_CHAIN
+        for st in customops.decode(op).stages
+    ]
+    assert {"TRANSPOSE_CONV", "PADV2"} <= set(stages), stages
+    v = verify(graph, opt, runs=2, seed=2, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
+    exe = real_kernels.prepare(tflm_dir)
+    batch = [np.zeros(graph.tensors[graph.inputs[0]].shape, dtype=np.int8)]
+    build = BuildProfile("host64-make-recording-tinyseg", 8)  # the runner's TFLM, as installed
+    for g in (graph, opt):
+        data = modelio.model_to_bytes(g.model)
+        ran = real_kernels.run(exe, data, [batch], arena_for(graph), 60, "m")
+        plan = plan_graph(g, "reference", build)
+        assert (ran.stats["head"], ran.stats["tail"]) == (plan.head, plan.tail.total)
+
+
+def _edited_unet(op_name: str, edit):
+    """The int16 U-Net optimized, ``edit(options, stages by op)`` applied to the StreamChain whose
+    body holds its ``op_name`` stage: the parsed model."""
+    import numpy as np
+    from flatbuffers import flexbuffers
+
+    from tinyseg_plugin.ir import modelio
+
+    opt = _optimized(build_graph(synth.int16_unet_chain()))
+    model = modelio.parse_model(modelio.model_to_bytes(opt.model))
+    edited = 0
+    for op in model.subgraphs[0].operators:
+        if op.customOptions is None:
+            continue
+        m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
+        stages = {st.get("op"): st for st in m.get("stages", [])}
+        if op_name in stages:
+            edit(m, stages)
+            edited += 1
+            op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+    assert edited == 1
+    return model
+
+
+def _swap_filter_and_bias(m: dict, stages: dict) -> None:
+    ins = stages["TRANSPOSE_CONV"]["inputs"]  # output shape, filter, input, bias
+    ins[1], ins[3] = ins[3], ins[1]
+
+
+def _int32_row(m: dict, stages: dict) -> None:
+    assert m["op_scratch"] == 12 * 8 * 8  # one output row of 12 x 8 int64
+    m["op_scratch"] = 12 * 8 * 4  # an int32 row, the int8 stage's
+
+
+def _paddings_as_pad_value(m: dict, stages: dict) -> None:
+    ins = stages["PADV2"]["inputs"]
+    ins[2] = ins[1]
+
+
+@pytest.mark.parametrize(
+    "edit, reason",
+    [
+        (_swap_filter_and_bias, "int16 TRANSPOSE_CONV stage needs an int8 filter"),
+        (_int32_row, "op_scratch is smaller than one TRANSPOSE_CONV accumulator row"),
+        (_paddings_as_pad_value, "int16 PADV2 takes a constant int16 scalar pad value"),
+    ],
+    ids=["int64 filter", "int32 row", "int32 pad value"],
+)
+def test_the_int16_transpose_conv_and_padv2_stages_refuse_malformed_bodies(
+    tflm_dir: str, tmp_path: Path, edit, reason: str
+) -> None:
+    """The C++ kernel's Prepare refuses, saying why, an int16 TRANSPOSE_CONV stage whose filter and
+    bias are swapped (an int64 filter), one whose op_scratch holds an int32 row but not its int64
+    one, and an int16 PADV2 whose pad value is the int32 paddings (the bodies are edited past the
+    Python side, which refuses them first)."""
+    op_name = "PADV2" if edit is _paddings_as_pad_value else "TRANSPOSE_CONV"
+    stderr = _refusal(tflm_dir, tmp_path, _edited_unet(op_name, edit), 16 * 12 * 3)
+    assert reason in stderr, stderr[-1500:]
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_float32_unets_stream_in_the_real_kernels(tflm_dir: str, seed: int) -> None:
     """Float32 random U-Nets: every row-local operator inside a StreamChain, bit-exact."""

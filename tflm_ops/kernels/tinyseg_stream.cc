@@ -17,13 +17,12 @@
 //
 // This file is the dispatcher: kStages gives each operator its family's Prepare and Row
 // (tinyseg_stream_conv.cc, _pool.cc, _arithmetic.cc, _activation.cc, _layout.cc, _float.cc,
-// _int16.cc); tinyseg_stream_body.cc reads the body tables, tinyseg_stream_eval.cc moves rows.
-//
+// _int16*.cc); tinyseg_stream_body.cc reads the body tables, tinyseg_stream_eval.cc moves rows.
 // Memory (the planner counts it, memory/kernels/tinyseg.py stream_chain_scratch and
 // customops.stream_chain_body_bytes): Init keeps an OpData of kStreamChainOpDataBytes; Prepare
 // allocates one persistent block for the chain's tables and requests two scratch buffers: the
 // rings plus one codec block per spilled tensor, and op_scratch (a TRANSPOSE_CONV's int32 row,
-// CMSIS-NN's buffers (tinyseg_stream_cmsis.h), then a MEAN's per-channel sums).
+// int64 for int16, CMSIS-NN's buffers (tinyseg_stream_cmsis.h), then a MEAN's sums).
 #include <cstring>
 
 #include "tensorflow/lite/c/common.h"
@@ -90,7 +89,7 @@ constexpr StageEntry kStages[] = {
     {StageOp::kResizeBilinear, Rows::kFloat32, PrepareResizeBilinearFloat, ResizeBilinearFloatRow},
     {StageOp::kMean, Rows::kQuantized, PrepareMean, MeanRow},  // _reduce.cc: ends its chain
     {StageOp::kMean, Rows::kFloat32, PrepareMeanFloat, MeanFloatRow},
-    // int16 rows, int8 weights (TFLM's 16x8): _int16.cc, _int16_more.cc.
+    // int16 rows, int8 weights (TFLM's 16x8): _int16.cc, _int16_more.cc, _int16_tconv.cc.
     {StageOp::kConv2d, Rows::kInt16, PrepareConvInt16, ConvInt16Row},
     {StageOp::kDepthwiseConv2d, Rows::kInt16, PrepareConvInt16, DepthwiseConvInt16Row},
     {StageOp::kMaxPool2d, Rows::kInt16, PreparePoolInt16, MaxPoolInt16Row},
@@ -107,6 +106,8 @@ constexpr StageEntry kStages[] = {
     {StageOp::kConcatenation, Rows::kInt16, PrepareConcatenationInt16, ConcatenationRow},
     {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeInt16Row},
     {StageOp::kDequantize, Rows::kInt16, PrepareDequantize, DequantizeInt16Row},
+    {StageOp::kTransposeConv, Rows::kInt16, PrepareTransposeConvInt16, TransposeConvInt16Row},
+    {StageOp::kPadv2, Rows::kInt16, PreparePadv2Int16, PadInt16Row},  // _int16_tconv.cc
 };
 constexpr int32_t kNumStages = static_cast<int32_t>(sizeof(kStages) / sizeof(kStages[0]));
 

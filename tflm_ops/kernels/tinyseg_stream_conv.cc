@@ -83,8 +83,10 @@ bool ConvGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const 
   g.rule.den = c.stride_h;
   const bool ok = c.stride_h >= c.filter_h && pad.height == 0 &&
                   out.height == in.height * c.stride_h && filter->dims->data[3] == in.channels;
-  if (ok && MemberScratchBytes(*a.d) < static_cast<int64_t>(out.width) * out.channels * 4) {
-    MicroPrintf("StreamChain: op_scratch is smaller than one TRANSPOSE_CONV output row");
+  const int64_t accumulator = out.type == kTfLiteInt16 ? 8 : 4;  // int64 (16x8) or int32
+  if (ok &&
+      MemberScratchBytes(*a.d) < static_cast<int64_t>(out.width) * out.channels * accumulator) {
+    MicroPrintf("StreamChain: op_scratch is smaller than one TRANSPOSE_CONV accumulator row");
     return false;
   }
   return ok;

@@ -509,6 +509,10 @@ TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status QuantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status DequantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+// TRANSPOSE_CONV (int64 accumulator row in op_scratch) and PADV2 (tinyseg_stream_int16_tconv.cc).
+TfLiteStatus PrepareTransposeConvInt16(const StageArgs& a, StageSlot& g);
+::tinyseg::Status TransposeConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PreparePadv2Int16(const StageArgs& a, StageSlot& g);
 
 }  // namespace tinyseg_stream
 }  // namespace tflite

@@ -271,8 +271,14 @@ def _check_stage(
                     and bias.elements == out.channels
                 )
             )
-            and not (kernel and out.dtype == "INT16" and bias is None)
-            and not (kernel and out.dtype == "INT16" and dw and bias.dtype != "INT64")
+            and not (kernel and out.dtype == "INT16" and bias is None and op != "TRANSPOSE_CONV")
+            and not (
+                kernel
+                and out.dtype == "INT16"
+                and (dw or op == "TRANSPOSE_CONV")
+                and bias is not None
+                and bias.dtype != "INT64"
+            )
         )
         if not ok:
             raise _BodyError(
@@ -290,10 +296,11 @@ def _check_stage(
             ):
                 raise _BodyError(f"{name}'s geometry does not match its tensors")
             held = accumulator_bytes(o, loc)
-            if o.op_scratch - held < out.width * out.channels * 4:
+            row = out.width * out.channels * (8 if out.dtype == "INT16" else 4)  # int64 for 16x8
+            if o.op_scratch - held < row:
                 raise _BodyError(
                     f"{name}: op_scratch {o.op_scratch} less the accumulators' {held} is smaller "
-                    f"than one output row ({out.width * out.channels * 4} bytes)"
+                    f"than one accumulator row ({row} bytes)"
                 )
             rowmap[acts[0]].set_factor(sh)
         else:

@@ -318,11 +318,16 @@ STREAM_INT16_STAGE_OPS = (
     "LOGISTIC",  # output scale 2^-15 (stream.py checks it, as TFLM's Prepare)
     "TANH",
     "LEAKY_RELU",
+    "TRANSPOSE_CONV",  # an int64 accumulator row in op_scratch (stream.row_step_scratch)
+    "PADV2",
 )
 STREAM_INT16_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "CONV_2D": (("INT8", "INT64"), ("INT8", "INT32")),
     "DEPTHWISE_CONV_2D": (("INT8", "INT64"),),
+    # shape, filter, bias: int64 or none (TFLM widens an int16 bias into another scratch buffer)
+    "TRANSPOSE_CONV": (("INT32", "INT8", "INT64"), ("INT32", "INT8", None), ("INT32", "INT8")),
     "PAD": (("INT32",),),  # paddings (PAD pads int16 with 0, as TFLM's)
+    "PADV2": (("INT32", "INT16"),),  # paddings, the pad value (an int16 scalar TFLM copies as is)
     "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # the size
 }
 # DEQUANTIZE stages: int8 or int16 to float32; its float32 rows are a chain output or float32

@@ -487,7 +487,7 @@ def row_step_scratch(
         return graph.tensors[op.inputs[0]].shape[3] * customops.STREAM_ACCUMULATOR_BYTES
     if op.opcode == "TRANSPOSE_CONV":
         out = graph.tensors[op.outputs[0]]
-        row = out.shape[2] * out.shape[3] * 4
+        row = out.shape[2] * out.shape[3] * (8 if out.dtype == "INT16" else 4)  # int64 for 16x8
         inp, f = graph.tensors[op.inputs[2]], graph.tensors[op.inputs[1]]
         if (
             implementation == "cmsis-nn"
@@ -562,10 +562,10 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
             op.opcode == "PADV2"
         ):  # the pad value: a constant scalar in the output's quantization (as TFLM's Prepare)
             value = graph.tensors[op.inputs[2]]
-            if (
-                not value.is_constant
-                or int(np.prod(value.shape)) != 1
-                or list(value.scales) != list(out.scales)
+            if not value.is_constant or int(np.prod(value.shape)) != 1:
+                return "a pad value that is not a constant scalar"
+            if out.dtype != "INT16" and (  # TFLM copies an int16 one's bits whatever its scale
+                list(value.scales) != list(out.scales)
                 or list(value.zero_points) != list(out.zero_points)
             ):
                 return "a pad value that is not a constant in the output's quantization"
