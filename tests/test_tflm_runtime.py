@@ -928,6 +928,7 @@ def _build_example(name: str, out: Path) -> None:
         "bilinear_seg",
         "float_more_stages",
         "int16_stages_chain",
+        "int16_unet_chain",
         "se_seg",
         "channel_pad_chain",
         "mnv3_seg",
@@ -941,7 +942,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
     float32 SUB, TANH, HARD_SWISH, LEAKY_RELU, PRELU, ELU, PADV2 and RESIZE_BILINEAR by a
     non-integer factor with half-pixel centres), the int8 RESIZE_BILINEAR stage (half-pixel
     centres, a non-integer factor) and the int16 (16x8) stages (whose unfused operators run
-    CMSIS-NN's s16 kernels in the CMSIS-NN build) and the MUL reading a squeeze-and-excitation
+    CMSIS-NN's s16 kernels in the CMSIS-NN build; int16_unet_chain adds TRANSPOSE_CONV and PADV2) and the MUL reading a squeeze-and-excitation
     gate whole after a chain that ends at the squeeze's MEAN (se_seg), PAD and PADV2 of channels
     (channel_pad_chain) and the MobileNetV3-style segmenter of examples/models/build.py (mnv3_seg
     and its float32 twin mnv3_seg_float, with TensorFlow) built for a Cortex-M7 with the reference and the CMSIS-NN kernels: the
@@ -966,6 +967,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
             "bilinear_seg": lambda: synth.bilinear_seg(out=(40, 52)),
             "float_more_stages": lambda: synth.float_more_stages(out=(25, 21)),
             "int16_stages_chain": synth.int16_stages_chain,
+            "int16_unet_chain": synth.int16_unet_chain,
             "se_seg": synth.se_seg,
             "channel_pad_chain": synth.channel_pad_chain,
         }[name]()
@@ -984,6 +986,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
         "bilinear_seg": "RESIZE_BILINEAR",
         "float_more_stages": "PRELU",
         "int16_stages_chain": "DEPTHWISE_CONV_2D",
+        "int16_unet_chain": "TRANSPOSE_CONV",
         "se_seg": "MUL",
         "channel_pad_chain": "PADV2",
         "mnv3_seg": "RESIZE_BILINEAR",
