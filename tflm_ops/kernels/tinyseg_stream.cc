@@ -104,6 +104,7 @@ constexpr StageEntry kStages[] = {
     {StageOp::kLogistic, Rows::kInt16, PrepareSigmoidInt16, LogisticInt16Row},
     {StageOp::kTanh, Rows::kInt16, PrepareSigmoidInt16, TanhInt16Row},
     {StageOp::kLeakyRelu, Rows::kInt16, PrepareLeakyReluInt16, LeakyReluInt16Row},
+    {StageOp::kMean, Rows::kInt16, PrepareMeanInt16, MeanInt16Row},  // _reduce.cc
     {StageOp::kConcatenation, Rows::kInt16, PrepareConcatenationInt16, ConcatenationRow},
     {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeInt16Row},
     {StageOp::kDequantize, Rows::kInt16, PrepareDequantize, DequantizeInt16Row},

@@ -318,12 +318,14 @@ STREAM_INT16_STAGE_OPS = (
     "LOGISTIC",  # output scale 2^-15 (stream.py checks it, as TFLM's Prepare)
     "TANH",
     "LEAKY_RELU",
+    "MEAN",  # over height and width; int32 sums (STREAM_ACCUMULATOR_BYTES), as TFLM's
 )
 STREAM_INT16_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "CONV_2D": (("INT8", "INT64"), ("INT8", "INT32")),
     "DEPTHWISE_CONV_2D": (("INT8", "INT64"),),
     "PAD": (("INT32",),),  # paddings (PAD pads int16 with 0, as TFLM's)
     "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # the size
+    "MEAN": (("INT32",),),  # axis: height and width
 }
 # DEQUANTIZE stages: int8 or int16 to float32; its float32 rows are a chain output or float32
 # stages' input.
