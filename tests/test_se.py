@@ -354,9 +354,16 @@ def test_a_mean_without_keep_dims_or_on_int16_ends_its_chain_bit_exact(
 def test_mean_stage_matches_tflm_bit_for_bit(case: str, tflm_dir: str) -> None:  # noqa: F811
     """The C++ MEAN stage (tinyseg_stream_reduce.cc) against TFLM's MEAN in the same reference
     build: int8 with the same and with another output quantization, float32, keep_dims false
-    (int8, float32) and int16."""
+    (int8, float32) and int16; TFLM's head of the optimized model is `analyze`'s (the planner
+    counts the sums in op_scratch as the kernel requests them)."""
     g = build_graph(_mean_model(case))
     opt = optimize(g, Options()).graph
     _mean_chain(opt)
     v = verify(g, opt, runs=3, seed=7, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
+    x = g.tensors[g.inputs[0]]
+    data = np.random.default_rng(3).integers(-100, 100, size=x.shape)
+    data = data.astype(np.float32 if x.dtype == "FLOAT32" else x.dtype.lower())
+    exe = real_kernels.prepare(tflm_dir)
+    got = real_kernels.run(exe, modelio.model_to_bytes(opt.model), [[data]], 1 << 20, 60, "opt")
+    assert got.stats["head"] == plan_graph(opt).head, (got.stats, plan_graph(opt).head)
