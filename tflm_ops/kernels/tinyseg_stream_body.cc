@@ -448,8 +448,9 @@ TfLiteStatus StageChannels(TfLiteContext* context, TfLiteNode* node, int32_t num
         VectorSize(shape) == 4 ? At(shape, 3) : flexbuffers::Reference();
     *channels = last.IsIntOrUint() ? last.AsInt64() : 0;
   }
-  TF_LITE_ENSURE_MSG(context, *channels >= 1 && *channels <= contract::kMaxDim,
-                     "StreamChain: a convolution stage's output channels are outside 1..kMaxDim");
+  TF_LITE_ENSURE_MSG(
+      context, *channels >= 1 && *channels <= contract::kMaxDim,
+      "StreamChain: a convolution or MEAN stage's output channels are outside 1..kMaxDim");
   return kTfLiteOk;
 }
 
