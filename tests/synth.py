@@ -7,6 +7,7 @@ here keeps TensorFlow out of everything but the example-model script.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 
@@ -361,19 +362,26 @@ class ModelBuilder:
         )
         return y
 
-    def mean_hw(self, x: int, scale: float | None = None, zero_point: int | None = None) -> int:
-        """MEAN over height and width with keep_dims (a global average pool as converters write
-        it): a 1 x 1 x 1 x C output; int8 with ``scale``/``zero_point``: another quantization than
-        the builder's (TFLM then requantizes the mean)."""
+    def mean_hw(
+        self,
+        x: int,
+        scale: float | None = None,
+        zero_point: int | None = None,
+        keep_dims: bool = True,
+    ) -> int:
+        """MEAN over height and width (a global average pool as converters write it): a
+        1 x 1 x 1 x C output with ``keep_dims``, 1 x C without (Keras' GlobalAveragePooling2D());
+        int8 or int16 with ``scale``/``zero_point``: another quantization than the builder's
+        (TFLM then requantizes the mean; int16 keeps zero point 0)."""
         name = f"mean{len(self.operators)}"
         axis = self._tensor([2], "INT32", f"{name}/axis", np.array([1, 2], dtype=np.int32))
-        shape = [1, 1, 1, self.shapes[x][3]]
-        if scale is not None and self.dtype == "INT8":
-            y = self._tensor(shape, "INT8", name, scales=[scale], zps=[zero_point or 0])
+        shape = [1, 1, 1, self.shapes[x][3]] if keep_dims else [1, self.shapes[x][3]]
+        if scale is not None and self.dtype in ("INT8", "INT16"):
+            y = self._tensor(shape, self.dtype, name, scales=[scale], zps=[zero_point or 0])
         else:
             y = self.activation(shape, name)
         o = fb.ReducerOptionsT()
-        o.keepDims = True
+        o.keepDims = keep_dims
         self._op("MEAN", [x, axis], [y], fb.BuiltinOptions.ReducerOptions, o)
         return y
 
@@ -973,21 +981,52 @@ def se_seg(
     channels: int = 8,
     dtype: str = "INT8",
     mean_quantization: tuple[float, int] | None = None,
+    keep_dims: bool = True,
 ) -> "fb.ModelT":
     """An int8 conv -> squeeze-and-excitation -> conv network (MobileNetV3's SE block): the gate
     is MEAN over height and width, a 1x1 conv with ReLU, a 1x1 conv and LOGISTIC on the
     1 x 1 x 1 x C tensor, and MUL broadcasts it over every row of the features it scales.
     ``mean_quantization``: the MEAN output's (scale, zero point) when it differs from its input's;
-    float32: the gate without LOGISTIC (the builder's unary operators are int8)."""
+    float32 and int16 (16x8): the gate without LOGISTIC (the builder's unary operators are int8).
+    ``keep_dims`` False: the MEAN writes 1 x C (Keras' GlobalAveragePooling2D()) and a RESHAPE
+    makes it 1 x 1 x 1 x C again, as a hand-written SE block does."""
     b = ModelBuilder(dtype=dtype, seed=seed)
     x = b.input([1, size[0], size[1], 3])
     f = b.conv(b.conv(x, channels), channels)
-    squeeze = b.conv(b.mean_hw(f, *(mean_quantization or (None, None))), max(channels // 4, 1), k=1)
+    pooled = b.mean_hw(f, *(mean_quantization or (None, None)), keep_dims=keep_dims)
+    if not keep_dims:
+        mean = pooled
+        pooled = b.reshape(mean, [1, 1, 1, channels])
+        b.tensors[pooled].quantization = copy.deepcopy(b.tensors[mean].quantization)
+    squeeze = b.conv(pooled, max(channels // 4, 1), k=1)
     gate = b.conv(squeeze, channels, k=1, relu=False)
     if dtype == "INT8":
         gate = b.unary(gate, "LOGISTIC", 1 / 256, -128)
     scaled = b.add(f, gate, "MUL")
     return b.build([b.conv(b.conv(scaled, channels), 4, k=1, relu=False)])
+
+
+def gap_head(
+    seed: int = 0,
+    size: tuple[int, int] = (24, 20),
+    channels: int = 8,
+    dtype: str = "INT8",
+    mean_quantization: tuple[float, int] | None = None,
+    keep_dims: bool = True,
+) -> "fb.ModelT":
+    """A classifier head: two convolutions, a global average pool (MEAN over height and width,
+    1 x C without ``keep_dims`` as Keras' GlobalAveragePooling2D() writes it, then a RESHAPE to
+    1 x 1 x 1 x C) and a 1x1 convolution to 4 classes. Int8, float32 or int16 (16x8);
+    ``mean_quantization``: the MEAN output's (scale, zero point) when it differs from its input's."""
+    b = ModelBuilder(dtype=dtype, seed=seed)
+    x = b.input([1, size[0], size[1], 3])
+    f = b.conv(b.conv(x, channels), channels)
+    pooled = b.mean_hw(f, *(mean_quantization or (None, None)), keep_dims=keep_dims)
+    if not keep_dims:
+        mean = pooled
+        pooled = b.reshape(mean, [1, 1, 1, channels])
+        b.tensors[pooled].quantization = copy.deepcopy(b.tensors[mean].quantization)
+    return b.build([b.conv(pooled, 4, k=1, relu=False)])
 
 
 def channel_pad_chain(

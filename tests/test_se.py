@@ -153,13 +153,36 @@ def test_se_block_passes_with_cmsis_nn_kernels(tflm_dir: str) -> None:  # noqa: 
 
 # ---------------------------------------------------------------- the squeeze: a MEAN ends a chain
 
-# synth.se_seg's MEAN in three forms: int8 with its input's quantization, int8 requantized to
-# another scale and zero point, and float32.
+# MEAN stages of synth models: se_seg's MEAN int8 with its input's quantization, int8 requantized to
+# another scale and zero point, and float32, each with keep_dims (1 x 1 x 1 x C) and the int8 and
+# float32 ones without (1 x C, then a RESHAPE, as Keras' GlobalAveragePooling2D() writes it);
+# gap_head's (a classifier head) int16 (16x8) with its input's scale, requantized, and without
+# keep_dims. Each: (model factory, its keyword arguments).
+INT16_SCALE = 0.05 / 256  # synth's int16 activation scale
 MEAN_CASES = {
-    "int8-same-scale": {},
-    "int8-other-scale": {"mean_quantization": (0.013, 5)},
-    "float32": {"dtype": "FLOAT32"},
+    "int8-same-scale": (synth.se_seg, {}),
+    "int8-other-scale": (synth.se_seg, {"mean_quantization": (0.013, 5)}),
+    "float32": (synth.se_seg, {"dtype": "FLOAT32"}),
+    "int8-no-keep-dims": (synth.se_seg, {"keep_dims": False}),
+    "int8-other-scale-no-keep-dims": (
+        synth.se_seg,
+        {"keep_dims": False, "mean_quantization": (0.013, 5)},
+    ),
+    "float32-no-keep-dims": (synth.se_seg, {"dtype": "FLOAT32", "keep_dims": False}),
+    "int16-same-scale": (synth.gap_head, {"dtype": "INT16"}),
+    "int16-other-scale": (
+        synth.gap_head,
+        {"dtype": "INT16", "mean_quantization": (INT16_SCALE * 0.3, 0)},
+    ),
+    "int16-no-keep-dims": (synth.gap_head, {"dtype": "INT16", "keep_dims": False}),
 }
+# The cases the stage did not compute before it took keep_dims false and int16 rows.
+NEW_MEAN_CASES = sorted(k for k in MEAN_CASES if "no-keep-dims" in k or k.startswith("int16"))
+
+
+def _mean_model(case: str):
+    factory, kwargs = MEAN_CASES[case]
+    return factory(**kwargs)
 
 
 def _mean_chain(graph) -> tuple[int, customops.StreamChainOptions]:
@@ -203,13 +226,15 @@ def test_a_mean_the_stage_does_not_compute_says_why() -> None:
     model.buffers[axis.buffer].data = np.array([2, 3], np.int32).view(np.uint8).copy()
     g = build_graph(model)
     assert "axes [2, 3]" in stream.mean_problem(g, g.operators[k])
-    model = synth.se_seg()
-    model.subgraphs[0].operators[k].builtinOptions.keepDims = False
-    model.subgraphs[0].tensors[model.subgraphs[0].operators[k].outputs[0]].shape = [1, 8]
-    g = build_graph(model)
-    assert "keep_dims" in stream.mean_problem(g, g.operators[k])
-    problem = customops.stream_stage_problem("MEAN", ["INT16"], "INT16", ["INT32"])
+    for keep, shape in ((False, [1, 1, 1, 8]), (True, [1, 8])):  # an output keep_dims contradicts
+        model = synth.se_seg()
+        model.subgraphs[0].operators[k].builtinOptions.keepDims = keep
+        model.subgraphs[0].tensors[model.subgraphs[0].operators[k].outputs[0]].shape = shape
+        g = build_graph(model)
+        assert "keep_dims" in stream.mean_problem(g, g.operators[k])
+    problem = customops.stream_stage_problem("MEAN", ["INT16"], "INT8", ["INT32"])
     assert problem is not None and "int8" in problem
+    assert customops.stream_stage_problem("MEAN", ["INT16"], "INT16", ["INT32"]) is None
 
 
 def test_the_chain_search_spills_the_averaged_tensor(monkeypatch) -> None:
@@ -257,7 +282,16 @@ def _no_accumulator(model, op, m) -> None:
     m["op_scratch"] = 0
 
 
-BAD_MEANS = {"other-axes": _other_axes, "no-accumulator": _no_accumulator}
+def _keep_dims_off(model, op, m) -> None:
+    """keepDims 0 on a MEAN stage whose output is 1 x 1 x 1 x C (keep_dims false writes 1 x C)."""
+    m["stages"][-1]["fields"]["keepDims"] = False
+
+
+BAD_MEANS = {
+    "other-axes": _other_axes,
+    "no-accumulator": _no_accumulator,
+    "keep-dims-off": _keep_dims_off,
+}
 
 
 @pytest.mark.parametrize("bad", sorted(BAD_MEANS))
@@ -287,12 +321,49 @@ def test_prepare_refuses_a_malformed_mean_stage(bad: str, tflm_dir: str, tmp_pat
     assert "MEAN" in p.stderr, p.stderr[-1500:]
 
 
+@pytest.mark.parametrize("case", NEW_MEAN_CASES)
+def test_a_mean_without_keep_dims_or_on_int16_ends_its_chain_bit_exact(
+    case: str, monkeypatch, capsys, tmp_path: Path
+) -> None:
+    """keep_dims false (a 1 x C output) and int16 MEANs end their chain as the stage: `optimize`'s
+    head equals `analyze --stream`'s estimate (the MEAN no longer cuts the chain), below the head
+    with the MEAN out of chains, and the result is bit-identical in the wheel."""
+    monkeypatch.delenv("TFLM_DIR", raising=False)
+    g = build_graph(_mean_model(case))
+    mean = next(op for op in g.operators if op.opcode == "MEAN")
+    assert stream.mean_problem(g, mean) is None and stream.kernel_computes(g, mean)
+    opt = optimize(g, Options()).graph
+    _, o = _mean_chain(opt)
+    assert o.op_scratch >= customops.STREAM_ACCUMULATOR_BYTES * g.tensors[mean.inputs[0]].shape[3]
+    v = verify(g, opt, runs=2, seed=11)
+    assert v.identical, v.detail
+    path = tmp_path / f"{case}.tflite"
+    path.write_bytes(modelio.model_to_bytes(g.model))
+    assert main(["analyze", "--stream", str(path)]) == 0
+    estimate = next(
+        ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("head streamed")
+    )
+    assert f"{plan_graph(opt).head:,} B" in estimate, estimate
+    monkeypatch.setattr(stream, "ACCUMULATING", frozenset())
+    monkeypatch.setattr(stream, "ROW_LOCAL", stream.ROW_LOCAL - {"MEAN"})
+    without = optimize(g, Options()).graph
+    assert plan_graph(opt).head < plan_graph(without).head
+
+
 @pytest.mark.parametrize("case", sorted(MEAN_CASES))
 def test_mean_stage_matches_tflm_bit_for_bit(case: str, tflm_dir: str) -> None:  # noqa: F811
     """The C++ MEAN stage (tinyseg_stream_reduce.cc) against TFLM's MEAN in the same reference
-    build: int8 with the same and with another output quantization, and float32."""
-    g = build_graph(synth.se_seg(**MEAN_CASES[case]))
+    build: int8 with the same and with another output quantization, float32, keep_dims false
+    (int8, float32) and int16; TFLM's head of the optimized model is `analyze`'s (the planner
+    counts the sums in op_scratch as the kernel requests them)."""
+    g = build_graph(_mean_model(case))
     opt = optimize(g, Options()).graph
     _mean_chain(opt)
     v = verify(g, opt, runs=3, seed=7, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
+    x = g.tensors[g.inputs[0]]
+    data = np.random.default_rng(3).integers(-100, 100, size=x.shape)
+    data = data.astype(np.float32 if x.dtype == "FLOAT32" else x.dtype.lower())
+    exe = real_kernels.prepare(tflm_dir)
+    got = real_kernels.run(exe, modelio.model_to_bytes(opt.model), [[data]], 1 << 20, 60, "opt")
+    assert got.stats["head"] == plan_graph(opt).head, (got.stats, plan_graph(opt).head)

@@ -15,9 +15,8 @@
 // a tensor of that height, with the top padding shifted), as FetchingConv2D does, so every output
 // element comes from the same products in the same order as the unfused graph: bit-identical.
 //
-// This file is the dispatcher: kStages gives each operator its family's Prepare and Row
-// (tinyseg_stream_conv.cc, _pool.cc, _arithmetic.cc, _activation.cc, _layout.cc, _float.cc,
-// _int16*.cc); tinyseg_stream_body.cc reads the body tables, tinyseg_stream_eval.cc moves rows.
+// This file is the dispatcher: kStages gives each operator its family's Prepare and Row (the
+// other tinyseg_stream_*.cc); _body.cc reads the body tables, _eval.cc moves rows.
 // Memory (the planner counts it, memory/kernels/tinyseg.py stream_chain_scratch and
 // customops.stream_chain_body_bytes): Init keeps an OpData of kStreamChainOpDataBytes; Prepare
 // allocates one persistent block for the chain's tables and requests two scratch buffers: the
@@ -103,6 +102,7 @@ constexpr StageEntry kStages[] = {
     {StageOp::kLogistic, Rows::kInt16, PrepareSigmoidInt16, LogisticInt16Row},
     {StageOp::kTanh, Rows::kInt16, PrepareSigmoidInt16, TanhInt16Row},
     {StageOp::kLeakyRelu, Rows::kInt16, PrepareLeakyReluInt16, LeakyReluInt16Row},
+    {StageOp::kMean, Rows::kInt16, PrepareMeanInt16, MeanInt16Row},  // _reduce.cc
     {StageOp::kConcatenation, Rows::kInt16, PrepareConcatenationInt16, ConcatenationRow},
     {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeInt16Row},
     {StageOp::kDequantize, Rows::kInt16, PrepareDequantize, DequantizeInt16Row},

@@ -264,6 +264,11 @@ TfLiteStatus PrepareTensors(TfLiteContext* context, TfLiteNode* node, const Stre
         return kTfLiteError;
       rank = 4;
     }
+    if (rank == 2 && s.kind == Kind::kNodeOutput && dims[0] == 1) {
+      dims[3] = dims[1];  // a MEAN's 1 x C (keep_dims false): one row of C values
+      dims[1] = dims[2] = 1;
+      rank = 4;
+    }
     if (rank == 4) {
       const size_t elem = tinyseg_ops::ElementBytes(static_cast<TfLiteType>(s.type));
       const int64_t bytes = static_cast<int64_t>(dims[2]) * dims[3] * static_cast<int64_t>(elem);
@@ -432,7 +437,8 @@ TfLiteStatus StageChannels(TfLiteContext* context, TfLiteNode* node, int32_t num
     TfLiteTensor* t = index < n_in ? mc->AllocateTempInputTensor(node, index)
                                    : mc->AllocateTempOutputTensor(node, index - n_in);
     TF_LITE_ENSURE(context, t != nullptr);
-    *channels = t->dims->size == 4 ? t->dims->data[3] : 0;
+    // rank 2: a MEAN's 1 x C output (keep_dims false), read as PrepareTensors reads it
+    *channels = t->dims->size == 4 || t->dims->size == 2 ? t->dims->data[t->dims->size - 1] : 0;
     mc->DeallocateTempTfLiteTensor(t);
   } else if (out >= n_in + n_out && out < num_tensors) {
     const flexbuffers::Reference e = At(body, static_cast<size_t>(out - n_in - n_out));
@@ -442,8 +448,9 @@ TfLiteStatus StageChannels(TfLiteContext* context, TfLiteNode* node, int32_t num
         VectorSize(shape) == 4 ? At(shape, 3) : flexbuffers::Reference();
     *channels = last.IsIntOrUint() ? last.AsInt64() : 0;
   }
-  TF_LITE_ENSURE_MSG(context, *channels >= 1 && *channels <= contract::kMaxDim,
-                     "StreamChain: a convolution stage's output channels are outside 1..kMaxDim");
+  TF_LITE_ENSURE_MSG(
+      context, *channels >= 1 && *channels <= contract::kMaxDim,
+      "StreamChain: a convolution or MEAN stage's output channels are outside 1..kMaxDim");
   return kTfLiteOk;
 }
 

@@ -485,6 +485,8 @@ TfLiteStatus PrepareMean(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MeanRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareMeanFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MeanFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareMeanInt16(const StageArgs& a, StageSlot& g);
+::tinyseg::Status MeanInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 // int16 rows (tinyseg_stream_int16.cc): TFLM's 16x8 reference arithmetic.
 TfLiteStatus RequireInt16(const StageArgs& a, const TensorSlot& out);
 TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g);

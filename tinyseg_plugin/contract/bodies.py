@@ -84,6 +84,8 @@ def _local(
     x = _Local(
         kind, dtype, scale=scale, zero_point=zero_point, constant=constant, graph_index=graph_index
     )
+    if kind == "output" and len(shape) == 2 and shape[0] == 1:
+        shape = (1, 1, 1, shape[1])  # a MEAN's 1 x C (keep_dims false): one row of C values
     if len(shape) == 4:
         if shape[0] != 1 and kind != "input":
             raise _BodyError(f"{what} has batch {shape[0]} (chain tensors have batch 1)")
@@ -436,18 +438,24 @@ def accumulator_bytes(o: StreamChainOptions, loc: list[_Local]) -> int:
 
 def _check_mean(graph, o, loc, name, consts, x: _Local, out: _Local, f: dict) -> None:
     """What tinyseg_stream_reduce.cc's PrepareMean refuses: a MEAN other than over height and
-    width with keep_dims, an output other than the chain's 1 x 1 x 1 x C, a second accumulating
-    stage in the chain, and an op_scratch without room for the sums."""
+    width, an output other than the chain's 1 x 1 x 1 x C with keep_dims or 1 x C without, a
+    second accumulating stage in the chain, and an op_scratch without room for the sums."""
     axis = graph.buffer_array(
         _constant(graph, loc, consts[0] if consts else -1, f"{name}'s axis").index
     )
     axes = sorted(int(a) % 4 for a in axis.reshape(-1)) if axis is not None else []
     if axes != [1, 2] or any(not -4 <= int(a) <= 3 for a in axis.reshape(-1)):
         raise _BodyError(f"{name} over axes {axes} (height and width, 1 and 2, only)")
-    if not f["keepDims"]:
-        raise _BodyError(f"{name} without keep_dims (the stage writes 1 x 1 x 1 x C)")
-    if out.kind != "output" or (out.height, out.width, out.channels) != (1, 1, x.channels):
-        raise _BodyError(f"{name} writes a StreamChain output of 1 x 1 x 1 x {x.channels}")
+    rank = len(graph.tensors[out.graph_index].shape) if out.graph_index >= 0 else 0
+    if (
+        out.kind != "output"
+        or (out.height, out.width, out.channels) != (1, 1, x.channels)
+        or rank != (4 if f["keepDims"] else 2)
+    ):
+        raise _BodyError(
+            f"{name} writes a StreamChain output of 1 x 1 x 1 x {x.channels} with keep_dims, "
+            f"1 x {x.channels} without"
+        )
     if sum(st.op in STREAM_ACCUMULATING_OPS for st in o.stages) > 1:
         raise _BodyError(f"{name}: a chain has at most one accumulating stage")
     held = accumulator_bytes(o, loc)

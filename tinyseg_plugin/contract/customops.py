@@ -320,6 +320,7 @@ STREAM_INT16_STAGE_OPS = (
     "LEAKY_RELU",
     "TRANSPOSE_CONV",  # an int64 accumulator row in op_scratch (stream.row_step_scratch)
     "PADV2",
+    "MEAN",  # over height and width; int32 sums (STREAM_ACCUMULATOR_BYTES), as TFLM's
 )
 STREAM_INT16_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "CONV_2D": (("INT8", "INT64"), ("INT8", "INT32")),
@@ -329,6 +330,7 @@ STREAM_INT16_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "PAD": (("INT32",),),  # paddings (PAD pads int16 with 0, as TFLM's)
     "PADV2": (("INT32", "INT16"),),  # paddings, the pad value (an int16 scalar TFLM copies as is)
     "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # the size
+    "MEAN": (("INT32",),),  # axis: height and width
 }
 # DEQUANTIZE stages: int8 or int16 to float32; its float32 rows are a chain output or float32
 # stages' input.

@@ -160,7 +160,8 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
 def mean_problem(graph: Graph, op: Operator) -> str | None:
     """Why a MEAN is no accumulating stage (None: it is one): it must average a batch-1 NHWC
     tensor with rows over height and width (a constant axis of 1 and 2, or -3 and -2, once each)
-    with keep_dims, into 1 x 1 x 1 x C."""
+    into 1 x 1 x 1 x C with keep_dims, or 1 x C without (the same C values in memory). The row
+    types are stage_problem's (int8, float32, int16 with zero point 0)."""
     if len(op.inputs) != 2 or min(op.inputs) < 0 or len(op.outputs) != 1:
         return "a MEAN without its input and constant axis"
     x = _nhwc(graph, op.inputs[0])
@@ -170,12 +171,13 @@ def mean_problem(graph: Graph, op: Operator) -> str | None:
     axes = [int(a) for a in np.asarray(axis).reshape(-1)] if axis is not None else []
     if sorted(a % 4 for a in axes if -4 <= a <= 3) != [1, 2] or len(axes) != 2:
         return f"a MEAN over axes {axes} (the stage averages height and width, 1 and 2)"
-    if not (op.options is not None and op.options.keepDims):
+    keep = op.options is not None and bool(op.options.keepDims)
+    want = [1, 1, 1, x[3]] if keep else [1, x[3]]
+    if list(graph.tensors[op.outputs[0]].shape) != want:
         return (
-            "a MEAN without keep_dims (a 1 x C output has no rows; the stage writes 1 x 1 x 1 x C)"
+            f"a MEAN {'with' if keep else 'without'} keep_dims into "
+            f"{list(graph.tensors[op.outputs[0]].shape)} (not {' x '.join(map(str, want))})"
         )
-    if list(graph.tensors[op.outputs[0]].shape) != [1, 1, 1, x[3]]:
-        return f"a MEAN into {list(graph.tensors[op.outputs[0]].shape)} (not 1 x 1 x 1 x {x[3]})"
     return None
 
 
