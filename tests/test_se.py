@@ -1,5 +1,6 @@
 """Squeeze-and-excitation streams around its gate: a MUL reads the 1x1x1xC gate whole from the
-arena and broadcasts it over every row of a chain (synth.se_seg: conv -> SE block -> conv, int8).
+arena and broadcasts it over every row of a chain (synth.se_seg: conv -> SE block -> conv, int8,
+float32 and int16).
 Checked bit-exact in the tflite-micro wheel here, and in the real kernels (a reference host
 build) when TFLM_DIR is set."""
 
@@ -57,6 +58,29 @@ def test_optimize_streams_through_the_se_block_bit_exact(monkeypatch) -> None:
     assert v.identical, v.detail
 
 
+def test_an_int16_se_block_streams_to_the_estimate_bit_exact(monkeypatch, capsys, tmp_path) -> None:
+    """The int16 (16x8) MUL of the one-pixel gate is a stage: the chain after the gate starts at
+    the MUL, `optimize`'s head equals `analyze --stream`'s estimate, below the original's, and the
+    result is bit-identical in the wheel."""
+    monkeypatch.delenv("TFLM_DIR", raising=False)
+    g = build_graph(synth.se_seg(dtype="INT16"))
+    mul = next(op for op in g.operators if op.opcode == "MUL")
+    assert stream.whole_operand(g, mul, mul.inputs[1]) and stream.kernel_computes(g, mul)
+    opt = optimize(g, Options()).graph
+    assert any(c[0] == "MUL" and len(c) > 1 for c in _chains(opt)), _chains(opt)
+    assert not any(op.opcode == "MUL" for op in opt.operators)
+    v = verify(g, opt, runs=2, seed=5)
+    assert v.identical, v.detail
+    path = tmp_path / "se16.tflite"
+    path.write_bytes(modelio.model_to_bytes(g.model))
+    assert main(["analyze", "--stream", str(path)]) == 0
+    estimate = next(
+        ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("head streamed")
+    )
+    assert f"{plan_graph(opt).head:,} B" in estimate, estimate
+    assert plan_graph(opt).head < plan_graph(g).head
+
+
 def test_the_body_check_reads_only_a_one_pixel_gate_whole() -> None:
     """A one-row but wider gate (1 x 1 x W x C) is no operand read whole (rows do not broadcast),
     nor is a one-pixel operand whose other operand is one pixel too or a constant."""
@@ -70,22 +94,29 @@ def test_the_body_check_reads_only_a_one_pixel_gate_whole() -> None:
     assert bodies.whole_index("ADD", [rows, x], (0, 1)) == -1
     assert bodies.whole_index("MUL", [x, x], (0, 1)) == -1
     assert bodies.whole_index("MUL", [const, x], (0, 1)) == -1
+    x16 = bodies._Local("input", "INT16", height=1, width=1, channels=8, row_bytes=16)
+    rows16 = bodies._Local("body", "INT16", height=6, width=4, channels=8, row_bytes=64)
+    assert bodies.whole_index("MUL", [rows16, x16], (0, 1)) == 1
 
 
-def test_se_block_passes_the_real_kernel_check(tflm_dir: str) -> None:  # noqa: F811
-    """The C++ MUL stage reads the gate whole and matches TFLM's broadcasting MUL bit for bit."""
-    g = build_graph(synth.se_seg())
+@pytest.mark.parametrize("dtype", ["INT8", "INT16"])
+def test_se_block_passes_the_real_kernel_check(dtype: str, tflm_dir: str) -> None:  # noqa: F811
+    """The C++ MUL stage reads the gate whole and matches TFLM's broadcasting MUL bit for bit
+    (int8, and int16 with TFLM's int16 BroadcastMul4DSlow)."""
+    g = build_graph(synth.se_seg(dtype=dtype))
     opt = optimize(g, Options()).graph
     assert any(c[0] == "MUL" for c in _chains(opt))
     v = verify(g, opt, runs=2, seed=3, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
 
 
-def _both_operands_the_gate(tmp_path: Path) -> Path:
+def _both_operands_the_gate(tmp_path: Path, dtype: str = "INT8") -> Path:
     """se_seg optimized, its MUL stage edited to multiply the gate by itself: neither operand is
     read whole (each is one pixel), so the one-row gate would have to stream 24 rows."""
     model = modelio.parse_model(
-        modelio.model_to_bytes(optimize(build_graph(synth.se_seg()), Options()).graph.model)
+        modelio.model_to_bytes(
+            optimize(build_graph(synth.se_seg(dtype=dtype)), Options()).graph.model
+        )
     )
     edited = 0
     for op in model.subgraphs[0].operators:
@@ -103,20 +134,23 @@ def _both_operands_the_gate(tmp_path: Path) -> Path:
     return path
 
 
-def test_analyze_refuses_a_mul_of_the_gate_alone(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("dtype", ["INT8", "INT16"])
+def test_analyze_refuses_a_mul_of_the_gate_alone(dtype: str, tmp_path: Path, capsys) -> None:
     """A MUL stage of the gate by itself (its rows do not broadcast) is one line and exit 2."""
-    assert main(["analyze", str(_both_operands_the_gate(tmp_path))]) == 2
+    assert main(["analyze", str(_both_operands_the_gate(tmp_path, dtype))]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "MUL" in err[0], err
 
 
-def test_prepare_refuses_a_mul_of_the_gate_alone(tflm_dir: str, tmp_path: Path) -> None:  # noqa: F811
+@pytest.mark.parametrize("dtype", ["INT8", "INT16"])
+def test_prepare_refuses_a_mul_of_the_gate_alone(dtype: str, tflm_dir: str, tmp_path: Path) -> None:  # noqa: F811
     """The C++ Prepare refuses the same body (the runner exits non-zero, before any row)."""
     exe = real_kernels.prepare(tflm_dir)
     inputs = tmp_path / "in.bin"
-    inputs.write_bytes(bytes(24 * 20 * 3))
+    inputs.write_bytes(bytes(24 * 20 * 3 * (2 if dtype == "INT16" else 1)))
     p = subprocess.run(
-        [str(exe), str(_both_operands_the_gate(tmp_path)), str(inputs), str(tmp_path / "o.bin")]
+        [str(exe), str(_both_operands_the_gate(tmp_path, dtype)), str(inputs)]
+        + [str(tmp_path / "o.bin")]
         + [
             "--batches",
             "1",
@@ -132,6 +166,41 @@ def test_prepare_refuses_a_mul_of_the_gate_alone(tflm_dir: str, tmp_path: Path) 
     )
     assert p.returncode > 0, p.stderr[-1500:]
     assert "Prepare" in p.stderr or "StreamChain" in p.stderr, p.stderr[-1500:]
+
+
+def _gate_of_other_channels(tmp_path: Path, dtype: str) -> Path:
+    """se_seg optimized, the gate (a StreamChain input read whole) made 1 x 1 x 1 x C/2: its
+    channels neither match the rows it scales nor are 1."""
+    g = build_graph(synth.se_seg(dtype=dtype))
+    mul = next(op for op in g.operators if op.opcode == "MUL")
+    name = g.tensors[mul.inputs[1]].name
+    model = modelio.parse_model(modelio.model_to_bytes(optimize(g, Options()).graph.model))
+    gates = [t for t in model.subgraphs[0].tensors if t.name.decode() == name]
+    assert len(gates) == 1 and list(gates[0].shape) == [1, 1, 1, 8], name
+    gates[0].shape = np.array([1, 1, 1, 4], np.int32)
+    path = tmp_path / "gate4.tflite"
+    path.write_bytes(modelio.model_to_bytes(model))
+    return path
+
+
+@pytest.mark.parametrize("dtype", ["INT8", "INT16"])
+def test_prepare_refuses_a_narrower_gate(dtype: str, tflm_dir: str, tmp_path: Path) -> None:  # noqa: F811
+    """A gate read whole whose channels do not broadcast to the rows it scales: Prepare refuses the
+    StreamChain (the runner exits non-zero naming the broadcast), before any row is read."""
+    exe = real_kernels.prepare(tflm_dir)
+    inputs = tmp_path / "in.bin"
+    inputs.write_bytes(bytes(24 * 20 * 3 * (2 if dtype == "INT16" else 1)))
+    p = subprocess.run(
+        [str(exe), str(_gate_of_other_channels(tmp_path, dtype)), str(inputs)]
+        + [str(tmp_path / "o.bin"), "--batches", "1", "--arena", str(64 << 20)]
+        + ["--storage", str(real_kernels.STORAGE_BYTES)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert p.returncode > 0, p.stderr[-1500:]
+    assert "broadcast to the output" in p.stderr, p.stderr[-1500:]
 
 
 def test_se_block_passes_with_cmsis_nn_kernels(tflm_dir: str) -> None:  # noqa: F811
@@ -157,7 +226,8 @@ def test_se_block_passes_with_cmsis_nn_kernels(tflm_dir: str) -> None:  # noqa: 
 # another scale and zero point, and float32, each with keep_dims (1 x 1 x 1 x C) and the int8 and
 # float32 ones without (1 x C, then a RESHAPE, as Keras' GlobalAveragePooling2D() writes it);
 # gap_head's (a classifier head) int16 (16x8) with its input's scale, requantized, and without
-# keep_dims. Each: (model factory, its keyword arguments).
+# keep_dims; se_seg's int16 one (its MUL of the gate a stage too). Each: (model factory, its keyword
+# arguments).
 INT16_SCALE = 0.05 / 256  # synth's int16 activation scale
 MEAN_CASES = {
     "int8-same-scale": (synth.se_seg, {}),
@@ -175,6 +245,7 @@ MEAN_CASES = {
         {"dtype": "INT16", "mean_quantization": (INT16_SCALE * 0.3, 0)},
     ),
     "int16-no-keep-dims": (synth.gap_head, {"dtype": "INT16", "keep_dims": False}),
+    "int16-se": (synth.se_seg, {"dtype": "INT16"}),
 }
 # The cases the stage did not compute before it took keep_dims false and int16 rows.
 NEW_MEAN_CASES = sorted(k for k in MEAN_CASES if "no-keep-dims" in k or k.startswith("int16"))

@@ -5,7 +5,8 @@
 // gate). A row without broadcast goes through CMSIS-NN's elementwise functions in a CMSIS-NN
 // build (ADD, MUL); otherwise TFLM's reference arithmetic. Float32 ADD, SUB and MUL: TFLM's
 // reference float arithmetic in every build (add.cc's EvalAdd, sub.cc's EvalSub,
-// mul_common.cc's EvalMulFloatReference).
+// mul_common.cc's EvalMulFloatReference). The int16 stages (tinyseg_stream_int16.cc) read a gate
+// whole through ReadWhole too.
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/common.h"
@@ -27,13 +28,14 @@ namespace tinyseg_stream {
 
 bool WholeCandidate(StageOp op, const TensorSlot& x) {
   return op == StageOp::kMul && x.kind == Kind::kNodeInput && !x.constant && x.row_bytes > 0 &&
-         (x.type == kTfLiteInt8 || x.type == kTfLiteFloat32) && x.height == 1 && x.width == 1;
+         (x.type == kTfLiteInt8 || x.type == kTfLiteFloat32 || x.type == kTfLiteInt16) &&
+         x.height == 1 && x.width == 1;
 }
 
 bool WholeCandidate(StageOp op, const TfLiteTensor& t) {
   return op == StageOp::kMul && !IsConstantTensor(&t) &&
-         (t.type == kTfLiteInt8 || t.type == kTfLiteFloat32) && t.dims->size == 4 &&
-         t.dims->data[1] == 1 && t.dims->data[2] == 1 && t.dims->data[3] > 0;
+         (t.type == kTfLiteInt8 || t.type == kTfLiteFloat32 || t.type == kTfLiteInt16) &&
+         t.dims->size == 4 && t.dims->data[1] == 1 && t.dims->data[2] == 1 && t.dims->data[3] > 0;
 }
 
 int32_t WholeIndex(const bool candidate[2], const bool constant[2]) {

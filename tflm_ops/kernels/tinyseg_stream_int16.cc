@@ -270,7 +270,8 @@ void Int16Multipliers(StageOp op, const TensorSlot& in1, const TensorSlot& in2,
 }  // namespace
 
 // TFLM's int16 ADD, SUB and MUL Prepare: the multipliers, the activation's range; operands
-// broadcast across width and channels (a constant: one int16 row). MUL needs zero points 0, as
+// broadcast across width and channels (a constant, or a MUL's one-pixel gate read whole: one int16
+// row, CheckOperands). MUL needs zero points 0, as
 // mul_common.cc checks for int16.
 TfLiteStatus PrepareArithmeticInt16(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
@@ -298,12 +299,13 @@ TfLiteStatus PrepareArithmeticInt16(const StageArgs& a, StageSlot& g) {
 
 namespace {
 
-// Operand k of this row: row y of an activation (1 x 1 x W x C) or a constant whole (one row).
+// Operand k of this row: row y of an activation (1 x 1 x W x C), or a constant or a MUL's one-pixel
+// gate read whole (ReadWhole: one row for all, broadcast by BroadcastMul4DSlow).
 ::tinyseg::Status Int16Operand(const EvalState& v, const StageSlot& g, const StageRow& r, int32_t k,
                                const int16_t** data, RuntimeShape* shape, bool* same) {
   const int32_t id = v.tab.operands[g.operand_begin + k];
   const TensorSlot& x = v.tab.tensor(id);
-  if (x.constant) {
+  if (x.constant || ReadWhole(v.tab, g, k)) {
     const TfLiteEvalTensor* t = micro::GetEvalInput(v.context, v.node, x.node_index);
     *data = static_cast<const int16_t*>(t->data.data);
     int32_t dims[4] = {1, 1, 1, 1};

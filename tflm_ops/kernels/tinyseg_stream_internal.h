@@ -413,10 +413,10 @@ TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorS
                            TfLiteType type);
 TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g);
 // A MUL operand read whole from the arena, not streamed (no schedule edge): a StreamChain input of
-// one pixel (1 x 1 x 1 x C, int8 or float32) while the other operand is an activation that is not,
-// a squeeze-and-excitation gate broadcast over the rows. WholeCandidate: the first condition;
-// WholeIndex: which operand (0, 1) is read whole given each one's candidacy and constancy, -1:
-// none.
+// one pixel (1 x 1 x 1 x C, int8, float32 or int16) while the other operand is an activation that
+// is not, a squeeze-and-excitation gate broadcast over the rows. WholeCandidate: the first
+// condition; WholeIndex: which operand (0, 1) is read whole given each one's candidacy and
+// constancy, -1: none.
 bool WholeCandidate(StageOp op, const TensorSlot& x);
 bool WholeCandidate(StageOp op, const TfLiteTensor& t);
 int32_t WholeIndex(const bool candidate[2], const bool constant[2]);

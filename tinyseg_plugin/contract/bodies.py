@@ -165,7 +165,7 @@ def whole_candidate(op: str, x: _Local) -> bool:
         and x.kind == "input"
         and not x.constant
         and x.row_bytes > 0
-        and x.dtype in ("INT8", "FLOAT32")
+        and x.dtype in ("INT8", "FLOAT32", "INT16")
         and x.height == 1
         and x.width == 1
     )
@@ -361,7 +361,7 @@ def _check_stage(
             else:
                 shape = (1, loc[lid].height, loc[lid].width, loc[lid].channels)
                 if j == whole:
-                    if kernel and loc[lid].dtype != value_type:
+                    if kernel and loc[lid].dtype != out.dtype:
                         raise _BodyError(f"{name}: its one-pixel input has the output's type")
                     t = graph.tensors[loc[lid].graph_index]
                     if len(t.shape) != 4 or t.shape[0] != 1:

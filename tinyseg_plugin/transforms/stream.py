@@ -198,7 +198,7 @@ def _one_pixel(graph: Graph, t: int) -> bool:
     x = graph.tensors[t]
     return (
         not x.is_constant
-        and x.dtype in ("INT8", "FLOAT32")
+        and x.dtype in ("INT8", "FLOAT32", "INT16")
         and len(x.shape) == 4
         and tuple(x.shape[:3]) == (1, 1, 1)
         and x.shape[3] >= 1
@@ -214,7 +214,7 @@ def checked_log2(x: float) -> int | None:
 
 
 def whole_operand(graph: Graph, op: Operator, t: int) -> bool:
-    """Whether ``t`` is a MUL operand of one pixel (1 x 1 x 1 x C, int8 or float32, not a
+    """Whether ``t`` is a MUL operand of one pixel (1 x 1 x 1 x C, int8, float32 or int16, not a
     constant) whose other operand is an activation of more than one pixel: the kernel reads it
     whole from the arena and broadcasts it over every row, a squeeze-and-excitation gate
     (contract/bodies.py whole_index, tinyseg_stream_arithmetic.cc WholeIndex). ``find_chains``
