@@ -81,6 +81,16 @@ def test_an_int16_se_block_streams_to_the_estimate_bit_exact(monkeypatch, capsys
     assert plan_graph(opt).head < plan_graph(g).head
 
 
+def test_an_int16_gate_with_a_zero_point_is_no_stage_operand() -> None:
+    """TFLM's int16 MUL needs zero points 0: a gate with another is refused with that reason."""
+    model = synth.se_seg(dtype="INT16")
+    mul = next(op for op in build_graph(model).operators if op.opcode == "MUL")
+    model.subgraphs[0].tensors[mul.inputs[1]].quantization.zeroPoint[0] = 3
+    g = build_graph(model)
+    assert "zero point" in stream.stage_problem(g, g.operators[mul.index])
+    assert not stream.kernel_computes(g, g.operators[mul.index])
+
+
 def test_the_body_check_reads_only_a_one_pixel_gate_whole() -> None:
     """A one-row but wider gate (1 x 1 x W x C) is no operand read whole (rows do not broadcast),
     nor is a one-pixel operand whose other operand is one pixel too or a constant."""
