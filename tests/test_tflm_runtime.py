@@ -930,6 +930,7 @@ def _build_example(name: str, out: Path) -> None:
         "int16_stages_chain",
         "int16_unet_chain",
         "se_seg",
+        "se_seg_int16",
         "channel_pad_chain",
         "mnv3_seg",
         "mnv3_seg_float",
@@ -943,7 +944,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
     non-integer factor with half-pixel centres), the int8 RESIZE_BILINEAR stage (half-pixel
     centres, a non-integer factor) and the int16 (16x8) stages (whose unfused operators run
     CMSIS-NN's s16 kernels in the CMSIS-NN build; int16_unet_chain adds TRANSPOSE_CONV and PADV2) and the MUL reading a squeeze-and-excitation
-    gate whole after a chain that ends at the squeeze's MEAN (se_seg), PAD and PADV2 of channels
+    gate whole after a chain that ends at the squeeze's MEAN (se_seg, int8 and int16), PAD and PADV2 of channels
     (channel_pad_chain) and the MobileNetV3-style segmenter of examples/models/build.py (mnv3_seg
     and its float32 twin mnv3_seg_float, with TensorFlow) built for a Cortex-M7 with the reference and the CMSIS-NN kernels: the
     streamed model's outputs identical to the original's there, and TFLM's figures as
@@ -969,6 +970,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
             "int16_stages_chain": synth.int16_stages_chain,
             "int16_unet_chain": synth.int16_unet_chain,
             "se_seg": synth.se_seg,
+            "se_seg_int16": lambda: synth.se_seg(dtype="INT16"),
             "channel_pad_chain": synth.channel_pad_chain,
         }[name]()
         modelio.save_model(made, original)
@@ -988,6 +990,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
         "int16_stages_chain": "DEPTHWISE_CONV_2D",
         "int16_unet_chain": "TRANSPOSE_CONV",
         "se_seg": "MUL",
+        "se_seg_int16": "MUL",
         "channel_pad_chain": "PADV2",
         "mnv3_seg": "RESIZE_BILINEAR",
         "mnv3_seg_float": "RESIZE_BILINEAR",
@@ -995,6 +998,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
     assert wanted.get(name, "QUANTIZE") in stages
     if name in (
         "se_seg",
+        "se_seg_int16",
         "mnv3_seg",
         "mnv3_seg_float",
     ):  # a chain before a gate ends at the squeeze's MEAN

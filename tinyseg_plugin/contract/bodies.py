@@ -29,6 +29,7 @@ from .customops import (
     STREAM_PER_CHANNEL_OPS,
     STREAM_QUANTIZE_TYPES,
     STREAM_STAGE_OPS,
+    STREAM_WHOLE_TYPES,
     TINYSEG_OPS,
     ZERO_POINT_LIMITS,
     FetchingConv2DOptions,
@@ -165,7 +166,7 @@ def whole_candidate(op: str, x: _Local) -> bool:
         and x.kind == "input"
         and not x.constant
         and x.row_bytes > 0
-        and x.dtype in ("INT8", "FLOAT32", "INT16")
+        and x.dtype in STREAM_WHOLE_TYPES
         and x.height == 1
         and x.width == 1
     )

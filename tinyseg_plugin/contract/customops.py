@@ -814,6 +814,11 @@ def stream_activation_inputs(
     return list(dict.fromkeys(ids))
 
 
+# The types of a MUL operand the kernel may read whole, a one-pixel gate
+# (tinyseg_stream_arithmetic.cc WholeCandidate).
+STREAM_WHOLE_TYPES = ("INT8", "FLOAT32", "INT16")
+
+
 def whole_index(op: str, inputs: tuple[int, ...] | list[int], candidate, constant) -> int:
     """Which of a MUL stage's two inputs the kernel reads whole (tinyseg_stream_arithmetic.cc
     WholeIndex): the one-pixel StreamChain input (``candidate(local id)``) whose other operand is

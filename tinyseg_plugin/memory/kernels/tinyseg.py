@@ -14,6 +14,7 @@ from ...contract.customops import (
     PER_CHANNEL_BYTES,
     SPILL_OPDATA_BYTES,
     STREAM_CHAIN_OPDATA_BYTES,
+    STREAM_WHOLE_TYPES,
     ConvParams,
     FetchingConv2DOptions,
     FetchingOptions,
@@ -110,7 +111,7 @@ def _whole_operands(
             return False
         x = graph.tensors[op.inputs[t]]
         return (
-            x.dtype in ("INT8", "FLOAT32")
+            x.dtype in STREAM_WHOLE_TYPES
             and len(x.shape) == 4
             and x.shape[1] == 1
             and x.shape[2] == 1
