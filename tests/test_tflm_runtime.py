@@ -934,6 +934,7 @@ def _build_example(name: str, out: Path) -> None:
         "channel_pad_chain",
         "mnv3_seg",
         "mnv3_seg_float",
+        "keras_unet_float",
     ],
 )
 def test_cortex_m7_float32_and_bilinear_stages(
@@ -946,7 +947,8 @@ def test_cortex_m7_float32_and_bilinear_stages(
     CMSIS-NN's s16 kernels in the CMSIS-NN build; int16_unet_chain adds TRANSPOSE_CONV and PADV2) and the MUL reading a squeeze-and-excitation
     gate whole after a chain that ends at the squeeze's MEAN (se_seg, int8 and int16), PAD and PADV2 of channels
     (channel_pad_chain) and the MobileNetV3-style segmenter of examples/models/build.py (mnv3_seg
-    and its float32 twin mnv3_seg_float, with TensorFlow) built for a Cortex-M7 with the reference and the CMSIS-NN kernels: the
+    and its float32 twin mnv3_seg_float, with TensorFlow), and the float32 Keras U-Net
+    keras_unet_float of the same builders, built for a Cortex-M7 with the reference and the CMSIS-NN kernels: the
     streamed model's outputs identical to the original's there, and TFLM's figures as
     `tinyseg analyze` says."""
     reason = _cortex_m7_skip_reason(installed, kernels)
@@ -960,7 +962,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
         pytest.fail(str(exc))
     runtime = "cmsis-nn" if kernels == "cmsis_nn" else "reference"
     original = tmp_path / f"{name}.tflite"
-    if name.startswith("mnv3_seg"):
+    if name.startswith("mnv3_seg") or name == "keras_unet_float":
         _build_example(name, tmp_path)
     else:
         made = {
@@ -994,6 +996,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
         "channel_pad_chain": "PADV2",
         "mnv3_seg": "RESIZE_BILINEAR",
         "mnv3_seg_float": "RESIZE_BILINEAR",
+        "keras_unet_float": "TRANSPOSE_CONV",
     }
     assert wanted.get(name, "QUANTIZE") in stages
     if name in (
