@@ -878,10 +878,10 @@ def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
     int8 -> int16, CONV_2D with an int64 and with an int32 bias (the two accumulators), a strided
     CONV_2D, DEPTHWISE_CONV_2D (multiplier 2, and 5x5), RELU, MAX_POOL_2D and AVERAGE_POOL_2D
     (SAME, stride 1 and 2), ADD into another scale, CONCATENATION of two scales,
-    RESIZE_NEAREST_NEIGHBOR by 2, MUL of two activations, SUB of a constant broadcast over the
-    rows (each into another scale), LOGISTIC (a power-of-two input scale) and TANH (one that takes
-    a multiplier), LEAKY_RELU into another scale, PAD of height and width, then QUANTIZE int16 -> int8 and DEQUANTIZE int16 ->
-    float32 outputs."""
+    RESIZE_NEAREST_NEIGHBOR by 2, MUL of two activations, RELU6, SUB of a constant broadcast over
+    the rows (each into another scale), LOGISTIC (a power-of-two input scale) and TANH (one that
+    takes a multiplier), LEAKY_RELU into another scale, PAD of height and width, then QUANTIZE
+    int16 -> int8 and DEQUANTIZE int16 -> float32 outputs."""
     b = ModelBuilder(dtype="INT8", seed=seed)
     x8 = b.input([1, h, w, 3])
     b.dtype = "INT16"
@@ -909,9 +909,12 @@ def int16_stages_chain(seed: int = 0, h: int = 20, w: int = 12) -> "fb.ModelT":
     )
     m = b.add(up, b.conv(up, ac, k=1, relu=False), op="MUL")
     b.tensors[m].quantization.scale = [b.act_scale / 256 * 40]  # MUL: s1 * s2 / s_out
+    r6 = b.activation(list(b.shapes[m]), "relu6")  # RELU6 keeps its input's quantization
+    b.tensors[r6].quantization.scale = list(b.tensors[m].quantization.scale)
+    b._op("RELU6", [m], [r6])
     row = b.rng.integers(-3000, 3000, size=[1, 1, 1, ac]).astype(np.int16)
     const = b._tensor([1, 1, 1, ac], "INT16", "sub/constant", row, [b.act_scale / 256], [0])
-    sub = b.add(m, const, op="SUB")
+    sub = b.add(r6, const, op="SUB")
     b.tensors[sub].quantization.scale = [2.0**-12]  # SUB rescales; LOGISTIC's power-of-two input
     lg = b.activation(list(b.shapes[sub]), "logistic")
     b.tensors[lg].quantization.scale = [2.0**-15]  # TFLM's int16 LOGISTIC and TANH write 2^-15

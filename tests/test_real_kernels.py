@@ -477,6 +477,7 @@ INT16_STAGES = {
     "LOGISTIC": 1,
     "TANH": 1,
     "LEAKY_RELU": 1,
+    "RELU6": 1,
     "DEQUANTIZE": 1,
 }
 
@@ -576,15 +577,20 @@ def test_the_int16_convolution_stage_refuses_a_wrong_filter(tflm_dir: str, tmp_p
     assert "int16 convolution stage needs an int8 filter" in stderr, stderr[-1500:]
 
 
-def _edited_int16_chain(op_name: str, edit):
-    """The int16 chain optimized, ``edit(stage, body tensor of its output or None, options)``
-    applied to the first stage of ``op_name``: the parsed model."""
+def _edited_int16_chain(op_name: str, edit, which: str = "outputs"):
+    """The int16 chain optimized, edited by _edited_chain."""
+    return _edited_chain(synth.int16_stages_chain(), op_name, edit, which)
+
+
+def _edited_chain(made, op_name: str, edit, which: str = "outputs"):
+    """The model ``made`` optimized, ``edit(stage, body tensor of its output (``which`` "inputs":
+    its first input) or None)`` applied to the first stage of ``op_name``: the parsed model."""
     import numpy as np
     from flatbuffers import flexbuffers
 
     from tinyseg_plugin.ir import modelio
 
-    opt = _optimized(build_graph(synth.int16_stages_chain()))
+    opt = _optimized(build_graph(made))
     model = modelio.parse_model(modelio.model_to_bytes(opt.model))
     edited = 0
     for op in model.subgraphs[0].operators:
@@ -592,7 +598,7 @@ def _edited_int16_chain(op_name: str, edit):
             continue
         m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
         for st in m.get("stages", []):
-            local = st["outputs"][0] - len(op.inputs) - len(op.outputs)  # inputs, outputs, tensors
+            local = st[which][0] - len(op.inputs) - len(op.outputs)  # inputs, outputs, tensors
             if st.get("op") == op_name and not edited:
                 edit(st, m["tensors"][local] if local >= 0 else None)
                 edited += 1
@@ -615,6 +621,40 @@ def test_the_int16_logistic_stage_refuses_another_output_scale(
     model = _edited_int16_chain("LOGISTIC", scale)
     stderr = _refusal(tflm_dir, tmp_path, model, 20 * 12 * 3)
     assert "int16 LOGISTIC or TANH stage writes scale 2^-15" in stderr, stderr[-1500:]
+
+
+def test_the_int16_relu6_stage_refuses_a_six_beyond_int32(tflm_dir: str, tmp_path: Path) -> None:
+    """An int16 RELU6 stage reading a scale of 2^-30 (its six, 6 / scale, leaves int32, where TFLM's
+    rounding is undefined) is refused in Prepare by the C++ kernel, saying why (the body's tensor
+    is edited past the Python side; the SUB before it accepts the scale)."""
+
+    def scale(st: dict, inp: dict | None) -> None:
+        assert inp is not None
+        inp["scale"] = [2.0**-30]
+
+    model = _edited_int16_chain("RELU6", scale, which="inputs")
+    stderr = _refusal(tflm_dir, tmp_path, model, 20 * 12 * 3)
+    assert "int16 RELU6 stage needs an input scale above 6 / 2^31" in stderr, stderr[-1500:]
+
+
+@pytest.mark.parametrize("dtype", ["INT8", "INT16"])
+def test_add_and_sub_stages_refuse_scales_tflm_would_abort_on(
+    tflm_dir: str, tmp_path: Path, dtype: str
+) -> None:
+    """An ADD (int8) or SUB (int16) stage writing a scale of 2^-32 has an output multiplier above 1,
+    on which TFLM's QuantizeMultiplierSmallerThanOneExp aborts; the C++ kernel refuses it in
+    Prepare instead, saying why (the body's tensor is edited past the Python side)."""
+
+    def scale(st: dict, out: dict | None) -> None:
+        assert out is not None
+        out["scale"] = [2.0**-32]
+
+    made = synth.channel_pad_chain() if dtype == "INT8" else synth.int16_stages_chain()
+    op = "ADD" if dtype == "INT8" else "SUB"
+    model = _edited_chain(made, op, scale)
+    g = build_graph(made)
+    stderr = _refusal(tflm_dir, tmp_path, model, sum(g.tensors[t].nbytes for t in g.inputs))
+    assert "ADD or SUB stage's scales give a multiplier outside (0, 1)" in stderr, stderr[-1500:]
 
 
 def test_the_int16_leaky_relu_stage_refuses_an_infinite_alpha(

@@ -793,6 +793,7 @@ def test_int16_stage_refusals_follow_tflm():
     for bias in ("INT16", "INT32"):
         assert tconv("TRANSPOSE_CONV", ["INT16"], "INT16", ["INT32", "INT8", bias])
     assert customops.stream_stage_problem("LEAKY_RELU", ["INT16"], "INT16", []) is None
+    assert customops.stream_stage_problem("RELU6", ["INT16"], "INT16", []) is None
     assert customops.stream_stage_problem("LOGISTIC", ["INT16"], "INT16", []) is None
     assert customops.stream_stage_problem("SUB", ["INT16", "INT16"], "INT16", []) is None
     assert customops.stream_stage_problem("ADD", ["INT16", "INT16"], "INT16", []) is None

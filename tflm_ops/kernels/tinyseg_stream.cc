@@ -1,5 +1,4 @@
-// StreamChain: a chain of row-local operators computed row by row
-// (docs/custom_ops.md "StreamChain", docs/design/streaming.md).
+// StreamChain: row-local operators computed row by row (docs/custom_ops.md, design/streaming.md).
 //
 // inputs [chain inputs read whole..., constants (filters, biases, shapes)...], outputs [tensors
 // written whole]; options: the planner's figures (ring_bytes, op_scratch, spilled, fetched, block)
@@ -99,6 +98,7 @@ constexpr StageEntry kStages[] = {
     {StageOp::kPad, Rows::kInt16, PreparePadInt16, PadInt16Row},
     {StageOp::kResizeNearestNeighbor, Rows::kInt16, PrepareResizeInt16, ResizeInt16Row},
     {StageOp::kRelu, Rows::kInt16, PrepareReluInt16, ReluInt16Row},
+    {StageOp::kRelu6, Rows::kInt16, PrepareRelu6Int16, Relu6Int16Row},
     {StageOp::kLogistic, Rows::kInt16, PrepareSigmoidInt16, LogisticInt16Row},
     {StageOp::kTanh, Rows::kInt16, PrepareSigmoidInt16, TanhInt16Row},
     {StageOp::kLeakyRelu, Rows::kInt16, PrepareLeakyReluInt16, LeakyReluInt16Row},

@@ -7,6 +7,8 @@
 // reference float arithmetic in every build (add.cc's EvalAdd, sub.cc's EvalSub,
 // mul_common.cc's EvalMulFloatReference). The int16 stages (tinyseg_stream_int16.cc) read a gate
 // whole through ReadWhole too.
+#include <cmath>
+
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/common.h"
@@ -95,37 +97,58 @@ TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorS
   return kTfLiteOk;
 }
 
+const char kAddSubScales[] =
+    "StreamChain: an ADD or SUB stage's scales give a multiplier outside (0, 1), which TFLM's "
+    "ADD and SUB cannot take";
+
+namespace {
+
+// Whether TFLM's QuantizeMultiplierSmallerThanOneExp takes `m` (it aborts otherwise): 0 < m < 1,
+// and m's 31-bit mantissa does not round up to 1 (which would give a shift of 1).
+bool SmallerThanOne(double m) {
+  if (!(m > 0.0 && m < 1.0)) return false;
+  int exponent = 0;
+  const double q = std::frexp(m, &exponent);
+  return exponent < 0 || std::round(q * 2147483648.0) < 2147483648.0;
+}
+
+}  // namespace
+
+bool AddSubMultipliers(const double (&m)[3], ArithmeticStage& ar) {
+  if (!SmallerThanOne(m[0]) || !SmallerThanOne(m[1]) || !SmallerThanOne(m[2])) return false;
+  QuantizeMultiplierSmallerThanOneExp(m[0], &ar.input1_multiplier, &ar.input1_shift);
+  QuantizeMultiplierSmallerThanOneExp(m[1], &ar.input2_multiplier, &ar.input2_shift);
+  QuantizeMultiplierSmallerThanOneExp(m[2], &ar.output_multiplier, &ar.output_shift);
+  return true;
+}
+
 namespace {
 
 // The multipliers: ADD's as add_common.cc (quotients in double); SUB's as sub_common.cc's
-// CalculateOpDataSub for int8 (quotients in float, only then widened to double); MUL's one.
-void Multipliers(StageOp op, const TensorSlot& in1, const TensorSlot& in2, const TensorSlot& out,
+// CalculateOpDataSub for int8 (quotients in float, only then widened to double); MUL's one. False
+// (nothing computed) where TFLM's QuantizeMultiplierSmallerThanOneExp would abort.
+bool Multipliers(StageOp op, const TensorSlot& in1, const TensorSlot& in2, const TensorSlot& out,
                  ArithmeticStage& ar) {
-  if (op == StageOp::kAdd) {
-    ar.left_shift = 20;  // int8, as add_common.cc
-    const double twice_max = 2 * static_cast<double>(in1.scale > in2.scale ? in1.scale : in2.scale);
-    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in1.scale) / twice_max,
-                                        &ar.input1_multiplier, &ar.input1_shift);
-    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in2.scale) / twice_max,
-                                        &ar.input2_multiplier, &ar.input2_shift);
-    QuantizeMultiplierSmallerThanOneExp(
-        twice_max / ((1 << ar.left_shift) * static_cast<double>(out.scale)), &ar.output_multiplier,
-        &ar.output_shift);
-  } else if (op == StageOp::kSub) {
-    ar.left_shift = 20;
-    const float twice_max = 2 * (in1.scale > in2.scale ? in1.scale : in2.scale);
-    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in1.scale / twice_max),
-                                        &ar.input1_multiplier, &ar.input1_shift);
-    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in2.scale / twice_max),
-                                        &ar.input2_multiplier, &ar.input2_shift);
-    QuantizeMultiplierSmallerThanOneExp(
-        static_cast<double>(twice_max / ((1 << ar.left_shift) * out.scale)), &ar.output_multiplier,
-        &ar.output_shift);
-  } else {
+  if (op == StageOp::kMul) {
     QuantizeMultiplier(static_cast<double>(in1.scale) * static_cast<double>(in2.scale) /
                            static_cast<double>(out.scale),
                        &ar.output_multiplier, &ar.output_shift);
+    return true;
   }
+  ar.left_shift = 20;  // int8, as add_common.cc and sub_common.cc
+  double m[3];
+  if (op == StageOp::kAdd) {
+    const double twice_max = 2 * static_cast<double>(in1.scale > in2.scale ? in1.scale : in2.scale);
+    m[0] = static_cast<double>(in1.scale) / twice_max;
+    m[1] = static_cast<double>(in2.scale) / twice_max;
+    m[2] = twice_max / ((1 << ar.left_shift) * static_cast<double>(out.scale));
+  } else {
+    const float twice_max = 2 * (in1.scale > in2.scale ? in1.scale : in2.scale);
+    m[0] = static_cast<double>(in1.scale / twice_max);
+    m[1] = static_cast<double>(in2.scale / twice_max);
+    m[2] = static_cast<double>(twice_max / ((1 << ar.left_shift) * out.scale));
+  }
+  return AddSubMultipliers(m, ar);
 }
 
 }  // namespace
@@ -144,7 +167,7 @@ TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g) {
   ar.input1_offset = -in1.zero_point;
   ar.input2_offset = -in2.zero_point;
   ar.output_offset = out.zero_point;
-  Multipliers(g.op, in1, in2, out, ar);
+  TF_LITE_ENSURE_MSG(context, Multipliers(g.op, in1, in2, out, ar), "%s", kAddSubScales);
   TfLiteTensor out_q = QuantView(out);
   return CalculateActivationRangeQuantized(context, a.f.activation, &out_q, &ar.act_min,
                                            &ar.act_max);

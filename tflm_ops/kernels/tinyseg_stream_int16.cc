@@ -31,6 +31,12 @@
 #include "tensorflow/lite/micro/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
 #include "tensorflow/lite/micro/micro_log.h"
+// TFLM's FloatToQuantizedType (RELU6's six) rounds a float quotient with ::round; clang's
+// -Wdouble-promotion flags that line of TFLM's header where it is instantiated.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdouble-promotion"
+#include "tensorflow/lite/micro/micro_utils.h"
+#pragma GCC diagnostic pop
 
 namespace tflite {
 namespace tinyseg_stream {
@@ -46,6 +52,23 @@ struct HasReluOf<T, decltype(void(ReluQuantized(
                         std::declval<const ReluOpData&>(), std::declval<const RuntimeShape&>(),
                         std::declval<const RuntimeShape&>(), std::declval<const T*>(),
                         std::declval<T*>())))> : std::true_type {};
+
+// The same for Relu6Quantized (a template in TFLM; int8 only in the Arduino library's TFLM).
+template <typename T, typename = void>
+struct HasRelu6Of : std::false_type {};
+template <typename T>
+struct HasRelu6Of<T, decltype(void(Relu6Quantized(
+                         std::declval<T>(), std::declval<T>(), std::declval<const RuntimeShape&>(),
+                         std::declval<const T*>(), std::declval<const RuntimeShape&>(),
+                         std::declval<T*>())))> : std::true_type {};
+
+template <typename T>
+void Relu6RowOf(std::true_type, T lower, T upper, const RuntimeShape& in_shape, const T* src,
+                const RuntimeShape& out_shape, T* dst) {
+  Relu6Quantized(lower, upper, in_shape, src, out_shape, dst);
+}
+template <typename T>
+void Relu6RowOf(std::false_type, T, T, const RuntimeShape&, const T*, const RuntimeShape&, T*) {}
 
 template <typename T>
 void ReluRowOf(std::true_type, const ReluOpData& data, const RuntimeShape& in_shape,
@@ -239,32 +262,28 @@ namespace {
 // The multipliers TFLM's int16 Prepare computes: ADD's as add_common.cc (left shift 15, quotients
 // in double); SUB's as sub_common.cc (left shift 15, quotients in float, only then widened); MUL's
 // one as mul_common.cc.
-void Int16Multipliers(StageOp op, const TensorSlot& in1, const TensorSlot& in2,
+bool Int16Multipliers(StageOp op, const TensorSlot& in1, const TensorSlot& in2,
                       const TensorSlot& out, ArithmeticStage& ar) {
   ar.left_shift = op == StageOp::kMul ? 0 : 15;
-  if (op == StageOp::kAdd) {
-    const double twice_max = 2 * static_cast<double>(in1.scale > in2.scale ? in1.scale : in2.scale);
-    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in1.scale) / twice_max,
-                                        &ar.input1_multiplier, &ar.input1_shift);
-    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in2.scale) / twice_max,
-                                        &ar.input2_multiplier, &ar.input2_shift);
-    QuantizeMultiplierSmallerThanOneExp(
-        twice_max / ((1 << ar.left_shift) * static_cast<double>(out.scale)), &ar.output_multiplier,
-        &ar.output_shift);
-  } else if (op == StageOp::kSub) {
-    const float twice_max = 2 * (in1.scale > in2.scale ? in1.scale : in2.scale);
-    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in1.scale / twice_max),
-                                        &ar.input1_multiplier, &ar.input1_shift);
-    QuantizeMultiplierSmallerThanOneExp(static_cast<double>(in2.scale / twice_max),
-                                        &ar.input2_multiplier, &ar.input2_shift);
-    QuantizeMultiplierSmallerThanOneExp(
-        static_cast<double>(twice_max / ((1 << ar.left_shift) * out.scale)), &ar.output_multiplier,
-        &ar.output_shift);
-  } else {
+  if (op == StageOp::kMul) {
     QuantizeMultiplier(static_cast<double>(in1.scale) * static_cast<double>(in2.scale) /
                            static_cast<double>(out.scale),
                        &ar.output_multiplier, &ar.output_shift);
+    return true;
   }
+  double m[3];
+  if (op == StageOp::kAdd) {
+    const double twice_max = 2 * static_cast<double>(in1.scale > in2.scale ? in1.scale : in2.scale);
+    m[0] = static_cast<double>(in1.scale) / twice_max;
+    m[1] = static_cast<double>(in2.scale) / twice_max;
+    m[2] = twice_max / ((1 << ar.left_shift) * static_cast<double>(out.scale));
+  } else {
+    const float twice_max = 2 * (in1.scale > in2.scale ? in1.scale : in2.scale);
+    m[0] = static_cast<double>(in1.scale / twice_max);
+    m[1] = static_cast<double>(in2.scale / twice_max);
+    m[2] = static_cast<double>(twice_max / ((1 << ar.left_shift) * out.scale));
+  }
+  return AddSubMultipliers(m, ar);
 }
 
 }  // namespace
@@ -291,7 +310,7 @@ TfLiteStatus PrepareArithmeticInt16(const StageArgs& a, StageSlot& g) {
   ar.input1_offset = -in1.zero_point;
   ar.input2_offset = -in2.zero_point;
   ar.output_offset = out.zero_point;
-  Int16Multipliers(g.op, in1, in2, out, ar);
+  TF_LITE_ENSURE_MSG(context, Int16Multipliers(g.op, in1, in2, out, ar), "%s", kAddSubScales);
   TfLiteTensor out_q = QuantView(out);
   return CalculateActivationRangeQuantized(context, a.f.activation, &out_q, &ar.act_min,
                                            &ar.act_max);
@@ -410,6 +429,34 @@ TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g) {
   data.params.quantized_activation_max = sv.act_max;
   ReluRowOf<int16_t>(HasReluOf<int16_t>{}, data, r.in_shape, r.out_shape,
                      reinterpret_cast<const int16_t*>(r.src), reinterpret_cast<int16_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// activations_common.cc's Relu6Prepare for int16: the input's zero point and six in the input's
+// quantization (FloatToQuantizedType: clamped into int16), any zero point; Eval calls
+// Relu6Quantized<int16_t>. A scale whose six leaves int32 (where TFLM's rounding is undefined) is
+// refused.
+TfLiteStatus PrepareRelu6Int16(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt16(a, out));
+  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  TF_LITE_ENSURE_MSG(context, HasRelu6Of<int16_t>::value,
+                     "StreamChain: this TFLM has no int16 RELU6, so no int16 RELU6 stage");
+  const double six = 6.0 / static_cast<double>(in.scale);
+  TF_LITE_ENSURE_MSG(context, in.scale > 0.0f && std::isfinite(six) && six < 2147483647.0 - 65536.0,
+                     "StreamChain: an int16 RELU6 stage needs an input scale above 6 / 2^31");
+  g.relu.act_min = in.zero_point;
+  g.relu.act_max = FloatToQuantizedType<int16_t>(6.0f, in.scale, in.zero_point);
+  return kTfLiteOk;
+}
+
+::tinyseg::Status Relu6Int16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  Relu6RowOf<int16_t>(HasRelu6Of<int16_t>{}, static_cast<int16_t>(g.relu.act_min),
+                      static_cast<int16_t>(g.relu.act_max), r.in_shape,
+                      reinterpret_cast<const int16_t*>(r.src), r.out_shape,
+                      reinterpret_cast<int16_t*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 

@@ -489,6 +489,10 @@ TfLiteStatus PrepareMeanInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MeanInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 // int16 rows (tinyseg_stream_int16.cc): TFLM's 16x8 reference arithmetic.
 TfLiteStatus RequireInt16(const StageArgs& a, const TensorSlot& out);
+// ADD's and SUB's three multipliers (input 1, input 2, output) into `ar`, or false where TFLM's
+// QuantizeMultiplierSmallerThanOneExp would abort on one (_arithmetic.cc); kAddSubScales says so.
+bool AddSubMultipliers(const double (&m)[3], ArithmeticStage& ar);
+extern const char kAddSubScales[];
 TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status DepthwiseConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
@@ -509,6 +513,8 @@ TfLiteStatus PrepareLeakyReluInt16(const StageArgs& a, StageSlot& g);  // _int16
 ::tinyseg::Status LeakyReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PrepareRelu6Int16(const StageArgs& a, StageSlot& g);
+::tinyseg::Status Relu6Int16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status QuantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status DequantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 // TRANSPOSE_CONV (int64 accumulator row in op_scratch) and PADV2 (tinyseg_stream_int16_tconv.cc).

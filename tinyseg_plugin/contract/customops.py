@@ -309,6 +309,7 @@ STREAM_INT16_STAGE_OPS = (
     "MAX_POOL_2D",
     "AVERAGE_POOL_2D",
     "RELU",
+    "RELU6",
     "CONCATENATION",
     "ADD",
     "SUB",
