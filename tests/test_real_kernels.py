@@ -657,6 +657,23 @@ def test_add_and_sub_stages_refuse_scales_tflm_would_abort_on(
     assert "ADD or SUB stage's scales give a multiplier outside (0, 1)" in stderr, stderr[-1500:]
 
 
+def test_the_int8_tanh_stage_refuses_a_shift_past_tflms_arithmetic(
+    tflm_dir: str, tmp_path: Path
+) -> None:
+    """An int8 TANH stage reading a scale of 2^-31 (TFLM's Prepare would compute a negative left
+    shift, undefined in its shifts) is refused in Prepare by the C++ kernel, saying why."""
+
+    def scale(st: dict, inp: dict | None) -> None:
+        assert inp is not None
+        inp["scale"] = [2.0**-31]
+
+    made = synth.more_stages_unet()
+    model = _edited_chain(made, "TANH", scale, which="inputs")
+    g = build_graph(made)
+    stderr = _refusal(tflm_dir, tmp_path, model, sum(g.tensors[t].nbytes for t in g.inputs))
+    assert "int8 LOGISTIC or TANH stage needs an input scale in" in stderr, stderr[-1500:]
+
+
 def test_the_int16_leaky_relu_stage_refuses_an_infinite_alpha(
     tflm_dir: str, tmp_path: Path
 ) -> None:

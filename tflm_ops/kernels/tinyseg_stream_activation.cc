@@ -172,6 +172,9 @@ TfLiteStatus PrepareSigmoid(const StageArgs& a, StageSlot& g) {
       static_cast<double>(in.scale) * static_cast<double>(1 << (31 - kInputIntegerBits));
   int left_shift = 0;
   const double q = std::frexp(real, &left_shift);
+  TF_LITE_ENSURE_MSG(context, left_shift >= 0 && left_shift <= 30,
+                     "StreamChain: an int8 LOGISTIC or TANH stage needs an input scale in "
+                     "[2^-28, 2^3) (its left shift in 0..30, where TFLM's arithmetic is defined)");
   sv.input_left_shift = left_shift;
   sv.input_multiplier = static_cast<int32_t>(TfLiteRound(q * (1ll << 31)));
   sv.input_range_radius = CalculateInputRadius(kInputIntegerBits, sv.input_left_shift, 31);
