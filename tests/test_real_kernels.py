@@ -690,6 +690,26 @@ def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(
         assert (ran.stats["head"], ran.stats["tail"]) == (plan.head, plan.tail.total)
 
 
+def test_the_int16_prelu_stage_refuses_a_zero_point(tflm_dir: str, tmp_path: Path) -> None:
+    """An int16 PRELU stage reading a chain input of zero point 5 is refused in Prepare by the C++
+    kernel, saying why: int16 rows have zero point 0 in every stage (the Python side keeps such a
+    PRELU out of chains, so the input's zero point is edited after streaming)."""
+    from tinyseg_plugin.ir import modelio
+
+    b = synth.ModelBuilder(dtype="INT16")
+    x = b.input([1, 16, 12, 4])  # wide convolutions after it: streaming lowers the head
+    y = b.conv(b.conv(b.conv(synth._int16_prelu(b, x, [1, 1, 4], 3), 16), 16), 4)
+    graph = build_graph(b.build([y]))
+    opt = _optimized(graph)
+    chain = opt.operators[0]
+    assert chain.opcode == customops.STREAM_CHAIN and graph.inputs[0] in chain.inputs
+    assert customops.decode(chain).stages[0].op == "PRELU"
+    model = modelio.parse_model(modelio.model_to_bytes(opt.model))
+    model.subgraphs[0].tensors[model.subgraphs[0].inputs[0]].quantization.zeroPoint = [5]
+    stderr = _refusal(tflm_dir, tmp_path, model, 16 * 12 * 4 * 2)
+    assert "int16 PRELU stage needs zero points 0" in stderr, stderr[-1500:]
+
+
 def _edited_unet(op_name: str, edit, **unet):
     """The int16 U-Net (``unet``: int16_unet_chain's arguments) optimized, ``edit(options, stages
     by op)`` applied to the StreamChain whose body holds its ``op_name`` stage: the parsed model."""
