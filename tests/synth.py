@@ -953,12 +953,18 @@ def int16_channel_pad_chain(seed: int = 0, h: int = 16, w: int = 12) -> "fb.Mode
 
 
 def int16_unet_chain(
-    seed: int = 0, h: int = 16, w: int = 12, tconv_bias: str | None = "INT64"
+    seed: int = 0,
+    h: int = 16,
+    w: int = 12,
+    tconv_bias: str | None = "INT64",
+    prelu: bool = False,
 ) -> "fb.ModelT":
     """An int16 (16x8) U-Net: QUANTIZE int8 -> int16, an encoder with a strided CONV_2D, a
     TRANSPOSE_CONV (2x2, stride 2, a ``tconv_bias`` bias, None: none) that up-samples back, CONCATENATION
     with the skip, a PADV2 of height, width and channels (pad value 1234) in front of a VALID
-    CONV_2D, then QUANTIZE int16 -> int8."""
+    CONV_2D, then QUANTIZE int16 -> int8. ``prelu``: a PRELU on the skip (alpha 1 x 1 x C) and one
+    on the TRANSPOSE_CONV's output (alpha 1 x W x C, broadcast over the rows only), each int8
+    alpha with a zero point, into another output scale."""
     b = ModelBuilder(dtype="INT8", seed=seed)
     x8 = b.input([1, h, w, 3])
     b.dtype = "INT16"
@@ -969,6 +975,9 @@ def int16_unet_chain(
     b.bias_type = tconv_bias or "INT64"
     tconv = b.transpose_conv(low, 8, bias=tconv_bias is not None)
     b.bias_type = "INT64"
+    if prelu:
+        skip = _int16_prelu(b, skip, [1, 1, 8], 5)
+        tconv = _int16_prelu(b, tconv, [1, w, 8], -7)
     up = b.concat([tconv, skip])
     y = b.conv(b.padv2(up, [[0, 0], [1, 1], [2, 0], [1, 2]], 1234), 8, padding=VALID)
     y = b.conv(y, 4, k=1, relu=False)
@@ -976,6 +985,18 @@ def int16_unet_chain(
     q = b.activation(list(b.shapes[y]), "int8_output")
     b._op("QUANTIZE", [y], [q])
     return b.build([q])
+
+
+def _int16_prelu(b: ModelBuilder, x: int, alpha_shape: list[int], alpha_zero_point: int) -> int:
+    """An int16 PRELU of ``x`` with a random int8 alpha of ``alpha_shape`` (as TFLM's int16 PRELU
+    needs), the output at 3/4 of the input's scale (both multipliers away from 1)."""
+    n = len(b.operators)
+    data = b.rng.integers(-128, 128, size=alpha_shape).astype(np.int8)
+    alpha = b._tensor(alpha_shape, "INT8", f"prelu{n}/alpha", data, [0.004], [alpha_zero_point])
+    y = b.activation(list(b.shapes[x]), f"prelu{n}")
+    b.tensors[y].quantization.scale = [b.tensors[x].quantization.scale[0] * 0.75]
+    b._op("PRELU", [x, alpha], [y])
+    return y
 
 
 def se_seg(

@@ -2,8 +2,9 @@
 keyword spotter's int16 convolutions and pool (StreamChain's int16 stages) and halves TFLM's arena
 head; it streams the YOLOv8n-like detector's SiLU (LOGISTIC and MUL), PAD, SPPF and
 RESIZE_NEAREST_NEIGHBOR to the head `analyze --stream` estimates, and the synthetic int16 U-Net
-(tests/synth.py int16_unet_chain) through its TRANSPOSE_CONV and PADV2. Each checked bit-exact (in
-the real kernels when TFLM_DIR is set, else in the tflite-micro wheel)."""
+(tests/synth.py int16_unet_chain) through its TRANSPOSE_CONV (int64, int16 or no bias), PADV2 and
+PRELU. Each checked bit-exact (in the real kernels when TFLM_DIR is set, else in the tflite-micro
+wheel)."""
 
 from __future__ import annotations
 
@@ -82,17 +83,17 @@ def test_the_int16_yolo_streams_to_the_estimate(
     assert _head(out, capsys) == estimate < before
 
 
-@pytest.mark.parametrize("bias", ["INT64", None])
+@pytest.mark.parametrize("bias, prelu", [("INT64", False), (None, False), ("INT16", True)])
 def test_the_int16_unet_streams_through_transpose_conv_and_padv2(
-    tmp_path: Path, capsys: pytest.CaptureFixture, bias: str | None
+    tmp_path: Path, capsys: pytest.CaptureFixture, bias: str | None, prelu: bool
 ) -> None:
-    """The int16 U-Net's TRANSPOSE_CONV (int64 bias, or none as TensorFlow's converter writes a
-    zero one; its int64 accumulator row counted in the chain's operator scratch) and PADV2 are
-    stages, so `optimize` reaches the head `analyze --stream` estimates (before these stages the
-    chains stopped at both: 16,896 B against 3,040 B, docs/results.md); optimize verifies the
-    output bit-exact."""
+    """The int16 U-Net's TRANSPOSE_CONV (int64 bias, none as TensorFlow's converter writes a
+    zero one, or int16, which the stage widens where it adds it; its int64 accumulator row counted
+    in the chain's operator scratch) and PADV2 are stages, and with the int16 bias two int16
+    PRELUs too, so `optimize` reaches the head `analyze --stream` estimates (before these stages
+    the chains stopped at them: docs/results.md); optimize verifies the output bit-exact."""
     path = tmp_path / "int16_unet.tflite"
-    modelio.save_model(synth.int16_unet_chain(tconv_bias=bias), path)
+    modelio.save_model(synth.int16_unet_chain(tconv_bias=bias, prelu=prelu), path)
     before = _head(path, capsys)
     assert main(["analyze", str(path), "--stream", "--json"]) == 0
     estimate = json.loads(capsys.readouterr().out)["stream"]["head"]
@@ -108,14 +109,13 @@ def test_the_int16_unet_streams_through_transpose_conv_and_padv2(
         for st in customops.decode(op).stages
     ]
     assert {"TRANSPOSE_CONV", "PADV2"} <= set(stages), stages
-    assert not {op.opcode for op in written.operators} & {"TRANSPOSE_CONV", "PADV2"}
+    assert stages.count("PRELU") == (2 if prelu else 0), stages
+    assert not {op.opcode for op in written.operators} & {"TRANSPOSE_CONV", "PADV2", "PRELU"}
 
 
-@pytest.mark.parametrize("bias", ["INT32", "INT16"])
-def test_an_int16_transpose_conv_without_an_int64_bias_stays_out_of_chains(bias: str) -> None:
-    """TFLM's int16 TRANSPOSE_CONV reads an int64 bias as it is and widens an int16 one into a
-    scratch buffer of its own; the stage takes int64 or none, so any other bias is a gap, with
-    the reason."""
-    gaps = stream.stage_gaps(build_graph(synth.int16_unet_chain(tconv_bias=bias)))
+def test_an_int16_transpose_conv_with_an_int32_bias_stays_out_of_chains() -> None:
+    """TFLM's int16 TRANSPOSE_CONV reads an int64 bias as it is and widens an int16 one; an int32
+    one it would read as int64, so the stage refuses it: a gap, with the reason."""
+    gaps = stream.stage_gaps(build_graph(synth.int16_unet_chain(tconv_bias="INT32")))
     assert [g.opcode for g in gaps] == ["TRANSPOSE_CONV"]
-    assert "constant inputs" in gaps[0].reason and bias in gaps[0].reason
+    assert "int32 bias" in gaps[0].reason and "int64" in gaps[0].reason

@@ -708,14 +708,16 @@ def test_the_int16_mul_stage_refuses_a_zero_point(tflm_dir: str, tmp_path: Path)
     assert "int16 MUL stage needs zero points 0" in stderr, stderr[-1500:]
 
 
-@pytest.mark.parametrize("bias", ["INT64", None])
+@pytest.mark.parametrize("bias, prelu", [("INT64", False), (None, False), ("INT16", True)])
 def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(
-    tflm_dir: str, bias: str | None
+    tflm_dir: str, bias: str | None, prelu: bool
 ) -> None:
-    """The int16 U-Net's TRANSPOSE_CONV (an int64 bias or none, its int64 accumulator row in
-    op_scratch) and PADV2 (pad value 1234) as stages TFLM runs with TinySeg's kernels: outputs
-    identical to the unfused graph's, and TFLM's arena head and tail (the runner's
-    RecordingMicroAllocator) the ones the planner gives the original and the streamed model."""
+    """The int16 U-Net's TRANSPOSE_CONV (an int64 bias, none, or an int16 one the stage widens as
+    it adds it; its int64 accumulator row in op_scratch), PADV2 (pad value 1234) and, with the
+    int16 bias, two int16 PRELUs (alpha over channels, and over width and channels) as stages TFLM
+    runs with TinySeg's kernels: outputs identical to the unfused graph's, and TFLM's arena head
+    and tail (the runner's RecordingMicroAllocator) the ones the planner gives the original (with
+    TFLM's widened-bias scratch) and the streamed model (without it)."""
     import numpy as np
 
     from tinyseg_plugin.checks.verify import arena_for
@@ -723,7 +725,7 @@ def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(
     from tinyseg_plugin.memory.kernels import BuildProfile
     from tinyseg_plugin.memory.planner import plan_graph
 
-    graph = build_graph(synth.int16_unet_chain(tconv_bias=bias))
+    graph = build_graph(synth.int16_unet_chain(tconv_bias=bias, prelu=prelu))
     opt = _optimized(graph)
     stages = [
         st.op
@@ -732,6 +734,7 @@ def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(
         for st in customops.decode(op).stages
     ]
     assert {"TRANSPOSE_CONV", "PADV2"} <= set(stages), stages
+    assert stages.count("PRELU") == (2 if prelu else 0), stages
     v = verify(graph, opt, runs=2, seed=2, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
     exe = real_kernels.prepare(tflm_dir)
@@ -744,15 +747,35 @@ def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(
         assert (ran.stats["head"], ran.stats["tail"]) == (plan.head, plan.tail.total)
 
 
-def _edited_unet(op_name: str, edit):
-    """The int16 U-Net optimized, ``edit(options, stages by op)`` applied to the StreamChain whose
-    body holds its ``op_name`` stage: the parsed model."""
+def test_the_int16_prelu_stage_refuses_a_zero_point(tflm_dir: str, tmp_path: Path) -> None:
+    """An int16 PRELU stage reading a chain input of zero point 5 is refused in Prepare by the C++
+    kernel, saying why: int16 rows have zero point 0 in every stage (the Python side keeps such a
+    PRELU out of chains, so the input's zero point is edited after streaming)."""
+    from tinyseg_plugin.ir import modelio
+
+    b = synth.ModelBuilder(dtype="INT16")
+    x = b.input([1, 16, 12, 4])  # wide convolutions after it: streaming lowers the head
+    y = b.conv(b.conv(b.conv(synth._int16_prelu(b, x, [1, 1, 4], 3), 16), 16), 4)
+    graph = build_graph(b.build([y]))
+    opt = _optimized(graph)
+    chain = opt.operators[0]
+    assert chain.opcode == customops.STREAM_CHAIN and graph.inputs[0] in chain.inputs
+    assert customops.decode(chain).stages[0].op == "PRELU"
+    model = modelio.parse_model(modelio.model_to_bytes(opt.model))
+    model.subgraphs[0].tensors[model.subgraphs[0].inputs[0]].quantization.zeroPoint = [5]
+    stderr = _refusal(tflm_dir, tmp_path, model, 16 * 12 * 4 * 2)
+    assert "int16 PRELU stage needs zero points 0" in stderr, stderr[-1500:]
+
+
+def _edited_unet(op_name: str, edit, **unet):
+    """The int16 U-Net (``unet``: int16_unet_chain's arguments) optimized, ``edit(options, stages
+    by op)`` applied to the StreamChain whose body holds its ``op_name`` stage: the parsed model."""
     import numpy as np
     from flatbuffers import flexbuffers
 
     from tinyseg_plugin.ir import modelio
 
-    opt = _optimized(build_graph(synth.int16_unet_chain()))
+    opt = _optimized(build_graph(synth.int16_unet_chain(**unet)))
     model = modelio.parse_model(modelio.model_to_bytes(opt.model))
     edited = 0
     for op in model.subgraphs[0].operators:
@@ -801,6 +824,47 @@ def test_the_int16_transpose_conv_and_padv2_stages_refuse_malformed_bodies(
     Python side, which refuses them first)."""
     op_name = "PADV2" if edit is _paddings_as_pad_value else "TRANSPOSE_CONV"
     stderr = _refusal(tflm_dir, tmp_path, _edited_unet(op_name, edit), 16 * 12 * 3)
+    assert reason in stderr, stderr[-1500:]
+
+
+def _int16_bias_as_alpha(m: dict, stages: dict) -> None:
+    stages["PRELU"]["inputs"][1] = stages["TRANSPOSE_CONV"]["inputs"][3]
+
+
+def _alpha_over_rows(model) -> None:
+    """The PRELU alpha of 1 x W x C made W x 1 x C: it varies over rows (the same bytes)."""
+    for t in model.subgraphs[0].tensors:
+        if t.name.decode().endswith("/alpha") and len(t.shape) == 3 and t.shape[1] > 1:
+            t.shape = [t.shape[1], 1, t.shape[2]]
+            return
+    raise AssertionError("no 1 x W x C alpha")
+
+
+@pytest.mark.parametrize(
+    "edit, reason",
+    [
+        (_int16_bias_as_alpha, "PRELU needs an int8 alpha of one row"),
+        (_alpha_over_rows, "PRELU needs an int8 alpha of one row"),
+    ],
+    ids=["int16 alpha", "alpha over rows"],
+)
+def test_the_int16_prelu_stage_refuses_a_malformed_alpha(
+    tflm_dir: str, tmp_path: Path, edit, reason: str
+) -> None:
+    """The C++ kernel's Prepare refuses an int16 PRELU stage whose alpha is the int16 bias of the
+    TRANSPOSE_CONV beside it (TFLM's int16 PRELU takes an int8 alpha), and one whose alpha varies
+    over rows (the model's alpha tensor reshaped; a row sees one alpha row), saying why."""
+    unet = {"tconv_bias": "INT16", "prelu": True}
+    if edit is _alpha_over_rows:
+        from tinyseg_plugin.ir import modelio
+
+        model = modelio.parse_model(
+            modelio.model_to_bytes(_optimized(build_graph(synth.int16_unet_chain(**unet))).model)
+        )
+        edit(model)
+    else:
+        model = _edited_unet("PRELU", edit, **unet)
+    stderr = _refusal(tflm_dir, tmp_path, model, 16 * 12 * 3)
     assert reason in stderr, stderr[-1500:]
 
 

@@ -776,9 +776,10 @@ def test_int16_stages_are_streamed_bit_exact():
 def test_int16_stage_refusals_follow_tflm():
     """int16 stages the kernel does not compute stay out of chains, for TFLM's reasons: a
     DEPTHWISE_CONV_2D with an int32 bias (TFLM reads it as int64), a CONV_2D without bias (its
-    accumulator comes from an option a stage does not carry), a TRANSPOSE_CONV with an int16 bias
-    (TFLM widens it into a scratch buffer of its own) or an int32 one (it takes int64 or none).
-    The int16 MUL's zero points and the int16 LOGISTIC's output scale: the tests below."""
+    accumulator comes from an option a stage does not carry), a TRANSPOSE_CONV with an int32 bias
+    (TFLM's 16x8 kernel reads it as int64; int64, int16 and none are stages), a PRELU whose alpha
+    is not int8 (TFLM's int16 PRELU needs int8). The int16 MUL's zero points and the int16
+    LOGISTIC's output scale: the tests below."""
     assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", "INT64"]) is None
     assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", "INT32"]) is None
     assert customops.stream_stage_problem("CONV_2D", ["INT16"], "INT16", ["INT8", None])
@@ -788,10 +789,16 @@ def test_int16_stage_refusals_follow_tflm():
     assert customops.stream_stage_problem("PADV2", ["INT16"], "INT16", ["INT32", "INT16"]) is None
     assert customops.stream_stage_problem("PADV2", ["INT16"], "INT16", ["INT32", "INT8"])
     tconv = customops.stream_stage_problem
-    for ok in (["INT32", "INT8", "INT64"], ["INT32", "INT8", None], ["INT32", "INT8"]):
+    for ok in (
+        ["INT32", "INT8", "INT64"],
+        ["INT32", "INT8", "INT16"],
+        ["INT32", "INT8", None],
+        ["INT32", "INT8"],
+    ):
         assert tconv("TRANSPOSE_CONV", ["INT16"], "INT16", ok) is None
-    for bias in ("INT16", "INT32"):
-        assert tconv("TRANSPOSE_CONV", ["INT16"], "INT16", ["INT32", "INT8", bias])
+    assert "int32 bias" in tconv("TRANSPOSE_CONV", ["INT16"], "INT16", ["INT32", "INT8", "INT32"])
+    assert customops.stream_stage_problem("PRELU", ["INT16"], "INT16", ["INT8"]) is None
+    assert customops.stream_stage_problem("PRELU", ["INT16"], "INT16", ["INT16"])
     assert customops.stream_stage_problem("LEAKY_RELU", ["INT16"], "INT16", []) is None
     assert customops.stream_stage_problem("RELU6", ["INT16"], "INT16", []) is None
     assert customops.stream_stage_problem("LOGISTIC", ["INT16"], "INT16", []) is None

@@ -723,6 +723,55 @@ def test_cast_verdict_matches_the_wheel(
         assert "inference_input_type" in lines[0]
 
 
+def int16_unary_model(op: str, dtype: str = "INT16") -> "fb.ModelT":
+    """QUANTIZE int8 -> ``dtype``, a CONV_2D, then ``op`` (HARD_SWISH, ELU, or RESIZE_BILINEAR to
+    twice the size) on ``dtype`` rows, then QUANTIZE back to int8."""
+    b = ModelBuilder(dtype="INT8")
+    x8 = b.input([1, 8, 6, 3])
+    b.dtype = dtype
+    x = b.activation([1, 8, 6, 3], "x")
+    b._op("QUANTIZE", [x8], [x])
+    a = b.conv(x, 4)
+    if op == "RESIZE_BILINEAR":
+        size = b._tensor([2], "INT32", "size", np.array([16, 12], dtype=np.int32))
+        y = b.activation([1, 16, 12, 4], "y")
+        o = fb.ResizeBilinearOptionsT()
+        b._op(op, [a, size], [y], fb.BuiltinOptions.ResizeBilinearOptions, o)
+    else:
+        y = b.activation([1, 8, 6, 4], "y")
+        b._op(op, [a], [y])
+    b.dtype = "INT8"
+    q = b.activation(list(b.shapes[y]), "q")
+    b._op("QUANTIZE", [y], [q])
+    return b.build([q])
+
+
+@pytest.mark.parametrize("op", ["HARD_SWISH", "ELU", "RESIZE_BILINEAR"])
+def test_int16_operators_tflm_has_no_kernel_for_are_refused(tmp_path: Path, capfd, op: str) -> None:
+    """TFLM computes HARD_SWISH, ELU and RESIZE_BILINEAR on float32 and int8 only: on int16 rows
+    the wheel loads the model and fails on its first invoke. analyze says so (not exact, the
+    operator and the type named), optimize refuses it in one sentence with exit code 2; the int8
+    twin runs and is not refused."""
+    m = int16_unary_model(op)
+    assert _wheel_refusal(m) is None
+    assert _wheel_refusal(m, invoke=True) is not None
+    assert _wheel_refusal(int16_unary_model(op, "INT8"), invoke=True) is None
+    assert not tflm_refusals(build_graph(int16_unary_model(op, "INT8")))
+    path = tmp_path / "m.tflite"
+    save_model(m, path)
+    d = _analyze_json(capfd, path)
+    assert d["exact"] is False
+    assert d["not_exact_because"][0].startswith(
+        f"TFLM refuses the model: operator 2 '{op}' runs on INT16, but TFLM's {op} computes only"
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    rc, lines, _ = _cli(capfd, ["optimize", str(path), "-o", str(out / "o.tflite")])
+    _assert_refused(
+        rc, lines, f"TFLM refuses the model when it runs: operator 2 '{op}' runs on INT16", out
+    )
+
+
 def test_tflm_reason_falls_back_to_the_custom_operators_it_cannot_tell_apart() -> None:
     """Should the wheel lack a custom operator TFLM_CUSTOM lists, the sentence names the candidates
     (the log is the wheel's own line for a missing custom kernel; the model is fed in directly)."""

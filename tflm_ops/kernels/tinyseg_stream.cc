@@ -13,10 +13,9 @@
 // Each stage runs TFLM's own reference arithmetic on a band view (the rows of its input window as
 // a tensor of that height, with the top padding shifted), as FetchingConv2D does, so every output
 // element comes from the same products in the same order as the unfused graph: bit-identical.
-//
 // This file is the dispatcher: kStages gives each operator its family's Prepare and Row (the
-// other tinyseg_stream_*.cc); _body.cc reads the body tables, _eval.cc moves rows.
-// Memory (the planner counts it, memory/kernels/tinyseg.py stream_chain_scratch and
+// other tinyseg_stream_*.cc); _body.cc reads the body tables, _eval.cc moves rows. Memory (the
+// planner counts it, memory/kernels/tinyseg.py stream_chain_scratch and
 // customops.stream_chain_body_bytes): Init keeps an OpData of kStreamChainOpDataBytes; Prepare
 // allocates one persistent block for the chain's tables and requests two scratch buffers: the
 // rings plus one codec block per spilled tensor, and op_scratch (a TRANSPOSE_CONV's int32 row,
@@ -102,7 +101,8 @@ constexpr StageEntry kStages[] = {
     {StageOp::kLogistic, Rows::kInt16, PrepareSigmoidInt16, LogisticInt16Row},
     {StageOp::kTanh, Rows::kInt16, PrepareSigmoidInt16, TanhInt16Row},
     {StageOp::kLeakyRelu, Rows::kInt16, PrepareLeakyReluInt16, LeakyReluInt16Row},
-    {StageOp::kMean, Rows::kInt16, PrepareMeanInt16, MeanInt16Row},  // _reduce.cc
+    {StageOp::kPrelu, Rows::kInt16, PreparePreluInt16, PreluInt16Row},  // _int16_more.cc
+    {StageOp::kMean, Rows::kInt16, PrepareMeanInt16, MeanInt16Row},     // _reduce.cc
     {StageOp::kConcatenation, Rows::kInt16, PrepareConcatenationInt16, ConcatenationRow},
     {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeInt16Row},
     {StageOp::kDequantize, Rows::kInt16, PrepareDequantize, DequantizeInt16Row},

@@ -350,12 +350,13 @@ LeakyReluParams LeakyReluParamsOf(const LeakyReluStage& sv) {
 
 // ------------------------------------------------------------ PRELU, ELU
 
-// As prelu_common.cc for int8, alpha a constant node input of one row (broadcast along height).
-TfLiteStatus PreparePrelu(const StageArgs& a, StageSlot& g) {
+// As prelu_common.cc for int8 and int16 rows (its two multipliers and shifts, the offsets), alpha
+// a constant int8 node input of one row (broadcast along height); the caller checked the rows'
+// type.
+TfLiteStatus PreparePreluQuantized(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
   TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
   const int32_t* operands = a.tab->operands + g.operand_begin;
   TF_LITE_ENSURE_MSG(context,
@@ -382,9 +383,12 @@ TfLiteStatus PreparePrelu(const StageArgs& a, StageSlot& g) {
   return kTfLiteOk;
 }
 
-::tinyseg::Status PreluRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
-  const PreluStage& sv = g.prelu;
-  const TfLiteEvalTensor* alpha = micro::GetEvalInput(v.context, v.node, sv.alpha);
+TfLiteStatus PreparePrelu(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireInt8(a, a.tab->tensor(g.output)));
+  return PreparePreluQuantized(a, g);
+}
+
+PreluParams PreluParamsOf(const PreluStage& sv) {
   PreluParams p = {};
   p.input_offset = sv.input_offset;
   p.alpha_offset = sv.alpha_offset;
@@ -393,9 +397,15 @@ TfLiteStatus PreparePrelu(const StageArgs& a, StageSlot& g) {
   p.output_shift_1 = sv.shift_1;
   p.output_multiplier_2 = sv.multiplier_2;
   p.output_shift_2 = sv.shift_2;
+  return p;
+}
+
+::tinyseg::Status PreluRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const TfLiteEvalTensor* alpha = micro::GetEvalInput(v.context, v.node, g.prelu.alpha);
   reference_ops::BroadcastPrelu4DSlow(
-      p, r.out_shape, reinterpret_cast<const int8_t*>(r.src), micro::GetTensorShape(alpha),
-      micro::GetTensorData<int8_t>(alpha), r.out_shape, reinterpret_cast<int8_t*>(r.dst));
+      PreluParamsOf(g.prelu), r.out_shape, reinterpret_cast<const int8_t*>(r.src),
+      micro::GetTensorShape(alpha), micro::GetTensorData<int8_t>(alpha), r.out_shape,
+      reinterpret_cast<int8_t*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 

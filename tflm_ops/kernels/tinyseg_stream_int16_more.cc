@@ -1,16 +1,19 @@
-// StreamChain's int16 (16x8) LOGISTIC, TANH and LEAKY_RELU stages (tinyseg_stream_internal.h,
-// Rows::kInt16): the functions TFLM's int16 kernels call (the lookup-table
-// reference_integer_ops::Logistic and Tanh, reference_ops::QuantizeLeakyRelu<int16_t>; every TFLM
-// build calls these: its CMSIS-NN kernels have none of the three), with the parameters their
-// Prepare computes. Each output element depends on its input element only, so a row is the
+// StreamChain's int16 (16x8) LOGISTIC, TANH, LEAKY_RELU and PRELU stages
+// (tinyseg_stream_internal.h, Rows::kInt16): the functions TFLM's int16 kernels call (the
+// lookup-table reference_integer_ops::Logistic and Tanh, reference_ops::QuantizeLeakyRelu<int16_t>,
+// reference_ops::BroadcastPrelu4DSlow<int16_t, int8_t>; every TFLM build calls these: its CMSIS-NN
+// kernels have none of the four), with the parameters their Prepare computes. Each output element
+// depends on its input element (and PRELU's alpha of its column and channel) only, so a row is the
 // function over that row's elements.
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/quantization_util.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/logistic.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/tanh.h"
 #include "tensorflow/lite/kernels/internal/reference/leaky_relu.h"
+#include "tensorflow/lite/kernels/internal/reference/prelu.h"
 #include "tensorflow/lite/kernels/internal/types.h"
 #include "tensorflow/lite/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
 
 namespace tflite {
@@ -80,6 +83,31 @@ TfLiteStatus PrepareLeakyReluInt16(const StageArgs& a, StageSlot& g) {
   reference_ops::QuantizeLeakyRelu(LeakyReluParamsOf(g.leaky_relu), r.in_shape,
                                    reinterpret_cast<const int16_t*>(r.src), r.out_shape,
                                    reinterpret_cast<int16_t*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
+// ------------------------------------------------------------ PRELU
+
+// prelu_common.cc's int16 Prepare: the int8 parameters, an int8 alpha (TFLM refuses another for
+// int16 rows; PreparePreluQuantized checks it and its one row). Int16 rows have zero point 0 here,
+// as for every int16 stage (stream.stage_problem refuses others).
+TfLiteStatus PreparePreluInt16(const StageArgs& a, StageSlot& g) {
+  TfLiteContext* context = a.context;
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireInt16(a, out));
+  TF_LITE_ENSURE_MSG(context, in.zero_point == 0 && out.zero_point == 0,
+                     "StreamChain: an int16 PRELU stage needs zero points 0");
+  return PreparePreluQuantized(a, g);
+}
+
+// prelu.cc's int16 case on the row: alpha (one row) broadcast over it as over the whole tensor.
+::tinyseg::Status PreluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const TfLiteEvalTensor* alpha = micro::GetEvalInput(v.context, v.node, g.prelu.alpha);
+  reference_ops::BroadcastPrelu4DSlow(
+      PreluParamsOf(g.prelu), r.out_shape, reinterpret_cast<const int16_t*>(r.src),
+      micro::GetTensorShape(alpha), micro::GetTensorData<int8_t>(alpha), r.out_shape,
+      reinterpret_cast<int16_t*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 

@@ -3,12 +3,15 @@
 //
 // TRANSPOSE_CONV: transpose_conv.cc's int16 case calls reference_integer_ops::TransposeConv with
 // an int64 bias (or none) and an int64 scratch it zeroes and scatters into (every build: TFLM's
-// CMSIS-NN TRANSPOSE_CONV has no int16 kernel). A stage streams only when stride >= kernel height
-// (ConvGeometry), so output row y comes from input row y / stride alone: the row calls the same
-// function on that one input row with the top padding shifted to select the filter rows, and its
-// int64 accumulator is one output row (width * channels * 8 bytes) at the start of op_scratch,
-// which the planner sizes for it (stream.row_step_scratch). Same products, same order, same
-// requantization: bit-identical.
+// CMSIS-NN TRANSPOSE_CONV has no int16 kernel); an int16 bias it first widens into a second int64
+// scratch buffer (bias_converted). A stage streams only when stride >= kernel height
+// (ConvGeometry), so output row y comes from input row y / stride alone: with an int64 bias or
+// none the row calls the same function on that one input row with the top padding shifted to
+// select the filter rows; with an int16 bias the row scatters the same products into the same
+// accumulator and widens each bias value where it adds it (no bias buffer), then requantizes as
+// TFLM does. The int64 accumulator is one output row (width * channels * 8 bytes) at the start of
+// op_scratch, which the planner sizes for it (stream.row_step_scratch). Same integer sums (exact
+// in int64, whatever their order), same requantization: bit-identical.
 //
 // PADV2: pad.cc pads int16 with its constant int16 scalar, read as it is (TFLM checks no
 // quantization for int16; int16 rows have zero point 0); the row is PadInt16Row's.
@@ -26,9 +29,9 @@ namespace tflite {
 namespace tinyseg_stream {
 namespace {
 
-// The int8 filter [C_out, kh, kw, C_in] and an int64 bias of C_out or none (TFLM's int16 kernel
-// reads an int64 one as it is and skips a missing one; an int16 one it widens into a scratch
-// buffer of its own: not a stage), the geometry, and TFLM's per-channel requantization.
+// The int8 filter [C_out, kh, kw, C_in] and an int64 or int16 bias of C_out or none (TFLM's int16
+// kernel reads an int64 one as it is, widens an int16 one and skips a missing one; an int32 one it
+// would read as int64, so it is refused), the geometry, and TFLM's per-channel requantization.
 TfLiteStatus PrepareTransposeInt16With(const StageArgs& a, StageSlot& g, const TensorSlot& in,
                                        const TensorSlot& out, TfLiteTensor* filter,
                                        TfLiteTensor* bias) {
@@ -37,11 +40,12 @@ TfLiteStatus PrepareTransposeInt16With(const StageArgs& a, StageSlot& g, const T
   const bool types_ok =
       filter->type == kTfLiteInt8 && filter->dims->size == 4 &&
       filter->dims->data[0] == out.channels &&
-      (bias == nullptr || (bias->type == kTfLiteInt64 && NumElements(bias) == out.channels));
+      (bias == nullptr || ((bias->type == kTfLiteInt64 || bias->type == kTfLiteInt16) &&
+                           NumElements(bias) == out.channels));
   if (!types_ok) {
     MicroPrintf(
         "StreamChain: an int16 TRANSPOSE_CONV stage needs an int8 filter of its output channels "
-        "and an int64 bias or none");
+        "and an int64 or int16 bias or none");
     return kTfLiteError;
   }
   c.filter_h = filter->dims->data[1];
@@ -72,12 +76,56 @@ TfLiteStatus PrepareTransposeConvInt16(const StageArgs& a, StageSlot& g) {
   return PrepareConvOf(a, g, PrepareTransposeInt16With);
 }
 
-// Output row y from input row lo = y / stride: the shifted top padding selects filter row
-// y - lo * stride; the int64 accumulator row is op_scratch's (ConvGeometry checked its size).
-::tinyseg::Status TransposeConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
-  const ConvStage& c = g.conv;
-  const int64_t need = static_cast<int64_t>(r.out->width) * r.out->channels * 8;
-  if (MemberScratchBytes(*v.d) < need) return ::tinyseg::Status::kInvalidArgument;
+namespace {
+
+// The int16 bias's row: input row r.lo through filter row fy = y - lo * stride + pad_h (one row
+// of the band, stride >= kernel height) scattered into the zeroed int64 accumulator row as TFLM's
+// loop scatters it, each product int16 x int8 in int32 added in int64.
+void ScatterInt16Row(const ConvStage& c, const StageRow& r, const TfLiteEvalTensor* filter,
+                     int64_t* acc) {
+  const int32_t out_w = r.out->width, out_c = r.out->channels;
+  const int32_t in_w = r.in_shape.Dims(2), in_c = r.in_shape.Dims(3);
+  const int32_t fy = r.y - r.lo * c.stride_h + c.pad_h;
+  for (int32_t i = 0; i < out_w * out_c; ++i) acc[i] = 0;
+  if (fy < 0 || fy >= c.filter_h) return;  // a row between two input rows: bias only
+  const int8_t* weights = micro::GetTensorData<int8_t>(filter);
+  const auto* in = reinterpret_cast<const int16_t*>(r.src);
+  for (int32_t x = 0; x < in_w; ++x) {
+    for (int32_t fx = 0; fx < c.filter_w; ++fx) {
+      const int32_t ox = x * c.stride_w - c.pad_w + fx;
+      if (ox < 0 || ox >= out_w) continue;
+      for (int32_t oc = 0; oc < out_c; ++oc) {
+        const int8_t* w = weights + ((oc * c.filter_h + fy) * c.filter_w + fx) * in_c;
+        int64_t sum = 0;
+        for (int32_t ic = 0; ic < in_c; ++ic) {
+          sum += static_cast<int32_t>(in[x * in_c + ic]) * static_cast<int32_t>(w[ic]);
+        }
+        acc[ox * out_c + oc] += sum;
+      }
+    }
+  }
+}
+
+// The accumulator row plus the int16 bias (widened as it is added), requantized per channel and
+// clamped as TFLM's int16 TransposeConv does (int16 rows: no output offset).
+void RequantizeInt16Row(const ConvStage& c, const StageRow& r, const int32_t* pool,
+                        const int16_t* bias, const int64_t* acc) {
+  const int32_t out_w = r.out->width, out_c = r.out->channels;
+  auto* out = reinterpret_cast<int16_t*>(r.dst);
+  for (int32_t x = 0; x < out_w; ++x) {
+    for (int32_t oc = 0; oc < out_c; ++oc) {
+      const int64_t sum = acc[x * out_c + oc] + static_cast<int64_t>(bias[oc]);
+      int32_t scaled = MultiplyByQuantizedMultiplier(sum, pool[oc], pool[out_c + oc]);
+      scaled = scaled < c.act_min ? c.act_min : scaled;
+      scaled = scaled > c.act_max ? c.act_max : scaled;
+      out[x * out_c + oc] = static_cast<int16_t>(scaled);
+    }
+  }
+}
+
+// The ConvParams of output row y from input row lo: the shifted top padding selects filter row
+// y - lo * stride.
+ConvParams TransposeRowParams(const ConvStage& c, const StageRow& r) {
   ConvParams p = {};
   p.padding_type = PaddingType::kSame;
   p.padding_values.width = static_cast<int16_t>(c.pad_w);
@@ -90,16 +138,33 @@ TfLiteStatus PrepareTransposeConvInt16(const StageArgs& a, StageSlot& g) {
   p.output_offset = c.output_offset;
   p.quantized_activation_min = c.act_min;
   p.quantized_activation_max = c.act_max;
+  return p;
+}
+
+}  // namespace
+
+// Output row y from input row lo = y / stride; the int64 accumulator row is op_scratch's
+// (ConvGeometry checked its size).
+::tinyseg::Status TransposeConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const ConvStage& c = g.conv;
+  const int64_t need = static_cast<int64_t>(r.out->width) * r.out->channels * 8;
+  if (MemberScratchBytes(*v.d) < need) return ::tinyseg::Status::kInvalidArgument;
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
   const TfLiteEvalTensor* bias =
       c.bias >= 0 ? micro::GetEvalInput(v.context, v.node, c.bias) : nullptr;
   const int32_t* pool = v.tab.per_channel + c.per_channel;
+  auto* acc = reinterpret_cast<int64_t*>(v.op_scratch);
+  if (bias != nullptr && bias->type == kTfLiteInt16) {
+    ScatterInt16Row(c, r, filter, acc);
+    RequantizeInt16Row(c, r, pool, micro::GetTensorData<int16_t>(bias), acc);
+    return ::tinyseg::Status::kOk;
+  }
   reference_integer_ops::TransposeConv(
-      p, pool, pool + r.out->channels, r.in_shape, reinterpret_cast<const int16_t*>(r.src),
-      micro::GetTensorShape(filter), micro::GetTensorData<int8_t>(filter),
-      micro::GetTensorShape(bias), micro::GetOptionalTensorData<int64_t>(bias), r.out_shape,
-      reinterpret_cast<int16_t*>(r.dst), RuntimeShape(), nullptr,
-      reinterpret_cast<int64_t*>(v.op_scratch));
+      TransposeRowParams(c, r), pool, pool + r.out->channels, r.in_shape,
+      reinterpret_cast<const int16_t*>(r.src), micro::GetTensorShape(filter),
+      micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
+      micro::GetOptionalTensorData<int64_t>(bias), r.out_shape, reinterpret_cast<int16_t*>(r.dst),
+      RuntimeShape(), nullptr, acc);
   return ::tinyseg::Status::kOk;
 }
 

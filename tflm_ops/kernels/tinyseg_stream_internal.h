@@ -449,6 +449,8 @@ TfLiteStatus PrepareLeakyReluQuantized(const StageArgs& a, StageSlot& g);  // in
 LeakyReluParams LeakyReluParamsOf(const LeakyReluStage& sv);
 ::tinyseg::Status LeakyReluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PreparePrelu(const StageArgs& a, StageSlot& g);
+TfLiteStatus PreparePreluQuantized(const StageArgs& a, StageSlot& g);  // int8 and int16
+PreluParams PreluParamsOf(const PreluStage& sv);
 ::tinyseg::Status PreluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareElu(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status EluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
@@ -511,13 +513,16 @@ TfLiteStatus PrepareSigmoidInt16(const StageArgs& a, StageSlot& g);  // _int16_m
 ::tinyseg::Status TanhInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareLeakyReluInt16(const StageArgs& a, StageSlot& g);  // _int16_more.cc
 ::tinyseg::Status LeakyReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+TfLiteStatus PreparePreluInt16(const StageArgs& a, StageSlot& g);  // _int16_more.cc
+::tinyseg::Status PreluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareRelu6Int16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status Relu6Int16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status QuantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status DequantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-// TRANSPOSE_CONV (int64 accumulator row in op_scratch) and PADV2 (tinyseg_stream_int16_tconv.cc).
+// TRANSPOSE_CONV (int64 accumulator row in op_scratch; an int64, int16 or no bias) and PADV2
+// (tinyseg_stream_int16_tconv.cc).
 TfLiteStatus PrepareTransposeConvInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status TransposeConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PreparePadv2Int16(const StageArgs& a, StageSlot& g);

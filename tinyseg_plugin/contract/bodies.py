@@ -243,7 +243,8 @@ def _check_stage(
     ):
         raise _BodyError(f"{name} on {out.dtype} rows (the kernel does not compute it on them)")
     # Filters, biases and broadcast operands have the rows' type (float32 stages) or int8/int32;
-    # int16 stages (16x8) take int8 filters and int64 biases (CONV_2D: or int32).
+    # int16 stages (16x8) take int8 filters and int64 biases (CONV_2D: or int32; TRANSPOSE_CONV: or
+    # int16).
     value_type = "FLOAT32" if out.dtype == "FLOAT32" else "INT8"
     bias_type = "FLOAT32" if out.dtype == "FLOAT32" else "INT32"
     heights = {a: loc[a].height for a in acts}
@@ -269,7 +270,7 @@ def _check_stage(
                     (
                         not kernel
                         or bias.dtype == bias_type
-                        or (out.dtype == "INT16" and bias.dtype == "INT64")
+                        or (out.dtype == "INT16" and bias.dtype in _int16_biases(op))
                     )
                     and bias.elements == out.channels
                 )
@@ -280,7 +281,7 @@ def _check_stage(
                 and out.dtype == "INT16"
                 and (dw or op == "TRANSPOSE_CONV")
                 and bias is not None
-                and bias.dtype != "INT64"
+                and bias.dtype not in _int16_biases(op)
             )
         )
         if not ok:
@@ -425,6 +426,12 @@ def _check_stage(
                 f"{name}'s input rows ({m.in_h}) differ from its output rows ({m.out_h})"
             )
         edges.append((k, a, m))
+
+
+def _int16_biases(op: str) -> tuple[str, ...]:
+    """The bias types an int16 (16x8) stage takes besides int32 for CONV_2D: TRANSPOSE_CONV also
+    int16 (TFLM widens it; the stage where it adds it), the others int64 only."""
+    return ("INT64", "INT16") if op == "TRANSPOSE_CONV" else ("INT64",)
 
 
 def accumulator_bytes(o: StreamChainOptions, loc: list[_Local]) -> int:

@@ -322,12 +322,20 @@ STREAM_INT16_STAGE_OPS = (
     "TRANSPOSE_CONV",  # an int64 accumulator row in op_scratch (stream.row_step_scratch)
     "PADV2",
     "MEAN",  # over height and width; int32 sums (STREAM_ACCUMULATOR_BYTES), as TFLM's
+    "PRELU",  # an int8 alpha, as TFLM's int16 PRELU needs
 )
 STREAM_INT16_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
     "CONV_2D": (("INT8", "INT64"), ("INT8", "INT32")),
     "DEPTHWISE_CONV_2D": (("INT8", "INT64"),),
-    # shape, filter, bias: int64 or none (TFLM widens an int16 bias into another scratch buffer)
-    "TRANSPOSE_CONV": (("INT32", "INT8", "INT64"), ("INT32", "INT8", None), ("INT32", "INT8")),
+    # shape, filter, bias: int64, int16 (TFLM widens it into a scratch buffer of its own, the stage
+    # where it adds it) or none; not int32, which TFLM's 16x8 kernel would read as int64
+    "TRANSPOSE_CONV": (
+        ("INT32", "INT8", "INT64"),
+        ("INT32", "INT8", "INT16"),
+        ("INT32", "INT8", None),
+        ("INT32", "INT8"),
+    ),
+    "PRELU": (("INT8",),),  # alpha
     "PAD": (("INT32",),),  # paddings (PAD pads int16 with 0, as TFLM's)
     "PADV2": (("INT32", "INT16"),),  # paddings, the pad value (an int16 scalar TFLM copies as is)
     "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # the size
@@ -778,6 +786,11 @@ def stream_stage_problem(
         if int16
         else STREAM_STAGE_CONSTANTS
     )
+    if int16 and op == "TRANSPOSE_CONV" and constants[2:] == ["INT32"]:
+        return (
+            "TRANSPOSE_CONV on int16 with an int32 bias (TFLM's 16x8 kernel reads its bias as "
+            "int64 or int16)"
+        )
     if tuple(constants) not in table.get(op, ((),)):
         return f"{op} with constant inputs {constants}"
     if op == "QUANTIZE":

@@ -569,6 +569,9 @@ MISSING_REMEDY = (
 )
 # The types TFLM's CAST reads and writes (the wheel: every other type fails in Eval).
 CAST_TYPES = frozenset({"INT8", "INT16", "INT32", "UINT32", "FLOAT32", "BOOL"})
+# Operators whose TFLM kernel computes float32 and int8 only and fails on its first invoke on any
+# other type (an int16 (16x8) model's, say): hard_swish.cc, elu.cc and resize_bilinear.cc's Eval.
+FLOAT32_INT8_ONLY = frozenset({"HARD_SWISH", "ELU", "RESIZE_BILINEAR"})
 HYBRID_REMEDY = (
     "quantize the whole model to int8 (full-integer post-training quantization) or keep it all "
     "float32"
@@ -665,6 +668,15 @@ def _operator_refusal(graph, op) -> Refusal | None:
         )
     if name in ("GATHER", "GATHER_ND"):
         return _gather_refusal(op, name, types)
+    if name in FLOAT32_INT8_ONLY and inp is not None and inp not in ("FLOAT32", "INT8"):
+        return Refusal(
+            op.index,
+            name,
+            f"runs on {inp}, but TFLM's {name} computes only FLOAT32 and INT8 (it fails on the "
+            "first invoke)",
+            remedy=f"quantize the model with int8 activations, or keep {name} float32",
+            stage="Eval",
+        )
     if name == "CAST" and (inp not in CAST_TYPES or out_t not in CAST_TYPES):
         # TFLM's CAST accepts any type in Prepare and fails on its first invoke
         return Refusal(
