@@ -929,6 +929,7 @@ def _build_example(name: str, out: Path) -> None:
         "float_more_stages",
         "int16_stages_chain",
         "int16_unet_chain",
+        "int16_unet_prelu",
         "se_seg",
         "se_seg_int16",
         "channel_pad_chain",
@@ -944,7 +945,8 @@ def test_cortex_m7_float32_and_bilinear_stages(
     float32 SUB, TANH, HARD_SWISH, LEAKY_RELU, PRELU, ELU, PADV2 and RESIZE_BILINEAR by a
     non-integer factor with half-pixel centres), the int8 RESIZE_BILINEAR stage (half-pixel
     centres, a non-integer factor) and the int16 (16x8) stages (whose unfused operators run
-    CMSIS-NN's s16 kernels in the CMSIS-NN build; int16_unet_chain adds TRANSPOSE_CONV and PADV2) and the MUL reading a squeeze-and-excitation
+    CMSIS-NN's s16 kernels in the CMSIS-NN build; int16_unet_chain adds TRANSPOSE_CONV and PADV2,
+    int16_unet_prelu PRELU and a TRANSPOSE_CONV with an int16 bias) and the MUL reading a squeeze-and-excitation
     gate whole after a chain that ends at the squeeze's MEAN (se_seg, int8 and int16), PAD and PADV2 of channels
     (channel_pad_chain) and the MobileNetV3-style segmenter of examples/models/build.py (mnv3_seg
     and its float32 twin mnv3_seg_float, with TensorFlow), and the float32 Keras U-Net
@@ -971,6 +973,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
             "float_more_stages": lambda: synth.float_more_stages(out=(25, 21)),
             "int16_stages_chain": synth.int16_stages_chain,
             "int16_unet_chain": synth.int16_unet_chain,
+            "int16_unet_prelu": lambda: synth.int16_unet_chain(tconv_bias="INT16", prelu=True),
             "se_seg": synth.se_seg,
             "se_seg_int16": lambda: synth.se_seg(dtype="INT16"),
             "channel_pad_chain": synth.channel_pad_chain,
@@ -991,6 +994,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
         "float_more_stages": "PRELU",
         "int16_stages_chain": "DEPTHWISE_CONV_2D",
         "int16_unet_chain": "TRANSPOSE_CONV",
+        "int16_unet_prelu": "PRELU",
         "se_seg": "MUL",
         "se_seg_int16": "MUL",
         "channel_pad_chain": "PADV2",
