@@ -674,8 +674,13 @@ def e2e_cmsis(installed: Path) -> Path:
         pytest.fail(str(exc))
 
 
-def test_cmsis_nn_marked_transpose_conv_kernel_test(e2e_cmsis: Path, installed: Path) -> None:
-    out = build_e2e.make(installed, "test_kernel_tinyseg_transpose_conv_test", kernels="cmsis_nn")
+@pytest.mark.parametrize(
+    "target", ["test_kernel_tinyseg_transpose_conv_test", "test_kernel_tinyseg_stream_test"]
+)
+def test_cmsis_nn_kernel_test(e2e_cmsis: Path, installed: Path, target: str) -> None:
+    """The marked TRANSPOSE_CONV's and StreamChain's kernel tests in the host CMSIS-NN build
+    (CMSIS-NN's plain C paths: the stages' s8 and s16 rows against TFLM's CMSIS-NN kernels)."""
+    out = build_e2e.make(installed, target, kernels="cmsis_nn")
     assert "~~~ALL TESTS PASSED~~~" in out, out[-3000:]
 
 
