@@ -117,6 +117,39 @@ def test_transpose_conv_row_scratch_follows_the_runtime():
     }
 
 
+def test_int16_stage_scratch_is_the_s16_functions_buffer():
+    """An int16 stage's row-step scratch for the CMSIS-NN runtime is the buffer its s16 function
+    asks for (the kernel's CmsisConvRowS16 and CmsisAveragePoolRowS16 use it from op_scratch):
+    arm_convolve_s16's two int16 im2col columns for CONV_2D, one int32 per channel for
+    arm_avgpool_s16 with DSP (the Cortex-M7), none for arm_depthwise_conv_s16 and arm_max_pool_s16;
+    none at all for the reference kernels. The Cortex-M7 run of these models
+    (test_tflm_runtime.py, int16 cases) finds every such row computed by the s16 function."""
+    g = build_graph(synth.int16_stages_chain())
+    seen = set()
+    for op in g.operators:
+        inp = g.tensors[op.inputs[0]]
+        if inp.dtype != "INT16" or op.opcode not in (
+            "CONV_2D",
+            "DEPTHWISE_CONV_2D",
+            "MAX_POOL_2D",
+            "AVERAGE_POOL_2D",
+        ):
+            continue
+        seen.add(op.opcode)
+        c, want = inp.shape[3], 0
+        if op.opcode == "CONV_2D":
+            _, f_h, f_w, _ = g.tensors[op.inputs[1]].shape
+            want = 2 * c * f_h * f_w * 2
+        elif op.opcode == "AVERAGE_POOL_2D":
+            want = c * 4
+        for kernel_set, expected in (("cmsis-nn", want), ("reference", 0)):
+            rules = KernelRules(kernel_set, BUILD_PROFILES["cortex-m"])
+            requests = rules.scratch_requests(g, op) or []
+            got = stream.row_step_scratch(g, op, requests, rules.implementation_of(op.opcode))
+            assert got == expected, (op.opcode, kernel_set)
+    assert seen == {"CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D"}
+
+
 def test_pull_schedule_rings():
     g = build_graph(load_model(TINY))
     cost = stream.simulate(g, list(range(len(g.operators))))  # raises if a row is computed twice

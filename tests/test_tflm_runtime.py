@@ -624,6 +624,45 @@ def _transpose_conv_stage_rows(model: Path) -> int:
     return rows * E2E_BATCHES
 
 
+# The int16 stages whose rows a CMSIS-NN build computes with CMSIS-NN's s16 functions, as TFLM's
+# CMSIS-NN kernels do for int16: CONV_2D (without groups), DEPTHWISE_CONV_2D and the pools on the
+# band, ADD and MUL whose operands are rows of the output's shape (no broadcast).
+S16_STAGES = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D"})
+
+
+def _s16_stage_rows(model: Path) -> int:
+    """Output rows of the model's streamed int16 stages that run CMSIS-NN's s16 functions in a
+    CMSIS-NN build (S16_STAGES; ADD and MUL without broadcast), in one run of one batch. A
+    window of padding rows only would keep the reference code: the models checked have none."""
+    g = build_graph(modelio.load_model(model))
+    rows = 0
+    for op in g.operators:
+        if op.opcode != customops.STREAM_CHAIN:
+            continue
+        o = customops.decode(op)
+        tensors = [
+            (g.tensors[t].shape, g.tensors[t].dtype, g.tensors[t].is_constant)
+            if t >= 0
+            else ((), "", True)
+            for t in list(op.inputs) + list(op.outputs)
+        ]
+        tensors += [(t.shape, t.dtype, False) for t in o.tensors]
+        for stage in o.stages:
+            shape, dtype, _ = tensors[stage.outputs[0]]
+            if dtype != "INT16":
+                continue
+            if stage.op == "CONV_2D":
+                grouped = tensors[stage.inputs[1]][0][3] != tensors[stage.inputs[0]][0][3]
+                rows += 0 if grouped else shape[1]
+            elif stage.op in S16_STAGES:
+                rows += shape[1]
+            elif stage.op in ("ADD", "MUL") and all(
+                tensors[k][0] == shape and not tensors[k][2] for k in stage.inputs[:2]
+            ):
+                rows += shape[1]
+    return rows
+
+
 @pytest.fixture(scope="module")
 def e2e_cmsis(installed: Path) -> Path:
     downloads = installed / "tensorflow/lite/micro/tools/make/downloads"
@@ -635,8 +674,13 @@ def e2e_cmsis(installed: Path) -> Path:
         pytest.fail(str(exc))
 
 
-def test_cmsis_nn_marked_transpose_conv_kernel_test(e2e_cmsis: Path, installed: Path) -> None:
-    out = build_e2e.make(installed, "test_kernel_tinyseg_transpose_conv_test", kernels="cmsis_nn")
+@pytest.mark.parametrize(
+    "target", ["test_kernel_tinyseg_transpose_conv_test", "test_kernel_tinyseg_stream_test"]
+)
+def test_cmsis_nn_kernel_test(e2e_cmsis: Path, installed: Path, target: str) -> None:
+    """The marked TRANSPOSE_CONV's and StreamChain's kernel tests in the host CMSIS-NN build
+    (CMSIS-NN's plain C paths: the stages' s8 and s16 rows against TFLM's CMSIS-NN kernels)."""
+    out = build_e2e.make(installed, target, kernels="cmsis_nn")
     assert "~~~ALL TESTS PASSED~~~" in out, out[-3000:]
 
 
@@ -1021,6 +1065,11 @@ def test_cortex_m7_float32_and_bilinear_stages(
     assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
     _assert_as_analyzed(got, model, runtime, M7_BUILD)
     assert got["head"] == choice.head < want["head"]
+    if (
+        "int16" in name
+    ):  # every row of the s16 stages ran CMSIS-NN's s16 function, in the plan's scratch
+        s16_rows = _s16_stage_rows(model) * E2E_BATCHES
+        assert s16_rows > 0 and got["optimized_rows"] == (s16_rows if kernels == "cmsis_nn" else 0)
 
 
 def test_cortex_m7_refuses_every_hostile_body(installed: Path, tmp_path: Path, counts) -> None:

@@ -7,8 +7,10 @@
 // an ADD or MUL stage without broadcast calls CMSIS-NN's elementwise function on the row; a PAD or
 // PADV2 stage calls arm_pad_s8 on the row, as TFLM's CMSIS-NN PAD does on the tensor; a
 // TRANSPOSE_CONV stage (stride >= kernel height) computes its output row with CMSIS-NN's
-// transposed-convolution row function on its one input row (see BandTransposeConv). The other
-// stages have no CMSIS-NN kernel in TFLM either. A build without CMSIS_NN (the Arduino library form
+// transposed-convolution row function on its one input row (see BandTransposeConv). The int16
+// (16x8) CONV_2D, DEPTHWISE_CONV_2D, pool, ADD and MUL stages call the s16 functions TFLM's
+// CMSIS-NN kernels call for int16 (BandConvS16 and below). The other stages have no CMSIS-NN
+// kernel in TFLM either. A build without CMSIS_NN (the Arduino library form
 // of TFLM, whose older CMSIS-NN has another API, does not define it) keeps the reference arithmetic
 // in the stages. CMSIS-NN gives the reference kernels' bytes, so the streamed model stays
 // bit-identical to the unfused one either way; what changes is the speed on the target.
@@ -107,6 +109,53 @@ struct PadRow {
   int8_t pad_value;
 };
 
+// The 16x8 (int16 activations, int8 weights) forms of BandConv, BandPool and ElementwiseRow, for
+// the int16 stages (tinyseg_stream_int16.cc), computed in tinyseg_stream_cmsis16.cc with the s16
+// functions TFLM's CMSIS-NN kernels call for int16: CONV_2D arm_convolve_wrapper_s16 (an int32 or
+// int64 bias), DEPTHWISE_CONV_2D arm_depthwise_conv_s16 (int64 bias, no buffer), MAX_POOL_2D
+// arm_max_pool_s16, AVERAGE_POOL_2D arm_avgpool_s16, ADD arm_elementwise_add_s16 and MUL
+// arm_elementwise_mul_s16 (no broadcast). CMSIS-NN's int16 functions take no zero points: a row
+// whose offsets are not 0 (TFLM's int16 Prepare refuses those) keeps the reference code.
+struct BandConvS16 {
+  const int16_t* input;
+  int32_t in_h, in_w, in_c;  // in_h: the band's rows
+  const int8_t* filter;
+  int32_t filter_h, filter_w, filter_c;  // filter_c: CONV_2D input channels; depthwise: out_c
+  const void* bias;                      // int32 (bias_is_int32) or int64; nullptr: none
+  bool bias_is_int32;
+  int16_t* output;  // one row: out_w x out_c
+  int32_t out_w, out_c;
+  int32_t stride_h, stride_w, dilation_h, dilation_w;
+  int32_t pad_h, pad_w;  // pad_h: the band's own top padding
+  int32_t input_offset, output_offset;
+  int32_t act_min, act_max;
+  const int32_t* multiplier;  // per output channel
+  const int32_t* shift;
+  int32_t depth_multiplier;  // DEPTHWISE_CONV_2D only
+};
+
+struct BandPoolS16 {
+  const int16_t* input;
+  int32_t in_h, in_w, channels;
+  int16_t* output;  // one row: out_w x channels
+  int32_t out_w;
+  int32_t filter_h, filter_w, stride_h, stride_w;
+  int32_t pad_h, pad_w;  // pad_h: the band's own top padding
+  int32_t act_min, act_max;
+};
+
+struct ElementwiseRowS16 {
+  const int16_t* input1;
+  const int16_t* input2;
+  int16_t* output;
+  int32_t size;
+  int32_t input1_offset, input1_multiplier, input1_shift;
+  int32_t input2_offset, input2_multiplier, input2_shift;
+  int32_t left_shift;
+  int32_t output_offset, output_multiplier, output_shift;
+  int32_t act_min, act_max;
+};
+
 // Scratch bytes CmsisTransposeConvRow needs: its int32 accumulator row,
 // ((in_w - 1) * stride_w + max(filter_w, stride_w)) * out_c int32 (arm_transpose_conv_s8's row
 // width). The planner's figure is the same (stream.transpose_conv_row_scratch); it equals the
@@ -127,6 +176,15 @@ bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t sc
 bool CmsisAddRow(const ElementwiseRow& e);
 bool CmsisMulRow(const ElementwiseRow& e);
 bool CmsisPadRow(const PadRow& p);
+// The s16 forms, with the same contract (tinyseg_stream_cmsis16.cc); StreamInt16StagesUseCmsisNn:
+// true in a build whose int16 stages can run them.
+bool StreamInt16StagesUseCmsisNn();
+bool CmsisConvRowS16(const BandConvS16& c, void* scratch, int32_t scratch_bytes);
+bool CmsisDepthwiseConvRowS16(const BandConvS16& c);
+bool CmsisMaxPoolRowS16(const BandPoolS16& p);
+bool CmsisAveragePoolRowS16(const BandPoolS16& p, void* scratch, int32_t scratch_bytes);
+bool CmsisAddRowS16(const ElementwiseRowS16& e);
+bool CmsisMulRowS16(const ElementwiseRowS16& e);
 
 }  // namespace tinyseg_ops
 }  // namespace tflite

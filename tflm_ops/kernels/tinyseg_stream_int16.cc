@@ -5,9 +5,9 @@
 // and CONCATENATION: tinyseg_stream_layout.cc; LOGISTIC and TANH: tinyseg_stream_int16_more.cc).
 // Prepare computes what TFLM's own Prepare computes for int16; a row runs the reference int16
 // function TFLM's kernel calls, on the band view, so every output element comes from the same
-// products in the same order. Every build uses the reference code here (TFLM's CMSIS-NN kernels
-// call arm_*_s16 for some of these: their bytes are the reference ones, checked by the real-kernel
-// runner in a CMSIS-NN build).
+// products in the same order. In a CMSIS-NN build, CONV_2D, DEPTHWISE_CONV_2D, the pools, and ADD
+// and MUL without broadcast call the s16 function TFLM's CMSIS-NN kernel calls, on the band view
+// (tinyseg_stream_cmsis.h), and fall back to the reference code where that returns false.
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -29,6 +29,7 @@
 #include "tensorflow/lite/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/activations.h"
 #include "tensorflow/lite/micro/kernels/kernel_util.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
 #include "tensorflow/lite/micro/micro_log.h"
 // TFLM's FloatToQuantizedType (RELU6's six) rounds a float quotient with ::round; clang's
@@ -141,6 +142,40 @@ const TfLiteEvalTensor* BiasOf(const EvalState& v, const ConvStage& c) {
   return c.bias >= 0 ? micro::GetEvalInput(v.context, v.node, c.bias) : nullptr;
 }
 
+// A 16x8 convolution stage's row as tinyseg_stream_cmsis.h takes it (the band: `rows` input rows
+// from `src`, with its own top padding `pad_top`).
+tinyseg_ops::BandConvS16 BandConvS16Of(const EvalState& v, const ConvStage& c, const StageRow& r,
+                                       int32_t pad_top, const TfLiteEvalTensor* filter,
+                                       const TfLiteEvalTensor* bias) {
+  tinyseg_ops::BandConvS16 b = {};
+  b.input = reinterpret_cast<const int16_t*>(r.src);
+  b.in_h = r.rows;
+  b.in_w = r.in->width;
+  b.in_c = r.in->channels;
+  b.filter = micro::GetTensorData<int8_t>(filter);
+  b.filter_h = c.filter_h;
+  b.filter_w = c.filter_w;
+  b.filter_c = filter->dims->data[3];
+  b.bias = bias->data.data;
+  b.bias_is_int32 = bias->type == kTfLiteInt32;
+  b.output = reinterpret_cast<int16_t*>(r.dst);
+  b.out_w = r.out->width;
+  b.out_c = r.out->channels;
+  b.stride_h = c.stride_h;
+  b.stride_w = c.stride_w;
+  b.dilation_h = c.dilation_h;
+  b.dilation_w = c.dilation_w;
+  b.pad_h = pad_top;
+  b.pad_w = c.pad_w;
+  b.input_offset = c.input_offset;
+  b.output_offset = c.output_offset;
+  b.act_min = c.act_min;
+  b.act_max = c.act_max;
+  b.multiplier = v.tab.per_channel + c.per_channel;
+  b.shift = v.tab.per_channel + c.per_channel + r.out->channels;
+  return b;
+}
+
 }  // namespace
 
 TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g) {
@@ -166,6 +201,11 @@ TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g) {
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
   const TfLiteEvalTensor* bias = BiasOf(v, c);
   if (bias == nullptr) return ::tinyseg::Status::kInvalidArgument;  // Prepare refuses it
+  if (tinyseg_ops::CmsisConvRowS16(BandConvS16Of(v, c, r, p.padding_values.height, filter, bias),
+                                   v.op_scratch, MemberScratchBytes(*v.d))) {
+    CountOptimizedRow(v);
+    return ::tinyseg::Status::kOk;
+  }
   const int32_t* pool = v.tab.per_channel + c.per_channel;
   const auto* src = reinterpret_cast<const int16_t*>(r.src);
   auto* dst = reinterpret_cast<int16_t*>(r.dst);
@@ -202,6 +242,12 @@ TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g) {
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
   const TfLiteEvalTensor* bias = BiasOf(v, c);
   if (bias == nullptr) return ::tinyseg::Status::kInvalidArgument;  // Prepare refuses it
+  tinyseg_ops::BandConvS16 b = BandConvS16Of(v, c, r, p.padding_values.height, filter, bias);
+  b.depth_multiplier = p.depth_multiplier;
+  if (tinyseg_ops::CmsisDepthwiseConvRowS16(b)) {
+    CountOptimizedRow(v);
+    return ::tinyseg::Status::kOk;
+  }
   const int32_t* pool = v.tab.per_channel + c.per_channel;
   reference_integer_ops::DepthwiseConvPerChannel(
       p, pool, pool + r.out->channels, r.in_shape, reinterpret_cast<const int16_t*>(r.src),
@@ -237,19 +283,47 @@ PoolParams Int16PoolParams(const PoolStage& ps, const StageRow& r) {
   return p;
 }
 
+tinyseg_ops::BandPoolS16 BandPoolS16Of(const PoolStage& ps, const StageRow& r, int32_t pad_top) {
+  tinyseg_ops::BandPoolS16 b = {};
+  b.input = reinterpret_cast<const int16_t*>(r.src);
+  b.in_h = r.rows;
+  b.in_w = r.in->width;
+  b.channels = r.in->channels;
+  b.output = reinterpret_cast<int16_t*>(r.dst);
+  b.out_w = r.out->width;
+  b.filter_h = ps.filter_h;
+  b.filter_w = ps.filter_w;
+  b.stride_h = ps.stride_h;
+  b.stride_w = ps.stride_w;
+  b.pad_h = pad_top;
+  b.pad_w = ps.pad_w;
+  b.act_min = ps.act_min;
+  b.act_max = ps.act_max;
+  return b;
+}
+
 }  // namespace
 
-::tinyseg::Status MaxPoolInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
-  reference_integer_ops::MaxPool(Int16PoolParams(g.pool, r), r.in_shape,
-                                 reinterpret_cast<const int16_t*>(r.src), r.out_shape,
-                                 reinterpret_cast<int16_t*>(r.dst));
+::tinyseg::Status MaxPoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const PoolParams p = Int16PoolParams(g.pool, r);
+  if (tinyseg_ops::CmsisMaxPoolRowS16(BandPoolS16Of(g.pool, r, p.padding_values.height))) {
+    CountOptimizedRow(v);
+    return ::tinyseg::Status::kOk;
+  }
+  reference_integer_ops::MaxPool(p, r.in_shape, reinterpret_cast<const int16_t*>(r.src),
+                                 r.out_shape, reinterpret_cast<int16_t*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 
-::tinyseg::Status AveragePoolInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
-  if (!reference_integer_ops::AveragePool(Int16PoolParams(g.pool, r), r.in_shape,
-                                          reinterpret_cast<const int16_t*>(r.src), r.out_shape,
-                                          reinterpret_cast<int16_t*>(r.dst))) {
+::tinyseg::Status AveragePoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const PoolParams p = Int16PoolParams(g.pool, r);
+  if (tinyseg_ops::CmsisAveragePoolRowS16(BandPoolS16Of(g.pool, r, p.padding_values.height),
+                                          v.op_scratch, MemberScratchBytes(*v.d))) {
+    CountOptimizedRow(v);
+    return ::tinyseg::Status::kOk;
+  }
+  if (!reference_integer_ops::AveragePool(p, r.in_shape, reinterpret_cast<const int16_t*>(r.src),
+                                          r.out_shape, reinterpret_cast<int16_t*>(r.dst))) {
     return ::tinyseg::Status::kInvalidArgument;  // a window with no input (TFLM's kernel fails too)
   }
   return ::tinyseg::Status::kOk;
@@ -360,6 +434,29 @@ ArithmeticParams Int16Params(const ArithmeticStage& ar) {
   return p;
 }
 
+// ADD or MUL without broadcast through CMSIS-NN's s16 elementwise functions (a CMSIS-NN build).
+bool CmsisInt16Row(StageOp op, const ArithmeticStage& ar, const int16_t* a, const int16_t* b,
+                   int16_t* o, int32_t size) {
+  tinyseg_ops::ElementwiseRowS16 e = {};
+  e.input1 = a;
+  e.input2 = b;
+  e.output = o;
+  e.size = size;
+  e.input1_offset = ar.input1_offset;
+  e.input1_multiplier = ar.input1_multiplier;
+  e.input1_shift = ar.input1_shift;
+  e.input2_offset = ar.input2_offset;
+  e.input2_multiplier = ar.input2_multiplier;
+  e.input2_shift = ar.input2_shift;
+  e.left_shift = ar.left_shift;
+  e.output_offset = ar.output_offset;
+  e.output_multiplier = ar.output_multiplier;
+  e.output_shift = ar.output_shift;
+  e.act_min = ar.act_min;
+  e.act_max = ar.act_max;
+  return op == StageOp::kAdd ? tinyseg_ops::CmsisAddRowS16(e) : tinyseg_ops::CmsisMulRowS16(e);
+}
+
 }  // namespace
 
 // add.cc's int16 case (reference_ops::Add, general scales, or BroadcastAdd4DSlow), sub.cc's
@@ -372,8 +469,14 @@ ArithmeticParams Int16Params(const ArithmeticStage& ar) {
   for (int32_t k = 0; k < 2; ++k) {
     TINYSEG_RETURN_IF_ERROR(Int16Operand(v, g, r, k, &data[k], &shapes[k], &same));
   }
-  const ArithmeticParams p = Int16Params(g.arith);
   auto* o = reinterpret_cast<int16_t*>(r.dst);
+  // No broadcast: CMSIS-NN's s16 functions in a CMSIS-NN build (TFLM has no CMSIS-NN SUB).
+  if (same && g.op != StageOp::kSub &&
+      CmsisInt16Row(g.op, g.arith, data[0], data[1], o, r.out->width * r.out->channels)) {
+    CountOptimizedRow(v);
+    return ::tinyseg::Status::kOk;
+  }
+  const ArithmeticParams p = Int16Params(g.arith);
   const RuntimeShape& os = r.out_shape;
   if (g.op == StageOp::kAdd) {
     if (same) {

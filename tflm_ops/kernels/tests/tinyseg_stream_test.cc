@@ -6,7 +6,9 @@
 // refused; DEQUANTIZE's float32 rows feed a float32 RELU stage; a float32 CONV_2D into RELU6
 // matches TFLM's float kernels, and the same chain with an int8 filter is refused.
 // A TRANSPOSE_CONV stage against TFLM's TRANSPOSE_CONV (in a CMSIS-NN build, with
-// its rows through CMSIS-NN when op_scratch holds CMSIS-NN's accumulator row).
+// its rows through CMSIS-NN when op_scratch holds CMSIS-NN's accumulator row). The int16 CONV_2D,
+// DEPTHWISE_CONV_2D and pool stages against TFLM's kernels (in a CMSIS-NN build, through the s16
+// functions).
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -340,6 +342,102 @@ int PadRows(const int32_t (&pads)[8]) {
   return static_cast<int>(rt.stats.optimized_rows);
 }
 
+// A 16x8 convolution's per-channel int8 filter [d0, kK, kK, d3], quantized along `qdim` (0:
+// CONV_2D, 3: DEPTHWISE_CONV_2D), and its bias of type B (TFLM takes int64, CONV_2D int32 too).
+constexpr int kMaxCh = 8;
+template <typename B>
+struct Int16ConvTensors {
+  TfLiteAffineQuantization fq, bq;
+  float f_scales[kMaxCh + 1], b_scales[kMaxCh + 1];
+  int f_zps[kMaxCh + 1], b_zps[kMaxCh + 1];
+  int f_dims[5], b_dims[2];
+  int8_t f[kMaxCh * kK * kK * kMaxCh];
+  B b[kMaxCh];
+  TfLiteTensor filter, bias;
+  Int16ConvTensors(int d0, int d3, int qdim, float in_scale) {
+    const int out_c = qdim == 0 ? d0 : d3;
+    Random rng(31);
+    rng.Fill<int8_t>(f, static_cast<size_t>(d0 * kK * kK * d3), -127, 127, 10, 0);
+    for (int i = 0; i < out_c; ++i) b[i] = static_cast<B>(rng.Int(-40000, 40000));
+    f_scales[0] = b_scales[0] = static_cast<float>(out_c);
+    f_zps[0] = b_zps[0] = out_c;
+    for (int i = 1; i <= out_c; ++i) {
+      f_scales[i] = 0.01f + 0.002f * static_cast<float>(i);
+      f_zps[i] = b_zps[i] = 0;
+    }
+    const int fd[] = {4, d0, kK, kK, d3};
+    std::memcpy(f_dims, fd, sizeof(fd));
+    b_dims[0] = 1;
+    b_dims[1] = out_c;
+    TfLiteFloatArray* scales = FloatArrayFromFloats(f_scales);
+    filter = CreatePerChannelQuantizedTensor(f, IntArrayFromInts(f_dims), scales,
+                                             IntArrayFromInts(f_zps), &fq, qdim);
+    bias = CreatePerChannelQuantizedBiasTensor(b, IntArrayFromInts(b_dims), in_scale, scales,
+                                               FloatArrayFromFloats(b_scales),
+                                               IntArrayFromInts(b_zps), &bq, 0);
+  }
+};
+
+// y = op(x) for an int16 x (kH x kW x kC, zero point 0 as TFLM's int16 kernels need): CONV_2D
+// (kM outputs, int64 or int32 bias), DEPTHWISE_CONV_2D (multiplier kMult, int64 bias), MAX_POOL_2D
+// or AVERAGE_POOL_2D (3x3), stride `s`, SAME, run whole by TFLM and as a one-stage chain with
+// `op_scratch` bytes of member scratch; returns the chain's rows computed by CMSIS-NN, -1 on a
+// mismatch.
+template <typename B>
+int Int16StageRows(const char* op, int s, int op_scratch) {
+  constexpr float kX16Scale = 0.002f;
+  const bool conv = std::strcmp(op, "CONV_2D") == 0;
+  const bool dw = std::strcmp(op, "DEPTHWISE_CONV_2D") == 0;
+  const int oh = (kH + s - 1) / s, ow = (kW + s - 1) / s, oc = conv ? kM : dw ? kD : kC;
+  const float out_scale = conv || dw ? 0.05f : kX16Scale;
+  static int16_t x[kH * kW * kC], want[kH * kW * kMaxCh], got[kH * kW * kMaxCh];
+  Random rng(41);
+  rng.Fill<int16_t>(x, sizeof(x) / sizeof(x[0]), -30000, 30000, 10, 0);
+  static Int16ConvTensors<B> ct(kM, kC, 0, kX16Scale);
+  static Int16ConvTensors<int64_t> dt(1, kD, 3, kX16Scale);
+  TfLiteTensor& filter = conv ? ct.filter : dt.filter;
+  TfLiteTensor& bias = conv ? ct.bias : dt.bias;
+  int x_dims[] = {4, 1, kH, kW, kC};
+  int y_dims[] = {4, 1, oh, ow, oc};
+  TfLiteConvParams cp = {kTfLitePaddingSame, s, s, kTfLiteActNone, 1, 1, kTfLiteNoType};
+  TfLiteDepthwiseConvParams dp = {kTfLitePaddingSame, s, s, kMult, kTfLiteActNone, 1, 1};
+  TfLitePoolParams pp = {kTfLitePaddingSame, s, s, 3, 3, kTfLiteActNone, {}};
+  const bool max = std::strcmp(op, "MAX_POOL_2D") == 0;
+  const TFLMRegistration reg = conv  ? tflite::Register_CONV_2D()
+                               : dw  ? tflite::Register_DEPTHWISE_CONV_2D()
+                               : max ? tflite::Register_MAX_POOL_2D()
+                                     : tflite::Register_AVERAGE_POOL_2D();
+  void* params = conv ? static_cast<void*>(&cp) : dw ? static_cast<void*>(&dp) : &pp;
+  const int n_in = conv || dw ? 3 : 1;
+  TfLiteTensor r[] = {CreateQuantizedTensor(x, IntArrayFromInts(x_dims), kX16Scale, 0), filter,
+                      bias, CreateQuantizedTensor(want, IntArrayFromInts(y_dims), out_scale, 0)};
+  if (n_in == 1) r[1] = r[3];
+  if (RunBuiltin(reg, r, n_in, params) != kTfLiteOk) return -1;
+
+  std::memset(got, 0x5a, sizeof(got));
+  ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
+  auto fields = [conv, dw, s](flexbuffers::Builder& f) {
+    ConvFields(f, s, 0);
+    if (dw) f.Int("depthMultiplier", kMult);
+    if (!conv && !dw) {
+      f.Int("filterHeight", kK);
+      f.Int("filterWidth", kK);
+    }
+  };
+  const char* options = conv ? "Conv2DOptions" : dw ? "DepthwiseConv2DOptions" : "Pool2DOptions";
+  std::vector<int> inputs = {0, 1, 2};
+  if (n_in == 1) inputs = {0};
+  // inputs [x (, filter, bias)], outputs [y]; no body tensors, no rings.
+  const std::vector<uint8_t> o = ChainOptions(0, 0, 0, {{op, inputs, n_in, options, fields}}, {},
+                                              {}, {}, {}, op_scratch, "INT16");
+  TfLiteTensor t[] = {CreateQuantizedTensor(x, IntArrayFromInts(x_dims), kX16Scale, 0), filter,
+                      bias, CreateQuantizedTensor(got, IntArrayFromInts(y_dims), out_scale, 0)};
+  if (n_in == 1) t[1] = t[3];
+  if (RunChain(&rt, t, n_in + 1, inputs, {n_in}, o) != kTfLiteOk) return -1;
+  if (std::memcmp(want, got, static_cast<size_t>(oh * ow * oc) * sizeof(int16_t)) != 0) return -1;
+  return static_cast<int>(rt.stats.optimized_rows);
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace tflite
@@ -664,6 +762,28 @@ TF_LITE_MICRO_TEST(PadStageAgainstPad) {
   TF_LITE_MICRO_EXPECT_EQ(rows * (kH + 3), PadRows(spatial));
   TF_LITE_MICRO_EXPECT_EQ(rows * (kH + 3), PadRows(both));
   TF_LITE_MICRO_EXPECT_EQ(rows * kH, PadRows(channels));
+}
+
+// The 16x8 CONV_2D (int64 and int32 bias), DEPTHWISE_CONV_2D and pool stages, stride 1 and 2 with
+// SAME padding (the first and last rows' windows take padding rows), against TFLM's kernels run
+// whole; in a CMSIS-NN build every row goes through the s16 function TFLM's CMSIS-NN kernel calls
+// (the convolution and the average pool with their buffer in op_scratch), and a member scratch too
+// small for the convolution's buffer keeps the reference arithmetic: the bytes are TFLM's either
+// way.
+TF_LITE_MICRO_TEST(Int16StagesAgainstTflm) {
+  using namespace tflite::testing;
+  const bool cmsis = tflite::tinyseg_ops::StreamInt16StagesUseCmsisNn();
+  constexpr int kConvBuffer = 2 * kC * kK * kK * 2;  // arm_convolve_s16's: two int16 columns
+  constexpr int kPoolBuffer = kC * 4;  // arm_avgpool_s16's with DSP: an int32 per channel
+  for (int s = 1; s <= 2; ++s) {
+    const int rows = cmsis ? (kH + s - 1) / s : 0;
+    TF_LITE_MICRO_EXPECT_EQ(rows, Int16StageRows<int64_t>("CONV_2D", s, kConvBuffer));
+    TF_LITE_MICRO_EXPECT_EQ(rows, Int16StageRows<int32_t>("CONV_2D", s, kConvBuffer));
+    TF_LITE_MICRO_EXPECT_EQ(rows, Int16StageRows<int64_t>("DEPTHWISE_CONV_2D", s, 0));
+    TF_LITE_MICRO_EXPECT_EQ(rows, Int16StageRows<int64_t>("MAX_POOL_2D", s, 0));
+    TF_LITE_MICRO_EXPECT_EQ(rows, Int16StageRows<int64_t>("AVERAGE_POOL_2D", s, kPoolBuffer));
+  }
+  TF_LITE_MICRO_EXPECT_EQ(0, Int16StageRows<int64_t>("CONV_2D", 2, kConvBuffer - 2));
 }
 
 // The float32 RESIZE_BILINEAR row rule (BilinearFloatRule, Prepare's) holds both rows TFLM's
