@@ -1,8 +1,9 @@
 // StreamChain's int16 stages (tinyseg_stream_internal.h, Rows::kInt16): int16 activations with
 // int8 weights, TFLM's "16x8" quantization. CONV_2D (int64 or int32 bias), DEPTHWISE_CONV_2D
-// (int64 bias), MAX_POOL_2D, AVERAGE_POOL_2D, ADD, SUB, MUL, RELU, QUANTIZE (int8 -> int16,
+// (int64 bias), MAX_POOL_2D, AVERAGE_POOL_2D, ADD, SUB, MUL, RELU, RELU6, QUANTIZE (int8 -> int16,
 // int16 -> int8, int16 -> int16) and DEQUANTIZE int16 -> float32 (PAD, RESIZE_NEAREST_NEIGHBOR
-// and CONCATENATION: tinyseg_stream_layout.cc; LOGISTIC and TANH: tinyseg_stream_int16_more.cc).
+// and CONCATENATION: tinyseg_stream_layout.cc; LOGISTIC, TANH, LEAKY_RELU and PRELU:
+// tinyseg_stream_int16_more.cc).
 // Prepare computes what TFLM's own Prepare computes for int16; a row runs the reference int16
 // function TFLM's kernel calls, on the band view, so every output element comes from the same
 // products in the same order. In a CMSIS-NN build, CONV_2D, DEPTHWISE_CONV_2D, the pools, and ADD
