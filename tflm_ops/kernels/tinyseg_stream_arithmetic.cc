@@ -97,10 +97,6 @@ TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorS
   return kTfLiteOk;
 }
 
-const char kAddSubScales[] =
-    "StreamChain: an ADD or SUB stage's scales give a multiplier outside (0, 1), which TFLM's "
-    "ADD and SUB cannot take";
-
 namespace {
 
 // Whether TFLM's QuantizeMultiplierSmallerThanOneExp takes `m` (it aborts otherwise): 0 < m < 1,
@@ -167,7 +163,7 @@ TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g) {
   ar.input1_offset = -in1.zero_point;
   ar.input2_offset = -in2.zero_point;
   ar.output_offset = out.zero_point;
-  TF_LITE_ENSURE_MSG(context, Multipliers(g.op, in1, in2, out, ar), "%s", kAddSubScales);
+  TF_LITE_ENSURE_MSG(context, Multipliers(g.op, in1, in2, out, ar), TINYSEG_ADD_SUB_SCALES);
   TfLiteTensor out_q = QuantView(out);
   return CalculateActivationRangeQuantized(context, a.f.activation, &out_q, &ar.act_min,
                                            &ar.act_max);

@@ -385,7 +385,7 @@ TfLiteStatus PrepareArithmeticInt16(const StageArgs& a, StageSlot& g) {
   ar.input1_offset = -in1.zero_point;
   ar.input2_offset = -in2.zero_point;
   ar.output_offset = out.zero_point;
-  TF_LITE_ENSURE_MSG(context, Int16Multipliers(g.op, in1, in2, out, ar), "%s", kAddSubScales);
+  TF_LITE_ENSURE_MSG(context, Int16Multipliers(g.op, in1, in2, out, ar), TINYSEG_ADD_SUB_SCALES);
   TfLiteTensor out_q = QuantView(out);
   return CalculateActivationRangeQuantized(context, a.f.activation, &out_q, &ar.act_min,
                                            &ar.act_max);

@@ -5,6 +5,9 @@
 // kernels have none of the four), with the parameters their Prepare computes. Each output element
 // depends on its input element (and PRELU's alpha of its column and channel) only, so a row is the
 // function over that row's elements.
+#include <type_traits>
+#include <utility>
+
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/quantization_util.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/logistic.h"
@@ -88,6 +91,32 @@ TfLiteStatus PrepareLeakyReluInt16(const StageArgs& a, StageSlot& g) {
 
 // ------------------------------------------------------------ PRELU
 
+namespace {
+
+// Whether this TFLM's BroadcastPrelu4DSlow takes int16 rows with an int8 alpha: two type
+// parameters in TFLM since 2023; one (rows and alpha of the same type) in the Arduino library's
+// older TFLM, whose PRELU has no int16 kernel either: there, Prepare refuses an int16 PRELU stage.
+template <typename T, typename A, typename = void>
+struct HasPreluOf : std::false_type {};
+template <typename T, typename A>
+struct HasPreluOf<T, A,
+                  decltype(void(reference_ops::BroadcastPrelu4DSlow(
+                      std::declval<const PreluParams&>(), std::declval<const RuntimeShape&>(),
+                      std::declval<const T*>(), std::declval<const RuntimeShape&>(),
+                      std::declval<const A*>(), std::declval<const RuntimeShape&>(),
+                      std::declval<T*>())))> : std::true_type {};
+
+template <typename T, typename A>
+void PreluRowOf(std::true_type, const PreluParams& p, const RuntimeShape& shape, const T* src,
+                const RuntimeShape& alpha_shape, const A* alpha, T* dst) {
+  reference_ops::BroadcastPrelu4DSlow(p, shape, src, alpha_shape, alpha, shape, dst);
+}
+template <typename T, typename A>
+void PreluRowOf(std::false_type, const PreluParams&, const RuntimeShape&, const T*,
+                const RuntimeShape&, const A*, T*) {}
+
+}  // namespace
+
 // prelu_common.cc's int16 Prepare: the int8 parameters, an int8 alpha (TFLM refuses another for
 // int16 rows; PreparePreluQuantized checks it and its one row). Int16 rows have zero point 0 here,
 // as for every int16 stage (stream.stage_problem refuses others).
@@ -96,6 +125,8 @@ TfLiteStatus PreparePreluInt16(const StageArgs& a, StageSlot& g) {
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
   TF_LITE_ENSURE_STATUS(RequireInt16(a, out));
+  TF_LITE_ENSURE_MSG(context, (HasPreluOf<int16_t, int8_t>::value),
+                     "StreamChain: this TFLM has no int16 PRELU, so no int16 PRELU stage");
   TF_LITE_ENSURE_MSG(context, in.zero_point == 0 && out.zero_point == 0,
                      "StreamChain: an int16 PRELU stage needs zero points 0");
   return PreparePreluQuantized(a, g);
@@ -104,10 +135,10 @@ TfLiteStatus PreparePreluInt16(const StageArgs& a, StageSlot& g) {
 // prelu.cc's int16 case on the row: alpha (one row) broadcast over it as over the whole tensor.
 ::tinyseg::Status PreluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const TfLiteEvalTensor* alpha = micro::GetEvalInput(v.context, v.node, g.prelu.alpha);
-  reference_ops::BroadcastPrelu4DSlow(
-      PreluParamsOf(g.prelu), r.out_shape, reinterpret_cast<const int16_t*>(r.src),
-      micro::GetTensorShape(alpha), micro::GetTensorData<int8_t>(alpha), r.out_shape,
-      reinterpret_cast<int16_t*>(r.dst));
+  PreluRowOf<int16_t, int8_t>(HasPreluOf<int16_t, int8_t>{}, PreluParamsOf(g.prelu), r.out_shape,
+                              reinterpret_cast<const int16_t*>(r.src), micro::GetTensorShape(alpha),
+                              micro::GetTensorData<int8_t>(alpha),
+                              reinterpret_cast<int16_t*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 

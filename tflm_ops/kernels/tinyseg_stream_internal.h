@@ -492,9 +492,12 @@ TfLiteStatus PrepareMeanInt16(const StageArgs& a, StageSlot& g);
 // int16 rows (tinyseg_stream_int16.cc): TFLM's 16x8 reference arithmetic.
 TfLiteStatus RequireInt16(const StageArgs& a, const TensorSlot& out);
 // ADD's and SUB's three multipliers (input 1, input 2, output) into `ar`, or false where TFLM's
-// QuantizeMultiplierSmallerThanOneExp would abort on one (_arithmetic.cc); kAddSubScales says so.
+// QuantizeMultiplierSmallerThanOneExp would abort on one (_arithmetic.cc); Prepare then refuses
+// with TINYSEG_ADD_SUB_SCALES (a literal: older TFLM's TF_LITE_ENSURE_MSG takes no arguments).
 bool AddSubMultipliers(const double (&m)[3], ArithmeticStage& ar);
-extern const char kAddSubScales[];
+#define TINYSEG_ADD_SUB_SCALES                                                                \
+  "StreamChain: an ADD or SUB stage's scales give a multiplier outside (0, 1), which TFLM's " \
+  "ADD and SUB cannot take"
 TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status DepthwiseConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
