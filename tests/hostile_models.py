@@ -226,6 +226,15 @@ def _fetched_shorter(m: dict, op) -> None:
     t["shape"] = [t["shape"][0], t["shape"][1] // 2] + t["shape"][2:]
 
 
+def _ram_operand(tensor: int) -> Callable[[dict, object], None]:
+    """The FetchingConv2D's in-RAM operand replaced by ``tensor`` (the base's 40x60x8 pooled map)."""
+
+    def edit(m: dict, op) -> None:
+        op.inputs = np.asarray([tensor, *list(op.inputs[1:])], dtype=np.int32)
+
+    return edit
+
+
 def _fetched_slot(slot: int) -> Callable[[dict, object], None]:
     def edit(m: dict, op) -> None:
         m["fetched"][0]["slot"] = slot
@@ -383,7 +392,20 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "stream_fetched_shorter_than_spilled", "stream", "StreamChain", _fetched_shorter, which=1
     ),
+    Mutation("fetching_conv_ram_operand_40x60", "fetch", "FetchingConv2D", _ram_operand(40)),
     Mutation("fetching_conv_slot_never_spilled", "fetch", "FetchingConv2D", _fetched_slot(5)),
+)
+
+# The mutations of a fetch against its slot's write (tests/test_hostile_slots.py runs them through
+# analyze, the fallback verify and the real kernels with every region attached).
+SLOT_MUTATIONS = (
+    "fetch_region_1_spill_region_0",
+    "spill_region_1_fetch_region_0",
+    "stream_fetch_region_1",
+    "fetching_conv_fetched_fewer_channels",
+    "fetching_conv_fetched_half_height",
+    "spill_writes_the_model_input",
+    "fetching_conv_slot_never_spilled",
 )
 
 
