@@ -191,6 +191,57 @@ def _fetched_shape(k: int, value: int) -> Callable[[dict, object], None]:
     return edit
 
 
+# ---------------------------------------------------------------- slot edits: a reader and its write
+# Each keeps the operator's own options valid (its kernel's Init and, but for the shape edits, its
+# Prepare accept it): the kernels refuse them when a fetch finds its slot's write elsewhere or other
+# (CheckSlot at Invoke), and the fallback check, which lowers a fetch to the tensor spilled to its
+# slot, would check another computation than the kernels run.
+
+
+def _fetched_region(region: int) -> Callable[[dict, object], None]:
+    def edit(m: dict, op) -> None:
+        m["fetched"][0]["region"] = region
+
+    return edit
+
+
+def _spill_writes_the_input(m: dict, op) -> None:
+    """The Spill writes tensor 0 (the Tiny U-Net's uint8 input: another type and size)."""
+    op.inputs = np.asarray([0], dtype=np.int32)
+
+
+def _chain_slot_region(region: int) -> Callable[[dict, object], None]:
+    """Every slot the chain fetches read from ``region`` (the chains that spilled them wrote 0)."""
+
+    def edit(m: dict, op) -> None:
+        m["slot_regions"] = [[slot, region] for _, slot in m["fetch"]]
+
+    return edit
+
+
+def _fetched_shorter(m: dict, op) -> None:
+    """A fetched body tensor half as tall as the tensor spilled to its slot (fewer bytes)."""
+    lid = m["fetch"][0][0]
+    t = m["tensors"][lid - _node_count(m)]
+    t["shape"] = [t["shape"][0], t["shape"][1] // 2] + t["shape"][2:]
+
+
+def _ram_operand(tensor: int) -> Callable[[dict, object], None]:
+    """The FetchingConv2D's in-RAM operand replaced by ``tensor`` (the base's 40x60x8 pooled map)."""
+
+    def edit(m: dict, op) -> None:
+        op.inputs = np.asarray([tensor, *list(op.inputs[1:])], dtype=np.int32)
+
+    return edit
+
+
+def _fetched_slot(slot: int) -> Callable[[dict, object], None]:
+    def edit(m: dict, op) -> None:
+        m["fetched"][0]["slot"] = slot
+
+    return edit
+
+
 MUTATIONS: tuple[Mutation, ...] = (
     # sizes past 32 bits (the memory corruption: a per-channel pool counted in int32)
     Mutation(
@@ -329,6 +380,32 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation("fetching_conv_fetched_taller", "fetch", "FetchingConv2D", _fetched_shape(1, 160)),
     Mutation("spill_block_3", "fetch", "Spill", _set(lambda m: m, "block", 3)),
+    # a fetch and its slot's write disagree
+    Mutation("fetch_region_1_spill_region_0", "fetch", "FetchingConv2D", _fetched_region(1)),
+    Mutation("spill_region_1_fetch_region_0", "fetch", "Spill", _set(lambda m: m, "region", 1)),
+    Mutation("stream_fetch_region_1", "stream", "StreamChain", _chain_slot_region(1), which=1),
+    Mutation(
+        "fetching_conv_fetched_fewer_channels", "fetch", "FetchingConv2D", _fetched_shape(3, 4)
+    ),
+    Mutation("fetching_conv_fetched_half_height", "fetch", "FetchingConv2D", _fetched_shape(1, 40)),
+    Mutation("spill_writes_the_model_input", "fetch", "Spill", _spill_writes_the_input),
+    Mutation(
+        "stream_fetched_shorter_than_spilled", "stream", "StreamChain", _fetched_shorter, which=1
+    ),
+    Mutation("fetching_conv_ram_operand_40x60", "fetch", "FetchingConv2D", _ram_operand(40)),
+    Mutation("fetching_conv_slot_never_spilled", "fetch", "FetchingConv2D", _fetched_slot(5)),
+)
+
+# The mutations of a fetch against its slot's write (tests/test_hostile_slots.py runs them through
+# analyze, the fallback verify and the real kernels with every region attached).
+SLOT_MUTATIONS = (
+    "fetch_region_1_spill_region_0",
+    "spill_region_1_fetch_region_0",
+    "stream_fetch_region_1",
+    "fetching_conv_fetched_fewer_channels",
+    "fetching_conv_fetched_half_height",
+    "spill_writes_the_model_input",
+    "fetching_conv_slot_never_spilled",
 )
 
 

@@ -27,7 +27,10 @@ def _as_file_dict(board) -> dict:
         "clock_hz": board.clock_hz,
         "spill_region": board.spill_region,
         "note": board.note,
-        "region": [{f.name: getattr(r, f.name) for f in fields(Region)} for r in board.regions],
+        "region": [  # an absent address is no key (a map has no null)
+            {f.name: getattr(r, f.name) for f in fields(Region) if getattr(r, f.name) is not None}
+            for r in board.regions
+        ],
     }
 
 

@@ -545,7 +545,9 @@ def test_linker_script_holds_what_the_storage_header_assumes(toolchain: Toolchai
     assert "ORIGIN = 0x20000000 + (((166 * 4) + 7) & 0xFFFFFFF8)" in script
     assert sh.VECTOR_TABLE == ((166 * 4) + 7) & 0xFFFFFFF8
     d2 = [int(a, 16) for a in re.findall(r"ABSOLUTE\((0x3[0-9A-Fa-f]+)\)", script)]
-    assert d2 and min(d2) == 0x30040000 == sh.PLACES["sram2"].end
+    from tinyseg_plugin.memory.boards import load_board
+
+    assert d2 and min(d2) == 0x30040000 == sh.places_of(load_board("nicla-vision"))["sram2"].end
 
 
 def test_generated_storage_regions_compile(
@@ -553,11 +555,14 @@ def test_generated_storage_regions_compile(
 ) -> None:
     """The header storage_header writes for a plan with RAM regions in DTCM, AXI SRAM and D2 SRAM1
     (and the QSPI flash as region 0), used as a sketch would, compiles for the M7."""
-    from tinyseg_plugin.deploy.storage_header import storage_header
+    from tinyseg_plugin.deploy.storage_header import places_of, storage_header
+    from tinyseg_plugin.memory.boards import load_board
 
     plan = [(0, "qspi", 1 << 20), (1, "dtcm", 64 * 1024), (2, "axi-sram", 128 * 1024)]
     plan += [(3, "sram1", 64 * 1024), (4, "dtcm", 32 * 1024)]
-    (tmp_path / REGIONS_HEADER).write_text(storage_header(plan, m4_idle=True))
+    (tmp_path / REGIONS_HEADER).write_text(
+        storage_header(plan, places_of(load_board("nicla-vision")), m4_idle=True)
+    )
     source = tmp_path / "use_regions.cpp"
     source.write_text(REGIONS_USER)
     result = run_compile(toolchain, toolchain.targets["cm7"], source, [library, tmp_path], tmp_path)
@@ -570,7 +575,8 @@ def test_sketch_m7_with_the_plans_storage_regions(
     """The M7 sketch with the header `optimize --storage-header tinyseg_storage.h` writes beside it
     (the Tiny U-Net at 64 KB keeps its two row-spill slots in the DTCM) compiles, attaching the
     region before AllocateTensors."""
-    from tinyseg_plugin.deploy.storage_header import slot_region_bytes, storage_header
+    from tinyseg_plugin.deploy.storage_header import places_of, slot_region_bytes, storage_header
+    from tinyseg_plugin.memory.boards import load_board
 
     build = tmp_path / "sketch"
     cpp = prepare_sketch(EXAMPLES / "tinyseg_unet_m7", build)
@@ -581,7 +587,9 @@ def test_sketch_m7_with_the_plans_storage_regions(
         )
     )
     dtcm = slot_region_bytes(76_800) + slot_region_bytes(38_400)
-    (build / "tinyseg_storage.h").write_text(storage_header([(1, "dtcm", dtcm)], slots=2))
+    (build / "tinyseg_storage.h").write_text(
+        storage_header([(1, "dtcm", dtcm)], places_of(load_board("nicla-vision")), slots=2)
+    )
     result = run_compile(
         toolchain,
         toolchain.targets["cm7"],

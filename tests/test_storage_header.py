@@ -14,26 +14,25 @@ import pytest
 
 from tinyseg_plugin.deploy import storage_header as sh
 from tinyseg_plugin.errors import TinySegError
-from tinyseg_plugin.memory.boards import FLASH, RAM, load_board
+from tinyseg_plugin.memory.boards import load_board
 
 KB = 1024
 
 
-def test_its_region_names_are_the_nicla_board_presets() -> None:
-    """The names a plan uses come from the board preset: RAM names the generator places or refuses
-    are RAM regions there, flash names flash regions, and every fixed range lies inside its region
-    after what the preset counts as used."""
-    board = {r.name: r for r in load_board("nicla-vision").regions}
-    for name in [*sh.PLACES, *sh.REFUSED]:
-        assert board[name].kind == RAM, name
-    for name in sh.FLASH_NAMES:
-        assert board[name].kind == FLASH, name
-    dtcm = sh.PLACES["dtcm"]
-    assert dtcm.start >= 0x20000000 + board["dtcm"].used
-    assert dtcm.end == 0x20000000 + board["dtcm"].capacity
-    assert sh.PLACES["axi-sram"].end == board["axi-sram"].capacity
-    assert sh.PLACES["sram1"].end - sh.PLACES["sram1"].start == board["sram1"].capacity
-    assert sh.PLACES["sram2"].end - sh.PLACES["sram2"].start == board["sram2"].capacity
+NICLA = load_board("nicla-vision")
+PLACES = sh.places_of(NICLA)
+
+
+def test_the_preset_places_its_ram_regions_by_the_linker_scripts() -> None:
+    """The Nicla preset's address and section give the places the Arduino Mbed core's linker
+    scripts leave: DTCM after the vector table up to its end, the AXI SRAM's free bytes in
+    .uninitialized, the D2 banks whole (an idle M4), and nothing in SRAM3, SRAM4 or flash."""
+    board = {r.name: r for r in NICLA.regions}
+    assert set(PLACES) == {"dtcm", "axi-sram", "sram1", "sram2"}
+    assert PLACES["dtcm"].start == 0x200002A0 and PLACES["dtcm"].end == 0x20020000
+    assert PLACES["axi-sram"] == sh.Place(None, board["axi-sram"].free, section=".uninitialized")
+    assert PLACES["sram1"].end - PLACES["sram1"].start == board["sram1"].capacity
+    assert PLACES["sram2"].end == 0x30040000 and PLACES["sram2"].needs_m4_idle
 
 
 def test_regions_are_placed_one_after_another() -> None:
@@ -43,7 +42,8 @@ def test_regions_are_placed_one_after_another() -> None:
             (1, "dtcm", 64 * KB),
             (2, "axi-sram", 128 * KB),
             (3, "dtcm", 32 * KB),
-        ]
+        ],
+        PLACES,
     )
     assert "reinterpret_cast<uint8_t*>(0x200002A0u)" in text  # after the 664 B vector table
     assert f"reinterpret_cast<uint8_t*>(0x{0x200002A0 + 64 * KB:08X}u)" in text
@@ -55,8 +55,8 @@ def test_regions_are_placed_one_after_another() -> None:
 
 def test_d2_sram_needs_an_idle_m4_and_its_clock() -> None:
     with pytest.raises(TinySegError, match="M4 core's RAM while it runs the erase worker"):
-        sh.storage_header([(1, "sram1", 64 * KB)])
-    text = sh.storage_header([(1, "sram1", 64 * KB), (2, "sram2", 64 * KB)], m4_idle=True)
+        sh.storage_header([(1, "sram1", 64 * KB)], PLACES)
+    text = sh.storage_header([(1, "sram1", 64 * KB), (2, "sram2", 64 * KB)], PLACES, m4_idle=True)
     assert "RCC->AHB2ENR |= RCC_AHB2ENR_D2SRAM1EN;" in text
     assert "RCC->AHB2ENR |= RCC_AHB2ENR_D2SRAM2EN;" in text
     assert "0x30020000u" in text
@@ -65,20 +65,21 @@ def test_d2_sram_needs_an_idle_m4_and_its_clock() -> None:
 @pytest.mark.parametrize(
     "plan,message",
     [
-        ([(1, "sram3", 4 * KB)], "'sram3' cannot hold spills: the M7's .lwip_sec"),
-        ([(1, "sram4", 4 * KB)], "'sram4' cannot hold spills"),
-        ([(1, "itcm", 4 * KB)], "'itcm' is not a Nicla Vision storage region (use one of: "),
+        ([(1, "sram3", 4 * KB)], "'sram3' has no address or linker section for spill bytes"),
+        ([(1, "sram4", 4 * KB)], "'sram4' has no address or linker section"),
+        ([(1, "qspi", 4 * KB)], "'qspi' has no address or linker section"),
+        ([(1, "itcm", 4 * KB)], "'itcm' has no address or linker section"),
         ([(0, "dtcm", 4 * KB)], "region 0 is Runtime::spill"),
         ([(8, "dtcm", 4 * KB)], "region index 8 must be a distinct integer 0..7"),
         ([(1, "dtcm", 4 * KB), (1, "axi-sram", 4 * KB)], "region index 1 must be a distinct"),
         ([(1, "dtcm", 5000)], "region 1 (dtcm) has 5000 bytes; give a positive multiple of 4096"),
         ([(1, "dtcm", 64 * KB), (2, "dtcm", 64 * KB)], "need more than its 130400 free bytes"),
-        ([(1, "axi-sram", 516 * KB)], "need more than its 524288 free bytes"),
+        ([(1, "axi-sram", 516 * KB)], "need more than its 523264 free bytes"),
     ],
 )
 def test_a_plan_the_board_cannot_hold_is_one_sentence(plan, message: str) -> None:
     with pytest.raises(TinySegError) as exc:
-        sh.storage_header(plan)
+        sh.storage_header(plan, PLACES)
     assert message in str(exc.value)
     assert "\n" not in str(exc.value)
 
@@ -128,11 +129,95 @@ def test_optimize_writes_the_header_of_the_plan_it_wrote(tiny_unet, tmp_path) ->
     assert f"kSlots = {max(s['slot'] for s in slots) + 1}" in text
 
 
-def test_storage_header_needs_the_nicla_board(tiny_unet, tmp_path) -> None:
-    out = _cli(["optimize", str(tiny_unet), "-o", "m.tflite", "--storage-header", "s.h"], tmp_path)
-    assert out.returncode == 2 and "give --board nicla-vision" in out.stderr
+# A user's map of the same chip: the Nicla's flash regions, a DTCM and a D2 bank it gives fixed
+# addresses, an SRAM4 it gives none; spill_region and the regions' keys vary per test.
+USER_BOARD = """name = "my-h747"
+spill_region = "{spill}"
+
+[[region]]
+name = "axi"
+kind = "ram"
+capacity = "512KiB"
+read_bandwidth = 1.92e9
+write_bandwidth = 1.92e9
+arena = true
+
+[[region]]
+name = "fast"
+kind = "ram"
+capacity = "128KiB"
+read_bandwidth = 3.84e9
+write_bandwidth = 3.84e9
+{fast}
+
+[[region]]
+name = "sram4"
+kind = "ram"
+capacity = "64KiB"
+read_bandwidth = 0.96e9
+write_bandwidth = 0.96e9
+
+[[region]]
+name = "qspi"
+kind = "flash"
+capacity = "1MiB"
+read_bandwidth = 20e6
+write_bandwidth = 5e6
+page_size = 256
+sector_size = 4096
+page_program_time = 640e-6
+sector_erase_time = 64e-3
+endurance = 100000
+"""
+
+
+def _optimize_with(board: str, tmp_path, tiny_unet, *extra: str) -> subprocess.CompletedProcess:
+    (tmp_path / "board.toml").write_text(board)
+    args = ["optimize", str(tiny_unet), "-o", "m.tflite", "--board", "board.toml"]
+    return _cli([*args, "--target", "64KB", "--storage-header", "s.h", *extra], tmp_path)
+
+
+def _refused(out: subprocess.CompletedProcess, tmp_path, message: str) -> None:
+    assert out.returncode == 2 and message in out.stderr, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
     assert not (tmp_path / "m.tflite").exists() and not (tmp_path / "s.h").exists()
+
+
+def test_a_board_whose_spill_region_is_ram_is_refused_before_anything_is_written(
+    tiny_unet, tmp_path
+) -> None:
+    """The reviewer's map: spill_region sram4 (RAM, no address): the sketch would send region 0's
+    bytes to its flash storage while the figures model RAM."""
+    board = USER_BOARD.format(spill="sram4", fast="address = 0x20000298").replace(
+        'name = "my-h747"', 'name = "nicla-vision"'
+    )
+    out = _optimize_with(board, tmp_path, tiny_unet)
+    _refused(out, tmp_path, "the board's spill_region 'sram4' is RAM")
+
+
+def test_a_ram_region_without_address_or_section_is_refused(tiny_unet, tmp_path) -> None:
+    out = _optimize_with(USER_BOARD.format(spill="qspi", fast=""), tmp_path, tiny_unet)
+    _refused(out, tmp_path, "board region 'fast' has no address or linker section")
+
+
+def test_a_users_board_with_addresses_gets_the_header_byte_for_byte_in_any_folder(
+    tiny_unet, tmp_path
+) -> None:
+    """The user's own map (not the preset's name) places its region at the address it gives; the
+    header names the output by its file name only, so two folders give the same bytes."""
+    texts = []
+    for k, fast in enumerate(("address = 0x20000298", 'section = ".dtcm_spill"')):
+        for folder in ("a", "b"):
+            d = tmp_path / f"{k}{folder}"
+            d.mkdir()
+            out = _optimize_with(USER_BOARD.format(spill="qspi", fast=fast), d, tiny_unet)
+            assert out.returncode == 0, out.stderr
+            texts.append((d / "s.h").read_bytes())
+    assert texts[0] == texts[1] and texts[2] == texts[3]
+    assert b"reinterpret_cast<uint8_t*>(0x200002A0u);  // fast, fixed" in texts[0]
+    assert b'__attribute__((section(".dtcm_spill"), aligned(32)))' in texts[2]
+    assert b"runtime.regions[1] = &g_manager1;" in texts[0]
+    assert str(tmp_path).encode() not in texts[0] + texts[2]
 
 
 def test_a_slot_needs_its_encoded_blocks_in_whole_sectors_and_one_more() -> None:

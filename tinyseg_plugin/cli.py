@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from .deprecation import deprecated
@@ -269,10 +270,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         ],
         force=args.force,
     )
-    if args.storage_header and run.board.name != "nicla-vision":
-        raise TinySegError(
-            "--storage-header writes the nicla-vision sketch's storage set-up; give --board nicla-vision"
-        )
+    if args.storage_header:
+        from .deploy.storage_header import check_board
+
+        check_board(run.board)  # before the search: a map the header cannot follow
     run.tflm_dir = None if args.unverified else resolve_tflm_dir(args.tflm_dir)
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.
     if not args.quiet and sys.stderr.isatty():
@@ -292,8 +293,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.storage_header:
         from .deploy.storage_header import plan_header
 
+        # The output's file name only: the header's bytes do not depend on the folder.
         text = plan_header(
-            out.cost, f"{shown(args.output, 0)} (tinyseg optimize --board {run.board.name})"
+            out.cost,
+            run.board,
+            f"{shown(Path(args.output).name, 0)} (tinyseg optimize --board {shown(run.board.name, 0)})",
         )
         files.append((args.storage_header, text.encode()))
     if args.frontier_plot:
@@ -505,8 +509,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument(
         "--storage-header",
         metavar="FILE.h",
-        help="with --board nicla-vision: write the sketch's RAM storage regions for this plan "
-        "(docs/runtime.md)",
+        help="write the Nicla Vision sketch's RAM storage regions for this plan where the --board "
+        "map's address or section puts them; its spill region must be flash (docs/runtime.md)",
     )
     o.add_argument(
         "--frontier",

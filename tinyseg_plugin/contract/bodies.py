@@ -7,7 +7,7 @@ refused with one line before anything runs it."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import TinySegError
 from .customops import (
@@ -32,6 +32,7 @@ from .customops import (
     STREAM_WHOLE_TYPES,
     TINYSEG_OPS,
     ZERO_POINT_LIMITS,
+    Fetched,
     FetchingConv2DOptions,
     FetchingOptions,
     SpillOptions,
@@ -41,6 +42,7 @@ from .customops import (
     bilinear_float_row_rule,
     bilinear_row_rule,
     decode,
+    operand_sources,
     stream_chain_body_bytes,
 )
 from .customops import (
@@ -717,15 +719,106 @@ def _fetching_conv_problem(graph, op, o: FetchingConv2DOptions) -> str | None:
         return f"the dilated filter spans more than {INT16_MAX} rows or columns"
     if o.band_rows > out.shape[1]:
         return f"band_rows {o.band_rows} is more than the output's {out.shape[1]} rows"
+    return _operands_problem(graph, op, o, filt.shape[3])
+
+
+def _operands_problem(graph, op, o: FetchingConv2DOptions, in_channels: int) -> str | None:
+    """CheckOperands of tinyseg_fetching_conv.cc: every operand, fetched or in RAM, rank 4 with the
+    output's batch and operand 0's height and width, their channels adding up to the filter's."""
+    batch = graph.tensors[op.outputs[0]].shape[0]
+    shapes = [
+        tuple(s.shape) if isinstance(s, Fetched) else tuple(graph.tensors[s].shape)
+        for s in operand_sources(op, o.fetching)
+    ]
+    for k, shape in enumerate(shapes):
+        if len(shape) != 4 or shape[0] != batch or shape[1:3] != shapes[0][1:3]:
+            return f"operand {k} is {list(shape)}, operand 0 {list(shapes[0])}, the batch {batch}"
+    if sum(s[3] for s in shapes) != in_channels:
+        return (
+            f"its operands' channels add up to {sum(s[3] for s in shapes)}, the filter reads "
+            f"{in_channels}"
+        )
     return None
 
 
+@dataclass(frozen=True)
+class _Write:
+    """What a slot holds after an operator wrote it. The kernels' CheckSlot (tinyseg_common.cc)
+    compares a reader's region and byte count with it at Invoke; the lowering for the fallback check
+    substitutes the written tensor for the fetched one, so its shape and type must be the reader's
+    too, or the fallback would check another computation than the kernels run."""
+
+    op: str  # "operator 4 (Spill)"
+    region: int
+    dtype: str | None
+    shape: tuple[int, ...]
+    nbytes: int
+    released_by: str = ""  # the Fetching or FetchingConv2D that released it (release_after_fetch)
+
+
+def _tensor_desc(dtype: str | None, shape: tuple[int, ...], nbytes: int) -> str:
+    return f"{dtype} {list(shape)} ({nbytes:,} B)"
+
+
+def _read_slot(
+    written: dict[int, _Write],
+    here: str,
+    slot: int,
+    region: int,
+    dtype: str | None,
+    shape: tuple[int, ...],
+) -> None:
+    """Refuse a read of ``slot`` that the kernels refuse at Invoke (no live tensor in that region,
+    another byte count) or that computes something else than its lowering (another shape or type)."""
+    nbytes = math.prod(shape) * ELEMENT_BYTES.get(dtype or "", 0)
+    w = written.get(slot)
+    tail = "; the file is damaged: optimize the original model again"
+    if w is None:
+        raise TinySegError(f"{here}: fetches slot {slot}, which nothing before it spills{tail}")
+    if w.released_by:
+        raise TinySegError(
+            f"{here}: fetches slot {slot}, which {w.released_by} already fetched and the Runtime "
+            f"released (release_after_fetch) with no Spill in between{tail}"
+        )
+    if region != w.region:
+        raise TinySegError(
+            f"{here}: fetches slot {slot} from storage region {region}, where {w.op} spilled it to "
+            f"region {w.region}{tail}"
+        )
+    if (dtype, tuple(shape), nbytes) != (w.dtype, w.shape, w.nbytes):
+        raise TinySegError(
+            f"{here}: fetches slot {slot} as {_tensor_desc(dtype, tuple(shape), nbytes)}, where "
+            f"{w.op} spilled {_tensor_desc(w.dtype, w.shape, w.nbytes)}{tail}"
+        )
+
+
+def _chain_slots(graph, op, o: StreamChainOptions, here: str, written: dict[int, _Write]) -> None:
+    """A StreamChain's row fetches checked, then its row spills recorded (it releases nothing)."""
+    loc = list(op.inputs) + list(op.outputs)
+
+    def described(lid: int) -> tuple[str | None, tuple[int, ...]]:
+        if lid < len(loc):
+            t = graph.tensors[loc[lid]] if loc[lid] >= 0 else None
+            return (t.dtype, tuple(t.shape)) if t is not None else (None, ())
+        t = o.tensors[lid - len(loc)]
+        return t.dtype, tuple(t.shape)
+
+    for lid, slot in o.fetch:
+        dtype, shape = described(lid)
+        _read_slot(written, here, slot, o.region_of(slot), dtype, shape)
+    for lid, slot in o.spill:
+        dtype, shape = described(lid)
+        nbytes = math.prod(shape) * ELEMENT_BYTES.get(dtype or "", 0)
+        written[slot] = _Write(here, o.region_of(slot), dtype, shape, nbytes)
+
+
 def validate_graph(graph, kernel: bool = True) -> None:
-    """Every TinySeg operator of the graph as its kernel's Prepare checks it, and every fetch against
-    what was spilled to its slot before it (a fetch of more bytes than were written reads past the
-    stored stream): TinySegError with one line naming the operator and the reason. ``kernel``: see
-    validate_body (the lowering passes False)."""
-    spilled: dict[int, int] = {}  # slot -> bytes written (the latest write before this operator)
+    """Every TinySeg operator of the graph as its kernel's Prepare checks it, and every fetch
+    against what was spilled to its slot before it, as the kernels' CheckSlot checks it at Invoke
+    (the same region, a live tensor of the same bytes) and as the lowering assumes it (the same
+    type and shape): TinySegError with one line naming the operator, the slot and the reason.
+    ``kernel``: see validate_body (the lowering passes False)."""
+    written: dict[int, _Write] = {}  # slot -> its latest write before this operator
     for op in graph.operators:
         if op.opcode not in TINYSEG_OPS:
             continue
@@ -733,31 +826,19 @@ def validate_graph(graph, kernel: bool = True) -> None:
         here = f"operator {op.index} ({op.opcode})"
         if isinstance(o, StreamChainOptions):
             validate_body(graph, op, kernel)
-            loc = list(op.inputs) + list(op.outputs)
-            sizes = [graph.tensors[t].nbytes if t >= 0 else 0 for t in loc] + [
-                math.prod(t.shape) * ELEMENT_BYTES.get(t.dtype, 0) for t in o.tensors
-            ]
-            for lid, slot in o.fetch:
-                if sizes[lid] > spilled.get(slot, -1):
-                    raise TinySegError(
-                        f"{here}: malformed StreamChain body: fetches {sizes[lid]} bytes from slot "
-                        f"{slot}, where {max(spilled.get(slot, 0), 0)} were spilled before it"
-                    )
-            for lid, slot in o.spill:
-                spilled[slot] = sizes[lid]
+            _chain_slots(graph, op, o, here, written)
         elif isinstance(o, SpillOptions):
-            spilled[o.slot] = graph.tensors[op.inputs[0]].nbytes if op.inputs else 0
+            t = graph.tensors[op.inputs[0]] if op.inputs and op.inputs[0] >= 0 else None
+            dtype, shape = (t.dtype, tuple(t.shape)) if t is not None else (None, ())
+            nbytes = t.nbytes if t is not None else 0
+            written[o.slot] = _Write(here, o.region, dtype, shape, nbytes)
         else:
             fetching = o if isinstance(o, FetchingOptions) else o.fetching
-            itemsize = graph.tensors[op.outputs[0]].itemsize if op.outputs else 0
+            dtype = graph.tensors[op.outputs[0]].dtype if op.outputs else None
             for f in fetching.fetched:
-                size = math.prod(f.shape) * itemsize
-                if size > spilled.get(f.slot, -1):
-                    raise TinySegError(
-                        f"{here}: fetched entry at position {f.position} reads {size} bytes from "
-                        f"slot {f.slot}, where {max(spilled.get(f.slot, 0), 0)} were spilled before it; "
-                        "the file is damaged: optimize the original model again"
-                    )
+                _read_slot(written, here, f.slot, f.region, dtype, tuple(f.shape))
+            for f in fetching.fetched:  # Runtime::release_after_fetch, on by default
+                written[f.slot] = replace(written[f.slot], released_by=here)
             if isinstance(o, FetchingConv2DOptions):
                 problem = _fetching_conv_problem(graph, op, o)
                 if problem:

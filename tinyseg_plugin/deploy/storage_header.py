@@ -2,7 +2,7 @@
 
 A plan may keep spill slots in RAM regions of the STM32H747 beside the flash (docs/runtime.md,
 "Several storage regions"). For each (region index, board region name, bytes) the header defines
-the region's memory where the Arduino Mbed core's linker scripts leave room, its RAM block
+the region's memory where the board map's ``address`` or ``section`` puts it, its RAM block
 device, erase queue, slot and sector tables and SpillManager, all static (no heap), and
 ``tinyseg_regions::Attach(runtime)`` initialises them and fills ``Runtime::regions``. Flash regions
 (internal flash, QSPI) are the sketch's own storage code (tflm_ops/targets/nicla_vision); the
@@ -20,8 +20,11 @@ and variants/GENERIC_STM32H747_M4/linker_script.ld, the same map as tinyseg_plug
   but ``.lwip_sec`` at 0x30040000); the M4 script puts the M4's whole RAM in them, so only when the
   M4 runs nothing (``m4_idle=True``: flash split 100_0, no erase worker). Attach turns on their
   clocks (RCC AHB2ENR D2SRAM1EN / D2SRAM2EN).
-- ``sram3`` (``.lwip_sec``) and ``sram4`` (OpenAMP, the PDM buffer, TinySeg's erase ring) are
-  refused: there is no room a plan can count on.
+- ``sram3`` (``.lwip_sec``) and ``sram4`` (OpenAMP, the PDM buffer, TinySeg's erase ring) have
+  neither: there is no room a plan can count on, and a plan with slots there is refused.
+
+These places are the preset's ``address`` and ``section`` (memory/boards.py); a user's board file
+gives its own the same way (docs/boards.md), and the header follows the map, not the board's name.
 """
 
 from __future__ import annotations
@@ -38,7 +41,14 @@ from ..errors import TinySegError, shown
 
 SECTOR_BYTES = 4096  # erase unit of a RAM region (SectorInfo per 4 KB: 12 B each on Cortex-M7)
 VECTOR_TABLE = ((166 * 4) + 7) & ~7  # what both linker scripts reserve at the start of DTCM/D2
-FLASH_NAMES = ("internal-flash", "qspi")
+ALIGN = 32  # a fixed range starts on a cache line
+# The STM32H747's D2 SRAM banks: the M4 core's RAM when it runs (its linker script's RAM_D2), and
+# clocked only once their RCC AHB2ENR bit is set.
+D2_CLOCKS = (
+    (0x30000000, 0x30020000, "RCC_AHB2ENR_D2SRAM1EN"),
+    (0x30020000, 0x30040000, "RCC_AHB2ENR_D2SRAM2EN"),
+    (0x30040000, 0x30048000, "RCC_AHB2ENR_D2SRAM3EN"),
+)
 
 
 @dataclass(frozen=True)
@@ -52,16 +62,28 @@ class Place:
     needs_m4_idle: bool = False
 
 
-PLACES: dict[str, Place] = {
-    "axi-sram": Place(None, 512 * 1024, section=".uninitialized"),
-    "dtcm": Place((0x20000000 + VECTOR_TABLE + 31) & ~31, 0x20020000),
-    "sram1": Place(0x30000000, 0x30020000, clock="RCC_AHB2ENR_D2SRAM1EN", needs_m4_idle=True),
-    "sram2": Place(0x30020000, 0x30040000, clock="RCC_AHB2ENR_D2SRAM2EN", needs_m4_idle=True),
-}
-REFUSED = {
-    "sram3": "the M7's .lwip_sec (Ethernet/USB buffers) and the M4's RAM are there",
-    "sram4": "OpenAMP, the PDM buffer and TinySeg's erase ring are there",
-}
+def place_of(region) -> Place | None:
+    """Where the header puts a board RAM region's spill bytes (memory/boards.py ``Region``: its
+    ``address`` or ``section`` and its free bytes); None when the map gives neither. Flash and the
+    refused RAM regions have no place: the sketch's own storage code owns flash."""
+    if region.kind != "ram":
+        return None
+    if region.section:
+        return Place(None, region.free, section=region.section)
+    if region.address is None:
+        return None
+    d2 = next((c for c in D2_CLOCKS if c[0] <= region.address < c[1]), None)
+    start = -(-region.address // ALIGN) * ALIGN
+    # A D2 bank the M4 fills is free only when the M4 runs nothing (m4_idle): then all of it.
+    room = region.capacity if d2 and region.free == 0 else region.free
+    return Place(
+        start, region.address + room, "", d2[2] if d2 else "", bool(d2 and not region.free)
+    )
+
+
+def places_of(board) -> dict[str, Place]:
+    """The places of every board RAM region that has one, by name."""
+    return {r.name: p for r in board.regions if (p := place_of(r)) is not None}
 
 
 @dataclass(frozen=True)
@@ -70,11 +92,14 @@ class _Region:
     name: str
     size: int
     address: int | None  # fixed address, or None for a section array
+    place: Place
 
 
-def _check(plan_regions: Iterable[tuple[int, str, int]], m4_idle: bool) -> list[_Region]:
+def _check(
+    plan_regions: Iterable[tuple[int, str, int]], places: dict[str, Place], m4_idle: bool
+) -> list[_Region]:
     """The RAM regions with their addresses; TinySegError (one sentence) for anything the board
-    cannot hold."""
+    cannot hold. Region 0 is the sketch's flash storage (Runtime::spill): not defined here."""
     seen: set[int] = set()
     used: dict[str, int] = {}
     out: list[_Region] = []
@@ -84,20 +109,19 @@ def _check(plan_regions: Iterable[tuple[int, str, int]], m4_idle: bool) -> list[
                 f"region index {index!r} must be a distinct integer 0..{MAX_REGIONS - 1}"
             )
         seen.add(index)
-        if name in FLASH_NAMES:
-            continue
-        if name in REFUSED:
-            raise TinySegError(f"board region '{shown(name)}' cannot hold spills: {REFUSED[name]}")
-        if name not in PLACES:
-            known = ", ".join([*PLACES, *FLASH_NAMES])
-            raise TinySegError(
-                f"'{shown(name)}' is not a Nicla Vision storage region (use one of: {known})"
-            )
-        if index == 0:
+        if index == 0 and name in places:
             raise TinySegError(
                 f"region 0 is Runtime::spill, the sketch's flash storage; put {name!r} in 1..7"
             )
-        place = PLACES[name]
+        if index == 0:
+            continue
+        if name not in places:
+            raise TinySegError(
+                f"board region '{shown(name)}' has no address or linker section for spill bytes: "
+                'give it address = 0x... (where its free bytes start) or section = "..." in the '
+                "board file, or keep slots out of it"
+            )
+        place = places[name]
         if place.needs_m4_idle and not m4_idle:
             raise TinySegError(
                 f"{name!r} is the M4 core's RAM while it runs the erase worker; pass m4_idle=True "
@@ -113,7 +137,7 @@ def _check(plan_regions: Iterable[tuple[int, str, int]], m4_idle: bool) -> list[
             room = place.end - (place.start or 0)
             raise TinySegError(f"the regions in {name!r} need more than its {room} free bytes")
         used[name] = start + size
-        out.append(_Region(index, name, size, start if place.start is not None else None))
+        out.append(_Region(index, name, size, start if place.start is not None else None, place))
     return out
 
 
@@ -121,7 +145,7 @@ def _memory(r: _Region) -> str:
     if r.address is None:
         return (
             f"uint8_t g_memory{r.index}[{r.size}] "
-            f'__attribute__((section("{PLACES[r.name].section}"), aligned(32)));'
+            f'__attribute__((section("{r.place.section}"), aligned(32)));'
         )
     return (
         f"uint8_t* const g_memory{r.index} = reinterpret_cast<uint8_t*>(0x{r.address:08X}u);"
@@ -145,20 +169,21 @@ def _objects(r: _Region, slots: int) -> str:
 
 def storage_header(
     plan_regions: Iterable[tuple[int, str, int]],
+    places: dict[str, Place],
     slots: int = 16,
     m4_idle: bool = False,
     source: str = "",
 ) -> str:
     """The header text for ``plan_regions``: (region index, board region name, bytes) per storage
-    region of the plan. ``slots``: SpillSlots per region (40 B each on Cortex-M7); ``source``: a
+    region of the plan; ``places``: where each RAM region's bytes go (``places_of(board)``). ``slots``: SpillSlots per region (40 B each on Cortex-M7); ``source``: a
     line naming what the plan came from, for the header's comment. TinySegError (one sentence) when
     the board cannot hold a region."""
     plan_regions = list(plan_regions)
-    regions = _check(plan_regions, m4_idle)
+    regions = _check(plan_regions, places, m4_idle)
     if not 1 <= slots <= 4096:
         raise TinySegError(f"slots must be 1..4096, not {slots!r}")
     names = "\n".join(f"//   region {i}: {n}, {b} bytes" for i, n, b in sorted(plan_regions))
-    clocks = sorted({PLACES[r.name].clock for r in regions if PLACES[r.name].clock})
+    clocks = sorted({r.place.clock for r in regions if r.place.clock})
     attach = "\n".join(
         f"  if (!::tinyseg::Ok(g_device{r.index}.Init()) || !::tinyseg::Ok(g_manager{r.index}.Init()))"
         f" return false;\n  runtime.regions[{r.index}] = &g_manager{r.index};"
@@ -242,9 +267,6 @@ inline void EndInference() {{
 """
 
 
-BOARD = "nicla-vision"  # the board whose linker scripts PLACES follows
-
-
 def slot_region_bytes(raw: int) -> int:
     """The bytes of a RAM region one slot of ``raw`` bytes needs in SpillManager's ring log: its
     encoded blocks (a header per codec block, stored raw at worst) in whole sectors, and one sector
@@ -253,27 +275,42 @@ def slot_region_bytes(raw: int) -> int:
     return (-(-encoded // SECTOR_BYTES) + 1) * SECTOR_BYTES
 
 
-def plan_header(cost, source: str = "") -> str:
-    """The header for a written plan (``optimize --storage-header``): its RAM storage regions from
-    the cost model's placement (memory/placement.py), each as large as the slots it holds, and one
-    SpillSlot per slot number the plan uses (slots are numbered across the whole model)."""
-    if cost is None or cost.board != BOARD:
+def check_board(board):
+    """The board's spill region, refused (one sentence) unless it is flash: the sketch's region 0
+    (Runtime::spill) is its flash storage, which the header does not define."""
+    spill = next(r for r in board.regions if r.name == board.spill_region)
+    if spill.kind != "flash":
         raise TinySegError(
-            f"--storage-header writes the {BOARD} sketch's storage set-up; give --board {BOARD}"
+            f"--storage-header: the board's spill_region '{shown(spill.name)}' is RAM, but the "
+            "sketch's region 0 (Runtime::spill) is its flash storage: set spill_region to a flash "
+            "region in the board file"
         )
-    p = cost.placement
+    return spill
+
+
+def plan_header(cost, board, source: str = "") -> str:
+    """The header for a written plan (``optimize --storage-header``) on ``board`` (its memory map,
+    memory/boards.py): its RAM storage regions from the cost model's placement
+    (memory/placement.py), each as large as the slots it holds and where the map's ``address`` or
+    ``section`` puts it, and one SpillSlot per slot number the plan uses (slots are numbered across
+    the whole model). Refused (one sentence) unless region 0, the spill region, is a flash region
+    (the sketch's flash storage, Runtime::spill), no other region of the plan is flash, and the map
+    places every RAM region of the plan."""
+    spill = check_board(board)
+    p = cost.placement if cost is not None else None
     size: dict[int, int] = {}
-    for u in cost.uses:
+    for u in cost.uses if cost is not None else ():
         i = 0 if p is None else p.index_of(u.slot)
         size[i] = size.get(i, 0) + slot_region_bytes(u.bytes)
-    names = p.names if p is not None else ()
-    ram = [(i, names[i], size[i]) for i in sorted(size) if i > 0 and names[i] not in FLASH_NAMES]
-    other_flash = [names[i] for i in sorted(size) if i > 0 and names[i] in FLASH_NAMES]
+    names = p.names if p is not None else (spill.name,)
+    kinds = {r.name: r.kind for r in board.regions}
+    other_flash = [names[i] for i in sorted(size) if i > 0 and kinds[names[i]] == "flash"]
     if other_flash:
         raise TinySegError(
             f"the plan keeps slots in {other_flash[0]!r} besides the spill region {names[0]!r}, and "
             "the sketch attaches one flash storage: give a higher --target, or a board file whose "
             "spill_region is the one flash region to use"
         )
-    slots = max((u.slot for u in cost.uses), default=0) + 1
-    return storage_header(ram, slots=slots, source=source)
+    ram = [(i, names[i], size[i]) for i in sorted(size) if i > 0]
+    slots = max((u.slot for u in cost.uses), default=0) + 1 if cost is not None else 1
+    return storage_header(ram, places_of(board), slots=slots, source=source)

@@ -43,6 +43,10 @@ class Region:
     read_command_time: float = 0.0  # fixed cost of one read call (command, address, dummy)
     program_command_time: float = 0.0  # fixed cost of one page program (write enable, command)
     note: str = ""  # sources of the figures; "estimate" marks what is not a datasheet value
+    # RAM only, for optimize --storage-header: where the free bytes start (after ``used``), or the
+    # linker section a static array of spill bytes goes to; neither: no spills can be placed there
+    address: int | None = None
+    section: str = ""
 
     @property
     def free(self) -> int:
@@ -117,6 +121,7 @@ def _nicla_vision() -> Board:
                 "dtcm", RAM, 128 * KB, 3.84e9, 3.84e9, _VECTORS,
                 f"vector table ({_LINKER}: DTCMRAM starts after {_VECTORS} B; no section is placed there)",
                 note=f"0x20000000; 64-bit at 480 MHz ({ram})",
+                address=0x20000000 + _VECTORS,
             ),
             Region(
                 "axi-sram", RAM, 512 * KB, 1.92e9, 1.92e9, 1 * KB,
@@ -124,17 +129,20 @@ def _nicla_vision() -> Board:
                 "sketch's own .data/.bss (the arena array included) is known only after linking",
                 arena=True,
                 note=f"0x24000000; 64-bit AXI at 240 MHz ({ram})",
+                section=".uninitialized",  # NOLOAD, before .bss in RAM ({_LINKER})
             ),
             Region(
                 "sram1", RAM, 128 * KB, 0.96e9, 0.96e9, 128 * KB,
                 f"M4 core: its .data, .bss, heap and stack fill D2 SRAM ({_M4_LINKER}: RAM_D2 "
                 "0x10000000, 288 KB) when it runs the erase worker (examples/nicla_vision, split 50_50)",
                 note=f"0x30000000; 32-bit AHB at 240 MHz ({ram})",
+                address=0x30000000,
             ),
             Region(
                 "sram2", RAM, 128 * KB, 0.96e9, 0.96e9, 128 * KB,
                 f"M4 core ({_M4_LINKER}: RAM_D2)",
                 note=f"0x30020000; 32-bit AHB at 240 MHz ({ram})",
+                address=0x30020000,
             ),
             Region(
                 "sram3", RAM, 32 * KB, 0.96e9, 0.96e9, 32 * KB,
@@ -290,8 +298,8 @@ def _region(where: str, raw: object) -> Region:
             )
     values: dict = {"name": name, "kind": kind}
     for key, value in raw.items():
-        if key in ("name", "kind", "used_by", "note"):
-            if key in ("used_by", "note") and not isinstance(value, str):
+        if key in ("name", "kind", "used_by", "note", "section"):
+            if key in ("used_by", "note", "section") and not isinstance(value, str):
                 raise TinySegError(f"{here}: {key} must be a string")
             values.setdefault(key, value)
         elif key == "arena":
@@ -304,7 +312,7 @@ def _region(where: str, raw: object) -> Region:
                 raise TinySegError(
                     f"{here}: {key} must be {'positive' if key in _POSITIVE else 'zero or more'}, not {value}"
                 )
-            values[key] = int(v) if key in _SIZES or key == "endurance" else float(v)
+            values[key] = int(v) if key in _SIZES or key in ("endurance", "address") else float(v)
     if values["capacity"] <= 0:
         raise TinySegError(f"{here}: capacity must be positive, not {raw['capacity']}")
     if values.get("used", 0) > values["capacity"]:
