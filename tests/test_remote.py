@@ -697,3 +697,104 @@ def test_hostile_frames_are_each_answered_and_the_host_keeps_serving(counts) -> 
         f"hostile remote-host frames: {len(hostile)} kinds, each answered once with a NAK or an "
         f"ERROR, 0 bytes held afterwards, the host still serving"
     )
+
+
+# A child process measures what each crafted frame makes the host allocate (tracemalloc's peak
+# while the frame is served), under a 1 GiB address-space limit so that a host that allocates
+# before its bound check fails the test instead of the machine.
+_FRAME_PEAKS = r"""
+import json, resource, sys, tracemalloc, zlib
+from tinyseg_plugin.deploy import remote
+from tinyseg_plugin.deploy.remote import *
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+kind, root, frames = sys.argv[1], sys.argv[2], json.loads(sys.stdin.read())
+store = MemoryStore() if kind == "memory" else DirStore(root)
+server = RemoteServer(store)
+server.feed(encode_frame(Frame(MsgType.WRITE, seq=1, slot=1, arg=16, payload=b"s" * 16)))
+tracemalloc.start()
+out = {}
+for name, wire in frames.items():
+    tracemalloc.reset_peak()
+    answers = server.feed(bytes.fromhex(wire))
+    peak = tracemalloc.get_traced_memory()[1]
+    got = [parse_frame(a[:-1]) for a in answers]
+    out[name] = [[int(f.type), f.arg] for f in got], peak
+# VmHWM, not getrusage: ru_maxrss keeps the parent's peak across fork and exec
+hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1]
+out["rss"] = int(hwm) * 1024, store.used
+print(json.dumps(out))
+"""
+
+
+def _crafted_frames() -> dict[str, bytes]:
+    """Every length and offset field of a request at its extremes, and truncated frames."""
+    top = 0xFFFF_FFFF
+    cap = remote.DEFAULT_CAPACITY
+    frames = {
+        "ERASE 2^32-1 B": Frame(MsgType.ERASE, seq=2, slot=2, arg=top),
+        "ERASE 100 MiB": Frame(MsgType.ERASE, seq=3, slot=2, arg=100 << 20),
+        "ERASE 2^32-1 B at offset 2^32-1": Frame(MsgType.ERASE, seq=4, slot=2, offset=top, arg=top),
+        "ERASE one byte past the capacity": Frame(MsgType.ERASE, seq=5, slot=2, arg=cap + 1),
+        "READ 2^32-1 B": Frame(MsgType.READ, seq=6, slot=1, arg=top),
+        "READ at offset 2^32-1": Frame(MsgType.READ, seq=7, slot=1, offset=top, arg=16),
+        "READ that wraps 2^32": Frame(MsgType.READ, seq=8, slot=1, offset=top - 8, arg=32),
+        "WRITE at offset 2^32-1": Frame(
+            MsgType.WRITE, seq=9, slot=1, offset=top, arg=1, payload=b"x"
+        ),
+        "WRITE saying 2^32-1 B": Frame(MsgType.WRITE, seq=10, slot=1, arg=top, payload=b"x"),
+        "WRITE to slot 2^32-1": Frame(
+            MsgType.WRITE, seq=11, slot=top, offset=cap, arg=4, payload=b"abcd"
+        ),
+        "SIZE of slot 2^32-1": Frame(MsgType.SIZE, seq=12, slot=top),
+    }
+    wires = {name: encode_frame(f) for name, f in frames.items()}
+    whole = encode_frame(Frame(MsgType.ERASE, seq=13, slot=3, arg=top))
+    wires["ERASE 2^32-1 B cut to its header"] = remote.cobs_encode(whole[:10]) + b"\0"
+    wires["ERASE 2^32-1 B without its CRC"] = (
+        remote.cobs_encode(remote.HEADER.pack(int(MsgType.ERASE), 0, 14, 3, 0, top)) + b"\0"
+    )
+    wires["half a COBS block"] = whole[: len(whole) // 2] + b"\0"
+    # served last: the largest erase the default capacity accepts (the capacity less slot 1's 16 B)
+    wires["ERASE of the whole capacity"] = encode_frame(
+        Frame(MsgType.ERASE, seq=15, slot=4, arg=cap - 16)
+    )
+    return wires
+
+
+@pytest.mark.parametrize("kind", ["memory", "directory"])
+def test_crafted_frames_are_bounded_before_anything_is_allocated(
+    tmp_path: Path, kind: str, counts
+) -> None:
+    """Each crafted frame (lengths and offsets up to 2^32-1, truncated frames) gets one ERROR or
+    NAK while the host allocates under 1 MiB for it; the one erase the capacity allows (16 MiB)
+    allocates less than 64 MiB; the child's peak RSS (VmHWM) stays under 256 MiB."""
+    import json
+
+    wires = _crafted_frames()
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    p = subprocess.run(
+        [sys.executable, "-c", _FRAME_PEAKS, kind, str(tmp_path / "slots")],
+        input=json.dumps({n: w.hex() for n, w in wires.items()}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    rss, used = out.pop("rss")
+    last = "ERASE of the whole capacity"
+    for name, (answers, peak) in out.items():
+        assert len(answers) == 1, (name, answers)
+        if name == last:
+            assert answers[0][0] == MsgType.ACK and peak < 64 << 20, (name, answers, peak)
+        else:
+            assert answers[0][0] in (MsgType.NAK, MsgType.ERROR), (name, answers)
+            assert peak < 1 << 20, (name, peak)
+    assert used == remote.DEFAULT_CAPACITY and rss < 256 << 20
+    worst = max(peak for name, (_, peak) in out.items() if name != last)
+    counts(
+        f"remote-host crafted frames ({kind} store): {len(out) - 1} refused, each allocating at "
+        f"most {worst / 1024:,.1f} KiB; the 16 MiB erase {out[last][1] / (1 << 20):,.1f} MiB; "
+        f"peak RSS {rss / (1 << 20):,.0f} MiB"
+    )

@@ -81,15 +81,13 @@ def _board(p: argparse.ArgumentParser, rate: bool) -> None:
 
 
 def positive_rate(text: str) -> float:
+    """argparse type for ``--rate`` (tinyseg_plugin/sizes.py owns its bounds)."""
+    from .sizes import parse_rate
+
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"'{text}' is not a number of inferences per second"
-        ) from None
-    if not (value > 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"'{text}': the rate must be a positive number")
-    return value
+        return parse_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _run(args: argparse.Namespace, **options) -> "Run":
@@ -209,25 +207,41 @@ def check_outputs(
         check_writable(csv_dir, directory=True)
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"'{text}': must be at least 1")
+MAX_COUNT = 1_000_000  # --runs: a million TFLM runs is days of work, more is a typo
+MAX_SECONDS = 1_000_000.0  # --time-limit, --timeout: 11.6 days; more overflows the waits' clocks
+MAX_BAUD = 100_000_000  # --baud: above any serial line's rate
+
+
+def positive_int(text: str, limit: int = MAX_COUNT) -> int:
+    """argparse type: a whole number from 1 to ``limit``."""
+    digits = text.strip().lstrip("+")
+    if not digits.isdigit() or len(digits) > len(str(limit)):
+        if digits.isdigit():
+            raise argparse.ArgumentTypeError(f"'{shown(text, 40)}': must be at most {limit:,}")
+        raise argparse.ArgumentTypeError(f"'{shown(text, 40)}' is not a whole number")
+    value = int(digits)
+    if not 1 <= value <= limit:
+        raise argparse.ArgumentTypeError(f"'{shown(text, 40)}': must be from 1 to {limit:,}")
     return value
 
 
+def baud_rate(text: str) -> int:
+    """argparse type for ``--baud``."""
+    return positive_int(text, MAX_BAUD)
+
+
 def positive_seconds(text: str) -> float:
-    """argparse type: a positive number of seconds."""
+    """argparse type: a positive number of seconds, at most MAX_SECONDS."""
     try:
-        value = float(text)
+        value = float(text) if len(text) <= 40 else float("nan")
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"'{text}': must be a positive number of seconds")
+        raise argparse.ArgumentTypeError(
+            f"'{shown(text, 40)}' is not a number of seconds"
+        ) from None
+    if not 0 < value <= MAX_SECONDS:  # NaN and inf fail too
+        raise argparse.ArgumentTypeError(
+            f"'{shown(text, 40)}': must be a positive number of seconds, at most {MAX_SECONDS:,.0f}"
+        )
     return value
 
 
@@ -628,10 +642,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("remote-host", help="serve a board's remote spilling over a serial line")
     r.add_argument("--port", required=True, help="serial device, e.g. /dev/ttyACM0")
-    r.add_argument("--baud", type=int, default=921600)
+    r.add_argument("--baud", type=baud_rate, default=921600)
     r.add_argument("--storage", default=None, help="directory for spilled slots (default: memory)")
     r.add_argument(
-        "--timeout", type=float, default=2.0, help="seconds before a silent peer is an error"
+        "--timeout",
+        type=positive_seconds,
+        default=2.0,
+        help="seconds before a silent peer is an error",
     )
     r.add_argument("--once", action="store_true", help="exit when the board disconnects")
     r.add_argument(

@@ -52,6 +52,12 @@ def shown(value: object, limit: int = NAME_LIMIT) -> str:
     return safe
 
 
+def unprintable(text: str) -> str | None:
+    """The first character of ``text`` that ``shown`` would escape (None: every one prints as
+    itself): names a user gives must print as typed, in messages and tables alike."""
+    return next((c for c in text if unicodedata.category(c) in _UNSAFE), None)
+
+
 def _escaped(text: str) -> str:
     return "".join(_escape(c) if unicodedata.category(c) in _UNSAFE else c for c in text)
 

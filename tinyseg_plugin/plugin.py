@@ -213,16 +213,12 @@ def _board(options: argparse.Namespace):
 
 
 def _rate(options: argparse.Namespace) -> float:
-    text = str(getattr(options, "rate", None) or "1")
+    from .sizes import parse_rate
+
     try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not (0 < value < float("inf")):
-        raise PluginError(
-            f"tinyseg: --rate: '{text}' is not a positive number of inferences per second", 2
-        )
-    return value
+        return parse_rate(str(getattr(options, "rate", None) or "1"))
+    except ValueError as exc:
+        raise PluginError(f"tinyseg: --rate: {exc}", 2) from None
 
 
 @hookimpl

@@ -644,6 +644,46 @@ def _fetching(m: dict) -> FetchingOptions:
     )
 
 
+INT32_MIN = -(1 << 31)
+
+
+def _whole(v: object, what: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
+    """An integer of a StreamChain body within lo..hi (the C++ side reads each as an int32): a
+    float, an infinity, a NaN or a 64-bit figure is refused here, before any arithmetic sees it."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"{what} {_short(v)} is not an integer")
+    if not lo <= v <= hi:
+        raise ValueError(f"{what} {v} is outside {lo}..{hi}")
+    return v
+
+
+def _real(v: object, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"{what} {_short(v)} is not a number")
+    return float(v)
+
+
+def _short(v: object) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _body_tensor(t: dict) -> StreamTensor:
+    """One body tensor: every dimension 1..INT32_MAX (INT_LIMITS["dim"])."""
+    lo, hi = INT_LIMITS["dim"]
+    shape = t["shape"]
+    if not isinstance(shape, list) or len(shape) > MAX_DIMS:
+        raise ValueError(f"a body tensor's shape must be a list of at most {MAX_DIMS} dimensions")
+    return StreamTensor(
+        str(t["name"]),
+        str(t["type"]),
+        tuple(_whole(d, "a body tensor dimension", lo, hi) for d in shape),
+        tuple(_real(x, "a body tensor scale") for x in t["scale"]),
+        tuple(_whole(z, "a body tensor zero point") for z in t["zero_point"]),
+        _whole(t["quantized_dimension"], "a body tensor's quantized_dimension", 0, MAX_DIMS - 1),
+    )
+
+
 def _stream_chain(m: dict) -> StreamChainOptions:
     numbers = [_int(m, k) for k in STREAM_CHAIN_KEYS[1:]]
     if not any(k in m for k in STREAM_BODY_KEYS):
@@ -651,26 +691,19 @@ def _stream_chain(m: dict) -> StreamChainOptions:
     stages = tuple(
         StreamStage(
             str(st["op"]),
-            tuple(int(i) for i in st["inputs"]),
-            tuple(int(o) for o in st["outputs"]),
+            tuple(_whole(i, "a stage input", -1) for i in st["inputs"]),
+            tuple(_whole(o, "a stage output", 0) for o in st["outputs"]),
             str(st["options"]) or None,
             tuple(sorted(dict(st["fields"]).items())),
-            int(st["version"]),
+            _whole(st["version"], "a stage version", 0),
         )
         for st in m["stages"]
     )
-    tensors = tuple(
-        StreamTensor(
-            str(t["name"]),
-            str(t["type"]),
-            tuple(int(d) for d in t["shape"]),
-            tuple(float(x) for x in t["scale"]),
-            tuple(int(z) for z in t["zero_point"]),
-            int(t["quantized_dimension"]),
-        )
-        for t in m["tensors"]
-    )
-    pairs = {k: tuple((int(a), int(b)) for a, b in m[k]) for k in ("spill", "fetch", "rings")}
+    tensors = tuple(_body_tensor(t) for t in m["tensors"])
+    pairs = {
+        k: tuple((_whole(a, k, 0), _whole(b, k, 0)) for a, b in m[k])
+        for k in ("spill", "fetch", "rings")
+    }
     regions = tuple(
         (_int({"slot": s}, "slot"), _int({"region": r}, "region"))
         for s, r in m.get("slot_regions", [])
@@ -738,7 +771,7 @@ def _decode(opcode: str, data: bytes | None):
                     f"FetchingConv2D concatenates rank-{CONV_RANK} operands along axis {CONV_AXIS}"
                 )
             return FetchingConv2DOptions(fetching, conv, _int(m, "band_rows"), bias_type)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         return f": malformed options ({exc})"
     return ": not a TinySeg operator"
 

@@ -43,6 +43,9 @@ MAX_SLOT_BYTES = 64 << 20  # one spilled tensor; more is a bug on the board, not
 # the most any example model spills per inference (Attention U-Net: 2,150,400 B, README).
 DEFAULT_CAPACITY = 16 << 20
 MAX_SLOTS = 65536  # slots held at once: each costs memory (or a file) even when empty
+# Erased bytes are written in pieces of this size: a frame's length never becomes one allocation.
+FILL_CHUNK = 1 << 16
+_ERASED = b"\xff" * FILL_CHUNK
 
 
 class MsgType(enum.IntEnum):
@@ -183,6 +186,20 @@ class SlotStore(Protocol):
     def size(self, slot: int) -> int: ...
 
 
+def _erased_pieces(length: int):
+    """``length`` bytes of 0xFF as pieces of at most FILL_CHUNK bytes."""
+    while length > 0:
+        n = min(length, FILL_CHUNK)
+        yield _ERASED if n == FILL_CHUNK else _ERASED[:n]
+        length -= n
+
+
+def _fill(buf: bytearray, offset: int, length: int) -> None:
+    for piece in _erased_pieces(length):
+        buf[offset : offset + len(piece)] = piece
+        offset += len(piece)
+
+
 def _check_end(end: int, limit: int) -> None:
     if end > limit:
         raise SlotError(Status.NO_SPACE, f"slot would grow to {end} bytes (limit {limit})")
@@ -228,7 +245,8 @@ class MemoryStore(_Capacity):
             buf = self.slots[slot] = bytearray()
         if end > len(buf):
             self.used += end - len(buf)
-            buf += b"\xff" * (end - len(buf))
+            for piece in _erased_pieces(end - len(buf)):
+                buf += piece
         return buf
 
     def write(self, slot: int, offset: int, data: bytes) -> None:
@@ -243,7 +261,9 @@ class MemoryStore(_Capacity):
         return bytes(buf[offset : offset + length])
 
     def erase(self, slot: int, offset: int, length: int) -> None:
-        self._grow(slot, offset + length)[offset : offset + length] = b"\xff" * length
+        # the bound check (_grow) before any byte of the erase exists: a subscript assignment
+        # would build its right-hand side first
+        _fill(self._grow(slot, offset + length), offset, length)
 
     def drop(self, slot: int) -> None:
         buf = self.slots.pop(slot, None)
@@ -296,7 +316,8 @@ class DirStore(_Capacity):
         self._sizes[slot] = max(size, end)
         if end > size:
             self.used += end - size
-            f.write(b"\xff" * (end - size))
+            for piece in _erased_pieces(end - size):
+                f.write(piece)
         return f
 
     def write(self, slot: int, offset: int, data: bytes) -> None:
@@ -317,7 +338,8 @@ class DirStore(_Capacity):
     def erase(self, slot: int, offset: int, length: int) -> None:
         with self._grow(slot, offset + length) as f:
             f.seek(offset)
-            f.write(b"\xff" * length)
+            for piece in _erased_pieces(length):
+                f.write(piece)
 
     def drop(self, slot: int) -> None:
         self._path(slot).unlink(missing_ok=True)

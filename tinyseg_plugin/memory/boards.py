@@ -3,7 +3,7 @@ already, and the bandwidth and flash timings the cost model (cost.py) prices sto
 
 Three presets (``generic``, ``nicla-vision``, ``esp32-s3-psram``) and a user's own map from a
 TOML or JSON file (docs/boards.md). A bad file is refused with one sentence (TinySegError, exit
-code 2). Every preset figure names its source; figures marked ``estimate`` are not datasheet
+code 2); this module owns a board file's limits (its size, nesting, numbers and names). Every preset figure names its source; figures marked ``estimate`` are not datasheet
 values. The Nicla Vision's flash timings are the ones tflm_ops/core/src/flash_profiles.cc gives
 NorFlashSim (tests/test_boards.py parses that file and compares)."""
 
@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import stat
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from ..errors import TinySegError, shown
-from ..sizes import parse_size
+from ..errors import TinySegError, shown, unprintable
+from ..sizes import MAX_DIGITS, MAX_SIZE, parse_size
 
 RAM, FLASH = "ram", "flash"
 
@@ -255,19 +258,116 @@ _FLASH_ONLY = ("page_size", "sector_size", "page_program_time", "sector_erase_ti
 _SIZES = ("capacity", "used", "page_size", "sector_size")
 _POSITIVE = ("read_bandwidth", "write_bandwidth")
 
+# The limits of a board file (docs/boards.md, "Limits"): checked before anything else reads it,
+# so that no file can make a run allocate, recurse or compute without bound.
+MAX_FILE_BYTES = 1 << 20  # a board file is a few KB; a bigger one is not read at all
+MAX_DEPTH = 8  # tables and arrays nested in one another (a board map needs 3)
+MAX_NAME = 64  # characters of a board's or a region's name
+MAX_TEXT = 2000  # characters of a note or used_by
+MAX_REGIONS_PER_BOARD = 64
+MAX_SECONDS = 3600.0  # any flash timing: an hour per page or sector is no real part
+# key -> (least, greatest, unit): every number a board file may hold. Sizes fit a 48-bit address
+# space (sizes.MAX_SIZE), a page or sector 32 bits; 10^15 erase cycles is past FRAM's 10^14.
+LIMITS: dict[str, tuple[float, float, str]] = {
+    "capacity": (1, MAX_SIZE, "bytes"),
+    "used": (0, MAX_SIZE, "bytes"),
+    "page_size": (0, 1 << 32, "bytes"),  # flash regions need them positive (_flash_keys)
+    "sector_size": (0, 1 << 32, "bytes"),
+    "endurance": (0, 10**15, "erase cycles"),
+    "read_bandwidth": (1.0, 1e15, "bytes per second"),
+    "write_bandwidth": (1.0, 1e15, "bytes per second"),
+    "page_program_time": (0.0, MAX_SECONDS, "seconds"),
+    "sector_erase_time": (0.0, MAX_SECONDS, "seconds"),
+    "read_command_time": (0.0, MAX_SECONDS, "seconds"),
+    "program_command_time": (0.0, MAX_SECONDS, "seconds"),
+    "clock_hz": (1e3, 1e11, "Hz"),
+    "address": (0, MAX_SIZE, "a byte address"),
+}
+_INTEGERS = _SIZES + ("endurance", "address")
 
-def _number(where: str, key: str, value: object, *, size: bool = False) -> float:
-    """A number from the file (sizes may be written '512KB'); one sentence when it is not."""
-    if size and isinstance(value, str):
+
+def _bound(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+def _figure(value: object) -> str:
+    """A refused value as a message shows it: short, whatever the file held."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**MAX_DIGITS:
+        return f"a number of {len(str(abs(value)))} digits"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (dict, list)):
+        return f"a {'table' if isinstance(value, dict) else 'list'}"
+    return shown(repr(value), 40)
+
+
+def _number(where: str, key: str, value: object) -> float:
+    """A number from the file within LIMITS[key] (sizes may be written '512KB'); one sentence
+    naming the key and the limit when it is not."""
+    lo, hi, unit = LIMITS[key]
+    if key in _SIZES and isinstance(value, str):
         try:
             return parse_size(value)
-        except ValueError:
+        except ValueError as exc:
             raise TinySegError(
-                f"{where}: {key} '{shown(value, 40)}' is not a size: write bytes, e.g. 131072 or \"128KiB\""
+                f'{where}: {key} {exc}: write bytes, e.g. 131072 or "128KiB"'
             ) from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TinySegError(f"{where}: {key} must be a number, not {shown(repr(value), 40)}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TinySegError(f"{where}: {key} must be a number, not {_figure(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise TinySegError(f"{where}: {key} must be a finite number, not {_figure(value)}")
+    if not lo <= value <= hi:
+        sign = "positive" if value <= 0 < lo else "zero or more" if value < 0 else "in range"
+        raise TinySegError(
+            f"{where}: {key} must be {sign}, not {_figure(value)} (from {_bound(lo)} to {_bound(hi)} "
+            f"{unit})"
+        )
     return value
+
+
+def _name(where: str, key: str, value: object) -> str:
+    """A name users see in messages and tables: a printable string of 1 to MAX_NAME characters."""
+    if not isinstance(value, str) or not value:
+        raise TinySegError(f"{where}: {key} must be a non-empty string, not {_figure(value)}")
+    if len(value) > MAX_NAME:
+        raise TinySegError(
+            f"{where}: {key} '{shown(value, 40)}' has {len(value):,} characters (at most {MAX_NAME})"
+        )
+    bad = unprintable(value)
+    if bad is not None:
+        raise TinySegError(
+            f"{where}: {key} '{shown(value)}' holds the control character {shown(bad)}: "
+            "names are printable text"
+        )
+    return value
+
+
+def _text(where: str, key: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TinySegError(f"{where}: {key} must be a string, not {_figure(value)}")
+    if len(value) > MAX_TEXT:
+        raise TinySegError(f"{where}: {key} has {len(value):,} characters (at most {MAX_TEXT:,})")
+    return value
+
+
+def _region_values(here: str, raw: dict, kind: str) -> dict:
+    """The region's keys checked one by one (names, texts, flags, numbers within LIMITS)."""
+    values: dict = {"kind": kind}
+    for key, value in raw.items():
+        if key == "name":
+            values[key] = value
+        elif key in ("used_by", "note", "section"):
+            values[key] = _text(here, key, value)
+        elif key == "arena":
+            if not isinstance(value, bool):
+                raise TinySegError(f"{here}: arena must be true or false, not {_figure(value)}")
+            values[key] = value
+        elif key != "kind":
+            v = _number(here, key, value)
+            if key == "address" and v != int(v):
+                raise TinySegError(f"{here}: address must be a whole byte address, not {_figure(v)}")
+            values[key] = int(v) if key in _INTEGERS else float(v)
+    return values
 
 
 def _region(where: str, raw: object) -> Region:
@@ -275,10 +375,10 @@ def _region(where: str, raw: object) -> Region:
         raise TinySegError(
             f"{where}: each [[region]] must be a table of keys (name, kind, capacity, ...)"
         )
-    name = raw.get("name")
-    if not isinstance(name, str) or not name:
+    if raw.get("name") in (None, ""):
         raise TinySegError(f'{where}: a region has no name: give each [[region]] a name = "..."')
-    here = f"{where}: region '{shown(name, 40)}'"
+    name = _name(where, "region name", raw["name"])
+    here = f"{where}: region '{name}'"
     unknown = sorted(set(raw) - _REGION_KEYS)
     if unknown:
         raise TinySegError(
@@ -286,7 +386,7 @@ def _region(where: str, raw: object) -> Region:
         )
     kind = raw.get("kind")
     if kind not in (RAM, FLASH):
-        raise TinySegError(f'{here}: kind must be "ram" or "flash", not {shown(repr(kind), 40)}')
+        raise TinySegError(f'{here}: kind must be "ram" or "flash", not {_figure(kind)}')
     if "capacity" not in raw:
         raise TinySegError(
             f'{here} has no capacity: give it in bytes, e.g. capacity = 131072 or "128KiB"'
@@ -296,45 +396,13 @@ def _region(where: str, raw: object) -> Region:
             raise TinySegError(
                 f"{here} has no {key}: give it in bytes per second, e.g. {key} = 20e6"
             )
-    values: dict = {"name": name, "kind": kind}
-    for key, value in raw.items():
-        if key in ("name", "kind", "used_by", "note", "section"):
-            if key in ("used_by", "note", "section") and not isinstance(value, str):
-                raise TinySegError(f"{here}: {key} must be a string")
-            values.setdefault(key, value)
-        elif key == "arena":
-            if not isinstance(value, bool):
-                raise TinySegError(f"{here}: arena must be true or false")
-            values[key] = value
-        else:
-            v = _number(here, key, value, size=key in _SIZES)
-            if v < 0 or (key in _POSITIVE and v == 0):
-                raise TinySegError(
-                    f"{here}: {key} must be {'positive' if key in _POSITIVE else 'zero or more'}, not {value}"
-                )
-            values[key] = int(v) if key in _SIZES or key in ("endurance", "address") else float(v)
-    if values["capacity"] <= 0:
-        raise TinySegError(f"{here}: capacity must be positive, not {raw['capacity']}")
+    values = _region_values(here, raw, kind)
     if values.get("used", 0) > values["capacity"]:
         raise TinySegError(
             f"{here}: used ({values['used']:,} B) is more than its capacity ({values['capacity']:,} B)"
         )
     if kind == FLASH:
-        if values.get("arena"):
-            raise TinySegError(f"{here}: the arena cannot live in flash: set arena on a ram region")
-        for key in _FLASH_ONLY:
-            if not values.get(key):
-                example = {"endurance": "its erase cycles per sector, e.g. endurance = 100000"}.get(
-                    key, f"a positive {key}"
-                )
-                raise TinySegError(
-                    f"flash {here[len(where) + 2 :]} in {where} has no {key}: give {example}"
-                )
-        if values["sector_size"] % values["page_size"]:
-            raise TinySegError(
-                f"{here}: sector_size ({values['sector_size']:,} B) is not a multiple of page_size "
-                f"({values['page_size']:,} B)"
-            )
+        _flash_keys(where, here, values)
     else:
         extra = [
             k for k in _FLASH_ONLY + ("read_command_time", "program_command_time") if raw.get(k)
@@ -344,10 +412,43 @@ def _region(where: str, raw: object) -> Region:
     return Region(**values)
 
 
+def _flash_keys(where: str, here: str, values: dict) -> None:
+    if values.get("arena"):
+        raise TinySegError(f"{here}: the arena cannot live in flash: set arena on a ram region")
+    for key in _FLASH_ONLY:
+        if not values.get(key):
+            example = {"endurance": "its erase cycles per sector, e.g. endurance = 100000"}.get(
+                key, f"a positive {key}"
+            )
+            raise TinySegError(
+                f"flash {here[len(where) + 2 :]} in {where} has no {key}: give {example}"
+            )
+    if values["sector_size"] % values["page_size"]:
+        raise TinySegError(
+            f"{here}: sector_size ({values['sector_size']:,} B) is not a multiple of page_size "
+            f"({values['page_size']:,} B)"
+        )
+
+
+def _depth(raw: object) -> int:
+    """How deep tables and lists nest in ``raw``, counted without recursion."""
+    deepest, stack = 0, [(raw, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth <= MAX_DEPTH:
+                items = value.values() if isinstance(value, dict) else value
+                stack.extend((v, depth + 1) for v in items)
+    return deepest
+
+
 def board_from_dict(raw: object, where: str) -> Board:
     """A Board from a parsed TOML/JSON map; TinySegError (one sentence) when the map is wrong."""
     if not isinstance(raw, dict):
         raise TinySegError(f"{where}: the board map must be a table of keys (name, region, ...)")
+    if _depth(raw) > MAX_DEPTH:
+        raise TinySegError(f"{where}: tables, lists or dotted keys nest more than {MAX_DEPTH} deep")
     unknown = sorted(set(raw) - _BOARD_KEYS)
     if unknown:
         raise TinySegError(
@@ -356,83 +457,174 @@ def board_from_dict(raw: object, where: str) -> Board:
     raws = raw.get("region")
     if not isinstance(raws, list) or not raws:
         raise TinySegError(f'{where}: no regions: add at least one [[region]] with kind = "ram"')
+    if len(raws) > MAX_REGIONS_PER_BOARD:
+        raise TinySegError(
+            f"{where}: {len(raws):,} regions (a board file may have at most {MAX_REGIONS_PER_BOARD})"
+        )
     regions = [_region(where, r) for r in raws]
     names = [r.name for r in regions]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
-        raise TinySegError(
-            f"{where}: two regions are named '{shown(dup, 40)}': give each its own name"
-        )
+        raise TinySegError(f"{where}: two regions are named '{dup}': give each its own name")
     rams = [r for r in regions if r.kind == RAM]
     if not rams:
         raise TinySegError(f"{where}: no ram region: the arena needs one")
     arenas = [r for r in regions if r.arena]
     if len(arenas) > 1:
         raise TinySegError(
-            f"{where}: regions '{arenas[0].name}' and '{arenas[1].name}' both say arena = true: the arena lives in one"
+            f"{where}: regions '{arenas[0].name}' and '{arenas[1].name}' both say arena = true: "
+            "the arena lives in one"
         )
     if not arenas:  # the first RAM region holds the arena
         i = regions.index(rams[0])
         regions[i] = Region(
             **{**{f.name: getattr(rams[0], f.name) for f in fields(Region)}, "arena": True}
         )
+    return _board(raw, where, tuple(regions))
+
+
+def _board(raw: dict, where: str, regions: tuple[Region, ...]) -> Board:
+    """The board's own keys, its regions checked."""
+    names = [r.name for r in regions]
     spill = raw.get("spill_region")
     if spill is None:
         flash = [r for r in regions if r.kind == FLASH]
         others = [r for r in regions if not r.arena]
         spill = (flash or others or [regions[0]])[0].name
-    elif spill not in names:
+    elif not isinstance(spill, str) or spill not in names:
+        listed = ", ".join(f"'{n}'" for n in names[:8]) + (", ..." if len(names) > 8 else "")
         raise TinySegError(
-            f"{where}: spill_region '{shown(spill, 40)}' is not one of its regions ({', '.join(names)})"
+            f"{where}: spill_region '{shown(spill, 40)}' is not one of its regions ({listed})"
         )
-    name = raw.get("name", Path(where).stem)
-    if not isinstance(name, str) or not name:
-        raise TinySegError(f"{where}: name must be a non-empty string")
+    name = _name(where, "name", raw.get("name", shown(Path(where).stem, MAX_NAME)))
     clock = _number(where, "clock_hz", raw.get("clock_hz", 480e6))
-    if clock <= 0:
-        raise TinySegError(f"{where}: clock_hz must be positive, not {raw['clock_hz']}")
-    note = raw.get("note", "")
-    if not isinstance(note, str):
-        raise TinySegError(f"{where}: note must be a string")
-    return Board(name, tuple(regions), spill, float(clock), note)
+    note = _text(where, "note", raw.get("note", ""))
+    return Board(name, regions, spill, float(clock), note)
+
+
+# ----------------------------------------------------------------------------- a board file
+
+# What the text of a file may hold before a parser sees it: strings and comments are skipped;
+# brackets and braces count the nesting (both parsers recurse once per level), and so do the dots
+# of a TOML dotted key (tomllib's work grows with their square); a run of digits longer than
+# MAX_DIGITS is no figure a board has (Python refuses to convert 4,300 and more).
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|(?P<open>[\[{])|(?P<close>[\]}])|(?P<digits>[0-9]+)')
+_TOML_TOKENS = re.compile(
+    r'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*'
+    r"|(?P<open>[\[{])|(?P<close>[\]}])|(?P<digits>[0-9][0-9_]*)(?:\.[0-9][0-9_]*)?"
+    r"|(?P<dot>\.)|(?P<newline>\n)",
+    re.DOTALL,
+)
+
+
+def _check_text(text: str, where: str, toml: bool) -> None:
+    depth = dots = 0
+    for m in (_TOML_TOKENS if toml else _JSON_TOKENS).finditer(text):
+        kind = m.lastgroup
+        if kind == "newline":
+            dots = 0
+        elif kind in ("open", "dot"):
+            depth += kind == "open"
+            dots += kind == "dot"
+            if depth > MAX_DEPTH or dots > MAX_DEPTH:
+                line = text.count("\n", 0, m.start()) + 1
+                raise TinySegError(
+                    f"{where}: tables, lists or dotted keys nest more than {MAX_DEPTH} deep "
+                    f"(line {line})"
+                )
+        elif kind == "close":
+            depth = max(depth - 1, 0)
+        elif kind == "digits" and len(m.group("digits").replace("_", "")) > MAX_DIGITS:
+            line = text.count("\n", 0, m.start()) + 1
+            raise TinySegError(
+                f"{where}: a number of more than {MAX_DIGITS} digits (line {line}): no board "
+                "figure needs one"
+            )
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a file that is not a regular file is ("a FIFO", ...); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def _read_board_file(spec: str, where: str) -> str:
+    """The text of a board file: its kind and size checked on the path before it is opened (a FIFO
+    is never opened, so nothing blocks), then again on the open file, and at most
+    MAX_FILE_BYTES + 1 bytes read."""
+    limit = f"a board file may have at most {MAX_FILE_BYTES:,} B (docs/boards.md)"
+    data = b""
+    try:
+        st = os.stat(spec)
+        what = _not_regular(st.st_mode)
+        if what is None and st.st_size <= MAX_FILE_BYTES:
+            fd = os.open(spec, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                what = _not_regular(st.st_mode)
+                data = f.read(MAX_FILE_BYTES + 1) if what is None else b""
+    except OSError as exc:
+        raise TinySegError(f"cannot read board file {where}: {exc.strerror or exc}") from None
+    if what is not None:
+        raise TinySegError(f"board file {where} is {what}: give a .toml or .json file")
+    if st.st_size > MAX_FILE_BYTES or len(data) > MAX_FILE_BYTES:
+        raise TinySegError(f"board file {where} has {max(st.st_size, len(data)):,} B: {limit}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TinySegError(
+            f"board file {where} is not UTF-8 text (byte {exc.start:,} is not)"
+        ) from None
+
+
+def _parse(text: str, where: str, toml: bool) -> object:
+    """The parsed map; any parser failure (the text checked first) is one sentence."""
+    _check_text(text, where, toml)
+    try:
+        if not toml:
+            return json.loads(text)
+        import tomllib
+
+        return tomllib.loads(text)
+    except ImportError:  # Python 3.10
+        raise TinySegError(
+            f"{where}: TOML needs Python 3.11 or later: write the map as JSON"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise TinySegError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except (ValueError, RecursionError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+        reason = shown(str(exc), 200) if isinstance(exc, ValueError) else "nested too deep"
+        raise TinySegError(f"{where} is not valid {'TOML' if toml else 'JSON'}: {reason}") from None
 
 
 def load_board(spec: str) -> Board:
     """``--board``: a preset's name, or a .toml / .json file with a user's map (docs/boards.md)."""
     if spec in PRESETS:
         return PRESETS[spec]()
-    path = Path(spec)
-    if not path.is_file():
+    try:
+        exists = os.path.lexists(spec)
+    except (ValueError, OSError):  # a NUL byte, a name too long for the system
+        exists = False
+    if not exists:
         raise TinySegError(
             f"unknown board '{shown(spec, 60)}': give one of {', '.join(PRESETS)} or a .toml/.json "
             "file with your board's memory map (docs/boards.md)"
         )
     where = shown(spec)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TinySegError(f"cannot read board file {where}: {exc.__class__.__name__}") from None
-    if path.suffix.lower() == ".json":
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TinySegError(
-                f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}"
-            ) from None
-    elif path.suffix.lower() == ".toml":
-        try:
-            import tomllib
-        except ImportError:  # Python 3.10
-            raise TinySegError(
-                f"{where}: TOML needs Python 3.11 or later: write the map as JSON"
-            ) from None
-        try:
-            raw = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise TinySegError(f"{where} is not valid TOML: {exc}") from None
-    else:
+    suffix = Path(spec).suffix.lower()
+    if suffix not in (".json", ".toml"):
         raise TinySegError(f"{where}: a board file ends in .toml or .json (docs/boards.md)")
-    return board_from_dict(raw, where)
+    return board_from_dict(_parse(_read_board_file(spec, where), where, suffix == ".toml"), where)
 
 
 def presets_table() -> str:

@@ -30,6 +30,22 @@ REFERENCE_HZ = 480e6  # the Nicla Vision's M7 clock
 # baseline: not measured here.
 CMSIS_NN_SPEEDUP = 4.6
 SECONDS_PER_YEAR = 365.25 * 24 * 3600
+# The widest figures printed: past these a wear-out is "more than" them, so that a board's extreme
+# but accepted figures (boards.LIMITS, sizes.MIN_RATE) never print a 30-digit number.
+MAX_YEARS_SHOWN = 1_000_000
+MAX_INFERENCES_SHOWN = 10**15
+
+
+def inferences_text(n: float) -> str:
+    """An inference count as printed, at most MAX_INFERENCES_SHOWN."""
+    return f"{n:,.0f}" if n < MAX_INFERENCES_SHOWN else f"more than {MAX_INFERENCES_SHOWN:,}"
+
+
+def lifetime_text(years: float) -> str:
+    """A wear-out time as printed: days under a year, years up to MAX_YEARS_SHOWN."""
+    if years >= MAX_YEARS_SHOWN:
+        return f"more than {MAX_YEARS_SHOWN:,} years"
+    return f"{years:,.1f} years" if years >= 1 else f"{years * 365.25:,.1f} days"
 
 
 def op_macs(graph: Graph) -> list[int]:
@@ -170,8 +186,9 @@ class Cost:
             if r.overfull
         ]
         return full + [
-            f"warning: {self.board} '{r.region}' wears out after {r.inferences_to_wearout:,.0f} "
-            f"inferences, {r.years_to_wearout * 365.25:,.1f} days at {self.rate:g} inference/s: "
+            f"warning: {self.board} '{r.region}' wears out after "
+            f"{inferences_text(r.inferences_to_wearout)} inferences, "
+            f"{lifetime_text(r.years_to_wearout)} at {self.rate:g} inference/s: "
             "lower --rate, spill to another region (--board FILE) or give a higher --target"
             for r in self.regions
             if r.years_to_wearout is not None and r.years_to_wearout < 1.0
@@ -335,9 +352,9 @@ def summary_lines(cost: Cost) -> list[str]:
     for r in cost.regions:
         line = f"  {r.region}: {r.bytes_written:,} B written, {r.bytes_read:,} B read per inference"
         if r.inferences_to_wearout is not None:
-            y = r.years_to_wearout
-            when = f"{y:,.1f} years" if y >= 1 else f"{y * 365.25:,.1f} days"
-            line += f"; wears out after {r.inferences_to_wearout:,.0f} inferences ({when} at {cost.rate:g}/s)"
+            when = lifetime_text(r.years_to_wearout)
+            count = inferences_text(r.inferences_to_wearout)
+            line += f"; wears out after {count} inferences ({when} at {cost.rate:g}/s)"
         parts.append(line)
     p = cost.placement
     if p is not None and len(p.names) > 1:  # more than the spill region: say where each slot is

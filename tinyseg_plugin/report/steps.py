@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import shown
+from ..memory.cost import inferences_text
 from ..transforms.optimizer import Result
 
 SCHEMA = "tinyseg.optimization/5"  # 5: "not_streamed", "board", "cost"; 4: "kernel_set", "build_profile" (old "runtime", "arch" kept for one release); 3: "strategy" and "considered"; 2: "arch", "target_bytes", "target_met", "unchanged"
@@ -143,7 +144,7 @@ def frontier_lines(points: list, board: str) -> list[str]:
         f"  {'head (B)':>10} {'latency (ms)':>13} {'flash B written':>16} {'wear-out (inferences)':>22}  plan",
     ]
     for p in points:
-        wear = "-" if p.wearout_inferences is None else f"{p.wearout_inferences:,.0f}"
+        wear = "-" if p.wearout_inferences is None else inferences_text(p.wearout_inferences)
         target = "no target" if p.target is None else f"--target {p.target:,}"
         plan = "the input" if p.strategy == "input" else f"{p.strategy} ({target})"
         lines.append(
