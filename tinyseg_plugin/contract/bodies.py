@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .. import deadline
 from ..errors import TinySegError
 from .customops import (
     ELEMENT_BYTES,
@@ -746,6 +747,7 @@ def validate_graph(graph, kernel: bool = True) -> None:
     for op in graph.operators:
         if op.opcode not in TINYSEG_OPS:
             continue
+        deadline.check("checking TinySeg's operators")
         o = decode(op, graph.memo.decoded)
         here = f"operator {op.index} ({op.opcode})"
         if isinstance(o, StreamChainOptions):

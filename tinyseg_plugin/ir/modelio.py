@@ -17,6 +17,7 @@ from pathlib import Path
 import flatbuffers
 import numpy as np
 
+from .. import deadline
 from ..errors import TinySegError, shown
 from .schema import fb
 
@@ -68,6 +69,7 @@ def read_model_bytes(path: str | os.PathLike[str]) -> bytes:
 
 def parse_model(data: bytes, name: str = "model") -> "fb.ModelT":
     """Parse flatbuffer bytes into the object API, rejecting anything that is not a whole TFLite model."""
+    deadline.check("reading the model")
     if len(data) < 8:
         raise TinySegError(f"{name}: too short to be a flatbuffer ({len(data)} bytes)")
     root = int.from_bytes(data[0:4], "little")
@@ -87,11 +89,13 @@ def parse_model(data: bytes, name: str = "model") -> "fb.ModelT":
             f"{name}: corrupt or truncated flatbuffer (a table or vector lies outside the "
             f"{len(data):,}-byte file)"
         ) from None
+    deadline.check("validating the model")
     _check_structure(model, name, len(data))
     _load_external_buffers(model, data, name)
     from .validate import validate_model
 
     validate_model(model, name)
+    deadline.check("validating the model")
     return model
 
 
@@ -300,6 +304,7 @@ def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tupl
     current: Path | None = None
     temps: list[tuple[str, Path]] = []
     mode = 0o666 & ~_umask()
+    deadline.finish()  # the run's last step: never stopped half-way by --time-limit
     try:
         try:
             for d in make_dirs:
