@@ -647,6 +647,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
+        from .ir.modelio import recover
+
+        for warning in recover():  # an interrupted run's outputs, before anything else
+            print(f"tinyseg: warning: {shown(warning, MESSAGE_LIMIT)}", file=sys.stderr)
         args = build_parser().parse_args(argv)
         with deadline.within(getattr(args, "time_limit", None)):  # optimize, verify
             return args.func(args)

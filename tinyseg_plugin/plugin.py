@@ -265,8 +265,11 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
     """The pipeline of ``tinyseg optimize`` on the host's reordered model: the same refusals,
     the same check in TFLM, the same sentences and exit codes."""
     from .checks.real_kernels import resolve_tflm_dir
+    from .ir.modelio import recover
     from .pipeline import Run, optimize
 
+    for warning in recover():  # an interrupted `tinyseg` run's outputs, before anything else
+        print(f"tinyseg: warning: {warning}")
     opts = _options(options)
     runs = None if getattr(options, "no_verify", False) else _verify_runs(options)
     run = Run(

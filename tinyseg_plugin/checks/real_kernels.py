@@ -36,6 +36,7 @@ import numpy as np
 from .. import deadline
 from ..deploy.tflm_install import INSTALL_DIR, find_sources, install
 from ..errors import TinySegError
+from ..ir.modelio import cache_root
 from . import interpreter
 
 ENV_TFLM = "TFLM_DIR"
@@ -83,14 +84,6 @@ class RunnerOutput:
 
 
 # ---------------------------------------------------------------- where the build lives
-
-
-def cache_root() -> Path:
-    """$TINYSEG_CACHE_DIR, else $XDG_CACHE_HOME/tinyseg, else ~/.cache/tinyseg."""
-    if os.environ.get(ENV_CACHE):
-        return Path(os.environ[ENV_CACHE]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "tinyseg"
 
 
 def check_tree(tflm_dir: str) -> Path:
