@@ -41,7 +41,7 @@ class TimeLimit(BaseException):
 class Deadline:
     seconds: float  # the --time-limit given
     end: float  # time.monotonic() at which the run is stopped
-    doing: str = "starting"
+    doing: str = "reading the model"  # the first step of every run with a deadline
     held: int = 0  # nested paused() blocks
 
     def remaining(self) -> float:
