@@ -426,6 +426,46 @@ def mutate(base: bytes, mutation: Mutation) -> bytes:
     return modelio.model_to_bytes(model)
 
 
+def long_stream_chain(n_body: int, fan_out: bool = False) -> bytes:
+    """One StreamChain with ``n_body`` body tensors of 2x2x1 int8, each with a one-row ring: a chain
+    of ``n_body`` + 1 RELU stages (input -> body 0 -> ... -> output) or, with ``fan_out``, ``n_body``
+    RELUs of the input and one from body 0 to the output. Valid (analyze accepts it): the shape
+    whose body checks and FlexBuffers decoding must take time linear in ``n_body``."""
+    from synth import relu_chain
+
+    from tinyseg_plugin.contract import customops as co
+    from tinyseg_plugin.ir.schema import BUILTIN_CODES, fb
+
+    model = relu_chain(1, size=2, channels=1)
+    sg = model.subgraphs[0]
+    q = sg.tensors[sg.inputs[0]].quantization
+    body = tuple(
+        co.StreamTensor(f"b{j}", "INT8", (1, 2, 2, 1), (q.scale[0],), (q.zeroPoint[0],))
+        for j in range(n_body)
+    )
+    if fan_out:
+        stages = [co.StreamStage("RELU", (0,), (2 + j,)) for j in range(n_body)]
+        stages.append(co.StreamStage("RELU", (2,), (1,)))
+    else:
+        ids = [0, *range(2, 2 + n_body), 1]
+        stages = [co.StreamStage("RELU", (a,), (b,)) for a, b in zip(ids, ids[1:])]
+    options = co.StreamChainOptions(
+        ring_bytes=2 * n_body,  # one row of 2x1 int8 each
+        stages=tuple(stages),
+        tensors=body,
+        rings=tuple((2 + j, 1) for j in range(n_body)),
+    )
+    code = fb.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = BUILTIN_CODES["CUSTOM"]
+    code.customCode, code.version = co.STREAM_CHAIN.encode(), 1
+    op = fb.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, [sg.inputs[0]], [sg.outputs[0]]
+    op.customOptions = np.frombuffer(co.encode(options), dtype=np.uint8).copy()
+    op.customOptionsFormat = fb.CustomOptionsFormat.FLEXBUFFERS
+    model.operatorCodes, sg.operators = [code], [op]
+    return modelio.model_to_bytes(model)
+
+
 def generate(out_dir: Path) -> dict[str, Path]:
     """Every mutation (and the two unmutated bases, as base_stream and base_fetch) as a .tflite file."""
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -554,3 +554,66 @@ def test_shown_is_one_safe_line_of_bounded_length() -> None:
 
     check()
     assert shown("a" * 60 + "\n" + "b" * 1_000_000 + "end.tflite").endswith("end.tflite")
+
+
+# ---------------------------------------------------------------- huge models: bounded time
+
+HANG_GUARD = 120.0  # seconds: catches a hang or a quadratic step, not a speed target (benchmarks/)
+
+
+def _timed(args: list[str], cwd: Path, timeout: float) -> tuple[subprocess.CompletedProcess, float]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("TFLM_DIR", None)
+    start = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "tinyseg_plugin.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    return r, time.monotonic() - start
+
+
+def test_a_stream_chain_of_20000_body_tensors_is_analyzed(tmp_path: Path, counts) -> None:
+    """20,000 RELU stages fanned out from the input, each writing its own body tensor: the body
+    checks and the options' decoding are linear (benchmarks/stream_body_scale.py has the figures)."""
+    import hostile_models
+
+    path = tmp_path / "wide.tflite"
+    path.write_bytes(hostile_models.long_stream_chain(20000, fan_out=True))
+    r, seconds = _timed(["analyze", str(path)], tmp_path, HANG_GUARD)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "RELU > RELU" in r.stdout
+    counts(f"hostile CLI: a StreamChain of 20,000 body tensors analysed in {seconds:.1f} s")
+
+
+@pytest.mark.parametrize("command", ["optimize", "verify"])
+def test_the_time_limit_bounds_a_20000_operator_chain(tmp_path: Path, command: str, counts) -> None:
+    """--time-limit bounds the whole run, not only TFLM's: on a 20,000-operator chain (seconds of
+    parsing alone) the command stops within the limit plus 5 s, with the limit's one line, exit 2
+    and nothing written."""
+    import synth
+
+    from tinyseg_plugin.ir.modelio import save_model
+
+    limit = 5
+    path = tmp_path / "chain.tflite"
+    save_model(synth.chain(20000), path)
+    before = _snapshot(tmp_path)
+    args = {
+        "optimize": ["optimize", str(path), "-o", "o.tflite", "--report", "r.json"],
+        "verify": ["verify", str(path), str(path)],
+    }[command]
+    r, seconds = _timed([*args, "--time-limit", str(limit)], tmp_path, limit + 30)
+    lines = r.stderr.splitlines()
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith(
+        f"tinyseg: error: stopped after the --time-limit of {limit} s while "
+    ), lines
+    assert seconds <= limit + 5, seconds
+    assert _snapshot(tmp_path) == before
+    counts(
+        f"hostile CLI: {command} of a 20,000-operator chain, --time-limit {limit}: {seconds:.1f} s"
+    )

@@ -16,6 +16,7 @@ PACKAGE = ROOT / "tinyseg_plugin"
 FLOORS = {
     "errors": 0,
     "sizes": 0,
+    "deadline": 0,
     "contract": 1,
     "deploy": 2,
     "ir": 2,

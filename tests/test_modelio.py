@@ -95,3 +95,102 @@ def test_parse_rejects_truncated_model() -> None:
     for cut in (len(data) // 3, len(data) // 2, len(data) - 100):
         with pytest.raises(TinySegError):
             parse_model(data[:cut])
+
+
+# ---------------------------------------------------------------- hostile: a kill while writing
+
+# A tinyseg command that SIGKILLs itself right after the k-th call of os.replace (the renames of
+# write_all; k = 0: before the first) or of os.fsync (up to the journal's commit): a power cut there.
+_KILLED_AT = """
+import os, signal, sys
+name, k = sys.argv[1], int(sys.argv[2])
+real, calls = getattr(os, name), [0]
+def wrapped(*args, **kwargs):
+    if calls[0] == k:
+        os.kill(os.getpid(), signal.SIGKILL)
+    result = real(*args, **kwargs)
+    calls[0] += 1
+    if calls[0] == k:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return result
+setattr(os, name, wrapped)
+if name == "replace":
+    os.rename = wrapped
+from tinyseg_plugin.cli import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def _tinyseg(args: list[str], cwd, env: dict, killed_at: tuple[str, int] | None = None):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = (
+        ["-m", "tinyseg_plugin.cli"]
+        if killed_at is None
+        else ["-c", _KILLED_AT, *map(str, killed_at)]
+    )
+    return subprocess.run(
+        [sys.executable, *code, *args],
+        cwd=cwd,
+        env=dict(env, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _outputs(work) -> dict[str, bytes]:
+    """Every file under ``work`` except the journal folder's."""
+    return {
+        str(p.relative_to(work)): p.read_bytes()
+        for p in sorted(work.rglob("*"))
+        if p.is_file() and "cache" not in p.relative_to(work).parts
+    }
+
+
+def test_a_kill_between_any_two_renames_leaves_one_whole_set(tmp_path, counts) -> None:
+    """analyze --json --csv writes 4 files in 2 folders over a previous run's 4. Killed after every
+    k-th rename and after every fsync before the journal's commit, the next tinyseg command finds
+    the previous set (killed before the commit) or the new one (after), never a mix, and no
+    temporary file or journal is left."""
+    import os
+    import shutil
+
+    env = dict(os.environ, TINYSEG_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("TFLM_DIR", None)
+    models = {}
+    for name, n in (("old", 2), ("new", 3)):  # two different models: two different output sets
+        models[name] = tmp_path / f"{name}.tflite"
+        models[name].write_bytes(model_to_bytes(synth.chain(n, size=4, channels=2)))
+    sets = {}
+    for name in models:
+        work = tmp_path / f"set-{name}"
+        (work / "csv").mkdir(parents=True)
+        args = ["analyze", str(models[name]), "--json", "a.json", "--csv", "csv"]
+        assert _tinyseg(args, work, env).returncode == 0
+        sets[name] = _outputs(work)
+    assert sets["old"] != sets["new"] and len(sets["new"]) == 4
+    seen = {"old": 0, "new": 0}
+    kills = [("replace", k) for k in range(5)] + [("fsync", k) for k in range(7)]
+    for call, k in kills:
+        work = tmp_path / f"kill-{call}-{k}"
+        shutil.copytree(tmp_path / "set-old", work)
+        args = ["analyze", str(models["new"]), "--json", "a.json", "--csv", "csv"]
+        r = _tinyseg(args, work, env, killed_at=(call, k))
+        assert r.returncode == -9, (call, k, r.returncode, r.stderr[-500:])
+        assert _tinyseg(["boards"], work, env).returncode == 0  # the next run
+        found = _outputs(work)
+        which = [name for name, files in sets.items() if files == found]
+        assert which, f"killed at {call} {k}: a mix of the two sets: {sorted(found)}"
+        seen[which[0]] += 1
+        assert not list((tmp_path / "cache" / "journal").iterdir()), (call, k)
+    # the renames come after the commit (the new set), the fsyncs of the temporary files before it
+    assert seen == {"new": 5, "old": 7}, seen
+    counts(
+        f"outputs under kill -9: {len(kills)} kills (before and after each of 4 renames, after each "
+        f"fsync up to the commit): {seen['old']} left the previous set, {seen['new']} the new one, "
+        "none a mix, a temporary file or a journal"
+    )

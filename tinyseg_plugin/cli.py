@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from . import deadline
 from .deprecation import deprecated
 from .errors import MESSAGE_LIMIT, TinySegError, shown
 
@@ -101,7 +102,7 @@ def _run(args: argparse.Namespace, **options) -> "Run":
     return Run(
         Options(kernel_set=args.kernel_set, build_profile=build_profile, **options),
         runs=None if getattr(args, "unverified", False) else getattr(args, "runs", 3),
-        time_limit=getattr(args, "time_limit", 120.0),
+        time_limit=getattr(args, "time_limit", deadline.DEFAULT_TIME_LIMIT),
         max_io_bytes=getattr(args, "max_io_bytes", None),
         board=load_board(getattr(args, "board", None) or DEFAULT_BOARD),
         rate=getattr(args, "rate", 1.0),
@@ -552,9 +553,10 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument(
         "--time-limit",
         type=positive_seconds,
-        default=120.0,
+        default=deadline.DEFAULT_TIME_LIMIT,
         metavar="SECONDS",
-        help="bound on each TFLM run of the verification, in seconds of CPU time (default: 120)",
+        help="seconds the whole run may take (wall clock), and each TFLM run of the verification "
+        "(CPU time) (default: 600)",
     )
     o.add_argument(
         "--max-io-bytes",
@@ -600,9 +602,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument(
         "--time-limit",
         type=positive_seconds,
-        default=120.0,
+        default=deadline.DEFAULT_TIME_LIMIT,
         metavar="SECONDS",
-        help="bound on each TFLM run, in seconds of CPU time (default: 120)",
+        help="seconds the whole run may take (wall clock), and each TFLM run (CPU time) "
+        "(default: 600)",
     )
     v.add_argument(
         "--tflm-dir",
@@ -665,11 +668,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
+        from .ir.modelio import recover
+
+        for warning in recover():  # an interrupted run's outputs, before anything else
+            print(f"tinyseg: warning: {shown(warning, MESSAGE_LIMIT)}", file=sys.stderr)
         args = build_parser().parse_args(argv)
-        return args.func(args)
+        with deadline.within(getattr(args, "time_limit", None)):  # optimize, verify
+            return args.func(args)
     except (
         TinySegError
     ) as exc:  # one line, whatever a name in it held (shown escapes; this is the last guard)
+        print(f"tinyseg: error: {shown(exc, MESSAGE_LIMIT)}", file=sys.stderr)
+        return exc.exit_code
+    except deadline.TimeLimit as exc:  # not an Exception: the timer raises it anywhere
         print(f"tinyseg: error: {shown(exc, MESSAGE_LIMIT)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

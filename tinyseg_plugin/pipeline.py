@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from . import deadline
 from .checks import interpreter
 from .checks import verify as check
 from .checks.verify import DEFAULT_MAX_IO_BYTES, Verification, arena_for, check_io_bytes
@@ -25,7 +26,7 @@ from .transforms import optimizer
 from .transforms.optimizer import Options, Result
 
 EXIT_VERIFY_FAILED = 4  # the outputs differ: nothing is written (docs/cli.md)
-DEFAULT_TIME_LIMIT = 120.0  # CPU seconds for each TFLM child process
+DEFAULT_TIME_LIMIT = deadline.DEFAULT_TIME_LIMIT
 
 
 @dataclass

@@ -24,6 +24,7 @@ import argparse
 
 import pluggy
 
+from . import deadline
 from .errors import TinySegError
 
 PROJECT = "tflite_tools"
@@ -134,7 +135,8 @@ def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | Non
         "--time-limit",
         default=None,
         metavar="SECONDS",
-        help="bound on each TFLM run of the verification, in seconds of CPU time (default: 120)",
+        help="seconds the whole pass may take (wall clock), and each TFLM run of the verification "
+        "(CPU time) (default: 600)",
     )
     g.add_argument(
         "--tflm-dir",
@@ -259,8 +261,11 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
     """The pipeline of ``tinyseg optimize`` on the host's reordered model: the same refusals,
     the same check in TFLM, the same sentences and exit codes."""
     from .checks.real_kernels import resolve_tflm_dir
+    from .ir.modelio import recover
     from .pipeline import Run, optimize
 
+    for warning in recover():  # an interrupted `tinyseg` run's outputs, before anything else
+        print(f"tinyseg: warning: {warning}")
     opts = _options(options)
     runs = None if getattr(options, "no_verify", False) else _verify_runs(options)
     run = Run(
@@ -273,8 +278,9 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
         rate=_rate(options),
     )
     try:
-        out = optimize(model, run, "model")
-    except TinySegError as exc:
+        with deadline.within(run.time_limit):  # the whole pass, as `tinyseg optimize`'s run
+            out = optimize(model, run, "model")
+    except (TinySegError, deadline.TimeLimit) as exc:
         raise PluginError(f"tinyseg: {exc}", exc.exit_code) from None
     if out.unchanged is not None:
         print(f"tinyseg: {out.unchanged}; left unchanged")

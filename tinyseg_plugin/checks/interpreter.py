@@ -24,11 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import deadline
 from ..errors import TinySegError
 
 DEFAULT_ARENA = 64 << 20
 LOAD_SECONDS = 30.0  # loading (AllocateTensors: every kernel's Prepare) of any sane model
 RUN_SECONDS = 120.0  # default bound of one batch of invokes (verification)
+DEADLINE_GRACE = 1.0  # seconds a child may take past the run's deadline before it is killed
 
 
 def cpu_limit(seconds: float) -> None:
@@ -45,6 +47,13 @@ def backstop_seconds(cpu_seconds: float) -> float:
     """Wall-clock bound of a child whose CPU time ``cpu_limit`` bounds: only a child that waits
     without computing reaches it, so it is generous."""
     return 60.0 + 10.0 * cpu_seconds
+
+
+def bounds(cpu_seconds: float) -> tuple[float, float]:
+    """The CPU limit and the wall-clock timeout of a child asked to run ``cpu_seconds``, cut to
+    what is left of the run's --time-limit (deadline.py): a child never outlives the run."""
+    cpu = deadline.remaining(cpu_seconds)
+    return cpu, deadline.remaining(backstop_seconds(cpu) - DEADLINE_GRACE) + DEADLINE_GRACE
 
 
 def stopped_by_cpu_limit(returncode: int) -> bool:
@@ -74,22 +83,26 @@ def _child(request: dict, seconds: float, what: str) -> dict:
         "-c",
         "from tinyseg_plugin.checks.interpreter import _child_main; _child_main()",
     ]
+    deadline.check(what)
+    seconds, timeout = bounds(seconds)
     try:
         proc = subprocess.run(
             cmd,
             input=pickle.dumps(dict(request, seconds=seconds), protocol=pickle.HIGHEST_PROTOCOL),
             capture_output=True,
-            timeout=backstop_seconds(seconds),
+            timeout=timeout,
             env=env,
         )
     except subprocess.TimeoutExpired:
+        deadline.check(what)  # the run's --time-limit, not the child, ran out
         raise TinySegError(
-            f"TFLM did not finish {what} within {backstop_seconds(seconds):g} s of wall-clock time "
+            f"TFLM did not finish {what} within {timeout:g} s of wall-clock time "
             f"while hardly computing (stopped; is the machine suspended or swapping?)"
         ) from None
     except OSError as exc:
         raise TinySegError(f"cannot start the TFLM child process: {exc.strerror}") from None
     if stopped_by_cpu_limit(proc.returncode):
+        deadline.check(what)
         raise TinySegError(
             f"TFLM did not finish {what} within {seconds:g} s of CPU (stopped; raise the limit with "
             f"--time-limit if the model is just slow)"

@@ -33,8 +33,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .. import deadline
 from ..deploy.tflm_install import INSTALL_DIR, find_sources, install
 from ..errors import TinySegError
+from ..ir.modelio import cache_root
 from . import interpreter
 
 ENV_TFLM = "TFLM_DIR"
@@ -82,14 +84,6 @@ class RunnerOutput:
 
 
 # ---------------------------------------------------------------- where the build lives
-
-
-def cache_root() -> Path:
-    """$TINYSEG_CACHE_DIR, else $XDG_CACHE_HOME/tinyseg, else ~/.cache/tinyseg."""
-    if os.environ.get(ENV_CACHE):
-        return Path(os.environ[ENV_CACHE]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "tinyseg"
 
 
 def check_tree(tflm_dir: str) -> Path:
@@ -313,7 +307,10 @@ def prepare(
         lock = open(work / "lock", "w")
     except OSError as exc:
         raise TinySegError(f"cannot use the cache directory {work}: {exc.strerror}") from None
-    with lock:
+    with (
+        lock,
+        deadline.paused(extend=True),
+    ):  # a one-time build: not the model's time (--time-limit)
         fcntl.flock(lock, fcntl.LOCK_EX)  # another tinyseg may be building the same tree
         if exe.is_file():
             return exe
@@ -413,26 +410,28 @@ def run(
             str(STORAGE_BYTES),
             *["--ram-region", str(STORAGE_BYTES)] * (regions - 1),
         ]
-        limit = seconds * max(
-            1, len(batches)
-        )  # --time-limit bounds each inference; all run in one process
+        # --time-limit bounds each inference (all run in one process) and the whole run
+        deadline.check(f"running {what}")
+        limit, timeout = interpreter.bounds(seconds * max(1, len(batches)))
         try:
             proc = subprocess.run(
                 cmd,
                 capture_output=True,
                 text=True,
-                timeout=interpreter.backstop_seconds(limit),
+                timeout=timeout,
                 preexec_fn=lambda: interpreter.cpu_limit(limit),
             )
         except subprocess.TimeoutExpired:
+            deadline.check(f"running {what}")
             raise TinySegError(
                 f"TFLM did not finish running {what} on {len(batches)} input(s) within "
-                f"{interpreter.backstop_seconds(limit):g} s of wall-clock time while hardly computing "
+                f"{timeout:g} s of wall-clock time while hardly computing "
                 "(real-kernel check; stopped; is the machine suspended or swapping?)"
             ) from None
         except OSError as exc:
             raise TinySegError(f"cannot start the TFLM runner {exe}: {exc.strerror}") from None
         if interpreter.stopped_by_cpu_limit(proc.returncode):
+            deadline.check(f"running {what}")
             raise TinySegError(
                 f"TFLM did not finish running {what} on {len(batches)} input(s) within {limit:g} s "
                 f"of CPU ({seconds:g} s each; real-kernel check; stopped; raise the limit with "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .. import deadline
 from ..errors import TinySegError
 from .customops import (
     ELEMENT_BYTES,
@@ -505,18 +506,25 @@ def _dry_run(
     loc: list[_Local], stages: int, outputs: list[int], edges: list[tuple[int, int, RowMapSpec]]
 ) -> None:
     """chain_schedule.h's pull schedule, bookkeeping only (as the kernel's Prepare runs it): refuses a
-    ring shorter than the rows its readers hold at once, and a cycle."""
+    ring shorter than the rows its readers hold at once, and a cycle. The edges are indexed by
+    stage and by tensor read, in their order, and the pulls run on a stack of their own, so that a
+    chain of thousands of stages takes time linear in its size and no Python recursion."""
     done = [0] * len(loc)
     stage_out = {s: t for t, x in enumerate(loc) if (s := x.producer) >= 0}
     streamed = [x.producer >= 0 or x.fetched for x in loc]
+    by_stage: dict[int, list[tuple[int, RowMapSpec]]] = {}
+    readers: dict[int, list[tuple[int, RowMapSpec]]] = {}
+    for s, u, m in edges:
+        by_stage.setdefault(s, []).append((u, m))
+        readers.setdefault(u, []).append((s, m))
 
     def note(t: int) -> None:
         if loc[t].ring <= 0:
             return
         low = loc[t].height
-        for s, u, m in edges:
+        for s, m in readers.get(t, ()):
             out = stage_out[s]
-            if u == t and done[out] < loc[out].height:
+            if done[out] < loc[out].height:
                 lo, hi = m.window(done[out])
                 if lo <= hi and lo < low:
                     low = lo
@@ -526,35 +534,45 @@ def _dry_run(
                 f"the ring of local tensor {t} holds {loc[t].ring} rows, its readers need {held}"
             )
 
-    def pull(t: int, row: int, depth: int) -> None:
-        if depth > stages:
-            raise _BodyError("its stages read each other in a cycle")
-        s = loc[t].producer
-        while done[t] <= row:
-            if s >= 0:
-                for es, u, m in edges:
-                    if es == s and streamed[u]:
-                        lo, hi = m.window(done[t])
-                        if lo <= hi:
-                            pull(u, hi, depth + 1)
-            done[t] += 1
-            note(t)
-            if s >= 0:
-                for es, u, _ in edges:
-                    if es == s:
-                        note(u)
+    def pull(t: int, row: int) -> None:
+        # Each frame: [tensor, row, depth, next edge of its stage]; the kernel's recursion, unrolled.
+        stack = [[t, row, 0, 0]]
+        while stack:
+            frame = stack[-1]
+            t, row, depth, i = frame
+            if i == 0 and done[t] > row:
+                stack.pop()
+                continue
+            mine = by_stage.get(loc[t].producer, ())
+            while i < len(mine):
+                u, m = mine[i]
+                i += 1
+                if streamed[u]:
+                    lo, hi = m.window(done[t])
+                    if lo <= hi:
+                        if depth + 1 > stages:
+                            raise _BodyError("its stages read each other in a cycle")
+                        frame[3] = i
+                        stack.append([u, hi, depth + 1, 0])
+                        break
+            else:
+                frame[3] = 0
+                done[t] += 1
+                note(t)
+                for u, _ in mine:
+                    note(u)
 
     progress = True
     while progress:
         progress = False
         for t in outputs:
             if done[t] < loc[t].height:
-                pull(t, done[t], 0)
+                pull(t, done[t])
                 progress = True
     for s in range(stages):
         t = stage_out[s]
         if done[t] < loc[t].height:
-            pull(t, loc[t].height - 1, 0)
+            pull(t, loc[t].height - 1)
 
 
 def _pairs(o: StreamChainOptions, loc: list[_Local]) -> None:
@@ -682,7 +700,7 @@ def validate_body(graph, op, kernel: bool = True) -> None:
     ``kernel`` False: a chain of an estimate (`analyze --stream`'s search, which may stream float32
     or other row-local operators the kernel does not compute) that only the lowering runs: its
     structure, geometry, rings and numbers are checked, not the stages' types."""
-    o = decode(op)
+    o = decode(op, graph.memo.decoded)
     if not isinstance(o, StreamChainOptions) or not o.stages:
         return  # a planning-only chain has nothing to run: validate.tflm_refusals says why TFLM refuses it
     try:
@@ -822,7 +840,8 @@ def validate_graph(graph, kernel: bool = True) -> None:
     for op in graph.operators:
         if op.opcode not in TINYSEG_OPS:
             continue
-        o = decode(op)
+        deadline.check("checking TinySeg's operators")
+        o = decode(op, graph.memo.decoded)
         here = f"operator {op.index} ({op.opcode})"
         if isinstance(o, StreamChainOptions):
             validate_body(graph, op, kernel)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from flatbuffers import flexbuffers
 
 from ..errors import TinySegError
+from . import flexread
 
 SPILL = "Spill"
 FETCHING = "Fetching"
@@ -590,8 +591,8 @@ def _load(opcode: str, data: bytes | None) -> dict:
     if data is None:
         raise ValueError("has no custom options")
     try:
-        m = flexbuffers.Loads(bytearray(data))
-    except Exception:
+        m = flexread.loads(data)
+    except Exception:  # a hostile buffer: offsets outside it, bad widths, bad text
         raise ValueError("custom options are not a FlexBuffers map") from None
     if not isinstance(m, dict):
         raise ValueError("custom options are not a FlexBuffers map")

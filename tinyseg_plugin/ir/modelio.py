@@ -8,8 +8,12 @@ with wide loads on the target.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
+import json
 import os
+import secrets
 import stat
 import tempfile
 from pathlib import Path
@@ -17,10 +21,14 @@ from pathlib import Path
 import flatbuffers
 import numpy as np
 
+from .. import deadline
 from ..errors import TinySegError, shown
 from .schema import fb
 
 FILE_IDENTIFIER = b"TFL3"
+ENV_CACHE = "TINYSEG_CACHE_DIR"
+JOURNAL_FOLDER = "journal"  # under cache_root(): one file per write_all in progress
+JOURNAL_SUFFIX = ".journal"
 BUFFER_ALIGNMENT = 16
 
 
@@ -68,6 +76,7 @@ def read_model_bytes(path: str | os.PathLike[str]) -> bytes:
 
 def parse_model(data: bytes, name: str = "model") -> "fb.ModelT":
     """Parse flatbuffer bytes into the object API, rejecting anything that is not a whole TFLite model."""
+    deadline.check("reading the model")
     if len(data) < 8:
         raise TinySegError(f"{name}: too short to be a flatbuffer ({len(data)} bytes)")
     root = int.from_bytes(data[0:4], "little")
@@ -87,11 +96,13 @@ def parse_model(data: bytes, name: str = "model") -> "fb.ModelT":
             f"{name}: corrupt or truncated flatbuffer (a table or vector lies outside the "
             f"{len(data):,}-byte file)"
         ) from None
+    deadline.check("validating the model")
     _check_structure(model, name, len(data))
     _load_external_buffers(model, data, name)
     from .validate import validate_model
 
     validate_model(model, name)
+    deadline.check("validating the model")
     return model
 
 
@@ -289,17 +300,127 @@ def _probe(directory: Path, target: Path) -> None:
         ) from None
 
 
-def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tuple = ()) -> None:
-    """Write several files so that either all appear whole or none does.
+def cache_root() -> Path:
+    """The user's tinyseg folder: $TINYSEG_CACHE_DIR, else $XDG_CACHE_HOME/tinyseg, else
+    ~/.cache/tinyseg (the real-kernel build, the output cache and the write journals live there)."""
+    if os.environ.get(ENV_CACHE):
+        return Path(os.environ[ENV_CACHE]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "tinyseg"
 
-    Each file goes to a temporary file in its own directory first (created with the
-    user's umask); only when every one of them is complete are they renamed into place.
-    A symbolic link is written through: its target is replaced, the link stays.
-    ``make_dirs`` are created first and removed again if anything fails."""
+
+def _fsync_dir(d: Path) -> None:
+    """Make the entries of ``d`` (a rename, a new or removed file) durable."""
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_file(path: Path, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        os.fchmod(fh.fileno(), mode)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _open_journal(renames: list[tuple[Path, Path]], created: list[Path]) -> tuple[Path, int]:
+    """Write and fsync the journal of one write_all (its first line: the renames planned and the
+    folders made), held locked until it is removed: a later run leaves a live run's journal alone."""
+    folder = cache_root() / JOURNAL_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{os.getpid()}-{secrets.token_hex(8)}{JOURNAL_SUFFIX}"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    entry = {"renames": [[str(t), str(r)] for t, r in renames], "made": [str(d) for d in created]}
+    os.write(fd, (json.dumps(entry) + "\n").encode())
+    os.fsync(fd)
+    _fsync_dir(folder)
+    return path, fd
+
+
+def _close_journal(path: Path, fd: int) -> None:
+    os.unlink(path)
+    os.close(fd)
+
+
+def recover() -> list[str]:
+    """Finish what an interrupted write_all left (every command calls this first): a journal that
+    says ``commit`` is rolled forward (its remaining temporary files renamed into place: the new
+    set), any other is undone (its temporary files and the folders it made removed: the previous
+    set stays); then the journal is removed. Journals a running tinyseg holds are left alone.
+    Returns one warning per output that could not be completed."""
+    folder = cache_root() / JOURNAL_FOLDER
+    try:
+        journals = sorted(folder.glob(f"*{JOURNAL_SUFFIX}"))
+    except OSError:
+        return []
+    warnings: list[str] = []
+    for path in journals:
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a live run's journal
+            os.close(fd)
+            continue
+        lines = path.read_bytes().decode(errors="replace").split("\n")
+        try:
+            entry = json.loads(lines[0])
+        except ValueError:  # cut while being written: no temporary file existed yet
+            entry = {"renames": [], "made": []}
+        warnings += _replay(entry, lines[1:2] == ["commit"])
+        _close_journal(path, fd)
+    return warnings
+
+
+def _replay(entry: dict, committed: bool) -> list[str]:
+    """Roll one journal's renames forward (``committed``) or undo them."""
+    warnings = []
+    for tmp, real in entry.get("renames", []):
+        if not os.path.lexists(tmp):
+            continue
+        try:
+            if committed:
+                os.replace(tmp, real)
+                _fsync_dir(Path(real).parent)
+            else:
+                os.unlink(tmp)
+        except OSError as exc:
+            warnings.append(f"{shown(real)}: the interrupted run's output was lost: {exc.strerror}")
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    if not committed:
+        for d in reversed(entry.get("made", [])):
+            with contextlib.suppress(OSError):
+                os.rmdir(d)  # only if empty: the folder was made for the outputs
+    return warnings
+
+
+def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tuple = ()) -> None:
+    """Write several files so that the next run finds all of them new or all of them as they were.
+
+    Each file goes to a temporary file in its own folder (``.NAME.tinyseg-XXXX``, created with
+    the user's umask), fsync'ed. A journal in <cache root>/journal lists the renames before the
+    first temporary file is made; once every file is complete, ``commit`` is appended to it and
+    fsync'ed, the files are renamed into place, their folders fsync'ed, and the journal removed.
+    Killed (power loss, SIGKILL) at any point, the next tinyseg command (``recover``, before it
+    does anything else) finds the journal: before ``commit``, it removes the temporary files (the
+    previous outputs stay, or none); after it, it renames the remaining ones into place (all the
+    new outputs). Between the kill and that next command, the outputs may be a mix of the two sets
+    and temporary files may remain. A symbolic link is written through: its target is replaced,
+    the link stays. ``make_dirs`` are created first and removed again if anything fails."""
+    mode = 0o666 & ~_umask()
+    deadline.finish()  # the run's last step: never stopped half-way by --time-limit
     created: list[Path] = []
     current: Path | None = None
-    temps: list[tuple[str, Path]] = []
-    mode = 0o666 & ~_umask()
+    renames: list[tuple[Path, Path]] = []
+    journal: tuple[Path, int] | None = None
     try:
         try:
             for d in make_dirs:
@@ -308,43 +429,44 @@ def write_all(files: list[tuple[str | os.PathLike[str], bytes]], make_dirs: tupl
                     d.mkdir()
                     created.append(d)
             reals = [destination(path) for path, _ in files]
-            if len(set(reals)) != len(
-                reals
-            ):  # check_outputs refuses this earlier; never overwrite our own output
+            if len(set(reals)) != len(reals):  # check_outputs refuses this earlier
                 raise TinySegError(
                     "two outputs name the same file; give each output a file of its own"
                 )
-            for (path, data), real in zip(files, reals):
+            for (path, _), real in zip(files, reals):
+                if not real.parent.is_dir():
+                    raise TinySegError(
+                        f"{shown(path)}: directory {shown(real.parent)} does not exist"
+                    )
+                tmp = real.parent / f".{real.name[:40]}.tinyseg-{secrets.token_hex(6)}"
+                renames.append((tmp, real))
+            current = None
+            journal = _open_journal(renames, created)
+            for (path, data), (tmp, _) in zip(files, renames):
                 current = Path(path)
-                parent = real.parent
-                if not parent.is_dir():
-                    raise TinySegError(f"{shown(path)}: directory {shown(parent)} does not exist")
-                fd, tmp = tempfile.mkstemp(
-                    prefix=f".{real.name[:40]}.", dir=parent
-                )  # room for a long name
-                temps.append((tmp, real))
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                    os.fchmod(fh.fileno(), mode)
-            for (tmp, real), (path, _) in zip(temps, files):
+                _write_file(tmp, data, mode)
+            current = None
+            os.write(journal[1], b"commit\n")
+            os.fsync(journal[1])
+            for (path, _), (tmp, real) in zip(files, renames):
                 current = Path(path)
                 os.replace(tmp, real)
+            for folder in dict.fromkeys(real.parent for _, real in renames):
+                _fsync_dir(folder)
+            _close_journal(*journal)
         except OSError as exc:
             where = current if current is not None else (exc.filename or "output")
             raise TinySegError(f"{shown(where)}: cannot write: {exc.strerror}") from None
     except TinySegError:
-        for tmp, _ in temps:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        _replay({"renames": [[str(t), str(r)] for t, r in renames]}, committed=False)
         for d in reversed(created):
-            try:
+            with contextlib.suppress(OSError):
                 for f in d.iterdir():
                     f.unlink()
                 d.rmdir()
-            except OSError:
-                pass
+        if journal is not None:
+            with contextlib.suppress(OSError):
+                _close_journal(*journal)
         raise
 
 

@@ -624,7 +624,7 @@ def _operator_refusal(graph, op) -> Refusal | None:
     """Why TFLM would refuse this one operator (no kernel, or its kernel's Prepare), or None."""
     name = op.opcode
     if name == STREAM_CHAIN:
-        reason = _stream_chain_refusal(op)
+        reason = _stream_chain_refusal(graph, op)
         return Refusal(op.index, name, reason, True) if reason else None
     if name in TINYSEG_OPS:
         return None
@@ -756,13 +756,13 @@ def _gather_refusal(op, name: str, types: list) -> Refusal | None:
     return None
 
 
-def _stream_chain_refusal(op) -> str | None:
+def _stream_chain_refusal(graph, op) -> str | None:
     """Why the StreamChain kernel would refuse this operator in Prepare, as far as its options say."""
     from ..contract.customops import decode
     from ..errors import TinySegError
 
     try:
-        o = decode(op)
+        o = decode(op, graph.memo.decoded)
     except TinySegError as exc:
         return str(exc)
     if not o.stages:

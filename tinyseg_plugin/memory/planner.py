@@ -16,6 +16,7 @@ from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
 from itertools import islice
 
+from .. import deadline
 from ..contract import customops
 from ..errors import TinySegError
 from ..ir import offline
@@ -383,6 +384,7 @@ def plan_graph(
     graph: Graph, kernel_set: str = "reference", build_profile: str | BuildProfile = "host64"
 ) -> Plan:
     """Plan the whole model behind ``graph`` as TFLM would, and estimate its tail."""
+    deadline.check("planning the arena")
     profile = BUILD_PROFILES[build_profile] if isinstance(build_profile, str) else build_profile
     rules = KernelRules(kernel_set, profile)
     model = graph.model

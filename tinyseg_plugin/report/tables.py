@@ -86,7 +86,7 @@ def chains_text(a: Analysis, width: int = 100) -> str:
         if op.opcode != customops.STREAM_CHAIN:
             continue
         try:
-            o = customops.decode(op)
+            o = customops.decode(op, a.graph.memo.decoded)
         except TinySegError:
             continue  # validate reports a malformed operator
         stages = " > ".join(st.op for st in o.stages) or "(planning figures only)"

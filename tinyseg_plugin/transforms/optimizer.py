@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
+from .. import deadline
 from ..contract import customops
 from ..ir.graph import Graph
 from ..memory.boards import Board
@@ -400,11 +401,13 @@ def optimize(
             )
             say(f"reordered: head {plan.head:,} B")
     objective = Objective(o.target_bytes, storage_seconds(board))
+    deadline.check("reordering the operators")
     best = spill_and_fuse(g, plan, o, say)
     candidates = [best]
     # With a target that the spill strategy meets moving nothing, no streaming can do better.
     met = o.target_bytes is not None and best.score(objective).fits and best.bytes_moved == 0
     if o.stream and not met:
+        deadline.check("spilling and fusing")
         streamed = streaming(g, o, say, objective)
         if streamed is not None:
             candidates.append(streamed)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence, TypeVar
 
+from .. import deadline
 from ..memory.placement import SlotUse
 
 # Planner runs times the graph's operators (400 runs on the Tiny U-Net, about 40 on a 500-operator
@@ -128,6 +129,7 @@ def best_of(
     for k, cand in enumerate(candidates):
         if (budget.tries is not None and k >= budget.tries) or budget.spent(share):
             break
+        deadline.check("searching for a plan")
         got = attempt(cand)
         if got is None:
             continue
