@@ -147,7 +147,17 @@ def test_optimize_then_verify(tmp_path: Path, unet_file: Path, capsys) -> None:
     assert rep["original"]["head"] == 307_200 and rep["optimized"]["head"] <= 64_000  # streamed
     assert rep["verified"]["identical"] and rep["streamed_chains"] and not rep["spilled"]
     assert rep["bytes_moved_per_inference"] > 0 and rep["steps"][-1]["technique"] == "streaming"
+    assert rep["verified"]["original_cached"] == 0
+    assert "original's outputs from the cache" not in rep["verification"]
+    capsys.readouterr()
     assert main(["verify", str(unet_file), str(out)]) == 0
+    # the same original on the same inputs: optimize's check left its outputs in the cache
+    assert "; original's outputs from the cache)" in capsys.readouterr().out
+    again = ["optimize", str(unet_file), "-o", str(tmp_path / "o2.tflite"), "-q"]
+    assert main(again + ["--report", str(tmp_path / "r2.json")]) == 0
+    rep = json.loads((tmp_path / "r2.json").read_text())
+    assert rep["verified"]["original_cached"] == 6
+    assert "original's outputs from the cache" in rep["verification"]
     # --no-stream: spilling and fused fetching only (the paper's passes)
     rc = main(
         [

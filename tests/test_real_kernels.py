@@ -393,6 +393,7 @@ def test_the_real_kernel_check_with_the_originals_outputs_cached(
 ) -> None:
     """The second check runs only the optimized model (checks/output_cache.py); a broken layout or one
     weight byte changed still fails on the cached outputs; another runner executable is a miss."""
+    import numpy as np
     from test_verify_cache import _one_weight_byte_changed
 
     from tinyseg_plugin.checks import output_cache
@@ -412,6 +413,7 @@ def test_the_real_kernel_check_with_the_originals_outputs_cached(
     v = verify(graph, opt, runs=1, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
     assert len(models) == 3  # the original's outputs came from the cache
+    assert v.cached == 4 and v.describe().endswith("; original's outputs from the cache")
     _, broken = _broken("random_unet_0")
     try:
         assert not verify(graph, broken, runs=1, tflm_dir=tflm_dir).identical
@@ -423,6 +425,14 @@ def test_the_real_kernel_check_with_the_originals_outputs_cached(
     monkeypatch.setattr(output_cache, "file_digest", lambda path: "another runner")
     assert verify(graph, opt, runs=1, tflm_dir=tflm_dir).identical
     assert len(models) == 7  # another runner: the original ran again
+    # the original's outputs altered and sealed with another secret: a miss, never a wrong verdict
+    cache, other = output_cache.cache_dir(), bytes(range(32))
+    secret = (cache / output_cache.KEY_FILE).read_bytes()
+    for f in cache.glob("*/*.bin"):
+        (out,) = output_cache.decode(secret, f.stem, f.read_bytes())
+        f.write_bytes(output_cache.encode(other, f.stem, [out ^ np.uint8(1)]))
+    v = verify(graph, opt, runs=1, tflm_dir=tflm_dir)
+    assert v.identical and v.cached == 0 and len(models) == 9, v.detail
 
 
 FLOAT_STAGES = {

@@ -3,8 +3,9 @@ edge-case inputs. Without a TFLM tree the optimized model runs lowered to builti
 in the tflite-micro wheel; the lowered model computes what the optimized model's operators are
 specified to compute, so equal outputs show the rewrite preserved the function. With a tree, the
 model runs as written with TinySeg's kernels (real_kernels.py). The original's outputs on these
-inputs are kept by output_cache.py (keyed by its bytes, the input and the interpreter), so checking
-the same original again runs only the optimized model; the optimized model always runs."""
+inputs are kept by output_cache.py (keyed by its bytes, the input and the interpreter, sealed with
+the user's secret), so checking the same original again runs only the optimized model; the
+optimized model always runs, and the verdict says when the cache stood in for the original."""
 
 from __future__ import annotations
 
@@ -89,15 +90,24 @@ class Verification:
     edge_cases: int = 0  # edge-case inputs compared besides the random ones
     check: str = LOWERED  # which of the two checks ran
     tflm_dir: str = ""  # the TFLM tree of the real-kernel check
+    cached: int = 0  # inputs on which the original's outputs came from output_cache
 
     def describe(self) -> str:
-        """One phrase naming the check, for the output line and the report."""
+        """One phrase naming the check, and the cache when it stood in for the original's runs,
+        for the output line and the report."""
         if self.check == REAL_KERNELS:
-            return (
+            text = (
                 f"real-kernel check: the model as written, TinySeg kernels in a host build of TFLM "
                 f"{self.tflm_dir}"
             )
-        return "fallback check: TinySeg operators lowered to builtins in the tflite-micro wheel (no TFLM tree)"
+        else:
+            text = "fallback check: TinySeg operators lowered to builtins in the tflite-micro wheel (no TFLM tree)"
+        total = self.runs + self.edge_cases
+        if self.cached:
+            text += "; original's outputs from the cache" + (
+                f" on {self.cached} of {total} inputs" if self.cached < total else ""
+            )
+        return text
 
 
 def arena_for(graph: Graph) -> int:
@@ -197,15 +207,16 @@ def verify(
         )
     n_edge = len(EDGE_NAMES) if edge_cases else 0
     names = [f"random input {r}" for r in range(runs)] + list(EDGE_NAMES[:n_edge])
-    a_sha = output_cache.model_digest(a)
+    a_sha, cached = output_cache.model_digest(a), 0
     for group in _groups(runs + n_edge, per_run):
         batches = [_batch(a, da, r, runs, seed) for r in group]
         keys = [
             output_cache.key(a_sha, output_cache.wheel_version(), arena, _what(r, runs, seed))
             for r in group
         ]
-        ya_all = [output_cache.load(k) for k in keys]
+        ya_all = [output_cache.load(k, per_run) for k in keys]
         if all(y is not None for y in ya_all):  # the original's outputs on these inputs are known
+            cached += len(group)
             (yb_all,) = interpreter.run_models(
                 [b], batches, labels[1:], arena_size=arena, seconds=seconds
             )
@@ -216,20 +227,26 @@ def verify(
             for k, ya in zip(keys, ya_all):
                 output_cache.store(k, ya)
         del batches
-        for r, ya, yb in zip(group, ya_all, yb_all):
-            if len(ya) != len(yb):
-                return Verification(runs, False, f"{len(ya)} outputs against {len(yb)}", n_edge)
-            for k, (p, q) in enumerate(zip(ya, yb)):
-                if (
-                    p.shape != q.shape
-                    or p.dtype != q.dtype
-                    or not np.array_equal(p, q, equal_nan=p.dtype.kind == "f")
-                ):
-                    diff = int(np.count_nonzero(p != q)) if p.shape == q.shape else -1
-                    return Verification(
-                        runs, False, f"output {k} differs on {names[r]} ({diff} elements)", n_edge
-                    )
-    return Verification(runs, True, "", n_edge)
+        detail = _first_difference(group, ya_all, yb_all, names)
+        if detail:
+            return Verification(runs, False, detail, n_edge, cached=cached)
+    return Verification(runs, True, "", n_edge, cached=cached)
+
+
+def _first_difference(group: range, ya_all: list, yb_all: list, names: list[str]) -> str:
+    """Where the original's outputs (ya_all) and the optimized model's first differ; "" if nowhere."""
+    for r, ya, yb in zip(group, ya_all, yb_all):
+        if len(ya) != len(yb):
+            return f"{len(ya)} outputs against {len(yb)}"
+        for k, (p, q) in enumerate(zip(ya, yb)):
+            if (
+                p.shape != q.shape
+                or p.dtype != q.dtype
+                or not np.array_equal(p, q, equal_nan=p.dtype.kind == "f")
+            ):
+                diff = int(np.count_nonzero(p != q)) if p.shape == q.shape else -1
+                return f"output {k} differs on {names[r]} ({diff} elements)"
+    return ""
 
 
 def _batch(model: bytes, details: list[dict], r: int, runs: int, seed: int) -> list[np.ndarray]:
@@ -306,7 +323,7 @@ def verify_real_kernels(
     n_edge = len(EDGE_NAMES) if edge_cases else 0
     names = [f"random input {r}" for r in range(runs)] + list(EDGE_NAMES[:n_edge])
     arena = arena_for(original)
-    done = dict(check=REAL_KERNELS, tflm_dir=str(tflm_dir))
+    done = dict(check=REAL_KERNELS, tflm_dir=str(tflm_dir), cached=0)
     if [(original.tensors[t].shape, original.tensors[t].dtype) for t in original.outputs] != [
         (optimized.tensors[t].shape, optimized.tensors[t].dtype) for t in optimized.outputs
     ]:
@@ -323,9 +340,10 @@ def verify_real_kernels(
     for group in _groups(runs + n_edge, per_run):
         batches = [_batch(a, da, r, runs, seed) for r in group]
         keys = [output_cache.key(a_sha, runner, arena, _what(r, runs, seed)) for r in group]
-        cached = [output_cache.load(k) for k in keys]
+        cached = [output_cache.load(k, per_run) for k in keys]
         if all(c is not None and len(c) == 1 for c in cached):
             ra_outputs = [c[0].tobytes() for c in cached]
+            done["cached"] += len(group)
         else:
             ra_outputs = real_kernels.run(exe, a, batches, arena, seconds, "the original").outputs
             for k, out in zip(keys, ra_outputs):

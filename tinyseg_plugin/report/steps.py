@@ -132,8 +132,9 @@ def report_dict(
             "runs": verification.runs,
             "identical": verification.identical,
             "edge_cases": verification.edge_cases,
-            "check": verification.check,
-        },  # "real-kernels" or "lowered"
+            "check": verification.check,  # "real-kernels" or "lowered"
+            "original_cached": verification.cached,  # inputs whose original outputs were cached
+        },
     }
 
 
