@@ -365,7 +365,9 @@ def _region_values(here: str, raw: dict, kind: str) -> dict:
         elif key != "kind":
             v = _number(here, key, value)
             if key == "address" and v != int(v):
-                raise TinySegError(f"{here}: address must be a whole byte address, not {_figure(v)}")
+                raise TinySegError(
+                    f"{here}: address must be a whole byte address, not {_figure(v)}"
+                )
             values[key] = int(v) if key in _INTEGERS else float(v)
     return values
 
