@@ -174,6 +174,8 @@ BAD_FILES = {
     "unknown_spill_region": (_bad(spill_region="eeprom"), "spill_region 'eeprom' is not one of"),
     "bad_size": (_bad(r0_capacity="lots"), "capacity 'lots' is not a size"),
     "flash_arena": (_bad(r1_arena=True), "the arena cannot live in flash"),
+    "fractional_address": (_bad(r0_address=0.5), "address must be a whole byte address, not 0.5"),
+    "negative_address": (_bad(r0_address=-4), "address must be zero or more, not -4"),
 }
 
 
