@@ -196,13 +196,13 @@ class StreamReader {
   Status DecodeElements(uint32_t first, uint32_t last, uint8_t* dst);
   Status DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b, uint8_t* dst);
   Status ReadBlockHeader(uint32_t block, size_t* off, uint8_t bh[kBlockHeaderBytes], size_t* len);
-  Status DecodeRaw(size_t body, uint32_t n_blk, uint32_t a, uint32_t b, uint8_t* dst,
-                   uint32_t* crc);
+  Status DecodeRaw(size_t body, uint32_t n_blk, uint32_t a, uint32_t b, uint8_t* dst, uint32_t* crc,
+                   uint8_t* buf);
   Status ScanBitmap(size_t body, uint32_t n_blk, uint32_t a, uint32_t b, const uint8_t* rep,
-                    uint8_t* dst, uint32_t* crc, uint32_t* s, uint32_t* m);
+                    uint8_t* dst, uint32_t* crc, uint8_t* buf, uint32_t* s, uint32_t* m);
   Status DecodeCompressed(size_t body, uint32_t n_blk, uint32_t count, uint32_t a, uint32_t b,
-                          const uint8_t* rep, uint8_t* dst, uint32_t* crc);
-  Status Skip(size_t off, size_t len, uint32_t* crc);
+                          const uint8_t* rep, uint8_t* dst, uint32_t* crc, uint8_t* buf);
+  Status Skip(size_t off, size_t len, uint32_t* crc, uint8_t* buf);
 
   ByteSource* source_ = nullptr;
   StreamHeader header_;
