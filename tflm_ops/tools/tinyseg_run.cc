@@ -5,6 +5,7 @@
 //
 // Usage: tinyseg_run MODEL INPUT OUTPUT [--batches N] [--arena BYTES] [--storage BYTES]
 //                    [--ram-region BYTES]... [--flash-region BYTES]...
+//                    [--fault-sweep KIND [--fault-limit N]]
 //   INPUT   N batches, each the raw bytes of every model input in input order
 //   OUTPUT  written with N batches, each the raw bytes of every output in order
 //   --storage BYTES       storage region 0 (Runtime::spill): RAM, 8 MiB by default
@@ -13,6 +14,20 @@
 //                         own SpillManager in Runtime::regions[i]. A model whose slots name a
 //                         region not given here is refused in AllocateTensors (the kernels'
 //                         Prepare).
+//   --fault-sweep KIND    storage fault injection (this host tool only, never a device build):
+//                         one clean inference of the first batch (its outputs go to OUTPUT,
+//                         its device calls are counted), then one inference per fault, each
+//                         from freshly initialised spill storage: KIND transient-flip (one read
+//                         returns a flipped bit, storage unchanged) or stored-flip (the stored
+//                         bit flips just before the read), each on every read at three places
+//                         (bit 7 of its first byte, bit 0 of its middle byte, bit 3 of its last
+//                         byte); read-fail, program-fail, erase-fail (the call fails, nothing
+//                         read, written or erased) on every call of that kind. Calls are
+//                         counted over every storage region. --fault-limit N: at most N calls,
+//                         spread evenly. Prints "wrong CALL BYTE BIT" for each inference that
+//                         returned OK with outputs other than the clean ones, then
+//                         "sweep KIND calls N faults N wrong N reported N harmless N after
+//                         same|differ" (after: a clean inference once the sweep is done).
 // One Invoke per batch, on the same interpreter (spill slots are rewritten and
 // released each inference). Printed lines (sizes in bytes):
 //   head N / tail N / total N   RecordingMicroAllocator's arena sections
@@ -195,6 +210,90 @@ int Fail(const char* what) {
 
 unsigned long long U(uint64_t v) { return static_cast<unsigned long long>(v); }
 
+enum class FaultKind : uint8_t {
+  kNone,
+  kTransientFlip,  // one read returns one flipped bit; the stored bytes stay as they are
+  kStoredFlip,     // the stored bit flips just before the read (and stays flipped)
+  kReadFails,
+  kProgramFails,  // nothing programmed
+  kEraseFails,    // nothing erased
+};
+
+constexpr const char* kFaultNames[] = {"none",      "transient-flip", "stored-flip",
+                                       "read-fail", "program-fail",   "erase-fail"};
+
+::tinyseg::Op OpOf(FaultKind k) {
+  if (k == FaultKind::kProgramFails) return ::tinyseg::Op::kProgram;
+  if (k == FaultKind::kEraseFails) return ::tinyseg::Op::kErase;
+  return ::tinyseg::Op::kRead;
+}
+
+// The one armed fault, shared by the devices of every storage region: device calls are counted
+// over all of them, and the fault hits call `at` (from 0) of its kind, once.
+struct FaultPlan {
+  FaultKind kind = FaultKind::kNone;
+  uint64_t at = 0;
+  int place = 0;  // flips: 0 the first, 1 the middle, 2 the last byte of the read
+  uint64_t calls[3] = {0, 0, 0};
+  bool fired = false;
+
+  void Arm(FaultKind k, uint64_t call, int where) {
+    kind = k;
+    at = call;
+    place = where;
+    calls[0] = calls[1] = calls[2] = 0;
+    fired = false;
+  }
+  bool Hit(::tinyseg::Op op) {
+    const uint64_t n = calls[static_cast<int>(op)]++;
+    if (kind == FaultKind::kNone || fired || OpOf(kind) != op || n != at) return false;
+    fired = true;
+    return true;
+  }
+};
+
+constexpr int kFlipBits[3] = {7, 0, 3};  // the bit flipped at each place
+
+// Forwards to the region's device, except for the call the plan hits. `storage` is the
+// device's memory (device address = offset), where a stored flip lands.
+class FaultDevice final : public ::tinyseg::BlockDevice {
+ public:
+  FaultDevice(::tinyseg::BlockDevice& inner, uint8_t* storage, FaultPlan& plan)
+      : in_(inner), mem_(storage), plan_(plan) {}
+  const ::tinyseg::Geometry& geometry() const override { return in_.geometry(); }
+  uint8_t erased_value() const override { return in_.erased_value(); }
+  uint64_t ModelledNs(::tinyseg::Op op, uint64_t addr, uint64_t len) const override {
+    return in_.ModelledNs(op, addr, len);
+  }
+  uint32_t BankOf(uint64_t addr) const override { return in_.BankOf(addr); }
+  bool IsRam() const override { return in_.IsRam(); }
+
+  ::tinyseg::Status Read(uint64_t addr, void* dst, size_t len) override {
+    if (!plan_.Hit(::tinyseg::Op::kRead) || len == 0) return in_.Read(addr, dst, len);
+    if (plan_.kind == FaultKind::kReadFails) return ::tinyseg::Status::kIoError;
+    const size_t byte = plan_.place == 0 ? 0 : plan_.place == 1 ? len / 2 : len - 1;
+    const uint8_t mask = static_cast<uint8_t>(1u << kFlipBits[plan_.place]);
+    const bool stored = plan_.kind == FaultKind::kStoredFlip;
+    if (stored && addr + byte < in_.geometry().total_size) mem_[addr + byte] ^= mask;
+    const ::tinyseg::Status s = in_.Read(addr, dst, len);
+    if (!stored && ::tinyseg::Ok(s)) static_cast<uint8_t*>(dst)[byte] ^= mask;
+    return s;
+  }
+  ::tinyseg::Status Program(uint64_t addr, const void* src, size_t len) override {
+    if (plan_.Hit(::tinyseg::Op::kProgram)) return ::tinyseg::Status::kIoError;
+    return in_.Program(addr, src, len);
+  }
+  ::tinyseg::Status Erase(uint64_t addr, uint64_t len) override {
+    if (plan_.Hit(::tinyseg::Op::kErase)) return ::tinyseg::Status::kIoError;
+    return in_.Erase(addr, len);
+  }
+
+ private:
+  ::tinyseg::BlockDevice& in_;
+  uint8_t* mem_;
+  FaultPlan& plan_;
+};
+
 // One storage region: RAM, or the NOR flash simulator (erase before program, 1 -> 0 only, as a
 // board's flash), behind the same SpillManager a board uses.
 class Region {
@@ -206,6 +305,7 @@ class Region {
   ~Region() {
     delete manager_;
     delete queue_;
+    delete fault_;
     delete nor_;
     delete ram_;
     free(erase_counts_);
@@ -215,8 +315,9 @@ class Region {
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 
-  // False when memory runs out or the device or the manager refuses to start.
-  bool Init() {
+  // False when memory runs out or the device or the manager refuses to start. Every device call
+  // goes through `plan`'s fault device (a plan of kind kNone forwards all of them).
+  bool Init(FaultPlan& plan) {
     const size_t n = bytes_ / kSector;
     memory_ = static_cast<uint8_t*>(malloc(bytes_));
     sectors_ = static_cast<::tinyseg::SectorInfo*>(calloc(n, sizeof(::tinyseg::SectorInfo)));
@@ -249,10 +350,13 @@ class Region {
     memory.num_slots = kSlots;
     memory.sectors = sectors_;
     memory.num_sectors = n;
-    queue_ = new ::tinyseg::SyncEraseQueue(*device_);
-    manager_ = new ::tinyseg::SpillManager(*device_, *queue_, config, memory);
+    fault_ = new FaultDevice(*device_, memory_, plan);
+    queue_ = new ::tinyseg::SyncEraseQueue(*fault_);
+    manager_ = new ::tinyseg::SpillManager(*fault_, *queue_, config, memory);
     return ::tinyseg::Ok(started) && ::tinyseg::Ok(manager_->Init());
   }
+  // Forgets every slot and sector state, as at power-up (a fault sweep's next inference).
+  bool Restart() { return ::tinyseg::Ok(manager_->Init()); }
   ::tinyseg::SpillManager& manager() { return *manager_; }
 
  private:
@@ -265,6 +369,7 @@ class Region {
   ::tinyseg::RamBlockDevice* ram_ = nullptr;  // the one of the two this region is
   ::tinyseg::NorFlashSim* nor_ = nullptr;
   ::tinyseg::BlockDevice* device_ = nullptr;
+  FaultDevice* fault_ = nullptr;
   ::tinyseg::SyncEraseQueue* queue_ = nullptr;
   ::tinyseg::SpillManager* manager_ = nullptr;
 };
@@ -277,11 +382,21 @@ struct Args {
   int extra = 0;  // storage regions 1..extra
   size_t region_bytes[::tinyseg::kMaxStorageRegions] = {};
   bool region_flash[::tinyseg::kMaxStorageRegions] = {};
+  FaultKind sweep = FaultKind::kNone;
+  uint64_t fault_limit = 0;  // 0: every call
 };
 
 constexpr char kUsage[] =
     "usage: tinyseg_run MODEL INPUT OUTPUT [--batches N] [--arena BYTES] [--storage BYTES] "
-    "[--ram-region BYTES]... [--flash-region BYTES]...";
+    "[--ram-region BYTES]... [--flash-region BYTES]... [--fault-sweep KIND [--fault-limit N]]";
+
+// The fault kind named `name`, or kNone.
+FaultKind FaultNamed(const char* name) {
+  for (int k = 1; k < 6; ++k) {
+    if (strcmp(name, kFaultNames[k]) == 0) return static_cast<FaultKind>(k);
+  }
+  return FaultKind::kNone;
+}
 
 // Parses the options after OUTPUT; nullptr, or the sentence that refuses them.
 const char* ParseArgs(int argc, char** argv, Args* a) {
@@ -304,6 +419,14 @@ const char* ParseArgs(int argc, char** argv, Args* a) {
       if (a->region_bytes[a->extra] < Region::kSector) {
         return "a --ram-region or --flash-region needs at least 4096 bytes";
       }
+    } else if (strcmp(argv[i], "--fault-sweep") == 0) {
+      a->sweep = FaultNamed(argv[i + 1]);
+      if (a->sweep == FaultKind::kNone) {
+        return "--fault-sweep takes transient-flip, stored-flip, read-fail, program-fail or "
+               "erase-fail";
+      }
+    } else if (strcmp(argv[i], "--fault-limit") == 0) {
+      a->fault_limit = static_cast<uint64_t>(atoll(argv[i + 1]));
     } else {
       return "unknown option";
     }
@@ -312,6 +435,119 @@ const char* ParseArgs(int argc, char** argv, Args* a) {
     return "bad --batches, --arena or --storage";
   }
   return nullptr;
+}
+
+// What a fault sweep works on: the interpreter, its storage regions and the first batch.
+struct Sweep {
+  tflite::RecordingMicroInterpreter& interpreter;
+  Region** regions;
+  int count;  // regions 0..count-1
+  const uint8_t* input;
+  FaultPlan& plan;
+};
+
+// Whether the interpreter's outputs equal `ref` (else, with copy, they are copied into it).
+bool OutputsEqual(tflite::MicroInterpreter& in, uint8_t* ref, bool copy) {
+  size_t at = 0;
+  for (size_t i = 0; i < in.outputs_size(); ++i) {
+    const TfLiteTensor* t = in.output(i);
+    if (copy) memcpy(ref + at, t->data.raw, t->bytes);
+    if (!copy && memcmp(ref + at, t->data.raw, t->bytes) != 0) return false;
+    at += t->bytes;
+  }
+  return true;
+}
+
+// One inference of the first batch from freshly started storage with the plan armed; false when
+// the storage does not restart or Invoke fails.
+bool RunArmed(Sweep& w, FaultKind kind, uint64_t at, int place) {
+  w.plan.Arm(FaultKind::kNone, 0, 0);
+  for (int r = 0; r < w.count; ++r) {
+    if (!w.regions[r]->Restart()) return false;
+  }
+  w.plan.Arm(kind, at, place);
+  size_t offset = 0;
+  for (size_t i = 0; i < w.interpreter.inputs_size(); ++i) {
+    TfLiteTensor* t = w.interpreter.input(i);
+    memcpy(t->data.raw, w.input + offset, t->bytes);
+    offset += t->bytes;
+  }
+  return w.interpreter.Invoke() == kTfLiteOk;
+}
+
+// --fault-sweep: the clean inference (its outputs into `ref` and OUTPUT), then one per fault.
+int RunSweep(Sweep& w, FaultKind kind, uint64_t limit, uint8_t* ref, size_t ref_bytes, FILE* out) {
+  if (!RunArmed(w, FaultKind::kNone, 0, 0)) return Fail("Invoke failed");
+  OutputsEqual(w.interpreter, ref, true);
+  if (fwrite(ref, 1, ref_bytes, out) != ref_bytes || fclose(out) != 0) {
+    return Fail("cannot write the output file");
+  }
+  const uint64_t calls = w.plan.calls[static_cast<int>(OpOf(kind))];
+  const uint64_t n = limit != 0 && limit < calls ? limit : calls;
+  const bool flip = kind == FaultKind::kTransientFlip || kind == FaultKind::kStoredFlip;
+  uint64_t faults = 0, wrong = 0, reported = 0, harmless = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t call = n == calls ? i : i * calls / n;
+    for (int place = 0; place < (flip ? 3 : 1); ++place) {
+      const bool ok = RunArmed(w, kind, call, place);
+      if (!w.plan.fired) continue;
+      ++faults;
+      if (!ok) {
+        ++reported;
+      } else if (OutputsEqual(w.interpreter, ref, false)) {
+        ++harmless;
+      } else {
+        ++wrong;
+        printf("wrong %llu %d %d\n", U(call), place, kFlipBits[place]);
+      }
+    }
+  }
+  const bool after = RunArmed(w, FaultKind::kNone, 0, 0) && OutputsEqual(w.interpreter, ref, false);
+  printf("sweep %s calls %llu faults %llu wrong %llu reported %llu harmless %llu after %s\n",
+         kFaultNames[static_cast<int>(kind)], U(calls), U(faults), U(wrong), U(reported),
+         U(harmless), after ? "same" : "differ");
+  fflush(stdout);
+  return 0;
+}
+
+// The printed lines of a run (the list at the top of this file).
+void PrintStats(tflite::RecordingMicroInterpreter& interpreter, const ::tinyseg::Runtime& runtime,
+                Region** regions, int extra) {
+  const tflite::RecordingMicroAllocator& allocator = interpreter.GetMicroAllocator();
+  const auto* sections = allocator.GetSimpleMemoryAllocator();
+  printf("head %llu\n", U(sections->GetNonPersistentUsedBytes()));
+  printf("tail %llu\n", U(sections->GetPersistentUsedBytes()));
+  printf("total %llu\n", U(sections->GetUsedBytes()));
+  const tflite::RecordedAllocation buffers =
+      allocator.GetRecordedAllocation(tflite::RecordedAllocationType::kPersistentBufferData);
+  printf("persistent_buffers %llu\n", U(buffers.used_bytes));
+  printf(
+      "persistent_tensors %llu\n",
+      U(allocator.GetRecordedAllocation(tflite::RecordedAllocationType::kPersistentTfLiteTensorData)
+            .used_bytes));
+  printf("persistent_quantization %llu\n",
+         U(allocator
+               .GetRecordedAllocation(
+                   tflite::RecordedAllocationType::kPersistentTfLiteTensorQuantizationData)
+               .used_bytes));
+  uint64_t encoded_bytes = 0, erases = 0;  // over every region
+  for (int k = 0; k <= extra; ++k) {
+    encoded_bytes += regions[k]->manager().stats().encoded_bytes;
+    erases += regions[k]->manager().stats().erases_submitted;
+  }
+  printf("spills %llu\nspilled_bytes %llu\nencoded_bytes %llu\n", U(runtime.stats.spills),
+         U(runtime.stats.spilled_bytes), U(encoded_bytes));
+  printf("fetches %llu\nfetched_bytes %llu\nstaged_bytes %llu\n", U(runtime.stats.fetches),
+         U(runtime.stats.fetched_bytes), U(runtime.stats.staged_bytes));
+  printf("bands %llu\nreused_rows %llu\nerases %llu\n", U(runtime.stats.bands),
+         U(runtime.stats.reused_rows), U(erases));
+  printf("optimized_rows %llu\n", U(runtime.stats.optimized_rows));
+  printf("optimized_transpose_conv_rows %llu\n", U(runtime.stats.optimized_transpose_conv_rows));
+  for (int k = 0; extra > 0 && k <= extra; ++k) {  // where the slots went
+    const ::tinyseg::SpillStats& r = regions[k]->manager().stats();
+    printf("region%d_spilled_bytes %llu\nregion%d_fetches %llu\nregion%d_erases %llu\n", k,
+           U(r.raw_bytes_spilled), k, U(r.fetches), k, U(r.erases_submitted));
+  }
 }
 
 }  // namespace
@@ -334,10 +570,11 @@ int main(int argc, char** argv) {
   // Region 0 (Runtime::spill) is RAM of --storage bytes; regions 1.. as the options list them.
   Region* regions[::tinyseg::kMaxStorageRegions] = {};
   ::tinyseg::Runtime runtime;
+  FaultPlan plan;
   for (int r = 0; r <= args.extra; ++r) {
     regions[r] = r == 0 ? new Region(args.storage_bytes, false)
                         : new Region(args.region_bytes[r], args.region_flash[r]);
-    if (!regions[r]->Init()) return Fail("spill storage does not initialise");
+    if (!regions[r]->Init(plan)) return Fail("spill storage does not initialise");
     runtime.regions[r] = &regions[r]->manager();
   }
   runtime.spill = &regions[0]->manager();
@@ -361,6 +598,12 @@ int main(int argc, char** argv) {
   }
   FILE* out = fopen(argv[3], "wb");
   if (out == nullptr) return Fail("cannot write the output file");
+  if (args.sweep != FaultKind::kNone) {
+    Sweep w{interpreter, regions, args.extra + 1, input_data, plan};
+    uint8_t* ref = static_cast<uint8_t*>(malloc(output_bytes + 1));
+    if (ref == nullptr) return Fail("no memory for the clean outputs");
+    return RunSweep(w, args.sweep, args.fault_limit, ref, output_bytes, out);
+  }
   size_t offset = 0;
   for (long r = 0; r < args.batches; ++r) {
     for (size_t i = 0; i < interpreter.inputs_size(); ++i) {
@@ -378,41 +621,7 @@ int main(int argc, char** argv) {
   }
   if (fclose(out) != 0) return Fail("cannot write the output file");
 
-  const tflite::RecordingMicroAllocator& allocator = interpreter.GetMicroAllocator();
-  const auto* sections = allocator.GetSimpleMemoryAllocator();
-  printf("head %llu\n", U(sections->GetNonPersistentUsedBytes()));
-  printf("tail %llu\n", U(sections->GetPersistentUsedBytes()));
-  printf("total %llu\n", U(sections->GetUsedBytes()));
-  const tflite::RecordedAllocation buffers =
-      allocator.GetRecordedAllocation(tflite::RecordedAllocationType::kPersistentBufferData);
-  printf("persistent_buffers %llu\n", U(buffers.used_bytes));
-  printf(
-      "persistent_tensors %llu\n",
-      U(allocator.GetRecordedAllocation(tflite::RecordedAllocationType::kPersistentTfLiteTensorData)
-            .used_bytes));
-  printf("persistent_quantization %llu\n",
-         U(allocator
-               .GetRecordedAllocation(
-                   tflite::RecordedAllocationType::kPersistentTfLiteTensorQuantizationData)
-               .used_bytes));
-  uint64_t encoded_bytes = 0, erases = 0;  // over every region
-  for (int k = 0; k <= args.extra; ++k) {
-    encoded_bytes += regions[k]->manager().stats().encoded_bytes;
-    erases += regions[k]->manager().stats().erases_submitted;
-  }
-  printf("spills %llu\nspilled_bytes %llu\nencoded_bytes %llu\n", U(runtime.stats.spills),
-         U(runtime.stats.spilled_bytes), U(encoded_bytes));
-  printf("fetches %llu\nfetched_bytes %llu\nstaged_bytes %llu\n", U(runtime.stats.fetches),
-         U(runtime.stats.fetched_bytes), U(runtime.stats.staged_bytes));
-  printf("bands %llu\nreused_rows %llu\nerases %llu\n", U(runtime.stats.bands),
-         U(runtime.stats.reused_rows), U(erases));
-  printf("optimized_rows %llu\n", U(runtime.stats.optimized_rows));
-  printf("optimized_transpose_conv_rows %llu\n", U(runtime.stats.optimized_transpose_conv_rows));
-  for (int k = 0; args.extra > 0 && k <= args.extra; ++k) {  // where the slots went
-    const ::tinyseg::SpillStats& r = regions[k]->manager().stats();
-    printf("region%d_spilled_bytes %llu\nregion%d_fetches %llu\nregion%d_erases %llu\n", k,
-           U(r.raw_bytes_spilled), k, U(r.fetches), k, U(r.erases_submitted));
-  }
+  PrintStats(interpreter, runtime, regions, args.extra);
   fflush(stdout);
   AlignedFree(input_data);
   // The arena and the model stay allocated: the interpreter, destroyed on

@@ -514,145 +514,202 @@ Status StreamReader::Open(ByteSource& source) {
   return Status::kOk;
 }
 
-// Reads the block [off, off + len) in kChunk pieces through the check.
-// (the block's check follows at off + len).
-Status StreamReader::VerifyBlock(size_t off, size_t len, uint32_t crc) {
-  uint8_t buf[kChunk];
+// Bitmap bytes [byte0, byte0 + nb) in buf: *s counts the set bits of
+// elements before a, *m those in [a, b); each element of [a, b) gets in dst
+// the representative (bit clear) or the placeholder `other` (bit set).
+template <uint32_t kEs>
+void MarkBits(const uint8_t* buf, size_t nb, size_t byte0, uint32_t a, uint32_t b, uint32_t rep,
+              uint32_t other, uint8_t* dst, uint32_t* s, uint32_t* m) {
+  for (size_t k = 0; k < nb; ++k) {
+    const uint32_t e0 = static_cast<uint32_t>((byte0 + k) * 8);
+    const uint32_t bits = buf[k];
+    if (e0 + 8 <= a) {
+      *s += PopCount8(buf[k]);
+      continue;
+    }
+    const uint32_t lo = e0 < a ? a : e0;
+    const uint32_t hi = e0 + 8 < b ? e0 + 8 : b;
+    for (uint32_t e = e0; e < lo; ++e) *s += (bits >> (e - e0)) & 1u;
+    for (uint32_t e = lo; e < hi; ++e) {
+      const uint32_t set = (bits >> (e - e0)) & 1u;
+      std::memcpy(dst + static_cast<size_t>(e - a) * kEs, set ? &other : &rep, kEs);
+      *m += set;
+    }
+  }
+}
+
+// Puts the values vals[0, count) into the next placeholders of dst[0, n)
+// (elements other than rep) from *next on; false when dst has too few.
+template <uint32_t kEs>
+bool FillPlaceholders(const uint8_t* vals, size_t count, uint32_t rep, uint8_t* dst, uint32_t n,
+                      uint32_t* next) {
+  uint32_t e = *next;
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t v = rep;
+    while (e < n) {
+      std::memcpy(&v, dst + static_cast<size_t>(e) * kEs, kEs);
+      if (v != rep) break;
+      ++e;
+    }
+    if (e == n) return false;
+    std::memcpy(dst + static_cast<size_t>(e) * kEs, vals + i * kEs, kEs);
+    ++e;
+  }
+  *next = e;
+  return true;
+}
+
+// Reads [off, off + len) through buf (kChunk bytes) only to run the check
+// over it (bytes of a block outside the decoded range).
+Status StreamReader::Skip(size_t off, size_t len, uint32_t* crc, uint8_t* buf) {
   for (size_t done = 0; done < len; done += kChunk) {
     const size_t n = (len - done < kChunk) ? len - done : kChunk;
     TINYSEG_RETURN_IF_ERROR(source_->Read(off + done, buf, n));
-    crc = Crc32Update(crc, buf, n);
+    *crc = Crc32Update(*crc, buf, n);
   }
-  TINYSEG_RETURN_IF_ERROR(source_->Read(off + len, buf, kBlockCrcBytes));
-  return Crc32Final(crc) == GetU32(buf) ? Status::kOk : Status::kChecksumMismatch;
+  return Status::kOk;
 }
 
-// Elements [a, b) of a compressed block whose body starts at `body`. With
-// crc non-null the call decodes the whole block and runs the check over the
-// bitmap and the packed values in stored order (they are each read once).
-Status StreamReader::DecodeCompressed(size_t body, uint32_t n_blk, uint32_t count, uint32_t a,
-                                      uint32_t b, const uint8_t* rep, uint8_t* dst, uint32_t* crc) {
+// Elements [a, b) of a raw block: the bytes before and after them through the
+// check only, the wanted bytes read once straight into dst and checked there.
+Status StreamReader::DecodeRaw(size_t body, uint32_t n_blk, uint32_t a, uint32_t b, uint8_t* dst,
+                               uint32_t* crc, uint8_t* buf) {
+  const size_t es = header_.elem_size;
+  if (crc) TINYSEG_RETURN_IF_ERROR(Skip(body, a * es, crc, buf));
+  TINYSEG_RETURN_IF_ERROR(source_->Read(body + a * es, dst, (b - a) * es));
+  if (crc) *crc = Crc32Update(*crc, dst, (b - a) * es);
+  if (crc) TINYSEG_RETURN_IF_ERROR(Skip(body + b * es, (n_blk - b) * es, crc, buf));
+  return Status::kOk;
+}
+
+// Bitmap of a compressed block, read once through buf in stored order (all of it when
+// checked, else the bytes covering [0, b)): counts the set bits before a (*s)
+// and in [a, b) (*m), and writes into dst the representative for a clear
+// bit and, for a set bit, a placeholder that differs from it, so the packed
+// values can be put in place later without keeping the bitmap.
+Status StreamReader::ScanBitmap(size_t body, uint32_t n_blk, uint32_t a, uint32_t b,
+                                const uint8_t* rep, uint8_t* dst, uint32_t* crc, uint8_t* buf,
+                                uint32_t* s, uint32_t* m) {
   const uint32_t es = header_.elem_size;
-  const size_t bitmap_bytes = (n_blk + 7) / 8;
-  const uint32_t n = b - a;
-  // Pass A: s = popcount(bits[0, a)), m = popcount(bits[a, b)).
-  uint8_t buf[kChunk];
-  const size_t need = (b + 7) / 8;  // bitmap bytes covering [0, b)
-  uint32_t s = 0, m = 0;
-  for (size_t byte0 = 0; byte0 < need; byte0 += kChunk) {
-    const size_t nb = (need - byte0 < kChunk) ? need - byte0 : kChunk;
+  uint32_t rv = 0;
+  std::memcpy(&rv, rep, es);
+  const uint32_t other = ~rv;  // differs from rep in every byte
+  const size_t len = crc ? (n_blk + 7) / 8 : (b + 7) / 8;
+  *s = 0;
+  *m = 0;
+  for (size_t byte0 = 0; byte0 < len; byte0 += kChunk) {
+    const size_t nb = (len - byte0 < kChunk) ? len - byte0 : kChunk;
     TINYSEG_RETURN_IF_ERROR(source_->Read(body + byte0, buf, nb));
     if (crc) *crc = Crc32Update(*crc, buf, nb);
-    for (size_t k = 0; k < nb; ++k) {
-      const uint32_t e0 = static_cast<uint32_t>((byte0 + k) * 8);
-      uint8_t v = buf[k];
-      if (e0 + 8 <= a) {
-        s += PopCount8(v);
-        continue;
-      }
-      for (uint32_t bit = 0; bit < 8; ++bit) {
-        const uint32_t e = e0 + bit;
-        if (e >= b) break;
-        if ((v >> bit) & 1u) {
-          if (e < a)
-            ++s;
-          else
-            ++m;
-        }
-      }
-    }
-  }
-  if (static_cast<size_t>(s) + m > count) return Status::kCorrupt;
-  if (crc && m != count) return Status::kChecksumMismatch;  // whole block: bitmap disagrees
-  // Packed others for [a, b) go to the tail of dst, then expand in place
-  // front to back (never overtakes an unread packed value).
-  uint8_t* packed = dst + static_cast<size_t>(n - m) * es;
-  if (m) {
-    TINYSEG_RETURN_IF_ERROR(source_->Read(body + bitmap_bytes + static_cast<size_t>(s) * es, packed,
-                                          static_cast<size_t>(m) * es));
-    if (crc) *crc = Crc32Update(*crc, packed, static_cast<size_t>(m) * es);
-  }
-  const bool cached = need <= kChunk;  // whole [0, b) bitmap still in buf
-  uint32_t used = 0;
-  size_t chunk_first = static_cast<size_t>(-1);
-  for (uint32_t e = a; e < b; ++e) {
-    const size_t byte = e >> 3;
-    uint8_t bits;
-    if (cached) {
-      bits = buf[byte];
+    if (es == 1) {
+      MarkBits<1>(buf, nb, byte0, a, b, rv, other, dst, s, m);
+    } else if (es == 2) {
+      MarkBits<2>(buf, nb, byte0, a, b, rv, other, dst, s, m);
     } else {
-      if (chunk_first == static_cast<size_t>(-1) || byte < chunk_first ||
-          byte >= chunk_first + kChunk) {
-        chunk_first = byte;
-        const size_t nb = (need - byte < kChunk) ? need - byte : kChunk;
-        TINYSEG_RETURN_IF_ERROR(source_->Read(body + byte, buf, nb));
-      }
-      bits = buf[byte - chunk_first];
-    }
-    uint8_t* out = dst + static_cast<size_t>(e - a) * es;
-    if ((bits >> (e & 7)) & 1u) {
-      const uint8_t* from = packed + static_cast<size_t>(used) * es;
-      if (from != out) CopyElem(out, from, es);
-      ++used;
-    } else {
-      CopyElem(out, rep, es);
+      MarkBits<4>(buf, nb, byte0, a, b, rv, other, dst, s, m);
     }
   }
   return Status::kOk;
 }
 
-Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b, uint8_t* dst) {
+// Elements [a, b) of a compressed block whose body starts at `body`, in one
+// pass over the block in stored order (bitmap, then the packed values): each
+// byte decoded is one the check (crc non-null) ran over. Packed values
+// [s, s + m) go, through buf (kChunk bytes), to the placeholders ScanBitmap left
+// in dst, in order; the others are only checked.
+Status StreamReader::DecodeCompressed(size_t body, uint32_t n_blk, uint32_t count, uint32_t a,
+                                      uint32_t b, const uint8_t* rep, uint8_t* dst, uint32_t* crc,
+                                      uint8_t* buf) {
+  const uint32_t es = header_.elem_size;
+  uint32_t s = 0, m = 0;
+  TINYSEG_RETURN_IF_ERROR(ScanBitmap(body, n_blk, a, b, rep, dst, crc, buf, &s, &m));
+  if (static_cast<size_t>(s) + m > count) {
+    return crc ? Status::kChecksumMismatch : Status::kCorrupt;
+  }
+  const bool whole = a == 0 && b == n_blk;
+  if (crc && whole && m != count) return Status::kChecksumMismatch;  // bitmap disagrees
+  const size_t packed = body + (n_blk + 7) / 8;
+  if (crc) TINYSEG_RETURN_IF_ERROR(Skip(packed, static_cast<size_t>(s) * es, crc, buf));
+  // kChunk is a multiple of es: no value straddles two reads.
+  const size_t want = static_cast<size_t>(m) * es;
+  uint32_t next = 0;  // the element of [a, b) the next placeholder search starts at
+  for (size_t done = 0; done < want; done += kChunk) {
+    const size_t nb = (want - done < kChunk) ? want - done : kChunk;
+    TINYSEG_RETURN_IF_ERROR(source_->Read(packed + static_cast<size_t>(s) * es + done, buf, nb));
+    if (crc) *crc = Crc32Update(*crc, buf, nb);
+    uint32_t rv = 0;
+    std::memcpy(&rv, rep, es);
+    const size_t vals = nb / es;
+    const bool placed = es == 1   ? FillPlaceholders<1>(buf, vals, rv, dst, b - a, &next)
+                        : es == 2 ? FillPlaceholders<2>(buf, vals, rv, dst, b - a, &next)
+                                  : FillPlaceholders<4>(buf, vals, rv, dst, b - a, &next);
+    if (!placed) return Status::kCorrupt;  // unreachable: m placeholders were written
+  }
+  if (crc) {
+    const size_t after = static_cast<size_t>(count - s - m) * es;
+    TINYSEG_RETURN_IF_ERROR(Skip(packed + static_cast<size_t>(s + m) * es, after, crc, buf));
+  }
+  return Status::kOk;
+}
+
+// Reads and checks a block's index entry and header; *len is its encoded
+// length without the check.
+Status StreamReader::ReadBlockHeader(uint32_t block, size_t* off, uint8_t bh[kBlockHeaderBytes],
+                                     size_t* len) {
   const uint32_t es = header_.elem_size;
   const uint32_t n_blk = BlockElems(header_, block);
-  const bool checked = header_.block_crc;
+  const Status bad = header_.block_crc ? Status::kChecksumMismatch : Status::kCorrupt;
   uint8_t ib[kIndexEntryBytes];
   TINYSEG_RETURN_IF_ERROR(source_->Read(
       kStreamHeaderBytes + static_cast<size_t>(block) * kIndexEntryBytes, ib, sizeof(ib)));
-  const size_t off = GetU32(ib);
+  *off = GetU32(ib);
   const size_t data_start = StreamMetaBytes(header_.num_blocks);
   const size_t size = source_->Size();
-  if (off < data_start || off > size || size - off < kBlockHeaderBytes) {
-    return checked ? Status::kChecksumMismatch : Status::kCorrupt;
-  }
-  uint8_t bh[kBlockHeaderBytes];
-  TINYSEG_RETURN_IF_ERROR(source_->Read(off, bh, sizeof(bh)));
+  if (*off < data_start || *off > size || size - *off < kBlockHeaderBytes) return bad;
+  TINYSEG_RETURN_IF_ERROR(source_->Read(*off, bh, kBlockHeaderBytes));
   const uint8_t mode = bh[0];
-  const uint32_t count = GetU16(bh + 2);
-  const size_t body = off + kBlockHeaderBytes;
-  const uint32_t n = b - a;
   // Encoded length from the header; a header that makes no sense is corrupt.
-  size_t len = kBlockHeaderBytes;
-  if (bh[1] != 0) return checked ? Status::kChecksumMismatch : Status::kCorrupt;
+  *len = kBlockHeaderBytes;
+  if (bh[1] != 0) return bad;
   if (mode == static_cast<uint8_t>(BlockMode::kRaw)) {
-    len += static_cast<size_t>(n_blk) * es;
+    *len += static_cast<size_t>(n_blk) * es;
   } else if (mode == static_cast<uint8_t>(BlockMode::kCompressed)) {
-    if (count > n_blk) return checked ? Status::kChecksumMismatch : Status::kCorrupt;
-    len += (n_blk + 7) / 8 + static_cast<size_t>(count) * es;
+    const uint32_t count = GetU16(bh + 2);
+    if (count > n_blk) return bad;
+    *len += (n_blk + 7) / 8 + static_cast<size_t>(count) * es;
   } else if (mode != static_cast<uint8_t>(BlockMode::kConstant)) {
-    return checked ? Status::kChecksumMismatch : Status::kCorrupt;
+    return bad;
   }
-  if (size - off < len + (checked ? kBlockCrcBytes : 0)) {
-    return checked ? Status::kChecksumMismatch : Status::kCorrupt;
-  }
-  // A part of a block: check the whole block first, then decode the part.
-  const bool whole = a == 0 && b == n_blk;
-  uint32_t crc = 0;
-  if (checked) {
-    crc = Crc32Update(BlockCrcSeed(block, static_cast<uint32_t>(off)), bh, sizeof(bh));
-    if (!whole) {
-      TINYSEG_RETURN_IF_ERROR(VerifyBlock(body, len - kBlockHeaderBytes, crc));
-    }
-  }
-  uint32_t* running = checked && whole ? &crc : nullptr;
+  if (size - *off < *len + (header_.block_crc ? kBlockCrcBytes : 0)) return bad;
+  return Status::kOk;
+}
 
+// Elements [a, b) of one block. A checked block is read once, whole and in
+// stored order, the check running over every byte read, and each decoded
+// byte is taken from the read the check ran over: a bit that a read flips
+// only once fails the check instead of reaching dst.
+Status StreamReader::DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b, uint8_t* dst) {
+  const uint32_t es = header_.elem_size;
+  const uint32_t n_blk = BlockElems(header_, block);
+  size_t off = 0, len = 0;
+  uint8_t bh[kBlockHeaderBytes];
+  TINYSEG_RETURN_IF_ERROR(ReadBlockHeader(block, &off, bh, &len));
+  const uint8_t mode = bh[0];
+  const size_t body = off + kBlockHeaderBytes;
+  uint32_t crc = 0;
+  uint32_t* running = nullptr;
+  if (header_.block_crc) {
+    crc = Crc32Update(BlockCrcSeed(block, static_cast<uint32_t>(off)), bh, sizeof(bh));
+    running = &crc;
+  }
+  uint8_t buf[kChunk];  // the one staging buffer of a block's decode
   if (mode == static_cast<uint8_t>(BlockMode::kRaw)) {
-    TINYSEG_RETURN_IF_ERROR(
-        source_->Read(body + static_cast<size_t>(a) * es, dst, static_cast<size_t>(n) * es));
-    if (running) crc = Crc32Update(crc, dst, static_cast<size_t>(n) * es);
+    TINYSEG_RETURN_IF_ERROR(DecodeRaw(body, n_blk, a, b, dst, running, buf));
   } else if (mode == static_cast<uint8_t>(BlockMode::kConstant)) {
-    for (uint32_t i = 0; i < n; ++i) CopyElem(dst + i * es, bh + 4, es);
+    for (uint32_t i = 0; i < b - a; ++i) CopyElem(dst + i * es, bh + 4, es);
   } else {
-    TINYSEG_RETURN_IF_ERROR(DecodeCompressed(body, n_blk, count, a, b, bh + 4, dst, running));
+    TINYSEG_RETURN_IF_ERROR(
+        DecodeCompressed(body, n_blk, GetU16(bh + 2), a, b, bh + 4, dst, running, buf));
   }
   if (running) {
     uint8_t c[kBlockCrcBytes];

@@ -26,11 +26,16 @@
 // u32 block offset and the block's header and body, so a flipped bit in the
 // block or its check, and an index entry that points elsewhere (flipped, or
 // at another block) all fail it. The encoder computes it from the bytes it
-// writes anyway (no extra pass); the decoder verifies every block it reads:
-// a block decoded whole is checked from the bytes it reads anyway, a range
-// that covers only part of a block reads the whole block once more to check
-// it. A mismatch (or a stream header whose own CRC fails) is
-// Status::kChecksumMismatch; dst then holds unspecified bytes.
+// writes anyway (no extra pass); the decoder verifies every block it reads.
+// It reads a checked block once, whole and in stored order, through at most a
+// 128-byte stack buffer, and takes every decoded byte from the read the check
+// ran over (a range that covers part of a block reads the rest of the block
+// for the check only): a bit that a single read returns flipped (a marginal
+// QSPI read, read disturb, a noisy link) fails the check like a stored one,
+// and is never decoded as data. A mismatch (or a stream header whose own CRC
+// fails) is Status::kChecksumMismatch; dst then holds unspecified bytes.
+// A stream written without block checks (CodecParams::block_crc false) has
+// only its header checked.
 //
 // Elements are compared bit-exactly (memcmp), so float32 tensors round-trip
 // exactly (-0.0, NaN payloads included). The representative value is the exact
@@ -190,9 +195,14 @@ class StreamReader {
  private:
   Status DecodeElements(uint32_t first, uint32_t last, uint8_t* dst);
   Status DecodeBlockPart(uint32_t block, uint32_t a, uint32_t b, uint8_t* dst);
+  Status ReadBlockHeader(uint32_t block, size_t* off, uint8_t bh[kBlockHeaderBytes], size_t* len);
+  Status DecodeRaw(size_t body, uint32_t n_blk, uint32_t a, uint32_t b, uint8_t* dst, uint32_t* crc,
+                   uint8_t* buf);
+  Status ScanBitmap(size_t body, uint32_t n_blk, uint32_t a, uint32_t b, const uint8_t* rep,
+                    uint8_t* dst, uint32_t* crc, uint8_t* buf, uint32_t* s, uint32_t* m);
   Status DecodeCompressed(size_t body, uint32_t n_blk, uint32_t count, uint32_t a, uint32_t b,
-                          const uint8_t* rep, uint8_t* dst, uint32_t* crc);
-  Status VerifyBlock(size_t off, size_t len, uint32_t crc);
+                          const uint8_t* rep, uint8_t* dst, uint32_t* crc, uint8_t* buf);
+  Status Skip(size_t off, size_t len, uint32_t* crc, uint8_t* buf);
 
   ByteSource* source_ = nullptr;
   StreamHeader header_;
