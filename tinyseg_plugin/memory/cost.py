@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..ir.graph import Graph
 from .boards import Board, Region
@@ -30,6 +30,9 @@ REFERENCE_HZ = 480e6  # the Nicla Vision's M7 clock
 # baseline: not measured here.
 CMSIS_NN_SPEEDUP = 4.6
 SECONDS_PER_YEAR = 365.25 * 24 * 3600
+# The default plan (optimize without --target) may add at most this share of the original's
+# modelled latency, and write no flash: a plan a user gets without asking costs them nothing.
+FREE_LATENCY_SHARE = 0.01
 
 
 def op_macs(graph: Graph) -> list[int]:
@@ -324,6 +327,24 @@ def estimate(
         placement,
         tuple(uses),
     )
+
+
+def costs_nothing(
+    graph: Graph, board: Board, kernel_set: str = "reference"
+) -> Callable[[Sequence[SlotUse]], bool]:
+    """Whether a plan's slots (placed as ``estimate`` places them) write no flash and add at most
+    ``FREE_LATENCY_SHARE`` of ``graph``'s modelled compute: the test the default plan passes."""
+    allowed = FREE_LATENCY_SHARE * sum(o.compute_s for o in op_costs(graph, board, kernel_set))
+
+    def free(uses: Sequence[SlotUse]) -> bool:
+        storage = 0.0
+        for region, traffic in placed_traffic(board, uses):
+            if region.is_flash and traffic.written:
+                return False
+            storage += region_cost(region, traffic).storage_s
+        return storage <= allowed
+
+    return free
 
 
 def summary_lines(cost: Cost) -> list[str]:
