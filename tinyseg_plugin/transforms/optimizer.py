@@ -8,9 +8,8 @@ from typing import Callable, Sequence
 
 from ..contract import customops
 from ..ir.graph import Graph
-from ..memory.boards import Board
+from ..memory.boards import DEFAULT_BOARD, Board, load_board
 from ..memory.coldrange import ColdRange, cold_ranges
-from ..memory.boards import DEFAULT_BOARD, load_board
 from ..memory.cost import Traffic, costs_nothing, placed_traffic, region_cost
 from ..memory.placement import Placement, SlotUse, assign
 from ..memory.planner import Plan, align_up, plan_graph
