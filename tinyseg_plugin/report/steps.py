@@ -144,9 +144,22 @@ def frontier_lines(points: list, board: str) -> list[str]:
     ]
     for p in points:
         wear = "-" if p.wearout_inferences is None else f"{p.wearout_inferences:,.0f}"
-        target = "no target" if p.target is None else f"--target {p.target:,}"
+        target = "--target min" if p.target is None else f"--target {p.target:,}"
         plan = "the input" if p.strategy == "input" else f"{p.strategy} ({target})"
         lines.append(
             f"  {p.head:>10,} {p.latency_s * 1e3:>13,.1f} {p.flash_bytes_written:>16,} {wear:>22}  {plan}"
+        )
+    return lines
+
+
+def nearby_lines(points: list, board: str) -> list[str]:
+    """The written plan and the next points of the trade-off, each with the option that writes
+    it (transforms/frontier.py nearby; docs/cli.md)."""
+    lines = [f"plans on {board} (planner figures; only the written one is verified):"]
+    for p in points:
+        mark = "written" if p.written else "       "
+        lines.append(
+            f"  {mark} head {p.head:>10,} B  {p.latency_s * 1e3:>10,.1f} ms  "
+            f"flash {p.flash_bytes_written:>9,} B written  {p.option}"
         )
     return lines
