@@ -80,9 +80,7 @@ def nicla_without_free_ram():
 
 @pytest.fixture(scope="module")
 def streamed(graph):
-    run = Run(
-        Options(smallest=True, smallest=True), runs=None, board=nicla_without_free_ram(), rate=1.0
-    )
+    run = Run(Options(smallest=True), runs=None, board=nicla_without_free_ram(), rate=1.0)
     return optimize(TINY_UNET.read_bytes(), run, "tiny_unet", load(TINY_UNET.read_bytes(), "m"))
 
 

@@ -22,9 +22,7 @@ def _moved(out: pipeline.Outcome) -> int:
 
 
 def _optimize(data: bytes, target: int | None, runs: int | None = 3) -> pipeline.Outcome:
-    return pipeline.optimize(
-        data, pipeline.Run(Options(smallest=True, target_bytes=target), runs=runs), "model"
-    )
+    return pipeline.optimize(data, pipeline.Run(Options(target_bytes=target), runs=runs), "model")
 
 
 def test_the_objective_ranks_fitting_plans_by_traffic_then_head() -> None:

@@ -54,7 +54,7 @@ def test_generic_board_writes_the_same_model_as_no_board() -> None:
     from tinyseg_plugin.transforms.optimizer import optimize as search
 
     g = build_graph(load_model(str(TINY_UNET)))
-    o = Options(smallest=True, target_bytes=64 * 1024)
+    o = Options(target_bytes=64 * 1024)
     plain = search(g, o)
     generic = search(g, o, None, load_board("generic"))
     assert generic.uses and generic.placement.names == ("flash",)
@@ -64,9 +64,7 @@ def test_generic_board_writes_the_same_model_as_no_board() -> None:
 @pytest.fixture(scope="module")
 def nicla_64k():
     data = TINY_UNET.read_bytes()
-    run = Run(
-        Options(smallest=True, target_bytes=64 * 1024), runs=3, board=load_board("nicla-vision")
-    )
+    run = Run(Options(target_bytes=64 * 1024), runs=3, board=load_board("nicla-vision"))
     return optimize(data, run, "tiny_unet", load(data, "tiny_unet"))
 
 

@@ -137,7 +137,7 @@ def test_streaming_is_never_worse_than_without_and_always_verifies(corpus) -> No
     models += [(f"random_unet{s}", synth.random_unet(s, max_depth=3)) for s in range(4)]
     streamed = []
     for name, m in models:
-        with_stream = optimize(build_graph(m), Options(smallest=True, smallest=True))
+        with_stream = optimize(build_graph(m), Options(smallest=True))
         without = optimize(build_graph(m), Options(smallest=True, stream=False))
         assert with_stream.plan.head <= without.plan.head, name
         if with_stream.chains:

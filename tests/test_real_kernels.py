@@ -45,7 +45,7 @@ def tflm_dir() -> str:
 
 
 def _optimized(graph):
-    return optimize(graph, Options(smallest=True, smallest=True)).graph
+    return optimize(graph, Options(smallest=True)).graph
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

@@ -31,7 +31,7 @@ MAPPINGS = {
 }
 # (seed, optimizer options): every TinySeg kernel that reaches storage.
 CASES = {
-    "StreamChain": (0, Options(smallest=True, smallest=True)),
+    "StreamChain": (0, Options(smallest=True)),
     "FetchingConv2D": (0, Options(smallest=True, stream=False)),
     "Fetching": (2, Options(smallest=True, stream=False, scratch=False, layout=False)),
 }
