@@ -144,7 +144,7 @@ def frontier_lines(points: list, board: str) -> list[str]:
     ]
     for p in points:
         wear = "-" if p.wearout_inferences is None else f"{p.wearout_inferences:,.0f}"
-        target = "--target min" if p.target is None else f"--target {p.target:,}"
+        target = p.option or ("--target min" if p.target is None else f"--target {p.target:,}")
         plan = "the input" if p.strategy == "input" else f"{p.strategy} ({target})"
         lines.append(
             f"  {p.head:>10,} {p.latency_s * 1e3:>13,.1f} {p.flash_bytes_written:>16,} {wear:>22}  {plan}"

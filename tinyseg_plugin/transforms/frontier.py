@@ -55,6 +55,8 @@ def frontier(
     for t in targets:
         r = floor if t is None else optimize(graph, replace(o, target_bytes=t), None, board)
         found.append(point(graph, r, o.kernel_set, board, rate, t))
+    free = optimize(graph, replace(o, target_bytes=None, smallest=False), None, board)
+    found.append(point(graph, free, o.kernel_set, board, rate, None, "no --target"))
     c = estimate(graph, Traffic(0, 0), board, o.kernel_set, rate)
     found.append(FrontierPoint(top, top, c.latency_s, 0, None, "input"))
     pareto = [
