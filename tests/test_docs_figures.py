@@ -119,7 +119,8 @@ def run_transcript(command: str, cwd: Path) -> str:
         [sys.executable, "-m", "tinyseg_plugin.cli", *argv[1:]],
         cwd=cwd,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # the warnings, where the README shows them
         text=True,
         timeout=600,
         check=False,
