@@ -139,7 +139,17 @@ def test_psram_spill_costs_bandwidth_and_no_wear(graph) -> None:
 
 def test_optimize_prints_and_reports_the_cost(tmp_path: Path, capsys) -> None:
     out, report = tmp_path / "o.tflite", tmp_path / "r.json"
-    args = ["optimize", str(TINY_UNET), "-o", str(out), "--report", str(report), "--unverified"]
+    args = [
+        "optimize",
+        str(TINY_UNET),
+        "-o",
+        str(out),
+        "--report",
+        str(report),
+        "--unverified",
+        "--target",
+        "min",
+    ]
     assert cli.main(args + ["--rate", "0.001"]) == 0
     printed = capsys.readouterr()
     d = json.loads(report.read_text())
