@@ -229,12 +229,18 @@ def test_target_min_on_the_larger_models_moves_no_more_than_a_target_did(
 def test_the_printed_next_points_are_what_their_options_write(
     tiny_unet: Path, tmp_path: Path, capsys
 ) -> None:
-    """Every line under 'plans on' names an option; optimize with it writes that head and latency."""
+    """With --frontier, every line under 'plans on' names an option; optimize with it writes that
+    head and latency. Without it the run searches once: the written plan and where the rest are."""
     import re
 
     from tinyseg_plugin.cli import main
 
-    assert main(["optimize", str(tiny_unet), "-o", str(tmp_path / "o"), "--unverified"]) == 0
+    assert main(["optimize", str(tiny_unet), "-o", str(tmp_path / "p"), "--unverified"]) == 0
+    alone = capsys.readouterr().out
+    assert len(re.findall(r"(written|       ) head ", alone)) == 1, alone
+    assert "the next plans, each with its option: --frontier" in alone
+    args = ["optimize", str(tiny_unet), "-o", str(tmp_path / "o"), "--unverified", "--frontier"]
+    assert main(args) == 0
     text = capsys.readouterr().out
     rows = re.findall(r"(written|       ) head +([\d,]+) B +([\d,.]+) ms .*written  (.*)", text)
     assert len(rows) >= 3 and [r[0] for r in rows].count("written") == 1, text

@@ -287,6 +287,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.
     if not args.quiet and sys.stderr.isatty():
         run.progress = lambda msg: print(f"  .. {msg}", file=sys.stderr)
+    run.nearby = bool(args.frontier or args.frontier_plot)
     out = optimize(data, run, shown(args.model), graph)
     points = None
     if args.frontier or args.frontier_plot:
@@ -334,7 +335,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if out.nearby:
             from .report.steps import nearby_lines
 
-            print("\n".join(nearby_lines(out.nearby, run.board.name)))
+            print("\n".join(nearby_lines(out.nearby, run.board.name, "--frontier")))
+        if out.cost is not None:
             for w in out.cost.warnings():
                 print(f"tinyseg: {w}", file=sys.stderr)
         arena = run.board.arena
@@ -529,7 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--frontier",
         action="store_true",
         help="also print the trade-off between head and modelled latency on --board: the best "
-        "plans for a spread of targets (one search each; planner figures)",
+        "plans for a spread of targets, and the next plans with the option that writes each "
+        "(one search each; planner figures)",
     )
     o.add_argument(
         "--frontier-plot", metavar="FILE.png", help="draw that frontier (implies --frontier)"

@@ -54,7 +54,9 @@ class Run:
     memo: Memo = field(default_factory=Memo, repr=False)
     board: Board = field(default_factory=lambda: load_board(DEFAULT_BOARD))
     rate: float = 1.0
-    nearby: bool = True  # also search the next points of the trade-off (Outcome.nearby)
+    # Also search the next points of the trade-off (Outcome.nearby): one or two searches more,
+    # so only when asked (optimize --frontier).
+    nearby: bool = False
 
     def __post_init__(self) -> None:
         if self.max_io_bytes is None:
@@ -82,8 +84,8 @@ class Outcome:
     cost: Cost | None = None  # the written model's modelled cost on the run's board
     considered_costs: list[Cost] = field(default_factory=list)  # one per result.considered
     board: Board | None = None  # the board the costs are for
-    # The written plan and the next points of the head/latency trade-off, each with its option
-    # (transforms/frontier.py nearby); empty when the input is written unchanged.
+    # The written plan, and with Run.nearby the next points of the head/latency trade-off, each
+    # with its option (transforms/frontier.py nearby); empty when the input is written unchanged.
     nearby: list = field(default_factory=list)
     fits: str | None = None  # a sentence when the original already fits the board's arena region
 
@@ -267,11 +269,11 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
             )
     out = Outcome(model_to_bytes(result.graph.model), result, verification, None, o.target_bytes)
     out.fits = fits_sentence(result, run.board)
-    if run.nearby:
-        from .transforms.frontier import nearby
+    from .transforms.frontier import nearby
 
+    if run.nearby:
         run.say("the next points of the trade-off: one search each")
-        out.nearby = nearby(graph, o, result, run.board, run.rate)
+    out.nearby = nearby(graph, o, result, run.board, run.rate, search=run.nearby)
     return costs(graph, out, run)
 
 

@@ -152,9 +152,10 @@ def frontier_lines(points: list, board: str) -> list[str]:
     return lines
 
 
-def nearby_lines(points: list, board: str) -> list[str]:
+def nearby_lines(points: list, board: str, more: str = "") -> list[str]:
     """The written plan and the next points of the trade-off, each with the option that writes
-    it (transforms/frontier.py nearby; docs/cli.md)."""
+    it (transforms/frontier.py nearby; docs/cli.md); ``more``: the option that lists the next
+    points, named in a last line when only the written plan is given."""
     lines = [f"plans on {board} (planner figures; only the written one is verified):"]
     for p in points:
         mark = "written" if p.written else "       "
@@ -162,4 +163,6 @@ def nearby_lines(points: list, board: str) -> list[str]:
             f"  {mark} head {p.head:>10,} B  {p.latency_s * 1e3:>10,.1f} ms  "
             f"flash {p.flash_bytes_written:>9,} B written  {p.option}"
         )
+    if more and len(points) == 1:
+        lines.append(f"  the next plans, each with its option: {more} (one search each)")
     return lines

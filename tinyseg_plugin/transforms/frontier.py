@@ -103,13 +103,18 @@ def option_of(o: Options) -> str:
     return "no --target" if o.target_bytes is None else f"--target {o.target_bytes}"
 
 
-def nearby(graph: Graph, o: Options, written: Result, board: Board, rate: float) -> list:
-    """The written plan and the next points of the trade-off, each with the option that writes
-    it, so a user sees what RAM costs in time and wear: the default's plan and --target min's,
-    and, from the default or --target min, a target halfway between their heads. Each point is
-    the plan ``optimize`` writes for its option (the same search), so the option reproduces it;
-    a point no better in head or in latency than another is left out. Costs one or two searches."""
+def nearby(
+    graph: Graph, o: Options, written: Result, board: Board, rate: float, search: bool = True
+) -> list:
+    """The written plan and, with ``search``, the next points of the trade-off, each with the
+    option that writes it, so a user sees what RAM costs in time and wear: the default's plan and
+    --target min's, and, from the default or --target min, a target halfway between their heads.
+    Each point is the plan ``optimize`` writes for its option (the same search), so the option
+    reproduces it; a point no better in head or in latency than another is left out. ``search``
+    costs one or two searches (optimize --frontier asks for it); without it, the written plan."""
     here = point(graph, written, o.kernel_set, board, rate, o.target_bytes, option_of(o), True)
+    if not search:
+        return [here]
     default = replace(o, target_bytes=None, smallest=False)
     smallest = replace(o, target_bytes=None, smallest=True)
     asked = option_of(o)

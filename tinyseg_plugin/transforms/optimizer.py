@@ -74,6 +74,9 @@ class Options:
     limits: Limits = field(default_factory=Limits)  # what each search may spend
 
 
+STREAMING = "streaming"  # the streaming strategy's candidate (Candidate.strategy)
+
+
 def objective_for(o: Options, graph: Graph, board: Board) -> Objective:
     """The objective a run's options ask for (search.Objective), priced on ``board``;
     ``graph``: the input model, whose operators give the compute the 1% is of."""
@@ -452,9 +455,10 @@ def _settle(
     graph: Graph, g: Graph, plan: Plan, o: Options, board: Board, say: Callable[[str], None]
 ) -> tuple[Candidate, list[Candidate]]:
     """The best candidate for ``o``'s objective, and every candidate tried. A target no plan
-    meets is searched as --target min; the default's and --target min's plan are then searched
-    again as a target of their own head, and that plan is kept when it scores better (the same
-    head with less storage traffic: no objective writes more traffic than a target would)."""
+    meets is searched as --target min; the default's and --target min's plan, when it moves
+    bytes, is then searched again by its own strategy as a target of its own head, and that plan
+    is kept when it scores better (the same head with less storage traffic: no objective writes
+    more traffic than a target would). One strategy: the other one's plan had a higher head."""
     objective = objective_for(o, graph, board)
     best, candidates = _strategies(g, plan, o, objective, say)
     if o.target_bytes is not None and not best.score(objective).fits:
@@ -464,21 +468,34 @@ def _settle(
     if o.target_bytes is None and best.bytes_moved and best.plan.head < plan.head:
         again = replace(o, target_bytes=best.plan.head, smallest=False)
         say(f"the same head with less storage traffic: --target {best.plan.head:,}")
-        alt, tried = _strategies(g, plan, again, objective_for(again, graph, board), say)
+        alt, _ = _strategies(
+            g, plan, again, objective_for(again, graph, board), say, only=best.strategy
+        )
         if alt.score(objective) < best.score(objective):
-            best, candidates = alt, tried
+            candidates = [alt if c is best else c for c in candidates]
+            best = alt
     return best, candidates
 
 
 def _strategies(
-    g: Graph, plan: Plan, o: Options, objective: Objective, say: Callable[[str], None]
+    g: Graph,
+    plan: Plan,
+    o: Options,
+    objective: Objective,
+    say: Callable[[str], None],
+    only: str | None = None,
 ) -> tuple[Candidate, list[Candidate]]:
-    """Each strategy's candidate for ``objective`` and the best of them."""
+    """Each strategy's candidate for ``objective`` (``only``: that strategy's, when it gives
+    one) and the best of them."""
+    if only == STREAMING:
+        streamed = streaming(g, o, say, objective) if o.stream else None
+        if streamed is not None:
+            return streamed, [streamed]
     best = spill_and_fuse(g, plan, o, say, objective)
     candidates = [best]
     # With a target that the spill strategy meets moving nothing, no streaming can do better.
     met = o.target_bytes is not None and best.score(objective).fits and best.bytes_moved == 0
-    if o.stream and not met:
+    if o.stream and not met and only is None:
         streamed = streaming(g, o, say, objective)
         if streamed is not None:
             candidates.append(streamed)
@@ -575,7 +592,7 @@ def streaming(
     detail = f"{len(chains)} StreamChain operators; row spills move {choice.storage_bytes:,} B per inference"
     say(f"streaming: head {streamed.head:,} B")
     return Candidate(
-        "streaming",
+        STREAMING,
         choice.streamed.graph,
         streamed,
         [Step("streaming", detail, streamed.head, streamed.total)],
