@@ -128,6 +128,29 @@ def test_optimize_writes_the_header_of_the_plan_it_wrote(tiny_unet, tmp_path) ->
     assert f"kSlots = {max(s['slot'] for s in slots) + 1}" in text
 
 
+def test_the_default_plan_gets_its_header(tiny_unet, tmp_path) -> None:
+    """Without --target the plan on the Nicla Vision keeps its slots in RAM; placement counts each
+    slot as the header sizes it (placement.slot_region_bytes), so the header's regions fit."""
+    import json
+
+    args = ["optimize", str(tiny_unet), "-o", "m.tflite", "--board", "nicla-vision"]
+    out = _cli(args + ["--storage-header", "h.h", "--report", "r.json", "--unverified"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "h.h").read_text()
+    board = {r.name: r for r in load_board("nicla-vision").regions}
+    regions = re.findall(r"^// +region (\d+): ([\w-]+), (\d+) bytes", text, re.M)
+    assert regions, text
+    used: dict[str, int] = {}
+    for _, name, size in regions:
+        used[name] = used.get(name, 0) + int(size)
+    for name, size in used.items():
+        assert size <= board[name].free, (name, size)
+    slots = json.loads((tmp_path / "r.json").read_text())["cost"]["placement"]["slots"]
+    assert sum(used.values()) == sum(
+        sh.slot_region_bytes(s["bytes"]) for s in slots if s["region"] in used
+    )
+
+
 def test_storage_header_needs_the_nicla_board(tiny_unet, tmp_path) -> None:
     out = _cli(["optimize", str(tiny_unet), "-o", "m.tflite", "--storage-header", "s.h"], tmp_path)
     assert out.returncode == 2 and "give --board nicla-vision" in out.stderr
