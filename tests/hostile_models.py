@@ -46,7 +46,7 @@ def base_models() -> dict[str, bytes]:
     graph = build_graph(modelio.load_model(TINY_UNET))
     out = {}
     for name, stream in (("stream", True), ("fetch", False)):
-        result = optimize(graph, Options(stream=stream))
+        result = optimize(graph, Options(smallest=True, stream=stream))
         out[name] = modelio.model_to_bytes(result.graph.model)
     return out
 

@@ -80,7 +80,7 @@ def nicla_without_free_ram():
 
 @pytest.fixture(scope="module")
 def streamed(graph):
-    run = Run(Options(), runs=None, board=nicla_without_free_ram(), rate=1.0)
+    run = Run(Options(smallest=True), runs=None, board=nicla_without_free_ram(), rate=1.0)
     return optimize(TINY_UNET.read_bytes(), run, "tiny_unet", load(TINY_UNET.read_bytes(), "m"))
 
 
@@ -139,7 +139,17 @@ def test_psram_spill_costs_bandwidth_and_no_wear(graph) -> None:
 
 def test_optimize_prints_and_reports_the_cost(tmp_path: Path, capsys) -> None:
     out, report = tmp_path / "o.tflite", tmp_path / "r.json"
-    args = ["optimize", str(TINY_UNET), "-o", str(out), "--report", str(report), "--unverified"]
+    args = [
+        "optimize",
+        str(TINY_UNET),
+        "-o",
+        str(out),
+        "--report",
+        str(report),
+        "--unverified",
+        "--target",
+        "min",
+    ]
     assert cli.main(args + ["--rate", "0.001"]) == 0
     printed = capsys.readouterr()
     d = json.loads(report.read_text())

@@ -35,7 +35,8 @@ def test_nicla_readme_figures_match_runtime_table() -> None:
             str(ROOT / "examples" / "nicla_vision" / "README.md"),
             "--check",
         ],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # the warnings, where the README shows them
         text=True,
         timeout=600,
     )
@@ -104,24 +105,27 @@ def transcript_matches(shown: list[str], printed: str) -> bool:
 
 def run_transcript(command: str, cwd: Path) -> str:
     """Runs `tinyseg ...` as the README shows it, from a folder holding the bundled model, without a
-    TFLM tree (the fallback check) and at the width a non-terminal gets."""
+    TFLM tree (the fallback check) and at the width a non-terminal gets; stderr (the warnings)
+    where it is printed."""
     model = cwd / "examples" / "models" / "tiny_unet.tflite"
     model.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(ROOT / "examples" / "models" / "tiny_unet.tflite", model)
     env = {k: v for k, v in os.environ.items() if k not in ("TFLM_DIR", "COLUMNS")}
     env["COLUMNS"] = "100"
+    env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr in the order they are printed
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     argv = shlex.split(command)
     p = subprocess.run(
         [sys.executable, "-m", "tinyseg_plugin.cli", *argv[1:]],
         cwd=cwd,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # the warnings, where the README shows them
         text=True,
         timeout=600,
         check=False,
     )
-    assert p.returncode == 0, f"{command}: exit {p.returncode}\n{p.stderr[-2000:]}"
+    assert p.returncode == 0, f"{command}: exit {p.returncode}\n{p.stdout[-2000:]}"
     return p.stdout
 
 

@@ -1,6 +1,7 @@
-"""The objective a user means: with --target, of the plans whose head fits, the one that moves the
-fewest bytes through storage per inference (then the smaller head); without a target, the
-smallest head. Every plan written here is checked bit-exact in the tflite-micro wheel."""
+"""The objective a user means: without --target, the smallest head of the plans that write no
+flash and add at most 1% modelled latency; with --target, of the plans whose head fits, the one
+that moves the fewest bytes through storage per inference (then the smaller head); --target min,
+the smallest head. Every plan written here is checked bit-exact in the tflite-micro wheel."""
 
 from __future__ import annotations
 
@@ -21,8 +22,15 @@ def _moved(out: pipeline.Outcome) -> int:
     return sum(s.bytes_moved for s in r.spills) + r.stream_bytes
 
 
-def _optimize(data: bytes, target: int | None, runs: int | None = 3) -> pipeline.Outcome:
-    return pipeline.optimize(data, pipeline.Run(Options(target_bytes=target), runs=runs), "model")
+def _optimize(
+    data: bytes, target: int | str | None, runs: int | None = 3, board: str = "generic"
+) -> pipeline.Outcome:
+    from tinyseg_plugin.memory.boards import load_board
+
+    run = pipeline.Run(
+        Options(**pipeline.target_fields(target)), runs=runs, board=load_board(board), nearby=False
+    )
+    return pipeline.optimize(data, run, "model")
 
 
 def test_the_objective_ranks_fitting_plans_by_traffic_then_head() -> None:
@@ -96,8 +104,8 @@ def test_a_tight_target_spills_the_big_skip_once(tiny_unet: Path) -> None:
     assert out.verification is not None and out.verification.identical
 
 
-def test_no_target_keeps_the_smallest_head(tiny_unet: Path) -> None:
-    out = _optimize(tiny_unet.read_bytes(), None)
+def test_target_min_keeps_the_smallest_head(tiny_unet: Path) -> None:
+    out = _optimize(tiny_unet.read_bytes(), "min")
     assert out.result.plan.head <= 34_752
     assert out.verification is not None and out.verification.identical
 
@@ -113,7 +121,7 @@ def test_a_looser_target_never_costs_more(source: str, tiny_unet: Path) -> None:
         data = shared_model("person_detect.tflite").read_bytes()
     else:
         data = model_to_bytes(synth.random_unet(int(source.rsplit("_", 1)[1]), dtype="INT8"))
-    free = _optimize(data, None, runs=None)
+    free = _optimize(data, "min", runs=None)
     original = free.result.original.head
     floor = free.result.plan.head
     if floor >= original:
@@ -153,10 +161,91 @@ def test_the_frontier_trades_head_for_modelled_time(tiny_unet: Path, tmp_path: P
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_without_a_target_streaming_is_tried_when_spilling_moves_nothing() -> None:
+def test_target_min_tries_streaming_when_spilling_moves_nothing() -> None:
     """A chain of convolutions: nothing to spill (the spill strategy moves 0 B and changes
-    nothing), yet streaming lowers the head; with no target that is still the smallest head."""
+    nothing), yet streaming lowers the head; --target min streams it."""
     data = model_to_bytes(synth.chain(4, size=32, channels=8))
-    out = _optimize(data, None, runs=None)
+    out = _optimize(data, "min", runs=None)
     assert out.unchanged is None and out.result.strategy == "streaming"
     assert out.result.plan.head < out.result.original.head
+
+
+def test_the_default_ranks_plans_that_cost_nothing_first() -> None:
+    """A plan that writes flash or adds time ranks after every free one, whatever its head."""
+    o = Objective(None, None, lambda uses: not uses)
+    assert o.score(90, 0, 0, ()) < o.score(10, 5, 5, ["a slot"])
+    assert o.score(50, 0, 0, ()) < o.score(90, 0, 0, ())  # both free: the smaller head
+
+
+def test_the_default_plan_costs_nothing(tiny_unet: Path) -> None:
+    """Tiny U-Net, no options: no flash written, at most 1% over the compute (1,211 ms of 1,199.0),
+    a head no larger than --target 154000's (153,248 B with 0 B through storage); verified."""
+    out = _optimize(tiny_unet.read_bytes(), None, runs=1)
+    assert out.cost.flash_bytes_written == 0
+    assert out.cost.latency_s <= 1.01 * out.cost.compute_s and out.cost.latency_s <= 1.211
+    assert out.result.plan.head <= 153_248
+    assert out.verification is not None and out.verification.identical
+
+
+def test_on_nicla_vision_the_default_keeps_the_qspi_untouched(tiny_unet: Path) -> None:
+    """--board nicla-vision, no target: slots only in the free DTCM, at most 1% over 1,199.0 ms,
+    a head no larger than --target 64KB's (63,008 B, no flash written)."""
+    out = _optimize(tiny_unet.read_bytes(), None, runs=None, board="nicla-vision")
+    assert out.cost.flash_bytes_written == 0
+    assert out.cost.latency_s <= 1.01 * out.cost.compute_s
+    assert out.result.plan.head <= 63_008
+    assert out.fits is not None and "axi-sram" in out.fits
+
+
+def test_an_unreachable_target_writes_the_plan_of_target_min(tiny_unet: Path) -> None:
+    data = tiny_unet.read_bytes()
+    smallest, unreachable = _optimize(data, "min", runs=None), _optimize(data, 1, runs=None)
+    assert not unreachable.target_met and smallest.target_met
+    assert unreachable.data == smallest.data
+
+
+def test_target_min_moves_no_more_than_a_target_of_its_own_head(tiny_unet: Path) -> None:
+    data = tiny_unet.read_bytes()
+    smallest = _optimize(data, "min", runs=None)
+    same = _optimize(data, smallest.result.plan.head, runs=None)
+    assert same.result.plan.head == smallest.result.plan.head
+    assert _moved(smallest) <= _moved(same)
+    assert smallest.cost.latency_s <= same.cost.latency_s
+
+
+@pytest.mark.parametrize("name, moved", [("vnet2d", 983_040), ("attention_unet", 2_918_400)])
+def test_target_min_on_the_larger_models_moves_no_more_than_a_target_did(
+    name: str, moved: int, example_models: dict[str, Path]
+) -> None:
+    """--target 65536 (V-Net 2D) and --target 89504 (Attention U-Net) moved these bytes at the
+    smallest head; --target min reaches that head or lower and moves no more."""
+    if name not in example_models:
+        pytest.skip(f"{name}: needs TensorFlow to build (make models-deps)")
+    out = _optimize(example_models[name].read_bytes(), "min", runs=None)
+    assert out.result.plan.head <= {"vnet2d": 65_536, "attention_unet": 89_504}[name]
+    assert _moved(out) <= moved
+
+
+def test_the_printed_next_points_are_what_their_options_write(
+    tiny_unet: Path, tmp_path: Path, capsys
+) -> None:
+    """With --frontier, every line under 'plans on' names an option; optimize with it writes that
+    head and latency. Without it the run searches once: the written plan and where the rest are."""
+    import re
+
+    from tinyseg_plugin.cli import main
+
+    assert main(["optimize", str(tiny_unet), "-o", str(tmp_path / "p"), "--unverified"]) == 0
+    alone = capsys.readouterr().out
+    assert len(re.findall(r"(written|       ) head ", alone)) == 1, alone
+    assert "the next plans, each with its option: --frontier" in alone
+    args = ["optimize", str(tiny_unet), "-o", str(tmp_path / "o"), "--unverified", "--frontier"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    rows = re.findall(r"(written|       ) head +([\d,]+) B +([\d,.]+) ms .*written  (.*)", text)
+    assert len(rows) >= 3 and [r[0] for r in rows].count("written") == 1, text
+    for mark, head, ms, option in rows:
+        target = None if option == "no --target" else option.split()[-1]
+        out = _optimize(tiny_unet.read_bytes(), target, runs=None)
+        assert f"{out.result.plan.head:,}" == head, option
+        assert f"{out.cost.latency_s * 1e3:,.1f}" == ms, option

@@ -41,7 +41,7 @@ def _laid(result, graph, plan):
 
 
 def test_tiny_unet_reference_reaches_153600_bit_exact(unet_graph) -> None:
-    r = optimize(unet_graph, Options(kernel_set="reference", stream=False))
+    r = optimize(unet_graph, Options(smallest=True, kernel_set="reference", stream=False))
     assert r.original.head == 307_200
     assert r.plan.head <= 153_600
     assert verify(unet_graph, r.graph, runs=3).identical
@@ -57,7 +57,9 @@ def test_tiny_unet_streams_under_64000_bit_exact(
 ) -> None:
     """By default optimize streams the Tiny U-Net (StreamChain operators only) to a head of
     at most 64,000 B (66,000 with CMSIS-NN), total at most 74,000, verified bit-exact."""
-    r = optimize(unet_graph, Options(kernel_set=runtime, build_profile=build_profile))
+    r = optimize(
+        unet_graph, Options(smallest=True, kernel_set=runtime, build_profile=build_profile)
+    )
     assert {op.opcode for op in r.graph.operators} == {customops.STREAM_CHAIN}
     assert r.plan.head <= (64_000 if runtime == "reference" else 66_000) and r.plan.total <= 74_000
     assert r.chains and not r.spills and r.stream_bytes > 0 and r.steps[-1].technique == "streaming"
@@ -65,7 +67,7 @@ def test_tiny_unet_streams_under_64000_bit_exact(
 
 
 def test_optimized_model_survives_serialisation(unet_graph) -> None:
-    r = optimize(unet_graph, Options())
+    r = optimize(unet_graph, Options(smallest=True))
     again = build_graph(parse_model(model_to_bytes(r.graph.model)))
     assert plan_graph(again).head == r.plan.head
     for op in again.operators:
@@ -75,7 +77,7 @@ def test_optimized_model_survives_serialisation(unet_graph) -> None:
 
 def test_head_of_custom_ops_model_is_what_tflm_sees_after_lowering(unet_graph) -> None:
     """The lowered model is a real model: its TFLM head is what the planner says of it."""
-    r = optimize(unet_graph, Options())
+    r = optimize(unet_graph, Options(smallest=True))
     low = lower(r.graph).graph
     assert plan_graph(low).head == interpreter.arena_usage(model_to_bytes(low.model)).head
 
@@ -121,7 +123,7 @@ def test_target_below_the_partial_steps_spills_the_whole_skip(unet_graph) -> Non
 
 
 def test_switches_turn_techniques_off(unet_graph) -> None:
-    r = optimize(unet_graph, Options(fuse=False, scratch=False))
+    r = optimize(unet_graph, Options(smallest=True, fuse=False, scratch=False))
     ops = {op.opcode for op in r.graph.operators}
     assert customops.FETCHING_CONV_2D not in ops
     assert all(not op.intermediates for op in r.graph.operators)
@@ -179,7 +181,7 @@ def test_property_random_models_never_worse_and_bit_exact() -> None:
     improved = 0
     for seed in range(40):
         g = build_graph(synth.random_unet(seed))
-        r = optimize(g, Options())
+        r = optimize(g, Options(smallest=True))
         assert r.plan.head <= r.original.head, f"seed {seed}"
         improved += r.plan.head < r.original.head
         v = verify(g, r.graph, runs=1, seed=seed)
@@ -191,7 +193,7 @@ def test_model_that_cannot_improve_is_unchanged() -> None:
     b = synth.ModelBuilder(seed=1)
     x = b.input([1, 8, 8, 4])
     g = build_graph(b.build([b.conv(x, 4)]))
-    r = optimize(g, Options())
+    r = optimize(g, Options(smallest=True))
     assert r.plan.head == r.original.head and r.graph is g and not r.spills
 
 
@@ -234,11 +236,11 @@ def test_many_tensors_and_float32() -> None:
     """Past 255 tensors (the prototype's single-byte indices broke there) and in float32."""
     g = build_graph(synth.chain(120, size=16, channels=8))
     assert len(g.tensors) > 255
-    r = optimize(g, Options())
+    r = optimize(g, Options(smallest=True))
     assert r.plan.head <= r.original.head
     assert verify(g, r.graph, runs=1).identical
     f = build_graph(synth.tiny_unet_like(dtype="FLOAT32"))
-    rf = optimize(f, Options())
+    rf = optimize(f, Options(smallest=True))
     assert rf.plan.head < rf.original.head and rf.chains  # float32 stages stream
     assert verify(f, rf.graph, runs=1).identical
 

@@ -19,11 +19,11 @@ def test_the_codec_keeps_no_module_cache() -> None:
 
 def test_each_run_remembers_its_own_search_and_shares_it_with_its_graphs(tiny_unet: Path) -> None:
     data = tiny_unet.read_bytes()
-    first = pipeline.Run(Options(), runs=None)
+    first = pipeline.Run(Options(smallest=True), runs=None)
     out = pipeline.optimize(data, first, "tiny_unet")
     assert out.result.graph.memo is first.memo  # every candidate graph shares the run's memo
     assert first.memo.views and first.memo.encoded and first.memo.decoded
-    second = pipeline.Run(Options(), runs=None)
+    second = pipeline.Run(Options(smallest=True), runs=None)
     assert not second.memo.views and not second.memo.encoded and not second.memo.decoded
     again = pipeline.optimize(data, second, "tiny_unet")
     assert again.data == out.data  # what one run remembers changes no answer of another
@@ -33,9 +33,11 @@ def test_the_run_carries_the_search_limits(tiny_unet: Path) -> None:
     """A run's Limits reach the chain search: a starved budget gives a plan no better than the
     default one, and not the same search (fewer planner runs)."""
     data = tiny_unet.read_bytes()
-    full = pipeline.optimize(data, pipeline.Run(Options(), runs=None), "tiny_unet")
+    full = pipeline.optimize(data, pipeline.Run(Options(smallest=True), runs=None), "tiny_unet")
     starved = pipeline.optimize(
-        data, pipeline.Run(Options(limits=Limits(work=1, rows=1, tries=1)), runs=None), "tiny_unet"
+        data,
+        pipeline.Run(Options(smallest=True, limits=Limits(work=1, rows=1, tries=1)), runs=None),
+        "tiny_unet",
     )
     assert starved.result.plan.head >= full.result.plan.head
     assert starved.data != full.data
@@ -65,11 +67,11 @@ def test_the_table_and_report_name_what_kept_chains_short() -> None:
     assert "not streamed: 1 row-local operators" in table
     assert "an alpha that varies over rows" in table
     f32 = model_to_bytes(synth.tiny_unet_like(0, dtype="FLOAT32"))
-    out32 = pipeline.optimize(f32, pipeline.Run(Options(), runs=None), "float_unet")
+    out32 = pipeline.optimize(f32, pipeline.Run(Options(smallest=True), runs=None), "float_unet")
     assert out32.result.not_streamed == [] and out32.result.chains
     report = report_dict(out32.result, "float_unet", "out", None)
     assert report["not_streamed"] == []
     int8 = model_to_bytes(synth.tiny_unet_like(0, dtype="INT8"))
-    out8 = pipeline.optimize(int8, pipeline.Run(Options(), runs=None), "int8_unet")
+    out8 = pipeline.optimize(int8, pipeline.Run(Options(smallest=True), runs=None), "int8_unet")
     assert out8.result.not_streamed == []
     assert "not streamed" not in steps_table(out8.result)

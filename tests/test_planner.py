@@ -107,7 +107,7 @@ def test_a_model_with_tinyseg_operators_is_planned_as_installed(runtime: str) ->
     from tinyseg_plugin.transforms.optimizer import Options, optimize
 
     g = build_graph(load_model(TINY_UNET))
-    opt = optimize(g, Options(kernel_set=runtime)).graph
+    opt = optimize(g, Options(smallest=True, kernel_set=runtime)).graph
     plain, installed = (
         BuildProfile("host64-make-recording", 8),
         BuildProfile("host64-make-recording-tinyseg", 8),

@@ -20,7 +20,7 @@ def before():
 
 @pytest.fixture(scope="module")
 def after(before):
-    r = optimize(before.graph, Options())
+    r = optimize(before.graph, Options(smallest=True))
     return analyze_graph(r.graph, "reference", "host64", r.plan)
 
 

@@ -24,7 +24,7 @@ def unet() -> bytes:
 
 @pytest.fixture(scope="module")
 def optimized(unet: bytes) -> tuple[bytes, list[dict]]:
-    return run_optimize(manager(plugin), unet, ["-i", "m.tflite", "--no-stream"])
+    return run_optimize(manager(plugin), unet, ["-i", "m.tflite", "--no-stream", "--target", "min"])
 
 
 def test_options_are_registered_through_the_host_parser() -> None:
@@ -77,10 +77,10 @@ def test_optimize_hook_rewrites_and_report_hook_contributes(unet: bytes, optimiz
     assert set(victim) == {"name", "bytes", "slot", "after_operator"}
 
 
-def test_optimize_hook_streams_by_default(unet: bytes) -> None:
-    """Through the host's hooks too, the default is streaming: StreamChain operators,
+def test_optimize_hook_streams_with_target_min(unet: bytes) -> None:
+    """Through the host's hooks too, --target min streams: StreamChain operators,
     described like every TinySeg operator, the head under 64,000 B, verified."""
-    out, (s,) = run_optimize(manager(plugin), unet, ["-i", "m.tflite"])
+    out, (s,) = run_optimize(manager(plugin), unet, ["-i", "m.tflite", "--target", "min"])
     g0, g1 = build_graph(parse_model(unet)), build_graph(parse_model(out))
     assert {op.opcode for op in g1.operators} == {customops.STREAM_CHAIN}
     assert s["head"] == plan_graph(g1).head <= 64_000 and verify(g0, g1).identical
@@ -250,3 +250,13 @@ def test_plugin_honours_the_cpu_time_limit_as_the_cli_does(tmp_path, capfd, unet
 def test_plugin_time_limit_must_be_positive(bad: str) -> None:
     with pytest.raises(ValueError, match="--time-limit"):
         parse(manager(plugin), ["--time-limit", bad])
+
+
+def test_optimize_hook_writes_the_default_plan_of_the_command_line(unet: bytes, capsys) -> None:
+    """No --target through the host: the command line's default, no flash written, and the
+    next plans with their options."""
+    out, (s,) = run_optimize(manager(plugin), unet, ["-i", "m.tflite", "--no-verify"])
+    printed = capsys.readouterr().out
+    assert s["head"] == plan_graph(build_graph(parse_model(out))).head <= 153_248
+    assert "written head" in printed and "no --target" in printed and "--target min" in printed
+    assert "flash:" not in printed  # no flash region in the summary: nothing written to it

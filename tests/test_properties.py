@@ -97,7 +97,9 @@ def test_optimized_wide_graph_is_far_below_the_input(corpus) -> None:
     from tinyseg_plugin.transforms.optimizer import Options, optimize
 
     p = next(p for n, p, _ in corpus if n == "wide_conv")
-    r = optimize(build_graph(load_model(p)), Options(stream=False))  # the wheel runs no StreamChain
+    r = optimize(
+        build_graph(load_model(p)), Options(smallest=True, stream=False)
+    )  # the wheel runs no StreamChain
     assert r.plan.head * 10 < r.original.head
     assert interpreter.arena_usage(model_to_bytes(r.graph.model)).head == r.plan.head
 
@@ -135,8 +137,8 @@ def test_streaming_is_never_worse_than_without_and_always_verifies(corpus) -> No
     models += [(f"random_unet{s}", synth.random_unet(s, max_depth=3)) for s in range(4)]
     streamed = []
     for name, m in models:
-        with_stream = optimize(build_graph(m), Options())
-        without = optimize(build_graph(m), Options(stream=False))
+        with_stream = optimize(build_graph(m), Options(smallest=True))
+        without = optimize(build_graph(m), Options(smallest=True, stream=False))
         assert with_stream.plan.head <= without.plan.head, name
         if with_stream.chains:
             streamed.append(name)

@@ -97,7 +97,9 @@ def _sweep(runner: Path, work: Path, model: Path, kind: str) -> dict[str, int | 
 
 
 @pytest.mark.parametrize(
-    "name,flags", [("spilled", ("--no-stream",)), ("streamed", ())], ids=["spilled", "streamed"]
+    "name,flags",
+    [("spilled", ("--no-stream",)), ("streamed", ("--target", "min"))],
+    ids=["spilled", "streamed"],
 )
 def test_no_storage_fault_gives_a_wrong_segmentation(
     runner: Path, work: Path, name: str, flags: tuple[str, ...], counts

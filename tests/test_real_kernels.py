@@ -45,7 +45,7 @@ def tflm_dir() -> str:
 
 
 def _optimized(graph):
-    return optimize(graph, Options()).graph
+    return optimize(graph, Options(smallest=True)).graph
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
@@ -180,7 +180,7 @@ def _zero_layout(graph) -> None:
 def _spilled(graph):
     """Spilling, fusion and layout only: the passes an offline layout comes with (streaming would
     replace them)."""
-    return optimize(graph, Options(stream=False)).graph
+    return optimize(graph, Options(smallest=True, stream=False)).graph
 
 
 def _broken(case: str):

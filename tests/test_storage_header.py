@@ -224,3 +224,26 @@ def test_a_slot_needs_its_encoded_blocks_in_whole_sectors_and_one_more() -> None
     assert sh.slot_region_bytes(1) == 2 * sh.SECTOR_BYTES
     assert sh.slot_region_bytes(4096 - 32) == 2 * sh.SECTOR_BYTES  # 4 blocks: 32 B of headers
     assert sh.slot_region_bytes(4096) == 3 * sh.SECTOR_BYTES
+
+
+def test_the_default_plan_gets_its_header(tiny_unet, tmp_path) -> None:
+    """Without --target the plan on the Nicla Vision keeps its slots in RAM; placement counts each
+    slot as the header sizes it (placement.slot_region_bytes), so the header's regions fit."""
+    import json
+
+    args = ["optimize", str(tiny_unet), "-o", "m.tflite", "--board", "nicla-vision"]
+    out = _cli(args + ["--storage-header", "h.h", "--report", "r.json", "--unverified"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "h.h").read_text()
+    board = {r.name: r for r in load_board("nicla-vision").regions}
+    regions = re.findall(r"^// +region (\d+): ([\w-]+), (\d+) bytes", text, re.M)
+    assert regions, text
+    used: dict[str, int] = {}
+    for _, name, size in regions:
+        used[name] = used.get(name, 0) + int(size)
+    for name, size in used.items():
+        assert size <= board[name].free, (name, size)
+    slots = json.loads((tmp_path / "r.json").read_text())["cost"]["placement"]["slots"]
+    assert sum(used.values()) == sum(
+        sh.slot_region_bytes(s["bytes"]) for s in slots if s["region"] in used
+    )

@@ -31,9 +31,9 @@ MAPPINGS = {
 }
 # (seed, optimizer options): every TinySeg kernel that reaches storage.
 CASES = {
-    "StreamChain": (0, Options()),
-    "FetchingConv2D": (0, Options(stream=False)),
-    "Fetching": (2, Options(stream=False, scratch=False, layout=False)),
+    "StreamChain": (0, Options(smallest=True)),
+    "FetchingConv2D": (0, Options(smallest=True, stream=False)),
+    "Fetching": (2, Options(smallest=True, stream=False, scratch=False, layout=False)),
 }
 
 

@@ -150,7 +150,7 @@ def variants() -> dict[str, object]:
     """The optimized Tiny U-Net, and hand-made spills that exercise every Fetching form."""
     g = build_graph(modelio.load_model(TINY_UNET))
     result = optimizer.optimize(
-        g, optimizer.Options(stream=False)
+        g, optimizer.Options(smallest=True, stream=False)
     )  # the spill passes (streaming: below)
     victim = 39  # the 80x120x8 skip tensor the optimizer spills
     cr = cold_ranges(g)[victim]
@@ -513,7 +513,7 @@ def test_end_to_end_synthetic(e2e_exe: Path, tmp_path: Path, case: str) -> None:
         }[case]
         g = build_graph(model)
         optimized = optimizer.optimize(
-            g, optimizer.Options(stream=False)
+            g, optimizer.Options(smallest=True, stream=False)
         ).graph  # the spill passes' forms
     assert any(customops.is_tinyseg_op(op) for op in optimized.operators)
     original, variant = tmp_path / "original.tflite", tmp_path / "variant.tflite"
@@ -698,7 +698,9 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
     # arithmetic on their bands, its other stages the reference arithmetic)
     for streaming in (False, True):
         model = tmp_path / f"opt_cmsis_{streaming}.tflite"
-        result = optimizer.optimize(g, optimizer.Options(kernel_set="cmsis-nn", stream=streaming))
+        result = optimizer.optimize(
+            g, optimizer.Options(smallest=True, kernel_set="cmsis-nn", stream=streaming)
+        )
         assert (customops.STREAM_CHAIN in {op.opcode for op in result.graph.operators}) == streaming
         modelio.save_model(result.graph.model, model)
         got = _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")
@@ -715,7 +717,7 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
     # a model streamed for the reference kernels runs in a CMSIS-NN build too (stages whose
     # CMSIS-NN buffer the plan has no room for keep the reference arithmetic): same outputs
     model = tmp_path / "streamed_for_reference.tflite"
-    modelio.save_model(optimizer.optimize(g, optimizer.Options()).graph.model, model)
+    modelio.save_model(optimizer.optimize(g, optimizer.Options(smallest=True)).graph.model, model)
     got = _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")
     assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
     # its TRANSPOSE_CONV stages (stride = kernel, SAME) have room for CMSIS-NN's accumulator row:
@@ -846,7 +848,10 @@ def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_
     _assert_as_analyzed(original, TINY_UNET, runtime, M7_BUILD)
     for streaming in (False, True):
         result = optimizer.optimize(
-            g, optimizer.Options(kernel_set=runtime, build_profile="cortex-m", stream=streaming)
+            g,
+            optimizer.Options(
+                smallest=True, kernel_set=runtime, build_profile="cortex-m", stream=streaming
+            ),
         )
         assert (customops.STREAM_CHAIN in {op.opcode for op in result.graph.operators}) == streaming
         model = tmp_path / f"m7_{streaming}.tflite"

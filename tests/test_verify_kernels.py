@@ -63,7 +63,7 @@ def test_grouped_conv_is_not_fused() -> None:
 def test_optimized_grouped_model_verifies_without_fetching_conv() -> None:
     graph, _, gout = grouped_after_skip()
     name = graph.tensors[gout].name
-    r = optimize(graph, Options(stream=False))
+    r = optimize(graph, Options(smallest=True, stream=False))
     assert any(op.opcode == customops.SPILL for op in r.graph.operators)  # the skip was spilled
     writer = next(
         op for op in r.graph.operators if any(r.graph.tensors[t].name == name for t in op.outputs)

@@ -256,6 +256,16 @@ def parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def parse_target(text: str) -> dict:
+    """argparse type for --target: 'min' or a size, as Options fields (pipeline.target_fields)."""
+    from .pipeline import target_fields
+
+    try:
+        return target_fields(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
     from .checks.real_kernels import resolve_tflm_dir
     from .ir.modelio import read_model_bytes, write_all
@@ -265,7 +275,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
     run = _run(
         args,
-        target_bytes=args.target,
+        **(args.target or {}),
         partial=not args.no_partial,
         fuse=not args.no_fuse,
         scratch=not args.no_scratch16,
@@ -293,6 +303,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.
     if not args.quiet and sys.stderr.isatty():
         run.progress = lambda msg: print(f"  .. {msg}", file=sys.stderr)
+    run.nearby = bool(args.frontier or args.frontier_plot)
     out = optimize(data, run, shown(args.model), graph)
     points = None
     if args.frontier or args.frontier_plot:
@@ -338,6 +349,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         sys.stdout.write(steps_table(out.result))
         if out.cost is not None:
             print("\n".join(summary_lines(out.cost)))
+        if out.fits is not None:
+            print(out.fits)
+        if out.nearby:
+            from .report.steps import nearby_lines
+
+            print("\n".join(nearby_lines(out.nearby, run.board.name, "--frontier")))
+        if out.cost is not None:
             for w in out.cost.warnings():
                 print(f"tinyseg: {w}", file=sys.stderr)
         arena = run.board.arena
@@ -365,7 +383,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         print(f"wrote {shown(args.output, 0)}")
     if not out.target_met:
         print(
-            f"tinyseg: target {args.target:,} B not reachable: best head {out.result.plan.head:,} B (written)",
+            f"tinyseg: target {out.target:,} B not reachable: best head {out.result.plan.head:,} B (written)",
             file=sys.stderr,
         )
         return EXIT_TARGET_NOT_REACHED
@@ -498,9 +516,10 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("-o", "--output", required=True, help="optimized .tflite to write")
     o.add_argument(
         "--target",
-        type=parse_size,
+        type=parse_target,
         help="arena head to reach, e.g. 160KB: of the plans that fit, the one whose storage traffic "
-        "costs the least modelled time on --board (default: the smallest head)",
+        "costs the least modelled time on --board; 'min': the smallest head at any price "
+        "(default: the smallest head that writes no flash and adds at most 1%% modelled latency)",
     )
     o.add_argument("--no-partial", action="store_true", help="spill whole tensors only")
     o.add_argument("--no-fuse", action="store_true", help="no fused fetching")
@@ -531,7 +550,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--frontier",
         action="store_true",
         help="also print the trade-off between head and modelled latency on --board: the best "
-        "plans for a spread of targets (one search each; planner figures)",
+        "plans for a spread of targets, and the next plans with the option that writes each "
+        "(one search each; planner figures)",
     )
     o.add_argument(
         "--frontier-plot", metavar="FILE.png", help="draw that frontier (implies --frontier)"

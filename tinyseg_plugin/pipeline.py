@@ -25,6 +25,7 @@ from .memory.planner import offline_conflict, plan_graph
 from .transforms import optimizer
 from .transforms.optimizer import Options, Result
 
+TARGET_MIN = "min"  # --target min: the smallest head at any price
 EXIT_VERIFY_FAILED = 4  # the outputs differ: nothing is written (docs/cli.md)
 DEFAULT_TIME_LIMIT = deadline.DEFAULT_TIME_LIMIT
 
@@ -54,6 +55,9 @@ class Run:
     memo: Memo = field(default_factory=Memo, repr=False)
     board: Board = field(default_factory=lambda: load_board(DEFAULT_BOARD))
     rate: float = 1.0
+    # Also search the next points of the trade-off (Outcome.nearby): one or two searches more,
+    # so only when asked (optimize --frontier).
+    nearby: bool = False
 
     def __post_init__(self) -> None:
         if self.max_io_bytes is None:
@@ -81,6 +85,10 @@ class Outcome:
     cost: Cost | None = None  # the written model's modelled cost on the run's board
     considered_costs: list[Cost] = field(default_factory=list)  # one per result.considered
     board: Board | None = None  # the board the costs are for
+    # The written plan, and with Run.nearby the next points of the head/latency trade-off, each
+    # with its option (transforms/frontier.py nearby); empty when the input is written unchanged.
+    nearby: list = field(default_factory=list)
+    fits: str | None = None  # a sentence when the original already fits the board's arena region
 
     @property
     def target_met(self) -> bool:
@@ -110,6 +118,29 @@ class Outcome:
                 f"{v.edge_cases} edge-case inputs"
             )
         return d
+
+
+def target_fields(text: str | None) -> dict:
+    """--target's value as Options fields: ``TARGET_MIN``, a size (sizes.parse_size: ValueError
+    with the sentence when it is neither), or None, the default plan."""
+    from .sizes import parse_size
+
+    if text is None:
+        return {}
+    if str(text).strip().lower() == TARGET_MIN:
+        return {"smallest": True}
+    return {"target_bytes": text if isinstance(text, int) else parse_size(text)}
+
+
+def fits_sentence(result: Result, board: Board) -> str | None:
+    """One line when the original arena (head + tail estimate) fits the board's arena region."""
+    p, arena = result.original, board.arena
+    if p.total > arena.free:
+        return None
+    return (
+        f"board {board.name}: the original already fits '{arena.name}' (head {p.head:,} B + tail "
+        f"estimate {p.tail.total:,} B of {arena.free:,} B free)"
+    )
 
 
 def costs(graph: Graph, outcome: Outcome, run: Run) -> Outcome:
@@ -238,6 +269,12 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
                 f"verification failed: {verification.detail}; no output written", EXIT_VERIFY_FAILED
             )
     out = Outcome(model_to_bytes(result.graph.model), result, verification, None, o.target_bytes)
+    out.fits = fits_sentence(result, run.board)
+    from .transforms.frontier import nearby
+
+    if run.nearby:
+        run.say("the next points of the trade-off: one search each")
+    out.nearby = nearby(graph, o, result, run.board, run.rate, search=run.nearby)
     return costs(graph, out, run)
 
 

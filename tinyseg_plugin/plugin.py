@@ -51,11 +51,12 @@ class PluginError(ValueError):
             self.model = model
 
 
-def _size(text: str) -> int:
-    from .sizes import parse_size
+def _target(text: str | int | None) -> dict:
+    """--target as Options fields: 'min', a size, or None (the default plan; pipeline.py)."""
+    from .pipeline import target_fields
 
     try:
-        return parse_size(text)
+        return target_fields(text)
     except ValueError as exc:
         raise PluginError(f"tinyseg: --target: {exc}") from None
 
@@ -106,7 +107,9 @@ def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | Non
         "--target",
         default=None,
         metavar="SIZE",
-        help="arena head to reach, e.g. 160KB (default: as low as it goes); not reached: exit 3",
+        help="arena head to reach, e.g. 160KB, or 'min' for the smallest head at any price "
+        "(default: the smallest head that writes no flash and adds at most 1%% modelled "
+        "latency); not reached: exit 3",
     )
     g.add_argument("--no-partial", action="store_true", help="spill whole tensors only")
     g.add_argument("--no-fuse", action="store_true", help="no fused fetching")
@@ -195,7 +198,7 @@ def _options(options: argparse.Namespace):
     return Options(
         kernel_set=kernel_set,
         build_profile=build_profile,
-        target_bytes=_size(target) if isinstance(target, str) else target,
+        **_target(target),
         partial=not getattr(options, "no_partial", False),
         fuse=not getattr(options, "no_fuse", False),
         split=not getattr(options, "no_split", False),
@@ -298,6 +301,13 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
             from .memory.cost import summary_lines
 
             for line in summary_lines(out.cost) + out.cost.warnings():
+                print(f"tinyseg: {line.strip()}")
+        if out.fits is not None:
+            print(f"tinyseg: {out.fits}")
+        if out.nearby:
+            from .report.steps import nearby_lines
+
+            for line in nearby_lines(out.nearby, run.board.name):
                 print(f"tinyseg: {line.strip()}")
         written = out.data
     if not out.target_met:

@@ -32,14 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..contract.customops import (  # region 0 is Runtime::spill, the sketch's flash
-    BLOCK_BYTES,
-    BLOCK_HEADER_BYTES,
-    MAX_REGIONS,
-)
+from ..contract.customops import MAX_REGIONS  # region 0 is Runtime::spill, the sketch's flash
 from ..errors import TinySegError, shown
+from ..memory.placement import SECTOR_BYTES, slot_region_bytes  # placement sizes slots the same
 
-SECTOR_BYTES = 4096  # erase unit of a RAM region (SectorInfo per 4 KB: 12 B each on Cortex-M7)
 VECTOR_TABLE = ((166 * 4) + 7) & ~7  # what both linker scripts reserve at the start of DTCM/D2
 ALIGN = 32  # a fixed range starts on a cache line
 # The STM32H747's D2 SRAM banks: the M4 core's RAM when it runs (its linker script's RAM_D2), and
@@ -265,14 +261,6 @@ inline void EndInference() {{
 
 #endif  // TINYSEG_GENERATED_STORAGE_REGIONS_H_
 """
-
-
-def slot_region_bytes(raw: int) -> int:
-    """The bytes of a RAM region one slot of ``raw`` bytes needs in SpillManager's ring log: its
-    encoded blocks (a header per codec block, stored raw at worst) in whole sectors, and one sector
-    more for where the ring's write position starts inside a sector."""
-    encoded = raw + -(-raw // BLOCK_BYTES) * BLOCK_HEADER_BYTES
-    return (-(-encoded // SECTOR_BYTES) + 1) * SECTOR_BYTES
 
 
 def check_board(board):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..ir.graph import Graph
 from .boards import Board, Region
@@ -46,6 +46,11 @@ def lifetime_text(years: float) -> str:
     if years >= MAX_YEARS_SHOWN:
         return f"more than {MAX_YEARS_SHOWN:,} years"
     return f"{years:,.1f} years" if years >= 1 else f"{years * 365.25:,.1f} days"
+
+
+# The default plan (optimize without --target) may add at most this share of the original's
+# modelled latency, and write no flash: a plan a user gets without asking costs them nothing.
+FREE_LATENCY_SHARE = 0.01
 
 
 def op_macs(graph: Graph) -> list[int]:
@@ -341,6 +346,24 @@ def estimate(
         placement,
         tuple(uses),
     )
+
+
+def costs_nothing(
+    graph: Graph, board: Board, kernel_set: str = "reference"
+) -> Callable[[Sequence[SlotUse]], bool]:
+    """Whether a plan's slots (placed as ``estimate`` places them) write no flash and add at most
+    ``FREE_LATENCY_SHARE`` of ``graph``'s modelled compute: the test the default plan passes."""
+    allowed = FREE_LATENCY_SHARE * sum(o.compute_s for o in op_costs(graph, board, kernel_set))
+
+    def free(uses: Sequence[SlotUse]) -> bool:
+        storage = 0.0
+        for region, traffic in placed_traffic(board, uses):
+            if region.is_flash and traffic.written:
+                return False
+            storage += region_cost(region, traffic).storage_s
+        return storage <= allowed
+
+    return free
 
 
 def summary_lines(cost: Cost) -> list[str]:

@@ -5,8 +5,9 @@ other than the arena's that have free bytes, fastest first, then to its flash re
 with the most erase cycles first (on the Nicla Vision the QSPI NOR's 100,000 before the internal
 bank's 10,000: flash wears, so the region that lasts longest takes the writes). Capacity: a slot
 is written once per inference and the Runtime keeps every slot of a region until it is fetched,
-so the simplest rule that is always right holds: the slots a region holds, summed (uncompressed
-bytes), fit its free bytes. A slot no region has room for stays in the spill region (the cost
+so the simplest rule that is always right holds: the bytes the device needs for the slots a
+region holds (``slot_region_bytes``, the one count the storage header sizes its regions by too),
+summed, fit its free bytes. A slot no region has room for stays in the spill region (the cost
 model then warns that it is overfull).
 
 Region indices, as the written model's options carry them (contract/customops.py ``region``):
@@ -18,8 +19,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..contract.customops import MAX_REGIONS
+from ..contract.customops import BLOCK_BYTES, BLOCK_HEADER_BYTES, MAX_REGIONS
 from .boards import Board, Region
+
+SECTOR_BYTES = 4096  # erase unit of a RAM region (SectorInfo per 4 KB: 12 B each on Cortex-M7)
+
+
+def slot_region_bytes(raw: int) -> int:
+    """The bytes of a region one slot of ``raw`` bytes needs in SpillManager's ring log: its
+    encoded blocks (a header per codec block, stored raw at worst) in whole sectors, and one sector
+    more for where the ring's write position starts inside a sector."""
+    encoded = raw + -(-raw // BLOCK_BYTES) * BLOCK_HEADER_BYTES
+    return (-(-encoded // SECTOR_BYTES) + 1) * SECTOR_BYTES
 
 
 @dataclass(frozen=True)
@@ -83,9 +94,10 @@ def assign(board: Board, uses: Iterable[SlotUse]) -> Placement:
     where: dict[int, str] = {}
     ranked = sorted(uses, key=lambda u: (-(u.written + u.read) / max(u.bytes, 1), -u.bytes, u.slot))
     for u in ranked:
-        region = next((r.name for r in order if room[r.name] >= u.bytes), board.spill_region)
+        need = slot_region_bytes(u.bytes)
+        region = next((r.name for r in order if room[r.name] >= need), board.spill_region)
         if region in room:
-            room[region] -= u.bytes
+            room[region] -= need
         where[u.slot] = region
     used = {n for n in where.values() if n != board.spill_region}
     names = (board.spill_region,) + tuple(r.name for r in board.regions if r.name in used)

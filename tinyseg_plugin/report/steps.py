@@ -146,9 +146,25 @@ def frontier_lines(points: list, board: str) -> list[str]:
     ]
     for p in points:
         wear = "-" if p.wearout_inferences is None else inferences_text(p.wearout_inferences)
-        target = "no target" if p.target is None else f"--target {p.target:,}"
+        target = p.option or ("--target min" if p.target is None else f"--target {p.target:,}")
         plan = "the input" if p.strategy == "input" else f"{p.strategy} ({target})"
         lines.append(
             f"  {p.head:>10,} {p.latency_s * 1e3:>13,.1f} {p.flash_bytes_written:>16,} {wear:>22}  {plan}"
         )
+    return lines
+
+
+def nearby_lines(points: list, board: str, more: str = "") -> list[str]:
+    """The written plan and the next points of the trade-off, each with the option that writes
+    it (transforms/frontier.py nearby; docs/cli.md); ``more``: the option that lists the next
+    points, named in a last line when only the written plan is given."""
+    lines = [f"plans on {board} (planner figures; only the written one is verified):"]
+    for p in points:
+        mark = "written" if p.written else "       "
+        lines.append(
+            f"  {mark} head {p.head:>10,} B  {p.latency_s * 1e3:>10,.1f} ms  "
+            f"flash {p.flash_bytes_written:>9,} B written  {p.option}"
+        )
+    if more and len(points) == 1:
+        lines.append(f"  the next plans, each with its option: {more} (one search each)")
     return lines

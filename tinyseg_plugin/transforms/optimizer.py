@@ -9,9 +9,9 @@ from typing import Callable, Sequence
 from .. import deadline
 from ..contract import customops
 from ..ir.graph import Graph
-from ..memory.boards import Board
+from ..memory.boards import DEFAULT_BOARD, Board, load_board
 from ..memory.coldrange import ColdRange, cold_ranges
-from ..memory.cost import Traffic, placed_traffic, region_cost
+from ..memory.cost import Traffic, costs_nothing, placed_traffic, region_cost
 from ..memory.placement import Placement, SlotUse, assign
 from ..memory.planner import Plan, align_up, plan_graph
 from .passes import Rewrite, graph_or_none
@@ -60,7 +60,11 @@ class SpillRecord:
 class Options:
     kernel_set: str = "reference"
     build_profile: str = "host64"
-    target_bytes: int | None = None  # the --target: bytes of head to reach; None: as low as it goes
+    # The --target: bytes of head to reach; None: the default, the smallest head of the plans
+    # that cost nothing (memory/cost.py costs_nothing); ``smallest``: --target min, the smallest
+    # head at any price.
+    target_bytes: int | None = None
+    smallest: bool = False
     partial: bool = True
     fuse: bool = True
     scratch: bool = True
@@ -69,6 +73,25 @@ class Options:
     split: bool = True  # split an elementwise operator over a concatenation when spilling is stuck
     stream: bool = True  # StreamChain: chains of row-local operators run row by row
     limits: Limits = field(default_factory=Limits)  # what each search may spend
+
+
+STREAMING = "streaming"  # the streaming strategy's candidate (Candidate.strategy)
+
+
+def objective_for(o: Options, graph: Graph, board: Board) -> Objective:
+    """The objective a run's options ask for (search.Objective), priced on ``board``;
+    ``graph``: the input model, whose operators give the compute the 1% is of."""
+    seconds = storage_seconds(board)
+    if o.smallest:
+        return Objective(0, seconds)  # a target no plan fits: the smallest head, then least moved
+    if o.target_bytes is not None:
+        return Objective(o.target_bytes, seconds)
+    return Objective(None, seconds, costs_nothing(graph, board, o.kernel_set))
+
+
+def _search_target(o: Options) -> int | None:
+    """The head the spill loop aims at: 0 (below every head) for --target min."""
+    return 0 if o.smallest else o.target_bytes
 
 
 @dataclass
@@ -213,17 +236,21 @@ def _score(g: Graph, plan: Plan, o: Options, beat: int) -> int:
     return min(plan.head, laid.plan.head) if isinstance(laid, Rewrite) else plan.head
 
 
-def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Found | None:
+def _spill_step(
+    g: Graph, plan: Plan, score: int, o: Options, slot: int, ok: Callable | None = None
+) -> _Found | None:
     """Algorithm 3: spill the first candidate (in ``_candidates``' order) that lowers the peak.
 
     With a byte budget, a candidate is first tried as partial spills of just the bytes the budget
     needs (smallest first): the first that meets the budget is taken, so no more is moved through
     flash than the target asks for. Failing that, the whole tensor, and of the tries the one that
-    lowers the peak most."""
-    need = score - o.target_bytes if o.target_bytes is not None else None
+    lowers the peak most. ``ok``: whether the plan with that spill still costs nothing (the
+    default's search), None: any spill will do."""
+    target = _search_target(o)
+    need = score - target if target is not None else None
     found = best_of(
         _candidates(g, plan),
-        lambda cr: _try_spill(g, cr, score, o, slot, need),
+        lambda cr: _try_spill(g, cr, score, o, slot, need, ok),
         Budget.of(o.limits, tries=True),
         first=True,
     )
@@ -231,11 +258,18 @@ def _spill_step(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Fou
 
 
 def _try_spill(
-    g: Graph, cr: ColdRange, score: int, o: Options, slot: int, need: int | None
+    g: Graph,
+    cr: ColdRange,
+    score: int,
+    o: Options,
+    slot: int,
+    need: int | None,
+    ok: Callable | None = None,
 ) -> tuple[int, _Found] | None:
     """Spill ``cr``'s tensor (partially first, when a byte budget allows), or None when no way of
-    spilling it lowers the peak."""
+    spilling it lowers the peak (or, with ``ok``, none that still costs nothing)."""
     t = cr.tensor
+    target = _search_target(o)
     size = g.tensors[t].nbytes
     plans = []
     if o.partial and need is not None and size > need:
@@ -253,15 +287,18 @@ def _try_spill(
             continue
         if chosen is None or s2 < chosen[3]:
             chosen = (sp, g2, p2, s2, how)
-        if o.target_bytes is None or s2 <= o.target_bytes:
+        if target is None or s2 <= target:
             chosen = (sp, g2, p2, s2, how)
             break
     if chosen is None:
         return None
     sp, g2, p2, s2, how = chosen
-    name = g.tensors[t].name
-    short = name if len(name) <= 40 else name[:18] + "..." + name[-19:]
     spilled = spilled_bytes(g, sp)
+    record = SpillRecord(t, g.tensors[t].name, spilled, cr.start, cr.end, sp.rows is not None, slot)
+    if ok is not None and not ok(record):
+        return None
+    name = record.name
+    short = name if len(name) <= 40 else name[:18] + "..." + name[-19:]
     kind = "partial spilling" if sp.rows is not None else "tensor spilling"
     part = (
         f" ({sp.rows} of {g.tensors[t].shape[sp.axis]} slices along axis {sp.axis})"
@@ -279,16 +316,12 @@ def _try_spill(
     ]
     if how:
         steps.append(Step("fused fetching", how + note, s2, p2.total))
-    return s2, _Found(
-        g2,
-        p2,
-        s2,
-        steps,
-        SpillRecord(t, name, spilled, cr.start, cr.end, sp.rows is not None, slot),
-    )
+    return s2, _Found(g2, p2, s2, steps, record)
 
 
-def _split_then_spill(g: Graph, plan: Plan, score: int, o: Options, slot: int) -> _Found | None:
+def _split_then_spill(
+    g: Graph, plan: Plan, score: int, o: Options, slot: int, ok: Callable | None = None
+) -> _Found | None:
     """When no spill lowers the peak, split an elementwise operator over a concatenation that runs at
     the peak (passes/distribute.py) and keep the split only if a spill then lowers the peak."""
     for i in (s - 1 for s in _peak_scopes(plan) if 0 < s <= len(g.operators)):
@@ -296,7 +329,7 @@ def _split_then_spill(g: Graph, plan: Plan, score: int, o: Options, slot: int) -
         if g2 is None:
             continue
         p1 = _plan(g2, o)
-        found = _spill_step(g2, p1, score, o, slot)
+        found = _spill_step(g2, p1, score, o, slot, ok)
         if found is None:
             continue
         op = g.operators[i]
@@ -362,9 +395,10 @@ def optimize(
     board: Board | None = None,
 ) -> Result:
     """The shared prefix (reordering), then each strategy's candidate; the best by the objective
-    (search.Objective: the lowest head; with a target, of the plans that fit, the one whose
-    storage traffic costs the least time in ``board``'s spill region) is the result, the others are
-    listed as considered."""
+    (``objective_for``: by default the smallest head of the plans that cost nothing on ``board``,
+    the generic board when None; with a target, of the plans that fit, the one whose storage
+    traffic costs the least modelled time; --target min, the smallest head) is the result, the
+    others are listed as considered. Slots are placed in ``board``'s regions when one is given."""
     say = progress or (lambda _msg: None)
     plan = _plan(graph, o)
     res = Result(graph, plan, plan, [Step("original", "", plan.head, plan.total)])
@@ -400,19 +434,9 @@ def optimize(
                 )
             )
             say(f"reordered: head {plan.head:,} B")
-    objective = Objective(o.target_bytes, storage_seconds(board))
     deadline.check("reordering the operators")
-    best = spill_and_fuse(g, plan, o, say)
-    candidates = [best]
-    # With a target that the spill strategy meets moving nothing, no streaming can do better.
-    met = o.target_bytes is not None and best.score(objective).fits and best.bytes_moved == 0
-    if o.stream and not met:
-        deadline.check("spilling and fusing")
-        streamed = streaming(g, o, say, objective)
-        if streamed is not None:
-            candidates.append(streamed)
-            if streamed.score(objective) < best.score(objective):
-                best = streamed
+    priced = board if board is not None else load_board(DEFAULT_BOARD)
+    best, candidates = _settle(graph, g, plan, o, priced, say)
     res.graph, res.plan = best.graph, best.plan
     res.steps.extend(best.steps)
     res.spills, res.chains, res.stream_bytes = best.spills, best.chains, best.stream_bytes
@@ -427,6 +451,60 @@ def optimize(
     if board is not None:
         _place(res, board, say)
     return res
+
+
+def _settle(
+    graph: Graph, g: Graph, plan: Plan, o: Options, board: Board, say: Callable[[str], None]
+) -> tuple[Candidate, list[Candidate]]:
+    """The best candidate for ``o``'s objective, and every candidate tried. A target no plan
+    meets is searched as --target min; the default's and --target min's plan, when it moves
+    bytes, is then searched again by its own strategy as a target of its own head, and that plan
+    is kept when it scores better (the same head with less storage traffic: no objective writes
+    more traffic than a target would). One strategy: the other one's plan had a higher head."""
+    objective = objective_for(o, graph, board)
+    best, candidates = _strategies(g, plan, o, objective, say)
+    if o.target_bytes is not None and not best.score(objective).fits:
+        o = replace(o, target_bytes=None, smallest=True)
+        objective = objective_for(o, graph, board)
+        best, candidates = _strategies(g, plan, o, objective, say)
+    if o.target_bytes is None and best.bytes_moved and best.plan.head < plan.head:
+        again = replace(o, target_bytes=best.plan.head, smallest=False)
+        say(f"the same head with less storage traffic: --target {best.plan.head:,}")
+        alt, _ = _strategies(
+            g, plan, again, objective_for(again, graph, board), say, only=best.strategy
+        )
+        if alt.score(objective) < best.score(objective):
+            candidates = [alt if c is best else c for c in candidates]
+            best = alt
+    return best, candidates
+
+
+def _strategies(
+    g: Graph,
+    plan: Plan,
+    o: Options,
+    objective: Objective,
+    say: Callable[[str], None],
+    only: str | None = None,
+) -> tuple[Candidate, list[Candidate]]:
+    """Each strategy's candidate for ``objective`` (``only``: that strategy's, when it gives
+    one) and the best of them."""
+    if only == STREAMING:
+        streamed = streaming(g, o, say, objective) if o.stream else None
+        if streamed is not None:
+            return streamed, [streamed]
+    best = spill_and_fuse(g, plan, o, say, objective)
+    candidates = [best]
+    # With a target that the spill strategy meets moving nothing, no streaming can do better.
+    met = o.target_bytes is not None and best.score(objective).fits and best.bytes_moved == 0
+    if o.stream and not met and only is None:
+        deadline.check("spilling and fusing")
+        streamed = streaming(g, o, say, objective)
+        if streamed is not None:
+            candidates.append(streamed)
+            if streamed.score(objective) < best.score(objective):
+                best = streamed
+    return best, candidates
 
 
 def _place(res: Result, board: Board, say: Callable[[str], None]) -> None:
@@ -444,9 +522,16 @@ def _place(res: Result, board: Board, say: Callable[[str], None]) -> None:
         say(placed.detail)
 
 
-def spill_and_fuse(g: Graph, plan: Plan, o: Options, say: Callable[[str], None]) -> Candidate:
+def spill_and_fuse(
+    g: Graph,
+    plan: Plan,
+    o: Options,
+    say: Callable[[str], None],
+    objective: Objective = Objective(),
+) -> Candidate:
     """Scratch narrowing, then spills (with fused fetching and operator splitting) until the target
-    is met or no spill lowers the head, then an offline layout when it beats TFLM's placement."""
+    is met or no spill lowers the head (the default's: none that still costs nothing,
+    ``objective.free``), then an offline layout when it beats TFLM's placement."""
     cand = Candidate("spill and fuse", g, plan)
     if o.scratch:
         narrowed = narrow_transpose_convs(g)
@@ -468,10 +553,13 @@ def spill_and_fuse(g: Graph, plan: Plan, o: Options, say: Callable[[str], None])
         + 1
     )
     score = _score(g, plan, o, plan.head)
-    while o.target_bytes is None or score > o.target_bytes:
-        found = _spill_step(g, plan, score, o, slot)
+    target = _search_target(o)
+    free = objective.free
+    ok = None if free is None else (lambda rec: free(cand.uses + (rec.use,)))
+    while target is None or score > target:
+        found = _spill_step(g, plan, score, o, slot, ok)
         if found is None and o.split:
-            found = _split_then_spill(g, plan, score, o, slot)
+            found = _split_then_spill(g, plan, score, o, slot, ok)
         if found is None:
             break
         g, plan, score = found.graph, found.plan, found.score
@@ -479,7 +567,7 @@ def spill_and_fuse(g: Graph, plan: Plan, o: Options, say: Callable[[str], None])
         cand.spills.append(found.spill)
         slot += 1
         say(f"spilled t{found.spill.tensor} ({found.spill.bytes:,} B): head {score:,} B")
-    if o.layout and (o.target_bytes is None or plan.head > o.target_bytes):
+    if o.layout and (target is None or plan.head > target):
         laid = improve_layout(g, LayoutRequest(plan, lambda x: _plan(x, o)))
         if isinstance(laid, Rewrite):
             g, plan = laid.graph, laid.plan
@@ -507,7 +595,7 @@ def streaming(
     detail = f"{len(chains)} StreamChain operators; row spills move {choice.storage_bytes:,} B per inference"
     say(f"streaming: head {streamed.head:,} B")
     return Candidate(
-        "streaming",
+        STREAMING,
         choice.streamed.graph,
         streamed,
         [Step("streaming", detail, streamed.head, streamed.total)],

@@ -43,25 +43,43 @@ class Score:
 
 @dataclass(frozen=True)
 class Objective:
-    """What the user asked for. Without a target: the smallest head, then the least storage
-    traffic. With a target: of the plans whose head fits, the one whose storage traffic costs the
-    least time per inference (``seconds(uses)``: each slot's traffic in the board region that
-    holds it, memory/placement.py and memory/cost.py; without a board, bytes moved stand in for
-    time), then the fewer bytes written (flash wear), then the smaller head; a plan that does not
-    fit ranks after every plan that does, by its head."""
+    """What the user asked for. ``free`` set (optimize without --target): of the plans that cost
+    nothing (``free(uses)``: no flash written, at most 1% latency added, memory/cost.py), the
+    smallest head, then the least storage time; a plan that costs something ranks after every
+    one that does not, by its head. With a target: of the plans whose head fits, the one whose
+    storage traffic costs the least time per inference (``seconds(uses)``: each slot's traffic in
+    the board region that holds it, memory/placement.py and memory/cost.py; without a board,
+    bytes moved stand in for time), then the fewer bytes written (flash wear), then the smaller
+    head; a plan that does not fit ranks after every plan that does, by its head, then its storage
+    time and bytes written (--target min is the target 0, which no plan fits). Neither (analyze --stream's
+    estimate): the smallest head, then the least storage traffic."""
 
     target: int | None = None
     seconds: Callable[[Sequence[SlotUse]], float] | None = field(default=None, compare=False)
+    free: Callable[[Sequence[SlotUse]], bool] | None = field(default=None, compare=False)
+
+    @property
+    def searching(self) -> bool:
+        """An optimize search (a target or the default's), not analyze --stream's estimate: it
+        is offered every candidate, shared row spills included (stream_search._spillable)."""
+        return self.target is not None or self.free is not None
 
     def score(self, head: int, written: int, read: int, uses: Sequence[SlotUse] = ()) -> Score:
         """``uses``: the plan's slots (their traffic sums to ``written`` and ``read``)."""
         moved = written + read
-        if self.target is None:
+        if self.target is None and self.free is None:
             return Score((0, head, moved), head, moved)
+        if self.target is None:
+            if not self.free(uses):
+                return Score((1, head, moved), head, moved)
+            return Score((0, head, self._time(uses, moved), written), head, moved)
         if head <= self.target:
-            time = moved if self.seconds is None else round(self.seconds(uses) * 1e6)
-            return Score((0, time, written, head), head, moved)
-        return Score((1, head, moved), head, moved)
+            return Score((0, self._time(uses, moved), written, head), head, moved)
+        return Score((1, head, self._time(uses, moved), written), head, moved)
+
+    def _time(self, uses: Sequence[SlotUse], moved: int) -> int:
+        """Storage time in microseconds (bytes moved without a board)."""
+        return moved if self.seconds is None else round(self.seconds(uses) * 1e6)
 
     def worst(self, head: int) -> Score:
         """A score below every plan's (a start that gave no plan)."""

@@ -5,8 +5,9 @@ needs a ring of all the rows in flight between its producer and its reader. Cutt
 there and moving the skip through storage row by row removes it from the arena, but each cut
 also keeps the tensor at the cut whole. ``choose_streaming`` cuts greedily, one cut at a time,
 and for each candidate spills (greedily, largest first) the crossing tensors that lower the
-head. The objective (search.Objective): without a target the head, then the bytes moved through
-storage per inference; with a target, of the plans that fit it, the least bytes moved."""
+head. The objective (search.Objective) ranks the plans: the default's, of the plans that cost
+nothing, the smallest head; with a target, of the plans that fit it, the least storage time;
+analyze --stream's estimate, the head, then the bytes moved through storage per inference."""
 
 from __future__ import annotations
 
@@ -83,8 +84,9 @@ def _spillable(graph: Graph, segments: list[list[int]], shared: bool = False) ->
     ``shared``: also those read inside their own segment as well as by later ones: the producing
     chain writes each row to storage as it computes it, its own readers take the row from its
     ring, and the later chains fetch it (one write and one read where a cut before the own reader
-    would move the tensor twice). Only a search for a target asks for them: they widen every
-    greedy round, and the smallest-head search spends its budget better without them."""
+    would move the tensor twice). Every optimize search asks for them (search.Objective.searching);
+    analyze --stream's estimate does not. Order: the largest first, the shared ones after the
+    others, so the greedy spills of a cut set first take what a search without them takes."""
     where = {i: k for k, seg in enumerate(segments) for i in seg}
     out = []
     for k, seg in enumerate(segments):
@@ -101,8 +103,8 @@ def _spillable(graph: Graph, segments: list[list[int]], shared: bool = False) ->
             own = [r for r in readers if where[r] == k]
             averaged = all(graph.operators[r].opcode in ACCUMULATING for r in own)
             if later and (shared or averaged):
-                out.append(t)
-    return sorted(out, key=lambda t: -graph.tensors[t].nbytes)
+                out.append((not averaged, -graph.tensors[t].nbytes, len(out), t))
+    return [t for *_, t in sorted(out)]
 
 
 def choose_streaming(
@@ -118,7 +120,7 @@ def choose_streaming(
     base = plan_graph(graph, kernel_set, build_profile).head
     chains = find_chains(graph, kernel_only)
     budget = Budget.of(limits, len(graph.operators))
-    shared = objective.target is not None  # skips spilled by a chain that also reads them
+    shared = objective.searching  # skips spilled by a chain that also reads them
     budget.planned()
     rules = KernelRules(kernel_set, BUILD_PROFILES[build_profile])
     scratch = {
@@ -260,6 +262,9 @@ def choose_streaming(
             c = cost(s)
             if objective.target is not None and best_cost.fits:  # still fits, costs less time
                 kept, a, b = c.fits, c.key[1:3], best_cost.key[1:3]
+            elif objective.searching:  # as free (or as far from the target), no higher head
+                kept = c.key[0] <= best_cost.key[0] and c.head <= best_cost.head
+                a, b = c.key[2:4], best_cost.key[2:4]
             else:  # the same head or lower, with less traffic
                 kept, a, b = c.head <= best_cost.head, c.moved, best_cost.moved
             if kept and (a < b or (kind == "cut" and a == b)):
