@@ -74,10 +74,8 @@ def test_slots_in_free_ram_cost_less_than_in_flash() -> None:
     """nicla-vision: a slot the DTCM holds costs copies at its bandwidth; one too large for it
     goes to flash and pays programs and erases."""
     from tinyseg_plugin.memory.boards import load_board
-    from tinyseg_plugin.memory.placement import SlotUse
+    from tinyseg_plugin.memory.placement import SlotUse, slot_region_bytes
     from tinyseg_plugin.transforms.optimizer import storage_seconds
-
-    from tinyseg_plugin.memory.placement import slot_region_bytes
 
     board = load_board("nicla-vision")
     seconds = storage_seconds(board)

@@ -98,7 +98,7 @@ def _sweep(runner: Path, work: Path, model: Path, kind: str) -> dict[str, int | 
 
 @pytest.mark.parametrize(
     "name,flags",
-    [("spilled", ("--no-stream",)), ("streamed", ("--target", "min"))],
+    [("spilled", ("--no-stream", "--target", "min")), ("streamed", ("--target", "min"))],
     ids=["spilled", "streamed"],
 )
 def test_no_storage_fault_gives_a_wrong_segmentation(
