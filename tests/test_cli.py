@@ -139,8 +139,10 @@ def test_analyze_outputs(tmp_path: Path, unet_file: Path, capsys) -> None:
 
 def test_optimize_then_verify(tmp_path: Path, unet_file: Path, capsys) -> None:
     out = tmp_path / "o.tflite"
+    smallest = ["--target", "min"]
     rc = main(
         ["optimize", str(unet_file), "-o", str(out), "--report", str(tmp_path / "r.json"), "-q"]
+        + smallest
     )
     assert rc == 0 and out.exists()
     rep = json.loads((tmp_path / "r.json").read_text())
@@ -153,7 +155,7 @@ def test_optimize_then_verify(tmp_path: Path, unet_file: Path, capsys) -> None:
     assert main(["verify", str(unet_file), str(out)]) == 0
     # the same original on the same inputs: optimize's check left its outputs in the cache
     assert "; original's outputs from the cache)" in capsys.readouterr().out
-    again = ["optimize", str(unet_file), "-o", str(tmp_path / "o2.tflite"), "-q"]
+    again = ["optimize", str(unet_file), "-o", str(tmp_path / "o2.tflite"), "-q"] + smallest
     assert main(again + ["--report", str(tmp_path / "r2.json")]) == 0
     rep = json.loads((tmp_path / "r2.json").read_text())
     assert rep["verified"]["original_cached"] == 6
@@ -170,6 +172,7 @@ def test_optimize_then_verify(tmp_path: Path, unet_file: Path, capsys) -> None:
             "-q",
             "--no-stream",
         ]
+        + smallest
     )
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rc == 0 and 64_000 < rep["optimized"]["head"] <= 153_600
