@@ -4,7 +4,8 @@ target, on the models given; run it on two checkouts to compare what a change co
     python benchmarks/search_cpu.py --tree OLD_CHECKOUT MODEL...   # that checkout's package
     python benchmarks/search_cpu.py MODEL...                       # this one's
 
-Targets: none, and two scaled from 160 KB and 100 KB on the Tiny U-Net by the model's TFLM head
+Targets: min (--target min; in a checkout without it, no target, which then meant the smallest
+head), none (the default plan), and two scaled from 160 KB and 100 KB on the Tiny U-Net by the model's TFLM head
 (as benchmarks/targets_table.py). Each figure is the best of ``--runs`` runs in this process.
 """
 
@@ -31,20 +32,27 @@ def main() -> int:
     from tinyseg_plugin.memory.planner import plan_graph
     from tinyseg_plugin.transforms.optimizer import Options, optimize
 
+    def options(target: int | str | None) -> Options:
+        if target == "min":  # a checkout without --target min: its default was the smallest head
+            return (
+                Options(smallest=True) if "smallest" in Options.__dataclass_fields__ else Options()
+            )
+        return Options(target_bytes=target)
+
     print(f"{'model':<22} {'target B':>10} {'head':>11} {'CPU s':>7}")
     for path in args.models:
         original = plan_graph(build_graph(load_model(str(path)))).head
-        for target in [None] + [original * t // TINY_UNET_HEAD for t in TARGETS]:
+        for target in ["min", None] + [original * t // TINY_UNET_HEAD for t in TARGETS]:
             best = None
             for _ in range(args.runs):
                 graph = build_graph(
                     load_model(str(path))
                 )  # a fresh view: no memo from a run before
                 c0 = time.process_time()
-                r = optimize(graph, Options(target_bytes=target))
+                r = optimize(graph, options(target))
                 cpu = time.process_time() - c0
                 best = cpu if best is None else min(best, cpu)
-            shown = "-" if target is None else f"{target:,}"
+            shown = "-" if target is None else target if target == "min" else f"{target:,}"
             print(f"{path.stem:<22} {shown:>10} {r.plan.head:>11,} {best:>7.2f}", flush=True)
     return 0
 

@@ -2,7 +2,8 @@
 alone would write: head, bytes moved through storage per inference and modelled latency on a
 board (memory/cost.py; default: generic, a Cortex-M7 with QSPI flash for spills), for each model at two
 targets scaled to its size (160 KB and 100 KB on the Tiny U-Net, whose TFLM head is 307,200 B)
-and with no target. Planner figures; `tinyseg optimize` verifies every plan it writes.
+and with no target (the default plan: no flash written, at most 1% more modelled latency). "Smallest
+head" is --target min. Planner figures; `tinyseg optimize` verifies every plan it writes.
 
 Run: python benchmarks/targets_table.py [MODEL.tflite...] [--kernel-set NAME] [--board NAME] [--unverified]
 (default: the four example models of examples/models/)
@@ -44,8 +45,10 @@ def main() -> int:
 
     board = load_board(args.board)
 
-    def opt(data: bytes, name: str, target: int | None, **switches) -> pipeline.Outcome:
-        o = Options(kernel_set=args.kernel_set, target_bytes=target, **switches)
+    def opt(
+        data: bytes, name: str, target: int | None, smallest: bool = False, **switches
+    ) -> pipeline.Outcome:
+        o = Options(kernel_set=args.kernel_set, target_bytes=target, smallest=smallest, **switches)
         run = pipeline.Run(o, runs=runs if not switches else None, board=board)
         return pipeline.optimize(data, run, name)
 
@@ -59,12 +62,12 @@ def main() -> int:
     )
     for path in models:
         data = path.read_bytes()
-        free = opt(data, path.name, None)
+        free = opt(data, path.name, None, smallest=True)
         original = free.result.original.head
         for target in [original * t // TINY_UNET_HEAD for t in TARGETS] + [None]:
             c0 = time.process_time()
             try:
-                out = free if target is None else opt(data, path.name, target)
+                out = opt(data, path.name, target)
             except TinySegError as exc:
                 print(f"{path.stem:<22} {target or '-':>9} | refused: {exc}")
                 continue

@@ -457,25 +457,15 @@ def _settle(
     graph: Graph, g: Graph, plan: Plan, o: Options, board: Board, say: Callable[[str], None]
 ) -> tuple[Candidate, list[Candidate]]:
     """The best candidate for ``o``'s objective, and every candidate tried. A target no plan
-    meets is searched as --target min; the default's and --target min's plan, when it moves
-    bytes, is then searched again by its own strategy as a target of its own head, and that plan
-    is kept when it scores better (the same head with less storage traffic: no objective writes
-    more traffic than a target would). One strategy: the other one's plan had a higher head."""
+    meets is searched as --target min. Every objective is offered the same candidates (shared row
+    spills included), so the plan written at a head moves no more than ``--target <that head>``
+    writes (tests/test_objective.py checks it on real models)."""
     objective = objective_for(o, graph, board)
     best, candidates = _strategies(g, plan, o, objective, say)
     if o.target_bytes is not None and not best.score(objective).fits:
         o = replace(o, target_bytes=None, smallest=True)
         objective = objective_for(o, graph, board)
         best, candidates = _strategies(g, plan, o, objective, say)
-    if o.target_bytes is None and best.bytes_moved and best.plan.head < plan.head:
-        again = replace(o, target_bytes=best.plan.head, smallest=False)
-        say(f"the same head with less storage traffic: --target {best.plan.head:,}")
-        alt, _ = _strategies(
-            g, plan, again, objective_for(again, graph, board), say, only=best.strategy
-        )
-        if alt.score(objective) < best.score(objective):
-            candidates = [alt if c is best else c for c in candidates]
-            best = alt
     return best, candidates
 
 
@@ -485,19 +475,13 @@ def _strategies(
     o: Options,
     objective: Objective,
     say: Callable[[str], None],
-    only: str | None = None,
 ) -> tuple[Candidate, list[Candidate]]:
-    """Each strategy's candidate for ``objective`` (``only``: that strategy's, when it gives
-    one) and the best of them."""
-    if only == STREAMING:
-        streamed = streaming(g, o, say, objective) if o.stream else None
-        if streamed is not None:
-            return streamed, [streamed]
+    """Each strategy's candidate for ``objective`` and the best of them."""
     best = spill_and_fuse(g, plan, o, say, objective)
     candidates = [best]
     # With a target that the spill strategy meets moving nothing, no streaming can do better.
     met = o.target_bytes is not None and best.score(objective).fits and best.bytes_moved == 0
-    if o.stream and not met and only is None:
+    if o.stream and not met:
         deadline.check("spilling and fusing")
         streamed = streaming(g, o, say, objective)
         if streamed is not None:
