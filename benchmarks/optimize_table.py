@@ -1,7 +1,9 @@
 """The paper's Tables 3 and 4 on our models: original and optimized arena (TFLM-exact head,
-estimated tail), reduction, bytes spilled per inference, optimizer wall time.
+estimated tail), reduction, bytes spilled per inference, optimizer wall time. The optimized model is
+`tinyseg optimize --target min`'s (the smallest head); --no-stream: spilling and fusion alone, the
+paper's passes.
 
-Run: python benchmarks/optimize_table.py [MODEL_DIR] [--kernel-set NAME] [--verify]
+Run: python benchmarks/optimize_table.py [MODEL_DIR] [--kernel-set NAME] [--no-stream] [--verify]
 MODEL_DIR holds vnet2d.tflite, attention_unet.tflite, resunet_a.tflite
 (build them with: python examples/models/build.py --all --out MODEL_DIR; needs the [models] extra).
 """
@@ -33,6 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("model_dir", nargs="?", default=None)
     ap.add_argument("--kernel-set", default="reference", help="kernel set planned for")
+    ap.add_argument("--no-stream", action="store_true", help="spilling and fusion alone")
     ap.add_argument(
         "--verify",
         action="store_true",
@@ -55,7 +58,9 @@ def main() -> None:
             continue
         g = build_graph(load_model(p))
         t = time.perf_counter()
-        r = optimize(g, Options(kernel_set=args.kernel_set))
+        r = optimize(
+            g, Options(kernel_set=args.kernel_set, smallest=True, stream=not args.no_stream)
+        )
         secs = time.perf_counter() - t
         cut = 100.0 * (r.original.head - r.plan.head) / r.original.head
         ok = "-"
