@@ -221,3 +221,18 @@ def test_nothing_to_gain_writes_the_input_unchanged_without_running_tflm(
     # A --target below what is reachable: still written unchanged, exit 3 with the reason.
     assert main(["optimize", str(model), "-o", str(out), "--target", str(head - 1), "--force"]) == 3
     assert f"target {head - 1:,} B not reachable: best head {head:,} B" in capsys.readouterr().err
+
+
+def test_a_header_written_beside_an_unchanged_model_is_announced(
+    unet_file: Path, tmp_path: Path, capsys
+) -> None:
+    """--storage-header is a file optimize writes like -o: it says so, also when the model is
+    written unchanged (the target already met: the header then defines no region)."""
+    head = plan_model_head(unet_file)
+    out, header = tmp_path / "o.tflite", tmp_path / "h.h"
+    args = ["optimize", str(unet_file), "-o", str(out), "--target", str(head)]
+    assert main([*args, "--storage-header", str(header)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "wrote it unchanged to" in lines[-2]
+    assert lines[-1] == f"wrote {header}: the plan's storage regions for the sketch"
+    assert "//   (none)" in header.read_text()

@@ -154,6 +154,18 @@ def test_transcript_check_can_fail() -> None:
     assert readme_transcripts(text) == [("tinyseg analyze m.tflite", ["...", "head 1"])]
 
 
+def test_boards_transcript_is_what_tinyseg_boards_prints(tmp_path: Path) -> None:
+    """docs/boards.md shows `tinyseg boards` whole: the presets' regions, the flash regions' page
+    program and sector erase, the arena region's caveat; a changed preset must change it too."""
+    transcripts = readme_transcripts((ROOT / "docs" / "boards.md").read_text())
+    shown = [lines for command, lines in transcripts if command == "tinyseg boards"]
+    assert len(shown) == 1, "docs/boards.md lost its `$ tinyseg boards` transcript"
+    printed = run_transcript("tinyseg boards", tmp_path)
+    assert transcript_matches(shown[0], printed), (
+        "docs/boards.md shows:\n" + "\n".join(shown[0]) + "\n\nbut it prints:\n" + printed
+    )
+
+
 # ---------------------------------------------------------------- links between the documents
 
 DOCS = ["README.md", "docs/**/*.md", "tflm_ops/**/*.md", "examples/**/*.md", "patches/**/*.md"]

@@ -4,6 +4,7 @@ against the real Arduino Mbed core in tests/test_nicla_build.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -100,8 +101,6 @@ def _cli(args: list[str], cwd) -> subprocess.CompletedProcess:
 def test_optimize_writes_the_header_of_the_plan_it_wrote(tiny_unet, tmp_path) -> None:
     """--board nicla-vision --target 64KB: the plan keeps its slots in the DTCM (region 1), and the
     header defines that region, large enough for the slots' ring log, and attaches it there."""
-    import json
-
     out = _cli(
         [
             "optimize",
@@ -229,7 +228,6 @@ def test_a_slot_needs_its_encoded_blocks_in_whole_sectors_and_one_more() -> None
 def test_the_default_plan_gets_its_header(tiny_unet, tmp_path) -> None:
     """Without --target the plan on the Nicla Vision keeps its slots in RAM; placement counts each
     slot as the header sizes it (placement.slot_region_bytes), so the header's regions fit."""
-    import json
 
     args = ["optimize", str(tiny_unet), "-o", "m.tflite", "--board", "nicla-vision"]
     out = _cli(args + ["--storage-header", "h.h", "--report", "r.json", "--unverified"], tmp_path)
@@ -247,3 +245,79 @@ def test_the_default_plan_gets_its_header(tiny_unet, tmp_path) -> None:
     assert sum(used.values()) == sum(
         sh.slot_region_bytes(s["bytes"]) for s in slots if s["region"] in used
     )
+
+
+def _attach_line(stdout: str) -> str:
+    return next(
+        (ln for ln in stdout.splitlines() if "storage regions the application attaches" in ln), ""
+    )
+
+
+def _header_indices(text: str) -> dict[int, str]:
+    return {int(i): n for i, n in re.findall(r"^// +region (\d+): ([\w-]+),", text, re.M)}
+
+
+@pytest.mark.parametrize(
+    "target,attached",
+    [((), {1: "dtcm"}), (("--target", "min"), {0: "qspi", 1: "dtcm"})],
+)
+def test_the_attach_line_and_the_header_name_the_regions_slots_use(
+    tiny_unet, tmp_path, target: tuple[str, ...], attached: dict[int, str]
+) -> None:
+    """Without --target the Nicla plan keeps every slot in the DTCM (region 1): region 0, the QSPI,
+    holds none, so neither the printed line nor the header names it; --target min also spills to
+    the QSPI, and both name it. optimize says it wrote the header."""
+    args = ["optimize", str(tiny_unet), "-o", "m.tflite", "--board", "nicla-vision", *target]
+    out = _cli([*args, "--unverified", "--storage-header", "h.h"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    line = _attach_line(out.stdout)
+    listed = ", ".join(f"{i} = {n}" for i, n in sorted(attached.items()))
+    assert line == f"  storage regions the application attaches: {listed}", out.stdout
+    text = (tmp_path / "h.h").read_text()
+    assert _header_indices(text) == attached, text
+    assert ("runtime.regions[0]" in text) is False and "runtime.regions[1] = &g_manager1;" in text
+    assert out.stdout.splitlines()[-1] == "wrote h.h: the plan's storage regions for the sketch"
+    assert out.stdout.splitlines()[-2] == "wrote m.tflite"
+
+
+def _preset_as_json(preset: str, **changes) -> str:
+    """A preset written as a user's board file (docs/boards.md): ``region``, no ``free``, no null."""
+    d = load_board(preset).as_dict()
+    regions = [
+        {k: v for k, v in r.items() if k != "free" and v is not None} for r in d.pop("regions")
+    ]
+    return json.dumps({**d, "region": regions, **changes}, indent=1)
+
+
+def test_a_copy_of_the_nicla_preset_gets_the_presets_header(tiny_unet, tmp_path) -> None:
+    """The preset copied to a file and renamed: the same header as the preset's, but for the board
+    name in its comment line, written in another folder too (no absolute path in it)."""
+    texts = {}
+    for board in ("nicla-vision", "my-nicla"):
+        d = tmp_path / board
+        d.mkdir()
+        if board == "my-nicla":
+            (d / "b.json").write_text(_preset_as_json("nicla-vision", name=board))
+        spec = "b.json" if board == "my-nicla" else board
+        args = ["optimize", str(tiny_unet), "-o", "m.tflite", "--board", spec, "--unverified"]
+        out = _cli([*args, "--storage-header", "h.h"], d)
+        assert out.returncode == 0, out.stderr
+        assert "wrote h.h: the plan's storage regions for the sketch" in out.stdout
+        texts[board] = (d / "h.h").read_text()
+    mine = texts["my-nicla"]
+    assert "--board my-nicla)" in mine and str(tmp_path) not in mine
+    assert mine.replace("--board my-nicla)", "--board nicla-vision)") == texts["nicla-vision"]
+
+
+def test_a_board_file_without_addresses_or_sections_is_one_sentence(tiny_unet, tmp_path) -> None:
+    """The preset copied without any address or section: the DTCM the plan uses has no place, so
+    the header is refused in one sentence, exit 2, and neither the model nor the header is
+    written."""
+    d = json.loads(_preset_as_json("nicla-vision", name="my-nicla"))
+    for r in d["region"]:
+        r.pop("address", None)
+        r.pop("section", None)
+    (tmp_path / "b.json").write_text(json.dumps(d))
+    args = ["optimize", str(tiny_unet), "-o", "m.tflite", "--board", "b.json", "--unverified"]
+    out = _cli([*args, "--storage-header", "s.h"], tmp_path)
+    _refused(out, tmp_path, "board region 'dtcm' has no address or linker section for spill bytes")

@@ -381,6 +381,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                 "UNVERIFIED: the written model was not checked against the original in TFLM (--unverified)"
             )
         print(f"wrote {shown(args.output, 0)}")
+    if args.storage_header:
+        print(f"wrote {shown(args.storage_header, 0)}: the plan's storage regions for the sketch")
     if not out.target_met:
         print(
             f"tinyseg: target {out.target:,} B not reachable: best head {out.result.plan.head:,} B (written)",

@@ -137,6 +137,13 @@ def _check(
     return out
 
 
+def _named(index: int, name: str, size: int) -> str:
+    """The comment line of one plan region: region 0 is named, not defined (the sketch's flash)."""
+    if index == 0:
+        return f"//   region 0: {name}, the sketch's flash storage (Runtime::spill)"
+    return f"//   region {index}: {name}, {size} bytes"
+
+
 def _memory(r: _Region) -> str:
     if r.address is None:
         return (
@@ -163,6 +170,41 @@ def _objects(r: _Region, slots: int) -> str:
 """
 
 
+def _helpers(slots: int) -> str:
+    """The constants and config builders every region's objects use (the header's fixed part)."""
+    return f"""
+constexpr uint32_t kSectorBytes = {SECTOR_BYTES};
+constexpr size_t kSlots = {slots};
+
+inline ::tinyseg::Geometry Geometry(uint64_t bytes) {{
+  ::tinyseg::Geometry g;
+  g.read_size = 1;
+  g.program_size = 1;
+  g.erase_size = kSectorBytes;
+  g.total_size = bytes;
+  return g;
+}}
+
+inline ::tinyseg::SpillConfig Config(uint64_t bytes) {{
+  ::tinyseg::SpillConfig c;
+  c.region_offset = 0;
+  c.region_size = bytes;
+  c.codec_block_bytes = 1024;  // the models' `block` option
+  return c;
+}}
+
+inline ::tinyseg::SpillMemory Memory(::tinyseg::SpillSlot* slots, ::tinyseg::SectorInfo* sectors,
+                                     size_t num_sectors) {{
+  ::tinyseg::SpillMemory m;
+  m.slots = slots;
+  m.num_slots = kSlots;
+  m.sectors = sectors;
+  m.num_sectors = num_sectors;
+  return m;
+}}
+"""
+
+
 def storage_header(
     plan_regions: Iterable[tuple[int, str, int]],
     places: dict[str, Place],
@@ -171,14 +213,15 @@ def storage_header(
     source: str = "",
 ) -> str:
     """The header text for ``plan_regions``: (region index, board region name, bytes) per storage
-    region of the plan; ``places``: where each RAM region's bytes go (``places_of(board)``). ``slots``: SpillSlots per region (40 B each on Cortex-M7); ``source``: a
-    line naming what the plan came from, for the header's comment. TinySegError (one sentence) when
+    region of the plan; ``places``: where each RAM region's bytes go (``places_of(board)``).
+    ``slots``: SpillSlots per region (40 B each on Cortex-M7); ``source``: a line naming what the
+    plan came from, for the header's comment. TinySegError (one sentence) when
     the board cannot hold a region."""
     plan_regions = list(plan_regions)
     regions = _check(plan_regions, places, m4_idle)
     if not 1 <= slots <= 4096:
         raise TinySegError(f"slots must be 1..4096, not {slots!r}")
-    names = "\n".join(f"//   region {i}: {n}, {b} bytes" for i, n, b in sorted(plan_regions))
+    names = "\n".join(_named(i, n, b) for i, n, b in sorted(plan_regions))
     clocks = sorted({r.place.clock for r in regions if r.place.clock})
     attach = "\n".join(
         f"  if (!::tinyseg::Ok(g_device{r.index}.Init()) || !::tinyseg::Ok(g_manager{r.index}.Init()))"
@@ -211,37 +254,7 @@ def storage_header(
 
 namespace tinyseg_regions {{
 namespace {{
-
-constexpr uint32_t kSectorBytes = {SECTOR_BYTES};
-constexpr size_t kSlots = {slots};
-
-inline ::tinyseg::Geometry Geometry(uint64_t bytes) {{
-  ::tinyseg::Geometry g;
-  g.read_size = 1;
-  g.program_size = 1;
-  g.erase_size = kSectorBytes;
-  g.total_size = bytes;
-  return g;
-}}
-
-inline ::tinyseg::SpillConfig Config(uint64_t bytes) {{
-  ::tinyseg::SpillConfig c;
-  c.region_offset = 0;
-  c.region_size = bytes;
-  c.codec_block_bytes = 1024;  // the models' `block` option
-  return c;
-}}
-
-inline ::tinyseg::SpillMemory Memory(::tinyseg::SpillSlot* slots, ::tinyseg::SectorInfo* sectors,
-                                     size_t num_sectors) {{
-  ::tinyseg::SpillMemory m;
-  m.slots = slots;
-  m.num_slots = kSlots;
-  m.sectors = sectors;
-  m.num_sectors = num_sectors;
-  return m;
-}}
-{"".join(_objects(r, slots) for r in regions)}}}  // namespace
+{_helpers(slots)}{"".join(_objects(r, slots) for r in regions)}}}  // namespace
 
 // Initialises every RAM region and puts its SpillManager in runtime.regions[i] (before
 // AllocateTensors); false when a device or manager refuses to start.
@@ -299,6 +312,8 @@ def plan_header(cost, board, source: str = "") -> str:
             "the sketch attaches one flash storage: give a higher --target, or a board file whose "
             "spill_region is the one flash region to use"
         )
-    ram = [(i, names[i], size[i]) for i in sorted(size) if i > 0]
+    # Region 0 only when a slot is there: the header then names the same indices as optimize's
+    # "storage regions the application attaches" line.
+    regions = [(i, names[i], size[i]) for i in sorted(size)]
     slots = max((u.slot for u in cost.uses), default=0) + 1 if cost is not None else 1
-    return storage_header(ram, places_of(board), slots=slots, source=source)
+    return storage_header(regions, places_of(board), slots=slots, source=source)

@@ -14,6 +14,7 @@ import math
 import os
 import re
 import stat
+import textwrap
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -128,8 +129,8 @@ def _nicla_vision() -> Board:
             ),
             Region(
                 "axi-sram", RAM, 512 * KB, 1.92e9, 1.92e9, 1 * KB,
-                f"Arduino core: .data, .bss, heap and the 1 KB stack ({_LINKER}: region RAM); the "
-                "sketch's own .data/.bss (the arena array included) is known only after linking",
+                f"only the 1 KB stack ({_LINKER}: region RAM); not counted: Mbed OS's .data, .bss "
+                "and heap, the sketch's own data and a camera frame buffer, known only after linking",
                 arena=True,
                 note=f"0x24000000; 64-bit AXI at 240 MHz ({ram})",
                 section=".uninitialized",  # NOLOAD, before .bss in RAM ({_LINKER})
@@ -629,19 +630,64 @@ def load_board(spec: str) -> Board:
     return board_from_dict(_parse(_read_board_file(spec, where), where, suffix == ".toml"), where)
 
 
+def _duration(seconds: float) -> str:
+    """A flash timing the way datasheets give it: 130 µs, 64 ms, 1.1 s."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-6:.3g} µs"
+
+
+def _bytes(n: int) -> str:
+    return f"{n // KB} KB" if n >= KB and n % KB == 0 else f"{n:,} B"
+
+
+def _flash_line(r: Region) -> str:
+    """What writing costs in a flash region: a page program per page and a sector erase per sector
+    (the bus rate alone hides them), and the rate they leave when both are paid."""
+    pages = r.sector_size // r.page_size
+    sector_s = (
+        r.sector_size / r.write_bandwidth
+        + pages * (r.page_program_time + r.program_command_time)
+        + r.sector_erase_time
+    )
+    return (
+        f"    page program {_duration(r.page_program_time)} per {_bytes(r.page_size)}, "
+        f"sector erase {_duration(r.sector_erase_time)} per {_bytes(r.sector_size)}: "
+        f"{r.sector_size / sector_s / 1e3:,.0f} kB/s written with erases"
+    )
+
+
+def _arena_lines(r: Region) -> list[str]:
+    """What the arena region's free figure leaves out: all the application takes beyond ``used``."""
+    counted = re.sub(r" \([^()]*\)", "", r.used_by).strip()
+    text = f"arena here; free leaves out what used ({r.used:,} B) does not count. used: " + (
+        counted or "nothing: the application's own RAM is not counted"
+    )
+    return textwrap.wrap(text, 100, initial_indent="    ", subsequent_indent="    ")
+
+
+def _region_lines(r: Region) -> list[str]:
+    head = f"  {r.name:<15} {r.kind:<5} {r.capacity:>11,} B  free {r.free:>11,} B  "
+    if r.is_flash:  # its write bandwidth is a bus rate: the page programs and erases dominate
+        return [
+            head + f"read {r.read_bandwidth / 1e6:>7,.0f} MB/s  {r.endurance:,} cycles",
+            _flash_line(r),
+        ]
+    rates = (
+        f"read {r.read_bandwidth / 1e6:>7,.0f} MB/s  write {r.write_bandwidth / 1e6:>7,.0f} MB/s"
+    )
+    return [head + rates] + (_arena_lines(r) if r.arena else [])
+
+
 def presets_table() -> str:
-    """``tinyseg boards``: each preset's regions, one line each."""
+    """``tinyseg boards``: each preset's regions, one line each (two for flash), at most 100
+    columns; the arena region says what its free figure leaves out."""
     lines = []
     for name, make in PRESETS.items():
         b = make()
-        lines.append(f"{name}: {b.note} (spills to {b.spill_region}, {b.clock_hz / 1e6:.0f} MHz)")
+        lines.append(f"{name}: spills to {b.spill_region}, {b.clock_hz / 1e6:.0f} MHz")
+        lines += textwrap.wrap(b.note, 100, initial_indent="  ", subsequent_indent="  ")
         for r in b.regions:
-            extra = (
-                f", {r.sector_size // KB} KB sectors, {r.endurance:,} cycles" if r.is_flash else ""
-            )
-            arena = ", arena" if r.arena else ""
-            lines.append(
-                f"  {r.name:<15} {r.kind:<5} {r.capacity:>11,} B  free {r.free:>11,} B  "
-                f"read {r.read_bandwidth / 1e6:>7,.0f} MB/s  write {r.write_bandwidth / 1e6:>7,.0f} MB/s{extra}{arena}"
-            )
+            lines += _region_lines(r)
     return "\n".join(lines) + "\n"

@@ -386,8 +386,11 @@ def summary_lines(cost: Cost) -> list[str]:
             "  slots: "
             + ", ".join(f"{s} in {p.names[i]} ({size.get(s, 0):,} B)" for s, i in p.slots)
         )
+        # Only the indices a slot uses: region 0 (the spill region) keeps its index when no slot
+        # is there, and then the application attaches nothing at 0 (the header agrees).
+        used = sorted({i for _, i in p.slots})
         parts.append(
             "  storage regions the application attaches: "
-            + ", ".join(f"{i} = {n}" for i, n in enumerate(p.names))
+            + ", ".join(f"{i} = {p.names[i]}" for i in used)
         )
     return parts
