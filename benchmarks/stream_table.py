@@ -1,8 +1,8 @@
 """Streaming on the models given: the input's head; the estimate over every row-local operator
 (`tinyseg analyze --stream` as a child process, with its CPU seconds: the whole command); and the
-head of what `tinyseg optimize` writes, the chains of stages the StreamChain kernel computes (the search
-`tinyseg optimize` makes, stream_search.choose_streaming(kernel_only=True), planner figures), with
-its storage traffic; then how far that head is from the estimate and, where it is more than 10%
+head of the chains of stages the StreamChain kernel computes (the chain search alone,
+stream_search.choose_streaming(kernel_only=True), planner figures; `tinyseg optimize --target min`
+also offers shared row spills), with its storage traffic; then how far that head is from the estimate and, where it is more than 10%
 above it, the reasons `optimize` reports for row-local operators it does not stream (its
 `not_streamed` list, `stream.stage_gaps`) or "none named" when it reports none.
 
