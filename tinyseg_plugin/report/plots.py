@@ -297,20 +297,32 @@ def plan_figure(a: Analysis, title: str = ""):
 
 
 def frontier_png(points: list, title: str) -> bytes:
-    """Head against modelled latency, one marker per frontier point."""
+    """Head against modelled latency, one marker per frontier point labelled with its head,
+    latency, flash written per inference and option; the written plan and the input marked."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    ax.plot([p.head / 1024 for p in points], [p.latency_s * 1e3 for p in points], "o-")
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
+    plans = sorted((p for p in points if not p.original), key=lambda p: p.head)
+    ax.plot([p.head / 1024 for p in plans], [p.latency_s * 1e3 for p in plans], "o-", zorder=1)
     for p in points:
-        ax.annotate(p.strategy, (p.head / 1024, p.latency_s * 1e3), fontsize=7)
+        xy = (p.head / 1024, p.latency_s * 1e3)
+        if p.written or p.original:
+            style = ("*", "tab:red", "written") if p.written else ("s", "tab:gray", "input")
+            ax.scatter(*xy, marker=style[0], s=160, color=style[1], zorder=2, label=style[2])
+        option = p.option or "no --target"
+        label = (
+            f"{p.head:,} B, {p.latency_s * 1e3:,.2f} ms\n"
+            f"{p.flash_bytes_written:,} B flash/inf. ({option})"
+        )
+        ax.annotate(label, xy, fontsize=6, xytext=(4, 4), textcoords="offset points")
     ax.set_xlabel("arena head (KiB)")
     ax.set_ylabel("modelled latency (ms)")
     ax.set_title(title, fontsize=9)
     ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper right")
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png")
