@@ -31,9 +31,7 @@ def test_the_frontier_holds_a_free_plan_and_a_small_one(points: list[FrontierPoi
     assert any(p.bytes_moved == 0 and p.head <= 153_248 for p in points), points
     assert any(p.head <= 49_440 and p.bytes_moved <= 345_600 for p in points), points
     assert sum(p.original for p in points) == 1
-    assert min(p.head for p in points) == next(
-        p.head for p in points if p.option == "--target min"
-    )
+    assert min(p.head for p in points) == next(p.head for p in points if p.option == "--target min")
 
 
 def test_no_listed_plan_beats_another(points: list[FrontierPoint]) -> None:
@@ -61,3 +59,14 @@ def test_the_table_fits_100_columns(points: list[FrontierPoint]) -> None:
     assert len(lines) == len(points) + 2
     assert max(len(line) for line in lines) <= 100, lines
     assert "--target min" in "\n".join(lines) and "no --target" in "\n".join(lines)
+
+
+def test_a_walk_cut_short_says_where_it_stopped() -> None:
+    graph = pipeline.load(TINY_UNET.read_bytes(), "tiny_unet")
+    notes: list[str] = []
+    points = frontier(graph, Options(), load_board("generic"), searches=2, notes=notes)
+    assert len(notes) == 2 and "after 2 searches" in notes[0], notes
+    head = int(notes[0].split("head ")[1].split(" B")[0].replace(",", ""))
+    assert f"--target {head - 1} continues it" in notes[1]
+    assert max(len(line) for line in notes) <= 100
+    assert {p.option for p in points} >= {"", "--target min"}

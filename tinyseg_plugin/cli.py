@@ -309,7 +309,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         from .transforms.frontier import frontier
 
         run.say("the frontier: one search per step of the targeted search")
-        points = frontier(graph, run.options, run.board, run.rate, out.nearby)
+        notes: list[str] = []
+        points = frontier(graph, run.options, run.board, run.rate, out.nearby, notes=notes)
     files: list[tuple[str, bytes]] = [(args.output, out.data)]
     if args.report:
         report = out.report(args.model, args.output)
@@ -369,7 +370,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if points is not None:
             from .report.steps import frontier_lines
 
-            print("\n".join(frontier_lines(points, run.board.name)))
+            print("\n".join(frontier_lines(points, run.board.name) + notes))
         if v is not None:
             print(
                 f"verified ({v.describe()}): outputs bit-identical to the original in TFLM "

@@ -4,6 +4,8 @@ it again (--frontier; the next points in every optimize run)."""
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, replace
 
 from .. import deadline
@@ -148,13 +150,15 @@ def frontier(
     rate: float = 1.0,
     known: list[FrontierPoint] = (),
     searches: int = MAX_SEARCHES,
+    notes: list[str] | None = None,
 ) -> list[FrontierPoint]:
     """The plans no other plan found beats in head, modelled latency and flash written, each with
     the option that writes it again, the input and the written plan marked. Found by walking the
     targeted search's staircase down: from the input's head h, --target h-1 writes a plan of head
     h' < h, then --target h'-1, until the head stops falling or reaches --target min's; the
     default plan, --target min's and ``known`` (the run's nearby points, the written one marked;
-    their searches are not run again) join them. One search per step, at most ``searches``."""
+    their searches are not run again) join them. One search per step, at most ``searches``, and
+    none the run's --time-limit has no room for: ``notes`` then says where the walk stopped."""
     base = replace(o, target_bytes=None, smallest=False)
     found = list(known)
     have = {p.option for p in found}
@@ -164,14 +168,25 @@ def frontier(
     floor = min(p.head for p in found if p.option == "--target min")
     head = _input_head(graph, o)
     found.append(_input_point(graph, o, head, board, rate))
-    for _ in range(searches):
+    done, took, stopped = 0, 0.0, False
+    while head > floor:  # room for one more search: twice the last one's time
+        if done == searches or deadline.remaining(math.inf) < 2 * took + 1:
+            stopped = True
+            break
+        start = time.monotonic()
         p = _step(graph, base, head, board, rate)
+        done, took = done + 1, time.monotonic() - start
         if p is None:
             break
         found.append(p)
         head = p.head
-        if head <= floor:
-            break
+    if stopped and notes is not None:
+        notes += [
+            f"the walk stopped at head {head:,} B after {done} searches (at most {searches}, "
+            "within --time-limit):",
+            f"  plans between it and --target min's {floor:,} B are not listed; --target "
+            f"{head - 1} continues it",
+        ]
     return _kept(found, marked=True)
 
 
