@@ -297,32 +297,43 @@ def plan_figure(a: Analysis, title: str = ""):
 
 
 def frontier_png(points: list, title: str) -> bytes:
-    """Head against modelled latency, one marker per frontier point labelled with its head,
-    latency, flash written per inference and option; the written plan and the input marked."""
+    """Head against modelled latency, one numbered marker per frontier point; beside it each
+    number's head, latency, flash written per inference (wear) and option. The written plan and
+    the input are marked apart, so a user sees where the run stands among the choices."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
+    fig, (ax, side) = plt.subplots(
+        1, 2, figsize=(11, 5), dpi=100, gridspec_kw={"width_ratios": [3, 2]}
+    )
     plans = sorted((p for p in points if not p.original), key=lambda p: p.head)
     ax.plot([p.head / 1024 for p in plans], [p.latency_s * 1e3 for p in plans], "o-", zorder=1)
-    for p in points:
+    rows = [f"{'':>2} {'head (B)':>9} {'ms':>9} {'flash B':>8}  option"]
+    for n, p in enumerate(points, 1):
         xy = (p.head / 1024, p.latency_s * 1e3)
         if p.written or p.original:
-            style = ("*", "tab:red", "written") if p.written else ("s", "tab:gray", "input")
-            ax.scatter(*xy, marker=style[0], s=160, color=style[1], zorder=2, label=style[2])
-        option = p.option or "no --target"
-        label = (
-            f"{p.head:,} B, {p.latency_s * 1e3:,.2f} ms\n"
-            f"{p.flash_bytes_written:,} B flash/inf. ({option})"
+            marker, color, name = (
+                ("*", "tab:red", "written") if p.written else ("s", "tab:gray", "input")
+            )
+            ax.scatter(*xy, marker=marker, s=160, color=color, zorder=2, label=name)
+        ax.annotate(
+            str(n), xy, fontsize=7, xytext=(5, 5 if n % 2 else -11), textcoords="offset points"
         )
-        ax.annotate(label, xy, fontsize=6, xytext=(4, 4), textcoords="offset points")
+        mark = " (written)" if p.written else " (input)" if p.original else ""
+        rows.append(
+            f"{n:>2} {p.head:>9,} {p.latency_s * 1e3:>9,.2f} {p.flash_bytes_written:>8,}  "
+            f"{p.option or 'no --target'}{mark}"
+        )
     ax.set_xlabel("arena head (KiB)")
     ax.set_ylabel("modelled latency (ms)")
     ax.set_title(title, fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper right")
+    side.axis("off")
+    side.text(0, 1, "\n".join(rows), family="monospace", fontsize=7, va="top", ha="left")
+    side.set_title("flash B: written per inference (wear)", fontsize=8)
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png")
