@@ -7,6 +7,7 @@ with the same sentences and exit codes."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -247,7 +248,9 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
             )
         except TinySegError as exc:
             raise TinySegError(f"{name}: {exc}; nothing to optimize") from None
+    started = time.monotonic()
     result = optimizer.optimize(graph, o, run.progress, run.board)
+    took = time.monotonic() - started  # the next points' searches take about as long
     if result.plan.head >= result.original.head and result.plan.total >= result.original.total:
         kept = Result(graph=graph, plan=result.original, original=result.original)
         why = f"no pass lowers the arena of {name} (head {result.original.head:,} B)"
@@ -274,7 +277,7 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
 
     if run.nearby:
         run.say("the next points of the trade-off: one search each")
-        out.nearby = nearby(graph, o, result, run.board, run.rate)
+        out.nearby = nearby(graph, o, result, run.board, run.rate, took)
     else:
         args = (o.kernel_set, run.board, run.rate, o.target_bytes, option_of(o), True)
         out.nearby = [point(graph, result, *args)]

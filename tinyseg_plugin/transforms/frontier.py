@@ -197,27 +197,33 @@ def _input_head(graph: Graph, o: Options) -> int:
     return plan_graph(graph, o.kernel_set, o.build_profile).head
 
 
-def nearby(graph: Graph, o: Options, written: Result, board: Board, rate: float) -> list:
+def nearby(
+    graph: Graph, o: Options, written: Result, board: Board, rate: float, took: float = 0.0
+) -> list:
     """The written plan and the next two or three points of --frontier's walk, each with the
     option that writes it again, so every run shows what RAM costs in time and wear: from the
     default plan, the next step down and --target min's; from a --target run, the default plan
     above and the next step below; from --target min, the default and a target halfway between.
-    Two searches each; a point another of them beats in every figure is left out."""
+    Two searches, each only while --time-limit leaves twice ``took`` (the written plan's search);
+    a point another of them beats in every figure is left out."""
     asked = option_of(o)
     here = point(graph, written, o.kernel_set, board, rate, o.target_bytes, asked, True)
     base = replace(o, target_bytes=None, smallest=False)
+
+    def room() -> bool:
+        return deadline.remaining(math.inf) >= 2 * took + 1
+
     found = [here]
-    if asked:
+    if asked and room():
         found.append(_run(graph, base, board, rate))
     if o.smallest:
         high = found[-1].head
-        if high - here.head > 2 * 1024:
-            found.append(
-                _run(graph, replace(base, target_bytes=(here.head + high) // 2), board, rate)
-            )
-    else:
+        if high - here.head > 2 * 1024 and room():
+            halfway = replace(base, target_bytes=(here.head + high) // 2)
+            found.append(_run(graph, halfway, board, rate))
+    elif room():
         below = _step(graph, base, here.head, board, rate)
         found += [below] if below is not None else []
-    if not asked:
+    if not asked and room():
         found.append(_run(graph, replace(base, smallest=True), board, rate))
     return _kept(found, marked=True)
