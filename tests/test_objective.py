@@ -143,9 +143,9 @@ def test_a_looser_target_never_costs_more(source: str, tiny_unet: Path) -> None:
 
 
 def test_the_frontier_trades_head_for_modelled_time(tiny_unet: Path, tmp_path: Path) -> None:
-    """--frontier: Pareto points only (a larger head always buys less modelled time), the smallest
-    head first and, last, a plan whose latency is the compute alone (nothing through storage);
-    the same points in the report and a plot."""
+    """--frontier on the Nicla Vision: plans no other listed one beats in head, latency and flash
+    written, the largest head first, each with its option; --target min's the smallest, the
+    written plan and the input marked once; the same points in the report and a plot."""
     import json
 
     from tinyseg_plugin.cli import main
@@ -156,11 +156,12 @@ def test_the_frontier_trades_head_for_modelled_time(tiny_unet: Path, tmp_path: P
     points = json.loads(report.read_text())["frontier"]
     assert len(points) >= 3
     heads = [p["head"] for p in points]
-    latencies = [p["latency_ms"] for p in points]
-    assert heads == sorted(heads) and len(set(heads)) == len(heads)
-    assert latencies == sorted(latencies, reverse=True) and len(set(latencies)) == len(latencies)
-    assert points[0]["target_bytes"] is None and points[0]["head"] <= 34_752
-    assert points[-1]["flash_bytes_written_per_inference"] == 0
+    assert heads == sorted(heads, reverse=True) and len(set(heads)) == len(heads)
+    assert [p["written"] for p in points].count(True) == 1
+    assert [p["original"] for p in points].count(True) == 1 and points[0]["original"]
+    assert points[-1]["option"] == "--target min" and points[-1]["head"] <= 34_752
+    written = next(p for p in points if p["written"])
+    assert written["option"] == "" and written["flash_bytes_written_per_inference"] == 0
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -237,23 +238,21 @@ def test_target_min_on_the_larger_models_moves_no_more_than_a_target_did(
 def test_the_printed_next_points_are_what_their_options_write(
     tiny_unet: Path, tmp_path: Path, capsys
 ) -> None:
-    """With --frontier, every line under 'plans on' names an option; optimize with it writes that
-    head and latency. Without it the run searches once: the written plan and where the rest are."""
+    """Every run, even with -q, prints under 'plans on' the written plan and the next two or
+    three points, each with an option; optimize with it writes that head and latency."""
     import re
 
     from tinyseg_plugin.cli import main
 
-    assert main(["optimize", str(tiny_unet), "-o", str(tmp_path / "p"), "--unverified"]) == 0
-    alone = capsys.readouterr().out
-    assert len(re.findall(r"^  (written|       ) head +[\d,]+ B", alone, re.M)) == 1, alone
-    assert "the next plans, each with its option: --frontier" in alone
-    args = ["optimize", str(tiny_unet), "-o", str(tmp_path / "o"), "--unverified", "--frontier"]
-    assert main(args) == 0
-    text = capsys.readouterr().out
-    rows = re.findall(r"(written|       ) head +([\d,]+) B +([\d,.]+) ms .*written  (.*)", text)
-    assert len(rows) >= 3 and [r[0] for r in rows].count("written") == 1, text
-    for mark, head, ms, option in rows:
-        target = None if option == "no --target" else option.split()[-1]
-        out = _optimize(tiny_unet.read_bytes(), target, runs=None)
-        assert f"{out.result.plan.head:,}" == head, option
-        assert f"{out.cost.latency_s * 1e3:,.1f}" == ms, option
+    for asked in ([], ["--target", "100000"]):
+        args = ["optimize", str(tiny_unet), "-o", str(tmp_path / "o"), "--unverified", "-q"]
+        assert main([*args, *asked]) == 0
+        text = capsys.readouterr().out
+        rows = re.findall(r"(written|       ) head +([\d,]+) B +([\d,.]+) ms .*written  (.*)", text)
+        assert 3 <= len(rows) <= 4 and [r[0] for r in rows].count("written") == 1, text
+        assert "--frontier" not in text
+        for mark, head, ms, option in rows:
+            target = None if option == "no --target" else option.split()[-1]
+            out = _optimize(tiny_unet.read_bytes(), target, runs=None)
+            assert f"{out.result.plan.head:,}" == head, option
+            assert f"{out.cost.latency_s * 1e3:,.2f}" == ms, option

@@ -103,3 +103,22 @@ def test_tinyseg_operators_and_types_are_on_the_x_axis(after) -> None:
 
 def test_png_is_written(before) -> None:
     assert plan_png(before).startswith(b"\x89PNG")
+
+
+def test_the_frontier_plot_lists_each_point_and_marks_the_written_plan_and_the_input() -> None:
+    """Beside the axes, each numbered point's head, latency (two decimals), flash written and
+    option; the written plan and the input marked, the default plan as 'no --target'."""
+    from tinyseg_plugin.report.plots import frontier_png, frontier_rows
+    from tinyseg_plugin.transforms.frontier import FrontierPoint
+
+    points = [
+        FrontierPoint(307_200, 307_200, 1.199, 0, None, "input", "--target 307200", original=True),
+        FrontierPoint(None, 153_120, 1.199, 0, None, "streaming", "", written=True),
+        FrontierPoint(50_047, 42_016, 3.67105, 134_400, 780_190.0, "streaming", "--target 50047"),
+    ]
+    rows = frontier_rows(points)
+    assert len(rows) == 4
+    assert rows[1].split() == ["1", "307,200", "1,199.00", "0", "--target", "307200", "(input)"]
+    assert rows[2].split() == ["2", "153,120", "1,199.00", "0", "no", "--target", "(written)"]
+    assert rows[3].split() == ["3", "42,016", "3,671.05", "134,400", "--target", "50047"]
+    assert frontier_png(points, "t").startswith(b"\x89PNG")

@@ -303,14 +303,14 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.
     if not args.quiet and sys.stderr.isatty():
         run.progress = lambda msg: print(f"  .. {msg}", file=sys.stderr)
-    run.nearby = bool(args.frontier or args.frontier_plot)
     out = optimize(data, run, shown(args.model), graph)
     points = None
     if args.frontier or args.frontier_plot:
         from .transforms.frontier import frontier
 
-        run.say("the frontier: one search per target")
-        points = frontier(graph, run.options, run.board, run.rate)
+        run.say("the frontier: one search per step of the targeted search")
+        notes: list[str] = []
+        points = frontier(graph, run.options, run.board, run.rate, out.nearby, notes=notes)
     files: list[tuple[str, bytes]] = [(args.output, out.data)]
     if args.report:
         report = out.report(args.model, args.output)
@@ -354,7 +354,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if out.nearby:
             from .report.steps import nearby_lines
 
-            print("\n".join(nearby_lines(out.nearby, run.board.name, "--frontier")))
+            print("\n".join(nearby_lines(out.nearby, run.board.name)))
         if out.cost is not None:
             for w in out.cost.warnings():
                 print(f"tinyseg: {w}", file=sys.stderr)
@@ -370,7 +370,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if points is not None:
             from .report.steps import frontier_lines
 
-            print("\n".join(frontier_lines(points, run.board.name)))
+            print("\n".join(frontier_lines(points, run.board.name) + notes))
         if v is not None:
             print(
                 f"verified ({v.describe()}): outputs bit-identical to the original in TFLM "
@@ -551,9 +551,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument(
         "--frontier",
         action="store_true",
-        help="also print the trade-off between head and modelled latency on --board: the best "
-        "plans for a spread of targets, and the next plans with the option that writes each "
-        "(one search each; planner figures)",
+        help="also print the trade-off on --board: every plan the targeted search writes that no "
+        "other beats in head, modelled latency and flash written, each with the --target that "
+        "writes it again (one search per step down, at most 48; planner figures)",
     )
     o.add_argument(
         "--frontier-plot", metavar="FILE.png", help="draw that frontier (implies --frontier)"

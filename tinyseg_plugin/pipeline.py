@@ -7,6 +7,7 @@ with the same sentences and exit codes."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -55,9 +56,9 @@ class Run:
     memo: Memo = field(default_factory=Memo, repr=False)
     board: Board = field(default_factory=lambda: load_board(DEFAULT_BOARD))
     rate: float = 1.0
-    # Also search the next points of the trade-off (Outcome.nearby): one or two searches more,
-    # so only when asked (optimize --frontier).
-    nearby: bool = False
+    # Also search the next points of the trade-off (Outcome.nearby): two searches more; off
+    # only where a caller needs the written plan alone.
+    nearby: bool = True
 
     def __post_init__(self) -> None:
         if self.max_io_bytes is None:
@@ -85,8 +86,8 @@ class Outcome:
     cost: Cost | None = None  # the written model's modelled cost on the run's board
     considered_costs: list[Cost] = field(default_factory=list)  # one per result.considered
     board: Board | None = None  # the board the costs are for
-    # The written plan, and with Run.nearby the next points of the head/latency trade-off, each
-    # with its option (transforms/frontier.py nearby); empty when the input is written unchanged.
+    # The written plan and, with Run.nearby, the next points of the trade-off, each with its
+    # option (transforms/frontier.py nearby); empty when the input is written unchanged.
     nearby: list = field(default_factory=list)
     fits: str | None = None  # a sentence when the original already fits the board's arena region
 
@@ -247,7 +248,9 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
             )
         except TinySegError as exc:
             raise TinySegError(f"{name}: {exc}; nothing to optimize") from None
+    started = time.monotonic()
     result = optimizer.optimize(graph, o, run.progress, run.board)
+    took = time.monotonic() - started  # the next points' searches take about as long
     if result.plan.head >= result.original.head and result.plan.total >= result.original.total:
         kept = Result(graph=graph, plan=result.original, original=result.original)
         why = f"no pass lowers the arena of {name} (head {result.original.head:,} B)"
@@ -270,11 +273,14 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
             )
     out = Outcome(model_to_bytes(result.graph.model), result, verification, None, o.target_bytes)
     out.fits = fits_sentence(result, run.board)
-    from .transforms.frontier import nearby
+    from .transforms.frontier import nearby, option_of, point
 
     if run.nearby:
         run.say("the next points of the trade-off: one search each")
-    out.nearby = nearby(graph, o, result, run.board, run.rate, search=run.nearby)
+        out.nearby = nearby(graph, o, result, run.board, run.rate, took)
+    else:
+        args = (o.kernel_set, run.board, run.rate, o.target_bytes, option_of(o), True)
+        out.nearby = [point(graph, result, *args)]
     return costs(graph, out, run)
 
 

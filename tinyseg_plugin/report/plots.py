@@ -296,21 +296,53 @@ def plan_figure(a: Analysis, title: str = ""):
     return fig
 
 
+def frontier_rows(points: list) -> list[str]:
+    """The numbered points as the plot lists them beside the axes: head, latency, flash written
+    per inference (the wear) and the option that writes each, the written plan and input marked."""
+    rows = [f"{'':>2} {'head (B)':>9} {'ms':>9} {'flash B':>8}  option"]
+    for n, p in enumerate(points, 1):
+        mark = " (written)" if p.written else " (input)" if p.original else ""
+        rows.append(
+            f"{n:>2} {p.head:>9,} {p.latency_s * 1e3:>9,.2f} {p.flash_bytes_written:>8,}  "
+            f"{p.option or 'no --target'}{mark}"
+        )
+    return rows
+
+
 def frontier_png(points: list, title: str) -> bytes:
-    """Head against modelled latency, one marker per frontier point."""
+    """Head against modelled latency, one numbered marker per frontier point; beside it each
+    number's head, latency, flash written per inference (wear) and option. The written plan and
+    the input are marked apart, so a user sees where the run stands among the choices."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    ax.plot([p.head / 1024 for p in points], [p.latency_s * 1e3 for p in points], "o-")
-    for p in points:
-        ax.annotate(p.strategy, (p.head / 1024, p.latency_s * 1e3), fontsize=7)
+    fig, (ax, side) = plt.subplots(
+        1, 2, figsize=(11, 5), dpi=100, gridspec_kw={"width_ratios": [3, 2]}
+    )
+    plans = sorted((p for p in points if not p.original), key=lambda p: p.head)
+    ax.plot([p.head / 1024 for p in plans], [p.latency_s * 1e3 for p in plans], "o-", zorder=1)
+    for n, p in enumerate(points, 1):
+        xy = (p.head / 1024, p.latency_s * 1e3)
+        if p.written or p.original:
+            marker, color, name = (
+                ("*", "tab:red", "written") if p.written else ("s", "tab:gray", "input")
+            )
+            ax.scatter(*xy, marker=marker, s=160, color=color, zorder=2, label=name)
+        ax.annotate(
+            str(n), xy, fontsize=7, xytext=(5, 5 if n % 2 else -11), textcoords="offset points"
+        )
     ax.set_xlabel("arena head (KiB)")
     ax.set_ylabel("modelled latency (ms)")
     ax.set_title(title, fontsize=9)
     ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper right")
+    side.axis("off")
+    side.text(
+        0, 1, "\n".join(frontier_rows(points)), family="monospace", fontsize=7, va="top", ha="left"
+    )
+    side.set_title("flash B: written per inference (wear)", fontsize=8)
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png")

@@ -138,33 +138,43 @@ def report_dict(
     }
 
 
+def option_text(p) -> str:
+    """A point's option as printed: what a user types to write that plan again."""
+    return p.option or "no --target"
+
+
+def _wear_text(n: float | None) -> str:
+    """A wear-out count in a column of 15: exact up to a billion, then in powers of ten."""
+    if n is None:
+        return "-"
+    return inferences_text(n) if n < 1e9 else ("> 1e15" if n >= 1e15 else f"{n:.2e}")
+
+
 def frontier_lines(points: list, board: str) -> list[str]:
-    """The frontier as table lines (docs/cli.md)."""
+    """The frontier as a table of at most 100 columns (docs/cli.md): each point with the option
+    that writes it again, the written plan and the input marked."""
     lines = [
-        f"frontier on {board} (planner figures; only the written model is verified):",
-        f"  {'head (B)':>10} {'latency (ms)':>13} {'flash B written':>16} {'wear-out (inferences)':>22}  plan",
+        f"frontier on {board} (planner figures per inference; only the written model is verified):",
+        f"  {'':<8} {'head (B)':>9} {'latency (ms)':>13} {'flash B written':>16} {'B moved':>10} "
+        f"{'wear-out (inf.)':>16}  option",
     ]
     for p in points:
-        wear = "-" if p.wearout_inferences is None else inferences_text(p.wearout_inferences)
-        target = p.option or ("--target min" if p.target is None else f"--target {p.target:,}")
-        plan = "the input" if p.strategy == "input" else f"{p.strategy} ({target})"
+        mark = "written" if p.written else "input" if p.original else ""
         lines.append(
-            f"  {p.head:>10,} {p.latency_s * 1e3:>13,.1f} {p.flash_bytes_written:>16,} {wear:>22}  {plan}"
+            f"  {mark:<8} {p.head:>9,} {p.latency_s * 1e3:>13,.2f} {p.flash_bytes_written:>16,} "
+            f"{p.bytes_moved:>10,} {_wear_text(p.wearout_inferences):>16}  {option_text(p)}"
         )
     return lines
 
 
-def nearby_lines(points: list, board: str, more: str = "") -> list[str]:
+def nearby_lines(points: list, board: str) -> list[str]:
     """The written plan and the next points of the trade-off, each with the option that writes
-    it (transforms/frontier.py nearby; docs/cli.md); ``more``: the option that lists the next
-    points, named in a last line when only the written plan is given."""
+    it again (transforms/frontier.py nearby; docs/cli.md)."""
     lines = [f"plans on {board} (planner figures; only the written one is verified):"]
     for p in points:
         mark = "written" if p.written else "       "
         lines.append(
-            f"  {mark} head {p.head:>10,} B  {p.latency_s * 1e3:>10,.1f} ms  "
-            f"flash {p.flash_bytes_written:>9,} B written  {p.option}"
+            f"  {mark} head {p.head:>9,} B  {p.latency_s * 1e3:>10,.2f} ms  "
+            f"flash {p.flash_bytes_written:>9,} B written  {option_text(p)}"
         )
-    if more and len(points) == 1:
-        lines.append(f"  the next plans, each with its option: {more} (one search each)")
     return lines

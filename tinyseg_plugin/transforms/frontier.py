@@ -1,75 +1,75 @@
-"""The trade-off a user chooses from: arena head against modelled time per inference (and flash
-written, wear-out), over the plans the search writes for a spread of targets (--frontier)."""
+"""The trade-off a user chooses from: arena head against modelled time per inference and flash
+written (wear-out), over the plans the targeted search writes, each with the option that writes
+it again (--frontier; the next points in every optimize run)."""
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, replace
 
+from .. import deadline
 from ..ir.graph import Graph
 from ..memory.boards import Board
 from ..memory.cost import Traffic, estimate
 from .optimizer import Options, Result, optimize
 
+# --frontier's walk runs at most this many searches (Tiny U-Net's staircase has 36 steps).
+MAX_SEARCHES = 48
+
 
 @dataclass(frozen=True)
 class FrontierPoint:
-    """One plan of the trade-off between arena head and modelled time (planner figures; only the
-    written model is verified)."""
+    """One plan of the trade-off (planner figures; only the written model is verified)."""
 
-    target: int | None  # the --target the search was given (None: --target min, the smallest head)
+    target: int | None  # the --target the search was given (None: --target min or the default)
     head: int
     latency_s: float
     flash_bytes_written: int
     wearout_inferences: float | None
-    strategy: str
-    option: str = ""  # the optimize option that writes this plan ("" in the --frontier table)
-    written: bool = False  # the plan the run wrote (nearby)
+    strategy: str  # the strategy of the plan ("input": the model as given)
+    option: str = ""  # the optimize option that writes this plan again ("": no option)
+    written: bool = False  # the plan the run wrote
+    original: bool = False  # the input model (--target of its head writes it unchanged)
+    traffic: tuple[int, int] = (0, 0)  # bytes written and read through storage per inference
 
     def as_dict(self) -> dict:
         return {
             "target_bytes": self.target,
+            "option": self.option,
             "head": self.head,
             "latency_ms": round(self.latency_s * 1e3, 3),
             "flash_bytes_written_per_inference": self.flash_bytes_written,
+            "bytes_written_per_inference": self.traffic[0],
+            "bytes_read_per_inference": self.traffic[1],
             "wearout_inferences": None
             if self.wearout_inferences is None
             else round(self.wearout_inferences),
             "strategy": self.strategy,
+            "written": self.written,
+            "original": self.original,
         }
 
+    @property
+    def bytes_moved(self) -> int:
+        return sum(self.traffic)
 
-def frontier(
-    graph: Graph, o: Options, board: Board, rate: float = 1.0, points: int = 5
-) -> list[FrontierPoint]:
-    """The Pareto points (no other plan has both a smaller head and less modelled time) among the
-    plans the search writes for ``points`` targets spread from the smallest head to the input's
-    head, and the input itself, on the run's board. Each target is a whole search: this costs
-    about ``points`` times one optimize run, so it is asked for (--frontier), not done always."""
-    floor = optimize(graph, replace(o, target_bytes=None, smallest=True), None, board)
-    top = floor.original.head
-    targets: list[int | None] = [None]
-    targets += sorted(
-        {floor.plan.head + (top - floor.plan.head) * k // points for k in range(1, points)}
-    )
-    found: list[FrontierPoint] = []
-    for t in targets:
-        r = floor if t is None else optimize(graph, replace(o, target_bytes=t), None, board)
-        found.append(point(graph, r, o.kernel_set, board, rate, t))
-    free = optimize(graph, replace(o, target_bytes=None, smallest=False), None, board)
-    found.append(point(graph, free, o.kernel_set, board, rate, None, "no --target"))
-    c = estimate(graph, Traffic(0, 0), board, o.kernel_set, rate)
-    found.append(FrontierPoint(top, top, c.latency_s, 0, None, "input"))
-    pareto = [
-        p
-        for p in found
-        if not any(
-            (q.head <= p.head and q.latency_s <= p.latency_s)
-            and (q.head < p.head or q.latency_s < p.latency_s)
-            for q in found
-        )
-    ]
-    unique = {(p.head, round(p.latency_s, 9)): p for p in sorted(pareto, key=lambda p: p.head)}
-    return list(unique.values())
+    @property
+    def figures(self) -> tuple[int, float, int]:
+        """What a user trades: head, modelled latency, flash written (lower is better)."""
+        return (self.head, round(self.latency_s, 9), self.flash_bytes_written)
+
+
+def dominates(q: FrontierPoint, p: FrontierPoint) -> bool:
+    """``q`` is no worse than ``p`` in head, latency and flash written, and better in one."""
+    return all(a <= b for a, b in zip(q.figures, p.figures)) and q.figures != p.figures
+
+
+def option_of(o: Options) -> str:
+    """The optimize option that asks for ``o``'s objective ("" for the default plan)."""
+    if o.smallest:
+        return "--target min"
+    return "" if o.target_bytes is None else f"--target {o.target_bytes}"
 
 
 def point(
@@ -84,6 +84,7 @@ def point(
 ) -> FrontierPoint:
     """``r``'s plan as a point: its head and modelled cost on ``board``."""
     c = estimate(graph, r.traffic, board, kernel_set, rate, uses=r.uses)
+    t = r.traffic
     return FrontierPoint(
         target,
         r.plan.head,
@@ -93,56 +94,136 @@ def point(
         r.strategy or "none",
         option,
         written,
+        traffic=(t.written, t.read),
     )
 
 
-def option_of(o: Options) -> str:
-    """The optimize option that asks for ``o``'s objective."""
-    if o.smallest:
-        return "--target min"
-    return "no --target" if o.target_bytes is None else f"--target {o.target_bytes}"
+def _input_point(graph: Graph, o: Options, head: int, board: Board, rate: float) -> FrontierPoint:
+    """The input model: a --target of its head writes it unchanged."""
+    c = estimate(graph, Traffic(0, 0), board, o.kernel_set, rate)
+    return FrontierPoint(
+        head, head, c.latency_s, 0, None, "input", f"--target {head}", original=True
+    )
+
+
+def _step(graph: Graph, o: Options, head: int, board: Board, rate: float) -> FrontierPoint | None:
+    """The plan ``--target head-1`` writes, or None when it is no smaller than ``head``."""
+    deadline.check("searching the next point of the trade-off")
+    t = head - 1
+    r = optimize(graph, replace(o, target_bytes=t, smallest=False), None, board)
+    if r.plan.head >= head:
+        return None
+    return point(graph, r, o.kernel_set, board, rate, t, f"--target {t}")
+
+
+def _run(graph: Graph, o: Options, board: Board, rate: float) -> FrontierPoint:
+    deadline.check("searching the next point of the trade-off")
+    r = optimize(graph, o, None, board)
+    return point(graph, r, o.kernel_set, board, rate, o.target_bytes, option_of(o))
+
+
+def _kept(found: list[FrontierPoint], marked: bool) -> list[FrontierPoint]:
+    """The points no other found point dominates, one per figures (the first found), the largest
+    head first; with ``marked``, the written plan and the input stay whatever dominates them."""
+    by_figures: dict[tuple, FrontierPoint] = {}
+    for p in found:
+        q = by_figures.setdefault(p.figures, p)
+        if p is not q and (p.written or p.original):  # one row for both marks, the run's option
+            by_figures[p.figures] = replace(
+                p if p.written else q,
+                written=p.written or q.written,
+                original=p.original or q.original,
+            )
+    points = list(by_figures.values())
+    kept = [
+        p
+        for p in points
+        if (marked and (p.written or p.original)) or not any(dominates(q, p) for q in points)
+    ]
+    return sorted(kept, key=lambda p: (-p.head, p.latency_s))
+
+
+def frontier(
+    graph: Graph,
+    o: Options,
+    board: Board,
+    rate: float = 1.0,
+    known: list[FrontierPoint] = (),
+    searches: int = MAX_SEARCHES,
+    notes: list[str] | None = None,
+) -> list[FrontierPoint]:
+    """The plans no other plan found beats in head, modelled latency and flash written, each with
+    the option that writes it again, the input and the written plan marked. Found by walking the
+    targeted search's staircase down: from the input's head h, --target h-1 writes a plan of head
+    h' < h, then --target h'-1, until the head stops falling or reaches --target min's; the
+    default plan, --target min's and ``known`` (the run's nearby points, the written one marked;
+    their searches are not run again) join them. One search per step, at most ``searches``, and
+    none the run's --time-limit has no room for: ``notes`` then says where the walk stopped."""
+    base = replace(o, target_bytes=None, smallest=False)
+    found = list(known)
+    have = {p.option for p in found}
+    for other in (base, replace(base, smallest=True)):
+        if option_of(other) not in have:
+            found.append(_run(graph, other, board, rate))
+    floor = min(p.head for p in found if p.option == "--target min")
+    head = _input_head(graph, o)
+    found.append(_input_point(graph, o, head, board, rate))
+    done, took, stopped = 0, 0.0, False
+    while head > floor:  # room for one more search: twice the last one's time
+        if done == searches or deadline.remaining(math.inf) < 2 * took + 1:
+            stopped = True
+            break
+        start = time.monotonic()
+        p = _step(graph, base, head, board, rate)
+        done, took = done + 1, time.monotonic() - start
+        if p is None:
+            break
+        found.append(p)
+        head = p.head
+    if stopped and notes is not None:
+        notes += [
+            f"the walk stopped at head {head:,} B after {done} searches (at most {searches}, "
+            "within --time-limit):",
+            f"  plans between it and --target min's {floor:,} B are not listed; --target "
+            f"{head - 1} continues it",
+        ]
+    return _kept(found, marked=True)
+
+
+def _input_head(graph: Graph, o: Options) -> int:
+    """The input's head as the planner commits it."""
+    from ..memory.planner import plan_graph
+
+    return plan_graph(graph, o.kernel_set, o.build_profile).head
 
 
 def nearby(
-    graph: Graph, o: Options, written: Result, board: Board, rate: float, search: bool = True
+    graph: Graph, o: Options, written: Result, board: Board, rate: float, took: float = 0.0
 ) -> list:
-    """The written plan and, with ``search``, the next points of the trade-off, each with the
-    option that writes it, so a user sees what RAM costs in time and wear: the default's plan and
-    --target min's, and, from the default or --target min, a target halfway between their heads.
-    Each point is the plan ``optimize`` writes for its option (the same search), so the option
-    reproduces it; a point no better in head or in latency than another is left out. ``search``
-    costs one or two searches (optimize --frontier asks for it); without it, the written plan."""
-    here = point(graph, written, o.kernel_set, board, rate, o.target_bytes, option_of(o), True)
-    if not search:
-        return [here]
-    default = replace(o, target_bytes=None, smallest=False)
-    smallest = replace(o, target_bytes=None, smallest=True)
+    """The written plan and the next two or three points of --frontier's walk, each with the
+    option that writes it again, so every run shows what RAM costs in time and wear: from the
+    default plan, the next step down and --target min's; from a --target run, the default plan
+    above and the next step below; from --target min, the default and a target halfway between.
+    Two searches, each only while --time-limit leaves twice ``took`` (the written plan's search);
+    a point another of them beats in every figure is left out."""
     asked = option_of(o)
-    runs = {asked: written}
-    for other in (default, smallest):
-        if option_of(other) != asked:
-            runs[option_of(other)] = optimize(graph, other, None, board)
-    low, high = runs["--target min"].plan.head, runs["no --target"].plan.head
-    if o.target_bytes is None and high - low > 2 * 1024:
-        between = replace(o, target_bytes=(low + high) // 2, smallest=False)
-        runs[option_of(between)] = optimize(graph, between, None, board)
-    others = [
-        point(graph, r, o.kernel_set, board, rate, None, opt)
-        for opt, r in runs.items()
-        if opt != asked
-    ]
-    kept = [here]
-    for p in others:
-        worse = any(_beats(q, p) for q in [here] + others)
-        if not worse and not any(_same(p, q) for q in kept):
-            kept.append(p)
-    return sorted(kept, key=lambda p: -p.head)
+    here = point(graph, written, o.kernel_set, board, rate, o.target_bytes, asked, True)
+    base = replace(o, target_bytes=None, smallest=False)
 
+    def room() -> bool:
+        return deadline.remaining(math.inf) >= 2 * took + 1
 
-def _same(p: FrontierPoint, q: FrontierPoint) -> bool:
-    return p.head == q.head and round(p.latency_s, 9) == round(q.latency_s, 9)
-
-
-def _beats(q: FrontierPoint, p: FrontierPoint) -> bool:
-    """``q`` is no worse than ``p`` in head and latency, and better in one."""
-    return q.head <= p.head and q.latency_s <= p.latency_s and not _same(p, q)
+    found = [here]
+    if asked and room():
+        found.append(_run(graph, base, board, rate))
+    if o.smallest:
+        high = found[-1].head
+        if high - here.head > 2 * 1024 and room():
+            halfway = replace(base, target_bytes=(here.head + high) // 2)
+            found.append(_run(graph, halfway, board, rate))
+    elif room():
+        below = _step(graph, base, here.head, board, rate)
+        found += [below] if below is not None else []
+    if not asked and room():
+        found.append(_run(graph, replace(base, smallest=True), board, rate))
+    return _kept(found, marked=True)
