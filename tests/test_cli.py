@@ -211,6 +211,8 @@ def test_no_split_switch(tmp_path: Path) -> None:
                     str(rep),
                     "-q",
                     "--no-stream",
+                    "--target",
+                    "min",
                     *flag,
                 ]
             )
