@@ -290,3 +290,18 @@ def test_an_overloaded_erase_worker_leaves_the_rest_on_the_critical_path(graph) 
 def test_the_nicla_preset_runs_an_erase_worker() -> None:
     assert load_board("nicla-vision").erase_worker
     assert not load_board("generic").erase_worker and not load_board("esp32-s3-psram").erase_worker
+
+
+def test_the_erase_worker_erases_only_the_spill_region() -> None:
+    """The Nicla's M4 erases the storage both sketches attach (the QSPI, the spill region): the
+    internal flash's erases stay on the critical path, and its time adds to the worker's window."""
+    from tinyseg_plugin.memory.placement import Placement
+
+    b = load_board("nicla-vision")
+    uses = [SlotUse(0, 19_200, 19_200, 19_200), SlotUse(1, 19_200, 19_200, 19_200)]
+    p = Placement(("qspi", "internal-flash"), ((0, 0), (1, 1)))
+    (q, i), w = cost.placed_costs(b, uses, p, compute_s=1.0)
+    assert q.region == "qspi" and not q.erase_blocks and q.erase_hidden_s == q.erase_s > 0
+    assert i.region == "internal-flash" and i.erase_blocks and i.erase_hidden_s == 0
+    assert w.erase_s == q.erase_s and w.window_s == pytest.approx(1.0 + i.storage_s)
+    assert cost.storage_time(b, uses, p, 1.0) == pytest.approx(q.read_s + q.write_s + i.storage_s)

@@ -73,7 +73,7 @@ class Board:
     spill_region: str
     clock_hz: float = 480e6
     note: str = ""
-    # A second core erases flash sectors ahead of the writes (the Nicla Vision's M4,
+    # A second core erases the spill region's sectors ahead of the writes (the Nicla Vision's M4,
     # examples/nicla_vision/tinyseg_erase_m4): cost.py takes the erases it keeps up with off the
     # critical path
     erase_worker: bool = False

@@ -10,7 +10,8 @@ elements). Other clocks scale it linearly; CMSIS-NN kernels divide their operato
 ``CMSIS_NN_SPEEDUP``. Storage moves raw (uncompressed) bytes at the spill region's bandwidth, plus,
 in flash, one page program per page written and one sector erase per sector's worth of bytes
 written (the spill region is used as a ring); on a board with an erase worker (``Board.erase_worker``,
-the Nicla Vision's M4) the erases it keeps up with are off the critical path (``hide_erases``).
+the Nicla Vision's M4) the spill region's erases it keeps up with are off the critical path
+(``hide_erases``).
 All of it is a model: no board has run it."""
 
 from __future__ import annotations
@@ -160,10 +161,10 @@ class RegionCost:
 
 @dataclass(frozen=True)
 class EraseWorker:
-    """What a board's erase worker (a second core erasing sectors ahead of the writes) must
-    sustain per inference: ``erase_s`` of sector erases in the ``window_s`` it has (the inference's
-    compute and RAM copies: while the CPU programs or reads a flash region, the worker waits for
-    the bus). It hides ``hidden_s``; the rest the writes wait for."""
+    """What a board's erase worker (a second core erasing the spill region's sectors ahead of the
+    writes) must sustain per inference: ``erase_s`` of sector erases in the ``window_s`` it has
+    (all of the inference but the CPU's own reads and programs of that region, which keep the part
+    busy). It hides ``hidden_s``; the rest the writes wait for."""
 
     erase_s: float
     window_s: float
@@ -330,19 +331,20 @@ def hide_erases(
     board: Board, regions: Sequence[RegionCost], compute_s: float
 ) -> tuple[tuple[RegionCost, ...], EraseWorker | None]:
     """The regions' costs with the erases ``board``'s erase worker hides taken off the critical
-    path, and what the worker must sustain (None: no worker, or no erase). The worker erases while
-    the CPU computes or copies RAM (``compute_s`` and the RAM regions' time), not while it programs
-    or reads flash; what it cannot erase in that window the writes wait for, in every region by
-    the same share. So the inference takes max(compute + copies + flash traffic, flash traffic +
-    erases)."""
-    erase = sum(r.erase_s for r in regions)
-    if not board.erase_worker or not erase:
+    path, and what the worker must sustain (None: no worker, or nothing for it to erase). The
+    worker erases the spill region, the flash storage both cores attach (examples/nicla_vision:
+    the M4 sketch erases the one storage the M7 sketch spills to); other regions' erases stay on
+    the critical path. It erases while the CPU does anything but program or read that region
+    (the compute and every other region's time); what it cannot erase in that window the writes
+    wait for. So the inference takes max(compute + storage without the spill region's erases,
+    the spill region's reads, programs and erases)."""
+    mine = next((r for r in regions if r.region == board.spill_region and r.erase_s), None)
+    if not board.erase_worker or mine is None:
         return tuple(regions), None
-    window = compute_s + sum(r.read_s + r.write_s for r in regions if r.kind != "flash")
-    hidden = min(erase, window)
-    share = hidden / erase
-    hid = tuple(replace(r, erase_hidden_s=r.erase_s * share) for r in regions)
-    return hid, EraseWorker(erase, window, hidden)
+    window = compute_s + sum(r.storage_s for r in regions if r is not mine)
+    hidden = min(mine.erase_s, window)
+    hid = tuple(replace(r, erase_hidden_s=hidden) if r is mine else r for r in regions)
+    return hid, EraseWorker(mine.erase_s, window, hidden)
 
 
 def placed_traffic(
