@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ..contract.customops import BLOCK_BYTES, BLOCK_HEADER_BYTES, MAX_REGIONS
 from .boards import Board, Region
@@ -148,7 +148,12 @@ def _assign(board: Board, uses: tuple[SlotUse, ...], compute_s: float) -> Placem
     return _table(board, _greedy(board, placed, order, price, homeless))
 
 
-def _pricer(board: Board, uses: Sequence[SlotUse], order: Sequence[Region], compute_s: float):
+Price = Callable[[dict[int, str]], tuple]  # a slot -> region name map's rank (``_pricer``)
+
+
+def _pricer(
+    board: Board, uses: Sequence[SlotUse], order: Sequence[Region], compute_s: float
+) -> Price:
     """The rank of a (partial) slot -> region name map: the modelled storage time of the slots it
     places (memory/cost.py, the one price), then their flash bytes written, then their regions'
     places in ``order``."""
@@ -166,7 +171,11 @@ def _pricer(board: Board, uses: Sequence[SlotUse], order: Sequence[Region], comp
 
 
 def _greedy(
-    board: Board, placed: Sequence[SlotUse], order: Sequence[Region], price, fixed: dict[int, str]
+    board: Board,
+    placed: Sequence[SlotUse],
+    order: Sequence[Region],
+    price: Price,
+    fixed: dict[int, str],
 ) -> dict[int, str]:
     """Too many ways to try each: the slots moving the most bytes first (then the larger), each
     to the region with room that, with the slots placed before it, costs the least; the spill
