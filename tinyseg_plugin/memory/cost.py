@@ -389,6 +389,17 @@ def storage_time(
     return sum(r.storage_s for r in placed_costs(board, uses, p, compute_s)[0])
 
 
+def wearout(board: Board, uses: Sequence[SlotUse], placement: Placement) -> float:
+    """Inferences until the first flash region ``placement`` writes to wears out (``region_cost``;
+    infinite when no slot writes flash): what the placement keeps as long as it can."""
+    n = [
+        c.inferences_to_wearout
+        for r, t in placed_traffic(board, uses, placement)
+        if (c := region_cost(r, t)).inferences_to_wearout is not None
+    ]
+    return min(n, default=math.inf)
+
+
 def compute_seconds(graph: Graph, board: Board, kernel_set: str = "reference") -> float:
     """Modelled compute of one inference of ``graph`` (``op_costs``, summed)."""
     return sum(o.compute_s for o in op_costs(graph, board, kernel_set))

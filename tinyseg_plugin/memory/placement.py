@@ -2,7 +2,8 @@
 
 The regions a slot may go to (``preference``) are the board's RAM regions other than the arena's
 and its flash regions, each with free bytes; of the ways to share the slots among them, ``assign``
-keeps the one whose storage traffic costs the least modelled time (memory/cost.py
+keeps the one whose flash wears out last (no flash written: never), then whose storage traffic
+costs the least modelled time (memory/cost.py
 ``storage_time``, the one price: copies, page programs, and the erases the board's erase worker
 does not hide), then the fewer flash bytes written, then the earlier regions in ``preference``
 order. Every way is tried while there are at most ``EXACT_WAYS``; past that, the slots that move
@@ -122,9 +123,10 @@ def _fits(board: Board, uses: Sequence[SlotUse], regions: Sequence[Region]) -> b
 
 
 def assign(board: Board, uses: Iterable[SlotUse], compute_s: float = 0.0) -> Placement:
-    """Each slot's region: the placement of least modelled storage time (memory/cost.py;
-    ``compute_s``, the inference's compute, is when an erase worker erases), then the fewer flash
-    bytes written, then the earlier regions in ``preference`` order."""
+    """Each slot's region: the placement whose flash wears out last, then of least modelled
+    storage time (memory/cost.py; ``compute_s``, the inference's compute, is when an erase worker
+    erases), then the fewer flash bytes written, then the earlier regions in ``preference``
+    order."""
     return _assign(board, tuple(uses), compute_s)
 
 
@@ -154,10 +156,13 @@ Price = Callable[[dict[int, str]], tuple]  # a slot -> region name map's rank (`
 def _pricer(
     board: Board, uses: Sequence[SlotUse], order: Sequence[Region], compute_s: float
 ) -> Price:
-    """The rank of a (partial) slot -> region name map: the modelled storage time of the slots it
+    """The rank of a (partial) slot -> region name map: the later flash wear-out first (a
+    placement never trades the flash's life for time: a slot moved from the spill region to a
+    flash region of fewer erase cycles, the one that holds the firmware on most boards, would
+    save milliseconds and wear it out in days), then the modelled storage time of the slots it
     places (memory/cost.py, the one price), then their flash bytes written, then their regions'
     places in ``order``."""
-    from .cost import storage_time  # cost.py imports this module
+    from .cost import storage_time, wearout  # cost.py imports this module
 
     rank = {r.name: k for k, r in enumerate(order)}
 
@@ -165,7 +170,9 @@ def _pricer(
         mine = [u for u in uses if u.slot in where]
         flash = sum(u.written for u in mine if board.region(where[u.slot]).is_flash)
         ranks = tuple(rank.get(where[u.slot], len(order)) for u in mine)
-        return (storage_time(board, mine, _table(board, where), compute_s), flash, ranks)
+        table = _table(board, where)
+        life = wearout(board, mine, table)
+        return (-life, storage_time(board, mine, table, compute_s), flash, ranks)
 
     return price
 
