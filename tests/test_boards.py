@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, TINY_UNET
 
 from tinyseg_plugin import cli, plugin
-from tinyseg_plugin.memory.boards import PRESETS, Region, board_from_dict, load_board
+from tinyseg_plugin.memory.boards import PRESETS, Region, board_from_dict, load_board, presets_table
 
 PROFILES_CC = ROOT / "tflm_ops" / "core" / "src" / "flash_profiles.cc"
 
@@ -27,6 +27,7 @@ def _as_file_dict(board) -> dict:
         "clock_hz": board.clock_hz,
         "spill_region": board.spill_region,
         "note": board.note,
+        "erase_worker": board.erase_worker,
         "region": [  # an absent address is no key (a map has no null)
             {f.name: getattr(r, f.name) for f in fields(Region) if getattr(r, f.name) is not None}
             for r in board.regions
@@ -176,6 +177,9 @@ BAD_FILES = {
     "flash_arena": (_bad(r1_arena=True), "the arena cannot live in flash"),
     "fractional_address": (_bad(r0_address=0.5), "address must be a whole byte address, not 0.5"),
     "negative_address": (_bad(r0_address=-4), "address must be zero or more, not -4"),
+    "worker_not_bool": (_bad(erase_worker="yes"), "erase_worker must be true or false, not 'yes'"),
+    "worker_number": (_bad(erase_worker=1), "erase_worker must be true or false, not 1"),
+    "dma_not_bool": (_bad(r0_dma="no"), "region 'sram': dma must be true or false, not 'no'"),
 }
 
 
@@ -195,6 +199,19 @@ def _toml(d: dict) -> str:
     for r in d.get("region", []):
         lines += ["", "[[region]]"] + [f"{k} = {v(x)}" for k, x in r.items()]
     return "\n".join(lines) + "\n"
+
+
+def test_erase_worker_and_dma_keys_load(tmp_path: Path) -> None:
+    """Both default to the plain case (no worker, DMA reaches the region) and load from a file."""
+    plain = board_from_dict(json.loads(json.dumps(GOOD)), "b.json")
+    assert not plain.erase_worker and all(r.dma for r in plain.regions)
+    f = tmp_path / "b.toml"
+    f.write_text(_toml(_bad(erase_worker=True, r0_dma=False)))
+    b = load_board(str(f))
+    assert b.erase_worker and not b.region("sram").dma and b.region("nor").dma
+    assert b.as_dict()["erase_worker"] and not b.as_dict()["regions"][0]["dma"]
+    assert ", erase worker)" in presets_table().splitlines()[3]  # nicla-vision's line
+    assert "no DMA" in presets_table().splitlines()[4]  # its DTCM
 
 
 def test_a_good_file_loads_in_both_formats(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.ir.modelio import load_model
 from tinyseg_plugin.memory import cost
 from tinyseg_plugin.memory.boards import load_board
+from tinyseg_plugin.memory.placement import SlotUse
 from tinyseg_plugin.pipeline import Run, load, optimize
 from tinyseg_plugin.transforms.optimizer import Options
 
@@ -70,12 +71,13 @@ def test_cmsis_nn_and_clock_scale_the_compute(graph) -> None:
 
 
 def nicla_without_free_ram():
-    """The nicla-vision preset with its DTCM taken: every slot then goes to flash (QSPI first)."""
+    """The nicla-vision preset with its DTCM and internal flash taken and no erase worker: every
+    slot then goes to the QSPI, every erase on the critical path."""
     b = load_board("nicla-vision")
     full = tuple(
-        replace(r, used=r.capacity) if r.kind == "ram" and not r.arena else r for r in b.regions
+        replace(r, used=r.capacity) if r.name != "qspi" and not r.arena else r for r in b.regions
     )
-    return replace(b, regions=full)
+    return replace(b, regions=full, erase_worker=False)
 
 
 @pytest.fixture(scope="module")
@@ -242,3 +244,64 @@ def test_an_arena_the_named_board_cannot_hold_is_warned_of(tmp_path: Path, capsy
     assert "does not fit small 'sram', which has 49,152 B free" in err and line in err
     assert cli.main(args + ["--force", "--rate", "1e-6"]) == 0
     assert "does not fit" not in capsys.readouterr().err
+
+
+def _qspi_only(worker: bool):
+    return replace(nicla_without_free_ram(), erase_worker=worker)
+
+
+def test_the_erase_worker_hides_the_erases_it_keeps_up_with(graph) -> None:
+    """With an erase worker the QSPI's erases leave the critical path while they fit in the
+    compute; programs and reads stay on it, and the report says what the worker sustains."""
+    uses = [SlotUse(0, 19_200, 19_200, 19_200)]
+    blocking = cost.estimate(graph, cost.Traffic(), _qspi_only(False), uses=uses)
+    hidden = cost.estimate(graph, cost.Traffic(), _qspi_only(True), uses=uses)
+    (q,) = hidden.regions
+    assert blocking.worker is None and blocking.regions[0].erase_blocks
+    assert q.erase_s > 0 and q.erase_hidden_s == pytest.approx(q.erase_s) and not q.erase_blocks
+    assert hidden.latency_s == pytest.approx(blocking.latency_s - q.erase_s)
+    assert hidden.latency_s > hidden.compute_s + q.read_s + q.write_s - 1e-12  # programs stay
+    w = hidden.worker
+    assert w.erase_s == pytest.approx(q.erase_s) and w.hidden_s == pytest.approx(q.erase_s)
+    assert w.window_s == pytest.approx(hidden.compute_s) and w.load < 1
+    assert any(line.startswith("  erase worker: hides") for line in cost.summary_lines(hidden))
+    d = hidden.as_dict()
+    assert d["erase_worker"]["hidden_ms"] == pytest.approx(q.erase_s * 1e3, abs=1e-3)
+    assert d["regions"][0]["erase_hidden_ms"] == d["regions"][0]["erase_ms"]
+    assert blocking.as_dict()["erase_worker"] is None
+
+
+def test_an_overloaded_erase_worker_leaves_the_rest_on_the_critical_path(graph) -> None:
+    """More erases than the worker can do in the compute: the writes wait for the rest, so the
+    inference takes the flash traffic plus every erase."""
+    n = 200_000  # 48.8 erases of 64 ms: 3.1 s, beyond the 1.2 s of compute
+    uses = [SlotUse(0, n, n, n)]
+    c = cost.estimate(graph, cost.Traffic(), _qspi_only(True), uses=uses)
+    (q,) = c.regions
+    w = c.worker
+    assert w.load > 1 and q.erase_blocks
+    assert w.hidden_s == pytest.approx(w.window_s) == pytest.approx(c.compute_s)
+    assert c.latency_s == pytest.approx(q.read_s + q.write_s + q.erase_s)
+    assert "on the critical path" in cost.summary_lines(c)[2]
+    blocking = cost.estimate(graph, cost.Traffic(), _qspi_only(False), uses=uses)
+    assert c.latency_s < blocking.latency_s
+
+
+def test_the_nicla_preset_runs_an_erase_worker() -> None:
+    assert load_board("nicla-vision").erase_worker
+    assert not load_board("generic").erase_worker and not load_board("esp32-s3-psram").erase_worker
+
+
+def test_the_erase_worker_erases_only_the_spill_region() -> None:
+    """The Nicla's M4 erases the storage both sketches attach (the QSPI, the spill region): the
+    internal flash's erases stay on the critical path, and its time adds to the worker's window."""
+    from tinyseg_plugin.memory.placement import Placement
+
+    b = load_board("nicla-vision")
+    uses = [SlotUse(0, 19_200, 19_200, 19_200), SlotUse(1, 19_200, 19_200, 19_200)]
+    p = Placement(("qspi", "internal-flash"), ((0, 0), (1, 1)))
+    (q, i), w = cost.placed_costs(b, uses, p, compute_s=1.0)
+    assert q.region == "qspi" and not q.erase_blocks and q.erase_hidden_s == q.erase_s > 0
+    assert i.region == "internal-flash" and i.erase_blocks and i.erase_hidden_s == 0
+    assert w.erase_s == q.erase_s and w.window_s == pytest.approx(1.0 + i.storage_s)
+    assert cost.storage_time(b, uses, p, 1.0) == pytest.approx(q.read_s + q.write_s + i.storage_s)

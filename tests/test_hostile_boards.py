@@ -145,8 +145,10 @@ def board_maps() -> dict[str, object]:
     for key in ("page_size", "sector_size", "page_program_time", "sector_erase_time", "endurance"):
         maps[f"flash without {key}"] = _changed(_set("flash", key, _DROP))
     for key, value in (("kind", 5), ("arena", "yes"), ("used_by", 7), ("note", ["n"]),
-                       ("kind", "\x1b[2Jram")):  # fmt: skip
+                       ("kind", "\x1b[2Jram"), ("dma", "no"), ("dma", 0), ("dma", [True])):  # fmt: skip
         maps[f"region {key} {value!r}"] = _changed(_set("ram", key, value))
+    for value in ("yes", 1, 0.0, {"core": "m4"}, "true"):
+        maps[f"board erase_worker {value!r}"] = _changed(_set("board", "erase_worker", value))
     for key, value in (("spill_region", 5), ("spill_region", "\x1b[31mnor"), ("note", 5),
                        ("region", "x"), ("region", [1]), ("region", []), ("region", {"a": 1}),
                        ("\x1b[31mkey\n", 1)):  # fmt: skip

@@ -10,7 +10,14 @@ from conftest import TINY_UNET
 from tinyseg_plugin.contract import customops
 from tinyseg_plugin.ir.modelio import model_to_bytes
 from tinyseg_plugin.memory.boards import load_board
-from tinyseg_plugin.memory.placement import SlotUse, assign, preference
+from tinyseg_plugin.memory.placement import (
+    EXACT_WAYS,
+    Placement,
+    SlotUse,
+    assign,
+    preference,
+    slot_region_bytes,
+)
 from tinyseg_plugin.pipeline import Run, load, optimize
 from tinyseg_plugin.transforms.optimizer import Options
 
@@ -19,23 +26,103 @@ def _use(slot: int, n: int) -> SlotUse:
     return SlotUse(slot, n, n, n)
 
 
-def test_nicla_prefers_free_ram_then_qspi_then_internal_flash() -> None:
+def test_nicla_places_each_slot_where_it_costs_least_time() -> None:
+    """The regions a slot may go to are the free RAM and the flash with free bytes; of the ways to
+    share the slots among them, the least modelled time wins (memory/cost.py), within each
+    region's free bytes."""
     b = load_board("nicla-vision")
     assert [r.name for r in preference(b)] == ["dtcm", "qspi", "internal-flash"]
-    dtcm, qspi, internal = (b.region(n).free for n in ("dtcm", "qspi", "internal-flash"))
+    qspi = b.region("qspi").free
     uses = [
-        _use(0, dtcm - 100),  # the DTCM holds it
-        _use(1, qspi - 10),  # too large for the DTCM: the QSPI
-        _use(2, internal - 10),  # neither the DTCM nor the (now full) QSPI has room
-        _use(3, 50),  # still fits the DTCM's last 100 B
-        _use(4, internal + 1),  # no region has room for it: the spill region (cost warns)
+        _use(0, 110_000),  # the DTCM holds it: RAM copies cost least
+        _use(1, 1_000_000),  # only the QSPI holds it
+        _use(2, 500_000),  # too large for the DTCM, and the QSPI is full: internal flash
+        _use(3, 50),  # still fits the DTCM's last sectors
+        _use(4, qspi + 1),  # no region has room for it: the spill region (cost warns)
     ]
     p = assign(b, uses)
     assert p.names == ("qspi", "dtcm", "internal-flash")  # 0 = spill region, then board order
     assert [p.region_of(u.slot) for u in uses] == ["dtcm", "qspi", "internal-flash", "dtcm", "qspi"]
-    for name in ("dtcm", "internal-flash"):  # capacity: the slots a region holds fit its free bytes
-        held = sum(u.bytes for u in uses if p.region_of(u.slot) == name)
+    for name in ("dtcm", "qspi", "internal-flash"):  # capacity: what a region holds fits it
+        held = sum(slot_region_bytes(u.bytes) for u in uses[:4] if p.region_of(u.slot) == name)
         assert held <= b.region(name).free
+
+
+def _two_flashes(fast_endurance: int):
+    """A board with two flash regions of one size: ``slow`` (the spill region, listed first,
+    10^6 erase cycles) and ``fast`` (erases 50 times quicker)."""
+    from tinyseg_plugin.memory.boards import board_from_dict
+
+    arena = {"name": "sram", "kind": "ram", "capacity": 10**6, "read_bandwidth": 1e9,
+             "write_bandwidth": 1e9}  # fmt: skip
+    flash = {"kind": "flash", "capacity": 1 << 20, "read_bandwidth": 20e6, "write_bandwidth": 5e6,
+             "page_size": 256, "sector_size": 4096, "page_program_time": 640e-6}  # fmt: skip
+    slow = {**flash, "name": "slow", "sector_erase_time": 0.5, "endurance": 10**6}
+    fast = {**flash, "name": "fast", "sector_erase_time": 0.01, "endurance": fast_endurance}
+    return board_from_dict({"region": [arena, slow, fast], "spill_region": "slow"}, "two.json")
+
+
+def test_placement_prefers_the_region_of_lower_modelled_time() -> None:
+    """Two flash regions that wear out together, the faster one listed last: a slot goes to the
+    one whose programs, reads and erases cost less, whatever the listing order."""
+    from tinyseg_plugin.memory.cost import storage_time
+
+    b = _two_flashes(10**6)
+    uses = [_use(0, 20_000)]
+    p = assign(b, uses)
+    assert p.region_of(0) == "fast"
+    others = Placement(("slow",), ((0, 0),))
+    assert storage_time(b, uses, p) < storage_time(b, uses, others)
+
+
+def test_placement_never_trades_flash_life_for_time() -> None:
+    """The faster flash has a thousandth of the erase cycles: the slot stays where the flash
+    lasts, though the other region would cost less time."""
+    from tinyseg_plugin.memory.cost import storage_time, wearout
+
+    b = _two_flashes(1000)
+    uses = [_use(0, 20_000)]
+    p = assign(b, uses)
+    assert p.region_of(0) == "slow"
+    there = Placement(("slow", "fast"), ((0, 1),))
+    assert storage_time(b, uses, there) < storage_time(b, uses, p)
+    assert wearout(b, uses, there) < wearout(b, uses, p)
+
+
+def test_a_dma_target_never_goes_to_a_region_dma_cannot_reach() -> None:
+    """The Nicla Vision's DTCM (only the CPU and the MDMA reach it): a slot a DMA master moves
+    goes to flash even though the DTCM would cost less; the same slot moved by the CPU goes to
+    the DTCM."""
+    b = load_board("nicla-vision")
+    assert not b.region("dtcm").dma
+    assert all(r.dma for r in b.regions if r.name != "dtcm")
+    cpu = assign(b, [_use(0, 40_000)])
+    assert cpu.region_of(0) == "dtcm"
+    dma = [SlotUse(0, 40_000, 40_000, 40_000, dma=True), _use(1, 40_000)]
+    p = assign(b, dma)
+    assert p.region_of(0) != "dtcm" and b.region(p.region_of(0)).dma
+    assert p.region_of(1) == "dtcm"
+    many = [SlotUse(k, 9_000, 9_000, 9_000, dma=k % 2 == 0) for k in range(8)]
+    p = assign(b, many)  # more ways than EXACT_WAYS: the greedy walk keeps the rule too
+    assert len(preference(b)) ** len(many) > EXACT_WAYS
+    assert all(b.region(p.region_of(u.slot)).dma for u in many if u.dma)
+    assert any(p.region_of(u.slot) == "dtcm" for u in many if not u.dma)
+
+
+def test_no_dma_region_left_keeps_a_dma_target_in_the_spill_region_and_warns() -> None:
+    """A board whose only free region besides the spill region DMA does not reach."""
+    from dataclasses import replace
+
+    from tinyseg_plugin.ir.graph import build_graph
+    from tinyseg_plugin.ir.modelio import load_model
+    from tinyseg_plugin.memory.cost import Traffic, estimate
+
+    b = load_board("nicla-vision")
+    b = replace(b, regions=tuple(replace(r, dma=False) for r in b.regions))
+    uses = [SlotUse(0, 9_000, 9_000, 9_000, dma=True)]
+    assert assign(b, uses).region_of(0) == "qspi"
+    c = estimate(build_graph(load_model(str(TINY_UNET))), Traffic(), b, uses=uses)
+    assert any("moved by DMA" in w for w in c.warnings())
 
 
 def test_one_region_board_keeps_every_slot_in_region_zero() -> None:
@@ -103,7 +190,7 @@ def test_at_most_max_regions_indices() -> None:
     from tinyseg_plugin.memory.boards import board_from_dict
 
     rams = [
-        {"name": f"r{k}", "kind": "ram", "capacity": 1000, "read_bandwidth": 1e9 - k,
+        {"name": f"r{k}", "kind": "ram", "capacity": 8192, "read_bandwidth": 1e9 - k,
          "write_bandwidth": 1e9 - k}
         for k in range(10)
     ]  # fmt: skip
@@ -114,3 +201,49 @@ def test_at_most_max_regions_indices() -> None:
     assert len(p.names) == customops.MAX_REGIONS
     assert p.names == ("r9",) + tuple(f"r{k}" for k in range(customops.MAX_REGIONS - 1))
     assert max(i for _, i in p.slots) == customops.MAX_REGIONS - 1
+
+
+@pytest.fixture(scope="module")
+def nicla_min():
+    data = TINY_UNET.read_bytes()
+    run = Run(Options(smallest=True), runs=None, board=load_board("nicla-vision"))
+    return optimize(data, run, "tiny_unet", load(data, "tiny_unet"))
+
+
+def test_nicla_min_hides_what_its_worker_can_and_keeps_dma_targets_out_of_the_dtcm(
+    nicla_min,
+) -> None:
+    """--target min on the Nicla Vision: the smallest head's slots (220,800 B) do not fit the
+    DTCM, so 105,600 B per inference go to flash, all to the QSPI (the internal flash would save
+    time and wear out in days); the M4 worker hides the erases it has time for, the rest wait on
+    the critical path; no slot a DMA master moves sits in the DTCM."""
+    c = nicla_min.cost
+    assert nicla_min.result.plan.head == 31_872
+    assert {r.region for r in c.regions if r.bytes_written and r.kind == "flash"} == {"qspi"}
+    w = c.worker
+    assert w is not None and w.erase_s > 0
+    assert w.hidden_s == pytest.approx(min(w.erase_s, w.window_s))
+    (qspi,) = [r for r in c.regions if r.region == "qspi"]
+    others = sum(r.storage_s for r in c.regions if r is not qspi)
+    unhidden = qspi.erase_s - w.hidden_s
+    assert unhidden > 0 and qspi.erase_blocks  # the worker does not keep up at this head
+    expected = c.compute_s + others + qspi.read_s + qspi.write_s + unhidden
+    assert c.latency_s == pytest.approx(expected, rel=1e-6)
+    assert c.latency_s < 2.0
+    board = load_board("nicla-vision")
+    p = nicla_min.result.placement
+    assert not any(u.dma and not board.region(p.region_of(u.slot)).dma for u in c.uses)
+    report = nicla_min.report("tiny_unet", "o")["cost"]
+    assert report["erase_worker"]["hidden_ms"] == pytest.approx(w.hidden_s * 1e3, abs=1e-3)
+
+
+def test_nicla_next_plan_hides_its_erases_under_1260_ms() -> None:
+    """The plan next above --target min (head 36,128 B, 19,200 B to the QSPI per inference):
+    1,552 ms with its 300 ms of erases on the critical path, 1,252 ms with the worker."""
+    data = TINY_UNET.read_bytes()
+    run = Run(Options(target_bytes=41_136), runs=None, board=load_board("nicla-vision"))
+    out = optimize(data, run, "tiny_unet", load(data, "tiny_unet"))
+    c = out.cost
+    assert out.result.plan.head <= 41_136 and c.flash_bytes_written > 0
+    assert c.worker.load < 1 and not any(r.erase_blocks for r in c.regions)
+    assert c.latency_s <= 1.260

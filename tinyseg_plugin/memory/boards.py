@@ -51,6 +51,9 @@ class Region:
     # linker section a static array of spill bytes goes to; neither: no spills can be placed there
     address: int | None = None
     section: str = ""
+    # Whether general DMA masters reach the region: a region they do not (the STM32H7's DTCM, which
+    # only the CPU and the MDMA reach) never holds a slot a DMA master moves (memory/placement.py)
+    dma: bool = True
 
     @property
     def free(self) -> int:
@@ -71,6 +74,10 @@ class Board:
     spill_region: str
     clock_hz: float = 480e6
     note: str = ""
+    # A second core erases the spill region's sectors ahead of the writes (the Nicla Vision's M4,
+    # examples/nicla_vision/tinyseg_erase_m4): cost.py takes the erases it keeps up with off the
+    # critical path
+    erase_worker: bool = False
 
     def region(self, name: str) -> Region:
         return next(r for r in self.regions if r.name == name)
@@ -89,6 +96,7 @@ class Board:
             "name": self.name,
             "clock_hz": self.clock_hz,
             "spill_region": self.spill_region,
+            "erase_worker": self.erase_worker,
             "regions": [
                 {f.name: getattr(r, f.name) for f in fields(Region)} | {"free": r.free}
                 for r in self.regions
@@ -124,8 +132,9 @@ def _nicla_vision() -> Board:
             Region(
                 "dtcm", RAM, 128 * KB, 3.84e9, 3.84e9, _VECTORS,
                 f"vector table ({_LINKER}: DTCMRAM starts after {_VECTORS} B; no section is placed there)",
-                note=f"0x20000000; 64-bit at 480 MHz ({ram})",
-                address=0x20000000 + _VECTORS,
+                note=f"0x20000000; 64-bit at 480 MHz ({ram}); only the CPU and the MDMA reach "
+                "it, other DMA masters bus-fault there (RM0399 bus matrix; PX4 #27645)",
+                address=0x20000000 + _VECTORS, dma=False,
             ),
             Region(
                 "axi-sram", RAM, 512 * KB, 1.92e9, 1.92e9, 1 * KB,
@@ -189,6 +198,7 @@ def _nicla_vision() -> Board:
         spill_region="qspi",
         clock_hz=480e6,
         note="STM32H747 as the M7 sees it, with the M4 running TinySeg's erase worker",
+        erase_worker=True,
     )  # fmt: skip
 
 
@@ -253,7 +263,8 @@ DEFAULT_BOARD = "generic"
 
 # ----------------------------------------------------------------------------- a user's map
 
-_BOARD_KEYS = {"name", "clock_hz", "spill_region", "note", "region"}
+_BOARD_KEYS = {"name", "clock_hz", "spill_region", "note", "region", "erase_worker"}
+_FLAGS = ("arena", "dma")  # a region's true-or-false keys
 _REGION_KEYS = {f.name for f in fields(Region)}
 _FLASH_ONLY = ("page_size", "sector_size", "page_program_time", "sector_erase_time", "endurance")
 _SIZES = ("capacity", "used", "page_size", "sector_size")
@@ -351,6 +362,13 @@ def _text(where: str, key: str, value: object) -> str:
     return value
 
 
+def _flag(where: str, key: str, value: object) -> bool:
+    """A true-or-false key: a JSON/TOML boolean only (1, "yes" and "true" are refused)."""
+    if not isinstance(value, bool):
+        raise TinySegError(f"{where}: {key} must be true or false, not {_figure(value)}")
+    return value
+
+
 def _region_values(here: str, raw: dict, kind: str) -> dict:
     """The region's keys checked one by one (names, texts, flags, numbers within LIMITS)."""
     values: dict = {"kind": kind}
@@ -359,10 +377,8 @@ def _region_values(here: str, raw: dict, kind: str) -> dict:
             values[key] = value
         elif key in ("used_by", "note", "section"):
             values[key] = _text(here, key, value)
-        elif key == "arena":
-            if not isinstance(value, bool):
-                raise TinySegError(f"{here}: arena must be true or false, not {_figure(value)}")
-            values[key] = value
+        elif key in _FLAGS:
+            values[key] = _flag(here, key, value)
         elif key != "kind":
             v = _number(here, key, value)
             if key == "address" and v != int(v):
@@ -502,7 +518,8 @@ def _board(raw: dict, where: str, regions: tuple[Region, ...]) -> Board:
     name = _name(where, "name", raw.get("name", shown(Path(where).stem, MAX_NAME)))
     clock = _number(where, "clock_hz", raw.get("clock_hz", 480e6))
     note = _text(where, "note", raw.get("note", ""))
-    return Board(name, regions, spill, float(clock), note)
+    worker = _flag(where, "erase_worker", raw.get("erase_worker", False))
+    return Board(name, regions, spill, float(clock), note, worker)
 
 
 # ----------------------------------------------------------------------------- a board file
@@ -668,16 +685,17 @@ def _arena_lines(r: Region) -> list[str]:
 
 
 def _region_lines(r: Region) -> list[str]:
-    head = f"  {r.name:<15} {r.kind:<5} {r.capacity:>11,} B  free {r.free:>11,} B  "
+    head = f"  {r.name:<14} {r.kind:<5} {r.capacity:>10,} B  free {r.free:>10,} B  "
     if r.is_flash:  # its write bandwidth is a bus rate: the page programs and erases dominate
         return [
             head + f"read {r.read_bandwidth / 1e6:>7,.0f} MB/s  {r.endurance:,} cycles",
             _flash_line(r),
         ]
     rates = (
-        f"read {r.read_bandwidth / 1e6:>7,.0f} MB/s  write {r.write_bandwidth / 1e6:>7,.0f} MB/s"
+        f"read {r.read_bandwidth / 1e6:>6,.0f} MB/s  write {r.write_bandwidth / 1e6:>6,.0f} MB/s"
     )
-    return [head + rates] + (_arena_lines(r) if r.arena else [])
+    dma = "" if r.dma else ", no DMA"  # only the CPU (and on the STM32H7 the MDMA) reaches it
+    return [head + rates + dma] + (_arena_lines(r) if r.arena else [])
 
 
 def presets_table() -> str:
@@ -686,7 +704,8 @@ def presets_table() -> str:
     lines = []
     for name, make in PRESETS.items():
         b = make()
-        lines.append(f"{name}: spills to {b.spill_region}, {b.clock_hz / 1e6:.0f} MHz")
+        worker = ", erase worker" if b.erase_worker else ""
+        lines.append(f"{name}: spills to {b.spill_region}, {b.clock_hz / 1e6:.0f} MHz{worker}")
         lines += textwrap.wrap(b.note, 100, initial_indent="  ", subsequent_indent="  ")
         for r in b.regions:
             lines += _region_lines(r)

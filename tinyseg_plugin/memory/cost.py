@@ -9,12 +9,15 @@ quant."), split over the operators by MACs (a pooling, quantize or concatenation
 elements). Other clocks scale it linearly; CMSIS-NN kernels divide their operators' share by
 ``CMSIS_NN_SPEEDUP``. Storage moves raw (uncompressed) bytes at the spill region's bandwidth, plus,
 in flash, one page program per page written and one sector erase per sector's worth of bytes
-written (the spill region is used as a ring). All of it is a model: no board has run it."""
+written (the spill region is used as a ring); on a board with an erase worker (``Board.erase_worker``,
+the Nicla Vision's M4) the spill region's erases it keeps up with are off the critical path
+(``hide_erases``).
+All of it is a model: no board has run it."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from ..ir.graph import Graph
@@ -134,23 +137,55 @@ class RegionCost:
     read_s: float  # transfer + read commands
     write_s: float  # transfer + page programs (flash) on the critical path
     erase_s: float  # sector erases per inference x erase time (0 for RAM)
-    erase_blocks: (
-        bool  # erase_s is in the latency (False: a second core erases, e.g. the Nicla's M4)
-    )
     erases_per_inference: float
     inferences_to_wearout: float | None  # None: no wear (RAM, or nothing written)
     years_to_wearout: float | None  # at the cost's rate
     # The region's free bytes: every slot is written once per inference and each holds a whole
     # tensor (before compression), so the bytes written are what the slots hold together.
     free: int | None = None
+    erase_hidden_s: float = 0.0  # of erase_s, what the board's erase worker hides (hide_erases)
 
     @property
     def overfull(self) -> bool:
         return self.free is not None and self.bytes_written > self.free
 
     @property
+    def erase_blocks(self) -> bool:
+        """Whether some of its erases are on the critical path."""
+        return self.erase_s > self.erase_hidden_s
+
+    @property
     def storage_s(self) -> float:
-        return self.read_s + self.write_s + (self.erase_s if self.erase_blocks else 0.0)
+        return self.read_s + self.write_s + self.erase_s - self.erase_hidden_s
+
+
+@dataclass(frozen=True)
+class EraseWorker:
+    """What a board's erase worker (a second core erasing the spill region's sectors ahead of the
+    writes) must sustain per inference: ``erase_s`` of sector erases in the ``window_s`` it has
+    (all of the inference but the CPU's own reads and programs of that region, which keep the part
+    busy). It hides ``hidden_s``; the rest the writes wait for."""
+
+    erase_s: float
+    window_s: float
+    hidden_s: float
+
+    @property
+    def load(self) -> float:
+        """The erases over the time it has: above 1, the worker does not keep up."""
+        return self.erase_s / self.window_s if self.window_s > 0 else math.inf
+
+    @property
+    def blocking_s(self) -> float:
+        return self.erase_s - self.hidden_s
+
+    def as_dict(self) -> dict:
+        return {
+            "erase_ms": round(self.erase_s * 1e3, 3),
+            "window_ms": round(self.window_s * 1e3, 3),
+            "hidden_ms": round(self.hidden_s * 1e3, 3),
+            "load": None if math.isinf(self.load) else round(self.load, 4),
+        }
 
 
 @dataclass(frozen=True)
@@ -168,6 +203,8 @@ class Cost:
     ops: tuple[OpCost, ...]
     placement: Placement | None = None  # which region holds each slot (None: all in one region)
     uses: tuple[SlotUse, ...] = ()  # the plan's slots
+    worker: EraseWorker | None = None  # the board's erase worker, when the plan erases any sector
+    no_dma: tuple[str, ...] = ()  # the board's regions DMA masters do not reach
 
     @property
     def wearout_years(self) -> float | None:
@@ -190,13 +227,30 @@ class Cost:
             for r in self.regions
             if r.overfull
         ]
-        return full + [
-            f"warning: {self.board} '{r.region}' wears out after "
-            f"{inferences_text(r.inferences_to_wearout)} inferences, "
-            f"{lifetime_text(r.years_to_wearout)} at {self.rate:g} inference/s: "
-            "lower --rate, spill to another region (--board FILE) or give a higher --target"
-            for r in self.regions
-            if r.years_to_wearout is not None and r.years_to_wearout < 1.0
+        return (
+            full
+            + self._dma_warnings()
+            + [
+                f"warning: {self.board} '{r.region}' wears out after "
+                f"{inferences_text(r.inferences_to_wearout)} inferences, "
+                f"{lifetime_text(r.years_to_wearout)} at {self.rate:g} inference/s: "
+                "lower --rate, spill to another region (--board FILE) or give a higher --target"
+                for r in self.regions
+                if r.years_to_wearout is not None and r.years_to_wearout < 1.0
+            ]
+        )
+
+    def _dma_warnings(self) -> list[str]:
+        """A slot a DMA master moves in a region DMA does not reach: only when no region DMA
+        reaches had room for it (memory/placement.py then leaves it in the spill region)."""
+        if self.placement is None:
+            return []
+        return [
+            f"warning: slot {u.slot} is moved by DMA but sits in {self.board} "
+            f"'{self.placement.region_of(u.slot)}', which DMA does not reach: give a board whose "
+            "regions DMA reaches have room (--board FILE)"
+            for u in self.uses
+            if u.dma and self.placement.region_of(u.slot) in self.no_dma
         ]
 
     def as_dict(self) -> dict:
@@ -222,6 +276,7 @@ class Cost:
                     "read_ms": round(r.read_s * 1e3, 3),
                     "write_ms": round(r.write_s * 1e3, 3),
                     "erase_ms": round(r.erase_s * 1e3, 3),
+                    "erase_hidden_ms": round(r.erase_hidden_s * 1e3, 3),
                     "erase_blocks": r.erase_blocks,
                     "erases_per_inference": round(r.erases_per_inference, 4),
                     "wearout_inferences": None
@@ -233,38 +288,26 @@ class Cost:
                 }
                 for r in self.regions
             ],
+            "erase_worker": None if self.worker is None else self.worker.as_dict(),
         } | ({} if self.placement is None else {"placement": self.placement.as_dict(self.uses)})
 
 
-def region_cost(
-    region: Region, traffic: Traffic, rate: float = 1.0, erase_blocks: bool = True
-) -> RegionCost:
+def region_cost(region: Region, traffic: Traffic, rate: float = 1.0) -> RegionCost:
     """One inference's traffic in one region. Flash: every written byte is programmed once (pages
     rounded up per write stream), and in steady state each ``sector_size`` bytes written cost one
-    sector erase; the free part of the region is a ring, so each sector wears at the same pace."""
+    sector erase; the free part of the region is a ring, so each sector wears at the same pace.
+    Every erase is on the critical path here; ``hide_erases`` takes off what a worker hides."""
     w, r = traffic.written, traffic.read
     read_s = r / region.read_bandwidth + traffic.reads * region.read_command_time
     write_s = w / region.write_bandwidth
     if not region.is_flash:
         return RegionCost(
-            region.name,
-            region.kind,
-            w,
-            r,
-            read_s,
-            write_s,
-            0.0,
-            False,
-            0.0,
-            None,
-            None,
-            region.free,
+            region.name, region.kind, w, r, read_s, write_s, 0.0, 0.0, None, None, region.free
         )
     streams = max(traffic.streams, 1) if w else 0
     pages = math.ceil(w / region.page_size) + (streams - 1 if streams else 0)
     write_s += pages * (region.page_program_time + region.program_command_time)
     erases = w / region.sector_size
-    erase_s = erases * region.sector_erase_time
     wear = years = None
     if erases:
         wear = (region.free // region.sector_size) * region.endurance / erases
@@ -276,8 +319,7 @@ def region_cost(
         r,
         read_s,
         write_s,
-        erase_s,
-        erase_blocks,
+        erases * region.sector_erase_time,
         erases,
         wear,
         years,
@@ -285,22 +327,82 @@ def region_cost(
     )
 
 
+def hide_erases(
+    board: Board, regions: Sequence[RegionCost], compute_s: float
+) -> tuple[tuple[RegionCost, ...], EraseWorker | None]:
+    """The regions' costs with the erases ``board``'s erase worker hides taken off the critical
+    path, and what the worker must sustain (None: no worker, or nothing for it to erase). The
+    worker erases the spill region, the flash storage both cores attach (examples/nicla_vision:
+    the M4 sketch erases the one storage the M7 sketch spills to); other regions' erases stay on
+    the critical path. It erases while the CPU does anything but program or read that region
+    (the compute and every other region's time); what it cannot erase in that window the writes
+    wait for. So the inference takes max(compute + storage without the spill region's erases,
+    the spill region's reads, programs and erases)."""
+    mine = next((r for r in regions if r.region == board.spill_region and r.erase_s), None)
+    if not board.erase_worker or mine is None:
+        return tuple(regions), None
+    window = compute_s + sum(r.storage_s for r in regions if r is not mine)
+    hidden = min(mine.erase_s, window)
+    hid = tuple(replace(r, erase_hidden_s=hidden) if r is mine else r for r in regions)
+    return hid, EraseWorker(mine.erase_s, window, hidden)
+
+
 def placed_traffic(
-    board: Board, uses: Sequence[SlotUse], placement: Placement | None = None, streams: bool = True
+    board: Board, uses: Sequence[SlotUse], placement: Placement
 ) -> list[tuple[Region, Traffic]]:
-    """Each region's share of the plan's traffic, in index order (memory/placement.py decides
-    which region holds each slot). ``streams``: count write streams (each Spill one, the row
-    spills one together), as ``estimate`` does; the search's objective does not."""
-    p = placement if placement is not None else assign(board, uses)
+    """Each region's share of the plan's traffic, in index order (``placement``: which region
+    holds each slot). Write streams: each Spill one, the row spills one together."""
     out = []
-    for i, name in enumerate(p.names):
-        mine = [u for u in uses if p.index_of(u.slot) == i]
+    for i, name in enumerate(placement.names):
+        mine = [u for u in uses if placement.index_of(u.slot) == i]
         w, r = sum(u.written for u in mine), sum(u.read for u in mine)
         if not (w or r):
             continue
         n = sum(1 for u in mine if not u.row) + any(u.row and u.written for u in mine)
-        out.append((board.region(name), Traffic(w, r, n if streams else 0)))
+        out.append((board.region(name), Traffic(w, r, n)))
     return out
+
+
+def placed_costs(
+    board: Board,
+    uses: Sequence[SlotUse],
+    placement: Placement,
+    compute_s: float,
+    rate: float = 1.0,
+) -> tuple[tuple[RegionCost, ...], EraseWorker | None]:
+    """The one price of a plan's slots placed on ``board``: each region's cost, the erase worker's
+    share taken off (``hide_erases``)."""
+    costs = [region_cost(r, t, rate) for r, t in placed_traffic(board, uses, placement)]
+    return hide_erases(board, costs, compute_s)
+
+
+def storage_time(
+    board: Board,
+    uses: Sequence[SlotUse],
+    placement: Placement | None = None,
+    compute_s: float = 0.0,
+) -> float:
+    """Seconds a plan's slots add to one inference (``placed_costs``), placed by ``placement``,
+    else where memory/placement.py puts them: what the search's objective and the placement
+    rank plans by."""
+    p = placement if placement is not None else assign(board, uses, compute_s)
+    return sum(r.storage_s for r in placed_costs(board, uses, p, compute_s)[0])
+
+
+def wearout(board: Board, uses: Sequence[SlotUse], placement: Placement) -> float:
+    """Inferences until the first flash region ``placement`` writes to wears out (``region_cost``;
+    infinite when no slot writes flash): what the placement keeps as long as it can."""
+    n = [
+        c.inferences_to_wearout
+        for r, t in placed_traffic(board, uses, placement)
+        if (c := region_cost(r, t)).inferences_to_wearout is not None
+    ]
+    return min(n, default=math.inf)
+
+
+def compute_seconds(graph: Graph, board: Board, kernel_set: str = "reference") -> float:
+    """Modelled compute of one inference of ``graph`` (``op_costs``, summed)."""
+    return sum(o.compute_s for o in op_costs(graph, board, kernel_set))
 
 
 def estimate(
@@ -309,7 +411,6 @@ def estimate(
     board: Board,
     kernel_set: str = "reference",
     rate: float = 1.0,
-    erase_blocks: bool = True,
     region: str | None = None,
     uses: Sequence[SlotUse] = (),
 ) -> Cost:
@@ -317,22 +418,22 @@ def estimate(
     give the compute) with ``traffic`` through ``region`` (default: the board's spill region).
     ``uses``: the plan's slots; given (and no ``region``), each slot's traffic is priced in the
     region memory/placement.py assigns it (RAM: copies at its bandwidth, no wear; flash: as one
-    region's), and ``traffic`` is not used. ``erase_blocks=False``: erases run on another core and
-    stay off the critical path."""
+    region's), and ``traffic`` is not used. A board's erase worker hides erases (``hide_erases``)."""
     ops = tuple(op_costs(graph, board, kernel_set))
     compute = sum(o.compute_s for o in ops)
     placement = None
     if uses and region is None:
-        placement = assign(board, uses)
-        regions = tuple(
-            region_cost(r, t, rate, erase_blocks) for r, t in placed_traffic(board, uses, placement)
-        )
+        placement = assign(board, uses, compute)
+        regions, worker = placed_costs(board, uses, placement, compute, rate)
     else:
         spill = board.region(region) if region is not None else board.spill
-        rc = region_cost(spill, traffic, rate, erase_blocks)
-        regions = (rc,) if traffic.written or traffic.read else ()
+        rc = region_cost(spill, traffic, rate)
+        regions, worker = hide_erases(
+            board, (rc,) if traffic.written or traffic.read else (), compute
+        )
     storage = sum(x.storage_s for x in regions)
     flash = sum(x.bytes_written for x in regions if x.kind == "flash")
+    no_dma = tuple(r.name for r in board.regions if not r.dma)
     return Cost(
         board.name,
         kernel_set,
@@ -345,6 +446,8 @@ def estimate(
         ops,
         placement,
         tuple(uses),
+        worker,
+        no_dma,
     )
 
 
@@ -353,15 +456,15 @@ def costs_nothing(
 ) -> Callable[[Sequence[SlotUse]], bool]:
     """Whether a plan's slots (placed as ``estimate`` places them) write no flash and add at most
     ``FREE_LATENCY_SHARE`` of ``graph``'s modelled compute: the test the default plan passes."""
-    allowed = FREE_LATENCY_SHARE * sum(o.compute_s for o in op_costs(graph, board, kernel_set))
+    compute = compute_seconds(graph, board, kernel_set)
+    allowed = FREE_LATENCY_SHARE * compute
 
     def free(uses: Sequence[SlotUse]) -> bool:
-        storage = 0.0
-        for region, traffic in placed_traffic(board, uses):
-            if region.is_flash and traffic.written:
-                return False
-            storage += region_cost(region, traffic).storage_s
-        return storage <= allowed
+        p = assign(board, uses, compute)
+        regions, _ = placed_costs(board, uses, p, compute)
+        if any(r.kind == "flash" and r.bytes_written for r in regions):
+            return False
+        return sum(r.storage_s for r in regions) <= allowed
 
     return free
 
@@ -379,6 +482,15 @@ def summary_lines(cost: Cost) -> list[str]:
             count = inferences_text(r.inferences_to_wearout)
             line += f"; wears out after {count} inferences ({when} at {cost.rate:g}/s)"
         parts.append(line)
+    w = cost.worker
+    if w is not None:
+        parts.append(
+            f"  erase worker: hides {w.hidden_s * 1e3:,.1f} ms of {w.erase_s * 1e3:,.1f} ms of "
+            f"sector erases per inference (load {w.load:.0%} of the {w.window_s * 1e3:,.1f} ms "
+            "it has"
+            + ("" if w.load <= 1 else f"; {w.blocking_s * 1e3:,.1f} ms on the critical path")
+            + ")"
+        )
     p = cost.placement
     if p is not None and len(p.names) > 1:  # more than the spill region: say where each slot is
         size = {u.slot: u.bytes for u in cost.uses}

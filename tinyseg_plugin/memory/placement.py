@@ -1,28 +1,40 @@
 """Which board region holds each storage slot of a plan: the one owner of that choice.
 
-A plan's slots (a Spill's, or a StreamChain's row spill) go first to the board's RAM regions
-other than the arena's that have free bytes, fastest first, then to its flash regions, the one
-with the most erase cycles first (on the Nicla Vision the QSPI NOR's 100,000 before the internal
-bank's 10,000: flash wears, so the region that lasts longest takes the writes). Capacity: a slot
-is written once per inference and the Runtime keeps every slot of a region until it is fetched,
-so the simplest rule that is always right holds: the bytes the device needs for the slots a
-region holds (``slot_region_bytes``, the one count the storage header sizes its regions by too),
-summed, fit its free bytes. A slot no region has room for stays in the spill region (the cost
-model then warns that it is overfull).
+The regions a slot may go to (``preference``) are the board's RAM regions other than the arena's
+and its flash regions, each with free bytes; of the ways to share the slots among them, ``assign``
+keeps the one whose flash wears out last (no flash written: never), then whose storage traffic
+costs the least modelled time (memory/cost.py
+``storage_time``, the one price: copies, page programs, and the erases the board's erase worker
+does not hide), then the fewer flash bytes written, then the earlier regions in ``preference``
+order. Every way is tried while there are at most ``EXACT_WAYS``; past that, the slots that move
+the most bytes choose first, each the region that adds the least time.
+
+Capacity: a slot is written once per inference and the Runtime keeps every slot of a region until
+it is fetched, so the simplest rule that is always right holds: the bytes the device needs for
+the slots a region holds (``slot_region_bytes``, the one count the storage header sizes its
+regions by too), summed, fit its free bytes. A slot no region has room for stays in the spill
+region (the cost model then warns that it is overfull). DMA: a slot a DMA master moves
+(``SlotUse.dma``) never goes to a region DMA masters do not reach (``Region.dma``).
 
 Region indices, as the written model's options carry them (contract/customops.py ``region``):
-0 is the board's ``spill_region`` (so a one-region plan carries no ``region`` key); 1, 2, ... are the other regions the plan uses, in the board's listing order. The
-application attaches one SpillManager per index (``Placement.names``)."""
+0 is the board's ``spill_region`` (so a one-region plan carries no ``region`` key); 1, 2, ... are
+the other regions the plan uses, in the board's listing order. The application attaches one
+SpillManager per index (``Placement.names``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from functools import lru_cache
+from itertools import product
+from typing import Callable, Iterable, Sequence
 
 from ..contract.customops import BLOCK_BYTES, BLOCK_HEADER_BYTES, MAX_REGIONS
 from .boards import Board, Region
 
 SECTOR_BYTES = 4096  # erase unit of a RAM region (SectorInfo per 4 KB: 12 B each on Cortex-M7)
+# The most placements ``assign`` prices one by one (regions ** slots): 5 slots over 3 regions
+# (the Tiny U-Net's streamed plan on the Nicla Vision) are 243 ways
+EXACT_WAYS = 1024
 
 
 def slot_region_bytes(raw: int) -> int:
@@ -44,6 +56,10 @@ class SlotUse:
     written: int
     read: int
     row: bool = False
+    # A DMA master moves its bytes: it never goes to a region with ``dma`` false. The plans
+    # optimize writes have none (docs/boards.md, "DMA"): RamBlockDevice copies a RAM region's
+    # slots with the CPU, and a flash driver moves a slot's bytes to and from the arena
+    dma: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,33 +89,112 @@ class Placement:
 
 
 def preference(board: Board) -> list[Region]:
-    """The regions a slot may go to, the preferred first: RAM other than the arena's with free
-    bytes, the fastest first (the slower of its read and write bandwidths), then flash with free
-    bytes, the most erase cycles first, then the faster; the board's order breaks ties."""
+    """The regions a slot may go to, in the order that breaks ties between equal times: RAM other
+    than the arena's with free bytes, the fastest first (the slower of its read and write
+    bandwidths), then flash with free bytes, the most erase cycles first, then the faster; the
+    board's order breaks ties. At most ``MAX_REGIONS`` indices (what a Runtime holds): past the
+    spill region, only the first ``MAX_REGIONS - 1`` of them."""
     rams = [r for r in board.regions if not r.is_flash and not r.arena and r.free > 0]
     flash = [r for r in board.regions if r.is_flash and r.free > 0]
     rams.sort(key=lambda r: -min(r.read_bandwidth, r.write_bandwidth))
     flash.sort(key=lambda r: (-r.endurance, -min(r.read_bandwidth, r.write_bandwidth)))
-    return rams + flash
+    ordered = rams + flash
+    others = [r for r in ordered if r.name != board.spill_region][: MAX_REGIONS - 1]
+    return [r for r in ordered if r in others or r.name == board.spill_region]
 
 
-def assign(board: Board, uses: Iterable[SlotUse]) -> Placement:
-    """Each slot's region: the slots with the most traffic per byte first (then the larger), each
-    to the first region in ``preference`` order that still has room for it. At most
-    ``MAX_REGIONS`` indices (what a Runtime holds): past the spill region, only the first
-    ``MAX_REGIONS - 1`` regions in that order are used."""
-    others = [r for r in preference(board) if r.name != board.spill_region][: MAX_REGIONS - 1]
-    order = [r for r in preference(board) if r in others or r.name == board.spill_region]
-    room = {r.name: r.free for r in order}
-    where: dict[int, str] = {}
-    ranked = sorted(uses, key=lambda u: (-(u.written + u.read) / max(u.bytes, 1), -u.bytes, u.slot))
-    for u in ranked:
-        need = slot_region_bytes(u.bytes)
-        region = next((r.name for r in order if room[r.name] >= need), board.spill_region)
-        if region in room:
-            room[region] -= need
-        where[u.slot] = region
+def _table(board: Board, where: dict[int, str]) -> Placement:
+    """The index table of slot -> region name ``where``: the spill region first, then board order."""
     used = {n for n in where.values() if n != board.spill_region}
     names = (board.spill_region,) + tuple(r.name for r in board.regions if r.name in used)
     index = {n: i for i, n in enumerate(names)}
     return Placement(names, tuple(sorted((s, index[n]) for s, n in where.items())))
+
+
+def _fits(board: Board, uses: Sequence[SlotUse], regions: Sequence[Region]) -> bool:
+    """Whether each region of ``regions`` (one per slot of ``uses``) holds its slots and, for a
+    DMA-moved slot, is reached by DMA."""
+    held: dict[str, int] = {}
+    for u, r in zip(uses, regions):
+        if u.dma and not r.dma:
+            return False
+        held[r.name] = held.get(r.name, 0) + slot_region_bytes(u.bytes)
+    return all(n <= board.region(name).free for name, n in held.items())
+
+
+def assign(board: Board, uses: Iterable[SlotUse], compute_s: float = 0.0) -> Placement:
+    """Each slot's region: the placement whose flash wears out last, then of least modelled
+    storage time (memory/cost.py; ``compute_s``, the inference's compute, is when an erase worker
+    erases), then the fewer flash bytes written, then the earlier regions in ``preference``
+    order."""
+    return _assign(board, tuple(uses), compute_s)
+
+
+@lru_cache(maxsize=4096)
+def _assign(board: Board, uses: tuple[SlotUse, ...], compute_s: float) -> Placement:
+    order = preference(board)
+    homeless = {
+        u.slot: board.spill_region for u in uses if not any(_fits(board, [u], [r]) for r in order)
+    }
+    placed = [u for u in uses if u.slot not in homeless]
+    price = _pricer(board, uses, order, compute_s)
+    if len(order) ** len(placed) <= EXACT_WAYS:
+        ways = (
+            {u.slot: r.name for u, r in zip(placed, rs)}
+            for rs in product(order, repeat=len(placed))
+            if _fits(board, placed, rs)
+        )
+        best = min(ways, key=lambda w: price(w | homeless), default=None)
+        if best is not None:
+            return _table(board, best | homeless)
+    return _table(board, _greedy(board, placed, order, price, homeless))
+
+
+Price = Callable[[dict[int, str]], tuple]  # a slot -> region name map's rank (``_pricer``)
+
+
+def _pricer(
+    board: Board, uses: Sequence[SlotUse], order: Sequence[Region], compute_s: float
+) -> Price:
+    """The rank of a (partial) slot -> region name map: the later flash wear-out first (a
+    placement never trades the flash's life for time: a slot moved from the spill region to a
+    flash region of fewer erase cycles, the one that holds the firmware on most boards, would
+    save milliseconds and wear it out in days), then the modelled storage time of the slots it
+    places (memory/cost.py, the one price), then their flash bytes written, then their regions'
+    places in ``order``."""
+    from .cost import storage_time, wearout  # cost.py imports this module
+
+    rank = {r.name: k for k, r in enumerate(order)}
+
+    def price(where: dict[int, str]) -> tuple:
+        mine = [u for u in uses if u.slot in where]
+        flash = sum(u.written for u in mine if board.region(where[u.slot]).is_flash)
+        ranks = tuple(rank.get(where[u.slot], len(order)) for u in mine)
+        table = _table(board, where)
+        life = wearout(board, mine, table)
+        return (-life, storage_time(board, mine, table, compute_s), flash, ranks)
+
+    return price
+
+
+def _greedy(
+    board: Board,
+    placed: Sequence[SlotUse],
+    order: Sequence[Region],
+    price: Price,
+    fixed: dict[int, str],
+) -> dict[int, str]:
+    """Too many ways to try each: the slots moving the most bytes first (then the larger), each
+    to the region with room that, with the slots placed before it, costs the least; the spill
+    region when none has room left."""
+    where: dict[int, str] = {}
+    done: list[SlotUse] = []
+    for u in sorted(placed, key=lambda u: (-(u.written + u.read), -u.bytes, u.slot)):
+        held = [board.region(where[d.slot]) for d in done]
+        room = [r for r in order if _fits(board, done + [u], held + [r])]
+        if not room:
+            fixed = fixed | {u.slot: board.spill_region}
+            continue
+        where[u.slot] = min(room, key=lambda r: price(where | {u.slot: r.name} | fixed)).name
+        done.append(u)
+    return where | fixed

@@ -11,7 +11,7 @@ from ..contract import customops
 from ..ir.graph import Graph
 from ..memory.boards import DEFAULT_BOARD, Board, load_board
 from ..memory.coldrange import ColdRange, cold_ranges
-from ..memory.cost import Traffic, costs_nothing, placed_traffic, region_cost
+from ..memory.cost import Traffic, compute_seconds, costs_nothing, storage_time
 from ..memory.placement import Placement, SlotUse, assign
 from ..memory.planner import Plan, align_up, plan_graph
 from .passes import Rewrite, graph_or_none
@@ -81,7 +81,7 @@ STREAMING = "streaming"  # the streaming strategy's candidate (Candidate.strateg
 def objective_for(o: Options, graph: Graph, board: Board) -> Objective:
     """The objective a run's options ask for (search.Objective), priced on ``board``;
     ``graph``: the input model, whose operators give the compute the 1% is of."""
-    seconds = storage_seconds(board)
+    seconds = storage_seconds(board, compute_seconds(graph, board, o.kernel_set))
     if o.smallest:
         return Objective(0, seconds)  # a target no plan fits: the smallest head, then least moved
     if o.target_bytes is not None:
@@ -377,15 +377,15 @@ class Candidate:
         return objective.score(self.plan.head, t.written, t.read, self.uses)
 
 
-def storage_seconds(board: Board | None) -> Callable[[Sequence[SlotUse]], float] | None:
+def storage_seconds(
+    board: Board | None, compute_s: float = 0.0
+) -> Callable[[Sequence[SlotUse]], float] | None:
     """What one inference's storage traffic costs in time, each slot's in the region that holds
-    it (memory/placement.py, memory/cost.py), for the objective; None without a board. Write
-    streams are not counted here, so one region's figure is its whole traffic's."""
+    it, for the objective: memory/cost.py ``storage_time`` (``compute_s``: the inference's
+    compute, when an erase worker erases); None without a board."""
     if board is None:
         return None
-    return lambda uses: sum(
-        region_cost(r, t).storage_s for r, t in placed_traffic(board, uses, streams=False)
-    )
+    return lambda uses: storage_time(board, uses, None, compute_s)
 
 
 def optimize(
@@ -449,7 +449,7 @@ def optimize(
 
         res.not_streamed = stage_gaps(g)
     if board is not None:
-        _place(res, board, say)
+        _place(res, board, compute_seconds(graph, board, o.kernel_set), say)
     return res
 
 
@@ -491,14 +491,15 @@ def _strategies(
     return best, candidates
 
 
-def _place(res: Result, board: Board, say: Callable[[str], None]) -> None:
-    """Each slot of the result into a region of ``board`` (memory/placement.py), written into the
-    model's options; a plan whose slots all stay in the spill region (region 0) is not rewritten."""
+def _place(res: Result, board: Board, compute_s: float, say: Callable[[str], None]) -> None:
+    """Each slot of the result into a region of ``board`` (memory/placement.py; ``compute_s``:
+    the input's modelled compute), written into the model's options; a plan whose slots all stay
+    in the spill region (region 0) is not rewritten."""
     from .passes.regions import place_slots
 
     if not res.uses:
         return
-    res.placement = assign(board, res.uses)
+    res.placement = assign(board, res.uses, compute_s)
     placed = place_slots(res.graph, res.placement)
     if isinstance(placed, Rewrite):
         res.graph = placed.graph
