@@ -10,11 +10,11 @@ from conftest import TINY_UNET
 from tinyseg_plugin.contract import customops
 from tinyseg_plugin.ir.modelio import model_to_bytes
 from tinyseg_plugin.memory.boards import load_board
+from tinyseg_plugin.memory.cost import place
 from tinyseg_plugin.memory.placement import (
     EXACT_WAYS,
     Placement,
     SlotUse,
-    assign,
     preference,
     slot_region_bytes,
 )
@@ -40,7 +40,7 @@ def test_nicla_places_each_slot_where_it_costs_least_time() -> None:
         _use(3, 50),  # still fits the DTCM's last sectors
         _use(4, qspi + 1),  # no region has room for it: the spill region (cost warns)
     ]
-    p = assign(b, uses)
+    p = place(b, uses)
     assert p.names == ("qspi", "dtcm", "internal-flash")  # 0 = spill region, then board order
     assert [p.region_of(u.slot) for u in uses] == ["dtcm", "qspi", "internal-flash", "dtcm", "qspi"]
     for name in ("dtcm", "qspi", "internal-flash"):  # capacity: what a region holds fits it
@@ -69,7 +69,7 @@ def test_placement_prefers_the_region_of_lower_modelled_time() -> None:
 
     b = _two_flashes(10**6)
     uses = [_use(0, 20_000)]
-    p = assign(b, uses)
+    p = place(b, uses)
     assert p.region_of(0) == "fast"
     others = Placement(("slow",), ((0, 0),))
     assert storage_time(b, uses, p) < storage_time(b, uses, others)
@@ -82,7 +82,7 @@ def test_placement_never_trades_flash_life_for_time() -> None:
 
     b = _two_flashes(1000)
     uses = [_use(0, 20_000)]
-    p = assign(b, uses)
+    p = place(b, uses)
     assert p.region_of(0) == "slow"
     there = Placement(("slow", "fast"), ((0, 1),))
     assert storage_time(b, uses, there) < storage_time(b, uses, p)
@@ -96,14 +96,14 @@ def test_a_dma_target_never_goes_to_a_region_dma_cannot_reach() -> None:
     b = load_board("nicla-vision")
     assert not b.region("dtcm").dma
     assert all(r.dma for r in b.regions if r.name != "dtcm")
-    cpu = assign(b, [_use(0, 40_000)])
+    cpu = place(b, [_use(0, 40_000)])
     assert cpu.region_of(0) == "dtcm"
     dma = [SlotUse(0, 40_000, 40_000, 40_000, dma=True), _use(1, 40_000)]
-    p = assign(b, dma)
+    p = place(b, dma)
     assert p.region_of(0) != "dtcm" and b.region(p.region_of(0)).dma
     assert p.region_of(1) == "dtcm"
     many = [SlotUse(k, 9_000, 9_000, 9_000, dma=k % 2 == 0) for k in range(8)]
-    p = assign(b, many)  # more ways than EXACT_WAYS: the greedy walk keeps the rule too
+    p = place(b, many)  # more ways than EXACT_WAYS: the greedy walk keeps the rule too
     assert len(preference(b)) ** len(many) > EXACT_WAYS
     assert all(b.region(p.region_of(u.slot)).dma for u in many if u.dma)
     assert any(p.region_of(u.slot) == "dtcm" for u in many if not u.dma)
@@ -120,7 +120,7 @@ def test_no_dma_region_left_keeps_a_dma_target_in_the_spill_region_and_warns() -
     b = load_board("nicla-vision")
     b = replace(b, regions=tuple(replace(r, dma=False) for r in b.regions))
     uses = [SlotUse(0, 9_000, 9_000, 9_000, dma=True)]
-    assert assign(b, uses).region_of(0) == "qspi"
+    assert place(b, uses).region_of(0) == "qspi"
     c = estimate(build_graph(load_model(str(TINY_UNET))), Traffic(), b, uses=uses)
     assert any("moved by DMA" in w for w in c.warnings())
 
@@ -128,7 +128,7 @@ def test_no_dma_region_left_keeps_a_dma_target_in_the_spill_region_and_warns() -
 def test_one_region_board_keeps_every_slot_in_region_zero() -> None:
     for name in ("generic", "esp32-s3-psram"):
         b = load_board(name)
-        p = assign(b, [_use(0, 1000), _use(1, 5000)])
+        p = place(b, [_use(0, 1000), _use(1, 5000)])
         assert p.names == (b.spill_region,)
         assert {i for _, i in p.slots} == {0}
 
@@ -197,7 +197,7 @@ def test_at_most_max_regions_indices() -> None:
     arena = {"name": "arena", "kind": "ram", "capacity": 10**6, "arena": True,
              "read_bandwidth": 1e9, "write_bandwidth": 1e9}  # fmt: skip
     b = board_from_dict({"region": [arena] + rams, "spill_region": "r9"}, "many.json")
-    p = assign(b, [_use(k, 1000) for k in range(12)])
+    p = place(b, [_use(k, 1000) for k in range(12)])
     assert len(p.names) == customops.MAX_REGIONS
     assert p.names == ("r9",) + tuple(f"r{k}" for k in range(customops.MAX_REGIONS - 1))
     assert max(i for _, i in p.slots) == customops.MAX_REGIONS - 1

@@ -43,6 +43,18 @@ CONTRACT_VERSION = 1
 
 BLOCK_BYTES = 1024  # codec block size the optimizer asks for
 BLOCK_HEADER_BYTES = 8  # tflm_ops/core codec: header of one encoded block
+SECTOR_BYTES = 4096  # erase unit of a RAM region (SectorInfo per 4 KB: 12 B each on Cortex-M7)
+
+
+def slot_region_bytes(raw: int) -> int:
+    """The bytes of a region one slot of ``raw`` bytes needs in SpillManager's ring log: its
+    encoded blocks (a header per codec block, stored raw at worst) in whole sectors, and one sector
+    more for where the ring's write position starts inside a sector. The one count: placement
+    (memory/placement.py) and the storage header (deploy/storage_header.py) size regions by it."""
+    encoded = raw + -(-raw // BLOCK_BYTES) * BLOCK_HEADER_BYTES
+    return (-(-encoded // SECTOR_BYTES) + 1) * SECTOR_BYTES
+
+
 MARKER_NAME = "tinyseg/transpose_conv_scratch"
 
 PADDING = {0: "SAME", 1: "VALID"}

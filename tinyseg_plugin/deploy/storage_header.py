@@ -32,9 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..contract.customops import MAX_REGIONS  # region 0 is Runtime::spill, the sketch's flash
+from ..contract.customops import (  # region 0 is Runtime::spill, the sketch's flash
+    MAX_REGIONS,
+    SECTOR_BYTES,
+    slot_region_bytes,
+)
 from ..errors import TinySegError, shown
-from ..memory.placement import SECTOR_BYTES, slot_region_bytes  # placement sizes slots the same
 
 VECTOR_TABLE = ((166 * 4) + 7) & ~7  # what both linker scripts reserve at the start of DTCM/D2
 ALIGN = 32  # a fixed range starts on a cache line

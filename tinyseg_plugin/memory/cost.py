@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Callable, Sequence
 
 from ..ir.graph import Graph
 from .boards import Board, Region
-from .placement import Placement, SlotUse, assign
+from .placement import Placement, Rank, SlotUse, assign
 
 REFERENCE_MS = 1199.0  # paper Table 5: Tiny U-Net, reference kernels, Nicla Vision M7, no spilling
 REFERENCE_MACS = 76_152_000  # op_macs of examples/models/tiny_unet.tflite (tests/test_cost.py)
@@ -385,7 +386,7 @@ def storage_time(
     """Seconds a plan's slots add to one inference (``placed_costs``), placed by ``placement``,
     else where memory/placement.py puts them: what the search's objective and the placement
     rank plans by."""
-    p = placement if placement is not None else assign(board, uses, compute_s)
+    p = placement if placement is not None else place(board, uses, compute_s)
     return sum(r.storage_s for r in placed_costs(board, uses, p, compute_s)[0])
 
 
@@ -398,6 +399,31 @@ def wearout(board: Board, uses: Sequence[SlotUse], placement: Placement) -> floa
         if (c := region_cost(r, t)).inferences_to_wearout is not None
     ]
     return min(n, default=math.inf)
+
+
+def placement_rank(board: Board, compute_s: float = 0.0) -> Rank:
+    """How memory/placement.py ranks a placement of slots on ``board``: the later flash wear-out
+    first (a placement never trades the flash's life for time: a slot moved from the spill region
+    to a flash region of fewer erase cycles, the one that holds the firmware on most boards, would
+    save milliseconds and wear it out in days), then the modelled storage time (``compute_s``, the
+    inference's compute, is when an erase worker erases), then the flash bytes written."""
+
+    def rank(uses: Sequence[SlotUse], p: Placement) -> tuple:
+        flash = sum(u.written for u in uses if board.region(p.region_of(u.slot)).is_flash)
+        return (-wearout(board, uses, p), storage_time(board, uses, p, compute_s), flash)
+
+    return rank
+
+
+def place(board: Board, uses: Sequence[SlotUse], compute_s: float = 0.0) -> Placement:
+    """Each slot's region on ``board`` (memory/placement.py ``assign``, ranked by
+    ``placement_rank``)."""
+    return _place(board, tuple(uses), compute_s)
+
+
+@lru_cache(maxsize=4096)
+def _place(board: Board, uses: tuple[SlotUse, ...], compute_s: float) -> Placement:
+    return assign(board, uses, placement_rank(board, compute_s))
 
 
 def compute_seconds(graph: Graph, board: Board, kernel_set: str = "reference") -> float:
@@ -423,7 +449,7 @@ def estimate(
     compute = sum(o.compute_s for o in ops)
     placement = None
     if uses and region is None:
-        placement = assign(board, uses, compute)
+        placement = place(board, uses, compute)
         regions, worker = placed_costs(board, uses, placement, compute, rate)
     else:
         spill = board.region(region) if region is not None else board.spill
@@ -460,7 +486,7 @@ def costs_nothing(
     allowed = FREE_LATENCY_SHARE * compute
 
     def free(uses: Sequence[SlotUse]) -> bool:
-        p = assign(board, uses, compute)
+        p = place(board, uses, compute)
         regions, _ = placed_costs(board, uses, p, compute)
         if any(r.kind == "flash" and r.bytes_written for r in regions):
             return False

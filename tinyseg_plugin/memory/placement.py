@@ -24,25 +24,15 @@ SpillManager per index (``Placement.names``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import product
 from typing import Callable, Iterable, Sequence
 
-from ..contract.customops import BLOCK_BYTES, BLOCK_HEADER_BYTES, MAX_REGIONS
+from ..contract.customops import MAX_REGIONS, SECTOR_BYTES, slot_region_bytes  # noqa: F401
 from .boards import Board, Region
 
-SECTOR_BYTES = 4096  # erase unit of a RAM region (SectorInfo per 4 KB: 12 B each on Cortex-M7)
 # The most placements ``assign`` prices one by one (regions ** slots): 5 slots over 3 regions
 # (the Tiny U-Net's streamed plan on the Nicla Vision) are 243 ways
 EXACT_WAYS = 1024
-
-
-def slot_region_bytes(raw: int) -> int:
-    """The bytes of a region one slot of ``raw`` bytes needs in SpillManager's ring log: its
-    encoded blocks (a header per codec block, stored raw at worst) in whole sectors, and one sector
-    more for where the ring's write position starts inside a sector."""
-    encoded = raw + -(-raw // BLOCK_BYTES) * BLOCK_HEADER_BYTES
-    return (-(-encoded // SECTOR_BYTES) + 1) * SECTOR_BYTES
 
 
 @dataclass(frozen=True)
@@ -122,22 +112,21 @@ def _fits(board: Board, uses: Sequence[SlotUse], regions: Sequence[Region]) -> b
     return all(n <= board.region(name).free for name, n in held.items())
 
 
-def assign(board: Board, uses: Iterable[SlotUse], compute_s: float = 0.0) -> Placement:
-    """Each slot's region: the placement whose flash wears out last, then of least modelled
-    storage time (memory/cost.py; ``compute_s``, the inference's compute, is when an erase worker
-    erases), then the fewer flash bytes written, then the earlier regions in ``preference``
-    order."""
-    return _assign(board, tuple(uses), compute_s)
+# A placement's rank, lower is better (memory/cost.py ``placement_rank``: the one price): the
+# slots it places and their regions' index table.
+Rank = Callable[[Sequence[SlotUse], Placement], tuple]
 
 
-@lru_cache(maxsize=4096)
-def _assign(board: Board, uses: tuple[SlotUse, ...], compute_s: float) -> Placement:
+def assign(board: Board, uses: Iterable[SlotUse], rank: Rank) -> Placement:
+    """Each slot's region: the placement of least ``rank`` (memory/cost.py prices it), then the
+    earlier regions in ``preference`` order."""
+    uses = tuple(uses)
     order = preference(board)
     homeless = {
         u.slot: board.spill_region for u in uses if not any(_fits(board, [u], [r]) for r in order)
     }
     placed = [u for u in uses if u.slot not in homeless]
-    price = _pricer(board, uses, order, compute_s)
+    price = _pricer(board, uses, order, rank)
     if len(order) ** len(placed) <= EXACT_WAYS:
         ways = (
             {u.slot: r.name for u, r in zip(placed, rs)}
@@ -153,26 +142,15 @@ def _assign(board: Board, uses: tuple[SlotUse, ...], compute_s: float) -> Placem
 Price = Callable[[dict[int, str]], tuple]  # a slot -> region name map's rank (``_pricer``)
 
 
-def _pricer(
-    board: Board, uses: Sequence[SlotUse], order: Sequence[Region], compute_s: float
-) -> Price:
-    """The rank of a (partial) slot -> region name map: the later flash wear-out first (a
-    placement never trades the flash's life for time: a slot moved from the spill region to a
-    flash region of fewer erase cycles, the one that holds the firmware on most boards, would
-    save milliseconds and wear it out in days), then the modelled storage time of the slots it
-    places (memory/cost.py, the one price), then their flash bytes written, then their regions'
-    places in ``order``."""
-    from .cost import storage_time, wearout  # cost.py imports this module
-
-    rank = {r.name: k for k, r in enumerate(order)}
+def _pricer(board: Board, uses: Sequence[SlotUse], order: Sequence[Region], rank: Rank) -> Price:
+    """The rank of a (partial) slot -> region name map: ``rank`` of the slots it places, then
+    their regions' places in ``order``."""
+    place = {r.name: k for k, r in enumerate(order)}
 
     def price(where: dict[int, str]) -> tuple:
         mine = [u for u in uses if u.slot in where]
-        flash = sum(u.written for u in mine if board.region(where[u.slot]).is_flash)
-        ranks = tuple(rank.get(where[u.slot], len(order)) for u in mine)
-        table = _table(board, where)
-        life = wearout(board, mine, table)
-        return (-life, storage_time(board, mine, table, compute_s), flash, ranks)
+        ties = tuple(place.get(where[u.slot], len(order)) for u in mine)
+        return rank(mine, _table(board, where)) + (ties,)
 
     return price
 

@@ -11,8 +11,8 @@ from ..contract import customops
 from ..ir.graph import Graph
 from ..memory.boards import DEFAULT_BOARD, Board, load_board
 from ..memory.coldrange import ColdRange, cold_ranges
-from ..memory.cost import Traffic, compute_seconds, costs_nothing, storage_time
-from ..memory.placement import Placement, SlotUse, assign
+from ..memory.cost import Traffic, compute_seconds, costs_nothing, place, storage_time
+from ..memory.placement import Placement, SlotUse
 from ..memory.planner import Plan, align_up, plan_graph
 from .passes import Rewrite, graph_or_none
 from .passes.distribute import concat_operand, split_elementwise
@@ -499,7 +499,7 @@ def _place(res: Result, board: Board, compute_s: float, say: Callable[[str], Non
 
     if not res.uses:
         return
-    res.placement = assign(board, res.uses, compute_s)
+    res.placement = place(board, res.uses, compute_s)
     placed = place_slots(res.graph, res.placement)
     if isinstance(placed, Rewrite):
         res.graph = placed.graph
