@@ -42,13 +42,20 @@ class Mutation:
 
 
 def base_models() -> dict[str, bytes]:
-    """The optimizer's output for the Tiny U-Net, streamed and not (no verification: the bases only)."""
+    """The Tiny U-Net streamed and spilled (no verification: the bases only). Streamed: the chain
+    search's plan (four chains, every stage kind the edits aim at, as tests/test_tflm_runtime.py
+    runs it), not an objective's, so the edits keep their targets whatever the optimizer prefers;
+    spilled: the spill strategy's smallest head (--no-stream --target min)."""
+    from tinyseg_plugin.transforms.stream_search import choose_streaming
+
     graph = build_graph(modelio.load_model(TINY_UNET))
-    out = {}
-    for name, stream in (("stream", True), ("fetch", False)):
-        result = optimize(graph, Options(smallest=True, stream=stream))
-        out[name] = modelio.model_to_bytes(result.graph.model)
-    return out
+    streamed = choose_streaming(graph, kernel_only=True).streamed
+    assert streamed is not None
+    fetched = optimize(graph, Options(smallest=True, stream=False)).graph
+    return {
+        "stream": modelio.model_to_bytes(streamed.graph.model),
+        "fetch": modelio.model_to_bytes(fetched.model),
+    }
 
 
 # ---------------------------------------------------------------- StreamChain edits

@@ -62,7 +62,7 @@ def test_the_int16_ds_cnn_streams_below_the_bound(
 ) -> None:
     before = _head(ds_cnn, capsys)
     out = tmp_path / "opt.tflite"
-    assert main(["optimize", str(ds_cnn), "-o", str(out), "-q"]) == 0
+    assert main(["optimize", str(ds_cnn), "-o", str(out), "-q", "--target", "min"]) == 0
     capsys.readouterr()
     after = _head(out, capsys)
     assert after <= HEAD_BOUND < before
@@ -78,7 +78,7 @@ def test_the_int16_yolo_streams_to_the_estimate(
     assert main(["analyze", str(yolo), "--stream", "--json"]) == 0
     estimate = json.loads(capsys.readouterr().out)["stream"]["head"]
     out = tmp_path / "opt.tflite"
-    assert main(["optimize", str(yolo), "-o", str(out), "-q"]) == 0
+    assert main(["optimize", str(yolo), "-o", str(out), "-q", "--target", "min"]) == 0
     capsys.readouterr()
     assert _head(out, capsys) == estimate < before
 
@@ -98,7 +98,7 @@ def test_the_int16_unet_streams_through_transpose_conv_and_padv2(
     assert main(["analyze", str(path), "--stream", "--json"]) == 0
     estimate = json.loads(capsys.readouterr().out)["stream"]["head"]
     out = tmp_path / "opt.tflite"
-    assert main(["optimize", str(path), "-o", str(out), "-q"]) == 0
+    assert main(["optimize", str(path), "-o", str(out), "-q", "--target", "min"]) == 0
     capsys.readouterr()
     assert _head(out, capsys) == estimate < before
     written = build_graph(modelio.load_model(out))

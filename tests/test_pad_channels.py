@@ -38,8 +38,8 @@ def _stages(graph) -> list[str]:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_optimize_reaches_the_estimate_through_a_channel_pad(dtype: str, monkeypatch) -> None:
-    """Every PAD and PADV2 goes inside a chain, the written model's head is `analyze --stream`'s
-    estimate, and the check (the wheel) finds it bit-identical. Before channel padding was a stage
+    """Every PAD and PADV2 goes inside a chain, the written model's head is at most `analyze
+    --stream`'s estimate, and the check (the wheel) finds it bit-identical. Before channel padding was a stage
     the chains stopped at both pads (int8: 5,952 B against 3,584 B)."""
     monkeypatch.delenv("TFLM_DIR", raising=False)
     data = modelio.model_to_bytes(synth.channel_pad_chain(dtype=dtype))
@@ -51,7 +51,8 @@ def test_optimize_reaches_the_estimate_through_a_channel_pad(dtype: str, monkeyp
     stages = _stages(written)
     assert stages.count("PAD") == 1 and stages.count("PADV2") == 1, stages
     assert not any(op.opcode in ("PAD", "PADV2") for op in written.operators)
-    assert out.result.plan.head == estimate
+    # --target min's search also offers shared row spills: at most the estimate
+    assert out.result.plan.head <= estimate
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -77,7 +77,9 @@ def test_optimize_gives_the_batch1_head_and_verifies(exports: Path) -> None:
     batch_size=1 export, and the written model passes the check."""
     path = exports / "tiny_unet_batch_unset.tflite"
     one = optimizer.optimize(_load(exports / "tiny_unet.tflite"), Options(smallest=True))
-    out = pipeline.optimize(path.read_bytes(), pipeline.Run(runs=1), path.name)
+    out = pipeline.optimize(
+        path.read_bytes(), pipeline.Run(Options(smallest=True), runs=1), path.name
+    )
     assert out.unchanged is None and out.verification is not None and out.verification.identical
     assert out.result.steps[1].technique == "static shapes"
     assert out.result.strategy == one.strategy == "streaming"
