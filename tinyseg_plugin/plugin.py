@@ -68,12 +68,18 @@ def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | Non
     from .deprecation import deprecated
     from .memory.kernels import KERNEL_SETS
 
-    g = parser.add_argument_group(
-        "tinyseg",
-        "TinySeg, after the reorder pass: shrinks the arena head by row streaming (StreamChain), "
-        "spilling and fused fetching, to the smallest head that writes no flash and adds at most "
-        "1% modelled latency, or to --target; checked bit-exact in TFLM",
-    )
+    if command == "analyze":
+        about = (
+            "TinySeg's report section: the arena head as TFLM plans it for a kernel set and build, "
+            "the tail estimate and the tensors a TinySeg model spills"
+        )
+    else:
+        about = (
+            "TinySeg, after the reorder pass: shrinks the arena head by row streaming (StreamChain), "
+            "spilling and fused fetching, to the smallest head that writes no flash and adds at "
+            "most 1% modelled latency, or to --target; checked bit-exact in TFLM"
+        )
+    g = parser.add_argument_group("tinyseg", about)
     g.add_argument(
         "--kernel-set",
         dest="kernel_set",
