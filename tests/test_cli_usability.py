@@ -77,6 +77,35 @@ def test_verify_help_describes_its_arguments() -> None:
     assert "the model before optimization" in text and "random inputs, at least 1" in text
 
 
+def test_top_level_help_describes_optimize_as_it_runs() -> None:
+    text = " ".join(_tinyseg("--help").stdout.split())
+    assert "row streaming" in text and "spill, fuse and narrow" not in text
+    assert "writes no flash and adds at most 1% modelled latency" in text
+
+
+def test_remote_host_help_describes_baud_and_its_default() -> None:
+    text = " ".join(_tinyseg("remote-host", "--help").stdout.split())
+    assert "--baud BAUD bits per second on the serial line" in text
+    assert "(default: 921600)" in text
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[], ["analyze"], ["optimize"], ["verify"], ["boards"], ["tflm", "install"], ["remote-host"]],
+)
+def test_help_fits_80_columns_on_a_wide_terminal(command: list[str]) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "tinyseg_plugin.cli", *command, "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=600,
+    )
+    assert p.returncode == 0
+    wide = [line for line in p.stdout.splitlines() if len(line) > 80]
+    assert not wide, wide
+
+
 def test_output_equal_to_input_is_refused_without_force(
     unet_file: Path, tmp_path: Path, capsys
 ) -> None:

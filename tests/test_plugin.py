@@ -89,6 +89,23 @@ def test_optimize_hook_streams_with_target_min(unet: bytes) -> None:
     ] * len(g1.operators)
 
 
+def test_wear_warning_goes_to_stderr_as_the_command_line_prints_it(unet: bytes, capsys) -> None:
+    """--target min writes flash on the generic board: the wear warning is on stderr, the summary
+    and the plans on stdout."""
+    run_optimize(manager(plugin), unet, ["-i", "m.tflite", "--target", "min", "--no-verify"])
+    printed = capsys.readouterr()
+    assert "tinyseg: warning: generic 'flash' wears out after" in printed.err
+    assert "warning" not in printed.out and "written head" in printed.out
+
+
+def test_plugin_help_describes_streaming_and_the_default() -> None:
+    parser = argparse.ArgumentParser(prog="tflite-tools optimize")
+    manager(plugin).hook.tflite_tools_add_options(parser=parser, command="optimize")
+    text = " ".join(parser.format_help().split())
+    assert "row streaming (StreamChain), spilling and fused fetching" in text
+    assert "writes no flash and adds at most 1% modelled latency" in text
+
+
 def test_optimize_says_what_it_verified(unet: bytes, capsys, monkeypatch) -> None:
     monkeypatch.delenv(
         "TFLM_DIR", raising=False

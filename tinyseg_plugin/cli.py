@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -23,11 +25,30 @@ EXIT_VERIFY_FAILED = 4  # verify/optimize: outputs differ; nothing written
 EXIT_INTERNAL = 1  # a bug in tinyseg (never expected; the fuzz tests assert it does not happen)
 
 
+HELP_COLUMNS = 80  # --help fits this many columns however wide the terminal is
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, at most HELP_COLUMNS wide (narrower terminals keep their width)."""
+
+    def __init__(self, prog: str, **kwargs) -> None:
+        columns = shutil.get_terminal_size().columns
+        kwargs.setdefault("width", max(min(columns, HELP_COLUMNS) - 2, 40))
+        super().__init__(prog, **kwargs)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        # "esp32-s3-psram" and "edge-impulse" stay whole: a name broken at a hyphen reads as two
+        return textwrap.wrap(
+            self._whitespace_matcher.sub(" ", text).strip(), width, break_on_hyphens=False
+        )
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit code 2, and takes no abbreviated option."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)  # "--targ" must not silently stand for "--target"
+        kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
@@ -43,6 +64,7 @@ def _kernels(p: argparse.ArgumentParser) -> None:
         "--kernel-set",
         choices=KERNEL_SET_NAMES,
         default="reference",
+        metavar="SET",
         help="kernel set the plan is for: which implementation each operator gets in the TFLM build "
         "(reference, cmsis-nn, or a runtime fork's: arduino, esp-idf, zephyr, edge-impulse; "
         "default: reference)",
@@ -54,6 +76,7 @@ def _kernels(p: argparse.ArgumentParser) -> None:
         "--build-profile",
         choices=BUILD_PROFILE_NAMES,
         default=None,
+        metavar="PROFILE",
         help="build the tail estimate assumes: host64 (64-bit host, the tflite-micro wheel) or "
         "cortex-m (32-bit firmware) (default: host64; cortex-m for the arduino, esp-idf, zephyr "
         "and edge-impulse kernel sets)",
@@ -512,7 +535,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.set_defaults(func=cmd_analyze)
 
     o = sub.add_parser(
-        "optimize", help="spill, fuse and narrow until the arena head meets the target"
+        "optimize",
+        help="shrink the arena head by row streaming, spilling and fused fetching: to the "
+        "smallest head that writes no flash and adds at most 1%% modelled latency, or to --target",
     )
     o.add_argument("model", help=".tflite file")
     o.add_argument("-o", "--output", required=True, help="optimized .tflite to write")
@@ -667,7 +692,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("remote-host", help="serve a board's remote spilling over a serial line")
     r.add_argument("--port", required=True, help="serial device, e.g. /dev/ttyACM0")
-    r.add_argument("--baud", type=baud_rate, default=921600)
+    r.add_argument(
+        "--baud",
+        type=baud_rate,
+        default=921600,
+        help="bits per second on the serial line, as the board's TINYSEG_REMOTE_BAUD sets it "
+        "(USB CDC ignores it) (default: 921600)",
+    )
     r.add_argument("--storage", default=None, help="directory for spilled slots (default: memory)")
     r.add_argument(
         "--timeout",

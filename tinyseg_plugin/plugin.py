@@ -6,21 +6,23 @@ The host (tflite-tools with patches/tflite-tools applied) declares these hook sp
   ``command == "analyze"``);
 - ``tflite_tools_check_options(options, command)``: refuse bad values before the model is read;
 - ``tflite_tools_describe_operator(op_id, custom_code, inputs, outputs, custom_options)``: tell the host
-  what a TinySeg operator (Spill, Fetching, FetchingConv2D) reads and writes, so that it can read a
-  model TinySeg wrote;
+  what a TinySeg operator (Spill, Fetching, FetchingConv2D, StreamChain) reads and writes, so that it
+  can read a model TinySeg wrote;
 - ``tflite_tools_optimize(model: bytes, options) -> bytes | None``: called with the model the host's
   reorder pass produced; return a rewritten model, or None to leave it as it is;
 - ``tflite_tools_analysis(model: bytes, options) -> dict | None``: a section for the host's report.
 
 TinySeg runs the pipeline of ``tinyseg optimize`` (pipeline.py) on the reordered model: the same
-refusals of models TFLM cannot run, the same strategies, the bit-exact check in TFLM bounded by
-``--time-limit``, and the same exit codes (docs/cli.md): 2 bad input, 3 target not reached (the best
+refusals of models TFLM cannot run, the same strategies (row streaming, spilling and fused fetching)
+and default plan, the bit-exact check in TFLM bounded by ``--time-limit``, the same warnings on
+stderr, and the same exit codes (docs/cli.md): 2 bad input, 3 target not reached (the best
 model is still written), 4 verification failed (nothing written).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 import pluggy
 
@@ -66,9 +68,18 @@ def tflite_tools_add_options(parser: argparse.ArgumentParser, command: str | Non
     from .deprecation import deprecated
     from .memory.kernels import KERNEL_SETS
 
-    g = parser.add_argument_group(
-        "tinyseg", "TinySeg spilling and fused fetching (after the reorder pass)"
-    )
+    if command == "analyze":
+        about = (
+            "TinySeg's report section: the arena head as TFLM plans it for a kernel set and build, "
+            "the tail estimate and the tensors a TinySeg model spills"
+        )
+    else:
+        about = (
+            "TinySeg, after the reorder pass: shrinks the arena head by row streaming (StreamChain), "
+            "spilling and fused fetching, to the smallest head that writes no flash and adds at "
+            "most 1% modelled latency, or to --target; checked bit-exact in TFLM"
+        )
+    g = parser.add_argument_group("tinyseg", about)
     g.add_argument(
         "--kernel-set",
         dest="kernel_set",
@@ -241,8 +252,9 @@ def tflite_tools_check_options(options: argparse.Namespace, command: str | None)
 def tflite_tools_describe_operator(
     op_id: int, custom_code: str, inputs: list[int], outputs: list[int], custom_options: bytes
 ) -> dict | None:
-    """Spill reads its victim and writes nothing in RAM; Fetching and FetchingConv2D read their in-RAM
-    operands (and filter, bias) and write one output: exactly the tensor lists the operator has."""
+    """Spill reads its victim and writes nothing in RAM; Fetching, FetchingConv2D and StreamChain
+    read their in-RAM operands (and filter, bias) and write their outputs: exactly the tensor lists
+    the operator has."""
     from .contract import customops
 
     if custom_code not in customops.TINYSEG_OPS:
@@ -268,7 +280,7 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
     from .pipeline import Run, optimize
 
     for warning in recover():  # an interrupted `tinyseg` run's outputs, before anything else
-        print(f"tinyseg: warning: {warning}")
+        print(f"tinyseg: warning: {warning}", file=sys.stderr)
     opts = _options(options)
     runs = None if getattr(options, "no_verify", False) else _verify_runs(options)
     run = Run(
@@ -300,7 +312,7 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
         if out.cost is not None:
             from .memory.cost import summary_lines
 
-            for line in summary_lines(out.cost) + out.cost.warnings():
+            for line in summary_lines(out.cost):
                 print(f"tinyseg: {line.strip()}")
         if out.fits is not None:
             print(f"tinyseg: {out.fits}")
@@ -309,6 +321,9 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
 
             for line in nearby_lines(out.nearby, run.board.name):
                 print(f"tinyseg: {line.strip()}")
+        if out.cost is not None:
+            for w in out.cost.warnings():  # on stderr, as `tinyseg optimize` prints them
+                print(f"tinyseg: {w}", file=sys.stderr)
         written = out.data
     if not out.target_met:
         raise PluginError(
