@@ -26,8 +26,10 @@ def _moved(out: pipeline.Outcome) -> int:
 
 def sweep(data: bytes, name: str, steps: int, board: str) -> list[tuple[int, tuple]] | str:
     def run(target: int | None, runs: int | None) -> pipeline.Outcome:
-        o = Options(target_bytes=target)
-        return pipeline.optimize(data, pipeline.Run(o, runs=runs, board=load_board(board)), name)
+        o = Options(target_bytes=target, smallest=target is None)  # None: --target min
+        run = pipeline.Run(o, runs=runs, board=load_board(board))
+        run.nearby = False
+        return pipeline.optimize(data, run, name)
 
     free = run(None, None)
     original, floor = free.result.original.head, free.result.plan.head
