@@ -162,29 +162,40 @@ def choose_streaming(
         assert isinstance(done, Rewrite), done  # the search only asks for chains it found
         return Streamed(done.graph, done.notes, tuple(sorted(spilled)), row_slots(graph, spilled))
 
-    def evaluate(cuts: frozenset[int]) -> tuple[Score, Streamed, frozenset[int]] | None:
+    priced_before: dict[tuple[frozenset[int], frozenset[int]], Score] = {}
+
+    def priced(cuts: frozenset[int], spilled: frozenset[int]) -> Score:
+        """``cost(build(...))``, once per (cuts, spills): the climbs meet the same candidates
+        again. A repeat still counts as a planner run, so the budget ends the search where it
+        did without the memo and the plan found stays the same."""
+        key = (cuts, spilled)
+        if key in priced_before:
+            budget.planned()
+        else:
+            priced_before[key] = cost(build(cuts, spilled))
+        return priced_before[key]
+
+    def evaluate(cuts: frozenset[int]) -> tuple[Score, frozenset[int]] | None:
         segments = _segments(chains, cuts)
         if not segments:
             return None
         spilled: frozenset[int] = frozenset()
-        best_s = build(cuts, spilled)
-        best = cost(best_s)
+        best = priced(cuts, spilled)
         for t in _spillable(graph, segments, shared):
             if budget.spent():  # the greedy spills of one cut set may be many planner runs too
                 break
-            s = build(cuts, spilled | {t})
-            c = cost(s)
+            c = priced(cuts, spilled | {t})
             if c < best:
-                best, best_s, spilled = c, s, spilled | {t}
-        return best, best_s, spilled
+                best, spilled = c, spilled | {t}
+        return best, spilled
 
     def climb(seed: frozenset[int], share: float):
         """Hill-climb from a set of cuts, one cut added or removed per round, the best move first,
         until no move lowers the objective or this climb's share of the budget is spent."""
-        found = evaluate(seed)
-        if found is None:
+        start = evaluate(seed)
+        if start is None:
             return None
-        here, cuts = found, seed
+        here, cuts = start, seed
 
         def toggle(i: int) -> frozenset[int]:
             return cuts - {i} if i in cuts else cuts | {i}
@@ -227,7 +238,7 @@ def choose_streaming(
         if graph.producers.get(t) in at
     )
     current: frozenset[int] = frozenset()
-    best_cost, best, spills = objective.score(base, 0, 0), None, frozenset()
+    best_cost, found, spills = objective.score(base, 0, 0), False, frozenset()
     seeds = list(dict.fromkeys((before, frozenset(), resized)))  # distinct, in this order
     # A fourth start, only where a chain runs through a RESIZE_BILINEAR: each one alone in its
     # chain, the chains as they were before it was a stage. The chain through it can be long (88
@@ -245,8 +256,8 @@ def choose_streaming(
     spent = budget.share_spent  # the starts' greedy spills
     for seed, share in zip(seeds, SHARES[len(seeds) - 1]):
         result = climb(seed, spent + share * (1.0 - spent))
-        if result is not None and (best is None or result[0][0] < best_cost):
-            (best_cost, best, spills), current = result
+        if result is not None and (not found or result[0][0] < best_cost):
+            (best_cost, spills), current, found = result + (True,)
     # Then the same head (or, with a target, a head that still fits) with less storage traffic:
     # drop each cut and each spill that is not needed (a cut also when the traffic stays the same:
     # fewer operators, a smaller tail).
@@ -258,8 +269,7 @@ def choose_streaming(
             if not segments:
                 continue
             spills2 = frozenset(t for t in spills2 if t in _spillable(graph, segments, shared))
-            s = build(cuts2, spills2)
-            c = cost(s)
+            c = priced(cuts2, spills2)
             if objective.target is not None and best_cost.fits:  # still fits, costs less time
                 kept, a, b = c.fits, c.key[1:3], best_cost.key[1:3]
             elif objective.searching:  # as free (or as far from the target), no higher head
@@ -268,8 +278,8 @@ def choose_streaming(
             else:  # the same head or lower, with less traffic
                 kept, a, b = c.head <= best_cost.head, c.moved, best_cost.moved
             if kept and (a < b or (kind == "cut" and a == b)):
-                best_cost, best, current, spills = c, s, cuts2, spills2
-    if best is None or best_cost.head >= base:
+                best_cost, current, spills = c, cuts2, spills2
+    if not found or best_cost.head >= base:
         return StreamChoice(None, base, base, 0, budget.plans)
     best = build(current, spills, body=True)  # the chosen chains with their bodies (same plan)
     return StreamChoice(best, best_cost.head, base, best_cost.moved, budget.plans)
