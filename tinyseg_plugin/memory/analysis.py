@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..ir.graph import Graph
 from ..ir.validate import Refusal, tflm_refusals
 from .coldrange import ColdRange, cold_ranges, op_of, scope_of
-from .planner import Buffer, Plan, plan_graph
+from .planner import Buffer, Plan, head_without_io, plan_graph
 
 SCHEMA = "tinyseg.analysis/3"  # 3: "kernel_set", "build_profile", buffers' "owner" (old "runtime", "arch", "index" kept for one release); 2: "target" renamed "arch"
 
@@ -251,6 +251,7 @@ def to_dict(a: Analysis, model_name: str = "") -> dict:
             "builtin_data": tail.builtin_data,
         },
         "total": p.total,
+        "head_without_io": head_without_io(p),
         "head_scopes": head_scopes(a),
         "peak": None
         if a.peak_op is None

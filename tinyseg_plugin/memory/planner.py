@@ -456,6 +456,29 @@ def plan_graph(
     )
 
 
+def head_without_io(plan: Plan) -> int:
+    """The head when the graph's own inputs and outputs are not held in the arena (an application
+    that streams them in and out, and the way msf-CNN counts its peaks)."""
+    return head_without(plan, set(plan.graph.inputs) | set(plan.graph.outputs))
+
+
+def head_without(plan: Plan, tensors: set[int]) -> int:
+    """The head when ``tensors`` (of the plan's subgraph) take no arena bytes: the same placement
+    run over every other buffer in the same order, so the figure is TFLM's for such a model."""
+    kept = [
+        b
+        for b in plan.buffers
+        if not (b.kind == "tensor" and b.subgraph == plan.graph.subgraph and b.owner in tensors)
+    ]
+    placed = greedy_place(
+        [b.size for b in kept],
+        [b.first for b in kept],
+        [b.last for b in kept],
+        [b.offset if b.offline else ONLINE for b in kept],
+    )
+    return max((o + b.size for o, b in zip(placed, kept)), default=0)
+
+
 def plan_model(
     model: "fb.ModelT", kernel_set: str = "reference", build_profile: str = "host64"
 ) -> Plan:
