@@ -294,7 +294,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from .ir.modelio import read_model_bytes, write_all
     from .memory.cost import summary_lines
     from .pipeline import load, optimize, plan_picture
-    from .report.steps import steps_table
+    from .report.steps import OPTIMIZE_CSV_NAMES, memory_lines, optimize_csv_files, steps_table
 
     run = _run(
         args,
@@ -315,7 +315,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             ("--plot", args.plot),
             ("--frontier-plot", args.frontier_plot),
             ("--storage-header", args.storage_header),
-        ],
+        ]
+        + [("--csv", Path(args.csv) / name) for name in OPTIMIZE_CSV_NAMES if args.csv],
+        csv_dir=args.csv,
         force=args.force,
     )
     if args.storage_header:
@@ -335,6 +337,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         notes: list[str] = []
         points = frontier(graph, run.options, run.board, run.rate, out.nearby, notes=notes)
     files: list[tuple[str, bytes]] = [(args.output, out.data)]
+    if args.csv:
+        made = optimize_csv_files(out.regions, out.operators)
+        files += [(str(Path(args.csv) / name), made[name]) for name in OPTIMIZE_CSV_NAMES]
     if args.report:
         report = out.report(args.model, args.output)
         report["frontier"] = None if points is None else [p.as_dict() for p in points]
@@ -364,7 +369,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                 ),
             )
         )
-    write_all(files)
+    write_all(files, make_dirs=(args.csv,) if args.csv else ())
     v = out.verification
     if out.unchanged is not None:
         print(f"{out.unchanged}: wrote it unchanged to {shown(args.output, 0)}")
@@ -372,6 +377,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         sys.stdout.write(steps_table(out.result))
         if out.cost is not None:
             print("\n".join(summary_lines(out.cost)))
+        if args.board is not None:  # the board the user named: its regions with the plan on them
+            print("\n".join(memory_lines(out.regions, out.model_bytes, run.board.name)))
         if out.fits is not None:
             print(out.fits)
         if out.nearby:
@@ -567,6 +574,12 @@ def build_parser() -> argparse.ArgumentParser:
     _board(o, rate=True)
     o.add_argument("--report", metavar="FILE.json", help="write the optimization report")
     o.add_argument("--plot", metavar="FILE.png", help="draw the optimized arena plan")
+    o.add_argument(
+        "--csv",
+        metavar="DIR",
+        help="write regions.csv (each --board region with the plan on it) and operators.csv "
+        "(each operator's modelled compute and storage time) into DIR",
+    )
     o.add_argument(
         "--storage-header",
         metavar="FILE.h",

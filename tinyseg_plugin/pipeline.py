@@ -23,6 +23,7 @@ from .memory.analysis import Analysis, analyze_graph
 from .memory.boards import DEFAULT_BOARD, Board, load_board
 from .memory.cost import Cost, estimate
 from .memory.planner import offline_conflict, plan_graph
+from .memory.usage import ModelBytes, OpTime, RegionUse, op_times, region_usage, weight_bytes
 from .transforms import optimizer
 from .transforms.optimizer import Options, Result
 
@@ -90,6 +91,11 @@ class Outcome:
     # option (transforms/frontier.py nearby); empty when the input is written unchanged.
     nearby: list = field(default_factory=list)
     fits: str | None = None  # a sentence when the original already fits the board's arena region
+    # The written plan on each region of the board, the model file's bytes, each operator's
+    # modelled time (memory/usage.py): the memory table, --report's "memory" and "operators"
+    regions: list[RegionUse] = field(default_factory=list)
+    model_bytes: ModelBytes | None = None
+    operators: list[OpTime] = field(default_factory=list)
 
     @property
     def target_met(self) -> bool:
@@ -110,6 +116,11 @@ class Outcome:
             considered_costs=self.considered_costs,
             board=self.board,
         )
+        d["memory"] = {
+            "regions": [r.as_dict() for r in self.regions],
+            "model": None if self.model_bytes is None else self.model_bytes.as_dict(),
+        }
+        d["operators"] = [t.as_dict() for t in self.operators]
         if self.unchanged is None:
             v = self.verification
             d["verification"] = (
@@ -144,16 +155,25 @@ def fits_sentence(result: Result, board: Board) -> str | None:
     )
 
 
-def costs(graph: Graph, outcome: Outcome, run: Run) -> Outcome:
+def costs(graph: Graph, outcome: Outcome, run: Run, size: int) -> Outcome:
     """``outcome`` with the modelled cost of its model and of each strategy considered, on the
-    run's board (memory/cost.py); ``graph`` is the input model, whose operators give the compute."""
+    run's board (memory/cost.py), and its memory report (memory/usage.py); ``graph`` is the input
+    model, whose operators give the compute, ``size`` its file's bytes."""
     ks = run.options.kernel_set
     r = outcome.result
     outcome.board = run.board
-    outcome.cost = estimate(graph, r.traffic, run.board, ks, run.rate, uses=r.uses)
+    cost = outcome.cost = estimate(graph, r.traffic, run.board, ks, run.rate, uses=r.uses)
     outcome.considered_costs = [
         estimate(graph, c.traffic, run.board, ks, run.rate, uses=c.uses) for c in r.considered
     ]
+    outcome.regions = region_usage(
+        run.board, r.plan.head, r.plan.tail.total, cost.placement, cost.uses
+    )
+    written = r.graph if outcome.unchanged is None else graph
+    outcome.model_bytes = ModelBytes(
+        size, len(outcome.data), weight_bytes(graph), weight_bytes(written)
+    )
+    outcome.operators = op_times(written, cost, run.board, ks)
     return outcome
 
 
@@ -230,14 +250,14 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
                 f"the model already holds TinySeg operators ({shown(graph.operators[ts[0]].opcode)} at "
                 f"operator {ts[0]})"
             )
-            return costs(graph, Outcome(data, kept, None, why, o.target_bytes), run)
+            return costs(graph, Outcome(data, kept, None, why, o.target_bytes), run, len(data))
     refuse_unrunnable(graph, name, run.verified)
     if o.target_bytes is not None:
         plan = plan_graph(graph, o.kernel_set, o.build_profile)
         if plan.head <= o.target_bytes:
             kept = Result(graph=graph, plan=plan, original=plan)
             why = f"the model already meets --target {o.target_bytes:,} B (head {plan.head:,} B)"
-            return costs(graph, Outcome(data, kept, None, why, o.target_bytes), run)
+            return costs(graph, Outcome(data, kept, None, why, o.target_bytes), run, len(data))
     if run.verified:
         check_io_bytes(graph, name, run.max_io_bytes)  # before TFLM loads it with an arena to match
         try:
@@ -254,7 +274,7 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
     if result.plan.head >= result.original.head and result.plan.total >= result.original.total:
         kept = Result(graph=graph, plan=result.original, original=result.original)
         why = f"no pass lowers the arena of {name} (head {result.original.head:,} B)"
-        return costs(graph, Outcome(data, kept, None, why, o.target_bytes), run)
+        return costs(graph, Outcome(data, kept, None, why, o.target_bytes), run, len(data))
     verification = None
     if run.runs is not None:
         run.say(f"verifying against the original in TFLM ({run.runs} random inputs + 3 edge cases)")
@@ -281,7 +301,7 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
     else:
         args = (o.kernel_set, run.board, run.rate, o.target_bytes, option_of(o), True)
         out.nearby = [point(graph, result, *args)]
-    return costs(graph, out, run)
+    return costs(graph, out, run, len(data))
 
 
 def plan_picture(result: Result, title: str) -> bytes:

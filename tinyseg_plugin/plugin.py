@@ -314,6 +314,11 @@ def tflite_tools_optimize(model: bytes, options: argparse.Namespace) -> bytes | 
 
             for line in summary_lines(out.cost):
                 print(f"tinyseg: {line.strip()}")
+        if getattr(options, "board", None) is not None:  # as `tinyseg optimize --board` prints it
+            from .report.steps import memory_lines
+
+            for line in memory_lines(out.regions, out.model_bytes, run.board.name):
+                print(f"tinyseg: {line}")
         if out.fits is not None:
             print(f"tinyseg: {out.fits}")
         if out.nearby:

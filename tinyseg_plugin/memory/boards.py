@@ -27,8 +27,9 @@ RAM, FLASH = "ram", "flash"
 @dataclass(frozen=True)
 class Region:
     """One memory region. Bandwidths in bytes per second; times in seconds. ``used`` bytes are
-    taken by others (the Arduino core, the M4 core, the firmware image): ``free`` is what is left
-    for the arena (RAM) or for spilled tensors (flash, or a RAM region used as spill storage)."""
+    taken by others (the Arduino core, the M4 core, the firmware image) and ``reserve`` bytes the
+    user keeps for the application (a board file's key): ``free`` is what is left for the arena
+    (RAM) or for spilled tensors (flash, or a RAM region used as spill storage)."""
 
     name: str
     kind: str  # "ram" | "flash"
@@ -54,10 +55,13 @@ class Region:
     # Whether general DMA masters reach the region: a region they do not (the STM32H7's DTCM, which
     # only the CPU and the MDMA reach) never holds a slot a DMA master moves (memory/placement.py)
     dma: bool = True
+    # Bytes kept for the application on top of ``used`` (a board file's ``reserve``): no arena,
+    # slot or header region counts on them
+    reserve: int = 0
 
     @property
     def free(self) -> int:
-        return max(self.capacity - self.used, 0)
+        return max(self.capacity - self.used - self.reserve, 0)
 
     @property
     def is_flash(self) -> bool:
@@ -267,7 +271,7 @@ _BOARD_KEYS = {"name", "clock_hz", "spill_region", "note", "region", "erase_work
 _FLAGS = ("arena", "dma")  # a region's true-or-false keys
 _REGION_KEYS = {f.name for f in fields(Region)}
 _FLASH_ONLY = ("page_size", "sector_size", "page_program_time", "sector_erase_time", "endurance")
-_SIZES = ("capacity", "used", "page_size", "sector_size")
+_SIZES = ("capacity", "used", "reserve", "page_size", "sector_size")
 _POSITIVE = ("read_bandwidth", "write_bandwidth")
 
 # The limits of a board file (docs/boards.md, "Limits"): checked before anything else reads it,
@@ -283,6 +287,7 @@ MAX_SECONDS = 3600.0  # any flash timing: an hour per page or sector is no real 
 LIMITS: dict[str, tuple[float, float, str]] = {
     "capacity": (1, MAX_SIZE, "bytes"),
     "used": (0, MAX_SIZE, "bytes"),
+    "reserve": (0, MAX_SIZE, "bytes"),
     "page_size": (0, 1 << 32, "bytes"),  # flash regions need them positive (_flash_keys)
     "sector_size": (0, 1 << 32, "bytes"),
     "endurance": (0, 10**15, "erase cycles"),
@@ -385,6 +390,10 @@ def _region_values(here: str, raw: dict, kind: str) -> dict:
                 raise TinySegError(
                     f"{here}: address must be a whole byte address, not {_figure(v)}"
                 )
+            if key == "reserve" and v != int(v):
+                raise TinySegError(
+                    f"{here}: reserve must be a whole number of bytes, not {_figure(v)}"
+                )
             values[key] = int(v) if key in _INTEGERS else float(v)
     return values
 
@@ -419,6 +428,12 @@ def _region(where: str, raw: object) -> Region:
     if values.get("used", 0) > values["capacity"]:
         raise TinySegError(
             f"{here}: used ({values['used']:,} B) is more than its capacity ({values['capacity']:,} B)"
+        )
+    left = values["capacity"] - values.get("used", 0)
+    if values.get("reserve", 0) > left:
+        raise TinySegError(
+            f"{here}: reserve ({values['reserve']:,} B) is more than the {left:,} B its capacity "
+            f"({values['capacity']:,} B) leaves after used ({values.get('used', 0):,} B)"
         )
     if kind == FLASH:
         _flash_keys(where, here, values)
@@ -675,12 +690,24 @@ def _flash_line(r: Region) -> str:
     )
 
 
+def _counted(r: Region) -> str:
+    """``used_by`` without its parenthesised sources (``--json`` keeps them)."""
+    return re.sub(r" \([^()]*\)", "", r.used_by).strip()
+
+
 def _arena_lines(r: Region) -> list[str]:
     """What the arena region's free figure leaves out: all the application takes beyond ``used``."""
-    counted = re.sub(r" \([^()]*\)", "", r.used_by).strip()
     text = f"arena here; free leaves out what used ({r.used:,} B) does not count. used: " + (
-        counted or "nothing: the application's own RAM is not counted"
+        _counted(r) or "nothing: the application's own RAM is not counted"
     )
+    return textwrap.wrap(text, 100, initial_indent="    ", subsequent_indent="    ")
+
+
+def _used_lines(r: Region) -> list[str]:
+    """What another region's ``used`` bytes hold, when it has any (the arena's: ``_arena_lines``)."""
+    if r.arena or not r.used:
+        return []
+    text = f"used ({r.used:,} B): " + (_counted(r) or "not said by the map")
     return textwrap.wrap(text, 100, initial_indent="    ", subsequent_indent="    ")
 
 
@@ -690,17 +717,18 @@ def _region_lines(r: Region) -> list[str]:
         return [
             head + f"read {r.read_bandwidth / 1e6:>7,.0f} MB/s  {r.endurance:,} cycles",
             _flash_line(r),
-        ]
+        ] + _used_lines(r)
     rates = (
         f"read {r.read_bandwidth / 1e6:>6,.0f} MB/s  write {r.write_bandwidth / 1e6:>6,.0f} MB/s"
     )
     dma = "" if r.dma else ", no DMA"  # only the CPU (and on the STM32H7 the MDMA) reaches it
-    return [head + rates + dma] + (_arena_lines(r) if r.arena else [])
+    return [head + rates + dma] + (_arena_lines(r) if r.arena else _used_lines(r))
 
 
 def presets_table() -> str:
     """``tinyseg boards``: each preset's regions, one line each (two for flash), at most 100
-    columns; the arena region says what its free figure leaves out."""
+    columns; the arena region says what its free figure leaves out, every other region with
+    ``used`` bytes what they hold."""
     lines = []
     for name, make in PRESETS.items():
         b = make()

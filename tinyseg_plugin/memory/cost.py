@@ -58,23 +58,29 @@ FREE_LATENCY_SHARE = 0.01
 
 
 def op_macs(graph: Graph) -> list[int]:
-    """MACs of each operator in execution order: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED and
-    TRANSPOSE_CONV by their filters; every other operator counts its output elements."""
-    out = []
-    for op in graph.operators:
-        o = math.prod(graph.tensors[op.outputs[0]].shape) if op.outputs else 0
-        w = graph.tensors[op.inputs[1]].shape if len(op.inputs) > 1 and op.inputs[1] >= 0 else ()
-        if op.opcode == "CONV_2D" and w:
-            out.append(o * math.prod(w[1:]))  # filter [out, h, w, in]
-        elif op.opcode == "DEPTHWISE_CONV_2D" and w:
-            out.append(o * math.prod(w[1:3]))  # filter [1, h, w, out]
-        elif op.opcode == "FULLY_CONNECTED" and w:
-            out.append(o * w[-1])  # weights [out, in]
-        elif op.opcode == "TRANSPOSE_CONV" and len(op.inputs) > 2 and w:
-            out.append(math.prod(graph.tensors[op.inputs[2]].shape) * math.prod(w[:3]))
-        else:
-            out.append(o)
-    return out
+    """MACs of each operator in execution order (``macs``)."""
+
+    def shapes(ids: Sequence[int]) -> list[tuple | None]:
+        return [graph.tensors[i].shape if i >= 0 else None for i in ids]
+
+    return [macs(op.opcode, shapes(op.inputs), shapes(op.outputs)) for op in graph.operators]
+
+
+def macs(opcode: str, inputs: Sequence[tuple | None], outputs: Sequence[tuple | None]) -> int:
+    """MACs of one operator (or StreamChain stage) from its operands' shapes (None: omitted):
+    CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED and TRANSPOSE_CONV by their filters; every other
+    operator counts its output elements."""
+    o = math.prod(outputs[0]) if outputs and outputs[0] is not None else 0
+    w = inputs[1] if len(inputs) > 1 and inputs[1] is not None else ()
+    if opcode == "CONV_2D" and w:
+        return o * math.prod(w[1:])  # filter [out, h, w, in]
+    if opcode == "DEPTHWISE_CONV_2D" and w:
+        return o * math.prod(w[1:3])  # filter [1, h, w, out]
+    if opcode == "FULLY_CONNECTED" and w:
+        return o * w[-1]  # weights [out, in]
+    if opcode == "TRANSPOSE_CONV" and len(inputs) > 2 and inputs[2] is not None and w:
+        return math.prod(inputs[2]) * math.prod(w[:3])
+    return o
 
 
 def accelerated_ops(kernel_set: str) -> frozenset[str]:
@@ -98,21 +104,24 @@ class OpCost:
     accelerated: bool  # CMSIS-NN's share (divided by CMSIS_NN_SPEEDUP)
 
 
+def compute_rate(board: Board, kernel_set: str = "reference") -> Callable[[str, int], float]:
+    """Seconds an operator of a given opcode and MAC count takes on ``board`` with ``kernel_set``
+    (the calibration, scaled by the clock; CMSIS-NN's operators divided by the speedup)."""
+    s_per_mac = REFERENCE_MS / 1e3 / REFERENCE_MACS * (REFERENCE_HZ / board.clock_hz)
+    fast = accelerated_ops(kernel_set)
+    return lambda opcode, n: n * s_per_mac / (CMSIS_NN_SPEEDUP if opcode in fast else 1)
+
+
 def op_costs(graph: Graph, board: Board, kernel_set: str = "reference") -> list[OpCost]:
     """Modelled compute time of each operator of ``graph`` (the model as given, before TinySeg's
     rewrites: spills and streaming move bytes, they add no MACs; streaming's extra instructions,
     benchmarks/stream_overhead.py, are not modelled)."""
-    s_per_mac = REFERENCE_MS / 1e3 / REFERENCE_MACS * (REFERENCE_HZ / board.clock_hz)
+    rate = compute_rate(board, kernel_set)
     fast = accelerated_ops(kernel_set)
-    out = []
-    for op, macs in zip(graph.operators, op_macs(graph)):
-        acc = op.opcode in fast
-        out.append(
-            OpCost(
-                op.index, op.opcode, macs, macs * s_per_mac / (CMSIS_NN_SPEEDUP if acc else 1), acc
-            )
-        )
-    return out
+    return [
+        OpCost(op.index, op.opcode, n, rate(op.opcode, n), op.opcode in fast)
+        for op, n in zip(graph.operators, op_macs(graph))
+    ]
 
 
 @dataclass(frozen=True)

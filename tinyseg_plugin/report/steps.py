@@ -6,7 +6,7 @@ from ..errors import shown
 from ..memory.cost import inferences_text
 from ..transforms.optimizer import Result
 
-SCHEMA = "tinyseg.optimization/5"  # 5: "not_streamed", "board", "cost"; 4: "kernel_set", "build_profile" (old "runtime", "arch" kept for one release); 3: "strategy" and "considered"; 2: "arch", "target_bytes", "target_met", "unchanged"
+SCHEMA = "tinyseg.optimization/6"  # 6: "memory", "operators"; 5: "not_streamed", "board", "cost"; 4: "kernel_set", "build_profile" (old "runtime", "arch" kept for one release); 3: "strategy" and "considered"; 2: "arch", "target_bytes", "target_met", "unchanged"
 
 
 def steps_table(r: Result) -> str:
@@ -178,3 +178,68 @@ def nearby_lines(points: list, board: str) -> list[str]:
             f"flash {p.flash_bytes_written:>9,} B written  {option_text(p)}"
         )
     return lines
+
+
+def memory_lines(regions: list, model, board: str) -> list[str]:
+    """The written plan on each region of the board (memory/usage.py ``region_usage``) and the
+    model file's bytes, at most 100 columns for names up to 14 characters and sizes under
+    1 GB (docs/cli.md): the figures of ``--report``'s ``memory`` key."""
+    lines = [
+        f"memory on {board}, bytes (free after: capacity less used, reserve, arena and slots):",
+        f"  {'region':<14} {'kind':<5} {'capacity':>12} {'used':>12} {'reserve':>10} "
+        f"{'arena':>10} {'slots':>10} {'free after':>11}  fits",
+    ]
+    for r in regions:
+        lines.append(
+            f"  {shown(r.region, 0):<14} {r.kind:<5} {r.capacity:>12,} {r.used:>12,} "
+            f"{r.reserve:>10,} {r.arena:>10,} {r.slots:>10,} {r.free_after:>11,}  "
+            + ("yes" if r.fits else "NO")
+        )
+    if model is not None:
+        lines.append(
+            f"  model file {model.before:,} B -> {model.after:,} B (weights "
+            f"{model.weights_before:,} B -> {model.weights_after:,} B; kernel code not counted)"
+        )
+    return lines
+
+
+REGION_FIELDS = [
+    "region",
+    "kind",
+    "capacity",
+    "used",
+    "reserve",
+    "arena",
+    "slots",
+    "free_after",
+    "fits",
+]
+OPERATOR_FIELDS = ["index", "opcode", "name", "compute_ms", "storage_ms", "stages"]
+OPTIMIZE_CSV_NAMES = ("regions.csv", "operators.csv")  # what optimize --csv DIR writes
+
+
+def optimize_csv_files(regions: list, operators: list) -> dict[str, bytes]:
+    """regions.csv (``memory_lines``' figures) and operators.csv (each operator's modelled
+    compute and storage time; a StreamChain's stages as ``OP=ms`` words), as bytes, so the caller
+    writes them all or none."""
+    import csv
+    import io
+
+    def table(rows: list[dict], fields: list[str]) -> bytes:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+        return buf.getvalue().encode()
+
+    ops = []
+    for t in operators:
+        d = t.as_dict()
+        d["stages"] = " ".join(f"{s['op']}={s['compute_ms']}" for s in d["stages"])
+        ops.append(d)
+    files = {
+        "regions.csv": table([r.as_dict() for r in regions], REGION_FIELDS),
+        "operators.csv": table(ops, OPERATOR_FIELDS),
+    }
+    assert tuple(files) == OPTIMIZE_CSV_NAMES
+    return files
