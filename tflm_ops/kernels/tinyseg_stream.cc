@@ -283,7 +283,7 @@ TfLiteStatus StreamEval(TfLiteContext* context, TfLiteNode* node) {
   }
   if (!::tinyseg::Ok(st)) {
     MicroPrintf("StreamChain: running the chain failed: %s%s", ::tinyseg::StatusName(st),
-                tinyseg_ops::StorageFaultHint(st));
+                FaultHint(v, st));
     return kTfLiteError;
   }
   return EndEval(v);

@@ -82,6 +82,7 @@ namespace {
   const ::tinyseg::Status st = source.read == nullptr
                                    ? ::tinyseg::Status::kInvalidArgument
                                    : source.read(source.user, s.source, row, dst, bytes, &written);
+  v.row_io_failed = !::tinyseg::Ok(st) || written != bytes;
   if (!::tinyseg::Ok(st)) {
     MicroPrintf("StreamChain: the row source of graph input %d failed at row %d: %s",
                 static_cast<int>(s.source), static_cast<int>(row), ::tinyseg::StatusName(st));
@@ -132,6 +133,7 @@ namespace {
                                                      : sink.write(sink.user, s.sink, row, src,
                                                                   static_cast<size_t>(s.row_bytes));
   if (!::tinyseg::Ok(st)) {
+    v.row_io_failed = true;
     MicroPrintf("StreamChain: the row sink of graph output %d failed at row %d: %s",
                 static_cast<int>(s.sink), static_cast<int>(row), ::tinyseg::StatusName(st));
     return st;
@@ -182,6 +184,7 @@ TfLiteStatus BeginEval(TfLiteContext* context, TfLiteNode* node, EvalState* v, u
   v->tab = Layout(*d);
   v->rt = nullptr;
   v->schedule = nullptr;
+  v->row_io_failed = false;
   if (d->spilled > 0 || d->fetched > 0 || d->num_source > 0 || d->num_sink > 0) {
     v->rt = tinyseg_ops::GetRuntime(context, kOp);
     if (v->rt == nullptr) return kTfLiteError;
@@ -261,6 +264,10 @@ TfLiteStatus CloseStreams(const EvalState& v) {
 }
 
 }  // namespace
+
+const char* FaultHint(const EvalState& v, ::tinyseg::Status st) {
+  return v.row_io_failed ? "" : tinyseg_ops::StorageFaultHint(st);
+}
 
 TfLiteStatus EndEval(const EvalState& v) {
   if (!::tinyseg::Ok(DrainSources(v))) return kTfLiteError;  // SourceRow said why

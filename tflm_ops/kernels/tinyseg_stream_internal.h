@@ -298,6 +298,7 @@ struct EvalState {
   ::tinyseg::ChainSchedule* schedule;
   int32_t* op_scratch;
   ::tinyseg::RuntimeStats* stats;  // nullptr: no runtime attached (a chain without row streams)
+  mutable bool row_io_failed;      // a row source or sink failed (not the storage)
 };
 
 // One output row of a stage: row y, the band of its first input (rows lo.., `rows` of them, at
@@ -380,6 +381,8 @@ TfLiteStatus BeginEval(TfLiteContext* context, TfLiteNode* node, EvalState* v, u
 TfLiteStatus OpenStreams(const EvalState& v, uint8_t* rings);
 // After the schedule ran: the sources' unread rows drained, then the row streams closed.
 TfLiteStatus EndEval(const EvalState& v);
+// The storage fault hint for a failed run, none when a row source or sink failed.
+const char* FaultHint(const EvalState& v, ::tinyseg::Status st);
 // The op_scratch bytes the stages take turns with: all but the accumulating stage's sums at its
 // end.
 inline int32_t MemberScratchBytes(const StreamOpData& d) {
