@@ -249,6 +249,29 @@ def _fetched_slot(slot: int) -> Callable[[dict, object], None]:
     return edit
 
 
+def _row_io(key: str, pairs: Callable[[dict], list]) -> Callable[[dict, object], None]:
+    """A "source" or "sink" entry list (the Runtime's row sources and sinks) set from the body."""
+
+    def edit(m: dict, op) -> None:
+        m[key] = pairs(m)
+
+    return edit
+
+
+def _first_body_tensor(m: dict) -> int:
+    return _node_count(m)
+
+
+def _made_by_a_stage(m: dict, k: int = 0) -> int:
+    """The local id of the k-th body tensor a stage writes."""
+    return [st["outputs"][0] for st in m["stages"] if st["outputs"][0] >= _node_count(m)][k]
+
+
+def _tokens_of_a_body_tensor(m: dict, op) -> None:
+    """A token (a tensor that carries no data) that is a body tensor, not a node input or output."""
+    m["tokens"] = [_node_count(m)]
+
+
 MUTATIONS: tuple[Mutation, ...] = (
     # sizes past 32 bits (the memory corruption: a per-channel pool counted in int32)
     Mutation(
@@ -401,6 +424,32 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation("fetching_conv_ram_operand_40x60", "fetch", "FetchingConv2D", _ram_operand(40)),
     Mutation("fetching_conv_slot_never_spilled", "fetch", "FetchingConv2D", _fetched_slot(5)),
+    # row sources and sinks (the Runtime's; the runner attaches none, the entries are refused first)
+    Mutation(
+        "stream_source_index_8",
+        "stream",
+        "StreamChain",
+        _row_io("source", lambda m: [[_first_body_tensor(m), 8]]),
+    ),
+    Mutation(
+        "stream_spilled_and_sunk",
+        "stream",
+        "StreamChain",
+        _row_io("sink", lambda m: [[m["spill"][0][0], 0]]),
+    ),
+    Mutation(
+        "stream_source_made_by_a_stage",
+        "stream",
+        "StreamChain",
+        _row_io("source", lambda m: [[_made_by_a_stage(m), 0]]),
+    ),
+    Mutation(
+        "stream_sink_index_twice",
+        "stream",
+        "StreamChain",
+        _row_io("sink", lambda m: [[_made_by_a_stage(m, 0), 3], [_made_by_a_stage(m, 1), 3]]),
+    ),
+    Mutation("stream_token_is_a_body_tensor", "stream", "StreamChain", _tokens_of_a_body_tensor),
 )
 
 # The mutations of a fetch against its slot's write (tests/test_hostile_slots.py runs them through

@@ -6,6 +6,7 @@ kernel would refuse in Prepare."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -226,3 +227,22 @@ def test_stream_chain_slot_regions_name_only_its_own_slots() -> None:
     assert good.region_of(7) == 1 and good.region_of(8) == 0
     with pytest.raises(TinySegError, match="slot_regions"):
         customops.decode(_op(customops.STREAM_CHAIN, {**body, "slot_regions": [[8, 1]]}))
+
+
+def test_row_sources_sinks_and_tokens_round_trip_and_are_absent_when_empty() -> None:
+    stage = customops.StreamStage("RELU", (3,), (4,))
+    t = customops.StreamTensor("x", "INT8", (1, 4, 4, 2), (0.5,), (0,))
+    plain = customops.StreamChainOptions(
+        ring_bytes=16, stages=(stage,), tensors=(t, t), rings=((3, 1), (4, 1))
+    )
+    rowio = replace(plain, source=((3, 0),), sink=((4, 2),), tokens=(0, 2))
+    data = customops.encode(rowio)
+    assert customops.decode(_op(customops.STREAM_CHAIN, flexbuffers.Loads(data))) == rowio
+    m = flexbuffers.Loads(customops.encode(plain))
+    assert not {"source", "sink", "tokens"} & set(m)  # chains without them encode as before
+    # The schedule pulls each sunk tensor (one int32 of `order`) and no token output (one fewer):
+    # node inputs [0, 1], node output [2].
+    base = customops.stream_chain_body_bytes(plain, [2], 2, 1)
+    assert customops.stream_chain_body_bytes(replace(plain, sink=((4, 2),)), [2], 2, 1) == base + 4
+    assert customops.stream_chain_body_bytes(replace(plain, tokens=(2,)), [2], 2, 1) == base - 4
+    assert customops.stream_chain_body_bytes(replace(plain, tokens=(0,)), [2], 2, 1) == base

@@ -46,14 +46,17 @@ constexpr char kKeyRingBytes[] = "ring_bytes";
 constexpr char kKeyRings[] = "rings";
 constexpr char kKeyScale[] = "scale";
 constexpr char kKeyShape[] = "shape";
+constexpr char kKeySink[] = "sink";
 constexpr char kKeySlot[] = "slot";
 constexpr char kKeySlotRegions[] = "slot_regions";
+constexpr char kKeySource[] = "source";
 constexpr char kKeySpill[] = "spill";
 constexpr char kKeySpilled[] = "spilled";
 constexpr char kKeyStages[] = "stages";
 constexpr char kKeyStrideH[] = "stride_h";
 constexpr char kKeyStrideW[] = "stride_w";
 constexpr char kKeyTensors[] = "tensors";
+constexpr char kKeyTokens[] = "tokens";
 constexpr char kKeyType[] = "type";
 constexpr char kKeyVersion[] = "version";
 constexpr char kKeyZeroPoint[] = "zero_point";
@@ -172,6 +175,7 @@ inline bool ZeroPointInRange(TfLiteType type, int64_t zero_point) {
 
 constexpr int kMaxDims = 6;
 constexpr int kMaxRegions = 8;
+constexpr int kMaxRowStreams = 8;
 constexpr int kConvAxis = 3;
 constexpr int kConvRank = 4;
 

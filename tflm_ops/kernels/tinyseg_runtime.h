@@ -1,7 +1,8 @@
 // TinySeg kernels <-> application: the object through which the Spill,
 // Fetching, FetchingConv2D and StreamChain kernels reach spill storage.
 // StreamChain needs it only when its chain spills or fetches rows (row streams:
-// SpillManager::BeginStream/Append/EndStream, FetchRange per row); it counts
+// SpillManager::BeginStream/Append/EndStream, FetchRange per row) or reads or writes rows through
+// the application (row sources and sinks, below); it counts
 // into `stats` like the others but applies neither release_after_fetch nor
 // verify_spills (docs/runtime.md, "StreamChain and the runtime").
 //
@@ -21,6 +22,17 @@
 // `regions[1..]`. Every kernel refuses, in Prepare, a region the attached
 // Runtime holds no SpillManager for. `stats` counts across all regions.
 //
+// Row sources and sinks: a StreamChain may read a body tensor row by row from the application
+// (body key "source": [local id, input index]) and hand one row by row to it ("sink": [local id,
+// output index]), so that the arena never holds a whole camera frame or mask. The application fills
+// sources[input index] and sinks[output index]; the kernel refuses, in Prepare, a chain whose
+// entry is null or that runs without a Runtime. Both are plain function pointers with a user word:
+// no heap, no virtual calls. A source is called from Invoke's thread for rows 0..height-1 of its
+// input, in order, each once per inference, into the kernel's own row buffer of exactly `capacity`
+// bytes; it may block until the row has arrived and must set `written` to `capacity`. A sink is
+// called once per finished row, in order; its `src` is valid only during the call. A non-OK
+// status, or a short or long `written`, fails Invoke (docs/runtime.md, "Row sources and sinks").
+//
 // The external context is a single slot per interpreter. An application that
 // already uses it for something else (e.g. the Ethos-U driver) cannot also
 // attach a Runtime; the kernels detect a foreign object by the magic word and
@@ -28,17 +40,38 @@
 #ifndef TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_RUNTIME_H_
 #define TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_RUNTIME_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_contract.h"
 #include "tensorflow/lite/micro/micro_interpreter.h"
 #include "tinyseg/spill_manager.h"
+#include "tinyseg/status.h"
 
 namespace tinyseg {
 
 constexpr uint32_t kRuntimeMagic = 0x54535254u;  // "TRST" little-endian
 constexpr int kMaxStorageRegions = tflite::tinyseg_ops::contract::kMaxRegions;
+constexpr int kMaxRowStreams = tflite::tinyseg_ops::contract::kMaxRowStreams;
+
+// Row `row` of streamed graph input `input` into `dst` (`capacity` bytes: one row); `*written`: the
+// bytes delivered, which must be `capacity`.
+using RowSourceFn = Status (*)(void* user, int32_t input, int32_t row, uint8_t* dst,
+                               size_t capacity, size_t* written);
+// Finished row `row` of streamed graph output `output` (`bytes` bytes, valid during the call).
+using RowSinkFn = Status (*)(void* user, int32_t output, int32_t row, const uint8_t* src,
+                             size_t bytes);
+
+struct RowSource {
+  RowSourceFn read = nullptr;
+  void* user = nullptr;  // passed back to `read`
+};
+
+struct RowSink {
+  RowSinkFn write = nullptr;
+  void* user = nullptr;  // passed back to `write`
+};
 
 // What the kernels did, for reports and tests (application memory).
 struct RuntimeStats {
@@ -52,6 +85,8 @@ struct RuntimeStats {
   uint64_t optimized_rows = 0;  // StreamChain stage rows computed by the build's optimized
                                 // kernels (CMSIS-NN), not the reference arithmetic
   uint64_t optimized_transpose_conv_rows = 0;  // of those, TRANSPOSE_CONV stage rows
+  uint64_t source_rows = 0;                    // rows a row source delivered to StreamChain
+  uint64_t sink_rows = 0;                      // rows StreamChain handed to a row sink
 };
 
 struct Runtime {
@@ -67,6 +102,10 @@ struct Runtime {
   // Read every spilled tensor back through the Spill kernel's staging buffer
   // and compare it with the victim (flash bring-up aid; costs a full read).
   bool verify_spills = false;
+  // The streamed graph inputs' row sources and outputs' row sinks, by index (StreamChain "source"
+  // and "sink"); a null function: none.
+  RowSource sources[kMaxRowStreams] = {};
+  RowSink sinks[kMaxRowStreams] = {};
   RuntimeStats stats;
 
   // The SpillManager of storage region `region`, or nullptr (none, or outside

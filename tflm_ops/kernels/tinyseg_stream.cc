@@ -1,10 +1,10 @@
 // StreamChain: row-local operators computed row by row (docs/custom_ops.md, design/streaming.md).
 //
-// inputs [chain inputs read whole..., constants (filters, biases, shapes)...], outputs [tensors
-// written whole]; options: the planner's figures (ring_bytes, op_scratch, spilled, fetched, block)
-// and the body -- stages (builtin operators over chain-local tensor ids), tensors (the body's own
-// tensors: intermediates and the skips it spills or fetches row by row), spill and fetch (local
-// id, slot) and rings (local id, rows).
+// inputs [chain inputs read whole..., constants...], outputs [tensors written whole]; options: the
+// planner's figures (ring_bytes, op_scratch, spilled, fetched, block) and the body -- stages
+// (builtin operators over chain-local tensor ids), tensors (intermediates, the skips it spills or
+// fetches row by row), spill and fetch (local id, slot), rings (local id, rows), source and sink
+// (local id, index of the Runtime's row source or sink) and tokens (node tensors without data).
 //
 // Eval follows tinyseg/chain_schedule.h: every output row of every stage is computed exactly
 // once, when a reader first needs it. An intermediate lives in a RowRing of exactly the rows the
@@ -232,8 +232,7 @@ TfLiteStatus StreamPrepare(TfLiteContext* context, TfLiteNode* node) {
 
 // ------------------------------------------------------------ Eval
 
-// Row y of stage `stage`: the band of its first input, its family's Row, then the row appended to
-// the tensor's row stream when it is spilled.
+// Row y of stage `stage`: its input's band, its family's Row, then the row spilled or sunk.
 ::tinyseg::Status ComputeRow(const EvalState& v, int32_t stage, int32_t y) {
   const StageSlot& g = v.tab.stage(stage);
   const TensorSlot& out = v.tab.tensor(g.output);
@@ -263,6 +262,7 @@ TfLiteStatus StreamPrepare(TfLiteContext* context, TfLiteNode* node) {
         v.rt->storage(out.spill_region)
             ->Append(&v.tab.stream(out.stream), dst, static_cast<size_t>(out.row_bytes)));
   }
+  if (out.sink >= 0) TINYSEG_RETURN_IF_ERROR(SinkRow(v, out, y, dst));
   return ::tinyseg::Status::kOk;
 }
 
@@ -283,10 +283,10 @@ TfLiteStatus StreamEval(TfLiteContext* context, TfLiteNode* node) {
   }
   if (!::tinyseg::Ok(st)) {
     MicroPrintf("StreamChain: running the chain failed: %s%s", ::tinyseg::StatusName(st),
-                tinyseg_ops::StorageFaultHint(st));
+                FaultHint(v, st));
     return kTfLiteError;
   }
-  return CloseStreams(v);
+  return EndEval(v);
 }
 
 }  // namespace

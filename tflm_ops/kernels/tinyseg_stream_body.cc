@@ -253,6 +253,8 @@ TfLiteStatus PrepareTensors(TfLiteContext* context, TfLiteNode* node, const Stre
     s.stream = -1;
     s.fetch_slot = -1;
     s.ring_offset = -1;
+    s.source = -1;
+    s.sink = -1;
     int32_t dims[4] = {0, 0, 0, 0};
     int rank = 0;
     if (i < n_in + n_out) {
@@ -385,8 +387,8 @@ TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const T
       } else if (k == 1) {
         TF_LITE_ENSURE_MSG(context, s.stream < 0 && s.ring_rows > 0,
                            "StreamChain: a spilled tensor is spilled once and has a ring");
-        s.stream = streams;
-        tab.order[d.num_order - d.num_spill + streams] = id;
+        s.stream = static_cast<int16_t>(streams);  // < num_spill <= kMaxSpilled
+        tab.order[SpillOrder(d) + streams] = id;
         ++streams;
         if (PlaceSlot(context, m, value, &s.spill_region) != kTfLiteOk) return kTfLiteError;
       } else {
@@ -399,6 +401,85 @@ TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const T
   }
   TF_LITE_ENSURE_MSG(context, ring_offset == d.ring_bytes,
                      "StreamChain: ring_bytes is not the sum of the rings");
+  return PrepareRowStreams(context, d, tab, m);
+}
+
+namespace {
+
+// An entry of "source" or "sink": [local id of a body tensor with a ring, index
+// 0..kMaxRowStreams-1] for a tensor neither fetched nor spilled nor already sourced or sunk, and an
+// index no earlier entry of the list names.
+bool RowStreamOk(const StreamOpData& d, const Tables& tab, const flexbuffers::Reference& v,
+                 size_t i, int32_t* id, int32_t* index) {
+  const flexbuffers::Reference pair = At(v, i);
+  if (!IsVector(pair) || VectorSize(pair) != 2 || !IntIn(At(pair, 0), 0, d.num_tensors - 1, id) ||
+      !IntIn(At(pair, 1), 0, contract::kMaxRowStreams - 1, index)) {
+    return false;
+  }
+  const TensorSlot& s = tab.tensor(*id);
+  if (s.kind != Kind::kBody || s.row_bytes <= 0 || s.ring_rows <= 0 || s.fetch_slot >= 0 ||
+      s.stream >= 0 || s.source >= 0 || s.sink >= 0) {
+    return false;
+  }
+  for (size_t j = 0; j < i; ++j) {
+    int32_t other = 0;
+    if (IntIn(At(At(v, j), 1), 0, contract::kMaxRowStreams - 1, &other) && other == *index) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The attached Runtime's source (or sink) `index` is set; refused with the reason otherwise.
+TfLiteStatus CheckRowCallback(TfLiteContext* context, bool source, int32_t index) {
+  const ::tinyseg::Runtime* rt = tinyseg_ops::PeekRuntime(context);
+  const char* what = source ? "reads graph input" : "writes graph output";
+  if (rt == nullptr) {
+    MicroPrintf("StreamChain: the chain %s %d row by row, but no tinyseg::Runtime is attached",
+                what, static_cast<int>(index));
+    return kTfLiteError;
+  }
+  if (source ? rt->sources[index].read == nullptr : rt->sinks[index].write == nullptr) {
+    MicroPrintf("StreamChain: the chain %s %d row by row, but the Runtime's %s[%d] is null", what,
+                static_cast<int>(index), source ? "sources" : "sinks", static_cast<int>(index));
+    return kTfLiteError;
+  }
+  return kTfLiteOk;
+}
+
+}  // namespace
+
+// "source" and "sink" (after PreparePairs: they need the rings and exclude spills and fetches),
+// each entry's Runtime callback present, and the "tokens" (Count checked them) marked.
+TfLiteStatus PrepareRowStreams(TfLiteContext* context, const StreamOpData& d, const Tables& tab,
+                               const flexbuffers::Map& m) {
+  const char* keys[2] = {contract::kKeySource, contract::kKeySink};
+  int32_t sinks = 0;
+  for (int k = 0; k < 2; ++k) {
+    const flexbuffers::Reference v = m[keys[k]];
+    for (size_t i = 0; i < VectorSize(v); ++i) {
+      int32_t id = 0, index = 0;
+      if (!RowStreamOk(d, tab, v, i, &id, &index)) {
+        MicroPrintf(
+            "StreamChain: %s[%d] must be [local id, index 0..%d]: a body tensor with a ring, not "
+            "fetched, spilled, sourced or sunk, and an index the list names once",
+            keys[k], static_cast<int>(i), static_cast<int>(contract::kMaxRowStreams - 1));
+        return kTfLiteError;
+      }
+      TF_LITE_ENSURE_STATUS(CheckRowCallback(context, k == 0, index));
+      TensorSlot& s = tab.tensor(id);
+      if (k == 0) {
+        s.source = static_cast<int8_t>(index);
+      } else {
+        s.sink = static_cast<int8_t>(index);
+        tab.order[d.num_order - d.num_sink + sinks++] = id;
+      }
+    }
+  }
+  const flexbuffers::Reference tokens = m[contract::kKeyTokens];
+  for (size_t i = 0; i < VectorSize(tokens); ++i) {
+    tab.tensor(static_cast<int32_t>(At(tokens, i).AsInt64())).token = 1;
+  }
   return kTfLiteOk;
 }
 
@@ -476,6 +557,37 @@ int32_t WholeInput(MicroContext* mc, TfLiteNode* node, StageOp op,
 
 }  // namespace
 
+namespace {
+
+// The sources and sinks (at most kMaxRowStreams each), the tokens (optional: distinct node inputs
+// and outputs) and what the schedule pulls: the node outputs but the tokens, spilled, sunk.
+TfLiteStatus CountRowStreams(const flexbuffers::Map& m, int n_in, int n_out, StreamOpData* d) {
+  d->num_sink = static_cast<int32_t>(VectorSize(m[contract::kKeySink]));
+  d->num_source = static_cast<int32_t>(VectorSize(m[contract::kKeySource]));
+  if (d->num_sink > contract::kMaxRowStreams || d->num_source > contract::kMaxRowStreams) {
+    MicroPrintf("StreamChain: more than %d sources or sinks", contract::kMaxRowStreams);
+    return kTfLiteError;
+  }
+  const flexbuffers::Reference v = m[contract::kKeyTokens];
+  const size_t n = VectorSize(v);
+  bool ok = v.IsNull() || (IsVector(v) && n <= static_cast<size_t>(n_in + n_out));
+  int32_t outputs = 0;
+  for (size_t i = 0; ok && i < n; ++i) {
+    int32_t id = 0;
+    ok = IntIn(At(v, i), 0, n_in + n_out - 1, &id);
+    for (size_t j = 0; ok && j < i; ++j) ok = At(v, j).AsInt64() != id;
+    if (ok && id >= n_in) ++outputs;
+  }
+  if (!ok) {
+    MicroPrintf("StreamChain: option 'tokens' must list distinct node inputs and outputs");
+    return kTfLiteError;
+  }
+  d->num_order = n_out - outputs + d->num_spill + d->num_sink;
+  return kTfLiteOk;
+}
+
+}  // namespace
+
 // Counts what the persistent block holds (as customops.stream_chain_body_bytes).
 TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
                    const flexbuffers::Map& m) {
@@ -487,7 +599,7 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
   d->num_tensors = n_in + n_out + static_cast<int32_t>(VectorSize(body));
   d->num_stages = static_cast<int32_t>(VectorSize(stages));
   d->num_spill = static_cast<int32_t>(VectorSize(m[contract::kKeySpill]));
-  d->num_order = n_out + d->num_spill;
+  TF_LITE_ENSURE_STATUS(CountRowStreams(m, n_in, n_out, d));
   d->num_edges = d->num_operands = d->per_channel = d->accumulator_bytes = 0;
   int64_t per_channel = 0;  // summed in 64 bits: a body may declare 2^31-1 channels
   TF_LITE_ENSURE_MSG(context,
@@ -614,6 +726,8 @@ TfLiteStatus StageOperands(TfLiteContext* context, const StreamOpData& d, const 
     int32_t id = 0;
     TF_LITE_ENSURE_MSG(context, IntIn(At(ins, static_cast<size_t>(k)), -1, d.num_tensors - 1, &id),
                        "StreamChain: a stage's input is not a local tensor (or -1)");
+    TF_LITE_ENSURE_MSG(context, id < 0 || !tab.tensor(id).token,
+                       "StreamChain: a stage reads a token (a tensor that carries no data)");
     tab.operands[(*operand_next)++] = id;
   }
   for (int32_t k = 0; k < g.operand_count; ++k) {
@@ -685,8 +799,8 @@ TfLiteStatus PrepareStageCommon(TfLiteContext* context, TfLiteNode* node, const 
   a->end_edge = *edge_next;
   TF_LITE_ENSURE(context, g.input >= 0);
   const TensorSlot& out = tab.tensor(g.output);
-  TF_LITE_ENSURE_MSG(context, out.row_bytes > 0 && out.kind != Kind::kNodeInput,
-                     "StreamChain: a stage writes a node input or a tensor without rows");
+  TF_LITE_ENSURE_MSG(context, out.row_bytes > 0 && out.kind != Kind::kNodeInput && !out.token,
+                     "StreamChain: a stage writes a node input, a token or a tensor without rows");
   a->context = context;
   a->node = node;
   a->d = &d;
@@ -706,14 +820,18 @@ TfLiteStatus ScheduleTensors(TfLiteContext* context, const StreamOpData& d, cons
     ::tinyseg::ChainTensor& c = tab.schedule[i];
     c.height = s.height;
     c.producer = -1;
-    c.streamed = s.fetch_slot >= 0;
+    c.streamed = s.fetch_slot >= 0 || s.source >= 0;
     c.ring_rows = s.ring_rows;
   }
   for (int32_t s = 0; s < d.num_stages; ++s) {
     const StageSlot& g = tab.stage(s);
     ::tinyseg::ChainTensor& c = tab.schedule[g.output];
-    TF_LITE_ENSURE_MSG(context, c.producer < 0 && tab.tensor(g.output).fetch_slot < 0,
-                       "StreamChain: two stages write one tensor");
+    TF_LITE_ENSURE_MSG(
+        context,
+        c.producer < 0 && tab.tensor(g.output).fetch_slot < 0 && tab.tensor(g.output).source < 0,
+        "StreamChain: two stages write one tensor, or a stage writes a fetched or sourced tensor");
+    TF_LITE_ENSURE_MSG(context, !contract::AccumulatingStage(g.op) || tab.tensor(g.output).sink < 0,
+                       "StreamChain: an accumulating stage's (MEAN's) output is not sunk");
     c.producer = s;
     c.streamed = true;
     // An accumulating stage steps once per input row (its one pixel is written at the last).
@@ -746,8 +864,9 @@ TfLiteStatus ScheduleEdges(TfLiteContext* context, const StreamOpData& d, const 
       const ::tinyseg::ChainTensor& c = tab.schedule[edge.tensor];
       TF_LITE_ENSURE_MSG(
           context,
-          tab.tensor(edge.tensor).fetch_slot >= 0 || (c.producer >= 0 && c.producer < edge.stage),
-          "StreamChain: a stage reads a tensor no earlier stage or fetch makes");
+          tab.tensor(edge.tensor).fetch_slot >= 0 || tab.tensor(edge.tensor).source >= 0 ||
+              (c.producer >= 0 && c.producer < edge.stage),
+          "StreamChain: a stage reads a tensor no earlier stage, fetch or source makes");
     }
   }
   return kTfLiteOk;
@@ -761,7 +880,15 @@ TfLiteStatus PrepareSchedule(TfLiteContext* context, TfLiteNode* node, const Str
                              const Tables& tab) {
   TF_LITE_ENSURE_STATUS(ScheduleTensors(context, d, tab));
   TF_LITE_ENSURE_STATUS(ScheduleEdges(context, d, tab));
-  for (int32_t k = 0; k < NumOutputs(node); ++k) tab.order[k] = NumInputs(node) + k;
+  int32_t pulled = 0;  // the node outputs but the tokens
+  for (int32_t k = 0; k < NumOutputs(node); ++k) {
+    if (!tab.tensor(NumInputs(node) + k).token) tab.order[pulled++] = NumInputs(node) + k;
+  }
+  TF_LITE_ENSURE(context, pulled == SpillOrder(d));
+  for (int32_t k = 0; k < d.num_order; ++k) {
+    TF_LITE_ENSURE_MSG(context, tab.schedule[tab.order[k]].producer >= 0,
+                       "StreamChain: a node output, spilled or sunk tensor is made by no stage");
+  }
   ::tinyseg::ChainSchedule check;
   const ::tinyseg::ChainState state{tab.done, tab.held};
   if (!::tinyseg::Ok(check.Init(tab.schedule, d.num_tensors, tab.chain_stages, d.num_stages,

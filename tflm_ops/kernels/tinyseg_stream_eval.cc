@@ -1,12 +1,15 @@
 // StreamChain's row plumbing at Eval (tinyseg_stream_internal.h): band views of a tensor's rows
 // (node tensors in place, body tensors in their RowRing), the window a stage reads, the row a stage
-// writes, fetched rows decoded into their ring, and the spilled tensors' row streams.
+// writes, fetched rows decoded into their ring, sourced rows read into it, sunk rows handed out,
+// token outputs zeroed, and the spilled tensors' row streams.
+#include <cstring>
 #include <new>
 
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/micro/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_common.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
+#include "tensorflow/lite/micro/memory_helpers.h"
 #include "tensorflow/lite/micro/micro_log.h"
 #include "tinyseg/chain_schedule.h"
 
@@ -69,13 +72,43 @@ uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
   return out.ring.Reserve(y, keep, dst);
 }
 
+namespace {
+
+// Row `row` of a sourced tensor into its ring: exactly its row bytes from the Runtime's source.
+::tinyseg::Status SourceRow(const EvalState& v, TensorSlot& s, uint8_t* dst, int32_t row) {
+  const ::tinyseg::RowSource& source = v.rt->sources[s.source];  // Prepare checked the index
+  const size_t bytes = static_cast<size_t>(s.row_bytes);
+  size_t written = 0;
+  const ::tinyseg::Status st = source.read == nullptr
+                                   ? ::tinyseg::Status::kInvalidArgument
+                                   : source.read(source.user, s.source, row, dst, bytes, &written);
+  v.row_io_failed = !::tinyseg::Ok(st) || written != bytes;
+  if (!::tinyseg::Ok(st)) {
+    MicroPrintf("StreamChain: the row source of graph input %d failed at row %d: %s",
+                static_cast<int>(s.source), static_cast<int>(row), ::tinyseg::StatusName(st));
+    return st;
+  }
+  if (written != bytes) {
+    MicroPrintf(
+        "StreamChain: the row source of graph input %d delivered %u bytes of row %d, not %u",
+        static_cast<int>(s.source), static_cast<unsigned>(written), static_cast<int>(row),
+        static_cast<unsigned>(bytes));
+    return ::tinyseg::Status::kOutOfRange;
+  }
+  ++v.rt->stats.source_rows;
+  return ::tinyseg::Status::kOk;
+}
+
+}  // namespace
+
 ::tinyseg::Status FetchRow(const EvalState& v, int32_t id, int32_t row) {
   TensorSlot& s = v.tab.tensor(id);
-  if (s.fetch_slot < 0) return ::tinyseg::Status::kInvalidArgument;
+  if (s.fetch_slot < 0 && s.source < 0) return ::tinyseg::Status::kInvalidArgument;
   int32_t keep = v.schedule->lowest_needed(id);
   if (keep > row) keep = row;
   uint8_t* dst = nullptr;
   TINYSEG_RETURN_IF_ERROR(s.ring.Reserve(row, keep, &dst));
+  if (s.source >= 0) return SourceRow(v, s, dst, row);
   const size_t bytes = static_cast<size_t>(s.row_bytes);
   // BeginEval's CheckSlot found the slot's storage.
   const ::tinyseg::Status st = v.rt->storage(s.fetch_region)
@@ -92,6 +125,55 @@ uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
   return ::tinyseg::Status::kOk;
 }
 
+// A finished row of a sunk tensor to the Runtime's sink.
+::tinyseg::Status SinkRow(const EvalState& v, const TensorSlot& s, int32_t row,
+                          const uint8_t* src) {
+  const ::tinyseg::RowSink& sink = v.rt->sinks[s.sink];  // Prepare checked the index
+  const ::tinyseg::Status st = sink.write == nullptr ? ::tinyseg::Status::kInvalidArgument
+                                                     : sink.write(sink.user, s.sink, row, src,
+                                                                  static_cast<size_t>(s.row_bytes));
+  if (!::tinyseg::Ok(st)) {
+    v.row_io_failed = true;
+    MicroPrintf("StreamChain: the row sink of graph output %d failed at row %d: %s",
+                static_cast<int>(s.sink), static_cast<int>(row), ::tinyseg::StatusName(st));
+    return st;
+  }
+  ++v.rt->stats.sink_rows;
+  return ::tinyseg::Status::kOk;
+}
+
+namespace {
+
+// The rows of each sourced tensor the chain did not read (a VALID or strided window stops short of
+// the bottom): read and dropped, so that a source gives every row of its input once per inference.
+::tinyseg::Status DrainSources(const EvalState& v) {
+  for (int32_t i = 0; i < v.d->num_tensors && v.d->num_source > 0; ++i) {
+    const TensorSlot& s = v.tab.tensor(i);
+    if (s.source < 0) continue;
+    for (int32_t row = v.tab.done[i]; row < s.height; ++row) {
+      TINYSEG_RETURN_IF_ERROR(FetchRow(v, i, row));
+      v.tab.done[i] = row + 1;
+    }
+  }
+  return ::tinyseg::Status::kOk;
+}
+
+// Token outputs carry no data: zeros, whatever their type and size.
+TfLiteStatus ZeroTokens(const EvalState& v) {
+  for (int32_t i = 0; i < v.d->num_tensors; ++i) {
+    const TensorSlot& s = v.tab.tensor(i);
+    if (!s.token || s.kind != Kind::kNodeOutput) continue;
+    TfLiteEvalTensor* t = micro::GetEvalOutput(v.context, v.node, s.node_index);
+    size_t bytes = 0;
+    TF_LITE_ENSURE(v.context, t != nullptr);
+    TF_LITE_ENSURE_STATUS(TfLiteEvalTensorByteLength(t, &bytes));
+    if (bytes > 0) std::memset(t->data.data, 0, bytes);
+  }
+  return kTfLiteOk;
+}
+
+}  // namespace
+
 // The eval state: the runtime (when the chain spills or fetches), the scratch buffers, the rings
 // over them and every fetched slot checked.
 TfLiteStatus BeginEval(TfLiteContext* context, TfLiteNode* node, EvalState* v, uint8_t** rings) {
@@ -102,7 +184,8 @@ TfLiteStatus BeginEval(TfLiteContext* context, TfLiteNode* node, EvalState* v, u
   v->tab = Layout(*d);
   v->rt = nullptr;
   v->schedule = nullptr;
-  if (d->spilled > 0 || d->fetched > 0) {
+  v->row_io_failed = false;
+  if (d->spilled > 0 || d->fetched > 0 || d->num_source > 0 || d->num_sink > 0) {
     v->rt = tinyseg_ops::GetRuntime(context, kOp);
     if (v->rt == nullptr) return kTfLiteError;
   }
@@ -114,6 +197,7 @@ TfLiteStatus BeginEval(TfLiteContext* context, TfLiteNode* node, EvalState* v, u
       d->op_scratch > 0
           ? static_cast<int32_t*>(context->GetScratchBuffer(context, d->op_scratch_index))
           : nullptr;
+  TF_LITE_ENSURE_STATUS(ZeroTokens(*v));
   ::tinyseg::Runtime* attached = tinyseg_ops::PeekRuntime(context);
   v->stats = attached != nullptr ? &attached->stats : nullptr;
   for (int32_t i = 0; i < d->num_tensors; ++i) {
@@ -136,7 +220,7 @@ TfLiteStatus OpenStreams(const EvalState& v, uint8_t* rings) {
   const StreamOpData* d = v.d;
   const flexbuffers::Map m = flexbuffers::GetRoot(d->options, d->options_bytes).AsMap();
   for (int32_t k = 0; k < d->num_spill; ++k) {
-    const int32_t id = v.tab.order[d->num_order - d->num_spill + k];
+    const int32_t id = v.tab.order[SpillOrder(*d) + k];
     const TensorSlot& s = v.tab.tensor(id);
     uint8_t* accumulator =
         rings + d->ring_bytes + static_cast<size_t>(k) * static_cast<size_t>(d->block);
@@ -160,10 +244,12 @@ TfLiteStatus OpenStreams(const EvalState& v, uint8_t* rings) {
   return v.rt->storage(v.tab.tensor(id).spill_region);  // OpenStreams found it
 }
 
+namespace {
+
 TfLiteStatus CloseStreams(const EvalState& v) {
   for (int32_t k = 0; k < v.d->num_spill; ++k) {
     ::tinyseg::SpillStream& stream = v.tab.stream(k);
-    const int32_t id = v.tab.order[v.d->num_order - v.d->num_spill + k];
+    const int32_t id = v.tab.order[SpillOrder(*v.d) + k];
     const ::tinyseg::Status end = StreamStorage(v, id)->EndStream(&stream);
     if (!::tinyseg::Ok(end)) {
       MicroPrintf("StreamChain: closing the row stream of slot %u failed: %s%s",
@@ -175,6 +261,17 @@ TfLiteStatus CloseStreams(const EvalState& v) {
     v.rt->stats.spilled_bytes += stream.total;
   }
   return kTfLiteOk;
+}
+
+}  // namespace
+
+const char* FaultHint(const EvalState& v, ::tinyseg::Status st) {
+  return v.row_io_failed ? "" : tinyseg_ops::StorageFaultHint(st);
+}
+
+TfLiteStatus EndEval(const EvalState& v) {
+  if (!::tinyseg::Ok(DrainSources(v))) return kTfLiteError;  // SourceRow said why
+  return CloseStreams(v);
 }
 
 }  // namespace tinyseg_stream

@@ -44,8 +44,10 @@ struct StreamOpData {
   int32_t num_stages;
   int32_t num_edges;
   int32_t num_operands;
-  int32_t num_order;  // outputs the schedule pulls: node outputs, then spilled
+  int32_t num_order;  // outputs the schedule pulls: node outputs but tokens, spilled, sunk
   int32_t num_spill;
+  int32_t num_sink;     // body tensors handed to a row sink
+  int32_t num_source;   // body tensors read from a row source
   int32_t per_channel;  // int32 entries of the pool: multiplier/shift per channel, lookup tables
   int32_t accumulator_bytes;  // an accumulating stage's sums, the last bytes of op_scratch
   int ring_index;             // RequestScratchBufferInArena takes int*
@@ -70,11 +72,14 @@ struct TensorSlot {
   int32_t node_index;   // kNodeInput / kNodeOutput: index among the node's inputs / outputs
   int32_t ring_rows;    // 0: no ring
   int32_t ring_offset;  // bytes into the ring scratch
-  int32_t stream;       // index of its SpillStream; -1
   int32_t fetch_slot;   // storage slot it is fetched from; -1
-  int16_t constant;     // 1: a constant input of the node (never streamed: no schedule edge)
+  int16_t stream;       // index of its SpillStream (< kMaxSpilled); -1
+  int8_t constant;      // 1: a constant input of the node (never streamed: no schedule edge)
   int8_t spill_region;  // storage region of the slot its stream writes (slot_regions; 0)
   int8_t fetch_region;  // storage region of fetch_slot (slot_regions; 0)
+  int8_t source;        // Runtime row source it is read from (input index); -1
+  int8_t sink;          // Runtime row sink it is handed to (output index); -1
+  int8_t token;         // 1: a node input or output that carries no data ("tokens")
 };
 static_assert(sizeof(TensorSlot) <= contract::kStreamTensorBytes,
               "contract: StreamChain tensor record");
@@ -293,6 +298,7 @@ struct EvalState {
   ::tinyseg::ChainSchedule* schedule;
   int32_t* op_scratch;
   ::tinyseg::RuntimeStats* stats;  // nullptr: no runtime attached (a chain without row streams)
+  mutable bool row_io_failed;      // a row source or sink failed (not the storage)
 };
 
 // One output row of a stage: row y, the band of its first input (rows lo.., `rows` of them, at
@@ -350,6 +356,11 @@ TfLiteStatus PrepareTensors(TfLiteContext* context, TfLiteNode* node, const Stre
                             const Tables& tab, const flexbuffers::Map& m);
 TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const Tables& tab,
                           const flexbuffers::Map& m);
+TfLiteStatus PrepareRowStreams(TfLiteContext* context, const StreamOpData& d, const Tables& tab,
+                               const flexbuffers::Map& m);
+// Where the spilled tensors start in `order` (after the node outputs the schedule pulls; the sunk
+// tensors follow them).
+inline int32_t SpillOrder(const StreamOpData& d) { return d.num_order - d.num_sink - d.num_spill; }
 TfLiteStatus PrepareStageCommon(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
                                 const Tables& tab, int32_t index, const flexbuffers::Map& st,
                                 int32_t* operand_next, int32_t* edge_next, StageArgs* a);
@@ -365,9 +376,13 @@ uint32_t SpillSlot(const flexbuffers::Map& m, int32_t stream);
                          int32_t* hi);
 ::tinyseg::Status OutputRow(const EvalState& v, const StageSlot& g, int32_t y, uint8_t** dst);
 ::tinyseg::Status FetchRow(const EvalState& v, int32_t id, int32_t row);
+::tinyseg::Status SinkRow(const EvalState& v, const TensorSlot& s, int32_t row, const uint8_t* src);
 TfLiteStatus BeginEval(TfLiteContext* context, TfLiteNode* node, EvalState* v, uint8_t** rings);
 TfLiteStatus OpenStreams(const EvalState& v, uint8_t* rings);
-TfLiteStatus CloseStreams(const EvalState& v);
+// After the schedule ran: the sources' unread rows drained, then the row streams closed.
+TfLiteStatus EndEval(const EvalState& v);
+// The storage fault hint for a failed run, none when a row source or sink failed.
+const char* FaultHint(const EvalState& v, ::tinyseg::Status st);
 // The op_scratch bytes the stages take turns with: all but the accumulating stage's sums at its
 // end.
 inline int32_t MemberScratchBytes(const StreamOpData& d) {

@@ -16,6 +16,7 @@ from .customops import (
     INT16_MAX,
     INT32_MAX,
     INT_LIMITS,
+    MAX_ROW_STREAMS,
     STREAM_ACCUMULATING_OPS,
     STREAM_ACCUMULATOR_BYTES,
     STREAM_DEQUANTIZE_TYPES,
@@ -73,6 +74,9 @@ class _Local:
     producer: int = -1
     fetched: bool = False
     spilled: bool = False
+    sourced: bool = False  # read from a Runtime row source ("source")
+    sunk: bool = False  # handed to a Runtime row sink ("sink")
+    token: bool = False  # a node input or output that carries no data ("tokens")
 
 
 def _local(
@@ -511,7 +515,7 @@ def _dry_run(
     chain of thousands of stages takes time linear in its size and no Python recursion."""
     done = [0] * len(loc)
     stage_out = {s: t for t, x in enumerate(loc) if (s := x.producer) >= 0}
-    streamed = [x.producer >= 0 or x.fetched for x in loc]
+    streamed = [x.producer >= 0 or x.fetched or x.sourced for x in loc]
     by_stage: dict[int, list[tuple[int, RowMapSpec]]] = {}
     readers: dict[int, list[tuple[int, RowMapSpec]]] = {}
     for s, u, m in edges:
@@ -612,6 +616,64 @@ def _pairs(o: StreamChainOptions, loc: list[_Local]) -> None:
         raise _BodyError("its rings and row-stream blocks exceed 2^31-1 bytes")
 
 
+def _row_streams(o: StreamChainOptions, loc: list[_Local], n_in: int, n_out: int) -> None:
+    """source, sink and tokens as tinyseg_stream_body.cc's CountRowStreams and PrepareRowStreams
+    read them (after _pairs: a sourced or sunk tensor has a ring and is not fetched or spilled)."""
+    if len(set(o.tokens)) != len(o.tokens) or any(not 0 <= t < n_in + n_out for t in o.tokens):
+        raise _BodyError(
+            f"tokens {list(o.tokens)} must be distinct node inputs and outputs (0..{n_in + n_out - 1})"
+        )
+    for t in o.tokens:
+        loc[t].token = True
+    for key in ("source", "sink"):
+        pairs = getattr(o, key)
+        if len(pairs) > MAX_ROW_STREAMS:
+            raise _BodyError(f"it has {len(pairs)} {key} entries (at most {MAX_ROW_STREAMS})")
+        seen: set[int] = set()
+        for i, (lid, index) in enumerate(pairs):
+            x = loc[lid] if 0 <= lid < len(loc) else None
+            if (
+                x is None
+                or not 0 <= index < MAX_ROW_STREAMS
+                or index in seen
+                or x.kind != "body"
+                or x.row_bytes <= 0
+                or not x.ring
+                or x.fetched
+                or x.spilled
+                or x.sourced
+                or x.sunk
+            ):
+                raise _BodyError(
+                    f"{key}[{i}] = [{lid}, {index}] must name a body tensor with a ring, not "
+                    f"fetched, spilled, sourced or sunk, and an index 0..{MAX_ROW_STREAMS - 1} "
+                    "the list names once"
+                )
+            seen.add(index)
+            x.sourced, x.sunk = x.sourced or key == "source", x.sunk or key == "sink"
+
+
+def _stage_outputs(o: StreamChainOptions, loc: list[_Local]) -> None:
+    """Each stage's output: one writer, not a fetched, sourced or token tensor, a ring unless a
+    node output, and not sunk when the stage accumulates (MEAN)."""
+    for k, st in enumerate(o.stages):
+        if any(0 <= i < len(loc) and loc[i].token for i in st.inputs):
+            raise _BodyError(f"stage {k} ({st.op}) reads a token (a tensor that carries no data)")
+        out = loc[st.outputs[0]]
+        if out.producer >= 0 or out.fetched or out.sourced or out.token:
+            raise _BodyError(
+                f"stage {k} ({st.op}) writes local tensor {st.outputs[0]}, which another stage "
+                "writes, a fetch or source reads, or which is a token"
+            )
+        if out.kind != "output" and not out.ring:
+            raise _BodyError(
+                f"stage {k} ({st.op}) writes body tensor {st.outputs[0]}, which has no ring"
+            )
+        if out.sunk and st.op in STREAM_ACCUMULATING_OPS:
+            raise _BodyError(f"stage {k} ({st.op}) accumulates: its output cannot be sunk")
+        out.producer = k
+
+
 def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
     loc: list[_Local] = []
     n_in = len(op.inputs)
@@ -664,6 +726,7 @@ def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
     if body > STREAM_MAX_BODY_BYTES:
         raise _BodyError(f"its tables need {body} bytes (at most {STREAM_MAX_BODY_BYTES})")
     _pairs(o, loc)
+    _row_streams(o, loc, n_in, len(op.outputs))
     edges: list[tuple[int, int, RowMapSpec]] = []
     unknown = False  # a stage of an estimate's chain the kernel has no row map for: no dry run
     for k, st in enumerate(o.stages):
@@ -671,26 +734,18 @@ def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
             _check_stage(graph, o, loc, k, st, edges, kernel)
         else:
             unknown = True
-        out = loc[st.outputs[0]]
-        if out.producer >= 0 or out.fetched:
-            raise _BodyError(
-                f"stage {k} ({st.op}) writes local tensor {st.outputs[0]}, which another stage "
-                "writes or a fetch reads"
-            )
-        if out.kind != "output" and not out.ring:
-            raise _BodyError(
-                f"stage {k} ({st.op}) writes body tensor {st.outputs[0]}, which has no ring"
-            )
-        out.producer = k
+    _stage_outputs(o, loc)
     for s, t, _ in edges:
         x = loc[t]
-        if x.kind != "input" and not x.fetched and not 0 <= x.producer < s:
+        if x.kind != "input" and not (x.fetched or x.sourced) and not 0 <= x.producer < s:
             raise _BodyError(
-                f"stage {s} reads local tensor {t} before any earlier stage or fetch makes it"
+                f"stage {s} reads local tensor {t} before any earlier stage, fetch or source "
+                "makes it"
             )
-    outputs = list(range(n_in, n_in + len(op.outputs))) + [lid for lid, _ in o.spill]
+    nodes = [t for t in range(n_in, n_in + len(op.outputs)) if not loc[t].token]
+    outputs = nodes + [lid for lid, _ in o.spill] + [lid for lid, _ in o.sink]
     if any(loc[t].producer < 0 for t in outputs):
-        raise _BodyError("an output or a spilled tensor is made by no stage")
+        raise _BodyError("an output (not a token), a spilled or a sunk tensor is made by no stage")
     if not unknown:
         _dry_run(loc, len(o.stages), outputs, edges)
 

@@ -78,6 +78,9 @@ INT32_MAX = (1 << 31) - 1
 # Integer options: key -> (least, greatest) value a kernel accepts. `axis` of FetchingConv2D is
 # also bounded by CONV_AXIS below.
 MAX_REGIONS = 8  # storage regions a Runtime holds (tinyseg_runtime.h Runtime::regions)
+# Row sources and row sinks a Runtime holds (Runtime::sources, Runtime::sinks): StreamChain's
+# "source" and "sink" entries name one by index 0..MAX_ROW_STREAMS-1.
+MAX_ROW_STREAMS = 8
 
 INT_LIMITS: dict[str, tuple[int, int]] = {
     "slot": (0, INT32_MAX),
@@ -130,7 +133,17 @@ STREAM_CHAIN_KEYS = ("version", "ring_bytes", "op_scratch", "spilled", "fetched"
 # The StreamChainOptions field behind each of those keys where the names differ: the contract keys
 # stay as written in .tflite files; in Python a count is named a count.
 STREAM_CHAIN_FIELDS = {"spilled": "spilled_count", "fetched": "fetched_count"}
-STREAM_BODY_KEYS = ("stages", "tensors", "spill", "fetch", "rings", "slot_regions")
+STREAM_BODY_KEYS = (
+    "stages",
+    "tensors",
+    "spill",
+    "fetch",
+    "rings",
+    "slot_regions",
+    "source",
+    "sink",
+    "tokens",
+)
 STREAM_STAGE_KEYS = ("op", "version", "inputs", "outputs", "options", "fields")
 STREAM_TENSOR_KEYS = ("name", "type", "shape", "scale", "zero_point", "quantized_dimension")
 # The builtin options fields a stage's "fields" map holds that the kernel reads (the TFLite schema's
@@ -496,6 +509,13 @@ class StreamChainOptions:
     rings: tuple[tuple[int, int], ...] = ()  # (local id, rows its ring holds)
     # (slot, region) for each slot of spill/fetch held outside the Runtime's region 0
     slot_regions: tuple[tuple[int, int], ...] = ()
+    # (local id, graph input index): read row by row from the Runtime's row source of that index
+    source: tuple[tuple[int, int], ...] = ()
+    # (local id, graph output index): handed row by row to the Runtime's row sink of that index
+    sink: tuple[tuple[int, int], ...] = ()
+    # local ids of node inputs and outputs that carry no data (not read; outputs written zeros):
+    # the one-element graph input and output a chain that sources or sinks keeps for TFLM
+    tokens: tuple[int, ...] = ()
 
     def region_of(self, slot: int) -> int:
         """The storage region of one of the chain's slots."""
@@ -574,6 +594,11 @@ def _encode(
             m[key] = [list(pair) for pair in getattr(options, key)]
         if options.slot_regions:
             m["slot_regions"] = [list(pair) for pair in options.slot_regions]
+        for key in ("source", "sink"):  # absent when empty: chains without them encode as before
+            if getattr(options, key):
+                m[key] = [list(pair) for pair in getattr(options, key)]
+        if options.tokens:
+            m["tokens"] = list(options.tokens)
     elif isinstance(options, SpillOptions):
         m = {"version": options.version, "slot": options.slot, "block": options.block}
         if options.region:
@@ -713,10 +738,10 @@ def _stream_chain(m: dict) -> StreamChainOptions:
         for st in m["stages"]
     )
     tensors = tuple(_body_tensor(t) for t in m["tensors"])
-    pairs = {
-        k: tuple((_whole(a, k, 0), _whole(b, k, 0)) for a, b in m[k])
-        for k in ("spill", "fetch", "rings")
-    }
+    lists = {k: m[k] for k in ("spill", "fetch", "rings")}
+    lists.update({k: m.get(k, []) for k in ("source", "sink")})  # optional
+    pairs = {k: tuple((_whole(a, k, 0), _whole(b, k, 0)) for a, b in v) for k, v in lists.items()}
+    tokens = tuple(_whole(t, "tokens", 0) for t in m.get("tokens", []))
     regions = tuple(
         (_int({"slot": s}, "slot"), _int({"region": r}, "region"))
         for s, r in m.get("slot_regions", [])
@@ -725,7 +750,7 @@ def _stream_chain(m: dict) -> StreamChainOptions:
     if any(s not in slots for s, _ in regions) or len({s for s, _ in regions}) != len(regions):
         raise ValueError("'slot_regions' must name distinct slots the chain spills or fetches")
     return StreamChainOptions(
-        *numbers, stages=stages, tensors=tensors, slot_regions=regions, **pairs
+        *numbers, stages=stages, tensors=tensors, slot_regions=regions, tokens=tokens, **pairs
     )
 
 
@@ -905,7 +930,8 @@ def stream_chain_body_bytes(
     per chain-local tensor (the operator's inputs and outputs, then the body's tensors) its
     record and its schedule entry; per stage its record; per edge its row map; per spilled
     tensor its SpillStream; int32 arrays: rows done and held per tensor, the schedule's stages,
-    every stage's operands, the outputs the schedule pulls (the operator's, then the spilled),
+    every stage's operands, the outputs the schedule pulls (the operator's but its tokens, then
+    the spilled, then the sunk),
     and multiplier and shift per output channel of the requantizing stages, then the lookup table
     of each table stage (ELU), in the same pool.
     ``out_channels``: each stage's output channels; ``constants``: local ids of constant inputs;
@@ -928,7 +954,9 @@ def stream_chain_body_bytes(
         + STREAM_INT32_PER_STAGE * stages
         + operands
         + num_outputs
+        - sum(num_inputs <= t < num_inputs + num_outputs for t in o.tokens)
         + len(o.spill)
+        + len(o.sink)
         + per_channel
     )
     return (

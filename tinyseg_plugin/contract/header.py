@@ -23,6 +23,7 @@ from .customops import (
     KEYS,
     MAX_DIMS,
     MAX_REGIONS,
+    MAX_ROW_STREAMS,
     PER_CHANNEL_BYTES,
     SPILL,
     SPILL_OPDATA_BYTES,
@@ -148,6 +149,7 @@ def header() -> str:
     out += [
         f"constexpr int kMaxDims = {MAX_DIMS};",
         f"constexpr int kMaxRegions = {MAX_REGIONS};",
+        f"constexpr int kMaxRowStreams = {MAX_ROW_STREAMS};",
         f"constexpr int kConvAxis = {CONV_AXIS};",
         f"constexpr int kConvRank = {CONV_RANK};",
         "",

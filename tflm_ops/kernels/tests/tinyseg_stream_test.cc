@@ -64,7 +64,8 @@ std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched,
                                   const std::vector<std::vector<int>>& spill,
                                   const std::vector<std::vector<int>>& fetch,
                                   const std::vector<std::vector<int>>& rings, int op_scratch = 0,
-                                  const char* body_type = "INT8") {
+                                  const char* body_type = "INT8",
+                                  std::function<void(flexbuffers::Builder&)> extra = nullptr) {
   flexbuffers::Builder fbb;
   auto pairs = [&fbb](const char* key, const std::vector<std::vector<int>>& v) {
     fbb.Vector(key, [&]() {
@@ -112,6 +113,7 @@ std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched,
     pairs("spill", spill);
     pairs("fetch", fetch);
     pairs("rings", rings);
+    if (extra) extra(fbb);
   });
   fbb.Finish();
   return fbb.GetBuffer();
@@ -139,6 +141,21 @@ TfLiteStatus RunChain(::tinyseg::Runtime* rt, TfLiteTensor* tensors, int n_tenso
   if (rt != nullptr) runner.GetFakeMicroContext()->set_external_context(rt);
   TF_LITE_ENSURE_STATUS(runner.InitAndPrepare(AsChars(options), options.size()));
   return runner.Invoke();
+}
+
+// Init and Prepare only: a refusal the chain's Prepare gives.
+TfLiteStatus PrepareChain(::tinyseg::Runtime* rt, TfLiteTensor* tensors, int n_tensors,
+                          std::vector<int> inputs, std::vector<int> outputs,
+                          const std::vector<uint8_t>& options) {
+  std::vector<int> in = {static_cast<int>(inputs.size())};
+  in.insert(in.end(), inputs.begin(), inputs.end());
+  std::vector<int> out = {static_cast<int>(outputs.size())};
+  out.insert(out.end(), outputs.begin(), outputs.end());
+  const TFLMRegistration reg = Register_STREAM_CHAIN();
+  micro::KernelRunner runner(reg, tensors, n_tensors, IntArrayFromInts(in.data()),
+                             IntArrayFromInts(out.data()), nullptr);
+  if (rt != nullptr) runner.GetFakeMicroContext()->set_external_context(rt);
+  return runner.InitAndPrepare(AsChars(options), options.size());
 }
 
 TfLiteStatus RunBuiltin(const TFLMRegistration& reg, TfLiteTensor* tensors, int n_in,
@@ -208,6 +225,110 @@ constexpr int kYH = (kH + 1) / 2, kYW = (kW + 1) / 2;  // the stride-2 SAME conv
 
 // A depthwise filter [1, K, K, C * multiplier] with per-channel scales (quantized dimension 3).
 constexpr int kMult = 2, kD = kC * kMult;
+
+// A camera: rows of `x` on request, each call recorded; it fails at `fail_row`, and claims
+// `skew` bytes more (or fewer) than it was given room for.
+struct Camera {
+  const int8_t* x = nullptr;
+  std::vector<int> calls;   // input * 1000 + row, in call order
+  size_t bad_capacity = 0;  // calls whose capacity was not one row
+  int fail_row = -1;
+  int skew = 0;
+  static ::tinyseg::Status Read(void* user, int32_t input, int32_t row, uint8_t* dst,
+                                size_t capacity, size_t* written) {
+    Camera& c = *static_cast<Camera*>(user);
+    c.calls.push_back(input * 1000 + row);
+    constexpr size_t kRow = static_cast<size_t>(kW * kC);
+    if (capacity != kRow) ++c.bad_capacity;
+    if (row == c.fail_row) return ::tinyseg::Status::kIoError;
+    std::memcpy(dst, c.x + static_cast<size_t>(row) * kRow, capacity < kRow ? capacity : kRow);
+    *written = static_cast<size_t>(static_cast<int>(capacity) + c.skew);
+    return ::tinyseg::Status::kOk;
+  }
+};
+
+// A mask display: finished rows stored by row number, each call recorded; it fails at `fail_row`.
+struct Display {
+  int8_t y[kYH * kYW * kY];
+  std::vector<int> calls;  // output * 1000 + row, in call order
+  size_t bad_bytes = 0;
+  int fail_row = -1;
+  static ::tinyseg::Status Write(void* user, int32_t output, int32_t row, const uint8_t* src,
+                                 size_t bytes) {
+    Display& d = *static_cast<Display*>(user);
+    d.calls.push_back(output * 1000 + row);
+    constexpr size_t kRow = static_cast<size_t>(kYW * kY);
+    if (bytes != kRow || row < 0 || row >= kYH) {
+      ++d.bad_bytes;
+      return ::tinyseg::Status::kInvalidArgument;
+    }
+    if (row == d.fail_row) return ::tinyseg::Status::kIoError;
+    std::memcpy(d.y + static_cast<size_t>(row) * kRow, src, bytes);
+    return ::tinyseg::Status::kOk;
+  }
+};
+
+// y = CONV(CONV(x), stride 2) with x from row source 0 and y to row sink 1: node inputs [token,
+// f1, b1, f2, b2], node output [token] (local 5), body x (6), m (7), y (8). `extra` writes other
+// source, sink and tokens entries (a hostile body).
+std::vector<uint8_t> RowIoChain(std::function<void(flexbuffers::Builder&)> extra = nullptr) {
+  if (!extra) {
+    extra = [](flexbuffers::Builder& f) {
+      f.Vector("source", [&]() {
+        f.Vector([&]() {
+          f.Int(6);
+          f.Int(0);
+        });
+      });
+      f.Vector("sink", [&]() {
+        f.Vector([&]() {
+          f.Int(8);
+          f.Int(1);
+        });
+      });
+      f.Vector("tokens", [&]() {
+        f.Int(0);
+        f.Int(5);
+      });
+    };
+  }
+  return ChainOptions(3 * kW * kC + 3 * kW * kM + kYW * kY, 0, 0,
+                      {{"CONV_2D",
+                        {6, 1, 2},
+                        7,
+                        "Conv2DOptions",
+                        [](flexbuffers::Builder& f) { ConvFields(f, 1, 1); }},
+                       {"CONV_2D",
+                        {7, 3, 4},
+                        8,
+                        "Conv2DOptions",
+                        [](flexbuffers::Builder& f) { ConvFields(f, 2, 0); }}},
+                      {{"x", {1, kH, kW, kC}, kXScale, kXZp},
+                       {"m", {1, kH, kW, kM}, kMScale, kMZp},
+                       {"y", {1, kYH, kYW, kY}, kYScale, kYZp}},
+                      {}, {}, {{6, 3}, {7, 3}, {8, 1}}, 0, "INT8", extra);
+}
+
+// A source/sink/tokens body as `pairs` of source, sink and the tokens list.
+std::function<void(flexbuffers::Builder&)> RowIo(std::vector<std::vector<int>> source,
+                                                 std::vector<std::vector<int>> sink,
+                                                 std::vector<int> tokens) {
+  return [source, sink, tokens](flexbuffers::Builder& f) {
+    auto pairs = [&f](const char* key, const std::vector<std::vector<int>>& v) {
+      f.Vector(key, [&]() {
+        for (const auto& p : v)
+          f.Vector([&]() {
+            for (int x : p) f.Int(x);
+          });
+      });
+    };
+    pairs("source", source);
+    pairs("sink", sink);
+    f.Vector("tokens", [&]() {
+      for (int t : tokens) f.Int(t);
+    });
+  };
+}
 struct DepthwiseTensors {
   TfLiteAffineQuantization fq, bq;
   float f_scales[kD + 1];
@@ -841,6 +962,130 @@ TF_LITE_MICRO_TEST(FloatBilinearRuleHoldsTheRowsTflmReads) {
   TF_LITE_MICRO_EXPECT(!BilinearFloatRule(1, 9, true, false, &r));  // align onto one row
   TF_LITE_MICRO_EXPECT(!BilinearFloatRule(4, 8, true, true, &r));   // both flags
   TF_LITE_MICRO_EXPECT(!BilinearFloatRule(4, (1 << 15) + 1, false, false, &r));
+}
+
+// Camera rows in, mask rows out: y = CONV(CONV(x), stride 2) with x read row by row from the
+// Runtime's row source 0 and y handed row by row to its row sink 1; the node's one input and one
+// output are tokens. Against CONV_2D twice on whole tensors; each row asked and handed once, in
+// order; a failing source, a short or long row and a failing sink fail Invoke; a missing callback,
+// a missing Runtime and malformed entries are refused in Prepare.
+TF_LITE_MICRO_TEST(RowSourceAndSinkMatchTwoConvolutions) {
+  using namespace tflite::testing;
+  Weights& w = W();
+  static int8_t m[kH * kW * kM], want[kYH * kYW * kY];
+  int x_dims[] = {4, 1, kH, kW, kC};
+  int m_dims[] = {4, 1, kH, kW, kM};
+  int y_dims[] = {4, 1, kYH, kYW, kY};
+  ConvTensors c1(w.f1, w.b1, kM, kC, kXScale);
+  ConvTensors c2(w.f2, w.b2, kY, kM, kMScale);
+  TfLiteConvParams p1 = {kTfLitePaddingSame, 1, 1, kTfLiteActRelu, 1, 1, kTfLiteNoType};
+  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                       c1.filter, c1.bias,
+                       CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r1, 3, &p1));
+  TfLiteConvParams p2 = {kTfLitePaddingSame, 2, 2, kTfLiteActNone, 1, 1, kTfLiteNoType};
+  TfLiteTensor r2[] = {CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp), c2.filter,
+                       c2.bias,
+                       CreateQuantizedTensor(want, IntArrayFromInts(y_dims), kYScale, kYZp)};
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r2, 3, &p2));
+
+  static int8_t token_in[1] = {7}, token_out[4];
+  int token_dims[] = {1, 1};
+  int token_out_dims[] = {2, 2, 2};
+  TfLiteTensor t[] = {CreateQuantizedTensor(token_in, IntArrayFromInts(token_dims), 1.0f, 0),
+                      c1.filter,
+                      c1.bias,
+                      c2.filter,
+                      c2.bias,
+                      CreateQuantizedTensor(token_out, IntArrayFromInts(token_out_dims), 1.0f, 0)};
+  const std::vector<int> ins = {0, 1, 2, 3, 4}, outs = {5};
+  ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
+  Camera camera;
+  camera.x = w.x;
+  static Display display;
+  rt.sources[0] = {Camera::Read, &camera};
+  rt.sinks[1] = {Display::Write, &display};
+  std::memset(display.y, 0x5a, sizeof(display.y));
+  std::memset(token_out, 0x5a, sizeof(token_out));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(&rt, t, 6, ins, outs, RowIoChain()));
+  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, display.y, sizeof(want)));
+  TF_LITE_MICRO_EXPECT_EQ(static_cast<size_t>(kH), camera.calls.size());
+  for (size_t r = 0; r < camera.calls.size(); ++r) {
+    TF_LITE_MICRO_EXPECT_EQ(static_cast<int>(r), camera.calls[r]);  // input 0, rows in order
+  }
+  TF_LITE_MICRO_EXPECT_EQ(static_cast<size_t>(kYH), display.calls.size());
+  for (size_t r = 0; r < display.calls.size(); ++r) {
+    TF_LITE_MICRO_EXPECT_EQ(1000 + static_cast<int>(r), display.calls[r]);  // output 1, in order
+  }
+  TF_LITE_MICRO_EXPECT_EQ(0u, static_cast<unsigned>(camera.bad_capacity + display.bad_bytes));
+  TF_LITE_MICRO_EXPECT_EQ(static_cast<unsigned>(kH), static_cast<unsigned>(rt.stats.source_rows));
+  TF_LITE_MICRO_EXPECT_EQ(static_cast<unsigned>(kYH), static_cast<unsigned>(rt.stats.sink_rows));
+  for (int8_t b : token_out) TF_LITE_MICRO_EXPECT_EQ(0, static_cast<int>(b));
+
+  // A failing source, a short row, a long claim and a failing sink: a status from Invoke.
+  camera.fail_row = 4;
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, RunChain(&rt, t, 6, ins, outs, RowIoChain()));
+  camera.fail_row = -1;
+  camera.skew = -1;
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, RunChain(&rt, t, 6, ins, outs, RowIoChain()));
+  camera.skew = 1;
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, RunChain(&rt, t, 6, ins, outs, RowIoChain()));
+  camera.skew = 0;
+  display.fail_row = 2;
+  const size_t before = display.calls.size();
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, RunChain(&rt, t, 6, ins, outs, RowIoChain()));
+  TF_LITE_MICRO_EXPECT_EQ(static_cast<size_t>(3), display.calls.size() - before);  // stops there
+  display.fail_row = -1;
+  TF_LITE_MICRO_EXPECT_EQ(0u, static_cast<unsigned>(camera.bad_capacity + display.bad_bytes));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, PrepareChain(&rt, t, 6, ins, outs, RowIoChain()));
+
+  // Refused in Prepare: no Runtime, a null source or sink, and malformed entries.
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, PrepareChain(nullptr, t, 6, ins, outs, RowIoChain()));
+  rt.sinks[1].write = nullptr;
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, PrepareChain(&rt, t, 6, ins, outs, RowIoChain()));
+  rt.sinks[1].write = Display::Write;
+  rt.sources[0].read = nullptr;
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, PrepareChain(&rt, t, 6, ins, outs, RowIoChain()));
+  rt.sources[0].read = Camera::Read;
+  for (int k = 0; k < ::tinyseg::kMaxRowStreams; ++k) {
+    rt.sources[k] = {Camera::Read, &camera};
+    rt.sinks[k] = {Display::Write, &display};
+  }
+  const std::function<void(flexbuffers::Builder&)> hostile[] = {
+      RowIo({{6, 8}}, {{8, 1}}, {0, 5}),          // a source index past kMaxRowStreams
+      RowIo({{6, 0}}, {{8, -1}}, {0, 5}),         // a negative sink index
+      RowIo({{7, 0}}, {{8, 1}}, {0, 5}),          // a source a stage writes
+      RowIo({{6, 0}, {7, 0}}, {{8, 1}}, {0, 5}),  // one source index twice (on a made tensor)
+      RowIo({{6, 0}}, {{8, 1}, {7, 1}}, {0, 5}),  // one sink index twice
+      RowIo({{6, 0}}, {{6, 1}}, {0, 5}),          // a tensor sourced and sunk
+      RowIo({{6, 0}}, {{8, 1}}, {0, 6}),          // a token that is a body tensor
+      RowIo({{6, 0}}, {{8, 1}}, {0, 5, 0}),       // a token twice
+      RowIo({{6, 0}}, {{8, 1}}, {0}),             // an output no stage writes, not a token
+      RowIo({{6, 0}}, {{8, 1}}, {1, 5}),          // a stage reads a token
+  };
+  for (const auto& edit : hostile) {
+    TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, PrepareChain(&rt, t, 6, ins, outs, RowIoChain(edit)));
+  }
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, PrepareChain(&rt, t, 6, ins, outs, RowIoChain()));
+
+  // A tensor both spilled and sunk.
+  const std::vector<uint8_t> spilled_and_sunk = ChainOptions(
+      3 * kW * kC + 3 * kW * kM + kYW * kY, 1, 0,
+      {{"CONV_2D",
+        {6, 1, 2},
+        7,
+        "Conv2DOptions",
+        [](flexbuffers::Builder& f) { ConvFields(f, 1, 1); }},
+       {"CONV_2D",
+        {7, 3, 4},
+        8,
+        "Conv2DOptions",
+        [](flexbuffers::Builder& f) { ConvFields(f, 2, 0); }}},
+      {{"x", {1, kH, kW, kC}, kXScale, kXZp},
+       {"m", {1, kH, kW, kM}, kMScale, kMZp},
+       {"y", {1, kYH, kYW, kY}, kYScale, kYZp}},
+      {{8, kSlot}}, {}, {{6, 3}, {7, 3}, {8, 1}}, 0, "INT8", RowIo({{6, 0}}, {{8, 1}}, {0, 5}));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, PrepareChain(&rt, t, 6, ins, outs, spilled_and_sunk));
 }
 
 TF_LITE_MICRO_TESTS_END
