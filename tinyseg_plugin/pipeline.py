@@ -198,7 +198,9 @@ def analyze(graph: Graph, run: Run, stream: bool = False) -> tuple[Analysis, dic
     # Streamed as optimize would: with static shapes first, indices told in the analysed model's.
     fixed = static_shapes(graph)
     g = fixed.graph if isinstance(fixed, Rewrite) else graph
-    d = choice_dict(choose_streaming(g, o.kernel_set, o.build_profile, o.limits), g)
+    d = choice_dict(
+        choose_streaming(g, o.kernel_set, o.build_profile, o.limits, stream_io=o.stream_io), g
+    )
     if isinstance(fixed, Rewrite):
         d = in_input_indices(d, fixed, graph)
         d["static_shapes"] = fixed.detail

@@ -25,6 +25,7 @@ def steps_table(r: Result) -> str:
             f"not written; {c.bytes_moved:,} B through storage per inference"
         )
     lines += not_streamed_lines(r.not_streamed)
+    lines += [f"not streamed: {why}" for why in r.io_not_streamed if why]
     return "\n".join(lines) + "\n"
 
 

@@ -212,10 +212,12 @@ def stream_text(d: dict) -> str:
         for label, key in (
             ("reads whole", "reads"),
             ("fetches rows of", "fetches"),
+            ("reads rows from a row source", "sources"),
             ("writes whole", "writes"),
             ("spills rows of", "spills"),
+            ("hands rows to a row sink", "sinks"),
         ):
-            if c[key]:
+            if c.get(key):
                 w(f"    {label}: {' '.join(f't{t}' for t in c[key])}\n")
     w(f"head without streaming: {kb(d['head_without_streaming'])}\n")
     w(f"head streamed (estimate, TFLM's planner over the chains): {kb(d['head'])}\n")

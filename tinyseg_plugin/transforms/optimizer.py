@@ -72,6 +72,9 @@ class Options:
     reorder: bool = True  # off when a host (tflite-tools) has already reordered
     split: bool = True  # split an elementwise operator over a concatenation when spilling is stuck
     stream: bool = True  # StreamChain: chains of row-local operators run row by row
+    # --stream-io: the graph's inputs and outputs come in and go out row by row through the
+    # application's row sources and sinks (tinyseg::Runtime), not held whole in the arena
+    stream_io: bool = False
     limits: Limits = field(default_factory=Limits)  # what each search may spend
 
 
@@ -111,6 +114,8 @@ class Result:
     # Row-local operators the StreamChain kernel does not compute (stream.stage_gaps): where
     # optimize's chains stop short of analyze --stream's estimate.
     not_streamed: list = field(default_factory=list)
+    # --stream-io: why each graph input or output that still sits whole in the arena does
+    io_not_streamed: list[str] = field(default_factory=list)
     row_uses: tuple[SlotUse, ...] = ()  # the row spills' slots (stream_search.row_uses)
     placement: Placement | None = None  # each slot's region in the written model (with a board)
 
@@ -448,9 +453,21 @@ def optimize(
         from .stream import stage_gaps
 
         res.not_streamed = stage_gaps(g)
+    if o.stream_io:
+        res.io_not_streamed = _io_not_streamed(g, res.chains)
     if board is not None:
         _place(res, board, compute_seconds(graph, board, o.kernel_set), say)
     return res
+
+
+def _io_not_streamed(g: Graph, chains: list[dict]) -> list[str]:
+    """Why each graph input or output the written chains do not stream stays whole."""
+    from .passes.stream import io_problem
+
+    position = {i: k for k, c in enumerate(chains) for i in c["operators"]}
+    streamed = {t for c in chains for t in c["sources"] + c["sinks"]}
+    ends = [t for t in list(g.inputs) + list(g.outputs) if t not in streamed]
+    return [io_problem(g, t, position) or "" for t in ends]
 
 
 def _settle(
@@ -570,7 +587,13 @@ def streaming(
     from .stream_search import choice_dict, choose_streaming, row_uses
 
     choice = choose_streaming(
-        g, o.kernel_set, o.build_profile, o.limits, kernel_only=True, objective=objective
+        g,
+        o.kernel_set,
+        o.build_profile,
+        o.limits,
+        kernel_only=True,
+        objective=objective,
+        stream_io=o.stream_io,
     )
     if choice.streamed is None:
         return None
@@ -578,6 +601,9 @@ def streaming(
     summary = choice_dict(choice, g)
     chains = summary["chains"]
     detail = f"{len(chains)} StreamChain operators; row spills move {choice.storage_bytes:,} B per inference"
+    sources, sinks = (sum(len(c[k]) for c in chains) for k in ("sources", "sinks"))
+    if sources or sinks:
+        detail += f"; graph rows through {sources} row sources and {sinks} row sinks"
     say(f"streaming: head {streamed.head:,} B")
     return Candidate(
         STREAMING,

@@ -19,7 +19,7 @@ from ..memory.kernels import BUILD_PROFILES, KernelRules
 from ..memory.placement import SlotUse
 from ..memory.planner import plan_graph
 from .passes import Rewrite
-from .passes.stream import ChainRequest, row_slots, stream_chains
+from .passes.stream import ChainRequest, io_problem, row_slots, stream_chains
 from .search import Budget, Limits, Objective, Score, best_of
 from .stream import (
     ACCUMULATING,
@@ -63,6 +63,17 @@ def row_uses(graph: Graph, streamed: Streamed) -> tuple[SlotUse, ...]:
         n = graph.tensors[t].nbytes
         out.append(SlotUse(streamed.slots[t], n, n, n * fetches[t], row=True))
     return tuple(out)
+
+
+def row_io(graph: Graph, segments: list[list[int]]) -> tuple[frozenset[int], frozenset[int]]:
+    """The graph inputs and outputs these chains can stream through row sources and sinks
+    (passes/stream.py ``io_problem``)."""
+    position = {i: k for k, seg in enumerate(segments) for i in seg}
+    ok = [t for t in list(graph.inputs) + list(graph.outputs) if io_problem(graph, t, position) is None]
+    return (
+        frozenset(t for t in ok if t in graph.inputs),
+        frozenset(t for t in ok if t not in graph.inputs),
+    )
 
 
 def _segments(chains: list[list[int]], cuts: frozenset[int]) -> list[list[int]]:
@@ -114,9 +125,13 @@ def choose_streaming(
     limits: Limits = Limits(),
     kernel_only: bool = False,
     objective: Objective = Objective(),
+    stream_io: bool = False,
 ) -> StreamChoice:
     """The chains (and row spills) that best meet ``objective``, judged by the planner.
-    ``kernel_only``: chains of the stages the StreamChain kernel computes (a model to run)."""
+    ``kernel_only``: chains of the stages the StreamChain kernel computes (a model to run).
+    ``stream_io``: graph inputs one chain alone reads come in through row sources, and graph
+    outputs only their own chain reads go out through row sinks (``row_io``), so the arena holds
+    neither whole."""
     base = plan_graph(graph, kernel_set, build_profile).head
     chains = find_chains(graph, kernel_only)
     budget = Budget.of(limits, len(graph.operators))
@@ -138,8 +153,9 @@ def choose_streaming(
 
     def cost(streamed: Streamed) -> Score:
         budget.planned()
-        written = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled)
-        read = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.fetched)
+        stored = set(streamed.spilled)  # row sources and sinks move no storage bytes
+        written = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled if t in stored)
+        read = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.fetched if t in stored)
         head = plan_graph(streamed.graph, kernel_set, build_profile).head
         return objective.score(head, written, read, row_uses(graph, streamed))
 
@@ -155,8 +171,16 @@ def choose_streaming(
         return measured[key]
 
     def build(cuts: frozenset[int], spilled: frozenset[int], body: bool = False) -> Streamed:
+        segments = _segments(chains, cuts)
+        sourced, sunk = row_io(graph, segments) if stream_io else (frozenset(), frozenset())
         request = ChainRequest(
-            _segments(chains, cuts), spilled, scratch.__getitem__, measure=measure, body=body
+            segments,
+            spilled,
+            scratch.__getitem__,
+            measure=measure,
+            body=body,
+            sourced=sourced,
+            sunk=sunk,
         )
         done = stream_chains(graph, request)
         assert isinstance(done, Rewrite), done  # the search only asks for chains it found
@@ -288,15 +312,18 @@ def choose_streaming(
 def choice_dict(choice: StreamChoice, graph: Graph) -> dict:
     """The JSON form of a streaming choice (the "stream" key of `tinyseg analyze --stream --json`)."""
     chains = []
+    stored = set(choice.streamed.spilled) if choice.streamed else set()
     for c in choice.streamed.chains if choice.streamed else ():
         chains.append(
             {
                 "operators": list(c.ops),
                 "opcodes": [graph.operators[i].opcode for i in c.ops],
                 "reads": list(c.inputs),
-                "fetches": list(c.fetched),
+                "fetches": [t for t in c.fetched if t in stored],
+                "sources": [t for t in c.fetched if t not in stored],  # graph inputs, row by row
                 "writes": list(c.outputs),
-                "spills": list(c.spilled),
+                "spills": [t for t in c.spilled if t in stored],
+                "sinks": [t for t in c.spilled if t not in stored],  # graph outputs, row by row
                 "ring_rows": {str(t): r for t, r in c.ring_rows.items()},
                 "ring_bytes": c.rings,
                 "op_scratch": c.op_scratch,

@@ -359,6 +359,17 @@ class Editor:
         """The subgraph's outputs name ``new`` where they named ``old``."""
         self.sg.outputs = [new if i == old else i for i in _ids(self.sg.outputs)]
 
+    def rename_graph_tensor(self, old: int, new: int) -> None:
+        """The subgraph's inputs and outputs, and its signature's entries, name ``new`` where they
+        named ``old`` (a streamed graph input or output replaced by its token)."""
+        self.sg.inputs = [new if i == old else i for i in _ids(self.sg.inputs)]
+        self.rename_outputs(old, new)
+        for sig in self.model.signatureDefs or []:
+            if sig.subgraphIndex == self.subgraph:
+                for tm in list(sig.inputs or []) + list(sig.outputs or []):
+                    if tm.tensorIndex == old:
+                        tm.tensorIndex = new
+
     def offline_offsets(self, offsets: dict[int, int]) -> None:
         """Pin these tensors (indices of this editor's copy) at these arena offsets with
         OfflineMemoryAllocation metadata; every other tensor is planned online. The table is sized

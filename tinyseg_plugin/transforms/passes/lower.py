@@ -2,7 +2,9 @@
 
 Spill is removed; a Fetching becomes CONCATENATION (or, with a single operand, disappears and its
 readers read the spilled tensor again); FetchingConv2D becomes CONCATENATION then CONV_2D; a
-StreamChain becomes its stages over whole tensors; scratch markers are dropped. The
+StreamChain becomes its stages over whole tensors (a tensor it reads from a row source or hands to a
+row sink becomes the graph input or output again, in place of its token); scratch markers are
+dropped. The
 OfflineMemoryAllocation layout is kept (tensor by tensor), so the check runs the arena layout the
 optimizer wrote."""
 
@@ -138,6 +140,11 @@ def _lower_body(
             )
     for lid, slot in o.spill:
         slots[slot] = ids[lid]
+    # A row source's (sink's) tensor is whole again, the graph's input (output) in place of the
+    # token that stood for it there
+    for pairs, ends in ((o.source, ed.sg.inputs), (o.sink, ed.sg.outputs)):
+        for lid, k in pairs:
+            ed.rename_graph_tensor(int(list(ends)[k]), ids[lid])
     return [
         ed.builtin(
             st.op,

@@ -275,7 +275,7 @@ def in_input_indices(stream: dict, fixed: Rewrite, graph: Graph) -> dict:
     for c in stream["chains"]:
         c = dict(c)
         c["operators"] = [ops[i] for i in c["operators"]]
-        for key in ("reads", "fetches", "writes", "spills"):
+        for key in ("reads", "fetches", "sources", "writes", "spills", "sinks"):
             c[key] = tensors(c[key])
         c["ring_rows"] = {str(back[int(t)]): r for t, r in c["ring_rows"].items()}
         chains.append(c)

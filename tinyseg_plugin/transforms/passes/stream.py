@@ -6,10 +6,11 @@ the StreamChain kernel (tflm_ops/kernels/tinyseg_stream.cc) runs it from the bod
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ...contract import customops
+from ...errors import shown
 from ...ir.graph import Graph
 from ..stream import ACCUMULATING, ChainCost, chain_op_scratch, simulate
 from . import Rewrite, Skip
@@ -34,6 +35,11 @@ class ChainRequest:
     block: int = customops.BLOCK_BYTES
     measure: Callable[..., ChainCost] = simulate
     body: bool = True
+    # Graph inputs read row by row from the Runtime's row sources, and graph outputs handed row by
+    # row to its row sinks: the arena then holds neither, only a one-element token each that keeps
+    # TFLM's graph input and output (``io_problem`` says which may).
+    sourced: frozenset[int] = frozenset()
+    sunk: frozenset[int] = frozenset()
 
 
 def row_slots(graph: Graph, spilled: frozenset[int]) -> dict[int, int]:
@@ -57,6 +63,10 @@ def _problem(graph: Graph, request: ChainRequest) -> str | None:
             return f"a chain must be 2+ consecutive operators: {chain}"
     if len(position) != sum(len(c) for c in chains):
         return "chains overlap"
+    for t in sorted(request.sourced | request.sunk):
+        problem = io_problem(graph, t, position)
+        if problem is not None:
+            return problem
     for t in spilled:
         source = graph.producers.get(t)
         if source is not None and graph.operators[source].opcode in ACCUMULATING:
@@ -76,6 +86,39 @@ def _problem(graph: Graph, request: ChainRequest) -> str | None:
     return None
 
 
+def io_problem(graph: Graph, t: int, position: dict[int, int]) -> str | None:
+    """Why graph input or output ``t`` cannot stream through a row source or sink of the chains at
+    ``position`` (operator -> chain), or None. A source's rows are asked once each, top to
+    bottom, so one chain must read every row; a sink's rows go out as its chain finishes them,
+    so no other operator may read them again."""
+    name = shown(graph.tensors[t].name)
+    readers = graph.consumers.get(t, [])
+    if t in graph.inputs:
+        outside = [r for r in readers if r not in position]
+        if outside:
+            r = outside[0]
+            return (
+                f"graph input {name} feeds {graph.operators[r].opcode} (operator {r}), which no "
+                "chain holds, so it cannot stream in"
+            )
+        if len({position[r] for r in readers}) != 1:
+            return f"graph input {name} is read by several chains, so it cannot stream in"
+        return None
+    source = graph.producers.get(t)
+    if t not in graph.outputs or source is None:
+        return f"tensor {name} is not a graph output an operator produces, so it cannot stream out"
+    if source not in position:
+        return (
+            f"graph output {name} comes from {graph.operators[source].opcode} (operator {source}), "
+            "which no chain holds, so it cannot stream out"
+        )
+    if graph.operators[source].opcode in ACCUMULATING:
+        return f"graph output {name} is an accumulating stage's one pixel, so it is written whole"
+    if any(position.get(r, -1) != position[source] for r in readers):
+        return f"graph output {name} is read by another operator, so it cannot stream out"
+    return None
+
+
 def stream_chains(graph: Graph, request: ChainRequest) -> Rewrite | Skip:
     """Replace each chain by one StreamChain; the Rewrite's notes are the chains' ChainCosts, in the
     order of ``request.chains``."""
@@ -84,14 +127,16 @@ def stream_chains(graph: Graph, request: ChainRequest) -> Rewrite | Skip:
         return Skip(problem)
     chains, spilled, block = request.chains, request.spilled, request.block
     slot_of = row_slots(graph, spilled)
+    io = _RowIo(request.sourced, request.sunk, graph)
     costs: list[ChainCost] = []
     ed = Editor(graph)
     drop: list[int] = []
     for ops in chains:
         reads = {t for i in ops for t in graph.operators[i].inputs if t >= 0}
         produced = {graph.operators[i].outputs[0] for i in ops}
-        fetched = frozenset(t for t in spilled if t in reads and t not in produced)
-        cost = request.measure(graph, ops, spilled=frozenset(spilled & produced), fetched=fetched)
+        fetched = frozenset(t for t in spilled | io.sourced if t in reads and t not in produced)
+        written = frozenset((spilled | io.sunk) & produced)
+        cost = request.measure(graph, ops, spilled=written, fetched=fetched)
         cost = replace(cost, op_scratch=chain_op_scratch(graph, ops, request.op_scratch))
         costs.append(cost)
         constants = []
@@ -99,29 +144,53 @@ def stream_chains(graph: Graph, request: ChainRequest) -> Rewrite | Skip:
             for t in graph.operators[i].inputs:
                 if t >= 0 and graph.tensors[t].is_constant and t not in constants:
                     constants.append(t)
-        inputs = list(cost.inputs) + constants
+        tokens_in = [io.token(ed, t) for t in cost.fetched if t in io.sourced]
+        tokens_out = [io.token(ed, t) for t in cost.spilled if t in io.sunk]
+        inputs = list(cost.inputs) + constants + tokens_in
+        outputs = list(cost.outputs) + tokens_out
         options = (
-            _body(graph, ops, cost, inputs, slot_of, block)
+            _body(graph, ops, cost, (inputs, outputs), slot_of, block, io)
             if request.body
             else customops.StreamChainOptions(
                 ring_bytes=cost.rings,
                 op_scratch=cost.op_scratch,
-                spilled_count=len(cost.spilled),
-                fetched_count=len(cost.fetched),
+                spilled_count=sum(t not in io.sunk for t in cost.spilled),
+                fetched_count=sum(t not in io.sourced for t in cost.fetched),
                 block=block,
             )
         )
         op = ed.custom(
-            customops.STREAM_CHAIN,
-            inputs,
-            list(cost.outputs),
-            customops.encode(options, graph.memo.encoded),
+            customops.STREAM_CHAIN, inputs, outputs, customops.encode(options, graph.memo.encoded)
         )
         ed.replace(ops[0], op)
         drop.extend(ops[1:])
     for i in sorted(drop, reverse=True):
         ed.remove(i)
+    for t, token in io.tokens.items():
+        ed.rename_graph_tensor(t, token)
     return Rewrite.of(ed.commit(), f"{len(chains)} StreamChain operators", notes=tuple(costs))
+
+
+@dataclass
+class _RowIo:
+    """The graph inputs and outputs a rewrite streams through row sources and sinks, and the
+    one-element token each leaves in the graph (TFLM runs a graph with an input and an output;
+    the StreamChain takes the token, which carries no data, in its place)."""
+
+    sourced: frozenset[int]
+    sunk: frozenset[int]
+    graph: Graph
+    tokens: dict[int, int] = field(default_factory=dict)  # streamed tensor -> its token
+
+    def token(self, ed: Editor, t: int) -> int:
+        if t not in self.tokens:
+            self.tokens[t] = ed.tensor(f"{self.graph.tensors[t].name}/rows", "INT8", [1])
+        return self.tokens[t]
+
+    def index(self, t: int) -> int:
+        """The row source's (sink's) index: the tensor's place among the graph's inputs (outputs)."""
+        where = self.graph.inputs if t in self.sourced else self.graph.outputs
+        return list(where).index(t)
 
 
 def _fields(options: object) -> tuple[str | None, tuple[tuple[str, object], ...]]:
@@ -144,14 +213,14 @@ def _body(
     graph: Graph,
     ops: list[int],
     cost: ChainCost,
-    inputs: list[int],
+    node: tuple[list[int], list[int]],
     slot_of: dict[int, int],
     block: int,
+    io: _RowIo,
 ) -> customops.StreamChainOptions:
-    """The StreamChain's options: planning figures and the body (customops.StreamStage)."""
-    local = {t: k for k, t in enumerate(inputs)}
-    for t in cost.outputs:
-        local[t] = len(local)
+    """The StreamChain's options: planning figures and the body (customops.StreamStage). ``node``:
+    the operator's inputs and outputs, tokens included."""
+    local = {t: k for k, t in enumerate(node[0] + node[1])}
     tensors: list[customops.StreamTensor] = []
     for i in ops:
         op = graph.operators[i]
@@ -187,15 +256,20 @@ def _body(
                 op.version,
             )
         )
+    spill = [t for t in cost.spilled if t not in io.sunk]
+    fetch = [t for t in cost.fetched if t not in io.sourced]
     return customops.StreamChainOptions(
         ring_bytes=cost.rings,
         op_scratch=cost.op_scratch,
-        spilled_count=len(cost.spilled),
-        fetched_count=len(cost.fetched),
+        spilled_count=len(spill),
+        fetched_count=len(fetch),
         block=block,
         stages=tuple(stages),
         tensors=tuple(tensors),
-        spill=tuple((local[t], slot_of[t]) for t in cost.spilled),
-        fetch=tuple((local[t], slot_of[t]) for t in cost.fetched),
+        spill=tuple((local[t], slot_of[t]) for t in spill),
+        fetch=tuple((local[t], slot_of[t]) for t in fetch),
         rings=tuple((local[t], r) for t, r in cost.ring_rows.items()),
+        source=tuple((local[t], io.index(t)) for t in cost.fetched if t in io.sourced),
+        sink=tuple((local[t], io.index(t)) for t in cost.spilled if t in io.sunk),
+        tokens=tuple(local[io.tokens[t]] for t in cost.fetched + cost.spilled if t in io.tokens),
     )
