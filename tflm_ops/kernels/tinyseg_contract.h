@@ -298,6 +298,103 @@ inline bool AccumulatingStage(StageOp op) {
   return op == StageOp::kMean;
 }
 
+// The row types of a stage (the C++ value is the index of contract/stages/record.py ROWS).
+enum class Rows : int32_t { kQuantized = 0, kFloat32 = 1, kInt16 = 2 };
+constexpr const char* kRowsNames[] = {"quantized", "float32", "int16"};
+
+// Every stage StreamChain computes, by operator and row type, in the registry's order.
+struct StageKey {
+  StageOp op;
+  Rows rows;
+};
+constexpr StageKey kStageKeys[] = {
+    {StageOp::kConv2d, Rows::kQuantized},
+    {StageOp::kDepthwiseConv2d, Rows::kQuantized},
+    {StageOp::kTransposeConv, Rows::kQuantized},
+    {StageOp::kMaxPool2d, Rows::kQuantized},
+    {StageOp::kAveragePool2d, Rows::kQuantized},
+    {StageOp::kAdd, Rows::kQuantized},
+    {StageOp::kSub, Rows::kQuantized},
+    {StageOp::kMul, Rows::kQuantized},
+    {StageOp::kQuantize, Rows::kQuantized},
+    {StageOp::kDequantize, Rows::kQuantized},
+    {StageOp::kLogistic, Rows::kQuantized},
+    {StageOp::kTanh, Rows::kQuantized},
+    {StageOp::kRelu, Rows::kQuantized},
+    {StageOp::kRelu6, Rows::kQuantized},
+    {StageOp::kHardSwish, Rows::kQuantized},
+    {StageOp::kLeakyRelu, Rows::kQuantized},
+    {StageOp::kPrelu, Rows::kQuantized},
+    {StageOp::kElu, Rows::kQuantized},
+    {StageOp::kPad, Rows::kQuantized},
+    {StageOp::kPadv2, Rows::kQuantized},
+    {StageOp::kResizeNearestNeighbor, Rows::kQuantized},
+    {StageOp::kResizeBilinear, Rows::kQuantized},
+    {StageOp::kConcatenation, Rows::kQuantized},
+    {StageOp::kMean, Rows::kQuantized},
+    {StageOp::kConv2d, Rows::kFloat32},
+    {StageOp::kDepthwiseConv2d, Rows::kFloat32},
+    {StageOp::kTransposeConv, Rows::kFloat32},
+    {StageOp::kMaxPool2d, Rows::kFloat32},
+    {StageOp::kAveragePool2d, Rows::kFloat32},
+    {StageOp::kAdd, Rows::kFloat32},
+    {StageOp::kSub, Rows::kFloat32},
+    {StageOp::kMul, Rows::kFloat32},
+    {StageOp::kQuantize, Rows::kFloat32},
+    {StageOp::kLogistic, Rows::kFloat32},
+    {StageOp::kTanh, Rows::kFloat32},
+    {StageOp::kRelu, Rows::kFloat32},
+    {StageOp::kRelu6, Rows::kFloat32},
+    {StageOp::kHardSwish, Rows::kFloat32},
+    {StageOp::kLeakyRelu, Rows::kFloat32},
+    {StageOp::kPrelu, Rows::kFloat32},
+    {StageOp::kElu, Rows::kFloat32},
+    {StageOp::kPad, Rows::kFloat32},
+    {StageOp::kPadv2, Rows::kFloat32},
+    {StageOp::kResizeNearestNeighbor, Rows::kFloat32},
+    {StageOp::kResizeBilinear, Rows::kFloat32},
+    {StageOp::kConcatenation, Rows::kFloat32},
+    {StageOp::kMean, Rows::kFloat32},
+    {StageOp::kConv2d, Rows::kInt16},
+    {StageOp::kDepthwiseConv2d, Rows::kInt16},
+    {StageOp::kTransposeConv, Rows::kInt16},
+    {StageOp::kMaxPool2d, Rows::kInt16},
+    {StageOp::kAveragePool2d, Rows::kInt16},
+    {StageOp::kAdd, Rows::kInt16},
+    {StageOp::kSub, Rows::kInt16},
+    {StageOp::kMul, Rows::kInt16},
+    {StageOp::kQuantize, Rows::kInt16},
+    {StageOp::kDequantize, Rows::kInt16},
+    {StageOp::kLogistic, Rows::kInt16},
+    {StageOp::kTanh, Rows::kInt16},
+    {StageOp::kRelu, Rows::kInt16},
+    {StageOp::kRelu6, Rows::kInt16},
+    {StageOp::kLeakyRelu, Rows::kInt16},
+    {StageOp::kPrelu, Rows::kInt16},
+    {StageOp::kPad, Rows::kInt16},
+    {StageOp::kPadv2, Rows::kInt16},
+    {StageOp::kResizeNearestNeighbor, Rows::kInt16},
+    {StageOp::kConcatenation, Rows::kInt16},
+    {StageOp::kMean, Rows::kInt16},
+};
+constexpr int32_t kNumStageKeys = 68;
+
+// Whether a table of entries with .op and .rows (tinyseg_stream.cc kStages) holds every key of
+// kStageKeys exactly once and nothing else.
+template <typename Entry, size_t N>
+constexpr bool StagesMatchKeys(const Entry (&entries)[N]) {
+  if (N != static_cast<size_t>(kNumStageKeys)) return false;
+  for (size_t k = 0; k < N; ++k) {
+    size_t in_entries = 0, in_keys = 0;
+    for (size_t i = 0; i < N; ++i) {
+      in_entries += entries[i].op == kStageKeys[k].op && entries[i].rows == kStageKeys[k].rows;
+      in_keys += entries[k].op == kStageKeys[i].op && entries[k].rows == kStageKeys[i].rows;
+    }
+    if (in_entries != 1 || in_keys != 1) return false;
+  }
+  return true;
+}
+
 // QUANTIZE stages: the (input, output) types computed.
 inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {
   return (in == kTfLiteUInt8 && out == kTfLiteInt8) ||

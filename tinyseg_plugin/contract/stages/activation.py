@@ -14,7 +14,9 @@ def _act(op: str, rows: str, **more) -> Stage:
 # takes the same pool entry and leaves it unused. An int16 LOGISTIC's output scale is 2^-15 (as
 # TFLM's Prepare checks); an int16 PRELU takes an int8 alpha, as TFLM's int16 PRELU needs.
 STAGES = (
-    _act("QUANTIZE", "quantized", converts=(("UINT8", "INT8"), ("INT8", "UINT8"), ("INT8", "INT8"))),
+    _act(
+        "QUANTIZE", "quantized", converts=(("UINT8", "INT8"), ("INT8", "UINT8"), ("INT8", "INT8"))
+    ),
     _act("DEQUANTIZE", "quantized", converts=(("INT8", "FLOAT32"),)),
     _act("LOGISTIC", "quantized"),
     _act("TANH", "quantized"),
