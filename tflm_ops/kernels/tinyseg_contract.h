@@ -1,5 +1,6 @@
-// GENERATED from tinyseg_plugin/contract/customops.py by `python -m tinyseg_plugin.contract.header`.
-// Do not edit: change customops.py and regenerate (tests/test_contract.py checks the two agree).
+// GENERATED from tinyseg_plugin/contract/customops.py and stages/ by
+// `python -m tinyseg_plugin.contract.header`.
+// Do not edit: change customops.py or stages/ and regenerate (tests/test_contract.py checks the two agree).
 // The custom-operator contract, defined once: option keys, limits, dtype rules, OpData sizes.
 #ifndef TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_
 #define TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_

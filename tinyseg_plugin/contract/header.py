@@ -1,6 +1,6 @@
 """tflm_ops/kernels/tinyseg_contract.h, generated: the contract's numbers and rules
-(contract/customops.py) as C++14 constants and checks, so the kernels spell no key or limit
-themselves. Regenerate with `python -m tinyseg_plugin.contract.header > tflm_ops/kernels/tinyseg_contract.h`."""
+(contract/customops.py) and the stages' keys (contract/stages/) as C++14 constants and checks, so
+the kernels spell no name, key or limit themselves. Regenerate with `python -m tinyseg_plugin.contract.header > tflm_ops/kernels/tinyseg_contract.h`."""
 
 from __future__ import annotations
 
@@ -115,8 +115,9 @@ def _stage_keys() -> list[str]:
 def header() -> str:
     """tflm_ops/kernels/tinyseg_contract.h: the contract (customops.py) as C++14 constants and checks."""
     out = [
-        "// GENERATED from tinyseg_plugin/contract/customops.py by `python -m tinyseg_plugin.contract.header`.",
-        "// Do not edit: change customops.py and regenerate (tests/test_contract.py checks the two agree).",
+        "// GENERATED from tinyseg_plugin/contract/customops.py and stages/ by",
+        "// `python -m tinyseg_plugin.contract.header`.",
+        "// Do not edit: change customops.py or stages/ and regenerate (tests/test_contract.py checks the two agree).",
         "// The custom-operator contract, defined once: option keys, limits, dtype rules, OpData sizes.",
         "#ifndef TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_",
         "#define TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_",
