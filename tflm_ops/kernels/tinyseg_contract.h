@@ -1,5 +1,6 @@
-// GENERATED from tinyseg_plugin/contract/customops.py by `python -m tinyseg_plugin.contract.header`.
-// Do not edit: change customops.py and regenerate (tests/test_contract.py checks the two agree).
+// GENERATED from tinyseg_plugin/contract/customops.py and stages/ by
+// `python -m tinyseg_plugin.contract.header`.
+// Do not edit: change customops.py or stages/ and regenerate (tests/test_contract.py checks the two agree).
 // The custom-operator contract, defined once: option keys, limits, dtype rules, OpData sizes.
 #ifndef TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_
 #define TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_
@@ -200,57 +201,57 @@ constexpr size_t kStreamAccumulatorBytes = 4;
 
 // StreamChain: the stages it computes, and which of a stage's inputs are activations.
 enum class StageOp : int32_t {
-  kQuantize = 0,
-  kConv2d = 1,
-  kMaxPool2d = 2,
-  kTransposeConv = 3,
-  kConcatenation = 4,
+  kConv2d = 0,
+  kDepthwiseConv2d = 1,
+  kTransposeConv = 2,
+  kMaxPool2d = 3,
+  kAveragePool2d = 4,
   kAdd = 5,
-  kMul = 6,
-  kLogistic = 7,
-  kPrelu = 8,
-  kResizeNearestNeighbor = 9,
-  kDepthwiseConv2d = 10,
-  kAveragePool2d = 11,
+  kSub = 6,
+  kMul = 7,
+  kQuantize = 8,
+  kDequantize = 9,
+  kLogistic = 10,
+  kTanh = 11,
   kRelu = 12,
   kRelu6 = 13,
-  kPad = 14,
-  kSub = 15,
-  kDequantize = 16,
-  kTanh = 17,
-  kHardSwish = 18,
-  kLeakyRelu = 19,
-  kPadv2 = 20,
-  kElu = 21,
-  kResizeBilinear = 22,
+  kHardSwish = 14,
+  kLeakyRelu = 15,
+  kPrelu = 16,
+  kElu = 17,
+  kPad = 18,
+  kPadv2 = 19,
+  kResizeNearestNeighbor = 20,
+  kResizeBilinear = 21,
+  kConcatenation = 22,
   kMean = 23,
   kUnknown = -1,
 };
 
 inline StageOp ParseStageOp(const char* name) {
-  if (std::strcmp(name, "QUANTIZE") == 0) return StageOp::kQuantize;
   if (std::strcmp(name, "CONV_2D") == 0) return StageOp::kConv2d;
-  if (std::strcmp(name, "MAX_POOL_2D") == 0) return StageOp::kMaxPool2d;
-  if (std::strcmp(name, "TRANSPOSE_CONV") == 0) return StageOp::kTransposeConv;
-  if (std::strcmp(name, "CONCATENATION") == 0) return StageOp::kConcatenation;
-  if (std::strcmp(name, "ADD") == 0) return StageOp::kAdd;
-  if (std::strcmp(name, "MUL") == 0) return StageOp::kMul;
-  if (std::strcmp(name, "LOGISTIC") == 0) return StageOp::kLogistic;
-  if (std::strcmp(name, "PRELU") == 0) return StageOp::kPrelu;
-  if (std::strcmp(name, "RESIZE_NEAREST_NEIGHBOR") == 0) return StageOp::kResizeNearestNeighbor;
   if (std::strcmp(name, "DEPTHWISE_CONV_2D") == 0) return StageOp::kDepthwiseConv2d;
+  if (std::strcmp(name, "TRANSPOSE_CONV") == 0) return StageOp::kTransposeConv;
+  if (std::strcmp(name, "MAX_POOL_2D") == 0) return StageOp::kMaxPool2d;
   if (std::strcmp(name, "AVERAGE_POOL_2D") == 0) return StageOp::kAveragePool2d;
+  if (std::strcmp(name, "ADD") == 0) return StageOp::kAdd;
+  if (std::strcmp(name, "SUB") == 0) return StageOp::kSub;
+  if (std::strcmp(name, "MUL") == 0) return StageOp::kMul;
+  if (std::strcmp(name, "QUANTIZE") == 0) return StageOp::kQuantize;
+  if (std::strcmp(name, "DEQUANTIZE") == 0) return StageOp::kDequantize;
+  if (std::strcmp(name, "LOGISTIC") == 0) return StageOp::kLogistic;
+  if (std::strcmp(name, "TANH") == 0) return StageOp::kTanh;
   if (std::strcmp(name, "RELU") == 0) return StageOp::kRelu;
   if (std::strcmp(name, "RELU6") == 0) return StageOp::kRelu6;
-  if (std::strcmp(name, "PAD") == 0) return StageOp::kPad;
-  if (std::strcmp(name, "SUB") == 0) return StageOp::kSub;
-  if (std::strcmp(name, "DEQUANTIZE") == 0) return StageOp::kDequantize;
-  if (std::strcmp(name, "TANH") == 0) return StageOp::kTanh;
   if (std::strcmp(name, "HARD_SWISH") == 0) return StageOp::kHardSwish;
   if (std::strcmp(name, "LEAKY_RELU") == 0) return StageOp::kLeakyRelu;
-  if (std::strcmp(name, "PADV2") == 0) return StageOp::kPadv2;
+  if (std::strcmp(name, "PRELU") == 0) return StageOp::kPrelu;
   if (std::strcmp(name, "ELU") == 0) return StageOp::kElu;
+  if (std::strcmp(name, "PAD") == 0) return StageOp::kPad;
+  if (std::strcmp(name, "PADV2") == 0) return StageOp::kPadv2;
+  if (std::strcmp(name, "RESIZE_NEAREST_NEIGHBOR") == 0) return StageOp::kResizeNearestNeighbor;
   if (std::strcmp(name, "RESIZE_BILINEAR") == 0) return StageOp::kResizeBilinear;
+  if (std::strcmp(name, "CONCATENATION") == 0) return StageOp::kConcatenation;
   if (std::strcmp(name, "MEAN") == 0) return StageOp::kMean;
   return StageOp::kUnknown;
 }
@@ -258,29 +259,29 @@ inline StageOp ParseStageOp(const char* name) {
 // Whether input k of a stage is an activation (else a constant: filter, bias, shape).
 inline bool IsActivationInput(StageOp op, int k) {
   switch (op) {
-    case StageOp::kQuantize: return k == 0;
     case StageOp::kConv2d: return k == 0;
-    case StageOp::kMaxPool2d: return k == 0;
-    case StageOp::kTransposeConv: return k == 2;
-    case StageOp::kConcatenation: return true;
-    case StageOp::kAdd: return k == 0 || k == 1;
-    case StageOp::kMul: return k == 0 || k == 1;
-    case StageOp::kLogistic: return k == 0;
-    case StageOp::kPrelu: return k == 0;
-    case StageOp::kResizeNearestNeighbor: return k == 0;
     case StageOp::kDepthwiseConv2d: return k == 0;
+    case StageOp::kTransposeConv: return k == 2;
+    case StageOp::kMaxPool2d: return k == 0;
     case StageOp::kAveragePool2d: return k == 0;
+    case StageOp::kAdd: return k == 0 || k == 1;
+    case StageOp::kSub: return k == 0 || k == 1;
+    case StageOp::kMul: return k == 0 || k == 1;
+    case StageOp::kQuantize: return k == 0;
+    case StageOp::kDequantize: return k == 0;
+    case StageOp::kLogistic: return k == 0;
+    case StageOp::kTanh: return k == 0;
     case StageOp::kRelu: return k == 0;
     case StageOp::kRelu6: return k == 0;
-    case StageOp::kPad: return k == 0;
-    case StageOp::kSub: return k == 0 || k == 1;
-    case StageOp::kDequantize: return k == 0;
-    case StageOp::kTanh: return k == 0;
     case StageOp::kHardSwish: return k == 0;
     case StageOp::kLeakyRelu: return k == 0;
-    case StageOp::kPadv2: return k == 0;
+    case StageOp::kPrelu: return k == 0;
     case StageOp::kElu: return k == 0;
+    case StageOp::kPad: return k == 0;
+    case StageOp::kPadv2: return k == 0;
+    case StageOp::kResizeNearestNeighbor: return k == 0;
     case StageOp::kResizeBilinear: return k == 0;
+    case StageOp::kConcatenation: return true;
     case StageOp::kMean: return k == 0;
     default: return false;
   }
@@ -288,7 +289,7 @@ inline bool IsActivationInput(StageOp op, int k) {
 
 // Whether a stage requantizes per output channel (persistent multiplier and shift).
 inline bool PerChannelStage(StageOp op) {
-  return op == StageOp::kConv2d || op == StageOp::kTransposeConv || op == StageOp::kDepthwiseConv2d;
+  return op == StageOp::kConv2d || op == StageOp::kDepthwiseConv2d || op == StageOp::kTransposeConv;
 }
 
 // Whether a stage looks elements up in a persistent int8 table (kStreamLookupTableBytes in the pool).
@@ -302,16 +303,113 @@ inline bool AccumulatingStage(StageOp op) {
   return op == StageOp::kMean;
 }
 
+// The row types of a stage (the C++ value is the index of contract/stages/record.py ROWS).
+enum class Rows : int32_t { kQuantized = 0, kFloat32 = 1, kInt16 = 2 };
+constexpr const char* kRowsNames[] = {"quantized", "float32", "int16"};
+
+// Every stage StreamChain computes, by operator and row type, in the registry's order.
+struct StageKey {
+  StageOp op;
+  Rows rows;
+};
+constexpr StageKey kStageKeys[] = {
+    {StageOp::kConv2d, Rows::kQuantized},
+    {StageOp::kDepthwiseConv2d, Rows::kQuantized},
+    {StageOp::kTransposeConv, Rows::kQuantized},
+    {StageOp::kMaxPool2d, Rows::kQuantized},
+    {StageOp::kAveragePool2d, Rows::kQuantized},
+    {StageOp::kAdd, Rows::kQuantized},
+    {StageOp::kSub, Rows::kQuantized},
+    {StageOp::kMul, Rows::kQuantized},
+    {StageOp::kQuantize, Rows::kQuantized},
+    {StageOp::kDequantize, Rows::kQuantized},
+    {StageOp::kLogistic, Rows::kQuantized},
+    {StageOp::kTanh, Rows::kQuantized},
+    {StageOp::kRelu, Rows::kQuantized},
+    {StageOp::kRelu6, Rows::kQuantized},
+    {StageOp::kHardSwish, Rows::kQuantized},
+    {StageOp::kLeakyRelu, Rows::kQuantized},
+    {StageOp::kPrelu, Rows::kQuantized},
+    {StageOp::kElu, Rows::kQuantized},
+    {StageOp::kPad, Rows::kQuantized},
+    {StageOp::kPadv2, Rows::kQuantized},
+    {StageOp::kResizeNearestNeighbor, Rows::kQuantized},
+    {StageOp::kResizeBilinear, Rows::kQuantized},
+    {StageOp::kConcatenation, Rows::kQuantized},
+    {StageOp::kMean, Rows::kQuantized},
+    {StageOp::kConv2d, Rows::kFloat32},
+    {StageOp::kDepthwiseConv2d, Rows::kFloat32},
+    {StageOp::kTransposeConv, Rows::kFloat32},
+    {StageOp::kMaxPool2d, Rows::kFloat32},
+    {StageOp::kAveragePool2d, Rows::kFloat32},
+    {StageOp::kAdd, Rows::kFloat32},
+    {StageOp::kSub, Rows::kFloat32},
+    {StageOp::kMul, Rows::kFloat32},
+    {StageOp::kQuantize, Rows::kFloat32},
+    {StageOp::kLogistic, Rows::kFloat32},
+    {StageOp::kTanh, Rows::kFloat32},
+    {StageOp::kRelu, Rows::kFloat32},
+    {StageOp::kRelu6, Rows::kFloat32},
+    {StageOp::kHardSwish, Rows::kFloat32},
+    {StageOp::kLeakyRelu, Rows::kFloat32},
+    {StageOp::kPrelu, Rows::kFloat32},
+    {StageOp::kElu, Rows::kFloat32},
+    {StageOp::kPad, Rows::kFloat32},
+    {StageOp::kPadv2, Rows::kFloat32},
+    {StageOp::kResizeNearestNeighbor, Rows::kFloat32},
+    {StageOp::kResizeBilinear, Rows::kFloat32},
+    {StageOp::kConcatenation, Rows::kFloat32},
+    {StageOp::kMean, Rows::kFloat32},
+    {StageOp::kConv2d, Rows::kInt16},
+    {StageOp::kDepthwiseConv2d, Rows::kInt16},
+    {StageOp::kTransposeConv, Rows::kInt16},
+    {StageOp::kMaxPool2d, Rows::kInt16},
+    {StageOp::kAveragePool2d, Rows::kInt16},
+    {StageOp::kAdd, Rows::kInt16},
+    {StageOp::kSub, Rows::kInt16},
+    {StageOp::kMul, Rows::kInt16},
+    {StageOp::kQuantize, Rows::kInt16},
+    {StageOp::kDequantize, Rows::kInt16},
+    {StageOp::kLogistic, Rows::kInt16},
+    {StageOp::kTanh, Rows::kInt16},
+    {StageOp::kRelu, Rows::kInt16},
+    {StageOp::kRelu6, Rows::kInt16},
+    {StageOp::kLeakyRelu, Rows::kInt16},
+    {StageOp::kPrelu, Rows::kInt16},
+    {StageOp::kPad, Rows::kInt16},
+    {StageOp::kPadv2, Rows::kInt16},
+    {StageOp::kResizeNearestNeighbor, Rows::kInt16},
+    {StageOp::kConcatenation, Rows::kInt16},
+    {StageOp::kMean, Rows::kInt16},
+};
+constexpr int32_t kNumStageKeys = 68;
+
+// Whether a table of entries with .op and .rows (tinyseg_stream.cc kStages) holds every key of
+// kStageKeys exactly once and nothing else.
+template <typename Entry, size_t N>
+constexpr bool StagesMatchKeys(const Entry (&entries)[N]) {
+  if (N != static_cast<size_t>(kNumStageKeys)) return false;
+  for (size_t k = 0; k < N; ++k) {
+    size_t in_entries = 0, in_keys = 0;
+    for (size_t i = 0; i < N; ++i) {
+      in_entries += entries[i].op == kStageKeys[k].op && entries[i].rows == kStageKeys[k].rows;
+      in_keys += entries[k].op == kStageKeys[i].op && entries[k].rows == kStageKeys[i].rows;
+    }
+    if (in_entries != 1 || in_keys != 1) return false;
+  }
+  return true;
+}
+
 // QUANTIZE stages: the (input, output) types computed.
 inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {
   return (in == kTfLiteUInt8 && out == kTfLiteInt8) ||
          (in == kTfLiteInt8 && out == kTfLiteUInt8) ||
          (in == kTfLiteInt8 && out == kTfLiteInt8) ||
          (in == kTfLiteFloat32 && out == kTfLiteInt8) ||
+         (in == kTfLiteFloat32 && out == kTfLiteInt16) ||
          (in == kTfLiteInt8 && out == kTfLiteInt16) ||
          (in == kTfLiteInt16 && out == kTfLiteInt8) ||
-         (in == kTfLiteInt16 && out == kTfLiteInt16) ||
-         (in == kTfLiteFloat32 && out == kTfLiteInt16);
+         (in == kTfLiteInt16 && out == kTfLiteInt16);
 }
 
 // DEQUANTIZE stages: the (input, output) types computed.

@@ -33,7 +33,7 @@ using tinyseg_ops::FetchedConcatOperand;
 using tinyseg_ops::FetchingHeader;
 namespace contract = tinyseg_ops::contract;
 
-constexpr char kOp[] = "Fetching";
+constexpr const char* kOp = contract::kFetching;
 
 void* FetchingInit(TfLiteContext* context, const char* buffer, size_t length) {
   tinyseg_ops::Options options;

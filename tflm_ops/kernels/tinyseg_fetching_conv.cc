@@ -46,7 +46,7 @@ using tinyseg_ops::FetchedConvOperand;
 using tinyseg_ops::FetchingConvHeader;
 namespace contract = tinyseg_ops::contract;
 
-constexpr char kOp[] = "FetchingConv2D";
+constexpr const char* kOp = contract::kFetchingConv2D;
 
 bool ParsePadding(const char* s, TfLitePadding* out) {
   if (std::strcmp(s, "SAME") == 0) {

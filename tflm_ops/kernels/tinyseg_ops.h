@@ -1,4 +1,4 @@
-// TinySeg's custom operators for TFLM (docs/custom_ops.md, contract version 1)
+// TinySeg's custom operators for TFLM (docs/custom_ops.md)
 // and the one call that adds them to an op resolver.
 //
 //   tflite::MicroMutableOpResolver<N> resolver;   // N counts these 4 too
@@ -15,17 +15,19 @@
 #define TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_OPS_H_
 
 #include "tensorflow/lite/c/common.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_contract.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_tflm_compat.h"
 #include "tensorflow/lite/micro/micro_mutable_op_resolver.h"
 
 namespace tflite {
 
-// OperatorCode.custom_code of each operator.
-constexpr char kTinySegSpillName[] = "Spill";
-constexpr char kTinySegFetchingName[] = "Fetching";
-constexpr char kTinySegFetchingConv2DName[] = "FetchingConv2D";
-constexpr char kTinySegStreamChainName[] = "StreamChain";
-constexpr int kTinySegContractVersion = 1;
+// OperatorCode.custom_code of each operator and the contract's version, from the generated
+// contract (tinyseg_contract.h).
+constexpr const char* kTinySegSpillName = tinyseg_ops::contract::kSpill;
+constexpr const char* kTinySegFetchingName = tinyseg_ops::contract::kFetching;
+constexpr const char* kTinySegFetchingConv2DName = tinyseg_ops::contract::kFetchingConv2D;
+constexpr const char* kTinySegStreamChainName = tinyseg_ops::contract::kStreamChain;
+constexpr int kTinySegContractVersion = tinyseg_ops::contract::kVersion;
 // How many resolver entries AddTinySegOps takes.
 constexpr unsigned int kTinySegOpCount = 4;
 

@@ -26,7 +26,7 @@ namespace {
 using tinyseg_ops::SpillOpData;
 namespace contract = tinyseg_ops::contract;
 
-constexpr char kOp[] = "Spill";
+constexpr const char* kOp = contract::kSpill;
 
 void* SpillInit(TfLiteContext* context, const char* buffer, size_t length) {
   tinyseg_ops::Options options;

@@ -36,7 +36,7 @@ namespace tflite {
 namespace tinyseg_stream {
 namespace {
 
-// Every stage the kernel computes, by operator and row type: its family's Prepare and Row.
+// Every stage computed (contract::kStageKeys, the static_assert below): its family's Prepare, Row.
 constexpr StageEntry kStages[] = {
     {StageOp::kConv2d, Rows::kQuantized, PrepareConv, ConvRow},
     {StageOp::kDepthwiseConv2d, Rows::kQuantized, PrepareConv, DepthwiseConvRow},
@@ -110,6 +110,8 @@ constexpr StageEntry kStages[] = {
     {StageOp::kPadv2, Rows::kInt16, PreparePadv2Int16, PadInt16Row},  // _int16_tconv.cc
 };
 constexpr int32_t kNumStages = static_cast<int32_t>(sizeof(kStages) / sizeof(kStages[0]));
+static_assert(contract::StagesMatchKeys(kStages),
+              "kStages differs from the contract's kStageKeys (contract/stages/)");
 
 // kStages' entry for an operator on rows of this type; -1 for one the kernel does not compute.
 int32_t FindStage(StageOp op, Rows rows) {
@@ -125,8 +127,6 @@ Rows RowsOf(int32_t input_type, int32_t output_type) {
   if (input_type == kTfLiteInt16 || output_type == kTfLiteInt16) return Rows::kInt16;
   return Rows::kQuantized;
 }
-
-constexpr const char* kRowsNames[] = {"quantized", "float32", "int16"};  // by value
 
 // ------------------------------------------------------------ Init
 
@@ -183,7 +183,7 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
   g.entry = FindStage(g.op, rows);
   if (g.entry < 0) {
     MicroPrintf("StreamChain: stage %d is not a stage this kernel computes (on %s rows)",
-                static_cast<int>(index), kRowsNames[static_cast<int32_t>(rows)]);
+                static_cast<int>(index), contract::kRowsNames[static_cast<int32_t>(rows)]);
     return kTfLiteError;
   }
   return kStages[g.entry].prepare(a, g);

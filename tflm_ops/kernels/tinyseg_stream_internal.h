@@ -26,7 +26,7 @@ namespace tinyseg_stream {
 namespace contract = tinyseg_ops::contract;
 using contract::StageOp;
 
-constexpr char kOp[] = "StreamChain";
+constexpr const char* kOp = contract::kStreamChain;
 
 // ------------------------------------------------------------ persistent layout
 
@@ -322,7 +322,8 @@ using StageRowFn = ::tinyseg::Status (*)(const EvalState& v, const StageSlot& g,
 // QUANTIZE float32 -> int8), int16 (int16 activations with int8 weights, TFLM's 16x8: its first
 // activation input or, for QUANTIZE int8 -> int16, its output is int16) or quantized (int8, and
 // QUANTIZE/DEQUANTIZE from int8 or uint8).
-enum class Rows : int32_t { kQuantized = 0, kFloat32 = 1, kInt16 = 2 };
+// The generated contract defines it, beside every (operator, row type) in kStageKeys.
+using contract::Rows;
 
 struct StageEntry {
   StageOp op;

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from flatbuffers import flexbuffers
 
 from ..errors import TinySegError
-from . import flexread
+from . import flexread, stages
 
 SPILL = "Spill"
 FETCHING = "Fetching"
@@ -210,166 +210,55 @@ ZERO_POINT_LIMITS: dict[str, tuple[int, int]] = {
 # below 2^31, so a 32-bit device computes every size of it without overflow.
 STREAM_MAX_BODY_BYTES = INT32_MAX
 
-# The stages the StreamChain kernel computes, and which of a stage's inputs are activations (rows
-# streamed or read from the arena; None: all of them); the others are constants (filter, bias,
-# output shape). The chain search emits only chains of these (stream_stage_supported), the
-# estimate (`analyze --stream`) plans every row-local operator.
+# The stages the StreamChain kernel computes are the records of contract/stages/ (one per operator
+# and row type); the tables below are read from them. The chain search emits only chains of these
+# (stream_stage_problem), the estimate (`analyze --stream`) plans every row-local operator.
+# Each operator with a stage, and which of its inputs are activations (rows streamed or read from
+# the arena; None: all of them); the others are constants (filter, bias, output shape).
 STREAM_STAGE_OPS: dict[str, tuple[int, ...] | None] = {
-    "QUANTIZE": (0,),
-    "CONV_2D": (0,),
-    "MAX_POOL_2D": (0,),
-    "TRANSPOSE_CONV": (2,),
-    "CONCATENATION": None,
-    "ADD": (0, 1),
-    "MUL": (0, 1),
-    "LOGISTIC": (0,),
-    "PRELU": (0,),
-    "RESIZE_NEAREST_NEIGHBOR": (0,),
-    "DEPTHWISE_CONV_2D": (0,),
-    "AVERAGE_POOL_2D": (0,),
-    "RELU": (0,),
-    "RELU6": (0,),
-    "PAD": (0,),
-    "SUB": (0, 1),
-    "DEQUANTIZE": (0,),
-    "TANH": (0,),
-    "HARD_SWISH": (0,),
-    "LEAKY_RELU": (0,),
-    "PADV2": (0,),
-    "ELU": (0,),
-    "RESIZE_BILINEAR": (0,),
-    "MEAN": (0,),
+    op: s.activations for op, s in stages.by_op().items()
 }
-# The constant inputs a stage takes, by type, in order (None: an omitted optional input).
-STREAM_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
-    "CONV_2D": (("INT8", "INT32"), ("INT8", None)),  # filter, bias
-    "DEPTHWISE_CONV_2D": (("INT8", "INT32"), ("INT8", None)),
-    "TRANSPOSE_CONV": (
-        ("INT32", "INT8", "INT32"),
-        ("INT32", "INT8", None),
-        ("INT32", "INT8"),
-    ),  # shape, filter, bias
-    "PRELU": (("INT8",),),  # alpha
-    "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # size
-    "RESIZE_BILINEAR": (("INT32",),),  # size
-    "PAD": (("INT32",),),  # paddings (TFLM's PAD reads them as int32)
-    "PADV2": (
-        ("INT32", "INT8"),
-    ),  # paddings, the pad value (a scalar of the output's quantization)
-    "MEAN": (("INT32",),),  # axis: height and width
-}
+
+
+def _stage_constants(rows: str) -> dict[str, tuple[tuple[str | None, ...], ...]]:
+    """The constant inputs each stage on ``rows`` takes, by type, in order (None: an omitted
+    optional input); a stage without constants is absent."""
+    return {s.op: s.constants for s in stages.STAGES if s.rows == rows and s.constants != ((),)}
+
+
+def _same_type_ops(rows: str) -> tuple[str, ...]:
+    """The operators computed on ``rows`` whose inputs and output are of that type."""
+    return tuple(s.op for s in stages.STAGES if s.rows == rows and not s.converts)
+
+
+STREAM_STAGE_CONSTANTS = _stage_constants("quantized")
 # Stages with per-channel requantization (multiplier and shift per output channel, kept persistent).
-STREAM_PER_CHANNEL_OPS = ("CONV_2D", "TRANSPOSE_CONV", "DEPTHWISE_CONV_2D")
+STREAM_PER_CHANNEL_OPS = tuple(op for op, s in stages.by_op().items() if s.per_channel)
 # Stages that look each int8 element up in a 256-entry table Prepare fills from the quantization
 # (as TFLM's elu.cc keeps one in its OpData), kept persistent in the same int32 pool.
-STREAM_LOOKUP_TABLE_OPS = ("ELU",)
+STREAM_LOOKUP_TABLE_OPS = tuple(op for op, s in stages.by_op().items() if s.lookup_table)
 STREAM_LOOKUP_TABLE_BYTES = 256  # one int8 output per int8 input value
 # Stages that accumulate: they read each input row once and write their one-pixel output after the
 # last (MEAN over height and width, a squeeze-and-excitation's squeeze). Their schedule steps are
 # the input's rows, their per-channel sums (int32 or float, 4 bytes a channel) sit at the end of
 # op_scratch, and one ends its chain (a node output, never a ring).
-STREAM_ACCUMULATING_OPS = ("MEAN",)
+STREAM_ACCUMULATING_OPS = tuple(op for op, s in stages.by_op().items() if s.accumulates)
 STREAM_ACCUMULATOR_BYTES = 4  # per channel: an int32 sum (int8 rows) or a float sum (float32)
-# Activation types the stages compute: int8 throughout, QUANTIZE between int8 and uint8 and from
-# float32 to int8 (an int8 chain starting at a float32 tensor), and the float32 stages below.
-STREAM_QUANTIZE_TYPES: tuple[tuple[str, str], ...] = (
-    ("UINT8", "INT8"),
-    ("INT8", "UINT8"),
-    ("INT8", "INT8"),
-    ("FLOAT32", "INT8"),
-    ("INT8", "INT16"),
-    ("INT16", "INT8"),
-    ("INT16", "INT16"),
-    ("FLOAT32", "INT16"),
-)
+# The (input, output) types of the QUANTIZE stages: between int8 and uint8, from float32 to int8 or
+# int16 (a chain starting at a float32 tensor), between int8 and int16 (contract/stages/activation.py).
+STREAM_QUANTIZE_TYPES = stages.conversions("QUANTIZE")
 # Stages the kernel also computes on float32 rows (float32 inputs and output), with TFLM's
 # reference float arithmetic, and their constant inputs (float32 filter and bias).
-STREAM_FLOAT32_STAGE_OPS = (
-    "CONV_2D",
-    "DEPTHWISE_CONV_2D",
-    "TRANSPOSE_CONV",
-    "CONCATENATION",
-    "ADD",
-    "MUL",
-    "MAX_POOL_2D",
-    "AVERAGE_POOL_2D",
-    "RESIZE_NEAREST_NEIGHBOR",
-    "RELU",
-    "RELU6",
-    "LOGISTIC",
-    "PAD",
-    "SUB",
-    "TANH",
-    "HARD_SWISH",
-    "LEAKY_RELU",
-    "PRELU",
-    "ELU",
-    "PADV2",
-    "RESIZE_BILINEAR",  # its rows: bilinear_float_row_rule
-    "MEAN",
-)
-STREAM_FLOAT32_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
-    "CONV_2D": (("FLOAT32", "FLOAT32"), ("FLOAT32", None)),
-    "DEPTHWISE_CONV_2D": (("FLOAT32", "FLOAT32"), ("FLOAT32", None)),
-    "TRANSPOSE_CONV": (
-        ("INT32", "FLOAT32", "FLOAT32"),
-        ("INT32", "FLOAT32", None),
-        ("INT32", "FLOAT32"),
-    ),
-    "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),
-    "PAD": (("INT32",),),
-    "PRELU": (("FLOAT32",),),  # alpha
-    "PADV2": (("INT32", "FLOAT32"),),  # paddings, the pad value (a float32 scalar)
-    "RESIZE_BILINEAR": (("INT32",),),
-    "MEAN": (("INT32",),),
-}
+STREAM_FLOAT32_STAGE_OPS = _same_type_ops("float32")
+STREAM_FLOAT32_STAGE_CONSTANTS = _stage_constants("float32")
 # Stages the kernel also computes on int16 rows with int8 weights (TFLM's "16x8" quantization),
-# with TFLM's reference int16 arithmetic, and their constant inputs: CONV_2D's bias is int64 or
-# int32 (the accumulator TFLM picks by it); DEPTHWISE_CONV_2D's int64 (TFLM reads it as int64).
-# Neither without bias: TFLM picks a CONV_2D's accumulator from an option (quantized_bias_type) a
-# stage does not carry, and the tflite-micro wheel crashes on an int16 DEPTHWISE_CONV_2D without
-# one.
-STREAM_INT16_STAGE_OPS = (
-    "CONV_2D",
-    "DEPTHWISE_CONV_2D",
-    "MAX_POOL_2D",
-    "AVERAGE_POOL_2D",
-    "RELU",
-    "RELU6",
-    "CONCATENATION",
-    "ADD",
-    "SUB",
-    "MUL",
-    "PAD",
-    "RESIZE_NEAREST_NEIGHBOR",
-    "LOGISTIC",  # output scale 2^-15 (stream.py checks it, as TFLM's Prepare)
-    "TANH",
-    "LEAKY_RELU",
-    "TRANSPOSE_CONV",  # an int64 accumulator row in op_scratch (stream.row_step_scratch)
-    "PADV2",
-    "MEAN",  # over height and width; int32 sums (STREAM_ACCUMULATOR_BYTES), as TFLM's
-    "PRELU",  # an int8 alpha, as TFLM's int16 PRELU needs
-)
-STREAM_INT16_STAGE_CONSTANTS: dict[str, tuple[tuple[str | None, ...], ...]] = {
-    "CONV_2D": (("INT8", "INT64"), ("INT8", "INT32")),
-    "DEPTHWISE_CONV_2D": (("INT8", "INT64"),),
-    # shape, filter, bias: int64, int16 (TFLM widens it into a scratch buffer of its own, the stage
-    # where it adds it) or none; not int32, which TFLM's 16x8 kernel would read as int64
-    "TRANSPOSE_CONV": (
-        ("INT32", "INT8", "INT64"),
-        ("INT32", "INT8", "INT16"),
-        ("INT32", "INT8", None),
-        ("INT32", "INT8"),
-    ),
-    "PRELU": (("INT8",),),  # alpha
-    "PAD": (("INT32",),),  # paddings (PAD pads int16 with 0, as TFLM's)
-    "PADV2": (("INT32", "INT16"),),  # paddings, the pad value (an int16 scalar TFLM copies as is)
-    "RESIZE_NEAREST_NEIGHBOR": (("INT32",),),  # the size
-    "MEAN": (("INT32",),),  # axis: height and width
-}
+# with TFLM's reference int16 arithmetic, and their constant inputs (contract/stages/conv.py says
+# which biases and why).
+STREAM_INT16_STAGE_OPS = _same_type_ops("int16")
+STREAM_INT16_STAGE_CONSTANTS = _stage_constants("int16")
 # DEQUANTIZE stages: int8 or int16 to float32; its float32 rows are a chain output or float32
 # stages' input.
-STREAM_DEQUANTIZE_TYPES: tuple[tuple[str, str], ...] = (("INT8", "FLOAT32"), ("INT16", "FLOAT32"))
+STREAM_DEQUANTIZE_TYPES = stages.conversions("DEQUANTIZE")
 STREAM_MAX_STAGE_INPUTS = 16  # operands of one stage (a concatenation's inputs)
 
 # dtype rules. Spill and Fetching move bytes of these element types:

@@ -1,6 +1,6 @@
 """tflm_ops/kernels/tinyseg_contract.h, generated: the contract's numbers and rules
-(contract/customops.py) as C++14 constants and checks, so the kernels spell no key or limit
-themselves. Regenerate with `python -m tinyseg_plugin.contract.header > tflm_ops/kernels/tinyseg_contract.h`."""
+(contract/customops.py) and the stages' keys (contract/stages/) as C++14 constants and checks, so
+the kernels spell no name, key or limit themselves. Regenerate with `python -m tinyseg_plugin.contract.header > tflm_ops/kernels/tinyseg_contract.h`."""
 
 from __future__ import annotations
 
@@ -54,6 +54,7 @@ from .customops import (
     STREAM_TENSOR_KEYS,
     ZERO_POINT_LIMITS,
 )
+from .stages import ROWS, keys
 
 _TFLITE_TYPE = {
     "INT8": "kTfLiteInt8",
@@ -69,11 +70,55 @@ def _cname(key: str) -> str:
     return "k" + "".join(part.capitalize() for part in key.split("_"))
 
 
+def _stage_keys() -> list[str]:
+    """The row types and the (operator, row type) key of every stage of the registry
+    (contract/stages/), and the check a kernel's dispatch table static_asserts with them."""
+    stage_keys = keys()
+    out = [
+        "// The row types of a stage (the C++ value is the index of contract/stages/record.py ROWS).",
+        "enum class Rows : int32_t { "
+        + ", ".join(f"{_cname(r)} = {k}" for k, r in enumerate(ROWS))
+        + " };",
+        "constexpr const char* kRowsNames[] = {" + ", ".join(f'"{r}"' for r in ROWS) + "};",
+        "",
+        "// Every stage StreamChain computes, by operator and row type, in the registry's order.",
+        "struct StageKey {",
+        "  StageOp op;",
+        "  Rows rows;",
+        "};",
+        "constexpr StageKey kStageKeys[] = {",
+    ]
+    out += [f"    {{StageOp::{_cname(op)}, Rows::{_cname(r)}}}," for op, r in stage_keys]
+    out += [
+        "};",
+        f"constexpr int32_t kNumStageKeys = {len(stage_keys)};",
+        "",
+        "// Whether a table of entries with .op and .rows (tinyseg_stream.cc kStages) holds every key of",
+        "// kStageKeys exactly once and nothing else.",
+        "template <typename Entry, size_t N>",
+        "constexpr bool StagesMatchKeys(const Entry (&entries)[N]) {",
+        "  if (N != static_cast<size_t>(kNumStageKeys)) return false;",
+        "  for (size_t k = 0; k < N; ++k) {",
+        "    size_t in_entries = 0, in_keys = 0;",
+        "    for (size_t i = 0; i < N; ++i) {",
+        "      in_entries += entries[i].op == kStageKeys[k].op && entries[i].rows == kStageKeys[k].rows;",
+        "      in_keys += entries[k].op == kStageKeys[i].op && entries[k].rows == kStageKeys[i].rows;",
+        "    }",
+        "    if (in_entries != 1 || in_keys != 1) return false;",
+        "  }",
+        "  return true;",
+        "}",
+        "",
+    ]
+    return out
+
+
 def header() -> str:
     """tflm_ops/kernels/tinyseg_contract.h: the contract (customops.py) as C++14 constants and checks."""
     out = [
-        "// GENERATED from tinyseg_plugin/contract/customops.py by `python -m tinyseg_plugin.contract.header`.",
-        "// Do not edit: change customops.py and regenerate (tests/test_contract.py checks the two agree).",
+        "// GENERATED from tinyseg_plugin/contract/customops.py and stages/ by",
+        "// `python -m tinyseg_plugin.contract.header`.",
+        "// Do not edit: change customops.py or stages/ and regenerate (tests/test_contract.py checks the two agree).",
         "// The custom-operator contract, defined once: option keys, limits, dtype rules, OpData sizes.",
         "#ifndef TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_",
         "#define TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_",
@@ -233,6 +278,9 @@ def header() -> str:
         + ";",
         "}",
         "",
+    ]
+    out += _stage_keys()
+    out += [
         "// QUANTIZE stages: the (input, output) types computed.",
         "inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {",
         "  return "

@@ -1,0 +1,49 @@
+"""Convolutions (tinyseg_stream_conv.cc; int16 rows: _int16.cc, _int16_tconv.cc): inputs filter
+and bias (TRANSPOSE_CONV: output shape, filter, bias), requantized per output channel."""
+
+from __future__ import annotations
+
+from .record import Stage
+
+
+def _conv(op: str, rows: str, constants: tuple, activations: tuple[int, ...] = (0,)) -> Stage:
+    return Stage(op, rows, "conv", activations, constants, per_channel=True)
+
+
+# int16 rows take int8 weights; CONV_2D's bias is int64 or int32 (the accumulator TFLM picks by
+# it), DEPTHWISE_CONV_2D's int64 (TFLM reads it as int64). Neither without bias: TFLM picks a
+# CONV_2D's accumulator from an option (quantized_bias_type) a stage does not carry, and the
+# tflite-micro wheel crashes on an int16 DEPTHWISE_CONV_2D without one. An int16 TRANSPOSE_CONV's
+# bias is int64, int16 (TFLM widens it into a scratch buffer of its own) or none; not int32, which
+# TFLM's 16x8 kernel would read as int64; it keeps an int64 accumulator row in op_scratch.
+STAGES = (
+    _conv("CONV_2D", "quantized", (("INT8", "INT32"), ("INT8", None))),
+    _conv("DEPTHWISE_CONV_2D", "quantized", (("INT8", "INT32"), ("INT8", None))),
+    _conv(
+        "TRANSPOSE_CONV",
+        "quantized",
+        (("INT32", "INT8", "INT32"), ("INT32", "INT8", None), ("INT32", "INT8")),
+        (2,),
+    ),
+    _conv("CONV_2D", "float32", (("FLOAT32", "FLOAT32"), ("FLOAT32", None))),
+    _conv("DEPTHWISE_CONV_2D", "float32", (("FLOAT32", "FLOAT32"), ("FLOAT32", None))),
+    _conv(
+        "TRANSPOSE_CONV",
+        "float32",
+        (("INT32", "FLOAT32", "FLOAT32"), ("INT32", "FLOAT32", None), ("INT32", "FLOAT32")),
+        (2,),
+    ),
+    _conv("CONV_2D", "int16", (("INT8", "INT64"), ("INT8", "INT32"))),
+    _conv("DEPTHWISE_CONV_2D", "int16", (("INT8", "INT64"),)),
+    _conv(
+        "TRANSPOSE_CONV",
+        "int16",
+        (
+            ("INT32", "INT8", "INT64"),
+            ("INT32", "INT8", "INT16"),
+            ("INT32", "INT8", None),
+            ("INT32", "INT8"),
+        ),
+        (2,),
+    ),
+)

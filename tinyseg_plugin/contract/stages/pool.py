@@ -1,0 +1,11 @@
+"""Pooling (tinyseg_stream_pool.cc; int16 rows: _int16.cc): one activation input, no constants."""
+
+from __future__ import annotations
+
+from .record import Stage
+
+STAGES = tuple(
+    Stage(op, rows, "pool")
+    for rows in ("quantized", "float32", "int16")
+    for op in ("MAX_POOL_2D", "AVERAGE_POOL_2D")
+)
