@@ -816,13 +816,27 @@ def stream_chain_body_bytes(
     whole: frozenset[tuple[int, int]] = frozenset(),
 ) -> int:
     """The persistent block StreamChain's Prepare allocates for its tables (tinyseg_stream.cc):
-    per chain-local tensor (the operator's inputs and outputs, then the body's tensors) its
-    record and its schedule entry; per stage its record; per edge its row map; per spilled
-    tensor its SpillStream; int32 arrays: rows done and held per tensor, the schedule's stages,
-    every stage's operands, the outputs the schedule pulls (the operator's but its tokens, then
-    the spilled, then the sunk),
-    and multiplier and shift per output channel of the requantizing stages, then the lookup table
-    of each table stage (ELU), in the same pool.
+    the sum of ``stream_chain_body_parts``."""
+    return sum(
+        stream_chain_body_parts(o, out_channels, num_inputs, num_outputs, constants, whole).values()
+    )
+
+
+def stream_chain_body_parts(
+    o: StreamChainOptions,
+    out_channels: list[int],
+    num_inputs: int,
+    num_outputs: int,
+    constants: frozenset[int] = frozenset(),
+    whole: frozenset[tuple[int, int]] = frozenset(),
+) -> dict[str, int]:
+    """What StreamChain's persistent block holds, in bytes by part: per chain-local tensor (the
+    operator's inputs and outputs, then the body's tensors) its record and its schedule entry;
+    per stage its record; per edge its row map; per spilled tensor its SpillStream; int32 arrays:
+    rows done and held per tensor, the schedule's stages, every stage's operands, the outputs
+    the schedule pulls (the operator's but its tokens, then the spilled, then the sunk); and
+    multiplier and shift per output channel of the requantizing stages, then the lookup table of
+    each table stage (ELU), in the same pool.
     ``out_channels``: each stage's output channels; ``constants``: local ids of constant inputs;
     ``whole``: (stage, local id) of MUL operands read whole (no edge, ``whole_index``)."""
     num_local = num_inputs + num_outputs + len(o.tensors)
@@ -832,13 +846,7 @@ def stream_chain_body_bytes(
         for k, st in enumerate(o.stages)
     )
     operands = sum(len(st.inputs) for st in o.stages)
-    per_channel = sum(
-        2 * c for st, c in zip(o.stages, out_channels) if st.op in STREAM_PER_CHANNEL_OPS
-    )
-    per_channel += sum(
-        STREAM_LOOKUP_TABLE_BYTES // 4 for st in o.stages if st.op in STREAM_LOOKUP_TABLE_OPS
-    )
-    int32s = (
+    schedule = (
         STREAM_INT32_PER_TENSOR * num_local
         + STREAM_INT32_PER_STAGE * stages
         + operands
@@ -846,15 +854,18 @@ def stream_chain_body_bytes(
         - sum(num_inputs <= t < num_inputs + num_outputs for t in o.tokens)
         + len(o.spill)
         + len(o.sink)
-        + per_channel
     )
-    return (
-        SPILL_STREAM_BYTES * len(o.spill)
-        + (STREAM_TENSOR_BYTES + STREAM_SCHEDULE_TENSOR_BYTES) * num_local
-        + STREAM_STAGE_BYTES * stages
-        + STREAM_EDGE_BYTES * edges
-        + 4 * int32s
-    )
+    return {
+        "tensors": (STREAM_TENSOR_BYTES + STREAM_SCHEDULE_TENSOR_BYTES) * num_local,
+        "stages": STREAM_STAGE_BYTES * stages,
+        "edges": STREAM_EDGE_BYTES * edges,
+        "spill streams": SPILL_STREAM_BYTES * len(o.spill),
+        "schedule": 4 * schedule,
+        "per-channel": 4
+        * sum(2 * c for st, c in zip(o.stages, out_channels) if st.op in STREAM_PER_CHANNEL_OPS),
+        "lookup tables": STREAM_LOOKUP_TABLE_BYTES
+        * sum(st.op in STREAM_LOOKUP_TABLE_OPS for st in o.stages),
+    }
 
 
 def operand_sources(op, o: "FetchingOptions") -> list["Fetched | int"]:

@@ -22,7 +22,7 @@ from ...contract.customops import (
     SpillOptions,
     StreamChainOptions,
     decode,
-    stream_chain_body_bytes,
+    stream_chain_body_parts,
     whole_index,
 )
 from ..align import align_up
@@ -77,17 +77,8 @@ def persistent_bytes(graph, op, pointer_bytes: int) -> int:
     if isinstance(o, StreamChainOptions):
         if not o.stages:  # planning figures only (the chain search): the OpData alone
             return align_up(STREAM_CHAIN_OPDATA_BYTES)
-        shapes = _local_shapes(graph, op, o)
-        channels = [
-            shapes[st.outputs[0]][-1] if st.outputs and shapes[st.outputs[0]] else 0
-            for st in o.stages
-        ]
-        constants = frozenset(
-            k for k, t in enumerate(op.inputs) if t >= 0 and graph.tensors[t].is_constant
-        )
-        whole = _whole_operands(graph, op, o, constants)
         return align_up(STREAM_CHAIN_OPDATA_BYTES) + align_up(
-            stream_chain_body_bytes(o, channels, len(op.inputs), len(op.outputs), constants, whole)
+            sum(stream_chain_parts(graph, op).values())
         )
     if isinstance(o, SpillOptions):
         return align_up(SPILL_OPDATA_BYTES)
@@ -98,6 +89,21 @@ def persistent_bytes(graph, op, pointer_bytes: int) -> int:
     return align_up(
         FETCHING_CONV_HEADER_BYTES + per_fetched * len(o.fetching.fetched)
     ) + 2 * align_up(PER_CHANNEL_BYTES * channels)
+
+
+def stream_chain_parts(graph, op) -> dict[str, int]:
+    """A StreamChain's persistent block by part (customops.stream_chain_body_parts), before the
+    16-byte rounding; the OpData (STREAM_CHAIN_OPDATA_BYTES) is allocated beside it."""
+    o = decode(op, graph.memo.decoded)
+    shapes = _local_shapes(graph, op, o)
+    channels = [
+        shapes[st.outputs[0]][-1] if st.outputs and shapes[st.outputs[0]] else 0 for st in o.stages
+    ]
+    constants = frozenset(
+        k for k, t in enumerate(op.inputs) if t >= 0 and graph.tensors[t].is_constant
+    )
+    whole = _whole_operands(graph, op, o, constants)
+    return stream_chain_body_parts(o, channels, len(op.inputs), len(op.outputs), constants, whole)
 
 
 def _whole_operands(
