@@ -64,8 +64,14 @@ def test_the_table_fits_100_columns(points: list[FrontierPoint]) -> None:
 def test_a_walk_cut_short_says_where_it_stopped() -> None:
     graph = pipeline.load(TINY_UNET.read_bytes(), "tiny_unet")
     notes: list[str] = []
-    points = frontier(graph, Options(), load_board("generic"), searches=2, notes=notes)
+    heard: list[str] = []
+    points = frontier(
+        graph, Options(), load_board("generic"), searches=2, notes=notes, progress=heard.append
+    )
     assert len(notes) == 2 and "after 2 searches" in notes[0], notes
+    # one progress line per step, counted against the cap, with the head it reached
+    assert [line.split(" (")[0] for line in heard] == ["frontier step 1", "frontier step 2"]
+    assert all("(at most 2)" in line and " s a step" in line for line in heard), heard
     head = int(notes[0].split("head ")[1].split(" B")[0].replace(",", ""))
     assert f"--target {head - 1} continues it" in notes[1]
     assert max(len(line) for line in notes) <= 100

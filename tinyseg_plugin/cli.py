@@ -335,7 +335,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
         run.say("the frontier: one search per step of the targeted search")
         notes: list[str] = []
-        points = frontier(graph, run.options, run.board, run.rate, out.nearby, notes=notes)
+        points = frontier(
+            graph, run.options, run.board, run.rate, out.nearby, notes=notes, progress=run.progress
+        )
     files: list[tuple[str, bytes]] = [(args.output, out.data)]
     if args.csv:
         made = optimize_csv_files(out.regions, out.operators)

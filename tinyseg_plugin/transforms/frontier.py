@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Callable
 from dataclasses import dataclass, replace
 
 from .. import deadline
@@ -151,6 +152,7 @@ def frontier(
     known: list[FrontierPoint] = (),
     searches: int = MAX_SEARCHES,
     notes: list[str] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> list[FrontierPoint]:
     """The plans no other plan found beats in head, modelled latency and flash written, each with
     the option that writes it again, the input and the written plan marked. Found by walking the
@@ -158,7 +160,8 @@ def frontier(
     h' < h, then --target h'-1, until the head stops falling or reaches --target min's; the
     default plan, --target min's and ``known`` (the run's nearby points, the written one marked;
     their searches are not run again) join them. One search per step, at most ``searches``, and
-    none the run's --time-limit has no room for: ``notes`` then says where the walk stopped."""
+    none the run's --time-limit has no room for: ``notes`` then says where the walk stopped.
+    ``progress`` hears of each step: its count, the head reached and the seconds a step takes."""
     base = replace(o, target_bytes=None, smallest=False)
     found = list(known)
     have = {p.option for p in found}
@@ -180,6 +183,11 @@ def frontier(
             break
         found.append(p)
         head = p.head
+        if progress is not None:
+            progress(
+                f"frontier step {done} (at most {searches}): head {head:,} B, walking down to "
+                f"{floor:,} B, {took:.1f} s a step"
+            )
     if stopped and notes is not None:
         notes += [
             f"the walk stopped at head {head:,} B after {done} searches (at most {searches}, "
