@@ -269,7 +269,7 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
         except TinySegError as exc:
             raise TinySegError(f"{name}: {exc}; nothing to optimize") from None
     started = time.monotonic()
-    result = optimizer.optimize(graph, o, run.progress, run.board)
+    result = optimizer.search_plans(graph, o, run.progress, run.board)
     took = time.monotonic() - started  # the next points' searches take about as long
     if result.plan.head >= result.original.head and result.plan.total >= result.original.total:
         kept = Result(graph=graph, plan=result.original, original=result.original)
