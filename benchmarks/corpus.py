@@ -5,7 +5,7 @@ Run: python benchmarks/corpus.py DIR_OR_FILE... [--timeout SECONDS] [--kernel-se
 Columns: operators; the real TFLM head (tflite-micro wheel, reference kernels; or why TFLM refuses the
 model, in the notes under the table); tinyseg's analyze head; exact (analyze head == TFLM head; "-"
 where TFLM refuses); optimized head and cut (`tinyseg optimize --target min`: the smallest head); verified (optimized model bit-identical to the original
-in TFLM on one random input); optimizer CPU seconds (the optimize() call, no verification); peak RSS of
+in TFLM on one random input); optimizer CPU seconds (the search_plans() call, no verification); peak RSS of
 the child that did all of it. Each model runs in a child process with a time limit, so a crash or a hang
 in one (inside TFLM, or ours) becomes a row saying so and the table goes on.
 """
@@ -39,7 +39,7 @@ def measure(path: str, kernel_set: str) -> dict:
     from tinyseg_plugin.ir.graph import build_graph
     from tinyseg_plugin.ir.modelio import load_model, model_to_bytes
     from tinyseg_plugin.memory.planner import plan_graph
-    from tinyseg_plugin.transforms.optimizer import Options, optimize
+    from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
     row: dict = {"model": path}
     try:
@@ -62,7 +62,7 @@ def measure(path: str, kernel_set: str) -> dict:
         return row
     t = time.process_time()
     try:
-        r = optimize(g, Options(kernel_set=kernel_set, smallest=True))
+        r = search_plans(g, Options(kernel_set=kernel_set, smallest=True))
         row["opt_cpu_s"] = time.process_time() - t
         row["opt_head"] = r.plan.head
         row["spills"] = len(r.spills)

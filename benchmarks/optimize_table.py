@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tinyseg_plugin.checks.verify import verify  # noqa: E402
 from tinyseg_plugin.ir.graph import build_graph  # noqa: E402
 from tinyseg_plugin.ir.modelio import load_model  # noqa: E402
-from tinyseg_plugin.transforms.optimizer import Options, optimize  # noqa: E402
+from tinyseg_plugin.transforms.optimizer import Options, search_plans  # noqa: E402
 
 # The paper's peak memory (original -> optimized) for each model, Tables 3 and 4.
 PAPER = {
@@ -58,7 +58,7 @@ def main() -> None:
             continue
         g = build_graph(load_model(p))
         t = time.perf_counter()
-        r = optimize(
+        r = search_plans(
             g, Options(kernel_set=args.kernel_set, smallest=True, stream=not args.no_stream)
         )
         secs = time.perf_counter() - t

@@ -30,7 +30,11 @@ def main() -> int:
     from tinyseg_plugin.ir.graph import build_graph
     from tinyseg_plugin.ir.modelio import load_model
     from tinyseg_plugin.memory.planner import plan_graph
-    from tinyseg_plugin.transforms.optimizer import Options, optimize
+    from tinyseg_plugin.transforms import optimizer
+    from tinyseg_plugin.transforms.optimizer import Options
+
+    # a checkout from before the search was named search_plans called it optimize
+    search_plans = getattr(optimizer, "search_plans", None) or optimizer.optimize
 
     def options(target: int | str | None) -> Options:
         if target == "min":  # a checkout without --target min: its default was the smallest head
@@ -49,7 +53,7 @@ def main() -> int:
                     load_model(str(path))
                 )  # a fresh view: no memo from a run before
                 c0 = time.process_time()
-                r = optimize(graph, options(target))
+                r = search_plans(graph, options(target))
                 cpu = time.process_time() - c0
                 best = cpu if best is None else min(best, cpu)
             shown = "-" if target is None else target if target == "min" else f"{target:,}"

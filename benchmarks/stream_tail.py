@@ -25,7 +25,7 @@ def main() -> int:
     from tinyseg_plugin.ir.modelio import load_model
     from tinyseg_plugin.memory.kernels.tinyseg import stream_chain_parts
     from tinyseg_plugin.pipeline import target_fields
-    from tinyseg_plugin.transforms.optimizer import Options, optimize
+    from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", nargs="?", type=Path,
@@ -37,7 +37,7 @@ def main() -> int:
     o = Options(
         build_profile=args.build_profile, stream_io=args.stream_io, **target_fields(args.target)
     )
-    r = optimize(build_graph(load_model(str(args.model))), o)
+    r = search_plans(build_graph(load_model(str(args.model))), o)
     chains = [op for op in r.graph.operators if op.opcode == customops.STREAM_CHAIN]
     parts = [stream_chain_parts(r.graph, op) for op in chains]
     names = list(parts[0]) if parts else []

@@ -21,7 +21,7 @@ from tinyseg_plugin.cli import main as cli
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.ir.modelio import load_model, model_to_bytes
-from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
 
 def _digest_of_cli(args: list[str]) -> str:
@@ -34,7 +34,7 @@ def _digest_of_cli(args: list[str]) -> str:
 def _choices(path: str, kernel_set: str) -> dict:
     try:
         graph = build_graph(load_model(path), name=path)
-        r = optimize(graph, Options(kernel_set=kernel_set, build_profile="host64"))
+        r = search_plans(graph, Options(kernel_set=kernel_set, build_profile="host64"))
     except TinySegError as exc:
         return {"refused": str(exc)}
     return {

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from tinyseg_plugin.ir import modelio
 from tinyseg_plugin.ir.graph import build_graph
-from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
 TINY_UNET = ROOT / "examples" / "models" / "tiny_unet.tflite"
 INT32_MAX = (1 << 31) - 1
@@ -51,7 +51,7 @@ def base_models() -> dict[str, bytes]:
     graph = build_graph(modelio.load_model(TINY_UNET))
     streamed = choose_streaming(graph, kernel_only=True).streamed
     assert streamed is not None
-    fetched = optimize(graph, Options(smallest=True, stream=False)).graph
+    fetched = search_plans(graph, Options(smallest=True, stream=False)).graph
     return {
         "stream": modelio.model_to_bytes(streamed.graph.model),
         "fetch": modelio.model_to_bytes(fetched.model),

@@ -129,9 +129,9 @@ def test_analyze_refuses_a_bilinear_stage_it_cannot_compute(fields, tmp_path, ca
     from flatbuffers import flexbuffers
 
     from tinyseg_plugin.ir import modelio
-    from tinyseg_plugin.transforms.optimizer import Options, optimize
+    from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
-    opt = optimize(build_graph(synth.bilinear_seg()), Options(smallest=True)).graph
+    opt = search_plans(build_graph(synth.bilinear_seg()), Options(smallest=True)).graph
     model = modelio.parse_model(modelio.model_to_bytes(opt.model))
     for op in model.subgraphs[0].operators:
         if op.customOptions is None:

@@ -9,7 +9,7 @@ import synth
 from tinyseg_plugin.checks.verify import verify
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.memory.planner import plan_graph
-from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.optimizer import Options, search_plans
 from tinyseg_plugin.transforms.passes import graph_or_none
 from tinyseg_plugin.transforms.passes.distribute import split_elementwise, splittable
 
@@ -67,8 +67,8 @@ def test_not_applied_where_it_does_not_fit() -> None:
 def test_vnet_decoder_floor_is_broken_only_by_the_split() -> None:
     """ADD(CONCATENATION(up, skip), CONV_2D(...)) holds three full tensors; splitting it lets spilling go below."""
     g = build_graph(synth.vnet_like())
-    without = optimize(g, Options(smallest=True, split=False, stream=False))
-    with_split = optimize(g, Options(smallest=True, stream=False))
+    without = search_plans(g, Options(smallest=True, split=False, stream=False))
+    with_split = search_plans(g, Options(smallest=True, stream=False))
     assert with_split.plan.head < without.plan.head
     assert any(s.technique == "operator splitting" for s in with_split.steps)
     assert plan_graph(with_split.graph).head == with_split.plan.head

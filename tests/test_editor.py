@@ -19,7 +19,7 @@ from tinyseg_plugin.ir.modelio import model_to_bytes, parse_model
 from tinyseg_plugin.ir.offline import read as offline_offsets
 from tinyseg_plugin.ir.schema import fb
 from tinyseg_plugin.memory.planner import plan_graph
-from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.optimizer import Options, search_plans
 from tinyseg_plugin.transforms.passes.edit import Editor
 from tinyseg_plugin.transforms.passes.layout import ORDERS, first_fit, with_offsets
 
@@ -60,7 +60,7 @@ def test_object_api_gives_numpy_index_vectors() -> None:
 
 def test_two_inputs_three_outputs_optimize_and_verify() -> None:
     g = build_graph(parse_model(model_to_bytes(two_in_three_out())))
-    r = optimize(g, Options(smallest=True))
+    r = search_plans(g, Options(smallest=True))
     assert r.plan.head < r.original.head
     assert len(r.graph.inputs) == 2 and len(r.graph.outputs) == 3
     assert verify(g, r.graph, runs=2).identical
@@ -98,7 +98,7 @@ def test_offline_layout_table_is_sized_after_pruning() -> None:
 def test_random_unets_with_an_unreferenced_tensor_optimize(seed: int) -> None:
     """4 of these 12 exited 2 ("OfflineMemoryAllocation metadata has 23 offsets but the model has 22 tensors")."""
     g = build_graph(with_unreferenced(synth.random_unet(seed)))
-    r = optimize(g, Options(smallest=True))
+    r = search_plans(g, Options(smallest=True))
     assert r.plan.head <= r.original.head
     assert verify(g, r.graph, runs=1, seed=seed).identical
 

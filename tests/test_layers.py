@@ -26,8 +26,9 @@ FLOORS = {
     "report": 6,
     "pipeline": 7,
     "deprecation": 7,
-    "cli": 8,
-    "plugin": 8,
+    "options": 8,
+    "cli": 9,
+    "plugin": 9,
 }
 
 

@@ -12,7 +12,7 @@ from tinyseg_plugin.contract import customops
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.ir.modelio import model_to_bytes, parse_model
 from tinyseg_plugin.memory.planner import plan_graph
-from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.optimizer import Options, search_plans
 from tinyseg_plugin.transforms.passes import Rewrite, Skip, graph_or_none
 from tinyseg_plugin.transforms.passes.layout import LayoutRequest
 from tinyseg_plugin.transforms.passes.lower import lower
@@ -41,7 +41,7 @@ def _laid(result, graph, plan):
 
 
 def test_tiny_unet_reference_reaches_153600_bit_exact(unet_graph) -> None:
-    r = optimize(unet_graph, Options(smallest=True, kernel_set="reference", stream=False))
+    r = search_plans(unet_graph, Options(smallest=True, kernel_set="reference", stream=False))
     assert r.original.head == 307_200
     assert r.plan.head <= 153_600
     assert verify(unet_graph, r.graph, runs=3).identical
@@ -57,7 +57,7 @@ def test_tiny_unet_streams_under_64000_bit_exact(
 ) -> None:
     """By default optimize streams the Tiny U-Net (StreamChain operators only) to a head of
     at most 64,000 B (66,000 with CMSIS-NN), total at most 74,000, verified bit-exact."""
-    r = optimize(
+    r = search_plans(
         unet_graph, Options(smallest=True, kernel_set=runtime, build_profile=build_profile)
     )
     assert {op.opcode for op in r.graph.operators} == {customops.STREAM_CHAIN}
@@ -67,7 +67,7 @@ def test_tiny_unet_streams_under_64000_bit_exact(
 
 
 def test_optimized_model_survives_serialisation(unet_graph) -> None:
-    r = optimize(unet_graph, Options(smallest=True))
+    r = search_plans(unet_graph, Options(smallest=True))
     again = build_graph(parse_model(model_to_bytes(r.graph.model)))
     assert plan_graph(again).head == r.plan.head
     for op in again.operators:
@@ -77,7 +77,7 @@ def test_optimized_model_survives_serialisation(unet_graph) -> None:
 
 def test_head_of_custom_ops_model_is_what_tflm_sees_after_lowering(unet_graph) -> None:
     """The lowered model is a real model: its TFLM head is what the planner says of it."""
-    r = optimize(unet_graph, Options(smallest=True))
+    r = search_plans(unet_graph, Options(smallest=True))
     low = lower(r.graph).graph
     assert plan_graph(low).head == interpreter.arena_usage(model_to_bytes(low.model)).head
 
@@ -100,7 +100,7 @@ def test_target_between_the_steps_spills_only_what_it_needs(unet_graph, target) 
     """Paper's point on flash traffic: with a byte budget, the skip is spilled in part, just enough
     slices (channels, so the part fuses into the skip concatenation) to meet the target. (The
     spill strategy alone: streaming meets these targets with nothing moved, and wins.)"""
-    r = optimize(unet_graph, Options(target_bytes=target, stream=False))
+    r = search_plans(unet_graph, Options(target_bytes=target, stream=False))
     before = next(
         s.head for s in r.steps if s.technique == "scratch narrowing"
     )  # head the spill starts from
@@ -118,12 +118,12 @@ def test_target_between_the_steps_spills_only_what_it_needs(unet_graph, target) 
 
 
 def test_target_below_the_partial_steps_spills_the_whole_skip(unet_graph) -> None:
-    r = optimize(unet_graph, Options(target_bytes=160_000, stream=False))
+    r = search_plans(unet_graph, Options(target_bytes=160_000, stream=False))
     assert [(s.partial, s.bytes) for s in r.spills] == [(False, 76_800)]
 
 
 def test_switches_turn_techniques_off(unet_graph) -> None:
-    r = optimize(unet_graph, Options(smallest=True, fuse=False, scratch=False))
+    r = search_plans(unet_graph, Options(smallest=True, fuse=False, scratch=False))
     ops = {op.opcode for op in r.graph.operators}
     assert customops.FETCHING_CONV_2D not in ops
     assert all(not op.intermediates for op in r.graph.operators)
@@ -181,7 +181,7 @@ def test_property_random_models_never_worse_and_bit_exact() -> None:
     improved = 0
     for seed in range(40):
         g = build_graph(synth.random_unet(seed))
-        r = optimize(g, Options(smallest=True))
+        r = search_plans(g, Options(smallest=True))
         assert r.plan.head <= r.original.head, f"seed {seed}"
         improved += r.plan.head < r.original.head
         v = verify(g, r.graph, runs=1, seed=seed)
@@ -193,7 +193,7 @@ def test_model_that_cannot_improve_is_unchanged() -> None:
     b = synth.ModelBuilder(seed=1)
     x = b.input([1, 8, 8, 4])
     g = build_graph(b.build([b.conv(x, 4)]))
-    r = optimize(g, Options(smallest=True))
+    r = search_plans(g, Options(smallest=True))
     assert r.plan.head == r.original.head and r.graph is g and not r.spills
 
 
@@ -236,11 +236,11 @@ def test_many_tensors_and_float32() -> None:
     """Past 255 tensors (the prototype's single-byte indices broke there) and in float32."""
     g = build_graph(synth.chain(120, size=16, channels=8))
     assert len(g.tensors) > 255
-    r = optimize(g, Options(smallest=True))
+    r = search_plans(g, Options(smallest=True))
     assert r.plan.head <= r.original.head
     assert verify(g, r.graph, runs=1).identical
     f = build_graph(synth.tiny_unet_like(dtype="FLOAT32"))
-    rf = optimize(f, Options(smallest=True))
+    rf = search_plans(f, Options(smallest=True))
     assert rf.plan.head < rf.original.head and rf.chains  # float32 stages stream
     assert verify(f, rf.graph, runs=1).identical
 
@@ -307,7 +307,7 @@ def test_optimize_writes_nothing_when_verification_fails(tmp_path, monkeypatch) 
 
     model = tmp_path / "m.tflite"
     save_model(synth.tiny_unet_like(), model)
-    real = optimizer.optimize
+    real = optimizer.search_plans
 
     def broken(graph, o, progress=None, board=None):
         r = real(graph, o, progress, board)
@@ -315,7 +315,7 @@ def test_optimize_writes_nothing_when_verification_fails(tmp_path, monkeypatch) 
         r.graph = other
         return r
 
-    monkeypatch.setattr(optimizer, "optimize", broken)
+    monkeypatch.setattr(optimizer, "search_plans", broken)
     rc = cli.main(
         [
             "optimize",

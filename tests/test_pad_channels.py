@@ -22,7 +22,7 @@ from tinyseg_plugin.contract import customops
 from tinyseg_plugin.ir import modelio
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.transforms import stream_search
-from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
 DTYPES = ("INT8", "FLOAT32")
 
@@ -59,7 +59,7 @@ def test_optimize_reaches_the_estimate_through_a_channel_pad(dtype: str, monkeyp
 def test_channel_pads_pass_the_real_kernel_check(tflm_dir: str, dtype: str) -> None:  # noqa: F811
     """The C++ PAD and PADV2 stages pad channels as TFLM's PAD does, bit for bit."""
     g = build_graph(synth.channel_pad_chain(dtype=dtype))
-    opt = optimize(g, Options(smallest=True)).graph
+    opt = search_plans(g, Options(smallest=True)).graph
     assert {"PAD", "PADV2"} <= set(_stages(opt))
     v = verify(g, opt, runs=2, seed=3, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
@@ -71,7 +71,7 @@ def test_an_int16_channel_pad_streams_and_passes_the_real_kernel_check(
     """The int16 PAD stage pads channels with 0, as TFLM's int16 PAD: in a StreamChain, the
     optimized model's outputs equal the original's in a real TFLM build."""
     g = build_graph(synth.int16_channel_pad_chain())
-    opt = optimize(g, Options(smallest=True)).graph
+    opt = search_plans(g, Options(smallest=True)).graph
     assert "PAD" in _stages(opt), _stages(opt)
     v = verify(g, opt, runs=2, seed=3, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
@@ -81,7 +81,7 @@ def test_channel_pads_pass_with_cmsis_nn_kernels(tflm_dir: str) -> None:  # noqa
     """Optimized for CMSIS-NN and run in a CMSIS-NN host build, where the int8 PAD stages pad
     through arm_pad_s8: the outputs equal the original's in the same build, on random inputs."""
     g = build_graph(synth.channel_pad_chain())
-    opt = optimize(g, Options(smallest=True, kernel_set="cmsis-nn")).graph
+    opt = search_plans(g, Options(smallest=True, kernel_set="cmsis-nn")).graph
     assert {"PAD", "PADV2"} <= set(_stages(opt))
     exe = real_kernels.prepare(tflm_dir, "cmsis_nn")
     rng = np.random.default_rng(5)
@@ -98,7 +98,7 @@ def _malformed(tmp_path: Path, how: str) -> Path:
     of the batch, or the eight numbers as a [2, 4] tensor."""
     model = modelio.parse_model(
         modelio.model_to_bytes(
-            optimize(build_graph(synth.channel_pad_chain()), Options(smallest=True)).graph.model
+            search_plans(build_graph(synth.channel_pad_chain()), Options(smallest=True)).graph.model
         )
     )
     sub = model.subgraphs[0]

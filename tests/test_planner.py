@@ -110,10 +110,10 @@ def test_a_model_with_tinyseg_operators_is_planned_as_installed(runtime: str) ->
 
     from tinyseg_plugin.ir.modelio import load_model
     from tinyseg_plugin.memory.kernels import BuildProfile
-    from tinyseg_plugin.transforms.optimizer import Options, optimize
+    from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
     g = build_graph(load_model(TINY_UNET))
-    opt = optimize(g, Options(smallest=True, kernel_set=runtime)).graph
+    opt = search_plans(g, Options(smallest=True, kernel_set=runtime)).graph
     plain, installed = (
         BuildProfile("host64-make-recording", 8),
         BuildProfile("host64-make-recording-tinyseg", 8),

@@ -10,7 +10,7 @@ from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.ir.modelio import model_to_bytes, parse_model
 from tinyseg_plugin.memory.analysis import analyze_graph, head_scopes, to_dict
 from tinyseg_plugin.report.plots import plan_figure, plan_png
-from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def before():
 
 @pytest.fixture(scope="module")
 def after(before):
-    r = optimize(before.graph, Options(smallest=True))
+    r = search_plans(before.graph, Options(smallest=True))
     return analyze_graph(r.graph, "reference", "host64", r.plan)
 
 

@@ -277,3 +277,18 @@ def test_optimize_hook_writes_the_default_plan_of_the_command_line(unet: bytes, 
     assert s["head"] == plan_graph(build_graph(parse_model(out))).head <= 153_248
     assert "written head" in printed and "no --target" in printed and "--target min" in printed
     assert "flash:" not in printed  # no flash region in the summary: nothing written to it
+
+
+def test_every_option_of_the_table_is_the_plugins() -> None:
+    """The plugin renders optimize's whole table: each option under its plugin spelling, none
+    of the names the host owns (its -o, --csv, --plot)."""
+    from tinyseg_plugin.options import OPTIMIZE
+
+    parser = argparse.ArgumentParser(prog="tflite-tools optimize", allow_abbrev=False)
+    for name in ("-i", "-o", "--csv", "--plot"):
+        parser.add_argument(name)
+    manager(plugin).hook.tflite_tools_add_options(parser=parser, command="optimize")
+    taken = {s for a in parser._actions for s in a.option_strings}
+    missing = [o.flags[0] for o in OPTIMIZE if not set(o.plugin_flags) <= taken]
+    assert not missing
+    assert {"--tinyseg-csv", "--tinyseg-plot", "--verify-runs", "--frontier", "-q"} <= taken

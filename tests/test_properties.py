@@ -94,10 +94,10 @@ def test_optimize_never_fails_badly_never_worse_always_verified(corpus, tmp_path
 
 def test_optimized_wide_graph_is_far_below_the_input(corpus) -> None:
     """Not just "never worse": the reorder finds the interleaved order on 220 operators."""
-    from tinyseg_plugin.transforms.optimizer import Options, optimize
+    from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
     p = next(p for n, p, _ in corpus if n == "wide_conv")
-    r = optimize(
+    r = search_plans(
         build_graph(load_model(p)), Options(smallest=True, stream=False)
     )  # the wheel runs no StreamChain
     assert r.plan.head * 10 < r.original.head
@@ -131,14 +131,14 @@ def test_streaming_is_never_worse_than_without_and_always_verifies(corpus) -> No
     """The streaming property: on every model TFLM runs (the random real-like sample, and random
     U-Nets, which do stream), the optimizer's head with streaming is at most its head without,
     and every streamed result is bit-identical to the original (lowered in the wheel)."""
-    from tinyseg_plugin.transforms.optimizer import Options, optimize
+    from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
     models = [(n, load_model(p)) for n, p, head in corpus if head is not None]
     models += [(f"random_unet{s}", synth.random_unet(s, max_depth=3)) for s in range(4)]
     streamed = []
     for name, m in models:
-        with_stream = optimize(build_graph(m), Options(smallest=True))
-        without = optimize(build_graph(m), Options(smallest=True, stream=False))
+        with_stream = search_plans(build_graph(m), Options(smallest=True))
+        without = search_plans(build_graph(m), Options(smallest=True, stream=False))
         assert with_stream.plan.head <= without.plan.head, name
         if with_stream.chains:
             streamed.append(name)

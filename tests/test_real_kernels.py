@@ -23,7 +23,7 @@ from tinyseg_plugin.ir.modelio import load_model, save_model
 from tinyseg_plugin.ir.offline import NAME as OFFLINE_METADATA
 from tinyseg_plugin.ir.offline import ONLINE
 from tinyseg_plugin.ir.offline import read as offline_offsets
-from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
 
 def _tflm_dir() -> str:
@@ -45,7 +45,7 @@ def tflm_dir() -> str:
 
 
 def _optimized(graph):
-    return optimize(graph, Options(smallest=True)).graph
+    return search_plans(graph, Options(smallest=True)).graph
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
@@ -180,7 +180,7 @@ def _zero_layout(graph) -> None:
 def _spilled(graph):
     """Spilling, fusion and layout only: the passes an offline layout comes with (streaming would
     replace them)."""
-    return optimize(graph, Options(smallest=True, stream=False)).graph
+    return search_plans(graph, Options(smallest=True, stream=False)).graph
 
 
 def _broken(case: str):

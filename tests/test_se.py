@@ -23,7 +23,7 @@ from tinyseg_plugin.ir import modelio
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.memory.planner import plan_graph
 from tinyseg_plugin.transforms import stream
-from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
 
 def _chains(graph) -> list[list[str]]:
@@ -51,7 +51,7 @@ def test_optimize_streams_through_the_se_block_bit_exact(monkeypatch) -> None:
     """The chain after the gate starts at the MUL; the result is bit-identical in the wheel."""
     monkeypatch.delenv("TFLM_DIR", raising=False)
     g = build_graph(synth.se_seg())
-    opt = optimize(g, Options(smallest=True)).graph
+    opt = search_plans(g, Options(smallest=True)).graph
     assert any(c[0] == "MUL" and len(c) > 1 for c in _chains(opt)), _chains(opt)
     assert not any(op.opcode == "MUL" for op in opt.operators)
     v = verify(g, opt, runs=2, seed=5)
@@ -66,7 +66,7 @@ def test_an_int16_se_block_streams_to_the_estimate_bit_exact(monkeypatch, capsys
     g = build_graph(synth.se_seg(dtype="INT16"))
     mul = next(op for op in g.operators if op.opcode == "MUL")
     assert stream.whole_operand(g, mul, mul.inputs[1]) and stream.kernel_computes(g, mul)
-    opt = optimize(g, Options(smallest=True)).graph
+    opt = search_plans(g, Options(smallest=True)).graph
     assert any(c[0] == "MUL" and len(c) > 1 for c in _chains(opt)), _chains(opt)
     assert not any(op.opcode == "MUL" for op in opt.operators)
     v = verify(g, opt, runs=2, seed=5)
@@ -114,7 +114,7 @@ def test_se_block_passes_the_real_kernel_check(dtype: str, tflm_dir: str) -> Non
     """The C++ MUL stage reads the gate whole and matches TFLM's broadcasting MUL bit for bit
     (int8, and int16 with TFLM's int16 BroadcastMul4DSlow)."""
     g = build_graph(synth.se_seg(dtype=dtype))
-    opt = optimize(g, Options(smallest=True)).graph
+    opt = search_plans(g, Options(smallest=True)).graph
     assert any(c[0] == "MUL" for c in _chains(opt))
     v = verify(g, opt, runs=2, seed=3, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
@@ -125,7 +125,7 @@ def _both_operands_the_gate(tmp_path: Path, dtype: str = "INT8") -> Path:
     read whole (each is one pixel), so the one-row gate would have to stream 24 rows."""
     model = modelio.parse_model(
         modelio.model_to_bytes(
-            optimize(build_graph(synth.se_seg(dtype=dtype)), Options(smallest=True)).graph.model
+            search_plans(build_graph(synth.se_seg(dtype=dtype)), Options(smallest=True)).graph.model
         )
     )
     edited = 0
@@ -185,7 +185,7 @@ def _gate_of_other_channels(tmp_path: Path, dtype: str) -> Path:
     mul = next(op for op in g.operators if op.opcode == "MUL")
     name = g.tensors[mul.inputs[1]].name
     model = modelio.parse_model(
-        modelio.model_to_bytes(optimize(g, Options(smallest=True)).graph.model)
+        modelio.model_to_bytes(search_plans(g, Options(smallest=True)).graph.model)
     )
     gates = [t for t in model.subgraphs[0].tensors if t.name.decode() == name]
     assert len(gates) == 1 and list(gates[0].shape) == [1, 1, 1, 8], name
@@ -220,7 +220,7 @@ def test_se_block_passes_with_cmsis_nn_kernels(tflm_dir: str) -> None:  # noqa: 
     operand takes TFLM's reference broadcast, as TFLM's CMSIS-NN MUL does): the outputs equal the
     original's in the same build, on random inputs."""
     g = build_graph(synth.se_seg())
-    opt = optimize(g, Options(smallest=True, kernel_set="cmsis-nn")).graph
+    opt = search_plans(g, Options(smallest=True, kernel_set="cmsis-nn")).graph
     assert any(c[0] == "MUL" for c in _chains(opt))
     exe = real_kernels.prepare(tflm_dir, "cmsis_nn")
     rng = np.random.default_rng(11)
@@ -326,7 +326,7 @@ def test_the_chain_search_spills_the_averaged_tensor(monkeypatch) -> None:
     out of chains (measured: 3,152 B against 6,416 B, docs/results.md)."""
     monkeypatch.delenv("TFLM_DIR", raising=False)
     g = build_graph(synth.se_seg())
-    opt = optimize(g, Options(smallest=True)).graph
+    opt = search_plans(g, Options(smallest=True)).graph
     k, o = _mean_chain(opt)
     mean = next(op for op in g.operators if op.opcode == "MEAN")
     averaged = g.tensors[mean.inputs[0]].name
@@ -335,13 +335,13 @@ def test_the_chain_search_spills_the_averaged_tensor(monkeypatch) -> None:
     assert o.op_scratch >= 4 * g.tensors[mean.inputs[0]].shape[3]
     monkeypatch.setattr(stream, "ACCUMULATING", frozenset())
     monkeypatch.setattr(stream, "ROW_LOCAL", stream.ROW_LOCAL - {"MEAN"})
-    without = optimize(g, Options(smallest=True)).graph
+    without = search_plans(g, Options(smallest=True)).graph
     assert plan_graph(opt).head < plan_graph(without).head
 
 
 def _edit_mean_chain(tmp_path: Path, name: str, edit) -> Path:
     """se_seg optimized, its MEAN-ended StreamChain edited by ``edit(model, op, options map)``."""
-    g = optimize(build_graph(synth.se_seg()), Options(smallest=True)).graph
+    g = search_plans(build_graph(synth.se_seg()), Options(smallest=True)).graph
     k, _ = _mean_chain(g)
     model = modelio.parse_model(modelio.model_to_bytes(g.model))
     op = model.subgraphs[0].operators[k]
@@ -415,7 +415,7 @@ def test_a_mean_without_keep_dims_or_on_int16_ends_its_chain_bit_exact(
     g = build_graph(_mean_model(case))
     mean = next(op for op in g.operators if op.opcode == "MEAN")
     assert stream.mean_problem(g, mean) is None and stream.kernel_computes(g, mean)
-    opt = optimize(g, Options(smallest=True)).graph
+    opt = search_plans(g, Options(smallest=True)).graph
     _, o = _mean_chain(opt)
     assert o.op_scratch >= customops.STREAM_ACCUMULATOR_BYTES * g.tensors[mean.inputs[0]].shape[3]
     v = verify(g, opt, runs=2, seed=11)
@@ -429,7 +429,7 @@ def test_a_mean_without_keep_dims_or_on_int16_ends_its_chain_bit_exact(
     assert f"{plan_graph(opt).head:,} B" in estimate, estimate
     monkeypatch.setattr(stream, "ACCUMULATING", frozenset())
     monkeypatch.setattr(stream, "ROW_LOCAL", stream.ROW_LOCAL - {"MEAN"})
-    without = optimize(g, Options(smallest=True)).graph
+    without = search_plans(g, Options(smallest=True)).graph
     assert plan_graph(opt).head < plan_graph(without).head
 
 
@@ -440,7 +440,7 @@ def test_mean_stage_matches_tflm_bit_for_bit(case: str, tflm_dir: str) -> None: 
     (int8, float32) and int16; TFLM's head of the optimized model is `analyze`'s (the planner
     counts the sums in op_scratch as the kernel requests them)."""
     g = build_graph(_mean_model(case))
-    opt = optimize(g, Options(smallest=True)).graph
+    opt = search_plans(g, Options(smallest=True)).graph
     _mean_chain(opt)
     v = verify(g, opt, runs=3, seed=7, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail

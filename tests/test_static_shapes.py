@@ -76,7 +76,7 @@ def test_optimize_gives_the_batch1_head_and_verifies(exports: Path) -> None:
     """The whole pipeline, as `tinyseg optimize` runs it: same strategy, same head as the
     batch_size=1 export, and the written model passes the check."""
     path = exports / "tiny_unet_batch_unset.tflite"
-    one = optimizer.optimize(_load(exports / "tiny_unet.tflite"), Options(smallest=True))
+    one = optimizer.search_plans(_load(exports / "tiny_unet.tflite"), Options(smallest=True))
     out = pipeline.optimize(
         path.read_bytes(), pipeline.Run(Options(smallest=True), runs=1), path.name
     )
@@ -138,7 +138,7 @@ def test_a_dynamic_dimension_other_than_the_batch_is_a_skip_with_the_reason() ->
     assert isinstance(result, Skip)
     assert "dimension 1 is dynamic" in result.reason and "only a dynamic batch" in result.reason
     said: list[str] = []
-    res = optimizer.optimize(
+    res = optimizer.search_plans(
         g, Options(smallest=True), said.append
     )  # the optimizer goes on without it
     assert all(s.technique != "static shapes" for s in res.steps)
@@ -157,5 +157,5 @@ def test_a_model_with_static_shapes_is_a_skip(tiny_unet: Path) -> None:
     g = _load(tiny_unet)
     assert static_shapes(g) == Skip(NOTHING)
     assert all(
-        s.technique != "static shapes" for s in optimizer.optimize(g, Options(smallest=True)).steps
+        s.technique != "static shapes" for s in optimizer.search_plans(g, Options(smallest=True)).steps
     )

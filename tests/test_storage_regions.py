@@ -21,7 +21,7 @@ from tinyseg_plugin.checks.verify import REAL_KERNELS, verify
 from tinyseg_plugin.contract import customops
 from tinyseg_plugin.ir.graph import Graph, build_graph
 from tinyseg_plugin.ir.modelio import save_model
-from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
 # Region 0 is the runner's --storage RAM; 1 and 2 RAM, 3 the NOR flash simulator.
 REGION_ARGS = ["--ram-region", "1048576", "--ram-region", "1048576", "--flash-region", "1048576"]
@@ -86,7 +86,7 @@ def _optimized(case: str, profile: str = "") -> tuple[Graph, Graph]:
     if profile:
         options = dataclasses.replace(options, build_profile=profile)
     graph = build_graph(synth.random_unet(seed, dtype="INT8"))
-    opt = optimize(graph, options).graph
+    opt = search_plans(graph, options).graph
     assert {op.opcode for op in opt.operators if customops.is_tinyseg_op(op)} >= {case}
     return graph, opt
 

@@ -14,14 +14,14 @@ from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.ir.modelio import load_model
 from tinyseg_plugin.memory.planner import head_without_io
 from tinyseg_plugin.report.steps import steps_table
-from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.optimizer import Options, search_plans
 from tinyseg_plugin.transforms.passes.stream import ChainRequest, io_problem, stream_chains
 
 
 @pytest.fixture(scope="module")
 def streamed_io():
     original = build_graph(load_model(TINY_UNET))
-    return original, optimize(build_graph(load_model(TINY_UNET)), Options(stream_io=True, smallest=True))
+    return original, search_plans(build_graph(load_model(TINY_UNET)), Options(stream_io=True, smallest=True))
 
 
 def test_the_graph_keeps_one_token_each_and_the_bodies_name_the_rows(streamed_io) -> None:
@@ -50,7 +50,7 @@ def test_the_search_plans_without_the_input_floor(streamed_io, tiny_unet) -> Non
     chain; with it the same search reaches below the head that plan has with its input and output
     not counted."""
     original, r = streamed_io
-    plain = optimize(build_graph(load_model(tiny_unet)), Options(smallest=True))
+    plain = search_plans(build_graph(load_model(tiny_unet)), Options(smallest=True))
     frame = original.tensors[original.inputs[0]].nbytes
     assert r.plan.head < frame < plain.plan.head
     assert r.plan.head < head_without_io(plain.plan)
@@ -66,7 +66,7 @@ def test_an_input_no_chain_can_read_is_named_in_one_sentence() -> None:
     """micro_speech's input feeds a RESHAPE and its output comes from a SOFTMAX: neither streams,
     and the table says why for each."""
     path = shared_model("micro_speech_quantized.tflite")
-    r = optimize(build_graph(load_model(path)), Options(stream_io=True))
+    r = search_plans(build_graph(load_model(path)), Options(stream_io=True))
     text = steps_table(r)
     assert "not streamed: graph input Reshape_1 feeds RESHAPE (operator 0)" in text
     assert "graph output labels_softmax comes from SOFTMAX (operator 3)" in text

@@ -629,3 +629,88 @@ def test_optimize_with_tinyseg_streams_to_the_smallest_head(env: Env, unet: Path
     assert "StreamChain" in {op.opcode for op in g1.operators}
     assert plan_model(g1.model).head <= 64_000 and verify(g0, g1).identical
     assert "StreamChain(" in p.stdout
+
+
+# ---------------------------------------------------------------- the plugin at par with the CLI
+
+# Every option of `tinyseg optimize` in one group or another (the CLI's spelling; the table
+# gives the plugin's), with the exit code both must return. --unverified where the check is not
+# the point: each check costs seconds per run.
+PARITY = [
+    ("default", ["--unverified", "--report", "r.json", "-q"], 0),
+    ("target-size", ["--target", "100KB", "--unverified", "--report", "r.json"], 0),
+    ("target-min", ["--target", "min", "--no-stream", "--unverified", "--plot", "p.png"], 0),
+    (
+        "switches",
+        ["--target", "min", "--no-partial", "--no-fuse", "--no-split", "--no-scratch16"]
+        + ["--no-stream", "--build-profile", "cortex-m", "--unverified"],
+        0,
+    ),
+    (
+        "board",
+        ["--board", "nicla-vision", "--storage-header", "s.h", "--csv", "csv", "--report", "r.json"]
+        + ["--kernel-set", "cmsis-nn", "--rate", "10", "--unverified"],
+        0,
+    ),
+    ("frontier", ["--no-stream", "--frontier", "--frontier-plot", "f.png", "--unverified"], 0),
+    ("stream-io", ["--stream-io", "--target", "min", "--unverified", "--report", "r.json"], 0),
+    (
+        "verified",
+        ["--target", "200KB", "--no-stream", "--runs", "1", "--time-limit", "300"]
+        + ["--max-io-bytes", "64MiB"],
+        0,
+    ),
+    ("unreachable", ["--target", "1000", "--no-stream", "--unverified", "--report", "r.json"], 3),
+    ("bad-tflm-dir", ["--tflm-dir", "no-such-dir", "--report", "r.json"], 2),
+    ("bad-target", ["--target", "12XB"], 2),
+]
+
+
+def _plugin_argv(argv: list[str]) -> list[str]:
+    """The same options in the plugin's spelling (options.py's table)."""
+    from tinyseg_plugin.options import OPTIMIZE
+
+    by_flag = {f: o for o in OPTIMIZE for f in o.flags}
+    return [by_flag[a].plugin_flags[0] if a in by_flag else a for a in argv]
+
+
+def test_parity_groups_take_every_option_of_the_table() -> None:
+    from tinyseg_plugin.options import OPTIMIZE
+
+    used = {a for _, argv, _ in PARITY for a in argv}
+    missing = [o.flags[0] for o in OPTIMIZE if o.host is None and not set(o.flags) & used]
+    assert not missing, f"options no parity group runs: {missing}"
+    assert {o.flags[0] for o in OPTIMIZE if o.host is not None} == {"-o", "--force"}
+
+
+def _warnings(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("tinyseg: warning: ")]
+
+
+@pytest.mark.parametrize("tag, argv, code", PARITY, ids=[t for t, _, _ in PARITY])
+def test_plugin_writes_what_the_command_line_writes(
+    env: Env, unet: Path, tag: str, argv: list[str], code: int
+) -> None:
+    """`tinyseg optimize` and `tflite-tools optimize --plugin tinyseg`, each in a folder holding
+    only the model (the host's reorder leaves the Tiny U-Net's bytes as they are): the same exit
+    code, the same files byte for byte (the model, the report, the CSV, the header, the plots),
+    the same warnings on stderr."""
+    runs = {}
+    for how in ("cli", "plugin"):
+        cwd = env.base / f"parity-{tag}-{how}"
+        cwd.mkdir()
+        shutil.copy2(unet, cwd / "m.tflite")
+        cmd = (
+            [env.tool.parent / "tinyseg", "optimize", "m.tflite", "-o", "out.tflite", *argv]
+            if how == "cli"
+            else [env.tool, "optimize", "--plugin", "tinyseg", "-i", "m.tflite", "-o", "out.tflite"]
+            + _plugin_argv(argv)
+        )
+        p = _run(cmd, cwd=cwd)
+        runs[how] = (p, _files(cwd))
+    (cli, cli_files), (host, host_files) = runs["cli"], runs["plugin"]
+    assert (cli.returncode, host.returncode) == (code, code), (cli.stderr, host.stderr)
+    assert sorted(host_files) == sorted(cli_files)
+    assert host_files == cli_files
+    assert ("out.tflite" in cli_files) == (code != 2)
+    assert _warnings(host.stderr) == _warnings(cli.stderr)

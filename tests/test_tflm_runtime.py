@@ -149,7 +149,7 @@ def test_tflm_make_test_target(e2e_exe: Path, installed: Path, target: str) -> N
 def variants() -> dict[str, object]:
     """The optimized Tiny U-Net, and hand-made spills that exercise every Fetching form."""
     g = build_graph(modelio.load_model(TINY_UNET))
-    result = optimizer.optimize(
+    result = optimizer.search_plans(
         g, optimizer.Options(smallest=True, stream=False)
     )  # the spill passes (streaming: below)
     victim = 39  # the 80x120x8 skip tensor the optimizer spills
@@ -512,7 +512,7 @@ def test_end_to_end_synthetic(e2e_exe: Path, tmp_path: Path, case: str) -> None:
             "vnet_like": synth.vnet_like(),
         }[case]
         g = build_graph(model)
-        optimized = optimizer.optimize(
+        optimized = optimizer.search_plans(
             g, optimizer.Options(smallest=True, stream=False)
         ).graph  # the spill passes' forms
     assert any(customops.is_tinyseg_op(op) for op in optimized.operators)
@@ -698,7 +698,7 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
     # arithmetic on their bands, its other stages the reference arithmetic)
     for streaming in (False, True):
         model = tmp_path / f"opt_cmsis_{streaming}.tflite"
-        result = optimizer.optimize(
+        result = optimizer.search_plans(
             g, optimizer.Options(smallest=True, kernel_set="cmsis-nn", stream=streaming)
         )
         assert (customops.STREAM_CHAIN in {op.opcode for op in result.graph.operators}) == streaming
@@ -717,7 +717,7 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
     # a model streamed for the reference kernels runs in a CMSIS-NN build too (stages whose
     # CMSIS-NN buffer the plan has no room for keep the reference arithmetic): same outputs
     model = tmp_path / "streamed_for_reference.tflite"
-    modelio.save_model(optimizer.optimize(g, optimizer.Options(smallest=True)).graph.model, model)
+    modelio.save_model(optimizer.search_plans(g, optimizer.Options(smallest=True)).graph.model, model)
     got = _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")
     assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
     # its TRANSPOSE_CONV stages (stride = kernel, SAME) have room for CMSIS-NN's accumulator row:
@@ -847,7 +847,7 @@ def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_
     assert (tmp_path / "m7.bin").read_bytes() == want
     _assert_as_analyzed(original, TINY_UNET, runtime, M7_BUILD)
     for streaming in (False, True):
-        result = optimizer.optimize(
+        result = optimizer.search_plans(
             g,
             optimizer.Options(
                 smallest=True, kernel_set=runtime, build_profile="cortex-m", stream=streaming

@@ -316,7 +316,7 @@ def test_optimize_refuses_before_searching(tmp_path: Path, capfd, monkeypatch) -
     def no_search(*a, **k):
         raise AssertionError("the search ran on a model TFLM refuses")
 
-    monkeypatch.setattr(optimizer, "optimize", no_search)
+    monkeypatch.setattr(optimizer, "search_plans", no_search)
     out = tmp_path / "out"
     out.mkdir()
     for build, message in ((hybrid_model, "hybrid"), (float16_model, "float16")):
@@ -335,7 +335,7 @@ def test_optimize_refuses_a_model_tflm_cannot_load_before_searching(
     import tinyseg_plugin.transforms.optimizer as optimizer
 
     monkeypatch.setattr(
-        optimizer, "optimize", lambda *a, **k: (_ for _ in ()).throw(AssertionError("searched"))
+        optimizer, "search_plans", lambda *a, **k: (_ for _ in ()).throw(AssertionError("searched"))
     )
     b = ModelBuilder(dtype="FLOAT32")
     x = b._tensor([1, 16], "INT32", "x")

@@ -11,7 +11,7 @@ from tinyseg_plugin.contract import customops
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.ir.schema import fb
 from tinyseg_plugin.memory.coldrange import cold_ranges
-from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.optimizer import Options, search_plans
 from tinyseg_plugin.transforms.passes import graph_or_none
 from tinyseg_plugin.transforms.passes.fuse import ConvFusion, fuse_concat, fuse_conv
 from tinyseg_plugin.transforms.passes.lower import lower
@@ -63,7 +63,7 @@ def test_grouped_conv_is_not_fused() -> None:
 def test_optimized_grouped_model_verifies_without_fetching_conv() -> None:
     graph, _, gout = grouped_after_skip()
     name = graph.tensors[gout].name
-    r = optimize(graph, Options(smallest=True, stream=False))
+    r = search_plans(graph, Options(smallest=True, stream=False))
     assert any(op.opcode == customops.SPILL for op in r.graph.operators)  # the skip was spilled
     writer = next(
         op for op in r.graph.operators if any(r.graph.tensors[t].name == name for t in op.outputs)

@@ -12,18 +12,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from . import deadline
-from .deprecation import deprecated
-from .errors import MESSAGE_LIMIT, TinySegError, shown
+from .errors import (
+    EXIT_ERROR,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_TARGET_NOT_REACHED,
+    EXIT_VERIFY_FAILED,
+    MESSAGE_LIMIT,
+    TinySegError,
+    shown,
+)
+from .options import ANALYZE, OPTIMIZE, baud_rate, parse_size, positive_int, positive_seconds
 
 if TYPE_CHECKING:
     from .pipeline import Run
-
-EXIT_OK = 0
-EXIT_ERROR = 2  # bad input or a model we cannot handle
-EXIT_TARGET_NOT_REACHED = 3  # optimize: best model written, target not met
-EXIT_VERIFY_FAILED = 4  # verify/optimize: outputs differ; nothing written
-EXIT_INTERNAL = 1  # a bug in tinyseg (never expected; the fuzz tests assert it does not happen)
-
 
 HELP_COLUMNS = 80  # --help fits this many columns however wide the terminal is
 
@@ -57,87 +59,18 @@ class _Parser(argparse.ArgumentParser):
         raise TinySegError(f"{sub}: {message}" if sub else message, EXIT_ERROR)
 
 
-def _kernels(p: argparse.ArgumentParser) -> None:
-    from .memory.runtimes import BUILD_PROFILE_NAMES, KERNEL_SET_NAMES
-
-    p.add_argument(
-        "--kernel-set",
-        choices=KERNEL_SET_NAMES,
-        default="reference",
-        metavar="SET",
-        help="kernel set the plan is for: which implementation each operator gets in the TFLM build "
-        "(reference, cmsis-nn, or a runtime fork's: arduino, esp-idf, zephyr, edge-impulse; "
-        "default: reference)",
-    )
-    deprecated(
-        p, "--runtime", "--kernels", use="--kernel-set", dest="kernel_set", choices=KERNEL_SET_NAMES
-    )
-    p.add_argument(
-        "--build-profile",
-        choices=BUILD_PROFILE_NAMES,
-        default=None,
-        metavar="PROFILE",
-        help="build the tail estimate assumes: host64 (64-bit host, the tflite-micro wheel) or "
-        "cortex-m (32-bit firmware) (default: host64; cortex-m for the arduino, esp-idf, zephyr "
-        "and edge-impulse kernel sets)",
-    )
-    deprecated(
-        p, "--arch", use="--build-profile", dest="build_profile", choices=BUILD_PROFILE_NAMES
-    )
-
-
-def _board(p: argparse.ArgumentParser, rate: bool) -> None:
-    p.add_argument(
-        "--board",
-        metavar="NAME|FILE",
-        default=None,
-        help="memory map the modelled cost is for: generic, nicla-vision, esp32-s3-psram, or a "
-        ".toml/.json file (docs/boards.md; `tinyseg boards` lists the presets; default: generic)",
-    )
-    if rate:
-        p.add_argument(
-            "--rate",
-            type=positive_rate,
-            default=1.0,
-            metavar="PER_SECOND",
-            help="inferences per second the flash wear-out years assume (default: 1)",
-        )
-
-
-def positive_rate(text: str) -> float:
-    """argparse type for ``--rate`` (tinyseg_plugin/sizes.py owns its bounds)."""
-    from .sizes import parse_rate
-
-    try:
-        return parse_rate(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _run(args: argparse.Namespace, **options) -> "Run":
     """The pipeline's Run for the options a subcommand was given."""
-    from .memory.boards import DEFAULT_BOARD, load_board
-    from .memory.kernels import default_build_profile
-    from .pipeline import Run
-    from .transforms.optimizer import Options
+    from .options import run_for
 
-    build_profile = args.build_profile or default_build_profile(args.kernel_set)
-    return Run(
-        Options(kernel_set=args.kernel_set, build_profile=build_profile, **options),
-        runs=None if getattr(args, "unverified", False) else getattr(args, "runs", 3),
-        time_limit=getattr(args, "time_limit", deadline.DEFAULT_TIME_LIMIT),
-        max_io_bytes=getattr(args, "max_io_bytes", None),
-        board=load_board(getattr(args, "board", None) or DEFAULT_BOARD),
-        rate=getattr(args, "rate", 1.0),
-    )
+    return run_for(vars(args), **options)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from .ir.modelio import read_model_bytes, write_all
     from .memory.analysis import to_dict
-    from .pipeline import analyze, load
+    from .pipeline import analyze, board_fit, check_outputs, load
     from .report.tables import analysis_text, csv_files, stream_text, table_width
 
     json_file = args.json if args.json and args.json != "-" else None
@@ -146,10 +79,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from .report.tables import CSV_NAMES
 
         outputs += [("--csv", Path(args.csv) / name) for name in CSV_NAMES]
-    run = _run(args)  # a bad --board is refused before the model is read
+    run = _run(args, stream_io=args.stream_io)  # a bad --board is refused before the model is read
     graph = load(read_model_bytes(args.model), shown(args.model), run.memo)
     check_outputs([args.model], outputs, csv_dir=args.csv)
-    a, stream = analyze(graph, run, stream=args.stream)
+    a, stream = analyze(graph, run, stream=args.stream or args.stream_io)
     _warn_layout_dependent(graph)
     files: list[tuple[str, bytes]] = []
     if args.csv:
@@ -196,222 +129,28 @@ def _warn_layout_dependent(graph) -> None:
         print(f"tinyseg: warning: {why}", file=sys.stderr)
 
 
-def board_fit(graph, a, run) -> dict:
-    """The ``board`` key of ``analyze --json``: does the arena fit the board's arena region, and
-    the modelled compute time of the model as it is (memory/cost.py)."""
-    from .memory.cost import Traffic, estimate
-
-    region = run.board.arena
-    cost = estimate(graph, Traffic(), run.board, run.options.kernel_set)
-    return {
-        "name": run.board.name,
-        "arena_region": region.name,
-        "arena_free": region.free,
-        "fits": a.plan.total <= region.free,
-        "compute_ms": round(cost.compute_s * 1e3, 3),
-    }
-
-
-def check_outputs(
-    inputs: list[str],
-    outputs: list[tuple[str, object]],
-    csv_dir: str | None = None,
-    force: bool = False,
-) -> None:
-    """Before any work: every output can be written, is none of the inputs (``-o`` may be, with
-    ``--force``) and is no other output (modelio.check_outputs). Every command that writes calls this."""
-    from .ir.modelio import check_outputs as distinct
-    from .ir.modelio import check_writable
-
-    distinct(inputs, outputs, frozenset({"-o"}) if force else frozenset())
-    for opt, path in outputs:
-        if path is not None and opt != "--csv":
-            check_writable(path)
-    if csv_dir:
-        check_writable(csv_dir, directory=True)
-
-
-MAX_COUNT = 1_000_000  # --runs: a million TFLM runs is days of work, more is a typo
-MAX_SECONDS = 1_000_000.0  # --time-limit, --timeout: 11.6 days; more overflows the waits' clocks
-MAX_BAUD = 100_000_000  # --baud: above any serial line's rate
-
-
-def positive_int(text: str, limit: int = MAX_COUNT) -> int:
-    """argparse type: a whole number from 1 to ``limit``."""
-    digits = text.strip().lstrip("+")
-    if not digits.isdigit() or len(digits) > len(str(limit)):
-        if digits.isdigit():
-            raise argparse.ArgumentTypeError(f"'{shown(text, 40)}': must be at most {limit:,}")
-        raise argparse.ArgumentTypeError(f"'{shown(text, 40)}' is not a whole number")
-    value = int(digits)
-    if not 1 <= value <= limit:
-        raise argparse.ArgumentTypeError(f"'{shown(text, 40)}': must be from 1 to {limit:,}")
-    return value
-
-
-def baud_rate(text: str) -> int:
-    """argparse type for ``--baud``."""
-    return positive_int(text, MAX_BAUD)
-
-
-def positive_seconds(text: str) -> float:
-    """argparse type: a positive number of seconds, at most MAX_SECONDS."""
-    try:
-        value = float(text) if len(text) <= 40 else float("nan")
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"'{shown(text, 40)}' is not a number of seconds"
-        ) from None
-    if not 0 < value <= MAX_SECONDS:  # NaN and inf fail too
-        raise argparse.ArgumentTypeError(
-            f"'{shown(text, 40)}': must be a positive number of seconds, at most {MAX_SECONDS:,.0f}"
-        )
-    return value
-
-
-def parse_size(text: str) -> int:
-    """argparse type for byte sizes (tinyseg_plugin/sizes.py)."""
-    from .sizes import parse_size as parse
-
-    try:
-        return parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def parse_target(text: str) -> dict:
-    """argparse type for --target: 'min' or a size, as Options fields (pipeline.target_fields)."""
-    from .pipeline import target_fields
-
-    try:
-        return target_fields(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def cmd_optimize(args: argparse.Namespace) -> int:
     from .checks.real_kernels import resolve_tflm_dir
     from .ir.modelio import read_model_bytes, write_all
-    from .memory.cost import summary_lines
-    from .pipeline import load, optimize, plan_picture
-    from .report.steps import OPTIMIZE_CSV_NAMES, memory_lines, optimize_csv_files, steps_table
+    from .options import strategy_fields
+    from .pipeline import SideFiles, check_side_files, load, optimize, side_files
 
-    run = _run(
-        args,
-        **(args.target or {}),
-        partial=not args.no_partial,
-        fuse=not args.no_fuse,
-        scratch=not args.no_scratch16,
-        split=not args.no_split,
-        stream=not args.no_stream,
-    )
+    run = _run(args, **strategy_fields(vars(args)))
     data = read_model_bytes(args.model)
     graph = load(data, shown(args.model), run.memo)
-    check_outputs(
-        [args.model],
-        [
-            ("-o", args.output),
-            ("--report", args.report),
-            ("--plot", args.plot),
-            ("--frontier-plot", args.frontier_plot),
-            ("--storage-header", args.storage_header),
-        ]
-        + [("--csv", Path(args.csv) / name) for name in OPTIMIZE_CSV_NAMES if args.csv],
-        csv_dir=args.csv,
-        force=args.force,
-    )
-    if args.storage_header:
-        from .deploy.storage_header import check_board
-
-        check_board(run.board)  # before the search: a map the header cannot follow
+    side = SideFiles(args.report, args.plot, args.csv, args.storage_header, args.frontier_plot)
+    check_side_files(args.model, args.output, side, run, force=args.force)
     run.tflm_dir = None if args.unverified else resolve_tflm_dir(args.tflm_dir)
     # Progress only on a terminal: when stderr is captured, a failure must be its one line.
     if not args.quiet and sys.stderr.isatty():
         run.progress = lambda msg: print(f"  .. {msg}", file=sys.stderr)
     out = optimize(data, run, shown(args.model), graph)
-    points = None
-    if args.frontier or args.frontier_plot:
-        from .transforms.frontier import frontier
-
-        run.say("the frontier: one search per step of the targeted search")
-        notes: list[str] = []
-        points = frontier(
-            graph, run.options, run.board, run.rate, out.nearby, notes=notes, progress=run.progress
-        )
-    files: list[tuple[str, bytes]] = [(args.output, out.data)]
-    if args.csv:
-        made = optimize_csv_files(out.regions, out.operators)
-        files += [(str(Path(args.csv) / name), made[name]) for name in OPTIMIZE_CSV_NAMES]
-    if args.report:
-        report = out.report(args.model, args.output)
-        report["frontier"] = None if points is None else [p.as_dict() for p in points]
-        files.append((args.report, (json.dumps(report, indent=1) + "\n").encode()))
-    if args.storage_header:
-        from .deploy.storage_header import plan_header
-
-        # The output's file name only: the header's bytes do not depend on the folder.
-        text = plan_header(
-            out.cost,
-            run.board,
-            f"{shown(Path(args.output).name, 0)} (tinyseg optimize --board {shown(run.board.name, 0)})",
-        )
-        files.append((args.storage_header, text.encode()))
-    if args.frontier_plot:
-        from .report.plots import frontier_png
-
-        title = f"{shown(args.model)} on {run.board.name}: head against modelled latency"
-        files.append((args.frontier_plot, frontier_png(points, title)))
-    if args.plot:
-        files.append(
-            (
-                args.plot,
-                plan_picture(
-                    out.result,
-                    f"{shown(args.output)}: head {out.result.plan.head:,} B ({args.kernel_set})",
-                ),
-            )
-        )
+    files = [(args.output, out.data)] + side_files(out, run, side, args.model, args.output)
     write_all(files, make_dirs=(args.csv,) if args.csv else ())
-    v = out.verification
     if out.unchanged is not None:
         print(f"{out.unchanged}: wrote it unchanged to {shown(args.output, 0)}")
     else:
-        sys.stdout.write(steps_table(out.result))
-        if out.cost is not None:
-            print("\n".join(summary_lines(out.cost)))
-        if args.board is not None:  # the board the user named: its regions with the plan on them
-            print("\n".join(memory_lines(out.regions, out.model_bytes, run.board.name)))
-        if out.fits is not None:
-            print(out.fits)
-        if out.nearby:
-            from .report.steps import nearby_lines
-
-            print("\n".join(nearby_lines(out.nearby, run.board.name)))
-        if out.cost is not None:
-            for w in out.cost.warnings():
-                print(f"tinyseg: {w}", file=sys.stderr)
-        arena = run.board.arena
-        if args.board and out.result.plan.total > arena.free:  # the board the user named
-            print(
-                f"tinyseg: warning: the arena (head {out.result.plan.head:,} B + tail estimate "
-                f"{out.result.plan.tail.total:,} B) does not fit {run.board.name} '{arena.name}', "
-                f"which has {arena.free:,} B free: with this tail the head must be at most "
-                f"{arena.free - out.result.plan.tail.total:,} B (--target)",
-                file=sys.stderr,
-            )
-        if points is not None:
-            from .report.steps import frontier_lines
-
-            print("\n".join(frontier_lines(points, run.board.name) + notes))
-        if v is not None:
-            print(
-                f"verified ({v.describe()}): outputs bit-identical to the original in TFLM "
-                f"on {v.runs} random inputs and {v.edge_cases} edge cases"
-            )
-        else:
-            print(
-                "UNVERIFIED: the written model was not checked against the original in TFLM (--unverified)"
-            )
+        _print_outcome(out, run, args.board is not None)
         print(f"wrote {shown(args.output, 0)}")
     if args.storage_header:
         print(f"wrote {shown(args.storage_header, 0)}: the plan's storage regions for the sketch")
@@ -422,6 +161,41 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         )
         return EXIT_TARGET_NOT_REACHED
     return EXIT_OK
+
+
+def _print_outcome(out, run: "Run", board_named: bool) -> None:
+    """What optimize prints of a rewritten model: the steps, the modelled cost, the board's
+    regions (the board the user named), the next plans, the frontier, the check; warnings on
+    stderr."""
+    from .memory.cost import summary_lines
+    from .report.steps import frontier_lines, memory_lines, nearby_lines, steps_table
+
+    sys.stdout.write(steps_table(out.result))
+    if out.cost is not None:
+        print("\n".join(summary_lines(out.cost)))
+    if board_named:
+        print("\n".join(memory_lines(out.regions, out.model_bytes, run.board.name)))
+    if out.fits is not None:
+        print(out.fits)
+    if out.nearby:
+        print("\n".join(nearby_lines(out.nearby, run.board.name)))
+    if out.cost is not None:
+        for w in out.cost.warnings():
+            print(f"tinyseg: {w}", file=sys.stderr)
+    if board_named and out.misfit is not None:
+        print(f"tinyseg: {out.misfit}", file=sys.stderr)
+    if out.frontier is not None:
+        print("\n".join(frontier_lines(out.frontier, run.board.name) + out.frontier_notes))
+    v = out.verification
+    if v is not None:
+        print(
+            f"verified ({v.describe()}): outputs bit-identical to the original in TFLM "
+            f"on {v.runs} random inputs and {v.edge_cases} edge cases"
+        )
+    else:
+        print(
+            "UNVERIFIED: the written model was not checked against the original in TFLM (--unverified)"
+        )
 
 
 def cmd_boards(args: argparse.Namespace) -> int:
@@ -521,26 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     a = sub.add_parser("analyze", help="show how TFLM lays the model out in its arena")
     a.add_argument("model", help=".tflite file")
-    _kernels(a)
-    _board(a, rate=False)
-    a.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        metavar="FILE",
-        help="write the analysis as JSON (to stdout without FILE)",
-    )
-    a.add_argument(
-        "--csv", metavar="DIR", help="write tensors.csv, operators.csv and buffers.csv into DIR"
-    )
-    a.add_argument("--plot", metavar="FILE.png", help="draw the arena plan and per-operator memory")
-    a.add_argument(
-        "--stream",
-        action="store_true",
-        help="also estimate the head if chains of row-local operators ran row by row ("
-        "planner figures over every row-local operator; `optimize` streams the chains the "
-        "StreamChain kernel computes)",
-    )
+    for option in ANALYZE:
+        option.add_to(a)
     a.set_defaults(func=cmd_analyze)
 
     o = sub.add_parser(
@@ -549,98 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
         "smallest head that writes no flash and adds at most 1%% modelled latency, or to --target",
     )
     o.add_argument("model", help=".tflite file")
-    o.add_argument("-o", "--output", required=True, help="optimized .tflite to write")
-    o.add_argument(
-        "--target",
-        type=parse_target,
-        help="arena head to reach, e.g. 160KB: of the plans that fit, the one whose storage traffic "
-        "costs the least modelled time on --board; 'min': the smallest head at any price "
-        "(default: the smallest head that writes no flash and adds at most 1%% modelled latency)",
-    )
-    o.add_argument("--no-partial", action="store_true", help="spill whole tensors only")
-    o.add_argument("--no-fuse", action="store_true", help="no fused fetching")
-    o.add_argument(
-        "--no-split",
-        action="store_true",
-        help="never split an ADD/SUB/MUL over a concatenation into per-slice operators",
-    )
-    o.add_argument(
-        "--no-scratch16", action="store_true", help="keep TRANSPOSE_CONV's full int32 scratch"
-    )
-    o.add_argument(
-        "--no-stream",
-        action="store_true",
-        help="no StreamChain operators (chains of row-local operators computed row by row)",
-    )
-    _kernels(o)
-    _board(o, rate=True)
-    o.add_argument("--report", metavar="FILE.json", help="write the optimization report")
-    o.add_argument("--plot", metavar="FILE.png", help="draw the optimized arena plan")
-    o.add_argument(
-        "--csv",
-        metavar="DIR",
-        help="write regions.csv (each --board region with the plan on it) and operators.csv "
-        "(each operator's modelled compute and storage time) into DIR",
-    )
-    o.add_argument(
-        "--storage-header",
-        metavar="FILE.h",
-        help="write the Nicla Vision sketch's RAM storage regions for this plan where the --board "
-        "map's address or section puts them; its spill region must be flash (docs/runtime.md)",
-    )
-    o.add_argument(
-        "--frontier",
-        action="store_true",
-        help="also print the trade-off on --board: every plan the targeted search writes that no "
-        "other beats in head, modelled latency and flash written, each with the --target that "
-        "writes it again (one search per step down, at most 48; planner figures)",
-    )
-    o.add_argument(
-        "--frontier-plot", metavar="FILE.png", help="draw that frontier (implies --frontier)"
-    )
-    o.add_argument(
-        "--runs",
-        type=positive_int,
-        default=3,
-        help="random inputs for verification, at least 1 (default: 3; 3 edge-case inputs are added)",
-    )
-    o.add_argument(
-        "--unverified",
-        "--no-verify",
-        dest="unverified",
-        action="store_true",
-        help="write the result without the bit-exact check in TFLM, marked UNVERIFIED (for models with "
-        "operators TFLM does not ship)",
-    )
-    o.add_argument(
-        "--time-limit",
-        type=positive_seconds,
-        default=deadline.DEFAULT_TIME_LIMIT,
-        metavar="SECONDS",
-        help="seconds the whole run may take (wall clock), and each TFLM run of the verification "
-        "(CPU time) (default: 600)",
-    )
-    o.add_argument(
-        "--max-io-bytes",
-        type=parse_size,
-        default="256MiB",
-        metavar="SIZE",
-        help="bytes one run's inputs and outputs may take, per model (default: 256MiB); a model "
-        "over it is refused before any input is built (the check keeps several copies of them)",
-    )
-    o.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    o.add_argument(
-        "--tflm-dir",
-        metavar="DIR",
-        default=None,
-        help="TFLM tree: check with TinySeg's real kernels in a cached host build of it (default: "
-        "$TFLM_DIR; without either, TinySeg operators are lowered to builtins)",
-    )
-    o.add_argument(
-        "--force",
-        action="store_true",
-        help="allow -o to be the input model (replaced only when done)",
-    )
+    for option in OPTIMIZE:
+        option.add_to(o)
     o.set_defaults(func=cmd_optimize)
 
     b = sub.add_parser("boards", help="list the built-in board memory maps (--board NAME)")

@@ -1,10 +1,18 @@
-"""The one exception type the CLI turns into a one-line message and a non-zero exit, and ``shown``,
-the one place that makes a name or path from a model or the command line safe to print."""
+"""The one exception type the CLI turns into a one-line message and a non-zero exit, the exit
+codes (the command line and the tflite-tools plugin both return these; docs/cli.md), and
+``shown``, the one place that makes a name or path from a model or the command line safe to
+print."""
 
 from __future__ import annotations
 
 import os
 import unicodedata
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1  # a bug in tinyseg (never expected; the fuzz tests assert it does not happen)
+EXIT_ERROR = 2  # bad input or a model we cannot handle
+EXIT_TARGET_NOT_REACHED = 3  # optimize: best model written, target not met
+EXIT_VERIFY_FAILED = 4  # verify/optimize: outputs differ; nothing written
 
 NAME_LIMIT = (
     120  # characters of a name or path kept in a message (a model may carry megabyte names)
@@ -70,6 +78,6 @@ class TinySegError(Exception):
     paths in it go through ``shown``.
     """
 
-    def __init__(self, message: str, exit_code: int = 2) -> None:
+    def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
         super().__init__(message)
         self.exit_code = exit_code

@@ -7,6 +7,7 @@ with the same sentences and exit codes."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -16,7 +17,7 @@ from .checks import interpreter
 from .checks import verify as check
 from .checks.verify import DEFAULT_MAX_IO_BYTES, Verification, arena_for, check_io_bytes
 from .contract import bodies
-from .errors import TinySegError, shown
+from .errors import EXIT_VERIFY_FAILED, TinySegError, shown
 from .ir.graph import Graph, Memo, build_graph
 from .ir.modelio import check_inline_fits, model_to_bytes, parse_model
 from .memory.analysis import Analysis, analyze_graph
@@ -28,7 +29,6 @@ from .transforms import optimizer
 from .transforms.optimizer import Options, Result
 
 TARGET_MIN = "min"  # --target min: the smallest head at any price
-EXIT_VERIFY_FAILED = 4  # the outputs differ: nothing is written (docs/cli.md)
 DEFAULT_TIME_LIMIT = deadline.DEFAULT_TIME_LIMIT
 
 
@@ -60,6 +60,8 @@ class Run:
     # Also search the next points of the trade-off (Outcome.nearby): two searches more; off
     # only where a caller needs the written plan alone.
     nearby: bool = True
+    # Also search the whole trade-off (--frontier: one search per step of the targeted search).
+    frontier: bool = False
 
     def __post_init__(self) -> None:
         if self.max_io_bytes is None:
@@ -91,6 +93,10 @@ class Outcome:
     # option (transforms/frontier.py nearby); empty when the input is written unchanged.
     nearby: list = field(default_factory=list)
     fits: str | None = None  # a sentence when the original already fits the board's arena region
+    misfit: str | None = None  # a warning when the written arena does not fit that region
+    # With Run.frontier: the plans no other beats (transforms/frontier.py), and what it noted.
+    frontier: list | None = None
+    frontier_notes: list[str] = field(default_factory=list)
     # The written plan on each region of the board, the model file's bytes, each operator's
     # modelled time (memory/usage.py): the memory table, --report's "memory" and "operators"
     regions: list[RegionUse] = field(default_factory=list)
@@ -129,6 +135,7 @@ class Outcome:
                 else f"bit-identical to the original in TFLM ({v.describe()}) on {v.runs} random and "
                 f"{v.edge_cases} edge-case inputs"
             )
+        d["frontier"] = None if self.frontier is None else [p.as_dict() for p in self.frontier]
         return d
 
 
@@ -153,6 +160,35 @@ def fits_sentence(result: Result, board: Board) -> str | None:
         f"board {board.name}: the original already fits '{arena.name}' (head {p.head:,} B + tail "
         f"estimate {p.tail.total:,} B of {arena.free:,} B free)"
     )
+
+
+def misfit_sentence(result: Result, board: Board) -> str | None:
+    """A warning when the written arena (head + tail estimate) does not fit the board's arena
+    region, with the head that would."""
+    plan, arena = result.plan, board.arena
+    if plan.total <= arena.free:
+        return None
+    return (
+        f"warning: the arena (head {plan.head:,} B + tail estimate {plan.tail.total:,} B) does "
+        f"not fit {board.name} '{arena.name}', which has {arena.free:,} B free: with this tail "
+        f"the head must be at most {arena.free - plan.tail.total:,} B (--target)"
+    )
+
+
+def board_fit(graph: Graph, a: Analysis, run: Run) -> dict:
+    """The ``board`` key of ``analyze --json``: does the arena fit the board's arena region, and
+    the modelled compute time of the model as it is (memory/cost.py)."""
+    from .memory.cost import Traffic
+
+    region = run.board.arena
+    cost = estimate(graph, Traffic(), run.board, run.options.kernel_set)
+    return {
+        "name": run.board.name,
+        "arena_region": region.name,
+        "arena_free": region.free,
+        "fits": a.plan.total <= region.free,
+        "compute_ms": round(cost.compute_s * 1e3, 3),
+    }
 
 
 def costs(graph: Graph, outcome: Outcome, run: Run, size: int) -> Outcome:
@@ -235,10 +271,32 @@ def refuse_unrunnable(graph: Graph, name: str, verified: bool) -> None:
 
 
 def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = None) -> Outcome:
-    """Refusal checks, the search, the bit-exact check, in that order; raises TinySegError (with
-    the exit code the command line returns) when the model cannot be optimized or fails its check.
-    ``graph``: the view of ``data`` when the caller has loaded it already."""
+    """Refusal checks, the search, the bit-exact check, in that order, then what the adapters
+    print beside the plan: whether the arena fits the board, and with ``run.frontier`` the
+    trade-off; raises TinySegError (with the exit code the command line returns) when the model
+    cannot be optimized or fails its check. ``graph``: the view of ``data`` when the caller has
+    loaded it already."""
     graph = graph if graph is not None else load(data, name, run.memo)
+    out = _optimized(data, run, name, graph)
+    if out.unchanged is None:
+        out.misfit = misfit_sentence(out.result, run.board)
+    if run.frontier:
+        from .transforms.frontier import frontier
+
+        run.say("the frontier: one search per step of the targeted search")
+        out.frontier = frontier(
+            graph,
+            run.options,
+            run.board,
+            run.rate,
+            out.nearby,
+            notes=out.frontier_notes,
+            progress=run.progress,
+        )
+    return out
+
+
+def _optimized(data: bytes, run: Run, name: str, graph: Graph) -> Outcome:
     check_inline_fits(graph.model, name)
     o = run.options
     if run.keep_optimized:
@@ -271,7 +329,7 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
         except TinySegError as exc:
             raise TinySegError(f"{name}: {exc}; nothing to optimize") from None
     started = time.monotonic()
-    result = optimizer.optimize(graph, o, run.progress, run.board)
+    result = optimizer.search_plans(graph, o, run.progress, run.board)
     took = time.monotonic() - started  # the next points' searches take about as long
     if result.plan.head >= result.original.head and result.plan.total >= result.original.total:
         kept = Result(graph=graph, plan=result.original, original=result.original)
@@ -304,6 +362,103 @@ def optimize(data: bytes, run: Run, name: str = "model", graph: Graph | None = N
         args = (o.kernel_set, run.board, run.rate, o.target_bytes, option_of(o), True)
         out.nearby = [point(graph, result, *args)]
     return costs(graph, out, run, len(data))
+
+
+@dataclass(frozen=True)
+class SideFiles:
+    """The files optimize writes beside the model, each a path or None (not asked for)."""
+
+    report: str | None = None
+    plot: str | None = None
+    csv: str | None = None  # a folder: regions.csv and operators.csv
+    storage_header: str | None = None
+    frontier_plot: str | None = None
+
+
+def check_outputs(
+    inputs: list[str],
+    outputs: list[tuple[str, object]],
+    csv_dir: str | None = None,
+    force: bool = False,
+) -> None:
+    """Before any work: every output can be written, is none of the inputs (``-o`` may be, with
+    ``force``) and is no other output (modelio.check_outputs). Every command that writes calls this."""
+    from .ir.modelio import check_outputs as distinct
+    from .ir.modelio import check_writable
+
+    distinct(inputs, outputs, frozenset({"-o"}) if force else frozenset())
+    for opt, path in outputs:
+        if path is not None and opt != "--csv":
+            check_writable(path)
+    if csv_dir:
+        check_writable(csv_dir, directory=True)
+
+
+def check_side_files(
+    model: str, output: str | None, side: SideFiles, run: Run, force: bool = False
+) -> None:
+    """Before the search: the outputs can be written and are distinct, and a storage header's
+    board has a map the header can follow. ``output`` None: the caller writes the model."""
+    from pathlib import Path
+
+    from .report.steps import OPTIMIZE_CSV_NAMES
+
+    check_outputs(
+        [model],
+        [
+            ("-o", output),
+            ("--report", side.report),
+            ("--plot", side.plot),
+            ("--frontier-plot", side.frontier_plot),
+            ("--storage-header", side.storage_header),
+        ]
+        + [("--csv", Path(side.csv) / name) for name in OPTIMIZE_CSV_NAMES if side.csv],
+        csv_dir=side.csv,
+        force=force,
+    )
+    if side.storage_header:
+        from .deploy.storage_header import check_board
+
+        check_board(run.board)
+
+
+def side_files(
+    out: Outcome, run: Run, side: SideFiles, model: str, output: str
+) -> list[tuple[str, bytes]]:
+    """The bytes of each file ``side`` asks for, by path; ``model`` and ``output`` are the
+    names the report and the pictures give the input and the written model."""
+    from pathlib import Path
+
+    files: list[tuple[str, bytes]] = []
+    if side.csv:
+        from .report.steps import OPTIMIZE_CSV_NAMES, optimize_csv_files
+
+        made = optimize_csv_files(out.regions, out.operators)
+        files += [(str(Path(side.csv) / name), made[name]) for name in OPTIMIZE_CSV_NAMES]
+    if side.report:
+        report = out.report(model, output)
+        files.append((side.report, (json.dumps(report, indent=1) + "\n").encode()))
+    if side.storage_header:
+        from .deploy.storage_header import plan_header
+
+        # The output's file name only: the header's bytes do not depend on the folder.
+        board = shown(run.board.name, 0)
+        text = plan_header(
+            out.cost,
+            run.board,
+            f"{shown(Path(output).name, 0)} (tinyseg optimize --board {board})",
+        )
+        files.append((side.storage_header, text.encode()))
+    if side.frontier_plot:
+        from .report.plots import frontier_png
+
+        title = f"{shown(model)} on {run.board.name}: head against modelled latency"
+        files.append((side.frontier_plot, frontier_png(out.frontier, title)))
+    if side.plot:
+        head = out.result.plan.head
+        title = f"{shown(output)}: head {head:,} B ({run.options.kernel_set})"
+        files.append((side.plot, plan_picture(out.result, title)))
+    return files
 
 
 def plan_picture(result: Result, title: str) -> bytes:

@@ -13,7 +13,7 @@ from .. import deadline
 from ..ir.graph import Graph
 from ..memory.boards import Board
 from ..memory.cost import Traffic, estimate
-from .optimizer import Options, Result, optimize
+from .optimizer import Options, Result, search_plans
 
 # --frontier's walk runs at most this many searches (Tiny U-Net's staircase has 36 steps).
 MAX_SEARCHES = 48
@@ -111,7 +111,7 @@ def _step(graph: Graph, o: Options, head: int, board: Board, rate: float) -> Fro
     """The plan ``--target head-1`` writes, or None when it is no smaller than ``head``."""
     deadline.check("searching the next point of the trade-off")
     t = head - 1
-    r = optimize(graph, replace(o, target_bytes=t, smallest=False), None, board)
+    r = search_plans(graph, replace(o, target_bytes=t, smallest=False), None, board)
     if r.plan.head >= head:
         return None
     return point(graph, r, o.kernel_set, board, rate, t, f"--target {t}")
@@ -119,7 +119,7 @@ def _step(graph: Graph, o: Options, head: int, board: Board, rate: float) -> Fro
 
 def _run(graph: Graph, o: Options, board: Board, rate: float) -> FrontierPoint:
     deadline.check("searching the next point of the trade-off")
-    r = optimize(graph, o, None, board)
+    r = search_plans(graph, o, None, board)
     return point(graph, r, o.kernel_set, board, rate, o.target_bytes, option_of(o))
 
 

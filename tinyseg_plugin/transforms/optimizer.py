@@ -393,7 +393,7 @@ def storage_seconds(
     return lambda uses: storage_time(board, uses, None, compute_s)
 
 
-def optimize(
+def search_plans(
     graph: Graph,
     o: Options,
     progress: Callable[[str], None] | None = None,
