@@ -603,7 +603,10 @@ def streaming(
     detail = f"{len(chains)} StreamChain operators; row spills move {choice.storage_bytes:,} B per inference"
     sources, sinks = (sum(len(c[k]) for c in chains) for k in ("sources", "sinks"))
     if sources or sinks:
-        detail += f"; graph rows through {sources} row sources and {sinks} row sinks"
+        detail += (
+            f"; rows in from {sources} row source{'s' * (sources != 1)}, out to {sinks} row "
+            f"sink{'s' * (sinks != 1)}"
+        )
     say(f"streaming: head {streamed.head:,} B")
     return Candidate(
         STREAMING,
