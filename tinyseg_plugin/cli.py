@@ -264,6 +264,14 @@ def cmd_tflm_install(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_tflm_package(args: argparse.Namespace) -> int:
+    from .deploy.package import package
+
+    for line in package(args.format, args.dir, force=args.force):
+        print(line)
+    return EXIT_OK
+
+
 def cmd_remote_host(args: argparse.Namespace) -> int:
     from .deploy.remote import serve
 
@@ -352,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     v.set_defaults(func=cmd_verify)
 
-    t = sub.add_parser("tflm", help="add TinySeg's kernels to a TFLM checkout")
+    t = sub.add_parser("tflm", help="add TinySeg's kernels to a TFLM checkout, or package them")
     tsub = t.add_subparsers(dest="tflm_command", metavar="ACTION", parser_class=_Parser)
     tsub.required = True
     ti = tsub.add_parser(
@@ -370,6 +378,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="only say what would change; change nothing"
     )
     ti.set_defaults(func=cmd_tflm_install)
+    tp = tsub.add_parser(
+        "package",
+        help="write TinySeg's kernels and runtime as a library in an ecosystem's own form, "
+        "beside its TFLM package and registered through the op resolver; no TFLM file changes "
+        "(docs/runtime.md)",
+    )
+    tp.add_argument(
+        "--format",
+        required=True,
+        choices=["arduino", "esp-idf", "zephyr", "platformio"],
+        help="arduino: a library depending on Arduino_TensorFlowLite, with the Nicla Vision "
+        "sketches; esp-idf: a component depending on espressif/esp-tflite-micro; zephyr: a "
+        "module; platformio: a library.json library",
+    )
+    tp.add_argument("dir", metavar="DIR", help="the package's directory: new or empty")
+    tp.add_argument("--force", action="store_true", help="replace a non-empty DIR")
+    tp.set_defaults(func=cmd_tflm_package)
 
     r = sub.add_parser("remote-host", help="serve a board's remote spilling over a serial line")
     r.add_argument("--port", required=True, help="serial device, e.g. /dev/ttyACM0")
