@@ -270,7 +270,9 @@ def _io(graph: Graph, streams: dict | None = None, inputs: bool = True) -> list[
     for k, t in enumerate(graph.inputs if inputs else graph.outputs):
         tensor = graph.tensors[t]
         s = (streams or {}).get(k)
-        out.append((tensor.name, s.shape, s.dtype) if s else (tensor.name, tensor.shape, tensor.dtype))
+        out.append(
+            (tensor.name, s.shape, s.dtype) if s else (tensor.name, tensor.shape, tensor.dtype)
+        )
     return out
 
 
