@@ -9,6 +9,8 @@ or past 2^15, stages out of order, ...) is refused
   sanitizer reports anything.
 
 The two unmutated bases run in the same runner (exit 0, no report), so a refusal is the mutation's.
+Hostile row sources and sinks (the runner's --hostile-source short|fail|long, --hostile-sink fail)
+on the --stream-io Tiny U-Net end with the kernel's status in the same runner, never a report.
 Needs TFLM_DIR (make test sets it); the sanitizer build is made once and cached."""
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import hostile_models
 import pytest
 
 from tinyseg_plugin.checks import real_kernels
+from tinyseg_plugin.checks.verify import random_inputs
 from tinyseg_plugin.ir.graph import build_graph
-from tinyseg_plugin.ir.modelio import load_model
+from tinyseg_plugin.ir.modelio import load_model, read_model_bytes, save_model
+from tinyseg_plugin.transforms.optimizer import Options, optimize
 
 ROOT = Path(__file__).resolve().parents[1]
 SANITIZER_MARKS = (
@@ -95,19 +99,25 @@ def _tflm_dir() -> str:
     return d
 
 
-def _run(exe: Path, path: Path, tmp: Path) -> subprocess.CompletedProcess:
+def _input_bytes(path: Path) -> int:
     graph = (
         build_graph(load_model(path))
         if path.name.startswith("base_") or path == hostile_models.TINY_UNET
         else None
     )
-    size = sum(graph.tensors[t].nbytes for t in graph.inputs) if graph else 0
     if graph is None:  # a mutated model keeps its base's inputs; its graph may not even build
         base = "base_stream" if (path.parent / "base_stream.tflite").exists() else "base_fetch"
-        g = build_graph(load_model(path.parent / f"{base}.tflite"))
-        size = sum(g.tensors[t].nbytes for t in g.inputs)
+        graph = build_graph(load_model(path.parent / f"{base}.tflite"))
+    return sum(graph.tensors[t].nbytes for t in graph.inputs)
+
+
+def _run(
+    exe: Path, path: Path, tmp: Path, options: tuple[str, ...] = (), data: bytes | None = None
+) -> subprocess.CompletedProcess:
+    """The sanitized runner on ``path``: ``data`` as its input file, else zeros of its inputs'
+    size (a mutation: its base's)."""
     inputs = tmp / "in.bin"
-    inputs.write_bytes(bytes(size))
+    inputs.write_bytes(data if data is not None else bytes(_input_bytes(path)))
     env = dict(os.environ, **SANITIZER_ENV)
     return subprocess.run(
         [
@@ -121,6 +131,7 @@ def _run(exe: Path, path: Path, tmp: Path) -> subprocess.CompletedProcess:
             str(64 << 20),
             "--storage",
             str(real_kernels.STORAGE_BYTES),
+            *options,
         ],
         capture_output=True,
         text=True,
@@ -193,3 +204,58 @@ def test_failure_reason_carries_the_kernels_reason() -> None:
         == "cannot read the model"
     )
     assert real_kernels.failure_reason("") == "no message"
+
+
+def _hostile_cases(sources: dict, sinks: dict) -> list[tuple[tuple[str, ...], str]]:
+    """Each hostile mode and the kernel's sentence for it: the runner misbehaves at row ROWS/2."""
+    src, snk = sources[0], sinks[0]
+    at = src.rows // 2
+    return [
+        (
+            ("--hostile-source", "short"),
+            f"delivered {src.row_bytes - 1} bytes of row {at}, not {src.row_bytes}",
+        ),
+        (
+            ("--hostile-source", "long"),
+            f"delivered {src.row_bytes + 1} bytes of row {at}, not {src.row_bytes}",
+        ),
+        (("--hostile-source", "fail"), f"row source of graph input 0 failed at row {at}: io_error"),
+        (
+            ("--hostile-sink", "fail"),
+            f"row sink of graph output 0 failed at row {snk.rows // 2}: io_error",
+        ),
+    ]
+
+
+def _clean_run(
+    exe: Path, path: Path, tmp: Path, options: tuple[str, ...], frame: bytes
+) -> tuple[subprocess.CompletedProcess, bytes | None]:
+    """A sanitized run that no sanitizer reports on, and the output file it left (None: none)."""
+    out = tmp / "out.bin"
+    out.unlink(missing_ok=True)
+    p = _run(exe, path, tmp, options, frame)
+    assert not any(m in p.stderr for m in SANITIZER_MARKS), (options, p.stderr[-2000:])
+    return p, out.read_bytes() if out.exists() else None
+
+
+def test_hostile_row_sources_and_sinks_give_a_status(tmp_path: Path) -> None:
+    """The --stream-io Tiny U-Net in the ASan/UBSan runner: with honest rows it computes the
+    original's outputs; a short row, a row claimed past the buffer, a failing source and a failing
+    sink each end Invoke with the kernel's sentence (exit 1, no output), never a sanitizer report."""
+    exe = real_kernels.prepare(_tflm_dir(), sanitize=True)
+    original = hostile_models.TINY_UNET
+    r = optimize(build_graph(load_model(original)), Options(stream_io=True, smallest=True))
+    model = tmp_path / "stream_io.tflite"
+    save_model(r.graph.model, model)
+    streams = real_kernels.row_streams(r.graph)
+    frame = random_inputs(read_model_bytes(original), 0)[0].tobytes()
+    rows = tuple(real_kernels.stream_options(*streams))
+    want, want_out = _clean_run(exe, original, tmp_path, (), frame)
+    got, got_out = _clean_run(exe, model, tmp_path, rows, frame)
+    assert want.returncode == got.returncode == 0, got.stderr
+    assert got_out == want_out is not None
+    for hostile, sentence in _hostile_cases(*streams):
+        p, out = _clean_run(exe, model, tmp_path, rows + hostile, frame)
+        reason = real_kernels.failure_reason(p.stderr)
+        assert p.returncode == 1 and reason.startswith("Invoke failed: StreamChain: "), p.stderr
+        assert sentence in reason and out is None, (hostile, reason)

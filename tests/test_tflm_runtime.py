@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import synth
 
+from tinyseg_plugin.checks import real_kernels
 from tinyseg_plugin.contract import customops
 from tinyseg_plugin.deploy.tflm_install import INSTALL_DIR, install
 from tinyseg_plugin.ir import modelio
@@ -192,10 +193,12 @@ def _run_e2e(
     out: Path,
     arena: int | None = None,
     prefix: tuple[str, ...] = (),
+    options: tuple[str, ...] = (),
 ) -> dict[str, int]:
     """Two inferences on the same input (spill slots rewritten and released in between): both
     batches of outputs land in ``out``, so a second inference that differs shows in the comparison.
-    ``prefix`` runs the runner under an emulator (build_e2e.QEMU_M7)."""
+    ``prefix`` runs the runner under an emulator (build_e2e.QEMU_M7); ``options`` go to the
+    runner (--source, --sink)."""
     twice = out.with_name(out.name + ".in")
     twice.write_bytes(inputs.read_bytes() * E2E_BATCHES)
     cwd = None
@@ -215,7 +218,8 @@ def _run_e2e(
         )
     r = subprocess.run(
         [*prefix, str(exe), str(model), str(twice), str(out), "--batches", str(E2E_BATCHES)]
-        + (["--arena", str(arena)] if arena else []),
+        + (["--arena", str(arena)] if arena else [])
+        + list(options),
         capture_output=True,
         text=True,
         timeout=600,
@@ -825,10 +829,11 @@ def test_cortex_m7_storage_regions(installed: Path, e2e_exe: Path, tmp_path: Pat
 @pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])
 def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_path: Path) -> None:
     """On the target: the Tiny U-Net, optimized without and with streaming for the
-    Cortex-M planner rules, runs whole in TFLM built for a Cortex-M7 (tinyseg_run under qemu-arm,
-    model and data through semihosting), with the outputs of the original on the host's reference
-    kernels, and TFLM's head, tail and persistent buffers equal to `tinyseg analyze --build-profile cortex-m`
-    for that build."""
+    Cortex-M planner rules, and with --stream-io (its frame through the runner's row source, its
+    mask through its row sink), runs whole in TFLM built for a Cortex-M7 (tinyseg_run under
+    qemu-arm, model and data through semihosting), with the outputs of the original on the host's
+    reference kernels, and TFLM's head, tail and persistent buffers equal to `tinyseg analyze
+    --build-profile cortex-m` for that build."""
     reason = _cortex_m7_skip_reason(installed, kernels)
     if reason:
         pytest.skip(reason)
@@ -867,6 +872,40 @@ def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_
         if streaming:
             assert got["head"] <= (64_000 if kernels == "reference" else 66_000), got
             assert got["total"] <= 74_000, got
+    _stream_io_on_m7(exe, g, runtime, inputs, want, tmp_path)
+
+
+def _stream_io_on_m7(exe: Path, g, runtime: str, inputs: Path, want: bytes, tmp_path: Path) -> None:
+    """The Tiny U-Net optimized with --stream-io: the frame comes in through the runner's row
+    source and the mask goes out through its row sink (--source, --sink), as a camera and a
+    display hand them over; outputs the original's, head and persistent as analyzed."""
+    result = optimizer.optimize(
+        g,
+        optimizer.Options(
+            stream_io=True, smallest=True, kernel_set=runtime, build_profile="cortex-m"
+        ),
+    )
+    model = tmp_path / "m7_stream_io.tflite"
+    modelio.save_model(result.graph.model, model)
+    sources, sinks = real_kernels.row_streams(result.graph)
+    assert list(sources) == [0] and list(sinks) == [0]
+    got = _run_e2e(
+        exe,
+        model,
+        inputs,
+        tmp_path / "got.bin",
+        prefix=build_e2e.QEMU_M7,
+        options=tuple(real_kernels.stream_options(sources, sinks)),
+    )
+    assert (tmp_path / "got.bin").read_bytes() == want, (runtime, "stream_io")
+    _assert_as_analyzed(got, model, runtime, M7_BUILD)
+    assert got["source_rows"] == sources[0].rows * E2E_BATCHES, got
+    assert got["sink_rows"] == sinks[0].rows * E2E_BATCHES, got
+    frame = g.tensors[g.inputs[0]].nbytes
+    print(
+        f"\nstream-io Tiny U-Net on the Cortex-M7 ({runtime}): head {got['head']} + tail "
+        f"{got['tail']} = {got['head'] + got['tail']} B (input {frame} B)"
+    )
 
 
 @pytest.mark.parametrize("name", ["vnet2d", "attention_unet"])

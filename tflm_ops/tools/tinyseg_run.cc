@@ -6,8 +6,24 @@
 // Usage: tinyseg_run MODEL INPUT OUTPUT [--batches N] [--arena BYTES] [--storage BYTES]
 //                    [--ram-region BYTES]... [--flash-region BYTES]...
 //                    [--fault-sweep KIND [--fault-limit N]]
-//   INPUT   N batches, each the raw bytes of every model input in input order
-//   OUTPUT  written with N batches, each the raw bytes of every output in order
+//                    [--source K:ROW_BYTES:ROWS]... [--sink K:ROW_BYTES:ROWS]...
+//                    [--hostile-source short|fail|long] [--hostile-sink fail]
+//   INPUT   N batches, each the raw bytes of every model input in input order; a sourced input
+//           K holds ROWS*ROW_BYTES bytes (the whole image its row source hands over row by row)
+//           and its token tensor stays zero
+//   OUTPUT  written with N batches, each the raw bytes of every output in order; a sunk output
+//           K is the ROWS*ROW_BYTES bytes its row sink received, its token is not written
+//   --source K:ROW_BYTES:ROWS  Runtime::sources[K]: hands row r of graph input K's image to
+//                         StreamChain; a request out of order, repeated, past ROWS or of another
+//                         capacity than ROW_BYTES is an error status, and so is a run that did
+//                         not ask for all ROWS rows (K < 8, the graph input the body's "source"
+//                         names)
+//   --sink K:ROW_BYTES:ROWS    Runtime::sinks[K]: row r of graph output K into its image, with
+//                         the same checks (the body's "sink")
+//   --hostile-source KIND every source, at row ROWS/2: short delivers one byte fewer, fail
+//                         returns kIoError, long claims ROW_BYTES+1 written
+//   --hostile-sink fail   every sink returns kIoError at row ROWS/2 (both: sanitizer runs; the
+//                         kernel's status ends the run, exit 1 with its message)
 //   --storage BYTES       storage region 0 (Runtime::spill): RAM, 8 MiB by default
 //   --ram-region BYTES    the next storage region (1, 2, ... in the order given; at most 7 in all):
 //   --flash-region BYTES  RAM, or the NOR flash simulator (erase before program), each with its
@@ -39,6 +55,7 @@
 //   staged_bytes N / bands N / reused_rows N / erases N
 //   optimized_rows N            StreamChain stage rows run with CMSIS-NN (a CMSIS-NN build)
 //   optimized_transpose_conv_rows N   of those, TRANSPOSE_CONV stage rows
+//   source_rows N / sink_rows N rows the row sources delivered and the sinks received
 //   regionR_spilled_bytes N / regionR_fetches N / regionR_erases N
 //                               per storage region R, printed when regions beyond 0 are given
 // Exit 0 on success; 1 with one line on stderr naming the failing step.
@@ -374,6 +391,82 @@ class Region {
   ::tinyseg::SpillManager* manager_ = nullptr;
 };
 
+// How a --hostile-source or --hostile-sink misbehaves, at row ROWS/2 (sanitizer runs).
+enum class Hostile : uint8_t { kNone, kShort, kFail, kLong };
+
+// One --source or --sink: graph input or output K's whole image, handed over or filled row by row.
+struct RowStream {
+  int32_t index = 0;
+  size_t row_bytes = 0;  // 0: no stream at this index
+  int32_t rows = 0;
+  uint8_t* image = nullptr;  // this batch's ROWS*ROW_BYTES bytes
+  int32_t next = 0;          // the row due next: rows come in order, each once
+  Hostile hostile = Hostile::kNone;
+
+  size_t bytes() const { return row_bytes * static_cast<size_t>(rows); }
+  // Whether `row` of `bytes` bytes of stream `k` is the one due (then it is counted as done).
+  bool Take(int32_t k, int32_t row, size_t n) {
+    if (k != index || row != next || row >= rows || n != row_bytes) return false;
+    ++next;
+    return true;
+  }
+};
+
+// Runtime::sources[K]: row `row` of the image into the kernel's row buffer.
+::tinyseg::Status ReadRow(void* user, int32_t input, int32_t row, uint8_t* dst, size_t capacity,
+                          size_t* written) {
+  RowStream& s = *static_cast<RowStream*>(user);
+  *written = 0;
+  if (!s.Take(input, row, capacity)) return ::tinyseg::Status::kOutOfRange;
+  const bool hit = row == s.rows / 2;
+  if (hit && s.hostile == Hostile::kFail) return ::tinyseg::Status::kIoError;
+  const size_t n = hit && s.hostile == Hostile::kShort ? capacity - 1 : capacity;
+  memcpy(dst, s.image + static_cast<size_t>(row) * s.row_bytes, n);
+  *written = hit && s.hostile == Hostile::kLong ? capacity + 1 : n;
+  return ::tinyseg::Status::kOk;
+}
+
+// Runtime::sinks[K]: row `row` into the image.
+::tinyseg::Status WriteRow(void* user, int32_t output, int32_t row, const uint8_t* src,
+                           size_t bytes) {
+  RowStream& s = *static_cast<RowStream*>(user);
+  if (!s.Take(output, row, bytes)) return ::tinyseg::Status::kOutOfRange;
+  if (row == s.rows / 2 && s.hostile == Hostile::kFail) return ::tinyseg::Status::kIoError;
+  memcpy(s.image + static_cast<size_t>(row) * s.row_bytes, src, bytes);
+  return ::tinyseg::Status::kOk;
+}
+
+constexpr uint64_t kMaxImageBytes = uint64_t{1} << 31;
+
+// A decimal number starting at `text` (digits only) into `*v`; the character after it, or null.
+const char* Number(const char* text, uint64_t* v) {
+  if (*text < '0' || *text > '9') return nullptr;
+  char* end = nullptr;
+  *v = strtoull(text, &end, 10);
+  return end;
+}
+
+// "K:ROW_BYTES:ROWS" into streams[K]; nullptr, or the sentence that refuses it.
+const char* ParseStream(const char* text, RowStream* streams) {
+  uint64_t k = 0, row_bytes = 0, rows = 0;
+  const char* p = Number(text, &k);
+  if (p != nullptr && *p == ':') p = Number(p + 1, &row_bytes);
+  if (p != nullptr && *p == ':') p = Number(p + 1, &rows);
+  if (p == nullptr || *p != '\0' || k >= static_cast<uint64_t>(::tinyseg::kMaxRowStreams) ||
+      row_bytes == 0 || rows == 0) {
+    return "--source and --sink take K:ROW_BYTES:ROWS, K below 8, ROW_BYTES and ROWS above 0";
+  }
+  if (row_bytes >= kMaxImageBytes || rows > kMaxImageBytes / row_bytes) {
+    return "a --source or --sink image (ROW_BYTES*ROWS) must stay below 2^31 bytes";
+  }
+  RowStream& s = streams[k];
+  if (s.row_bytes != 0) return "two --source or two --sink options name the same K";
+  s.index = static_cast<int32_t>(k);
+  s.row_bytes = static_cast<size_t>(row_bytes);
+  s.rows = static_cast<int32_t>(rows);
+  return nullptr;
+}
+
 // What the command line asks for.
 struct Args {
   long batches = 1;
@@ -384,11 +477,15 @@ struct Args {
   bool region_flash[::tinyseg::kMaxStorageRegions] = {};
   FaultKind sweep = FaultKind::kNone;
   uint64_t fault_limit = 0;  // 0: every call
+  RowStream sources[::tinyseg::kMaxRowStreams];
+  RowStream sinks[::tinyseg::kMaxRowStreams];
 };
 
 constexpr char kUsage[] =
     "usage: tinyseg_run MODEL INPUT OUTPUT [--batches N] [--arena BYTES] [--storage BYTES] "
-    "[--ram-region BYTES]... [--flash-region BYTES]... [--fault-sweep KIND [--fault-limit N]]";
+    "[--ram-region BYTES]... [--flash-region BYTES]... [--fault-sweep KIND [--fault-limit N]] "
+    "[--source K:ROW_BYTES:ROWS]... [--sink K:ROW_BYTES:ROWS]... [--hostile-source short|fail|long] "
+    "[--hostile-sink fail]";
 
 // The fault kind named `name`, or kNone.
 FaultKind FaultNamed(const char* name) {
@@ -396,6 +493,20 @@ FaultKind FaultNamed(const char* name) {
     if (strcmp(name, kFaultNames[k]) == 0) return static_cast<FaultKind>(k);
   }
   return FaultKind::kNone;
+}
+
+// --hostile-source short|fail|long or --hostile-sink fail, for every stream of its kind.
+const char* ParseHostile(const char* option, const char* kind, Args* a) {
+  const bool sink = strcmp(option, "--hostile-sink") == 0;
+  Hostile h = strcmp(kind, "fail") == 0 ? Hostile::kFail : Hostile::kNone;
+  if (!sink && strcmp(kind, "short") == 0) h = Hostile::kShort;
+  if (!sink && strcmp(kind, "long") == 0) h = Hostile::kLong;
+  if (h == Hostile::kNone) {
+    return "--hostile-source takes short, fail or long, and --hostile-sink takes fail";
+  }
+  RowStream* streams = sink ? a->sinks : a->sources;
+  for (int k = 0; k < ::tinyseg::kMaxRowStreams; ++k) streams[k].hostile = h;
+  return nullptr;
 }
 
 // Parses the options after OUTPUT; nullptr, or the sentence that refuses them.
@@ -427,12 +538,23 @@ const char* ParseArgs(int argc, char** argv, Args* a) {
       }
     } else if (strcmp(argv[i], "--fault-limit") == 0) {
       a->fault_limit = static_cast<uint64_t>(atoll(argv[i + 1]));
+    } else if (strcmp(argv[i], "--source") == 0 || strcmp(argv[i], "--sink") == 0) {
+      const char* refusal =
+          ParseStream(argv[i + 1], strcmp(argv[i], "--source") == 0 ? a->sources : a->sinks);
+      if (refusal != nullptr) return refusal;
+    } else if (strcmp(argv[i], "--hostile-source") == 0 || strcmp(argv[i], "--hostile-sink") == 0) {
+      if (const char* refusal = ParseHostile(argv[i], argv[i + 1], a)) return refusal;
     } else {
       return "unknown option";
     }
   }
   if (a->batches < 1 || a->arena_bytes == 0 || a->storage_bytes < Region::kSector) {
     return "bad --batches, --arena or --storage";
+  }
+  for (int k = 0; k < ::tinyseg::kMaxRowStreams; ++k) {
+    if (a->sweep != FaultKind::kNone && (a->sources[k].row_bytes || a->sinks[k].row_bytes)) {
+      return "--fault-sweep runs without --source and --sink";
+    }
   }
   return nullptr;
 }
@@ -543,11 +665,96 @@ void PrintStats(tflite::RecordingMicroInterpreter& interpreter, const ::tinyseg:
          U(runtime.stats.reused_rows), U(erases));
   printf("optimized_rows %llu\n", U(runtime.stats.optimized_rows));
   printf("optimized_transpose_conv_rows %llu\n", U(runtime.stats.optimized_transpose_conv_rows));
+  printf("source_rows %llu\nsink_rows %llu\n", U(runtime.stats.source_rows),
+         U(runtime.stats.sink_rows));
   for (int k = 0; extra > 0 && k <= extra; ++k) {  // where the slots went
     const ::tinyseg::SpillStats& r = regions[k]->manager().stats();
     printf("region%d_spilled_bytes %llu\nregion%d_fetches %llu\nregion%d_erases %llu\n", k,
            U(r.raw_bytes_spilled), k, U(r.fetches), k, U(r.erases_submitted));
   }
+}
+
+
+// The stream at graph input or output `i`, or null.
+RowStream* StreamAt(RowStream* streams, size_t i) {
+  if (i >= static_cast<size_t>(::tinyseg::kMaxRowStreams) || streams[i].row_bytes == 0) {
+    return nullptr;
+  }
+  return &streams[i];
+}
+
+// The Runtime's row sources and sinks for the --source and --sink options, each sink with its
+// image; false when memory runs out.
+bool AttachStreams(Args& a, ::tinyseg::Runtime& runtime) {
+  for (int k = 0; k < ::tinyseg::kMaxRowStreams; ++k) {
+    if (a.sources[k].row_bytes != 0) runtime.sources[k] = {ReadRow, &a.sources[k]};
+    if (a.sinks[k].row_bytes == 0) continue;
+    a.sinks[k].image = static_cast<uint8_t*>(malloc(a.sinks[k].bytes()));
+    if (a.sinks[k].image == nullptr) return false;
+    runtime.sinks[k] = {WriteRow, &a.sinks[k]};
+  }
+  return true;
+}
+
+// One batch's bytes in INPUT (`inputs`) or OUTPUT: every model input or output in order, a
+// streamed one as its whole image. Null, or the sentence refusing a stream that names no tensor.
+const char* BatchBytes(tflite::MicroInterpreter& in, RowStream* streams, bool inputs,
+                       size_t* total) {
+  const size_t n = inputs ? in.inputs_size() : in.outputs_size();
+  for (int k = 0; k < ::tinyseg::kMaxRowStreams; ++k) {
+    if (streams[k].row_bytes != 0 && static_cast<size_t>(k) >= n) {
+      return inputs ? "a --source names no graph input of the model"
+                    : "a --sink names no graph output of the model";
+    }
+  }
+  *total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const RowStream* s = StreamAt(streams, i);
+    *total += s != nullptr ? s->bytes() : (inputs ? in.input(i) : in.output(i))->bytes;
+  }
+  return nullptr;
+}
+
+// Whether every source and sink was asked for every row of its image in the last Invoke.
+bool AllRowsTaken(const Args& a) {
+  for (int k = 0; k < ::tinyseg::kMaxRowStreams; ++k) {
+    if (a.sources[k].next != a.sources[k].rows || a.sinks[k].next != a.sinks[k].rows) return false;
+  }
+  return true;
+}
+
+// Every batch: its inputs (a sourced input's image stays in `input` for its source, the token is
+// zero), one Invoke, its outputs to `out` (a sunk output's image). Null, or the failing step.
+const char* RunBatches(tflite::MicroInterpreter& in, Args& a, uint8_t* input, Region** regions,
+                       FILE* out) {
+  size_t offset = 0;
+  for (long r = 0; r < a.batches; ++r) {
+    for (size_t i = 0; i < in.inputs_size(); ++i) {
+      TfLiteTensor* t = in.input(i);
+      RowStream* s = StreamAt(a.sources, i);
+      if (s != nullptr) s->image = input + offset;
+      if (s == nullptr) memcpy(t->data.raw, input + offset, t->bytes);
+      if (s != nullptr) memset(t->data.raw, 0, t->bytes);
+      offset += s != nullptr ? s->bytes() : t->bytes;
+    }
+    for (int k = 0; k < ::tinyseg::kMaxRowStreams; ++k) a.sources[k].next = a.sinks[k].next = 0;
+    if (in.Invoke() != kTfLiteOk) return "Invoke failed";
+    for (int k = 0; k <= a.extra; ++k) regions[k]->manager().EndInference();
+    if (!AllRowsTaken(a)) {
+      return "a row source or sink was not asked for every row of its image (ROWS other than "
+             "the model's?)";
+    }
+    for (size_t i = 0; i < in.outputs_size(); ++i) {
+      const RowStream* s = StreamAt(a.sinks, i);
+      const TfLiteTensor* t = in.output(i);
+      const size_t n = s != nullptr ? s->bytes() : t->bytes;
+      const void* data = s != nullptr ? static_cast<const void*>(s->image) : t->data.raw;
+      if (fwrite(data, 1, n, out) != n) {
+        return "cannot write the output file";
+      }
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -578,6 +785,7 @@ int main(int argc, char** argv) {
     runtime.regions[r] = &regions[r]->manager();
   }
   runtime.spill = &regions[0]->manager();
+  if (!AttachStreams(args, runtime)) return Fail("no memory for the row sinks");
 
   uint8_t* arena = AlignedAlloc(args.arena_bytes);
   if (arena == nullptr) return Fail("no memory for the arena");
@@ -587,14 +795,15 @@ int main(int argc, char** argv) {
   }
   if (interpreter.AllocateTensors() != kTfLiteOk) return Fail("AllocateTensors failed");
 
-  size_t needed = 0;
-  for (size_t i = 0; i < interpreter.inputs_size(); ++i) needed += interpreter.input(i)->bytes;
+  size_t needed = 0, output_bytes = 0;
+  if (const char* refusal = BatchBytes(interpreter, args.sources, true, &needed)) {
+    return Fail(refusal);
+  }
+  if (const char* refusal = BatchBytes(interpreter, args.sinks, false, &output_bytes)) {
+    return Fail(refusal);
+  }
   if (needed * static_cast<size_t>(args.batches) != input_size) {
     return Fail("input file size differs from the model's inputs times --batches");
-  }
-  size_t output_bytes = 0;
-  for (size_t i = 0; i < interpreter.outputs_size(); ++i) {
-    output_bytes += interpreter.output(i)->bytes;
   }
   FILE* out = fopen(argv[3], "wb");
   if (out == nullptr) return Fail("cannot write the output file");
@@ -604,20 +813,10 @@ int main(int argc, char** argv) {
     if (ref == nullptr) return Fail("no memory for the clean outputs");
     return RunSweep(w, args.sweep, args.fault_limit, ref, output_bytes, out);
   }
-  size_t offset = 0;
-  for (long r = 0; r < args.batches; ++r) {
-    for (size_t i = 0; i < interpreter.inputs_size(); ++i) {
-      TfLiteTensor* t = interpreter.input(i);
-      memcpy(t->data.raw, input_data + offset, t->bytes);
-      offset += t->bytes;
-    }
-    if (interpreter.Invoke() != kTfLiteOk) return Fail("Invoke failed");
-    for (int k = 0; k <= args.extra; ++k) regions[k]->manager().EndInference();
-    for (size_t i = 0; i < interpreter.outputs_size(); ++i) {
-      const TfLiteTensor* t = interpreter.output(i);
-      if (fwrite(t->data.raw, 1, t->bytes, out) != t->bytes)
-        return Fail("cannot write the output file");
-    }
+  if (const char* failed = RunBatches(interpreter, args, input_data, regions, out)) {
+    fclose(out);
+    remove(argv[3]);  // no half-written outputs
+    return Fail(failed);
   }
   if (fclose(out) != 0) return Fail("cannot write the output file");
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import math
 import os
 import re
 import shlex
@@ -37,6 +38,7 @@ from .. import deadline
 from ..deploy.tflm_install import INSTALL_DIR, find_sources, install
 from ..errors import TinySegError
 from ..ir.modelio import cache_root
+from ..ir.schema import TYPE_SIZES
 from . import interpreter
 
 ENV_TFLM = "TFLM_DIR"
@@ -378,6 +380,59 @@ def storage_regions(graph) -> int:
     return highest + 1
 
 
+@dataclass(frozen=True)
+class RowStream:
+    """A graph input a row source hands over, or a graph output a row sink takes (a StreamChain
+    body's "source" or "sink"): the whole body tensor, ``rows`` rows of ``row_bytes`` each (NHWC:
+    H rows of W*C elements)."""
+
+    row_bytes: int
+    rows: int
+    shape: tuple[int, ...]
+    dtype: str  # the TFLite type name, as the body tensor has it
+
+    def option(self, index: int) -> str:
+        """The runner's ``K:ROW_BYTES:ROWS`` for graph input or output ``index``."""
+        return f"{index}:{self.row_bytes}:{self.rows}"
+
+
+def _row_stream(tensor, index: int, what: str) -> RowStream:
+    shape = tuple(int(d) for d in tensor.shape)
+    row = math.prod(shape[-2:]) * TYPE_SIZES.get(tensor.dtype, 0)
+    if len(shape) < 3 or math.prod(shape[:-3]) != 1 or min(shape) < 1 or not row:
+        raise TinySegError(
+            f"the row {what} of graph {'input' if what == 'source' else 'output'} {index} is "
+            f"{tensor.dtype}{list(shape)}, not one image of rows"
+        )
+    return RowStream(row, shape[-3], shape, tensor.dtype)
+
+
+def row_streams(graph) -> tuple[dict[int, RowStream], dict[int, RowStream]]:
+    """The row sources and sinks the StreamChain bodies of ``graph`` (an ir Graph) name: {graph
+    input index: RowStream} and {graph output index: RowStream}; both empty for a model that
+    holds its inputs and outputs whole."""
+    from ..contract import customops
+
+    sources: dict[int, RowStream] = {}
+    sinks: dict[int, RowStream] = {}
+    for op in graph.operators:
+        if op.opcode != customops.STREAM_CHAIN:
+            continue
+        o = customops.decode(op, graph.memo.decoded)
+        first = len(op.inputs) + len(op.outputs)  # local ids of the body tensors start here
+        for pairs, found, what in ((o.source, sources, "source"), (o.sink, sinks, "sink")):
+            for local, index in pairs:
+                found[index] = _row_stream(o.tensors[local - first], index, what)
+    return sources, sinks
+
+
+def stream_options(sources: dict[int, RowStream], sinks: dict[int, RowStream]) -> list[str]:
+    """The runner's --source and --sink options for these row streams."""
+    return [a for k, s in sorted(sources.items()) for a in ("--source", s.option(k))] + [
+        a for k, s in sorted(sinks.items()) for a in ("--sink", s.option(k))
+    ]
+
+
 def run(
     exe: Path,
     model: bytes,
@@ -386,10 +441,13 @@ def run(
     seconds: float,
     what: str,
     regions: int = 1,
+    streams: tuple[dict[int, RowStream], dict[int, RowStream]] = ({}, {}),
 ) -> RunnerOutput:
     """Run ``model`` on every batch in one process; a crash, a hang or a refusal is a TinySegError.
     ``regions``: storage regions to attach (0 .. regions-1, each STORAGE_BYTES of host RAM), as
-    storage_regions counts them for the model."""
+    storage_regions counts them for the model. ``streams``: its row sources and sinks (row_streams);
+    a batch then holds a sourced input's whole image in the token's place, and the outputs come
+    back with a sunk output's whole image in its token's place."""
     with tempfile.TemporaryDirectory(prefix="tinyseg-run-") as d:
         mpath, ipath, opath = Path(d) / "model.tflite", Path(d) / "in.bin", Path(d) / "out.bin"
         mpath.write_bytes(model)
@@ -409,6 +467,7 @@ def run(
             "--storage",
             str(STORAGE_BYTES),
             *["--ram-region", str(STORAGE_BYTES)] * (regions - 1),
+            *stream_options(*streams),
         ]
         # --time-limit bounds each inference (all run in one process) and the whole run
         deadline.check(f"running {what}")

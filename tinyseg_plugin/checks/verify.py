@@ -9,6 +9,7 @@ optimized model always runs, and the verdict says when the cache stood in for th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +18,7 @@ from ..contract import bodies, customops
 from ..errors import TinySegError, shown
 from ..ir.graph import Graph
 from ..ir.modelio import model_to_bytes
+from ..ir.schema import NUMPY_DTYPES, TYPE_SIZES
 from ..transforms.passes.lower import lower
 from . import interpreter, output_cache
 
@@ -260,32 +262,58 @@ def _what(r: int, runs: int, seed: int) -> str:
     return f"{INPUTS_SCHEME}: {name}"
 
 
-def _details(graph: Graph) -> list[dict]:
+def _io(graph: Graph, streams: dict | None = None, inputs: bool = True) -> list[tuple]:
+    """(name, shape, TFLite type) of each graph input (or output) as the application sees it: a
+    streamed one is the whole tensor its row source (sink) hands over (real_kernels.row_streams),
+    not the one-element token the graph keeps in its place."""
     out = []
-    for t in graph.inputs:
+    for k, t in enumerate(graph.inputs if inputs else graph.outputs):
         tensor = graph.tensors[t]
-        if tensor.numpy_dtype is None:
-            raise TinySegError(
-                f"input '{shown(tensor.name)}' has type {tensor.dtype}, which the check cannot feed"
-            )
-        out.append({"shape": tuple(tensor.shape), "dtype": np.dtype(tensor.numpy_dtype)})
+        s = (streams or {}).get(k)
+        out.append(
+            (tensor.name, s.shape, s.dtype) if s else (tensor.name, tensor.shape, tensor.dtype)
+        )
     return out
 
 
-def _split(graph: Graph, data: bytes) -> list[np.ndarray]:
-    """One batch of the runner's output bytes as the graph's output arrays."""
+def _details(graph: Graph, streams: dict | None = None) -> list[dict]:
+    out = []
+    for name, shape, dtype in _io(graph, streams):
+        if NUMPY_DTYPES.get(dtype) is None:
+            raise TinySegError(
+                f"input '{shown(name)}' has type {dtype}, which the check cannot feed"
+            )
+        out.append({"shape": tuple(shape), "dtype": np.dtype(NUMPY_DTYPES[dtype])})
+    return out
+
+
+def _split(graph: Graph, data: bytes, streams: dict | None = None) -> list[np.ndarray]:
+    """One batch of the runner's output bytes as the graph's output arrays (a sunk output's whole
+    tensor in its token's place)."""
     arrays, at = [], 0
-    for t in graph.outputs:
-        tensor = graph.tensors[t]
-        n = tensor.elements * tensor.itemsize
-        dt = np.dtype(tensor.numpy_dtype) if tensor.numpy_dtype else np.uint8
+    for _, shape, dtype in _io(graph, streams, inputs=False):
+        n = math.prod(shape) * TYPE_SIZES.get(dtype, 0)
+        dt = np.dtype(NUMPY_DTYPES[dtype]) if dtype in NUMPY_DTYPES else np.uint8
         arrays.append(
             np.frombuffer(data[at : at + n], dtype=dt).reshape(
-                tensor.shape if tensor.numpy_dtype else (-1,)
+                shape if dtype in NUMPY_DTYPES else (-1,)
             )
         )
         at += n
     return arrays
+
+
+def _rows_missing(stats: dict[str, int], streams: tuple[dict, dict], inputs: int) -> str:
+    """Why the row sources and sinks did not each hand over every row once per input ("" when
+    they did): the runner counts the rows the kernels asked of them."""
+    for key, found, what in (
+        ("source_rows", streams[0], "row sources delivered"),
+        ("sink_rows", streams[1], "row sinks received"),
+    ):
+        want = sum(s.rows for s in found.values()) * inputs
+        if stats.get(key) != want:
+            return f"the {what} {stats.get(key)} rows on {inputs} input(s), the model has {want}"
+    return ""
 
 
 def verify_real_kernels(
@@ -312,7 +340,8 @@ def verify_real_kernels(
             check_io_bytes(optimized, "the optimized model"),
         )
     exe = real_kernels.prepare(tflm_dir, progress=progress)
-    da, db = _details(original), _details(optimized)
+    streams = real_kernels.row_streams(optimized)  # fed and collected row by row, as on a device
+    da, db = _details(original), _details(optimized, streams[0])
     if [(d["shape"], d["dtype"]) for d in da] != [(d["shape"], d["dtype"]) for d in db]:
         raise TinySegError(
             f"the models' inputs differ: {_describe(da)} against {_describe(db)}; "
@@ -324,8 +353,8 @@ def verify_real_kernels(
     names = [f"random input {r}" for r in range(runs)] + list(EDGE_NAMES[:n_edge])
     arena = arena_for(original)
     done = dict(check=REAL_KERNELS, tflm_dir=str(tflm_dir), cached=0)
-    if [(original.tensors[t].shape, original.tensors[t].dtype) for t in original.outputs] != [
-        (optimized.tensors[t].shape, optimized.tensors[t].dtype) for t in optimized.outputs
+    if [io[1:] for io in _io(original, inputs=False)] != [
+        io[1:] for io in _io(optimized, streams[1], inputs=False)
     ]:
         return Verification(
             runs, False, "the models' outputs have other shapes or types", n_edge, **done
@@ -349,9 +378,12 @@ def verify_real_kernels(
             for k, out in zip(keys, ra_outputs):
                 output_cache.store(k, [np.frombuffer(out, dtype=np.uint8)])
         rb = real_kernels.run(
-            exe, b, batches, arena, seconds, "the optimized model", regions=n_regions
+            exe, b, batches, arena, seconds, "the optimized model", n_regions, streams
         )
         del batches
+        unstreamed = _rows_missing(rb.stats, streams, len(group))
+        if unstreamed:
+            return Verification(runs, False, unstreamed, n_edge, **done)
         if rb.stats.get("spills") != per_input * len(group):
             # the TinySeg kernels must really have run: each Spill and each StreamChain row stream, once per input
             return Verification(
@@ -365,7 +397,9 @@ def verify_real_kernels(
         for r, pa, pb in zip(group, ra_outputs, rb.outputs):
             if pa == pb:
                 continue
-            for k, (p, q) in enumerate(zip(_split(original, pa), _split(optimized, pb))):
+            for k, (p, q) in enumerate(
+                zip(_split(original, pa), _split(optimized, pb, streams[1]))
+            ):
                 if p.tobytes() != q.tobytes():
                     diff = int(np.count_nonzero(p != q)) if p.shape == q.shape else -1
                     return Verification(
