@@ -27,7 +27,7 @@ from tinyseg_plugin.checks import real_kernels
 from tinyseg_plugin.checks.verify import random_inputs
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.ir.modelio import load_model, read_model_bytes, save_model
-from tinyseg_plugin.transforms.optimizer import Options, optimize
+from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
 ROOT = Path(__file__).resolve().parents[1]
 SANITIZER_MARKS = (
@@ -244,7 +244,7 @@ def test_hostile_row_sources_and_sinks_give_a_status(tmp_path: Path) -> None:
     sink each end Invoke with the kernel's sentence (exit 1, no output), never a sanitizer report."""
     exe = real_kernels.prepare(_tflm_dir(), sanitize=True)
     original = hostile_models.TINY_UNET
-    r = optimize(build_graph(load_model(original)), Options(stream_io=True, smallest=True))
+    r = search_plans(build_graph(load_model(original)), Options(stream_io=True, smallest=True))
     model = tmp_path / "stream_io.tflite"
     save_model(r.graph.model, model)
     streams = real_kernels.row_streams(r.graph)

@@ -879,7 +879,7 @@ def _stream_io_on_m7(exe: Path, g, runtime: str, inputs: Path, want: bytes, tmp_
     """The Tiny U-Net optimized with --stream-io: the frame comes in through the runner's row
     source and the mask goes out through its row sink (--source, --sink), as a camera and a
     display hand them over; outputs the original's, head and persistent as analyzed."""
-    result = optimizer.optimize(
+    result = optimizer.search_plans(
         g,
         optimizer.Options(
             stream_io=True, smallest=True, kernel_set=runtime, build_profile="cortex-m"
