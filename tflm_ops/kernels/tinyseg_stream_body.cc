@@ -188,16 +188,15 @@ TfLiteStatus BodyQuantization(TfLiteContext* context, int32_t index, TfLiteType 
 void NodeTensor(MicroContext* mc, TfLiteNode* node, int32_t i, int n_in, TensorSlot* s,
                 int32_t dims[4], int* rank) {
   s->kind = i < n_in ? Kind::kNodeInput : Kind::kNodeOutput;
-  s->node_index = i < n_in ? i : i - n_in;
   TfLiteTensor* t = i < n_in ? mc->AllocateTempInputTensor(node, i)
                              : mc->AllocateTempOutputTensor(node, i - n_in);
   if (t == nullptr) {  // an omitted optional input
-    s->type = kTfLiteNoType;
+    s->type = static_cast<int8_t>(kTfLiteNoType);
     return;
   }
   *rank = t->dims->size;
   for (int k = 0; k < *rank && k < 4; ++k) dims[k] = t->dims->data[k];
-  s->type = t->type;
+  s->type = static_cast<int8_t>(t->type);
   s->scale = t->params.scale;
   s->zero_point = t->params.zero_point;
   s->constant = i < n_in && IsConstantTensor(t) ? 1 : 0;
@@ -208,7 +207,6 @@ void NodeTensor(MicroContext* mc, TfLiteNode* node, int32_t i, int n_in, TensorS
 TfLiteStatus BodyTensor(TfLiteContext* context, const flexbuffers::Reference& e, int32_t index,
                         TensorSlot* s, int32_t dims[4]) {
   s->kind = Kind::kBody;
-  s->node_index = -1;
   if (!e.IsMap()) {
     MicroPrintf("StreamChain: tensors[%d] is not a map", static_cast<int>(index));
     return kTfLiteError;
@@ -234,7 +232,7 @@ TfLiteStatus BodyTensor(TfLiteContext* context, const flexbuffers::Reference& e,
       return kTfLiteError;
     }
   }
-  s->type = type;
+  s->type = static_cast<int8_t>(type);
   return BodyQuantization(context, index, type, At(scale, 0), At(zp, 0), s);
 }
 

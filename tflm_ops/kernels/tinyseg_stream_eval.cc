@@ -17,10 +17,11 @@ namespace tflite {
 namespace tinyseg_stream {
 namespace {
 
-uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
-  const TfLiteEvalTensor* t = s.kind == Kind::kNodeInput
-                                  ? micro::GetEvalInput(v.context, v.node, s.node_index)
-                                  : micro::GetEvalOutput(v.context, v.node, s.node_index);
+uint8_t* NodeData(const EvalState& v, int32_t id) {
+  const int index = NodeIndex(v.node, id);
+  const TfLiteEvalTensor* t = v.tab.tensor(id).kind == Kind::kNodeInput
+                                  ? micro::GetEvalInput(v.context, v.node, index)
+                                  : micro::GetEvalOutput(v.context, v.node, index);
   return t == nullptr ? nullptr : static_cast<uint8_t*>(t->data.data);
 }
 
@@ -35,7 +36,7 @@ uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
     return ::tinyseg::Status::kOk;
   }
   if (s.kind != Kind::kBody) {
-    const uint8_t* base = NodeData(v, s);
+    const uint8_t* base = NodeData(v, id);
     if (base == nullptr || lo < 0 || hi >= s.height) return ::tinyseg::Status::kOutOfRange;
     *out = base + static_cast<size_t>(lo) * static_cast<size_t>(s.row_bytes);
     return ::tinyseg::Status::kOk;
@@ -60,7 +61,7 @@ uint8_t* NodeData(const EvalState& v, const TensorSlot& s) {
 ::tinyseg::Status OutputRow(const EvalState& v, const StageSlot& g, int32_t y, uint8_t** dst) {
   TensorSlot& out = v.tab.tensor(g.output);
   if (out.kind == Kind::kNodeOutput) {
-    uint8_t* base = NodeData(v, out);
+    uint8_t* base = NodeData(v, g.output);
     if (base == nullptr) return ::tinyseg::Status::kInvalidArgument;
     // An accumulating stage's steps are its input's rows; it writes its one row at the last.
     const int32_t row = contract::AccumulatingStage(g.op) ? 0 : y;
@@ -163,7 +164,7 @@ TfLiteStatus ZeroTokens(const EvalState& v) {
   for (int32_t i = 0; i < v.d->num_tensors; ++i) {
     const TensorSlot& s = v.tab.tensor(i);
     if (!s.token || s.kind != Kind::kNodeOutput) continue;
-    TfLiteEvalTensor* t = micro::GetEvalOutput(v.context, v.node, s.node_index);
+    TfLiteEvalTensor* t = micro::GetEvalOutput(v.context, v.node, NodeIndex(v.node, i));
     size_t bytes = 0;
     TF_LITE_ENSURE(v.context, t != nullptr);
     TF_LITE_ENSURE_STATUS(TfLiteEvalTensorByteLength(t, &bytes));

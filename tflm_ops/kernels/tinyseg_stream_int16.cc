@@ -400,7 +400,7 @@ namespace {
   const int32_t id = v.tab.operands[g.operand_begin + k];
   const TensorSlot& x = v.tab.tensor(id);
   if (x.constant || ReadWhole(v.tab, g, k)) {
-    const TfLiteEvalTensor* t = micro::GetEvalInput(v.context, v.node, x.node_index);
+    const TfLiteEvalTensor* t = micro::GetEvalInput(v.context, v.node, NodeIndex(v.node, id));
     *data = static_cast<const int16_t*>(t->data.data);
     int32_t dims[4] = {1, 1, 1, 1};
     const int rank = t->dims->size < 4 ? t->dims->size : 4;

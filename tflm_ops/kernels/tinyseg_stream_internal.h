@@ -56,7 +56,7 @@ struct StreamOpData {
 static_assert(sizeof(StreamOpData) <= contract::kStreamChainOpDataBytes,
               "contract: StreamChain OpData");
 
-enum class Kind : int32_t { kNodeInput = 0, kNodeOutput = 1, kBody = 2 };
+enum class Kind : int8_t { kNodeInput = 0, kNodeOutput = 1, kBody = 2 };
 
 // One chain-local tensor.
 struct TensorSlot {
@@ -65,15 +65,14 @@ struct TensorSlot {
   int32_t width;
   int32_t channels;
   int32_t row_bytes;
-  int32_t type;  // TfLiteType
   int32_t zero_point;
   float scale;
-  Kind kind;
-  int32_t node_index;   // kNodeInput / kNodeOutput: index among the node's inputs / outputs
   int32_t ring_rows;    // 0: no ring
   int32_t ring_offset;  // bytes into the ring scratch
   int32_t fetch_slot;   // storage slot it is fetched from; -1
   int16_t stream;       // index of its SpillStream (< kMaxSpilled); -1
+  int8_t type;          // TfLiteType
+  Kind kind;            // kNodeInput / kNodeOutput: NodeIndex gives its index in the node
   int8_t constant;      // 1: a constant input of the node (never streamed: no schedule edge)
   int8_t spill_region;  // storage region of the slot its stream writes (slot_regions; 0)
   int8_t fetch_region;  // storage region of fetch_slot (slot_regions; 0)
@@ -83,6 +82,12 @@ struct TensorSlot {
 };
 static_assert(sizeof(TensorSlot) <= contract::kStreamTensorBytes,
               "contract: StreamChain tensor record");
+
+// A node input or output's index among the node's inputs or outputs, from its local id (local
+// ids number the node's inputs, then its outputs).
+inline int NodeIndex(const TfLiteNode* node, int32_t id) {
+  return id < node->inputs->size ? id : id - node->inputs->size;
+}
 
 // ------------------------------------------------------------ per-family stage state
 

@@ -48,10 +48,11 @@ TfLiteStatus MeanAxes(const StageArgs& a, int32_t axis) {
 
 // The rank of the node output a MEAN stage writes (0: not a node output): 4 with keep_dims, 2
 // without (PrepareTensors reads a 1 x C node output as one row of C values).
-int OutputRank(const StageArgs& a, const TensorSlot& out) {
+int OutputRank(const StageArgs& a, const StageSlot& g) {
+  const TensorSlot& out = a.tab->tensor(g.output);
   if (out.kind != Kind::kNodeOutput) return 0;
   MicroContext* mc = GetMicroContext(a.context);
-  TfLiteTensor* t = mc->AllocateTempOutputTensor(a.node, out.node_index);
+  TfLiteTensor* t = mc->AllocateTempOutputTensor(a.node, NodeIndex(a.node, g.output));
   if (t == nullptr) return 0;
   const int rank = t->dims->size;
   mc->DeallocateTempTfLiteTensor(t);
@@ -72,7 +73,7 @@ TfLiteStatus MeanGeometry(const StageArgs& a, StageSlot& g) {
                      "StreamChain: a MEAN stage's keep_dims is 0 or 1");
   TF_LITE_ENSURE_MSG(context,
                      out.kind == Kind::kNodeOutput && out.height == 1 && out.width == 1 &&
-                         out.channels == in.channels && OutputRank(a, out) == (keep ? 4 : 2),
+                         out.channels == in.channels && OutputRank(a, g) == (keep ? 4 : 2),
                      "StreamChain: a MEAN stage writes a StreamChain output of 1 x 1 x 1 x C "
                      "with keep_dims, 1 x C without");
   const int64_t held = static_cast<int64_t>(in.channels) * contract::kStreamAccumulatorBytes;

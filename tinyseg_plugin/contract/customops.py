@@ -283,11 +283,11 @@ FETCHED_FIXED_BYTES = 16  # one fetched operand: 16 bytes and two pointers
 FETCHED_POINTERS = 2
 STREAM_CHAIN_OPDATA_BYTES = 96  # Init: the option numbers and the buffer indices
 # Prepare allocates one more persistent block: the chain's tables (stream_chain_body_bytes).
-STREAM_TENSOR_BYTES = 96  # per chain-local tensor: geometry, quantization, its ring (a RowRing)
+STREAM_TENSOR_BYTES = 88  # per chain-local tensor: geometry, quantization, its ring (a RowRing)
 STREAM_SCHEDULE_TENSOR_BYTES = 16  # per tensor: chain_schedule.h ChainTensor
-STREAM_STAGE_BYTES = 128  # per stage: operator parameters
+STREAM_STAGE_BYTES = 112  # per stage: operator parameters
 STREAM_EDGE_BYTES = 32  # per (stage, distinct activation input): chain_schedule.h ChainEdge
-SPILL_STREAM_BYTES = 256  # per spilled tensor: spill_manager.h SpillStream
+SPILL_STREAM_BYTES = 208  # per spilled tensor: spill_manager.h SpillStream
 STREAM_INT32_PER_TENSOR = 2  # the schedule's rows done and rows held
 STREAM_INT32_PER_STAGE = 1  # chain_schedule.h ChainStage
 PER_CHANNEL_BYTES = 4  # FetchingConv2D: one int32 multiplier and one int32 shift per output channel
