@@ -14,6 +14,9 @@ Models (see README.md next to this script):
   keras_unet_float  the Tiny U-Net's topology as a plain Keras U-Net, converted without
                   quantization (float32 throughout; not in --all, which builds the int8 models).
   mnv3_seg        a small MobileNetV3-style segmenter (SE blocks, LR-ASPP head, bilinear).
+  mbv2_w035_r144, mcunetv2_vww_r80, mcunet_320kb_r176
+                  msf-CNN's three evaluation networks (classifiers; not in --all; layer lists
+                  and their sources at build_mbv2_w035 and MCUNETV2_VWW_5FPS below).
 
 Usage:
   python examples/models/build.py                    # tiny_unet into examples/models/
@@ -462,6 +465,95 @@ def build_mnv3_seg(tf: ModuleType, shape: tuple[int, int, int], batch_size: int 
     return tf.keras.Model(inp, y, name="mnv3_seg")
 
 
+# --------------------------------------------------------------------------
+# msf-CNN's evaluation networks (classifiers)
+# --------------------------------------------------------------------------
+
+
+def build_mbv2_w035(tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1) -> Any:
+    """MobileNetV2-w0.35-r144: Keras' own MobileNetV2 (alpha 0.35, 1000 classes, with its top),
+    ending in logits as the MCUNet classifiers do: the int8 SOFTMAX over 1000 classes aborts the
+    tflite-micro wheel that checks written models (a 10-class one runs). msf-CNN's layer list (analysis_optimization.py, below) writes the same network with
+    unrounded widths (int(32 * 0.35) = 11 where Keras rounds to 16) and a 448-channel last conv
+    (Keras keeps 1280 for alpha < 1), so its MAC count is not this file's."""
+    inp = tf.keras.Input(shape=shape, batch_size=batch_size, name="image")
+    return tf.keras.applications.MobileNetV2(
+        alpha=0.35,
+        input_tensor=inp,
+        weights=None,
+        classes=1000,
+        include_top=True,
+        classifier_activation=None,
+    )
+
+
+# (output channels, expand ratio, stride, kernel) of each MobileInvertedResidual block after the
+# first (expand 1, 3x3, 8 channels). From TinyPART/msf-CNN analysis_optimization.py
+# (mcunetv2_vww_5fps, MCUNet_320KB_ImageNet; commit 9632d3e95dab4998b1420b9595a86a6334452f19),
+# MBConv(in, out, expansion, stride, padding, kernel_size). The JSON net configs the
+# mit-han-lab/mcunet model zoo reads (mcunet/model_zoo.py, commit 9c164f84) are downloaded from
+# hanlab18.mit.edu and are not in that repository.
+MCUNETV2_VWW_5FPS = (
+    (16, 6, 2, 3), (16, 3, 1, 3), (16, 3, 1, 3), (24, 3, 2, 7), (24, 6, 1, 3), (24, 5, 1, 5),
+    (40, 6, 2, 7), (40, 6, 1, 7), (48, 6, 1, 3), (48, 4, 1, 3), (96, 5, 2, 5), (96, 5, 1, 3),
+    (96, 4, 1, 3), (160, 3, 1, 7),
+)  # fmt: skip
+MCUNET_320KB_IMAGENET = (
+    (16, 3, 2, 7), (16, 5, 1, 3), (16, 5, 1, 7), (16, 4, 1, 5), (24, 5, 2, 5), (24, 5, 1, 5),
+    (24, 5, 1, 5), (40, 5, 2, 3), (40, 6, 1, 7), (40, 4, 1, 5), (48, 5, 1, 5), (48, 5, 1, 7),
+    (48, 5, 1, 3), (96, 6, 2, 3), (96, 5, 1, 7), (96, 4, 1, 3), (160, 5, 1, 7),
+)  # fmt: skip
+
+
+def _conv_bn(layers: Any, x: Tensor, c: int, k: int = 1, s: int = 1, relu6: bool = True) -> Tensor:
+    x = layers.BatchNormalization()(layers.Conv2D(c, k, s, padding="same", use_bias=False)(x))
+    return layers.ReLU(6.0)(x) if relu6 else x
+
+
+def _mb_block(layers: Any, x: Tensor, out: int, expand: int, stride: int, k: int) -> Tensor:
+    """mcunet's MobileInvertedResidualBlock: 1x1 expand (absent at ratio 1), kxk depthwise, linear
+    1x1 project, all with BN and ReLU6; the identity shortcut when stride is 1 and the channels
+    agree (mcunet/tinynas/elastic_nn/networks/ofa_proxyless.py)."""
+    c = x.shape[-1]
+    y = _conv_bn(layers, x, c * expand) if expand != 1 else x
+    y = layers.DepthwiseConv2D(k, stride, padding="same", use_bias=False)(y)
+    y = _conv_bn(layers, layers.ReLU(6.0)(layers.BatchNormalization()(y)), out, relu6=False)
+    return layers.Add()([x, y]) if stride == 1 and c == out else y
+
+
+def _mcunet(
+    tf: ModuleType,
+    shape: tuple[int, int, int],
+    batch_size: int | None,
+    blocks: Sequence[tuple[int, int, int, int]],
+    classes: int,
+    name: str,
+) -> Any:
+    """ProxylessNASNets as mcunet builds it: 3x3 stride-2 first conv (16), the blocks, no
+    feature-mix layer (none in msf-CNN's lists), global average pool, linear classifier."""
+    layers = tf.keras.layers
+    inp = tf.keras.Input(shape=shape, batch_size=batch_size, name="image")
+    x = _mb_block(layers, _conv_bn(layers, inp, 16, 3, 2), 8, 1, 1, 3)
+    for out, expand, stride, k in blocks:
+        x = _mb_block(layers, x, out, expand, stride, k)
+    x = layers.Dense(classes, name="logits")(layers.GlobalAveragePooling2D()(x))
+    return tf.keras.Model(inp, x, name=name)
+
+
+def build_mcunetv2_vww(
+    tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1
+) -> Any:
+    """MCUNetV2-vww-5fps-r80: 15 blocks, 2 classes (person / no person)."""
+    return _mcunet(tf, shape, batch_size, MCUNETV2_VWW_5FPS, 2, "mcunetv2_vww_5fps")
+
+
+def build_mcunet_320kb(
+    tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1
+) -> Any:
+    """MCUNet-320KB-ImageNet-r176: 18 blocks, 1000 classes."""
+    return _mcunet(tf, shape, batch_size, MCUNET_320KB_IMAGENET, 1000, "mcunet_320kb_imagenet")
+
+
 MODELS: dict[str, ModelSpec] = {
     s.name: s
     for s in (
@@ -482,6 +574,9 @@ MODELS: dict[str, ModelSpec] = {
             "yolo_int16", (96, 96, 3), build_yolo_int16, 16, quantization="16x8", in_all=False
         ),
         ModelSpec("mnv3_seg", (96, 96, 3), build_mnv3_seg, 16),
+        ModelSpec("mbv2_w035_r144", (144, 144, 3), build_mbv2_w035, 16, in_all=False),
+        ModelSpec("mcunetv2_vww_r80", (80, 80, 3), build_mcunetv2_vww, 16, in_all=False),
+        ModelSpec("mcunet_320kb_r176", (176, 176, 3), build_mcunet_320kb, 16, in_all=False),
         ModelSpec(
             "mnv3_seg_float",
             (96, 96, 3),
