@@ -122,3 +122,74 @@ def test_the_frontier_plot_lists_each_point_and_marks_the_written_plan_and_the_i
     assert rows[2].split() == ["2", "153,120", "1,199.00", "0", "no", "--target", "(written)"]
     assert rows[3].split() == ["3", "42,016", "3,671.05", "134,400", "--target", "50047"]
     assert frontier_png(points, "t").startswith(b"\x89PNG")
+
+
+@pytest.fixture(scope="module")
+def streamed():
+    """The bundled Tiny U-Net streamed on the Nicla Vision with --target min: its outcome, its
+    report and the figure of its picture."""
+    from pathlib import Path
+
+    from tinyseg_plugin import pipeline
+    from tinyseg_plugin.memory.boards import load_board
+
+    data = (
+        Path(__file__).resolve().parent.parent / "examples/models/tiny_unet.tflite"
+    ).read_bytes()
+    run = pipeline.Run(
+        Options(smallest=True), runs=None, nearby=False, board=load_board("nicla-vision")
+    )
+    out = pipeline.optimize(data, run, "tiny_unet")
+    a, lanes = pipeline.picture_parts(out)
+    return out, out.report("tiny_unet", "out"), plan_figure(a, "t", lanes)
+
+
+def test_the_optimized_picture_has_a_time_lane_with_the_reports_operators(streamed) -> None:
+    """One compute and one storage bar per operator of the written model, summing to the
+    report's modelled compute and storage (its rows are rounded to the microsecond)."""
+    out, report, fig = streamed
+    assert any(o.opcode == "StreamChain" for o in out.result.graph.operators)
+    lane = fig.axes[3]
+    assert lane.get_title(loc="left") == "modelled time per operator: compute and storage"
+    assert lane.get_ylabel() == "ms per inference"
+    bars = {c.get_label(): [b.get_height() for b in c] for c in lane.containers}
+    n = len(out.result.graph.operators)
+    assert len(bars["compute"]) == len(bars["storage"]) == len(report["operators"]) == n
+    slack = n * 0.0005 + 1e-9
+    for key in ("compute", "storage"):
+        assert sum(bars[key]) == pytest.approx(report["cost"][f"{key}_ms"], abs=slack + 0.0005)
+        rows = sum(o[f"{key}_ms"] for o in report["operators"])
+        assert sum(bars[key]) == pytest.approx(rows, abs=slack)
+    assert sum(bars["storage"]) > 0
+    # Each bar stands over its operator's scope: operator i runs in scope i + 1.
+    assert [b.get_x() + b.get_width() / 2 for b in lane.containers[0]] == pytest.approx(
+        [i + 1 for i in range(n)]
+    )
+
+
+def test_the_optimized_picture_has_a_traffic_lane_by_region(streamed) -> None:
+    """Written and read bars per region summing to the region's bytes per inference, and a
+    legend naming each region the placement uses with its bytes."""
+    out, report, fig = streamed
+    lane = fig.axes[4]
+    assert lane.get_title(loc="left") == "storage traffic per operator, by board region"
+    assert lane.get_ylabel() == "KiB per inference"
+    regions = {r["region"]: r for r in report["cost"]["regions"]}
+    assert {"dtcm", "qspi"} <= set(regions)
+    bars = {c.get_label(): sum(b.get_height() for b in c) for c in lane.containers}
+    for name, r in regions.items():
+        assert bars[f"{name} written"] * 1024 == pytest.approx(r["bytes_written"])
+        assert bars[f"{name} read"] * 1024 == pytest.approx(r["bytes_read"])
+    legend = [t.get_text() for t in lane.get_legend().get_texts()]
+    for name, r in regions.items():
+        assert any(
+            t.startswith(f"{name} (") and f"{r['bytes_written']:,} B written" in t for t in legend
+        )
+    # The operator names are on the lowest lane only.
+    assert [t.get_text() for t in lane.get_xticklabels()][0] == "inputs"
+    for ax in (fig.axes[1], fig.axes[3]):
+        assert not any(t.label1.get_visible() for t in ax.xaxis.get_major_ticks())
+
+
+def test_the_analysis_picture_has_no_lanes(before) -> None:
+    assert len(plan_figure(before).axes) == 3

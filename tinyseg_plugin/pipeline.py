@@ -24,7 +24,16 @@ from .memory.analysis import Analysis, analyze_graph
 from .memory.boards import DEFAULT_BOARD, Board, load_board
 from .memory.cost import Cost, estimate
 from .memory.planner import offline_conflict, plan_graph
-from .memory.usage import ModelBytes, OpTime, RegionUse, op_times, region_usage, weight_bytes
+from .memory.usage import (
+    ModelBytes,
+    OpTime,
+    OpTraffic,
+    RegionUse,
+    op_times,
+    op_traffic,
+    region_usage,
+    weight_bytes,
+)
 from .transforms import optimizer
 from .transforms.optimizer import Options, Result
 
@@ -98,10 +107,12 @@ class Outcome:
     frontier: list | None = None
     frontier_notes: list[str] = field(default_factory=list)
     # The written plan on each region of the board, the model file's bytes, each operator's
-    # modelled time (memory/usage.py): the memory table, --report's "memory" and "operators"
+    # modelled time and storage bytes by region (memory/usage.py): the memory table, --report's
+    # "memory" and "operators", the lanes of --plot
     regions: list[RegionUse] = field(default_factory=list)
     model_bytes: ModelBytes | None = None
     operators: list[OpTime] = field(default_factory=list)
+    traffic: list[OpTraffic] = field(default_factory=list)
 
     @property
     def target_met(self) -> bool:
@@ -210,6 +221,7 @@ def costs(graph: Graph, outcome: Outcome, run: Run, size: int) -> Outcome:
         size, len(outcome.data), weight_bytes(graph), weight_bytes(written)
     )
     outcome.operators = op_times(written, cost, run.board, ks)
+    outcome.traffic = op_traffic(written, cost, run.board)
     return outcome
 
 
@@ -457,15 +469,24 @@ def side_files(
     if side.plot:
         head = out.result.plan.head
         title = f"{shown(output)}: head {head:,} B ({run.options.kernel_set})"
-        files.append((side.plot, plan_picture(out.result, title)))
+        files.append((side.plot, plan_picture(out, title)))
     return files
 
 
-def plan_picture(result: Result, title: str) -> bytes:
-    """The arena plan of a result as a PNG (the plot is an adapter over the analysis)."""
+def plan_picture(out: Outcome, title: str) -> bytes:
+    """The written plan as a PNG (``picture_parts``; the plot is an adapter over them)."""
     from .report.plots import plan_png
 
-    o_plan = result.plan
-    return plan_png(
-        analyze_graph(result.graph, o_plan.kernel_set, o_plan.build_profile, o_plan), title
-    )
+    a, lanes = picture_parts(out)
+    return plan_png(a, title, lanes)
+
+
+def picture_parts(out: Outcome):
+    """What the written plan's picture draws: the analysis of its arena, and under it each
+    operator's modelled time and storage bytes by region, the rows --report's ``operators`` and
+    ``cost`` hold (report/plots.py ``CostLanes``)."""
+    from .report.plots import CostLanes
+
+    o_plan = out.result.plan
+    a = analyze_graph(out.result.graph, o_plan.kernel_set, o_plan.build_profile, o_plan)
+    return a, CostLanes(out.operators, out.traffic, out.cost.regions if out.cost else ())

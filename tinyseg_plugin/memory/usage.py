@@ -1,12 +1,14 @@
 """What a written plan takes of the board, region by region, and what each operator of the written
 model costs: the memory report of ``tinyseg optimize`` (the table under its board lines,
-``--report``'s ``memory`` and ``operators`` keys, ``--csv``'s regions.csv and operators.csv).
+``--report``'s ``memory`` and ``operators`` keys, ``--csv``'s regions.csv and operators.csv, the
+lanes of ``--plot``).
 
 One owner for these figures, so the table, the report and the CSV files cannot disagree. The
 region figures are the ones placement checks (memory/placement.py): a slot takes
 ``slot_region_bytes`` of its region, and ``Region.free`` leaves out ``used`` and ``reserve``. The
 operator figures split the cost model's totals (memory/cost.py): compute by each operator's MACs
-(a StreamChain's by its stages'), storage time by the bytes each operator moves in each region."""
+(a StreamChain's by its stages'), storage time by the bytes each operator moves in each region
+(``op_traffic``)."""
 
 from __future__ import annotations
 
@@ -211,32 +213,57 @@ def op_slots(graph: Graph) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]
     return out
 
 
-def op_times(graph: Graph, cost: Cost, board: Board, kernel_set: str) -> list[OpTime]:
-    """Each operator's modelled compute and storage time. A region's write time (copies, page
-    programs and the erases on the critical path) goes to the operators that write its slots, by
-    bytes written; its read time to those that read them, by bytes read (a slot read by several
-    operators, its reads shared evenly)."""
+@dataclass(frozen=True)
+class OpTraffic:
+    """The bytes one operator of the written model writes to and reads from one board region per
+    inference (a slot read by several operators: its reads shared evenly among them)."""
+
+    index: int
+    region: str
+    written: float
+    read: float
+
+
+def op_traffic(graph: Graph, cost: Cost, board: Board) -> list[OpTraffic]:
+    """Each operator's storage traffic by region, in operator then region order: a Spill or a
+    StreamChain's row spills write their slots' bytes, each reader of a slot reads its share. The
+    bytes of a region sum to the cost's bytes written to and read from it."""
     slots = op_slots(graph)
     use = {u.slot: u for u in cost.uses}
     readers: dict[int, int] = {}
     for _, read in slots.values():
         for s in read:
             readers[s] = readers.get(s, 0) + 1
-    region = {r.region: r for r in cost.regions}
     where = cost.placement.region_of if cost.placement is not None else lambda s: board.spill_region
-    times = []
-    for t in op_compute(graph, board, kernel_set):
-        storage = 0.0
-        written, read = slots.get(t.index, ((), ()))
+    out = []
+    for index in sorted(slots):
+        written, read = slots[index]
+        moved: dict[str, list[float]] = {}
         for s in (s for s in written if s in use):
-            r = region.get(where(s))
-            if r is not None and r.bytes_written:
-                storage += (
-                    (r.write_s + r.erase_s - r.erase_hidden_s) * use[s].written / r.bytes_written
-                )
+            moved.setdefault(where(s), [0.0, 0.0])[0] += use[s].written
         for s in (s for s in read if s in use):
-            r = region.get(where(s))
-            if r is not None and r.bytes_read:
-                storage += r.read_s * use[s].read / readers[s] / r.bytes_read
-        times.append(OpTime(t.index, t.opcode, t.name, t.compute_s, storage, t.stages))
-    return times
+            moved.setdefault(where(s), [0.0, 0.0])[1] += use[s].read / readers[s]
+        out += [OpTraffic(index, r, w, rd) for r, (w, rd) in moved.items() if w or rd]
+    return out
+
+
+def op_times(graph: Graph, cost: Cost, board: Board, kernel_set: str) -> list[OpTime]:
+    """Each operator's modelled compute and storage time. A region's write time (copies, page
+    programs and the erases on the critical path) goes to the operators that write its slots, by
+    bytes written; its read time to those that read them, by bytes read (``op_traffic``)."""
+    region = {r.region: r for r in cost.regions}
+    storage: dict[int, float] = {}
+    for t in op_traffic(graph, cost, board):
+        r = region.get(t.region)
+        if r is None:
+            continue
+        s = 0.0
+        if r.bytes_written:
+            s += (r.write_s + r.erase_s - r.erase_hidden_s) * t.written / r.bytes_written
+        if r.bytes_read:
+            s += r.read_s * t.read / r.bytes_read
+        storage[t.index] = storage.get(t.index, 0.0) + s
+    return [
+        OpTime(t.index, t.opcode, t.name, t.compute_s, storage.get(t.index, 0.0), t.stages)
+        for t in op_compute(graph, board, kernel_set)
+    ]
