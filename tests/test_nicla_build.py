@@ -482,10 +482,16 @@ def test_sketch_m4(
 
 
 M7_CONFIGS = [("internal", 1), ("internal", 0), ("qspi", 1), ("qspi", 0), ("remote", 0)]
+# TINYSEG_CAMERA=1 (camera_row_source.h: the frame from the DCMI line ring, the mask to Serial)
+# with one storage of each erase mode; the others keep the generated frame.
+M7_CAMERA = [("internal", 1, 1), ("qspi", 0, 1)]
+M7_CASES = [(s, a, 0) for s, a in M7_CONFIGS] + M7_CAMERA
 
 
 @pytest.mark.parametrize(
-    "storage,async_erase", M7_CONFIGS, ids=[f"{s}-async{a}" for s, a in M7_CONFIGS]
+    "storage,async_erase,camera",
+    M7_CASES,
+    ids=[f"{s}-async{a}" + ("-camera" if c else "") for s, a, c in M7_CASES],
 )
 def test_sketch_m7(
     toolchain: Toolchain,
@@ -494,6 +500,7 @@ def test_sketch_m7(
     tmp_path: Path,
     storage: str,
     async_erase: int,
+    camera: int,
 ) -> None:
     build = tmp_path / "sketch"
     cpp = prepare_sketch(EXAMPLES / "tinyseg_unet_m7", build)
@@ -511,10 +518,16 @@ def test_sketch_m7(
         cpp,
         [library] + sketch_library_dirs(toolchain),
         tmp_path,
-        (f"-DTINYSEG_STORAGE={STORAGES[storage]}", f"-DTINYSEG_ASYNC_ERASE={async_erase}"),
+        (
+            f"-DTINYSEG_STORAGE={STORAGES[storage]}",
+            f"-DTINYSEG_ASYNC_ERASE={async_erase}",
+            f"-DTINYSEG_CAMERA={camera}",
+        ),
     )
     assert_clean(
-        result, ours.with_root(tmp_path), f"tinyseg_unet_m7 ({storage}, async erase {async_erase})"
+        result,
+        ours.with_root(tmp_path),
+        f"tinyseg_unet_m7 ({storage}, async erase {async_erase}, camera {camera})",
     )
 
 

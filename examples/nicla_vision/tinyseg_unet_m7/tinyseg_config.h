@@ -34,4 +34,18 @@
 #define TINYSEG_INFERENCES 10  // timed inferences after one warm-up
 #endif
 
+// 1: the model is written with --stream-io and its frame comes from the camera row by row
+// (camera_row_source.h: DCMI line ring, compiled but not yet run on a board), its mask goes to
+// Serial row by row; 0: a generated frame in the input tensor.
+#ifndef TINYSEG_CAMERA
+#define TINYSEG_CAMERA 0
+#endif
+#define TINYSEG_CAMERA_SENSOR_WIDTH 160  // what TinySegCameraInit sets the GC2145 to
+#define TINYSEG_CAMERA_SENSOR_HEIGHT 120
+#define TINYSEG_CAMERA_WIDTH 120  // the model's input, cropped from the sensor's centre
+#define TINYSEG_CAMERA_HEIGHT 80
+#ifndef TINYSEG_CAMERA_SWAP_BYTES
+#define TINYSEG_CAMERA_SWAP_BYTES 0  // 1 when the sensor sends RGB565's low byte first
+#endif
+
 #endif  // TINYSEG_EXAMPLE_CONFIG_H_

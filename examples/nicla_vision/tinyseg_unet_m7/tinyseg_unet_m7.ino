@@ -54,6 +54,9 @@
 #include "tinyseg_nicla/internal_flash_block_device.h"
 #include "tinyseg_nicla/nicla_layout.h"
 #include "tinyseg_nicla/qspi_flash_block_device.h"
+#if TINYSEG_CAMERA
+#include "camera_row_source.h"
+#endif
 
 namespace {
 
@@ -245,6 +248,10 @@ bool SetUpModel() {
 #if TINYSEG_STORAGE_REGIONS
   if (!tinyseg_regions::Attach(runtime)) return false;
 #endif
+#if TINYSEG_CAMERA
+  runtime.sources[0] = {camera::ReadRow, nullptr};  // graph input 0: the camera's rows
+  runtime.sinks[0] = {camera::WriteMaskRow, nullptr};  // graph output 0: the mask's rows
+#endif
   if (tinyseg::AttachRuntime(*interpreter, runtime) != kTfLiteOk) return false;
   if (interpreter->AllocateTensors() != kTfLiteOk) {
     Log("tinyseg: AllocateTensors failed (arena %u bytes)", static_cast<unsigned>(kArenaBytes));
@@ -255,6 +262,7 @@ bool SetUpModel() {
   return true;
 }
 
+#if !TINYSEG_CAMERA
 // A deterministic, image-like input (smooth gradients and a bright ellipse):
 // activations then look like a real scene's, which matters for compression.
 void FillInput(TfLiteTensor* input, uint32_t frame) {
@@ -271,6 +279,7 @@ void FillInput(TfLiteTensor* input, uint32_t frame) {
     }
   }
 }
+#endif
 
 }  // namespace
 
@@ -284,6 +293,12 @@ void setup() {
   while (!Serial && millis() - t0 < 5000) {
   }
   if (!SetUpStorage() || !SetUpModel()) return;
+#if TINYSEG_CAMERA
+  if (!camera::Start(TinySegCameraInit())) {
+    Log("tinyseg: the camera does not start");
+    return;
+  }
+#endif
   Log("tinyseg: Tiny U-Net on %s, %s erase", StorageName(),
       TINYSEG_USES_RING ? "asynchronous (M4)" : "synchronous");
   ready = true;
@@ -295,7 +310,9 @@ void loop() {
     delay(1000);
     return;
   }
+#if !TINYSEG_CAMERA  // with the camera, input(0) is the one-byte token
   FillInput(interpreter->input(0), n);
+#endif
   const tinyseg::SpillStats before = spill->stats();
   const uint32_t t0 = micros();
   const TfLiteStatus st = interpreter->Invoke();
