@@ -19,6 +19,20 @@ SHARED_FIGURES = {
 }
 
 
+def dumps_options(m: dict) -> bytes:
+    """FlexBuffers bytes for custom options read with ``flexbuffers.Loads`` and edited: each
+    stage's "quant" table written back as the typed vector of int32 the kernel reads in place
+    (Loads gives a list, which Dumps would write untyped)."""
+    import array
+
+    from flatbuffers import flexbuffers
+
+    for st in m.get("stages", []) if isinstance(m, dict) else []:
+        if isinstance(st, dict) and isinstance(st.get("quant"), list):
+            st["quant"] = array.array("i", st["quant"])
+    return bytes(flexbuffers.Dumps(m))
+
+
 def spilled_skip_graphs(dtype: str):
     """(original, spilled): a convolution whose output is a skip read four operators later, and
     the same graph with that skip spilled (Spill after its first reader, Fetching before the ADD's

@@ -12,6 +12,7 @@ runs every one through the Python side (`tinyseg analyze`) and the C++ kernels (
 
 from __future__ import annotations
 
+import array
 import copy
 import sys
 from collections.abc import Callable
@@ -166,6 +167,7 @@ def _reverse_stages(m: dict, op) -> None:
 def _two_writers(m: dict, op) -> None:
     convs = [st for st in m["stages"] if st["op"] == "CONV_2D"]
     convs[1]["outputs"] = list(convs[0]["outputs"])
+    convs[1].pop("quant", None)  # its table is for its own output's scale: Prepare computes one
 
 
 def _stage_index(key: str, value: int) -> Callable[[dict, object], None]:
@@ -265,6 +267,20 @@ def _first_body_tensor(m: dict) -> int:
 def _made_by_a_stage(m: dict, k: int = 0) -> int:
     """The local id of the k-th body tensor a stage writes."""
     return [st["outputs"][0] for st in m["stages"] if st["outputs"][0] >= _node_count(m)][k]
+
+
+def _quant(op_name: str, change: Callable[[list], object]) -> Callable[[dict, object], None]:
+    """The first `op_name` stage's "quant" table changed (typed int32 unless `change` says)."""
+
+    def edit(m: dict, op) -> None:
+        st = _stage(m, op_name)
+        st["quant"] = change(list(st["quant"]))
+
+    return edit
+
+
+def _at(k: int, fn: Callable[[int], int]) -> Callable[[list], array.array]:
+    return lambda q: array.array("i", q[:k] + [fn(q[k])] + q[k + 1 :])
 
 
 def _tokens_of_a_body_tensor(m: dict, op) -> None:
@@ -450,6 +466,33 @@ MUTATIONS: tuple[Mutation, ...] = (
         _row_io("sink", lambda m: [[_made_by_a_stage(m, 0), 3], [_made_by_a_stage(m, 1), 3]]),
     ),
     Mutation("stream_token_is_a_body_tensor", "stream", "StreamChain", _tokens_of_a_body_tensor),
+    # the per-channel requantization the model carries (read in place from flash)
+    Mutation(
+        "conv_quant_one_entry_short",
+        "stream",
+        "StreamChain",
+        _quant("CONV_2D", lambda q: array.array("i", q[:-1])),
+    ),
+    Mutation(
+        "conv_quant_shift_40",
+        "stream",
+        "StreamChain",
+        _quant("CONV_2D", lambda q: _at(len(q) // 2, lambda s: 40)(q)),
+    ),
+    Mutation(
+        "conv_quant_multiplier_off_by_one",
+        "stream",
+        "StreamChain",
+        _quant("CONV_2D", _at(0, lambda v: v + 1)),
+    ),
+    Mutation("conv_quant_untyped", "stream", "StreamChain", _quant("CONV_2D", list)),
+    Mutation(
+        "transpose_conv_quant_empty",
+        "stream",
+        "StreamChain",
+        _quant("TRANSPOSE_CONV", lambda q: array.array("i", [])),
+        which=2,  # the chain with a TRANSPOSE_CONV
+    ),
 )
 
 # The mutations of a fetch against its slot's write (tests/test_hostile_slots.py runs them through
@@ -477,6 +520,9 @@ def mutate(base: bytes, mutation: Mutation) -> bytes:
     m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
     m = copy.deepcopy(m)
     _NODE_COUNT[id(m)] = len(op.inputs) + len(op.outputs)
+    for st in m.get("stages", []) if mutation.opcode == "StreamChain" else []:
+        if "quant" in st:  # the library reads it as a list; written back, it stays typed int32
+            st["quant"] = array.array("i", st["quant"])
     mutation.edit(m, op)
     op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
     return modelio.model_to_bytes(model)

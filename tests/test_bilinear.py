@@ -15,6 +15,7 @@ import math
 import numpy as np
 import pytest
 import synth
+from conftest import dumps_options
 
 from tinyseg_plugin.checks.verify import verify
 from tinyseg_plugin.cli import main
@@ -141,7 +142,7 @@ def test_analyze_refuses_a_bilinear_stage_it_cannot_compute(fields, tmp_path, ca
         for st in stages:
             st.setdefault("fields", {}).update(fields)
         if stages:
-            op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+            op.customOptions = np.frombuffer(dumps_options(m), dtype=np.uint8).copy()
     path = tmp_path / "bad.tflite"
     path.write_bytes(modelio.model_to_bytes(model))
     assert main(["analyze", str(path)]) == 2

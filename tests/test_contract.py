@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, spilled_skip_graphs
 from flatbuffers import flexbuffers
 
-from tinyseg_plugin.contract import customops, header
+from tinyseg_plugin.contract import customops, flexread, header
 from tinyseg_plugin.errors import TinySegError
 from tinyseg_plugin.ir.graph import Memo, Operator, build_graph
 from tinyseg_plugin.memory.kernels import tinyseg
@@ -246,3 +246,24 @@ def test_row_sources_sinks_and_tokens_round_trip_and_are_absent_when_empty() -> 
     assert customops.stream_chain_body_bytes(replace(plain, sink=((4, 2),)), [2], 2, 1) == base + 4
     assert customops.stream_chain_body_bytes(replace(plain, tokens=(2,)), [2], 2, 1) == base - 4
     assert customops.stream_chain_body_bytes(replace(plain, tokens=(0,)), [2], 2, 1) == base
+
+
+def test_quant_tables_are_typed_int32_and_leave_the_persistent_block() -> None:
+    """A requantizing stage's "quant" table is written as a typed vector of int32 (the kernel reads
+    it in place), read back only as one, and its stage's per-channel bytes leave the pool."""
+    t = customops.StreamTensor("x", "INT8", (1, 4, 4, 2), (0.5,), (0,))
+    conv = customops.StreamStage("CONV_2D", (0, 1, 2), (4,))
+    plain = customops.StreamChainOptions(
+        ring_bytes=8, stages=(conv,), tensors=(t,), rings=((4, 1),)
+    )
+    table = replace(plain, stages=(replace(conv, quant=(1 << 30, 1 << 30, 1, -2)),))
+    data = customops.encode(table)
+    assert isinstance(flexread.loads(data)["stages"][0]["quant"], flexread.Int32s)
+    op = _op(customops.STREAM_CHAIN, {})
+    assert customops.decode(replace(op, custom_options=data)) == table
+    untyped = flexbuffers.Loads(data)
+    untyped["stages"][0]["quant"] = list(untyped["stages"][0]["quant"])
+    with pytest.raises(TinySegError, match="typed vector of int32"):
+        customops.decode(_op(customops.STREAM_CHAIN, untyped))
+    assert customops.stream_chain_body_parts(plain, [2], 3, 1)["per-channel"] == 4 * 2 * 2
+    assert customops.stream_chain_body_parts(table, [2], 3, 1)["per-channel"] == 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import synth
 from conftest import EXAMPLE_MODELS as EXAMPLES
-from conftest import SHARED_MODELS, TINY_UNET
+from conftest import SHARED_MODELS, TINY_UNET, dumps_options
 
 from tinyseg_plugin import cli
 from tinyseg_plugin.checks import real_kernels
@@ -135,7 +135,7 @@ def test_the_resize_bilinear_stage_refuses_what_it_cannot_compute(
             st.setdefault("fields", {}).update(fields)
             edited += 1
         if stages:
-            op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+            op.customOptions = np.frombuffer(dumps_options(m), dtype=np.uint8).copy()
     assert edited == 2
     path = tmp_path / "bad.tflite"
     path.write_bytes(modelio.model_to_bytes(model))
@@ -582,7 +582,7 @@ def test_the_int16_convolution_stage_refuses_a_wrong_filter(tflm_dir: str, tmp_p
                 ins = st["inputs"]
                 ins[1], ins[2] = ins[2], ins[1]
                 edited += 1
-                op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+                op.customOptions = np.frombuffer(dumps_options(m), dtype=np.uint8).copy()
     assert edited == 1
     stderr = _refusal(tflm_dir, tmp_path, model, 20 * 12 * 3)
     assert "int16 convolution stage needs an int8 filter" in stderr, stderr[-1500:]
@@ -613,7 +613,7 @@ def _edited_chain(made, op_name: str, edit, which: str = "outputs"):
             if st.get("op") == op_name and not edited:
                 edit(st, m["tensors"][local] if local >= 0 else None)
                 edited += 1
-                op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+                op.customOptions = np.frombuffer(dumps_options(m), dtype=np.uint8).copy()
     assert edited == 1
     return model
 
@@ -797,7 +797,7 @@ def _edited_unet(op_name: str, edit, **unet):
         if op_name in stages:
             edit(m, stages)
             edited += 1
-            op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+            op.customOptions = np.frombuffer(dumps_options(m), dtype=np.uint8).copy()
     assert edited == 1
     return model
 
@@ -956,7 +956,7 @@ def test_the_float32_stages_refuse_what_they_cannot_compute(
             st.setdefault("fields", {}).update(fields)
             edited += 1
         if stages:
-            o.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+            o.customOptions = np.frombuffer(dumps_options(m), dtype=np.uint8).copy()
     assert edited == 1
     path = tmp_path / "bad.tflite"
     path.write_bytes(modelio.model_to_bytes(model))

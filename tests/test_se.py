@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import synth
+from conftest import dumps_options
 from flatbuffers import flexbuffers
 from test_real_kernels import tflm_dir  # noqa: F401 (fixture)
 
@@ -137,7 +138,7 @@ def _both_operands_the_gate(tmp_path: Path, dtype: str = "INT8") -> Path:
             if st.get("op") == "MUL":
                 st["inputs"] = [st["inputs"][1], st["inputs"][1]]
                 edited += 1
-        op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+        op.customOptions = np.frombuffer(dumps_options(m), dtype=np.uint8).copy()
     assert edited == 1
     path = tmp_path / "bad.tflite"
     path.write_bytes(modelio.model_to_bytes(model))
@@ -347,7 +348,7 @@ def _edit_mean_chain(tmp_path: Path, name: str, edit) -> Path:
     op = model.subgraphs[0].operators[k]
     m = flexbuffers.Loads(bytearray(np.asarray(op.customOptions, dtype=np.uint8).tobytes()))
     edit(model, op, m)
-    op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(m)), dtype=np.uint8).copy()
+    op.customOptions = np.frombuffer(dumps_options(m), dtype=np.uint8).copy()
     path = tmp_path / f"{name}.tflite"
     path.write_bytes(modelio.model_to_bytes(model))
     return path

@@ -40,6 +40,7 @@ constexpr char kKeyOptions[] = "options";
 constexpr char kKeyOutputs[] = "outputs";
 constexpr char kKeyPadding[] = "padding";
 constexpr char kKeyPosition[] = "position";
+constexpr char kKeyQuant[] = "quant";
 constexpr char kKeyQuantizedBiasType[] = "quantized_bias_type";
 constexpr char kKeyQuantizedDimension[] = "quantized_dimension";
 constexpr char kKeyRegion[] = "region";

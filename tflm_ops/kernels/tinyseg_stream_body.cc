@@ -644,7 +644,7 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
       if (StageChannels(context, node, d->num_tensors, body, At(outs, 0), &channels) != kTfLiteOk) {
         return kTfLiteError;
       }
-      per_channel += 2 * channels;
+      if (st[contract::kKeyQuant].IsNull()) per_channel += 2 * channels;  // else in the model
     }
     if (contract::AccumulatingStage(op)) {  // its sums: the last bytes of op_scratch
       int64_t channels = 0;
@@ -773,6 +773,7 @@ TfLiteStatus PrepareStageCommon(TfLiteContext* context, TfLiteNode* node, const 
                                 const Tables& tab, int32_t index, const flexbuffers::Map& st,
                                 int32_t* operand_next, int32_t* edge_next, StageArgs* a) {
   StageSlot& g = *new (&tab.stage(index)) StageSlot();
+  a->stage = &st;
   const flexbuffers::Reference name = st[contract::kKeyOp];
   g.op = name.IsString() ? contract::ParseStageOp(name.AsString().c_str()) : StageOp::kUnknown;
   if (g.op == StageOp::kUnknown) {

@@ -7,6 +7,7 @@
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/common.h"
+#include "tensorflow/lite/kernels/internal/quantization_util.h"
 #include "tensorflow/lite/kernels/internal/reference/conv.h"
 #include "tensorflow/lite/kernels/internal/reference/depthwiseconv_float.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/conv.h"
@@ -94,10 +95,9 @@ bool ConvGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const 
 
 namespace {
 
-// Filter and bias types, the geometry, the pool entries and TFLM's per-channel requantization.
+// Filter and bias types, the geometry and TFLM's per-channel requantization (Requantization).
 TfLiteStatus PrepareWith(const StageArgs& a, StageSlot& g, const TensorSlot& in,
                          const TensorSlot& out, TfLiteTensor* filter, TfLiteTensor* bias) {
-  TfLiteContext* context = a.context;
   ConvStage& c = g.conv;
   const bool depthwise = g.op == StageOp::kDepthwiseConv2d;  // filter [1, kh, kw, C_out]
   const bool types_ok =
@@ -115,20 +115,7 @@ TfLiteStatus PrepareWith(const StageArgs& a, StageSlot& g, const TensorSlot& in,
     MicroPrintf("StreamChain: stage %d's geometry does not match", static_cast<int>(a.index));
     return kTfLiteError;
   }
-  TF_LITE_ENSURE_STATUS(
-      TakePool(context, *a.d, 2 * static_cast<int64_t>(out.channels), a.pool_next, &c.per_channel));
-  TfLiteTensor in_q = QuantView(in);
-  TfLiteTensor out_q = QuantView(out);
-  int32_t unused_multiplier = 0;
-  int unused_shift = 0;
-  static_assert(sizeof(int) == sizeof(int32_t), "shift arrays are int32");
-  int32_t* pool = a.tab->per_channel + c.per_channel;
-  const TfLiteStatus status = PopulateConvolutionQuantizationParams(
-      context, &in_q, filter, bias, &out_q, a.f.activation, &unused_multiplier, &unused_shift,
-      &c.act_min, &c.act_max, pool, pool + out.channels, out.channels);
-  c.input_offset = -in.zero_point;
-  c.output_offset = out.zero_point;
-  return status;
+  return Requantization(a, g, in, out, filter, bias);
 }
 
 }  // namespace
@@ -137,7 +124,7 @@ namespace {
 
 // The float32 filter and bias, the geometry and the activation's range (conv.cc's
 // ConvParamsFloat: CalculateActivationRange). The pool entries are taken as for int8 stages
-// (customops.stream_chain_body_bytes counts them by operator) and left unused.
+// without a "quant" table (customops.stream_chain_body_bytes counts them) and left unused.
 TfLiteStatus PrepareFloatWith(const StageArgs& a, StageSlot& g, const TensorSlot& in,
                               const TensorSlot& out, TfLiteTensor* filter, TfLiteTensor* bias) {
   ConvStage& c = g.conv;
@@ -157,6 +144,11 @@ TfLiteStatus PrepareFloatWith(const StageArgs& a, StageSlot& g, const TensorSlot
     MicroPrintf("StreamChain: stage %d's geometry does not match", static_cast<int>(a.index));
     return kTfLiteError;
   }
+  if (!(*a.stage)[contract::kKeyQuant].IsNull()) {
+    MicroPrintf("StreamChain: stage %d on float32 rows has a quant table (it requantizes nothing)",
+                static_cast<int>(a.index));
+    return kTfLiteError;
+  }
   TF_LITE_ENSURE_STATUS(TakePool(a.context, *a.d, 2 * static_cast<int64_t>(out.channels),
                                  a.pool_next, &c.per_channel));
   CalculateActivationRange(a.f.activation, &c.float_min, &c.float_max);
@@ -164,6 +156,108 @@ TfLiteStatus PrepareFloatWith(const StageArgs& a, StageSlot& g, const TensorSlot
 }
 
 }  // namespace
+
+namespace {
+
+// A typed vector's first byte and element width (flexbuffers keeps them protected).
+struct TypedVectorBytes : flexbuffers::TypedVector {
+  explicit TypedVectorBytes(const flexbuffers::TypedVector& v) : flexbuffers::TypedVector(v) {}
+  const uint8_t* bytes() const { return data_; }
+  uint8_t width() const { return byte_width_; }
+};
+
+// Whether the filter's scales are the ones PopulateConvolutionQuantizationParams takes: one, or
+// one per output channel along a quantized dimension of that size.
+bool FilterScalesOk(const TfLiteTensor* filter, int32_t channels) {
+  const auto* q = static_cast<const TfLiteAffineQuantization*>(filter->quantization.params);
+  if (filter->quantization.type != kTfLiteAffineQuantization || q == nullptr ||
+      q->scale == nullptr) {
+    return false;
+  }
+  if (q->scale->size == 1) return true;
+  return q->scale->size == channels && q->quantized_dimension >= 0 &&
+         q->quantized_dimension < filter->dims->size &&
+         filter->dims->data[q->quantized_dimension] == channels;
+}
+
+// The stage's "quant" table, read in place by Eval: 2 * channels int32 in the options, 4-byte
+// aligned, each entry what TFLM computes (kernel_util.cc PopulateConvolutionQuantizationParams):
+// ~ its byte offset in the options to `*per_channel` (ConvStage::per_channel).
+TfLiteStatus TakeTable(const StageArgs& a, const flexbuffers::Reference& q, const TensorSlot& in,
+                       const TensorSlot& out, const TfLiteTensor* filter, int32_t* per_channel) {
+  const int stage = static_cast<int>(a.index);
+  const int32_t channels = out.channels;
+  flexbuffers::TypedVector tv = q.AsTypedVector();  // empty unless a typed vector
+  const TypedVectorBytes v(tv);
+  if (!q.IsTypedVector() || tv.ElementType() != flexbuffers::FBT_INT ||
+      v.width() != sizeof(int32_t) || tv.size() != 2 * static_cast<size_t>(channels)) {
+    MicroPrintf(
+        "StreamChain: stage %d's quant table is not %d int32 (multiplier and shift per "
+        "output channel)",
+        stage, static_cast<int>(2 * channels));
+    return kTfLiteError;
+  }
+  if (reinterpret_cast<uintptr_t>(v.bytes()) % alignof(int32_t) != 0) {
+    MicroPrintf(
+        "StreamChain: stage %d's quant table is not 4-byte aligned (load the model at a "
+        "4-byte boundary)",
+        stage);
+    return kTfLiteError;
+  }
+  if (!FilterScalesOk(filter, channels)) {
+    MicroPrintf("StreamChain: stage %d's filter has neither one scale nor one per channel", stage);
+    return kTfLiteError;
+  }
+  const auto* fq = static_cast<const TfLiteAffineQuantization*>(filter->quantization.params);
+  const auto* entries = reinterpret_cast<const int32_t*>(v.bytes());
+  for (int32_t i = 0; i < channels; ++i) {
+    const float s = fq->scale->data[fq->scale->size > 1 ? i : 0];
+    int32_t multiplier = 0;
+    int shift = 0;
+    QuantizeMultiplier(
+        static_cast<double>(in.scale) * static_cast<double>(s) / static_cast<double>(out.scale),
+        &multiplier, &shift);
+    if (entries[i] != multiplier || entries[channels + i] != shift) {
+      MicroPrintf("StreamChain: stage %d's quant table is not TFLM's requantization of its scales",
+                  stage);
+      return kTfLiteError;
+    }
+  }
+  *per_channel = ~static_cast<int32_t>(v.bytes() - a.d->options);
+  return kTfLiteOk;
+}
+
+}  // namespace
+
+TfLiteStatus Requantization(const StageArgs& a, StageSlot& g, const TensorSlot& in,
+                            const TensorSlot& out, TfLiteTensor* filter, TfLiteTensor* bias) {
+  TfLiteContext* context = a.context;
+  ConvStage& c = g.conv;
+  TfLiteTensor in_q = QuantView(in);
+  TfLiteTensor out_q = QuantView(out);
+  c.input_offset = -in.zero_point;
+  c.output_offset = out.zero_point;
+  const flexbuffers::Reference q = (*a.stage)[contract::kKeyQuant];
+  if (!q.IsNull()) {
+    TF_LITE_ENSURE_STATUS(TakeTable(a, q, in, out, filter, &c.per_channel));
+    return CalculateActivationRangeQuantized(context, a.f.activation, &out_q, &c.act_min,
+                                             &c.act_max);
+  }
+  TF_LITE_ENSURE_STATUS(
+      TakePool(context, *a.d, 2 * static_cast<int64_t>(out.channels), a.pool_next, &c.per_channel));
+  int32_t unused_multiplier = 0;
+  int unused_shift = 0;
+  static_assert(sizeof(int) == sizeof(int32_t), "shift arrays are int32");
+  int32_t* pool = a.tab->per_channel + c.per_channel;
+  return PopulateConvolutionQuantizationParams(context, &in_q, filter, bias, &out_q, a.f.activation,
+                                               &unused_multiplier, &unused_shift, &c.act_min,
+                                               &c.act_max, pool, pool + out.channels, out.channels);
+}
+
+const int32_t* Multipliers(const EvalState& v, const ConvStage& c) {
+  return c.per_channel >= 0 ? v.tab.per_channel + c.per_channel
+                            : reinterpret_cast<const int32_t*>(v.d->options + ~c.per_channel);
+}
 
 // The options every convolution stage has, then its constants (filter, bias) to `with`.
 TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g, ConvPrepareWithFn with) {
@@ -235,8 +329,8 @@ tinyseg_ops::BandConv BandConvOf(const EvalState& v, const ConvStage& c, const S
   b.output_offset = c.output_offset;
   b.act_min = c.act_min;
   b.act_max = c.act_max;
-  b.multiplier = v.tab.per_channel + c.per_channel;
-  b.shift = v.tab.per_channel + c.per_channel + r.out->channels;
+  b.multiplier = Multipliers(v, c);
+  b.shift = Multipliers(v, c) + r.out->channels;
   return b;
 }
 
@@ -268,7 +362,7 @@ const TfLiteEvalTensor* Bias(const EvalState& v, const ConvStage& c) {
     CountOptimizedRow(v);
     return ::tinyseg::Status::kOk;
   }
-  const int32_t* pool = v.tab.per_channel + c.per_channel;
+  const int32_t* pool = Multipliers(v, c);
   kConvPerChannel(p, pool, pool + r.out->channels, r.in_shape,
                   reinterpret_cast<const int8_t*>(r.src), micro::GetTensorShape(filter),
                   micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
@@ -301,7 +395,7 @@ const TfLiteEvalTensor* Bias(const EvalState& v, const ConvStage& c) {
     CountOptimizedRow(v);
     return ::tinyseg::Status::kOk;
   }
-  const int32_t* pool = v.tab.per_channel + c.per_channel;
+  const int32_t* pool = Multipliers(v, c);
   kDepthwiseConvPerChannel(p, pool, pool + r.out->channels, r.in_shape,
                            reinterpret_cast<const int8_t*>(r.src), micro::GetTensorShape(filter),
                            micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
@@ -334,8 +428,8 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
   t.output_offset = c.output_offset;
   t.act_min = c.act_min;
   t.act_max = c.act_max;
-  t.multiplier = v.tab.per_channel + c.per_channel;
-  t.shift = v.tab.per_channel + c.per_channel + r.out->channels;
+  t.multiplier = Multipliers(v, c);
+  t.shift = Multipliers(v, c) + r.out->channels;
   return tinyseg_ops::CmsisTransposeConvRow(t, v.op_scratch, MemberScratchBytes(*v.d));
 }
 
@@ -364,7 +458,7 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
     if (v.stats != nullptr) ++v.stats->optimized_transpose_conv_rows;
     return ::tinyseg::Status::kOk;
   }
-  const int32_t* pool = v.tab.per_channel + c.per_channel;
+  const int32_t* pool = Multipliers(v, c);
   kTransposeConv(p, pool, pool + r.out->channels, r.in_shape,
                  reinterpret_cast<const int8_t*>(r.src), micro::GetTensorShape(filter),
                  micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),

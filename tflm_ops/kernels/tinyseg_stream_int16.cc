@@ -102,7 +102,6 @@ namespace {
 // and TFLM's per-channel requantization into the pool.
 TfLiteStatus PrepareInt16With(const StageArgs& a, StageSlot& g, const TensorSlot& in,
                               const TensorSlot& out, TfLiteTensor* filter, TfLiteTensor* bias) {
-  TfLiteContext* context = a.context;
   ConvStage& c = g.conv;
   const bool depthwise = g.op == StageOp::kDepthwiseConv2d;
   const bool bias_ok =
@@ -124,19 +123,7 @@ TfLiteStatus PrepareInt16With(const StageArgs& a, StageSlot& g, const TensorSlot
     MicroPrintf("StreamChain: stage %d's geometry does not match", static_cast<int>(a.index));
     return kTfLiteError;
   }
-  TF_LITE_ENSURE_STATUS(
-      TakePool(context, *a.d, 2 * static_cast<int64_t>(out.channels), a.pool_next, &c.per_channel));
-  TfLiteTensor in_q = QuantView(in);
-  TfLiteTensor out_q = QuantView(out);
-  int32_t unused_multiplier = 0;
-  int unused_shift = 0;
-  int32_t* pool = a.tab->per_channel + c.per_channel;
-  const TfLiteStatus status = PopulateConvolutionQuantizationParams(
-      context, &in_q, filter, bias, &out_q, a.f.activation, &unused_multiplier, &unused_shift,
-      &c.act_min, &c.act_max, pool, pool + out.channels, out.channels);
-  c.input_offset = -in.zero_point;
-  c.output_offset = out.zero_point;
-  return status;
+  return Requantization(a, g, in, out, filter, bias);
 }
 
 const TfLiteEvalTensor* BiasOf(const EvalState& v, const ConvStage& c) {
@@ -172,8 +159,8 @@ tinyseg_ops::BandConvS16 BandConvS16Of(const EvalState& v, const ConvStage& c, c
   b.output_offset = c.output_offset;
   b.act_min = c.act_min;
   b.act_max = c.act_max;
-  b.multiplier = v.tab.per_channel + c.per_channel;
-  b.shift = v.tab.per_channel + c.per_channel + r.out->channels;
+  b.multiplier = Multipliers(v, c);
+  b.shift = Multipliers(v, c) + r.out->channels;
   return b;
 }
 
@@ -207,7 +194,7 @@ TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g) {
     CountOptimizedRow(v);
     return ::tinyseg::Status::kOk;
   }
-  const int32_t* pool = v.tab.per_channel + c.per_channel;
+  const int32_t* pool = Multipliers(v, c);
   const auto* src = reinterpret_cast<const int16_t*>(r.src);
   auto* dst = reinterpret_cast<int16_t*>(r.dst);
   if (bias->type == kTfLiteInt32) {
@@ -249,7 +236,7 @@ TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g) {
     CountOptimizedRow(v);
     return ::tinyseg::Status::kOk;
   }
-  const int32_t* pool = v.tab.per_channel + c.per_channel;
+  const int32_t* pool = Multipliers(v, c);
   reference_integer_ops::DepthwiseConvPerChannel(
       p, pool, pool + r.out->channels, r.in_shape, reinterpret_cast<const int16_t*>(r.src),
       micro::GetTensorShape(filter), micro::GetTensorData<int8_t>(filter),

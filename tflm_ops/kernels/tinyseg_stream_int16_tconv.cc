@@ -35,7 +35,6 @@ namespace {
 TfLiteStatus PrepareTransposeInt16With(const StageArgs& a, StageSlot& g, const TensorSlot& in,
                                        const TensorSlot& out, TfLiteTensor* filter,
                                        TfLiteTensor* bias) {
-  TfLiteContext* context = a.context;
   ConvStage& c = g.conv;
   const bool types_ok =
       filter->type == kTfLiteInt8 && filter->dims->size == 4 &&
@@ -54,19 +53,7 @@ TfLiteStatus PrepareTransposeInt16With(const StageArgs& a, StageSlot& g, const T
     MicroPrintf("StreamChain: stage %d's geometry does not match", static_cast<int>(a.index));
     return kTfLiteError;
   }
-  TF_LITE_ENSURE_STATUS(
-      TakePool(context, *a.d, 2 * static_cast<int64_t>(out.channels), a.pool_next, &c.per_channel));
-  TfLiteTensor in_q = QuantView(in);
-  TfLiteTensor out_q = QuantView(out);
-  int32_t unused_multiplier = 0;
-  int unused_shift = 0;
-  int32_t* pool = a.tab->per_channel + c.per_channel;
-  const TfLiteStatus status = PopulateConvolutionQuantizationParams(
-      context, &in_q, filter, bias, &out_q, a.f.activation, &unused_multiplier, &unused_shift,
-      &c.act_min, &c.act_max, pool, pool + out.channels, out.channels);
-  c.input_offset = -in.zero_point;
-  c.output_offset = out.zero_point;
-  return status;
+  return Requantization(a, g, in, out, filter, bias);
 }
 
 }  // namespace
@@ -152,7 +139,7 @@ ConvParams TransposeRowParams(const ConvStage& c, const StageRow& r) {
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
   const TfLiteEvalTensor* bias =
       c.bias >= 0 ? micro::GetEvalInput(v.context, v.node, c.bias) : nullptr;
-  const int32_t* pool = v.tab.per_channel + c.per_channel;
+  const int32_t* pool = Multipliers(v, c);
   auto* acc = reinterpret_cast<int64_t*>(v.op_scratch);
   if (bias != nullptr && bias->type == kTfLiteInt16) {
     ScatterInt16Row(c, r, filter, acc);

@@ -100,7 +100,9 @@ struct ConvStage {
   int32_t pad_h, pad_w;  // TFLM's padding of the whole operator
   int32_t input_offset, output_offset;
   int32_t act_min, act_max;
-  int32_t per_channel;         // offset of multiplier[C] then shift[C] in the pool
+  // multiplier[C] then shift[C]: >= 0 their offset in the pool; < 0 ~ their byte offset in the
+  // options (the stage's "quant" table, read in place; Multipliers)
+  int32_t per_channel;
   float float_min, float_max;  // float32 stages: the fused activation's range
 };
 
@@ -289,6 +291,7 @@ struct StageArgs {
   const Tables* tab;
   int32_t index;
   const flexbuffers::Map* fields;
+  const flexbuffers::Map* stage;  // the stage's map in the options (its "quant" table)
   StageFields f;
   int32_t first_edge, end_edge;  // the stage's schedule edges (its distinct activation inputs)
   int32_t* pool_next;            // next free int32 of the pool
@@ -412,6 +415,13 @@ TfLiteStatus PrepareConv(const StageArgs& a, StageSlot& g);
 using ConvPrepareWithFn = TfLiteStatus (*)(const StageArgs&, StageSlot&, const TensorSlot&,
                                            const TensorSlot&, TfLiteTensor*, TfLiteTensor*);
 TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g, ConvPrepareWithFn with);
+// A requantizing stage's input and output offsets, activation range and per-channel multiplier
+// and shift: its "quant" table read in place from the options (checked against TFLM's arithmetic),
+// or, without one, TFLM's PopulateConvolutionQuantizationParams into the pool.
+TfLiteStatus Requantization(const StageArgs& a, StageSlot& g, const TensorSlot& in,
+                            const TensorSlot& out, TfLiteTensor* filter, TfLiteTensor* bias);
+// multiplier[C], then shift[C] after it, of a stage Requantization prepared.
+const int32_t* Multipliers(const EvalState& v, const ConvStage& c);
 bool ConvGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const TensorSlot& out,
                   const TfLiteTensor* filter);
 

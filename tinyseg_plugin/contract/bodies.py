@@ -17,6 +17,8 @@ from .customops import (
     INT32_MAX,
     INT_LIMITS,
     MAX_ROW_STREAMS,
+    QUANT_MULTIPLIER_LIMITS,
+    QUANT_SHIFT_LIMITS,
     STREAM_ACCUMULATING_OPS,
     STREAM_ACCUMULATOR_BYTES,
     STREAM_DEQUANTIZE_TYPES,
@@ -50,6 +52,7 @@ from .customops import (
 from .customops import (
     whole_index as customops_whole_index,
 )
+from .requant import requantization
 
 
 class _BodyError(ValueError):
@@ -194,6 +197,31 @@ def _constant(graph, loc: list[_Local], lid: int, what: str):
     return graph.tensors[loc[lid].graph_index]
 
 
+def _check_quant(name: str, st: StreamStage, x: _Local, out: _Local, flt) -> None:
+    """A stage's "quant" table as the kernel's Prepare takes it: on int8 or int16 rows only, of
+    2 * channels entries within the contract's limits, equal to TFLM's own arithmetic."""
+    if st.quant is None:
+        return
+    if out.dtype == "FLOAT32":
+        raise _BodyError(f"{name} on float32 rows has a 'quant' table (it requantizes nothing)")
+    if len(st.quant) != 2 * out.channels:
+        raise _BodyError(
+            f"{name}'s 'quant' table has {len(st.quant)} entries "
+            f"(multiplier and shift for {out.channels} channels: {2 * out.channels})"
+        )
+    (m_lo, m_hi), (s_lo, s_hi) = QUANT_MULTIPLIER_LIMITS, QUANT_SHIFT_LIMITS
+    c = out.channels
+    if not all(m_lo <= m <= m_hi for m in st.quant[:c]) or not all(
+        s_lo <= v <= s_hi for v in st.quant[c:]
+    ):
+        raise _BodyError(
+            f"{name}'s 'quant' table leaves the limits "
+            f"(multipliers {m_lo}..{m_hi}, shifts {s_lo}..{s_hi})"
+        )
+    if st.quant != requantization(x.scale, tuple(flt.scales), out.scale, c):
+        raise _BodyError(f"{name}'s 'quant' table is not TFLM's requantization of its scales")
+
+
 def _check_stage(
     graph,
     o: StreamChainOptions,
@@ -295,6 +323,8 @@ def _check_stage(
             raise _BodyError(
                 f"{name} needs an int8 filter of {out.channels} output channels and an int32 bias"
             )
+        if kernel:
+            _check_quant(name, st, x, out, flt)
         fh, fw = fs[1], fs[2]
         sh, sw, dh, dwf = f["strideH"], f["strideW"], f["dilationHFactor"], f["dilationWFactor"]
         if op == "TRANSPOSE_CONV":

@@ -24,6 +24,7 @@ Options are FlexBuffers maps, like TFLM's own custom operators use.
 
 from __future__ import annotations
 
+import array
 import math
 from dataclasses import dataclass, field
 
@@ -144,7 +145,14 @@ STREAM_BODY_KEYS = (
     "sink",
     "tokens",
 )
-STREAM_STAGE_KEYS = ("op", "version", "inputs", "outputs", "options", "fields")
+STREAM_STAGE_KEYS = ("op", "version", "inputs", "outputs", "options", "fields", "quant")
+# "quant" (optional, STREAM_PER_CHANNEL_OPS stages on int8 or int16 rows): TFLM's per-channel
+# requantization computed offline (contract/requant.py), multiplier[C] then shift[C] as a typed
+# vector of int32, read in place from the model; absent, Prepare computes it into the persistent
+# block. The limits every entry keeps (QuantizeMultiplier's range, its shift as single rounding
+# saturates it):
+QUANT_MULTIPLIER_LIMITS = (0, INT32_MAX)
+QUANT_SHIFT_LIMITS = (-31, 30)
 STREAM_TENSOR_KEYS = ("name", "type", "shape", "scale", "zero_point", "quantized_dimension")
 # The builtin options fields a stage's "fields" map holds that the kernel reads (the TFLite schema's
 # field names, as the flatbuffers object API spells them).
@@ -376,6 +384,7 @@ class StreamStage:
     options: str | None = None  # builtin options class name, e.g. "Conv2DOptions"
     fields: tuple[tuple[str, object], ...] = ()  # its field values
     version: int = 1
+    quant: tuple[int, ...] | None = None  # multiplier[C] then shift[C]; None: computed in Prepare
 
 
 @dataclass(frozen=True)
@@ -465,6 +474,7 @@ def _encode(
                 "outputs": list(st.outputs),
                 "options": st.options or "",
                 "fields": dict(st.fields),
+                **({} if st.quant is None else {"quant": array.array("i", st.quant)}),
             }
             for st in options.stages
         ]
@@ -611,6 +621,15 @@ def _body_tensor(t: dict) -> StreamTensor:
     )
 
 
+def _quant(st: dict) -> tuple[int, ...] | None:
+    """A stage's "quant" table: a typed vector of int32, which the kernel reads in place."""
+    if "quant" not in st:
+        return None
+    if not isinstance(st["quant"], flexread.Int32s):
+        raise ValueError("a stage's 'quant' must be a typed vector of int32")
+    return tuple(st["quant"])
+
+
 def _stream_chain(m: dict) -> StreamChainOptions:
     numbers = [_int(m, k) for k in STREAM_CHAIN_KEYS[1:]]
     if not any(k in m for k in STREAM_BODY_KEYS):
@@ -623,6 +642,7 @@ def _stream_chain(m: dict) -> StreamChainOptions:
             str(st["options"]) or None,
             tuple(sorted(dict(st["fields"]).items())),
             _whole(st["version"], "a stage version", 0),
+            _quant(st),
         )
         for st in m["stages"]
     )
@@ -835,7 +855,8 @@ def stream_chain_body_parts(
     per stage its record; per edge its row map; per spilled tensor its SpillStream; int32 arrays:
     rows done and held per tensor, the schedule's stages, every stage's operands, the outputs
     the schedule pulls (the operator's but its tokens, then the spilled, then the sunk); and
-    multiplier and shift per output channel of the requantizing stages, then the lookup table of
+    multiplier and shift per output channel of the requantizing stages without a "quant" table
+    (those read theirs from the model), then the lookup table of
     each table stage (ELU), in the same pool.
     ``out_channels``: each stage's output channels; ``constants``: local ids of constant inputs;
     ``whole``: (stage, local id) of MUL operands read whole (no edge, ``whole_index``)."""
@@ -862,7 +883,11 @@ def stream_chain_body_parts(
         "spill streams": SPILL_STREAM_BYTES * len(o.spill),
         "schedule": 4 * schedule,
         "per-channel": 4
-        * sum(2 * c for st, c in zip(o.stages, out_channels) if st.op in STREAM_PER_CHANNEL_OPS),
+        * sum(
+            2 * c
+            for st, c in zip(o.stages, out_channels)
+            if st.op in STREAM_PER_CHANNEL_OPS and st.quant is None
+        ),
         "lookup tables": STREAM_LOOKUP_TABLE_BYTES
         * sum(st.op in STREAM_LOOKUP_TABLE_OPS for st in o.stages),
     }

@@ -24,6 +24,11 @@ _VECTOR_INT, _VECTOR_STRING_DEPRECATED, _VECTOR_INT2, _VECTOR_FLOAT4 = 11, 15, 1
 _BLOB, _BOOL, _VECTOR_BOOL = 25, 26, 36
 
 
+class Int32s(list):
+    """A sized typed vector of 4-byte signed integers: a layout a kernel can read in place (the
+    StreamChain stage's "quant" table must be one)."""
+
+
 class _Reader:
     """One buffer being read: bounds-checked scalars and a budget of values."""
 
@@ -126,6 +131,8 @@ class _Reader:
         if fmt is None:
             raise ValueError("a typed vector has no such width")
         out = list(struct.unpack_from(f"<{n}{fmt[1]}", self.data, t))
+        if element == _INT_T and width == 4 and typ == _VECTOR_INT:
+            return Int32s(out)
         return [bool(v) for v in out] if element == _BOOL else out
 
 

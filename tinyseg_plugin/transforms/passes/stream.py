@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ...contract import customops
+from ...contract.requant import requantization
 from ...errors import shown
 from ...ir.graph import Graph
 from ..stream import ACCUMULATING, ChainCost, chain_op_scratch, simulate
@@ -209,6 +210,20 @@ def _fields(options: object) -> tuple[str | None, tuple[tuple[str, object], ...]
     return (name[:-1] if name.endswith("T") else name), tuple(fields)
 
 
+def _quant(graph: Graph, op) -> tuple[int, ...] | None:
+    """A requantizing stage's per-channel table (contract/requant.py), stored in the model so the
+    kernel keeps it out of the arena; None for other stages and float32 rows."""
+    if op.opcode not in customops.STREAM_PER_CHANNEL_OPS:
+        return None
+    transpose = op.opcode == "TRANSPOSE_CONV"
+    x = graph.tensors[op.inputs[2 if transpose else 0]]
+    flt = graph.tensors[op.inputs[1]]  # TRANSPOSE_CONV: [output shape, filter, input, bias]
+    out = graph.tensors[op.outputs[0]]
+    if out.dtype not in ("INT8", "INT16") or not x.scales or not out.scales:
+        return None
+    return requantization(x.scales[0], tuple(flt.scales), out.scales[0], out.shape[-1])
+
+
 def _body(
     graph: Graph,
     ops: list[int],
@@ -254,6 +269,7 @@ def _body(
                 name,
                 fields,
                 op.version,
+                _quant(graph, op),
             )
         )
     spill = [t for t in cost.spilled if t not in io.sunk]
