@@ -28,8 +28,9 @@ def main() -> int:
     from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("model", nargs="?", type=Path,
-                    default=ROOT / "examples" / "models" / "tiny_unet.tflite")
+    ap.add_argument(
+        "model", nargs="?", type=Path, default=ROOT / "examples" / "models" / "tiny_unet.tflite"
+    )
     ap.add_argument("--target", default="min")
     ap.add_argument("--stream-io", action="store_true")
     ap.add_argument("--build-profile", default="cortex-m", choices=("host64", "cortex-m"))
@@ -41,23 +42,40 @@ def main() -> int:
     chains = [op for op in r.graph.operators if op.opcode == customops.STREAM_CHAIN]
     parts = [stream_chain_parts(r.graph, op) for op in chains]
     names = list(parts[0]) if parts else []
-    print(f"{args.model.name}, --target {args.target}{' --stream-io' if args.stream_io else ''}, "
-          f"{args.build_profile}: head {r.plan.head:,} B, tail {r.plan.tail.total:,} B")
+    print(
+        f"{args.model.name}, --target {args.target}{' --stream-io' if args.stream_io else ''}, "
+        f"{args.build_profile}: head {r.plan.head:,} B, tail {r.plan.tail.total:,} B"
+    )
     print("| chain | stages | " + " | ".join(names) + " | block |")
     print("|---|---:|" + "---:|" * (len(names) + 1))
     total = dict.fromkeys(names, 0)
     for k, (op, p) in enumerate(zip(chains, parts)):
         stages = len(customops.decode(op, r.graph.memo.decoded).stages)
-        print(f"| {k} | {stages} | " + " | ".join(f"{p[n]:,}" for n in names)
-              + f" | {sum(p.values()):,} |")
+        print(
+            f"| {k} | {stages} | "
+            + " | ".join(f"{p[n]:,}" for n in names)
+            + f" | {sum(p.values()):,} |"
+        )
         for n in names:
             total[n] += p[n]
-    print("| all | | " + " | ".join(f"{total[n]:,}" for n in names)
-          + f" | {sum(total.values()):,} |")
+    print(
+        "| all | | " + " | ".join(f"{total[n]:,}" for n in names) + f" | {sum(total.values()):,} |"
+    )
     t = r.plan.tail
-    print("tail: " + ", ".join(
-        f"{n} {getattr(t, n):,}" for n in ("eval_tensors", "node_registrations", "io_tensors",
-                                         "kernel_data", "scratch_handles", "fixed")))
+    print(
+        "tail: "
+        + ", ".join(
+            f"{n} {getattr(t, n):,}"
+            for n in (
+                "eval_tensors",
+                "node_registrations",
+                "io_tensors",
+                "kernel_data",
+                "scratch_handles",
+                "fixed",
+            )
+        )
+    )
     return 0
 
 

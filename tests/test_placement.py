@@ -152,7 +152,7 @@ def test_generic_board_writes_the_same_model_as_no_board() -> None:
 def nicla_64k():
     data = TINY_UNET.read_bytes()
     run = Run(Options(target_bytes=64 * 1024), runs=3, board=load_board("nicla-vision"))
-    return search_plans(data, run, "tiny_unet", load(data, "tiny_unet"))
+    return optimize(data, run, "tiny_unet", load(data, "tiny_unet"))
 
 
 def test_nicla_64kb_tiny_unet_writes_nothing_to_flash_and_verifies(nicla_64k) -> None:
@@ -207,7 +207,7 @@ def test_at_most_max_regions_indices() -> None:
 def nicla_min():
     data = TINY_UNET.read_bytes()
     run = Run(Options(smallest=True), runs=None, board=load_board("nicla-vision"))
-    return search_plans(data, run, "tiny_unet", load(data, "tiny_unet"))
+    return optimize(data, run, "tiny_unet", load(data, "tiny_unet"))
 
 
 def test_nicla_min_hides_what_its_worker_can_and_keeps_dma_targets_out_of_the_dtcm(
@@ -242,7 +242,7 @@ def test_nicla_next_plan_hides_its_erases_under_1260_ms() -> None:
     1,552 ms with its 300 ms of erases on the critical path, 1,252 ms with the worker."""
     data = TINY_UNET.read_bytes()
     run = Run(Options(target_bytes=41_136), runs=None, board=load_board("nicla-vision"))
-    out = search_plans(data, run, "tiny_unet", load(data, "tiny_unet"))
+    out = optimize(data, run, "tiny_unet", load(data, "tiny_unet"))
     c = out.cost
     assert out.result.plan.head <= 41_136 and c.flash_bytes_written > 0
     assert c.worker.load < 1 and not any(r.erase_blocks for r in c.regions)

@@ -135,7 +135,9 @@ def _input_as_constant(m: "fb.ModelT") -> "fb.ModelT":
     sg = m.subgraphs[0]
     t = sg.tensors[sg.inputs[0]]
     buf = fb.BufferT()
-    buf.data = np.zeros(int(np.prod(t.shape)) * (4 if t.type == fb.TensorType.FLOAT32 else 1), np.uint8)
+    buf.data = np.zeros(
+        int(np.prod(t.shape)) * (4 if t.type == fb.TensorType.FLOAT32 else 1), np.uint8
+    )
     m.buffers.append(buf)
     t.buffer = len(m.buffers) - 1
     sg.inputs = np.array([i for i in sg.inputs[1:]], dtype=np.int32)

@@ -157,5 +157,6 @@ def test_a_model_with_static_shapes_is_a_skip(tiny_unet: Path) -> None:
     g = _load(tiny_unet)
     assert static_shapes(g) == Skip(NOTHING)
     assert all(
-        s.technique != "static shapes" for s in optimizer.search_plans(g, Options(smallest=True)).steps
+        s.technique != "static shapes"
+        for s in optimizer.search_plans(g, Options(smallest=True)).steps
     )

@@ -721,7 +721,9 @@ def test_cmsis_nn_end_to_end(e2e_cmsis: Path, e2e_exe: Path, tmp_path: Path) -> 
     # a model streamed for the reference kernels runs in a CMSIS-NN build too (stages whose
     # CMSIS-NN buffer the plan has no room for keep the reference arithmetic): same outputs
     model = tmp_path / "streamed_for_reference.tflite"
-    modelio.save_model(optimizer.search_plans(g, optimizer.Options(smallest=True)).graph.model, model)
+    modelio.save_model(
+        optimizer.search_plans(g, optimizer.Options(smallest=True)).graph.model, model
+    )
     got = _run_e2e(e2e_cmsis, model, inputs, tmp_path / "got.bin")
     assert (tmp_path / "want.bin").read_bytes() == (tmp_path / "got.bin").read_bytes()
     # its TRANSPOSE_CONV stages (stride = kernel, SAME) have room for CMSIS-NN's accumulator row:

@@ -64,9 +64,8 @@ TfLiteStatus PrepareMarked(TfLiteContext* context, TfLiteNode* node, OpData* dat
   const int channels = SizeOfDimension(filter, 0);
   int unused_h = 0, unused_w = 0;
   const TfLitePaddingValues pad = ComputePaddingHeightWidth(
-      params->stride_height, params->stride_width, 1, 1, out_h, out_w,
-      SizeOfDimension(filter, 1), SizeOfDimension(filter, 2), params->padding, &unused_h,
-      &unused_w);
+      params->stride_height, params->stride_width, 1, 1, out_h, out_w, SizeOfDimension(filter, 1),
+      SizeOfDimension(filter, 2), params->padding, &unused_h, &unused_w);
   ConvParams& p = data->params;
   p.padding_type = micro::RuntimePaddingType(params->padding);
   p.padding_values.width = pad.width;
@@ -78,18 +77,18 @@ TfLiteStatus PrepareMarked(TfLiteContext* context, TfLiteNode* node, OpData* dat
   p.input_offset = -input->params.zero_point;
   p.weights_offset = -filter->params.zero_point;
   p.output_offset = output->params.zero_point;
-  data->per_channel_output_multiplier = static_cast<int32_t*>(
-      context->AllocatePersistentBuffer(context, channels * sizeof(int32_t)));
-  data->per_channel_output_shift = static_cast<int32_t*>(
-      context->AllocatePersistentBuffer(context, channels * sizeof(int32_t)));
+  data->per_channel_output_multiplier =
+      static_cast<int32_t*>(context->AllocatePersistentBuffer(context, channels * sizeof(int32_t)));
+  data->per_channel_output_shift =
+      static_cast<int32_t*>(context->AllocatePersistentBuffer(context, channels * sizeof(int32_t)));
   TF_LITE_ENSURE(context, data->per_channel_output_multiplier != nullptr &&
                               data->per_channel_output_shift != nullptr);
   int32_t unused_multiplier = 0;
   int unused_shift = 0;
   TF_LITE_ENSURE_STATUS(PopulateConvolutionQuantizationParams(
-      context, input, filter, bias, output, params->activation, &unused_multiplier,
-      &unused_shift, &p.quantized_activation_min, &p.quantized_activation_max,
-      data->per_channel_output_multiplier, data->per_channel_output_shift, channels));
+      context, input, filter, bias, output, params->activation, &unused_multiplier, &unused_shift,
+      &p.quantized_activation_min, &p.quantized_activation_max, data->per_channel_output_multiplier,
+      data->per_channel_output_shift, channels));
   return context->RequestScratchBufferInArena(
       context, tinyseg_ops::TransposeConvScratchBytes(data->marker, GetTensorShape(output)),
       &data->scratch_buffer_index);

@@ -484,7 +484,8 @@ struct Args {
 constexpr char kUsage[] =
     "usage: tinyseg_run MODEL INPUT OUTPUT [--batches N] [--arena BYTES] [--storage BYTES] "
     "[--ram-region BYTES]... [--flash-region BYTES]... [--fault-sweep KIND [--fault-limit N]] "
-    "[--source K:ROW_BYTES:ROWS]... [--sink K:ROW_BYTES:ROWS]... [--hostile-source short|fail|long] "
+    "[--source K:ROW_BYTES:ROWS]... [--sink K:ROW_BYTES:ROWS]... [--hostile-source "
+    "short|fail|long] "
     "[--hostile-sink fail]";
 
 // The fault kind named `name`, or kNone.
@@ -673,7 +674,6 @@ void PrintStats(tflite::RecordingMicroInterpreter& interpreter, const ::tinyseg:
            U(r.raw_bytes_spilled), k, U(r.fetches), k, U(r.erases_submitted));
   }
 }
-
 
 // The stream at graph input or output `i`, or null.
 RowStream* StreamAt(RowStream* streams, size_t i) {

@@ -68,7 +68,9 @@ def analysis_text(a: Analysis, model_name: str = "", width: int = 100) -> str:
             f"{r['arena_top']:>11,}  {live}{mark}\n"
         )
     w(chains_text(a, width))
-    w(f"\nhead without the graph's inputs and outputs held (as msf-CNN counts): {kb(d['head_without_io'])}\n")
+    w(
+        f"\nhead without the graph's inputs and outputs held (as msf-CNN counts): {kb(d['head_without_io'])}\n"
+    )
     w("\n")
     exactness = "TFLM-exact" if d["exact"] else "NOT exact, see above"
     w(f"head  (non-persistent, {exactness}): {kb(d['head'])}\n")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from .. import deadline
 from ..ir.graph import Graph

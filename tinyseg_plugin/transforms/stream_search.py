@@ -69,7 +69,11 @@ def row_io(graph: Graph, segments: list[list[int]]) -> tuple[frozenset[int], fro
     """The graph inputs and outputs these chains can stream through row sources and sinks
     (passes/stream.py ``io_problem``)."""
     position = {i: k for k, seg in enumerate(segments) for i in seg}
-    ok = [t for t in list(graph.inputs) + list(graph.outputs) if io_problem(graph, t, position) is None]
+    ok = [
+        t
+        for t in list(graph.inputs) + list(graph.outputs)
+        if io_problem(graph, t, position) is None
+    ]
     return (
         frozenset(t for t in ok if t in graph.inputs),
         frozenset(t for t in ok if t not in graph.inputs),
@@ -154,8 +158,12 @@ def choose_streaming(
     def cost(streamed: Streamed) -> Score:
         budget.planned()
         stored = set(streamed.spilled)  # row sources and sinks move no storage bytes
-        written = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled if t in stored)
-        read = sum(graph.tensors[t].nbytes for c in streamed.chains for t in c.fetched if t in stored)
+        written = sum(
+            graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled if t in stored
+        )
+        read = sum(
+            graph.tensors[t].nbytes for c in streamed.chains for t in c.fetched if t in stored
+        )
         head = plan_graph(streamed.graph, kernel_set, build_profile).head
         return objective.score(head, written, read, row_uses(graph, streamed))
 

@@ -249,7 +249,7 @@ bool SetUpModel() {
   if (!tinyseg_regions::Attach(runtime)) return false;
 #endif
 #if TINYSEG_CAMERA
-  runtime.sources[0] = {camera::ReadRow, nullptr};  // graph input 0: the camera's rows
+  runtime.sources[0] = {camera::ReadRow, nullptr};     // graph input 0: the camera's rows
   runtime.sinks[0] = {camera::WriteMaskRow, nullptr};  // graph output 0: the mask's rows
 #endif
   if (tinyseg::AttachRuntime(*interpreter, runtime) != kTfLiteOk) return false;
