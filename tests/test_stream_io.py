@@ -8,6 +8,7 @@ and takes the mask from its row sink (needs TFLM_DIR, as the other real-kernel t
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -237,3 +238,39 @@ def test_the_cortex_m_plan_runs_whole_with_the_head_and_tail_as_analyzed(
     # The whole inference, head and tail, below the frame it segments: the convolutions'
     # per-channel tables live in the model (flash), not in the arena.
     assert m7.head + m7.tail.total < frame
+
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results.md"
+
+
+def stale_stream_io_figures(text: str, head: int, tail: int) -> list[str]:
+    """The docs' figures of the Tiny U-Net's whole inference with --stream-io that differ from
+    the planner's (head, tail, their sum); empty when they agree."""
+    m = re.search(r"head ([\d,]+) B, tail ([\d,]+) B, ([\d,]+) B in all", text)
+    if m is None:
+        return ["docs/results.md lost the line with the head and tail of --stream-io"]
+    shown = [int(g.replace(",", "")) for g in m.groups()]
+    want = [head, tail, head + tail]
+    return [
+        f"{n}: docs {s:,}, planner {w:,}"
+        for n, s, w in zip(("head", "tail", "sum"), shown, want)
+        if s != w
+    ]
+
+
+def test_results_quote_the_planned_head_and_tail() -> None:
+    r = search_plans(
+        build_graph(load_model(TINY_UNET)),
+        Options(stream_io=True, smallest=True, build_profile="cortex-m"),
+    )
+    assert stale_stream_io_figures(RESULTS.read_text(), r.plan.head, r.plan.tail.total) == []
+
+
+def test_the_results_check_can_fail() -> None:
+    text = "head 13,024 B, tail 15,648 B, 28,672 B in all"
+    assert stale_stream_io_figures(text, 13_024, 15_648) == []
+    assert stale_stream_io_figures(text, 13_024, 15_600) == [
+        "tail: docs 15,648, planner 15,600",
+        "sum: docs 28,672, planner 28,624",
+    ]
+    assert stale_stream_io_figures("nothing here", 1, 2)
