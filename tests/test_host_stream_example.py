@@ -21,8 +21,22 @@ from tinyseg_plugin.ir.modelio import load_model, read_model_bytes, save_model
 from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "examples" / "host_stream"))
-import build as host_stream_build  # noqa: E402
+
+
+def _load_build():
+    """examples/host_stream/build.py under its own name: tests/keras_exports.py imports
+    examples/models/build.py as ``build`` into the same process."""
+    import importlib.util
+
+    path = ROOT / "examples" / "host_stream" / "build.py"
+    spec = importlib.util.spec_from_file_location("host_stream_build", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["host_stream_build"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+host_stream_build = _load_build()
 
 HEIGHT, WIDTH = 80, 120  # the Tiny U-Net's input
 

@@ -15,7 +15,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples" / "models"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import build  # noqa: E402  (examples/models/build.py)
+
+def _load_build():
+    """examples/models/build.py under its own name: another test may already have imported an
+    unrelated module called ``build`` (examples/host_stream/build.py) into this process."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "models_build", ROOT / "examples" / "models" / "build.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["models_build"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+build = _load_build()
 import msf_cnn_table  # noqa: E402  (benchmarks/msf_cnn_table.py)
 
 from tinyseg_plugin import pipeline  # noqa: E402

@@ -159,7 +159,10 @@ def arduino_examples(s: Sources) -> list[PackageFile]:
             f"examples/{m7.name}/{m7.name}.ino", packaged_m7_sketch(_read(m7 / f"{m7.name}.ino"))
         )
     ]
-    out += [PackageFile(f"examples/{m7.name}/{h.name}", _read(h)) for h in sorted(m7.glob("*.h"))]
+    out += [
+        PackageFile(f"examples/{m7.name}/{h.name}", rewrite_includes(_read(h)))
+        for h in sorted(m7.glob("*.h"))
+    ]
     m4_text = _read(m4 / f"{m4.name}.ino")
     out.append(PackageFile(f"examples/{m4.name}/{m4.name}.ino", M4_SKETCH_INCLUDE + m4_text))
     out.append(PackageFile("extras/make_model_header.py", _read(root / "make_model_header.py")))
