@@ -24,7 +24,9 @@ run, the same strategies and default plan, the bit-exact check in TFLM bounded b
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from types import SimpleNamespace
 
 import pluggy
 
@@ -99,16 +101,79 @@ def tflite_tools_check_options(options: argparse.Namespace, command: str | None)
 
 @hookimpl
 def tflite_tools_describe_operator(
-    op_id: int, custom_code: str, inputs: list[int], outputs: list[int], custom_options: bytes
+    op_id: int,
+    custom_code: str,
+    inputs: list[int],
+    outputs: list[int],
+    custom_options: bytes,
+    shapes: list[list[int]],
 ) -> dict | None:
-    """Spill reads its victim and writes nothing in RAM; Fetching, FetchingConv2D and StreamChain
-    read their in-RAM operands (and filter, bias) and write their outputs: exactly the tensor lists
-    the operator has."""
+    """Spill reads its victim and writes its token; Fetching, FetchingConv2D and StreamChain read
+    their in-RAM operands, tokens (and filter, bias) and write their outputs: exactly the tensor
+    lists the operator has. A StreamChain lists its own token first, so the host labels it with the
+    token's name, the layers it holds. ``macs``: what the host's --calc-macs counts for the
+    operators it replaces (``shapes``: every tensor's shape, by id)."""
     from .contract import customops
 
     if custom_code not in customops.TINYSEG_OPS:
         return None
-    return {"type": custom_code, "inputs": [t for t in inputs], "outputs": list(outputs)}
+    try:
+        o = customops.decode(SimpleNamespace(opcode=custom_code, custom_options=custom_options))
+    except TinySegError as exc:
+        raise PluginError(f"tinyseg: operator {op_id} ({custom_code}): {exc}") from None
+    outs = list(outputs)
+    macs = 0
+    if isinstance(o, customops.StreamChainOptions):
+        mine = [lid - len(inputs) for lid in o.tokens if len(inputs) <= lid < len(inputs) + len(outs)]
+        if mine:
+            outs.insert(0, outs.pop(mine[-1]))
+        macs = _chain_macs(o, list(inputs) + list(outputs), shapes)
+    elif isinstance(o, customops.FetchingConv2DOptions):
+        filt, out = shapes[inputs[-2]], shapes[outputs[0]]
+        macs = host_macs("CONV_2D", [[], filt], out, {})
+    return {"type": custom_code, "inputs": list(inputs), "outputs": outs, "macs": macs}
+
+
+def host_macs(opcode: str, ins: list[list[int]], out: list[int], fields: dict) -> int:
+    """The multiply-accumulates tflite-tools' --calc-macs counts for one builtin operator
+    (``TFLiteModel._macs_for_op`` with its default weights: compute only; ``ins``: the inputs'
+    shapes, ``out``: the output's, ``fields``: its options). Operators it does not count: 0."""
+    if opcode == "CONV_2D":
+        o_c, k_h, k_w, i_c = ins[1]
+        n, o_h, o_w, _ = out
+        return n * o_h * o_w * o_c * k_h * k_w * i_c
+    if opcode == "DEPTHWISE_CONV_2D":
+        _, k_h, k_w, c = ins[1]
+        n, o_h, o_w, _ = out
+        return n * c * o_h * o_w * k_h * k_w
+    if opcode == "MEAN":
+        n, i_h, i_w, c = ins[0]
+        return n * i_h * i_w * c
+    if opcode in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
+        n, o_h, o_w, c = out
+        return n * o_h * o_w * c * int(fields.get("filterHeight", 0)) * int(fields.get("filterWidth", 0))
+    if opcode == "FULLY_CONNECTED":
+        n, out_dim = out
+        return n * ins[0][-1] * out_dim
+    if opcode == "ADD":
+        return (len(ins) - 1) * math.prod(out)
+    return 0
+
+
+def _chain_macs(o, node: list[int], shapes: list[list[int]]) -> int:
+    """The sum of ``host_macs`` over a StreamChain's stages, on whole tensors."""
+
+    def shape(lid: int) -> list[int]:
+        if lid < 0:
+            return []
+        if lid < len(node):
+            return list(shapes[node[lid]])
+        return list(o.tensors[lid - len(node)].shape)
+
+    return sum(
+        host_macs(st.op, [shape(t) for t in st.inputs], shape(st.outputs[0]), dict(st.fields))
+        for st in o.stages
+    )
 
 
 def _graph(model: bytes):

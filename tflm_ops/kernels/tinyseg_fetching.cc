@@ -1,7 +1,8 @@
 // Fetching: CONCATENATION whose operands may come from spill storage
 // (docs/custom_ops.md).
 //
-// inputs [in-RAM operands...], outputs [out]; options {version, axis,
+// inputs [in-RAM operands..., tokens...], outputs [out] (tokens: tensors of zero elements standing
+// for the edges from the fetched slots' writers; never read); options {version, axis,
 // operands, fetched: [{position, slot, shape, region (optional, 0)}], block}. Operand k is the
 // fetched tensor whose position is k, otherwise the next in-RAM input.
 //
@@ -94,7 +95,11 @@ TfLiteStatus FetchingPrepare(TfLiteContext* context, TfLiteNode* node) {
                      "Fetching: bad custom options (see the message above)");
   auto* h = static_cast<FetchingHeader*>(node->user_data);
   TF_LITE_ENSURE_EQ(context, NumOutputs(node), 1);
-  TF_LITE_ENSURE_EQ(context, NumInputs(node), h->operands - h->num_fetched);
+  const int n_ram = h->operands - h->num_fetched;
+  TF_LITE_ENSURE_MSG(context, NumInputs(node) >= n_ram,
+                     "Fetching: fewer inputs than in-RAM operands");
+  TF_LITE_ENSURE_STATUS(
+      tinyseg_ops::CheckTokens(context, node, true, n_ram, NumInputs(node) - n_ram, kOp));
   MicroContext* micro_context = GetMicroContext(context);
   TfLiteTensor* out = micro_context->AllocateTempOutputTensor(node, 0);
   TF_LITE_ENSURE(context, out != nullptr);

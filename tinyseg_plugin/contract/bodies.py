@@ -47,6 +47,7 @@ from .customops import (
     bilinear_row_rule,
     decode,
     operand_sources,
+    token_inputs,
     stream_chain_body_bytes,
 )
 from .customops import (
@@ -802,11 +803,11 @@ def _fetching_conv_problem(graph, op, o: FetchingConv2DOptions) -> str | None:
     """What tinyseg_fetching_conv.cc's Prepare refuses beyond the options alone."""
     if len(op.inputs) < 2 or len(op.outputs) != 1:
         return "needs [operands..., filter, bias or -1] and one output"
-    n_ram = len(op.inputs) - 2
-    if o.fetching.operands != n_ram + len(o.fetching.fetched):
+    n_ram = o.fetching.operands - len(o.fetching.fetched)
+    if not 0 <= n_ram <= len(op.inputs) - 2:
         return (
-            f"operands is {o.fetching.operands}, its in-RAM inputs and fetched entries are "
-            f"{n_ram + len(o.fetching.fetched)}"
+            f"operands is {o.fetching.operands}: {n_ram} in-RAM inputs with "
+            f"{len(o.fetching.fetched)} fetched entries, and it has {len(op.inputs) - 2}"
         )
     out = graph.tensors[op.outputs[0]]
     if op.inputs[-1] < 0 and out.dtype != "INT16":
@@ -915,6 +916,18 @@ def _chain_slots(graph, op, o: StreamChainOptions, here: str, written: dict[int,
         written[slot] = _Write(here, o.region_of(slot), dtype, shape, nbytes)
 
 
+def _check_tokens(graph, here: str, tokens: list[int]) -> None:
+    """A Spill's output and a fetching operator's inputs past its operands are tokens: zero
+    elements, as the kernels' Prepare (tinyseg_common.cc CheckTokens) requires."""
+    for t in tokens:
+        if t < 0 or math.prod(graph.tensors[t].shape) != 0:
+            shape = list(graph.tensors[t].shape) if t >= 0 else "omitted"
+            raise TinySegError(
+                f"{here}: tensor {t} ({shape}) stands where a token goes, and a token has zero "
+                "elements; the file is damaged: optimize the original model again"
+            )
+
+
 def validate_graph(graph, kernel: bool = True) -> None:
     """Every TinySeg operator of the graph as its kernel's Prepare checks it, and every fetch
     against what was spilled to its slot before it, as the kernels' CheckSlot checks it at Invoke
@@ -932,12 +945,20 @@ def validate_graph(graph, kernel: bool = True) -> None:
             validate_body(graph, op, kernel)
             _chain_slots(graph, op, o, here, written)
         elif isinstance(o, SpillOptions):
+            _check_tokens(graph, here, list(op.outputs))
             t = graph.tensors[op.inputs[0]] if op.inputs and op.inputs[0] >= 0 else None
             dtype, shape = (t.dtype, tuple(t.shape)) if t is not None else (None, ())
             nbytes = t.nbytes if t is not None else 0
             written[o.slot] = _Write(here, o.region, dtype, shape, nbytes)
         else:
             fetching = o if isinstance(o, FetchingOptions) else o.fetching
+            if isinstance(o, FetchingOptions) and o.operands - len(o.fetched) > len(op.inputs):
+                raise TinySegError(
+                    f"{here}: operands is {o.operands} with {len(o.fetched)} fetched entries, "
+                    f"but it has {len(op.inputs)} inputs; the file is damaged: optimize the "
+                    "original model again"
+                )
+            _check_tokens(graph, here, token_inputs(op, fetching))
             dtype = graph.tensors[op.outputs[0]].dtype if op.outputs else None
             for f in fetching.fetched:
                 _read_slot(written, here, f.slot, f.region, dtype, tuple(f.shape))

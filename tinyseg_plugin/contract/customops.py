@@ -897,6 +897,7 @@ def operand_sources(op, o: "FetchingOptions") -> list["Fetched | int"]:
     """The operand expansion, written once: operand k is the fetched entry whose position is k,
     otherwise the next in-RAM input (of ``op.inputs``, without FetchingConv2D's filter and bias)."""
     ram = list(op.inputs if op.opcode == FETCHING else op.inputs[:-2])
+    ram = ram[: max(o.operands - len(o.fetched), 0)]  # the rest: tokens (token_inputs)
     at = {f.position: f for f in o.fetched}
     out: list[Fetched | int] = []
     for k in range(o.operands):
@@ -909,6 +910,14 @@ def operand_sources(op, o: "FetchingOptions") -> list["Fetched | int"]:
                 f"operator {op.index} ({op.opcode}): operand {k} is neither fetched nor an input"
             )
     return out
+
+
+def token_inputs(op, o: "FetchingOptions") -> list[int]:
+    """The inputs of a Fetching or FetchingConv2D after its in-RAM operands (and before
+    FetchingConv2D's filter and bias): tokens, zero-element tensors that carry no data and stand
+    for the edges from the writers of its fetched slots (transforms/passes/link.py)."""
+    ram = list(op.inputs if op.opcode == FETCHING else op.inputs[:-2])
+    return [int(t) for t in ram[max(o.operands - len(o.fetched), 0) :]]
 
 
 # ---------------------------------------------------------------- TRANSPOSE_CONV marker
