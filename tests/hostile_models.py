@@ -251,6 +251,19 @@ def _fetched_slot(slot: int) -> Callable[[dict, object], None]:
     return edit
 
 
+def _token_with_elements(m: dict, op) -> None:
+    """The FetchingConv2D's token (the input between its in-RAM operand and its filter) replaced
+    by that operand: a token with elements."""
+    ins = [int(t) for t in op.inputs]
+    ins[-3] = ins[0]
+    op.inputs = ins
+
+
+def _spill_two_tokens(m: dict, op) -> None:
+    """The Spill writes its token twice: two outputs."""
+    op.outputs = [int(t) for t in op.outputs] * 2
+
+
 def _row_io(key: str, pairs: Callable[[dict], list]) -> Callable[[dict, object], None]:
     """A "source" or "sink" entry list (the Runtime's row sources and sinks) set from the body."""
 
@@ -440,6 +453,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation("fetching_conv_ram_operand_40x60", "fetch", "FetchingConv2D", _ram_operand(40)),
     Mutation("fetching_conv_slot_never_spilled", "fetch", "FetchingConv2D", _fetched_slot(5)),
+    # tokens (the slot edges: zero elements, never read or written)
+    Mutation("fetching_conv_token_with_elements", "fetch", "FetchingConv2D", _token_with_elements),
+    Mutation("spill_two_tokens", "fetch", "Spill", _spill_two_tokens),
     # row sources and sinks (the Runtime's; the runner attaches none, the entries are refused first)
     Mutation(
         "stream_source_index_8",

@@ -175,7 +175,10 @@ def test_tokens_take_no_arena_head(plans, name: str) -> None:
 
     bare, linked = plans[name]
     for profile in ("host64", "cortex-m"):
-        assert plan_graph(linked, "reference", profile).head == plan_graph(bare, "reference", profile).head
+        assert (
+            plan_graph(linked, "reference", profile).head
+            == plan_graph(bare, "reference", profile).head
+        )
 
 
 @pytest.mark.parametrize("name", list(PLANS))

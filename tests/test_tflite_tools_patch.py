@@ -418,7 +418,7 @@ def test_a_model_tinyseg_wrote_can_be_analysed_again(env: Env, optimized, how: s
     p, files = _in_fresh_dir(env, f"reanalyse-{how}", cmd + ["--csv", "csv"])
     assert p.returncode == 0, p.stderr
     schedule = files["csv/execution_schedule_info.csv"].decode()
-    assert "Spill(" in schedule
+    assert "Spill[" in schedule  # its token's name: the layer it spills and the slot
     g = build_graph(parse_model(out.read_bytes()))
     assert len(schedule.strip().splitlines()) == 1 + len(g.operators)
 
@@ -629,6 +629,44 @@ def test_optimize_with_tinyseg_streams_to_the_smallest_head(env: Env, unet: Path
     assert "StreamChain" in {op.opcode for op in g1.operators}
     assert plan_model(g1.model).head <= 64_000 and verify(g0, g1).identical
     assert "StreamChain(" in p.stdout
+
+
+MACS_PLANS = {
+    "streamed": [],
+    "row-spills": ["--target", "153119"],
+    "spilled": ["--no-stream", "--no-fuse", "--no-scratch16", "--target", "min"],
+    "fused": ["--no-stream", "--target", "min"],
+}
+
+
+def _total_macs(env: Env, model: Path, tag: str) -> tuple[int, str]:
+    p, _ = _in_fresh_dir(env, tag, [env.tool, "analyze", "--calc-macs", "-i", model])
+    assert p.returncode == 0, p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("Total MACs:"))
+    return int(line.split(":")[1].replace(",", "")), p.stdout
+
+
+@pytest.mark.parametrize("plan", list(MACS_PLANS))
+def test_analyze_counts_the_originals_macs_and_names_the_chains(
+    env: Env, unet: Path, plan: str
+) -> None:
+    """tflite-tools' own --calc-macs on what the plugin wrote: the same total as on the original
+    (the plugin gives each StreamChain and FetchingConv2D the MACs of the operators it holds), and
+    each StreamChain's row labelled with the layers it holds."""
+    p, files = _in_fresh_dir(
+        env,
+        f"macs-{plan}",
+        [env.tool, "optimize", "--plugin", "tinyseg", "--unverified", *MACS_PLANS[plan]]
+        + ["-i", unet, "-o", "out.tflite"],
+    )
+    assert p.returncode == 0, p.stderr
+    out = env.base / f"macs-{plan}" / "out.tflite"
+    want, _ = _total_macs(env, unet, f"macs-{plan}-original")
+    got, text = _total_macs(env, out, f"macs-{plan}-optimized")
+    assert got == want and want > 0, (got, want)
+    g = build_graph(parse_model(files["out.tflite"]))
+    chains = sum(op.opcode == "StreamChain" for op in g.operators)
+    assert text.count("StreamChain[") == chains
 
 
 # ---------------------------------------------------------------- the plugin at par with the CLI

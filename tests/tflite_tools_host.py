@@ -101,7 +101,9 @@ def describe_all(pm: pluggy.PluginManager, model: bytes) -> list[dict | None]:
                 inputs=[int(t) for t in op.inputs],
                 outputs=[int(t) for t in (op.outputs if op.outputs is not None else [])],
                 custom_options=bytes(op.customOptions) if op.customOptions is not None else b"",
-                shapes=[[int(d) for d in (t.shape if t.shape is not None else [])] for t in sg.tensors],
+                shapes=[
+                    [int(d) for d in (t.shape if t.shape is not None else [])] for t in sg.tensors
+                ],
             )
         )
     return out

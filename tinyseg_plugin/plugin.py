@@ -5,9 +5,9 @@ The host (tflite-tools with patches/tflite-tools applied) declares these hook sp
 - ``tflite_tools_add_options(parser, command)``: add the plugin's options (optimize-only ones unless
   ``command == "analyze"``);
 - ``tflite_tools_check_options(options, command)``: refuse bad values before the model is read;
-- ``tflite_tools_describe_operator(op_id, custom_code, inputs, outputs, custom_options)``: tell the host
-  what a TinySeg operator (Spill, Fetching, FetchingConv2D, StreamChain) reads and writes, so that it
-  can read a model TinySeg wrote;
+- ``tflite_tools_describe_operator(op_id, custom_code, inputs, outputs, custom_options, shapes)``:
+  tell the host what a TinySeg operator (Spill, Fetching, FetchingConv2D, StreamChain) reads and
+  writes, and the MACs of the operators it holds, so that it can read a model TinySeg wrote;
 - ``tflite_tools_optimize(model: bytes, options) -> bytes | None``: called with the model the host's
   reorder pass produced; return a rewritten model, or None to leave it as it is;
 - ``tflite_tools_analysis(model: bytes, options) -> dict | None``: a section for the host's report.
@@ -124,7 +124,9 @@ def tflite_tools_describe_operator(
     outs = list(outputs)
     macs = 0
     if isinstance(o, customops.StreamChainOptions):
-        mine = [lid - len(inputs) for lid in o.tokens if len(inputs) <= lid < len(inputs) + len(outs)]
+        mine = [
+            lid - len(inputs) for lid in o.tokens if len(inputs) <= lid < len(inputs) + len(outs)
+        ]
         if mine:
             outs.insert(0, outs.pop(mine[-1]))
         macs = _chain_macs(o, list(inputs) + list(outputs), shapes)
@@ -151,7 +153,14 @@ def host_macs(opcode: str, ins: list[list[int]], out: list[int], fields: dict) -
         return n * i_h * i_w * c
     if opcode in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
         n, o_h, o_w, c = out
-        return n * o_h * o_w * c * int(fields.get("filterHeight", 0)) * int(fields.get("filterWidth", 0))
+        return (
+            n
+            * o_h
+            * o_w
+            * c
+            * int(fields.get("filterHeight", 0))
+            * int(fields.get("filterWidth", 0))
+        )
     if opcode == "FULLY_CONNECTED":
         n, out_dim = out
         return n * ins[0][-1] * out_dim

@@ -47,8 +47,8 @@ from .customops import (
     bilinear_row_rule,
     decode,
     operand_sources,
-    token_inputs,
     stream_chain_body_bytes,
+    token_inputs,
 )
 from .customops import (
     whole_index as customops_whole_index,
