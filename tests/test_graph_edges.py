@@ -148,11 +148,33 @@ def test_row_spills_between_chains_are_edges(plans) -> None:
     assert spiller
 
 
+def chain_labels(g: Graph) -> list[str]:
+    """Each StreamChain's name: its slot token's (zero elements), else its first output's."""
+    out = []
+    for op in g.operators:
+        if op.opcode == customops.STREAM_CHAIN:
+            own = [t for t in op.outputs if 0 in g.tensors[t].shape]
+            out.append(g.tensors[(own or list(op.outputs))[-1 if own else 0]].name)
+    return out
+
+
 def test_streamchains_are_named_after_the_layers_they_hold(plans) -> None:
+    """The streamed plan's chains write no slot: their first outputs carry the names (no token,
+    no tail); the row-spill plan's writer carries its name on its token."""
     _, g = plans["streamed"]
-    names = [
-        g.tensors[op.outputs[-1]].name for op in g.operators if op.opcode == customops.STREAM_CHAIN
+    names = chain_labels(g)
+    assert all(
+        not any(0 in g.tensors[t].shape for t in op.outputs)
+        for op in g.operators
+        if op.opcode == customops.STREAM_CHAIN
+    )
+    rows = plans["row spills"][1]
+    named = [  # a chain whose outputs are all graph outputs keeps their names
+        n
+        for n, op in zip(chain_labels(rows), (o for o in rows.operators if o.opcode == "StreamChain"))
+        if not set(op.outputs) <= set(rows.outputs)
     ]
+    assert len(named) == 3 and all(n.startswith("StreamChain[") for n in named), named
     assert names == [
         "StreamChain[tfl.quantize..conv2d_1_2]",
         "StreamChain[max_pooling2d_1..StatefulPartitionedCall_1:01]",

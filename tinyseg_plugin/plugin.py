@@ -110,8 +110,9 @@ def tflite_tools_describe_operator(
 ) -> dict | None:
     """Spill reads its victim and writes its token; Fetching, FetchingConv2D and StreamChain read
     their in-RAM operands, tokens (and filter, bias) and write their outputs: exactly the tensor
-    lists the operator has. A StreamChain lists its own token first, so the host labels it with the
-    token's name, the layers it holds. ``macs``: what the host's --calc-macs counts for the
+    lists the operator has. A StreamChain lists its own token (if it writes slots) first, so the
+    host labels it with the name link.py gave it, the layers it holds (else its first output
+    carries that name). ``macs``: what the host's --calc-macs counts for the
     operators it replaces (``shapes``: every tensor's shape, by id)."""
     from .contract import customops
 
@@ -124,8 +125,11 @@ def tflite_tools_describe_operator(
     outs = list(outputs)
     macs = 0
     if isinstance(o, customops.StreamChainOptions):
+        n_in = len(inputs)
         mine = [
-            lid - len(inputs) for lid in o.tokens if len(inputs) <= lid < len(inputs) + len(outs)
+            k
+            for k, t in enumerate(outs)
+            if n_in + k in o.tokens and 0 in shapes[t]  # its slot token (the --stream-io ones: 1)
         ]
         if mine:
             outs.insert(0, outs.pop(mine[-1]))

@@ -4,11 +4,13 @@ A slot (a tensor spilled to storage and read back later) flows through no tensor
 a viewer that draws edges from tensors (Netron, tflite-tools) sees its writer as a sink and its
 readers cut off from it. Here every writer of a slot (a Spill, a StreamChain that spills rows)
 outputs a token, a tensor of zero elements, and every operator that reads the slot (a Fetching, a
-FetchingConv2D, a StreamChain that fetches rows) takes the writer's token as an input. Every
-StreamChain outputs one, named after the layers it holds (``StreamChain[conv2d_1..conv2d_4]``),
-so the operator has a name where tflite has none. TFLM plans no arena bytes for a tensor of zero
-bytes (micro_allocation_info.cc: ``needs_allocating`` is false), so the head is unchanged; the
-kernels take token inputs and outputs and never touch their data (docs/custom_ops.md)."""
+FetchingConv2D, a StreamChain that fetches rows) takes the writer's token as an input. A
+StreamChain is named after the layers it holds (``StreamChain[conv2d_1..conv2d_4]``), so the
+operator has a name where tflite has none: its token carries the name, or, for a chain that writes
+no slot, its first output when that is no graph output (a rename costs nothing; a token costs its
+tensor records in the tail; a chain whose outputs are all graph outputs keeps their names). TFLM plans no arena bytes for a tensor of zero bytes
+(micro_allocation_info.cc: ``needs_allocating`` is false), so the head is unchanged; the kernels
+take token inputs and outputs and never touch their data (docs/custom_ops.md)."""
 
 from __future__ import annotations
 
@@ -103,8 +105,10 @@ def link_slots(graph: Graph, request: None = None) -> PassResult:
         froms = list(dict.fromkeys(writer[s] for s in _reads(o) if s in writer))
         if froms:
             read_from[i] = [token[w] for w in froms]
-        if isinstance(o, customops.StreamChainOptions):
+        if isinstance(o, customops.StreamChainOptions) and o.spill:
             token[i] = ed.tensor(chain_name(graph, op, o), "INT8", TOKEN_SHAPE)
+        elif isinstance(o, customops.StreamChainOptions):
+            _name_first_output(ed, graph, op, chain_name(graph, op, o))
         elif isinstance(o, customops.SpillOptions):
             victim = graph.tensors[op.inputs[0]].name if op.inputs else ""
             name = f"Spill[{layer_name(victim)}]/slot {o.slot}"
@@ -130,25 +134,36 @@ def _link_operator(ed: Editor, op, o, reads: list[int], own: int | None) -> None
     elif isinstance(o, customops.FetchingConv2DOptions):
         inputs = inputs[:-2] + reads + inputs[-2:]  # [operands..., tokens..., filter, bias]
     elif isinstance(o, customops.StreamChainOptions):
-        shifted = _shifted(o, len(inputs), len(outputs), len(reads))
+        if not reads and own is None:
+            return
+        mine = [] if own is None else [own]
+        shifted = _shifted(o, len(inputs), len(outputs), len(reads), len(mine))
         ed.set_custom_options(op.index, customops.encode(shifted))
         inputs += reads
-        outputs.append(own)
+        outputs += mine
     else:
         return
     ed.replace(op.index, ed.like(op.index, inputs, outputs))
 
 
+def _name_first_output(ed: Editor, graph: Graph, op, name: str) -> None:
+    """A chain without a token of its own is named by its first output, unless that is a graph
+    output or input (their names belong to the application)."""
+    ends = set(graph.inputs) | set(graph.outputs)
+    if op.outputs and op.outputs[0] not in ends:
+        ed.sg.tensors[op.outputs[0]].name = name.encode()
+
+
 def _shifted(
-    o: customops.StreamChainOptions, n_in: int, n_out: int, new_in: int
+    o: customops.StreamChainOptions, n_in: int, n_out: int, new_in: int, new_out: int
 ) -> customops.StreamChainOptions:
-    """``o`` for the node with ``new_in`` more inputs and one more output: local ids of outputs
-    move by ``new_in``, of body tensors by ``new_in + 1``; the new ones are tokens."""
+    """``o`` for the node with ``new_in`` more inputs and ``new_out`` more outputs: local ids of
+    outputs move by ``new_in``, of body tensors by ``new_in + new_out``; the new ones are tokens."""
 
     def m(lid: int) -> int:
         if lid < 0 or lid < n_in:
             return lid
-        return lid + new_in if lid < n_in + n_out else lid + new_in + 1
+        return lid + new_in if lid < n_in + n_out else lid + new_in + new_out
 
     def pairs(ps: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
         return tuple((m(a), b) for a, b in ps)
@@ -157,7 +172,9 @@ def _shifted(
         replace(st, inputs=tuple(m(t) for t in st.inputs), outputs=tuple(m(t) for t in st.outputs))
         for st in o.stages
     )
-    added = tuple(range(n_in, n_in + new_in)) + (n_in + new_in + n_out,)
+    added = tuple(range(n_in, n_in + new_in)) + tuple(
+        range(n_in + new_in + n_out, n_in + new_in + n_out + new_out)
+    )
     return replace(
         o,
         stages=stages,
