@@ -171,7 +171,9 @@ def test_streamchains_are_named_after_the_layers_they_hold(plans) -> None:
     rows = plans["row spills"][1]
     named = [  # a chain whose outputs are all graph outputs keeps their names
         n
-        for n, op in zip(chain_labels(rows), (o for o in rows.operators if o.opcode == "StreamChain"))
+        for n, op in zip(
+            chain_labels(rows), (o for o in rows.operators if o.opcode == "StreamChain")
+        )
         if not set(op.outputs) <= set(rows.outputs)
     ]
     assert len(named) == 3 and all(n.startswith("StreamChain[") for n in named), named
@@ -236,3 +238,23 @@ def test_tflm_runs_the_tokens_bit_exact_at_the_same_head(plans, name: str) -> No
         measured.append((ran.stats["head"], ran.stats["tail"]))
     print(f"{name}: head, tail without tokens {measured[0]}, with {measured[1]}")
     assert measured[1][0] == measured[0][0]
+
+
+def test_describe_refuses_shapes_its_operators_do_not_fit(plans) -> None:
+    """The host hands every tensor's shape; a StreamChain whose held convolution gets a filter of
+    rank 1 is one error line for the host (a ValueError), not a traceback."""
+    from tinyseg_plugin import plugin
+
+    _, g = plans["streamed"]
+    op = next(op for op in g.operators if op.opcode == customops.STREAM_CHAIN)
+    args = dict(
+        op_id=op.index,
+        custom_code=op.opcode,
+        inputs=list(op.inputs),
+        outputs=list(op.outputs),
+        custom_options=bytes(op.custom_options),
+    )
+    good = plugin.tflite_tools_describe_operator(**args, shapes=[list(t.shape) for t in g.tensors])
+    assert good["macs"] > 0
+    with pytest.raises(plugin.PluginError, match="do not fit them"):
+        plugin.tflite_tools_describe_operator(**args, shapes=[[1] for _ in g.tensors])

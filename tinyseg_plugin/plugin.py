@@ -122,6 +122,20 @@ def tflite_tools_describe_operator(
         o = customops.decode(SimpleNamespace(opcode=custom_code, custom_options=custom_options))
     except TinySegError as exc:
         raise PluginError(f"tinyseg: operator {op_id} ({custom_code}): {exc}") from None
+    try:
+        outs, macs = _described(o, inputs, outputs, shapes)
+    except (ValueError, IndexError, TypeError):
+        raise PluginError(
+            f"tinyseg: operator {op_id} ({custom_code}): the shapes of the operators it holds "
+            "do not fit them; the file is damaged: optimize the original model again"
+        ) from None
+    return {"type": custom_code, "inputs": list(inputs), "outputs": outs, "macs": macs}
+
+
+def _described(o, inputs: list[int], outputs: list[int], shapes: list[list[int]]):
+    """The outputs in the order the host labels them by, and the MACs."""
+    from .contract import customops
+
     outs = list(outputs)
     macs = 0
     if isinstance(o, customops.StreamChainOptions):
@@ -137,7 +151,7 @@ def tflite_tools_describe_operator(
     elif isinstance(o, customops.FetchingConv2DOptions):
         filt, out = shapes[inputs[-2]], shapes[outputs[0]]
         macs = host_macs("CONV_2D", [[], filt], out, {})
-    return {"type": custom_code, "inputs": list(inputs), "outputs": outs, "macs": macs}
+    return outs, macs
 
 
 def host_macs(opcode: str, ins: list[list[int]], out: list[int], fields: dict) -> int:
