@@ -160,6 +160,8 @@ def test_kernels_take_operator_names_and_version_from_the_header() -> None:
             assert spelled_names(src.read_text()) == [], src.name
     ops_h = (KERNELS / "tinyseg_ops.h").read_text()
     assert "kTinySegContractVersion = tinyseg_ops::contract::kVersion;" in ops_h
+    assert "kTinySegOpCount = tinyseg_ops::contract::kOpCount;" in ops_h
+    assert f"kOpCount = {len(customops.TINYSEG_OPS)};" in HEADER.read_text()
     assert spelled_names('constexpr char kOp[] = "Spill";') == ["Spill"]
     assert spelled_names("constexpr int kTinySegContractVersion = 1;") == [
         "kTinySegContractVersion = 1"

@@ -52,6 +52,7 @@ from .customops import (
     STREAM_STAGE_OPS,
     STREAM_TENSOR_BYTES,
     STREAM_TENSOR_KEYS,
+    TINYSEG_OPS,
     ZERO_POINT_LIMITS,
 )
 from .stages import ROWS, keys
@@ -138,6 +139,8 @@ def header() -> str:
         f'constexpr char kFetching[] = "{FETCHING}";',
         f'constexpr char kFetchingConv2D[] = "{FETCHING_CONV_2D}";',
         f'constexpr char kStreamChain[] = "{STREAM_CHAIN}";',
+        "// How many custom operators the names above register.",
+        f"constexpr unsigned int kOpCount = {len(TINYSEG_OPS)};",
         "",
         "// Option keys.",
     ]

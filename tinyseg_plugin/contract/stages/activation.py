@@ -1,5 +1,5 @@
 """Activations and type conversions (tinyseg_stream_activation.cc; float32 rows also _float.cc,
-int16 rows _int16.cc and _int16_more.cc): one activation input, each row computed alone."""
+int16 rows also _int16_more.cc): one activation input, each row computed alone."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Pooling (tinyseg_stream_pool.cc; int16 rows: _int16.cc): one activation input, no constants."""
+"""Pooling (tinyseg_stream_pool.cc, int8 and int16 rows one template): one activation input, no
+constants."""
 
 from __future__ import annotations
 
