@@ -187,3 +187,13 @@ def test_each_operator_has_one_rule_and_the_switches_cover_every_rule() -> None:
         assert "gelu" in str(exc)
     else:
         raise AssertionError("a record with an unknown rule accepted")
+
+
+def test_no_int16_stage_of_an_operator_tflm_computes_on_float32_and_int8_only() -> None:
+    """ir/validate.py's FLOAT32_INT8_ONLY lists TFLM's own kernels' types (every operator the
+    interpreter runs, streamed or not), so it stays there; the registry must not hold an int16
+    stage TFLM's kernel refuses, or a streamed model would compute what TFLM cannot."""
+    from tinyseg_plugin.ir.validate import FLOAT32_INT8_ONLY
+
+    for op in FLOAT32_INT8_ONLY:
+        assert stages.find(op, "int16") is None, op
