@@ -175,7 +175,12 @@ def test_each_operator_has_one_rule_and_the_switches_cover_every_rule() -> None:
 
     for s in stages.STAGES:
         first = stages.by_op()[s.op]
-        assert (s.rule, s.same_shape, s.alpha) == (first.rule, first.same_shape, first.alpha), s
+        assert (s.rule, s.same_shape, s.alpha, s.reads_whole) == (
+            first.rule,
+            first.same_shape,
+            first.alpha,
+            first.reads_whole,
+        ), s
         assert s.row_rule in ("identity", "windowed", "upsampling", "padding", "accumulating")
     assert set(bodies._RULE_CHECKS) == set(stages.RULES)
     assert set(stream._ROW_MAPS) | {"mean"} == set(stages.RULES)

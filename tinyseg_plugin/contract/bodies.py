@@ -171,7 +171,7 @@ def whole_candidate(op: str, x: _Local) -> bool:
     (tinyseg_stream_arithmetic.cc WholeCandidate): a StreamChain input of one pixel, 1 x 1 x 1 x C,
     such as a squeeze-and-excitation gate broadcast over every row."""
     return (
-        op == "MUL"
+        stages.reads_whole(op)
         and x.kind == "input"
         and not x.constant
         and x.row_bytes > 0

@@ -831,7 +831,7 @@ def whole_index(op: str, inputs: tuple[int, ...] | list[int], candidate, constan
     """Which of a MUL stage's two inputs the kernel reads whole (tinyseg_stream_arithmetic.cc
     WholeIndex): the one-pixel StreamChain input (``candidate(local id)``) whose other operand is
     an activation (not ``constant(local id)``, not omitted) that is no candidate; -1: none."""
-    if op != "MUL" or len(inputs) != 2:
+    if not stages.reads_whole(op) or len(inputs) != 2:
         return -1
     cand = [t >= 0 and bool(candidate(t)) for t in inputs]
     const = [t < 0 or bool(constant(t)) for t in inputs]

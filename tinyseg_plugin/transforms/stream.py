@@ -219,7 +219,7 @@ def mean_problem(graph: Graph, op: Operator) -> str | None:
 
 def mean_hw(graph: Graph, op: Operator) -> bool:
     """Whether ``op`` is a MEAN the accumulating stage computes (``mean_problem``)."""
-    return op.opcode == "MEAN" and mean_problem(graph, op) is None
+    return stages.rule_of(op.opcode) == "mean" and mean_problem(graph, op) is None
 
 
 def steps(graph: Graph, i: int) -> int:
@@ -255,7 +255,7 @@ def whole_operand(graph: Graph, op: Operator, t: int) -> bool:
     whole from the arena and broadcasts it over every row, a squeeze-and-excitation gate
     (contract/bodies.py whole_index, tinyseg_stream_arithmetic.cc WholeIndex). ``find_chains``
     keeps its producer out of chains, so it is always a chain input."""
-    if op.opcode != "MUL" or len(op.inputs) != 2 or t not in op.inputs or t < 0:
+    if not stages.reads_whole(op.opcode) or len(op.inputs) != 2 or t not in op.inputs or t < 0:
         return False
     other = op.inputs[1 - op.inputs.index(t)]
     return (

@@ -38,6 +38,7 @@ __all__ = [
     "conversions",
     "find",
     "keys",
+    "reads_whole",
     "record_of",
     "row_local",
     "rows_of",
@@ -73,6 +74,12 @@ _ROWS_OF_TYPE = {"INT8": "quantized", "FLOAT32": "float32", "INT16": "int16"}
 def record_of(op: str) -> Stage | None:
     """The first record of ``op`` (by_op's), None when the kernel computes no stage of it."""
     return _BY_OP.get(op)
+
+
+def reads_whole(op: str) -> bool:
+    """Whether a stage of ``op`` may read a one-pixel operand whole (Stage.reads_whole)."""
+    s = _BY_OP.get(op)
+    return s is not None and s.reads_whole
 
 
 def rule_of(op: str) -> str | None:

@@ -50,7 +50,9 @@ class Stage:
     (the body check asks it of every "elementwise" and "conversion" stage); ``alpha``: where its
     alpha comes from ("field": an option the body carries, "input": a constant input that must not
     vary over rows); ``output_scale_log2``: the output scale TFLM's kernel needs (2^n);
-    ``refused_bias``: a bias type the search refuses with its own reason (type, reason)."""
+    ``refused_bias``: a bias type the search refuses with its own reason (type, reason);
+    ``reads_whole``: a one-pixel activation operand may be read whole from the arena and broadcast
+    over every row (a squeeze-and-excitation gate; tinyseg_stream_arithmetic.cc WholeCandidate)."""
 
     op: str
     rows: str
@@ -66,6 +68,7 @@ class Stage:
     alpha: str = ""
     output_scale_log2: int | None = None
     refused_bias: tuple[str, str] | tuple[()] = ()
+    reads_whole: bool = False
 
     def __post_init__(self) -> None:
         if self.rows not in ROWS or self.family not in FAMILIES or self.rule not in RULES:
