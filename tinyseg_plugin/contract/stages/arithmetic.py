@@ -7,7 +7,14 @@ from __future__ import annotations
 from .record import Stage
 
 STAGES = tuple(
-    Stage(op, rows, "arithmetic", activations=(0, 1))
+    Stage(
+        op,
+        rows,
+        "arithmetic",
+        activations=(0, 1),
+        rule="broadcast",
+        reads_whole=op == "MUL",
+    )
     for rows in ("quantized", "float32", "int16")
     for op in ("ADD", "SUB", "MUL")
 )

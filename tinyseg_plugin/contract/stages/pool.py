@@ -6,7 +6,7 @@ from __future__ import annotations
 from .record import Stage
 
 STAGES = tuple(
-    Stage(op, rows, "pool")
+    Stage(op, rows, "pool", rule="pool")
     for rows in ("quantized", "float32", "int16")
     for op in ("MAX_POOL_2D", "AVERAGE_POOL_2D")
 )
