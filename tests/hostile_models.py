@@ -301,6 +301,12 @@ def _tokens_of_a_body_tensor(m: dict, op) -> None:
     m["tokens"] = [_node_count(m)]
 
 
+def _first_input_a_token(m: dict, op) -> None:
+    """The chain's first input (its activation, before its filters) listed as a token: a token
+    is one of the node's last inputs or outputs (the kernel keeps no record of it)."""
+    m["tokens"] = [0]
+
+
 MUTATIONS: tuple[Mutation, ...] = (
     # sizes past 32 bits (the memory corruption: a per-channel pool counted in int32)
     Mutation(
@@ -482,6 +488,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         _row_io("sink", lambda m: [[_made_by_a_stage(m, 0), 3], [_made_by_a_stage(m, 1), 3]]),
     ),
     Mutation("stream_token_is_a_body_tensor", "stream", "StreamChain", _tokens_of_a_body_tensor),
+    Mutation("stream_token_before_other_inputs", "stream", "StreamChain", _first_input_a_token),
     # the per-channel requantization the model carries (read in place from flash)
     Mutation(
         "conv_quant_one_entry_short",

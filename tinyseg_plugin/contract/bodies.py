@@ -746,10 +746,18 @@ def _pairs(o: StreamChainOptions, loc: list[_Local]) -> None:
 
 def _row_streams(o: StreamChainOptions, loc: list[_Local], n_in: int, n_out: int) -> None:
     """source, sink and tokens as tinyseg_stream_body.cc's CountRowStreams and PrepareRowStreams
-    read them (after _pairs: a sourced or sunk tensor has a ring and is not fetched or spilled)."""
-    if len(set(o.tokens)) != len(o.tokens) or any(not 0 <= t < n_in + n_out for t in o.tokens):
+    read them (after _pairs: a sourced or sunk tensor has a ring and is not fetched or spilled).
+    Tokens are the node's last inputs and last outputs: the kernel keeps no record of them."""
+    ins = sum(0 <= t < n_in for t in o.tokens)
+    outs = len(o.tokens) - ins
+    if (
+        len(set(o.tokens)) != len(o.tokens)
+        or any(not 0 <= t < n_in + n_out for t in o.tokens)
+        or any(t < n_in - ins or n_in <= t < n_in + n_out - outs for t in o.tokens)
+    ):
         raise _BodyError(
-            f"tokens {list(o.tokens)} must be distinct node inputs and outputs (0..{n_in + n_out - 1})"
+            f"tokens {list(o.tokens)} must be distinct node inputs and outputs (0..{n_in + n_out - 1}), "
+            "the node's last inputs and last outputs"
         )
     for t in o.tokens:
         loc[t].token = True

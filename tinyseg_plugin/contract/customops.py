@@ -865,7 +865,8 @@ def stream_chain_body_parts(
     whole: frozenset[tuple[int, int]] = frozenset(),
 ) -> dict[str, int]:
     """What StreamChain's persistent block holds, in bytes by part: per chain-local tensor (the
-    operator's inputs and outputs, then the body's tensors) its record and its schedule entry;
+    operator's inputs and outputs but its tokens, which have no record, then the body's tensors)
+    its record and its schedule entry;
     per stage its record; per edge its row map; per spilled tensor its SpillStream; int32 arrays:
     rows done and held per tensor, the schedule's stages, every stage's operands, the outputs
     the schedule pulls (the operator's but its tokens, then the spilled, then the sunk); and
@@ -874,7 +875,7 @@ def stream_chain_body_parts(
     each table stage (ELU), in the same pool.
     ``out_channels``: each stage's output channels; ``constants``: local ids of constant inputs;
     ``whole``: (stage, local id) of MUL operands read whole (no edge, ``whole_index``)."""
-    num_local = num_inputs + num_outputs + len(o.tensors)
+    num_local = num_inputs + num_outputs + len(o.tensors) - len(set(o.tokens))
     stages = len(o.stages)
     edges = sum(
         len([t for t in stream_activation_inputs(st, constants) if (k, t) not in whole])

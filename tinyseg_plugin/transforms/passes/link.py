@@ -7,8 +7,8 @@ outputs a token, a tensor of zero elements, and every operator that reads the sl
 FetchingConv2D, a StreamChain that fetches rows) takes the writer's token as an input. A
 StreamChain is named after the layers it holds (``StreamChain[conv2d_1..conv2d_4]``), so the
 operator has a name where tflite has none: its token carries the name, or, for a chain that writes
-no slot, its first output when that is no graph output (a rename costs nothing; a token costs its
-tensor records in the tail; a chain whose outputs are all graph outputs keeps their names). TFLM plans no arena bytes for a tensor of zero bytes
+no slot, its first output when that is no graph output (a rename costs nothing; a token costs TFLM's
+tensor records in the tail, and no StreamChain keeps a record of it; a chain whose outputs are all graph outputs keeps their names). TFLM plans no arena bytes for a tensor of zero bytes
 (micro_allocation_info.cc: ``needs_allocating`` is false), so the head is unchanged; the kernels
 take token inputs and outputs and never touch their data (docs/custom_ops.md)."""
 
