@@ -249,7 +249,9 @@ def test_row_sources_sinks_and_tokens_round_trip_and_are_absent_when_empty() -> 
     assert customops.stream_chain_body_bytes(replace(plain, sink=((4, 2),)), [2], 2, 1) == base + 4
     tokens_out = replace(plain, tokens=(2,))
     assert customops.stream_chain_body_bytes(tokens_out, [2], 2, 1) == base - 4 - record
-    assert customops.stream_chain_body_bytes(replace(plain, tokens=(1,)), [2], 2, 1) == base - record
+    assert (
+        customops.stream_chain_body_bytes(replace(plain, tokens=(1,)), [2], 2, 1) == base - record
+    )
 
 
 def test_quant_tables_are_typed_int32_and_leave_the_persistent_block() -> None:

@@ -90,16 +90,20 @@ void* FetchingInit(TfLiteContext* context, const char* buffer, size_t length) {
   return h;
 }
 
-TfLiteStatus FetchingPrepare(TfLiteContext* context, TfLiteNode* node) {
-  TF_LITE_ENSURE_MSG(context, node->user_data != nullptr,
-                     "Fetching: bad custom options (see the message above)");
-  auto* h = static_cast<FetchingHeader*>(node->user_data);
+// One output; the inputs: the in-RAM operands, then tokens (zero elements, never read).
+TfLiteStatus CheckWiring(TfLiteContext* context, TfLiteNode* node, const FetchingHeader* h) {
   TF_LITE_ENSURE_EQ(context, NumOutputs(node), 1);
   const int n_ram = h->operands - h->num_fetched;
   TF_LITE_ENSURE_MSG(context, NumInputs(node) >= n_ram,
                      "Fetching: fewer inputs than in-RAM operands");
-  TF_LITE_ENSURE_STATUS(
-      tinyseg_ops::CheckTokens(context, node, true, n_ram, NumInputs(node) - n_ram, kOp));
+  return tinyseg_ops::CheckTokens(context, node, true, n_ram, NumInputs(node) - n_ram, kOp);
+}
+
+TfLiteStatus FetchingPrepare(TfLiteContext* context, TfLiteNode* node) {
+  TF_LITE_ENSURE_MSG(context, node->user_data != nullptr,
+                     "Fetching: bad custom options (see the message above)");
+  auto* h = static_cast<FetchingHeader*>(node->user_data);
+  TF_LITE_ENSURE_STATUS(CheckWiring(context, node, h));
   MicroContext* micro_context = GetMicroContext(context);
   TfLiteTensor* out = micro_context->AllocateTempOutputTensor(node, 0);
   TF_LITE_ENSURE(context, out != nullptr);

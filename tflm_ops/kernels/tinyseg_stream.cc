@@ -4,8 +4,7 @@
 // planner's figures (ring_bytes, op_scratch, spilled, fetched, block) and the body -- stages
 // (builtin operators over chain-local tensor ids), tensors (intermediates, the skips it spills or
 // fetches row by row), spill and fetch (local id, slot), rings (local id, rows), source and sink
-// (local id, index of the Runtime's row source or sink) and tokens (the node's last inputs and
-// outputs, tensors without data: no record in the persistent block).
+// (local id, index of the Runtime's row source or sink) and tokens (its last inputs and outputs).
 //
 // Eval follows tinyseg/chain_schedule.h: every output row of every stage is computed exactly
 // once, when a reader first needs it. An intermediate lives in a RowRing of exactly the rows the

@@ -668,8 +668,7 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
       int64_t channels = 0;
       TF_LITE_ENSURE_MSG(context, d->accumulator_bytes == 0,
                          "StreamChain: a chain has at most one accumulating stage (MEAN)");
-      TF_LITE_ENSURE_STATUS(
-          StageChannels(context, node, num_local, body, At(outs, 0), &channels));
+      TF_LITE_ENSURE_STATUS(StageChannels(context, node, num_local, body, At(outs, 0), &channels));
       d->accumulator_bytes = static_cast<int32_t>(channels * contract::kStreamAccumulatorBytes);
     }
     if (contract::LookupTableStage(op)) {
@@ -734,9 +733,8 @@ namespace {
 // The stage's operands into the pool, and one schedule edge per distinct activation input that is
 // not a constant; g.input is the first of them.
 TfLiteStatus StageOperands(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
-                           const Tables& tab,
-                           int32_t index, const flexbuffers::Reference& ins, StageSlot& g,
-                           int32_t* operand_next, int32_t* edge_next) {
+                           const Tables& tab, int32_t index, const flexbuffers::Reference& ins,
+                           StageSlot& g, int32_t* operand_next, int32_t* edge_next) {
   const int32_t first_edge = *edge_next;
   // Every operand first: ReadWhole looks at both of a MUL's.
   for (int32_t k = 0; k < g.operand_count; ++k) {
