@@ -14,6 +14,7 @@
 #include "tinyseg/remote_protocol.h"
 #include "tinyseg/spill_manager.h"
 #include "tinytest.h"
+#include "spill_tables.h"
 
 using namespace tinyseg;
 using namespace tinyseg::remote;
@@ -396,24 +397,14 @@ TEST(SpillManagerOverRemoteBlockDevice) {
   RemoteBlockDevice dev(r.client, 6, g, LinkModel{92160, 1000000});
   CHECK_OK(dev.Init());
   SyncEraseQueue q(dev);
-  SpillSlot slots[2];
-  SectorInfo sectors[8];
-  uint8_t staging[512];
-  SpillMemory mem;
-  mem.slots = slots;
-  mem.num_slots = 2;
-  mem.sectors = sectors;
-  mem.num_sectors = 8;
-  SpillConfig cfg;
-  cfg.region_size = g.total_size;
-  cfg.assume_erased = true;
-  SpillManager m(dev, q, cfg, mem);
+  SpillTables tb(2, 8, 512);
+  SpillManager m(dev, q, ErasedRegion(g.total_size), tb.memory());
   CHECK_OK(m.Init());
   // An activation-like tensor: 60% of the values are the zero point.
   Rng rng(11);
   std::vector<uint8_t> t(40 * 60 * 16);
   for (auto& v : t) v = rng.Below(10) < 6 ? 0x80 : static_cast<uint8_t>(rng.Next());
-  CHECK_OK(m.Spill(1, t.data(), t.size(), 1, ByteSpan{staging, sizeof(staging)}));
+  CHECK_OK(m.Spill(1, t.data(), t.size(), 1, tb.span()));
   CHECK(m.stats().encoded_bytes < t.size());
   const uint64_t wire_before = r.client.stats().bytes_received;
   std::vector<uint8_t> band(5 * 60 * 16);
