@@ -158,6 +158,14 @@ std::vector<uint8_t> Pattern(size_t n, uint64_t seed) {
   return v;
 }
 
+// Reads data.size() bytes of `slot` from `offset` back: true when the read succeeds and they are
+// `data`.
+bool ReadsBack(RemoteClient& client, uint32_t slot, uint32_t offset,
+               const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> back(data.size());
+  return Ok(client.Read(slot, offset, back.data(), back.size())) && back == data;
+}
+
 }  // namespace
 
 TEST(Crc32MatchesZlib) {
@@ -263,9 +271,7 @@ TEST(EveryCommandRoundTrips) {
   uint32_t size = 0;
   CHECK_OK(r.client.Size(3, &size));
   CHECK_EQ(size, 10100u);
-  std::vector<uint8_t> back(data.size());
-  CHECK_OK(r.client.Read(3, 100, back.data(), back.size()));
-  CHECK(back == data);
+  CHECK(ReadsBack(r.client, 3, 100, data));
   uint8_t head[100];
   CHECK_OK(r.client.Read(3, 0, head, sizeof(head)));  // gap before the write is erased
   for (uint8_t b : head) CHECK_EQ(b, 0xFF);
@@ -294,9 +300,7 @@ TEST(ChunkSizeIsNegotiated) {
   CHECK_EQ(r.client.chunk_bytes(), 256u);
   const std::vector<uint8_t> data = Pattern(3000, 2);
   CHECK_OK(r.client.Write(0, 0, data.data(), data.size()));
-  std::vector<uint8_t> back(data.size());
-  CHECK_OK(r.client.Read(0, 0, back.data(), back.size()));
-  CHECK(back == data);
+  CHECK(ReadsBack(r.client, 0, 0, data));
   CHECK_EQ(r.client.stats().requests, 1u + 12u + 12u);
 }
 
@@ -311,9 +315,7 @@ TEST(CorruptedRequestIsNakedAndResent) {
   CHECK_EQ(r.client.stats().naks, 1u);
   CHECK_EQ(r.client.stats().retries, 1u);
   CHECK_EQ(r.server.stats().bad_frames, 1u);
-  std::vector<uint8_t> back(data.size());
-  CHECK_OK(r.client.Read(1, 0, back.data(), back.size()));
-  CHECK(back == data);
+  CHECK(ReadsBack(r.client, 1, 0, data));
 }
 
 TEST(CorruptedResponseIsResentFromTheHostCache) {
@@ -324,9 +326,7 @@ TEST(CorruptedResponseIsResentFromTheHostCache) {
   CHECK_OK(r.client.Hello());
   const std::vector<uint8_t> data = Pattern(2048, 4);
   CHECK_OK(r.client.Write(2, 0, data.data(), data.size()));
-  std::vector<uint8_t> back(data.size());
-  CHECK_OK(r.client.Read(2, 0, back.data(), back.size()));
-  CHECK(back == data);
+  CHECK(ReadsBack(r.client, 2, 0, data));
   CHECK_EQ(r.client.stats().bad_frames, 1u);
   CHECK_EQ(r.server.stats().duplicates, 1u);  // not executed twice
 }
@@ -344,9 +344,7 @@ TEST(LostResponseTimesOutAndRetries) {
   CHECK_OK(r.client.Write(4, 10, data.data(), data.size()));
   CHECK_EQ(r.client.stats().timeouts, 1u);
   CHECK(r.link.now_ - t0 >= 50u);
-  std::vector<uint8_t> back(data.size());
-  CHECK_OK(r.client.Read(4, 10, back.data(), back.size()));
-  CHECK(back == data);
+  CHECK(ReadsBack(r.client, 4, 10, data));
 }
 
 TEST(StaleDuplicateResponsesAreIgnored) {
@@ -357,9 +355,7 @@ TEST(StaleDuplicateResponsesAreIgnored) {
   CHECK_OK(r.client.Hello());
   const std::vector<uint8_t> data = Pattern(3000, 6);
   CHECK_OK(r.client.Write(5, 0, data.data(), data.size()));
-  std::vector<uint8_t> back(data.size());
-  CHECK_OK(r.client.Read(5, 0, back.data(), back.size()));
-  CHECK(back == data);
+  CHECK(ReadsBack(r.client, 5, 0, data));
   CHECK_EQ(r.client.stats().stale, 1u);
 }
 
