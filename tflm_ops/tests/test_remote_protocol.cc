@@ -147,6 +147,11 @@ struct Rig {
         link(server, f),
         client_buf(ClientBufferBytes(cc.max_payload)),
         client(link, cc, client_buf.data(), client_buf.size()) {}
+  // The client's Init, then its Hello to the host.
+  Status Connect() {
+    const Status s = client.Init();
+    return s != Status::kOk ? s : client.Hello();
+  }
 };
 
 std::vector<uint8_t> Pattern(size_t n, uint64_t seed) {
@@ -295,8 +300,7 @@ TEST(EveryCommandRoundTrips) {
 
 TEST(ChunkSizeIsNegotiated) {
   Rig r{Faults(), 256};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   CHECK_EQ(r.client.chunk_bytes(), 256u);
   const std::vector<uint8_t> data = Pattern(3000, 2);
   CHECK_OK(r.client.Write(0, 0, data.data(), data.size()));
@@ -308,8 +312,7 @@ TEST(CorruptedRequestIsNakedAndResent) {
   Faults f;
   f.corrupt_request = 2;  // hello, write#1, then write#2 is corrupted
   Rig r{f};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   const std::vector<uint8_t> data = Pattern(4000, 3);
   CHECK_OK(r.client.Write(1, 0, data.data(), data.size()));
   CHECK_EQ(r.client.stats().naks, 1u);
@@ -322,8 +325,7 @@ TEST(CorruptedResponseIsResentFromTheHostCache) {
   Faults f;
   f.corrupt_response = 3;  // hello ack, 2 write acks, then the first read's data
   Rig r{f};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   const std::vector<uint8_t> data = Pattern(2048, 4);
   CHECK_OK(r.client.Write(2, 0, data.data(), data.size()));
   CHECK(ReadsBack(r.client, 2, 0, data));
@@ -337,8 +339,7 @@ TEST(LostResponseTimesOutAndRetries) {
   ClientConfig cc;
   cc.timeout_ms = 50;
   Rig r{f, 1024, cc};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   const std::vector<uint8_t> data = Pattern(1500, 5);
   const uint32_t t0 = r.link.now_;
   CHECK_OK(r.client.Write(4, 10, data.data(), data.size()));
@@ -351,8 +352,7 @@ TEST(StaleDuplicateResponsesAreIgnored) {
   Faults f;
   f.duplicate_response = 1;  // the first write's ack arrives twice
   Rig r{f};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   const std::vector<uint8_t> data = Pattern(3000, 6);
   CHECK_OK(r.client.Write(5, 0, data.data(), data.size()));
   CHECK(ReadsBack(r.client, 5, 0, data));
@@ -366,8 +366,7 @@ TEST(SilentHostGivesTimeoutAfterRetries) {
   cc.timeout_ms = 100;
   cc.max_attempts = 3;
   Rig r{f, 1024, cc};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   uint8_t buf[64] = {1, 2, 3};
   CHECK_OK(r.client.Write(0, 0, buf, sizeof(buf)));
   const uint32_t t0 = r.link.now_;
@@ -383,8 +382,7 @@ TEST(SilentHostGivesTimeoutAfterRetries) {
 
 TEST(SpillManagerOverRemoteBlockDevice) {
   Rig r{Faults()};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   Geometry g;
   g.read_size = 1;
   g.program_size = 1;
@@ -419,8 +417,7 @@ TEST(SpillManagerOverRemoteBlockDevice) {
 
 TEST(CacheBatchesSmallCallsAndStaysCoherent) {
   Rig r{Faults()};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   Geometry g;
   g.erase_size = 4096;
   g.total_size = 64 * 1024;
