@@ -123,7 +123,7 @@ TfLiteStatus PadGeometry(const StageArgs& a, StageSlot& g) {
 
 // Float32 PAD: TFLM's float PAD without constant values pads with 0.0f.
 TfLiteStatus PreparePadFloat(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteFloat32));
   g.pad.value = -1;
   g.pad.float_value = 0.0f;
   return PadGeometry(a, g);
@@ -132,7 +132,7 @@ TfLiteStatus PreparePadFloat(const StageArgs& a, StageSlot& g) {
 // Float32 PADV2: its pad value, a constant float32 scalar (as pad.cc reads constant_values).
 TfLiteStatus PreparePadv2Float(const StageArgs& a, StageSlot& g) {
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, out));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, out, kTfLiteFloat32));
   g.pad.value = ConstantOperand(*a.tab, g, 1, false);
   TF_LITE_ENSURE_STATUS(PadGeometry(a, g));
   return PadValue(a, out, g.pad);
@@ -167,7 +167,7 @@ PadParams PadParamsOf(const PadStage& ps, const StageRow& r) {
 
 TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, out, kTfLiteInt8));
   TF_LITE_ENSURE(a.context, out.zero_point >= INT8_MIN && out.zero_point <= INT8_MAX);
   PadStage& ps = g.pad;
   ps.value = g.op == StageOp::kPadv2 ? ConstantOperand(*a.tab, g, 1, false) : -1;
@@ -213,7 +213,7 @@ TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
 
 // int16 PAD: pad.cc pads int16 with 0 without constant values (int16 rows have zero point 0).
 TfLiteStatus PreparePadInt16(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteInt16));
   g.pad.value = -1;
   g.pad.pad_value = 0;
   return PadGeometry(a, g);
@@ -354,7 +354,7 @@ TfLiteStatus PrepareResizeBilinear(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, out, kTfLiteInt8));
   bool align = false, half = false;
   TF_LITE_ENSURE_STATUS(BilinearFlags(a, &align, &half));
   TF_LITE_ENSURE_MSG(context, in.channels == out.channels && in.height > 0 && in.width > 0,
