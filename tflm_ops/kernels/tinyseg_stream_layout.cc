@@ -155,14 +155,18 @@ PadParams PadParamsOf(const PadStage& ps, const StageRow& r) {
   return p;
 }
 
+// reference_ops::Pad of one output row, padding with `pad_value`.
+template <typename T>
+::tinyseg::Status ReferencePadRow(const PadStage& ps, const StageRow& r, T pad_value) {
+  reference_ops::Pad(PadParamsOf(ps, r), r.in_shape, reinterpret_cast<const T*>(r.src), &pad_value,
+                     r.out_shape, reinterpret_cast<T*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
 }  // namespace
 
 ::tinyseg::Status PadFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  const PadParams p = PadParamsOf(g.pad, r);
-  const float pad_value = g.pad.float_value;
-  reference_ops::Pad(p, r.in_shape, reinterpret_cast<const float*>(r.src), &pad_value, r.out_shape,
-                     reinterpret_cast<float*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return ReferencePadRow(g.pad, r, g.pad.float_value);
 }
 
 TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
@@ -196,19 +200,7 @@ TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
     CountOptimizedRow(v);
     return ::tinyseg::Status::kOk;
   }
-  PadParams p = {};
-  p.left_padding_count = 4;
-  p.right_padding_count = 4;
-  p.left_padding[1] = r.rows == 0 ? 1 : 0;
-  p.left_padding[2] = ps.left;
-  p.right_padding[2] = ps.right;
-  p.left_padding[3] = ps.front;
-  p.right_padding[3] = ps.back;
-  p.resizing_category = ResizingCategory::kGenericResize;
-  const int8_t pad_value = static_cast<int8_t>(ps.pad_value);
-  reference_ops::Pad(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src), &pad_value, r.out_shape,
-                     reinterpret_cast<int8_t*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return ReferencePadRow(ps, r, row.pad_value);
 }
 
 // int16 PAD: pad.cc pads int16 with 0 without constant values (int16 rows have zero point 0).
@@ -220,11 +212,7 @@ TfLiteStatus PreparePadInt16(const StageArgs& a, StageSlot& g) {
 }
 
 ::tinyseg::Status PadInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
-  const PadParams p = PadParamsOf(g.pad, r);
-  const int16_t pad_value = static_cast<int16_t>(g.pad.pad_value);
-  reference_ops::Pad(p, r.in_shape, reinterpret_cast<const int16_t*>(r.src), &pad_value,
-                     r.out_shape, reinterpret_cast<int16_t*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return ReferencePadRow(g.pad, r, static_cast<int16_t>(g.pad.pad_value));
 }
 
 // By an integer factor, without align_corners: row y reads row y / factor, checked against TFLM's
