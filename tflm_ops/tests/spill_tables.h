@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "tinyseg/spill_manager.h"
@@ -35,6 +36,21 @@ inline tinyseg::SpillConfig ErasedRegion(uint64_t size) {
   cfg.region_size = size;
   cfg.assume_erased = true;
   return cfg;
+}
+
+// Fetches `slot` whole into `out`: true when the fetch succeeds and its first t.size() bytes are
+// `t`.
+inline bool FetchesBack(tinyseg::SpillManager& m, uint32_t slot, const std::vector<uint8_t>& t,
+                        std::vector<uint8_t>& out) {
+  return tinyseg::Ok(m.Fetch(slot, out.data(), out.size())) &&
+         std::memcmp(out.data(), t.data(), t.size()) == 0;
+}
+
+// Fetches `len` bytes of `slot` from `offset` into `out`: true when they are t[offset, +len).
+inline bool FetchesRange(tinyseg::SpillManager& m, uint32_t slot, size_t offset, size_t len,
+                         const std::vector<uint8_t>& t, std::vector<uint8_t>& out) {
+  return tinyseg::Ok(m.FetchRange(slot, offset, len, out.data())) &&
+         std::memcmp(out.data(), &t[offset], len) == 0;
 }
 
 #endif  // TINYSEG_TESTS_SPILL_TABLES_H_

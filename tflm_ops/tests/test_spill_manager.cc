@@ -76,17 +76,13 @@ TEST(SpillFetchRoundTripWithRotationAndWear) {
     CHECK_OK(m.Spill(0, t0.data(), t0.size(), 1, tb.span()));
     CHECK_OK(m.Spill(1, t1.data(), t1.size(), 1, tb.span()));
     CHECK_OK(m.Spill(2, t2.data(), t2.size(), 1, tb.span()));
-    CHECK_OK(m.Fetch(2, out.data(), out.size()));
-    CHECK(std::memcmp(out.data(), t2.data(), t2.size()) == 0);
+    CHECK(FetchesBack(m, 2, t2, out));
     CHECK_OK(m.Release(2));
     // Row band of t1 (rows 10..19 of a 50x100 tensor).
-    CHECK_OK(m.FetchRange(1, 1000, 1000, out.data()));
-    CHECK(std::memcmp(out.data(), &t1[1000], 1000) == 0);
-    CHECK_OK(m.Fetch(1, out.data(), out.size()));
-    CHECK(std::memcmp(out.data(), t1.data(), t1.size()) == 0);
+    CHECK(FetchesRange(m, 1, 1000, 1000, t1, out));
+    CHECK(FetchesBack(m, 1, t1, out));
     CHECK_OK(m.Release(1));
-    CHECK_OK(m.Fetch(0, out.data(), out.size()));
-    CHECK(std::memcmp(out.data(), t0.data(), t0.size()) == 0);
+    CHECK(FetchesBack(m, 0, t0, out));
     CHECK_OK(m.Release(0));
     m.EndInference();
     if (inf == 0) programmed_before = m.stats().bytes_programmed;
@@ -150,8 +146,7 @@ TEST(BlockChosenPerSpill) {
     std::vector<uint8_t> out(t.size());
     CHECK_OK(m.Fetch(s, out.data(), out.size()));
     CHECK(out == t);
-    CHECK_OK(m.FetchRange(s, 1001, 333, out.data()));
-    CHECK(std::memcmp(out.data(), &t[1001], 333) == 0);
+    CHECK(FetchesRange(m, s, 1001, 333, t, out));
   }
   CHECK(m.slot(1)->length > m.slot(2)->length);  // smaller blocks: more headers
   // A block the codec cannot take (not a multiple of the element size, or too big).
@@ -181,8 +176,7 @@ TEST(ElementSizesAndH7FlashWords) {
       CHECK_OK(m.Fetch(slot, out.data(), out.size()));
       CHECK(out == t);
       // An element-unaligned byte range too.
-      CHECK_OK(m.FetchRange(slot, 3, 101, out.data()));
-      CHECK(std::memcmp(out.data(), &t[3], 101) == 0);
+      CHECK(FetchesRange(m, slot, 3, 101, t, out));
     }
   }
   CHECK_EQ(b.sim.access_stats().rejected_programs, 0u);
@@ -242,8 +236,7 @@ TEST(ReadSizeBiggerThanOneUsesBounceBuffer) {
     for (size_t off = 0; off < t.size(); off += 301) {
       const size_t len = off + 77 <= t.size() ? 77 : t.size() - off;
       const uint64_t before = m.stats().bytes_read;
-      CHECK_OK(m.FetchRange(0, off, len, out.data()));
-      CHECK(std::memcmp(out.data(), &t[off], len) == 0);
+      CHECK(FetchesRange(m, 0, off, len, t, out));
       CHECK_EQ((m.stats().bytes_read - before) % 16, 0u);  // whole read units only
     }
   }
