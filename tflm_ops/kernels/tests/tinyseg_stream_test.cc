@@ -292,10 +292,12 @@ struct Display {
   }
 };
 
-// y = CONV(CONV(x), stride 2) with x from row source 0 and y to row sink 1: node inputs [token,
-// f1, b1, f2, b2], node output [token] (local 5), body x (6), m (7), y (8). `extra` writes other
-// source, sink and tokens entries (a hostile body).
-std::vector<uint8_t> RowIoChain(std::function<void(flexbuffers::Builder&)> extra = nullptr) {
+// y = CONV(CONV(x), stride 2) with x from row source 0 and y to row sink 1: node inputs [f1, b1,
+// f2, b2, token] (tokens come last), node output [token] (local 5), body x (6), m (7), y (8).
+// `extra` writes other source, sink and tokens entries (a hostile body); `spill` spills body
+// tensors.
+std::vector<uint8_t> RowIoChain(std::function<void(flexbuffers::Builder&)> extra = nullptr,
+                                const std::vector<std::vector<int>>& spill = {}) {
   if (!extra) {
     extra = [](flexbuffers::Builder& f) {
       f.Vector("source", [&]() {
@@ -311,26 +313,26 @@ std::vector<uint8_t> RowIoChain(std::function<void(flexbuffers::Builder&)> extra
         });
       });
       f.Vector("tokens", [&]() {
-        f.Int(0);
+        f.Int(4);
         f.Int(5);
       });
     };
   }
-  return ChainOptions(3 * kW * kC + 3 * kW * kM + kYW * kY, 0, 0,
+  return ChainOptions(3 * kW * kC + 3 * kW * kM + kYW * kY, static_cast<int>(spill.size()), 0,
                       {{"CONV_2D",
-                        {6, 1, 2},
+                        {6, 0, 1},
                         7,
                         "Conv2DOptions",
                         [](flexbuffers::Builder& f) { ConvFields(f, 1, 1); }},
                        {"CONV_2D",
-                        {7, 3, 4},
+                        {7, 2, 3},
                         8,
                         "Conv2DOptions",
                         [](flexbuffers::Builder& f) { ConvFields(f, 2, 0); }}},
                       {{"x", {1, kH, kW, kC}, kXScale, kXZp},
                        {"m", {1, kH, kW, kM}, kMScale, kMZp},
                        {"y", {1, kYH, kYW, kY}, kYScale, kYZp}},
-                      {}, {}, {{6, 3}, {7, 3}, {8, 1}}, 0, "INT8", extra);
+                      spill, {}, {{6, 3}, {7, 3}, {8, 1}}, 0, "INT8", extra);
 }
 
 // A source/sink/tokens body as `pairs` of source, sink and the tokens list.
@@ -972,11 +974,11 @@ TF_LITE_MICRO_TEST(RowSourceAndSinkMatchTwoConvolutions) {
   static int8_t token_in[1] = {7}, token_out[4];
   int token_dims[] = {1, 1};
   int token_out_dims[] = {2, 2, 2};
-  TfLiteTensor t[] = {CreateQuantizedTensor(token_in, IntArrayFromInts(token_dims), 1.0f, 0),
-                      c1.filter,
+  TfLiteTensor t[] = {c1.filter,
                       c1.bias,
                       c2.filter,
                       c2.bias,
+                      CreateQuantizedTensor(token_in, IntArrayFromInts(token_dims), 1.0f, 0),
                       CreateQuantizedTensor(token_out, IntArrayFromInts(token_out_dims), 1.0f, 0)};
   const std::vector<int> ins = {0, 1, 2, 3, 4}, outs = {5};
   ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
@@ -1032,16 +1034,17 @@ TF_LITE_MICRO_TEST(RowSourceAndSinkMatchTwoConvolutions) {
     rt.sinks[k] = {Display::Write, &display};
   }
   const std::function<void(flexbuffers::Builder&)> hostile[] = {
-      RowIo({{6, 8}}, {{8, 1}}, {0, 5}),          // a source index past kMaxRowStreams
-      RowIo({{6, 0}}, {{8, -1}}, {0, 5}),         // a negative sink index
-      RowIo({{7, 0}}, {{8, 1}}, {0, 5}),          // a source a stage writes
-      RowIo({{6, 0}, {7, 0}}, {{8, 1}}, {0, 5}),  // one source index twice (on a made tensor)
-      RowIo({{6, 0}}, {{8, 1}, {7, 1}}, {0, 5}),  // one sink index twice
-      RowIo({{6, 0}}, {{6, 1}}, {0, 5}),          // a tensor sourced and sunk
-      RowIo({{6, 0}}, {{8, 1}}, {0, 6}),          // a token that is a body tensor
-      RowIo({{6, 0}}, {{8, 1}}, {0, 5, 0}),       // a token twice
-      RowIo({{6, 0}}, {{8, 1}}, {0}),             // an output no stage writes, not a token
-      RowIo({{6, 0}}, {{8, 1}}, {1, 5}),          // a stage reads a token
+      RowIo({{6, 8}}, {{8, 1}}, {4, 5}),          // a source index past kMaxRowStreams
+      RowIo({{6, 0}}, {{8, -1}}, {4, 5}),         // a negative sink index
+      RowIo({{7, 0}}, {{8, 1}}, {4, 5}),          // a source a stage writes
+      RowIo({{6, 0}, {7, 0}}, {{8, 1}}, {4, 5}),  // one source index twice (on a made tensor)
+      RowIo({{6, 0}}, {{8, 1}, {7, 1}}, {4, 5}),  // one sink index twice
+      RowIo({{6, 0}}, {{6, 1}}, {4, 5}),          // a tensor sourced and sunk
+      RowIo({{6, 0}}, {{8, 1}}, {4, 6}),          // a token that is a body tensor
+      RowIo({{6, 0}}, {{8, 1}}, {4, 5, 4}),       // a token twice
+      RowIo({{6, 0}}, {{8, 1}}, {4}),             // an output no stage writes, not a token
+      RowIo({{6, 0}}, {{8, 1}}, {3, 4, 5}),       // a stage reads a token
+      RowIo({{6, 0}}, {{8, 1}}, {0, 5}),          // a token before the node's other inputs
   };
   for (const auto& edit : hostile) {
     TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, PrepareChain(&rt, t, 6, ins, outs, RowIoChain(edit)));
@@ -1049,23 +1052,8 @@ TF_LITE_MICRO_TEST(RowSourceAndSinkMatchTwoConvolutions) {
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, PrepareChain(&rt, t, 6, ins, outs, RowIoChain()));
 
   // A tensor both spilled and sunk.
-  const std::vector<uint8_t> spilled_and_sunk = ChainOptions(
-      3 * kW * kC + 3 * kW * kM + kYW * kY, 1, 0,
-      {{"CONV_2D",
-        {6, 1, 2},
-        7,
-        "Conv2DOptions",
-        [](flexbuffers::Builder& f) { ConvFields(f, 1, 1); }},
-       {"CONV_2D",
-        {7, 3, 4},
-        8,
-        "Conv2DOptions",
-        [](flexbuffers::Builder& f) { ConvFields(f, 2, 0); }}},
-      {{"x", {1, kH, kW, kC}, kXScale, kXZp},
-       {"m", {1, kH, kW, kM}, kMScale, kMZp},
-       {"y", {1, kYH, kYW, kY}, kYScale, kYZp}},
-      {{8, kSlot}}, {}, {{6, 3}, {7, 3}, {8, 1}}, 0, "INT8", RowIo({{6, 0}}, {{8, 1}}, {0, 5}));
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, PrepareChain(&rt, t, 6, ins, outs, spilled_and_sunk));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteError,
+                          PrepareChain(&rt, t, 6, ins, outs, RowIoChain(nullptr, {{8, kSlot}})));
 }
 
 TF_LITE_MICRO_TESTS_END
