@@ -127,13 +127,13 @@ def _spillable(graph: Graph, segments: list[list[int]], shared: bool = False) ->
 
 @dataclass
 class _Tidy:
-    """The chain search's last step, from the best climb's plan (``score``, ``cuts``, ``spills``):
+    """The chain search's last step, from a climb's plan (``score``, ``cuts``, ``spills``):
     drop each cut and each spill the objective does not need (a cut also when the plan ranks the
     same: fewer operators, a smaller tail). First those whose drop keeps the head; then, where the
     objective ranks by the total, those whose tables cost more than the head they save (in one
     pass, an early drop that traded head for tail left a later cut needed: ResUNet-a's default plan
-    kept 496 B more), and a cut beside each one left (the climbs also spend rounds on tail bytes
-    and one may end before it tries them: the Tiny U-Net's --target min plan kept 208 B more),
+    kept 624 B more), and a cut beside each one left (the climbs also spend rounds on tail bytes
+    and one may end before it tries them: the Tiny U-Net's --target min plan kept 304 B more),
     dropping again after one is taken. ``priced(cuts, spills)``: the plan's score."""
 
     graph: Graph
@@ -373,7 +373,7 @@ def choose_streaming(
             (best_cost, spills), current, found = result + (True,)
     # The best climb's plan, tidied (_Tidy); where the objective ranks by the total, every climb's:
     # the tail a climb's plan carries is what tidying takes away, so the best plan before it need
-    # not be the best after (the public person detector's --stream-io plan kept 1,248 B more).
+    # not be the best after (the public person detector's --stream-io plan kept 1,616 B more).
     tidied = [(best_cost, current, spills)]
     if objective.by_total:
         tidied = [(score, cuts, kept) for (cuts, kept), score in ends.items()]
