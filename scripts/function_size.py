@@ -1,8 +1,8 @@
-"""Keeps the StreamChain kernel in small pieces: fails when a function in one of its C++ files is
+"""Keeps the TinySeg kernels in small pieces: fails when a function in one of their C++ files is
 longer than --max-function lines (signature to closing brace) or its dispatcher file is longer than
 --max-dispatcher lines, so the table of stage families does not grow back into one switch.
 
-Run: python scripts/function_size.py [FILE.cc ...]   (default: tflm_ops/kernels/tinyseg_stream*.cc)
+Run: python scripts/function_size.py [FILE.cc ...]   (default: tflm_ops/kernels/tinyseg_*.cc)
 Exit 0 when every file is within the limits, 1 when one is not (each listed), 2 for a missing file.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_GLOB = "tflm_ops/kernels/tinyseg_stream*.cc"
+DEFAULT_GLOB = "tflm_ops/kernels/tinyseg_*.cc"
 DISPATCHER = "tinyseg_stream.cc"
 # Braces whose body holds definitions, not statements.
 _CONTAINER = re.compile(r"^(namespace\b|extern\s*\"C\"|(struct|class|union)\b)")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The code style, enforced: ruff (lint, and format at 100 columns; pyproject.toml) over the Python
 # files and clang-format (.clang-format, 100 columns) over the C++ ones git tracks, and
-# scripts/function_size.py over the StreamChain kernel (no function over 80 lines, its dispatcher
+# scripts/function_size.py over the TinySeg kernels (no function over 80 lines, the dispatcher
 # under 300). Generated files are left as their generator writes them.
 #   bash scripts/style.sh          check: lists what is off, exits 1 if anything is
 #   bash scripts/style.sh --fix    rewrite the files in place

@@ -774,6 +774,29 @@ def bilinear_seg(
     return b.build([final])
 
 
+def deeplab_like(seed: int = 0, dtype: str = "FLOAT32") -> "fb.ModelT":
+    """A small DeepLabV3 (MobileNetV2 encoder, ASPP head): a stride-2 stem, inverted residual
+    blocks, a global-pool branch up-sampled with RESIZE_BILINEAR and concatenated with a 1x1
+    branch, a classifier, and a final RESIZE_BILINEAR to the input's size."""
+    rng = np.random.default_rng(seed)
+    b = ModelBuilder(dtype=dtype, seed=seed)
+    size = int(rng.choice([17, 25, 33, 41]))
+    x = b.input([1, size, size, 3])
+    x = b.conv(x, 8, stride=2)
+    x = b.conv(b.depthwise(x), 4, k=1, relu=False)
+    for blk in range(int(rng.integers(2, 5))):
+        stride = 2 if blk == 0 else 1
+        c = b.shapes[x][3]
+        e = b.depthwise(b.conv(x, c * 6, k=1), stride=stride)
+        y = b.conv(e, int(rng.choice([4, 8])) if stride == 2 else c, k=1, relu=False)
+        x = b.add(x, y) if b.shapes[y] == b.shapes[x] else y
+    h = b.shapes[x][1]
+    pooled = b.conv(b.pool(x, "AVERAGE_POOL_2D", k=h, stride=h), 16, k=1)
+    y = b.concat([b.resize_bilinear(pooled, (h, h)), b.conv(x, 16, k=1)])
+    y = b.conv(b.conv(y, 16, k=1), int(rng.choice([6, 12, 21])), k=1, relu=False)
+    return b.build([b.resize_bilinear(y, (size, size))])
+
+
 def float_stages_unet(seed: int = 0, h: int = 24, w: int = 20) -> "fb.ModelT":
     """A float32 U-Net with every float32 stage the StreamChain kernel computes (CONV_2D,
     DEPTHWISE_CONV_2D, RELU6, PAD, MAX_POOL_2D, AVERAGE_POOL_2D, RESIZE_NEAREST_NEIGHBOR, MUL, ADD,

@@ -160,7 +160,47 @@ def test_kernels_take_operator_names_and_version_from_the_header() -> None:
             assert spelled_names(src.read_text()) == [], src.name
     ops_h = (KERNELS / "tinyseg_ops.h").read_text()
     assert "kTinySegContractVersion = tinyseg_ops::contract::kVersion;" in ops_h
+    assert "kTinySegOpCount = tinyseg_ops::contract::kOpCount;" in ops_h
+    assert f"kOpCount = {len(customops.TINYSEG_OPS)};" in HEADER.read_text()
     assert spelled_names('constexpr char kOp[] = "Spill";') == ["Spill"]
     assert spelled_names("constexpr int kTinySegContractVersion = 1;") == [
         "kTinySegContractVersion = 1"
     ]
+
+
+def test_each_operator_has_one_rule_and_the_switches_cover_every_rule() -> None:
+    """The records of one operator agree on their rule (body check, admission and row map are
+    picked by it), every rule has a row map and a body check, and an estimated operator has no
+    stage."""
+    from tinyseg_plugin.contract import bodies
+    from tinyseg_plugin.transforms import stream
+
+    for s in stages.STAGES:
+        first = stages.by_op()[s.op]
+        assert (s.rule, s.same_shape, s.alpha, s.reads_whole) == (
+            first.rule,
+            first.same_shape,
+            first.alpha,
+            first.reads_whole,
+        ), s
+        assert s.row_rule in ("identity", "windowed", "upsampling", "padding", "accumulating")
+    assert set(bodies._RULE_CHECKS) == set(stages.RULES)
+    assert set(stream._ROW_MAPS) | {"mean"} == set(stages.RULES)
+    assert not set(stages.ESTIMATED) & {s.op for s in stages.STAGES}
+    assert stream.ROW_LOCAL == {s.op for s in stages.STAGES} | set(stages.ESTIMATED)
+    try:
+        stages.Stage("CONV_2D", "int16", "conv", rule="gelu")
+    except ValueError as exc:
+        assert "gelu" in str(exc)
+    else:
+        raise AssertionError("a record with an unknown rule accepted")
+
+
+def test_no_int16_stage_of_an_operator_tflm_computes_on_float32_and_int8_only() -> None:
+    """ir/validate.py's FLOAT32_INT8_ONLY lists TFLM's own kernels' types (every operator the
+    interpreter runs, streamed or not), so it stays there; the registry must not hold an int16
+    stage TFLM's kernel refuses, or a streamed model would compute what TFLM cannot."""
+    from tinyseg_plugin.ir.validate import FLOAT32_INT8_ONLY
+
+    for op in FLOAT32_INT8_ONLY:
+        assert stages.find(op, "int16") is None, op

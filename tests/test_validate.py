@@ -47,16 +47,19 @@ def hybrid_model() -> "fb.ModelT":
     return b.build([y])
 
 
-def float16_model() -> "fb.ModelT":
-    """Float16 weights behind DEQUANTIZE (a common converter output): TFLM's DEQUANTIZE refuses float16."""
+def float16_model(layers: int = 1) -> "fb.ModelT":
+    """Float16 weights behind DEQUANTIZE (a common converter output): TFLM's DEQUANTIZE refuses float16.
+    ``layers`` convolutions, each with its own DEQUANTIZE, as the converter writes them."""
     b = ModelBuilder(dtype="FLOAT32")
-    x = b.input([1, 8, 8, 3])
-    w16 = b._tensor([4, 3, 3, 3], "FLOAT16", "w16", np.ones([4, 3, 3, 3], np.float16))
-    w = b.activation([4, 3, 3, 3], "w32")
-    b._op("DEQUANTIZE", [w16], [w])
-    bias = b._tensor([4], "FLOAT32", "b", np.zeros(4, np.float32))
-    y = b.activation([1, 8, 8, 4], "y")
-    b._op("CONV_2D", [x, w, bias], [y], fb.BuiltinOptions.Conv2DOptions, _conv_options())
+    y = b.input([1, 8, 8, 3])
+    for k in range(layers):
+        c = 3 if k == 0 else 4
+        w16 = b._tensor([4, 3, 3, c], "FLOAT16", f"w16_{k}", np.ones([4, 3, 3, c], np.float16))
+        w = b.activation([4, 3, 3, c], f"w32_{k}")
+        b._op("DEQUANTIZE", [w16], [w])
+        bias = b._tensor([4], "FLOAT32", f"b{k}", np.zeros(4, np.float32))
+        x, y = y, b.activation([1, 8, 8, 4], f"y{k}")
+        b._op("CONV_2D", [x, w, bias], [y], fb.BuiltinOptions.Conv2DOptions, _conv_options())
     return b.build([y])
 
 
@@ -282,6 +285,20 @@ def test_analyze_is_not_exact_where_tflm_refuses(
     assert any(reason in r for r in d["not_exact_because"]), d["not_exact_because"]
     rc, _, out = _cli(capfd, ["analyze", str(path)])
     assert "exact: false" in out and reason in out and "NOT exact" in out
+
+
+def test_a_refusal_repeated_per_layer_is_one_sentence(tmp_path: Path, capfd) -> None:
+    """Float16 weights give one refused DEQUANTIZE per layer: analyze says it once and names the
+    other operators, rather than one identical sentence per layer."""
+    path = tmp_path / "f16.tflite"
+    save_model(float16_model(layers=12), path)
+    d = _analyze_json(capfd, path)
+    assert d["exact"] is False and len(d["not_exact_because"]) == 1, d["not_exact_because"]
+    why = d["not_exact_because"][0]
+    assert why.startswith("TFLM refuses the model: operator 0 'DEQUANTIZE' turns FLOAT16"), why
+    assert why.endswith("(so do 11 more operators: 2, 4, 6, 8, 10, 12, 14, 16, ...)"), why
+    rc, _, out = _cli(capfd, ["analyze", str(path)])
+    assert rc == 0 and out.count("turns FLOAT16 into FLOAT32") == 1, out
 
 
 def test_static_refusals_agree_with_the_interpreter() -> None:

@@ -20,6 +20,8 @@ constexpr char kSpill[] = "Spill";
 constexpr char kFetching[] = "Fetching";
 constexpr char kFetchingConv2D[] = "FetchingConv2D";
 constexpr char kStreamChain[] = "StreamChain";
+// How many custom operators the names above register.
+constexpr unsigned int kOpCount = 4;
 
 // Option keys.
 constexpr char kKeyActivation[] = "activation";

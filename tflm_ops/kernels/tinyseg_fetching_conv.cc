@@ -74,80 +74,43 @@ bool ParseActivation(const char* s, TfLiteFusedActivation* out) {
   return true;
 }
 
-void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length) {
-  tinyseg_ops::Options options;
-  if (!options.Open(kOp, buffer, length)) return nullptr;
-  int64_t axis = 0, operands = 0, block = 0, sh = 0, sw = 0, dh = 0, dw = 0, rows = 0;
-  int32_t num_fetched = 0;
-  const char* padding_name = nullptr;
-  const char* activation_name = nullptr;
-  if (!options.Int(contract::kKeyAxis, &axis) || !options.Int(contract::kKeyOperands, &operands) ||
-      !options.Int(contract::kKeyBlock, &block) || !options.Int(contract::kKeyStrideH, &sh) ||
-      !options.Int(contract::kKeyStrideW, &sw) || !options.Int(contract::kKeyDilationH, &dh) ||
-      !options.Int(contract::kKeyDilationW, &dw) || !options.Int(contract::kKeyBandRows, &rows) ||
-      !options.String(contract::kKeyPadding, &padding_name) ||
-      !options.String(contract::kKeyActivation, &activation_name) ||
-      !tinyseg_ops::CountFetched(options, &num_fetched)) {
-    return nullptr;
-  }
-  // Optional (absent in older models): like CONV_2D's Conv2DOptions.quantized_bias_type, it
-  // picks the int32 accumulator for an int16 convolution without bias.
-  bool int32_accumulator = false;
+// The optional quantized_bias_type (absent in older models): like CONV_2D's
+// Conv2DOptions.quantized_bias_type, INT32 picks the int32 accumulator for an int16 convolution
+// without bias.
+bool ParseBiasType(const tinyseg_ops::Options& options, bool* int32_accumulator) {
+  *int32_accumulator = false;
   const flexbuffers::Reference bias_type = options.map()[contract::kKeyQuantizedBiasType];
-  if (!bias_type.IsNull()) {
-    if (!bias_type.IsString()) {
-      MicroPrintf("FetchingConv2D: quantized_bias_type must be a string");
-      return nullptr;
-    }
-    const char* name = bias_type.AsString().c_str();
-    if (std::strcmp(name, "INT32") == 0) {
-      int32_accumulator = true;
-    } else if (std::strcmp(name, "NONE") != 0 && std::strcmp(name, "INT64") != 0) {
-      MicroPrintf("FetchingConv2D: quantized_bias_type must be NONE, INT32 or INT64");
-      return nullptr;
-    }
+  if (bias_type.IsNull()) return true;
+  if (!bias_type.IsString()) {
+    MicroPrintf("FetchingConv2D: quantized_bias_type must be a string");
+    return false;
   }
-  TfLitePadding padding = kTfLitePaddingUnknown;
-  TfLiteFusedActivation activation = kTfLiteActNone;
-  if (axis != contract::kConvAxis || !ParsePadding(padding_name, &padding) ||
-      !ParseActivation(activation_name, &activation) || num_fetched > operands) {
-    MicroPrintf(
-        "FetchingConv2D: needs axis 3, padding SAME/VALID, a known "
-        "activation and at most `operands` fetched operands");
-    return nullptr;
+  const char* name = bias_type.AsString().c_str();
+  if (std::strcmp(name, "INT32") == 0) {
+    *int32_accumulator = true;
+  } else if (std::strcmp(name, "NONE") != 0 && std::strcmp(name, "INT64") != 0) {
+    MicroPrintf("FetchingConv2D: quantized_bias_type must be NONE, INT32 or INT64");
+    return false;
   }
-  const size_t bytes = tinyseg_ops::kFetchingConvHeaderBytes +
-                       static_cast<size_t>(num_fetched) * sizeof(FetchedConvOperand);
-  auto* h = static_cast<FetchingConvHeader*>(context->AllocatePersistentBuffer(context, bytes));
-  if (h == nullptr) return nullptr;
-  std::memset(h, 0, tinyseg_ops::kFetchingConvHeaderBytes);
-  h->num_fetched = static_cast<int16_t>(num_fetched);
-  h->operands = static_cast<int16_t>(operands);
-  h->band_rows = static_cast<int32_t>(rows);
-  h->band_index = -1;
-  h->staging_index = -1;
-  h->stride_h = static_cast<int16_t>(sh);
-  h->stride_w = static_cast<int16_t>(sw);
-  h->dilation_h = static_cast<int16_t>(dh);
-  h->dilation_w = static_cast<int16_t>(dw);
-  h->staging_bytes = static_cast<uint16_t>(tinyseg_ops::StagingBytes(static_cast<int32_t>(block)));
-  h->padding = static_cast<uint8_t>(padding);
-  h->int32_accumulator = int32_accumulator ? 1 : 0;
-  h->activation = static_cast<uint8_t>(activation);
+  return true;
+}
+
+// The fetched entries into the header: rank 4, each at its own position below `operands`.
+bool ReadFetchedOperands(const tinyseg_ops::Options& options, FetchingConvHeader* h) {
   FetchedConvOperand* f = tinyseg_ops::ConvOperands(h);
-  for (int32_t i = 0; i < num_fetched; ++i) {
+  for (int32_t i = 0; i < h->num_fetched; ++i) {
     tinyseg_ops::FetchedOption o;
-    if (!tinyseg_ops::ReadFetched(options, i, &o)) return nullptr;
-    if (o.rank != contract::kConvRank || o.position >= operands) {
+    if (!tinyseg_ops::ReadFetched(options, i, &o)) return false;
+    if (o.rank != contract::kConvRank || o.position >= h->operands) {
       MicroPrintf("FetchingConv2D: fetched[%d] must be rank 4 with position < %d",
-                  static_cast<int>(i), static_cast<int>(operands));
-      return nullptr;
+                  static_cast<int>(i), static_cast<int>(h->operands));
+      return false;
     }
     for (int32_t j = 0; j < i; ++j) {
       if (f[j].position == o.position) {
         MicroPrintf("FetchingConv2D: two fetched operands at position %d",
                     static_cast<int>(o.position));
-        return nullptr;
+        return false;
       }
     }
     f[i].position = static_cast<int16_t>(o.position);  // < operands <= kMaxOperands
@@ -158,7 +121,68 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
     f[i].channels = static_cast<size_t>(o.shape[3]);
     f[i].elements = o.elements;
   }
-  return h;
+  return true;
+}
+
+// The options every FetchingConv2D has, parsed.
+struct ConvOptions {
+  int64_t axis = 0, operands = 0, block = 0, sh = 0, sw = 0, dh = 0, dw = 0, rows = 0;
+  int32_t num_fetched = 0;
+  TfLitePadding padding = kTfLitePaddingUnknown;
+  TfLiteFusedActivation activation = kTfLiteActNone;
+  bool int32_accumulator = false;
+};
+
+bool ReadConvOptions(const tinyseg_ops::Options& options, ConvOptions* o) {
+  const char* padding_name = nullptr;
+  const char* activation_name = nullptr;
+  if (!options.Int(contract::kKeyAxis, &o->axis) ||
+      !options.Int(contract::kKeyOperands, &o->operands) ||
+      !options.Int(contract::kKeyBlock, &o->block) || !options.Int(contract::kKeyStrideH, &o->sh) ||
+      !options.Int(contract::kKeyStrideW, &o->sw) ||
+      !options.Int(contract::kKeyDilationH, &o->dh) ||
+      !options.Int(contract::kKeyDilationW, &o->dw) ||
+      !options.Int(contract::kKeyBandRows, &o->rows) ||
+      !options.String(contract::kKeyPadding, &padding_name) ||
+      !options.String(contract::kKeyActivation, &activation_name) ||
+      !tinyseg_ops::CountFetched(options, &o->num_fetched) ||
+      !ParseBiasType(options, &o->int32_accumulator)) {
+    return false;
+  }
+  if (o->axis != contract::kConvAxis || !ParsePadding(padding_name, &o->padding) ||
+      !ParseActivation(activation_name, &o->activation) || o->num_fetched > o->operands) {
+    MicroPrintf(
+        "FetchingConv2D: needs axis 3, padding SAME/VALID, a known "
+        "activation and at most `operands` fetched operands");
+    return false;
+  }
+  return true;
+}
+
+void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length) {
+  tinyseg_ops::Options options;
+  ConvOptions o;
+  if (!options.Open(kOp, buffer, length) || !ReadConvOptions(options, &o)) return nullptr;
+  const size_t bytes = tinyseg_ops::kFetchingConvHeaderBytes +
+                       static_cast<size_t>(o.num_fetched) * sizeof(FetchedConvOperand);
+  auto* h = static_cast<FetchingConvHeader*>(context->AllocatePersistentBuffer(context, bytes));
+  if (h == nullptr) return nullptr;
+  std::memset(h, 0, tinyseg_ops::kFetchingConvHeaderBytes);
+  h->num_fetched = static_cast<int16_t>(o.num_fetched);
+  h->operands = static_cast<int16_t>(o.operands);
+  h->band_rows = static_cast<int32_t>(o.rows);
+  h->band_index = -1;
+  h->staging_index = -1;
+  h->stride_h = static_cast<int16_t>(o.sh);
+  h->stride_w = static_cast<int16_t>(o.sw);
+  h->dilation_h = static_cast<int16_t>(o.dh);
+  h->dilation_w = static_cast<int16_t>(o.dw);
+  h->staging_bytes =
+      static_cast<uint16_t>(tinyseg_ops::StagingBytes(static_cast<int32_t>(o.block)));
+  h->padding = static_cast<uint8_t>(o.padding);
+  h->int32_accumulator = o.int32_accumulator ? 1 : 0;
+  h->activation = static_cast<uint8_t>(o.activation);
+  return ReadFetchedOperands(options, h) ? h : nullptr;
 }
 
 // The rows the band logic (tinyseg/band.h) works on: the kernel's height geometry.
@@ -263,6 +287,104 @@ TfLiteStatus CheckRegions(TfLiteContext* context, FetchingConvHeader* h) {
   return kTfLiteOk;
 }
 
+// The output, filter and bias types and shapes (contract::ConvTypes, ConvBiasType).
+TfLiteStatus CheckFilterAndBias(TfLiteContext* context, const PrepareTensors& t) {
+  const TfLiteType type = t.out->type;
+  TF_LITE_ENSURE_MSG(context, contract::ConvTypes(type, t.filter->type),
+                     "FetchingConv2D: supports float32, int8 and int16x8 (int8 filters)");
+  TF_LITE_ENSURE_EQ(context, t.out->dims->size, 4);
+  TF_LITE_ENSURE_EQ(context, t.filter->dims->size, 4);
+  const int32_t out_c = t.out->dims->data[3];
+  TF_LITE_ENSURE_EQ(context, t.filter->dims->data[0], out_c);
+  // A float32 or int8 convolution takes its bias (the fusion pass always passes the CONV_2D's);
+  // only int16 may go without, its accumulator then chosen by quantized_bias_type.
+  TF_LITE_ENSURE_MSG(context, t.bias != nullptr || type == kTfLiteInt16,
+                     "FetchingConv2D: a float32 or int8 convolution needs its bias input");
+  if (t.bias != nullptr) {
+    TF_LITE_ENSURE_MSG(context, contract::ConvBiasType(type, t.bias->type),
+                       "FetchingConv2D: unsupported bias type");
+    TF_LITE_ENSURE_EQ(context, NumElements(t.bias), out_c);
+  }
+  return kTfLiteOk;
+}
+
+// The padding and the output's size from the image (in_h x in_w) and the filter, checked against
+// the output tensor; the padding into the header.
+TfLiteStatus PrepareGeometry(TfLiteContext* context, FetchingConvHeader* h, const PrepareTensors& t,
+                             int32_t in_h, int32_t in_w, TfLitePaddingValues* pad) {
+  const int32_t kh = t.filter->dims->data[1];
+  const int32_t kw = t.filter->dims->data[2];
+  // The dilated filter spans at most kMaxDilationH rows and columns, so the padding (kept in 16
+  // bits) and every window product fit: a larger span would be computed with a truncated padding.
+  TF_LITE_ENSURE_MSG(
+      context,
+      kh >= 1 && kw >= 1 &&
+          static_cast<int64_t>(kh - 1) * h->dilation_h + 1 <= contract::kMaxDilationH &&
+          static_cast<int64_t>(kw - 1) * h->dilation_w + 1 <= contract::kMaxDilationW,
+      "FetchingConv2D: the dilated filter spans more than 32767 rows or columns");
+  int out_h = 0, out_w = 0;
+  *pad =
+      ComputePaddingHeightWidth(h->stride_h, h->stride_w, h->dilation_h, h->dilation_w, in_h, in_w,
+                                kh, kw, static_cast<TfLitePadding>(h->padding), &out_h, &out_w);
+  TF_LITE_ENSURE_EQ(context, out_h, t.out->dims->data[1]);
+  TF_LITE_ENSURE_EQ(context, out_w, t.out->dims->data[2]);
+  TF_LITE_ENSURE_MSG(context, h->band_rows <= out_h,
+                     "FetchingConv2D: band_rows is more than the output's rows");
+  TF_LITE_ENSURE(context, pad->height <= INT16_MAX && pad->width <= INT16_MAX);
+  h->pad_h = static_cast<int16_t>(pad->height);
+  h->pad_w = static_cast<int16_t>(pad->width);
+  return kTfLiteOk;
+}
+
+// Per-channel quantization, kept like TFLM's CONV_2D keeps it
+// (PopulateConvolutionQuantizationParams), and the offsets; float32 keeps the arrays unused.
+TfLiteStatus PrepareQuantization(TfLiteContext* context, FetchingConvHeader* h,
+                                 const PrepareTensors& t) {
+  const int32_t out_c = t.out->dims->data[3];
+  static_assert(contract::kPerChannelBytes == sizeof(int32_t), "contract: int32 per channel");
+  h->per_channel_multiplier = static_cast<int32_t*>(
+      context->AllocatePersistentBuffer(context, out_c * contract::kPerChannelBytes));
+  h->per_channel_shift = static_cast<int32_t*>(
+      context->AllocatePersistentBuffer(context, out_c * contract::kPerChannelBytes));
+  TF_LITE_ENSURE(context, h->per_channel_multiplier != nullptr && h->per_channel_shift != nullptr);
+  h->input_offset = 0;
+  h->output_offset = 0;
+  if (t.out->type == kTfLiteFloat32) return kTfLiteOk;
+  TF_LITE_ENSURE_MSG(context, t.input != nullptr,
+                     "FetchingConv2D: a quantized operator needs an in-RAM operand "
+                     "to read the input quantization from");
+  TF_LITE_ENSURE_EQ(context, t.filter->quantization.type, kTfLiteAffineQuantization);
+  const auto* affine = static_cast<const TfLiteAffineQuantization*>(t.filter->quantization.params);
+  TF_LITE_ENSURE(context,
+                 affine != nullptr && affine->scale != nullptr && affine->zero_point != nullptr);
+  TF_LITE_ENSURE(context, affine->scale->size == 1 || affine->scale->size == out_c);
+  int32_t unused_multiplier = 0;
+  int unused_shift = 0;
+  TF_LITE_ENSURE_STATUS(PopulateConvolutionQuantizationParams(
+      context, t.input, t.filter, t.bias, t.out, static_cast<TfLiteFusedActivation>(h->activation),
+      &unused_multiplier, &unused_shift, &h->activation_min, &h->activation_max,
+      h->per_channel_multiplier, h->per_channel_shift, out_c));
+  h->input_offset = -t.input->params.zero_point;
+  h->output_offset = t.out->params.zero_point;
+  return kTfLiteOk;
+}
+
+// The band buffer (the image rows one band reads, never more than the image) and the staging
+// buffer, requested from the arena.
+TfLiteStatus RequestBuffers(TfLiteContext* context, FetchingConvHeader* h, const PrepareTensors& t,
+                            int32_t in_h, int32_t in_w, int32_t in_c, int32_t pad_top) {
+  const ::tinyseg::ConvRows rows = BandGeometry(h, in_h, t.filter->dims->data[1]);
+  ::tinyseg::PaddingRows pad_rows;
+  TF_LITE_ENSURE(context, ::tinyseg::Ok(::tinyseg::ComputePaddingRows(rows, t.out->dims->data[1],
+                                                                      &pad_rows)) &&
+                              pad_rows.top == pad_top);
+  const size_t band_bytes = ::tinyseg::BandBufferBytes(
+      rows, h->band_rows, in_w, in_c, static_cast<int32_t>(tinyseg_ops::ElementBytes(t.out->type)));
+  TF_LITE_ENSURE(context, band_bytes > 0);
+  TF_LITE_ENSURE_STATUS(context->RequestScratchBufferInArena(context, band_bytes, &h->band_index));
+  return context->RequestScratchBufferInArena(context, h->staging_bytes, &h->staging_index);
+}
+
 TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
   TF_LITE_ENSURE_MSG(context, node->user_data != nullptr,
                      "FetchingConv2D: bad custom options (see the message above)");
@@ -285,93 +407,17 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
   t.filter = t.mc->AllocateTempInputTensor(node, n_in);
   TF_LITE_ENSURE(context, t.filter != nullptr);
   t.bias = t.mc->AllocateTempInputTensor(node, n_in + 1);
-
-  const TfLiteType type = t.out->type;
-  TF_LITE_ENSURE_MSG(context, contract::ConvTypes(type, t.filter->type),
-                     "FetchingConv2D: supports float32, int8 and int16x8 (int8 filters)");
-  TF_LITE_ENSURE_EQ(context, t.out->dims->size, 4);
-  TF_LITE_ENSURE_EQ(context, t.filter->dims->size, 4);
-  const int32_t out_c = t.out->dims->data[3];
-  TF_LITE_ENSURE_EQ(context, t.filter->dims->data[0], out_c);
-  // A float32 or int8 convolution takes its bias (the fusion pass always passes the CONV_2D's);
-  // only int16 may go without, its accumulator then chosen by quantized_bias_type.
-  TF_LITE_ENSURE_MSG(context, t.bias != nullptr || type == kTfLiteInt16,
-                     "FetchingConv2D: a float32 or int8 convolution needs its bias input");
-  if (t.bias != nullptr) {
-    TF_LITE_ENSURE_MSG(context, contract::ConvBiasType(type, t.bias->type),
-                       "FetchingConv2D: unsupported bias type");
-    TF_LITE_ENSURE_EQ(context, NumElements(t.bias), out_c);
-  }
+  TF_LITE_ENSURE_STATUS(CheckFilterAndBias(context, t));
 
   int32_t in_h = 0, in_w = 0, in_c = 0;
   TF_LITE_ENSURE_STATUS(CheckOperands(context, node, h, t, operands, &in_h, &in_w, &in_c));
   TF_LITE_ENSURE_MSG(context, in_c == t.filter->dims->data[3],
                      "FetchingConv2D: operand channels do not add up to the "
                      "filter's input channels");
-
-  const int32_t kh = t.filter->dims->data[1];
-  const int32_t kw = t.filter->dims->data[2];
-  // The dilated filter spans at most kMaxDilationH rows and columns, so the padding (kept in 16
-  // bits) and every window product fit: a larger span would be computed with a truncated padding.
-  TF_LITE_ENSURE_MSG(
-      context,
-      kh >= 1 && kw >= 1 &&
-          static_cast<int64_t>(kh - 1) * h->dilation_h + 1 <= contract::kMaxDilationH &&
-          static_cast<int64_t>(kw - 1) * h->dilation_w + 1 <= contract::kMaxDilationW,
-      "FetchingConv2D: the dilated filter spans more than 32767 rows or columns");
-  int out_h = 0, out_w = 0;
-  const TfLitePaddingValues pad =
-      ComputePaddingHeightWidth(h->stride_h, h->stride_w, h->dilation_h, h->dilation_w, in_h, in_w,
-                                kh, kw, static_cast<TfLitePadding>(h->padding), &out_h, &out_w);
-  TF_LITE_ENSURE_EQ(context, out_h, t.out->dims->data[1]);
-  TF_LITE_ENSURE_EQ(context, out_w, t.out->dims->data[2]);
-  TF_LITE_ENSURE_MSG(context, h->band_rows <= out_h,
-                     "FetchingConv2D: band_rows is more than the output's rows");
-  TF_LITE_ENSURE(context, pad.height <= INT16_MAX && pad.width <= INT16_MAX);
-  h->pad_h = static_cast<int16_t>(pad.height);
-  h->pad_w = static_cast<int16_t>(pad.width);
-
-  // Per-channel quantization, kept like TFLM's CONV_2D keeps it.
-  static_assert(contract::kPerChannelBytes == sizeof(int32_t), "contract: int32 per channel");
-  h->per_channel_multiplier = static_cast<int32_t*>(
-      context->AllocatePersistentBuffer(context, out_c * contract::kPerChannelBytes));
-  h->per_channel_shift = static_cast<int32_t*>(
-      context->AllocatePersistentBuffer(context, out_c * contract::kPerChannelBytes));
-  TF_LITE_ENSURE(context, h->per_channel_multiplier != nullptr && h->per_channel_shift != nullptr);
-  if (type != kTfLiteFloat32) {
-    TF_LITE_ENSURE_MSG(context, t.input != nullptr,
-                       "FetchingConv2D: a quantized operator needs an in-RAM operand "
-                       "to read the input quantization from");
-    TF_LITE_ENSURE_EQ(context, t.filter->quantization.type, kTfLiteAffineQuantization);
-    const auto* affine =
-        static_cast<const TfLiteAffineQuantization*>(t.filter->quantization.params);
-    TF_LITE_ENSURE(context,
-                   affine != nullptr && affine->scale != nullptr && affine->zero_point != nullptr);
-    TF_LITE_ENSURE(context, affine->scale->size == 1 || affine->scale->size == out_c);
-    int32_t unused_multiplier = 0;
-    int unused_shift = 0;
-    TF_LITE_ENSURE_STATUS(PopulateConvolutionQuantizationParams(
-        context, t.input, t.filter, t.bias, t.out,
-        static_cast<TfLiteFusedActivation>(h->activation), &unused_multiplier, &unused_shift,
-        &h->activation_min, &h->activation_max, h->per_channel_multiplier, h->per_channel_shift,
-        out_c));
-    h->input_offset = -t.input->params.zero_point;
-    h->output_offset = t.out->params.zero_point;
-  } else {
-    h->input_offset = 0;
-    h->output_offset = 0;
-  }
-
-  // The band buffer: the image rows one band reads, never more than the image.
-  const ::tinyseg::ConvRows rows = BandGeometry(h, in_h, kh);
-  ::tinyseg::PaddingRows pad_rows;
-  TF_LITE_ENSURE(context, ::tinyseg::Ok(::tinyseg::ComputePaddingRows(rows, out_h, &pad_rows)) &&
-                              pad_rows.top == pad.height);
-  const size_t band_bytes = ::tinyseg::BandBufferBytes(
-      rows, h->band_rows, in_w, in_c, static_cast<int32_t>(tinyseg_ops::ElementBytes(type)));
-  TF_LITE_ENSURE(context, band_bytes > 0);
-  TF_LITE_ENSURE_STATUS(context->RequestScratchBufferInArena(context, band_bytes, &h->band_index));
-  return context->RequestScratchBufferInArena(context, h->staging_bytes, &h->staging_index);
+  TfLitePaddingValues pad = {};
+  TF_LITE_ENSURE_STATUS(PrepareGeometry(context, h, t, in_h, in_w, &pad));
+  TF_LITE_ENSURE_STATUS(PrepareQuantization(context, h, t));
+  return RequestBuffers(context, h, t, in_h, in_w, in_c, pad.height);
 }
 
 // Everything Eval needs about the node, gathered once per invocation.
@@ -478,94 +524,115 @@ TfLiteStatus ConvBand(TfLiteContext* context, const EvalView& v, const ConvParam
   }
 }
 
-TfLiteStatus FetchingConvEval(TfLiteContext* context, TfLiteNode* node) {
-  EvalView v;
-  v.h = static_cast<FetchingConvHeader*>(node->user_data);
-  v.n_in = NumInputs(node) - 2;
-  v.operands = v.n_in + v.h->num_fetched;
-  v.rt = nullptr;
-  if (v.h->num_fetched > 0) {
-    v.rt = tinyseg_ops::GetRuntime(context, kOp);
-    if (v.rt == nullptr) return kTfLiteError;
+// The node's shapes, the runtime and the scratch buffers into `v`; every fetched slot checked.
+TfLiteStatus OpenView(TfLiteContext* context, TfLiteNode* node, EvalView* v) {
+  v->h = static_cast<FetchingConvHeader*>(node->user_data);
+  v->n_in = NumInputs(node) - 2;
+  v->operands = v->n_in + v->h->num_fetched;
+  v->rt = nullptr;
+  if (v->h->num_fetched > 0) {
+    v->rt = tinyseg_ops::GetRuntime(context, kOp);
+    if (v->rt == nullptr) return kTfLiteError;
   }
+  const TfLiteEvalTensor* filter = micro::GetEvalInput(context, node, v->n_in);
+  const TfLiteEvalTensor* out = micro::GetEvalOutput(context, node, 0);
+  v->batches = out->dims->data[0];
+  v->out_h = out->dims->data[1];
+  v->out_w = out->dims->data[2];
+  v->out_c = out->dims->data[3];
+  v->in_c = filter->dims->data[3];
+  if (v->n_in > 0) {
+    const TfLiteEvalTensor* first = micro::GetEvalInput(context, node, 0);
+    v->in_h = first->dims->data[1];
+    v->in_w = first->dims->data[2];
+  } else {
+    v->in_h = tinyseg_ops::ConvOperands(v->h)[0].height;
+    v->in_w = tinyseg_ops::ConvOperands(v->h)[0].width;
+  }
+  v->elem = tinyseg_ops::ElementBytes(out->type);
+  v->band = static_cast<uint8_t*>(context->GetScratchBuffer(context, v->h->band_index));
+  v->staging = static_cast<uint8_t*>(context->GetScratchBuffer(context, v->h->staging_index));
+  TF_LITE_ENSURE(context, v->band != nullptr && v->staging != nullptr);
+  const FetchedConvOperand* fetched = tinyseg_ops::ConvOperands(v->h);
+  for (int32_t i = 0; i < v->h->num_fetched; ++i) {
+    TF_LITE_ENSURE_STATUS(tinyseg_ops::CheckSlot(*v->rt, fetched[i].region, fetched[i].slot,
+                                                 fetched[i].elements * v->elem, kOp));
+  }
+  return kTfLiteOk;
+}
+
+// CONV_2D's ConvParams from the header (the band's top padding is set per band).
+ConvParams ParamsOf(const FetchingConvHeader* h) {
+  ConvParams params = {};
+  params.padding_type = h->padding == kTfLitePaddingSame ? PaddingType::kSame : PaddingType::kValid;
+  params.padding_values.width = h->pad_w;
+  params.stride_width = h->stride_w;
+  params.stride_height = h->stride_h;
+  params.dilation_width_factor = h->dilation_w;
+  params.dilation_height_factor = h->dilation_h;
+  params.input_offset = h->input_offset;
+  params.weights_offset = 0;
+  params.output_offset = h->output_offset;
+  params.quantized_activation_min = h->activation_min;
+  params.quantized_activation_max = h->activation_max;
+  CalculateActivationRange(static_cast<TfLiteFusedActivation>(h->activation),
+                           &params.float_activation_min, &params.float_activation_max);
+  return params;
+}
+
+// The band walk of tinyseg/band.h over batch b: which image rows each band reads, which of them
+// the previous band's buffer already holds; the rest assembled, then the band convolved.
+TfLiteStatus ConvBatch(TfLiteContext* context, TfLiteNode* node, const EvalView& v,
+                       ConvParams& params, int32_t b) {
   const TfLiteEvalTensor* filter = micro::GetEvalInput(context, node, v.n_in);
   const TfLiteEvalTensor* bias = micro::GetEvalInput(context, node, v.n_in + 1);
   TfLiteEvalTensor* out = micro::GetEvalOutput(context, node, 0);
-  v.batches = out->dims->data[0];
-  v.out_h = out->dims->data[1];
-  v.out_w = out->dims->data[2];
-  v.out_c = out->dims->data[3];
-  v.in_c = filter->dims->data[3];
-  if (v.n_in > 0) {
-    const TfLiteEvalTensor* first = micro::GetEvalInput(context, node, 0);
-    v.in_h = first->dims->data[1];
-    v.in_w = first->dims->data[2];
-  } else {
-    v.in_h = tinyseg_ops::ConvOperands(v.h)[0].height;
-    v.in_w = tinyseg_ops::ConvOperands(v.h)[0].width;
-  }
-  v.elem = tinyseg_ops::ElementBytes(out->type);
-  v.band = static_cast<uint8_t*>(context->GetScratchBuffer(context, v.h->band_index));
-  v.staging = static_cast<uint8_t*>(context->GetScratchBuffer(context, v.h->staging_index));
-  TF_LITE_ENSURE(context, v.band != nullptr && v.staging != nullptr);
-  const FetchedConvOperand* fetched = tinyseg_ops::ConvOperands(v.h);
-  for (int32_t i = 0; i < v.h->num_fetched; ++i) {
-    TF_LITE_ENSURE_STATUS(tinyseg_ops::CheckSlot(*v.rt, fetched[i].region, fetched[i].slot,
-                                                 fetched[i].elements * v.elem, kOp));
-  }
-
-  ConvParams params = {};
-  params.padding_type =
-      v.h->padding == kTfLitePaddingSame ? PaddingType::kSame : PaddingType::kValid;
-  params.padding_values.width = v.h->pad_w;
-  params.stride_width = v.h->stride_w;
-  params.stride_height = v.h->stride_h;
-  params.dilation_width_factor = v.h->dilation_w;
-  params.dilation_height_factor = v.h->dilation_h;
-  params.input_offset = v.h->input_offset;
-  params.weights_offset = 0;
-  params.output_offset = v.h->output_offset;
-  params.quantized_activation_min = v.h->activation_min;
-  params.quantized_activation_max = v.h->activation_max;
-  CalculateActivationRange(static_cast<TfLiteFusedActivation>(v.h->activation),
-                           &params.float_activation_min, &params.float_activation_max);
-
   const ::tinyseg::ConvRows rows = BandGeometry(v.h, v.in_h, filter->dims->data[1]);
   const size_t row_bytes = static_cast<size_t>(v.in_w) * v.in_c * v.elem;
-  for (int32_t b = 0; b < v.batches; ++b) {
-    // The band walk of tinyseg/band.h: which image rows each band reads, which
-    // of them the previous band's buffer already holds.
-    ::tinyseg::BandStep band;
-    for (int32_t r0 = 0; r0 < v.out_h; r0 = band.r1) {
-      TF_LITE_ENSURE(context, ::tinyseg::Ok(::tinyseg::NextBand(rows, v.out_h, v.h->band_rows,
-                                                                r0 == 0 ? nullptr : &band, &band)));
-      const int32_t begin = band.rows.in_begin;
-      const int32_t end = band.rows.in_end;
-      if (band.kept > 0) {
-        std::memmove(v.band, v.band + static_cast<size_t>(band.keep_from) * row_bytes,
-                     static_cast<size_t>(band.kept) * row_bytes);
-        if (v.rt != nullptr) v.rt->stats.reused_rows += static_cast<uint64_t>(band.kept);
-      }
-      TF_LITE_ENSURE_STATUS(AssembleRows(context, node, v, b, begin, begin + band.kept, end));
-      // The band's own input starts at image row `begin`: its top padding.
-      params.padding_values.height = static_cast<int16_t>(band.rows.pad_top);
-      TF_LITE_ENSURE_STATUS(
-          ConvBand(context, v, params, filter, bias, out, b, band.r0, band.r1, end - begin));
-      if (v.rt != nullptr) ++v.rt->stats.bands;
+  ::tinyseg::BandStep band;
+  for (int32_t r0 = 0; r0 < v.out_h; r0 = band.r1) {
+    TF_LITE_ENSURE(context, ::tinyseg::Ok(::tinyseg::NextBand(rows, v.out_h, v.h->band_rows,
+                                                              r0 == 0 ? nullptr : &band, &band)));
+    const int32_t begin = band.rows.in_begin;
+    const int32_t end = band.rows.in_end;
+    if (band.kept > 0) {
+      std::memmove(v.band, v.band + static_cast<size_t>(band.keep_from) * row_bytes,
+                   static_cast<size_t>(band.kept) * row_bytes);
+      if (v.rt != nullptr) v.rt->stats.reused_rows += static_cast<uint64_t>(band.kept);
     }
+    TF_LITE_ENSURE_STATUS(AssembleRows(context, node, v, b, begin, begin + band.kept, end));
+    // The band's own input starts at image row `begin`: its top padding.
+    params.padding_values.height = static_cast<int16_t>(band.rows.pad_top);
+    TF_LITE_ENSURE_STATUS(
+        ConvBand(context, v, params, filter, bias, out, b, band.r0, band.r1, end - begin));
+    if (v.rt != nullptr) ++v.rt->stats.bands;
   }
-  if (v.rt != nullptr && v.rt->release_after_fetch) {
-    for (int32_t i = 0; i < v.h->num_fetched; ++i) {
-      // CheckSlot found the storage of every fetched slot.
-      const ::tinyseg::Status s = v.rt->storage(fetched[i].region)->Release(fetched[i].slot);
-      if (!::tinyseg::Ok(s)) {
-        MicroPrintf("FetchingConv2D: releasing slot %u failed: %s",
-                    static_cast<unsigned>(fetched[i].slot), ::tinyseg::StatusName(s));
-        return kTfLiteError;
-      }
+  return kTfLiteOk;
+}
+
+// With release_after_fetch, every fetched slot's storage is released (CheckSlot found it).
+TfLiteStatus ReleaseFetched(const EvalView& v) {
+  if (v.rt == nullptr || !v.rt->release_after_fetch) return kTfLiteOk;
+  const FetchedConvOperand* fetched = tinyseg_ops::ConvOperands(v.h);
+  for (int32_t i = 0; i < v.h->num_fetched; ++i) {
+    const ::tinyseg::Status s = v.rt->storage(fetched[i].region)->Release(fetched[i].slot);
+    if (!::tinyseg::Ok(s)) {
+      MicroPrintf("FetchingConv2D: releasing slot %u failed: %s",
+                  static_cast<unsigned>(fetched[i].slot), ::tinyseg::StatusName(s));
+      return kTfLiteError;
     }
   }
   return kTfLiteOk;
+}
+
+TfLiteStatus FetchingConvEval(TfLiteContext* context, TfLiteNode* node) {
+  EvalView v;
+  TF_LITE_ENSURE_STATUS(OpenView(context, node, &v));
+  ConvParams params = ParamsOf(v.h);
+  for (int32_t b = 0; b < v.batches; ++b) {
+    TF_LITE_ENSURE_STATUS(ConvBatch(context, node, v, params, b));
+  }
+  return ReleaseFetched(v);
 }
 
 }  // namespace

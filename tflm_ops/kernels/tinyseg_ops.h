@@ -21,15 +21,10 @@
 
 namespace tflite {
 
-// OperatorCode.custom_code of each operator and the contract's version, from the generated
-// contract (tinyseg_contract.h).
-constexpr const char* kTinySegSpillName = tinyseg_ops::contract::kSpill;
-constexpr const char* kTinySegFetchingName = tinyseg_ops::contract::kFetching;
-constexpr const char* kTinySegFetchingConv2DName = tinyseg_ops::contract::kFetchingConv2D;
-constexpr const char* kTinySegStreamChainName = tinyseg_ops::contract::kStreamChain;
+// The contract's version and how many resolver entries AddTinySegOps takes; the operator names
+// (OperatorCode.custom_code) are the generated contract's (tinyseg_contract.h) only.
 constexpr int kTinySegContractVersion = tinyseg_ops::contract::kVersion;
-// How many resolver entries AddTinySegOps takes.
-constexpr unsigned int kTinySegOpCount = 4;
+constexpr unsigned int kTinySegOpCount = tinyseg_ops::contract::kOpCount;
 
 TFLMRegistration Register_SPILL();
 TFLMRegistration Register_FETCHING();
@@ -47,10 +42,10 @@ TfLiteStatus AddTinySegOps(MicroMutableOpResolver<tOpCount>& resolver) {
   TFLMRegistration fetching = Register_FETCHING();
   TFLMRegistration fetching_conv = Register_FETCHING_CONV_2D();
   TFLMRegistration stream_chain = Register_STREAM_CHAIN();
-  TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegSpillName, &spill));
-  TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegFetchingName, &fetching));
-  TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegFetchingConv2DName, &fetching_conv));
-  TF_LITE_ENSURE_STATUS(resolver.AddCustom(kTinySegStreamChainName, &stream_chain));
+  TF_LITE_ENSURE_STATUS(resolver.AddCustom(tinyseg_ops::contract::kSpill, &spill));
+  TF_LITE_ENSURE_STATUS(resolver.AddCustom(tinyseg_ops::contract::kFetching, &fetching));
+  TF_LITE_ENSURE_STATUS(resolver.AddCustom(tinyseg_ops::contract::kFetchingConv2D, &fetching_conv));
+  TF_LITE_ENSURE_STATUS(resolver.AddCustom(tinyseg_ops::contract::kStreamChain, &stream_chain));
   return kTfLiteOk;
 }
 

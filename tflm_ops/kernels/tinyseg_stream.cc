@@ -104,8 +104,8 @@ constexpr StageEntry kStages[] = {
     {StageOp::kPrelu, Rows::kInt16, PreparePreluInt16, PreluInt16Row},  // _int16_more.cc
     {StageOp::kMean, Rows::kInt16, PrepareMeanInt16, MeanInt16Row},     // _reduce.cc
     {StageOp::kConcatenation, Rows::kInt16, PrepareConcatenationInt16, ConcatenationRow},
-    {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeInt16Row},
-    {StageOp::kDequantize, Rows::kInt16, PrepareDequantize, DequantizeInt16Row},
+    {StageOp::kQuantize, Rows::kInt16, PrepareQuantize, QuantizeRow},
+    {StageOp::kDequantize, Rows::kInt16, PrepareDequantize, DequantizeRow},
     {StageOp::kTransposeConv, Rows::kInt16, PrepareTransposeConvInt16, TransposeConvInt16Row},
     {StageOp::kPadv2, Rows::kInt16, PreparePadv2Int16, PadInt16Row},  // _int16_tconv.cc
 };

@@ -1,9 +1,13 @@
 // StreamChain's activation family (tinyseg_stream_internal.h): the stages that map each element of
 // a row on its own -- QUANTIZE, DEQUANTIZE, LOGISTIC, TANH, RELU, RELU6, HARD_SWISH, LEAKY_RELU,
 // PRELU (alpha broadcast along height) and ELU -- with the parameters TFLM's own Prepare computes
-// and TFLM's reference arithmetic on the row; float32 RELU, RELU6 and LOGISTIC and QUANTIZE
-// float32 -> int8 and float32 -> int16 as TFLM's float paths compute them.
+// and TFLM's reference arithmetic on the row; QUANTIZE, DEQUANTIZE, RELU and RELU6 of int8 and
+// int16 (16x8) rows share their code, as TFLM's kernels do; float32 RELU, RELU6 and LOGISTIC and
+// QUANTIZE float32 -> int8 and float32 -> int16 as TFLM's float paths compute them.
 #include <cmath>
+#include <limits>
+#include <type_traits>
+#include <utility>
 
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
@@ -25,6 +29,7 @@
 #include "tensorflow/lite/micro/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
 #include "tensorflow/lite/micro/micro_context.h"
+#include "tensorflow/lite/micro/micro_log.h"
 // TFLM's FloatToQuantizedType (RELU6's six, as Relu6Prepare computes it) rounds a float quotient
 // with ::round; clang's -Wdouble-promotion flags that line of TFLM's header where it is
 // instantiated.
@@ -38,15 +43,36 @@ namespace tinyseg_stream {
 
 // ------------------------------------------------------------ QUANTIZE, DEQUANTIZE
 
-TfLiteStatus PrepareQuantize(const StageArgs& a, StageSlot& g) {
-  TfLiteContext* context = a.context;
+namespace {
+
+// The types the contract computes (`types_ok`, else `refusal`) and rows of the input's shape.
+TfLiteStatus TypesAndShape(const StageArgs& a, const StageSlot& g,
+                           bool (*types_ok)(TfLiteType, TfLiteType), const char* refusal) {
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_MSG(context,
-                     contract::StreamQuantizeTypes(static_cast<TfLiteType>(in.type),
-                                                   static_cast<TfLiteType>(out.type)),
-                     "StreamChain: QUANTIZE types not computed");
-  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  if (!types_ok(static_cast<TfLiteType>(in.type), static_cast<TfLiteType>(out.type))) {
+    MicroPrintf("StreamChain: %s", refusal);
+    return kTfLiteError;
+  }
+  return RequireSameShape(a.context, in, out);
+}
+
+// quantize_common.cc's requantization of a row of n elements from In to Out.
+template <typename In, typename Out>
+void RequantizeRow(const QuantizeStage& q, const StageRow& r, int32_t n) {
+  reference_ops::Requantize(reinterpret_cast<const In*>(r.src), n, q.multiplier, q.shift,
+                            q.input_offset, q.output_offset, reinterpret_cast<Out*>(r.dst));
+}
+
+}  // namespace
+
+// QUANTIZE between quantized types (quantize_common.cc: the multiplier of the scales' quotient,
+// the zero points as offsets).
+TfLiteStatus PrepareQuantize(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(
+      TypesAndShape(a, g, contract::StreamQuantizeTypes, "QUANTIZE types not computed"));
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
   const double effective = static_cast<double>(in.scale) / static_cast<double>(out.scale);
   QuantizeMultiplier(effective, &g.quantize.multiplier, &g.quantize.shift);
   g.quantize.input_offset = in.zero_point;
@@ -54,61 +80,62 @@ TfLiteStatus PrepareQuantize(const StageArgs& a, StageSlot& g) {
   return kTfLiteOk;
 }
 
+// Every pair PrepareQuantize takes: uint8 <-> int8, int8 -> int8, and the int16 (16x8) ones.
 ::tinyseg::Status QuantizeRow(const EvalState&, const StageSlot& g, const StageRow& r) {
   const QuantizeStage& q = g.quantize;
   const int32_t n = r.in->width * r.in->channels;
   const TfLiteType it = static_cast<TfLiteType>(r.in->type);
   const TfLiteType ot = static_cast<TfLiteType>(r.out->type);
   if (it == kTfLiteUInt8 && ot == kTfLiteInt8) {
-    reference_ops::Requantize(r.src, n, q.multiplier, q.shift, q.input_offset, q.output_offset,
-                              reinterpret_cast<int8_t*>(r.dst));
+    RequantizeRow<uint8_t, int8_t>(q, r, n);
   } else if (it == kTfLiteInt8 && ot == kTfLiteUInt8) {
-    reference_ops::Requantize(reinterpret_cast<const int8_t*>(r.src), n, q.multiplier, q.shift,
-                              q.input_offset, q.output_offset, r.dst);
+    RequantizeRow<int8_t, uint8_t>(q, r, n);
+  } else if (it == kTfLiteInt8 && ot == kTfLiteInt8) {
+    RequantizeRow<int8_t, int8_t>(q, r, n);
+  } else if (it == kTfLiteInt8 && ot == kTfLiteInt16) {
+    RequantizeRow<int8_t, int16_t>(q, r, n);
+  } else if (it == kTfLiteInt16 && ot == kTfLiteInt8) {
+    RequantizeRow<int16_t, int8_t>(q, r, n);
+  } else if (it == kTfLiteInt16 && ot == kTfLiteInt16) {
+    RequantizeRow<int16_t, int16_t>(q, r, n);
   } else {
-    reference_ops::Requantize(reinterpret_cast<const int8_t*>(r.src), n, q.multiplier, q.shift,
-                              q.input_offset, q.output_offset, reinterpret_cast<int8_t*>(r.dst));
+    return ::tinyseg::Status::kInvalidArgument;  // Prepare refuses other types
   }
   return ::tinyseg::Status::kOk;
 }
 
-// DequantizePrepare's parameters for int8 -> float32 (the input's zero point, and its scale
-// widened to double at Eval). Its float32 rows are a chain output or the input of float32 stages.
+// DequantizePrepare's parameters for int8 or int16 -> float32 (the input's zero point, and its
+// scale widened to double at Eval). Its float32 rows are a chain output or the input of float32
+// stages.
 TfLiteStatus PrepareDequantize(const StageArgs& a, StageSlot& g) {
-  TfLiteContext* context = a.context;
-  const TensorSlot& in = a.tab->tensor(g.input);
-  const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_MSG(context,
-                     contract::StreamDequantizeTypes(static_cast<TfLiteType>(in.type),
-                                                     static_cast<TfLiteType>(out.type)),
-                     "StreamChain: DEQUANTIZE types not computed");
-  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
-  g.quantize.input_offset = in.zero_point;
+  TF_LITE_ENSURE_STATUS(
+      TypesAndShape(a, g, contract::StreamDequantizeTypes, "DEQUANTIZE types not computed"));
+  g.quantize.input_offset = a.tab->tensor(g.input).zero_point;
   return kTfLiteOk;
 }
 
-// As dequantize.cc's Eval for int8: the row's elements, float32 rows of 4-byte elements.
+// As dequantize.cc's Eval for int8 and int16: the row's elements, float32 rows of 4-byte elements.
 ::tinyseg::Status DequantizeRow(const EvalState&, const StageSlot& g, const StageRow& r) {
   DequantizationParams p;
   p.zero_point = g.quantize.input_offset;
   p.scale = static_cast<double>(r.in->scale);
-  reference_ops::Dequantize(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src), r.out_shape,
-                            reinterpret_cast<float*>(r.dst));
+  auto* dst = reinterpret_cast<float*>(r.dst);
+  if (r.in->type == kTfLiteInt16) {
+    reference_ops::Dequantize(p, r.in_shape, reinterpret_cast<const int16_t*>(r.src), r.out_shape,
+                              dst);
+  } else {
+    reference_ops::Dequantize(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src), r.out_shape,
+                              dst);
+  }
   return ::tinyseg::Status::kOk;
 }
 
 // QUANTIZE float32 -> int8 or int16 (quantize_common.cc: the output's zero point, its scale widened
 // to double), so an int8 or int16 chain can start at a float32 tensor.
 TfLiteStatus PrepareQuantizeFloat(const StageArgs& a, StageSlot& g) {
-  TfLiteContext* context = a.context;
-  const TensorSlot& in = a.tab->tensor(g.input);
-  const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_MSG(context,
-                     contract::StreamQuantizeTypes(static_cast<TfLiteType>(in.type),
-                                                   static_cast<TfLiteType>(out.type)),
-                     "StreamChain: QUANTIZE types not computed");
-  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
-  g.quantize.output_offset = out.zero_point;
+  TF_LITE_ENSURE_STATUS(
+      TypesAndShape(a, g, contract::StreamQuantizeTypes, "QUANTIZE types not computed"));
+  g.quantize.output_offset = a.tab->tensor(g.output).zero_point;
   return kTfLiteOk;
 }
 
@@ -202,26 +229,88 @@ TfLiteStatus PrepareSigmoid(const StageArgs& a, StageSlot& g) {
 
 // ------------------------------------------------------------ RELU, RELU6
 
-// The ReluOpData activations_common.cc's ReluPrepare computes for int8 (its CalculateReluOpData:
-// the real multiplier from the float quotient of the scales, the range
-// [max(-128, output zero point + round(0 / scale)), 127]); Eval calls TFLM's ReluQuantized.
-TfLiteStatus PrepareRelu(const StageArgs& a, StageSlot& g) {
-  TfLiteContext* context = a.context;
+namespace {
+
+// Whether this TFLM's ReluQuantized takes T rows: a template in TFLM since 2023, int8 only in the
+// Arduino library's older TFLM (whose RELU has no int16 kernel either: there, Prepare refuses an
+// int16 RELU stage).
+template <typename T, typename = void>
+struct HasReluOf : std::false_type {};
+template <typename T>
+struct HasReluOf<T, decltype(void(ReluQuantized(
+                        std::declval<const ReluOpData&>(), std::declval<const RuntimeShape&>(),
+                        std::declval<const RuntimeShape&>(), std::declval<const T*>(),
+                        std::declval<T*>())))> : std::true_type {};
+
+// The same for Relu6Quantized (a template in TFLM; int8 only in the Arduino library's TFLM).
+template <typename T, typename = void>
+struct HasRelu6Of : std::false_type {};
+template <typename T>
+struct HasRelu6Of<T, decltype(void(Relu6Quantized(
+                         std::declval<T>(), std::declval<T>(), std::declval<const RuntimeShape&>(),
+                         std::declval<const T*>(), std::declval<const RuntimeShape&>(),
+                         std::declval<T*>())))> : std::true_type {};
+
+// No explicit template argument: TFLM's are templates, the Arduino library's older TFLM has int8
+// overloads of the same name and order.
+template <typename T>
+void ReluRowOf(std::true_type, const ReluOpData& data, const RuntimeShape& in_shape,
+               const RuntimeShape& out_shape, const T* src, T* dst) {
+  ReluQuantized(data, in_shape, out_shape, src, dst);
+}
+template <typename T>
+void ReluRowOf(std::false_type, const ReluOpData&, const RuntimeShape&, const RuntimeShape&,
+               const T*, T*) {}
+
+template <typename T>
+void Relu6RowOf(std::true_type, T lower, T upper, const RuntimeShape& in_shape, const T* src,
+                const RuntimeShape& out_shape, T* dst) {
+  Relu6Quantized(lower, upper, in_shape, src, out_shape, dst);
+}
+template <typename T>
+void Relu6RowOf(std::false_type, T, T, const RuntimeShape&, const T*, const RuntimeShape&, T*) {}
+
+// int8 or int16 rows of the input's shape, the type's RELU in this TFLM.
+template <typename T>
+TfLiteStatus QuantizedSameShape(const StageArgs& a, const StageSlot& g, bool has_op,
+                                const char* missing) {
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
-  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  TF_LITE_ENSURE_STATUS(sizeof(T) == 2 ? RequireInt16(a, out) : RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireSameShape(a.context, in, out));
+  if (!has_op) {
+    MicroPrintf("%s", missing);
+    return kTfLiteError;
+  }
+  return kTfLiteOk;
+}
+
+// The ReluOpData activations_common.cc's ReluPrepare computes for int8 and int16 (its
+// CalculateReluOpData<T>: the real multiplier from the float quotient of the scales, the range
+// [max(T's lowest, output zero point + round(0 / scale)), T's highest]); int16 needs zero points 0.
+// Eval calls TFLM's ReluQuantized.
+template <typename T>
+TfLiteStatus PrepareQuantizedRelu(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(
+      QuantizedSameShape<T>(a, g, HasReluOf<T>::value,
+                            "StreamChain: this TFLM has no int16 RELU, so no int16 RELU stage"));
+  const TensorSlot& in = a.tab->tensor(g.input);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_MSG(a.context, sizeof(T) == 1 || (in.zero_point == 0 && out.zero_point == 0),
+                     "StreamChain: an int16 RELU stage needs zero points 0 (as TFLM's RELU)");
   ReluStage& sv = g.relu;
   QuantizeMultiplier(static_cast<double>(in.scale / out.scale), &sv.multiplier, &sv.shift);
   const int32_t zero = out.zero_point + static_cast<int32_t>(roundf(0.0f / out.scale));
-  sv.act_min = zero > INT8_MIN ? zero : static_cast<int32_t>(INT8_MIN);
-  sv.act_max = INT8_MAX;
+  const int32_t lowest = std::numeric_limits<T>::min();
+  sv.act_min = zero > lowest ? zero : lowest;
+  sv.act_max = std::numeric_limits<T>::max();
   sv.input_offset = in.zero_point;
   sv.output_offset = out.zero_point;
   return kTfLiteOk;
 }
 
-::tinyseg::Status ReluRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+template <typename T>
+::tinyseg::Status QuantizedReluRow(const EvalState&, const StageSlot& g, const StageRow& r) {
   const ReluStage& sv = g.relu;
   ReluOpData data{};
   data.params.input_offset = sv.input_offset;
@@ -230,32 +319,66 @@ TfLiteStatus PrepareRelu(const StageArgs& a, StageSlot& g) {
   data.params.output_shift = sv.shift;
   data.params.quantized_activation_min = sv.act_min;
   data.params.quantized_activation_max = sv.act_max;
-  // No explicit template argument: TFLM's are templates, the Arduino library's older TFLM has
-  // int8 overloads of the same name and order.
-  ReluQuantized(data, r.in_shape, r.out_shape, reinterpret_cast<const int8_t*>(r.src),
-                reinterpret_cast<int8_t*>(r.dst));
+  ReluRowOf<T>(HasReluOf<T>{}, data, r.in_shape, r.out_shape, reinterpret_cast<const T*>(r.src),
+               reinterpret_cast<T*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 
-// Relu6OpData as Relu6Prepare computes it for int8 (the input's zero point and six in the input's
-// quantization, TFLM's FloatToQuantizedType); Eval calls TFLM's Relu6Quantized.
-TfLiteStatus PrepareRelu6(const StageArgs& a, StageSlot& g) {
-  TfLiteContext* context = a.context;
+// Relu6OpData as Relu6Prepare computes it for int8 and int16 (the input's zero point and six in
+// the input's quantization, TFLM's FloatToQuantizedType: clamped into T), any zero point; Eval
+// calls TFLM's Relu6Quantized. An int16 scale whose six leaves int32 (where TFLM's rounding is
+// undefined) is refused.
+template <typename T>
+TfLiteStatus PrepareQuantizedRelu6(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(
+      QuantizedSameShape<T>(a, g, HasRelu6Of<T>::value,
+                            "StreamChain: this TFLM has no int16 RELU6, so no int16 RELU6 stage"));
   const TensorSlot& in = a.tab->tensor(g.input);
-  const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
-  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
+  const double six = 6.0 / static_cast<double>(in.scale);
+  TF_LITE_ENSURE_MSG(
+      a.context,
+      sizeof(T) == 1 || (in.scale > 0.0f && std::isfinite(six) && six < 2147483647.0 - 65536.0),
+      "StreamChain: an int16 RELU6 stage needs an input scale above 6 / 2^31");
   g.relu.act_min = in.zero_point;
-  g.relu.act_max = FloatToQuantizedType<int8_t>(6.0f, in.scale, in.zero_point);
-  TF_LITE_ENSURE(context, g.relu.act_max >= INT8_MIN && g.relu.act_max <= INT8_MAX);
+  g.relu.act_max = FloatToQuantizedType<T>(6.0f, in.scale, in.zero_point);
+  TF_LITE_ENSURE(a.context, g.relu.act_max >= std::numeric_limits<T>::min() &&
+                                g.relu.act_max <= std::numeric_limits<T>::max());
   return kTfLiteOk;
 }
 
-::tinyseg::Status Relu6Row(const EvalState&, const StageSlot& g, const StageRow& r) {
-  Relu6Quantized(static_cast<int8_t>(g.relu.act_min), static_cast<int8_t>(g.relu.act_max),
-                 r.in_shape, reinterpret_cast<const int8_t*>(r.src), r.out_shape,
-                 reinterpret_cast<int8_t*>(r.dst));
+template <typename T>
+::tinyseg::Status QuantizedRelu6Row(const EvalState&, const StageSlot& g, const StageRow& r) {
+  Relu6RowOf<T>(HasRelu6Of<T>{}, static_cast<T>(g.relu.act_min), static_cast<T>(g.relu.act_max),
+                r.in_shape, reinterpret_cast<const T*>(r.src), r.out_shape,
+                reinterpret_cast<T*>(r.dst));
   return ::tinyseg::Status::kOk;
+}
+
+}  // namespace
+
+TfLiteStatus PrepareRelu(const StageArgs& a, StageSlot& g) {
+  return PrepareQuantizedRelu<int8_t>(a, g);
+}
+TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g) {
+  return PrepareQuantizedRelu<int16_t>(a, g);
+}
+::tinyseg::Status ReluRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  return QuantizedReluRow<int8_t>(v, g, r);
+}
+::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  return QuantizedReluRow<int16_t>(v, g, r);
+}
+TfLiteStatus PrepareRelu6(const StageArgs& a, StageSlot& g) {
+  return PrepareQuantizedRelu6<int8_t>(a, g);
+}
+TfLiteStatus PrepareRelu6Int16(const StageArgs& a, StageSlot& g) {
+  return PrepareQuantizedRelu6<int16_t>(a, g);
+}
+::tinyseg::Status Relu6Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  return QuantizedRelu6Row<int8_t>(v, g, r);
+}
+::tinyseg::Status Relu6Int16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  return QuantizedRelu6Row<int16_t>(v, g, r);
 }
 
 // ------------------------------------------------------------ HARD_SWISH, LEAKY_RELU

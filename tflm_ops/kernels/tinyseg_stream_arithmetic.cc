@@ -5,8 +5,9 @@
 // gate). A row without broadcast goes through CMSIS-NN's elementwise functions in a CMSIS-NN
 // build (ADD, MUL); otherwise TFLM's reference arithmetic. Float32 ADD, SUB and MUL: TFLM's
 // reference float arithmetic in every build (add.cc's EvalAdd, sub.cc's EvalSub,
-// mul_common.cc's EvalMulFloatReference). The int16 stages (tinyseg_stream_int16.cc) read a gate
-// whole through ReadWhole too.
+// mul_common.cc's EvalMulFloatReference). The int16 (16x8) ADD, SUB and MUL share the int8 code,
+// with TFLM's int16 parameters (left shift 15, zero points 0 for MUL) and functions, and CMSIS-NN's
+// s16 functions in a CMSIS-NN build.
 #include <cmath>
 
 #include "tensorflow/lite/c/builtin_op_data.h"
@@ -23,6 +24,7 @@
 #include "tensorflow/lite/micro/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_params.h"
 #include "tensorflow/lite/micro/micro_context.h"
 
 namespace tflite {
@@ -120,18 +122,20 @@ bool AddSubMultipliers(const double (&m)[3], ArithmeticStage& ar) {
 
 namespace {
 
-// The multipliers: ADD's as add_common.cc (quotients in double); SUB's as sub_common.cc's
-// CalculateOpDataSub for int8 (quotients in float, only then widened to double); MUL's one. False
-// (nothing computed) where TFLM's QuantizeMultiplierSmallerThanOneExp would abort.
-bool Multipliers(StageOp op, const TensorSlot& in1, const TensorSlot& in2, const TensorSlot& out,
-                 ArithmeticStage& ar) {
+// The multipliers: ADD's as add_common.cc (quotients in double); SUB's as sub_common.cc
+// (quotients in float, only then widened to double); MUL's one. `left_shift`: 20 for int8, 15 for
+// int16, as add_common.cc and sub_common.cc. False (nothing computed) where TFLM's
+// QuantizeMultiplierSmallerThanOneExp would abort.
+bool Multipliers(StageOp op, int32_t left_shift, const TensorSlot& in1, const TensorSlot& in2,
+                 const TensorSlot& out, ArithmeticStage& ar) {
   if (op == StageOp::kMul) {
+    ar.left_shift = 0;
     QuantizeMultiplier(static_cast<double>(in1.scale) * static_cast<double>(in2.scale) /
                            static_cast<double>(out.scale),
                        &ar.output_multiplier, &ar.output_shift);
     return true;
   }
-  ar.left_shift = 20;  // int8, as add_common.cc and sub_common.cc
+  ar.left_shift = left_shift;
   double m[3];
   if (op == StageOp::kAdd) {
     const double twice_max = 2 * static_cast<double>(in1.scale > in2.scale ? in1.scale : in2.scale);
@@ -147,32 +151,50 @@ bool Multipliers(StageOp op, const TensorSlot& in1, const TensorSlot& in2, const
   return AddSubMultipliers(m, ar);
 }
 
-}  // namespace
-
-TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g) {
+// TFLM's int8 and int16 ADD, SUB and MUL Prepare: the multipliers, the activation's range;
+// operands broadcast across width and channels (CheckOperands). An int16 MUL needs zero points 0,
+// as mul_common.cc checks.
+TfLiteStatus PrepareQuantizedArithmetic(const StageArgs& a, StageSlot& g, TfLiteType type) {
   TfLiteContext* context = a.context;
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  const bool int16 = type == kTfLiteInt16;
+  TF_LITE_ENSURE_STATUS(int16 ? RequireInt16(a, out) : RequireInt8(a, out));
   ArithmeticStage& ar = g.arith;
   TF_LITE_ENSURE_MSG(context, g.operand_count == 2,
                      "StreamChain: ADD, SUB and MUL take two inputs");
   ar.input2 = a.tab->operands[g.operand_begin + 1];
-  TF_LITE_ENSURE_STATUS(CheckOperands(a, g, out, kTfLiteInt8));
+  TF_LITE_ENSURE_STATUS(CheckOperands(a, g, out, type));
   const TensorSlot& in1 = a.tab->tensor(a.tab->operands[g.operand_begin]);
   const TensorSlot& in2 = a.tab->tensor(ar.input2);
+  TF_LITE_ENSURE_MSG(context,
+                     !int16 || g.op != StageOp::kMul ||
+                         (in1.zero_point == 0 && in2.zero_point == 0 && out.zero_point == 0),
+                     "StreamChain: an int16 MUL stage needs zero points 0 (as TFLM's MUL)");
   ar.input1_offset = -in1.zero_point;
   ar.input2_offset = -in2.zero_point;
   ar.output_offset = out.zero_point;
-  TF_LITE_ENSURE_MSG(context, Multipliers(g.op, in1, in2, out, ar), TINYSEG_ADD_SUB_SCALES);
+  TF_LITE_ENSURE_MSG(context, Multipliers(g.op, int16 ? 15 : 20, in1, in2, out, ar),
+                     TINYSEG_ADD_SUB_SCALES);
   TfLiteTensor out_q = QuantView(out);
   return CalculateActivationRangeQuantized(context, a.f.activation, &out_q, &ar.act_min,
                                            &ar.act_max);
 }
 
+}  // namespace
+
+TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g) {
+  return PrepareQuantizedArithmetic(a, g, kTfLiteInt8);
+}
+
+TfLiteStatus PrepareArithmeticInt16(const StageArgs& a, StageSlot& g) {
+  return PrepareQuantizedArithmetic(a, g, kTfLiteInt16);
+}
+
 namespace {
 
 // Operand k's data and shape for this row: row y of an activation (1 x 1 x W x C), or a constant
-// whole (one row for all). `*same` stays true while every operand has the output's row shape.
+// or a MUL's one-pixel gate read whole (ReadWhole: one row for all). `*same` stays true while
+// every operand has the output's row shape.
 ::tinyseg::Status Operand(const EvalState& v, const StageSlot& g, const StageRow& r, int32_t k,
                           const uint8_t** data, RuntimeShape* shape, bool* same) {
   const int32_t id = v.tab.operands[g.operand_begin + k];
@@ -194,27 +216,23 @@ namespace {
   return ::tinyseg::Status::kOk;
 }
 
-// ADD or MUL without broadcast through CMSIS-NN (a CMSIS-NN build only).
-bool CmsisRow(StageOp op, const ArithmeticStage& ar, const int8_t* a, const int8_t* b, int8_t* o,
-              int32_t size) {
-  tinyseg_ops::ElementwiseRow e = {};
-  e.input1 = a;
-  e.input2 = b;
-  e.output = o;
-  e.size = size;
-  e.input1_offset = ar.input1_offset;
-  e.input1_multiplier = ar.input1_multiplier;
-  e.input1_shift = ar.input1_shift;
-  e.input2_offset = ar.input2_offset;
-  e.input2_multiplier = ar.input2_multiplier;
-  e.input2_shift = ar.input2_shift;
-  e.left_shift = ar.left_shift;
-  e.output_offset = ar.output_offset;
-  e.output_multiplier = ar.output_multiplier;
-  e.output_shift = ar.output_shift;
-  e.act_min = ar.act_min;
-  e.act_max = ar.act_max;
-  return op == StageOp::kAdd ? tinyseg_ops::CmsisAddRow(e) : tinyseg_ops::CmsisMulRow(e);
+// Both operands of this row, typed.
+template <typename T>
+struct Operands {
+  const T* data[2] = {nullptr, nullptr};
+  RuntimeShape shapes[2];
+  bool same = true;
+};
+
+template <typename T>
+::tinyseg::Status ReadOperands(const EvalState& v, const StageSlot& g, const StageRow& r,
+                               Operands<T>* o) {
+  for (int32_t k = 0; k < 2; ++k) {
+    const uint8_t* bytes = nullptr;
+    TINYSEG_RETURN_IF_ERROR(Operand(v, g, r, k, &bytes, &o->shapes[k], &o->same));
+    o->data[k] = reinterpret_cast<const T*>(bytes);
+  }
+  return ::tinyseg::Status::kOk;
 }
 
 ArithmeticParams ParamsOf(StageOp op, const ArithmeticStage& ar) {
@@ -236,44 +254,79 @@ ArithmeticParams ParamsOf(StageOp op, const ArithmeticStage& ar) {
   return p;
 }
 
-}  // namespace
+// The functions TFLM's kernels call per type: add.cc's int8 case (reference_integer_ops::Add or
+// BroadcastAdd4DSlow), its int16 case (reference_ops::Add with general scales, or
+// BroadcastAdd4DSlow); CMSIS-NN's elementwise functions in a CMSIS-NN build.
+void AddRow(const ArithmeticParams& p, const RuntimeShape& os, const int8_t* a, const int8_t* b,
+            int8_t* o) {
+  reference_integer_ops::Add(p, os, a, os, b, os, o);
+}
+void AddRow(const ArithmeticParams& p, const RuntimeShape& os, const int16_t* a, const int16_t* b,
+            int16_t* o) {
+  reference_ops::Add(p, os, a, os, b, os, o, false);
+}
+void BroadcastAddRow(const ArithmeticParams& p, const RuntimeShape* s, const int8_t* a,
+                     const int8_t* b, const RuntimeShape& os, int8_t* o) {
+  reference_integer_ops::BroadcastAdd4DSlow(p, s[0], a, s[1], b, os, o);
+}
+void BroadcastAddRow(const ArithmeticParams& p, const RuntimeShape* s, const int16_t* a,
+                     const int16_t* b, const RuntimeShape& os, int16_t* o) {
+  reference_ops::BroadcastAdd4DSlow(p, s[0], a, s[1], b, os, o);
+}
+bool CmsisRow(StageOp op, const tinyseg_ops::ElementwiseRow& e) {
+  return op == StageOp::kAdd ? tinyseg_ops::CmsisAddRow(e) : tinyseg_ops::CmsisMulRow(e);
+}
+bool CmsisRow(StageOp op, const tinyseg_ops::ElementwiseRowS16& e) {
+  return op == StageOp::kAdd ? tinyseg_ops::CmsisAddRowS16(e) : tinyseg_ops::CmsisMulRowS16(e);
+}
 
-::tinyseg::Status ArithmeticRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
-  const uint8_t* data[2] = {nullptr, nullptr};
-  RuntimeShape shapes[2];
-  bool same = true;
-  for (int32_t k = 0; k < 2; ++k) {
-    TINYSEG_RETURN_IF_ERROR(Operand(v, g, r, k, &data[k], &shapes[k], &same));
-  }
-  const auto* a = reinterpret_cast<const int8_t*>(data[0]);
-  const auto* b = reinterpret_cast<const int8_t*>(data[1]);
-  auto* o = reinterpret_cast<int8_t*>(r.dst);
-  // No broadcast: CMSIS-NN's elementwise functions in a CMSIS-NN build (TFLM has no CMSIS-NN SUB).
-  if (same && g.op != StageOp::kSub &&
-      CmsisRow(g.op, g.arith, a, b, o, r.out->width * r.out->channels)) {
+// add.cc's, sub.cc's (EvalSubQuantized: reference_ops::Sub or BroadcastQuantSubSlow) and
+// mul_common.cc's (reference_integer_ops::Mul or BroadcastMul4DSlow) int8 and int16 cases: the
+// elementwise function without broadcast, else the broadcasting one; without broadcast ADD and
+// MUL through CMSIS-NN in a CMSIS-NN build (TFLM has no CMSIS-NN SUB).
+template <typename T>
+::tinyseg::Status QuantizedArithmeticRow(const EvalState& v, const StageSlot& g,
+                                         const StageRow& r) {
+  Operands<T> in;
+  TINYSEG_RETURN_IF_ERROR(ReadOperands(v, g, r, &in));
+  const T* a = in.data[0];
+  const T* b = in.data[1];
+  auto* o = reinterpret_cast<T*>(r.dst);
+  if (in.same && g.op != StageOp::kSub &&
+      CmsisRow(g.op, ElementwiseRowOf(g.arith, a, b, o, r.out->width * r.out->channels))) {
     CountOptimizedRow(v);
     return ::tinyseg::Status::kOk;
   }
   const ArithmeticParams p = ParamsOf(g.op, g.arith);
   const RuntimeShape& os = r.out_shape;
   if (g.op == StageOp::kAdd) {
-    if (same) {
-      reference_integer_ops::Add(p, os, a, os, b, os, o);
+    if (in.same) {
+      AddRow(p, os, a, b, o);
     } else {
-      reference_integer_ops::BroadcastAdd4DSlow(p, shapes[0], a, shapes[1], b, os, o);
+      BroadcastAddRow(p, in.shapes, a, b, os, o);
     }
-  } else if (g.op == StageOp::kSub) {  // as sub.cc's EvalSubQuantized
-    if (same) {
+  } else if (g.op == StageOp::kSub) {
+    if (in.same) {
       reference_ops::Sub(p, os, a, os, b, os, o);
     } else {
-      reference_ops::BroadcastQuantSubSlow(p, shapes[0], a, shapes[1], b, os, o);
+      reference_ops::BroadcastQuantSubSlow(p, in.shapes[0], a, in.shapes[1], b, os, o);
     }
-  } else if (same) {
+  } else if (in.same) {
     reference_integer_ops::Mul(p, os, a, os, b, os, o);
   } else {
-    reference_integer_ops::BroadcastMul4DSlow(p, shapes[0], a, shapes[1], b, os, o);
+    reference_integer_ops::BroadcastMul4DSlow(p, in.shapes[0], a, in.shapes[1], b, os, o);
   }
   return ::tinyseg::Status::kOk;
+}
+
+}  // namespace
+
+::tinyseg::Status ArithmeticRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  return QuantizedArithmeticRow<int8_t>(v, g, r);
+}
+
+::tinyseg::Status ArithmeticInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  return QuantizedArithmeticRow<int16_t>(v, g, r);
 }
 
 // Float32 ADD, SUB and MUL: the operands' shapes and the activation's range
@@ -293,14 +346,12 @@ TfLiteStatus PrepareArithmeticFloat(const StageArgs& a, StageSlot& g) {
 // As TFLM's float kernels: the elementwise function without broadcast, else the broadcasting one
 // (each output element is the same one operation and clamp either way).
 ::tinyseg::Status ArithmeticFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
-  const uint8_t* data[2] = {nullptr, nullptr};
-  RuntimeShape shapes[2];
-  bool same = true;
-  for (int32_t k = 0; k < 2; ++k) {
-    TINYSEG_RETURN_IF_ERROR(Operand(v, g, r, k, &data[k], &shapes[k], &same));
-  }
-  const auto* a = reinterpret_cast<const float*>(data[0]);
-  const auto* b = reinterpret_cast<const float*>(data[1]);
+  Operands<float> in;
+  TINYSEG_RETURN_IF_ERROR(ReadOperands(v, g, r, &in));
+  const float* a = in.data[0];
+  const float* b = in.data[1];
+  const bool same = in.same;
+  const RuntimeShape* shapes = in.shapes;
   auto* o = reinterpret_cast<float*>(r.dst);
   ArithmeticParams p = {};
   p.float_activation_min = g.arith.float_min;

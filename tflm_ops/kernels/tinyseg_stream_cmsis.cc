@@ -1,4 +1,4 @@
-// CMSIS-NN arithmetic for StreamChain's stages; see tinyseg_stream_cmsis.h.
+// CMSIS-NN arithmetic for StreamChain's stages, int8 and int16 (16x8); see tinyseg_stream_cmsis.h.
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
 
 #include <cstring>
@@ -6,6 +6,12 @@
 #if defined(CMSIS_NN)
 #include "Include/arm_nnfunctions.h"
 #include "Include/arm_nnsupportfunctions.h"  // the TRANSPOSE_CONV row: arm_nn_transpose_conv_row_s8_s32
+// arm_convolve_wrapper_s16 takes its bias as cmsis_nn_bias_data (int32 or int64) since the
+// CMSIS-NN that TFLM 90b983c pins; a fork that defines CMSIS_NN with an older CMSIS-NN defines
+// TINYSEG_NO_CMSIS_NN_S16, and its int16 stages keep the reference arithmetic (the same bytes).
+#if !defined(TINYSEG_NO_CMSIS_NN_S16)
+#define TINYSEG_STREAM_CMSIS_S16 1
+#endif
 #endif
 
 namespace tflite {
@@ -33,20 +39,18 @@ cmsis_nn_dims Dims(int32_t n, int32_t h, int32_t w, int32_t c) {
 }
 
 // The per-channel multipliers and shifts are read only; CMSIS-NN's struct is not const.
-cmsis_nn_per_channel_quant_params Quant(const BandConv& c) {
+template <typename Band>
+cmsis_nn_per_channel_quant_params Quant(const Band& c) {
   cmsis_nn_per_channel_quant_params q;
   q.multiplier = const_cast<int32_t*>(c.multiplier);
   q.shift = const_cast<int32_t*>(c.shift);
   return q;
 }
 
-}  // namespace
-
-bool StreamStagesUseCmsisNn() { return true; }
-
-bool CmsisConvRow(const BandConv& c, void* scratch, int32_t scratch_bytes) {
-  if (c.in_h <= 0) return false;  // a window of padding rows only: the reference code's case
-  cmsis_nn_conv_params p;
+// The fields cmsis_nn_conv_params and cmsis_nn_dw_conv_params share, from the band.
+template <typename Params, typename Band>
+Params ConvParams(const Band& c) {
+  Params p;
   p.input_offset = c.input_offset;
   p.output_offset = c.output_offset;
   p.stride.h = c.stride_h;
@@ -57,51 +61,23 @@ bool CmsisConvRow(const BandConv& c, void* scratch, int32_t scratch_bytes) {
   p.dilation.w = c.dilation_w;
   p.activation.min = c.act_min;
   p.activation.max = c.act_max;
-  const cmsis_nn_dims in = Dims(1, c.in_h, c.in_w, c.in_c);
-  const cmsis_nn_dims filter = Dims(1, c.filter_h, c.filter_w, c.filter_c);
-  const cmsis_nn_dims bias = Dims(1, 1, 1, c.out_c);
-  const cmsis_nn_dims out = Dims(1, 1, c.out_w, c.out_c);
-  const int32_t need = arm_convolve_wrapper_s8_get_buffer_size(&p, &in, &filter, &out);
-  if (need < 0 || need > scratch_bytes) return false;
-  cmsis_nn_context ctx;
-  ctx.buf = need > 0 ? scratch : nullptr;
-  ctx.size = need;
-  const cmsis_nn_per_channel_quant_params q = Quant(c);
-  return arm_convolve_wrapper_s8(&ctx, &p, &q, &in, c.input, &filter, c.filter, &bias, c.bias, &out,
-                                 c.output) == ARM_CMSIS_NN_SUCCESS;
+  return p;
 }
 
-bool CmsisDepthwiseConvRow(const BandConv& c, void* scratch, int32_t scratch_bytes) {
-  if (c.in_h <= 0) return false;
-  cmsis_nn_dw_conv_params p;
-  p.input_offset = c.input_offset;
-  p.output_offset = c.output_offset;
-  p.ch_mult = c.depth_multiplier;
-  p.stride.h = c.stride_h;
-  p.stride.w = c.stride_w;
-  p.padding.h = c.pad_h;
-  p.padding.w = c.pad_w;
-  p.dilation.h = c.dilation_h;
-  p.dilation.w = c.dilation_w;
-  p.activation.min = c.act_min;
-  p.activation.max = c.act_max;
-  const cmsis_nn_dims in = Dims(1, c.in_h, c.in_w, c.in_c);
-  const cmsis_nn_dims filter = Dims(1, c.filter_h, c.filter_w, c.out_c);
-  const cmsis_nn_dims bias = Dims(1, 1, 1, c.out_c);
-  const cmsis_nn_dims out = Dims(1, 1, c.out_w, c.out_c);
-  const int32_t need = arm_depthwise_conv_wrapper_s8_get_buffer_size(&p, &in, &filter, &out);
-  if (need < 0 || need > scratch_bytes) return false;
-  cmsis_nn_context ctx;
-  ctx.buf = need > 0 ? scratch : nullptr;
-  ctx.size = need;
-  const cmsis_nn_per_channel_quant_params q = Quant(c);
-  return arm_depthwise_conv_wrapper_s8(&ctx, &p, &q, &in, c.input, &filter, c.filter, &bias, c.bias,
-                                       &out, c.output) == ARM_CMSIS_NN_SUCCESS;
-}
+// The input, filter, bias and output dims of a convolution band (filter_c: the filter's last
+// dimension).
+template <typename Band>
+struct ConvDims {
+  explicit ConvDims(const Band& c, int32_t filter_c)
+      : in(Dims(1, c.in_h, c.in_w, c.in_c)),
+        filter(Dims(1, c.filter_h, c.filter_w, filter_c)),
+        bias(Dims(1, 1, 1, c.out_c)),
+        out(Dims(1, 1, c.out_w, c.out_c)) {}
+  cmsis_nn_dims in, filter, bias, out;
+};
 
-namespace {
-
-cmsis_nn_pool_params PoolParams(const BandPool& b) {
+template <typename T>
+cmsis_nn_pool_params PoolParams(const BandPoolOf<T>& b) {
   cmsis_nn_pool_params p;
   p.stride.h = b.stride_h;
   p.stride.w = b.stride_w;
@@ -112,23 +88,12 @@ cmsis_nn_pool_params PoolParams(const BandPool& b) {
   return p;
 }
 
-}  // namespace
-
-bool CmsisMaxPoolRow(const BandPool& b) {
-  if (b.in_h <= 0) return false;
-  const cmsis_nn_pool_params p = PoolParams(b);
-  const cmsis_nn_dims in = Dims(1, b.in_h, b.in_w, b.channels);
-  const cmsis_nn_dims filter = Dims(1, b.filter_h, b.filter_w, 1);
-  const cmsis_nn_dims out = Dims(1, 1, b.out_w, b.channels);
-  cmsis_nn_context ctx;
-  ctx.buf = nullptr;
-  ctx.size = 0;
-  return arm_max_pool_s8(&ctx, &p, &in, b.input, &filter, &out, b.output) == ARM_CMSIS_NN_SUCCESS;
-}
-
-bool CmsisAveragePoolRow(const BandPool& b, void* scratch, int32_t scratch_bytes) {
-  if (b.in_h <= 0) return false;
-  const int32_t need = arm_avgpool_s8_get_buffer_size(b.out_w, b.channels);
+// A pool row through CMSIS-NN's `pool` (arm_max_pool_s8/s16, arm_avgpool_s8/s16) with a buffer of
+// `need` bytes from `scratch`.
+template <typename T, typename PoolFn>
+bool PoolRow(const BandPoolOf<T>& b, PoolFn pool, int32_t need, void* scratch,
+             int32_t scratch_bytes) {
+  if (b.in_h <= 0) return false;  // a window of padding rows only: the reference code's case
   if (need < 0 || need > scratch_bytes) return false;
   const cmsis_nn_pool_params p = PoolParams(b);
   const cmsis_nn_dims in = Dims(1, b.in_h, b.in_w, b.channels);
@@ -137,7 +102,63 @@ bool CmsisAveragePoolRow(const BandPool& b, void* scratch, int32_t scratch_bytes
   cmsis_nn_context ctx;
   ctx.buf = need > 0 ? scratch : nullptr;
   ctx.size = need;
-  return arm_avgpool_s8(&ctx, &p, &in, b.input, &filter, &out, b.output) == ARM_CMSIS_NN_SUCCESS;
+  return pool(&ctx, &p, &in, b.input, &filter, &out, b.output) == ARM_CMSIS_NN_SUCCESS;
+}
+
+// ADD through CMSIS-NN's arm_elementwise_add_s8/s16 (the same arguments).
+template <typename T, typename AddFn>
+bool AddRow(const ElementwiseRowOf<T>& e, AddFn add) {
+  return add(e.input1, e.input2, e.input1_offset, e.input1_multiplier, e.input1_shift,
+             e.input2_offset, e.input2_multiplier, e.input2_shift, e.left_shift, e.output,
+             e.output_offset, e.output_multiplier, e.output_shift, e.act_min, e.act_max,
+             e.size) == ARM_CMSIS_NN_SUCCESS;
+}
+
+template <typename T, typename MulFn>
+bool MulRow(const ElementwiseRowOf<T>& e, MulFn mul) {
+  return mul(e.input1, e.input2, e.input1_offset, e.input2_offset, e.output, e.output_offset,
+             e.output_multiplier, e.output_shift, e.act_min, e.act_max,
+             e.size) == ARM_CMSIS_NN_SUCCESS;
+}
+
+}  // namespace
+
+bool StreamStagesUseCmsisNn() { return true; }
+
+bool CmsisConvRow(const BandConv& c, void* scratch, int32_t scratch_bytes) {
+  if (c.in_h <= 0) return false;  // a window of padding rows only: the reference code's case
+  const cmsis_nn_conv_params p = ConvParams<cmsis_nn_conv_params>(c);
+  const ConvDims<BandConv> d(c, c.filter_c);
+  const int32_t need = arm_convolve_wrapper_s8_get_buffer_size(&p, &d.in, &d.filter, &d.out);
+  if (need < 0 || need > scratch_bytes) return false;
+  cmsis_nn_context ctx;
+  ctx.buf = need > 0 ? scratch : nullptr;
+  ctx.size = need;
+  const cmsis_nn_per_channel_quant_params q = Quant(c);
+  return arm_convolve_wrapper_s8(&ctx, &p, &q, &d.in, c.input, &d.filter, c.filter, &d.bias, c.bias,
+                                 &d.out, c.output) == ARM_CMSIS_NN_SUCCESS;
+}
+
+bool CmsisDepthwiseConvRow(const BandConv& c, void* scratch, int32_t scratch_bytes) {
+  if (c.in_h <= 0) return false;
+  cmsis_nn_dw_conv_params p = ConvParams<cmsis_nn_dw_conv_params>(c);
+  p.ch_mult = c.depth_multiplier;
+  const ConvDims<BandConv> d(c, c.out_c);
+  const int32_t need = arm_depthwise_conv_wrapper_s8_get_buffer_size(&p, &d.in, &d.filter, &d.out);
+  if (need < 0 || need > scratch_bytes) return false;
+  cmsis_nn_context ctx;
+  ctx.buf = need > 0 ? scratch : nullptr;
+  ctx.size = need;
+  const cmsis_nn_per_channel_quant_params q = Quant(c);
+  return arm_depthwise_conv_wrapper_s8(&ctx, &p, &q, &d.in, c.input, &d.filter, c.filter, &d.bias,
+                                       c.bias, &d.out, c.output) == ARM_CMSIS_NN_SUCCESS;
+}
+
+bool CmsisMaxPoolRow(const BandPool& b) { return PoolRow(b, arm_max_pool_s8, 0, nullptr, 0); }
+
+bool CmsisAveragePoolRow(const BandPool& b, void* scratch, int32_t scratch_bytes) {
+  return PoolRow(b, arm_avgpool_s8, arm_avgpool_s8_get_buffer_size(b.out_w, b.channels), scratch,
+                 scratch_bytes);
 }
 
 // arm_nn_transpose_conv_row_s8_s32 is a CMSIS-NN support function, not its documented API: it
@@ -191,19 +212,8 @@ bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t sc
 }
 #endif  // TINYSEG_NO_CMSIS_NN_TRANSPOSE_CONV
 
-bool CmsisAddRow(const ElementwiseRow& e) {
-  return arm_elementwise_add_s8(e.input1, e.input2, e.input1_offset, e.input1_multiplier,
-                                e.input1_shift, e.input2_offset, e.input2_multiplier,
-                                e.input2_shift, e.left_shift, e.output, e.output_offset,
-                                e.output_multiplier, e.output_shift, e.act_min, e.act_max,
-                                e.size) == ARM_CMSIS_NN_SUCCESS;
-}
-
-bool CmsisMulRow(const ElementwiseRow& e) {
-  return arm_elementwise_mul_s8(e.input1, e.input2, e.input1_offset, e.input2_offset, e.output,
-                                e.output_offset, e.output_multiplier, e.output_shift, e.act_min,
-                                e.act_max, e.size) == ARM_CMSIS_NN_SUCCESS;
-}
+bool CmsisAddRow(const ElementwiseRow& e) { return AddRow(e, arm_elementwise_add_s8); }
+bool CmsisMulRow(const ElementwiseRow& e) { return MulRow(e, arm_elementwise_mul_s8); }
 
 // arm_pad_s8 came into CMSIS-NN with TFLM's CMSIS-NN PAD kernel: a fork that defines CMSIS_NN
 // with an older CMSIS-NN defines TINYSEG_NO_CMSIS_NN_PAD, and its PAD stages keep the reference
@@ -234,7 +244,79 @@ bool CmsisAddRow(const ElementwiseRow&) { return false; }
 bool CmsisMulRow(const ElementwiseRow&) { return false; }
 bool CmsisPadRow(const PadRow&) { return false; }
 
-#endif
+#endif  // CMSIS_NN
+
+#if defined(TINYSEG_STREAM_CMSIS_S16)
+
+namespace {
+
+// CMSIS-NN's s16 convolutions ignore the offsets: zero points 0 only (TFLM's int16 Prepare checks
+// them), and a window with input rows (padding rows only: the reference code's case).
+bool Usable(const BandConvS16& c) {
+  return c.in_h > 0 && c.input_offset == 0 && c.output_offset == 0;
+}
+
+}  // namespace
+
+bool StreamInt16StagesUseCmsisNn() { return true; }
+
+// As cmsis_nn/conv.cc for int16: arm_convolve_wrapper_s16 with the bias as it is typed. Grouped
+// filters (filter_c < in_c) keep the reference code: arm_convolve_s16 has no groups.
+bool CmsisConvRowS16(const BandConvS16& c, void* scratch, int32_t scratch_bytes) {
+  if (!Usable(c) || c.filter_c != c.in_c) return false;
+  const cmsis_nn_conv_params p = ConvParams<cmsis_nn_conv_params>(c);
+  const ConvDims<BandConvS16> d(c, c.filter_c);
+  const int32_t need = arm_convolve_wrapper_s16_get_buffer_size(&p, &d.in, &d.filter, &d.out);
+  // arm_convolve_s16 refuses a null buffer, so it needs one even when the size is 0.
+  if (need < 0 || need > scratch_bytes || scratch == nullptr) return false;
+  cmsis_nn_context ctx;
+  ctx.buf = scratch;
+  ctx.size = need;
+  const cmsis_nn_per_channel_quant_params q = Quant(c);
+  const cmsis_nn_bias_data b = {c.bias, c.bias_is_int32};
+  return arm_convolve_wrapper_s16(&ctx, &p, &q, &d.in, c.input, &d.filter, c.filter, &d.bias, &b,
+                                  &d.out, c.output) == ARM_CMSIS_NN_SUCCESS;
+}
+
+// As cmsis_nn/depthwise_conv.cc for int16: arm_depthwise_conv_s16 (not the wrapper), no buffer,
+// an int64 bias.
+bool CmsisDepthwiseConvRowS16(const BandConvS16& c) {
+  if (!Usable(c) || c.bias_is_int32) return false;
+  cmsis_nn_dw_conv_params p = ConvParams<cmsis_nn_dw_conv_params>(c);
+  p.ch_mult = c.depth_multiplier;
+  const ConvDims<BandConvS16> d(c, c.out_c);
+  cmsis_nn_context ctx;
+  ctx.buf = nullptr;
+  ctx.size = 0;
+  const cmsis_nn_per_channel_quant_params q = Quant(c);
+  return arm_depthwise_conv_s16(&ctx, &p, &q, &d.in, c.input, &d.filter, c.filter, &d.bias,
+                                static_cast<const int64_t*>(c.bias), &d.out,
+                                c.output) == ARM_CMSIS_NN_SUCCESS;
+}
+
+bool CmsisMaxPoolRowS16(const BandPoolS16& b) {
+  return PoolRow(b, arm_max_pool_s16, 0, nullptr, 0);
+}
+
+bool CmsisAveragePoolRowS16(const BandPoolS16& b, void* scratch, int32_t scratch_bytes) {
+  return PoolRow(b, arm_avgpool_s16, arm_avgpool_s16_get_buffer_size(b.out_w, b.channels), scratch,
+                 scratch_bytes);
+}
+
+bool CmsisAddRowS16(const ElementwiseRowS16& e) { return AddRow(e, arm_elementwise_add_s16); }
+bool CmsisMulRowS16(const ElementwiseRowS16& e) { return MulRow(e, arm_elementwise_mul_s16); }
+
+#else  // no (recent) CMSIS-NN in this build: the int16 stages run the reference arithmetic
+
+bool StreamInt16StagesUseCmsisNn() { return false; }
+bool CmsisConvRowS16(const BandConvS16&, void*, int32_t) { return false; }
+bool CmsisDepthwiseConvRowS16(const BandConvS16&) { return false; }
+bool CmsisMaxPoolRowS16(const BandPoolS16&) { return false; }
+bool CmsisAveragePoolRowS16(const BandPoolS16&, void*, int32_t) { return false; }
+bool CmsisAddRowS16(const ElementwiseRowS16&) { return false; }
+bool CmsisMulRowS16(const ElementwiseRowS16&) { return false; }
+
+#endif  // TINYSEG_STREAM_CMSIS_S16
 
 }  // namespace tinyseg_ops
 }  // namespace tflite

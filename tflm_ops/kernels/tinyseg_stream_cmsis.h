@@ -27,15 +27,19 @@
 namespace tflite {
 namespace tinyseg_ops {
 
-// One output row of an int8 convolution over a band of input rows (NHWC, batch 1).
-struct BandConv {
-  const int8_t* input;
+// One output row of a convolution over a band of input rows (NHWC, batch 1): T the activations'
+// type (int8, or int16 with int8 weights), B the bias's (int32 for int8; for int16 void, the type
+// in bias_is_int32).
+template <typename T, typename B>
+struct BandConvOf {
+  const T* input;
   int32_t in_h, in_w, in_c;  // in_h: the band's rows
   const int8_t* filter;
   int32_t filter_h, filter_w,
-      filter_c;         // filter_c: CONV_2D input channels per group; depthwise: out_c
-  const int32_t* bias;  // nullptr: none
-  int8_t* output;       // one row: out_w x out_c
+      filter_c;        // filter_c: CONV_2D input channels per group; depthwise: out_c
+  const B* bias;       // nullptr: none
+  bool bias_is_int32;  // int16: an int32 bias (else int64)
+  T* output;           // one row: out_w x out_c
   int32_t out_w, out_c;
   int32_t stride_h, stride_w, dilation_h, dilation_w;
   int32_t pad_h, pad_w;   // pad_h: the band's own top padding
@@ -47,24 +51,26 @@ struct BandConv {
   int32_t depth_multiplier;  // DEPTHWISE_CONV_2D only
 };
 
-// One output row of an int8 MAX_POOL_2D or AVERAGE_POOL_2D over a band of input rows.
-struct BandPool {
-  const int8_t* input;
+// One output row of a MAX_POOL_2D or AVERAGE_POOL_2D over a band of input rows.
+template <typename T>
+struct BandPoolOf {
+  const T* input;
   int32_t in_h, in_w, channels;
-  int8_t* output;  // one row: out_w x channels
+  T* output;  // one row: out_w x channels
   int32_t out_w;
   int32_t filter_h, filter_w, stride_h, stride_w;
   int32_t pad_h, pad_w;  // pad_h: the band's own top padding
   int32_t act_min, act_max;
 };
 
-// One row of an int8 ADD or MUL whose operands are rows of the output's shape (no broadcast:
-// TFLM's CMSIS-NN kernels call CMSIS-NN only then, too). MUL uses the offsets and the output's
+// One row of an ADD or MUL whose operands are rows of the output's shape (no broadcast: TFLM's
+// CMSIS-NN kernels call CMSIS-NN only then, too). MUL uses the offsets and the output's
 // multiplier and shift only.
-struct ElementwiseRow {
-  const int8_t* input1;
-  const int8_t* input2;
-  int8_t* output;
+template <typename T>
+struct ElementwiseRowOf {
+  const T* input1;
+  const T* input2;
+  T* output;
   int32_t size;
   int32_t input1_offset, input1_multiplier, input1_shift;
   int32_t input2_offset, input2_multiplier, input2_shift;
@@ -72,6 +78,10 @@ struct ElementwiseRow {
   int32_t output_offset, output_multiplier, output_shift;
   int32_t act_min, act_max;
 };
+
+using BandConv = BandConvOf<int8_t, int32_t>;
+using BandPool = BandPoolOf<int8_t>;
+using ElementwiseRow = ElementwiseRowOf<int8_t>;
 
 // One output row y of an int8 TRANSPOSE_CONV whose stride height is at least its kernel height:
 // it reads input row y / stride alone, through filter row `filter_row` = y % stride (a row past
@@ -110,51 +120,15 @@ struct PadRow {
 };
 
 // The 16x8 (int16 activations, int8 weights) forms of BandConv, BandPool and ElementwiseRow, for
-// the int16 stages (tinyseg_stream_int16.cc), computed in tinyseg_stream_cmsis16.cc with the s16
-// functions TFLM's CMSIS-NN kernels call for int16: CONV_2D arm_convolve_wrapper_s16 (an int32 or
-// int64 bias), DEPTHWISE_CONV_2D arm_depthwise_conv_s16 (int64 bias, no buffer), MAX_POOL_2D
-// arm_max_pool_s16, AVERAGE_POOL_2D arm_avgpool_s16, ADD arm_elementwise_add_s16 and MUL
-// arm_elementwise_mul_s16 (no broadcast). CMSIS-NN's int16 functions take no zero points: a row
-// whose offsets are not 0 (TFLM's int16 Prepare refuses those) keeps the reference code.
-struct BandConvS16 {
-  const int16_t* input;
-  int32_t in_h, in_w, in_c;  // in_h: the band's rows
-  const int8_t* filter;
-  int32_t filter_h, filter_w, filter_c;  // filter_c: CONV_2D input channels; depthwise: out_c
-  const void* bias;                      // int32 (bias_is_int32) or int64; nullptr: none
-  bool bias_is_int32;
-  int16_t* output;  // one row: out_w x out_c
-  int32_t out_w, out_c;
-  int32_t stride_h, stride_w, dilation_h, dilation_w;
-  int32_t pad_h, pad_w;  // pad_h: the band's own top padding
-  int32_t input_offset, output_offset;
-  int32_t act_min, act_max;
-  const int32_t* multiplier;  // per output channel
-  const int32_t* shift;
-  int32_t depth_multiplier;  // DEPTHWISE_CONV_2D only
-};
-
-struct BandPoolS16 {
-  const int16_t* input;
-  int32_t in_h, in_w, channels;
-  int16_t* output;  // one row: out_w x channels
-  int32_t out_w;
-  int32_t filter_h, filter_w, stride_h, stride_w;
-  int32_t pad_h, pad_w;  // pad_h: the band's own top padding
-  int32_t act_min, act_max;
-};
-
-struct ElementwiseRowS16 {
-  const int16_t* input1;
-  const int16_t* input2;
-  int16_t* output;
-  int32_t size;
-  int32_t input1_offset, input1_multiplier, input1_shift;
-  int32_t input2_offset, input2_multiplier, input2_shift;
-  int32_t left_shift;
-  int32_t output_offset, output_multiplier, output_shift;
-  int32_t act_min, act_max;
-};
+// the int16 stages (tinyseg_stream_int16.cc), computed with the s16 functions TFLM's CMSIS-NN
+// kernels call for int16: CONV_2D arm_convolve_wrapper_s16 (an int32 or int64 bias),
+// DEPTHWISE_CONV_2D arm_depthwise_conv_s16 (int64 bias, no buffer), MAX_POOL_2D arm_max_pool_s16,
+// AVERAGE_POOL_2D arm_avgpool_s16, ADD arm_elementwise_add_s16 and MUL arm_elementwise_mul_s16 (no
+// broadcast). CMSIS-NN's int16 functions take no zero points: a row whose offsets are not 0
+// (TFLM's int16 Prepare refuses those) keeps the reference code.
+using BandConvS16 = BandConvOf<int16_t, void>;
+using BandPoolS16 = BandPoolOf<int16_t>;
+using ElementwiseRowS16 = ElementwiseRowOf<int16_t>;
 
 // Scratch bytes CmsisTransposeConvRow needs: its int32 accumulator row,
 // ((in_w - 1) * stride_w + max(filter_w, stride_w)) * out_c int32 (arm_transpose_conv_s8's row
@@ -176,7 +150,7 @@ bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t sc
 bool CmsisAddRow(const ElementwiseRow& e);
 bool CmsisMulRow(const ElementwiseRow& e);
 bool CmsisPadRow(const PadRow& p);
-// The s16 forms, with the same contract (tinyseg_stream_cmsis16.cc); StreamInt16StagesUseCmsisNn:
+// The s16 forms, with the same contract; StreamInt16StagesUseCmsisNn:
 // true in a build whose int16 stages can run them.
 bool StreamInt16StagesUseCmsisNn();
 bool CmsisConvRowS16(const BandConvS16& c, void* scratch, int32_t scratch_bytes);

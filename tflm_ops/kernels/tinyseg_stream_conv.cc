@@ -20,6 +20,7 @@
 #include "tensorflow/lite/micro/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_params.h"
 #include "tensorflow/lite/micro/micro_context.h"
 #include "tensorflow/lite/micro/micro_log.h"
 
@@ -93,20 +94,17 @@ bool ConvGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const 
   return ok;
 }
 
-namespace {
-
-// Filter and bias types, the geometry and TFLM's per-channel requantization (Requantization).
-TfLiteStatus PrepareWith(const StageArgs& a, StageSlot& g, const TensorSlot& in,
-                         const TensorSlot& out, TfLiteTensor* filter, TfLiteTensor* bias) {
+TfLiteStatus FilterAndGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in,
+                               const TensorSlot& out, const TfLiteTensor* filter,
+                               TfLiteType filter_type, bool bias_ok, const char* refusal) {
   ConvStage& c = g.conv;
   const bool depthwise = g.op == StageOp::kDepthwiseConv2d;  // filter [1, kh, kw, C_out]
   const bool types_ok =
-      filter->type == kTfLiteInt8 && filter->dims->size == 4 &&
+      filter->type == filter_type && filter->dims->size == 4 &&
       filter->dims->data[depthwise ? 3 : 0] == out.channels &&
-      (!depthwise || (filter->dims->data[0] == 1 && out.channels % in.channels == 0)) &&
-      (bias == nullptr || (bias->type == kTfLiteInt32 && NumElements(bias) == out.channels));
+      (!depthwise || (filter->dims->data[0] == 1 && out.channels % in.channels == 0)) && bias_ok;
   if (!types_ok) {
-    MicroPrintf("StreamChain: a convolution stage needs an int8 filter and int32 bias");
+    MicroPrintf("StreamChain: %s", refusal);
     return kTfLiteError;
   }
   c.filter_h = filter->dims->data[1];
@@ -115,43 +113,40 @@ TfLiteStatus PrepareWith(const StageArgs& a, StageSlot& g, const TensorSlot& in,
     MicroPrintf("StreamChain: stage %d's geometry does not match", static_cast<int>(a.index));
     return kTfLiteError;
   }
-  return Requantization(a, g, in, out, filter, bias);
+  return kTfLiteOk;
 }
 
-}  // namespace
+bool BiasFits(const TfLiteTensor* bias, const TensorSlot& out, TfLiteType type, TfLiteType other) {
+  return (bias->type == type || bias->type == other) && NumElements(bias) == out.channels;
+}
 
 namespace {
+
+// Filter and bias types, the geometry and TFLM's per-channel requantization (Requantization).
+TfLiteStatus PrepareWith(const StageArgs& a, StageSlot& g, const TensorSlot& in,
+                         const TensorSlot& out, TfLiteTensor* filter, TfLiteTensor* bias) {
+  TF_LITE_ENSURE_STATUS(FilterAndGeometry(
+      a, g, in, out, filter, kTfLiteInt8, bias == nullptr || BiasFits(bias, out, kTfLiteInt32),
+      "a convolution stage needs an int8 filter and int32 bias"));
+  return Requantization(a, g, in, out, filter, bias);
+}
 
 // The float32 filter and bias, the geometry and the activation's range (conv.cc's
 // ConvParamsFloat: CalculateActivationRange). The pool entries are taken as for int8 stages
 // without a "quant" table (customops.stream_chain_body_bytes counts them) and left unused.
 TfLiteStatus PrepareFloatWith(const StageArgs& a, StageSlot& g, const TensorSlot& in,
                               const TensorSlot& out, TfLiteTensor* filter, TfLiteTensor* bias) {
-  ConvStage& c = g.conv;
-  const bool depthwise = g.op == StageOp::kDepthwiseConv2d;
-  const bool types_ok =
-      filter->type == kTfLiteFloat32 && filter->dims->size == 4 &&
-      filter->dims->data[depthwise ? 3 : 0] == out.channels &&
-      (!depthwise || (filter->dims->data[0] == 1 && out.channels % in.channels == 0)) &&
-      (bias == nullptr || (bias->type == kTfLiteFloat32 && NumElements(bias) == out.channels));
-  if (!types_ok) {
-    MicroPrintf("StreamChain: a float32 convolution stage needs a float32 filter and bias");
-    return kTfLiteError;
-  }
-  c.filter_h = filter->dims->data[1];
-  c.filter_w = filter->dims->data[2];
-  if (!ConvGeometry(a, g, in, out, filter)) {
-    MicroPrintf("StreamChain: stage %d's geometry does not match", static_cast<int>(a.index));
-    return kTfLiteError;
-  }
+  TF_LITE_ENSURE_STATUS(FilterAndGeometry(
+      a, g, in, out, filter, kTfLiteFloat32, bias == nullptr || BiasFits(bias, out, kTfLiteFloat32),
+      "a float32 convolution stage needs a float32 filter and bias"));
   if (!(*a.stage)[contract::kKeyQuant].IsNull()) {
     MicroPrintf("StreamChain: stage %d on float32 rows has a quant table (it requantizes nothing)",
                 static_cast<int>(a.index));
     return kTfLiteError;
   }
   TF_LITE_ENSURE_STATUS(TakePool(a.context, *a.d, 2 * static_cast<int64_t>(out.channels),
-                                 a.pool_next, &c.per_channel));
-  CalculateActivationRange(a.f.activation, &c.float_min, &c.float_max);
+                                 a.pool_next, &g.conv.per_channel));
+  CalculateActivationRange(a.f.activation, &g.conv.float_min, &g.conv.float_max);
   return kTfLiteOk;
 }
 
@@ -299,108 +294,41 @@ TfLiteStatus PrepareConvFloat(const StageArgs& a, StageSlot& g) {
 
 // ------------------------------------------------------------ rows
 
-namespace {
-
-// A convolution stage's row as tinyseg_stream_cmsis.h takes it (the band: `rows` input rows from
-// `src`, with its own top padding `pad_top`).
-tinyseg_ops::BandConv BandConvOf(const EvalState& v, const ConvStage& c, const StageRow& r,
-                                 int32_t pad_top, const TfLiteEvalTensor* filter,
-                                 const TfLiteEvalTensor* bias) {
-  tinyseg_ops::BandConv b = {};
-  b.input = reinterpret_cast<const int8_t*>(r.src);
-  b.in_h = r.rows;
-  b.in_w = r.in->width;
-  b.in_c = r.in->channels;
-  b.filter = micro::GetTensorData<int8_t>(filter);
-  b.filter_h = c.filter_h;
-  b.filter_w = c.filter_w;
-  b.filter_c = filter->dims->data[3];
-  b.bias = micro::GetOptionalTensorData<int32_t>(bias);
-  b.output = reinterpret_cast<int8_t*>(r.dst);
-  b.out_w = r.out->width;
-  b.out_c = r.out->channels;
-  b.stride_h = c.stride_h;
-  b.stride_w = c.stride_w;
-  b.dilation_h = c.dilation_h;
-  b.dilation_w = c.dilation_w;
-  b.pad_h = pad_top;
-  b.pad_w = c.pad_w;
-  b.input_offset = c.input_offset;
-  b.output_offset = c.output_offset;
-  b.act_min = c.act_min;
-  b.act_max = c.act_max;
-  b.multiplier = Multipliers(v, c);
-  b.shift = Multipliers(v, c) + r.out->channels;
-  return b;
-}
-
-const TfLiteEvalTensor* Bias(const EvalState& v, const ConvStage& c) {
-  return c.bias >= 0 ? micro::GetEvalInput(v.context, v.node, c.bias) : nullptr;
-}
-
-}  // namespace
-
 ::tinyseg::Status ConvRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
-  ConvParams p = {};
-  p.padding_type = PaddingType::kSame;
-  p.padding_values.width = static_cast<int16_t>(c.pad_w);
   // The band starts at input row lo: its own top padding.
-  p.padding_values.height = static_cast<int16_t>(r.lo - (r.y * c.stride_h - c.pad_h));
-  p.stride_width = static_cast<int16_t>(c.stride_w);
-  p.stride_height = static_cast<int16_t>(c.stride_h);
-  p.dilation_width_factor = static_cast<int16_t>(c.dilation_w);
-  p.dilation_height_factor = static_cast<int16_t>(c.dilation_h);
-  p.input_offset = c.input_offset;
-  p.output_offset = c.output_offset;
-  p.quantized_activation_min = c.act_min;
-  p.quantized_activation_max = c.act_max;
+  const int32_t pad_top = BandPadTop(r, c.stride_h, c.pad_h);
+  const ConvParams p = QuantizedConvParams<ConvParams>(c, pad_top);
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = Bias(v, c);
-  if (tinyseg_ops::CmsisConvRow(BandConvOf(v, c, r, p.padding_values.height, filter, bias),
-                                v.op_scratch, MemberScratchBytes(*v.d))) {
+  const TfLiteEvalTensor* bias = ConvBias(v, c);
+  tinyseg_ops::BandConv b = BandConvRow<int8_t, int32_t>(v, c, r, pad_top, filter);
+  b.bias = micro::GetOptionalTensorData<int32_t>(bias);
+  if (tinyseg_ops::CmsisConvRow(b, v.op_scratch, MemberScratchBytes(*v.d))) {
     CountOptimizedRow(v);
     return ::tinyseg::Status::kOk;
   }
-  const int32_t* pool = Multipliers(v, c);
-  kConvPerChannel(p, pool, pool + r.out->channels, r.in_shape,
-                  reinterpret_cast<const int8_t*>(r.src), micro::GetTensorShape(filter),
-                  micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
-                  micro::GetOptionalTensorData<int32_t>(bias), r.out_shape,
-                  reinterpret_cast<int8_t*>(r.dst));
+  kConvPerChannel(p, b.multiplier, b.shift, r.in_shape, b.input, micro::GetTensorShape(filter),
+                  b.filter, micro::GetTensorShape(bias), b.bias, r.out_shape, b.output);
   return ::tinyseg::Status::kOk;
 }
 
 ::tinyseg::Status DepthwiseConvRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
-  DepthwiseParams p = {};
-  p.padding_type = PaddingType::kSame;
-  p.padding_values.width = static_cast<int16_t>(c.pad_w);
-  p.padding_values.height = static_cast<int16_t>(r.lo - (r.y * c.stride_h - c.pad_h));
-  p.stride_width = static_cast<int16_t>(c.stride_w);
-  p.stride_height = static_cast<int16_t>(c.stride_h);
-  p.dilation_width_factor = static_cast<int16_t>(c.dilation_w);
-  p.dilation_height_factor = static_cast<int16_t>(c.dilation_h);
-  p.depth_multiplier = static_cast<int16_t>(r.out->channels / r.in->channels);
-  p.input_offset = c.input_offset;
-  p.weights_offset = 0;
-  p.output_offset = c.output_offset;
-  p.quantized_activation_min = c.act_min;
-  p.quantized_activation_max = c.act_max;
+  const int32_t pad_top = BandPadTop(r, c.stride_h, c.pad_h);
+  const DepthwiseParams p =
+      WithDepthMultiplier(QuantizedConvParams<DepthwiseParams>(c, pad_top), r);
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = Bias(v, c);
-  tinyseg_ops::BandConv b = BandConvOf(v, c, r, p.padding_values.height, filter, bias);
+  const TfLiteEvalTensor* bias = ConvBias(v, c);
+  tinyseg_ops::BandConv b = BandConvRow<int8_t, int32_t>(v, c, r, pad_top, filter);
+  b.bias = micro::GetOptionalTensorData<int32_t>(bias);
   b.depth_multiplier = p.depth_multiplier;
   if (tinyseg_ops::CmsisDepthwiseConvRow(b, v.op_scratch, MemberScratchBytes(*v.d))) {
     CountOptimizedRow(v);
     return ::tinyseg::Status::kOk;
   }
-  const int32_t* pool = Multipliers(v, c);
-  kDepthwiseConvPerChannel(p, pool, pool + r.out->channels, r.in_shape,
-                           reinterpret_cast<const int8_t*>(r.src), micro::GetTensorShape(filter),
-                           micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
-                           micro::GetOptionalTensorData<int32_t>(bias), r.out_shape,
-                           reinterpret_cast<int8_t*>(r.dst));
+  kDepthwiseConvPerChannel(p, b.multiplier, b.shift, r.in_shape, b.input,
+                           micro::GetTensorShape(filter), b.filter, micro::GetTensorShape(bias),
+                           b.bias, r.out_shape, b.output);
   return ::tinyseg::Status::kOk;
 }
 
@@ -439,20 +367,10 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
 // row, and the shifted padding selects filter row y - lo * stride.
 ::tinyseg::Status TransposeConvRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
-  ConvParams p = {};
-  p.padding_type = PaddingType::kSame;
-  p.padding_values.width = static_cast<int16_t>(c.pad_w);
-  p.padding_values.height = static_cast<int16_t>(r.y - r.lo * c.stride_h + c.pad_h);
-  p.stride_width = static_cast<int16_t>(c.stride_w);
-  p.stride_height = static_cast<int16_t>(c.stride_h);
-  p.dilation_width_factor = 1;
-  p.dilation_height_factor = 1;
-  p.input_offset = c.input_offset;
-  p.output_offset = c.output_offset;
-  p.quantized_activation_min = c.act_min;
-  p.quantized_activation_max = c.act_max;
+  const ConvParams p =
+      TransposeRowParams(QuantizedConvParams<ConvParams>(c, TransposePadTop(c, r)));
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = Bias(v, c);
+  const TfLiteEvalTensor* bias = ConvBias(v, c);
   if (r.rows == 1 && CmsisTransposeRow(v, c, r, p.padding_values.height, filter, bias)) {
     CountOptimizedRow(v);
     if (v.stats != nullptr) ++v.stats->optimized_transpose_conv_rows;
@@ -469,30 +387,11 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
 
 // ------------------------------------------------------------ float32 rows
 
-namespace {
-
-// ConvParamsFloat's fields for one band: the band's own top padding `pad_top`.
-ConvParams FloatConvParams(const ConvStage& c, int32_t pad_top) {
-  ConvParams p = {};
-  p.padding_type = PaddingType::kSame;
-  p.padding_values.width = static_cast<int16_t>(c.pad_w);
-  p.padding_values.height = static_cast<int16_t>(pad_top);
-  p.stride_width = static_cast<int16_t>(c.stride_w);
-  p.stride_height = static_cast<int16_t>(c.stride_h);
-  p.dilation_width_factor = static_cast<int16_t>(c.dilation_w);
-  p.dilation_height_factor = static_cast<int16_t>(c.dilation_h);
-  p.float_activation_min = c.float_min;
-  p.float_activation_max = c.float_max;
-  return p;
-}
-
-}  // namespace
-
 ::tinyseg::Status ConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
-  const ConvParams p = FloatConvParams(c, r.lo - (r.y * c.stride_h - c.pad_h));
+  const ConvParams p = FloatConvParams<ConvParams>(c, BandPadTop(r, c.stride_h, c.pad_h));
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = Bias(v, c);
+  const TfLiteEvalTensor* bias = ConvBias(v, c);
   reference_ops::Conv(p, r.in_shape, reinterpret_cast<const float*>(r.src),
                       micro::GetTensorShape(filter), micro::GetTensorData<float>(filter),
                       micro::GetTensorShape(bias), micro::GetOptionalTensorData<float>(bias),
@@ -502,19 +401,10 @@ ConvParams FloatConvParams(const ConvStage& c, int32_t pad_top) {
 
 ::tinyseg::Status DepthwiseConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
-  DepthwiseParams p = {};
-  p.padding_type = PaddingType::kSame;
-  p.padding_values.width = static_cast<int16_t>(c.pad_w);
-  p.padding_values.height = static_cast<int16_t>(r.lo - (r.y * c.stride_h - c.pad_h));
-  p.stride_width = static_cast<int16_t>(c.stride_w);
-  p.stride_height = static_cast<int16_t>(c.stride_h);
-  p.dilation_width_factor = static_cast<int16_t>(c.dilation_w);
-  p.dilation_height_factor = static_cast<int16_t>(c.dilation_h);
-  p.depth_multiplier = static_cast<int16_t>(r.out->channels / r.in->channels);
-  p.float_activation_min = c.float_min;
-  p.float_activation_max = c.float_max;
+  const DepthwiseParams p = WithDepthMultiplier(
+      FloatConvParams<DepthwiseParams>(c, BandPadTop(r, c.stride_h, c.pad_h)), r);
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = Bias(v, c);
+  const TfLiteEvalTensor* bias = ConvBias(v, c);
   reference_ops::DepthwiseConv(
       p, r.in_shape, reinterpret_cast<const float*>(r.src), micro::GetTensorShape(filter),
       micro::GetTensorData<float>(filter), micro::GetTensorShape(bias),
@@ -526,11 +416,9 @@ ConvParams FloatConvParams(const ConvStage& c, int32_t pad_top) {
 // TFLM's float TRANSPOSE_CONV accumulates in the output row itself (no scratch).
 ::tinyseg::Status TransposeConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
-  ConvParams p = FloatConvParams(c, r.y - r.lo * c.stride_h + c.pad_h);
-  p.dilation_width_factor = 1;
-  p.dilation_height_factor = 1;
+  const ConvParams p = TransposeRowParams(FloatConvParams<ConvParams>(c, TransposePadTop(c, r)));
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = Bias(v, c);
+  const TfLiteEvalTensor* bias = ConvBias(v, c);
   reference_ops::TransposeConv(p, r.in_shape, reinterpret_cast<const float*>(r.src),
                                micro::GetTensorShape(filter), micro::GetTensorData<float>(filter),
                                micro::GetTensorShape(bias),

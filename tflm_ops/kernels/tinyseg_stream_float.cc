@@ -176,13 +176,8 @@ TfLiteStatus PrepareResizeBilinearFloat(const StageArgs& a, StageSlot& g) {
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
   TF_LITE_ENSURE_STATUS(RequireFloat32(a, out));
-  int32_t align_field = 0, half_field = 0;
-  TF_LITE_ENSURE(context, Field(*a.fields, contract::kFieldAlignCorners, 0, &align_field) &&
-                              Field(*a.fields, contract::kFieldHalfPixelCenters, 0, &half_field));
-  const bool align = align_field != 0;
-  const bool half = half_field != 0;
-  TF_LITE_ENSURE_MSG(context, !(align && half),
-                     "StreamChain: RESIZE_BILINEAR with align_corners and half_pixel_centers");
+  bool align = false, half = false;
+  TF_LITE_ENSURE_STATUS(BilinearFlags(a, &align, &half));
   TF_LITE_ENSURE_MSG(context, in.channels == out.channels && in.width > 0 && out.width > 0,
                      "StreamChain: RESIZE_BILINEAR keeps the channels");
   TF_LITE_ENSURE_MSG(context, BilinearFloatRule(in.height, out.height, align, half, &g.rule),

@@ -22,6 +22,7 @@
 #include "tensorflow/lite/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_params.h"
 #include "tensorflow/lite/micro/micro_context.h"
 #include "tensorflow/lite/micro/micro_log.h"
 
@@ -35,24 +36,11 @@ namespace {
 TfLiteStatus PrepareTransposeInt16With(const StageArgs& a, StageSlot& g, const TensorSlot& in,
                                        const TensorSlot& out, TfLiteTensor* filter,
                                        TfLiteTensor* bias) {
-  ConvStage& c = g.conv;
-  const bool types_ok =
-      filter->type == kTfLiteInt8 && filter->dims->size == 4 &&
-      filter->dims->data[0] == out.channels &&
-      (bias == nullptr || ((bias->type == kTfLiteInt64 || bias->type == kTfLiteInt16) &&
-                           NumElements(bias) == out.channels));
-  if (!types_ok) {
-    MicroPrintf(
-        "StreamChain: an int16 TRANSPOSE_CONV stage needs an int8 filter of its output channels "
-        "and an int64 or int16 bias or none");
-    return kTfLiteError;
-  }
-  c.filter_h = filter->dims->data[1];
-  c.filter_w = filter->dims->data[2];
-  if (!ConvGeometry(a, g, in, out, filter)) {
-    MicroPrintf("StreamChain: stage %d's geometry does not match", static_cast<int>(a.index));
-    return kTfLiteError;
-  }
+  TF_LITE_ENSURE_STATUS(FilterAndGeometry(
+      a, g, in, out, filter, kTfLiteInt8,
+      bias == nullptr || BiasFits(bias, out, kTfLiteInt64, kTfLiteInt16),
+      "an int16 TRANSPOSE_CONV stage needs an int8 filter of its output channels and an int64 or "
+      "int16 bias or none"));
   return Requantization(a, g, in, out, filter, bias);
 }
 
@@ -72,7 +60,7 @@ void ScatterInt16Row(const ConvStage& c, const StageRow& r, const TfLiteEvalTens
                      int64_t* acc) {
   const int32_t out_w = r.out->width, out_c = r.out->channels;
   const int32_t in_w = r.in_shape.Dims(2), in_c = r.in_shape.Dims(3);
-  const int32_t fy = r.y - r.lo * c.stride_h + c.pad_h;
+  const int32_t fy = TransposePadTop(c, r);
   for (int32_t i = 0; i < out_w * out_c; ++i) acc[i] = 0;
   if (fy < 0 || fy >= c.filter_h) return;  // a row between two input rows: bias only
   const int8_t* weights = micro::GetTensorData<int8_t>(filter);
@@ -110,24 +98,6 @@ void RequantizeInt16Row(const ConvStage& c, const StageRow& r, const int32_t* po
   }
 }
 
-// The ConvParams of output row y from input row lo: the shifted top padding selects filter row
-// y - lo * stride.
-ConvParams TransposeRowParams(const ConvStage& c, const StageRow& r) {
-  ConvParams p = {};
-  p.padding_type = PaddingType::kSame;
-  p.padding_values.width = static_cast<int16_t>(c.pad_w);
-  p.padding_values.height = static_cast<int16_t>(r.y - r.lo * c.stride_h + c.pad_h);
-  p.stride_width = static_cast<int16_t>(c.stride_w);
-  p.stride_height = static_cast<int16_t>(c.stride_h);
-  p.dilation_width_factor = 1;
-  p.dilation_height_factor = 1;
-  p.input_offset = c.input_offset;
-  p.output_offset = c.output_offset;
-  p.quantized_activation_min = c.act_min;
-  p.quantized_activation_max = c.act_max;
-  return p;
-}
-
 }  // namespace
 
 // Output row y from input row lo = y / stride; the int64 accumulator row is op_scratch's
@@ -137,8 +107,7 @@ ConvParams TransposeRowParams(const ConvStage& c, const StageRow& r) {
   const int64_t need = static_cast<int64_t>(r.out->width) * r.out->channels * 8;
   if (MemberScratchBytes(*v.d) < need) return ::tinyseg::Status::kInvalidArgument;
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias =
-      c.bias >= 0 ? micro::GetEvalInput(v.context, v.node, c.bias) : nullptr;
+  const TfLiteEvalTensor* bias = ConvBias(v, c);
   const int32_t* pool = Multipliers(v, c);
   auto* acc = reinterpret_cast<int64_t*>(v.op_scratch);
   if (bias != nullptr && bias->type == kTfLiteInt16) {
@@ -147,34 +116,20 @@ ConvParams TransposeRowParams(const ConvStage& c, const StageRow& r) {
     return ::tinyseg::Status::kOk;
   }
   reference_integer_ops::TransposeConv(
-      TransposeRowParams(c, r), pool, pool + r.out->channels, r.in_shape,
-      reinterpret_cast<const int16_t*>(r.src), micro::GetTensorShape(filter),
-      micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
-      micro::GetOptionalTensorData<int64_t>(bias), r.out_shape, reinterpret_cast<int16_t*>(r.dst),
-      RuntimeShape(), nullptr, acc);
+      TransposeRowParams(QuantizedConvParams<ConvParams>(c, TransposePadTop(c, r))), pool,
+      pool + r.out->channels, r.in_shape, reinterpret_cast<const int16_t*>(r.src),
+      micro::GetTensorShape(filter), micro::GetTensorData<int8_t>(filter),
+      micro::GetTensorShape(bias), micro::GetOptionalTensorData<int64_t>(bias), r.out_shape,
+      reinterpret_cast<int16_t*>(r.dst), RuntimeShape(), nullptr, acc);
   return ::tinyseg::Status::kOk;
 }
 
 // int16 PADV2: the paddings as PAD's, the pad value a constant int16 scalar (pad_common.cc checks
 // its type and size only; its bits are the output's).
 TfLiteStatus PreparePadv2Int16(const StageArgs& a, StageSlot& g) {
-  TfLiteContext* context = a.context;
-  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
   TF_LITE_ENSURE_STATUS(PreparePadInt16(a, g));
-  PadStage& ps = g.pad;
-  ps.value = ConstantOperand(*a.tab, g, 1, false);  // PreparePadInt16 cleared it (PAD has none)
-  TF_LITE_ENSURE_MSG(context, ps.value >= 0 && ps.value < NumInputs(a.node),
-                     "StreamChain: PADV2's pad value");
-  MicroContext* mc = GetMicroContext(context);
-  TfLiteTensor* value = mc->AllocateTempInputTensor(a.node, ps.value);
-  TF_LITE_ENSURE(context, value != nullptr);
-  const bool scalar =
-      value->type == kTfLiteInt16 && IsConstantTensor(value) && NumElements(value) == 1;
-  if (scalar) ps.pad_value = GetTensorData<int16_t>(value)[0];
-  mc->DeallocateTempTfLiteTensor(value);
-  TF_LITE_ENSURE_MSG(context, scalar,
-                     "StreamChain: an int16 PADV2 takes a constant int16 scalar pad value");
-  return kTfLiteOk;
+  g.pad.value = ConstantOperand(*a.tab, g, 1, false);  // PreparePadInt16 cleared it (PAD has none)
+  return PadValue(a, a.tab->tensor(g.output), g.pad);
 }
 
 }  // namespace tinyseg_stream

@@ -424,6 +424,15 @@ TfLiteStatus Requantization(const StageArgs& a, StageSlot& g, const TensorSlot& 
 const int32_t* Multipliers(const EvalState& v, const ConvStage& c);
 bool ConvGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const TensorSlot& out,
                   const TfLiteTensor* filter);
+// What every form's `with` checks first: a filter of `filter_type` ([C_out, kh, kw, C_in];
+// DEPTHWISE_CONV_2D [1, kh, kw, C_out]) and the form's bias rule `bias_ok` (else `refusal` is
+// printed), then the geometry (ConvGeometry).
+TfLiteStatus FilterAndGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in,
+                               const TensorSlot& out, const TfLiteTensor* filter,
+                               TfLiteType filter_type, bool bias_ok, const char* refusal);
+// A bias of `type` (or `other`) and one value per output channel.
+bool BiasFits(const TfLiteTensor* bias, const TensorSlot& out, TfLiteType type,
+              TfLiteType other = kTfLiteNoType);
 
 TfLiteStatus PrepareConvFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
@@ -488,17 +497,15 @@ TfLiteStatus PrepareElu(const StageArgs& a, StageSlot& g);
 
 TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status PadRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareResize(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ResizeRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareResizeBilinear(const StageArgs& a, StageSlot& g);
+// RESIZE_BILINEAR's align_corners and half_pixel_centers fields (not both, as TFLM refuses).
+TfLiteStatus BilinearFlags(const StageArgs& a, bool* align, bool* half);
 ::tinyseg::Status ResizeBilinearRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareConcatenation(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ConcatenationRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PreparePadFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status PadFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareResizeFloat(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ResizeFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareConcatenationFloat(const StageArgs& a, StageSlot& g);
 
 // The float32 stages of tinyseg_stream_float.cc (and PADV2 of tinyseg_stream_layout.cc).
 ::tinyseg::Status TanhFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
@@ -522,6 +529,31 @@ TfLiteStatus PrepareMeanInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MeanInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 // int16 rows (tinyseg_stream_int16.cc): TFLM's 16x8 reference arithmetic.
 TfLiteStatus RequireInt16(const StageArgs& a, const TensorSlot& out);
+// Rows of `type`: RequireInt8 (any quantized row type), RequireInt16 or RequireFloat32.
+inline TfLiteStatus RequireRows(const StageArgs& a, const TensorSlot& out, TfLiteType type) {
+  return type == kTfLiteInt16     ? RequireInt16(a, out)
+         : type == kTfLiteFloat32 ? RequireFloat32(a, out)
+                                  : RequireInt8(a, out);
+}
+// The Prepare of a stage whose parameters are the same for every row type (the layout stages,
+// which move bytes): the rows' type, then `kPrepare`. kStages names one per row type.
+template <TfLiteType kType, StagePrepareFn kPrepare>
+TfLiteStatus TypedPrepare(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kType));
+  return kPrepare(a, g);
+}
+// RESIZE_NEAREST_NEIGHBOR by an integer factor (row y reads y / factor) and CONCATENATION along
+// channels: the checks and row rules every row type shares (_layout.cc).
+TfLiteStatus ResizeGeometry(const StageArgs& a, StageSlot& g);
+TfLiteStatus ConcatenationGeometry(const StageArgs& a, StageSlot& g);
+constexpr StagePrepareFn PrepareResize = TypedPrepare<kTfLiteInt8, ResizeGeometry>;
+constexpr StagePrepareFn PrepareResizeFloat = TypedPrepare<kTfLiteFloat32, ResizeGeometry>;
+constexpr StagePrepareFn PrepareResizeInt16 = TypedPrepare<kTfLiteInt16, ResizeGeometry>;
+constexpr StagePrepareFn PrepareConcatenation = TypedPrepare<kTfLiteInt8, ConcatenationGeometry>;
+constexpr StagePrepareFn PrepareConcatenationFloat =
+    TypedPrepare<kTfLiteFloat32, ConcatenationGeometry>;
+constexpr StagePrepareFn PrepareConcatenationInt16 =
+    TypedPrepare<kTfLiteInt16, ConcatenationGeometry>;
 // ADD's and SUB's three multipliers (input 1, input 2, output) into `ar`, or false where TFLM's
 // QuantizeMultiplierSmallerThanOneExp would abort on one (_arithmetic.cc); Prepare then refuses
 // with TINYSEG_ADD_SUB_SCALES (a literal: older TFLM's TF_LITE_ENSURE_MSG takes no arguments).
@@ -535,12 +567,10 @@ TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g);
 TfLiteStatus PreparePoolInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MaxPoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 ::tinyseg::Status AveragePoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareConcatenationInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
-TfLiteStatus PrepareArithmeticInt16(const StageArgs& a, StageSlot& g);     // ADD, SUB, MUL
+TfLiteStatus PrepareArithmeticInt16(const StageArgs& a, StageSlot& g);  // ADD, SUB, MUL
 ::tinyseg::Status ArithmeticInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PreparePadInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
 ::tinyseg::Status PadInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareResizeInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
 ::tinyseg::Status ResizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareSigmoidInt16(const StageArgs& a, StageSlot& g);  // _int16_more.cc
 ::tinyseg::Status LogisticInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
@@ -553,13 +583,14 @@ TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PrepareRelu6Int16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status Relu6Int16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status QuantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status DequantizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 // TRANSPOSE_CONV (int64 accumulator row in op_scratch; an int64, int16 or no bias) and PADV2
 // (tinyseg_stream_int16_tconv.cc).
 TfLiteStatus PrepareTransposeConvInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status TransposeConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 TfLiteStatus PreparePadv2Int16(const StageArgs& a, StageSlot& g);
+// PADV2's pad value (input ps.value): a constant scalar of the rows' type (int8: of the output's
+// quantization, as pad.cc checks; int16 and float32 read as they are) into ps.
+TfLiteStatus PadValue(const StageArgs& a, const TensorSlot& out, PadStage& ps);
 
 }  // namespace tinyseg_stream
 }  // namespace tflite

@@ -18,6 +18,7 @@
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
 #include "tensorflow/lite/micro/micro_context.h"
+#include "tensorflow/lite/micro/micro_log.h"
 
 namespace tflite {
 namespace tinyseg_stream {
@@ -46,27 +47,49 @@ TfLiteStatus Paddings(const StageArgs& a, const PadStage& ps, int32_t p[8]) {
   return kTfLiteOk;
 }
 
-// PADV2's pad value: a constant int8 scalar of the output's quantization.
-TfLiteStatus PadValue(const StageArgs& a, const PadStage& ps, const TensorSlot& out,
-                      int32_t* pad_value) {
+// The pad value's element as the rows' type holds it.
+bool ReadPadValue(const TfLiteTensor* value, const TensorSlot& out, PadStage& ps) {
+  switch (out.type) {
+    case kTfLiteInt8:  // of the output's quantization, as pad.cc checks
+      if (value->params.zero_point != out.zero_point ||
+          static_cast<double>(value->params.scale) != static_cast<double>(out.scale)) {
+        return false;
+      }
+      ps.pad_value = GetTensorData<int8_t>(value)[0];
+      return true;
+    case kTfLiteInt16:  // read as it is: TFLM checks no quantization for int16
+      ps.pad_value = GetTensorData<int16_t>(value)[0];
+      return true;
+    case kTfLiteFloat32:
+      ps.float_value = GetTensorData<float>(value)[0];
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+TfLiteStatus PadValue(const StageArgs& a, const TensorSlot& out, PadStage& ps) {
   TfLiteContext* context = a.context;
   TF_LITE_ENSURE_MSG(context, ps.value >= 0 && ps.value < NumInputs(a.node),
                      "StreamChain: PADV2's pad value");
   MicroContext* mc = GetMicroContext(context);
   TfLiteTensor* value = mc->AllocateTempInputTensor(a.node, ps.value);
   TF_LITE_ENSURE(context, value != nullptr);
-  const bool scalar = value->type == kTfLiteInt8 && IsConstantTensor(value) &&
-                      NumElements(value) == 1 && value->params.zero_point == out.zero_point &&
-                      static_cast<double>(value->params.scale) == static_cast<double>(out.scale);
-  if (scalar) *pad_value = GetTensorData<int8_t>(value)[0];
+  const bool ok = value->type == out.type && IsConstantTensor(value) && NumElements(value) == 1 &&
+                  ReadPadValue(value, out, ps);
   mc->DeallocateTempTfLiteTensor(value);
-  TF_LITE_ENSURE_MSG(
-      context, scalar,
-      "StreamChain: PADV2 takes a constant int8 scalar pad value of the output's quantization");
+  if (!ok) {
+    const bool int16 = out.type == kTfLiteInt16;
+    MicroPrintf("StreamChain: %sPADV2 takes a constant %s scalar pad value%s",
+                int16 ? "an int16 " : "",
+                int16 ? "int16" : (out.type == kTfLiteInt8 ? "int8" : "float32"),
+                out.type == kTfLiteInt8 ? " of the output's quantization" : "");
+    return kTfLiteError;
+  }
   return kTfLiteOk;
 }
-
-}  // namespace
 
 // TFLM's PadPrepare checks (constant int32 paddings, output = input + paddings; PAD: the output
 // zero point as the pad value; PADV2: its scalar), for NHWC padding of height, width and channels.
@@ -108,35 +131,34 @@ TfLiteStatus PreparePadFloat(const StageArgs& a, StageSlot& g) {
 
 // Float32 PADV2: its pad value, a constant float32 scalar (as pad.cc reads constant_values).
 TfLiteStatus PreparePadv2Float(const StageArgs& a, StageSlot& g) {
-  TfLiteContext* context = a.context;
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
-  PadStage& ps = g.pad;
-  ps.value = ConstantOperand(*a.tab, g, 1, false);
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireFloat32(a, out));
+  g.pad.value = ConstantOperand(*a.tab, g, 1, false);
   TF_LITE_ENSURE_STATUS(PadGeometry(a, g));
-  TF_LITE_ENSURE_MSG(context, ps.value >= 0 && ps.value < NumInputs(a.node),
-                     "StreamChain: PADV2's pad value");
-  MicroContext* mc = GetMicroContext(context);
-  TfLiteTensor* value = mc->AllocateTempInputTensor(a.node, ps.value);
-  TF_LITE_ENSURE(context, value != nullptr);
-  const bool scalar =
-      value->type == kTfLiteFloat32 && IsConstantTensor(value) && NumElements(value) == 1;
-  if (scalar) ps.float_value = GetTensorData<float>(value)[0];
-  mc->DeallocateTempTfLiteTensor(value);
-  TF_LITE_ENSURE_MSG(context, scalar,
-                     "StreamChain: PADV2 takes a constant float32 scalar pad value");
-  return kTfLiteOk;
+  return PadValue(a, out, g.pad);
 }
 
-::tinyseg::Status PadFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+namespace {
+
+// TFLM's PadParams of one output row: the row's left and right padding, and (no input row: the
+// top or bottom padding) one pre-pad row above an empty input.
+PadParams PadParamsOf(const PadStage& ps, const StageRow& r) {
   PadParams p = {};
   p.left_padding_count = 4;
   p.right_padding_count = 4;
   p.left_padding[1] = r.rows == 0 ? 1 : 0;
-  p.left_padding[2] = g.pad.left;
-  p.right_padding[2] = g.pad.right;
-  p.left_padding[3] = g.pad.front;
-  p.right_padding[3] = g.pad.back;
+  p.left_padding[2] = ps.left;
+  p.right_padding[2] = ps.right;
+  p.left_padding[3] = ps.front;
+  p.right_padding[3] = ps.back;
   p.resizing_category = ResizingCategory::kGenericResize;
+  return p;
+}
+
+}  // namespace
+
+::tinyseg::Status PadFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  const PadParams p = PadParamsOf(g.pad, r);
   const float pad_value = g.pad.float_value;
   reference_ops::Pad(p, r.in_shape, reinterpret_cast<const float*>(r.src), &pad_value, r.out_shape,
                      reinterpret_cast<float*>(r.dst));
@@ -151,7 +173,7 @@ TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
   ps.value = g.op == StageOp::kPadv2 ? ConstantOperand(*a.tab, g, 1, false) : -1;
   TF_LITE_ENSURE_STATUS(PadGeometry(a, g));
   ps.pad_value = out.zero_point;  // TFLM's int8 PAD without constant_values
-  if (g.op == StageOp::kPadv2) TF_LITE_ENSURE_STATUS(PadValue(a, ps, out, &ps.pad_value));
+  if (g.op == StageOp::kPadv2) TF_LITE_ENSURE_STATUS(PadValue(a, out, ps));
   return kTfLiteOk;
 }
 
@@ -198,22 +220,12 @@ TfLiteStatus PreparePadInt16(const StageArgs& a, StageSlot& g) {
 }
 
 ::tinyseg::Status PadInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
-  PadParams p = {};
-  p.left_padding_count = 4;
-  p.right_padding_count = 4;
-  p.left_padding[1] = r.rows == 0 ? 1 : 0;
-  p.left_padding[2] = g.pad.left;
-  p.right_padding[2] = g.pad.right;
-  p.left_padding[3] = g.pad.front;
-  p.right_padding[3] = g.pad.back;
-  p.resizing_category = ResizingCategory::kGenericResize;
+  const PadParams p = PadParamsOf(g.pad, r);
   const int16_t pad_value = static_cast<int16_t>(g.pad.pad_value);
   reference_ops::Pad(p, r.in_shape, reinterpret_cast<const int16_t*>(r.src), &pad_value,
                      r.out_shape, reinterpret_cast<int16_t*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
-
-namespace {
 
 // By an integer factor, without align_corners: row y reads row y / factor, checked against TFLM's
 // own row arithmetic (float) for every y.
@@ -243,18 +255,6 @@ TfLiteStatus ResizeGeometry(const StageArgs& a, StageSlot& g) {
   return kTfLiteOk;
 }
 
-}  // namespace
-
-TfLiteStatus PrepareResize(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, a.tab->tensor(g.output)));
-  return ResizeGeometry(a, g);
-}
-
-TfLiteStatus PrepareResizeFloat(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
-  return ResizeGeometry(a, g);
-}
-
 namespace {
 
 // One input row (y / factor) widened as TFLM's kernel widens it: an input band of one row.
@@ -271,11 +271,6 @@ void ResizeRowOf(const StageSlot& g, const StageRow& r) {
 }
 
 }  // namespace
-
-TfLiteStatus PrepareResizeInt16(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
-  return ResizeGeometry(a, g);
-}
 
 ::tinyseg::Status ResizeFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
   ResizeRowOf<float>(g, r);
@@ -341,6 +336,17 @@ int8_t Blend(int64_t v00, int64_t v10, int64_t v01, int64_t v11, int64_t fy, int
 
 }  // namespace
 
+TfLiteStatus BilinearFlags(const StageArgs& a, bool* align, bool* half) {
+  int32_t align_field = 0, half_field = 0;
+  TF_LITE_ENSURE(a.context, Field(*a.fields, contract::kFieldAlignCorners, 0, &align_field) &&
+                                Field(*a.fields, contract::kFieldHalfPixelCenters, 0, &half_field));
+  *align = align_field != 0;
+  *half = half_field != 0;
+  TF_LITE_ENSURE_MSG(a.context, !(*align && *half),
+                     "StreamChain: RESIZE_BILINEAR with align_corners and half_pixel_centers");
+  return kTfLiteOk;
+}
+
 // Int8, any factor, as TFLM's ResizeBilinearInteger: output row y blends two input rows of the
 // fixed-point position y * scale (+ scale / 2 - 512 with half_pixel_centers), both inside the
 // window the planner's row map gives.
@@ -349,13 +355,8 @@ TfLiteStatus PrepareResizeBilinear(const StageArgs& a, StageSlot& g) {
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
   TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
-  int32_t align_field = 0, half_field = 0;
-  TF_LITE_ENSURE(context, Field(*a.fields, contract::kFieldAlignCorners, 0, &align_field) &&
-                              Field(*a.fields, contract::kFieldHalfPixelCenters, 0, &half_field));
-  const bool align = align_field != 0;
-  const bool half = half_field != 0;
-  TF_LITE_ENSURE_MSG(context, !(align && half),
-                     "StreamChain: RESIZE_BILINEAR with align_corners and half_pixel_centers");
+  bool align = false, half = false;
+  TF_LITE_ENSURE_STATUS(BilinearFlags(a, &align, &half));
   TF_LITE_ENSURE_MSG(context, in.channels == out.channels && in.height > 0 && in.width > 0,
                      "StreamChain: RESIZE_BILINEAR keeps the channels");
   BilinearStage& b = g.bilinear;
@@ -400,8 +401,6 @@ TfLiteStatus PrepareResizeBilinear(const StageArgs& a, StageSlot& g) {
   return ::tinyseg::Status::kOk;
 }
 
-namespace {
-
 // Along channels, requantizing nothing (as TFLM's int8 kernel; float32 has nothing to requantize).
 TfLiteStatus ConcatenationGeometry(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
@@ -427,23 +426,6 @@ TfLiteStatus ConcatenationGeometry(const StageArgs& a, StageSlot& g) {
       (axis == 3 || axis == -1) && channels == out.channels && a.f.activation == kTfLiteActNone,
       "StreamChain: CONCATENATION along channels only");
   return kTfLiteOk;
-}
-
-}  // namespace
-
-TfLiteStatus PrepareConcatenation(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, a.tab->tensor(g.output)));
-  return ConcatenationGeometry(a, g);
-}
-
-TfLiteStatus PrepareConcatenationFloat(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
-  return ConcatenationGeometry(a, g);
-}
-
-TfLiteStatus PrepareConcatenationInt16(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
-  return ConcatenationGeometry(a, g);
 }
 
 // Channel concatenation of one row: per pixel, each operand's channels in turn (int8, int16 or

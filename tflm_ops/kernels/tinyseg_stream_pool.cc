@@ -1,7 +1,8 @@
 // StreamChain's pooling family: MAX_POOL_2D and AVERAGE_POOL_2D stages
-// (tinyseg_stream_internal.h), int8, TFLM's reference arithmetic on the band of input rows or
-// CMSIS-NN's in a CMSIS-NN build (tinyseg_stream_cmsis.h); float32, TFLM's reference float
-// arithmetic in every build (pooling_common.cc's AveragePoolingEvalFloat, MaxPoolingEvalFloat).
+// (tinyseg_stream_internal.h), int8 and int16 (one template: TFLM's reference arithmetic on the
+// band of input rows, or CMSIS-NN's s8 or s16 function in a CMSIS-NN build,
+// tinyseg_stream_cmsis.h); float32, TFLM's reference float arithmetic in every build
+// (pooling_common.cc's AveragePoolingEvalFloat, MaxPoolingEvalFloat).
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/reference/integer_ops/pooling.h"
@@ -11,6 +12,7 @@
 #include "tensorflow/lite/kernels/padding.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_cmsis.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_internal.h"
+#include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_stream_params.h"
 
 namespace tflite {
 namespace tinyseg_stream {
@@ -45,13 +47,64 @@ TfLiteStatus PoolGeometry(const StageArgs& a, StageSlot& g) {
   return kTfLiteOk;
 }
 
-TfLiteStatus PreparePool(const StageArgs& a, StageSlot& g) {
+namespace {
+
+// The int8 and int16 forms: the geometry and the quantized activation range.
+TfLiteStatus PrepareQuantizedPool(const StageArgs& a, StageSlot& g, TfLiteType type) {
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(type == kTfLiteInt16 ? RequireInt16(a, out) : RequireInt8(a, out));
   TF_LITE_ENSURE_STATUS(PoolGeometry(a, g));
   TfLiteTensor out_q = QuantView(out);
   return CalculateActivationRangeQuantized(a.context, a.f.activation, &out_q, &g.pool.act_min,
                                            &g.pool.act_max);
+}
+
+// TFLM's int8 and int16 pool functions (reference_integer_ops::MaxPool, AveragePool) and
+// CMSIS-NN's (arm_max_pool_s8/s16, arm_avgpool_s8/s16) by type.
+bool CmsisMaxPool(const tinyseg_ops::BandPool& b) { return tinyseg_ops::CmsisMaxPoolRow(b); }
+bool CmsisMaxPool(const tinyseg_ops::BandPoolS16& b) { return tinyseg_ops::CmsisMaxPoolRowS16(b); }
+bool CmsisAveragePool(const tinyseg_ops::BandPool& b, void* scratch, int32_t bytes) {
+  return tinyseg_ops::CmsisAveragePoolRow(b, scratch, bytes);
+}
+bool CmsisAveragePool(const tinyseg_ops::BandPoolS16& b, void* scratch, int32_t bytes) {
+  return tinyseg_ops::CmsisAveragePoolRowS16(b, scratch, bytes);
+}
+
+template <typename T>
+::tinyseg::Status QuantizedMaxPoolRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  const PoolParams p = PoolParamsOf(g.pool, r);
+  const tinyseg_ops::BandPoolOf<T> b = BandPoolRow<T>(g.pool, r, p.padding_values.height);
+  if (CmsisMaxPool(b)) {
+    CountOptimizedRow(v);
+    return ::tinyseg::Status::kOk;
+  }
+  reference_integer_ops::MaxPool(p, r.in_shape, b.input, r.out_shape, b.output);
+  return ::tinyseg::Status::kOk;
+}
+
+template <typename T>
+::tinyseg::Status QuantizedAveragePoolRow(const EvalState& v, const StageSlot& g,
+                                          const StageRow& r) {
+  const PoolParams p = PoolParamsOf(g.pool, r);
+  const tinyseg_ops::BandPoolOf<T> b = BandPoolRow<T>(g.pool, r, p.padding_values.height);
+  if (CmsisAveragePool(b, v.op_scratch, MemberScratchBytes(*v.d))) {
+    CountOptimizedRow(v);
+    return ::tinyseg::Status::kOk;
+  }
+  if (!reference_integer_ops::AveragePool(p, r.in_shape, b.input, r.out_shape, b.output)) {
+    return ::tinyseg::Status::kInvalidArgument;  // a window with no input (TFLM's kernel fails too)
+  }
+  return ::tinyseg::Status::kOk;
+}
+
+}  // namespace
+
+TfLiteStatus PreparePool(const StageArgs& a, StageSlot& g) {
+  return PrepareQuantizedPool(a, g, kTfLiteInt8);
+}
+
+TfLiteStatus PreparePoolInt16(const StageArgs& a, StageSlot& g) {
+  return PrepareQuantizedPool(a, g, kTfLiteInt16);
 }
 
 TfLiteStatus PreparePoolFloat(const StageArgs& a, StageSlot& g) {
@@ -61,65 +114,20 @@ TfLiteStatus PreparePoolFloat(const StageArgs& a, StageSlot& g) {
   return kTfLiteOk;
 }
 
-namespace {
-
-PoolParams PoolParamsOf(const PoolStage& ps, const StageRow& r) {
-  PoolParams p = {};
-  p.stride_height = ps.stride_h;
-  p.stride_width = ps.stride_w;
-  p.filter_height = ps.filter_h;
-  p.filter_width = ps.filter_w;
-  p.padding_values.height = static_cast<int16_t>(r.lo - (r.y * ps.stride_h - ps.pad_h));
-  p.padding_values.width = static_cast<int16_t>(ps.pad_w);
-  p.quantized_activation_min = ps.act_min;
-  p.quantized_activation_max = ps.act_max;
-  return p;
-}
-
-tinyseg_ops::BandPool BandPoolOf(const PoolStage& ps, const StageRow& r, int32_t pad_top) {
-  tinyseg_ops::BandPool b = {};
-  b.input = reinterpret_cast<const int8_t*>(r.src);
-  b.in_h = r.rows;
-  b.in_w = r.in->width;
-  b.channels = r.in->channels;
-  b.output = reinterpret_cast<int8_t*>(r.dst);
-  b.out_w = r.out->width;
-  b.filter_h = ps.filter_h;
-  b.filter_w = ps.filter_w;
-  b.stride_h = ps.stride_h;
-  b.stride_w = ps.stride_w;
-  b.pad_h = pad_top;
-  b.pad_w = ps.pad_w;
-  b.act_min = ps.act_min;
-  b.act_max = ps.act_max;
-  return b;
-}
-
-}  // namespace
-
 ::tinyseg::Status MaxPoolRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
-  const PoolParams p = PoolParamsOf(g.pool, r);
-  if (tinyseg_ops::CmsisMaxPoolRow(BandPoolOf(g.pool, r, p.padding_values.height))) {
-    CountOptimizedRow(v);
-    return ::tinyseg::Status::kOk;
-  }
-  reference_integer_ops::MaxPool(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src), r.out_shape,
-                                 reinterpret_cast<int8_t*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return QuantizedMaxPoolRow<int8_t>(v, g, r);
+}
+
+::tinyseg::Status MaxPoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  return QuantizedMaxPoolRow<int16_t>(v, g, r);
 }
 
 ::tinyseg::Status AveragePoolRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
-  const PoolParams p = PoolParamsOf(g.pool, r);
-  if (tinyseg_ops::CmsisAveragePoolRow(BandPoolOf(g.pool, r, p.padding_values.height), v.op_scratch,
-                                       MemberScratchBytes(*v.d))) {
-    CountOptimizedRow(v);
-    return ::tinyseg::Status::kOk;
-  }
-  if (!reference_integer_ops::AveragePool(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src),
-                                          r.out_shape, reinterpret_cast<int8_t*>(r.dst))) {
-    return ::tinyseg::Status::kInvalidArgument;  // a window with no input (TFLM's kernel fails too)
-  }
-  return ::tinyseg::Status::kOk;
+  return QuantizedAveragePoolRow<int8_t>(v, g, r);
+}
+
+::tinyseg::Status AveragePoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
+  return QuantizedAveragePoolRow<int16_t>(v, g, r);
 }
 
 ::tinyseg::Status MaxPoolFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {

@@ -244,13 +244,16 @@ def build_runner(
     ``target`` builds for another TFLM target: cortex_m_qemu's runner runs under qemu-arm, its file
     I/O through semihosting. ``sanitize``: a host runner whose TinySeg parts carry ASan and UBSan
     (SANITIZE_FLAGS), linked ahead of the plain library so they replace its copies."""
+    f = make_flags(tree, kernel_dir, target)
+    library = tree / f["MICROLITE_LIB_PATH"].strip()
+    # TFLM's make adds to the archive (ar -r): a kernel file a newer runtime no longer has would
+    # stay in it beside the file that now defines its symbols. Archiving anew costs a second.
+    library.unlink(missing_ok=True)
     _run(
         ["make", "-f", MAKEFILE, *_make_args(kernel_dir, target), "microlite", f"-j{jobs}"],
         tree,
         "building TFLM's microlite",
     )
-    f = make_flags(tree, kernel_dir, target)
-    library = tree / f["MICROLITE_LIB_PATH"].strip()
     objects = _compile_sanitized(tree, f, kernel_dir, jobs) if sanitize else []
     flags = ["-O1", *SANITIZE_FLAGS.split()] if sanitize else ["-O2"]
     exe.parent.mkdir(parents=True, exist_ok=True)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from .. import deadline
 from ..errors import TinySegError
+from . import stages
 from .customops import (
     ELEMENT_BYTES,
     INT16_MAX,
@@ -21,17 +23,13 @@ from .customops import (
     QUANT_SHIFT_LIMITS,
     STREAM_ACCUMULATING_OPS,
     STREAM_ACCUMULATOR_BYTES,
-    STREAM_DEQUANTIZE_TYPES,
     STREAM_FIELD_DEFAULTS,
     STREAM_FIELD_LIMITS,
-    STREAM_FLOAT32_STAGE_OPS,
-    STREAM_INT16_STAGE_OPS,
     STREAM_MAX_BODY_BYTES,
     STREAM_MAX_SCALE,
     STREAM_MAX_STAGE_INPUTS,
     STREAM_MIN_SCALE,
     STREAM_PER_CHANNEL_OPS,
-    STREAM_QUANTIZE_TYPES,
     STREAM_STAGE_OPS,
     STREAM_WHOLE_TYPES,
     TINYSEG_OPS,
@@ -53,6 +51,7 @@ from .customops import (
     whole_index as customops_whole_index,
 )
 from .requant import requantization
+from .stages import Stage
 
 
 class _BodyError(ValueError):
@@ -172,7 +171,7 @@ def whole_candidate(op: str, x: _Local) -> bool:
     (tinyseg_stream_arithmetic.cc WholeCandidate): a StreamChain input of one pixel, 1 x 1 x 1 x C,
     such as a squeeze-and-excitation gate broadcast over every row."""
     return (
-        op == "MUL"
+        stages.reads_whole(op)
         and x.kind == "input"
         and not x.constant
         and x.row_bytes > 0
@@ -222,19 +221,35 @@ def _check_quant(name: str, st: StreamStage, x: _Local, out: _Local, flt) -> Non
         raise _BodyError(f"{name}'s 'quant' table is not TFLM's requantization of its scales")
 
 
-def _check_stage(
-    graph,
-    o: StreamChainOptions,
-    loc: list[_Local],
-    k: int,
-    st: StreamStage,
-    edges: list[tuple[int, int, RowMapSpec]],
-    kernel: bool,
-) -> None:
-    """What tinyseg_stream.cc's PrepareStage refuses; appends the stage's edges with their row maps.
-    ``kernel`` False (the lowering of an estimate's chain, whose stages may be float32): the
-    geometry and structure only, not the types the kernel computes."""
-    name = f"stage {k} ({st.op})"
+@dataclass
+class _Check:
+    """One stage under check: what its rule's check reads, and the row maps of its activation
+    inputs it sets (RowMapSpec, identity until the rule says otherwise)."""
+
+    graph: object
+    o: StreamChainOptions
+    loc: list[_Local]
+    name: str
+    st: StreamStage
+    record: Stage
+    acts: list[int]
+    consts: list[int]
+    x: _Local  # its first activation input
+    out: _Local
+    f: dict[str, int]
+    kernel: bool
+    rowmap: dict[int, RowMapSpec]
+
+    @property
+    def same(self) -> bool:
+        """Its first activation input has its output's height, width and channels."""
+        x, out = self.x, self.out
+        return (x.height, x.width, x.channels) == (out.height, out.width, out.channels)
+
+
+def _stage_operands(name: str, st: StreamStage, loc: list[_Local]) -> tuple[list[int], list[int]]:
+    """A stage's streamed activation inputs (no constant, none read whole, without repeats) and
+    its constant inputs, as PrepareStage sorts them."""
     positions = STREAM_STAGE_OPS[st.op]
     acts: list[int] = []
     consts: list[int] = []
@@ -252,212 +267,54 @@ def _check_stage(
             acts.append(lid)
     if not acts:
         raise _BodyError(f"{name} reads no streamed tensor")
+    return acts, consts
+
+
+def _check_types(c: _Check) -> None:
+    """The stage's row types: a conversion's (input, output) pair of its records, else every
+    activation input of the output's type and a record of the operator on that type."""
+    x, out = c.x, c.out
+    if c.record.rule == "conversion":
+        if (c.kernel and (x.dtype, out.dtype) not in stages.conversions(c.st.op)) or not c.same:
+            raise _BodyError(
+                f"{c.name}: {x.dtype} {x.height}x{x.width}x{x.channels} -> "
+                f"{out.dtype} {out.height}x{out.width}x{out.channels}"
+            )
+    elif c.kernel and not (
+        all(c.loc[a].dtype == out.dtype for a in c.acts) and stages.same_type(c.st.op, out.dtype)
+    ):
+        raise _BodyError(f"{c.name} on {out.dtype} rows (the kernel does not compute it on them)")
+
+
+def _check_stage(
+    graph,
+    o: StreamChainOptions,
+    loc: list[_Local],
+    k: int,
+    st: StreamStage,
+    edges: list[tuple[int, int, RowMapSpec]],
+    kernel: bool,
+) -> None:
+    """What tinyseg_stream.cc's PrepareStage refuses; appends the stage's edges with their row maps.
+    ``kernel`` False (the lowering of an estimate's chain, whose stages may be float32): the
+    geometry and structure only, not the types the kernel computes. The stage's rule (its
+    record's, contract/stages/) picks the check of its shape and rows (_RULE_CHECKS)."""
+    name = f"stage {k} ({st.op})"
+    acts, consts = _stage_operands(name, st, loc)
     out_id = st.outputs[0]
-    out, x = loc[out_id], loc[acts[0]]
+    out = loc[out_id]
     if out.row_bytes <= 0 or out.kind == "input":
         raise _BodyError(
             f"{name} writes local tensor {out_id}, a StreamChain input or a tensor without rows"
         )
     f = _stage_fields(k, st)
-    same = (x.height, x.width, x.channels) == (out.height, out.width, out.channels)
-    op = st.op
-    if op in ("QUANTIZE", "DEQUANTIZE"):
-        types = STREAM_QUANTIZE_TYPES if op == "QUANTIZE" else STREAM_DEQUANTIZE_TYPES
-        if (kernel and (x.dtype, out.dtype) not in types) or not same:
-            raise _BodyError(
-                f"{name}: {x.dtype} {x.height}x{x.width}x{x.channels} -> "
-                f"{out.dtype} {out.height}x{out.width}x{out.channels}"
-            )
-    elif kernel and not (
-        all(loc[a].dtype == out.dtype for a in acts)
-        and (
-            out.dtype == "INT8"
-            or (out.dtype == "FLOAT32" and op in STREAM_FLOAT32_STAGE_OPS)
-            or (out.dtype == "INT16" and op in STREAM_INT16_STAGE_OPS)
-        )
-    ):
-        raise _BodyError(f"{name} on {out.dtype} rows (the kernel does not compute it on them)")
-    # Filters, biases and broadcast operands have the rows' type (float32 stages) or int8/int32;
-    # int16 stages (16x8) take int8 filters and int64 biases (CONV_2D: or int32; TRANSPOSE_CONV: or
-    # int16).
-    value_type = "FLOAT32" if out.dtype == "FLOAT32" else "INT8"
-    bias_type = "FLOAT32" if out.dtype == "FLOAT32" else "INT32"
-    heights = {a: loc[a].height for a in acts}
-    rowmap = {a: RowMapSpec(heights[a], out.height) for a in acts}
-    if op in ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV"):
-        flt = _constant(graph, loc, consts[1 if op == "TRANSPOSE_CONV" else 0], f"{name}'s filter")
-        bias_lid = (
-            consts[2 if op == "TRANSPOSE_CONV" else 1]
-            if len(consts) > (2 if op == "TRANSPOSE_CONV" else 1)
-            else -1
-        )
-        bias = _constant(graph, loc, bias_lid, f"{name}'s bias") if bias_lid >= 0 else None
-        dw = op == "DEPTHWISE_CONV_2D"
-        fs = tuple(flt.shape)
-        ok = (
-            (flt.dtype == value_type or not kernel)
-            and len(fs) == 4
-            and fs[3 if dw else 0] == out.channels
-            and (not dw or (fs[0] == 1 and x.channels and out.channels % x.channels == 0))
-            and (
-                bias is None
-                or (
-                    (
-                        not kernel
-                        or bias.dtype == bias_type
-                        or (out.dtype == "INT16" and bias.dtype in _int16_biases(op))
-                    )
-                    and bias.elements == out.channels
-                )
-            )
-            and not (kernel and out.dtype == "INT16" and bias is None and op != "TRANSPOSE_CONV")
-            and not (
-                kernel
-                and out.dtype == "INT16"
-                and (dw or op == "TRANSPOSE_CONV")
-                and bias is not None
-                and bias.dtype not in _int16_biases(op)
-            )
-        )
-        if not ok:
-            raise _BodyError(
-                f"{name} needs an int8 filter of {out.channels} output channels and an int32 bias"
-            )
-        if kernel:
-            _check_quant(name, st, x, out, flt)
-        fh, fw = fs[1], fs[2]
-        sh, sw, dh, dwf = f["strideH"], f["strideW"], f["dilationHFactor"], f["dilationWFactor"]
-        if op == "TRANSPOSE_CONV":
-            oh = _out_size(out.height, fh, sh, 1, f["padding"])
-            if (
-                sh < fh
-                or _pad_top(out.height, oh, fh, sh, 1) != 0
-                or out.height != x.height * sh
-                or fs[3] != x.channels
-            ):
-                raise _BodyError(f"{name}'s geometry does not match its tensors")
-            held = accumulator_bytes(o, loc)
-            row = out.width * out.channels * (8 if out.dtype == "INT16" else 4)  # int64 for 16x8
-            if o.op_scratch - held < row:
-                raise _BodyError(
-                    f"{name}: op_scratch {o.op_scratch} less the accumulators' {held} is smaller "
-                    f"than one accumulator row ({row} bytes)"
-                )
-            rowmap[acts[0]].set_factor(sh)
-        else:
-            oh = _out_size(x.height, fh, sh, dh, f["padding"])
-            ow = _out_size(x.width, fw, sw, dwf, f["padding"])
-            if (oh, ow) != (out.height, out.width) or (not dw and fs[3] != x.channels):
-                raise _BodyError(
-                    f"{name}'s geometry does not match its tensors "
-                    f"({x.height}x{x.width} -> {out.height}x{out.width})"
-                )
-            top = _pad_top(x.height, oh, fh, sh, dh)
-            rowmap[acts[0]].set_window(sh, top, (fh - 1) * dh + 1 - 1 - top)
-    elif op in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
-        fh, fw = dict(st.fields).get("filterHeight"), dict(st.fields).get("filterWidth")
-        if fh is None or fw is None or x.channels != out.channels:
-            raise _BodyError(f"{name} needs its filter size and the input's channels")
-        sh, sw = f["strideH"], f["strideW"]
-        oh, ow = (
-            _out_size(x.height, fh, sh, 1, f["padding"]),
-            _out_size(x.width, fw, sw, 1, f["padding"]),
-        )
-        if (oh, ow) != (out.height, out.width):
-            raise _BodyError(f"{name}'s geometry does not match its tensors")
-        top = _pad_top(x.height, oh, fh, sh, 1)
-        rowmap[acts[0]].set_window(sh, top, fh - 1 - top)
-    elif op == "CONCATENATION":
-        if f["axis"] not in (3, -1) or f["fusedActivationFunction"] != 0:
-            raise _BodyError(f"{name} along axis {f['axis']} (channels only, no activation)")
-        if any(
-            (loc[a].height, loc[a].width) != (out.height, out.width)
-            or (
-                kernel
-                and out.dtype == "INT8"  # float32 has no quantization to compare
-                and (loc[a].scale != out.scale or loc[a].zero_point != out.zero_point)
-            )
-            or (  # int16: TFLM copies whatever the scales, with every zero point 0
-                kernel and out.dtype == "INT16" and (loc[a].zero_point or out.zero_point)
-            )
-            for a in acts
-        ):
-            raise _BodyError(
-                f"{name}'s inputs differ from its output in height, width or quantization"
-            )
-        if sum(loc[lid].channels for lid in st.inputs if lid >= 0) != out.channels:
-            raise _BodyError(f"{name}'s input channels do not add up to its output's")
-    elif op in ("ADD", "SUB", "MUL"):
-        if len(st.inputs) != 2:
-            raise _BodyError(f"{name} takes two inputs")
-        whole = whole_index(op, loc, st.inputs)
-        for j, lid in enumerate(st.inputs):
-            if loc[lid].constant:
-                t = graph.tensors[loc[lid].graph_index]
-                shape = (1,) * (4 - len(t.shape)) + tuple(t.shape)
-                if len(shape) != 4 or (kernel and t.dtype != x.dtype) or shape[1] != 1:
-                    raise _BodyError(f"{name}: a constant operand has one row of the output's type")
-            else:
-                shape = (1, loc[lid].height, loc[lid].width, loc[lid].channels)
-                if j == whole:
-                    if kernel and loc[lid].dtype != out.dtype:
-                        raise _BodyError(f"{name}: its one-pixel input has the output's type")
-                    t = graph.tensors[loc[lid].graph_index]
-                    if len(t.shape) != 4 or t.shape[0] != 1:
-                        raise _BodyError(f"{name}: an input read whole is 1 x 1 x 1 x C")
-                elif shape[1] != out.height:
-                    raise _BodyError(f"{name}'s rows do not broadcast")
-            if shape[0] != 1 or shape[2] not in (1, out.width) or shape[3] not in (1, out.channels):
-                raise _BodyError(f"{name}'s operands do not broadcast to its output")
-    elif op == "RESIZE_NEAREST_NEIGHBOR":
-        if f["alignCorners"] or x.channels != out.channels or out.height % x.height:
-            raise _BodyError(f"{name} by an integer factor, without align_corners")
-        rowmap[acts[0]].set_factor(out.height // x.height)
-    elif op == "RESIZE_BILINEAR":
-        align, half = bool(f["alignCorners"]), bool(f["halfPixelCenters"])
-        if out.dtype == "FLOAT32":  # float positions: the float rule; columns need none
-            rows = bilinear_float_row_rule(x.height, out.height, align, half)
-            cols = rows if x.width > 0 and out.width > 0 else None
-        else:
-            rows = bilinear_row_rule(x.height, out.height, align, half)
-            cols = bilinear_row_rule(x.width, out.width, align, half)
-        if x.channels != out.channels or rows is None or cols is None:
-            raise _BodyError(
-                f"{name}: align_corners with half_pixel_centers, other channels, or a scale "
-                "past TFLM's fixed-point rows"
-            )
-        rowmap[acts[0]].set_window(rows[0], rows[2], rows[3])
-        rowmap[acts[0]].den = rows[1]
-    elif op in ("PAD", "PADV2"):
-        pads = graph.buffer_array(
-            _constant(graph, loc, consts[0] if consts else -1, f"{name}'s paddings").index
-        )
-        if pads is None or pads.shape != (4, 2) or (pads < 0).any() or pads[0].any():
-            raise _BodyError(
-                f"{name} pads height, width and channels only, with constant non-negative paddings"
-            )
-        if (out.height, out.width, out.channels) != (
-            x.height + int(pads[1].sum()),
-            x.width + int(pads[2].sum()),
-            x.channels + int(pads[3].sum()),
-        ):
-            raise _BodyError(f"{name}'s output is not its input plus the paddings")
-        top = int(pads[1][0])
-        rowmap[acts[0]].set_window(1, top, -top)
-    elif op in STREAM_ACCUMULATING_OPS:
-        _check_mean(graph, o, loc, name, consts, x, out, f)
-        rowmap[acts[0]] = RowMapSpec(x.height, x.height)  # one step per input row
-        out.height = x.height  # the schedule's steps; the one pixel is written at the last
-    else:  # one input, its output's shape: LOGISTIC, TANH, RELU, RELU6, HARD_SWISH, LEAKY_RELU, ELU, PRELU
-        if not same:
-            raise _BodyError(
-                f"{name}: input {x.height}x{x.width}x{x.channels}, "
-                f"output {out.height}x{out.width}x{out.channels}"
-            )
-        if op == "LEAKY_RELU" and not isinstance(dict(st.fields).get("alpha"), (int, float)):
-            raise _BodyError(f"{name} needs its alpha")
+    rowmap = {a: RowMapSpec(loc[a].height, out.height) for a in acts}
+    record = stages.record_of(st.op)
+    c = _Check(graph, o, loc, name, st, record, acts, consts, loc[acts[0]], out, f, kernel, rowmap)
+    _check_types(c)
+    _RULE_CHECKS[record.rule](c)
     for a in acts:
-        m = rowmap[a]
+        m = c.rowmap[a]
         if not m.resamples and m.in_h != m.out_h:
             raise _BodyError(
                 f"{name}'s input rows ({m.in_h}) differ from its output rows ({m.out_h})"
@@ -465,10 +322,250 @@ def _check_stage(
         edges.append((k, a, m))
 
 
-def _int16_biases(op: str) -> tuple[str, ...]:
-    """The bias types an int16 (16x8) stage takes besides int32 for CONV_2D: TRANSPOSE_CONV also
-    int16 (TFLM widens it; the stage where it adds it), the others int64 only."""
-    return ("INT64", "INT16") if op == "TRANSPOSE_CONV" else ("INT64",)
+def _conv_constants(c: _Check):
+    """A convolution's filter and bias (None: omitted) graph tensors: a TRANSPOSE_CONV's after its
+    output shape."""
+    first = 1 if c.record.rule == "transpose_convolution" else 0
+    flt = _constant(c.graph, c.loc, c.consts[first], f"{c.name}'s filter")
+    bias_lid = c.consts[first + 1] if len(c.consts) > first + 1 else -1
+    bias = _constant(c.graph, c.loc, bias_lid, f"{c.name}'s bias") if bias_lid >= 0 else None
+    return flt, bias
+
+
+def _conv_types(c: _Check, flt, bias) -> bool:
+    """Filter and bias of a form the record on the output's rows takes (its constants: [output
+    shape,] filter, bias; a bias omitted or absent)."""
+    record = stages.same_type(c.st.op, c.out.dtype)
+    if record is None:
+        return False
+    at = len(record.constants[0]) - 2  # the filter's position
+    filters = {form[at] for form in record.constants}
+    biases = {form[at + 1] if len(form) > at + 1 else None for form in record.constants}
+    return flt.dtype in filters and (bias.dtype if bias is not None else None) in biases
+
+
+def _check_conv(c: _Check) -> None:
+    """CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV: filter and bias of the output's channels and of
+    the types the kernel takes, the "quant" table, and TFLM's geometry."""
+    x, out = c.x, c.out
+    flt, bias = _conv_constants(c)
+    dw = c.record.rule == "depthwise"
+    fs = tuple(flt.shape)
+    ok = (
+        len(fs) == 4
+        and fs[3 if dw else 0] == out.channels
+        and (not dw or (fs[0] == 1 and x.channels and out.channels % x.channels == 0))
+        and (bias is None or bias.elements == out.channels)
+        and (not c.kernel or _conv_types(c, flt, bias))
+    )
+    if not ok:
+        raise _BodyError(
+            f"{c.name} needs an int8 filter of {out.channels} output channels and an int32 bias"
+        )
+    if c.kernel:
+        _check_quant(c.name, c.st, x, out, flt)
+    if c.record.rule == "transpose_convolution":
+        _check_transpose_conv_rows(c, fs)
+    else:
+        _check_conv_rows(c, fs, dw)
+
+
+def _check_transpose_conv_rows(c: _Check, fs: tuple[int, ...]) -> None:
+    """A TRANSPOSE_CONV with stride >= kernel and no top padding: output row y reads input row
+    y // stride; one accumulator row fits in op_scratch after the accumulators."""
+    x, out, f = c.x, c.out, c.f
+    fh, sh = fs[1], f["strideH"]
+    oh = _out_size(out.height, fh, sh, 1, f["padding"])
+    if (
+        sh < fh
+        or _pad_top(out.height, oh, fh, sh, 1) != 0
+        or out.height != x.height * sh
+        or fs[3] != x.channels
+    ):
+        raise _BodyError(f"{c.name}'s geometry does not match its tensors")
+    held = accumulator_bytes(c.o, c.loc)
+    row = out.width * out.channels * (8 if out.dtype == "INT16" else 4)  # int64 for 16x8
+    if c.o.op_scratch - held < row:
+        raise _BodyError(
+            f"{c.name}: op_scratch {c.o.op_scratch} less the accumulators' {held} is smaller "
+            f"than one accumulator row ({row} bytes)"
+        )
+    c.rowmap[c.acts[0]].set_factor(sh)
+
+
+def _check_conv_rows(c: _Check, fs: tuple[int, ...], dw: bool) -> None:
+    """A CONV_2D or DEPTHWISE_CONV_2D's output size as TFLM computes it; its window of rows."""
+    x, out, f = c.x, c.out, c.f
+    fh, fw = fs[1], fs[2]
+    sh, sw, dh, dwf = f["strideH"], f["strideW"], f["dilationHFactor"], f["dilationWFactor"]
+    oh = _out_size(x.height, fh, sh, dh, f["padding"])
+    ow = _out_size(x.width, fw, sw, dwf, f["padding"])
+    if (oh, ow) != (out.height, out.width) or (not dw and fs[3] != x.channels):
+        raise _BodyError(
+            f"{c.name}'s geometry does not match its tensors "
+            f"({x.height}x{x.width} -> {out.height}x{out.width})"
+        )
+    top = _pad_top(x.height, oh, fh, sh, dh)
+    c.rowmap[c.acts[0]].set_window(sh, top, (fh - 1) * dh + 1 - 1 - top)
+
+
+def _check_pool(c: _Check) -> None:
+    """MAX_POOL_2D, AVERAGE_POOL_2D: its filter size, the input's channels, TFLM's output size."""
+    x, out, f = c.x, c.out, c.f
+    fh, fw = dict(c.st.fields).get("filterHeight"), dict(c.st.fields).get("filterWidth")
+    if fh is None or fw is None or x.channels != out.channels:
+        raise _BodyError(f"{c.name} needs its filter size and the input's channels")
+    sh, sw = f["strideH"], f["strideW"]
+    oh, ow = (
+        _out_size(x.height, fh, sh, 1, f["padding"]),
+        _out_size(x.width, fw, sw, 1, f["padding"]),
+    )
+    if (oh, ow) != (out.height, out.width):
+        raise _BodyError(f"{c.name}'s geometry does not match its tensors")
+    top = _pad_top(x.height, oh, fh, sh, 1)
+    c.rowmap[c.acts[0]].set_window(sh, top, fh - 1 - top)
+
+
+def _check_concatenation(c: _Check) -> None:
+    """Along channels without activation; inputs of the output's height, width and (int8) its
+    quantization, (int16) zero points 0; channels adding up to the output's."""
+    out, f, loc, kernel = c.out, c.f, c.loc, c.kernel
+    if f["axis"] not in (3, -1) or f["fusedActivationFunction"] != 0:
+        raise _BodyError(f"{c.name} along axis {f['axis']} (channels only, no activation)")
+    if any(
+        (loc[a].height, loc[a].width) != (out.height, out.width)
+        or (
+            kernel
+            and out.dtype == "INT8"  # float32 has no quantization to compare
+            and (loc[a].scale != out.scale or loc[a].zero_point != out.zero_point)
+        )
+        or (  # int16: TFLM copies whatever the scales, with every zero point 0
+            kernel and out.dtype == "INT16" and (loc[a].zero_point or out.zero_point)
+        )
+        for a in c.acts
+    ):
+        raise _BodyError(
+            f"{c.name}'s inputs differ from its output in height, width or quantization"
+        )
+    if sum(loc[lid].channels for lid in c.st.inputs if lid >= 0) != out.channels:
+        raise _BodyError(f"{c.name}'s input channels do not add up to its output's")
+
+
+def _check_broadcast(c: _Check) -> None:
+    """ADD, SUB, MUL: two operands broadcast to the output across width and channels, each an
+    activation of the output's rows, a constant of one row, or a one-pixel input read whole."""
+    st, loc, out = c.st, c.loc, c.out
+    if len(st.inputs) != 2:
+        raise _BodyError(f"{c.name} takes two inputs")
+    whole = whole_index(st.op, loc, st.inputs)
+    for j, lid in enumerate(st.inputs):
+        if loc[lid].constant:
+            t = c.graph.tensors[loc[lid].graph_index]
+            shape = (1,) * (4 - len(t.shape)) + tuple(t.shape)
+            if len(shape) != 4 or (c.kernel and t.dtype != c.x.dtype) or shape[1] != 1:
+                raise _BodyError(f"{c.name}: a constant operand has one row of the output's type")
+        else:
+            shape = (1, loc[lid].height, loc[lid].width, loc[lid].channels)
+            if j == whole:
+                _check_whole(c, lid)
+            elif shape[1] != out.height:
+                raise _BodyError(f"{c.name}'s rows do not broadcast")
+        if shape[0] != 1 or shape[2] not in (1, out.width) or shape[3] not in (1, out.channels):
+            raise _BodyError(f"{c.name}'s operands do not broadcast to its output")
+
+
+def _check_whole(c: _Check, lid: int) -> None:
+    """An operand read whole: of the output's type, 1 x 1 x 1 x C in the graph."""
+    if c.kernel and c.loc[lid].dtype != c.out.dtype:
+        raise _BodyError(f"{c.name}: its one-pixel input has the output's type")
+    t = c.graph.tensors[c.loc[lid].graph_index]
+    if len(t.shape) != 4 or t.shape[0] != 1:
+        raise _BodyError(f"{c.name}: an input read whole is 1 x 1 x 1 x C")
+
+
+def _check_resize_nearest(c: _Check) -> None:
+    """RESIZE_NEAREST_NEIGHBOR by an integer factor of rows, without align_corners."""
+    x, out = c.x, c.out
+    if c.f["alignCorners"] or x.channels != out.channels or out.height % x.height:
+        raise _BodyError(f"{c.name} by an integer factor, without align_corners")
+    c.rowmap[c.acts[0]].set_factor(out.height // x.height)
+
+
+def _check_resize_bilinear(c: _Check) -> None:
+    """RESIZE_BILINEAR: rows (and int8 columns) TFLM's arithmetic maps to a window of two."""
+    x, out = c.x, c.out
+    align, half = bool(c.f["alignCorners"]), bool(c.f["halfPixelCenters"])
+    if out.dtype == "FLOAT32":  # float positions: the float rule; columns need none
+        rows = bilinear_float_row_rule(x.height, out.height, align, half)
+        cols = rows if x.width > 0 and out.width > 0 else None
+    else:
+        rows = bilinear_row_rule(x.height, out.height, align, half)
+        cols = bilinear_row_rule(x.width, out.width, align, half)
+    if x.channels != out.channels or rows is None or cols is None:
+        raise _BodyError(
+            f"{c.name}: align_corners with half_pixel_centers, other channels, or a scale "
+            "past TFLM's fixed-point rows"
+        )
+    c.rowmap[c.acts[0]].set_window(rows[0], rows[2], rows[3])
+    c.rowmap[c.acts[0]].den = rows[1]
+
+
+def _check_pad(c: _Check) -> None:
+    """PAD, PADV2: constant non-negative paddings of height, width and channels that add up to the
+    output's shape; output row y reads input row y - top."""
+    x, out, graph = c.x, c.out, c.graph
+    pads = graph.buffer_array(
+        _constant(graph, c.loc, c.consts[0] if c.consts else -1, f"{c.name}'s paddings").index
+    )
+    if pads is None or pads.shape != (4, 2) or (pads < 0).any() or pads[0].any():
+        raise _BodyError(
+            f"{c.name} pads height, width and channels only, with constant non-negative paddings"
+        )
+    if (out.height, out.width, out.channels) != (
+        x.height + int(pads[1].sum()),
+        x.width + int(pads[2].sum()),
+        x.channels + int(pads[3].sum()),
+    ):
+        raise _BodyError(f"{c.name}'s output is not its input plus the paddings")
+    top = int(pads[1][0])
+    c.rowmap[c.acts[0]].set_window(1, top, -top)
+
+
+def _check_accumulating(c: _Check) -> None:
+    """MEAN (_check_mean): one schedule step per input row, the one pixel written at the last."""
+    x = c.x
+    _check_mean(c.graph, c.o, c.loc, c.name, c.consts, x, c.out, c.f)
+    c.rowmap[c.acts[0]] = RowMapSpec(x.height, x.height)  # one step per input row
+    c.out.height = x.height  # the schedule's steps; the one pixel is written at the last
+
+
+def _check_elementwise(c: _Check) -> None:
+    """One input, its output's shape (an activation); LEAKY_RELU's alpha is a field."""
+    x, out = c.x, c.out
+    if not c.same:
+        raise _BodyError(
+            f"{c.name}: input {x.height}x{x.width}x{x.channels}, "
+            f"output {out.height}x{out.width}x{out.channels}"
+        )
+    if c.record.alpha == "field" and not isinstance(dict(c.st.fields).get("alpha"), (int, float)):
+        raise _BodyError(f"{c.name} needs its alpha")
+
+
+# The check of each rule (contract/stages/record.py RULES); a conversion's is _check_types'.
+_RULE_CHECKS: dict[str, Callable[[_Check], None]] = {
+    "convolution": _check_conv,
+    "depthwise": _check_conv,
+    "transpose_convolution": _check_conv,
+    "pool": _check_pool,
+    "concatenation": _check_concatenation,
+    "broadcast": _check_broadcast,
+    "resize_nearest": _check_resize_nearest,
+    "resize_bilinear": _check_resize_bilinear,
+    "pad": _check_pad,
+    "mean": _check_accumulating,
+    "elementwise": _check_elementwise,
+    "conversion": lambda c: None,
+}
 
 
 def accumulator_bytes(o: StreamChainOptions, loc: list[_Local]) -> int:
@@ -704,7 +801,8 @@ def _stage_outputs(o: StreamChainOptions, loc: list[_Local]) -> None:
         out.producer = k
 
 
-def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
+def _chain_locals(graph, op, o: StreamChainOptions, kernel: bool) -> list[_Local]:
+    """The chain's local tensors: the node's inputs and outputs, then the body's tensors."""
     loc: list[_Local] = []
     n_in = len(op.inputs)
     for k, t in enumerate(list(op.inputs) + list(op.outputs)):
@@ -725,12 +823,12 @@ def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
                 f"local tensor {k}",
             )
         )
-    loc += [_body_tensor(j, t, kernel) for j, t in enumerate(o.tensors)]
-    if o.spilled_count != len(o.spill) or o.fetched_count != len(o.fetch):
-        raise _BodyError(
-            f"spilled {o.spilled_count} / fetched {o.fetched_count} disagree with its spill and "
-            "fetch lists"
-        )
+    return loc + [_body_tensor(j, t, kernel) for j, t in enumerate(o.tensors)]
+
+
+def _stage_channels(o: StreamChainOptions, loc: list[_Local], kernel: bool) -> list[int]:
+    """Each stage's output channels, after its operator, its counts of inputs and outputs and
+    its local ids are checked as PrepareStages reads them."""
     channels = []
     for k, st in enumerate(o.stages):
         if st.op not in STREAM_STAGE_OPS and kernel:
@@ -746,6 +844,12 @@ def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
         if st.op in STREAM_PER_CHANNEL_OPS and not 1 <= c <= INT32_MAX:
             raise _BodyError(f"stage {k} ({st.op}) has {c} output channels")
         channels.append(c)
+    return channels
+
+
+def _check_tables(op, o: StreamChainOptions, loc: list[_Local], channels: list[int]) -> None:
+    """The persistent block its tables need, within STREAM_MAX_BODY_BYTES."""
+    n_in = len(op.inputs)
     constants = frozenset(k for k, x in enumerate(loc[:n_in]) if x.constant)
     whole = frozenset(
         (k, st.inputs[j])
@@ -755,16 +859,12 @@ def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
     body = stream_chain_body_bytes(o, channels, n_in, len(op.outputs), constants, whole)
     if body > STREAM_MAX_BODY_BYTES:
         raise _BodyError(f"its tables need {body} bytes (at most {STREAM_MAX_BODY_BYTES})")
-    _pairs(o, loc)
-    _row_streams(o, loc, n_in, len(op.outputs))
-    edges: list[tuple[int, int, RowMapSpec]] = []
-    unknown = False  # a stage of an estimate's chain the kernel has no row map for: no dry run
-    for k, st in enumerate(o.stages):
-        if st.op in STREAM_STAGE_OPS:
-            _check_stage(graph, o, loc, k, st, edges, kernel)
-        else:
-            unknown = True
-    _stage_outputs(o, loc)
+
+
+def _check_reads(op, o: StreamChainOptions, loc, edges) -> list[int]:
+    """Every read after its tensor is made (an input, a fetch or source, an earlier stage); every
+    output, spilled or sunk tensor made by a stage. Returns the tensors the schedule pulls."""
+    n_in = len(op.inputs)
     for s, t, _ in edges:
         x = loc[t]
         if x.kind != "input" and not (x.fetched or x.sourced) and not 0 <= x.producer < s:
@@ -776,6 +876,28 @@ def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
     outputs = nodes + [lid for lid, _ in o.spill] + [lid for lid, _ in o.sink]
     if any(loc[t].producer < 0 for t in outputs):
         raise _BodyError("an output (not a token), a spilled or a sunk tensor is made by no stage")
+    return outputs
+
+
+def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
+    loc = _chain_locals(graph, op, o, kernel)
+    if o.spilled_count != len(o.spill) or o.fetched_count != len(o.fetch):
+        raise _BodyError(
+            f"spilled {o.spilled_count} / fetched {o.fetched_count} disagree with its spill and "
+            "fetch lists"
+        )
+    _check_tables(op, o, loc, _stage_channels(o, loc, kernel))
+    _pairs(o, loc)
+    _row_streams(o, loc, len(op.inputs), len(op.outputs))
+    edges: list[tuple[int, int, RowMapSpec]] = []
+    unknown = False  # a stage of an estimate's chain the kernel has no row map for: no dry run
+    for k, st in enumerate(o.stages):
+        if st.op in STREAM_STAGE_OPS:
+            _check_stage(graph, o, loc, k, st, edges, kernel)
+        else:
+            unknown = True
+    _stage_outputs(o, loc)
+    outputs = _check_reads(op, o, loc, edges)
     if not unknown:
         _dry_run(loc, len(o.stages), outputs, edges)
 

@@ -749,7 +749,7 @@ def stream_stage_problem(
     types of its activation inputs; ``constants``: the types of its other inputs, in order
     (None: omitted); ``paddings``: PAD's constant paddings, [[before, after]] per NHWC axis (None:
     not known here; kernel_computes passes them). The C++ kernel checks the same in Prepare
-    (tinyseg_contract.h)."""
+    (tinyseg_contract.h); the records of contract/stages/ hold what it computes."""
     if op not in STREAM_STAGE_OPS:
         return f"{op} is not a StreamChain stage"
     positions = STREAM_STAGE_OPS[op]
@@ -759,51 +759,65 @@ def stream_stage_problem(
         or (positions is not None and len(activations) != len(positions))
     ):
         return f"{op} with {len(activations)} activation inputs"
-    float32 = output == "FLOAT32" and op in STREAM_FLOAT32_STAGE_OPS
-    int16 = output == "INT16" and op in STREAM_INT16_STAGE_OPS
-    if (float32 or int16) and any(t != output for t in activations):
-        return f"{op} on {'/'.join(activations)} -> {output} (its stages read {output} only)"
-    if (
-        not float32
-        and not int16
-        and op not in ("QUANTIZE", "DEQUANTIZE")
-        and (output != "INT8" or any(t != "INT8" for t in activations))
-    ):
+    problem = _stage_types_problem(op, activations, output) or _stage_constants_problem(
+        op, output, constants
+    )
+    if problem:
+        return problem
+    if stages.conversions(op):
+        if (activations[0], output) not in stages.conversions(op):
+            return f"{op} {activations[0]} -> {output}"
+        return None
+    if stages.rule_of(op) == "pad" and paddings is not None:
+        return _paddings_problem(op, paddings)
+    return None
+
+
+def _mixed_rows(op: str, output: str) -> stages.Stage | None:
+    """The float32 or int16 record of ``op`` whose inputs and output are ``output`` (None: the
+    stage is on int8 rows, or a conversion)."""
+    record = stages.same_type(op, output)
+    return record if record is not None and record.rows != "quantized" else None
+
+
+def _stage_types_problem(op: str, activations: list[str], output: str) -> str | None:
+    """Activation inputs of the output's type on float32 or int16 rows; int8 otherwise (but a
+    conversion's, which its conversions check)."""
+    if _mixed_rows(op, output) is not None:
+        if any(t != output for t in activations):
+            return f"{op} on {'/'.join(activations)} -> {output} (its stages read {output} only)"
+        return None
+    if not stages.conversions(op) and (output != "INT8" or any(t != "INT8" for t in activations)):
         return (
             f"{op} on {'/'.join(activations)} -> {output} (the kernel's stages are int8, "
             f"float32 for {', '.join(STREAM_FLOAT32_STAGE_OPS)} and int16 for "
             f"{', '.join(STREAM_INT16_STAGE_OPS)})"
         )
-    table = (
-        STREAM_FLOAT32_STAGE_CONSTANTS
-        if float32
-        else STREAM_INT16_STAGE_CONSTANTS
-        if int16
-        else STREAM_STAGE_CONSTANTS
-    )
-    if int16 and op == "TRANSPOSE_CONV" and constants[2:] == ["INT32"]:
-        return (
-            "TRANSPOSE_CONV on int16 with an int32 bias (TFLM's 16x8 kernel reads its bias as "
-            "int64 or int16)"
-        )
-    if tuple(constants) not in table.get(op, ((),)):
+    return None
+
+
+def _stage_constants_problem(op: str, output: str, constants: list[str | None]) -> str | None:
+    """Constant inputs of a form its record on the rows takes (int8 rows' unless float32 or int16
+    rows); a bias the record refuses with its own reason."""
+    record = _mixed_rows(op, output) or stages.find(op, "quantized")
+    assert record is not None  # every operator with a stage has an int8 one
+    refused = record.refused_bias
+    if refused and len(constants) == len(record.constants[0]) and constants[-1] == refused[0]:
+        return refused[1]
+    if tuple(constants) not in record.constants:
         return f"{op} with constant inputs {constants}"
-    if op == "QUANTIZE":
-        if (activations[0], output) not in STREAM_QUANTIZE_TYPES:
-            return f"QUANTIZE {activations[0]} -> {output}"
-        return None
-    if op == "DEQUANTIZE":
-        if (activations[0], output) not in STREAM_DEQUANTIZE_TYPES:
-            return f"DEQUANTIZE {activations[0]} -> {output}"
-        return None
-    if op in ("PAD", "PADV2") and paddings is not None:
-        rows = [[int(v) for v in r] for r in paddings]
-        if len(rows) != 4 or any(len(r) != 2 for r in rows):
-            return f"{op} with paddings {rows} (NHWC only)"
-        if any(v < 0 for r in rows for v in r):
-            return f"{op} with negative paddings {rows}"
-        if any(rows[0]):
-            return f"{op} of the batch {rows} (height, width and channels only)"
+    return None
+
+
+def _paddings_problem(op: str, paddings: list[list[int]]) -> str | None:
+    """PAD's and PADV2's paddings: NHWC, non-negative, none of the batch."""
+    rows = [[int(v) for v in r] for r in paddings]
+    if len(rows) != 4 or any(len(r) != 2 for r in rows):
+        return f"{op} with paddings {rows} (NHWC only)"
+    if any(v < 0 for r in rows for v in r):
+        return f"{op} with negative paddings {rows}"
+    if any(rows[0]):
+        return f"{op} of the batch {rows} (height, width and channels only)"
     return None
 
 
@@ -832,7 +846,7 @@ def whole_index(op: str, inputs: tuple[int, ...] | list[int], candidate, constan
     """Which of a MUL stage's two inputs the kernel reads whole (tinyseg_stream_arithmetic.cc
     WholeIndex): the one-pixel StreamChain input (``candidate(local id)``) whose other operand is
     an activation (not ``constant(local id)``, not omitted) that is no candidate; -1: none."""
-    if op != "MUL" or len(inputs) != 2:
+    if not stages.reads_whole(op) or len(inputs) != 2:
         return -1
     cand = [t >= 0 and bool(candidate(t)) for t in inputs]
     const = [t < 0 or bool(constant(t)) for t in inputs]

@@ -52,6 +52,7 @@ from .customops import (
     STREAM_STAGE_OPS,
     STREAM_TENSOR_BYTES,
     STREAM_TENSOR_KEYS,
+    TINYSEG_OPS,
     ZERO_POINT_LIMITS,
 )
 from .stages import ROWS, keys
@@ -113,8 +114,8 @@ def _stage_keys() -> list[str]:
     return out
 
 
-def header() -> str:
-    """tflm_ops/kernels/tinyseg_contract.h: the contract (customops.py) as C++14 constants and checks."""
+def _preamble() -> list[str]:
+    """The include guard, includes, namespaces, version and operator names."""
     out = [
         "// GENERATED from tinyseg_plugin/contract/customops.py and stages/ by",
         "// `python -m tinyseg_plugin.contract.header`.",
@@ -138,9 +139,17 @@ def header() -> str:
         f'constexpr char kFetching[] = "{FETCHING}";',
         f'constexpr char kFetchingConv2D[] = "{FETCHING_CONV_2D}";',
         f'constexpr char kStreamChain[] = "{STREAM_CHAIN}";',
+        "// How many custom operators the names above register.",
+        f"constexpr unsigned int kOpCount = {len(TINYSEG_OPS)};",
         "",
         "// Option keys.",
     ]
+    return out
+
+
+def _limits() -> list[str]:
+    """Option keys, stage fields, integer and field limits, quantization ranges."""
+    out: list[str] = []
     keys = sorted(
         {k for ks in KEYS.values() for k in ks}
         | set(FETCHED_KEYS)
@@ -191,6 +200,12 @@ def header() -> str:
     for t, (lo, hi) in ZERO_POINT_LIMITS.items():
         out.append(f"    case {_TFLITE_TYPE[t]}: return zero_point >= {lo} && zero_point <= {hi};")
     out += ["    default: return false;", "  }", "}", ""]
+    return out
+
+
+def _sizes() -> list[str]:
+    """Rank, region and row-stream counts, and the OpData bytes."""
+    out: list[str] = []
     out += [
         f"constexpr int kMaxDims = {MAX_DIMS};",
         f"constexpr int kMaxRegions = {MAX_REGIONS};",
@@ -217,6 +232,14 @@ def header() -> str:
         f"constexpr size_t kStreamLookupTableBytes = {STREAM_LOOKUP_TABLE_BYTES};",
         f"constexpr size_t kStreamAccumulatorBytes = {STREAM_ACCUMULATOR_BYTES};",
         "",
+    ]
+    return out
+
+
+def _stage_ops() -> list[str]:
+    """The stage operators and which of their inputs are activations; per-channel, lookup-table and
+    accumulating stages."""
+    out = [
         "// StreamChain: the stages it computes, and which of a stage's inputs are activations.",
         "enum class StageOp : int32_t {",
     ]
@@ -279,7 +302,12 @@ def header() -> str:
         "}",
         "",
     ]
-    out += _stage_keys()
+    return out
+
+
+def _types() -> list[str]:
+    """QUANTIZE and DEQUANTIZE type pairs, element bytes, FetchingConv2D types; closing."""
+    out: list[str] = []
     out += [
         "// QUANTIZE stages: the (input, output) types computed.",
         "inline bool StreamQuantizeTypes(TfLiteType in, TfLiteType out) {",
@@ -340,6 +368,12 @@ def header() -> str:
         "#endif  // TENSORFLOW_LITE_MICRO_KERNELS_TINYSEG_TINYSEG_CONTRACT_H_",
         "",
     ]
+    return out
+
+
+def header() -> str:
+    """tflm_ops/kernels/tinyseg_contract.h: the contract (customops.py) as C++14 constants and checks."""
+    out = _preamble() + _limits() + _sizes() + _stage_ops() + _stage_keys() + _types()
     return "\n".join(out)
 
 

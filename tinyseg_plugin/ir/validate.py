@@ -557,6 +557,24 @@ class Refusal:
         return f"{self.what}; {self.remedy}" if self.remedy else self.what
 
 
+def refusal_lines(refusals: list[Refusal], listed: int = 8) -> list[str]:
+    """One sentence per distinct refusal, the operators it recurs at named after it: a model with
+    float16 weights has one refused DEQUANTIZE per layer, and one sentence each buries the rest."""
+    groups: dict[tuple, list[Refusal]] = {}
+    for r in refusals:
+        key = (r.opcode, r.reason, r.remedy, r.certain) if r.operator >= 0 else (id(r),)
+        groups.setdefault(key, []).append(r)
+    out = []
+    for same in groups.values():
+        first, more = same[0], [r.operator for r in same[1:]]
+        line = f"TFLM refuses the model: {first}" if first.certain else str(first)
+        if more:
+            shown_ops = ", ".join(map(str, more[:listed])) + (", ..." if len(more) > listed else "")
+            line += f" (so do {len(more)} more operators: {shown_ops})"
+        out.append(line)
+    return out
+
+
 # What the user can do about an operator the wheel lacks, by operator (others: MISSING_REMEDY).
 MISSING_REMEDIES = {
     "TILE": 'Keras UpSampling2D converts to TILE: use layers.Resizing(..., interpolation="nearest") '

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.graph import Graph
-from ..ir.validate import Refusal, tflm_refusals
+from ..ir.validate import Refusal, refusal_lines, tflm_refusals
 from .coldrange import ColdRange, cold_ranges, op_of, scope_of
 from .planner import Buffer, Plan, head_without_io, plan_graph
 
@@ -60,7 +60,7 @@ class Analysis:
 
     @property
     def not_exact_because(self) -> list[str]:
-        reasons = [f"TFLM refuses the model: {r}" if r.certain else str(r) for r in self.refusals]
+        reasons = refusal_lines(self.refusals)
         if self.plan.unknown_ops:
             reasons.append(
                 f"no scratch rule for {', '.join(self.plan.unknown_ops)}; the head may be low"

@@ -117,9 +117,11 @@ def _step(graph: Graph, o: Options, head: int, board: Board, rate: float) -> Fro
     return point(graph, r, o.kernel_set, board, rate, t, f"--target {t}")
 
 
-def _run(graph: Graph, o: Options, board: Board, rate: float) -> FrontierPoint:
+def _run(
+    graph: Graph, o: Options, board: Board, rate: float, default_known: bool = False
+) -> FrontierPoint:
     deadline.check("searching the next point of the trade-off")
-    r = search_plans(graph, o, None, board)
+    r = search_plans(graph, o, None, board, default_known)
     return point(graph, r, o.kernel_set, board, rate, o.target_bytes, option_of(o))
 
 
@@ -233,5 +235,6 @@ def nearby(
         below = _step(graph, base, here.head, board, rate)
         found += [below] if below is not None else []
     if not asked and room():
-        found.append(_run(graph, replace(base, smallest=True), board, rate))
+        # The written plan is the default's: a --target min point above it is dropped by _kept.
+        found.append(_run(graph, replace(base, smallest=True), board, rate, default_known=True))
     return _kept(found, marked=True)

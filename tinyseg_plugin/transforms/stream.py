@@ -23,24 +23,15 @@ from typing import Callable
 
 import numpy as np
 
-from ..contract import customops
+from ..contract import customops, stages
 from ..ir.graph import Graph, Operator
 from ..ir.schema import TYPE_SIZES
 
-# Operators whose output row y depends on input row y only (same height).
-ROW_IDENTITY = frozenset(
-    """
-    ADD SUB MUL RELU RELU6 RELU_N1_TO_1 LOGISTIC TANH HARD_SWISH LEAKY_RELU ELU PRELU QUANTIZE DEQUANTIZE
-    CONCATENATION
-    """.split()
-)
-WINDOWED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D"})
-UPSAMPLING = frozenset({"TRANSPOSE_CONV", "RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"})
-PADDING_OPS = frozenset({"PAD", "PADV2"})
+# Every operator with a row rule (contract/stages/: the stages' and the estimated ones').
+ROW_LOCAL = stages.row_local()
 # Operators that read every input row once and write one pixel after the last (customops.
 # STREAM_ACCUMULATING_OPS): a MEAN over height and width. Their steps are the input's rows.
 ACCUMULATING = frozenset(customops.STREAM_ACCUMULATING_OPS)
-ROW_LOCAL = ROW_IDENTITY | WINDOWED | UPSAMPLING | PADDING_OPS | ACCUMULATING
 
 
 @dataclass(frozen=True)
@@ -85,7 +76,8 @@ def activation_inputs(graph: Graph, op: Operator) -> list[int]:
 
 def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
     """The rows of activation input ``t`` that each output row of ``op`` reads, or None when
-    ``op`` is not row-local for that input (then it cannot join a chain)."""
+    ``op`` is not row-local for that input (then it cannot join a chain). The operator's rule
+    (contract/stages/: a stage's, or an estimated operator's) picks the map (_ROW_MAPS)."""
     if len(op.outputs) != 1:
         return None
     if op.opcode in ACCUMULATING:  # step y reads input row y; the one pixel comes after the last
@@ -99,62 +91,106 @@ def row_map(graph: Graph, op: Operator, t: int) -> RowMap | None:
     in_h, out_h = inp[1], out[1]
     if in_h < 1 or out_h < 1 or 0 in inp or 0 in out:
         return None  # an empty tensor has no rows to stream
+    rows = _ROW_MAPS.get(stages.rule_of(op.opcode) or "")
+    return rows(graph, op, t, in_h, out_h) if rows is not None else None
+
+
+def _identity_rows(graph: Graph, op: Operator, t: int, in_h: int, out_h: int) -> RowMap | None:
+    """Output row y reads input row y (a one-pixel operand read whole: every row reads it)."""
+    if whole_operand(graph, op, t):
+        return RowMap(in_h, out_h, 0, 1)  # every output row reads the one pixel
+    if in_h != out_h:
+        return None  # broadcast along height: every output row reads the whole input
+    return RowMap(in_h, out_h)
+
+
+def _concatenation_rows(graph: Graph, op: Operator, t: int, in_h: int, out_h: int) -> RowMap | None:
+    """Identity rows, along channels only."""
     o = op.options
-    name = op.opcode
-    if name in ROW_IDENTITY:
-        if name == "CONCATENATION" and (o is None or o.axis % 4 != 3):
-            return None
-        if whole_operand(graph, op, t):
-            return RowMap(in_h, out_h, 0, 1)  # every output row reads the one pixel
-        if in_h != out_h:
-            return None  # broadcast along height: every output row reads the whole input
-        return RowMap(in_h, out_h)
-    if name in WINDOWED:
-        if o is None or op.inputs[0] != t:
-            return None
-        if name in ("CONV_2D", "DEPTHWISE_CONV_2D"):
-            filt = graph.tensors[op.inputs[1]].shape
-            if len(filt) != 4:
-                return None
-            kh, stride, dil = filt[1], o.strideH, (o.dilationHFactor or 1)
-        else:
-            kh, stride, dil = o.filterHeight, o.strideH, 1
-        if kh < 1 or stride < 1 or dil < 1:
-            return None
-        eff = (kh - 1) * dil + 1
-        top = _padding_top(in_h, out_h, stride, eff) if o.padding == 0 else 0
-        # With dilation the window spans the taps and the rows between them (a contiguous band).
-        return RowMap(in_h, out_h, stride, 1, top, eff - 1 - top)
-    if name == "TRANSPOSE_CONV":
-        # inputs: output_shape, filter, input[, bias]; row-local when stride >= kernel height:
-        # output row y then reads input row y // stride only.
-        if o is None or len(op.inputs) < 3 or op.inputs[2] != t:
-            return None
+    if o is None or o.axis % 4 != 3:
+        return None
+    return _identity_rows(graph, op, t, in_h, out_h)
+
+
+def _windowed_rows(graph: Graph, op: Operator, t: int, in_h: int, out_h: int) -> RowMap | None:
+    """A convolution's or a pool's window of rows around y * stride, TFLM's top padding above it;
+    with dilation the window spans the taps and the rows between them (a contiguous band)."""
+    o = op.options
+    if o is None or op.inputs[0] != t:
+        return None
+    if stages.rule_of(op.opcode) == "pool":
+        kh, stride, dil = o.filterHeight, o.strideH, 1
+    else:
         filt = graph.tensors[op.inputs[1]].shape
-        if len(filt) != 4 or o.strideH < filt[1] or out_h != in_h * o.strideH:
+        if len(filt) != 4:
             return None
-        return RowMap(in_h, out_h, 1, o.strideH)
-    if name == "RESIZE_NEAREST_NEIGHBOR":
-        if o is None or o.alignCorners or op.inputs[0] != t or out_h % in_h:
-            return None
-        return RowMap(in_h, out_h, 1, out_h // in_h)
-    if name == "RESIZE_BILINEAR":
-        if o is None or op.inputs[0] != t or (o.alignCorners and o.halfPixelCenters):
-            return None  # TFLM's Prepare refuses both
-        align, half = bool(o.alignCorners), bool(o.halfPixelCenters)
-        if graph.tensors[t].dtype == "FLOAT32":  # TFLM's float positions
-            rule = customops.bilinear_float_row_rule(in_h, out_h, align, half)
-            return None if rule is None else RowMap(in_h, out_h, *rule)
-        if graph.tensors[t].dtype != "INT8":
-            return None
-        return bilinear_rows(in_h, out_h, align, half)
-    if name in PADDING_OPS:
-        pads = graph.buffer_array(op.inputs[1]) if len(op.inputs) > 1 else None
-        if op.inputs[0] != t or pads is None or pads.shape != (4, 2) or pads[0].any():
-            return None
-        top = int(pads[1][0])
-        return RowMap(in_h, out_h, 1, 1, top, -top) if top >= 0 else None  # y reads y - top
-    return None
+        kh, stride, dil = filt[1], o.strideH, (o.dilationHFactor or 1)
+    if kh < 1 or stride < 1 or dil < 1:
+        return None
+    eff = (kh - 1) * dil + 1
+    top = _padding_top(in_h, out_h, stride, eff) if o.padding == 0 else 0
+    return RowMap(in_h, out_h, stride, 1, top, eff - 1 - top)
+
+
+def _transpose_conv_rows(
+    graph: Graph, op: Operator, t: int, in_h: int, out_h: int
+) -> RowMap | None:
+    """Inputs: output_shape, filter, input[, bias]; row-local when stride >= kernel height:
+    output row y then reads input row y // stride only."""
+    o = op.options
+    if o is None or len(op.inputs) < 3 or op.inputs[2] != t:
+        return None
+    filt = graph.tensors[op.inputs[1]].shape
+    if len(filt) != 4 or o.strideH < filt[1] or out_h != in_h * o.strideH:
+        return None
+    return RowMap(in_h, out_h, 1, o.strideH)
+
+
+def _nearest_rows(graph: Graph, op: Operator, t: int, in_h: int, out_h: int) -> RowMap | None:
+    """Output row y reads input row y // factor (an integer factor, no align_corners)."""
+    o = op.options
+    if o is None or o.alignCorners or op.inputs[0] != t or out_h % in_h:
+        return None
+    return RowMap(in_h, out_h, 1, out_h // in_h)
+
+
+def _bilinear_rows(graph: Graph, op: Operator, t: int, in_h: int, out_h: int) -> RowMap | None:
+    """TFLM's source rows: the fixed-point rule (int8) or the float rule (float32)."""
+    o = op.options
+    if o is None or op.inputs[0] != t or (o.alignCorners and o.halfPixelCenters):
+        return None  # TFLM's Prepare refuses both
+    align, half = bool(o.alignCorners), bool(o.halfPixelCenters)
+    if graph.tensors[t].dtype == "FLOAT32":  # TFLM's float positions
+        rule = customops.bilinear_float_row_rule(in_h, out_h, align, half)
+        return None if rule is None else RowMap(in_h, out_h, *rule)
+    if graph.tensors[t].dtype != "INT8":
+        return None
+    return bilinear_rows(in_h, out_h, align, half)
+
+
+def _padded_rows(graph: Graph, op: Operator, t: int, in_h: int, out_h: int) -> RowMap | None:
+    """Output row y reads input row y - top (constant paddings, none of the batch)."""
+    pads = graph.buffer_array(op.inputs[1]) if len(op.inputs) > 1 else None
+    if op.inputs[0] != t or pads is None or pads.shape != (4, 2) or pads[0].any():
+        return None
+    top = int(pads[1][0])
+    return RowMap(in_h, out_h, 1, 1, top, -top) if top >= 0 else None  # y reads y - top
+
+
+# The row map of each rule (contract/stages/record.py RULES; an accumulating stage's is row_map's).
+_ROW_MAPS: dict[str, Callable[[Graph, Operator, int, int, int], RowMap | None]] = {
+    "convolution": _windowed_rows,
+    "depthwise": _windowed_rows,
+    "pool": _windowed_rows,
+    "transpose_convolution": _transpose_conv_rows,
+    "resize_nearest": _nearest_rows,
+    "resize_bilinear": _bilinear_rows,
+    "pad": _padded_rows,
+    "elementwise": _identity_rows,
+    "conversion": _identity_rows,
+    "broadcast": _identity_rows,
+    "concatenation": _concatenation_rows,
+}
 
 
 def mean_problem(graph: Graph, op: Operator) -> str | None:
@@ -183,7 +219,7 @@ def mean_problem(graph: Graph, op: Operator) -> str | None:
 
 def mean_hw(graph: Graph, op: Operator) -> bool:
     """Whether ``op`` is a MEAN the accumulating stage computes (``mean_problem``)."""
-    return op.opcode == "MEAN" and mean_problem(graph, op) is None
+    return stages.rule_of(op.opcode) == "mean" and mean_problem(graph, op) is None
 
 
 def steps(graph: Graph, i: int) -> int:
@@ -219,7 +255,7 @@ def whole_operand(graph: Graph, op: Operator, t: int) -> bool:
     whole from the arena and broadcasts it over every row, a squeeze-and-excitation gate
     (contract/bodies.py whole_index, tinyseg_stream_arithmetic.cc WholeIndex). ``find_chains``
     keeps its producer out of chains, so it is always a chain input."""
-    if op.opcode != "MUL" or len(op.inputs) != 2 or t not in op.inputs or t < 0:
+    if not stages.reads_whole(op.opcode) or len(op.inputs) != 2 or t not in op.inputs or t < 0:
         return False
     other = op.inputs[1 - op.inputs.index(t)]
     return (
@@ -328,16 +364,7 @@ def simulate(
     so that a storage model can replay the chain (benchmarks/runtime_table.py)."""
     inputs, outputs, inner = chain_io(graph, ops)
     producer = {graph.operators[i].outputs[0]: i for i in ops}
-    maps: dict[tuple[int, int], RowMap] = {}
-    readers: dict[int, list[int]] = {}
-    for i in ops:
-        op = graph.operators[i]
-        for t in activation_inputs(graph, op):
-            m = row_map(graph, op, t)
-            if m is None:
-                raise ValueError(f"operator {i} ({op.opcode}) is not row-local")
-            maps[(i, t)] = m
-            readers.setdefault(t, []).append(i)
+    maps, readers = _chain_maps(graph, ops)
     streamed = set(producer) | (set(inputs) & set(fetched))
     height = {t: graph.tensors[t].shape[1] for t in streamed}
     for t, i in producer.items():
@@ -350,26 +377,98 @@ def simulate(
         t for t in ringed if readers.get(t) or t in spilled
     ]  # a spilled row is computed into its ring
     held = {t: 0 for t in ringed}
+    pulls, reads = _windows(graph, ops, maps, readers, done, height, ringed)
+    note = _note_rings(done, height, reads, held)
+    pull = _puller(producer, pulls, done, computed, note, held, trace, fetches)
+    order = [t for t in outputs if t not in spilled] + [t for t in outputs if t in spilled]
+    progress = True
+    while progress:
+        progress = False
+        for t in order:  # one row of each output in turn
+            if done[t] < height[t]:
+                pull(t, done[t])
+                progress = True
+    for t in inner:  # an intermediate no output needs (dead code) is still computed
+        if done[t] < height[t]:
+            pull(t, height[t] - 1)
+    cost = _chain_cost(graph, ops, inputs, outputs, spilled, fetched, computed)
+    for t in ringed:
+        rows = min(max(held[t], 1), height[t])
+        cost.ring_rows[t] = rows
+        cost.ring_bytes[t] = rows * row_bytes(graph, t)
+    return cost
 
-    # Precomputed for speed (the chain search simulates thousands of chains): each operator's
-    # streamed inputs with their windows, and each ringed tensor's readers. A window is inlined as
-    # (num, den, before, after, last input row): RowMap.window's arithmetic, without the calls.
-    def flat(m: RowMap) -> tuple[int, int, int, int, int]:
-        return m.num, m.den, m.before, m.after, m.in_h - 1
 
+def _chain_cost(
+    graph: Graph,
+    ops: list[int],
+    inputs: list[int],
+    outputs: list[int],
+    spilled: frozenset[int],
+    fetched: frozenset[int],
+    computed: dict[int, int],
+) -> ChainCost:
+    """The chain's cost without its rings, after every member computed each of its rows once."""
+    for i in ops:
+        if computed[i] != steps(graph, i):
+            raise AssertionError(f"operator {i}: {computed[i]} rows computed")
+    return ChainCost(
+        tuple(ops),
+        tuple(t for t in inputs if t not in fetched),
+        tuple(t for t in inputs if t in fetched),
+        tuple(t for t in outputs if t not in spilled),
+        tuple(t for t in outputs if t in spilled),
+        rows_computed=computed,
+    )
+
+
+def _windows(
+    graph: Graph, ops: list[int], maps, readers, done, height, ringed
+) -> tuple[dict, dict]:
+    """Each member's streamed inputs with their flat windows, and each ringed tensor's readers
+    (output, its height, the flat window)."""
     out_of = {i: graph.operators[i].outputs[0] for i in ops}
     pulls = {
         i: [
-            (u, flat(maps[(i, u)]))
+            (u, _flat(maps[(i, u)]))
             for u in activation_inputs(graph, graph.operators[i])
             if u in done
         ]
         for i in ops
     }
     reads = {
-        t: [(out_of[r], height[out_of[r]], flat(maps[(r, t)])) for r in readers.get(t, [])]
+        t: [(out_of[r], height[out_of[r]], _flat(maps[(r, t)])) for r in readers.get(t, [])]
         for t in ringed
     }
+    return pulls, reads
+
+
+def _chain_maps(
+    graph: Graph, ops: list[int]
+) -> tuple[dict[tuple[int, int], RowMap], dict[int, list[int]]]:
+    """Each (member, activation input)'s row map, and each tensor's readers in the chain."""
+    maps: dict[tuple[int, int], RowMap] = {}
+    readers: dict[int, list[int]] = {}
+    for i in ops:
+        op = graph.operators[i]
+        for t in activation_inputs(graph, op):
+            m = row_map(graph, op, t)
+            if m is None:
+                raise ValueError(f"operator {i} ({op.opcode}) is not row-local")
+            maps[(i, t)] = m
+            readers.setdefault(t, []).append(i)
+    return maps, readers
+
+
+# Precomputed for speed (the chain search simulates thousands of chains): each operator's
+# streamed inputs with their windows, and each ringed tensor's readers. A window is inlined as
+# (num, den, before, after, last input row): RowMap.window's arithmetic, without the calls.
+def _flat(m: RowMap) -> tuple[int, int, int, int, int]:
+    return m.num, m.den, m.before, m.after, m.in_h - 1
+
+
+def _note_rings(done: dict, height: dict, reads: dict, held: dict) -> Callable[[int], None]:
+    """simulate's ``note``: bound to its schedule's state."""
 
     def note(t: int) -> None:
         """Record how many rows t's ring holds now: from the first row that the next output row
@@ -392,6 +491,21 @@ def simulate(
             low = d
         if d - low > held[t]:
             held[t] = d - low
+
+    return note
+
+
+def _puller(
+    producer: dict,
+    pulls: dict,
+    done: dict,
+    computed: dict,
+    note: Callable[[int], None],
+    held: dict,
+    trace: list[tuple[int, int]] | None,
+    fetches: list[tuple[int, int, int]] | None,
+) -> Callable[[int, int], None]:
+    """simulate's ``pull``: bound to its schedule's state."""
 
     def pull(t0: int, row0: int) -> None:
         """Produce rows of t0 up to `row0` (inclusive), pulling each input row a window needs
@@ -439,33 +553,7 @@ def simulate(
                 note(t)
             frame[2], frame[3] = 0, -1
 
-    order = [t for t in outputs if t not in spilled] + [t for t in outputs if t in spilled]
-    progress = True
-    while progress:
-        progress = False
-        for t in order:  # one row of each output in turn
-            if done[t] < height[t]:
-                pull(t, done[t])
-                progress = True
-    for t in inner:  # an intermediate no output needs (dead code) is still computed
-        if done[t] < height[t]:
-            pull(t, height[t] - 1)
-    cost = ChainCost(
-        tuple(ops),
-        tuple(t for t in inputs if t not in fetched),
-        tuple(t for t in inputs if t in fetched),
-        tuple(t for t in outputs if t not in spilled),
-        tuple(t for t in outputs if t in spilled),
-        rows_computed=computed,
-    )
-    for t in ringed:
-        rows = min(max(held[t], 1), height[t])
-        cost.ring_rows[t] = rows
-        cost.ring_bytes[t] = rows * row_bytes(graph, t)
-    for i in ops:
-        if computed[i] != steps(graph, i):
-            raise AssertionError(f"operator {i}: {computed[i]} rows computed")
-    return cost
+    return pull
 
 
 def transpose_conv_row_scratch(in_w: int, filter_w: int, out_c: int, stride_w: int) -> int:
@@ -516,12 +604,6 @@ def chain_op_scratch(graph: Graph, ops: list[int], scratch: Callable[[int], int]
     return turns + (-turns % 4 if held else 0) + held  # the sums start 4-byte aligned
 
 
-# Stages whose one activation input has the output's shape.
-SAME_SHAPE_STAGES = frozenset(
-    {"LOGISTIC", "PRELU", "RELU", "RELU6", "DEQUANTIZE", "TANH", "HARD_SWISH", "LEAKY_RELU", "ELU"}
-)
-
-
 def kernel_computes(graph: Graph, op: Operator) -> bool:
     """Whether the StreamChain kernel computes this operator as a stage (``stage_problem``)."""
     return stage_problem(graph, op) is None
@@ -529,18 +611,49 @@ def kernel_computes(graph: Graph, op: Operator) -> bool:
 
 def stage_problem(graph: Graph, op: Operator) -> str | None:
     """Why the StreamChain kernel does not compute this operator as a stage, None when it does
-    (customops' rules, and the
-    shapes its Prepare accepts: no broadcast but PRELU's alpha over rows and ADD/SUB/MUL's across
-    width and channels, RESIZE_NEAREST_NEIGHBOR rows that TFLM's float arithmetic maps to
-    y // factor, PADV2's pad value of the output's quantization). Float32 stages
-    (customops.STREAM_FLOAT32_STAGE_OPS) follow the same shape rules; a float32 RESIZE_BILINEAR
-    needs customops.bilinear_float_row_rule."""
-    positions = customops.STREAM_STAGE_OPS.get(op.opcode, ())
+    (customops' rules, and the shapes its Prepare accepts: no broadcast but PRELU's alpha over
+    rows and ADD/SUB/MUL's across width and channels, RESIZE_NEAREST_NEIGHBOR rows that TFLM's
+    float arithmetic maps to y // factor, PADV2's pad value of the output's quantization). Float32
+    stages follow the same shape rules; a float32 RESIZE_BILINEAR needs
+    customops.bilinear_float_row_rule. The operator's record (contract/stages/) says which inputs
+    are activations and its rule picks the shape checks (_ADMISSIONS)."""
+    record = stages.record_of(op.opcode)
     if not op.outputs or not op.inputs:
         return "it has no inputs or no outputs"
     out = graph.tensors[op.outputs[0]]
-    binary = op.opcode in ("ADD", "SUB", "MUL")
-    acts, consts, operands = [], [], []
+    sorted_inputs = _admitted_operands(graph, op, record)
+    if isinstance(sorted_inputs, str):
+        return sorted_inputs
+    operands, acts, consts = sorted_inputs
+    paddings = None
+    if record is not None and record.rule == "pad":
+        paddings = _paddings(graph, op, record, out, acts)
+        if isinstance(paddings, str):
+            return paddings
+    if not acts:
+        return "no activation input"
+    problem = customops.stream_stage_problem(
+        op.opcode, [graph.tensors[t].dtype for t in operands], out.dtype, consts, paddings
+    ) or _quantization_problem(graph, op, operands, out)
+    if problem:
+        return problem
+    assert record is not None  # stream_stage_problem refuses any other operator
+    if record.same_shape and graph.tensors[acts[0]].shape != out.shape:
+        return "an output shape other than its input's"
+    admit = _ADMISSIONS.get(record.rule)
+    return admit(graph, op, record, acts, operands) if admit is not None else None
+
+
+def _admitted_operands(
+    graph: Graph, op: Operator, record: stages.Stage | None
+) -> tuple[list[int], list[int], list[str | None]] | str:
+    """(activation operands, those not constant, the other inputs' types), or why an activation
+    position holds a constant or nothing (ADD, SUB and MUL may take a constant there)."""
+    positions = record.activations if record is not None else ()
+    binary = record is not None and record.rule == "broadcast"
+    acts: list[int] = []
+    consts: list[str | None] = []
+    operands: list[int] = []
     for k, t in enumerate(op.inputs):
         activation = positions is None or k in positions
         if activation and (t < 0 or (graph.tensors[t].is_constant and not binary)):
@@ -551,39 +664,37 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
                 acts.append(t)
         else:
             consts.append(graph.tensors[t].dtype if t >= 0 else None)
-    paddings = None
-    if op.opcode in PADDING_OPS:
-        pads = (
-            graph.buffer_array(op.inputs[1])
-            if len(op.inputs) == (2 if op.opcode == "PAD" else 3)
-            else None
-        )
-        if pads is None or pads.shape != (4, 2) or len(out.shape) != 4:
-            return "paddings that are not a constant 4x2 table"
-        if (
-            op.opcode == "PADV2"
-        ):  # the pad value: a constant scalar in the output's quantization (as TFLM's Prepare)
-            value = graph.tensors[op.inputs[2]]
-            if not value.is_constant or int(np.prod(value.shape)) != 1:
-                return "a pad value that is not a constant scalar"
-            if out.dtype != "INT16" and (  # TFLM copies an int16 one's bits whatever its scale
-                list(value.scales) != list(out.scales)
-                or list(value.zero_points) != list(out.zero_points)
-            ):
-                return "a pad value that is not a constant in the output's quantization"
-        paddings = pads.tolist()
-        x = graph.tensors[acts[0]].shape if acts else ()
-        if len(x) != 4 or any(
-            x[k] + paddings[k][0] + paddings[k][1] != out.shape[k] for k in range(4)
+    return operands, acts, consts
+
+
+def _paddings(
+    graph: Graph, op: Operator, record: stages.Stage, out, acts: list[int]
+) -> list[list[int]] | str:
+    """PAD's and PADV2's constant 4x2 paddings (or why not): adding up to the output's shape, and
+    PADV2's pad value a constant scalar in the output's quantization (as TFLM's Prepare)."""
+    inputs = 1 + len(record.constants[0])  # the input, the paddings[, the pad value]
+    pads = graph.buffer_array(op.inputs[1]) if len(op.inputs) == inputs else None
+    if pads is None or pads.shape != (4, 2) or len(out.shape) != 4:
+        return "paddings that are not a constant 4x2 table"
+    if inputs > 2:
+        value = graph.tensors[op.inputs[2]]
+        if not value.is_constant or int(np.prod(value.shape)) != 1:
+            return "a pad value that is not a constant scalar"
+        if out.dtype != "INT16" and (  # TFLM copies an int16 one's bits whatever its scale
+            list(value.scales) != list(out.scales)
+            or list(value.zero_points) != list(out.zero_points)
         ):
-            return "paddings that do not add up to the output's shape"
-    if not acts:
-        return "no activation input"
-    problem = customops.stream_stage_problem(
-        op.opcode, [graph.tensors[t].dtype for t in operands], out.dtype, consts, paddings
-    )
-    if problem:
-        return problem
+            return "a pad value that is not a constant in the output's quantization"
+    paddings = pads.tolist()
+    x = graph.tensors[acts[0]].shape if acts else ()
+    if len(x) != 4 or any(x[k] + paddings[k][0] + paddings[k][1] != out.shape[k] for k in range(4)):
+        return "paddings that do not add up to the output's shape"
+    return paddings
+
+
+def _quantization_problem(graph: Graph, op: Operator, operands: list[int], out) -> str | None:
+    """Per-tensor quantization, int16 zero points 0, and the output scale an int16 record needs
+    (LOGISTIC's and TANH's 2^-15, as TFLM's Prepare checks)."""
     quantized = [  # float32 has no scale
         t for t in operands + [op.outputs[0]] if graph.tensors[t].dtype != "FLOAT32"
     ]
@@ -594,68 +705,99 @@ def stage_problem(graph: Graph, op: Operator) -> str | None:
         for t in quantized
     ):
         return "an int16 activation with a zero point other than 0 (TFLM's int16 kernels need 0)"
-    if (
-        op.opcode in ("LOGISTIC", "TANH")
-        and out.dtype == "INT16"
-        and checked_log2(out.scales[0]) != -15
-    ):
+    record = stages.find(op.opcode, "int16") if out.dtype == "INT16" else None
+    log2 = record.output_scale_log2 if record is not None else None
+    if log2 is not None and checked_log2(out.scales[0]) != log2:
         return (
-            f"an int16 {op.opcode} whose output scale is not 2^-15 (TFLM's int16 kernel needs it)"
+            f"an int16 {op.opcode} whose output scale is not 2^{log2} (TFLM's int16 kernel "
+            "needs it)"
         )
-    if op.opcode in SAME_SHAPE_STAGES and graph.tensors[acts[0]].shape != out.shape:
-        return "an output shape other than its input's"
-    if binary:
-        # ADD, SUB and MUL broadcast across width and channels as TFLM's kernels do; a row needs rows
-        # of the same height (an activation) or one row for all (a constant).
-        whole = [t for t in acts if whole_operand(graph, op, t)]
-        for t in operands:
-            if t in whole:
-                continue  # a gate read whole from the arena and broadcast over every row
-            shape = (1,) * (4 - len(graph.tensors[t].shape)) + tuple(graph.tensors[t].shape)
-            if (
-                len(shape) != 4
-                or shape[0] != 1
-                or any(d not in (1, o) for d, o in zip(shape[2:], out.shape[2:]))
-            ):
-                return f"a broadcast of {list(shape)} the kernel does not make"
-            if shape[1] != (1 if graph.tensors[t].is_constant else out.shape[1]):
-                return f"a broadcast over rows ({list(shape)})"
-    if op.opcode == "PRELU":
-        alpha = graph.tensors[op.inputs[1]].shape
-        return None if len(alpha) < 3 or alpha[-3] == 1 else "an alpha that varies over rows"
-    if op.opcode == "RESIZE_NEAREST_NEIGHBOR":
-        o = op.options
-        in_h, out_h = graph.tensors[acts[0]].shape[1], out.shape[1]
-        if o is None or o.alignCorners or out_h % in_h:
-            return "align_corners or a factor that is not an integer"
-        scale = np.float32(in_h) / np.float32(out_h)
-        offset = np.float32(0.5 if o.halfPixelCenters else 0.0)
-        exact = all(
-            min(int(np.floor((np.float32(y) + offset) * scale)), in_h - 1) == y // (out_h // in_h)
-            for y in range(out_h)
-        )
-        return None if exact else "rows that TFLM's float arithmetic does not map to y // factor"
-    if op.opcode == "RESIZE_BILINEAR":
-        o = op.options
-        x = graph.tensors[acts[0]]
-        if o is None or (o.alignCorners and o.halfPixelCenters):
-            return "align_corners with half_pixel_centers (TFLM refuses both)"
-        if len(x.shape) != 4 or len(out.shape) != 4 or x.shape[3] != out.shape[3]:
-            return "an output with other channels than its input"
-        if x.dtype == "FLOAT32":  # float positions (customops.bilinear_float_row_rule)
-            if row_map(graph, op, acts[0]) is None:
-                return "float32 rows past the float rule (a size past 2^15, or one input row)"
-            return None
-        if row_map(graph, op, acts[0]) is None:
-            return "a scale TFLM's fixed-point rows cannot express (0 or past int32)"
-        if (
-            customops.bilinear_row_rule(
-                x.shape[2], out.shape[2], bool(o.alignCorners), bool(o.halfPixelCenters)
-            )
-            is None
-        ):
-            return "a width scale TFLM's fixed-point columns cannot express (0 or past int32)"
     return None
+
+
+def _broadcast_admission(
+    graph: Graph, op: Operator, record: stages.Stage, acts: list[int], operands: list[int]
+) -> str | None:
+    """ADD, SUB and MUL broadcast across width and channels as TFLM's kernels do; a row needs rows
+    of the same height (an activation) or one row for all (a constant)."""
+    out = graph.tensors[op.outputs[0]]
+    whole = [t for t in acts if whole_operand(graph, op, t)]
+    for t in operands:
+        if t in whole:
+            continue  # a gate read whole from the arena and broadcast over every row
+        shape = (1,) * (4 - len(graph.tensors[t].shape)) + tuple(graph.tensors[t].shape)
+        if (
+            len(shape) != 4
+            or shape[0] != 1
+            or any(d not in (1, o) for d, o in zip(shape[2:], out.shape[2:]))
+        ):
+            return f"a broadcast of {list(shape)} the kernel does not make"
+        if shape[1] != (1 if graph.tensors[t].is_constant else out.shape[1]):
+            return f"a broadcast over rows ({list(shape)})"
+    return None
+
+
+def _elementwise_admission(
+    graph: Graph, op: Operator, record: stages.Stage, acts: list[int], operands: list[int]
+) -> str | None:
+    """An alpha input (PRELU's) broadcast over the rows, the same for each."""
+    if record.alpha != "input":
+        return None
+    alpha = graph.tensors[op.inputs[1]].shape
+    return None if len(alpha) < 3 or alpha[-3] == 1 else "an alpha that varies over rows"
+
+
+def _nearest_admission(
+    graph: Graph, op: Operator, record: stages.Stage, acts: list[int], operands: list[int]
+) -> str | None:
+    """Rows TFLM's float arithmetic maps to y // factor, an integer factor, no align_corners."""
+    o = op.options
+    in_h, out_h = graph.tensors[acts[0]].shape[1], graph.tensors[op.outputs[0]].shape[1]
+    if o is None or o.alignCorners or out_h % in_h:
+        return "align_corners or a factor that is not an integer"
+    scale = np.float32(in_h) / np.float32(out_h)
+    offset = np.float32(0.5 if o.halfPixelCenters else 0.0)
+    exact = all(
+        min(int(np.floor((np.float32(y) + offset) * scale)), in_h - 1) == y // (out_h // in_h)
+        for y in range(out_h)
+    )
+    return None if exact else "rows that TFLM's float arithmetic does not map to y // factor"
+
+
+def _bilinear_admission(
+    graph: Graph, op: Operator, record: stages.Stage, acts: list[int], operands: list[int]
+) -> str | None:
+    """Its channels, and rows (int8: and columns) TFLM's arithmetic maps to a window of two."""
+    o = op.options
+    x, out = graph.tensors[acts[0]], graph.tensors[op.outputs[0]]
+    if o is None or (o.alignCorners and o.halfPixelCenters):
+        return "align_corners with half_pixel_centers (TFLM refuses both)"
+    if len(x.shape) != 4 or len(out.shape) != 4 or x.shape[3] != out.shape[3]:
+        return "an output with other channels than its input"
+    if x.dtype == "FLOAT32":  # float positions (customops.bilinear_float_row_rule)
+        if row_map(graph, op, acts[0]) is None:
+            return "float32 rows past the float rule (a size past 2^15, or one input row)"
+        return None
+    if row_map(graph, op, acts[0]) is None:
+        return "a scale TFLM's fixed-point rows cannot express (0 or past int32)"
+    if (
+        customops.bilinear_row_rule(
+            x.shape[2], out.shape[2], bool(o.alignCorners), bool(o.halfPixelCenters)
+        )
+        is None
+    ):
+        return "a width scale TFLM's fixed-point columns cannot express (0 or past int32)"
+    return None
+
+
+# The shape checks of each rule beyond stream_stage_problem's types (contract/stages/record.py
+# RULES; the others have none).
+_ADMISSIONS: dict[str, Callable[..., str | None]] = {
+    "broadcast": _broadcast_admission,
+    "elementwise": _elementwise_admission,
+    "resize_nearest": _nearest_admission,
+    "resize_bilinear": _bilinear_admission,
+}
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ plans whose head fits it, the least storage time; --target min, the smallest tot
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..ir.graph import Graph
 from ..memory.kernels import BUILD_PROFILES, KernelRules
@@ -126,6 +126,156 @@ def _spillable(graph: Graph, segments: list[list[int]], shared: bool = False) ->
 
 
 @dataclass
+class _Search:
+    """One choose_streaming run: the candidates (cut sets and row spills) it builds, prices and
+    climbs through, with its memos of chains simulated and candidates priced."""
+
+    graph: Graph
+    kernel_set: str
+    build_profile: str
+    objective: Objective
+    budget: Budget
+    chains: list[list[int]]
+    scratch: dict[int, int]
+    stream_io: bool
+    measured: dict[tuple, ChainCost] = field(default_factory=dict)
+    # each chain's body bytes (passes/stream.py, the planning form)
+    bodies: dict[tuple, int] = field(default_factory=dict)
+    priced_before: dict[tuple[frozenset[int], frozenset[int]], Score] = field(default_factory=dict)
+
+    @property
+    def shared(self) -> bool:
+        return self.objective.searching  # skips spilled by a chain that also reads them
+
+    @property
+    def positions(self) -> list[int]:
+        """Where a cut may go: after any member but a chain's last."""
+        return [i for chain in self.chains for i in chain[:-1]]
+
+    def cost(self, streamed: Streamed) -> Score:
+        graph, budget = self.graph, self.budget
+        budget.planned()
+        stored = set(streamed.spilled)  # row sources and sinks move no storage bytes
+        written = sum(
+            graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled if t in stored
+        )
+        read = sum(
+            graph.tensors[t].nbytes for c in streamed.chains for t in c.fetched if t in stored
+        )
+        plan = plan_graph(streamed.graph, self.kernel_set, self.build_profile)
+        return self.objective.score(
+            plan.head, plan.tail.total, written, read, row_uses(graph, streamed)
+        )
+
+    def measure(
+        self, g: Graph, ops: list[int], spilled: frozenset[int], fetched: frozenset[int]
+    ) -> ChainCost:
+        key = (tuple(ops), spilled, fetched)
+        if key not in self.measured:
+            self.measured[key] = simulate(g, ops, spilled=spilled, fetched=fetched)
+            self.budget.simulated(sum(self.measured[key].rows_computed.values()))
+        return self.measured[key]
+
+    def build(self, cuts: frozenset[int], spilled: frozenset[int], body: bool = False) -> Streamed:
+        graph = self.graph
+        segments = _segments(self.chains, cuts)
+        sourced, sunk = row_io(graph, segments) if self.stream_io else (frozenset(), frozenset())
+        request = ChainRequest(
+            segments,
+            spilled,
+            self.scratch.__getitem__,
+            measure=self.measure,
+            body=body,
+            sourced=sourced,
+            sunk=sunk,
+            body_bytes=self.bodies,
+        )
+        done = stream_chains(graph, request)
+        assert isinstance(done, Rewrite), done  # the search only asks for chains it found
+        return Streamed(done.graph, done.notes, tuple(sorted(spilled)), row_slots(graph, spilled))
+
+    def priced(self, cuts: frozenset[int], spilled: frozenset[int]) -> Score:
+        """``cost(build(...))``, once per (cuts, spills): the climbs meet the same candidates
+        again. A repeat still counts as a planner run, so the budget ends the search where it
+        did without the memo and the plan found stays the same."""
+        key = (cuts, spilled)
+        if key in self.priced_before:
+            self.budget.planned()
+        else:
+            self.priced_before[key] = self.cost(self.build(cuts, spilled))
+        return self.priced_before[key]
+
+    def evaluate(self, cuts: frozenset[int]) -> tuple[Score, frozenset[int]] | None:
+        segments = _segments(self.chains, cuts)
+        if not segments:
+            return None
+        spilled: frozenset[int] = frozenset()
+        best = self.priced(cuts, spilled)
+        for t in _spillable(self.graph, segments, self.shared):
+            if self.budget.spent():  # the greedy spills of one cut set may be many planner runs too
+                break
+            c = self.priced(cuts, spilled | {t})
+            if c < best:
+                best, spilled = c, spilled | {t}
+        return best, spilled
+
+    def climb(self, seed: frozenset[int], share: float):
+        """Hill-climb from a set of cuts, one cut added or removed per round, the best move first,
+        until no move lowers the objective or this climb's share of the budget is spent."""
+        start = self.evaluate(seed)
+        if start is None:
+            return None
+        here, cuts = start, seed
+
+        def toggle(i: int) -> frozenset[int]:
+            return cuts - {i} if i in cuts else cuts | {i}
+
+        def attempt(i: int):
+            r = self.evaluate(toggle(i))
+            return None if r is None else (r[0], r)
+
+        positions = self.positions
+        while not self.budget.spent(share):
+            round_best = best_of(positions, attempt, self.budget, share)
+            if round_best is None or round_best[0][0] >= here[0]:
+                break
+            here, cuts = round_best[0], toggle(round_best[1])
+        return here, cuts
+
+
+def _seeds(graph: Graph, chains: list[list[int]], positions: list[int]) -> list[frozenset[int]]:
+    """The cut sets the search climbs from (choose_streaming says why each), distinct, in order."""
+    resizing = [
+        i
+        for c in chains
+        for i in c
+        if any(
+            graph.tensors[t].shape[1] != graph.tensors[graph.operators[i].outputs[0]].shape[1]
+            for t in activation_inputs(graph, graph.operators[i])
+        )
+    ]
+    at = set(positions)
+    resized = frozenset(i for i in resizing if i in at)
+    before = frozenset(
+        graph.producers[t]
+        for i in resizing
+        for t in activation_inputs(graph, graph.operators[i])
+        if graph.producers.get(t) in at
+    )
+    seeds = list(dict.fromkeys((before, frozenset(), resized)))  # distinct, in this order
+    # A fourth start, only where a chain runs through a RESIZE_BILINEAR: each one alone in its
+    # chain, the chains as they were before it was a stage. The chain through it can be long (88
+    # operators in MoveNet at 192), and within the budget the climb from no cut then stopped at a
+    # head of 425,168 B where this start reaches 305,936 B, what the search found before.
+    bilinear = [i for c in chains for i in c if graph.operators[i].opcode == "RESIZE_BILINEAR"]
+    if bilinear:
+        inputs = [t for i in bilinear for t in activation_inputs(graph, graph.operators[i])]
+        alone = frozenset({graph.producers.get(t, -1) for t in inputs} | set(bilinear)) & at
+        seeds = list(dict.fromkeys(seeds + [alone]))
+    return seeds
+
+
+@dataclass
 class _Tidy:
     """The chain search's last step, from a climb's plan (``score``, ``cuts``, ``spills``):
     drop each cut and each spill the objective does not need (a cut also when the plan ranks the
@@ -230,97 +380,9 @@ def choose_streaming(
     if not chains:
         return StreamChoice(None, base, base, 0, budget.plans)
 
-    def cost(streamed: Streamed) -> Score:
-        budget.planned()
-        stored = set(streamed.spilled)  # row sources and sinks move no storage bytes
-        written = sum(
-            graph.tensors[t].nbytes for c in streamed.chains for t in c.spilled if t in stored
-        )
-        read = sum(
-            graph.tensors[t].nbytes for c in streamed.chains for t in c.fetched if t in stored
-        )
-        plan = plan_graph(streamed.graph, kernel_set, build_profile)
-        return objective.score(plan.head, plan.tail.total, written, read, row_uses(graph, streamed))
-
-    measured: dict[tuple, ChainCost] = {}
-    bodies: dict[tuple, int] = {}  # each chain's body bytes (passes/stream.py, the planning form)
-
-    def measure(
-        g: Graph, ops: list[int], spilled: frozenset[int], fetched: frozenset[int]
-    ) -> ChainCost:
-        key = (tuple(ops), spilled, fetched)
-        if key not in measured:
-            measured[key] = simulate(g, ops, spilled=spilled, fetched=fetched)
-            budget.simulated(sum(measured[key].rows_computed.values()))
-        return measured[key]
-
-    def build(cuts: frozenset[int], spilled: frozenset[int], body: bool = False) -> Streamed:
-        segments = _segments(chains, cuts)
-        sourced, sunk = row_io(graph, segments) if stream_io else (frozenset(), frozenset())
-        request = ChainRequest(
-            segments,
-            spilled,
-            scratch.__getitem__,
-            measure=measure,
-            body=body,
-            sourced=sourced,
-            sunk=sunk,
-            body_bytes=bodies,
-        )
-        done = stream_chains(graph, request)
-        assert isinstance(done, Rewrite), done  # the search only asks for chains it found
-        return Streamed(done.graph, done.notes, tuple(sorted(spilled)), row_slots(graph, spilled))
-
-    priced_before: dict[tuple[frozenset[int], frozenset[int]], Score] = {}
-
-    def priced(cuts: frozenset[int], spilled: frozenset[int]) -> Score:
-        """``cost(build(...))``, once per (cuts, spills): the climbs meet the same candidates
-        again. A repeat still counts as a planner run, so the budget ends the search where it
-        did without the memo and the plan found stays the same."""
-        key = (cuts, spilled)
-        if key in priced_before:
-            budget.planned()
-        else:
-            priced_before[key] = cost(build(cuts, spilled))
-        return priced_before[key]
-
-    def evaluate(cuts: frozenset[int]) -> tuple[Score, frozenset[int]] | None:
-        segments = _segments(chains, cuts)
-        if not segments:
-            return None
-        spilled: frozenset[int] = frozenset()
-        best = priced(cuts, spilled)
-        for t in _spillable(graph, segments, shared):
-            if budget.spent():  # the greedy spills of one cut set may be many planner runs too
-                break
-            c = priced(cuts, spilled | {t})
-            if c < best:
-                best, spilled = c, spilled | {t}
-        return best, spilled
-
-    def climb(seed: frozenset[int], share: float):
-        """Hill-climb from a set of cuts, one cut added or removed per round, the best move first,
-        until no move lowers the objective or this climb's share of the budget is spent."""
-        start = evaluate(seed)
-        if start is None:
-            return None
-        here, cuts = start, seed
-
-        def toggle(i: int) -> frozenset[int]:
-            return cuts - {i} if i in cuts else cuts | {i}
-
-        def attempt(i: int):
-            r = evaluate(toggle(i))
-            return None if r is None else (r[0], r)
-
-        while not budget.spent(share):
-            round_best = best_of(positions, attempt, budget, share)
-            if round_best is None or round_best[0][0] >= here[0]:
-                break
-            here, cuts = round_best[0], toggle(round_best[1])
-        return here, cuts
-
-    positions = [i for chain in chains for i in chain[:-1]]
+    search = _Search(
+        graph, kernel_set, build_profile, objective, budget, chains, scratch, stream_io
+    )
     # Up to three climbs, from: a cut before wherever the height changes (after the producers of a
     # pool's, strided convolution's or up-sampling's inputs: an encoder's skip then crosses chains
     # and can be spilled, and fetched both by the down-sampling chain and by the decoder's); no cut;
@@ -329,44 +391,18 @@ def choose_streaming(
     # climb of a large graph rarely finishes a round, and an even split starved the one that
     # mattered (a MobileNetV2 kept 10% more head with thirds, ResUNet-a missed its target with
     # the old two starts).
-    resizing = [
-        i
-        for c in chains
-        for i in c
-        if any(
-            graph.tensors[t].shape[1] != graph.tensors[graph.operators[i].outputs[0]].shape[1]
-            for t in activation_inputs(graph, graph.operators[i])
-        )
-    ]
-    at = set(positions)
-    resized = frozenset(i for i in resizing if i in at)
-    before = frozenset(
-        graph.producers[t]
-        for i in resizing
-        for t in activation_inputs(graph, graph.operators[i])
-        if graph.producers.get(t) in at
-    )
+    seeds = _seeds(graph, chains, search.positions)
     current: frozenset[int] = frozenset()
     unstreamed = objective.score(base, original.tail.total, 0, 0)
     best_cost, found, spills = unstreamed, False, frozenset()
-    seeds = list(dict.fromkeys((before, frozenset(), resized)))  # distinct, in this order
-    # A fourth start, only where a chain runs through a RESIZE_BILINEAR: each one alone in its
-    # chain, the chains as they were before it was a stage. The chain through it can be long (88
-    # operators in MoveNet at 192), and within the budget the climb from no cut then stopped at a
-    # head of 425,168 B where this start reaches 305,936 B, what the search found before.
-    bilinear = [i for c in chains for i in c if graph.operators[i].opcode == "RESIZE_BILINEAR"]
-    if bilinear:
-        inputs = [t for i in bilinear for t in activation_inputs(graph, graph.operators[i])]
-        alone = frozenset({graph.producers.get(t, -1) for t in inputs} | set(bilinear)) & at
-        seeds = list(dict.fromkeys(seeds + [alone]))
-    starts = {seed: evaluate(seed) for seed in seeds}
+    starts = {seed: search.evaluate(seed) for seed in seeds}
     seeds.sort(
         key=lambda seed: starts[seed][0] if starts[seed] is not None else objective.worst(base)
     )
     spent = budget.share_spent  # the starts' greedy spills
     ends: dict[tuple[frozenset[int], frozenset[int]], Score] = {}  # each climb's plan
     for seed, share in zip(seeds, SHARES[len(seeds) - 1]):
-        result = climb(seed, spent + share * (1.0 - spent))
+        result = search.climb(seed, spent + share * (1.0 - spent))
         if result is not None:
             ends.setdefault((result[1], result[0][1]), result[0][0])
         if result is not None and (not found or result[0][0] < best_cost):
@@ -377,12 +413,14 @@ def choose_streaming(
     tidied = [(best_cost, current, spills)]
     if objective.by_total:
         tidied = [(score, cuts, kept) for (cuts, kept), score in ends.items()]
-    tidied = [_Tidy(graph, chains, shared, at, objective, priced, *t).run() for t in tidied]
+    at = set(search.positions)
+    tidied = [_Tidy(graph, chains, shared, at, objective, search.priced, *t).run() for t in tidied]
     if tidied:
         best_cost, current, spills = min(tidied, key=lambda t: t[0])
     if not found or not best_cost < unstreamed:
         return StreamChoice(None, base, base, 0, budget.plans)
-    best = build(current, spills, body=True)  # the chosen chains with their bodies (same plan)
+    # The chosen chains with their bodies (the same plan).
+    best = search.build(current, spills, body=True)
     return StreamChoice(best, best_cost.head, base, best_cost.moved, budget.plans)
 
 

@@ -8,7 +8,7 @@ tests/test_stage_registry.py compares kStages' text with STAGES without a compil
 from __future__ import annotations
 
 from . import activation, arithmetic, conv, layout, pool, reduce
-from .record import FAMILIES, ROWS, Stage
+from .record import FAMILIES, ROWS, RULES, Stage
 
 # By row type, then family, then the order of the family's file.
 STAGES: tuple[Stage, ...] = tuple(
@@ -23,7 +23,28 @@ STAGES: tuple[Stage, ...] = tuple(
     )
 )
 
-__all__ = ["FAMILIES", "ROWS", "STAGES", "Stage", "by_op", "conversions", "find", "keys", "rows_of"]
+# Row-local operators the kernel computes no stage of, and their rule: `analyze --stream`'s
+# estimate streams them (their row map), `optimize` cuts its chains there (stage_problem says why).
+ESTIMATED: dict[str, str] = {"RELU_N1_TO_1": "elementwise"}
+
+__all__ = [
+    "ESTIMATED",
+    "FAMILIES",
+    "ROWS",
+    "RULES",
+    "STAGES",
+    "Stage",
+    "by_op",
+    "conversions",
+    "find",
+    "keys",
+    "reads_whole",
+    "record_of",
+    "row_local",
+    "rows_of",
+    "rule_of",
+    "same_type",
+]
 
 
 def keys() -> tuple[tuple[str, str], ...]:
@@ -43,6 +64,41 @@ def by_op() -> dict[str, Stage]:
     for s in STAGES:
         out.setdefault(s.op, s)
     return out
+
+
+_BY_OP = by_op()
+# The element type of a stage's rows when its inputs and output are of one type (no conversion).
+_ROWS_OF_TYPE = {"INT8": "quantized", "FLOAT32": "float32", "INT16": "int16"}
+
+
+def record_of(op: str) -> Stage | None:
+    """The first record of ``op`` (by_op's), None when the kernel computes no stage of it."""
+    return _BY_OP.get(op)
+
+
+def reads_whole(op: str) -> bool:
+    """Whether a stage of ``op`` may read a one-pixel operand whole (Stage.reads_whole)."""
+    s = _BY_OP.get(op)
+    return s is not None and s.reads_whole
+
+
+def rule_of(op: str) -> str | None:
+    """The rule (RULES) of a row-local operator, a stage's or an estimated one's; None: the
+    operator is not row-local."""
+    s = _BY_OP.get(op)
+    return s.rule if s is not None else ESTIMATED.get(op)
+
+
+def row_local() -> frozenset[str]:
+    """Every operator with a row rule: the stages' and the estimated ones."""
+    return frozenset(_BY_OP) | frozenset(ESTIMATED)
+
+
+def same_type(op: str, dtype: str | None) -> Stage | None:
+    """The stage of ``op`` whose inputs and output are all ``dtype`` (no conversion); None when
+    the kernel computes none."""
+    s = find(op, _ROWS_OF_TYPE.get(dtype or "", ""))
+    return s if s is not None and not s.converts else None
 
 
 def conversions(op: str) -> tuple[tuple[str, str], ...]:

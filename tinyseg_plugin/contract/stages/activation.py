@@ -1,5 +1,5 @@
 """Activations and type conversions (tinyseg_stream_activation.cc; float32 rows also _float.cc,
-int16 rows _int16.cc and _int16_more.cc): one activation input, each row computed alone."""
+int16 rows also _int16_more.cc): one activation input, each row computed alone."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ from .record import Stage
 
 
 def _act(op: str, rows: str, **more) -> Stage:
-    return Stage(op, rows, "activation", **more)
+    # The search admits a QUANTIZE whatever its output's shape (the body check refuses another).
+    rule = "conversion" if op in ("QUANTIZE", "DEQUANTIZE") else "elementwise"
+    alpha = {"LEAKY_RELU": "field", "PRELU": "input"}.get(op, "")
+    same = op != "QUANTIZE"
+    return Stage(op, rows, "activation", rule=rule, same_shape=same, alpha=alpha, **more)
 
 
 # ELU looks each int8 element up in a table Prepare fills (as TFLM's elu.cc); its float32 stage
@@ -38,8 +42,8 @@ STAGES = (
     _act("ELU", "float32", lookup_table=True),
     _act("QUANTIZE", "int16", converts=(("INT8", "INT16"), ("INT16", "INT8"), ("INT16", "INT16"))),
     _act("DEQUANTIZE", "int16", converts=(("INT16", "FLOAT32"),)),
-    _act("LOGISTIC", "int16"),
-    _act("TANH", "int16"),
+    _act("LOGISTIC", "int16", output_scale_log2=-15),
+    _act("TANH", "int16", output_scale_log2=-15),
     _act("RELU", "int16"),
     _act("RELU6", "int16"),
     _act("LEAKY_RELU", "int16"),

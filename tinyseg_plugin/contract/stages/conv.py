@@ -5,9 +5,19 @@ from __future__ import annotations
 
 from .record import Stage
 
+_RULES = {
+    "CONV_2D": "convolution",
+    "DEPTHWISE_CONV_2D": "depthwise",
+    "TRANSPOSE_CONV": "transpose_convolution",
+}
 
-def _conv(op: str, rows: str, constants: tuple, activations: tuple[int, ...] = (0,)) -> Stage:
-    return Stage(op, rows, "conv", activations, constants, per_channel=True)
+
+def _conv(
+    op: str, rows: str, constants: tuple, activations: tuple[int, ...] = (0,), **more
+) -> Stage:
+    return Stage(
+        op, rows, "conv", activations, constants, per_channel=True, rule=_RULES[op], **more
+    )
 
 
 # int16 rows take int8 weights; CONV_2D's bias is int64 or int32 (the accumulator TFLM picks by
@@ -45,5 +55,10 @@ STAGES = (
             ("INT32", "INT8"),
         ),
         (2,),
+        refused_bias=(
+            "INT32",
+            "TRANSPOSE_CONV on int16 with an int32 bias (TFLM's 16x8 kernel reads its bias as "
+            "int64 or int16)",
+        ),
     ),
 )

@@ -5,11 +5,19 @@ from __future__ import annotations
 
 from .record import Stage
 
+_RULES = {
+    "PAD": "pad",
+    "PADV2": "pad",
+    "RESIZE_NEAREST_NEIGHBOR": "resize_nearest",
+    "RESIZE_BILINEAR": "resize_bilinear",
+    "CONCATENATION": "concatenation",
+}
+
 
 def _layout(
     op: str, rows: str, constants: tuple = ((),), activations: tuple[int, ...] | None = (0,)
 ) -> Stage:
-    return Stage(op, rows, "layout", activations, constants)
+    return Stage(op, rows, "layout", activations, constants, rule=_RULES[op])
 
 
 # PAD's paddings are int32 (TFLM's PAD reads them so; it pads int16 with 0, as TFLM's); PADV2's

@@ -13,6 +13,26 @@ ROWS = ("quantized", "float32", "int16")
 # The kernel's family files, tflm_ops/kernels/tinyseg_stream_<family>.cc (a family's float32 and
 # int16 rows may sit in _float.cc and _int16*.cc).
 FAMILIES = ("conv", "pool", "arithmetic", "activation", "layout", "reduce")
+# A stage's rule, by name: how its output's shape and rows follow from its inputs. The name keys
+# its body check (contract/bodies.py), its admission (transforms/stream.py stage_problem) and its
+# row map (transforms/stream.py row_map); the value is its row rule: "identity" (output row y reads
+# input row y), "windowed" (a window of rows around y * stride, less the top padding),
+# "upsampling" (y // factor, or a resize's fixed-point source row), "padding" (y - top) or
+# "accumulating" (one step per input row, one pixel written after the last).
+RULES = {
+    "convolution": "windowed",
+    "depthwise": "windowed",
+    "pool": "windowed",
+    "transpose_convolution": "upsampling",
+    "resize_nearest": "upsampling",
+    "resize_bilinear": "upsampling",
+    "pad": "padding",
+    "mean": "accumulating",
+    "elementwise": "identity",
+    "conversion": "identity",
+    "broadcast": "identity",
+    "concatenation": "identity",
+}
 
 
 @dataclass(frozen=True)
@@ -26,7 +46,13 @@ class Stage:
     it requantizes per output channel (multiplier and shift kept persistent); ``lookup_table``: it
     keeps a 256-entry table in the same persistent pool; ``accumulates``: it reads each input row
     once into per-channel sums and writes its one-pixel output after the last (it ends its
-    chain)."""
+    chain); ``rule``: one of RULES; ``same_shape``: the search admits it only with its input's shape
+    (the body check asks it of every "elementwise" and "conversion" stage); ``alpha``: where its
+    alpha comes from ("field": an option the body carries, "input": a constant input that must not
+    vary over rows); ``output_scale_log2``: the output scale TFLM's kernel needs (2^n);
+    ``refused_bias``: a bias type the search refuses with its own reason (type, reason);
+    ``reads_whole``: a one-pixel activation operand may be read whole from the arena and broadcast
+    over every row (a squeeze-and-excitation gate; tinyseg_stream_arithmetic.cc WholeCandidate)."""
 
     op: str
     rows: str
@@ -37,7 +63,20 @@ class Stage:
     per_channel: bool = False
     lookup_table: bool = False
     accumulates: bool = False
+    rule: str = ""
+    same_shape: bool = False
+    alpha: str = ""
+    output_scale_log2: int | None = None
+    refused_bias: tuple[str, str] | tuple[()] = ()
+    reads_whole: bool = False
 
     def __post_init__(self) -> None:
-        if self.rows not in ROWS or self.family not in FAMILIES:
-            raise ValueError(f"stage {self.op}: rows {self.rows!r}, family {self.family!r}")
+        if self.rows not in ROWS or self.family not in FAMILIES or self.rule not in RULES:
+            raise ValueError(
+                f"stage {self.op}: rows {self.rows!r}, family {self.family!r}, rule {self.rule!r}"
+            )
+
+    @property
+    def row_rule(self) -> str:
+        """How its output rows read its input rows (RULES' values)."""
+        return RULES[self.rule]

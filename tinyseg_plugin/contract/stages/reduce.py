@@ -6,6 +6,6 @@ from __future__ import annotations
 from .record import Stage
 
 STAGES = tuple(
-    Stage("MEAN", rows, "reduce", constants=(("INT32",),), accumulates=True)
+    Stage("MEAN", rows, "reduce", constants=(("INT32",),), accumulates=True, rule="mean")
     for rows in ("quantized", "float32", "int16")
 )

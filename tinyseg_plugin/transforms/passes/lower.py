@@ -56,16 +56,7 @@ def lower(graph: Graph, request: None = None) -> Rewrite:
         if op.opcode in (customops.FETCHING, customops.FETCHING_CONV_2D):
             o = customops.decode(op, graph.memo.decoded)
             fo = o if isinstance(o, customops.FetchingOptions) else o.fetching
-            operands = []
-            for src in customops.operand_sources(op, fo):
-                if isinstance(src, customops.Fetched):
-                    if src.slot not in slots:
-                        raise TinySegError(
-                            f"operator {op.index}: fetches slot {src.slot}, which no Spill fills"
-                        )
-                    operands.append(resolve(slots[src.slot]))
-                else:
-                    operands.append(src)
+            operands = _fetched_operands(op, fo, slots, resolve)
             target = op.outputs[0]
             if op.opcode == customops.FETCHING and len(operands) == 1:
                 alias[target] = operands[0]
@@ -74,30 +65,7 @@ def lower(graph: Graph, request: None = None) -> Rewrite:
             if op.opcode == customops.FETCHING:
                 new_ops.append(ed.concatenation(operands, target, fo.axis))
                 continue
-            filt, bias = op.inputs[-2], op.inputs[-1]
-            if len(operands) == 1:
-                cat = operands[0]
-            else:
-                shape = list(graph.tensors[operands[0]].shape)
-                shape[3] = graph.tensors[filt].shape[3]
-                cat = ed.tensor_like(
-                    operands[0], f"{graph.tensors[target].name}/lowered_concat", shape
-                )
-                new_ops.append(ed.concatenation(operands, cat, 3))
-            c = o.conv
-            new_ops.append(
-                ed.conv2d(
-                    [cat, filt] + ([bias] if bias >= 0 else []),
-                    target,
-                    padding=_PAD[c.padding],
-                    stride_h=c.stride_h,
-                    stride_w=c.stride_w,
-                    dilation_h=c.dilation_h,
-                    dilation_w=c.dilation_w,
-                    activation=_ACT[c.activation],
-                    quantized_bias_type=_BIAS[o.quantized_bias_type],
-                )
-            )  # int16 without bias: int32/int64 sums
+            new_ops.extend(_lower_fetching_conv(ed, graph, op, o, operands))
             continue
         new_ops.append(op.index)
     ed.rebuild(new_ops)
@@ -107,6 +75,51 @@ def lower(graph: Graph, request: None = None) -> Rewrite:
     if layout is not None:
         ed.offline_offsets(layout)
     return Rewrite.of(ed.commit(), "TinySeg operators lowered to builtins")
+
+
+def _fetched_operands(op, fo, slots: dict[int, int], resolve) -> list[int]:
+    """A Fetching's or FetchingConv2D's operands as graph tensors: each fetched one the tensor its
+    slot's Spill wrote (followed through renames), the others as they are."""
+    operands = []
+    for src in customops.operand_sources(op, fo):
+        if isinstance(src, customops.Fetched):
+            if src.slot not in slots:
+                raise TinySegError(
+                    f"operator {op.index}: fetches slot {src.slot}, which no Spill fills"
+                )
+            operands.append(resolve(slots[src.slot]))
+        else:
+            operands.append(src)
+    return operands
+
+
+def _lower_fetching_conv(ed: Editor, graph: Graph, op, o, operands: list[int]) -> list[Op]:
+    """A FetchingConv2D as CONV_2D over its operands (concatenated first when more than one)."""
+    out: list[Op] = []
+    target = op.outputs[0]
+    filt, bias = op.inputs[-2], op.inputs[-1]
+    if len(operands) == 1:
+        cat = operands[0]
+    else:
+        shape = list(graph.tensors[operands[0]].shape)
+        shape[3] = graph.tensors[filt].shape[3]
+        cat = ed.tensor_like(operands[0], f"{graph.tensors[target].name}/lowered_concat", shape)
+        out.append(ed.concatenation(operands, cat, 3))
+    c = o.conv
+    out.append(
+        ed.conv2d(
+            [cat, filt] + ([bias] if bias >= 0 else []),
+            target,
+            padding=_PAD[c.padding],
+            stride_h=c.stride_h,
+            stride_w=c.stride_w,
+            dilation_h=c.dilation_h,
+            dilation_w=c.dilation_w,
+            activation=_ACT[c.activation],
+            quantized_bias_type=_BIAS[o.quantized_bias_type],
+        )
+    )  # int16 without bias: int32/int64 sums
+    return out
 
 
 def _lower_chain(ed: Editor, op, slots: dict[int, int], resolve) -> list[Op]:

@@ -96,31 +96,34 @@ def _value(graph: Graph, t: int, chain: set[int], depth: int = 0) -> np.ndarray 
     i = graph.producers.get(t)
     if i is None or tensor.dtype not in ("INT32", "INT64"):
         return None
-    op = graph.operators[i]
+    value = _computed(graph, graph.operators[i], chain, depth)
+    if value is None or tuple(value.shape) != tensor.shape:
+        return None
+    chain.add(i)
+    return value
+
+
+def _computed(graph: Graph, op: Operator, chain: set[int], depth: int) -> np.ndarray | None:
+    """The value the shape arithmetic ``op`` computes from its inputs' values (_value's)."""
     args = op.inputs
     if op.opcode == "SHAPE" and len(args) == 1 and args[0] >= 0:
-        value = np.array(graph.tensors[args[0]].shape, np.int64)
-    elif op.opcode == "STRIDED_SLICE" and args:
+        return np.array(graph.tensors[args[0]].shape, np.int64)
+    if op.opcode == "STRIDED_SLICE" and args:
         x = _value(graph, args[0], chain, depth + 1)
-        value = None if x is None else _strided_slice(graph, op, x)
-    elif op.opcode == "PACK" and op.options is not None:
+        return None if x is None else _strided_slice(graph, op, x)
+    if op.opcode == "PACK" and op.options is not None:
         xs = [_value(graph, a, chain, depth + 1) for a in args]
         if any(x is None or x.ndim != 0 for x in xs) or op.options.axis not in (0, -1):
             return None
-        value = np.array([int(x) for x in xs], np.int64)  # type: ignore[arg-type]
-    elif op.opcode == "CONCATENATION" and op.options is not None:
+        return np.array([int(x) for x in xs], np.int64)  # type: ignore[arg-type]
+    if op.opcode == "CONCATENATION" and op.options is not None:
         xs = [_value(graph, a, chain, depth + 1) for a in args]
         if any(x is None or x.ndim != 1 for x in xs) or op.options.axis not in (0, -1):
             return None
         if op.options.fusedActivationFunction:
             return None
-        value = np.concatenate(xs)  # type: ignore[arg-type]
-    else:
-        return None
-    if value is None or tuple(value.shape) != tensor.shape:
-        return None
-    chain.add(i)
-    return value
+        return np.concatenate(xs)  # type: ignore[arg-type]
+    return None
 
 
 def _tflm_shape(graph: Graph, op: Operator, value: np.ndarray) -> bool:

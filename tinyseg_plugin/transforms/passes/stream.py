@@ -248,19 +248,11 @@ def _quant(graph: Graph, op) -> tuple[int, ...] | None:
     return graph.memo.requantized[key]
 
 
-def _body(
-    graph: Graph,
-    ops: list[int],
-    cost: ChainCost,
-    node: tuple[list[int], list[int]],
-    slot_of: dict[int, int],
-    block: int,
-    io: _RowIo,
-    fields: bool = True,
-) -> customops.StreamChainOptions:
-    """The StreamChain's options: planning figures and the body (customops.StreamStage). ``node``:
-    the operator's inputs and outputs, tokens included; ``fields``: False leaves the stages'
-    builtin option fields out (what the planning form counts needs none of them)."""
+def _body_tensors(
+    graph: Graph, ops: list[int], node: tuple[list[int], list[int]]
+) -> tuple[dict[int, int], list[customops.StreamTensor]]:
+    """Each tensor's index in the body (the node's inputs and outputs first) and the body's
+    tensors that are not the node's."""
     local = {t: k for k, t in enumerate(node[0] + node[1])}
     tensors: list[customops.StreamTensor] = []
     for i in ops:
@@ -283,6 +275,23 @@ def _body(
                         x.quantized_dimension,
                     )
                 )
+    return local, tensors
+
+
+def _body(
+    graph: Graph,
+    ops: list[int],
+    cost: ChainCost,
+    node: tuple[list[int], list[int]],
+    slot_of: dict[int, int],
+    block: int,
+    io: _RowIo,
+    fields: bool = True,
+) -> customops.StreamChainOptions:
+    """The StreamChain's options: planning figures and the body (customops.StreamStage). ``node``:
+    the operator's inputs and outputs, tokens included; ``fields``: False leaves the stages'
+    builtin option fields out (what the planning form counts needs none of them)."""
+    local, tensors = _body_tensors(graph, ops, node)
     stages = []
     for i in ops:
         op = graph.operators[i]
