@@ -251,6 +251,19 @@ def _fetched_slot(slot: int) -> Callable[[dict, object], None]:
     return edit
 
 
+def _token_with_elements(m: dict, op) -> None:
+    """The FetchingConv2D's token (the input between its in-RAM operand and its filter) replaced
+    by that operand: a token with elements."""
+    ins = [int(t) for t in op.inputs]
+    ins[-3] = ins[0]
+    op.inputs = ins
+
+
+def _spill_two_tokens(m: dict, op) -> None:
+    """The Spill writes its token twice: two outputs."""
+    op.outputs = [int(t) for t in op.outputs] * 2
+
+
 def _row_io(key: str, pairs: Callable[[dict], list]) -> Callable[[dict, object], None]:
     """A "source" or "sink" entry list (the Runtime's row sources and sinks) set from the body."""
 
@@ -286,6 +299,12 @@ def _at(k: int, fn: Callable[[int], int]) -> Callable[[list], array.array]:
 def _tokens_of_a_body_tensor(m: dict, op) -> None:
     """A token (a tensor that carries no data) that is a body tensor, not a node input or output."""
     m["tokens"] = [_node_count(m)]
+
+
+def _first_input_a_token(m: dict, op) -> None:
+    """The chain's first input (its activation, before its filters) listed as a token: a token
+    is one of the node's last inputs or outputs (the kernel keeps no record of it)."""
+    m["tokens"] = [0]
 
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -440,6 +459,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation("fetching_conv_ram_operand_40x60", "fetch", "FetchingConv2D", _ram_operand(40)),
     Mutation("fetching_conv_slot_never_spilled", "fetch", "FetchingConv2D", _fetched_slot(5)),
+    # tokens (the slot edges: zero elements, never read or written)
+    Mutation("fetching_conv_token_with_elements", "fetch", "FetchingConv2D", _token_with_elements),
+    Mutation("spill_two_tokens", "fetch", "Spill", _spill_two_tokens),
     # row sources and sinks (the Runtime's; the runner attaches none, the entries are refused first)
     Mutation(
         "stream_source_index_8",
@@ -466,6 +488,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         _row_io("sink", lambda m: [[_made_by_a_stage(m, 0), 3], [_made_by_a_stage(m, 1), 3]]),
     ),
     Mutation("stream_token_is_a_body_tensor", "stream", "StreamChain", _tokens_of_a_body_tensor),
+    Mutation("stream_token_before_other_inputs", "stream", "StreamChain", _first_input_a_token),
     # the per-channel requantization the model carries (read in place from flash)
     Mutation(
         "conv_quant_one_entry_short",

@@ -240,12 +240,18 @@ def test_row_sources_sinks_and_tokens_round_trip_and_are_absent_when_empty() -> 
     assert customops.decode(_op(customops.STREAM_CHAIN, flexbuffers.Loads(data))) == rowio
     m = flexbuffers.Loads(customops.encode(plain))
     assert not {"source", "sink", "tokens"} & set(m)  # chains without them encode as before
-    # The schedule pulls each sunk tensor (one int32 of `order`) and no token output (one fewer):
+    # The schedule pulls each sunk tensor (one int32 of `order`) and no token output (one fewer),
+    # and a token has no tensor record nor schedule entry (88 + 16 + 2 int32 = 112 B less):
     # node inputs [0, 1], node output [2].
     base = customops.stream_chain_body_bytes(plain, [2], 2, 1)
+    record = customops.STREAM_TENSOR_BYTES + customops.STREAM_SCHEDULE_TENSOR_BYTES + 4 * 2
+    assert record == 112
     assert customops.stream_chain_body_bytes(replace(plain, sink=((4, 2),)), [2], 2, 1) == base + 4
-    assert customops.stream_chain_body_bytes(replace(plain, tokens=(2,)), [2], 2, 1) == base - 4
-    assert customops.stream_chain_body_bytes(replace(plain, tokens=(0,)), [2], 2, 1) == base
+    tokens_out = replace(plain, tokens=(2,))
+    assert customops.stream_chain_body_bytes(tokens_out, [2], 2, 1) == base - 4 - record
+    assert (
+        customops.stream_chain_body_bytes(replace(plain, tokens=(1,)), [2], 2, 1) == base - record
+    )
 
 
 def test_quant_tables_are_typed_int32_and_leave_the_persistent_block() -> None:

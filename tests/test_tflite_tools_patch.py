@@ -27,6 +27,7 @@ import pytest
 import synth
 
 from tinyseg_plugin.checks.verify import verify
+from tinyseg_plugin.contract import customops
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.ir.modelio import model_to_bytes, parse_model
 from tinyseg_plugin.memory.planner import plan_model
@@ -418,7 +419,7 @@ def test_a_model_tinyseg_wrote_can_be_analysed_again(env: Env, optimized, how: s
     p, files = _in_fresh_dir(env, f"reanalyse-{how}", cmd + ["--csv", "csv"])
     assert p.returncode == 0, p.stderr
     schedule = files["csv/execution_schedule_info.csv"].decode()
-    assert "Spill(" in schedule
+    assert "Spill[" in schedule  # its token's name: the layer it spills and the slot
     g = build_graph(parse_model(out.read_bytes()))
     assert len(schedule.strip().splitlines()) == 1 + len(g.operators)
 
@@ -450,7 +451,15 @@ def test_chaining_optimize_on_an_optimized_model_keeps_its_order(env: Env, optim
 
 
 def test_a_model_no_installed_plugin_describes_is_one_line_exit_2(env: Env, optimized) -> None:
-    _, out = optimized
+    """A Spill without its token (no output: the reader cannot read it alone) and no plugin."""
+    _, written = optimized
+    m = parse_model(written.read_bytes())
+    spill = next(
+        op for op in build_graph(m).operators if op.opcode == customops.SPILL and op.outputs
+    )
+    m.subgraphs[0].operators[spill.index].outputs = []
+    out = env.base / "no-token.tflite"
+    out.write_bytes(model_to_bytes(m))
     code = (
         "import sys, tflite_tools.plugins as p; p.installed_plugins = lambda: []; "
         "from tflite_tools.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -613,7 +622,7 @@ def test_a_model_with_split_v_spill_and_fetching_is_read_and_plotted(env: Env, s
 
 def test_optimize_with_tinyseg_streams_to_the_smallest_head(env: Env, unet: Path) -> None:
     """Streaming through the real host: --target min writes StreamChain operators (the host's
-    table names them through the plugin's describe hook) under 64,000 B of head, verified
+    table names them by the token the plugin's describe hook lists first) under 64,000 B of head, verified
     bit-exact."""
     p, files = _in_fresh_dir(
         env,
@@ -628,7 +637,50 @@ def test_optimize_with_tinyseg_streams_to_the_smallest_head(env: Env, unet: Path
     )
     assert "StreamChain" in {op.opcode for op in g1.operators}
     assert plan_model(g1.model).head <= 64_000 and verify(g0, g1).identical
-    assert "StreamChain(" in p.stdout
+    assert "StreamChain[" in p.stdout  # its token, named after the layers it holds
+
+
+MACS_PLANS = {
+    "streamed": [],
+    "row-spills": ["--target", "153119"],
+    "spilled": ["--no-stream", "--no-fuse", "--no-scratch16", "--target", "min"],
+    "fused": ["--no-stream", "--target", "min"],
+}
+
+
+def _total_macs(env: Env, model: Path, tag: str) -> tuple[int, str]:
+    p, _ = _in_fresh_dir(env, tag, [env.tool, "analyze", "--calc-macs", "-i", model])
+    assert p.returncode == 0, p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("Total MACs:"))
+    return int(line.split(":")[1].replace(",", "")), p.stdout
+
+
+@pytest.mark.parametrize("plan", list(MACS_PLANS))
+def test_analyze_counts_the_originals_macs_and_names_the_chains(
+    env: Env, unet: Path, plan: str
+) -> None:
+    """tflite-tools' own --calc-macs on what the plugin wrote: the same total as on the original
+    (the plugin gives each StreamChain and FetchingConv2D the MACs of the operators it holds), and
+    each StreamChain's row labelled with the layers it holds."""
+    p, files = _in_fresh_dir(
+        env,
+        f"macs-{plan}",
+        [env.tool, "optimize", "--plugin", "tinyseg", "--unverified", *MACS_PLANS[plan]]
+        + ["-i", unet, "-o", "out.tflite"],
+    )
+    assert p.returncode == 0, p.stderr
+    out = env.base / f"macs-{plan}" / "out.tflite"
+    want, _ = _total_macs(env, unet, f"macs-{plan}-original")
+    got, text = _total_macs(env, out, f"macs-{plan}-optimized")
+    assert got == want and want > 0, (got, want)
+    from test_graph_edges import chain_labels
+
+    g = build_graph(parse_model(files["out.tflite"]))
+    chains = [op for op in g.operators if op.opcode == "StreamChain"]
+    # a chain whose outputs are all graph outputs keeps their names
+    named = [n for n, op in zip(chain_labels(g), chains) if not set(op.outputs) <= set(g.outputs)]
+    assert all(name.startswith("StreamChain[") and name in text for name in named), named
+    assert named or not chains
 
 
 # ---------------------------------------------------------------- the plugin at par with the CLI

@@ -33,8 +33,9 @@ class HostSpec:
         inputs: list[int],
         outputs: list[int],
         custom_options: bytes,
+        shapes: list[list[int]],
     ) -> dict | None:
-        """Describe a custom operator: {"type", "inputs", "outputs"}."""
+        """Describe a custom operator: {"type", "inputs", "outputs", "macs" (optional)}."""
 
     @hookspec(firstresult=True)
     def tflite_tools_optimize(self, model: bytes, options: argparse.Namespace) -> bytes | None:
@@ -100,6 +101,9 @@ def describe_all(pm: pluggy.PluginManager, model: bytes) -> list[dict | None]:
                 inputs=[int(t) for t in op.inputs],
                 outputs=[int(t) for t in (op.outputs if op.outputs is not None else [])],
                 custom_options=bytes(op.customOptions) if op.customOptions is not None else b"",
+                shapes=[
+                    [int(d) for d in (t.shape if t.shape is not None else [])] for t in sg.tensors
+                ],
             )
         )
     return out

@@ -5,9 +5,9 @@ The host (tflite-tools with patches/tflite-tools applied) declares these hook sp
 - ``tflite_tools_add_options(parser, command)``: add the plugin's options (optimize-only ones unless
   ``command == "analyze"``);
 - ``tflite_tools_check_options(options, command)``: refuse bad values before the model is read;
-- ``tflite_tools_describe_operator(op_id, custom_code, inputs, outputs, custom_options)``: tell the host
-  what a TinySeg operator (Spill, Fetching, FetchingConv2D, StreamChain) reads and writes, so that it
-  can read a model TinySeg wrote;
+- ``tflite_tools_describe_operator(op_id, custom_code, inputs, outputs, custom_options, shapes)``:
+  tell the host what a TinySeg operator (Spill, Fetching, FetchingConv2D, StreamChain) reads and
+  writes, and the MACs of the operators it holds, so that it can read a model TinySeg wrote;
 - ``tflite_tools_optimize(model: bytes, options) -> bytes | None``: called with the model the host's
   reorder pass produced; return a rewritten model, or None to leave it as it is;
 - ``tflite_tools_analysis(model: bytes, options) -> dict | None``: a section for the host's report.
@@ -24,7 +24,9 @@ run, the same strategies and default plan, the bit-exact check in TFLM bounded b
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from types import SimpleNamespace
 
 import pluggy
 
@@ -99,16 +101,106 @@ def tflite_tools_check_options(options: argparse.Namespace, command: str | None)
 
 @hookimpl
 def tflite_tools_describe_operator(
-    op_id: int, custom_code: str, inputs: list[int], outputs: list[int], custom_options: bytes
+    op_id: int,
+    custom_code: str,
+    inputs: list[int],
+    outputs: list[int],
+    custom_options: bytes,
+    shapes: list[list[int]],
 ) -> dict | None:
-    """Spill reads its victim and writes nothing in RAM; Fetching, FetchingConv2D and StreamChain
-    read their in-RAM operands (and filter, bias) and write their outputs: exactly the tensor lists
-    the operator has."""
+    """Spill reads its victim and writes its token; Fetching, FetchingConv2D and StreamChain read
+    their in-RAM operands, tokens (and filter, bias) and write their outputs: exactly the tensor
+    lists the operator has. A StreamChain lists its own token (if it writes slots) first, so the
+    host labels it with the name link.py gave it, the layers it holds (else its first output
+    carries that name). ``macs``: what the host's --calc-macs counts for the
+    operators it replaces (``shapes``: every tensor's shape, by id)."""
     from .contract import customops
 
     if custom_code not in customops.TINYSEG_OPS:
         return None
-    return {"type": custom_code, "inputs": [t for t in inputs], "outputs": list(outputs)}
+    try:
+        o = customops.decode(SimpleNamespace(opcode=custom_code, custom_options=custom_options))
+    except TinySegError as exc:
+        raise PluginError(f"tinyseg: operator {op_id} ({custom_code}): {exc}") from None
+    try:
+        outs, macs = _described(o, inputs, outputs, shapes)
+    except (ValueError, IndexError, TypeError):
+        raise PluginError(
+            f"tinyseg: operator {op_id} ({custom_code}): the shapes of the operators it holds "
+            "do not fit them; the file is damaged: optimize the original model again"
+        ) from None
+    return {"type": custom_code, "inputs": list(inputs), "outputs": outs, "macs": macs}
+
+
+def _described(o, inputs: list[int], outputs: list[int], shapes: list[list[int]]):
+    """The outputs in the order the host labels them by, and the MACs."""
+    from .contract import customops
+
+    outs = list(outputs)
+    macs = 0
+    if isinstance(o, customops.StreamChainOptions):
+        n_in = len(inputs)
+        mine = [
+            k
+            for k, t in enumerate(outs)
+            if n_in + k in o.tokens and 0 in shapes[t]  # its slot token (the --stream-io ones: 1)
+        ]
+        if mine:
+            outs.insert(0, outs.pop(mine[-1]))
+        macs = _chain_macs(o, list(inputs) + list(outputs), shapes)
+    elif isinstance(o, customops.FetchingConv2DOptions):
+        filt, out = shapes[inputs[-2]], shapes[outputs[0]]
+        macs = host_macs("CONV_2D", [[], filt], out, {})
+    return outs, macs
+
+
+def host_macs(opcode: str, ins: list[list[int]], out: list[int], fields: dict) -> int:
+    """The multiply-accumulates tflite-tools' --calc-macs counts for one builtin operator
+    (``TFLiteModel._macs_for_op`` with its default weights: compute only; ``ins``: the inputs'
+    shapes, ``out``: the output's, ``fields``: its options). Operators it does not count: 0."""
+    if opcode == "CONV_2D":
+        o_c, k_h, k_w, i_c = ins[1]
+        n, o_h, o_w, _ = out
+        return n * o_h * o_w * o_c * k_h * k_w * i_c
+    if opcode == "DEPTHWISE_CONV_2D":
+        _, k_h, k_w, c = ins[1]
+        n, o_h, o_w, _ = out
+        return n * c * o_h * o_w * k_h * k_w
+    if opcode == "MEAN":
+        n, i_h, i_w, c = ins[0]
+        return n * i_h * i_w * c
+    if opcode in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
+        n, o_h, o_w, c = out
+        return (
+            n
+            * o_h
+            * o_w
+            * c
+            * int(fields.get("filterHeight", 0))
+            * int(fields.get("filterWidth", 0))
+        )
+    if opcode == "FULLY_CONNECTED":
+        n, out_dim = out
+        return n * ins[0][-1] * out_dim
+    if opcode == "ADD":
+        return (len(ins) - 1) * math.prod(out)
+    return 0
+
+
+def _chain_macs(o, node: list[int], shapes: list[list[int]]) -> int:
+    """The sum of ``host_macs`` over a StreamChain's stages, on whole tensors."""
+
+    def shape(lid: int) -> list[int]:
+        if lid < 0:
+            return []
+        if lid < len(node):
+            return list(shapes[node[lid]])
+        return list(o.tensors[lid - len(node)].shape)
+
+    return sum(
+        host_macs(st.op, [shape(t) for t in st.inputs], shape(st.outputs[0]), dict(st.fields))
+        for st in o.stages
+    )
 
 
 def _graph(model: bytes):

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "tensorflow/lite/kernels/kernel_util.h"
+
 #include "tensorflow/lite/micro/micro_context.h"
 #include "tensorflow/lite/micro/micro_log.h"
 
@@ -207,6 +209,23 @@ TfLiteStatus CheckRegion(TfLiteContext* context, int32_t region, uint32_t slot, 
   const ::tinyseg::Runtime* rt = PeekRuntime(context);
   if (rt == nullptr) return kTfLiteOk;
   return RegionStorage(*rt, region, slot, op) != nullptr ? kTfLiteOk : kTfLiteError;
+}
+
+TfLiteStatus CheckTokens(TfLiteContext* context, TfLiteNode* node, bool inputs, int first,
+                         int count, const char* op) {
+  MicroContext* mc = GetMicroContext(context);
+  for (int i = first; i < first + count; ++i) {
+    TfLiteTensor* t =
+        inputs ? mc->AllocateTempInputTensor(node, i) : mc->AllocateTempOutputTensor(node, i);
+    const bool empty = t != nullptr && NumElements(t) == 0;
+    if (t != nullptr) mc->DeallocateTempTfLiteTensor(t);
+    if (!empty) {
+      MicroPrintf("%s: %s %d is a token and must have zero elements", op,
+                  inputs ? "input" : "output", i);
+      return kTfLiteError;
+    }
+  }
+  return kTfLiteOk;
 }
 
 const char* StorageFaultHint(::tinyseg::Status s) {

@@ -208,6 +208,12 @@ const char* StorageFaultHint(::tinyseg::Status s);
 // attached Runtime it passes (Eval then refuses to run without one).
 TfLiteStatus CheckRegion(TfLiteContext* context, int32_t region, uint32_t slot, const char* op);
 
+// For Prepare: the node's inputs (or outputs) first .. first + count - 1 are tokens, tensors of
+// zero elements that carry no data (the edges from a slot's writer to its readers); refused with
+// the reason otherwise. The kernels never read or write them.
+TfLiteStatus CheckTokens(TfLiteContext* context, TfLiteNode* node, bool inputs, int first,
+                         int count, const char* op);
+
 // Checks that `slot` of storage region `region` holds a live spilled tensor of exactly
 // `raw_bytes`.
 TfLiteStatus CheckSlot(::tinyseg::Runtime& rt, int32_t region, uint32_t slot, size_t raw_bytes,

@@ -1,7 +1,8 @@
 // Fetching: CONCATENATION whose operands may come from spill storage
 // (docs/custom_ops.md).
 //
-// inputs [in-RAM operands...], outputs [out]; options {version, axis,
+// inputs [in-RAM operands..., tokens...], outputs [out] (tokens: tensors of zero elements standing
+// for the edges from the fetched slots' writers; never read); options {version, axis,
 // operands, fetched: [{position, slot, shape, region (optional, 0)}], block}. Operand k is the
 // fetched tensor whose position is k, otherwise the next in-RAM input.
 //
@@ -89,12 +90,20 @@ void* FetchingInit(TfLiteContext* context, const char* buffer, size_t length) {
   return h;
 }
 
+// One output; the inputs: the in-RAM operands, then tokens (zero elements, never read).
+TfLiteStatus CheckWiring(TfLiteContext* context, TfLiteNode* node, const FetchingHeader* h) {
+  TF_LITE_ENSURE_EQ(context, NumOutputs(node), 1);
+  const int n_ram = h->operands - h->num_fetched;
+  TF_LITE_ENSURE_MSG(context, NumInputs(node) >= n_ram,
+                     "Fetching: fewer inputs than in-RAM operands");
+  return tinyseg_ops::CheckTokens(context, node, true, n_ram, NumInputs(node) - n_ram, kOp);
+}
+
 TfLiteStatus FetchingPrepare(TfLiteContext* context, TfLiteNode* node) {
   TF_LITE_ENSURE_MSG(context, node->user_data != nullptr,
                      "Fetching: bad custom options (see the message above)");
   auto* h = static_cast<FetchingHeader*>(node->user_data);
-  TF_LITE_ENSURE_EQ(context, NumOutputs(node), 1);
-  TF_LITE_ENSURE_EQ(context, NumInputs(node), h->operands - h->num_fetched);
+  TF_LITE_ENSURE_STATUS(CheckWiring(context, node, h));
   MicroContext* micro_context = GetMicroContext(context);
   TfLiteTensor* out = micro_context->AllocateTempOutputTensor(node, 0);
   TF_LITE_ENSURE(context, out != nullptr);

@@ -2,7 +2,8 @@
 // and spilled operands, computed in bands of output rows
 // (docs/custom_ops.md, paper section 4.2.2).
 //
-// inputs [in-RAM operands..., filter, bias or -1], outputs [out]; options:
+// inputs [in-RAM operands..., tokens..., filter, bias or -1], outputs [out] (tokens: tensors of
+// zero elements standing for the edges from the fetched slots' writers; never read); options:
 // everything of Fetching with axis 3, plus padding, stride_h/w, dilation_h/w,
 // activation, band_rows and (optional) quantized_bias_type.
 //
@@ -389,24 +390,25 @@ TfLiteStatus FetchingConvPrepare(TfLiteContext* context, TfLiteNode* node) {
   TF_LITE_ENSURE_MSG(context, node->user_data != nullptr,
                      "FetchingConv2D: bad custom options (see the message above)");
   auto* h = static_cast<FetchingConvHeader*>(node->user_data);
-  const int n_in = NumInputs(node) - 2;
-  TF_LITE_ENSURE(context, n_in >= 0);
-  // Operand k is fetched or the next in-RAM input: the `operands` option must count exactly the
-  // in-RAM inputs and the fetched entries (Init checked every position is below it).
+  // Operand k is fetched or the next in-RAM input: the `operands` option counts the in-RAM inputs
+  // and the fetched entries (Init checked every position is below it); the inputs between the
+  // in-RAM ones and the filter are tokens.
   const int32_t operands = h->operands;
-  TF_LITE_ENSURE_MSG(
-      context, operands == n_in + h->num_fetched,
-      "FetchingConv2D: `operands` is not the number of in-RAM inputs plus fetched entries");
+  const int n_in = operands - h->num_fetched;
+  const int filter = NumInputs(node) - 2;
+  TF_LITE_ENSURE_MSG(context, n_in >= 0 && n_in <= filter,
+                     "FetchingConv2D: fewer inputs than in-RAM operands plus filter and bias");
   TF_LITE_ENSURE_EQ(context, NumOutputs(node), 1);
+  TF_LITE_ENSURE_STATUS(tinyseg_ops::CheckTokens(context, node, true, n_in, filter - n_in, kOp));
   TF_LITE_ENSURE_STATUS(CheckRegions(context, h));
 
   PrepareTensors t;
   t.mc = GetMicroContext(context);
   t.out = t.mc->AllocateTempOutputTensor(node, 0);
   TF_LITE_ENSURE(context, t.out != nullptr);
-  t.filter = t.mc->AllocateTempInputTensor(node, n_in);
+  t.filter = t.mc->AllocateTempInputTensor(node, filter);
   TF_LITE_ENSURE(context, t.filter != nullptr);
-  t.bias = t.mc->AllocateTempInputTensor(node, n_in + 1);
+  t.bias = t.mc->AllocateTempInputTensor(node, filter + 1);
   TF_LITE_ENSURE_STATUS(CheckFilterAndBias(context, t));
 
   int32_t in_h = 0, in_w = 0, in_c = 0;
@@ -527,14 +529,14 @@ TfLiteStatus ConvBand(TfLiteContext* context, const EvalView& v, const ConvParam
 // The node's shapes, the runtime and the scratch buffers into `v`; every fetched slot checked.
 TfLiteStatus OpenView(TfLiteContext* context, TfLiteNode* node, EvalView* v) {
   v->h = static_cast<FetchingConvHeader*>(node->user_data);
-  v->n_in = NumInputs(node) - 2;
-  v->operands = v->n_in + v->h->num_fetched;
+  v->operands = v->h->operands;
+  v->n_in = v->operands - v->h->num_fetched;  // Prepare checked it; then tokens, filter, bias
   v->rt = nullptr;
   if (v->h->num_fetched > 0) {
     v->rt = tinyseg_ops::GetRuntime(context, kOp);
     if (v->rt == nullptr) return kTfLiteError;
   }
-  const TfLiteEvalTensor* filter = micro::GetEvalInput(context, node, v->n_in);
+  const TfLiteEvalTensor* filter = micro::GetEvalInput(context, node, NumInputs(node) - 2);
   const TfLiteEvalTensor* out = micro::GetEvalOutput(context, node, 0);
   v->batches = out->dims->data[0];
   v->out_h = out->dims->data[1];
@@ -584,8 +586,8 @@ ConvParams ParamsOf(const FetchingConvHeader* h) {
 // the previous band's buffer already holds; the rest assembled, then the band convolved.
 TfLiteStatus ConvBatch(TfLiteContext* context, TfLiteNode* node, const EvalView& v,
                        ConvParams& params, int32_t b) {
-  const TfLiteEvalTensor* filter = micro::GetEvalInput(context, node, v.n_in);
-  const TfLiteEvalTensor* bias = micro::GetEvalInput(context, node, v.n_in + 1);
+  const TfLiteEvalTensor* filter = micro::GetEvalInput(context, node, NumInputs(node) - 2);
+  const TfLiteEvalTensor* bias = micro::GetEvalInput(context, node, NumInputs(node) - 1);
   TfLiteEvalTensor* out = micro::GetEvalOutput(context, node, 0);
   const ::tinyseg::ConvRows rows = BandGeometry(v.h, v.in_h, filter->dims->data[1]);
   const size_t row_bytes = static_cast<size_t>(v.in_w) * v.in_c * v.elem;

@@ -1,6 +1,7 @@
 // Spill: compresses its input into spill storage (docs/custom_ops.md).
 //
-// inputs [victim], no outputs; options {version, slot, block, region (optional, 0)}.
+// inputs [victim], outputs none or [token] (a tensor of zero elements standing for the edge to
+// the slot's readers; never written); options {version, slot, block, region (optional, 0)}.
 // Prepare requests one scratch buffer of block + 8 bytes (one encoded block)
 // and keeps 16 bytes of OpData. Eval hands the victim and that arena scratch
 // to the application's SpillManager, which encodes the victim block by block
@@ -54,7 +55,8 @@ TfLiteStatus SpillPrepare(TfLiteContext* context, TfLiteNode* node) {
                      "Spill: bad custom options (see the message above)");
   auto* data = static_cast<SpillOpData*>(node->user_data);
   TF_LITE_ENSURE_EQ(context, NumInputs(node), 1);
-  TF_LITE_ENSURE_EQ(context, NumOutputs(node), 0);
+  TF_LITE_ENSURE_MSG(context, NumOutputs(node) <= 1, "Spill: at most one output, a token");
+  TF_LITE_ENSURE_STATUS(tinyseg_ops::CheckTokens(context, node, false, 0, NumOutputs(node), kOp));
   MicroContext* micro_context = GetMicroContext(context);
   TfLiteTensor* victim = micro_context->AllocateTempInputTensor(node, 0);
   TF_LITE_ENSURE(context, victim != nullptr);

@@ -4,7 +4,7 @@
 // planner's figures (ring_bytes, op_scratch, spilled, fetched, block) and the body -- stages
 // (builtin operators over chain-local tensor ids), tensors (intermediates, the skips it spills or
 // fetches row by row), spill and fetch (local id, slot), rings (local id, rows), source and sink
-// (local id, index of the Runtime's row source or sink) and tokens (node tensors without data).
+// (local id, index of the Runtime's row source or sink) and tokens (its last inputs and outputs).
 //
 // Eval follows tinyseg/chain_schedule.h: every output row of every stage is computed exactly
 // once, when a reader first needs it. An intermediate lives in a RowRing of exactly the rows the
@@ -217,7 +217,7 @@ TfLiteStatus StreamPrepare(TfLiteContext* context, TfLiteNode* node) {
   std::memset(d->tables, 0, bytes);
   const Tables tab = Layout(*d);
   TF_LITE_ENSURE_STATUS(PrepareTensors(context, node, *d, tab, m));
-  TF_LITE_ENSURE_STATUS(PreparePairs(context, *d, tab, m));
+  TF_LITE_ENSURE_STATUS(PreparePairs(context, node, *d, tab, m));
   const flexbuffers::Reference stages = m[contract::kKeyStages];
   int32_t operand_next = 0, edge_next = 0, pool_next = 0;
   for (int32_t k = 0; k < d->num_stages; ++k) {

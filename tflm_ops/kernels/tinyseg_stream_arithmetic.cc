@@ -73,7 +73,7 @@ TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorS
     const TensorSlot& x = a.tab->tensor(id);
     int32_t dims[4] = {1, 1, 1, 1};
     if (x.constant || ReadWhole(*a.tab, g, k)) {
-      TfLiteTensor* t = mc->AllocateTempInputTensor(a.node, NodeIndex(a.node, id));
+      TfLiteTensor* t = mc->AllocateTempInputTensor(a.node, NodeIndex(a.node, *a.d, id));
       TF_LITE_ENSURE(context, t != nullptr);
       const int rank = t->dims->size;
       for (int j = 0; j < rank && rank <= 4; ++j) dims[4 - rank + j] = t->dims->data[j];
@@ -200,7 +200,7 @@ namespace {
   const int32_t id = v.tab.operands[g.operand_begin + k];
   const TensorSlot& x = v.tab.tensor(id);
   if (x.constant || ReadWhole(v.tab, g, k)) {
-    const TfLiteEvalTensor* t = micro::GetEvalInput(v.context, v.node, NodeIndex(v.node, id));
+    const TfLiteEvalTensor* t = micro::GetEvalInput(v.context, v.node, NodeIndex(v.node, *v.d, id));
     *data = static_cast<const uint8_t*>(t->data.data);
     int32_t dims[4] = {1, 1, 1, 1};
     const int rank = t->dims->size < 4 ? t->dims->size : 4;

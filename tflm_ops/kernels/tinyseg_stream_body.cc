@@ -93,6 +93,17 @@ bool IntIn(const flexbuffers::Reference& r, int64_t lo, int64_t hi, int32_t* out
   return true;
 }
 
+// A local id (tokens included) as its record: false for an id out of range or a token.
+bool RecordIn(const TfLiteNode* node, const StreamOpData& d, const flexbuffers::Reference& r,
+              int32_t* record) {
+  int32_t id = 0;
+  if (!IntIn(r, 0, static_cast<int64_t>(d.num_tensors) + d.in_tokens + d.out_tokens - 1, &id)) {
+    return false;
+  }
+  *record = RecordOf(node, d, id);
+  return *record >= 0;
+}
+
 // A stage's builtin options field (absent: `fallback`), within contract::kFieldLimits: false (with
 // the reason printed) for a value out of range or not an integer, before anything narrows it.
 bool Field(const flexbuffers::Map& fields, const char* key, int32_t fallback, int32_t* out) {
@@ -255,10 +266,11 @@ TfLiteStatus PrepareTensors(TfLiteContext* context, TfLiteNode* node, const Stre
     s.sink = -1;
     int32_t dims[4] = {0, 0, 0, 0};
     int rank = 0;
-    if (i < n_in + n_out) {
-      NodeTensor(mc, node, i, n_in, &s, dims, &rank);
+    const int32_t id = LocalOf(node, d, i);
+    if (id < n_in + n_out) {
+      NodeTensor(mc, node, id, n_in, &s, dims, &rank);
     } else {
-      const int32_t index = i - n_in - n_out;
+      const int32_t index = id - n_in - n_out;
       // (not TF_LITE_ENSURE_STATUS: it declares an `s` of its own)
       if (BodyTensor(context, At(body, static_cast<size_t>(index)), index, &s, dims) != kTfLiteOk)
         return kTfLiteError;
@@ -352,8 +364,8 @@ TfLiteStatus PlaceSlot(TfLiteContext* context, const flexbuffers::Map& m, int32_
 }  // namespace
 
 // Rings, spills and fetches: (local id, number) pairs; a spilled or fetched slot's storage region.
-TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const Tables& tab,
-                          const flexbuffers::Map& m) {
+TfLiteStatus PreparePairs(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
+                          const Tables& tab, const flexbuffers::Map& m) {
   const char* keys[3] = {contract::kKeyRings, contract::kKeySpill, contract::kKeyFetch};
   int32_t ring_offset = 0;
   int32_t streams = 0;
@@ -363,8 +375,7 @@ TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const T
     for (size_t i = 0; i < VectorSize(v); ++i) {
       const flexbuffers::Reference pair = At(v, i);
       int32_t id = 0, value = 0;
-      if (!IsVector(pair) || VectorSize(pair) != 2 ||
-          !IntIn(At(pair, 0), 0, d.num_tensors - 1, &id) ||
+      if (!IsVector(pair) || VectorSize(pair) != 2 || !RecordIn(node, d, At(pair, 0), &id) ||
           !IntIn(At(pair, 1), 0, contract::kMaxSlot, &value)) {
         MicroPrintf("StreamChain: %s[%d] must be [local id, number]", keys[k], static_cast<int>(i));
         return kTfLiteError;
@@ -399,7 +410,7 @@ TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const T
   }
   TF_LITE_ENSURE_MSG(context, ring_offset == d.ring_bytes,
                      "StreamChain: ring_bytes is not the sum of the rings");
-  return PrepareRowStreams(context, d, tab, m);
+  return PrepareRowStreams(context, node, d, tab, m);
 }
 
 namespace {
@@ -407,10 +418,10 @@ namespace {
 // An entry of "source" or "sink": [local id of a body tensor with a ring, index
 // 0..kMaxRowStreams-1] for a tensor neither fetched nor spilled nor already sourced or sunk, and an
 // index no earlier entry of the list names.
-bool RowStreamOk(const StreamOpData& d, const Tables& tab, const flexbuffers::Reference& v,
-                 size_t i, int32_t* id, int32_t* index) {
+bool RowStreamOk(const TfLiteNode* node, const StreamOpData& d, const Tables& tab,
+                 const flexbuffers::Reference& v, size_t i, int32_t* id, int32_t* index) {
   const flexbuffers::Reference pair = At(v, i);
-  if (!IsVector(pair) || VectorSize(pair) != 2 || !IntIn(At(pair, 0), 0, d.num_tensors - 1, id) ||
+  if (!IsVector(pair) || VectorSize(pair) != 2 || !RecordIn(node, d, At(pair, 0), id) ||
       !IntIn(At(pair, 1), 0, contract::kMaxRowStreams - 1, index)) {
     return false;
   }
@@ -448,16 +459,16 @@ TfLiteStatus CheckRowCallback(TfLiteContext* context, bool source, int32_t index
 }  // namespace
 
 // "source" and "sink" (after PreparePairs: they need the rings and exclude spills and fetches),
-// each entry's Runtime callback present, and the "tokens" (Count checked them) marked.
-TfLiteStatus PrepareRowStreams(TfLiteContext* context, const StreamOpData& d, const Tables& tab,
-                               const flexbuffers::Map& m) {
+// and each entry's Runtime callback present.
+TfLiteStatus PrepareRowStreams(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
+                               const Tables& tab, const flexbuffers::Map& m) {
   const char* keys[2] = {contract::kKeySource, contract::kKeySink};
   int32_t sinks = 0;
   for (int k = 0; k < 2; ++k) {
     const flexbuffers::Reference v = m[keys[k]];
     for (size_t i = 0; i < VectorSize(v); ++i) {
       int32_t id = 0, index = 0;
-      if (!RowStreamOk(d, tab, v, i, &id, &index)) {
+      if (!RowStreamOk(node, d, tab, v, i, &id, &index)) {
         MicroPrintf(
             "StreamChain: %s[%d] must be [local id, index 0..%d]: a body tensor with a ring, not "
             "fetched, spilled, sourced or sunk, and an index the list names once",
@@ -473,10 +484,6 @@ TfLiteStatus PrepareRowStreams(TfLiteContext* context, const StreamOpData& d, co
         tab.order[d.num_order - d.num_sink + sinks++] = id;
       }
     }
-  }
-  const flexbuffers::Reference tokens = m[contract::kKeyTokens];
-  for (size_t i = 0; i < VectorSize(tokens); ++i) {
-    tab.tensor(static_cast<int32_t>(At(tokens, i).AsInt64())).token = 1;
   }
   return kTfLiteOk;
 }
@@ -558,7 +565,8 @@ int32_t WholeInput(MicroContext* mc, TfLiteNode* node, StageOp op,
 namespace {
 
 // The sources and sinks (at most kMaxRowStreams each), the tokens (optional: distinct node inputs
-// and outputs) and what the schedule pulls: the node outputs but the tokens, spilled, sunk.
+// and outputs, the node's last inputs and last outputs, which get no record) and what the
+// schedule pulls: the node outputs but the tokens, spilled, sunk.
 TfLiteStatus CountRowStreams(const flexbuffers::Map& m, int n_in, int n_out, StreamOpData* d) {
   d->num_sink = static_cast<int32_t>(VectorSize(m[contract::kKeySink]));
   d->num_source = static_cast<int32_t>(VectorSize(m[contract::kKeySource]));
@@ -576,10 +584,19 @@ TfLiteStatus CountRowStreams(const flexbuffers::Map& m, int n_in, int n_out, Str
     for (size_t j = 0; ok && j < i; ++j) ok = At(v, j).AsInt64() != id;
     if (ok && id >= n_in) ++outputs;
   }
+  const int32_t inputs = static_cast<int32_t>(n) - outputs;
+  // Distinct, and each among the last `inputs` inputs or the last `outputs` outputs: exactly those.
+  for (size_t i = 0; ok && i < n; ++i) {
+    const int64_t id = At(v, i).AsInt64();
+    ok = id < n_in ? id >= n_in - inputs : id >= n_in + n_out - outputs;
+  }
   if (!ok) {
-    MicroPrintf("StreamChain: option 'tokens' must list distinct node inputs and outputs");
+    MicroPrintf(
+        "StreamChain: option 'tokens' must list distinct node inputs and outputs, the node's last");
     return kTfLiteError;
   }
+  d->in_tokens = static_cast<int16_t>(inputs);  // n <= n_in + n_out: TFLM's node sizes are int
+  d->out_tokens = static_cast<int16_t>(outputs);
   d->num_order = n_out - outputs + d->num_spill + d->num_sink;
   return kTfLiteOk;
 }
@@ -594,10 +611,11 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
   const int n_out = NumOutputs(node);
   const flexbuffers::Reference stages = m[contract::kKeyStages];
   const flexbuffers::Reference body = m[contract::kKeyTensors];
-  d->num_tensors = n_in + n_out + static_cast<int32_t>(VectorSize(body));
+  const int32_t num_local = n_in + n_out + static_cast<int32_t>(VectorSize(body));
   d->num_stages = static_cast<int32_t>(VectorSize(stages));
   d->num_spill = static_cast<int32_t>(VectorSize(m[contract::kKeySpill]));
   TF_LITE_ENSURE_STATUS(CountRowStreams(m, n_in, n_out, d));
+  d->num_tensors = num_local - d->in_tokens - d->out_tokens;  // tokens have no record
   d->num_edges = d->num_operands = d->per_channel = d->accumulator_bytes = 0;
   int64_t per_channel = 0;  // summed in 64 bits: a body may declare 2^31-1 channels
   TF_LITE_ENSURE_MSG(context,
@@ -641,7 +659,7 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
     d->num_operands += static_cast<int32_t>(VectorSize(ins));
     if (contract::PerChannelStage(op)) {
       int64_t channels = 0;
-      if (StageChannels(context, node, d->num_tensors, body, At(outs, 0), &channels) != kTfLiteOk) {
+      if (StageChannels(context, node, num_local, body, At(outs, 0), &channels) != kTfLiteOk) {
         return kTfLiteError;
       }
       if (st[contract::kKeyQuant].IsNull()) per_channel += 2 * channels;  // else in the model
@@ -650,8 +668,7 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
       int64_t channels = 0;
       TF_LITE_ENSURE_MSG(context, d->accumulator_bytes == 0,
                          "StreamChain: a chain has at most one accumulating stage (MEAN)");
-      TF_LITE_ENSURE_STATUS(
-          StageChannels(context, node, d->num_tensors, body, At(outs, 0), &channels));
+      TF_LITE_ENSURE_STATUS(StageChannels(context, node, num_local, body, At(outs, 0), &channels));
       d->accumulator_bytes = static_cast<int32_t>(channels * contract::kStreamAccumulatorBytes);
     }
     if (contract::LookupTableStage(op)) {
@@ -715,17 +732,17 @@ namespace {
 
 // The stage's operands into the pool, and one schedule edge per distinct activation input that is
 // not a constant; g.input is the first of them.
-TfLiteStatus StageOperands(TfLiteContext* context, const StreamOpData& d, const Tables& tab,
-                           int32_t index, const flexbuffers::Reference& ins, StageSlot& g,
-                           int32_t* operand_next, int32_t* edge_next) {
+TfLiteStatus StageOperands(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
+                           const Tables& tab, int32_t index, const flexbuffers::Reference& ins,
+                           StageSlot& g, int32_t* operand_next, int32_t* edge_next) {
   const int32_t first_edge = *edge_next;
   // Every operand first: ReadWhole looks at both of a MUL's.
   for (int32_t k = 0; k < g.operand_count; ++k) {
-    int32_t id = 0;
-    TF_LITE_ENSURE_MSG(context, IntIn(At(ins, static_cast<size_t>(k)), -1, d.num_tensors - 1, &id),
-                       "StreamChain: a stage's input is not a local tensor (or -1)");
-    TF_LITE_ENSURE_MSG(context, id < 0 || !tab.tensor(id).token,
-                       "StreamChain: a stage reads a token (a tensor that carries no data)");
+    const flexbuffers::Reference r = At(ins, static_cast<size_t>(k));
+    int32_t id = -1;
+    TF_LITE_ENSURE_MSG(context, (r.IsIntOrUint() && r.AsInt64() == -1) || RecordIn(node, d, r, &id),
+                       "StreamChain: a stage's input is not a local tensor (or -1), or is a token "
+                       "(a tensor that carries no data)");
     tab.operands[(*operand_next)++] = id;
   }
   for (int32_t k = 0; k < g.operand_count; ++k) {
@@ -787,19 +804,20 @@ TfLiteStatus PrepareStageCommon(TfLiteContext* context, TfLiteNode* node, const 
                      IsVector(ins) && IsVector(outs) && VectorSize(outs) == 1 &&
                          VectorSize(ins) >= 1 && VectorSize(ins) <= contract::kStreamMaxStageInputs,
                      "StreamChain: a stage has 1 output and 1..kStreamMaxStageInputs inputs");
-  TF_LITE_ENSURE_MSG(context, IntIn(At(outs, 0), 0, d.num_tensors - 1, &g.output),
-                     "StreamChain: a stage's output is not a local tensor");
+  TF_LITE_ENSURE_MSG(context, RecordIn(node, d, At(outs, 0), &g.output),
+                     "StreamChain: a stage's output is not a local tensor, or is a token");
   g.operand_begin = *operand_next;
   g.operand_count = static_cast<int32_t>(VectorSize(ins));
   g.input = -1;
   g.rule = RowRule{1, 1, 0, 0, 0};
   a->first_edge = *edge_next;
-  TF_LITE_ENSURE_STATUS(StageOperands(context, d, tab, index, ins, g, operand_next, edge_next));
+  TF_LITE_ENSURE_STATUS(
+      StageOperands(context, node, d, tab, index, ins, g, operand_next, edge_next));
   a->end_edge = *edge_next;
   TF_LITE_ENSURE(context, g.input >= 0);
   const TensorSlot& out = tab.tensor(g.output);
-  TF_LITE_ENSURE_MSG(context, out.row_bytes > 0 && out.kind != Kind::kNodeInput && !out.token,
-                     "StreamChain: a stage writes a node input, a token or a tensor without rows");
+  TF_LITE_ENSURE_MSG(context, out.row_bytes > 0 && out.kind != Kind::kNodeInput,
+                     "StreamChain: a stage writes a node input or a tensor without rows");
   a->context = context;
   a->node = node;
   a->d = &d;
@@ -879,10 +897,9 @@ TfLiteStatus PrepareSchedule(TfLiteContext* context, TfLiteNode* node, const Str
                              const Tables& tab) {
   TF_LITE_ENSURE_STATUS(ScheduleTensors(context, d, tab));
   TF_LITE_ENSURE_STATUS(ScheduleEdges(context, d, tab));
-  int32_t pulled = 0;  // the node outputs but the tokens
-  for (int32_t k = 0; k < NumOutputs(node); ++k) {
-    if (!tab.tensor(NumInputs(node) + k).token) tab.order[pulled++] = NumInputs(node) + k;
-  }
+  int32_t pulled = 0;  // the node outputs but the tokens (the records after the inputs')
+  const int32_t inputs = NumInputs(node) - d.in_tokens;
+  for (int32_t k = 0; k < NumOutputs(node) - d.out_tokens; ++k) tab.order[pulled++] = inputs + k;
   TF_LITE_ENSURE(context, pulled == SpillOrder(d));
   for (int32_t k = 0; k < d.num_order; ++k) {
     TF_LITE_ENSURE_MSG(context, tab.schedule[tab.order[k]].producer >= 0,

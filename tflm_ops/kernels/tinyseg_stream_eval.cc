@@ -18,7 +18,7 @@ namespace tinyseg_stream {
 namespace {
 
 uint8_t* NodeData(const EvalState& v, int32_t id) {
-  const int index = NodeIndex(v.node, id);
+  const int index = NodeIndex(v.node, *v.d, id);
   const TfLiteEvalTensor* t = v.tab.tensor(id).kind == Kind::kNodeInput
                                   ? micro::GetEvalInput(v.context, v.node, index)
                                   : micro::GetEvalOutput(v.context, v.node, index);
@@ -161,10 +161,9 @@ namespace {
 
 // Token outputs carry no data: zeros, whatever their type and size.
 TfLiteStatus ZeroTokens(const EvalState& v) {
-  for (int32_t i = 0; i < v.d->num_tensors; ++i) {
-    const TensorSlot& s = v.tab.tensor(i);
-    if (!s.token || s.kind != Kind::kNodeOutput) continue;
-    TfLiteEvalTensor* t = micro::GetEvalOutput(v.context, v.node, NodeIndex(v.node, i));
+  const int n_out = v.node->outputs->size;
+  for (int k = n_out - v.d->out_tokens; k < n_out; ++k) {
+    TfLiteEvalTensor* t = micro::GetEvalOutput(v.context, v.node, k);
     size_t bytes = 0;
     TF_LITE_ENSURE(v.context, t != nullptr);
     TF_LITE_ENSURE_STATUS(TfLiteEvalTensorByteLength(t, &bytes));

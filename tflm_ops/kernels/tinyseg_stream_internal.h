@@ -40,7 +40,7 @@ struct StreamOpData {
   int32_t spilled;
   int32_t fetched;
   int32_t block;
-  int32_t num_tensors;  // chain-local: node inputs, node outputs, body tensors
+  int32_t num_tensors;  // records: the node inputs and outputs but the tokens, the body tensors
   int32_t num_stages;
   int32_t num_edges;
   int32_t num_operands;
@@ -50,6 +50,8 @@ struct StreamOpData {
   int32_t num_source;   // body tensors read from a row source
   int32_t per_channel;  // int32 entries of the pool: multiplier/shift per channel, lookup tables
   int32_t accumulator_bytes;  // an accumulating stage's sums, the last bytes of op_scratch
+  int16_t in_tokens;          // the node's last inputs that are tokens (no record)
+  int16_t out_tokens;         // the node's last outputs that are tokens (no record)
   int ring_index;             // RequestScratchBufferInArena takes int*
   int op_scratch_index;
 };
@@ -78,15 +80,37 @@ struct TensorSlot {
   int8_t fetch_region;  // storage region of fetch_slot (slot_regions; 0)
   int8_t source;        // Runtime row source it is read from (input index); -1
   int8_t sink;          // Runtime row sink it is handed to (output index); -1
-  int8_t token;         // 1: a node input or output that carries no data ("tokens")
 };
 static_assert(sizeof(TensorSlot) <= contract::kStreamTensorBytes,
               "contract: StreamChain tensor record");
 
-// A node input or output's index among the node's inputs or outputs, from its local id (local
-// ids number the node's inputs, then its outputs).
-inline int NodeIndex(const TfLiteNode* node, int32_t id) {
-  return id < node->inputs->size ? id : id - node->inputs->size;
+// Local ids number the node's inputs, then its outputs, then the body tensors. Tokens (the node's
+// last in_tokens inputs and last out_tokens outputs: tensors that carry no data) have no record,
+// so a tensor's record index is its local id less the tokens before it.
+
+// The record of local id `id` (0 .. all local tensors - 1); -1 for a token.
+inline int32_t RecordOf(const TfLiteNode* node, const StreamOpData& d, int32_t id) {
+  const int32_t n_in = node->inputs->size;
+  const int32_t n_out = node->outputs->size;
+  if (id < n_in - d.in_tokens) return id;
+  if (id < n_in) return -1;
+  if (id < n_in + n_out - d.out_tokens) return id - d.in_tokens;
+  if (id < n_in + n_out) return -1;
+  return id - d.in_tokens - d.out_tokens;
+}
+
+// The local id of record `i`.
+inline int32_t LocalOf(const TfLiteNode* node, const StreamOpData& d, int32_t i) {
+  const int32_t inputs = node->inputs->size - d.in_tokens;
+  const int32_t outputs = node->outputs->size - d.out_tokens;
+  if (i < inputs) return i;
+  return i < inputs + outputs ? i + d.in_tokens : i + d.in_tokens + d.out_tokens;
+}
+
+// A node input or output's index among the node's inputs or outputs, from its record.
+inline int NodeIndex(const TfLiteNode* node, const StreamOpData& d, int32_t i) {
+  const int32_t inputs = node->inputs->size - d.in_tokens;
+  return i < inputs ? i : i - inputs;
 }
 
 // ------------------------------------------------------------ per-family stage state
@@ -347,6 +371,8 @@ bool IsVector(const flexbuffers::Reference& r);
 size_t VectorSize(const flexbuffers::Reference& r);
 flexbuffers::Reference At(const flexbuffers::Reference& r, size_t i);
 bool IntIn(const flexbuffers::Reference& r, int64_t lo, int64_t hi, int32_t* out);
+bool RecordIn(const TfLiteNode* node, const StreamOpData& d, const flexbuffers::Reference& r,
+              int32_t* record);
 bool Field(const flexbuffers::Map& fields, const char* key, int32_t fallback, int32_t* out);
 
 // Prepare (tinyseg_stream_body.cc).
@@ -363,10 +389,10 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
                    const flexbuffers::Map& m);
 TfLiteStatus PrepareTensors(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
                             const Tables& tab, const flexbuffers::Map& m);
-TfLiteStatus PreparePairs(TfLiteContext* context, const StreamOpData& d, const Tables& tab,
-                          const flexbuffers::Map& m);
-TfLiteStatus PrepareRowStreams(TfLiteContext* context, const StreamOpData& d, const Tables& tab,
-                               const flexbuffers::Map& m);
+TfLiteStatus PreparePairs(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
+                          const Tables& tab, const flexbuffers::Map& m);
+TfLiteStatus PrepareRowStreams(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
+                               const Tables& tab, const flexbuffers::Map& m);
 // Where the spilled tensors start in `order` (after the node outputs the schedule pulls; the sunk
 // tensors follow them).
 inline int32_t SpillOrder(const StreamOpData& d) { return d.num_order - d.num_sink - d.num_spill; }

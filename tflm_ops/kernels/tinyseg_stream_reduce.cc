@@ -52,7 +52,7 @@ int OutputRank(const StageArgs& a, const StageSlot& g) {
   const TensorSlot& out = a.tab->tensor(g.output);
   if (out.kind != Kind::kNodeOutput) return 0;
   MicroContext* mc = GetMicroContext(a.context);
-  TfLiteTensor* t = mc->AllocateTempOutputTensor(a.node, NodeIndex(a.node, g.output));
+  TfLiteTensor* t = mc->AllocateTempOutputTensor(a.node, NodeIndex(a.node, *a.d, g.output));
   if (t == nullptr) return 0;
   const int rank = t->dims->size;
   mc->DeallocateTempTfLiteTensor(t);

@@ -46,6 +46,7 @@ from .customops import (
     decode,
     operand_sources,
     stream_chain_body_bytes,
+    token_inputs,
 )
 from .customops import (
     whole_index as customops_whole_index,
@@ -745,10 +746,18 @@ def _pairs(o: StreamChainOptions, loc: list[_Local]) -> None:
 
 def _row_streams(o: StreamChainOptions, loc: list[_Local], n_in: int, n_out: int) -> None:
     """source, sink and tokens as tinyseg_stream_body.cc's CountRowStreams and PrepareRowStreams
-    read them (after _pairs: a sourced or sunk tensor has a ring and is not fetched or spilled)."""
-    if len(set(o.tokens)) != len(o.tokens) or any(not 0 <= t < n_in + n_out for t in o.tokens):
+    read them (after _pairs: a sourced or sunk tensor has a ring and is not fetched or spilled).
+    Tokens are the node's last inputs and last outputs: the kernel keeps no record of them."""
+    ins = sum(0 <= t < n_in for t in o.tokens)
+    outs = len(o.tokens) - ins
+    if (
+        len(set(o.tokens)) != len(o.tokens)
+        or any(not 0 <= t < n_in + n_out for t in o.tokens)
+        or any(t < n_in - ins or n_in <= t < n_in + n_out - outs for t in o.tokens)
+    ):
         raise _BodyError(
-            f"tokens {list(o.tokens)} must be distinct node inputs and outputs (0..{n_in + n_out - 1})"
+            f"tokens {list(o.tokens)} must be distinct node inputs and outputs (0..{n_in + n_out - 1}), "
+            "the node's last inputs and last outputs"
         )
     for t in o.tokens:
         loc[t].token = True
@@ -924,11 +933,11 @@ def _fetching_conv_problem(graph, op, o: FetchingConv2DOptions) -> str | None:
     """What tinyseg_fetching_conv.cc's Prepare refuses beyond the options alone."""
     if len(op.inputs) < 2 or len(op.outputs) != 1:
         return "needs [operands..., filter, bias or -1] and one output"
-    n_ram = len(op.inputs) - 2
-    if o.fetching.operands != n_ram + len(o.fetching.fetched):
+    n_ram = o.fetching.operands - len(o.fetching.fetched)
+    if not 0 <= n_ram <= len(op.inputs) - 2:
         return (
-            f"operands is {o.fetching.operands}, its in-RAM inputs and fetched entries are "
-            f"{n_ram + len(o.fetching.fetched)}"
+            f"operands is {o.fetching.operands}: {n_ram} in-RAM inputs with "
+            f"{len(o.fetching.fetched)} fetched entries, and it has {len(op.inputs) - 2}"
         )
     out = graph.tensors[op.outputs[0]]
     if op.inputs[-1] < 0 and out.dtype != "INT16":
@@ -1037,6 +1046,18 @@ def _chain_slots(graph, op, o: StreamChainOptions, here: str, written: dict[int,
         written[slot] = _Write(here, o.region_of(slot), dtype, shape, nbytes)
 
 
+def _check_tokens(graph, here: str, tokens: list[int]) -> None:
+    """A Spill's output and a fetching operator's inputs past its operands are tokens: zero
+    elements, as the kernels' Prepare (tinyseg_common.cc CheckTokens) requires."""
+    for t in tokens:
+        if t < 0 or math.prod(graph.tensors[t].shape) != 0:
+            shape = list(graph.tensors[t].shape) if t >= 0 else "omitted"
+            raise TinySegError(
+                f"{here}: tensor {t} ({shape}) stands where a token goes, and a token has zero "
+                "elements; the file is damaged: optimize the original model again"
+            )
+
+
 def validate_graph(graph, kernel: bool = True) -> None:
     """Every TinySeg operator of the graph as its kernel's Prepare checks it, and every fetch
     against what was spilled to its slot before it, as the kernels' CheckSlot checks it at Invoke
@@ -1054,12 +1075,20 @@ def validate_graph(graph, kernel: bool = True) -> None:
             validate_body(graph, op, kernel)
             _chain_slots(graph, op, o, here, written)
         elif isinstance(o, SpillOptions):
+            _check_tokens(graph, here, list(op.outputs))
             t = graph.tensors[op.inputs[0]] if op.inputs and op.inputs[0] >= 0 else None
             dtype, shape = (t.dtype, tuple(t.shape)) if t is not None else (None, ())
             nbytes = t.nbytes if t is not None else 0
             written[o.slot] = _Write(here, o.region, dtype, shape, nbytes)
         else:
             fetching = o if isinstance(o, FetchingOptions) else o.fetching
+            if isinstance(o, FetchingOptions) and o.operands - len(o.fetched) > len(op.inputs):
+                raise TinySegError(
+                    f"{here}: operands is {o.operands} with {len(o.fetched)} fetched entries, "
+                    f"but it has {len(op.inputs)} inputs; the file is damaged: optimize the "
+                    "original model again"
+                )
+            _check_tokens(graph, here, token_inputs(op, fetching))
             dtype = graph.tensors[op.outputs[0]].dtype if op.outputs else None
             for f in fetching.fetched:
                 _read_slot(written, here, f.slot, f.region, dtype, tuple(f.shape))

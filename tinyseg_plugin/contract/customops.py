@@ -880,7 +880,8 @@ def stream_chain_body_parts(
     whole: frozenset[tuple[int, int]] = frozenset(),
 ) -> dict[str, int]:
     """What StreamChain's persistent block holds, in bytes by part: per chain-local tensor (the
-    operator's inputs and outputs, then the body's tensors) its record and its schedule entry;
+    operator's inputs and outputs but its tokens, which have no record, then the body's tensors)
+    its record and its schedule entry;
     per stage its record; per edge its row map; per spilled tensor its SpillStream; int32 arrays:
     rows done and held per tensor, the schedule's stages, every stage's operands, the outputs
     the schedule pulls (the operator's but its tokens, then the spilled, then the sunk); and
@@ -889,7 +890,7 @@ def stream_chain_body_parts(
     each table stage (ELU), in the same pool.
     ``out_channels``: each stage's output channels; ``constants``: local ids of constant inputs;
     ``whole``: (stage, local id) of MUL operands read whole (no edge, ``whole_index``)."""
-    num_local = num_inputs + num_outputs + len(o.tensors)
+    num_local = num_inputs + num_outputs + len(o.tensors) - len(set(o.tokens))
     stages = len(o.stages)
     edges = sum(
         len([t for t in stream_activation_inputs(st, constants) if (k, t) not in whole])
@@ -926,6 +927,7 @@ def operand_sources(op, o: "FetchingOptions") -> list["Fetched | int"]:
     """The operand expansion, written once: operand k is the fetched entry whose position is k,
     otherwise the next in-RAM input (of ``op.inputs``, without FetchingConv2D's filter and bias)."""
     ram = list(op.inputs if op.opcode == FETCHING else op.inputs[:-2])
+    ram = ram[: max(o.operands - len(o.fetched), 0)]  # the rest: tokens (token_inputs)
     at = {f.position: f for f in o.fetched}
     out: list[Fetched | int] = []
     for k in range(o.operands):
@@ -938,6 +940,14 @@ def operand_sources(op, o: "FetchingOptions") -> list["Fetched | int"]:
                 f"operator {op.index} ({op.opcode}): operand {k} is neither fetched nor an input"
             )
     return out
+
+
+def token_inputs(op, o: "FetchingOptions") -> list[int]:
+    """The inputs of a Fetching or FetchingConv2D after its in-RAM operands (and before
+    FetchingConv2D's filter and bias): tokens, zero-element tensors that carry no data and stand
+    for the edges from the writers of its fetched slots (transforms/passes/link.py)."""
+    ram = list(op.inputs if op.opcode == FETCHING else op.inputs[:-2])
+    return [int(t) for t in ram[max(o.operands - len(o.fetched), 0) :]]
 
 
 # ---------------------------------------------------------------- TRANSPOSE_CONV marker

@@ -472,12 +472,15 @@ def _check_tinyseg_wiring(opname: str, ins: list[int], outs: list[int], here: st
     """The operand lists of TinySeg's operators (customops.py's contract; a StreamChain's depend on its
     body, which customops.decode checks, as it checks every operator's options)."""
     what = None
-    if opname == SPILL and (len(ins) != 1 or ins[0] < 0 or outs):
-        what = f"{len(ins)} input(s) and {len(outs)} output(s); a Spill reads exactly one tensor and writes none"
+    if opname == SPILL and (len(ins) != 1 or ins[0] < 0 or len(outs) > 1):
+        what = (
+            f"{len(ins)} input(s) and {len(outs)} output(s); a Spill reads exactly one tensor "
+            "and writes none or a token"
+        )
     elif opname in (FETCHING, FETCHING_CONV_2D) and len(outs) != 1:
         what = f"{len(outs)} output(s); a {opname} writes exactly one"
     elif opname == FETCHING and any(i < 0 for i in ins):
-        what = "an omitted (-1) input; a Fetching's inputs are its in-RAM operands"
+        what = "an omitted (-1) input; a Fetching's inputs are its in-RAM operands and tokens"
     elif opname == FETCHING_CONV_2D and (len(ins) < 2 or any(i < 0 for i in ins[:-1])):
         what = "no filter before its bias; a FetchingConv2D reads [operands..., filter, bias or -1]"
     if what:

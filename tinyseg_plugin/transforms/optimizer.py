@@ -489,7 +489,20 @@ def search_plans(
         res.io_not_streamed = _io_not_streamed(g, res.chains)
     if board is not None:
         _place(res, board, compute_seconds(graph, board, o.kernel_set), say)
+    _link(res, o)
     return res
+
+
+def _link(res: Result, o: Options) -> None:
+    """Token edges for the slots and names for the StreamChains (passes/link.py), so viewers
+    draw one connected graph; the plan is measured again (the head stays, the tail grows by the
+    tokens' tensor records)."""
+    from .passes.link import link_slots
+
+    linked = link_slots(res.graph)
+    if isinstance(linked, Rewrite):
+        res.graph = linked.graph
+        res.plan = _plan(res.graph, o)
 
 
 def _io_not_streamed(g: Graph, chains: list[dict]) -> list[str]:

@@ -4,7 +4,7 @@ Spill is removed; a Fetching becomes CONCATENATION (or, with a single operand, d
 readers read the spilled tensor again); FetchingConv2D becomes CONCATENATION then CONV_2D; a
 StreamChain becomes its stages over whole tensors (a tensor it reads from a row source or hands to a
 row sink becomes the graph input or output again, in place of its token); scratch markers are
-dropped. The
+dropped, and so are the slot edges' tokens (link.py): no operator is left to read them. The
 OfflineMemoryAllocation layout is kept (tensor by tensor), so the check runs the arena layout the
 optimizer wrote."""
 
