@@ -50,7 +50,7 @@ def run(cmd: list[str], cwd: Path, what: str, timeout: float = 3600) -> str:
 def make_args(kernels: str) -> list[str]:
     if kernels not in KERNELS:
         raise BuildError(f"kernels must be one of {KERNELS}, not {kernels!r}")
-    return [f"BUILD_TYPE={real_kernels.BUILD_TYPE}"] + (
+    return [f"BUILD_TYPE={real_kernels.BUILD_TYPE}", real_kernels.NO_SIGNAL] + (
         ["OPTIMIZED_KERNEL_DIR=cmsis_nn"] if kernels == "cmsis_nn" else []
     )
 

@@ -80,6 +80,7 @@ def make_command(kernels: str, target: str) -> list[str]:
         "-f",
         MAKEFILE,
         f"BUILD_TYPE={BUILD_TYPE}",
+        real_kernels.NO_SIGNAL,
     ]  # the build every test and the real-kernel check share
     if kernels == "cmsis_nn":
         cmd.append("OPTIMIZED_KERNEL_DIR=cmsis_nn")
