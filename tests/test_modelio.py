@@ -174,7 +174,8 @@ def test_a_kill_between_any_two_renames_leaves_one_whole_set(tmp_path, counts) -
         sets[name] = _outputs(work)
     assert sets["old"] != sets["new"] and len(sets["new"]) == 4
     seen = {"old": 0, "new": 0}
-    kills = [("replace", k) for k in range(5)] + [("fsync", k) for k in range(7)]
+    # replace: the journal's rename into place, then the 4 outputs' (k = 0 .. 5)
+    kills = [("replace", k) for k in range(6)] + [("fsync", k) for k in range(7)]
     for call, k in kills:
         work = tmp_path / f"kill-{call}-{k}"
         shutil.copytree(tmp_path / "set-old", work)
@@ -187,10 +188,89 @@ def test_a_kill_between_any_two_renames_leaves_one_whole_set(tmp_path, counts) -
         assert which, f"killed at {call} {k}: a mix of the two sets: {sorted(found)}"
         seen[which[0]] += 1
         assert not list((tmp_path / "cache" / "journal").iterdir()), (call, k)
-    # the renames come after the commit (the new set), the fsyncs of the temporary files before it
-    assert seen == {"new": 5, "old": 7}, seen
+    # the outputs' renames come after the commit (the new set); the journal's rename and the
+    # fsyncs of the temporary files before it
+    assert seen == {"new": 4, "old": 9}, seen
     counts(
-        f"outputs under kill -9: {len(kills)} kills (before and after each of 4 renames, after each "
+        f"outputs under kill -9: {len(kills)} kills (before and after each of 5 renames, after each "
         f"fsync up to the commit): {seen['old']} left the previous set, {seen['new']} the new one, "
         "none a mix, a temporary file or a journal"
     )
+
+
+# ----------------------------------------------------- two runs at once: one's recover, one's write
+
+
+def _flock_then(before):
+    """fcntl.flock that runs ``before(operation)`` once, ahead of the first call it matches."""
+    import fcntl
+
+    real, done = fcntl.flock, []
+
+    def flock(fd, operation):
+        if not done and before(operation):
+            done.append(True)
+        return real(fd, operation)
+
+    return flock
+
+
+def test_a_recover_in_a_live_write_leaves_its_journal_alone(tmp_path, monkeypatch) -> None:
+    """Another run's recover, between this write's journal create and its lock, does not take the
+    journal (it is not in place yet): the write completes and leaves no journal."""
+    from tinyseg_plugin.ir import modelio
+
+    monkeypatch.setenv("TINYSEG_CACHE_DIR", str(tmp_path / "cache"))
+    heard: list[list[str]] = []
+
+    def other_run(operation: int) -> bool:
+        if operation & modelio.fcntl.LOCK_NB:
+            return False
+        heard.append(modelio.recover())
+        return True
+
+    monkeypatch.setattr(modelio.fcntl, "flock", _flock_then(other_run))
+    modelio.write_all([(tmp_path / "a.bin", b"new")])
+    assert heard == [[]] and (tmp_path / "a.bin").read_bytes() == b"new"
+    assert not list((tmp_path / "cache" / "journal").iterdir())
+
+
+def test_a_journal_removed_before_recover_locks_it_is_left_alone(tmp_path, monkeypatch) -> None:
+    """A run that finishes (removes its journal, unlocks it) between another run's open and lock
+    of that journal: the recover skips it instead of failing on a file that is gone."""
+    from tinyseg_plugin.ir import modelio
+
+    monkeypatch.setenv("TINYSEG_CACHE_DIR", str(tmp_path / "cache"))
+    journal = modelio._open_journal([], [])
+
+    def run_finishes(operation: int) -> bool:
+        if not operation & modelio.fcntl.LOCK_NB:
+            return False
+        modelio._close_journal(*journal)
+        return True
+
+    monkeypatch.setattr(modelio.fcntl, "flock", _flock_then(run_finishes))
+    assert modelio.recover() == []
+    assert not list((tmp_path / "cache" / "journal").iterdir())
+
+
+def test_only_a_dead_runs_unfinished_journal_is_removed(tmp_path, monkeypatch) -> None:
+    """A journal killed before it was in place is removed by the next recover when its process
+    is gone; one whose process is alive (it may be about to lock it) stays."""
+    import os
+    import subprocess
+    import sys
+
+    from tinyseg_plugin.ir import modelio
+
+    monkeypatch.setenv("TINYSEG_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "journal"
+    folder.mkdir(parents=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    gone = folder / f"{dead}-00{modelio.JOURNAL_SUFFIX}{modelio.PART_SUFFIX}"
+    live = folder / f"{os.getpid()}-01{modelio.JOURNAL_SUFFIX}{modelio.PART_SUFFIX}"
+    for part in (gone, live):
+        part.write_bytes(b"")
+    assert modelio.recover() == []
+    assert sorted(folder.iterdir()) == [live]

@@ -16,6 +16,7 @@ import os
 import secrets
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 import flatbuffers
@@ -29,6 +30,8 @@ FILE_IDENTIFIER = b"TFL3"
 ENV_CACHE = "TINYSEG_CACHE_DIR"
 JOURNAL_FOLDER = "journal"  # under cache_root(): one file per write_all in progress
 JOURNAL_SUFFIX = ".journal"
+PART_SUFFIX = ".part"  # a journal being written, not yet in place
+PART_STALE_S = 3600.0  # a journal still being written after this long was killed
 BUFFER_ALIGNMENT = 16
 
 
@@ -329,15 +332,19 @@ def _write_file(path: Path, data: bytes, mode: int) -> None:
 
 def _open_journal(renames: list[tuple[Path, Path]], created: list[Path]) -> tuple[Path, int]:
     """Write and fsync the journal of one write_all (its first line: the renames planned and the
-    folders made), held locked until it is removed: a later run leaves a live run's journal alone."""
+    folders made), held locked until it is removed: a later run leaves a live run's journal alone.
+    It is written locked under another name and renamed into place, so another run's ``recover``
+    never finds it unlocked while it is alive."""
     folder = cache_root() / JOURNAL_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{os.getpid()}-{secrets.token_hex(8)}{JOURNAL_SUFFIX}"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    part = path.with_name(path.name + PART_SUFFIX)
+    fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
     entry = {"renames": [[str(t), str(r)] for t, r in renames], "made": [str(d) for d in created]}
     os.write(fd, (json.dumps(entry) + "\n").encode())
     os.fsync(fd)
+    os.rename(part, path)  # the lock belongs to the open file, so it holds across the rename
     _fsync_dir(folder)
     return path, fd
 
@@ -345,6 +352,39 @@ def _open_journal(renames: list[tuple[Path, Path]], created: list[Path]) -> tupl
 def _close_journal(path: Path, fd: int) -> None:
     os.unlink(path)
     os.close(fd)
+
+
+def _abandoned(part: Path) -> bool:
+    """A journal being written whose run (the process id its name starts with) is gone, or that
+    is older than any run takes to write one."""
+    try:
+        if time.time() - part.stat().st_mtime > PART_STALE_S:
+            return True
+        os.kill(int(part.name.split("-", 1)[0]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def _lock_if_dead(path: Path) -> int | None:
+    """The journal at ``path`` opened and locked, or None when a live run holds it or it is gone:
+    a run that finished between our open and our lock has already removed it (a later file under
+    the name would be another's), so the lock is only ours while ``path`` is still this file."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        same = os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:  # a live run's journal, or removed meanwhile
+        same = False
+    if not same:
+        os.close(fd)
+        return None
+    return fd
 
 
 def recover() -> list[str]:
@@ -358,16 +398,16 @@ def recover() -> list[str]:
         journals = sorted(folder.glob(f"*{JOURNAL_SUFFIX}"))
     except OSError:
         return []
+    for part in folder.glob(f"*{JOURNAL_SUFFIX}{PART_SUFFIX}"):
+        # Killed before it was in place (no temporary file made yet: nothing to undo). One whose
+        # run is alive may be between its create and its lock: only a dead or stale run's goes.
+        fd = _lock_if_dead(part) if _abandoned(part) else None
+        if fd is not None:
+            _close_journal(part, fd)
     warnings: list[str] = []
     for path in journals:
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # a live run's journal
-            os.close(fd)
+        fd = _lock_if_dead(path)
+        if fd is None:
             continue
         lines = path.read_bytes().decode(errors="replace").split("\n")
         try:
