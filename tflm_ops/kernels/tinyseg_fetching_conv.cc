@@ -473,6 +473,18 @@ TfLiteStatus AssembleRows(TfLiteContext* context, TfLiteNode* node, const EvalVi
   return kTfLiteOk;
 }
 
+// reference_integer_ops::ConvPerChannel on a band of T rows with a bias of BiasT.
+template <typename T, typename BiasT>
+void QuantizedConvBand(const EvalView& v, const ConvParams& params, const RuntimeShape& in_shape,
+                       const TfLiteEvalTensor* filter, const TfLiteEvalTensor* bias,
+                       const RuntimeShape& out_shape, T* out) {
+  reference_integer_ops::ConvPerChannel(
+      params, v.h->per_channel_multiplier, v.h->per_channel_shift, in_shape,
+      reinterpret_cast<const T*>(v.band), micro::GetTensorShape(filter),
+      micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
+      micro::GetOptionalTensorData<BiasT>(bias), out_shape, out);
+}
+
 // Runs TFLM's reference convolution on one band.
 TfLiteStatus ConvBand(TfLiteContext* context, const EvalView& v, const ConvParams& params,
                       const TfLiteEvalTensor* filter, const TfLiteEvalTensor* bias,
@@ -481,44 +493,31 @@ TfLiteStatus ConvBand(TfLiteContext* context, const EvalView& v, const ConvParam
   const int32_t out_dims[4] = {1, r1 - r0, v.out_w, v.out_c};
   const RuntimeShape in_shape(4, in_dims);
   const RuntimeShape out_shape(4, out_dims);
-  const RuntimeShape filter_shape = micro::GetTensorShape(filter);
-  const RuntimeShape bias_shape = micro::GetTensorShape(bias);
   const size_t out_offset =
       (static_cast<size_t>(b) * v.out_h + r0) * v.out_w * static_cast<size_t>(v.out_c);
   switch (out->type) {
     case kTfLiteInt8:
-      reference_integer_ops::ConvPerChannel(params, v.h->per_channel_multiplier,
-                                            v.h->per_channel_shift, in_shape,
-                                            reinterpret_cast<const int8_t*>(v.band), filter_shape,
-                                            micro::GetTensorData<int8_t>(filter), bias_shape,
-                                            micro::GetOptionalTensorData<int32_t>(bias), out_shape,
-                                            micro::GetTensorData<int8_t>(out) + out_offset);
+      QuantizedConvBand<int8_t, int32_t>(v, params, in_shape, filter, bias, out_shape,
+                                         micro::GetTensorData<int8_t>(out) + out_offset);
       return kTfLiteOk;
     case kTfLiteInt16:
       // As TFLM's CONV_2D: int32 accumulation with an int32 bias, or without bias when the
       // operator's quantized_bias_type says INT32; int64 otherwise.
       if ((bias != nullptr && bias->type == kTfLiteInt32) ||
           (bias == nullptr && v.h->int32_accumulator)) {
-        reference_integer_ops::ConvPerChannel(
-            params, v.h->per_channel_multiplier, v.h->per_channel_shift, in_shape,
-            reinterpret_cast<const int16_t*>(v.band), filter_shape,
-            micro::GetTensorData<int8_t>(filter), bias_shape,
-            micro::GetOptionalTensorData<std::int32_t>(bias), out_shape,
-            micro::GetTensorData<int16_t>(out) + out_offset);
+        QuantizedConvBand<int16_t, int32_t>(v, params, in_shape, filter, bias, out_shape,
+                                            micro::GetTensorData<int16_t>(out) + out_offset);
       } else {
-        reference_integer_ops::ConvPerChannel(
-            params, v.h->per_channel_multiplier, v.h->per_channel_shift, in_shape,
-            reinterpret_cast<const int16_t*>(v.band), filter_shape,
-            micro::GetTensorData<int8_t>(filter), bias_shape,
-            micro::GetOptionalTensorData<std::int64_t>(bias), out_shape,
-            micro::GetTensorData<int16_t>(out) + out_offset);
+        QuantizedConvBand<int16_t, int64_t>(v, params, in_shape, filter, bias, out_shape,
+                                            micro::GetTensorData<int16_t>(out) + out_offset);
       }
       return kTfLiteOk;
     case kTfLiteFloat32:
-      reference_ops::Conv(params, in_shape, reinterpret_cast<const float*>(v.band), filter_shape,
-                          micro::GetTensorData<float>(filter), bias_shape,
-                          micro::GetOptionalTensorData<float>(bias), out_shape,
-                          micro::GetTensorData<float>(out) + out_offset, RuntimeShape(), nullptr);
+      reference_ops::Conv(params, in_shape, reinterpret_cast<const float*>(v.band),
+                          micro::GetTensorShape(filter), micro::GetTensorData<float>(filter),
+                          micro::GetTensorShape(bias), micro::GetOptionalTensorData<float>(bias),
+                          out_shape, micro::GetTensorData<float>(out) + out_offset, RuntimeShape(),
+                          nullptr);
       return kTfLiteOk;
     default:
       MicroPrintf("FetchingConv2D: type %s not supported", TfLiteTypeGetName(out->type));

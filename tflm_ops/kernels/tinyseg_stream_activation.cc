@@ -158,9 +158,7 @@ TfLiteStatus PrepareQuantizeFloat(const StageArgs& a, StageSlot& g) {
 // Float32 rows of the input's shape; nothing to compute ahead (TFLM's float paths take no
 // parameters).
 TfLiteStatus PrepareSameShapeFloat(const StageArgs& a, StageSlot& g) {
-  const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, out));
-  return RequireSameShape(a.context, a.tab->tensor(g.input), out);
+  return RequireSameShapeRows(a, g, kTfLiteFloat32);
 }
 
 ::tinyseg::Status ReluFloatRow(const EvalState&, const StageSlot&, const StageRow& r) {
@@ -186,11 +184,10 @@ TfLiteStatus PrepareSameShapeFloat(const StageArgs& a, StageSlot& g) {
 // LOGISTIC as logistic_common.cc, TANH as tanh.cc's CalculateArithmeticOpData for int8 (the same
 // input multiplier, left shift and range radius; TANH checks no output quantization).
 TfLiteStatus PrepareSigmoid(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireSameShapeRows(a, g, kTfLiteInt8));
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
-  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
   if (g.op == StageOp::kLogistic)
     TF_LITE_ENSURE_EQ(context, out.zero_point, -128);  // as logistic_common.cc
   SigmoidStage& sv = g.sigmoid;
@@ -274,10 +271,7 @@ void Relu6RowOf(std::false_type, T, T, const RuntimeShape&, const T*, const Runt
 template <typename T>
 TfLiteStatus QuantizedSameShape(const StageArgs& a, const StageSlot& g, bool has_op,
                                 const char* missing) {
-  const TensorSlot& in = a.tab->tensor(g.input);
-  const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(sizeof(T) == 2 ? RequireInt16(a, out) : RequireInt8(a, out));
-  TF_LITE_ENSURE_STATUS(RequireSameShape(a.context, in, out));
+  TF_LITE_ENSURE_STATUS(RequireSameShapeRows(a, g, sizeof(T) == 2 ? kTfLiteInt16 : kTfLiteInt8));
   if (!has_op) {
     MicroPrintf("%s", missing);
     return kTfLiteError;
@@ -386,11 +380,10 @@ TfLiteStatus PrepareRelu6Int16(const StageArgs& a, StageSlot& g) {
 // The HardSwishParams hard_swish_common.cc's HardSwishPrepare computes for int8 (float quotients of
 // the high-resolution input scale, 16-bit multipliers); Eval calls TFLM's reference_ops::HardSwish.
 TfLiteStatus PrepareHardSwish(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireSameShapeRows(a, g, kTfLiteInt8));
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
-  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
   HardSwishStage& sv = g.hard_swish;
   const float hires_input_scale = (1.0f / 128.0f) * in.scale;
   const float reluish_scale = 3.0f / 32768.0f;
@@ -449,7 +442,7 @@ TfLiteStatus PrepareLeakyReluQuantized(const StageArgs& a, StageSlot& g) {
 }
 
 TfLiteStatus PrepareLeakyRelu(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteInt8));
   return PrepareLeakyReluQuantized(a, g);
 }
 
@@ -507,7 +500,7 @@ TfLiteStatus PreparePreluQuantized(const StageArgs& a, StageSlot& g) {
 }
 
 TfLiteStatus PreparePrelu(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteInt8));
   return PreparePreluQuantized(a, g);
 }
 
@@ -543,11 +536,10 @@ float EluTransform(float value) { return value < 0.0f ? std::exp(value) - 1.0f :
 // The 256-entry int8 table elu.cc's Prepare fills (its PopulateLookupTable: the same float
 // arithmetic as TFLM's LUTPopulate, called here), kept in the pool; Eval looks each element up.
 TfLiteStatus PrepareElu(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireSameShapeRows(a, g, kTfLiteInt8));
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
-  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
   TF_LITE_ENSURE_STATUS(TakePool(context, *a.d, contract::kStreamLookupTableBytes / sizeof(int32_t),
                                  a.pool_next, &g.lookup.table));
   LUTPopulate<int8_t>(in.scale, in.zero_point, out.scale, out.zero_point, EluTransform,

@@ -158,7 +158,7 @@ TfLiteStatus PrepareQuantizedArithmetic(const StageArgs& a, StageSlot& g, TfLite
   TfLiteContext* context = a.context;
   const TensorSlot& out = a.tab->tensor(g.output);
   const bool int16 = type == kTfLiteInt16;
-  TF_LITE_ENSURE_STATUS(int16 ? RequireInt16(a, out) : RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, out, int16 ? kTfLiteInt16 : kTfLiteInt8));
   ArithmeticStage& ar = g.arith;
   TF_LITE_ENSURE_MSG(context, g.operand_count == 2,
                      "StreamChain: ADD, SUB and MUL take two inputs");
@@ -334,7 +334,7 @@ template <typename T>
 TfLiteStatus PrepareArithmeticFloat(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, out));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, out, kTfLiteFloat32));
   TF_LITE_ENSURE_MSG(context, g.operand_count == 2,
                      "StreamChain: ADD, SUB and MUL take two inputs");
   g.arith.input2 = a.tab->operands[g.operand_begin + 1];

@@ -686,25 +686,15 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
 
 // ------------------------------------------------------------ stages
 
-TfLiteStatus RequireInt8(const StageArgs& a, const TensorSlot& out) {
-  TfLiteContext* context = a.context;
-  TF_LITE_ENSURE_MSG(context, out.type == kTfLiteInt8,
-                     "StreamChain: stages other than QUANTIZE and DEQUANTIZE are int8");
+TfLiteStatus RequireRows(const StageArgs& a, const TensorSlot& out, TfLiteType type) {
+  const TfLiteType want = type == kTfLiteInt16 || type == kTfLiteFloat32 ? type : kTfLiteInt8;
+  bool same = out.type == want;
   for (int32_t e = a.first_edge; e < a.end_edge; ++e) {
-    TF_LITE_ENSURE_MSG(context, a.tab->tensor(a.tab->edges[e].tensor).type == kTfLiteInt8,
-                       "StreamChain: stages other than QUANTIZE and DEQUANTIZE are int8");
+    same = same && a.tab->tensor(a.tab->edges[e].tensor).type == want;
   }
-  return kTfLiteOk;
-}
-
-// Float32 stages read and write float32 rows only.
-TfLiteStatus RequireFloat32(const StageArgs& a, const TensorSlot& out) {
-  TfLiteContext* context = a.context;
-  TF_LITE_ENSURE_MSG(context, out.type == kTfLiteFloat32,
-                     "StreamChain: a float32 stage writes float32 rows");
-  for (int32_t e = a.first_edge; e < a.end_edge; ++e) {
-    TF_LITE_ENSURE_MSG(context, a.tab->tensor(a.tab->edges[e].tensor).type == kTfLiteFloat32,
-                       "StreamChain: a float32 stage reads float32 rows only");
+  if (!same) {
+    MicroPrintf("StreamChain: this stage reads and writes %s rows only", TfLiteTypeGetName(want));
+    return kTfLiteError;
   }
   return kTfLiteOk;
 }
@@ -713,6 +703,12 @@ TfLiteStatus RequireSameShape(TfLiteContext* context, const TensorSlot& in, cons
   TF_LITE_ENSURE(context,
                  in.height == out.height && in.width == out.width && in.channels == out.channels);
   return kTfLiteOk;
+}
+
+TfLiteStatus RequireSameShapeRows(const StageArgs& a, const StageSlot& g, TfLiteType type) {
+  const TensorSlot& out = a.tab->tensor(g.output);
+  TF_LITE_ENSURE_STATUS(RequireRows(a, out, type));
+  return RequireSameShape(a.context, a.tab->tensor(g.input), out);
 }
 
 // The local id of the stage's n-th constant operand (the inputs that are not activations: filter,

@@ -38,6 +38,14 @@ cmsis_nn_dims Dims(int32_t n, int32_t h, int32_t w, int32_t c) {
   return d;
 }
 
+// CMSIS-NN's buffer of `need` bytes at `scratch` (none when it needs none).
+cmsis_nn_context Buffer(void* scratch, int32_t need) {
+  cmsis_nn_context ctx;
+  ctx.buf = need > 0 ? scratch : nullptr;
+  ctx.size = need;
+  return ctx;
+}
+
 // The per-channel multipliers and shifts are read only; CMSIS-NN's struct is not const.
 template <typename Band>
 cmsis_nn_per_channel_quant_params Quant(const Band& c) {
@@ -53,14 +61,10 @@ Params ConvParams(const Band& c) {
   Params p;
   p.input_offset = c.input_offset;
   p.output_offset = c.output_offset;
-  p.stride.h = c.stride_h;
-  p.stride.w = c.stride_w;
-  p.padding.h = c.pad_h;
-  p.padding.w = c.pad_w;
-  p.dilation.h = c.dilation_h;
-  p.dilation.w = c.dilation_w;
-  p.activation.min = c.act_min;
-  p.activation.max = c.act_max;
+  p.stride = {c.stride_w, c.stride_h};  // cmsis_nn_tile: {w, h}
+  p.padding = {c.pad_w, c.pad_h};
+  p.dilation = {c.dilation_w, c.dilation_h};
+  p.activation = {c.act_min, c.act_max};
   return p;
 }
 
@@ -79,12 +83,9 @@ struct ConvDims {
 template <typename T>
 cmsis_nn_pool_params PoolParams(const BandPoolOf<T>& b) {
   cmsis_nn_pool_params p;
-  p.stride.h = b.stride_h;
-  p.stride.w = b.stride_w;
-  p.padding.h = b.pad_h;
-  p.padding.w = b.pad_w;
-  p.activation.min = b.act_min;
-  p.activation.max = b.act_max;
+  p.stride = {b.stride_w, b.stride_h};  // cmsis_nn_tile: {w, h}
+  p.padding = {b.pad_w, b.pad_h};
+  p.activation = {b.act_min, b.act_max};
   return p;
 }
 
@@ -99,9 +100,7 @@ bool PoolRow(const BandPoolOf<T>& b, PoolFn pool, int32_t need, void* scratch,
   const cmsis_nn_dims in = Dims(1, b.in_h, b.in_w, b.channels);
   const cmsis_nn_dims filter = Dims(1, b.filter_h, b.filter_w, 1);
   const cmsis_nn_dims out = Dims(1, 1, b.out_w, b.channels);
-  cmsis_nn_context ctx;
-  ctx.buf = need > 0 ? scratch : nullptr;
-  ctx.size = need;
+  const cmsis_nn_context ctx = Buffer(scratch, need);
   return pool(&ctx, &p, &in, b.input, &filter, &out, b.output) == ARM_CMSIS_NN_SUCCESS;
 }
 
@@ -131,9 +130,7 @@ bool CmsisConvRow(const BandConv& c, void* scratch, int32_t scratch_bytes) {
   const ConvDims<BandConv> d(c, c.filter_c);
   const int32_t need = arm_convolve_wrapper_s8_get_buffer_size(&p, &d.in, &d.filter, &d.out);
   if (need < 0 || need > scratch_bytes) return false;
-  cmsis_nn_context ctx;
-  ctx.buf = need > 0 ? scratch : nullptr;
-  ctx.size = need;
+  const cmsis_nn_context ctx = Buffer(scratch, need);
   const cmsis_nn_per_channel_quant_params q = Quant(c);
   return arm_convolve_wrapper_s8(&ctx, &p, &q, &d.in, c.input, &d.filter, c.filter, &d.bias, c.bias,
                                  &d.out, c.output) == ARM_CMSIS_NN_SUCCESS;
@@ -146,9 +143,7 @@ bool CmsisDepthwiseConvRow(const BandConv& c, void* scratch, int32_t scratch_byt
   const ConvDims<BandConv> d(c, c.out_c);
   const int32_t need = arm_depthwise_conv_wrapper_s8_get_buffer_size(&p, &d.in, &d.filter, &d.out);
   if (need < 0 || need > scratch_bytes) return false;
-  cmsis_nn_context ctx;
-  ctx.buf = need > 0 ? scratch : nullptr;
-  ctx.size = need;
+  const cmsis_nn_context ctx = Buffer(scratch, need);
   const cmsis_nn_per_channel_quant_params q = Quant(c);
   return arm_depthwise_conv_wrapper_s8(&ctx, &p, &q, &d.in, c.input, &d.filter, c.filter, &d.bias,
                                        c.bias, &d.out, c.output) == ARM_CMSIS_NN_SUCCESS;
@@ -269,9 +264,8 @@ bool CmsisConvRowS16(const BandConvS16& c, void* scratch, int32_t scratch_bytes)
   const int32_t need = arm_convolve_wrapper_s16_get_buffer_size(&p, &d.in, &d.filter, &d.out);
   // arm_convolve_s16 refuses a null buffer, so it needs one even when the size is 0.
   if (need < 0 || need > scratch_bytes || scratch == nullptr) return false;
-  cmsis_nn_context ctx;
+  cmsis_nn_context ctx = Buffer(scratch, need);
   ctx.buf = scratch;
-  ctx.size = need;
   const cmsis_nn_per_channel_quant_params q = Quant(c);
   const cmsis_nn_bias_data b = {c.bias, c.bias_is_int32};
   return arm_convolve_wrapper_s16(&ctx, &p, &q, &d.in, c.input, &d.filter, c.filter, &d.bias, &b,
@@ -285,9 +279,7 @@ bool CmsisDepthwiseConvRowS16(const BandConvS16& c) {
   cmsis_nn_dw_conv_params p = ConvParams<cmsis_nn_dw_conv_params>(c);
   p.ch_mult = c.depth_multiplier;
   const ConvDims<BandConvS16> d(c, c.out_c);
-  cmsis_nn_context ctx;
-  ctx.buf = nullptr;
-  ctx.size = 0;
+  const cmsis_nn_context ctx = Buffer(nullptr, 0);
   const cmsis_nn_per_channel_quant_params q = Quant(c);
   return arm_depthwise_conv_s16(&ctx, &p, &q, &d.in, c.input, &d.filter, c.filter, &d.bias,
                                 static_cast<const int64_t*>(c.bias), &d.out,

@@ -283,12 +283,12 @@ TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g, ConvPrepareWithFn w
 }
 
 TfLiteStatus PrepareConv(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteInt8));
   return PrepareConvOf(a, g, PrepareWith);
 }
 
 TfLiteStatus PrepareConvFloat(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteFloat32));
   return PrepareConvOf(a, g, PrepareFloatWith);
 }
 

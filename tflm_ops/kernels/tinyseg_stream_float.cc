@@ -55,10 +55,8 @@ TfLiteStatus PrepareEluFloat(const StageArgs& a, StageSlot& g) {
 
 // LEAKY_RELU's alpha (the stage's field, as leaky_relu.cc takes it from its builtin options).
 TfLiteStatus PrepareLeakyReluFloat(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(PrepareSameShapeFloat(a, g));
   TfLiteContext* context = a.context;
-  const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, out));
-  TF_LITE_ENSURE_STATUS(RequireSameShape(context, a.tab->tensor(g.input), out));
   const flexbuffers::Reference alpha = (*a.fields)[contract::kFieldAlpha];
   TF_LITE_ENSURE_MSG(context, alpha.IsNumeric(), "StreamChain: LEAKY_RELU needs its alpha");
   g.leaky_relu.alpha = alpha.AsFloat();
@@ -77,10 +75,8 @@ TfLiteStatus PrepareLeakyReluFloat(const StageArgs& a, StageSlot& g) {
 
 // PRELU's alpha: a constant float32 node input of one row (broadcast along height).
 TfLiteStatus PreparePreluFloat(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(PrepareSameShapeFloat(a, g));
   TfLiteContext* context = a.context;
-  const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, out));
-  TF_LITE_ENSURE_STATUS(RequireSameShape(context, a.tab->tensor(g.input), out));
   const int32_t* operands = a.tab->operands + g.operand_begin;
   TF_LITE_ENSURE_MSG(context,
                      g.operand_count == 2 && operands[1] >= 0 && operands[1] < NumInputs(a.node),
@@ -175,7 +171,7 @@ TfLiteStatus PrepareResizeBilinearFloat(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, out));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, out, kTfLiteFloat32));
   bool align = false, half = false;
   TF_LITE_ENSURE_STATUS(BilinearFlags(a, &align, &half));
   TF_LITE_ENSURE_MSG(context, in.channels == out.channels && in.width > 0 && out.width > 0,

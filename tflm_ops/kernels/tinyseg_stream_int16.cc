@@ -22,18 +22,6 @@
 namespace tflite {
 namespace tinyseg_stream {
 
-// int16 stages read and write int16 rows only.
-TfLiteStatus RequireInt16(const StageArgs& a, const TensorSlot& out) {
-  TfLiteContext* context = a.context;
-  TF_LITE_ENSURE_MSG(context, out.type == kTfLiteInt16,
-                     "StreamChain: an int16 stage writes int16 rows");
-  for (int32_t e = a.first_edge; e < a.end_edge; ++e) {
-    TF_LITE_ENSURE_MSG(context, a.tab->tensor(a.tab->edges[e].tensor).type == kTfLiteInt16,
-                       "StreamChain: an int16 stage reads int16 rows");
-  }
-  return kTfLiteOk;
-}
-
 namespace {
 
 // The int8 filter and the bias TFLM's int16 kernels take (CONV_2D: int64 or int32, which selects
@@ -63,7 +51,7 @@ tinyseg_ops::BandConvS16 BandConvS16Row(const EvalState& v, const ConvStage& c, 
 }  // namespace
 
 TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteInt16));
   return PrepareConvOf(a, g, PrepareInt16With);
 }
 

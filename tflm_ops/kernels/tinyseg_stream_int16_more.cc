@@ -28,11 +28,10 @@ namespace tinyseg_stream {
 // (TFLM refuses others); a power-of-two input scale that needs no shift (TANH: or a shift of 1)
 // takes multiplier 0, any other one a multiplier onto the lookup's 1/(3*4096) scale.
 TfLiteStatus PrepareSigmoidInt16(const StageArgs& a, StageSlot& g) {
+  TF_LITE_ENSURE_STATUS(RequireSameShapeRows(a, g, kTfLiteInt16));
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt16(a, out));
-  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
   TF_LITE_ENSURE_MSG(
       context, in.zero_point == 0 && out.zero_point == 0,
       "StreamChain: an int16 LOGISTIC or TANH stage needs zero points 0 (as TFLM's)");
@@ -78,7 +77,7 @@ TfLiteStatus PrepareSigmoidInt16(const StageArgs& a, StageSlot& g) {
 
 // leaky_relu_common.cc computes the int16 parameters as the int8 ones (_activation.cc).
 TfLiteStatus PrepareLeakyReluInt16(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteInt16));
   return PrepareLeakyReluQuantized(a, g);
 }
 
@@ -124,7 +123,7 @@ TfLiteStatus PreparePreluInt16(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt16(a, out));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, out, kTfLiteInt16));
   TF_LITE_ENSURE_MSG(context, (HasPreluOf<int16_t, int8_t>::value),
                      "StreamChain: this TFLM has no int16 PRELU, so no int16 PRELU stage");
   TF_LITE_ENSURE_MSG(context, in.zero_point == 0 && out.zero_point == 0,

@@ -47,7 +47,7 @@ TfLiteStatus PrepareTransposeInt16With(const StageArgs& a, StageSlot& g, const T
 }  // namespace
 
 TfLiteStatus PrepareTransposeConvInt16(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteInt16));
   return PrepareConvOf(a, g, PrepareTransposeInt16With);
 }
 

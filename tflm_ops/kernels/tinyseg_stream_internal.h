@@ -381,9 +381,12 @@ Tables Layout(const StreamOpData& d);
 TfLiteTensor QuantView(const TensorSlot& s);
 TfLiteStatus TakePool(TfLiteContext* context, const StreamOpData& d, int64_t count,
                       int32_t* pool_next, int32_t* at);
-TfLiteStatus RequireInt8(const StageArgs& a, const TensorSlot& out);
-TfLiteStatus RequireFloat32(const StageArgs& a, const TensorSlot& out);
+// A stage reads and writes rows of one type: int16, float32 or (any other `type`) int8; a
+// StreamChain refuses the body otherwise.
+TfLiteStatus RequireRows(const StageArgs& a, const TensorSlot& out, TfLiteType type);
 TfLiteStatus RequireSameShape(TfLiteContext* context, const TensorSlot& in, const TensorSlot& out);
+// Rows of `type` (RequireRows) and of the input's shape: the element-wise stages.
+TfLiteStatus RequireSameShapeRows(const StageArgs& a, const StageSlot& g, TfLiteType type);
 int32_t ConstantOperand(const Tables& tab, const StageSlot& g, int32_t n, bool last);
 TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
                    const flexbuffers::Map& m);
@@ -554,13 +557,6 @@ TfLiteStatus PrepareMeanFloat(const StageArgs& a, StageSlot& g);
 TfLiteStatus PrepareMeanInt16(const StageArgs& a, StageSlot& g);
 ::tinyseg::Status MeanInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
 // int16 rows (tinyseg_stream_int16.cc): TFLM's 16x8 reference arithmetic.
-TfLiteStatus RequireInt16(const StageArgs& a, const TensorSlot& out);
-// Rows of `type`: RequireInt8 (any quantized row type), RequireInt16 or RequireFloat32.
-inline TfLiteStatus RequireRows(const StageArgs& a, const TensorSlot& out, TfLiteType type) {
-  return type == kTfLiteInt16     ? RequireInt16(a, out)
-         : type == kTfLiteFloat32 ? RequireFloat32(a, out)
-                                  : RequireInt8(a, out);
-}
 // The Prepare of a stage whose parameters are the same for every row type (the layout stages,
 // which move bytes): the rows' type, then `kPrepare`. kStages names one per row type.
 template <TfLiteType kType, StagePrepareFn kPrepare>

@@ -123,7 +123,7 @@ TfLiteStatus PadGeometry(const StageArgs& a, StageSlot& g) {
 
 // Float32 PAD: TFLM's float PAD without constant values pads with 0.0f.
 TfLiteStatus PreparePadFloat(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteFloat32));
   g.pad.value = -1;
   g.pad.float_value = 0.0f;
   return PadGeometry(a, g);
@@ -132,7 +132,7 @@ TfLiteStatus PreparePadFloat(const StageArgs& a, StageSlot& g) {
 // Float32 PADV2: its pad value, a constant float32 scalar (as pad.cc reads constant_values).
 TfLiteStatus PreparePadv2Float(const StageArgs& a, StageSlot& g) {
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, out));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, out, kTfLiteFloat32));
   g.pad.value = ConstantOperand(*a.tab, g, 1, false);
   TF_LITE_ENSURE_STATUS(PadGeometry(a, g));
   return PadValue(a, out, g.pad);
@@ -155,19 +155,23 @@ PadParams PadParamsOf(const PadStage& ps, const StageRow& r) {
   return p;
 }
 
+// reference_ops::Pad of one output row, padding with `pad_value`.
+template <typename T>
+::tinyseg::Status ReferencePadRow(const PadStage& ps, const StageRow& r, T pad_value) {
+  reference_ops::Pad(PadParamsOf(ps, r), r.in_shape, reinterpret_cast<const T*>(r.src), &pad_value,
+                     r.out_shape, reinterpret_cast<T*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
 }  // namespace
 
 ::tinyseg::Status PadFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  const PadParams p = PadParamsOf(g.pad, r);
-  const float pad_value = g.pad.float_value;
-  reference_ops::Pad(p, r.in_shape, reinterpret_cast<const float*>(r.src), &pad_value, r.out_shape,
-                     reinterpret_cast<float*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return ReferencePadRow(g.pad, r, g.pad.float_value);
 }
 
 TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, out, kTfLiteInt8));
   TF_LITE_ENSURE(a.context, out.zero_point >= INT8_MIN && out.zero_point <= INT8_MAX);
   PadStage& ps = g.pad;
   ps.value = g.op == StageOp::kPadv2 ? ConstantOperand(*a.tab, g, 1, false) : -1;
@@ -196,35 +200,19 @@ TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
     CountOptimizedRow(v);
     return ::tinyseg::Status::kOk;
   }
-  PadParams p = {};
-  p.left_padding_count = 4;
-  p.right_padding_count = 4;
-  p.left_padding[1] = r.rows == 0 ? 1 : 0;
-  p.left_padding[2] = ps.left;
-  p.right_padding[2] = ps.right;
-  p.left_padding[3] = ps.front;
-  p.right_padding[3] = ps.back;
-  p.resizing_category = ResizingCategory::kGenericResize;
-  const int8_t pad_value = static_cast<int8_t>(ps.pad_value);
-  reference_ops::Pad(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src), &pad_value, r.out_shape,
-                     reinterpret_cast<int8_t*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return ReferencePadRow(ps, r, row.pad_value);
 }
 
 // int16 PAD: pad.cc pads int16 with 0 without constant values (int16 rows have zero point 0).
 TfLiteStatus PreparePadInt16(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteInt16));
   g.pad.value = -1;
   g.pad.pad_value = 0;
   return PadGeometry(a, g);
 }
 
 ::tinyseg::Status PadInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
-  const PadParams p = PadParamsOf(g.pad, r);
-  const int16_t pad_value = static_cast<int16_t>(g.pad.pad_value);
-  reference_ops::Pad(p, r.in_shape, reinterpret_cast<const int16_t*>(r.src), &pad_value,
-                     r.out_shape, reinterpret_cast<int16_t*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return ReferencePadRow(g.pad, r, static_cast<int16_t>(g.pad.pad_value));
 }
 
 // By an integer factor, without align_corners: row y reads row y / factor, checked against TFLM's
@@ -354,7 +342,7 @@ TfLiteStatus PrepareResizeBilinear(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, out, kTfLiteInt8));
   bool align = false, half = false;
   TF_LITE_ENSURE_STATUS(BilinearFlags(a, &align, &half));
   TF_LITE_ENSURE_MSG(context, in.channels == out.channels && in.height > 0 && in.width > 0,

@@ -52,7 +52,7 @@ namespace {
 // The int8 and int16 forms: the geometry and the quantized activation range.
 TfLiteStatus PrepareQuantizedPool(const StageArgs& a, StageSlot& g, TfLiteType type) {
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(type == kTfLiteInt16 ? RequireInt16(a, out) : RequireInt8(a, out));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, out, type));
   TF_LITE_ENSURE_STATUS(PoolGeometry(a, g));
   TfLiteTensor out_q = QuantView(out);
   return CalculateActivationRangeQuantized(a.context, a.f.activation, &out_q, &g.pool.act_min,
@@ -108,7 +108,7 @@ TfLiteStatus PreparePoolInt16(const StageArgs& a, StageSlot& g) {
 }
 
 TfLiteStatus PreparePoolFloat(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteFloat32));
   TF_LITE_ENSURE_STATUS(PoolGeometry(a, g));
   CalculateActivationRange(a.f.activation, &g.pool.float_min, &g.pool.float_max);
   return kTfLiteOk;

@@ -153,14 +153,14 @@ template <typename T, int32_t kMin, int32_t kMax>
 }  // namespace
 
 TfLiteStatus PrepareMean(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt8(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteInt8));
   return PrepareQuantizedMean(a, g);
 }
 
 // int16 rows (16x8): TFLM's int16 MEAN is the int8 one on int16 values (int32 sums, the same
 // kStreamAccumulatorBytes a channel).
 TfLiteStatus PrepareMeanInt16(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireInt16(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteInt16));
   return PrepareQuantizedMean(a, g);
 }
 
@@ -173,7 +173,7 @@ TfLiteStatus PrepareMeanInt16(const StageArgs& a, StageSlot& g) {
 }
 
 TfLiteStatus PrepareMeanFloat(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireFloat32(a, a.tab->tensor(g.output)));
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteFloat32));
   return MeanGeometry(a, g);
 }
 

@@ -24,6 +24,7 @@
 #include "tinyseg/host/posix_serial_stream.h"
 #include "tinyseg/remote_protocol.h"
 #include "tinyseg/spill_manager.h"
+#include "spill_tables.h"
 
 using namespace tinyseg;
 using namespace tinyseg::remote;
@@ -138,18 +139,8 @@ int RoundTrip(RemoteClient& client) {
   RemoteBlockDevice dev(client, 7, g, LinkModel(), cache, sizeof(cache));
   TRY("device init", dev.Init());
   SyncEraseQueue q(dev);
-  SpillSlot slots[2];
-  SectorInfo sectors[16];
-  uint8_t staging[1024];
-  SpillMemory mem;
-  mem.slots = slots;
-  mem.num_slots = 2;
-  mem.sectors = sectors;
-  mem.num_sectors = 16;
-  SpillConfig cfg;
-  cfg.region_size = g.total_size;
-  cfg.assume_erased = true;
-  SpillManager m(dev, q, cfg, mem);
+  SpillTables tb(2, 16, 1024);
+  SpillManager m(dev, q, ErasedRegion(g.total_size), tb.memory());
   TRY("spill init", m.Init());
   std::vector<uint8_t> t(80 * 120 * 8);
   uint32_t x = 12345;
@@ -157,7 +148,7 @@ int RoundTrip(RemoteClient& client) {
     x = x * 1664525u + 1013904223u;
     t[i] = (x >> 28) < 9 ? 0x80 : static_cast<uint8_t>(x >> 16);  // ~56% zero point
   }
-  TRY("spill", m.Spill(1, t.data(), t.size(), 1, ByteSpan{staging, sizeof(staging)}));
+  TRY("spill", m.Spill(1, t.data(), t.size(), 1, tb.span()));
   const size_t row = 120 * 8;
   std::vector<uint8_t> band(22 * row);
   for (int r0 = 0; r0 < 80; r0 += 20) {

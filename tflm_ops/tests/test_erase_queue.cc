@@ -19,6 +19,16 @@ constexpr uint64_t kMs = 1000000;
 // queue tests follow the datasheet figures.
 uint64_t QspiEraseNs() { return NiclaVisionQspiFlash().timing.erase_sector_ns; }
 
+// A modelled queue of `capacity` (at most 4) erases over 64 KB of QSPI flash. Tests take the parts
+// by name: auto& [b, clock, rec, q] = rig.
+struct QspiQueue {
+  explicit QspiQueue(size_t capacity) : q(b.sim, clock, rec, capacity) {}
+  SimBox b{Resized(NiclaVisionQspiFlash(), 64 * 1024)};
+  VirtualClock clock;
+  EraseRecord rec[4];
+  ModelledEraseQueue q;
+};
+
 }  // namespace
 
 TEST(SyncQueueErasesImmediately) {
@@ -46,11 +56,9 @@ TEST(SyncQueueErasesImmediately) {
 }
 
 TEST(ModelledQueueOverlapsWithCaller) {
-  SimBox b(Resized(NiclaVisionQspiFlash(), 64 * 1024));
+  QspiQueue rig(2);
+  auto& [b, clock, rec, q] = rig;
   CHECK_OK(b.sim.Init());
-  VirtualClock clock;
-  EraseRecord rec[2];
-  ModelledEraseQueue q(b.sim, clock, rec, 2);
   EraseTicket t1, t2, t3;
   const uint64_t e = QspiEraseNs();
   CHECK(e > 10 * kMs && e <= 100 * kMs);  // the steps below assume this
@@ -101,11 +109,9 @@ TEST(ModelledQueueBankContention) {
 }
 
 TEST(ModelledQueueReportsErrors) {
-  SimBox b(Resized(NiclaVisionQspiFlash(), 64 * 1024));
+  QspiQueue rig(4);
+  auto& [b, clock, rec, q] = rig;
   CHECK_OK(b.sim.Init());
-  VirtualClock clock;
-  EraseRecord rec[4];
-  ModelledEraseQueue q(b.sim, clock, rec, 4);
   EraseTicket t1, t2, t3;
   CHECK_OK(q.Submit(0, 4096, &t1));
   CHECK_OK(q.Submit(1, 4096, &t2));

@@ -57,15 +57,22 @@ struct CountingPlatform final : RingPlatform {
   void Notify() override { ++notifies; }
 };
 
+// The flash, the ring and its queue and worker on one thread (the worker polled by hand). Tests
+// take the parts by name: auto& [f, ring, pf, q, w] = rig.
+struct SingleCoreRing {
+  Flash f{TwoBankFlash()};
+  EraseRingShared ring;
+  CountingPlatform pf;
+  RingEraseQueue q{ring, pf, f.sim};
+  RingEraseWorker w{ring, pf, f.sim};
+};
+
 }  // namespace
 
 TEST(TicketsCompleteInOrderAndQueueBacksOff) {
-  Flash f(TwoBankFlash());
+  SingleCoreRing rig;
+  auto& [f, ring, pf, q, w] = rig;
   CHECK_OK(f.sim.Init());
-  EraseRingShared ring;
-  CountingPlatform pf;
-  RingEraseQueue q(ring, pf, f.sim);
-  RingEraseWorker w(ring, pf, f.sim);
   CHECK(!w.Attach());  // ring not initialised yet
   CHECK_OK(q.Init());
   CHECK(q.WaitForWorker(3) == Status::kIoError);
@@ -110,12 +117,9 @@ TEST(TicketsCompleteInOrderAndQueueBacksOff) {
 }
 
 TEST(WorkerErrorsReachTheWaiter) {
-  Flash f(TwoBankFlash());
+  SingleCoreRing rig;
+  auto& [f, ring, pf, q, w] = rig;
   CHECK_OK(f.sim.Init());
-  EraseRingShared ring;
-  CountingPlatform pf;
-  RingEraseQueue q(ring, pf, f.sim);
-  RingEraseWorker w(ring, pf, f.sim);
   CHECK_OK(q.Init());
   CHECK(w.Attach());
   EraseTicket a = 0, b = 0, c = 0;

@@ -18,6 +18,7 @@
 #include "tinyseg/spill_manager.h"
 #include "tinytest.h"
 #include "sim_box.h"
+#include "spill_tables.h"
 
 using namespace tinyseg;
 using tinytest::Rng;
@@ -101,14 +102,11 @@ TEST(SpillWithThreadWorkerRoundTrips) {
   SimBox b(Resized(NiclaVisionQspiFlash(), 128 * 1024));
   CHECK_OK(b.sim.Init());
   ThreadEraseQueue q(b.sim, 16, 1e-4);
-  std::vector<SpillSlot> slots(3);
-  std::vector<SectorInfo> sectors(32);
-  std::vector<uint8_t> staging(256);
-  SpillMemory mem{slots.data(), slots.size(), sectors.data(), sectors.size()};
+  SpillTables tb(3, 32, 256);
   SpillConfig cfg;
   cfg.region_size = 128 * 1024;
   cfg.pre_erase_sectors = 4;
-  SpillManager m(b.sim, q, cfg, mem);
+  SpillManager m(b.sim, q, cfg, tb.memory());
   CHECK_OK(m.Init());
   Rng rng(21);
   std::vector<uint8_t> out(30000);
@@ -117,15 +115,12 @@ TEST(SpillWithThreadWorkerRoundTrips) {
     const uint8_t rep = static_cast<uint8_t>(rng.Next());
     for (auto& v : a) v = rng.Below(2) ? rep : static_cast<uint8_t>(rng.Next());
     for (auto& v : c) v = rng.Below(4) ? rep : static_cast<uint8_t>(rng.Next());
-    CHECK_OK(m.Spill(0, a.data(), a.size(), 1, ByteSpan{staging.data(), staging.size()}));
-    CHECK_OK(m.Spill(1, c.data(), c.size(), 1, ByteSpan{staging.data(), staging.size()}));
-    CHECK_OK(m.Fetch(1, out.data(), out.size()));
-    CHECK(std::memcmp(out.data(), c.data(), c.size()) == 0);
+    CHECK_OK(m.Spill(0, a.data(), a.size(), 1, tb.span()));
+    CHECK_OK(m.Spill(1, c.data(), c.size(), 1, tb.span()));
+    CHECK(FetchesBack(m, 1, c, out));
     CHECK_OK(m.Release(1));
-    CHECK_OK(m.FetchRange(0, 777, 5000, out.data()));
-    CHECK(std::memcmp(out.data(), &a[777], 5000) == 0);
-    CHECK_OK(m.Fetch(0, out.data(), out.size()));
-    CHECK(std::memcmp(out.data(), a.data(), a.size()) == 0);
+    CHECK(FetchesRange(m, 0, 777, 5000, a, out));
+    CHECK(FetchesBack(m, 0, a, out));
     CHECK_OK(m.Release(0));
     m.EndInference();
   }
@@ -157,18 +152,15 @@ TEST(FileBlockDeviceAndSpill) {
     CHECK_STATUS(f.Read(65530, o, 8), Status::kOutOfRange);
 
     ThreadEraseQueue q(f, 8);
-    std::vector<SpillSlot> slots(2);
-    std::vector<SectorInfo> sectors(16);
-    std::vector<uint8_t> staging(512);
-    SpillMemory mem{slots.data(), slots.size(), sectors.data(), sectors.size()};
+    SpillTables tb(2, 16, 512);
     SpillConfig cfg;
     cfg.region_size = 64 * 1024;
-    SpillManager m(f, q, cfg, mem);
+    SpillManager m(f, q, cfg, tb.memory());
     CHECK_OK(m.Init());
     std::vector<uint8_t> t(20000), out(20000);
     for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<uint8_t>((i % 3) ? 0x80 : i);
     for (int i = 0; i < 10; ++i) {
-      CHECK_OK(m.Spill(0, t.data(), t.size(), 2, ByteSpan{staging.data(), staging.size()}));
+      CHECK_OK(m.Spill(0, t.data(), t.size(), 2, tb.span()));
       CHECK_OK(m.Fetch(0, out.data(), out.size()));
       CHECK(out == t);
     }

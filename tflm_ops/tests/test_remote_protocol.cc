@@ -14,6 +14,7 @@
 #include "tinyseg/remote_protocol.h"
 #include "tinyseg/spill_manager.h"
 #include "tinytest.h"
+#include "spill_tables.h"
 
 using namespace tinyseg;
 using namespace tinyseg::remote;
@@ -146,6 +147,11 @@ struct Rig {
         link(server, f),
         client_buf(ClientBufferBytes(cc.max_payload)),
         client(link, cc, client_buf.data(), client_buf.size()) {}
+  // The client's Init, then its Hello to the host.
+  Status Connect() {
+    const Status s = client.Init();
+    return s != Status::kOk ? s : client.Hello();
+  }
 };
 
 std::vector<uint8_t> Pattern(size_t n, uint64_t seed) {
@@ -155,6 +161,14 @@ std::vector<uint8_t> Pattern(size_t n, uint64_t seed) {
   // Zeros and long non-zero runs exercise every COBS block shape.
   for (size_t i = 0; i < n; i += 97) v[i] = 0;
   return v;
+}
+
+// Reads data.size() bytes of `slot` from `offset` back: true when the read succeeds and they are
+// `data`.
+bool ReadsBack(RemoteClient& client, uint32_t slot, uint32_t offset,
+               const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> back(data.size());
+  return Ok(client.Read(slot, offset, back.data(), back.size())) && back == data;
 }
 
 }  // namespace
@@ -262,9 +276,7 @@ TEST(EveryCommandRoundTrips) {
   uint32_t size = 0;
   CHECK_OK(r.client.Size(3, &size));
   CHECK_EQ(size, 10100u);
-  std::vector<uint8_t> back(data.size());
-  CHECK_OK(r.client.Read(3, 100, back.data(), back.size()));
-  CHECK(back == data);
+  CHECK(ReadsBack(r.client, 3, 100, data));
   uint8_t head[100];
   CHECK_OK(r.client.Read(3, 0, head, sizeof(head)));  // gap before the write is erased
   for (uint8_t b : head) CHECK_EQ(b, 0xFF);
@@ -288,14 +300,11 @@ TEST(EveryCommandRoundTrips) {
 
 TEST(ChunkSizeIsNegotiated) {
   Rig r{Faults(), 256};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   CHECK_EQ(r.client.chunk_bytes(), 256u);
   const std::vector<uint8_t> data = Pattern(3000, 2);
   CHECK_OK(r.client.Write(0, 0, data.data(), data.size()));
-  std::vector<uint8_t> back(data.size());
-  CHECK_OK(r.client.Read(0, 0, back.data(), back.size()));
-  CHECK(back == data);
+  CHECK(ReadsBack(r.client, 0, 0, data));
   CHECK_EQ(r.client.stats().requests, 1u + 12u + 12u);
 }
 
@@ -303,29 +312,23 @@ TEST(CorruptedRequestIsNakedAndResent) {
   Faults f;
   f.corrupt_request = 2;  // hello, write#1, then write#2 is corrupted
   Rig r{f};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   const std::vector<uint8_t> data = Pattern(4000, 3);
   CHECK_OK(r.client.Write(1, 0, data.data(), data.size()));
   CHECK_EQ(r.client.stats().naks, 1u);
   CHECK_EQ(r.client.stats().retries, 1u);
   CHECK_EQ(r.server.stats().bad_frames, 1u);
-  std::vector<uint8_t> back(data.size());
-  CHECK_OK(r.client.Read(1, 0, back.data(), back.size()));
-  CHECK(back == data);
+  CHECK(ReadsBack(r.client, 1, 0, data));
 }
 
 TEST(CorruptedResponseIsResentFromTheHostCache) {
   Faults f;
   f.corrupt_response = 3;  // hello ack, 2 write acks, then the first read's data
   Rig r{f};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   const std::vector<uint8_t> data = Pattern(2048, 4);
   CHECK_OK(r.client.Write(2, 0, data.data(), data.size()));
-  std::vector<uint8_t> back(data.size());
-  CHECK_OK(r.client.Read(2, 0, back.data(), back.size()));
-  CHECK(back == data);
+  CHECK(ReadsBack(r.client, 2, 0, data));
   CHECK_EQ(r.client.stats().bad_frames, 1u);
   CHECK_EQ(r.server.stats().duplicates, 1u);  // not executed twice
 }
@@ -336,29 +339,23 @@ TEST(LostResponseTimesOutAndRetries) {
   ClientConfig cc;
   cc.timeout_ms = 50;
   Rig r{f, 1024, cc};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   const std::vector<uint8_t> data = Pattern(1500, 5);
   const uint32_t t0 = r.link.now_;
   CHECK_OK(r.client.Write(4, 10, data.data(), data.size()));
   CHECK_EQ(r.client.stats().timeouts, 1u);
   CHECK(r.link.now_ - t0 >= 50u);
-  std::vector<uint8_t> back(data.size());
-  CHECK_OK(r.client.Read(4, 10, back.data(), back.size()));
-  CHECK(back == data);
+  CHECK(ReadsBack(r.client, 4, 10, data));
 }
 
 TEST(StaleDuplicateResponsesAreIgnored) {
   Faults f;
   f.duplicate_response = 1;  // the first write's ack arrives twice
   Rig r{f};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   const std::vector<uint8_t> data = Pattern(3000, 6);
   CHECK_OK(r.client.Write(5, 0, data.data(), data.size()));
-  std::vector<uint8_t> back(data.size());
-  CHECK_OK(r.client.Read(5, 0, back.data(), back.size()));
-  CHECK(back == data);
+  CHECK(ReadsBack(r.client, 5, 0, data));
   CHECK_EQ(r.client.stats().stale, 1u);
 }
 
@@ -369,8 +366,7 @@ TEST(SilentHostGivesTimeoutAfterRetries) {
   cc.timeout_ms = 100;
   cc.max_attempts = 3;
   Rig r{f, 1024, cc};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   uint8_t buf[64] = {1, 2, 3};
   CHECK_OK(r.client.Write(0, 0, buf, sizeof(buf)));
   const uint32_t t0 = r.link.now_;
@@ -386,8 +382,7 @@ TEST(SilentHostGivesTimeoutAfterRetries) {
 
 TEST(SpillManagerOverRemoteBlockDevice) {
   Rig r{Faults()};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   Geometry g;
   g.read_size = 1;
   g.program_size = 1;
@@ -396,24 +391,14 @@ TEST(SpillManagerOverRemoteBlockDevice) {
   RemoteBlockDevice dev(r.client, 6, g, LinkModel{92160, 1000000});
   CHECK_OK(dev.Init());
   SyncEraseQueue q(dev);
-  SpillSlot slots[2];
-  SectorInfo sectors[8];
-  uint8_t staging[512];
-  SpillMemory mem;
-  mem.slots = slots;
-  mem.num_slots = 2;
-  mem.sectors = sectors;
-  mem.num_sectors = 8;
-  SpillConfig cfg;
-  cfg.region_size = g.total_size;
-  cfg.assume_erased = true;
-  SpillManager m(dev, q, cfg, mem);
+  SpillTables tb(2, 8, 512);
+  SpillManager m(dev, q, ErasedRegion(g.total_size), tb.memory());
   CHECK_OK(m.Init());
   // An activation-like tensor: 60% of the values are the zero point.
   Rng rng(11);
   std::vector<uint8_t> t(40 * 60 * 16);
   for (auto& v : t) v = rng.Below(10) < 6 ? 0x80 : static_cast<uint8_t>(rng.Next());
-  CHECK_OK(m.Spill(1, t.data(), t.size(), 1, ByteSpan{staging, sizeof(staging)}));
+  CHECK_OK(m.Spill(1, t.data(), t.size(), 1, tb.span()));
   CHECK(m.stats().encoded_bytes < t.size());
   const uint64_t wire_before = r.client.stats().bytes_received;
   std::vector<uint8_t> band(5 * 60 * 16);
@@ -432,8 +417,7 @@ TEST(SpillManagerOverRemoteBlockDevice) {
 
 TEST(CacheBatchesSmallCallsAndStaysCoherent) {
   Rig r{Faults()};
-  CHECK_OK(r.client.Init());
-  CHECK_OK(r.client.Hello());
+  CHECK_OK(r.Connect());
   Geometry g;
   g.erase_size = 4096;
   g.total_size = 64 * 1024;

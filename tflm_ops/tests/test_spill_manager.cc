@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "tinyseg/block_device.h"
@@ -14,32 +15,38 @@
 #include "tinyseg/spill_manager.h"
 #include "tinytest.h"
 #include "sim_box.h"
+#include "spill_tables.h"
 
 using namespace tinyseg;
 using tinytest::Rng;
 
 namespace {
 
-// Manager tables sized for a region, a read bounce, and the staging buffer
-// the tests lend to every Spill call.
-struct Tables {
-  std::vector<SpillSlot> slots;
-  std::vector<SectorInfo> sectors;
-  std::vector<uint8_t> staging;
-  std::vector<uint8_t> bounce;
-  Tables(size_t n_slots, size_t n_sectors, size_t staging_bytes, size_t bounce_bytes = 0)
-      : slots(n_slots), sectors(n_sectors), staging(staging_bytes), bounce(bounce_bytes) {}
-  SpillMemory memory() {
-    SpillMemory m;
-    m.slots = slots.data();
-    m.num_slots = slots.size();
-    m.sectors = sectors.data();
-    m.num_sectors = sectors.size();
-    m.read_bounce = bounce.empty() ? nullptr : bounce.data();
-    m.read_bounce_bytes = bounce.size();
-    return m;
+// A SpillManager over a simulated flash whose whole device is its region, with a synchronous erase
+// queue and `tables`. Tests take the parts by name: auto& [b, q, tb, m] = rig.
+struct Rig {
+  static constexpr uint32_t kDefaultBlock = 1024;
+  Rig(const NorFlashConfig& flash, SpillTables tables, uint32_t block = kDefaultBlock,
+      uint32_t pre_erase = 2)
+      : b(flash),
+        q(b.sim),
+        tb(std::move(tables)),
+        m(b.sim, q, Config(flash, block, pre_erase), tb.memory()) {}
+  Status Init() {
+    const Status s = b.sim.Init();
+    return s != Status::kOk ? s : m.Init();
   }
-  ByteSpan span() { return ByteSpan{staging.data(), staging.size()}; }
+  static SpillConfig Config(const NorFlashConfig& flash, uint32_t block, uint32_t pre_erase) {
+    SpillConfig cfg;
+    cfg.region_size = flash.geometry.total_size;
+    cfg.codec_block_bytes = block;
+    cfg.pre_erase_sectors = pre_erase;
+    return cfg;
+  }
+  SimBox b;
+  SyncEraseQueue q;
+  SpillTables tb;
+  SpillManager m;
 };
 
 // Activation-like int8 tensor: ~`permille`/1000 of elements equal `rep`.
@@ -53,15 +60,10 @@ std::vector<uint8_t> Activation(size_t n, uint32_t permille, Rng& rng) {
 }  // namespace
 
 TEST(SpillFetchRoundTripWithRotationAndWear) {
-  SimBox b(Resized(NiclaVisionQspiFlash(), 64 * 1024));  // 16 sectors of 4 KB
-  CHECK_OK(b.sim.Init());
-  SyncEraseQueue q(b.sim);
-  Tables tb(4, 16, 256);
-  SpillConfig cfg;
-  cfg.region_size = 64 * 1024;
-  cfg.pre_erase_sectors = 2;
-  SpillManager m(b.sim, q, cfg, tb.memory());
-  CHECK_OK(m.Init());
+  Rig rig(Resized(NiclaVisionQspiFlash(), 64 * 1024), SpillTables(4, 16, 256), Rig::kDefaultBlock,
+          2);  // 16 sectors of 4 KB
+  CHECK_OK(rig.Init());
+  auto& [b, q, tb, m] = rig;
   Rng rng(11);
   std::vector<uint8_t> out(12000);
   uint64_t programmed_before = 0;
@@ -74,17 +76,13 @@ TEST(SpillFetchRoundTripWithRotationAndWear) {
     CHECK_OK(m.Spill(0, t0.data(), t0.size(), 1, tb.span()));
     CHECK_OK(m.Spill(1, t1.data(), t1.size(), 1, tb.span()));
     CHECK_OK(m.Spill(2, t2.data(), t2.size(), 1, tb.span()));
-    CHECK_OK(m.Fetch(2, out.data(), out.size()));
-    CHECK(std::memcmp(out.data(), t2.data(), t2.size()) == 0);
+    CHECK(FetchesBack(m, 2, t2, out));
     CHECK_OK(m.Release(2));
     // Row band of t1 (rows 10..19 of a 50x100 tensor).
-    CHECK_OK(m.FetchRange(1, 1000, 1000, out.data()));
-    CHECK(std::memcmp(out.data(), &t1[1000], 1000) == 0);
-    CHECK_OK(m.Fetch(1, out.data(), out.size()));
-    CHECK(std::memcmp(out.data(), t1.data(), t1.size()) == 0);
+    CHECK(FetchesRange(m, 1, 1000, 1000, t1, out));
+    CHECK(FetchesBack(m, 1, t1, out));
     CHECK_OK(m.Release(1));
-    CHECK_OK(m.Fetch(0, out.data(), out.size()));
-    CHECK(std::memcmp(out.data(), t0.data(), t0.size()) == 0);
+    CHECK(FetchesBack(m, 0, t0, out));
     CHECK_OK(m.Release(0));
     m.EndInference();
     if (inf == 0) programmed_before = m.stats().bytes_programmed;
@@ -109,15 +107,9 @@ TEST(SpillFetchRoundTripWithRotationAndWear) {
 }
 
 TEST(FetchRangeReadsOnlyNeededBlocks) {
-  SimBox b(Resized(NiclaVisionQspiFlash(), 256 * 1024));
-  CHECK_OK(b.sim.Init());
-  SyncEraseQueue q(b.sim);
-  Tables tb(2, 64, 512);
-  SpillConfig cfg;
-  cfg.region_size = 256 * 1024;
-  cfg.codec_block_bytes = 1024;
-  SpillManager m(b.sim, q, cfg, tb.memory());
-  CHECK_OK(m.Init());
+  Rig rig(Resized(NiclaVisionQspiFlash(), 256 * 1024), SpillTables(2, 64, 512), 1024);
+  CHECK_OK(rig.Init());
+  auto& [b, q, tb, m] = rig;
   Rng rng(12);
   std::vector<uint8_t> t = Activation(80 * 120 * 8, 500, rng);  // 76,800 bytes
   CHECK_OK(m.Spill(0, t.data(), t.size(), 1, tb.span()));
@@ -140,15 +132,9 @@ TEST(BlockChosenPerSpill) {
   // The Spill operator's `block` option is the codec block of that spill; fetches read
   // the block size from the stream. Incompressible bytes are stored raw, so the encoded
   // length is the worst case of exactly that block size.
-  SimBox b(Resized(NiclaVisionQspiFlash(), 256 * 1024));
-  CHECK_OK(b.sim.Init());
-  SyncEraseQueue q(b.sim);
-  Tables tb(3, 64, 512);
-  SpillConfig cfg;
-  cfg.region_size = 256 * 1024;
-  cfg.codec_block_bytes = 1024;
-  SpillManager m(b.sim, q, cfg, tb.memory());
-  CHECK_OK(m.Init());
+  Rig rig(Resized(NiclaVisionQspiFlash(), 256 * 1024), SpillTables(3, 64, 512), 1024);
+  CHECK_OK(rig.Init());
+  auto& [b, q, tb, m] = rig;
   Rng rng(21);
   std::vector<uint8_t> t(6000);
   for (auto& v : t) v = static_cast<uint8_t>(rng.Next());
@@ -160,8 +146,7 @@ TEST(BlockChosenPerSpill) {
     std::vector<uint8_t> out(t.size());
     CHECK_OK(m.Fetch(s, out.data(), out.size()));
     CHECK(out == t);
-    CHECK_OK(m.FetchRange(s, 1001, 333, out.data()));
-    CHECK(std::memcmp(out.data(), &t[1001], 333) == 0);
+    CHECK(FetchesRange(m, s, 1001, 333, t, out));
   }
   CHECK(m.slot(1)->length > m.slot(2)->length);  // smaller blocks: more headers
   // A block the codec cannot take (not a multiple of the element size, or too big).
@@ -172,14 +157,9 @@ TEST(BlockChosenPerSpill) {
 
 TEST(ElementSizesAndH7FlashWords) {
   // 4 sectors of 128 KB, 32-byte ECC flash words: spills pad to 32 bytes.
-  SimBox b(Resized(Stm32h757InternalFlash(), 512 * 1024));
-  CHECK_OK(b.sim.Init());
-  SyncEraseQueue q(b.sim);
-  Tables tb(3, 4, 64);
-  SpillConfig cfg;
-  cfg.region_size = 512 * 1024;
-  SpillManager m(b.sim, q, cfg, tb.memory());
-  CHECK_OK(m.Init());
+  Rig rig(Resized(Stm32h757InternalFlash(), 512 * 1024), SpillTables(3, 4, 64));
+  CHECK_OK(rig.Init());
+  auto& [b, q, tb, m] = rig;
   Rng rng(13);
   for (int round = 0; round < 12; ++round) {
     for (uint32_t es : {1u, 2u, 4u}) {
@@ -196,8 +176,7 @@ TEST(ElementSizesAndH7FlashWords) {
       CHECK_OK(m.Fetch(slot, out.data(), out.size()));
       CHECK(out == t);
       // An element-unaligned byte range too.
-      CHECK_OK(m.FetchRange(slot, 3, 101, out.data()));
-      CHECK(std::memcmp(out.data(), &t[3], 101) == 0);
+      CHECK(FetchesRange(m, slot, 3, 101, t, out));
     }
   }
   CHECK_EQ(b.sim.access_stats().rejected_programs, 0u);
@@ -206,14 +185,9 @@ TEST(ElementSizesAndH7FlashWords) {
 }
 
 TEST(NoSpaceWhenLiveDataWouldBeOverwritten) {
-  SimBox b(Resized(NiclaVisionQspiFlash(), 32 * 1024));  // 8 sectors
-  CHECK_OK(b.sim.Init());
-  SyncEraseQueue q(b.sim);
-  Tables tb(8, 8, 256);
-  SpillConfig cfg;
-  cfg.region_size = 32 * 1024;
-  SpillManager m(b.sim, q, cfg, tb.memory());
-  CHECK_OK(m.Init());
+  Rig rig(Resized(NiclaVisionQspiFlash(), 32 * 1024), SpillTables(8, 8, 256));  // 8 sectors
+  CHECK_OK(rig.Init());
+  auto& [b, q, tb, m] = rig;
   Rng rng(14);
   std::vector<uint8_t> big(40 * 1024);
   for (auto& v : big) v = static_cast<uint8_t>(rng.Next());
@@ -248,7 +222,7 @@ TEST(ReadSizeBiggerThanOneUsesBounceBuffer) {
   SyncEraseQueue q(ram);
   // The bounce is one read unit; the staging lent to Spill need not be a
   // multiple of the read or program size (20 bytes: 16 are used).
-  Tables tb(2, 16, 20, 16);
+  SpillTables tb(2, 16, 20, 16);
   SpillConfig cfg;
   cfg.region_size = 16 * 1024;
   cfg.codec_block_bytes = 64;
@@ -262,16 +236,15 @@ TEST(ReadSizeBiggerThanOneUsesBounceBuffer) {
     for (size_t off = 0; off < t.size(); off += 301) {
       const size_t len = off + 77 <= t.size() ? 77 : t.size() - off;
       const uint64_t before = m.stats().bytes_read;
-      CHECK_OK(m.FetchRange(0, off, len, out.data()));
-      CHECK(std::memcmp(out.data(), &t[off], len) == 0);
+      CHECK(FetchesRange(m, 0, off, len, t, out));
       CHECK_EQ((m.stats().bytes_read - before) % 16, 0u);  // whole read units only
     }
   }
   // A read_size > 1 device needs a bounce of at least one read unit.
-  Tables none(2, 16, 20);
+  SpillTables none(2, 16, 20);
   SpillManager m1(ram, q, cfg, none.memory());
   CHECK_STATUS(m1.Init(), Status::kInvalidArgument);
-  Tables short_bounce(2, 16, 20, 15);
+  SpillTables short_bounce(2, 16, 20, 15);
   SpillManager m2(ram, q, cfg, short_bounce.memory());
   CHECK_STATUS(m2.Init(), Status::kBufferTooSmall);
 }
@@ -283,7 +256,7 @@ TEST(SpillStagesThroughTheCallersBuffer) {
   CHECK_OK(b.sim.Init());
   SourceRecordingDevice dev(b.sim);
   SyncEraseQueue q(dev);
-  Tables tb(2, 2, 0);
+  SpillTables tb(2, 2, 0);
   SpillConfig cfg;
   cfg.region_size = 256 * 1024;
   SpillManager m(dev, q, cfg, tb.memory());  // no read bounce: read_size is 1
@@ -312,14 +285,9 @@ TEST(SpillStagesThroughTheCallersBuffer) {
 // A staging buffer too small to hold one program unit is refused before
 // anything changes; so are a missing one and one overlapping the input.
 TEST(TooSmallStagingIsRefused) {
-  SimBox b(Resized(Stm32h757InternalFlash(), 256 * 1024));  // program size 32
-  CHECK_OK(b.sim.Init());
-  SyncEraseQueue q(b.sim);
-  Tables tb(2, 2, 64);
-  SpillConfig cfg;
-  cfg.region_size = 256 * 1024;
-  SpillManager m(b.sim, q, cfg, tb.memory());
-  CHECK_OK(m.Init());
+  Rig rig(Resized(Stm32h757InternalFlash(), 256 * 1024), SpillTables(2, 2, 64));  // program size 32
+  CHECK_OK(rig.Init());
+  auto& [b, q, tb, m] = rig;
   Rng rng(18);
   std::vector<uint8_t> t = Activation(5000, 500, rng), out(t.size());
   CHECK_OK(m.Spill(0, t.data(), t.size(), 1, tb.span()));
@@ -349,7 +317,7 @@ TEST(InvalidConfigRejected) {
   SimBox b(Resized(NiclaVisionQspiFlash(), 32 * 1024));
   CHECK_OK(b.sim.Init());
   SyncEraseQueue q(b.sim);
-  Tables tb(2, 8, 256);
+  SpillTables tb(2, 8, 256);
   SpillConfig cfg;
   cfg.region_offset = 100;
   cfg.region_size = 16 * 1024;
@@ -363,7 +331,7 @@ TEST(InvalidConfigRejected) {
   cfg.codec_block_bytes = 1022;
   SpillManager m3(b.sim, q, cfg, tb.memory());
   CHECK_STATUS(m3.Init(), Status::kInvalidArgument);
-  Tables small(2, 4, 256);  // too few sector entries
+  SpillTables small(2, 4, 256);  // too few sector entries
   cfg.codec_block_bytes = 1024;
   SpillManager m4(b.sim, q, cfg, small.memory());
   CHECK_STATUS(m4.Init(), Status::kInvalidArgument);
@@ -384,7 +352,7 @@ TEST(AsyncEraseHidesEraseTime) {
     EraseRecord rec[32];
     ModelledEraseQueue mq(b.sim, clock, rec, 32);
     EraseQueue& q = async ? static_cast<EraseQueue&>(mq) : static_cast<EraseQueue&>(sq);
-    Tables tb(2, 32, 256);
+    SpillTables tb(2, 32, 256);
     SpillConfig cfg;
     cfg.region_size = 128 * 1024;
     cfg.pre_erase_sectors = 6;
@@ -425,7 +393,7 @@ TEST(RowStreamsReadBackLikeSpills) {
     CHECK_OK(b.sim.Init());
     SyncEraseQueue q(b.sim);
     const size_t region = device == 0 ? 64 * 1024 : 512 * 1024;
-    Tables tb(4, region / b.sim.geometry().erase_size, 64);
+    SpillTables tb(4, region / b.sim.geometry().erase_size, 64);
     SpillConfig cfg;
     cfg.region_size = region;
     SpillManager m(b.sim, q, cfg, tb.memory());
@@ -475,14 +443,9 @@ TEST(RowStreamsReadBackLikeSpills) {
 }
 
 TEST(RowStreamErrors) {
-  SimBox b(Resized(NiclaVisionQspiFlash(), 16 * 1024));  // 4 sectors of 4 KB
-  CHECK_OK(b.sim.Init());
-  SyncEraseQueue q(b.sim);
-  Tables tb(2, 4, 64);
-  SpillConfig cfg;
-  cfg.region_size = 16 * 1024;
-  SpillManager m(b.sim, q, cfg, tb.memory());
-  CHECK_OK(m.Init());
+  Rig rig(Resized(NiclaVisionQspiFlash(), 16 * 1024), SpillTables(2, 4, 64));  // 4 sectors of 4 KB
+  CHECK_OK(rig.Init());
+  auto& [b, q, tb, m] = rig;
   std::vector<uint8_t> acc(1024), t(100, 7);
   SpillStream s;
   CHECK_STATUS(m.BeginStream(5, 100, 1, acc.data(), &s), Status::kInvalidArgument);  // no slot 5

@@ -26,6 +26,11 @@ bool IsKnownType(uint8_t t) { return (t >= 0x01 && t <= 0x07) || (t >= 0x80 && t
 // Signed difference of wrapping millisecond stamps.
 int32_t MsUntil(uint32_t deadline, uint32_t now) { return static_cast<int32_t>(deadline - now); }
 
+// A request's header: its type, slot, offset and argument (the sequence number is Transact's).
+FrameHeader Request(MsgType type, uint32_t slot = 0, uint32_t offset = 0, uint32_t arg = 0) {
+  return FrameHeader{type, /*flags=*/0, /*seq=*/0, slot, offset, arg};
+}
+
 }  // namespace
 
 const char* RemoteErrorName(RemoteError e) {
@@ -281,9 +286,7 @@ Status RemoteClient::Hello(uint32_t* host_version) {
   TINYSEG_RETURN_IF_ERROR(s_.Write(&resync, 1));
   pend_pos_ = pend_len_ = 0;
   rx_.Reset();
-  FrameHeader h;
-  h.type = MsgType::kHello;
-  h.arg = kProtocolVersion;
+  const FrameHeader h = Request(MsgType::kHello, 0, 0, kProtocolVersion);
   uint8_t p[4];
   PutU32(p, cfg_.max_payload);
   TINYSEG_RETURN_IF_ERROR(Transact(h, p, sizeof(p), MsgType::kAck));
@@ -312,11 +315,8 @@ Status RemoteClient::Write(uint32_t slot, uint32_t offset, const void* data, siz
   size_t done = 0;
   do {
     const size_t n = (len - done) < chunk_ ? (len - done) : chunk_;
-    FrameHeader h;
-    h.type = MsgType::kWrite;
-    h.slot = slot;
-    h.offset = offset + static_cast<uint32_t>(done);
-    h.arg = static_cast<uint32_t>(n);
+    const FrameHeader h = Request(MsgType::kWrite, slot, offset + static_cast<uint32_t>(done),
+                                  static_cast<uint32_t>(n));
     TINYSEG_RETURN_IF_ERROR(Transact(h, src + done, n, MsgType::kAck));
     if (rx_hdr_.arg != n) {
       last_error_ = RemoteError::kProtocol;
@@ -334,11 +334,8 @@ Status RemoteClient::Read(uint32_t slot, uint32_t offset, void* dst, size_t len)
   size_t done = 0;
   while (done < len) {
     const size_t n = (len - done) < chunk_ ? (len - done) : chunk_;
-    FrameHeader h;
-    h.type = MsgType::kRead;
-    h.slot = slot;
-    h.offset = offset + static_cast<uint32_t>(done);
-    h.arg = static_cast<uint32_t>(n);
+    const FrameHeader h = Request(MsgType::kRead, slot, offset + static_cast<uint32_t>(done),
+                                  static_cast<uint32_t>(n));
     TINYSEG_RETURN_IF_ERROR(Transact(h, nullptr, 0, MsgType::kData));
     if (rx_len_ != n) {  // never hand back a short or long read as data
       last_error_ = RemoteError::kProtocol;
@@ -351,38 +348,25 @@ Status RemoteClient::Read(uint32_t slot, uint32_t offset, void* dst, size_t len)
 }
 
 Status RemoteClient::Erase(uint32_t slot, uint32_t offset, uint32_t len) {
-  FrameHeader h;
-  h.type = MsgType::kErase;
-  h.slot = slot;
-  h.offset = offset;
-  h.arg = len;
-  return Transact(h, nullptr, 0, MsgType::kAck);
+  return Transact(Request(MsgType::kErase, slot, offset, len), nullptr, 0, MsgType::kAck);
 }
 
 Status RemoteClient::Drop(uint32_t slot) {
-  FrameHeader h;
-  h.type = MsgType::kDrop;
-  h.slot = slot;
-  return Transact(h, nullptr, 0, MsgType::kAck);
+  return Transact(Request(MsgType::kDrop, slot), nullptr, 0, MsgType::kAck);
 }
 
 Status RemoteClient::Size(uint32_t slot, uint32_t* size) {
   if (size == nullptr) return Status::kInvalidArgument;
-  FrameHeader h;
-  h.type = MsgType::kSize;
-  h.slot = slot;
-  TINYSEG_RETURN_IF_ERROR(Transact(h, nullptr, 0, MsgType::kAck));
+  TINYSEG_RETURN_IF_ERROR(Transact(Request(MsgType::kSize, slot), nullptr, 0, MsgType::kAck));
   *size = rx_hdr_.arg;
   return Status::kOk;
 }
 
 Status RemoteClient::Log(const char* text, size_t len) {
   if (text == nullptr && len > 0) return Status::kInvalidArgument;
-  FrameHeader h;
-  h.type = MsgType::kLog;
   const size_t n = len < chunk_ ? len : chunk_;
-  h.arg = static_cast<uint32_t>(n);
-  return Transact(h, reinterpret_cast<const uint8_t*>(text), n, MsgType::kAck);
+  return Transact(Request(MsgType::kLog, 0, 0, static_cast<uint32_t>(n)),
+                  reinterpret_cast<const uint8_t*>(text), n, MsgType::kAck);
 }
 
 // ---------------------------------------------------------------- block device

@@ -49,6 +49,13 @@ const Case kCases[] = {
     {"SAME", 1, 1, "NONE", kH, 1}, {"SAME", 3, 1, "RELU_N1_TO_1", 1, 0},
 };
 
+// The dims of operand a, of the concatenation, of the filter and of the bias (IntArrayFromInts
+// views them in place).
+int a_dims[] = {4, 1, kH, kW, kCa};
+int cat_dims[] = {4, 1, kH, kW, kCin};
+int f_dims[] = {4, kCout, kK, kK, kCin};
+int b_dims[] = {1, kCout};
+
 TfLitePadding Padding(const char* p) {
   return std::strcmp(p, "SAME") == 0 ? kTfLitePaddingSame : kTfLitePaddingValid;
 }
@@ -129,11 +136,6 @@ bool QuantizedCaseMatches(const Case& c, uint32_t seed, int zero_point) {
   }
   const float in_scale = 0.05f, out_scale = 0.2f;
   const int out_h = OutSize(kH, c), out_w = OutSize(kW, c);
-
-  static int a_dims[] = {4, 1, kH, kW, kCa};
-  static int cat_dims[] = {4, 1, kH, kW, kCin};
-  static int f_dims[] = {4, kCout, kK, kK, kCin};
-  static int b_dims[] = {1, kCout};
   int o_dims[] = {4, 1, out_h, out_w, kCout};
   // FloatArrayFromFloats rewrites its argument in place: a fresh array per call.
   float f_scales[] = {kCout, 0.011f, 0.02f, 0.017f, 0.031f};
@@ -183,10 +185,6 @@ bool FloatCaseMatches(const Case& c, uint32_t seed, bool all_fetched) {
     ConcatChannels(a, kCa, b, kCb, kH * kW, cat);
   }
   const int out_h = OutSize(kH, c), out_w = OutSize(kW, c);
-  static int a_dims[] = {4, 1, kH, kW, kCa};
-  static int cat_dims[] = {4, 1, kH, kW, kCin};
-  static int f_dims[] = {4, kCout, kK, kK, kCin};
-  static int b_dims[] = {1, kCout};
   int o_dims[] = {4, 1, out_h, out_w, kCout};
   TfLiteIntArray* out_shape = IntArrayFromInts(o_dims);
   TfLiteTensor filter_t = CreateTensor(filter, IntArrayFromInts(f_dims));
@@ -277,14 +275,13 @@ TF_LITE_MICRO_TEST(QuantizedWithoutInRamOperandIsRejected) {
   ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
   static int8_t b[kH * kW * kCb], out[kH * kW * kCout], filter[kCout * kK * kK * kCb];
   static int32_t bias[kCout];
-  static int f_dims[] = {4, kCout, kK, kK, kCb};
-  static int b_dims[] = {1, kCout};
+  static int fb_dims[] = {4, kCout, kK, kK, kCb};  // a filter over b's channels alone
   static int o_dims[] = {4, 1, kH, kW, kCout};
   float f_scales[] = {kCout, 0.01f, 0.01f, 0.01f, 0.01f};
   static int f_zps[] = {kCout, 0, 0, 0, 0};
   TfLiteAffineQuantization f_quant;
   TF_LITE_MICRO_EXPECT(::tinyseg::Ok(SpillDirect(rt, kSlot, b, sizeof(b), 1)));
-  TfLiteTensor tensors[] = {CreatePerChannelQuantizedTensor(filter, IntArrayFromInts(f_dims),
+  TfLiteTensor tensors[] = {CreatePerChannelQuantizedTensor(filter, IntArrayFromInts(fb_dims),
                                                             FloatArrayFromFloats(f_scales),
                                                             IntArrayFromInts(f_zps), &f_quant, 0),
                             CreateQuantizedTensor(bias, IntArrayFromInts(b_dims), 0.0005f, 0),
@@ -300,8 +297,6 @@ TF_LITE_MICRO_TEST(BandRowsBeyondTheOutputAreRejected) {
   using namespace tflite::testing;
   static float a[kH * kW * kCa], b[kH * kW * kCb], out[kH * kW * kCout];
   static float filter[kCout * kK * kK * kCin], bias[kCout];
-  static int f_dims[] = {4, kCout, kK, kK, kCin};
-  static int b_dims[] = {1, kCout};
   static int o_dims[] = {4, 1, kH, kW, kCout};
   const std::vector<FetchedSpec> fetched = {FetchedSpec{0, kSlot, {1, kH, kW, kCb}},
                                             FetchedSpec{1, kSlot + 1, {1, kH, kW, kCa}}};

@@ -128,9 +128,10 @@ void ConvFields(flexbuffers::Builder& fbb, int stride, int relu) {
   fbb.Int("fusedActivationFunction", relu);
 }
 
+// Init and Prepare, then (unless `invoke` is false) Eval of one StreamChain over `tensors`.
 TfLiteStatus RunChain(::tinyseg::Runtime* rt, TfLiteTensor* tensors, int n_tensors,
                       std::vector<int> inputs, std::vector<int> outputs,
-                      const std::vector<uint8_t>& options) {
+                      const std::vector<uint8_t>& options, bool invoke = true) {
   std::vector<int> in = {static_cast<int>(inputs.size())};
   in.insert(in.end(), inputs.begin(), inputs.end());
   std::vector<int> out = {static_cast<int>(outputs.size())};
@@ -140,22 +141,24 @@ TfLiteStatus RunChain(::tinyseg::Runtime* rt, TfLiteTensor* tensors, int n_tenso
                              IntArrayFromInts(out.data()), nullptr);
   if (rt != nullptr) runner.GetFakeMicroContext()->set_external_context(rt);
   TF_LITE_ENSURE_STATUS(runner.InitAndPrepare(AsChars(options), options.size()));
-  return runner.Invoke();
+  return invoke ? runner.Invoke() : kTfLiteOk;
 }
 
 // Init and Prepare only: a refusal the chain's Prepare gives.
 TfLiteStatus PrepareChain(::tinyseg::Runtime* rt, TfLiteTensor* tensors, int n_tensors,
                           std::vector<int> inputs, std::vector<int> outputs,
                           const std::vector<uint8_t>& options) {
-  std::vector<int> in = {static_cast<int>(inputs.size())};
-  in.insert(in.end(), inputs.begin(), inputs.end());
-  std::vector<int> out = {static_cast<int>(outputs.size())};
-  out.insert(out.end(), outputs.begin(), outputs.end());
-  const TFLMRegistration reg = Register_STREAM_CHAIN();
-  micro::KernelRunner runner(reg, tensors, n_tensors, IntArrayFromInts(in.data()),
-                             IntArrayFromInts(out.data()), nullptr);
-  if (rt != nullptr) runner.GetFakeMicroContext()->set_external_context(rt);
-  return runner.InitAndPrepare(AsChars(options), options.size());
+  return RunChain(rt, tensors, n_tensors, inputs, outputs, options, false);
+}
+
+// A pool stage's fields: padding (0 SAME, 1 VALID), a square stride and filter, no activation.
+void PoolFields(flexbuffers::Builder& fbb, int padding, int stride, int filter) {
+  fbb.Int("padding", padding);
+  fbb.Int("strideH", stride);
+  fbb.Int("strideW", stride);
+  fbb.Int("filterHeight", filter);
+  fbb.Int("filterWidth", filter);
+  fbb.Int("fusedActivationFunction", 0);
 }
 
 TfLiteStatus RunBuiltin(const TFLMRegistration& reg, TfLiteTensor* tensors, int n_in,
@@ -222,6 +225,27 @@ struct ConvTensors {
 };
 
 constexpr int kYH = (kH + 1) / 2, kYW = (kW + 1) / 2;  // the stride-2 SAME convolution's output
+
+// TFLM's CONV_2D on whole tensors: m = RELU(CONV(x)) (stride 1, SAME) with c1's weights.
+TfLiteStatus ConvXIntoM(const ConvTensors& c1, int8_t* m) {
+  int x_dims[] = {4, 1, kH, kW, kC};
+  int m_dims[] = {4, 1, kH, kW, kM};
+  TfLiteConvParams p = {kTfLitePaddingSame, 1, 1, kTfLiteActRelu, 1, 1, kTfLiteNoType};
+  TfLiteTensor t[] = {CreateQuantizedTensor(W().x, IntArrayFromInts(x_dims), kXScale, kXZp),
+                      c1.filter, c1.bias,
+                      CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp)};
+  return RunBuiltin(tflite::Register_CONV_2D(), t, 3, &p);
+}
+
+// And y = CONV(m) (stride 2, SAME, no activation) with c2's weights.
+TfLiteStatus ConvMIntoY(const ConvTensors& c2, int8_t* m, int8_t* y) {
+  int m_dims[] = {4, 1, kH, kW, kM};
+  int y_dims[] = {4, 1, kYH, kYW, kY};
+  TfLiteConvParams p = {kTfLitePaddingSame, 2, 2, kTfLiteActNone, 1, 1, kTfLiteNoType};
+  TfLiteTensor t[] = {CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp), c2.filter,
+                      c2.bias, CreateQuantizedTensor(y, IntArrayFromInts(y_dims), kYScale, kYZp)};
+  return RunBuiltin(tflite::Register_CONV_2D(), t, 3, &p);
+}
 
 // A depthwise filter [1, K, K, C * multiplier] with per-channel scales (quantized dimension 3).
 constexpr int kMult = 2, kD = kC * kMult;
@@ -572,21 +596,12 @@ TF_LITE_MICRO_TEST(RowSpillThenRowFetchMatchesTwoConvolutions) {
   Weights& w = W();
   static int8_t m[kH * kW * kM], want[kYH * kYW * kY], got[kYH * kYW * kY];
   int x_dims[] = {4, 1, kH, kW, kC};
-  int m_dims[] = {4, 1, kH, kW, kM};
   int y_dims[] = {4, 1, kYH, kYW, kY};
   ConvTensors c1(w.f1, w.b1, kM, kC, kXScale);
   ConvTensors c2(w.f2, w.b2, kY, kM, kMScale);
 
-  TfLiteConvParams p1 = {kTfLitePaddingSame, 1, 1, kTfLiteActRelu, 1, 1, kTfLiteNoType};
-  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                       c1.filter, c1.bias,
-                       CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp)};
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r1, 3, &p1));
-  TfLiteConvParams p2 = {kTfLitePaddingSame, 2, 2, kTfLiteActNone, 1, 1, kTfLiteNoType};
-  TfLiteTensor r2[] = {CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp), c2.filter,
-                       c2.bias,
-                       CreateQuantizedTensor(want, IntArrayFromInts(y_dims), kYScale, kYZp)};
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r2, 3, &p2));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, ConvXIntoM(c1, m));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, ConvMIntoY(c2, m, want));
 
   ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
   // Chain A: inputs [x, f1, b1], no outputs, body [m] (local 3): spilled, a ring of one row.
@@ -644,11 +659,7 @@ TF_LITE_MICRO_TEST(ConvolutionIntoMaxPoolThroughARingOfTwoRows) {
   int m_dims[] = {4, 1, kH, kW, kM};
   int p_dims[] = {4, 1, kPH, kPW, kM};
   ConvTensors c1(w.f1, w.b1, kM, kC, kXScale);
-  TfLiteConvParams p1 = {kTfLitePaddingSame, 1, 1, kTfLiteActRelu, 1, 1, kTfLiteNoType};
-  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                       c1.filter, c1.bias,
-                       CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp)};
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r1, 3, &p1));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, ConvXIntoM(c1, m));
   TfLitePoolParams pool = {kTfLitePaddingValid, 2, 2, 2, 2, kTfLiteActNone, {}};
   TfLiteTensor r2[] = {CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp),
                        CreateQuantizedTensor(want, IntArrayFromInts(p_dims), kMScale, kMZp)};
@@ -667,14 +678,7 @@ TF_LITE_MICRO_TEST(ConvolutionIntoMaxPoolThroughARingOfTwoRows) {
                      {4},
                      3,
                      "Pool2DOptions",
-                     [](flexbuffers::Builder& f) {
-                       f.Int("padding", 1);  // VALID
-                       f.Int("strideH", 2);
-                       f.Int("strideW", 2);
-                       f.Int("filterHeight", 2);
-                       f.Int("filterWidth", 2);
-                       f.Int("fusedActivationFunction", 0);
-                     }}},
+                     [](flexbuffers::Builder& f) { PoolFields(f, 1, 2, 2); }}},
                    {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {}, {{4, 2}});
   TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
                       c1.filter, c1.bias,
@@ -721,14 +725,7 @@ TF_LITE_MICRO_TEST(DepthwiseIntoAveragePool) {
                      {4},
                      3,
                      "Pool2DOptions",
-                     [](flexbuffers::Builder& f) {
-                       f.Int("padding", 0);  // SAME
-                       f.Int("strideH", 2);
-                       f.Int("strideW", 2);
-                       f.Int("filterHeight", 3);
-                       f.Int("filterWidth", 3);
-                       f.Int("fusedActivationFunction", 0);
-                     }}},
+                     [](flexbuffers::Builder& f) { PoolFields(f, 0, 2, 3); }}},
                    {{"m", {1, kH, kW, kD}, kMScale, kMZp}}, {}, {}, {{4, 3}});
   TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
                       dw.filter, dw.bias,
@@ -923,13 +920,7 @@ TF_LITE_MICRO_TEST(FloatBilinearRuleHoldsTheRowsTflmReads) {
         if (!BilinearFloatRule(in_h, out_h, f[0], f[1], &rule)) continue;
         float scale = static_cast<float>(in_h) / out_h;
         if (f[0] && out_h > 1) scale = static_cast<float>(in_h - 1) / (out_h - 1);
-        ::tinyseg::RowMap m;
-        m.in_h = in_h;
-        m.out_h = out_h;
-        m.num = rule.num;
-        m.den = rule.den;
-        m.before = rule.before;
-        m.after = rule.after;
+        const ::tinyseg::RowMap m = {in_h, out_h, rule.num, rule.den, rule.before, rule.after};
         for (int32_t y = 0; y < out_h; ++y) {
           float pos = 0.0f;
           int32_t y0 = 0, y1 = 0, lo = 0, hi = 0;
@@ -973,21 +964,10 @@ TF_LITE_MICRO_TEST(RowSourceAndSinkMatchTwoConvolutions) {
   using namespace tflite::testing;
   Weights& w = W();
   static int8_t m[kH * kW * kM], want[kYH * kYW * kY];
-  int x_dims[] = {4, 1, kH, kW, kC};
-  int m_dims[] = {4, 1, kH, kW, kM};
-  int y_dims[] = {4, 1, kYH, kYW, kY};
   ConvTensors c1(w.f1, w.b1, kM, kC, kXScale);
   ConvTensors c2(w.f2, w.b2, kY, kM, kMScale);
-  TfLiteConvParams p1 = {kTfLitePaddingSame, 1, 1, kTfLiteActRelu, 1, 1, kTfLiteNoType};
-  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                       c1.filter, c1.bias,
-                       CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp)};
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r1, 3, &p1));
-  TfLiteConvParams p2 = {kTfLitePaddingSame, 2, 2, kTfLiteActNone, 1, 1, kTfLiteNoType};
-  TfLiteTensor r2[] = {CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp), c2.filter,
-                       c2.bias,
-                       CreateQuantizedTensor(want, IntArrayFromInts(y_dims), kYScale, kYZp)};
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_CONV_2D(), r2, 3, &p2));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, ConvXIntoM(c1, m));
+  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, ConvMIntoY(c2, m, want));
 
   static int8_t token_in[1] = {7}, token_out[4];
   int token_dims[] = {1, 1};

@@ -11,9 +11,12 @@
 namespace tinyseg {
 namespace {
 
-Status WriteAll(int fd, const uint8_t* p, size_t len, uint64_t off) {
+// `io` (::pread or ::pwrite) of all `len` bytes at `off`, retried where it moves fewer or is
+// interrupted.
+template <typename Byte, typename Io>
+Status Transfer(Io io, int fd, Byte* p, size_t len, uint64_t off) {
   while (len > 0) {
-    const ssize_t n = ::pwrite(fd, p, len, static_cast<off_t>(off));
+    const ssize_t n = io(fd, p, len, static_cast<off_t>(off));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return Status::kIoError;
     p += n;
@@ -21,6 +24,10 @@ Status WriteAll(int fd, const uint8_t* p, size_t len, uint64_t off) {
     len -= static_cast<size_t>(n);
   }
   return Status::kOk;
+}
+
+Status WriteAll(int fd, const uint8_t* p, size_t len, uint64_t off) {
+  return Transfer(::pwrite, fd, p, len, off);
 }
 
 }  // namespace
@@ -58,16 +65,7 @@ Status FileBlockDevice::Open(const char* path, bool format) {
 Status FileBlockDevice::Read(uint64_t addr, void* dst, size_t len) {
   if (fd_ < 0) return Status::kIoError;
   TINYSEG_RETURN_IF_ERROR(CheckAccess(g_, addr, len, g_.read_size));
-  uint8_t* p = static_cast<uint8_t*>(dst);
-  while (len > 0) {
-    const ssize_t n = ::pread(fd_, p, len, static_cast<off_t>(addr));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Status::kIoError;
-    p += n;
-    addr += static_cast<uint64_t>(n);
-    len -= static_cast<size_t>(n);
-  }
-  return Status::kOk;
+  return Transfer(::pread, fd_, static_cast<uint8_t*>(dst), len, addr);
 }
 
 Status FileBlockDevice::Program(uint64_t addr, const void* src, size_t len) {
