@@ -9,9 +9,11 @@ OUT    ?= build
 
 .PHONY: setup demo test test-python test-native clean models-deps
 
+# setuptools as pyproject.toml's build needs it: tests/test_tflite_tools_patch.py's venv sees this
+# one's packages, its pip install of this repository too.
 $(BIN)/tinyseg: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --upgrade pip "setuptools>=77"
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
