@@ -29,14 +29,11 @@ MAPPINGS = {
     "ram-first": lambda s: (1, 2, 3, 0)[s % 4],
     "flash-first": lambda s: (3, 2, 1, 0)[s % 4],
 }
-# (seed, optimizer options): every TinySeg kernel that reaches storage. A head target no plan meets
-# (1 B) gives the smallest head at any price; --target min ranks by the total, which on these small
-# models is often a plan with fewer kernels.
-HEAD_FLOOR = 1
+# (seed, optimizer options): every TinySeg kernel that reaches storage.
 CASES = {
-    "StreamChain": (0, Options(target_bytes=HEAD_FLOOR)),
-    "FetchingConv2D": (0, Options(target_bytes=HEAD_FLOOR, stream=False)),
-    "Fetching": (2, Options(target_bytes=HEAD_FLOOR, stream=False, scratch=False, layout=False)),
+    "StreamChain": (0, Options(smallest=True)),
+    "FetchingConv2D": (0, Options(smallest=True, stream=False)),
+    "Fetching": (2, Options(smallest=True, stream=False, scratch=False, layout=False)),
 }
 
 

@@ -255,8 +255,8 @@ OPTIMIZE = (
         ("--target",),
         "target",
         "arena head to reach, e.g. 160KB: of the plans that fit, the one whose storage traffic "
-        "costs the least modelled time on --board; 'min': the smallest total (head + tail "
-        "estimate) at any price (default: the smallest total that writes no flash and adds at "
+        "costs the least modelled time on --board; 'min': the smallest head at any price "
+        "(default: the smallest total, head + tail estimate, that writes no flash and adds at "
         "most 1%% modelled latency)",
         parse=parse_target,
     ),

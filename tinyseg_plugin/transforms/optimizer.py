@@ -60,9 +60,9 @@ class SpillRecord:
 class Options:
     kernel_set: str = "reference"
     build_profile: str = "host64"
-    # The --target: bytes of head to reach; None: the default, the smallest total of the plans
-    # that cost nothing (memory/cost.py costs_nothing); ``smallest``: --target min, the smallest
-    # total at any price (the total: head + tail estimate).
+    # The --target: bytes of head to reach; None: the default, the smallest total (head + tail
+    # estimate) of the plans that cost nothing (memory/cost.py costs_nothing); ``smallest``:
+    # --target min, the smallest head at any price (the floor of every --target).
     target_bytes: int | None = None
     smallest: bool = False
     partial: bool = True
@@ -80,9 +80,9 @@ class Options:
     @property
     def by_total(self) -> bool:
         """Whether the searches rank plans by the total (head + tail estimate) rather than the head:
-        without a target and for --target min; a target bounds the head (``objective_for``'s
+        the default's; a target, --target min included, bounds the head (``objective_for``'s
         objective agrees: search.Objective.by_total)."""
-        return self.smallest or self.target_bytes is None
+        return self.target_bytes is None and not self.smallest
 
 
 STREAMING = "streaming"  # the streaming strategy's candidate (Candidate.strategy)
@@ -93,7 +93,7 @@ def objective_for(o: Options, graph: Graph, board: Board) -> Objective:
     ``graph``: the input model, whose operators give the compute the 1% is of."""
     seconds = storage_seconds(board, compute_seconds(graph, board, o.kernel_set))
     if o.smallest:
-        objective = Objective(0, seconds)  # a target no plan fits: the smallest total, then time
+        objective = Objective(0, seconds)  # a target no plan fits: the smallest head, then time
     elif o.target_bytes is not None:
         objective = Objective(o.target_bytes, seconds)
     else:
@@ -432,7 +432,7 @@ def search_plans(
     """The shared prefix (reordering), then each strategy's candidate; the best by the objective
     (``objective_for``: by default the smallest total of the plans that cost nothing on ``board``,
     the generic board when None; with a target, of the plans that fit, the one whose storage
-    traffic costs the least modelled time; --target min, the smallest total) is the result, the
+    traffic costs the least modelled time; --target min, the smallest head) is the result, the
     others are listed as considered. Slots are placed in ``board``'s regions when one is given.
     ``default_known``: the caller holds the default's plan already (--target min then skips
     re-running the default's search, see ``_settle``)."""

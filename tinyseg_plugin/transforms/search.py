@@ -61,7 +61,7 @@ class Objective:
     memory/cost.py; without a board, bytes moved stand in for time), then the fewer bytes written
     (flash wear), then the smaller total; a plan that does not fit ranks after every plan that
     does, by its head (how far it is from fitting), then its storage time and bytes written.
-    --target min is the target 0, which no plan fits: the smallest total, then the storage time
+    --target min is the target 0, which no plan fits: the smallest head, then the storage time
     and bytes written. Neither (analyze --stream's estimate of the streamed head): the smallest
     head, then the least storage traffic."""
 
@@ -76,15 +76,10 @@ class Objective:
         return self.target is not None or self.free is not None
 
     @property
-    def smallest(self) -> bool:
-        """--target min (the target 0)."""
-        return self.target == 0
-
-    @property
     def by_total(self) -> bool:
-        """Whether a plan that does not meet the target (or any plan, without one) is ranked by
-        its total; an unmet target > 0 ranks by the head, which is what the target bounds."""
-        return self.target is None and self.free is not None or self.smallest
+        """Whether plans are ranked by their total: the default's; a target (--target min is the
+        target 0) ranks a plan that does not meet it by the head, which is what it bounds."""
+        return self.target is None and self.free is not None
 
     def score(
         self, head: int, tail: int, written: int, read: int, uses: Sequence[SlotUse] = ()
@@ -100,8 +95,7 @@ class Objective:
             return Score((0, total, self._time(uses, moved), written), head, tail, moved)
         if head <= self.target:
             return Score((0, self._time(uses, moved), written, total), head, tail, moved)
-        first = total if self.smallest else head
-        return Score((1, first, self._time(uses, moved), written), head, tail, moved)
+        return Score((1, head, self._time(uses, moved), written), head, tail, moved)
 
     def _time(self, uses: Sequence[SlotUse], moved: int) -> int:
         """Storage time in microseconds (bytes moved without a board)."""

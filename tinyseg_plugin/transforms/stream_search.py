@@ -8,7 +8,7 @@ and for each candidate spills (greedily, largest first) the crossing tensors tha
 ranks better. The objective (search.Objective) ranks the plans: the default's, of the plans that
 cost nothing, the smallest total (head + tail estimate: every chain's tables count, so each
 candidate's planning form carries its body's bytes, passes/stream.py); with a target, of the
-plans whose head fits it, the least storage time; --target min, the smallest total; analyze
+plans whose head fits it, the least storage time; --target min, the smallest head; analyze
 --stream's estimate, the head, then the bytes moved through storage per inference."""
 
 from __future__ import annotations
