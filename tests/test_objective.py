@@ -1,8 +1,8 @@
 """The objective a user means: without --target, the smallest total (head + tail estimate) of the
 plans that write no flash and add at most 1% modelled latency; with --target, of the plans whose
 head fits, the one that moves the fewest bytes through storage per inference (then the smaller
-total); --target min, the smallest total. Every plan written here is checked bit-exact in the
-tflite-micro wheel."""
+total); --target min, the smallest head (then the least modelled storage time). Every plan written
+here is checked bit-exact in the tflite-micro wheel."""
 
 from __future__ import annotations
 
@@ -177,27 +177,26 @@ def test_target_min_tries_streaming_when_spilling_moves_nothing() -> None:
 
 def test_target_min_is_never_above_the_default_head() -> None:
     """The streaming search climbs from a few starts within a budget, and the climb --target min
-    drives (spills priced in) can end above the plan the default's climb reaches: a float
+    drives (spills priced in) can end above the head the default's climb reaches: a float
     DeepLabV3 at 257x257 with --stream-io wrote a head of 3,223,552 B under --target min and
-    2,903,008 B without. A small DeepLabV3 under a tight budget ends the same way (a total of
-    37,600 B against 36,976 B, and 22,512 B for a target of the default's 22,192 B head): --target
-    min keeps the default's plan when it scores better (the smaller total), and a target at the
-    default's head is met."""
+    2,903,008 B without. A small DeepLabV3 under a tight budget ends the same way (a head of
+    22,480 B against the default's 22,192 B): --target min keeps the default's plan when its head
+    is smaller, and a target of the default's head is met."""
     from tinyseg_plugin.memory.boards import load_board
     from tinyseg_plugin.transforms.search import Limits
 
     data = model_to_bytes(synth.deeplab_like(0))
     limits = Limits(work=5000)
-    plans = {}
+    heads = {}
     for target in (None, "min", "default"):
-        at = plans[None][0] if target == "default" else target
+        at = heads[None] if target == "default" else target
         o = Options(stream_io=True, limits=limits, **pipeline.target_fields(at))
         run = pipeline.Run(o, runs=3, board=load_board("generic"), nearby=False)
         out = pipeline.optimize(data, run, "deeplab_like")
         assert out.verification is not None and out.verification.identical
-        plans[target] = out.result.plan.head, out.result.plan.total  # (head, total)
-    assert plans["min"][1] <= plans[None][1], plans
-    assert plans["default"][0] <= plans[None][0], plans
+        heads[target] = out.result.plan.head
+    assert heads["min"] <= heads[None], heads
+    assert heads["default"] <= heads[None], heads
 
 
 def test_the_default_ranks_plans_that_cost_nothing_first() -> None:
@@ -285,20 +284,23 @@ def test_the_printed_next_points_are_what_their_options_write(
             assert f"{out.cost.latency_s * 1e3:,.2f}" == ms, option
 
 
-def test_without_a_target_and_for_target_min_the_total_ranks_first() -> None:
-    """Plan a has the smaller head, plan b the smaller head + tail: the default and --target min
-    take b (ranked by head, as they once were, a would win); a target bounds the head, so a plan
-    over it ranks by its head, and among plans that fit the same traffic is broken by the total."""
+def test_without_a_target_the_total_ranks_first_and_for_target_min_the_head() -> None:
+    """Plan a has the smaller head, plan b the smaller head + tail: the default takes b (ranked by
+    head, a would win); --target min (the target 0, which no plan fits) and any target a plan is
+    over take a, the head being what a target bounds (ranked by total, b would win); among plans
+    that fit, the same traffic is broken by the total."""
     a, b = (100, 50), (120, 10)  # (head, tail): a's head is smaller, b's total
     assert a[0] < b[0] and sum(a) > sum(b)
     free = Objective(None, None, lambda uses: True)
-    smallest = Objective(0)
-    for o in (free, smallest):
-        assert o.by_total
-        assert o.score(*b, 0, 0) < o.score(*a, 0, 0)
-        assert o.score(*a, 0, 0).total == 150 and o.score(*b, 0, 0).head == 120
-    over = Objective(90)  # neither fits: the head, which the target bounds, decides
-    assert not over.by_total and over.score(*a, 0, 0) < over.score(*b, 0, 0)
+    assert free.by_total and Options().by_total
+    assert free.score(*b, 0, 0) < free.score(*a, 0, 0)
+    assert free.score(*a, 0, 0).total == 150 and free.score(*b, 0, 0).head == 120
+    smallest, over = Objective(0), Objective(90)  # --target min; a target neither fits
+    assert not Options(smallest=True).by_total and not Options(target_bytes=90).by_total
+    for o in (smallest, over):
+        assert not o.by_total
+        assert o.score(*a, 0, 0) < o.score(*b, 0, 0)
+        assert o.score(*a, 5, 5) < o.score(*b, 0, 0)  # the head before the traffic
     fits = Objective(200)  # both fit, same traffic: the smaller total
     assert fits.score(*b, 5, 5) < fits.score(*a, 5, 5)
     assert fits.score(*a, 0, 0) < fits.score(*b, 5, 5)  # less traffic first
