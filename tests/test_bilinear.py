@@ -92,45 +92,25 @@ def test_refused_settings_are_not_row_local() -> None:
     assert customops.bilinear_row_rule(2, 3000, False, False) is None
 
 
-def _resizes_streamed(g) -> int:
-    return sum(
-        st.op == "RESIZE_BILINEAR"
-        for op in g.operators
-        if op.opcode == customops.STREAM_CHAIN
-        for st in customops.decode(op).stages
-    )
-
-
-def _streaming_both(g) -> int:
-    """The first --target down the staircase from the original's head (--target h-1, then the
-    head it wrote less one, as --frontier walks) whose plan streams both resizes: these models are
-    so small that their smallest total, what --target min writes, is the original or a spill."""
-    from tinyseg_plugin.transforms.optimizer import Options, search_plans
-
-    target = plan_graph(g).head - 1
-    for _ in range(6):
-        r = search_plans(g, Options(target_bytes=target))
-        if _resizes_streamed(r.graph) == 2:
-            return target
-        target = r.plan.head - 1
-    raise AssertionError("no step of the staircase streams both resizes")
-
-
 @pytest.mark.parametrize("out, align, half", VARIANTS, ids=IDS)
 def test_optimize_streams_the_resizes_bit_exact(
     out, align: bool, half: bool, tmp_path, monkeypatch
 ) -> None:
-    """`tinyseg optimize --target` at a step of the staircase puts both RESIZE_BILINEARs inside
-    StreamChains, the head drops below the original's, and the result is bit-identical in the tflite-micro wheel (the pipeline's check, and
+    """`tinyseg optimize` puts both RESIZE_BILINEARs inside StreamChains, the head drops below the
+    original's, and the result is bit-identical in the tflite-micro wheel (the pipeline's check, and
     again here on other inputs)."""
     monkeypatch.delenv("TFLM_DIR", raising=False)  # the wheel's check, as without a TFLM tree
     src, dst = tmp_path / "m.tflite", tmp_path / "o.tflite"
     save_model(synth.bilinear_seg(out=out, align_corners=align, half_pixel_centers=half), src)
-    g = build_graph(load_model(src))
-    below = str(_streaming_both(g))
-    assert main(["optimize", str(src), "-o", str(dst), "--target", below]) == 0
-    o = build_graph(load_model(dst))
-    assert _resizes_streamed(o) == 2
+    assert main(["optimize", str(src), "-o", str(dst), "--target", "min"]) == 0
+    g, o = build_graph(load_model(src)), build_graph(load_model(dst))
+    stages = [
+        st.op
+        for op in o.operators
+        if op.opcode == customops.STREAM_CHAIN
+        for st in customops.decode(op).stages
+    ]
+    assert stages.count("RESIZE_BILINEAR") == 2
     assert not any(op.opcode == "RESIZE_BILINEAR" for op in o.operators)
     assert plan_graph(o).head < plan_graph(g).head
     v = verify(g, o, runs=2, seed=7)
@@ -152,8 +132,7 @@ def test_analyze_refuses_a_bilinear_stage_it_cannot_compute(fields, tmp_path, ca
     from tinyseg_plugin.ir import modelio
     from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
-    g = build_graph(synth.bilinear_seg())
-    opt = search_plans(g, Options(target_bytes=plan_graph(g).head - 1)).graph
+    opt = search_plans(build_graph(synth.bilinear_seg()), Options(smallest=True)).graph
     model = modelio.parse_model(modelio.model_to_bytes(opt.model))
     for op in model.subgraphs[0].operators:
         if op.customOptions is None:
