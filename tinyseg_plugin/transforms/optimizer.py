@@ -270,7 +270,7 @@ def _spill_step(
     g: Graph, plan: Plan, score: int, o: Options, slot: int, ok: Callable | None = None
 ) -> _Found | None:
     """Algorithm 3: spill the first candidate (in ``_candidates``' order) that lowers ``score``
-    (``_rank``: the head, or without a target and for --target min the total).
+    (``_rank``: the head, or without a target the total).
 
     With a byte budget, a candidate is first tried as partial spills of just the bytes the budget
     needs (smallest first): the first that meets the budget is taken, so no more is moved through
@@ -592,9 +592,9 @@ def spill_and_fuse(
     objective: Objective = Objective(),
 ) -> Candidate:
     """Scratch narrowing, then spills (with fused fetching and operator splitting) until the target
-    is met or no spill lowers the head (without a target and for --target min, the total: a spill
-    adds operators to the tail; the default's: none that still costs nothing,
-    ``objective.free``), then an offline layout when it beats TFLM's placement."""
+    is met or no spill lowers the head (without a target, the total, as a spill adds operators to
+    the tail, and only by spills that keep the plan free, ``objective.free``), then an offline
+    layout when it beats TFLM's placement."""
     cand = Candidate("spill and fuse", g, plan)
     if o.scratch:
         narrowed = narrow_transpose_convs(g)

@@ -283,8 +283,8 @@ class _Tidy:
     objective ranks by the total, those whose tables cost more than the head they save (in one
     pass, an early drop that traded head for tail left a later cut needed: ResUNet-a's default plan
     kept 624 B more), and a cut beside each one left (the climbs also spend rounds on tail bytes
-    and one may end before it tries them: the Tiny U-Net's --target min plan kept 304 B more),
-    dropping again after one is taken. ``priced(cuts, spills)``: the plan's score."""
+    and one may end before it tries them: the Tiny U-Net's smallest total at any price kept 304 B
+    more), dropping again after one is taken. ``priced(cuts, spills)``: the plan's score."""
 
     graph: Graph
     chains: list[list[int]]
