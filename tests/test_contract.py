@@ -273,3 +273,23 @@ def test_quant_tables_are_typed_int32_and_leave_the_persistent_block() -> None:
         customops.decode(_op(customops.STREAM_CHAIN, untyped))
     assert customops.stream_chain_body_parts(plain, [2], 3, 1)["per-channel"] == 4 * 2 * 2
     assert customops.stream_chain_body_parts(table, [2], 3, 1)["per-channel"] == 0
+
+
+@pytest.mark.parametrize("bad", [-1, customops.STREAM_MAX_BODY_BYTES + 1, True, "12"])
+def test_the_planning_form_carries_its_body_bytes_and_refuses_others(bad) -> None:
+    """The chain search's StreamChain (no body) keeps the bytes its body takes through encoding;
+    a value that is not a byte count is refused with the option's name."""
+    planned = customops.StreamChainOptions(ring_bytes=100, body_bytes=1234)
+    op = replace(_op(customops.STREAM_CHAIN, {}), custom_options=customops.encode(planned))
+    assert customops.decode(op) == planned
+    m = {
+        "version": 1,
+        "ring_bytes": 100,
+        "op_scratch": 0,
+        "spilled": 0,
+        "fetched": 0,
+        "block": 1024,
+        customops.PLANNED_BODY_KEY: bad,
+    }
+    with pytest.raises(TinySegError, match=customops.PLANNED_BODY_KEY):
+        customops.decode(_op(customops.STREAM_CHAIN, m))

@@ -18,7 +18,9 @@ from tinyseg_plugin.contract import customops
 from tinyseg_plugin.contract.bodies import validate_graph
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.ir.modelio import load_model
+from tinyseg_plugin.memory.align import align_up
 from tinyseg_plugin.memory.kernels import BUILD_PROFILES, KernelRules
+from tinyseg_plugin.memory.kernels.tinyseg import stream_chain_parts
 from tinyseg_plugin.memory.planner import plan_graph
 from tinyseg_plugin.transforms import stream, stream_search
 from tinyseg_plugin.transforms.passes import Rewrite, Skip
@@ -234,6 +236,42 @@ def test_analyze_stream_cli(capsys):
     assert sum(len(c["operators"]) for c in s["chains"]) <= len(d["operators"])
     assert main(["analyze", str(TINY), "--json"]) == 0
     assert "stream" not in json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("build_profile", ["host64", "cortex-m"])
+def test_the_planning_form_has_the_tail_of_the_written_chains(build_profile: str) -> None:
+    """The chain search plans without the bodies but with the bytes each takes (customops
+    StreamChainOptions.body_bytes): its tail is the written model's to the byte, with row spills
+    and row sources and sinks; left out (0, as before), the tail misses every chain's tables."""
+    g = build_graph(load_model(TINY))
+    segments = [[0, 1, 2], [3, 4, 5], list(range(6, 26))]
+    spilled = frozenset({g.operators[2].outputs[0]})
+    io = dict(sourced=frozenset(g.inputs), sunk=frozenset(g.outputs))
+    for extra in ({}, io):
+        planned, written = (
+            plan_graph(
+                stream_chains(g, ChainRequest(segments, spilled, body=body, **extra)).graph,
+                build_profile=build_profile,
+            )
+            for body in (False, True)
+        )
+        assert planned.tail == written.tail and planned.head == written.head
+        chains = [o for o in written.graph.operators if o.opcode == customops.STREAM_CHAIN]
+        tables = sum(align_up(sum(stream_chain_parts(written.graph, op).values())) for op in chains)
+        assert tables > 0 and customops.decode(
+            next(o for o in planned.graph.operators if o.opcode == customops.STREAM_CHAIN)
+        ).body_bytes == sum(stream_chain_parts(written.graph, chains[0]).values())
+        without = stream_chains(g, ChainRequest(segments, spilled, body=False, **extra)).graph
+        ed = Editor(without)
+        for op in without.operators:
+            if op.opcode == customops.STREAM_CHAIN:
+                o = dataclasses.replace(customops.decode(op), body_bytes=0)
+                ed.replace(
+                    op.index,
+                    ed.custom(op.opcode, op.inputs, op.outputs, customops.encode(o)),
+                )
+        bare = plan_graph(ed.commit().graph, build_profile=build_profile)
+        assert bare.tail.total == written.tail.total - tables  # the check can fail
 
 
 def test_validate_accepts_a_chain_the_kernel_runs_and_refuses_the_rest():

@@ -309,8 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     o = sub.add_parser(
         "optimize",
-        help="shrink the arena head by row streaming, spilling and fused fetching: to the "
-        "smallest head that writes no flash and adds at most 1%% modelled latency, or to --target",
+        help="shrink the arena by row streaming, spilling and fused fetching: to the smallest "
+        "total (head + tail) that writes no flash and adds at most 1%% modelled latency, or to a "
+        "--target head",
     )
     o.add_argument("model", help=".tflite file")
     for option in OPTIMIZE:

@@ -256,7 +256,8 @@ OPTIMIZE = (
         "target",
         "arena head to reach, e.g. 160KB: of the plans that fit, the one whose storage traffic "
         "costs the least modelled time on --board; 'min': the smallest head at any price "
-        "(default: the smallest head that writes no flash and adds at most 1%% modelled latency)",
+        "(default: the smallest total, head + tail estimate, that writes no flash and adds at "
+        "most 1%% modelled latency)",
         parse=parse_target,
     ),
     Option(("--no-partial",), "no_partial", "spill whole tensors only", switch=True),

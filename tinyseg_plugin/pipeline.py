@@ -37,7 +37,7 @@ from .memory.usage import (
 from .transforms import optimizer
 from .transforms.optimizer import Options, Result
 
-TARGET_MIN = "min"  # --target min: the smallest head at any price
+TARGET_MIN = "min"  # --target min: the smallest head at any price, then the least storage time
 DEFAULT_TIME_LIMIT = deadline.DEFAULT_TIME_LIMIT
 
 

@@ -43,9 +43,9 @@ ABOUT_ANALYZE = (
     "the tail estimate and the tensors a TinySeg model spills"
 )
 ABOUT_OPTIMIZE = (
-    "TinySeg, after the reorder pass: shrinks the arena head by row streaming (StreamChain), "
-    "spilling and fused fetching, to the smallest head that writes no flash and adds at "
-    "most 1% modelled latency, or to --target; checked bit-exact in TFLM"
+    "TinySeg, after the reorder pass: shrinks the arena by row streaming (StreamChain), "
+    "spilling and fused fetching, to the smallest total (head + tail) that writes no flash and "
+    "adds at most 1% modelled latency, or to a --target head; checked bit-exact in TFLM"
 )
 
 

@@ -217,6 +217,9 @@ ZERO_POINT_LIMITS: dict[str, tuple[int, int]] = {
 # The persistent block of one StreamChain (stream_chain_body_bytes) and each of its int32 counts stay
 # below 2^31, so a 32-bit device computes every size of it without overflow.
 STREAM_MAX_BODY_BYTES = INT32_MAX
+# The key under which the planning form (StreamChainOptions without a body) carries the bytes its
+# body takes; no kernel reads it (the planning form is never written to a file).
+PLANNED_BODY_KEY = "body_bytes"
 
 # The stages the StreamChain kernel computes are the records of contract/stages/ (one per operator
 # and row type); the tables below are read from them. The chain search emits only chains of these
@@ -414,6 +417,10 @@ class StreamChainOptions:
     # local ids of node inputs and outputs that carry no data (not read; outputs written zeros):
     # the one-element graph input and output a chain that sources or sinks keeps for TFLM
     tokens: tuple[int, ...] = ()
+    # The planning form only (no body; the chain search's candidates, never written to a file):
+    # the bytes of the persistent block the body takes (memory/kernels/tinyseg.py
+    # stream_body_parts), so the planner's tail counts the chain's tables.
+    body_bytes: int = 0
 
     def region_of(self, slot: int) -> int:
         """The storage region of one of the chain's slots."""
@@ -465,7 +472,7 @@ def _encode(
     if isinstance(options, StreamChainOptions):
         m = {k: getattr(options, STREAM_CHAIN_FIELDS.get(k, k)) for k in STREAM_CHAIN_KEYS}
         if not options.stages:  # planning figures only (the chain search)
-            return bytes(flexbuffers.Dumps(m))
+            return bytes(flexbuffers.Dumps({**m, PLANNED_BODY_KEY: options.body_bytes}))
         m["stages"] = [
             {
                 "op": st.op,
@@ -630,10 +637,18 @@ def _quant(st: dict) -> tuple[int, ...] | None:
     return tuple(st["quant"])
 
 
+def _planned_body(m: dict) -> int:
+    """The planning form's body bytes (0 when absent)."""
+    v = m.get(PLANNED_BODY_KEY, 0)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= STREAM_MAX_BODY_BYTES:
+        raise ValueError(f"option '{PLANNED_BODY_KEY}' is not a byte count")
+    return v
+
+
 def _stream_chain(m: dict) -> StreamChainOptions:
     numbers = [_int(m, k) for k in STREAM_CHAIN_KEYS[1:]]
-    if not any(k in m for k in STREAM_BODY_KEYS):
-        return StreamChainOptions(*numbers)  # planning figures only (the chain search)
+    if not any(k in m for k in STREAM_BODY_KEYS):  # planning figures only (the chain search)
+        return StreamChainOptions(*numbers, body_bytes=_planned_body(m))
     stages = tuple(
         StreamStage(
             str(st["op"]),

@@ -74,11 +74,14 @@ class Memo:
     model shares those objects (passes/edit.py), so the candidates reuse the views.
     ``encoded`` and ``decoded``: custom-operator options to FlexBuffers bytes and back
     (contract/customops.encode and decode): the chain search encodes the same chains, and the
-    planner decodes the same options, many times, and FlexBuffers is slow in Python."""
+    planner decodes the same options, many times, and FlexBuffers is slow in Python.
+    ``requantized``: a requantizing stage's per-channel table by its scales (contract/requant.py,
+    passes/stream.py): the chain search builds the body of every chain it counts."""
 
     views: dict = field(default_factory=dict)
     encoded: dict = field(default_factory=dict)
     decoded: dict = field(default_factory=dict)
+    requantized: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -127,7 +127,9 @@ def _run(
 
 def _kept(found: list[FrontierPoint], marked: bool) -> list[FrontierPoint]:
     """The points no other found point dominates, one per figures (the first found), the largest
-    head first; with ``marked``, the written plan and the input stay whatever dominates them."""
+    head first; with ``marked``, the written plan, the input and the default plan stay whatever
+    dominates them (the default ranks by the total, head + tail, so a plan of a lower head and a
+    larger tail can beat it in these figures alone)."""
     by_figures: dict[tuple, FrontierPoint] = {}
     for p in found:
         q = by_figures.setdefault(p.figures, p)
@@ -141,7 +143,8 @@ def _kept(found: list[FrontierPoint], marked: bool) -> list[FrontierPoint]:
     kept = [
         p
         for p in points
-        if (marked and (p.written or p.original)) or not any(dominates(q, p) for q in points)
+        if (marked and (p.written or p.original or p.option == ""))
+        or not any(dominates(q, p) for q in points)
     ]
     return sorted(kept, key=lambda p: (-p.head, p.latency_s))
 

@@ -60,9 +60,9 @@ class SpillRecord:
 class Options:
     kernel_set: str = "reference"
     build_profile: str = "host64"
-    # The --target: bytes of head to reach; None: the default, the smallest head of the plans
-    # that cost nothing (memory/cost.py costs_nothing); ``smallest``: --target min, the smallest
-    # head at any price.
+    # The --target: bytes of head to reach; None: the default, the smallest total (head + tail
+    # estimate) of the plans that cost nothing (memory/cost.py costs_nothing); ``smallest``:
+    # --target min, the smallest head at any price (the floor of every --target).
     target_bytes: int | None = None
     smallest: bool = False
     partial: bool = True
@@ -77,6 +77,13 @@ class Options:
     stream_io: bool = False
     limits: Limits = field(default_factory=Limits)  # what each search may spend
 
+    @property
+    def by_total(self) -> bool:
+        """Whether the searches rank plans by the total (head + tail estimate) rather than the head:
+        the default's; a target, --target min included, bounds the head (``objective_for``'s
+        objective agrees: search.Objective.by_total)."""
+        return self.target_bytes is None and not self.smallest
+
 
 STREAMING = "streaming"  # the streaming strategy's candidate (Candidate.strategy)
 
@@ -86,10 +93,13 @@ def objective_for(o: Options, graph: Graph, board: Board) -> Objective:
     ``graph``: the input model, whose operators give the compute the 1% is of."""
     seconds = storage_seconds(board, compute_seconds(graph, board, o.kernel_set))
     if o.smallest:
-        return Objective(0, seconds)  # a target no plan fits: the smallest head, then least moved
-    if o.target_bytes is not None:
-        return Objective(o.target_bytes, seconds)
-    return Objective(None, seconds, costs_nothing(graph, board, o.kernel_set))
+        objective = Objective(0, seconds)  # a target no plan fits: the smallest head, then time
+    elif o.target_bytes is not None:
+        objective = Objective(o.target_bytes, seconds)
+    else:
+        objective = Objective(None, seconds, costs_nothing(graph, board, o.kernel_set))
+    assert objective.by_total == o.by_total, "the spill loop and the objective rank alike"
+    return objective
 
 
 def _search_target(o: Options) -> int | None:
@@ -187,9 +197,21 @@ def _fetch_index(g: Graph, slot: int) -> int | None:
     return None
 
 
+def _tail(plan: Plan, o: Options) -> int:
+    """What the spill loop adds to a plan's head to rank it: the tail estimate when the search
+    ranks by the total (``Options.by_total``), else nothing (a target bounds the head)."""
+    return plan.tail.total if o.by_total else 0
+
+
+def _rank(plan: Plan, o: Options) -> int:
+    """The head, plus the tail estimate when the search ranks by the total."""
+    return plan.head + _tail(plan, o)
+
+
 def _best_fusion(g: Graph, slot: int, o: Options) -> tuple[Graph, str]:
-    """Try merging the new Fetching into its CONCATENATION and/or CONV_2D; keep what lowers the peak most."""
-    best, best_head, how = g, _plan(g, o).head, ""
+    """Try merging the new Fetching into its CONCATENATION and/or CONV_2D; keep what lowers the
+    head (or the total, ``_rank``) most."""
+    best, best_head, how = g, _rank(_plan(g, o), o), ""
     i = _fetch_index(g, slot)
     if i is None:
         return g, ""
@@ -214,7 +236,7 @@ def _best_fusion(g: Graph, slot: int, o: Options) -> tuple[Graph, str]:
     for cand, label in options:
         if cand is None:
             continue
-        h = _plan(cand, o).head
+        h = _rank(_plan(cand, o), o)
         if h < best_head:
             best, best_head, how = cand, h, label
     return best, how
@@ -222,19 +244,22 @@ def _best_fusion(g: Graph, slot: int, o: Options) -> tuple[Graph, str]:
 
 @dataclass(frozen=True)
 class _Found:
-    """One accepted step of the loop: the new graph, its plan and score, the table rows, the spill made."""
+    """One accepted step of the loop: the new graph, its plan, its score (``_rank``'s, of the head
+    with an offline layout when that is lower) and head, the table rows, the spill made."""
 
     graph: Graph
     plan: Plan
     score: int
+    head: int
     steps: list[Step]
     spill: SpillRecord
 
 
 def _score(g: Graph, plan: Plan, o: Options, beat: int) -> int:
     """The head this graph reaches: TFLM's greedy placement, or the offline layout the last step will
-    store when that is lower. The layout is only tried when the greedy head does not already beat ``beat``
-    (it costs a few plans), so a spill whose gain the greedy placement hides by fragmenting still counts."""
+    store when that is lower (the layout leaves the tail as it is). The layout is only tried when the
+    greedy head does not already beat ``beat`` (it costs a few plans), so a spill whose gain the
+    greedy placement hides by fragmenting still counts."""
     if plan.head < beat or not o.layout:
         return plan.head
     laid = improve_layout(g, LayoutRequest(plan, lambda x: _plan(x, o)))
@@ -244,7 +269,8 @@ def _score(g: Graph, plan: Plan, o: Options, beat: int) -> int:
 def _spill_step(
     g: Graph, plan: Plan, score: int, o: Options, slot: int, ok: Callable | None = None
 ) -> _Found | None:
-    """Algorithm 3: spill the first candidate (in ``_candidates``' order) that lowers the peak.
+    """Algorithm 3: spill the first candidate (in ``_candidates``' order) that lowers ``score``
+    (``_rank``: the head, or without a target the total).
 
     With a byte budget, a candidate is first tried as partial spills of just the bytes the budget
     needs (smallest first): the first that meets the budget is taken, so no more is moved through
@@ -252,7 +278,7 @@ def _spill_step(
     lowers the peak most. ``ok``: whether the plan with that spill still costs nothing (the
     default's search), None: any spill will do."""
     target = _search_target(o)
-    need = score - target if target is not None else None
+    need = score - target if target else None  # a target > 0 ranks by the head
     found = best_of(
         _candidates(g, plan),
         lambda cr: _try_spill(g, cr, score, o, slot, need, ok),
@@ -287,17 +313,18 @@ def _try_spill(
         if o.fuse:
             g2, how = _best_fusion(g2, slot, o)
         p2 = _plan(g2, o)
-        s2 = _score(g2, p2, o, score)
-        if s2 >= score:
+        s2 = _score(g2, p2, o, score - _tail(p2, o))
+        r2 = s2 + _tail(p2, o)
+        if r2 >= score:
             continue
-        if chosen is None or s2 < chosen[3]:
-            chosen = (sp, g2, p2, s2, how)
+        if chosen is None or r2 < chosen[3]:
+            chosen = (sp, g2, p2, r2, how, s2)
         if target is None or s2 <= target:
-            chosen = (sp, g2, p2, s2, how)
+            chosen = (sp, g2, p2, r2, how, s2)
             break
     if chosen is None:
         return None
-    sp, g2, p2, s2, how = chosen
+    sp, g2, p2, r2, how, s2 = chosen
     spilled = spilled_bytes(g, sp)
     record = SpillRecord(t, g.tensors[t].name, spilled, cr.start, cr.end, sp.rows is not None, slot)
     if ok is not None and not ok(record):
@@ -321,7 +348,7 @@ def _try_spill(
     ]
     if how:
         steps.append(Step("fused fetching", how + note, s2, p2.total))
-    return s2, _Found(g2, p2, s2, steps, record)
+    return r2, _Found(g2, p2, r2, s2, steps, record)
 
 
 def _split_then_spill(
@@ -345,7 +372,9 @@ def _split_then_spill(
             p1.head,
             p1.total,
         )
-        return _Found(found.graph, found.plan, found.score, [split] + found.steps, found.spill)
+        return _Found(
+            found.graph, found.plan, found.score, found.head, [split] + found.steps, found.spill
+        )
     return None
 
 
@@ -379,7 +408,7 @@ class Candidate:
 
     def score(self, objective: Objective) -> Score:
         t = self.traffic
-        return objective.score(self.plan.head, t.written, t.read, self.uses)
+        return objective.score(self.plan.head, self.plan.tail.total, t.written, t.read, self.uses)
 
 
 def storage_seconds(
@@ -401,7 +430,7 @@ def search_plans(
     default_known: bool = False,
 ) -> Result:
     """The shared prefix (reordering), then each strategy's candidate; the best by the objective
-    (``objective_for``: by default the smallest head of the plans that cost nothing on ``board``,
+    (``objective_for``: by default the smallest total of the plans that cost nothing on ``board``,
     the generic board when None; with a target, of the plans that fit, the one whose storage
     traffic costs the least modelled time; --target min, the smallest head) is the result, the
     others are listed as considered. Slots are placed in ``board``'s regions when one is given.
@@ -563,14 +592,15 @@ def spill_and_fuse(
     objective: Objective = Objective(),
 ) -> Candidate:
     """Scratch narrowing, then spills (with fused fetching and operator splitting) until the target
-    is met or no spill lowers the head (the default's: none that still costs nothing,
-    ``objective.free``), then an offline layout when it beats TFLM's placement."""
+    is met or no spill lowers the head (without a target, the total, as a spill adds operators to
+    the tail, and only by spills that keep the plan free, ``objective.free``), then an offline
+    layout when it beats TFLM's placement."""
     cand = Candidate("spill and fuse", g, plan)
     if o.scratch:
         narrowed = narrow_transpose_convs(g)
         if isinstance(narrowed, Rewrite):
             p2 = _plan(narrowed.graph, o)
-            if p2.head < plan.head:
+            if _rank(p2, o) < _rank(plan, o):
                 g, plan = narrowed.graph, p2
                 cand.steps.append(Step("scratch narrowing", narrowed.detail, plan.head, plan.total))
                 say(f"scratch narrowing: head {plan.head:,} B")
@@ -585,7 +615,7 @@ def spill_and_fuse(
         )
         + 1
     )
-    score = _score(g, plan, o, plan.head)
+    score = _score(g, plan, o, plan.head) + _tail(plan, o)
     target = _search_target(o)
     free = objective.free
     ok = None if free is None else (lambda rec: free(cand.uses + (rec.use,)))
@@ -599,7 +629,7 @@ def spill_and_fuse(
         cand.steps.extend(found.steps)
         cand.spills.append(found.spill)
         slot += 1
-        say(f"spilled t{found.spill.tensor} ({found.spill.bytes:,} B): head {score:,} B")
+        say(f"spilled t{found.spill.tensor} ({found.spill.bytes:,} B): head {found.head:,} B")
     if o.layout and (target is None or plan.head > target):
         laid = improve_layout(g, LayoutRequest(plan, lambda x: _plan(x, o)))
         if isinstance(laid, Rewrite):

@@ -2,7 +2,8 @@
 
 The spill loop (optimizer.spill_and_fuse: which tensor to spill next) and the chain search
 (stream_search.choose_streaming: where to cut chains, which skips to stream through storage) both
-try candidates, replan, and keep what lowers the head. A run's ``Limits`` (optimizer.Options,
+try candidates, replan, and keep what the objective ranks first (``Objective``: the smallest
+total, head + tail estimate, or with a target a head that fits it). A run's ``Limits`` (optimizer.Options,
 held by pipeline.Run) say what they may spend; each search counts what it spends in a ``Budget``
 (counts, not seconds, so an answer is the same on any machine) and tries candidates through
 ``best_of``."""
@@ -29,12 +30,18 @@ R = TypeVar("R")  # what trying it gave
 
 @dataclass(frozen=True, order=True)
 class Score:
-    """A plan as the objective ranks it: ``key`` decides (see ``Objective.score``); the head and the
-    bytes moved through storage per inference are carried for the report."""
+    """A plan as the objective ranks it: ``key`` decides (see ``Objective.score``); the head, the
+    tail estimate and the bytes moved through storage per inference are carried for the report."""
 
     key: tuple[int, ...]
     head: int = field(compare=False)
+    tail: int = field(compare=False)
     moved: int = field(compare=False)
+
+    @property
+    def total(self) -> int:
+        """Head + tail estimate: the arena the plan needs."""
+        return self.head + self.tail
 
     @property
     def fits(self) -> bool:
@@ -43,16 +50,20 @@ class Score:
 
 @dataclass(frozen=True)
 class Objective:
-    """What the user asked for. ``free`` set (optimize without --target): of the plans that cost
-    nothing (``free(uses)``: no flash written, at most 1% latency added, memory/cost.py), the
-    smallest head, then the least storage time; a plan that costs something ranks after every
-    one that does not, by its head. With a target: of the plans whose head fits, the one whose
-    storage traffic costs the least time per inference (``seconds(uses)``: each slot's traffic in
-    the board region that holds it, memory/placement.py and memory/cost.py; without a board,
-    bytes moved stand in for time), then the fewer bytes written (flash wear), then the smaller
-    head; a plan that does not fit ranks after every plan that does, by its head, then its storage
-    time and bytes written (--target min is the target 0, which no plan fits). Neither (analyze --stream's
-    estimate): the smallest head, then the least storage traffic."""
+    """What the user asked for. Where the searches want the least RAM they rank by the total (head
+    + tail estimate: the arena the application must give, and the tail grows with every operator a
+    pass adds); ``--target`` bounds the head alone. ``free`` set (optimize without --target): of
+    the plans that cost nothing (``free(uses)``: no flash written, at most 1% latency added,
+    memory/cost.py), the smallest total, then the least storage time; a plan that costs something
+    ranks after every one that does not, by its total. With a target: of the plans whose head
+    fits, the one whose storage traffic costs the least time per inference (``seconds(uses)``:
+    each slot's traffic in the board region that holds it, memory/placement.py and
+    memory/cost.py; without a board, bytes moved stand in for time), then the fewer bytes written
+    (flash wear), then the smaller total; a plan that does not fit ranks after every plan that
+    does, by its head (how far it is from fitting), then its storage time and bytes written.
+    --target min is the target 0, which no plan fits: the smallest head, then the storage time
+    and bytes written. Neither (analyze --stream's estimate of the streamed head): the smallest
+    head, then the least storage traffic."""
 
     target: int | None = None
     seconds: Callable[[Sequence[SlotUse]], float] | None = field(default=None, compare=False)
@@ -64,18 +75,27 @@ class Objective:
         is offered every candidate, shared row spills included (stream_search._spillable)."""
         return self.target is not None or self.free is not None
 
-    def score(self, head: int, written: int, read: int, uses: Sequence[SlotUse] = ()) -> Score:
-        """``uses``: the plan's slots (their traffic sums to ``written`` and ``read``)."""
-        moved = written + read
+    @property
+    def by_total(self) -> bool:
+        """Whether plans are ranked by their total: the default's; a target (--target min is the
+        target 0) ranks a plan that does not meet it by the head, which is what it bounds."""
+        return self.target is None and self.free is not None
+
+    def score(
+        self, head: int, tail: int, written: int, read: int, uses: Sequence[SlotUse] = ()
+    ) -> Score:
+        """``tail``: the plan's tail estimate (memory/planner.py estimate_tail); ``uses``: the
+        plan's slots (their traffic sums to ``written`` and ``read``)."""
+        moved, total = written + read, head + tail
         if self.target is None and self.free is None:
-            return Score((0, head, moved), head, moved)
+            return Score((0, head, moved), head, tail, moved)
         if self.target is None:
             if not self.free(uses):
-                return Score((1, head, moved), head, moved)
-            return Score((0, head, self._time(uses, moved), written), head, moved)
+                return Score((1, total, moved), head, tail, moved)
+            return Score((0, total, self._time(uses, moved), written), head, tail, moved)
         if head <= self.target:
-            return Score((0, self._time(uses, moved), written, head), head, moved)
-        return Score((1, head, self._time(uses, moved), written), head, moved)
+            return Score((0, self._time(uses, moved), written, total), head, tail, moved)
+        return Score((1, head, self._time(uses, moved), written), head, tail, moved)
 
     def _time(self, uses: Sequence[SlotUse], moved: int) -> int:
         """Storage time in microseconds (bytes moved without a board)."""
@@ -83,7 +103,7 @@ class Objective:
 
     def worst(self, head: int) -> Score:
         """A score below every plan's (a start that gave no plan)."""
-        return Score((2, head, 0), head, 0)
+        return Score((2, head, 0), head, 0, 0)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ every kernel set: ``KernelRules`` routes these operators here."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from ...contract.customops import (
     BLOCK_HEADER_BYTES,
     FETCHED_FIXED_BYTES,
@@ -25,6 +27,7 @@ from ...contract.customops import (
     stream_chain_body_parts,
     whole_index,
 )
+from ...ir.graph import Tensor
 from ..align import align_up
 
 
@@ -75,11 +78,10 @@ def persistent_bytes(graph, op, pointer_bytes: int) -> int:
     """OpData each kernel keeps (see docs/custom_ops.md), each allocation rounded to 16 bytes."""
     o = decode(op, graph.memo.decoded)
     if isinstance(o, StreamChainOptions):
-        if not o.stages:  # planning figures only (the chain search): the OpData alone
-            return align_up(STREAM_CHAIN_OPDATA_BYTES)
-        return align_up(STREAM_CHAIN_OPDATA_BYTES) + align_up(
-            sum(stream_chain_parts(graph, op).values())
-        )
+        # The planning form (the chain search) has no body: it carries the body's bytes, which
+        # stream_body_parts counted from the body before it was left out.
+        body = sum(stream_chain_parts(graph, op).values()) if o.stages else o.body_bytes
+        return align_up(STREAM_CHAIN_OPDATA_BYTES) + align_up(body)
     if isinstance(o, SpillOptions):
         return align_up(SPILL_OPDATA_BYTES)
     per_fetched = fetched_operand_bytes(pointer_bytes)
@@ -94,28 +96,39 @@ def persistent_bytes(graph, op, pointer_bytes: int) -> int:
 def stream_chain_parts(graph, op) -> dict[str, int]:
     """A StreamChain's persistent block by part (customops.stream_chain_body_parts), before the
     16-byte rounding; the OpData (STREAM_CHAIN_OPDATA_BYTES) is allocated beside it."""
-    o = decode(op, graph.memo.decoded)
-    shapes = _local_shapes(graph, op, o)
+    inputs = [graph.tensors[t] if t >= 0 else None for t in op.inputs]
+    return stream_body_parts(
+        decode(op, graph.memo.decoded), inputs, [graph.tensors[t] for t in op.outputs]
+    )
+
+
+def stream_body_parts(
+    o: StreamChainOptions, inputs: Sequence[Tensor | None], outputs: Sequence[Tensor]
+) -> dict[str, int]:
+    """The persistent block of a StreamChain whose body is ``o``, by part, from the tensors of its
+    node (``inputs``, None where omitted, and ``outputs``). The one count of it: the planner's
+    (``stream_chain_parts``, on a rewritten graph) and the chain search's, which counts each
+    candidate chain from its body before it leaves the body out (passes/stream.py)."""
+    shapes = [tuple(x.shape) if x is not None else () for x in [*inputs, *outputs]]
+    shapes += [t.shape for t in o.tensors]
     channels = [
         shapes[st.outputs[0]][-1] if st.outputs and shapes[st.outputs[0]] else 0 for st in o.stages
     ]
-    constants = frozenset(
-        k for k, t in enumerate(op.inputs) if t >= 0 and graph.tensors[t].is_constant
-    )
-    whole = _whole_operands(graph, op, o, constants)
-    return stream_chain_body_parts(o, channels, len(op.inputs), len(op.outputs), constants, whole)
+    constants = frozenset(k for k, x in enumerate(inputs) if x is not None and x.is_constant)
+    whole = _whole_operands(inputs, o, constants)
+    return stream_chain_body_parts(o, channels, len(inputs), len(outputs), constants, whole)
 
 
 def _whole_operands(
-    graph, op, o: StreamChainOptions, constants: frozenset[int]
+    inputs: Sequence[Tensor | None], o: StreamChainOptions, constants: frozenset[int]
 ) -> frozenset[tuple[int, int]]:
     """(stage, local id) of the MUL operands the kernel reads whole, without a schedule edge: a
     one-pixel input of the operator (as tinyseg_stream_body.cc WholeInput sees its tensors)."""
 
     def candidate(t: int) -> bool:
-        if t >= len(op.inputs) or op.inputs[t] < 0 or t in constants:
+        if t >= len(inputs) or inputs[t] is None or t in constants:
             return False
-        x = graph.tensors[op.inputs[t]]
+        x = inputs[t]
         return (
             x.dtype in STREAM_WHOLE_TYPES
             and len(x.shape) == 4
@@ -129,14 +142,6 @@ def _whole_operands(
         for k, st in enumerate(o.stages)
         if (j := whole_index(st.op, st.inputs, candidate, constants.__contains__)) >= 0
     )
-
-
-def _local_shapes(graph, op, o: StreamChainOptions) -> list[tuple[int, ...]]:
-    """Shapes of a chain's local tensors: the operator's inputs, its outputs, the body's tensors."""
-    real = [
-        tuple(graph.tensors[t].shape) if t >= 0 else () for t in list(op.inputs) + list(op.outputs)
-    ]
-    return real + [t.shape for t in o.tensors]
 
 
 def transpose_conv_scratch(graph, op, marker: ScratchMarker) -> list[int]:

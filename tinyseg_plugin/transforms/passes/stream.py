@@ -12,7 +12,8 @@ from typing import Callable
 from ...contract import customops
 from ...contract.requant import requantization
 from ...errors import shown
-from ...ir.graph import Graph
+from ...ir.graph import Graph, Tensor
+from ...memory.kernels.tinyseg import stream_body_parts
 from ..stream import ACCUMULATING, ChainCost, chain_op_scratch, simulate
 from . import Rewrite, Skip
 from .edit import Editor
@@ -27,8 +28,9 @@ class ChainRequest:
     through storage row by row instead of staying whole in the arena. ``op_scratch(i)``: the scratch operator i needs for one
     row step in the target kernel set (stream.row_step_scratch). ``measure``: stream.simulate, or a
     cached form of it (the chain search asks for the same chains many times). ``body=False`` leaves
-    the chains' bodies out of the options: the planner does not read them, and encoding them is most
-    of a search step."""
+    the chains' bodies out of the options (the planning form): the planner reads only the bytes a
+    body takes, and encoding it is most of a search step. ``body_bytes`` keeps those bytes per
+    chain across the requests of one search, so each chain's body is built once."""
 
     chains: list[list[int]]
     spilled: frozenset[int] = frozenset()
@@ -41,6 +43,7 @@ class ChainRequest:
     # TFLM's graph input and output (``io_problem`` says which may).
     sourced: frozenset[int] = frozenset()
     sunk: frozenset[int] = frozenset()
+    body_bytes: dict[tuple, int] = field(default_factory=dict, compare=False)
 
 
 def row_slots(graph: Graph, spilled: frozenset[int]) -> dict[int, int]:
@@ -149,17 +152,8 @@ def stream_chains(graph: Graph, request: ChainRequest) -> Rewrite | Skip:
         tokens_out = [io.token(ed, t) for t in cost.spilled if t in io.sunk]
         inputs = list(cost.inputs) + constants + tokens_in
         outputs = list(cost.outputs) + tokens_out
-        options = (
-            _body(graph, ops, cost, (inputs, outputs), slot_of, block, io)
-            if request.body
-            else customops.StreamChainOptions(
-                ring_bytes=cost.rings,
-                op_scratch=cost.op_scratch,
-                spilled_count=sum(t not in io.sunk for t in cost.spilled),
-                fetched_count=sum(t not in io.sourced for t in cost.fetched),
-                block=block,
-            )
-        )
+        body = (ops, cost, (inputs, outputs), slot_of, block, io)
+        options = _body(graph, *body) if request.body else _planning(graph, body, request)
         op = ed.custom(
             customops.STREAM_CHAIN, inputs, outputs, customops.encode(options, graph.memo.encoded)
         )
@@ -188,10 +182,37 @@ class _RowIo:
             self.tokens[t] = ed.tensor(f"{self.graph.tensors[t].name}/rows", "INT8", [1])
         return self.tokens[t]
 
+    def tensor_of(self, t: int) -> Tensor:
+        """Tensor ``t`` of the rewrite: the graph's, or a token (one INT8 element, no data)."""
+        if t < len(self.graph.tensors):
+            return self.graph.tensors[t]
+        return Tensor(t, "row token", (1,), "INT8", 1, False, False)
+
     def index(self, t: int) -> int:
         """The row source's (sink's) index: the tensor's place among the graph's inputs (outputs)."""
         where = self.graph.inputs if t in self.sourced else self.graph.outputs
         return list(where).index(t)
+
+
+def _planning(graph: Graph, body: tuple, request: ChainRequest) -> customops.StreamChainOptions:
+    """The planning form of a chain's options: the planner's figures and the bytes its body takes
+    (memory/kernels/tinyseg.py stream_body_parts, counted from the body ``_body(graph, *body)``
+    builds without the stages' option fields, which take no tail bytes; once per chain and search:
+    ``request.body_bytes``)."""
+    _, cost, (inputs, outputs), _, block, io = body
+    key = (cost.ops, cost.spilled, cost.fetched)
+    if key not in request.body_bytes:
+        node = [io.tensor_of(t) for t in inputs], [io.tensor_of(t) for t in outputs]
+        parts = stream_body_parts(_body(graph, *body, fields=False), *node)
+        request.body_bytes[key] = sum(parts.values())
+    return customops.StreamChainOptions(
+        ring_bytes=cost.rings,
+        op_scratch=cost.op_scratch,
+        spilled_count=sum(t not in io.sunk for t in cost.spilled),
+        fetched_count=sum(t not in io.sourced for t in cost.fetched),
+        block=block,
+        body_bytes=request.body_bytes[key],
+    )
 
 
 def _fields(options: object) -> tuple[str | None, tuple[tuple[str, object], ...]]:
@@ -221,20 +242,17 @@ def _quant(graph: Graph, op) -> tuple[int, ...] | None:
     out = graph.tensors[op.outputs[0]]
     if out.dtype not in ("INT8", "INT16") or not x.scales or not out.scales:
         return None
-    return requantization(x.scales[0], tuple(flt.scales), out.scales[0], out.shape[-1])
+    key = (x.scales[0], tuple(flt.scales), out.scales[0], out.shape[-1])
+    if key not in graph.memo.requantized:
+        graph.memo.requantized[key] = requantization(*key)
+    return graph.memo.requantized[key]
 
 
-def _body(
-    graph: Graph,
-    ops: list[int],
-    cost: ChainCost,
-    node: tuple[list[int], list[int]],
-    slot_of: dict[int, int],
-    block: int,
-    io: _RowIo,
-) -> customops.StreamChainOptions:
-    """The StreamChain's options: planning figures and the body (customops.StreamStage). ``node``:
-    the operator's inputs and outputs, tokens included."""
+def _body_tensors(
+    graph: Graph, ops: list[int], node: tuple[list[int], list[int]]
+) -> tuple[dict[int, int], list[customops.StreamTensor]]:
+    """Each tensor's index in the body (the node's inputs and outputs first) and the body's
+    tensors that are not the node's."""
     local = {t: k for k, t in enumerate(node[0] + node[1])}
     tensors: list[customops.StreamTensor] = []
     for i in ops:
@@ -257,17 +275,34 @@ def _body(
                         x.quantized_dimension,
                     )
                 )
+    return local, tensors
+
+
+def _body(
+    graph: Graph,
+    ops: list[int],
+    cost: ChainCost,
+    node: tuple[list[int], list[int]],
+    slot_of: dict[int, int],
+    block: int,
+    io: _RowIo,
+    fields: bool = True,
+) -> customops.StreamChainOptions:
+    """The StreamChain's options: planning figures and the body (customops.StreamStage). ``node``:
+    the operator's inputs and outputs, tokens included; ``fields``: False leaves the stages'
+    builtin option fields out (what the planning form counts needs none of them)."""
+    local, tensors = _body_tensors(graph, ops, node)
     stages = []
     for i in ops:
         op = graph.operators[i]
-        name, fields = _fields(op.options)
+        name, values = _fields(op.options) if fields else (None, ())
         stages.append(
             customops.StreamStage(
                 op.opcode,
                 tuple(local[t] if t >= 0 else -1 for t in op.inputs),
                 tuple(local[t] for t in op.outputs),
                 name,
-                fields,
+                values,
                 op.version,
                 _quant(graph, op),
             )
