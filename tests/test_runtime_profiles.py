@@ -158,7 +158,7 @@ def _probe_models(tmp_path: Path, examples: dict[str, Path]) -> list[Path]:
 @pytest.mark.skipif(
     not os.environ.get(FORK_PROBE_ENV),
     reason=f"set {FORK_PROBE_ENV}=1 (or =DIR to keep the build in DIR; make test does): builds "
-    "the Arduino library's TFLM on the host (about 2 minutes on 2 cores)",
+    "the Arduino library's TFLM on the host (about 90 s on 2 cores)",
 )
 def test_arduino_profile_against_the_library_built_on_the_host(
     tmp_path_factory: pytest.TempPathFactory, example_models: dict
