@@ -64,23 +64,19 @@ def shared_model(name: str) -> Path:
 EXAMPLE_MODELS = ("tiny_unet", "vnet2d", "attention_unet", "resunet_a")
 
 
-@pytest.fixture(scope="session")
-def example_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The four example models: the committed Tiny U-Net, the others built once per run with
-    examples/models/build.py (pinned TensorFlow: `make models-deps`; make test installs it), in a
-    folder the pytest-xdist workers share, under a lock. Without TensorFlow only the Tiny U-Net is
-    there."""
+def built_examples(tmp_path_factory: pytest.TempPathFactory, names: list[str]) -> dict[str, Path]:
+    """Models of examples/models/build.py (pinned TensorFlow: `make models-deps`; make test installs
+    it), each built once per run: in a folder the pytest-xdist workers share, under a lock, so the
+    test files that need one model do not each pay TensorFlow for it. Without TensorFlow, the
+    caller's test skips."""
     import fcntl
     import importlib.util
     import os
     import subprocess
     import sys
 
-    found = {n: ROOT / "examples" / "models" / f"{n}.tflite" for n in EXAMPLE_MODELS}
-    found = {n: p for n, p in found.items() if p.exists()}
-    missing = [n for n in EXAMPLE_MODELS if n not in found]
-    if not missing or importlib.util.find_spec("tensorflow") is None:
-        return found
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("the example models need TensorFlow (make models-deps)")
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent  # every worker's basetemp lives in the run's one
@@ -88,23 +84,31 @@ def example_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out.mkdir(exist_ok=True)
     with open(shared / "example_models.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        todo = [n for n in missing if not (out / f"{n}.tflite").exists()]
+        todo = [n for n in names if not (out / f"{n}.tflite").exists()]
         if todo:
-            subprocess.run(
-                [
-                    sys.executable,
-                    str(ROOT / "examples" / "models" / "build.py"),
-                    "--models",
-                    ",".join(todo),
-                    "--out",
-                    str(out),
-                ],
-                check=True,
+            p = subprocess.run(
+                [sys.executable, str(ROOT / "examples" / "models" / "build.py")]
+                + ["--models", ",".join(todo), "--out", str(out)],
                 capture_output=True,
+                text=True,
                 timeout=3600,
             )
-    found.update({n: out / f"{n}.tflite" for n in missing})
-    return found
+            assert p.returncode == 0, p.stderr[-2000:]
+    return {n: out / f"{n}.tflite" for n in names}
+
+
+@pytest.fixture(scope="session")
+def example_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The four example models: the committed Tiny U-Net, the others built once per run
+    (built_examples). Without TensorFlow only the Tiny U-Net is there."""
+    import importlib.util
+
+    found = {n: ROOT / "examples" / "models" / f"{n}.tflite" for n in EXAMPLE_MODELS}
+    found = {n: p for n, p in found.items() if p.exists()}
+    missing = [n for n in EXAMPLE_MODELS if n not in found]
+    if not missing or importlib.util.find_spec("tensorflow") is None:
+        return found
+    return found | built_examples(tmp_path_factory, missing)
 
 
 @pytest.fixture(autouse=True)

@@ -8,14 +8,12 @@ wheel)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import synth
+from conftest import built_examples
 
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.contract import customops
@@ -28,28 +26,14 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAD_BOUND = 17_000
 
 
-def _built(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
-    if importlib.util.find_spec("tensorflow") is None:
-        pytest.skip("the example models need TensorFlow (make models-deps)")
-    out = tmp_path_factory.mktemp(name)
-    subprocess.run(
-        [sys.executable, str(ROOT / "examples/models/build.py"), "--models", name]
-        + ["--out", str(out)],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    return out / f"{name}.tflite"
-
-
 @pytest.fixture(scope="module")
 def ds_cnn(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _built(tmp_path_factory, "ds_cnn_int16")
+    return built_examples(tmp_path_factory, ["ds_cnn_int16"])["ds_cnn_int16"]
 
 
 @pytest.fixture(scope="module")
 def yolo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _built(tmp_path_factory, "yolo_int16")
+    return built_examples(tmp_path_factory, ["yolo_int16"])["yolo_int16"]
 
 
 def _head(path: Path, capsys: pytest.CaptureFixture) -> int:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import synth
+from conftest import built_examples
 
 from tinyseg_plugin.checks import real_kernels
 from tinyseg_plugin.contract import customops
@@ -993,23 +994,6 @@ def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_pat
         assert got["head"] == choice.head < want["head"]
 
 
-def _build_example(name: str, out: Path) -> None:
-    """examples/models/build.py's model ``name`` into ``out`` (pinned TensorFlow: make test
-    installs it; without it the case skips)."""
-    import importlib.util
-
-    if importlib.util.find_spec("tensorflow") is None:
-        pytest.skip("TensorFlow is not installed (make models-deps)")
-    build = ROOT / "examples" / "models" / "build.py"
-    p = subprocess.run(
-        [sys.executable, str(build), "--models", name, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert p.returncode == 0, p.stderr[-2000:]
-
-
 @pytest.mark.parametrize("kernels", ["reference", "cmsis_nn"])
 @pytest.mark.parametrize(
     "name",
@@ -1029,7 +1013,11 @@ def _build_example(name: str, out: Path) -> None:
     ],
 )
 def test_cortex_m7_float32_and_bilinear_stages(
-    installed: Path, kernels: str, name: str, tmp_path: Path
+    installed: Path,
+    kernels: str,
+    name: str,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """The float32 stages (with QUANTIZE float32 -> int8 and DEQUANTIZE feeding a float32 stage;
     float32 SUB, TANH, HARD_SWISH, LEAKY_RELU, PRELU, ELU, PADV2 and RESIZE_BILINEAR by a
@@ -1055,7 +1043,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
     runtime = "cmsis-nn" if kernels == "cmsis_nn" else "reference"
     original = tmp_path / f"{name}.tflite"
     if name.startswith("mnv3_seg") or name == "keras_unet_float":
-        _build_example(name, tmp_path)
+        original = built_examples(tmp_path_factory, [name])[name]
     else:
         made = {
             "float_stages_unet": synth.float_stages_unet,
