@@ -76,22 +76,31 @@ def flags(tflm: Path, kernels: str = "reference") -> dict[str, str]:
         raise BuildError(str(exc)) from None
 
 
+_BUILT: dict[tuple[Path, str, tuple[str, ...]], Path] = {}
+
+
 def build(
     tflm: Path, kernels: str = "reference", jobs: int = 2, target: tuple[str, ...] = ()
 ) -> Path:
     """microlite (with the TinySeg kernels), then the runner; returns the executable.
-    ``target``: TFLM make variables of another target, e.g. CORTEX_M7."""
+    ``target``: TFLM make variables of another target, e.g. CORTEX_M7. Once per tree, kernel set
+    and target in a process: the tests install into a tree once, then only run models, and each
+    build costs about 18 CPU-s of make and compiling even when nothing changed."""
     tflm = Path(tflm).resolve()
     make_args(kernels)
+    key = (tflm, kernels, tuple(target))
+    if key in _BUILT and _BUILT[key].is_file():
+        return _BUILT[key]
     make(
         tflm, *target, "microlite", kernels=kernels, jobs=jobs
     )  # here, for the full tail of a failing build
     name = "-".join(a.partition("=")[2] for a in target) or "host"
     exe = tflm / "gen" / "tinyseg_run" / name / kernels / "tinyseg_run"
     try:
-        return real_kernels.build_runner(tflm, exe, SOURCE, kernels, jobs, target)
+        _BUILT[key] = real_kernels.build_runner(tflm, exe, SOURCE, kernels, jobs, target)
     except TinySegError as exc:
         raise BuildError(str(exc)) from None
+    return _BUILT[key]
 
 
 def main(argv: list[str] | None = None) -> int:
