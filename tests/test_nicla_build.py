@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import schema_pch
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "nicla_vision"
@@ -274,10 +275,15 @@ def run_compile(
     include_dirs: list[Path],
     workdir: Path,
     defines: tuple[str, ...] = (),
+    pch: Path | None = None,
 ) -> Compile:
+    """``pch``: a folder for the schema precompiled with this command's flags (tests/schema_pch.py;
+    worth it where many sources share the flags: the kernel sources of one core)."""
     obj = workdir / (source.name + f".{target.name}.o")
     cmd = tc.command(target, source, obj, include_dirs)
     cmd[1:1] = list(defines)
+    if pch is not None:  # before the core's `-include chrono`: GCC takes a header only first
+        cmd[1:1] = schema_pch.include_args(cmd[:-3], pch, workdir, first=("chrono",))
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=TIMEOUT_S)
     obj.unlink(missing_ok=True)  # compile only
     return Compile(cmd, proc.returncode, proc.stdout + proc.stderr)
@@ -318,6 +324,12 @@ def toolchain() -> Toolchain:
     except LayoutError as exc:
         problem = str(exc)
     pytest.fail(f"{CORE_ENV}={value}: {problem}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kernel_pch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the kernel sources' precompiled schema, one per core."""
+    return tmp_path_factory.mktemp("schema-pch")
 
 
 @pytest.fixture(scope="session")
@@ -443,11 +455,22 @@ def test_board_and_core_sources(
 @pytest.mark.parametrize("core", ["cm7", "cm4"])
 @pytest.mark.parametrize("source", KERNEL_SOURCES, ids=lambda p: p.name)
 def test_kernel_sources(
-    toolchain: Toolchain, library: Path, ours: OurFiles, tmp_path: Path, source: Path, core: str
+    toolchain: Toolchain,
+    library: Path,
+    ours: OurFiles,
+    tmp_path: Path,
+    source: Path,
+    core: str,
+    kernel_pch: Path,
 ) -> None:
     """The TFLM kernels: arduino-cli builds the whole library for either core's sketch."""
     result = run_compile(
-        toolchain, toolchain.targets[core], staged(library, source), [library], tmp_path
+        toolchain,
+        toolchain.targets[core],
+        staged(library, source),
+        [library],
+        tmp_path,
+        pch=kernel_pch,
     )
     assert_clean(result, ours, f"{source.relative_to(ROOT)} ({core})")
 

@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import schema_pch
 
 from tinyseg_plugin.deploy import tflm_install
 from tinyseg_plugin.deploy.tflm_install import INSTALL_DIR, STAMP, detect_tree_layout, install
@@ -405,14 +406,16 @@ def _gxx() -> str:
 
 
 def compile_units(units: list[Path], flags: list[str], cwd: Path) -> None:
-    """Compile each translation unit (-fsyntax-only: compile errors and warnings, no objects)."""
+    """Compile each translation unit (-fsyntax-only: compile errors and warnings, no objects),
+    with the schema precompiled by the same flags (tests/schema_pch.py)."""
+    import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
     gxx = _gxx()
 
-    def one(u: Path) -> str:
+    def one(cmd: list[str], u: Path) -> str:
         r = subprocess.run(
-            [gxx, *flags, "-fsyntax-only", str(u)],
+            [*cmd, "-fsyntax-only", str(u)],
             capture_output=True,
             text=True,
             cwd=cwd,
@@ -420,8 +423,10 @@ def compile_units(units: list[Path], flags: list[str], cwd: Path) -> None:
         )
         return f"{u.name}:\n{r.stderr[-3000:]}" if r.returncode != 0 else ""
 
-    with ThreadPoolExecutor(max_workers=2) as pool:  # two cores at most
-        failures = [f for f in pool.map(one, units) if f]
+    with tempfile.TemporaryDirectory(dir=cwd.parent) as folder:
+        cmd = [gxx, *flags, *schema_pch.include_args([gxx, *flags], Path(folder), cwd)]
+        with ThreadPoolExecutor(max_workers=2) as pool:  # two cores at most
+            failures = [f for f in pool.map(lambda u: one(cmd, u), units) if f]
     assert not failures, "\n".join(failures)
 
 
