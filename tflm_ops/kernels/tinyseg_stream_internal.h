@@ -347,8 +347,13 @@ struct StageRow {
   RuntimeShape out_shape;  // 1 x 1 x W x C
 };
 
-using StagePrepareFn = TfLiteStatus (*)(const StageArgs& a, StageSlot& g);
-using StageRowFn = ::tinyseg::Status (*)(const EvalState& v, const StageSlot& g, const StageRow& r);
+// A stage's Prepare and its row function, the two columns of kStages. The families below declare
+// theirs by these types, one line per family: `StageRowFunction ConvRow, DepthwiseConvRow;`.
+using StagePrepareFunction = TfLiteStatus(const StageArgs& a, StageSlot& g);
+using StageRowFunction = ::tinyseg::Status(const EvalState& v, const StageSlot& g,
+                                           const StageRow& r);
+using StagePrepareFn = StagePrepareFunction*;
+using StageRowFn = StageRowFunction*;
 
 // A stage's rows are float32 (its first activation input is float32: the float32 stages and
 // QUANTIZE float32 -> int8), int16 (int16 activations with int8 weights, TFLM's 16x8: its first
@@ -433,10 +438,8 @@ inline void CountOptimizedRow(const EvalState& v) {
 
 // ------------------------------------------------------------ the families
 
-TfLiteStatus PrepareConv(const StageArgs& a, StageSlot& g);
-::tinyseg::Status ConvRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status DepthwiseConvRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status TransposeConvRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+StagePrepareFunction PrepareConv;
+StageRowFunction ConvRow, DepthwiseConvRow, TransposeConvRow;
 
 // The convolution family's shared Prepare (tinyseg_stream_conv.cc): the options, then the filter
 // and bias to `with`, which checks their types and computes the parameters; ConvGeometry checks
@@ -463,24 +466,17 @@ TfLiteStatus FilterAndGeometry(const StageArgs& a, StageSlot& g, const TensorSlo
 bool BiasFits(const TfLiteTensor* bias, const TensorSlot& out, TfLiteType type,
               TfLiteType other = kTfLiteNoType);
 
-TfLiteStatus PrepareConvFloat(const StageArgs& a, StageSlot& g);
-::tinyseg::Status ConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status DepthwiseConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status TransposeConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+StagePrepareFunction PrepareConvFloat;
+StageRowFunction ConvFloatRow, DepthwiseConvFloatRow, TransposeConvFloatRow;
 
 // The pool family's geometry and row rule (tinyseg_stream_pool.cc).
-TfLiteStatus PoolGeometry(const StageArgs& a, StageSlot& g);
-TfLiteStatus PreparePool(const StageArgs& a, StageSlot& g);
-::tinyseg::Status MaxPoolRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status AveragePoolRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PreparePoolFloat(const StageArgs& a, StageSlot& g);
-::tinyseg::Status MaxPoolFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status AveragePoolFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+StagePrepareFunction PoolGeometry, PreparePool, PreparePoolFloat;
+StageRowFunction MaxPoolRow, AveragePoolRow, MaxPoolFloatRow, AveragePoolFloatRow;
 
 // ADD/SUB/MUL operands broadcast to the output (tinyseg_stream_arithmetic.cc); constants of `type`.
 TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorSlot& out,
                            TfLiteType type);
-TfLiteStatus PrepareArithmetic(const StageArgs& a, StageSlot& g);
+StagePrepareFunction PrepareArithmetic;
 // A MUL operand read whole from the arena, not streamed (no schedule edge): a StreamChain input of
 // one pixel (1 x 1 x 1 x C, int8, float32 or int16) while the other operand is an activation that
 // is not, a squeeze-and-excitation gate broadcast over the rows. WholeCandidate: the first
@@ -490,73 +486,40 @@ bool WholeCandidate(StageOp op, const TensorSlot& x);
 bool WholeCandidate(StageOp op, const TfLiteTensor& t);
 int32_t WholeIndex(const bool candidate[2], const bool constant[2]);
 bool ReadWhole(const Tables& tab, const StageSlot& g, int32_t k);
-::tinyseg::Status ArithmeticRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareArithmeticFloat(const StageArgs& a, StageSlot& g);
-::tinyseg::Status ArithmeticFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+StagePrepareFunction PrepareArithmeticFloat;
+StageRowFunction ArithmeticRow, ArithmeticFloatRow;
 
-TfLiteStatus PrepareQuantize(const StageArgs& a, StageSlot& g);
-::tinyseg::Status QuantizeRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareDequantize(const StageArgs& a, StageSlot& g);
-::tinyseg::Status DequantizeRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareQuantizeFloat(const StageArgs& a, StageSlot& g);
-::tinyseg::Status QuantizeFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareSameShapeFloat(const StageArgs& a, StageSlot& g);
-::tinyseg::Status ReluFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status Relu6FloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status LogisticFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareSigmoid(const StageArgs& a, StageSlot& g);
-::tinyseg::Status LogisticRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status TanhRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareRelu(const StageArgs& a, StageSlot& g);
-::tinyseg::Status ReluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareRelu6(const StageArgs& a, StageSlot& g);
-::tinyseg::Status Relu6Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareHardSwish(const StageArgs& a, StageSlot& g);
-::tinyseg::Status HardSwishRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareLeakyRelu(const StageArgs& a, StageSlot& g);
-TfLiteStatus PrepareLeakyReluQuantized(const StageArgs& a, StageSlot& g);  // int8 and int16
+// QUANTIZE, DEQUANTIZE and the activations (tinyseg_stream_activation.cc). The Prepare named
+// Quantized serves int8 and int16 rows.
+StagePrepareFunction PrepareQuantize, PrepareDequantize, PrepareQuantizeFloat;
+StageRowFunction QuantizeRow, DequantizeRow, QuantizeFloatRow;
+StagePrepareFunction PrepareSameShapeFloat, PrepareSigmoid, PrepareRelu, PrepareRelu6;
+StageRowFunction ReluFloatRow, Relu6FloatRow, LogisticFloatRow, LogisticRow, TanhRow, ReluRow,
+    Relu6Row;
+StagePrepareFunction PrepareHardSwish, PrepareElu;
+StageRowFunction HardSwishRow, EluRow;
+StagePrepareFunction PrepareLeakyRelu, PrepareLeakyReluQuantized, PreparePrelu,
+    PreparePreluQuantized;
+StageRowFunction LeakyReluRow, PreluRow;
 LeakyReluParams LeakyReluParamsOf(const LeakyReluStage& sv);
-::tinyseg::Status LeakyReluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PreparePrelu(const StageArgs& a, StageSlot& g);
-TfLiteStatus PreparePreluQuantized(const StageArgs& a, StageSlot& g);  // int8 and int16
 PreluParams PreluParamsOf(const PreluStage& sv);
-::tinyseg::Status PreluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareElu(const StageArgs& a, StageSlot& g);
-::tinyseg::Status EluRow(const EvalState& v, const StageSlot& g, const StageRow& r);
 
-TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g);
-::tinyseg::Status PadRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status ResizeRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareResizeBilinear(const StageArgs& a, StageSlot& g);
+StagePrepareFunction PreparePad, PrepareResizeBilinear;
+StageRowFunction PadRow, ResizeRow;
 // RESIZE_BILINEAR's align_corners and half_pixel_centers fields (not both, as TFLM refuses).
 TfLiteStatus BilinearFlags(const StageArgs& a, bool* align, bool* half);
-::tinyseg::Status ResizeBilinearRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status ConcatenationRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PreparePadFloat(const StageArgs& a, StageSlot& g);
-::tinyseg::Status PadFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status ResizeFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+StagePrepareFunction PreparePadFloat;
+StageRowFunction ResizeBilinearRow, ConcatenationRow, PadFloatRow, ResizeFloatRow;
 
 // The float32 stages of tinyseg_stream_float.cc (and PADV2 of tinyseg_stream_layout.cc).
-::tinyseg::Status TanhFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status HardSwishFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareEluFloat(const StageArgs& a, StageSlot& g);
-::tinyseg::Status EluFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareLeakyReluFloat(const StageArgs& a, StageSlot& g);
-::tinyseg::Status LeakyReluFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PreparePreluFloat(const StageArgs& a, StageSlot& g);
-::tinyseg::Status PreluFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
+StagePrepareFunction PrepareEluFloat, PrepareLeakyReluFloat, PreparePreluFloat;
+StageRowFunction TanhFloatRow, HardSwishFloatRow, EluFloatRow, LeakyReluFloatRow, PreluFloatRow;
 bool BilinearFloatRule(int32_t in_h, int32_t out_h, bool align, bool half, RowRule* rule);
-TfLiteStatus PrepareResizeBilinearFloat(const StageArgs& a, StageSlot& g);
-::tinyseg::Status ResizeBilinearFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PreparePadv2Float(const StageArgs& a, StageSlot& g);
+StagePrepareFunction PrepareResizeBilinearFloat, PreparePadv2Float;
+StageRowFunction ResizeBilinearFloatRow;
 // MEAN over height and width, the last stage of its chain (tinyseg_stream_reduce.cc).
-TfLiteStatus PrepareMean(const StageArgs& a, StageSlot& g);
-::tinyseg::Status MeanRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareMeanFloat(const StageArgs& a, StageSlot& g);
-::tinyseg::Status MeanFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareMeanInt16(const StageArgs& a, StageSlot& g);
-::tinyseg::Status MeanInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-// int16 rows (tinyseg_stream_int16.cc): TFLM's 16x8 reference arithmetic.
+StagePrepareFunction PrepareMean, PrepareMeanFloat, PrepareMeanInt16;
+StageRowFunction MeanRow, MeanFloatRow, MeanInt16Row;
 // The Prepare of a stage whose parameters are the same for every row type (the layout stages,
 // which move bytes): the rows' type, then `kPrepare`. kStages names one per row type.
 template <TfLiteType kType, StagePrepareFn kPrepare>
@@ -566,8 +529,7 @@ TfLiteStatus TypedPrepare(const StageArgs& a, StageSlot& g) {
 }
 // RESIZE_NEAREST_NEIGHBOR by an integer factor (row y reads y / factor) and CONCATENATION along
 // channels: the checks and row rules every row type shares (_layout.cc).
-TfLiteStatus ResizeGeometry(const StageArgs& a, StageSlot& g);
-TfLiteStatus ConcatenationGeometry(const StageArgs& a, StageSlot& g);
+StagePrepareFunction ResizeGeometry, ConcatenationGeometry;
 constexpr StagePrepareFn PrepareResize = TypedPrepare<kTfLiteInt8, ResizeGeometry>;
 constexpr StagePrepareFn PrepareResizeFloat = TypedPrepare<kTfLiteFloat32, ResizeGeometry>;
 constexpr StagePrepareFn PrepareResizeInt16 = TypedPrepare<kTfLiteInt16, ResizeGeometry>;
@@ -583,33 +545,20 @@ bool AddSubMultipliers(const double (&m)[3], ArithmeticStage& ar);
 #define TINYSEG_ADD_SUB_SCALES                                                                \
   "StreamChain: an ADD or SUB stage's scales give a multiplier outside (0, 1), which TFLM's " \
   "ADD and SUB cannot take"
-TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g);
-::tinyseg::Status ConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status DepthwiseConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PreparePoolInt16(const StageArgs& a, StageSlot& g);
-::tinyseg::Status MaxPoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status AveragePoolInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareArithmeticInt16(const StageArgs& a, StageSlot& g);  // ADD, SUB, MUL
-::tinyseg::Status ArithmeticInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PreparePadInt16(const StageArgs& a, StageSlot& g);  // _layout.cc
-::tinyseg::Status PadInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status ResizeInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareSigmoidInt16(const StageArgs& a, StageSlot& g);  // _int16_more.cc
-::tinyseg::Status LogisticInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-::tinyseg::Status TanhInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareLeakyReluInt16(const StageArgs& a, StageSlot& g);  // _int16_more.cc
-::tinyseg::Status LeakyReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PreparePreluInt16(const StageArgs& a, StageSlot& g);  // _int16_more.cc
-::tinyseg::Status PreluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareReluInt16(const StageArgs& a, StageSlot& g);
-::tinyseg::Status ReluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PrepareRelu6Int16(const StageArgs& a, StageSlot& g);
-::tinyseg::Status Relu6Int16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
+// int16 rows (TFLM's 16x8 reference arithmetic): convolution and pooling
+// (tinyseg_stream_int16.cc), ADD, SUB and MUL, PAD (_layout.cc), the activations
+// (_int16_more.cc).
+StagePrepareFunction PrepareConvInt16, PreparePoolInt16, PrepareArithmeticInt16, PreparePadInt16;
+StageRowFunction ConvInt16Row, DepthwiseConvInt16Row, MaxPoolInt16Row, AveragePoolInt16Row,
+    ArithmeticInt16Row, PadInt16Row, ResizeInt16Row;
+StagePrepareFunction PrepareSigmoidInt16, PrepareLeakyReluInt16, PreparePreluInt16,
+    PrepareReluInt16, PrepareRelu6Int16;
+StageRowFunction LogisticInt16Row, TanhInt16Row, LeakyReluInt16Row, PreluInt16Row, ReluInt16Row,
+    Relu6Int16Row;
 // TRANSPOSE_CONV (int64 accumulator row in op_scratch; an int64, int16 or no bias) and PADV2
 // (tinyseg_stream_int16_tconv.cc).
-TfLiteStatus PrepareTransposeConvInt16(const StageArgs& a, StageSlot& g);
-::tinyseg::Status TransposeConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r);
-TfLiteStatus PreparePadv2Int16(const StageArgs& a, StageSlot& g);
+StagePrepareFunction PrepareTransposeConvInt16, PreparePadv2Int16;
+StageRowFunction TransposeConvInt16Row;
 // PADV2's pad value (input ps.value): a constant scalar of the rows' type (int8: of the output's
 // quantization, as pad.cc checks; int16 and float32 read as they are) into ps.
 TfLiteStatus PadValue(const StageArgs& a, const TensorSlot& out, PadStage& ps);
