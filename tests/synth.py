@@ -485,8 +485,12 @@ class ModelBuilder:
         return m
 
 
-def random_unet(seed: int, dtype: str | None = None, max_depth: int = 3) -> "fb.ModelT":
-    """A random encoder/decoder with long skip connections, pooling, depthwise and residual adds."""
+def random_unet(
+    seed: int, dtype: str | None = None, max_depth: int = 3, up_kernels: tuple[int, ...] = (2,)
+) -> "fb.ModelT":
+    """A random encoder/decoder with long skip connections, pooling, depthwise and residual adds;
+    each up-sampling TRANSPOSE_CONV (stride 2, SAME) of a kernel drawn from ``up_kernels`` (one
+    kernel: no draw, so the default's models stay as they were)."""
     rng = np.random.default_rng(seed)
     dtype = dtype or ("INT8" if rng.random() < 0.7 else "FLOAT32")
     b = ModelBuilder(dtype=dtype, seed=seed)
@@ -508,7 +512,8 @@ def random_unet(seed: int, dtype: str | None = None, max_depth: int = 3) -> "fb.
         x = b.pool(x, kind) if rng.random() < 0.7 else b.conv(x, ch * 2**d, k=3, stride=2)
     x = b.conv(x, ch * 2**depth, k=int(rng.choice([1, 3])))
     for d in reversed(range(depth)):
-        x = b.transpose_conv(x, max(ch * 2**d // int(rng.choice([1, 2])), 1))
+        k = up_kernels[0] if len(up_kernels) == 1 else int(rng.choice(up_kernels))
+        x = b.transpose_conv(x, max(ch * 2**d // int(rng.choice([1, 2])), 1), k=k)
         skip = skips[d]
         if b.shapes[x][1:3] != b.shapes[skip][1:3]:
             x = b.conv(
@@ -981,9 +986,11 @@ def int16_unet_chain(
     w: int = 12,
     tconv_bias: str | None = "INT64",
     prelu: bool = False,
+    tconv_kernel: int = 2,
 ) -> "fb.ModelT":
     """An int16 (16x8) U-Net: QUANTIZE int8 -> int16, an encoder with a strided CONV_2D, a
-    TRANSPOSE_CONV (2x2, stride 2, a ``tconv_bias`` bias, None: none) that up-samples back, CONCATENATION
+    TRANSPOSE_CONV (``tconv_kernel`` square, stride 2, a ``tconv_bias`` bias, None: none) that
+    up-samples back, CONCATENATION
     with the skip, a PADV2 of height, width and channels (pad value 1234) in front of a VALID
     CONV_2D, then QUANTIZE int16 -> int8. ``prelu``: a PRELU on the skip (alpha 1 x 1 x C) and one
     on the TRANSPOSE_CONV's output (alpha 1 x W x C, broadcast over the rows only), each int8
@@ -996,7 +1003,7 @@ def int16_unet_chain(
     skip = b.conv(b.conv(x, 8), 8)
     low = b.conv(b.conv(skip, 16, stride=2), 16)
     b.bias_type = tconv_bias or "INT64"
-    tconv = b.transpose_conv(low, 8, bias=tconv_bias is not None)
+    tconv = b.transpose_conv(low, 8, k=tconv_kernel, bias=tconv_bias is not None)
     b.bias_type = "INT64"
     if prelu:
         skip = _int16_prelu(b, skip, [1, 1, 8], 5)

@@ -48,6 +48,16 @@ def _optimized(graph):
     return search_plans(graph, Options(smallest=True)).graph
 
 
+def _stage_ops(graph) -> list[str]:
+    """The operator of every StreamChain stage of ``graph``, in order."""
+    return [
+        st.op
+        for op in graph.operators
+        if op.opcode == customops.STREAM_CHAIN
+        for st in customops.decode(op).stages
+    ]
+
+
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_examples_pass_the_real_kernel_check(
     tflm_dir: str, name: str, example_models: dict
@@ -91,12 +101,7 @@ def test_streamed_resize_bilinear_passes_the_real_kernel_check(
     planner's (a ring too short for the window would fail the kernel's Prepare)."""
     graph = build_graph(synth.bilinear_seg(out=out, align_corners=align, half_pixel_centers=half))
     opt = _optimized(graph)
-    stages = [
-        st.op
-        for op in opt.operators
-        if op.opcode == customops.STREAM_CHAIN
-        for st in customops.decode(op).stages
-    ]
+    stages = _stage_ops(opt)
     assert stages.count("RESIZE_BILINEAR") == 2
     v = verify(graph, opt, runs=2, seed=3, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
@@ -204,6 +209,22 @@ def _broken(case: str):
     return graph, with_offsets(
         opt, {t.index: 0 for t in opt.tensors if not t.is_constant and t.elements > 0}
     ).graph
+
+
+@pytest.mark.parametrize("dtype", ["INT8", "FLOAT32"])
+@pytest.mark.parametrize("seed", range(4))
+def test_random_unets_with_wider_transpose_convs_pass_the_real_kernel_check(
+    tflm_dir: str, seed: int, dtype: str
+) -> None:
+    """Random U-Nets whose up-sampling TRANSPOSE_CONVs have kernels of 3 and 4 at stride 2 (each
+    output row from a band of input rows; the float32 sums in TFLM's scatter order): streamed
+    through them, outputs identical to the original's in TFLM with TinySeg's kernels."""
+    graph = build_graph(synth.random_unet(seed, dtype, up_kernels=(3, 4)))
+    opt = _optimized(graph)
+    stages = _stage_ops(opt)
+    assert "TRANSPOSE_CONV" in stages, stages
+    v = verify(graph, opt, runs=2, seed=seed, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
 
 
 @pytest.mark.parametrize("case", ["random_unet_0", "tiny_unet"])
@@ -460,12 +481,7 @@ def test_float32_stages_stream_bit_exact_in_the_real_kernels(tflm_dir: str, seed
     StreamChains TFLM runs with TinySeg's kernels: outputs identical to the unfused graph's."""
     graph = build_graph(synth.float_stages_unet(seed))
     opt = _optimized(graph)
-    stages = [
-        st.op
-        for op in opt.operators
-        if op.opcode == customops.STREAM_CHAIN
-        for st in customops.decode(op).stages
-    ]
+    stages = _stage_ops(opt)
     assert {k: stages.count(k) for k in FLOAT_STAGES} == FLOAT_STAGES
     v = verify(graph, opt, runs=2, seed=seed, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
@@ -501,12 +517,7 @@ def test_int16_stages_stream_bit_exact_in_the_real_kernels(tflm_dir: str, seed: 
     to the unfused graph's."""
     graph = build_graph(synth.int16_stages_chain(seed))
     opt = _optimized(graph)
-    stages = [
-        st.op
-        for op in opt.operators
-        if op.opcode == customops.STREAM_CHAIN
-        for st in customops.decode(op).stages
-    ]
+    stages = _stage_ops(opt)
     assert {k: stages.count(k) for k in INT16_STAGES} == INT16_STAGES
     v = verify(graph, opt, runs=2, seed=seed, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
@@ -719,12 +730,23 @@ def test_the_int16_mul_stage_refuses_a_zero_point(tflm_dir: str, tmp_path: Path)
     assert "int16 MUL stage needs zero points 0" in stderr, stderr[-1500:]
 
 
-@pytest.mark.parametrize("bias, prelu", [("INT64", False), (None, False), ("INT16", True)])
+@pytest.mark.parametrize(
+    "bias, prelu, kernel",
+    [
+        ("INT64", False, 2),
+        (None, False, 2),
+        ("INT16", True, 2),
+        ("INT64", False, 3),
+        ("INT16", False, 3),
+        (None, False, 4),
+    ],
+)
 def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(
-    tflm_dir: str, bias: str | None, prelu: bool
+    tflm_dir: str, bias: str | None, prelu: bool, kernel: int
 ) -> None:
     """The int16 U-Net's TRANSPOSE_CONV (an int64 bias, none, or an int16 one the stage widens as
-    it adds it; its int64 accumulator row in op_scratch), PADV2 (pad value 1234) and, with the
+    it adds it; its int64 accumulator row in op_scratch; a kernel of 3 or 4 at stride 2, each
+    output row from a band of two or three input rows), PADV2 (pad value 1234) and, with the
     int16 bias, two int16 PRELUs (alpha over channels, and over width and channels) as stages TFLM
     runs with TinySeg's kernels: outputs identical to the unfused graph's, and TFLM's arena head
     and tail (the runner's RecordingMicroAllocator) the ones the planner gives the original (with
@@ -736,14 +758,9 @@ def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(
     from tinyseg_plugin.memory.kernels import BuildProfile
     from tinyseg_plugin.memory.planner import plan_graph
 
-    graph = build_graph(synth.int16_unet_chain(tconv_bias=bias, prelu=prelu))
+    graph = build_graph(synth.int16_unet_chain(tconv_bias=bias, prelu=prelu, tconv_kernel=kernel))
     opt = _optimized(graph)
-    stages = [
-        st.op
-        for op in opt.operators
-        if op.opcode == customops.STREAM_CHAIN
-        for st in customops.decode(op).stages
-    ]
+    stages = _stage_ops(opt)
     assert {"TRANSPOSE_CONV", "PADV2"} <= set(stages), stages
     assert stages.count("PRELU") == (2 if prelu else 0), stages
     v = verify(graph, opt, runs=2, seed=2, tflm_dir=tflm_dir)

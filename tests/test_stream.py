@@ -14,7 +14,7 @@ import pytest
 import synth
 
 from tinyseg_plugin.cli import main
-from tinyseg_plugin.contract import customops
+from tinyseg_plugin.contract import customops, stages
 from tinyseg_plugin.contract.bodies import validate_graph
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.ir.modelio import load_model
@@ -70,6 +70,38 @@ def test_windows_cover_exactly_the_rows_tflm_reads(same):
 def test_upsampling_reads_one_row():
     m = stream.RowMap(10, 20, 1, 2)  # TRANSPOSE_CONV stride 2, kernel 2: output row y reads y // 2
     assert [m.window(y) for y in range(4)] == [(0, 0), (0, 0), (1, 1), (1, 1)]
+
+
+def test_transpose_conv_windows_hold_the_rows_tflms_scatter_reaches():
+    """stages.transpose_conv_window against TFLM's scatter, enumerated: input row i adds to output
+    rows i * stride - pad + [0, kernel); every output row's window holds the input rows that reach
+    it and at most one row more on each side; an output size TFLM's padding does not give for the
+    input's is refused."""
+    cases = 0
+    for in_h in range(1, 9):
+        for k in range(1, 6):
+            for s in range(1, 4):
+                for padding in (0, 1):  # SAME, VALID
+                    for out_h in range(1, in_h * s + k + 2):
+                        rows = stages.transpose_conv_window(in_h, out_h, k, s, padding)
+                        size = -(-out_h // s) if padding == 0 else (out_h - k + s) // s
+                        if size != in_h:
+                            assert rows is None, (in_h, out_h, k, s, padding)
+                            continue
+                        pad = max((size - 1) * s + k - out_h, 0) // 2
+                        assert rows is not None and rows[0] == pad
+                        m = stream.RowMap(in_h, out_h, 1, s, rows[1], rows[2])
+                        for y in range(out_h):
+                            reach = {i for i in range(in_h) if 0 <= y + pad - i * s < k}
+                            lo, hi = m.window(y)
+                            assert reach <= set(range(lo, hi + 1)), (in_h, out_h, k, s, y)
+                            if reach:
+                                assert min(reach) - lo <= 1 and hi - max(reach) <= 1
+                        cases += 1
+    assert cases > 300
+    # Keras' Conv2DTranspose(3, strides=2, padding="same"): rows y // 2 - 1 .. y // 2
+    assert stages.transpose_conv_window(10, 20, 3, 2, 0) == (0, 1, 0)
+    assert stages.transpose_conv_window(10, 20, 2, 2, 0) == (0, 0, 0)  # one row, as before
 
 
 def test_pad_reads_the_row_above_its_padding():

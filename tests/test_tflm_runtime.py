@@ -1010,6 +1010,9 @@ def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_pat
         "mnv3_seg",
         "mnv3_seg_float",
         "keras_unet_float",
+        "keras_unet_up3",
+        "keras_unet_up3_float",
+        "int16_unet_up3",
     ],
 )
 def test_cortex_m7_float32_and_bilinear_stages(
@@ -1027,8 +1030,10 @@ def test_cortex_m7_float32_and_bilinear_stages(
     int16_unet_prelu PRELU and a TRANSPOSE_CONV with an int16 bias) and the MUL reading a squeeze-and-excitation
     gate whole after a chain that ends at the squeeze's MEAN (se_seg, int8 and int16), PAD and PADV2 of channels
     (channel_pad_chain) and the MobileNetV3-style segmenter of examples/models/build.py (mnv3_seg
-    and its float32 twin mnv3_seg_float, with TensorFlow), and the float32 Keras U-Net
-    keras_unet_float of the same builders, built for a Cortex-M7 with the reference and the CMSIS-NN kernels: the
+    and its float32 twin mnv3_seg_float, with TensorFlow), the float32 Keras U-Net
+    keras_unet_float of the same builders and the Keras U-Net whose decoder is
+    Conv2DTranspose(3, strides=2) (keras_unet_up3, int8 and float32; int16_unet_up3 the int16
+    U-Net with a 3x3 TRANSPOSE_CONV and an int16 bias), built for a Cortex-M7 with the reference and the CMSIS-NN kernels: the
     streamed model's outputs identical to the original's there, and TFLM's figures as
     `tinyseg analyze` says."""
     reason = _cortex_m7_skip_reason(installed, kernels)
@@ -1042,7 +1047,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
         pytest.fail(str(exc))
     runtime = "cmsis-nn" if kernels == "cmsis_nn" else "reference"
     original = tmp_path / f"{name}.tflite"
-    if name.startswith("mnv3_seg") or name == "keras_unet_float":
+    if name.startswith(("mnv3_seg", "keras_unet")):
         original = built_examples(tmp_path_factory, [name])[name]
     else:
         made = {
@@ -1052,6 +1057,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
             "int16_stages_chain": synth.int16_stages_chain,
             "int16_unet_chain": synth.int16_unet_chain,
             "int16_unet_prelu": lambda: synth.int16_unet_chain(tconv_bias="INT16", prelu=True),
+            "int16_unet_up3": lambda: synth.int16_unet_chain(tconv_bias="INT16", tconv_kernel=3),
             "se_seg": synth.se_seg,
             "se_seg_int16": lambda: synth.se_seg(dtype="INT16"),
             "channel_pad_chain": synth.channel_pad_chain,
@@ -1079,6 +1085,9 @@ def test_cortex_m7_float32_and_bilinear_stages(
         "mnv3_seg": "RESIZE_BILINEAR",
         "mnv3_seg_float": "RESIZE_BILINEAR",
         "keras_unet_float": "TRANSPOSE_CONV",
+        "keras_unet_up3": "TRANSPOSE_CONV",
+        "keras_unet_up3_float": "TRANSPOSE_CONV",
+        "int16_unet_up3": "TRANSPOSE_CONV",
     }
     assert wanted.get(name, "QUANTIZE") in stages
     if name in (

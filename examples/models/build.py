@@ -13,6 +13,11 @@ Models (see README.md next to this script):
   resunet_a       a scaled-down ResUNet-a d6 (paper Table 4).
   keras_unet_float  the Tiny U-Net's topology as a plain Keras U-Net, converted without
                   quantization (float32 throughout; not in --all, which builds the int8 models).
+  keras_unet_up3, keras_unet_up3_float
+                  keras_unet_float with Conv2DTranspose(3, strides=2) up-sampling, int8 and
+                  float32 (not in --all).
+  seg_tutorial    TensorFlow's image-segmentation tutorial model (MobileNetV2 encoder, pix2pix
+                  decoder), int8 (not in --all).
   mnv3_seg        a small MobileNetV3-style segmenter (SE blocks, LR-ASPP head, bilinear).
   mbv2_w035_r144, mcunetv2_vww_r80, mcunet_320kb_r176
                   msf-CNN's three evaluation networks (classifiers; not in --all; layer lists
@@ -317,11 +322,11 @@ def build_resunet_a(tf: ModuleType, shape: tuple[int, int, int], batch_size: int
 
 
 def build_keras_unet(
-    tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1
+    tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1, up_kernel: int = 2
 ) -> Any:
     """The Tiny U-Net's topology in plain Keras layers (8/16/32/64 channels; Conv2D 3x3 ReLU pairs,
-    MaxPool 2x2, Conv2DTranspose 2x2 stride 2, Concatenate, a 1x1 sigmoid head), for a float32
-    model: what a user exports without quantizing."""
+    MaxPool 2x2, Conv2DTranspose stride 2 of `up_kernel`, Concatenate, a 1x1 sigmoid head), for a
+    float32 model: what a user exports without quantizing."""
     layers = tf.keras.layers
 
     def double(x: Tensor, c: int) -> Tensor:
@@ -334,9 +339,18 @@ def build_keras_unet(
     x3 = double(layers.MaxPool2D()(x2), 32)
     y = double(layers.MaxPool2D()(x3), 64)
     for skip, c in ((x3, 32), (x2, 16), (x1, 8)):
-        up = layers.Conv2DTranspose(c // 2, 2, strides=2, padding="same")(y)
+        up = layers.Conv2DTranspose(c // 2, up_kernel, strides=2, padding="same")(y)
         y = double(layers.Concatenate()([skip, up]), c)
     return tf.keras.Model(inp, layers.Conv2D(1, 1, activation="sigmoid")(y))
+
+
+def build_keras_unet_up3(
+    tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1
+) -> Any:
+    """build_keras_unet with the decoder most U-Nets are written with (TensorFlow's segmentation
+    tutorial among them): Conv2DTranspose(c, 3, strides=2, padding="same"), whose output rows
+    each read two input rows."""
+    return build_keras_unet(tf, shape, batch_size, up_kernel=3)
 
 
 # --------------------------------------------------------------------------
@@ -487,6 +501,40 @@ def build_mbv2_w035(tf: ModuleType, shape: tuple[int, int, int], batch_size: int
     )
 
 
+# TensorFlow's image-segmentation tutorial (tensorflow/docs site/en/tutorials/images/segmentation.ipynb):
+# the MobileNetV2 activations it takes as skips, and the pix2pix decoder's filters.
+SEG_TUTORIAL_SKIPS = (
+    "block_1_expand_relu",  # 64x64
+    "block_3_expand_relu",  # 32x32
+    "block_6_expand_relu",  # 16x16
+    "block_13_expand_relu",  # 8x8
+    "block_16_project",  # 4x4
+)
+SEG_TUTORIAL_UP = (512, 256, 128, 64)
+SEG_TUTORIAL_CLASSES = 3
+
+
+def build_seg_tutorial(
+    tf: ModuleType, shape: tuple[int, int, int], batch_size: int | None = 1
+) -> Any:
+    """TensorFlow's image-segmentation tutorial model: Keras' MobileNetV2 (alpha 1.0, no top,
+    random weights here) as the encoder, five of its activations as skips, the pix2pix decoder
+    (pix2pix.upsample: Conv2DTranspose(f, 3, strides=2, padding="same", no bias), batch norm,
+    ReLU; its dropout is off at inference) concatenated with each skip, and a
+    Conv2DTranspose(3, 3, strides=2, padding="same") to the three classes' logits."""
+    layers = tf.keras.layers
+    base = tf.keras.applications.MobileNetV2(input_shape=shape, include_top=False, weights=None)
+    down = tf.keras.Model(base.input, [base.get_layer(n).output for n in SEG_TUTORIAL_SKIPS])
+    inp = tf.keras.Input(shape=shape, batch_size=batch_size)
+    *skips, x = down(inp)
+    for filters, skip in zip(SEG_TUTORIAL_UP, reversed(skips)):
+        x = layers.Conv2DTranspose(filters, 3, strides=2, padding="same", use_bias=False)(x)
+        x = layers.ReLU()(layers.BatchNormalization()(x))
+        x = layers.Concatenate()([x, skip])
+    out = layers.Conv2DTranspose(SEG_TUTORIAL_CLASSES, 3, strides=2, padding="same")(x)
+    return tf.keras.Model(inp, out, name="seg_tutorial")
+
+
 # (output channels, expand ratio, stride, kernel) of each MobileInvertedResidual block after the
 # first (expand 1, 3x3, 8 channels). From TinyPART/msf-CNN analysis_optimization.py
 # (mcunetv2_vww_5fps, MCUNet_320KB_ImageNet; commit 9632d3e95dab4998b1420b9595a86a6334452f19),
@@ -554,6 +602,11 @@ def build_mcunet_320kb(
     return _mcunet(tf, shape, batch_size, MCUNET_320KB_IMAGENET, 1000, "mcunet_320kb_imagenet")
 
 
+def _float32(name: str, shape: tuple[int, int, int], build: Callable[..., Any]) -> ModelSpec:
+    """A model converted without quantization (no calibration), not in --all."""
+    return ModelSpec(name, shape, build, 0, quantization="float32", in_all=False)
+
+
 MODELS: dict[str, ModelSpec] = {
     s.name: s
     for s in (
@@ -561,14 +614,10 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("vnet2d", (128, 128, 1), build_vnet2d, 16),
         ModelSpec("attention_unet", (160, 160, 3), build_attention_unet, 16),
         ModelSpec("resunet_a", (256, 256, 3), build_resunet_a, 8),
-        ModelSpec(
-            "keras_unet_float",
-            (80, 120, 3),
-            build_keras_unet,
-            0,
-            quantization="float32",
-            in_all=False,
-        ),
+        _float32("keras_unet_float", (80, 120, 3), build_keras_unet),
+        ModelSpec("keras_unet_up3", (80, 120, 3), build_keras_unet_up3, 16, in_all=False),
+        _float32("keras_unet_up3_float", (80, 120, 3), build_keras_unet_up3),
+        ModelSpec("seg_tutorial", (128, 128, 3), build_seg_tutorial, 16, in_all=False),
         ModelSpec("ds_cnn_int16", (49, 10, 1), build_ds_cnn, 32, quantization="16x8", in_all=False),
         ModelSpec(
             "yolo_int16", (96, 96, 3), build_yolo_int16, 16, quantization="16x8", in_all=False
@@ -577,14 +626,7 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("mbv2_w035_r144", (144, 144, 3), build_mbv2_w035, 16, in_all=False),
         ModelSpec("mcunetv2_vww_r80", (80, 80, 3), build_mcunetv2_vww, 16, in_all=False),
         ModelSpec("mcunet_320kb_r176", (176, 176, 3), build_mcunet_320kb, 16, in_all=False),
-        ModelSpec(
-            "mnv3_seg_float",
-            (96, 96, 3),
-            build_mnv3_seg,
-            0,
-            quantization="float32",
-            in_all=False,
-        ),
+        _float32("mnv3_seg_float", (96, 96, 3), build_mnv3_seg),
     )
 }
 DEFAULT_MODELS = ("tiny_unet",)

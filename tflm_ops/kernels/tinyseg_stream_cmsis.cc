@@ -163,8 +163,25 @@ bool CmsisAveragePoolRow(const BandPool& b, void* scratch, int32_t scratch_bytes
 #if defined(TINYSEG_NO_CMSIS_NN_TRANSPOSE_CONV)
 bool CmsisTransposeConvRow(const BandTransposeConv&, void*, int32_t) { return false; }
 #else
+namespace {
+
+// Band row j's filter row (the one that reaches the output row); outside [0, filter_h): none.
+int32_t BandFilterRow(const BandTransposeConv& t, int32_t j) {
+  return t.filter_row - j * t.stride_h;
+}
+
+bool ReachesRow(const BandTransposeConv& t) {
+  for (int32_t j = 0; j < t.in_rows; ++j) {
+    const int32_t fr = BandFilterRow(t, j);
+    if (fr >= 0 && fr < t.filter_h) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t scratch_bytes) {
-  if (t.filter_row < 0 || t.filter_row >= t.filter_h) return false;  // a bias-only row
+  if (!ReachesRow(t)) return false;  // a bias-only row
   const int32_t need = CmsisTransposeConvRowBytes(t.in_w, t.filter_w, t.out_c, t.stride_w);
   if (need < 0 || need > scratch_bytes) return false;
   // need >= 0: the row's bytes fit int32 (counted in 64 bits), so its columns do too.
@@ -181,15 +198,20 @@ bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t sc
       std::memset(acc + static_cast<size_t>(x) * t.out_c, 0, static_cast<size_t>(t.out_c) * 4);
     }
   }
-  // arm_transpose_conv_s8's row function on the one input row, with the filter rows before and
-  // after `filter_row` skipped (the skips arm_transpose_conv_s8 itself passes at the output's top
-  // and bottom edges): the products of exactly this output row, added into the accumulator.
+  // arm_transpose_conv_s8's row function on each band row, with the filter rows before and after
+  // the one that reaches this output row skipped (the skips arm_transpose_conv_s8 itself passes
+  // at the output's top and bottom edges): the products of exactly this output row, added into
+  // the accumulator (integer sums: their order does not matter).
   const int32_t row = columns * t.out_c;
-  if (arm_nn_transpose_conv_row_s8_s32(t.input, t.filter, acc, 0, row, t.filter_h, t.filter_w,
-                                       t.in_c, t.out_c, t.input_offset, row, t.in_w, t.stride_w,
-                                       t.filter_row,
-                                       t.filter_h - 1 - t.filter_row) != ARM_CMSIS_NN_SUCCESS) {
-    return false;
+  for (int32_t j = 0; j < t.in_rows; ++j) {
+    const int32_t fr = BandFilterRow(t, j);
+    if (fr < 0 || fr >= t.filter_h) continue;
+    const int8_t* input = t.input + static_cast<size_t>(j) * t.in_w * t.in_c;
+    if (arm_nn_transpose_conv_row_s8_s32(input, t.filter, acc, 0, row, t.filter_h, t.filter_w,
+                                         t.in_c, t.out_c, t.input_offset, row, t.in_w, t.stride_w,
+                                         fr, t.filter_h - 1 - fr) != ARM_CMSIS_NN_SUCCESS) {
+      return false;
+    }
   }
   // Then its requantization of an output row (the loop of its non-Helium build).
   const int32_t* sum = acc + static_cast<size_t>(t.pad_w) * t.out_c;

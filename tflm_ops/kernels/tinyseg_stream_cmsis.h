@@ -6,8 +6,8 @@
 // the band view (the window's input rows as a tensor of that height, the top padding shifted);
 // an ADD or MUL stage without broadcast calls CMSIS-NN's elementwise function on the row; a PAD or
 // PADV2 stage calls arm_pad_s8 on the row, as TFLM's CMSIS-NN PAD does on the tensor; a
-// TRANSPOSE_CONV stage (stride >= kernel height) computes its output row with CMSIS-NN's
-// transposed-convolution row function on its one input row (see BandTransposeConv). The int16
+// TRANSPOSE_CONV stage computes its output row with CMSIS-NN's transposed-convolution row
+// function on each row of its band (see BandTransposeConv). The int16
 // (16x8) CONV_2D, DEPTHWISE_CONV_2D, pool, ADD and MUL stages call the s16 functions TFLM's
 // CMSIS-NN kernels call for int16 (BandConvS16 and below). The other stages have no CMSIS-NN
 // kernel in TFLM either. A build without CMSIS_NN (the Arduino library form
@@ -83,24 +83,25 @@ using BandConv = BandConvOf<int8_t, int32_t>;
 using BandPool = BandPoolOf<int8_t>;
 using ElementwiseRow = ElementwiseRowOf<int8_t>;
 
-// One output row y of an int8 TRANSPOSE_CONV whose stride height is at least its kernel height:
-// it reads input row y / stride alone, through filter row `filter_row` = y % stride (a row past
-// the kernel holds the bias only: the reference code's case). It is computed as
-// arm_transpose_conv_s8 computes an output row: an int32 accumulator row over the width holding
-// the bias, CMSIS-NN's row function (arm_nn_transpose_conv_row_s8_s32) on the one input row with
-// the filter rows other than `filter_row` skipped, then arm_nn_requantize, the output offset and
-// the activation clamp. (arm_transpose_conv_s8 itself, on the input row with the whole filter,
-// writes `stride` output rows at once, and with a top padding it skips output rows; its wrapper
-// may run a convolution over the zero-upsampled input, which reads neighbouring input rows.)
+// One output row y of an int8 TRANSPOSE_CONV from its band of input rows (the rows whose filter
+// rows reach y): band row j passes through filter row `filter_row` - j * stride_h (a row whose
+// filter row lies outside the kernel adds nothing; a band none of whose rows reaches y holds the
+// bias only: the reference code's case). It is computed as arm_transpose_conv_s8 computes an
+// output row: an int32 accumulator row over the width holding the bias, CMSIS-NN's row function
+// (arm_nn_transpose_conv_row_s8_s32) on each band row with the filter rows other than its own
+// skipped, then arm_nn_requantize, the output offset and the activation clamp.
+// (arm_transpose_conv_s8 itself, on the input row with the whole filter, writes `stride` output
+// rows at once, and with a top padding it skips output rows; its wrapper may run a convolution
+// over the zero-upsampled input, which reads neighbouring input rows.)
 struct BandTransposeConv {
-  const int8_t* input;  // one row: in_w x in_c
-  int32_t in_w, in_c;
+  const int8_t* input;  // in_rows rows of in_w x in_c
+  int32_t in_rows, in_w, in_c;
   const int8_t* filter;  // the whole filter
   int32_t filter_h, filter_w, filter_row;
   const int32_t* bias;  // nullptr: none
   int8_t* output;       // one row: out_w x out_c
   int32_t out_w, out_c;
-  int32_t stride_w, pad_w;
+  int32_t stride_h, stride_w, pad_w;
   int32_t input_offset, output_offset;
   int32_t act_min, act_max;
   const int32_t* multiplier;  // per output channel

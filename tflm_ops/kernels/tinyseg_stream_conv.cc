@@ -57,9 +57,11 @@ const volatile TransposeConvFn kTransposeConv = &reference_integer_ops::Transpos
 }  // namespace
 
 // The output size from the geometry, and the row rule: CONV_2D and DEPTHWISE_CONV_2D read a window
-// of (filter_h - 1) * dilation + 1 rows every stride rows; TRANSPOSE_CONV (padding from the
-// output's size, as TFLM's) streams only when stride >= kernel height, each output row then coming
-// from one input row.
+// of (filter_h - 1) * dilation + 1 rows every stride rows. TRANSPOSE_CONV takes its padding from
+// the output's size, as TFLM's does; input row i adds to output rows i * stride - pad_h + [0,
+// filter_h), so output row y reads input rows up to (y + pad_h) / stride and down to
+// ceil((y + pad_h - filter_h + 1) / stride): inside y / stride - (filter_h - 1 - pad_h) / stride ..
+// y / stride + ceil(pad_h / stride) (contract/stages/conv.py transpose_conv_window).
 bool ConvGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const TensorSlot& out,
                   const TfLiteTensor* filter) {
   ConvStage& c = g.conv;
@@ -83,8 +85,10 @@ bool ConvGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const 
   c.pad_h = pad.height;
   c.pad_w = pad.width;
   g.rule.den = c.stride_h;
-  const bool ok = c.stride_h >= c.filter_h && pad.height == 0 &&
-                  out.height == in.height * c.stride_h && filter->dims->data[3] == in.channels;
+  g.rule.before = (c.filter_h - 1 - c.pad_h) / c.stride_h;
+  g.rule.after = (c.pad_h + c.stride_h - 1) / c.stride_h;
+  const bool ok =
+      oh == in.height && c.pad_h <= c.filter_h - 1 && filter->dims->data[3] == in.channels;
   const int64_t accumulator = out.type == kTfLiteInt16 ? 8 : 4;  // int64 (16x8) or int32
   if (ok &&
       MemberScratchBytes(*a.d) < static_cast<int64_t>(out.width) * out.channels * accumulator) {
@@ -340,6 +344,7 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
                        const TfLiteEvalTensor* bias) {
   tinyseg_ops::BandTransposeConv t = {};
   t.input = reinterpret_cast<const int8_t*>(r.src);
+  t.in_rows = r.rows;
   t.in_w = r.in->width;
   t.in_c = r.in->channels;
   t.filter = micro::GetTensorData<int8_t>(filter);
@@ -350,6 +355,7 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
   t.output = reinterpret_cast<int8_t*>(r.dst);
   t.out_w = r.out->width;
   t.out_c = r.out->channels;
+  t.stride_h = c.stride_h;
   t.stride_w = c.stride_w;
   t.pad_w = c.pad_w;
   t.input_offset = c.input_offset;
@@ -363,15 +369,17 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
 
 }  // namespace
 
-// Output row y comes from input row lo = y / stride alone (stride >= kernel): the band is that
-// row, and the shifted padding selects filter row y - lo * stride.
+// Output row y from the band of input rows lo .. (ConvGeometry's window): the shifted top padding
+// puts each band row's filter rows where TFLM's scatter puts them, and the band's output is the
+// one row y (integer sums: the same whatever their order). A band of one row may take CMSIS-NN's
+// row.
 ::tinyseg::Status TransposeConvRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
   const ConvParams p =
       TransposeRowParams(QuantizedConvParams<ConvParams>(c, TransposePadTop(c, r)));
   const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
   const TfLiteEvalTensor* bias = ConvBias(v, c);
-  if (r.rows == 1 && CmsisTransposeRow(v, c, r, p.padding_values.height, filter, bias)) {
+  if (CmsisTransposeRow(v, c, r, p.padding_values.height, filter, bias)) {
     CountOptimizedRow(v);
     if (v.stats != nullptr) ++v.stats->optimized_transpose_conv_rows;
     return ::tinyseg::Status::kOk;
@@ -412,8 +420,9 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
   return ::tinyseg::Status::kOk;
 }
 
-// As the int8 row: input row lo = y / stride alone, the shifted padding selecting the filter row;
-// TFLM's float TRANSPOSE_CONV accumulates in the output row itself (no scratch).
+// As the int8 row, on the band of input rows lo ..; TFLM's float TRANSPOSE_CONV accumulates in the
+// output itself (no scratch), input rows in ascending order, then each row's pixels and channels:
+// the band's rows are the same rows in the same order, so each output value is the same sum.
 ::tinyseg::Status TransposeConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
   const ConvParams p = TransposeRowParams(FloatConvParams<ConvParams>(c, TransposePadTop(c, r)));

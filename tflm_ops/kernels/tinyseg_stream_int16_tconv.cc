@@ -4,14 +4,14 @@
 // TRANSPOSE_CONV: transpose_conv.cc's int16 case calls reference_integer_ops::TransposeConv with
 // an int64 bias (or none) and an int64 scratch it zeroes and scatters into (every build: TFLM's
 // CMSIS-NN TRANSPOSE_CONV has no int16 kernel); an int16 bias it first widens into a second int64
-// scratch buffer (bias_converted). A stage streams only when stride >= kernel height
-// (ConvGeometry), so output row y comes from input row y / stride alone: with an int64 bias or
-// none the row calls the same function on that one input row with the top padding shifted to
-// select the filter rows; with an int16 bias the row scatters the same products into the same
-// accumulator and widens each bias value where it adds it (no bias buffer), then requantizes as
-// TFLM does. The int64 accumulator is one output row (width * channels * 8 bytes) at the start of
-// op_scratch, which the planner sizes for it (stream.row_step_scratch). Same integer sums (exact
-// in int64, whatever their order), same requantization: bit-identical.
+// scratch buffer (bias_converted). Output row y comes from the band of input rows whose filter
+// rows reach it (ConvGeometry's window): with an int64 bias or none the row calls the same
+// function on that band with the top padding shifted so that its one output row is row y; with
+// an int16 bias the row scatters the same products into the same accumulator and widens each bias
+// value where it adds it (no bias buffer), then requantizes as TFLM does. The int64 accumulator is
+// one output row (width * channels * 8 bytes) at the start of op_scratch, which the planner sizes
+// for it (stream.row_step_scratch). Same integer sums (exact in int64, whatever their order), same
+// requantization: bit-identical.
 //
 // PADV2: pad.cc pads int16 with its constant int16 scalar, read as it is (TFLM checks no
 // quantization for int16; int16 rows have zero point 0); the row is PadInt16Row's.
@@ -53,18 +53,13 @@ TfLiteStatus PrepareTransposeConvInt16(const StageArgs& a, StageSlot& g) {
 
 namespace {
 
-// The int16 bias's row: input row r.lo through filter row fy = y - lo * stride + pad_h (one row
-// of the band, stride >= kernel height) scattered into the zeroed int64 accumulator row as TFLM's
-// loop scatters it, each product int16 x int8 in int32 added in int64.
-void ScatterInt16Row(const ConvStage& c, const StageRow& r, const TfLiteEvalTensor* filter,
-                     int64_t* acc) {
+// Band row j through filter row fy into the accumulator row.
+void ScatterInt16BandRow(const ConvStage& c, const StageRow& r, const TfLiteEvalTensor* filter,
+                         int32_t j, int32_t fy, int64_t* acc) {
   const int32_t out_w = r.out->width, out_c = r.out->channels;
   const int32_t in_w = r.in_shape.Dims(2), in_c = r.in_shape.Dims(3);
-  const int32_t fy = TransposePadTop(c, r);
-  for (int32_t i = 0; i < out_w * out_c; ++i) acc[i] = 0;
-  if (fy < 0 || fy >= c.filter_h) return;  // a row between two input rows: bias only
   const int8_t* weights = micro::GetTensorData<int8_t>(filter);
-  const auto* in = reinterpret_cast<const int16_t*>(r.src);
+  const auto* in = reinterpret_cast<const int16_t*>(r.src) + static_cast<size_t>(j) * in_w * in_c;
   for (int32_t x = 0; x < in_w; ++x) {
     for (int32_t fx = 0; fx < c.filter_w; ++fx) {
       const int32_t ox = x * c.stride_w - c.pad_w + fx;
@@ -78,6 +73,19 @@ void ScatterInt16Row(const ConvStage& c, const StageRow& r, const TfLiteEvalTens
         acc[ox * out_c + oc] += sum;
       }
     }
+  }
+}
+
+// The int16 bias's row: each band row j (input row r.lo + j) through filter row
+// fy = y - (lo + j) * stride + pad_h, where it reaches row y, scattered into the zeroed int64
+// accumulator row as TFLM's loop scatters it, each product int16 x int8 in int32 added in int64.
+void ScatterInt16Row(const ConvStage& c, const StageRow& r, const TfLiteEvalTensor* filter,
+                     int64_t* acc) {
+  const int32_t out_w = r.out->width, out_c = r.out->channels;
+  for (int32_t i = 0; i < out_w * out_c; ++i) acc[i] = 0;
+  for (int32_t j = 0; j < r.rows; ++j) {
+    const int32_t fy = TransposePadTop(c, r) - j * c.stride_h;
+    if (fy >= 0 && fy < c.filter_h) ScatterInt16BandRow(c, r, filter, j, fy, acc);
   }
 }
 
@@ -100,7 +108,7 @@ void RequantizeInt16Row(const ConvStage& c, const StageRow& r, const int32_t* po
 
 }  // namespace
 
-// Output row y from input row lo = y / stride; the int64 accumulator row is op_scratch's
+// Output row y from the band of input rows lo ..; the int64 accumulator row is op_scratch's
 // (ConvGeometry checked its size).
 ::tinyseg::Status TransposeConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;

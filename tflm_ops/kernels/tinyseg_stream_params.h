@@ -21,8 +21,8 @@ inline int32_t BandPadTop(const StageRow& r, int32_t stride_h, int32_t pad_h) {
   return r.lo - (r.y * stride_h - pad_h);
 }
 
-// TRANSPOSE_CONV (stride >= kernel height): output row y comes from input row lo = y / stride
-// alone, and this shifted top padding selects filter row y - lo * stride.
+// TRANSPOSE_CONV: the top padding that makes output row y the band's row 0 (band row j, input row
+// lo + j, reaches it through filter row y - (lo + j) * stride + pad_h).
 inline int32_t TransposePadTop(const ConvStage& c, const StageRow& r) {
   return r.y - r.lo * c.stride_h + c.pad_h;
 }

@@ -372,17 +372,13 @@ def _check_conv(c: _Check) -> None:
 
 
 def _check_transpose_conv_rows(c: _Check, fs: tuple[int, ...]) -> None:
-    """A TRANSPOSE_CONV with stride >= kernel and no top padding: output row y reads input row
-    y // stride; one accumulator row fits in op_scratch after the accumulators."""
+    """A TRANSPOSE_CONV's output size as TFLM's padding implies it; its window of input rows
+    (stages.transpose_conv_window); one accumulator row fits in op_scratch after the
+    accumulators."""
     x, out, f = c.x, c.out, c.f
-    fh, sh = fs[1], f["strideH"]
-    oh = _out_size(out.height, fh, sh, 1, f["padding"])
-    if (
-        sh < fh
-        or _pad_top(out.height, oh, fh, sh, 1) != 0
-        or out.height != x.height * sh
-        or fs[3] != x.channels
-    ):
+    sh = f["strideH"]
+    rows = stages.transpose_conv_window(x.height, out.height, fs[1], sh, f["padding"])
+    if rows is None or fs[3] != x.channels:
         raise _BodyError(f"{c.name}'s geometry does not match its tensors")
     held = accumulator_bytes(c.o, c.loc)
     row = out.width * out.channels * (8 if out.dtype == "INT16" else 4)  # int64 for 16x8
@@ -391,7 +387,7 @@ def _check_transpose_conv_rows(c: _Check, fs: tuple[int, ...]) -> None:
             f"{c.name}: op_scratch {c.o.op_scratch} less the accumulators' {held} is smaller "
             f"than one accumulator row ({row} bytes)"
         )
-    c.rowmap[c.acts[0]].set_factor(sh)
+    c.rowmap[c.acts[0]].set_factor(sh, rows[1], rows[2])
 
 
 def _check_conv_rows(c: _Check, fs: tuple[int, ...], dw: bool) -> None:
@@ -626,8 +622,8 @@ class RowMapSpec:
     def set_window(self, num: int, before: int, after: int) -> None:
         self.num, self.before, self.after, self.resamples = num, before, after, True
 
-    def set_factor(self, den: int) -> None:
-        self.den, self.resamples = den, True
+    def set_factor(self, den: int, before: int = 0, after: int = 0) -> None:
+        self.den, self.before, self.after, self.resamples = den, before, after, True
 
     def window(self, y: int) -> tuple[int, int]:
         anchor = y * self.num // self.den

@@ -135,15 +135,17 @@ def _windowed_rows(graph: Graph, op: Operator, t: int, in_h: int, out_h: int) ->
 def _transpose_conv_rows(
     graph: Graph, op: Operator, t: int, in_h: int, out_h: int
 ) -> RowMap | None:
-    """Inputs: output_shape, filter, input[, bias]; row-local when stride >= kernel height:
-    output row y then reads input row y // stride only."""
+    """Inputs: output_shape, filter, input[, bias]; output row y reads the input rows whose filter
+    rows reach it (stages.transpose_conv_window): one row when stride >= kernel height, else a
+    window of about ceil(kernel / stride)."""
     o = op.options
     if o is None or len(op.inputs) < 3 or op.inputs[2] != t:
         return None
     filt = graph.tensors[op.inputs[1]].shape
-    if len(filt) != 4 or o.strideH < filt[1] or out_h != in_h * o.strideH:
+    if len(filt) != 4:
         return None
-    return RowMap(in_h, out_h, 1, o.strideH)
+    rows = stages.transpose_conv_window(in_h, out_h, filt[1], o.strideH, o.padding)
+    return None if rows is None else RowMap(in_h, out_h, 1, o.strideH, rows[1], rows[2])
 
 
 def _nearest_rows(graph: Graph, op: Operator, t: int, in_h: int, out_h: int) -> RowMap | None:

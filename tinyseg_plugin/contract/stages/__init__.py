@@ -8,6 +8,7 @@ tests/test_stage_registry.py compares kStages' text with STAGES without a compil
 from __future__ import annotations
 
 from . import activation, arithmetic, conv, layout, pool, reduce
+from .conv import transpose_conv_window
 from .record import FAMILIES, ROWS, RULES, Stage
 
 # By row type, then family, then the order of the family's file.
@@ -44,6 +45,7 @@ __all__ = [
     "rows_of",
     "rule_of",
     "same_type",
+    "transpose_conv_window",
 ]
 
 

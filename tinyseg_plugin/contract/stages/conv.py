@@ -12,6 +12,24 @@ _RULES = {
 }
 
 
+def transpose_conv_window(
+    in_h: int, out_h: int, kernel: int, stride: int, padding: int
+) -> tuple[int, int, int] | None:
+    """A TRANSPOSE_CONV's rows as a window (tinyseg_stream_conv.cc ConvGeometry computes the same):
+    input row i adds to output rows i * stride - pad + [0, kernel), so output row y reads input rows
+    ceil((y + pad - kernel + 1) / stride) .. floor((y + pad) / stride), inside
+    [y // stride - before, y // stride + after]. Returns (pad, before, after), the top padding as
+    TFLM computes it from the output's size (padding 0 SAME, 1 VALID); None when that size is not
+    the one TFLM's padding gives for the input's (the operator's geometry does not match)."""
+    if kernel < 1 or stride < 1:
+        return None
+    size = (out_h + stride - 1) // stride if padding == 0 else (out_h + stride - kernel) // stride
+    pad = max((size - 1) * stride + kernel - out_h, 0) // 2
+    if size != in_h or pad > kernel - 1:
+        return None
+    return pad, (kernel - 1 - pad) // stride, -(-pad // stride)
+
+
 def _conv(
     op: str, rows: str, constants: tuple, activations: tuple[int, ...] = (0,), **more
 ) -> Stage:
