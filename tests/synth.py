@@ -269,6 +269,21 @@ class ModelBuilder:
             [self.act_zero_point],
         )
 
+    def constant_like(self, shape) -> int:
+        """A random constant operand of the builder's activation type and quantization (int8,
+        int16 with zero point 0, or float32): a grid or a per-channel vector an elementwise
+        operator broadcasts."""
+        n = len(self.tensors)
+        if self.dtype == "FLOAT32":
+            data = self.rng.normal(0, 1, size=shape).astype(np.float32)
+            return self._tensor(list(shape), "FLOAT32", f"const{n}", data)
+        if self.dtype == "INT16":
+            data = self.rng.integers(-30000, 30000, size=shape).astype(np.int16)
+            return self._tensor(
+                list(shape), "INT16", f"const{n}", data, [self.act_scale / 256], [0]
+            )
+        return self.constant(shape)
+
     def unary(
         self,
         x: int,
@@ -630,6 +645,20 @@ def more_stages_unet(seed: int = 0, size: int = 16) -> "fb.ModelT":
     y = b.unary(y, "TANH", scale=1 / 128, zero_point=0)
     y = b.conv(b.padv2(y, [[0, 0], [2, 0], [0, 2], [0, 0]], -100), 8, padding=VALID, relu=False)
     return b.build([b.to_float(b.conv(y, 1, k=1, relu=False)), b.to_float(bottleneck)])
+
+
+def grid_head(seed: int = 0, dtype: str = "INT8", h: int = 256) -> "fb.ModelT":
+    """A detection head's decoding as YOLOv5's TFLite export writes it, at a small size: rows are
+    grid cells (h), width the anchors (3), channels the coordinates (2); an ADD of the
+    grid (a constant of every row, 1 x h x 1 x 2, broadcast over the anchors), a MUL of the
+    anchors (a constant of one row, 1 x 1 x 3 x 2), between 1x1 convolutions so that one chain
+    holds them all."""
+    b = ModelBuilder(dtype=dtype, seed=seed)
+    x = b.conv(b.input([1, h, 3, 4]), 2, k=1)
+    x = b.add(x, b.constant_like([1, h, 1, 2]))
+    x = b.add(x, b.constant_like([1, 1, 3, 2]), "MUL")
+    x = b.add(x, b.constant_like([h, 1, 2]), "SUB")  # a grid of rank 3
+    return b.build([b.conv(x, 2, k=1, relu=False)])
 
 
 def vnet_like(seed: int = 0, dtype: str = "INT8", size: int = 32) -> "fb.ModelT":

@@ -227,6 +227,21 @@ def test_random_unets_with_wider_transpose_convs_pass_the_real_kernel_check(
     assert v.check == REAL_KERNELS and v.identical, v.detail
 
 
+@pytest.mark.parametrize("dtype", ["INT8", "FLOAT32", "INT16"])
+def test_a_detection_heads_grid_streams_bit_exact_in_the_real_kernels(
+    tflm_dir: str, dtype: str
+) -> None:
+    """ADD, MUL and SUB stages with a constant of every row (a YOLOv5 head's grid, rank 4 and 3,
+    broadcast over the anchors) and one of one row: each output row reads its own row of the
+    constant; outputs identical to the unfused graph's in TFLM with TinySeg's kernels."""
+    graph = build_graph(synth.grid_head(dtype=dtype))
+    opt = _optimized(graph)
+    stages = _stage_ops(opt)
+    assert {"ADD", "MUL", "SUB"} <= set(stages), stages
+    v = verify(graph, opt, runs=2, seed=3, tflm_dir=tflm_dir)
+    assert v.check == REAL_KERNELS and v.identical, v.detail
+
+
 @pytest.mark.parametrize("case", ["random_unet_0", "tiny_unet"])
 def test_a_broken_offline_layout_fails_the_real_kernel_check(tflm_dir: str, case: str) -> None:
     graph, broken = _broken(case)

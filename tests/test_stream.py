@@ -979,3 +979,16 @@ def test_float32_more_stages_stream_bit_exact(out, align: bool, half: bool) -> N
     assert stages == sorted(op.opcode for op in g.operators)
     v = verify(g, streamed, runs=2)
     assert v.identical, v.detail
+
+
+def test_a_constant_of_every_row_is_read_row_by_row():
+    """An ADD, MUL or SUB operand that is a constant of the output's rows (a detection head's
+    grid) is a stage's operand read row by row; a constant of another height is a broadcast over
+    rows the kernel does not make, and says so."""
+    g = build_graph(synth.grid_head(h=32))
+    arith = [op for op in g.operators if op.opcode in ("ADD", "MUL", "SUB")]
+    assert len(arith) == 3 and all(stream.stage_problem(g, op) is None for op in arith)
+    b = synth.ModelBuilder(dtype="INT8", seed=0)
+    x = b.conv(b.input([1, 32, 3, 4]), 2, k=1)
+    g = build_graph(b.build([b.add(x, b.constant([1, 16, 1, 2]))]))
+    assert "a broadcast over rows ([1, 16, 1, 2])" in stream.stage_problem(g, g.operators[1])

@@ -2,12 +2,13 @@
 // the parameters TFLM's own Prepare computes (add_common.cc, sub_common.cc, mul_common.cc) for
 // inputs broadcast across width and channels as TFLM's kernels do, along rows only a constant of
 // one row or a MUL's one-pixel StreamChain input read whole (ReadWhole: a squeeze-and-excitation
-// gate). A row without broadcast goes through CMSIS-NN's elementwise functions in a CMSIS-NN
-// build (ADD, MUL); otherwise TFLM's reference arithmetic. Float32 ADD, SUB and MUL: TFLM's
-// reference float arithmetic in every build (add.cc's EvalAdd, sub.cc's EvalSub,
-// mul_common.cc's EvalMulFloatReference). The int16 (16x8) ADD, SUB and MUL share the int8 code,
-// with TFLM's int16 parameters (left shift 15, zero points 0 for MUL) and functions, and CMSIS-NN's
-// s16 functions in a CMSIS-NN build.
+// gate); a constant of the output's rows (a detection head's grid) gives output row y its row y. A
+// row without broadcast goes through CMSIS-NN's elementwise functions in a CMSIS-NN build (ADD,
+// MUL); otherwise TFLM's reference arithmetic. Float32 ADD, SUB and MUL: TFLM's reference float
+// arithmetic in every build (add.cc's EvalAdd, sub.cc's EvalSub, mul_common.cc's
+// EvalMulFloatReference). The int16 (16x8) ADD, SUB and MUL share the int8 code, with TFLM's int16
+// parameters (left shift 15, zero points 0 for MUL) and functions, and CMSIS-NN's s16 functions in
+// a CMSIS-NN build.
 #include <cmath>
 
 #include "tensorflow/lite/c/builtin_op_data.h"
@@ -62,8 +63,8 @@ bool ReadWhole(const Tables& tab, const StageSlot& g, int32_t k) {
   return WholeIndex(candidate, constant) == k;
 }
 
-// Each operand broadcasts to the output: a constant of one row, or an activation of the output's
-// height; width and channels 1 or the output'ar.
+// Each operand broadcasts to the output: a constant of one row or of the output's rows, or an
+// activation of the output's height; width and channels 1 or the output's.
 TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorSlot& out,
                            TfLiteType type) {
   TfLiteContext* context = a.context;
@@ -79,10 +80,10 @@ TfLiteStatus CheckOperands(const StageArgs& a, const StageSlot& g, const TensorS
       for (int j = 0; j < rank && rank <= 4; ++j) dims[4 - rank + j] = t->dims->data[j];
       const bool ok = rank <= 4 && t->type == type;
       mc->DeallocateTempTfLiteTensor(t);
-      TF_LITE_ENSURE_MSG(context, ok && dims[1] == 1,
-                         "StreamChain: a constant ADD/SUB/MUL operand (or a MUL's one-pixel input "
-                         "read whole) has one row of the output's type");
-      TF_LITE_ENSURE_MSG(context, x.constant || (dims[0] == 1 && dims[2] == 1),
+      TF_LITE_ENSURE_MSG(context, ok && (dims[1] == 1 || (x.constant && dims[1] == out.height)),
+                         "StreamChain: a constant ADD/SUB/MUL operand has one row or the output's "
+                         "rows (a MUL's one-pixel input read whole one row), of the output's type");
+      TF_LITE_ENSURE_MSG(context, x.constant || (dims[0] == 1 && dims[1] == 1 && dims[2] == 1),
                          "StreamChain: a MUL input read whole is 1 x 1 x 1 x C");
     } else {
       dims[1] = x.height;
@@ -192,21 +193,37 @@ TfLiteStatus PrepareArithmeticInt16(const StageArgs& a, StageSlot& g) {
 
 namespace {
 
-// Operand k's data and shape for this row: row y of an activation (1 x 1 x W x C), or a constant
-// or a MUL's one-pixel gate read whole (ReadWhole: one row for all). `*same` stays true while
-// every operand has the output's row shape.
+// Row y of a constant of the output's rows (its dims right-aligned to 4, as TFLM broadcasts;
+// CheckOperands checked its rank, type and rows): 1 x 1 x W x C. False: the constant has one row.
+bool ConstantRow(const TfLiteEvalTensor& t, int32_t y, const uint8_t** data, RuntimeShape* shape) {
+  int32_t dims[4] = {1, 1, 1, 1};
+  const int rank = t.dims->size < 4 ? t.dims->size : 4;
+  for (int j = 0; j < rank; ++j) dims[4 - rank + j] = t.dims->data[j];
+  if (dims[1] <= 1) return false;
+  const size_t row =
+      static_cast<size_t>(dims[2]) * static_cast<size_t>(dims[3]) * contract::ElementBytes(t.type);
+  *data = static_cast<const uint8_t*>(t.data.data) + static_cast<size_t>(y) * row;
+  const int32_t one_row[4] = {1, 1, dims[2], dims[3]};
+  shape->ReplaceWith(4, one_row);
+  return true;
+}
+
+// Operand k's data and shape for this row: row y of an activation (1 x 1 x W x C) or of a constant
+// of the output's rows, or a constant of one row or a MUL's one-pixel gate read whole (ReadWhole:
+// one row for all). `*same` stays true while every operand has the output's row shape.
 ::tinyseg::Status Operand(const EvalState& v, const StageSlot& g, const StageRow& r, int32_t k,
                           const uint8_t** data, RuntimeShape* shape, bool* same) {
   const int32_t id = v.tab.operands[g.operand_begin + k];
   const TensorSlot& x = v.tab.tensor(id);
   if (x.constant || ReadWhole(v.tab, g, k)) {
     const TfLiteEvalTensor* t = micro::GetEvalInput(v.context, v.node, NodeIndex(v.node, *v.d, id));
+    *same = false;
+    if (x.constant && ConstantRow(*t, r.y, data, shape)) return ::tinyseg::Status::kOk;
     *data = static_cast<const uint8_t*>(t->data.data);
     int32_t dims[4] = {1, 1, 1, 1};
     const int rank = t->dims->size < 4 ? t->dims->size : 4;
     for (int j = 0; j < rank; ++j) dims[j] = t->dims->data[j];
     shape->ReplaceWith(rank, dims);
-    *same = false;
     return ::tinyseg::Status::kOk;
   }
   TINYSEG_RETURN_IF_ERROR(Band(v, id, r.y, r.y, data));

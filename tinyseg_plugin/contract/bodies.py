@@ -450,7 +450,8 @@ def _check_concatenation(c: _Check) -> None:
 
 def _check_broadcast(c: _Check) -> None:
     """ADD, SUB, MUL: two operands broadcast to the output across width and channels, each an
-    activation of the output's rows, a constant of one row, or a one-pixel input read whole."""
+    activation of the output's rows, a constant of one row or of the output's rows (row y read
+    for output row y: a detection head's grid), or a one-pixel input read whole."""
     st, loc, out = c.st, c.loc, c.out
     if len(st.inputs) != 2:
         raise _BodyError(f"{c.name} takes two inputs")
@@ -459,8 +460,15 @@ def _check_broadcast(c: _Check) -> None:
         if loc[lid].constant:
             t = c.graph.tensors[loc[lid].graph_index]
             shape = (1,) * (4 - len(t.shape)) + tuple(t.shape)
-            if len(shape) != 4 or (c.kernel and t.dtype != c.x.dtype) or shape[1] != 1:
-                raise _BodyError(f"{c.name}: a constant operand has one row of the output's type")
+            if (
+                len(shape) != 4
+                or (c.kernel and t.dtype != c.x.dtype)
+                or shape[1] not in (1, out.height)
+            ):
+                raise _BodyError(
+                    f"{c.name}: a constant operand has one row or the output's rows, of the "
+                    "output's type"
+                )
         else:
             shape = (1, loc[lid].height, loc[lid].width, loc[lid].channels)
             if j == whole:

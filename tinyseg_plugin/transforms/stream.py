@@ -721,7 +721,8 @@ def _broadcast_admission(
     graph: Graph, op: Operator, record: stages.Stage, acts: list[int], operands: list[int]
 ) -> str | None:
     """ADD, SUB and MUL broadcast across width and channels as TFLM's kernels do; a row needs rows
-    of the same height (an activation) or one row for all (a constant)."""
+    of the same height (an activation, or a constant read row by row: a detection head's grid) or
+    one row for all (a constant)."""
     out = graph.tensors[op.outputs[0]]
     whole = [t for t in acts if whole_operand(graph, op, t)]
     for t in operands:
@@ -734,7 +735,7 @@ def _broadcast_admission(
             or any(d not in (1, o) for d, o in zip(shape[2:], out.shape[2:]))
         ):
             return f"a broadcast of {list(shape)} the kernel does not make"
-        if shape[1] != (1 if graph.tensors[t].is_constant else out.shape[1]):
+        if shape[1] != out.shape[1] and not (graph.tensors[t].is_constant and shape[1] == 1):
             return f"a broadcast over rows ({list(shape)})"
     return None
 
