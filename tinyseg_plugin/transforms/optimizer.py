@@ -543,7 +543,7 @@ def _settle(
         if other.score(objective) < best.score(objective):
             candidates = [other if c.strategy == other.strategy else c for c in candidates]
             best = other
-    if o.smallest and o.stream:
+    if o.smallest and o.stream and not default_known:
         # So can the estimate's climb (analyze --stream: no row spill shared by two chains), whose
         # smaller space the budget covers further (TensorFlow's segmentation-tutorial model:
         # 102,144 B where the climb offered every candidate ends at 112,896 B).
