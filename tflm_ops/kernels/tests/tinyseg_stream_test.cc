@@ -388,7 +388,8 @@ struct DepthwiseTensors {
 // y = TRANSPOSE_CONV(x) run whole by TFLM (the fused activation `act` applied after) and as a
 // one-stage chain with `op_scratch` bytes of member scratch; returns the chain's TRANSPOSE_CONV
 // rows computed by CMSIS-NN, -1 on a mismatch.
-// x is 3 x 5 x kC; the filter kM x kh x kw x kC; stride (sh, sw) with sh >= kh.
+// x is 3 x 5 x kC; the filter kM x kh x kw x kC (kh, kw <= kK); stride (sh, sw); SAME, or VALID
+// with sh >= kh (the output has kTH * sh rows).
 int TransposeConvRows(TfLitePadding padding, int kh, int kw, int sh, int sw,
                       TfLiteFusedActivation act, int op_scratch) {
   constexpr int kTH = 3, kTW = 5;
@@ -859,6 +860,11 @@ TF_LITE_MICRO_TEST(TransposeConvStageAgainstTransposeConv) {
   // stride 3 > kernel 2 (ReLU): rows 2, 5, 8 hold the bias only (reference); 15 columns
   TF_LITE_MICRO_EXPECT_EQ(cmsis ? 6 : 0, TransposeConvRows(kTfLitePaddingSame, 2, 2, 3, 3,
                                                            kTfLiteActRelu, 15 * kRowBytes));
+  // stride 2 < kernel 3 (Keras' Conv2DTranspose(3, strides=2), SAME): each output row from a band
+  // of the input rows that reach it (two for the even rows), each band row through CMSIS-NN's row
+  // function; 11 columns in its row
+  TF_LITE_MICRO_EXPECT_EQ(cmsis ? 6 : 0, TransposeConvRows(kTfLitePaddingSame, 3, 3, 2, 2,
+                                                           kTfLiteActNone, 11 * kRowBytes));
   // VALID, stride 2 > kernel width 1: 9 output columns, CMSIS-NN's row has 10. (Not a stride
   // width above the stride height: arm_transpose_conv_s8_get_buffer_size sizes the row with the
   // stride height, so TFLM's CMSIS-NN kernel, run whole for the expected bytes, overruns it.)
