@@ -64,6 +64,17 @@ void RequantizeRow(const QuantizeStage& q, const StageRow& r, int32_t n) {
                             q.input_offset, q.output_offset, reinterpret_cast<Out*>(r.dst));
 }
 
+// One row through TFLM's DEQUANTIZE or float32 QUANTIZE function `fn`, with the quantized side's
+// zero point and its scale widened to double (as dequantize.cc's and quantize_common.cc's Eval).
+template <typename Params, typename In, typename Out>
+void AffineRow(void (*fn)(const Params&, const RuntimeShape&, const In*, const RuntimeShape&, Out*),
+               int32_t zero_point, float scale, const StageRow& r) {
+  Params p;
+  p.zero_point = zero_point;
+  p.scale = static_cast<double>(scale);
+  fn(p, r.in_shape, reinterpret_cast<const In*>(r.src), r.out_shape, reinterpret_cast<Out*>(r.dst));
+}
+
 }  // namespace
 
 // QUANTIZE between quantized types (quantize_common.cc: the multiplier of the scales' quotient,
@@ -104,52 +115,50 @@ TfLiteStatus PrepareQuantize(const StageArgs& a, StageSlot& g) {
   return ::tinyseg::Status::kOk;
 }
 
-// DequantizePrepare's parameters for int8 or int16 -> float32 (the input's zero point, and its
-// scale widened to double at Eval). Its float32 rows are a chain output or the input of float32
-// stages.
-TfLiteStatus PrepareDequantize(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(
-      TypesAndShape(a, g, contract::StreamDequantizeTypes, "DEQUANTIZE types not computed"));
+namespace {
+
+// DEQUANTIZE (int8 or int16 -> float32) and QUANTIZE float32 -> int8 or int16, as DequantizePrepare
+// and quantize_common.cc compute them: the zero points (the quantized side's is read), its scale
+// widened to double at Eval. Their float32 rows are a chain's input or output or float32 stages'.
+TfLiteStatus PrepareAffine(const StageArgs& a, StageSlot& g,
+                           bool (*types_ok)(TfLiteType, TfLiteType), const char* refusal) {
+  TF_LITE_ENSURE_STATUS(TypesAndShape(a, g, types_ok, refusal));
   g.quantize.input_offset = a.tab->tensor(g.input).zero_point;
-  return kTfLiteOk;
-}
-
-// As dequantize.cc's Eval for int8 and int16: the row's elements, float32 rows of 4-byte elements.
-::tinyseg::Status DequantizeRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  DequantizationParams p;
-  p.zero_point = g.quantize.input_offset;
-  p.scale = static_cast<double>(r.in->scale);
-  auto* dst = reinterpret_cast<float*>(r.dst);
-  if (r.in->type == kTfLiteInt16) {
-    reference_ops::Dequantize(p, r.in_shape, reinterpret_cast<const int16_t*>(r.src), r.out_shape,
-                              dst);
-  } else {
-    reference_ops::Dequantize(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src), r.out_shape,
-                              dst);
-  }
-  return ::tinyseg::Status::kOk;
-}
-
-// QUANTIZE float32 -> int8 or int16 (quantize_common.cc: the output's zero point, its scale widened
-// to double), so an int8 or int16 chain can start at a float32 tensor.
-TfLiteStatus PrepareQuantizeFloat(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(
-      TypesAndShape(a, g, contract::StreamQuantizeTypes, "QUANTIZE types not computed"));
   g.quantize.output_offset = a.tab->tensor(g.output).zero_point;
   return kTfLiteOk;
 }
 
-::tinyseg::Status QuantizeFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  QuantizationParams p;
-  p.zero_point = g.quantize.output_offset;
-  p.scale = static_cast<double>(r.out->scale);
-  if (r.out->type == kTfLiteInt16) {  // float32 -> int16: an int16 (16x8) chain's start
-    reference_ops::AffineQuantize(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
-                                  reinterpret_cast<int16_t*>(r.dst));
-    return ::tinyseg::Status::kOk;
+// Either's row, as dequantize.cc's and quantize_common.cc's Eval: the quantized side's type picks
+// TFLM's function (float32 -> int16 starts an int16 (16x8) chain).
+void AffineQuantizationRow(const QuantizeStage& q, const StageRow& r) {
+  if (r.in->type == kTfLiteInt16) {
+    AffineRow(reference_ops::Dequantize<int16_t, float>, q.input_offset, r.in->scale, r);
+  } else if (r.in->type == kTfLiteInt8) {
+    AffineRow(reference_ops::Dequantize<int8_t, float>, q.input_offset, r.in->scale, r);
+  } else if (r.out->type == kTfLiteInt16) {
+    AffineRow(reference_ops::AffineQuantize<float, int16_t>, q.output_offset, r.out->scale, r);
+  } else {
+    AffineRow(reference_ops::AffineQuantize<float, int8_t>, q.output_offset, r.out->scale, r);
   }
-  reference_ops::AffineQuantize(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
-                                reinterpret_cast<int8_t*>(r.dst));
+}
+
+}  // namespace
+
+TfLiteStatus PrepareDequantize(const StageArgs& a, StageSlot& g) {
+  return PrepareAffine(a, g, contract::StreamDequantizeTypes, "DEQUANTIZE types not computed");
+}
+
+::tinyseg::Status DequantizeRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  AffineQuantizationRow(g.quantize, r);
+  return ::tinyseg::Status::kOk;
+}
+
+TfLiteStatus PrepareQuantizeFloat(const StageArgs& a, StageSlot& g) {
+  return PrepareAffine(a, g, contract::StreamQuantizeTypes, "QUANTIZE types not computed");
+}
+
+::tinyseg::Status QuantizeFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
+  AffineQuantizationRow(g.quantize, r);
   return ::tinyseg::Status::kOk;
 }
 
@@ -293,11 +302,12 @@ TfLiteStatus PrepareQuantizedRelu(const StageArgs& a, StageSlot& g) {
   TF_LITE_ENSURE_MSG(a.context, sizeof(T) == 1 || (in.zero_point == 0 && out.zero_point == 0),
                      "StreamChain: an int16 RELU stage needs zero points 0 (as TFLM's RELU)");
   ReluStage& sv = g.relu;
-  QuantizeMultiplier(static_cast<double>(in.scale / out.scale), &sv.multiplier, &sv.shift);
+  QuantizeMultiplier(static_cast<double>(in.scale / out.scale), &sv.output_multiplier,
+                     &sv.output_shift);
   const int32_t zero = out.zero_point + static_cast<int32_t>(roundf(0.0f / out.scale));
   const int32_t lowest = std::numeric_limits<T>::min();
-  sv.act_min = zero > lowest ? zero : lowest;
-  sv.act_max = std::numeric_limits<T>::max();
+  sv.quantized_activation_min = zero > lowest ? zero : lowest;
+  sv.quantized_activation_max = std::numeric_limits<T>::max();
   sv.input_offset = in.zero_point;
   sv.output_offset = out.zero_point;
   return kTfLiteOk;
@@ -305,14 +315,8 @@ TfLiteStatus PrepareQuantizedRelu(const StageArgs& a, StageSlot& g) {
 
 template <typename T>
 ::tinyseg::Status QuantizedReluRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  const ReluStage& sv = g.relu;
   ReluOpData data{};
-  data.params.input_offset = sv.input_offset;
-  data.params.output_offset = sv.output_offset;
-  data.params.output_multiplier = sv.multiplier;
-  data.params.output_shift = sv.shift;
-  data.params.quantized_activation_min = sv.act_min;
-  data.params.quantized_activation_max = sv.act_max;
+  data.params = g.relu;
   ReluRowOf<T>(HasReluOf<T>{}, data, r.in_shape, r.out_shape, reinterpret_cast<const T*>(r.src),
                reinterpret_cast<T*>(r.dst));
   return ::tinyseg::Status::kOk;
@@ -333,18 +337,19 @@ TfLiteStatus PrepareQuantizedRelu6(const StageArgs& a, StageSlot& g) {
       a.context,
       sizeof(T) == 1 || (in.scale > 0.0f && std::isfinite(six) && six < 2147483647.0 - 65536.0),
       "StreamChain: an int16 RELU6 stage needs an input scale above 6 / 2^31");
-  g.relu.act_min = in.zero_point;
-  g.relu.act_max = FloatToQuantizedType<T>(6.0f, in.scale, in.zero_point);
-  TF_LITE_ENSURE(a.context, g.relu.act_max >= std::numeric_limits<T>::min() &&
-                                g.relu.act_max <= std::numeric_limits<T>::max());
+  ReluStage& sv = g.relu;
+  sv.quantized_activation_min = in.zero_point;
+  sv.quantized_activation_max = FloatToQuantizedType<T>(6.0f, in.scale, in.zero_point);
+  TF_LITE_ENSURE(a.context, sv.quantized_activation_max >= std::numeric_limits<T>::min() &&
+                                sv.quantized_activation_max <= std::numeric_limits<T>::max());
   return kTfLiteOk;
 }
 
 template <typename T>
 ::tinyseg::Status QuantizedRelu6Row(const EvalState&, const StageSlot& g, const StageRow& r) {
-  Relu6RowOf<T>(HasRelu6Of<T>{}, static_cast<T>(g.relu.act_min), static_cast<T>(g.relu.act_max),
-                r.in_shape, reinterpret_cast<const T*>(r.src), r.out_shape,
-                reinterpret_cast<T*>(r.dst));
+  Relu6RowOf<T>(HasRelu6Of<T>{}, static_cast<T>(g.relu.quantized_activation_min),
+                static_cast<T>(g.relu.quantized_activation_max), r.in_shape,
+                reinterpret_cast<const T*>(r.src), r.out_shape, reinterpret_cast<T*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 
@@ -388,32 +393,21 @@ TfLiteStatus PrepareHardSwish(const StageArgs& a, StageSlot& g) {
   const float hires_input_scale = (1.0f / 128.0f) * in.scale;
   const float reluish_scale = 3.0f / 32768.0f;
   int32_t fixedpoint = 0;
-  int16_t fixedpoint16 = 0;
   QuantizeMultiplier(static_cast<double>(hires_input_scale / out.scale), &fixedpoint,
-                     &sv.output_shift);
-  DownScaleInt32ToInt16Multiplier(fixedpoint, &fixedpoint16);
-  sv.output_multiplier = fixedpoint16;
-  TF_LITE_ENSURE(context, sv.output_shift <= 0);
+                     &sv.output_multiplier_exponent);
+  DownScaleInt32ToInt16Multiplier(fixedpoint, &sv.output_multiplier_fixedpoint_int16);
+  TF_LITE_ENSURE(context, sv.output_multiplier_exponent <= 0);
   QuantizeMultiplier(static_cast<double>(hires_input_scale / reluish_scale), &fixedpoint,
-                     &sv.reluish_shift);
-  DownScaleInt32ToInt16Multiplier(fixedpoint, &fixedpoint16);
-  sv.reluish_multiplier = fixedpoint16;
-  sv.input_zero_point = in.zero_point;
-  sv.output_zero_point = out.zero_point;
+                     &sv.reluish_multiplier_exponent);
+  DownScaleInt32ToInt16Multiplier(fixedpoint, &sv.reluish_multiplier_fixedpoint_int16);
+  sv.input_zero_point = static_cast<int16_t>(in.zero_point);
+  sv.output_zero_point = static_cast<int16_t>(out.zero_point);
   return kTfLiteOk;
 }
 
 ::tinyseg::Status HardSwishRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  const HardSwishStage& sv = g.hard_swish;
-  HardSwishParams p = {};
-  p.input_zero_point = static_cast<int16_t>(sv.input_zero_point);
-  p.output_zero_point = static_cast<int16_t>(sv.output_zero_point);
-  p.output_multiplier_fixedpoint_int16 = static_cast<int16_t>(sv.output_multiplier);
-  p.output_multiplier_exponent = sv.output_shift;
-  p.reluish_multiplier_fixedpoint_int16 = static_cast<int16_t>(sv.reluish_multiplier);
-  p.reluish_multiplier_exponent = sv.reluish_shift;
-  reference_ops::HardSwish(p, r.in_shape, reinterpret_cast<const int8_t*>(r.src), r.out_shape,
-                           reinterpret_cast<int8_t*>(r.dst));
+  reference_ops::HardSwish(g.hard_swish, r.in_shape, reinterpret_cast<const int8_t*>(r.src),
+                           r.out_shape, reinterpret_cast<int8_t*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 
@@ -432,10 +426,14 @@ TfLiteStatus PrepareLeakyReluQuantized(const StageArgs& a, StageSlot& g) {
   const float al = alpha.AsFloat();
   TF_LITE_ENSURE_MSG(context, std::isfinite(al), "StreamChain: LEAKY_RELU's alpha is not finite");
   LeakyReluStage& sv = g.leaky_relu;
-  QuantizeMultiplier(static_cast<double>(in.scale * al / out.scale), &sv.alpha_multiplier,
-                     &sv.alpha_shift);
-  QuantizeMultiplier(static_cast<double>(in.scale / out.scale), &sv.identity_multiplier,
-                     &sv.identity_shift);
+  int alpha_shift = 0;  // int32_t fields: QuantizeMultiplier takes an int
+  int identity_shift = 0;
+  QuantizeMultiplier(static_cast<double>(in.scale * al / out.scale), &sv.output_multiplier_alpha,
+                     &alpha_shift);
+  QuantizeMultiplier(static_cast<double>(in.scale / out.scale), &sv.output_multiplier_identity,
+                     &identity_shift);
+  sv.output_shift_alpha = alpha_shift;
+  sv.output_shift_identity = identity_shift;
   sv.input_offset = in.zero_point;
   sv.output_offset = out.zero_point;
   return kTfLiteOk;
@@ -446,21 +444,9 @@ TfLiteStatus PrepareLeakyRelu(const StageArgs& a, StageSlot& g) {
   return PrepareLeakyReluQuantized(a, g);
 }
 
-LeakyReluParams LeakyReluParamsOf(const LeakyReluStage& sv) {
-  LeakyReluParams p = {};
-  p.input_offset = sv.input_offset;
-  p.output_offset = sv.output_offset;
-  p.output_multiplier_alpha = sv.alpha_multiplier;
-  p.output_shift_alpha = sv.alpha_shift;
-  p.output_multiplier_identity = sv.identity_multiplier;
-  p.output_shift_identity = sv.identity_shift;
-  return p;
-}
-
 ::tinyseg::Status LeakyReluRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  reference_ops::QuantizeLeakyRelu(LeakyReluParamsOf(g.leaky_relu), r.in_shape,
-                                   reinterpret_cast<const int8_t*>(r.src), r.out_shape,
-                                   reinterpret_cast<int8_t*>(r.dst));
+  reference_ops::QuantizeLeakyRelu(g.leaky_relu, r.in_shape, reinterpret_cast<const int8_t*>(r.src),
+                                   r.out_shape, reinterpret_cast<int8_t*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 
@@ -489,13 +475,13 @@ TfLiteStatus PreparePreluQuantized(const StageArgs& a, StageSlot& g) {
   const double m1 = static_cast<double>(in.scale) / static_cast<double>(out.scale);
   const double m2 = static_cast<double>(in.scale) * static_cast<double>(alpha->params.scale) /
                     static_cast<double>(out.scale);
-  sv.alpha_offset = -alpha->params.zero_point;
+  sv.params.alpha_offset = -alpha->params.zero_point;
   mc->DeallocateTempTfLiteTensor(alpha);
   TF_LITE_ENSURE_MSG(context, ok, "StreamChain: PRELU needs an int8 alpha of one row");
-  QuantizeMultiplier(m1, &sv.multiplier_1, &sv.shift_1);
-  QuantizeMultiplier(m2, &sv.multiplier_2, &sv.shift_2);
-  sv.input_offset = -in.zero_point;
-  sv.output_offset = out.zero_point;
+  QuantizeMultiplier(m1, &sv.params.output_multiplier_1, &sv.params.output_shift_1);
+  QuantizeMultiplier(m2, &sv.params.output_multiplier_2, &sv.params.output_shift_2);
+  sv.params.input_offset = -in.zero_point;
+  sv.params.output_offset = out.zero_point;
   return kTfLiteOk;
 }
 
@@ -504,22 +490,10 @@ TfLiteStatus PreparePrelu(const StageArgs& a, StageSlot& g) {
   return PreparePreluQuantized(a, g);
 }
 
-PreluParams PreluParamsOf(const PreluStage& sv) {
-  PreluParams p = {};
-  p.input_offset = sv.input_offset;
-  p.alpha_offset = sv.alpha_offset;
-  p.output_offset = sv.output_offset;
-  p.output_multiplier_1 = sv.multiplier_1;
-  p.output_shift_1 = sv.shift_1;
-  p.output_multiplier_2 = sv.multiplier_2;
-  p.output_shift_2 = sv.shift_2;
-  return p;
-}
-
 ::tinyseg::Status PreluRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const TfLiteEvalTensor* alpha = micro::GetEvalInput(v.context, v.node, g.prelu.alpha);
   reference_ops::BroadcastPrelu4DSlow(
-      PreluParamsOf(g.prelu), r.out_shape, reinterpret_cast<const int8_t*>(r.src),
+      g.prelu.params, r.out_shape, reinterpret_cast<const int8_t*>(r.src),
       micro::GetTensorShape(alpha), micro::GetTensorData<int8_t>(alpha), r.out_shape,
       reinterpret_cast<int8_t*>(r.dst));
   return ::tinyseg::Status::kOk;

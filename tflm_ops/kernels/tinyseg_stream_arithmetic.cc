@@ -310,8 +310,8 @@ template <typename T>
   const T* b = in.data[1];
   auto* o = reinterpret_cast<T*>(r.dst);
   if (in.same && g.op != StageOp::kSub &&
-      CmsisRow(g.op, ElementwiseRowOf(g.arith, a, b, o, r.out->width * r.out->channels))) {
-    CountOptimizedRow(v);
+      OptimizedRow(
+          v, CmsisRow(g.op, ElementwiseRowOf(g.arith, a, b, o, r.out->width * r.out->channels)))) {
     return ::tinyseg::Status::kOk;
   }
   const ArithmeticParams p = ParamsOf(g.op, g.arith);

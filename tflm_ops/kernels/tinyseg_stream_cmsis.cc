@@ -171,7 +171,7 @@ int32_t BandFilterRow(const BandTransposeConv& t, int32_t j) {
 }
 
 bool ReachesRow(const BandTransposeConv& t) {
-  for (int32_t j = 0; j < t.in_rows; ++j) {
+  for (int32_t j = 0; j < t.in_h; ++j) {
     const int32_t fr = BandFilterRow(t, j);
     if (fr >= 0 && fr < t.filter_h) return true;
   }
@@ -203,7 +203,7 @@ bool CmsisTransposeConvRow(const BandTransposeConv& t, void* scratch, int32_t sc
   // at the output's top and bottom edges): the products of exactly this output row, added into
   // the accumulator (integer sums: their order does not matter).
   const int32_t row = columns * t.out_c;
-  for (int32_t j = 0; j < t.in_rows; ++j) {
+  for (int32_t j = 0; j < t.in_h; ++j) {
     const int32_t fr = BandFilterRow(t, j);
     if (fr < 0 || fr >= t.filter_h) continue;
     const int8_t* input = t.input + static_cast<size_t>(j) * t.in_w * t.in_c;

@@ -93,19 +93,10 @@ using ElementwiseRow = ElementwiseRowOf<int8_t>;
 // (arm_transpose_conv_s8 itself, on the input row with the whole filter, writes `stride` output
 // rows at once, and with a top padding it skips output rows; its wrapper may run a convolution
 // over the zero-upsampled input, which reads neighbouring input rows.)
-struct BandTransposeConv {
-  const int8_t* input;  // in_rows rows of in_w x in_c
-  int32_t in_rows, in_w, in_c;
-  const int8_t* filter;  // the whole filter
-  int32_t filter_h, filter_w, filter_row;
-  const int32_t* bias;  // nullptr: none
-  int8_t* output;       // one row: out_w x out_c
-  int32_t out_w, out_c;
-  int32_t stride_h, stride_w, pad_w;
-  int32_t input_offset, output_offset;
-  int32_t act_min, act_max;
-  const int32_t* multiplier;  // per output channel
-  const int32_t* shift;
+// The band is a convolution's (BandConv: in_h the band's rows, `filter` the whole filter; its
+// dilation, filter_c, pad_h and depth_multiplier are not read).
+struct BandTransposeConv : BandConv {
+  int32_t filter_row;
 };
 
 // One output row of an int8 PAD or PADV2 of height and width: the input row (`in_rows` 1) with

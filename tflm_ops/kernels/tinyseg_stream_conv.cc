@@ -258,8 +258,11 @@ const int32_t* Multipliers(const EvalState& v, const ConvStage& c) {
                             : reinterpret_cast<const int32_t*>(v.d->options + ~c.per_channel);
 }
 
-// The options every convolution stage has, then its constants (filter, bias) to `with`.
-TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g, ConvPrepareWithFn with) {
+// The rows' type, the options every convolution stage has, then its constants (filter, bias) to
+// `with`.
+TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g, TfLiteType rows,
+                           ConvPrepareWithFn with) {
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), rows));
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
@@ -287,13 +290,11 @@ TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g, ConvPrepareWithFn w
 }
 
 TfLiteStatus PrepareConv(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteInt8));
-  return PrepareConvOf(a, g, PrepareWith);
+  return PrepareConvOf(a, g, kTfLiteInt8, PrepareWith);
 }
 
 TfLiteStatus PrepareConvFloat(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteFloat32));
-  return PrepareConvOf(a, g, PrepareFloatWith);
+  return PrepareConvOf(a, g, kTfLiteFloat32, PrepareFloatWith);
 }
 
 // ------------------------------------------------------------ rows
@@ -302,36 +303,32 @@ TfLiteStatus PrepareConvFloat(const StageArgs& a, StageSlot& g) {
   const ConvStage& c = g.conv;
   // The band starts at input row lo: its own top padding.
   const int32_t pad_top = BandPadTop(r, c.stride_h, c.pad_h);
-  const ConvParams p = QuantizedConvParams<ConvParams>(c, pad_top);
-  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = ConvBias(v, c);
-  tinyseg_ops::BandConv b = BandConvRow<int8_t, int32_t>(v, c, r, pad_top, filter);
-  b.bias = micro::GetOptionalTensorData<int32_t>(bias);
-  if (tinyseg_ops::CmsisConvRow(b, v.op_scratch, MemberScratchBytes(*v.d))) {
-    CountOptimizedRow(v);
+  const ConvParams p = ConvParamsOf<ConvParams>(c, pad_top);
+  const ConvConstants k = ConvConstantsOf(v, c);
+  tinyseg_ops::BandConv b = BandConvRow<int8_t, int32_t>(v, c, r, pad_top, k.filter);
+  b.bias = micro::GetOptionalTensorData<int32_t>(k.bias);
+  if (OptimizedRow(v, tinyseg_ops::CmsisConvRow(b, v.op_scratch, MemberScratchBytes(*v.d)))) {
     return ::tinyseg::Status::kOk;
   }
-  kConvPerChannel(p, b.multiplier, b.shift, r.in_shape, b.input, micro::GetTensorShape(filter),
-                  b.filter, micro::GetTensorShape(bias), b.bias, r.out_shape, b.output);
+  kConvPerChannel(p, b.multiplier, b.shift, r.in_shape, b.input, micro::GetTensorShape(k.filter),
+                  b.filter, micro::GetTensorShape(k.bias), b.bias, r.out_shape, b.output);
   return ::tinyseg::Status::kOk;
 }
 
 ::tinyseg::Status DepthwiseConvRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
   const int32_t pad_top = BandPadTop(r, c.stride_h, c.pad_h);
-  const DepthwiseParams p =
-      WithDepthMultiplier(QuantizedConvParams<DepthwiseParams>(c, pad_top), r);
-  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = ConvBias(v, c);
-  tinyseg_ops::BandConv b = BandConvRow<int8_t, int32_t>(v, c, r, pad_top, filter);
-  b.bias = micro::GetOptionalTensorData<int32_t>(bias);
+  const DepthwiseParams p = WithDepthMultiplier(ConvParamsOf<DepthwiseParams>(c, pad_top), r);
+  const ConvConstants k = ConvConstantsOf(v, c);
+  tinyseg_ops::BandConv b = BandConvRow<int8_t, int32_t>(v, c, r, pad_top, k.filter);
+  b.bias = micro::GetOptionalTensorData<int32_t>(k.bias);
   b.depth_multiplier = p.depth_multiplier;
-  if (tinyseg_ops::CmsisDepthwiseConvRow(b, v.op_scratch, MemberScratchBytes(*v.d))) {
-    CountOptimizedRow(v);
+  if (OptimizedRow(v,
+                   tinyseg_ops::CmsisDepthwiseConvRow(b, v.op_scratch, MemberScratchBytes(*v.d)))) {
     return ::tinyseg::Status::kOk;
   }
   kDepthwiseConvPerChannel(p, b.multiplier, b.shift, r.in_shape, b.input,
-                           micro::GetTensorShape(filter), b.filter, micro::GetTensorShape(bias),
+                           micro::GetTensorShape(k.filter), b.filter, micro::GetTensorShape(k.bias),
                            b.bias, r.out_shape, b.output);
   return ::tinyseg::Status::kOk;
 }
@@ -343,27 +340,9 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
                        int32_t filter_row, const TfLiteEvalTensor* filter,
                        const TfLiteEvalTensor* bias) {
   tinyseg_ops::BandTransposeConv t = {};
-  t.input = reinterpret_cast<const int8_t*>(r.src);
-  t.in_rows = r.rows;
-  t.in_w = r.in->width;
-  t.in_c = r.in->channels;
-  t.filter = micro::GetTensorData<int8_t>(filter);
-  t.filter_h = c.filter_h;
-  t.filter_w = c.filter_w;
-  t.filter_row = filter_row;
+  static_cast<tinyseg_ops::BandConv&>(t) = BandConvRow<int8_t, int32_t>(v, c, r, 0, filter);
   t.bias = micro::GetOptionalTensorData<int32_t>(bias);
-  t.output = reinterpret_cast<int8_t*>(r.dst);
-  t.out_w = r.out->width;
-  t.out_c = r.out->channels;
-  t.stride_h = c.stride_h;
-  t.stride_w = c.stride_w;
-  t.pad_w = c.pad_w;
-  t.input_offset = c.input_offset;
-  t.output_offset = c.output_offset;
-  t.act_min = c.act_min;
-  t.act_max = c.act_max;
-  t.multiplier = Multipliers(v, c);
-  t.shift = Multipliers(v, c) + r.out->channels;
+  t.filter_row = filter_row;
   return tinyseg_ops::CmsisTransposeConvRow(t, v.op_scratch, MemberScratchBytes(*v.d));
 }
 
@@ -375,20 +354,17 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
 // row.
 ::tinyseg::Status TransposeConvRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
-  const ConvParams p =
-      TransposeRowParams(QuantizedConvParams<ConvParams>(c, TransposePadTop(c, r)));
-  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = ConvBias(v, c);
-  if (CmsisTransposeRow(v, c, r, p.padding_values.height, filter, bias)) {
-    CountOptimizedRow(v);
+  const ConvParams p = TransposeRowParams(ConvParamsOf<ConvParams>(c, TransposePadTop(c, r)));
+  const ConvConstants k = ConvConstantsOf(v, c);
+  if (OptimizedRow(v, CmsisTransposeRow(v, c, r, p.padding_values.height, k.filter, k.bias))) {
     if (v.stats != nullptr) ++v.stats->optimized_transpose_conv_rows;
     return ::tinyseg::Status::kOk;
   }
   const int32_t* pool = Multipliers(v, c);
   kTransposeConv(p, pool, pool + r.out->channels, r.in_shape,
-                 reinterpret_cast<const int8_t*>(r.src), micro::GetTensorShape(filter),
-                 micro::GetTensorData<int8_t>(filter), micro::GetTensorShape(bias),
-                 micro::GetOptionalTensorData<int32_t>(bias), r.out_shape,
+                 reinterpret_cast<const int8_t*>(r.src), micro::GetTensorShape(k.filter),
+                 micro::GetTensorData<int8_t>(k.filter), micro::GetTensorShape(k.bias),
+                 micro::GetOptionalTensorData<int32_t>(k.bias), r.out_shape,
                  reinterpret_cast<int8_t*>(r.dst), RuntimeShape(), nullptr, v.op_scratch);
   return ::tinyseg::Status::kOk;
 }
@@ -397,26 +373,24 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
 
 ::tinyseg::Status ConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
-  const ConvParams p = FloatConvParams<ConvParams>(c, BandPadTop(r, c.stride_h, c.pad_h));
-  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = ConvBias(v, c);
+  const ConvParams p = ConvParamsOf<ConvParams>(c, BandPadTop(r, c.stride_h, c.pad_h));
+  const ConvConstants k = ConvConstantsOf(v, c);
   reference_ops::Conv(p, r.in_shape, reinterpret_cast<const float*>(r.src),
-                      micro::GetTensorShape(filter), micro::GetTensorData<float>(filter),
-                      micro::GetTensorShape(bias), micro::GetOptionalTensorData<float>(bias),
+                      micro::GetTensorShape(k.filter), micro::GetTensorData<float>(k.filter),
+                      micro::GetTensorShape(k.bias), micro::GetOptionalTensorData<float>(k.bias),
                       r.out_shape, reinterpret_cast<float*>(r.dst), RuntimeShape(), nullptr);
   return ::tinyseg::Status::kOk;
 }
 
 ::tinyseg::Status DepthwiseConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
-  const DepthwiseParams p = WithDepthMultiplier(
-      FloatConvParams<DepthwiseParams>(c, BandPadTop(r, c.stride_h, c.pad_h)), r);
-  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = ConvBias(v, c);
+  const DepthwiseParams p =
+      WithDepthMultiplier(ConvParamsOf<DepthwiseParams>(c, BandPadTop(r, c.stride_h, c.pad_h)), r);
+  const ConvConstants k = ConvConstantsOf(v, c);
   reference_ops::DepthwiseConv(
-      p, r.in_shape, reinterpret_cast<const float*>(r.src), micro::GetTensorShape(filter),
-      micro::GetTensorData<float>(filter), micro::GetTensorShape(bias),
-      micro::GetOptionalTensorData<float>(bias), r.out_shape, reinterpret_cast<float*>(r.dst));
+      p, r.in_shape, reinterpret_cast<const float*>(r.src), micro::GetTensorShape(k.filter),
+      micro::GetTensorData<float>(k.filter), micro::GetTensorShape(k.bias),
+      micro::GetOptionalTensorData<float>(k.bias), r.out_shape, reinterpret_cast<float*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 
@@ -425,13 +399,12 @@ bool CmsisTransposeRow(const EvalState& v, const ConvStage& c, const StageRow& r
 // the band's rows are the same rows in the same order, so each output value is the same sum.
 ::tinyseg::Status TransposeConvFloatRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
-  const ConvParams p = TransposeRowParams(FloatConvParams<ConvParams>(c, TransposePadTop(c, r)));
-  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = ConvBias(v, c);
+  const ConvParams p = TransposeRowParams(ConvParamsOf<ConvParams>(c, TransposePadTop(c, r)));
+  const ConvConstants k = ConvConstantsOf(v, c);
   reference_ops::TransposeConv(p, r.in_shape, reinterpret_cast<const float*>(r.src),
-                               micro::GetTensorShape(filter), micro::GetTensorData<float>(filter),
-                               micro::GetTensorShape(bias),
-                               micro::GetOptionalTensorData<float>(bias), r.out_shape,
+                               micro::GetTensorShape(k.filter),
+                               micro::GetTensorData<float>(k.filter), micro::GetTensorShape(k.bias),
+                               micro::GetOptionalTensorData<float>(k.bias), r.out_shape,
                                reinterpret_cast<float*>(r.dst), RuntimeShape(), nullptr);
   return ::tinyseg::Status::kOk;
 }

@@ -66,10 +66,8 @@ TfLiteStatus PrepareLeakyReluFloat(const StageArgs& a, StageSlot& g) {
 }
 
 ::tinyseg::Status LeakyReluFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  LeakyReluParams p = {};
-  p.alpha = g.leaky_relu.alpha;
-  reference_ops::LeakyRelu(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
-                           reinterpret_cast<float*>(r.dst));
+  reference_ops::LeakyRelu(g.leaky_relu, r.in_shape, reinterpret_cast<const float*>(r.src),
+                           r.out_shape, reinterpret_cast<float*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 

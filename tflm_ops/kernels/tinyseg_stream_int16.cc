@@ -51,31 +51,30 @@ tinyseg_ops::BandConvS16 BandConvS16Row(const EvalState& v, const ConvStage& c, 
 }  // namespace
 
 TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteInt16));
-  return PrepareConvOf(a, g, PrepareInt16With);
+  return PrepareConvOf(a, g, kTfLiteInt16, PrepareInt16With);
 }
 
 // conv.cc's int16 case: the int32 accumulator for an int32 bias, int64 for an int64 bias.
 ::tinyseg::Status ConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
   const int32_t pad_top = BandPadTop(r, c.stride_h, c.pad_h);
-  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = ConvBias(v, c);
-  if (bias == nullptr) return ::tinyseg::Status::kInvalidArgument;  // Prepare refuses it
-  const tinyseg_ops::BandConvS16 b = BandConvS16Row(v, c, r, pad_top, filter, bias);
-  if (tinyseg_ops::CmsisConvRowS16(b, v.op_scratch, MemberScratchBytes(*v.d))) {
-    CountOptimizedRow(v);
+  const ConvConstants k = ConvConstantsOf(v, c);
+  if (k.bias == nullptr) return ::tinyseg::Status::kInvalidArgument;  // Prepare refuses it
+  const tinyseg_ops::BandConvS16 b = BandConvS16Row(v, c, r, pad_top, k.filter, k.bias);
+  if (OptimizedRow(v, tinyseg_ops::CmsisConvRowS16(b, v.op_scratch, MemberScratchBytes(*v.d)))) {
     return ::tinyseg::Status::kOk;
   }
-  const ConvParams p = QuantizedConvParams<ConvParams>(c, pad_top);
-  if (bias->type == kTfLiteInt32) {
+  const ConvParams p = ConvParamsOf<ConvParams>(c, pad_top);
+  if (k.bias->type == kTfLiteInt32) {
     reference_integer_ops::ConvPerChannel(
-        p, b.multiplier, b.shift, r.in_shape, b.input, micro::GetTensorShape(filter), b.filter,
-        micro::GetTensorShape(bias), micro::GetTensorData<int32_t>(bias), r.out_shape, b.output);
+        p, b.multiplier, b.shift, r.in_shape, b.input, micro::GetTensorShape(k.filter), b.filter,
+        micro::GetTensorShape(k.bias), micro::GetTensorData<int32_t>(k.bias), r.out_shape,
+        b.output);
   } else {
     reference_integer_ops::ConvPerChannel(
-        p, b.multiplier, b.shift, r.in_shape, b.input, micro::GetTensorShape(filter), b.filter,
-        micro::GetTensorShape(bias), micro::GetTensorData<int64_t>(bias), r.out_shape, b.output);
+        p, b.multiplier, b.shift, r.in_shape, b.input, micro::GetTensorShape(k.filter), b.filter,
+        micro::GetTensorShape(k.bias), micro::GetTensorData<int64_t>(k.bias), r.out_shape,
+        b.output);
   }
   return ::tinyseg::Status::kOk;
 }
@@ -83,20 +82,15 @@ TfLiteStatus PrepareConvInt16(const StageArgs& a, StageSlot& g) {
 ::tinyseg::Status DepthwiseConvInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const ConvStage& c = g.conv;
   const int32_t pad_top = BandPadTop(r, c.stride_h, c.pad_h);
-  const DepthwiseParams p =
-      WithDepthMultiplier(QuantizedConvParams<DepthwiseParams>(c, pad_top), r);
-  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = ConvBias(v, c);
-  if (bias == nullptr) return ::tinyseg::Status::kInvalidArgument;  // Prepare refuses it
-  tinyseg_ops::BandConvS16 b = BandConvS16Row(v, c, r, pad_top, filter, bias);
+  const DepthwiseParams p = WithDepthMultiplier(ConvParamsOf<DepthwiseParams>(c, pad_top), r);
+  const ConvConstants k = ConvConstantsOf(v, c);
+  if (k.bias == nullptr) return ::tinyseg::Status::kInvalidArgument;  // Prepare refuses it
+  tinyseg_ops::BandConvS16 b = BandConvS16Row(v, c, r, pad_top, k.filter, k.bias);
   b.depth_multiplier = p.depth_multiplier;
-  if (tinyseg_ops::CmsisDepthwiseConvRowS16(b)) {
-    CountOptimizedRow(v);
-    return ::tinyseg::Status::kOk;
-  }
+  if (OptimizedRow(v, tinyseg_ops::CmsisDepthwiseConvRowS16(b))) return ::tinyseg::Status::kOk;
   reference_integer_ops::DepthwiseConvPerChannel(
-      p, b.multiplier, b.shift, r.in_shape, b.input, micro::GetTensorShape(filter), b.filter,
-      micro::GetTensorShape(bias), micro::GetTensorData<int64_t>(bias), r.out_shape, b.output);
+      p, b.multiplier, b.shift, r.in_shape, b.input, micro::GetTensorShape(k.filter), b.filter,
+      micro::GetTensorShape(k.bias), micro::GetTensorData<int64_t>(k.bias), r.out_shape, b.output);
   return ::tinyseg::Status::kOk;
 }
 

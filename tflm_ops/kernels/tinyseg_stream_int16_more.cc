@@ -82,7 +82,7 @@ TfLiteStatus PrepareLeakyReluInt16(const StageArgs& a, StageSlot& g) {
 }
 
 ::tinyseg::Status LeakyReluInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
-  reference_ops::QuantizeLeakyRelu(LeakyReluParamsOf(g.leaky_relu), r.in_shape,
+  reference_ops::QuantizeLeakyRelu(g.leaky_relu, r.in_shape,
                                    reinterpret_cast<const int16_t*>(r.src), r.out_shape,
                                    reinterpret_cast<int16_t*>(r.dst));
   return ::tinyseg::Status::kOk;
@@ -134,7 +134,7 @@ TfLiteStatus PreparePreluInt16(const StageArgs& a, StageSlot& g) {
 // prelu.cc's int16 case on the row: alpha (one row) broadcast over it as over the whole tensor.
 ::tinyseg::Status PreluInt16Row(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const TfLiteEvalTensor* alpha = micro::GetEvalInput(v.context, v.node, g.prelu.alpha);
-  PreluRowOf<int16_t, int8_t>(HasPreluOf<int16_t, int8_t>{}, PreluParamsOf(g.prelu), r.out_shape,
+  PreluRowOf<int16_t, int8_t>(HasPreluOf<int16_t, int8_t>{}, g.prelu.params, r.out_shape,
                               reinterpret_cast<const int16_t*>(r.src), micro::GetTensorShape(alpha),
                               micro::GetTensorData<int8_t>(alpha),
                               reinterpret_cast<int16_t*>(r.dst));

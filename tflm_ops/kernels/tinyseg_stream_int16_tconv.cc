@@ -47,8 +47,7 @@ TfLiteStatus PrepareTransposeInt16With(const StageArgs& a, StageSlot& g, const T
 }  // namespace
 
 TfLiteStatus PrepareTransposeConvInt16(const StageArgs& a, StageSlot& g) {
-  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), kTfLiteInt16));
-  return PrepareConvOf(a, g, PrepareTransposeInt16With);
+  return PrepareConvOf(a, g, kTfLiteInt16, PrepareTransposeInt16With);
 }
 
 namespace {
@@ -114,20 +113,19 @@ void RequantizeInt16Row(const ConvStage& c, const StageRow& r, const int32_t* po
   const ConvStage& c = g.conv;
   const int64_t need = static_cast<int64_t>(r.out->width) * r.out->channels * 8;
   if (MemberScratchBytes(*v.d) < need) return ::tinyseg::Status::kInvalidArgument;
-  const TfLiteEvalTensor* filter = micro::GetEvalInput(v.context, v.node, c.filter);
-  const TfLiteEvalTensor* bias = ConvBias(v, c);
+  const ConvConstants k = ConvConstantsOf(v, c);
   const int32_t* pool = Multipliers(v, c);
   auto* acc = reinterpret_cast<int64_t*>(v.op_scratch);
-  if (bias != nullptr && bias->type == kTfLiteInt16) {
-    ScatterInt16Row(c, r, filter, acc);
-    RequantizeInt16Row(c, r, pool, micro::GetTensorData<int16_t>(bias), acc);
+  if (k.bias != nullptr && k.bias->type == kTfLiteInt16) {
+    ScatterInt16Row(c, r, k.filter, acc);
+    RequantizeInt16Row(c, r, pool, micro::GetTensorData<int16_t>(k.bias), acc);
     return ::tinyseg::Status::kOk;
   }
   reference_integer_ops::TransposeConv(
-      TransposeRowParams(QuantizedConvParams<ConvParams>(c, TransposePadTop(c, r))), pool,
+      TransposeRowParams(ConvParamsOf<ConvParams>(c, TransposePadTop(c, r))), pool,
       pool + r.out->channels, r.in_shape, reinterpret_cast<const int16_t*>(r.src),
-      micro::GetTensorShape(filter), micro::GetTensorData<int8_t>(filter),
-      micro::GetTensorShape(bias), micro::GetOptionalTensorData<int64_t>(bias), r.out_shape,
+      micro::GetTensorShape(k.filter), micro::GetTensorData<int8_t>(k.filter),
+      micro::GetTensorShape(k.bias), micro::GetOptionalTensorData<int64_t>(k.bias), r.out_shape,
       reinterpret_cast<int16_t*>(r.dst), RuntimeShape(), nullptr, acc);
   return ::tinyseg::Status::kOk;
 }

@@ -166,35 +166,17 @@ struct SigmoidStage {
   int32_t input_range_radius;
 };
 
-// RELU (ReluOpData's parameters) and RELU6 (only the clamp).
-struct ReluStage {
-  int32_t input_offset, output_offset;
-  int32_t multiplier;
-  int shift;
-  int32_t act_min, act_max;
-};
+// The activation stages keep TFLM's own parameter structs, which their rows pass as they are:
+// RELU ReluOpData's ReluParams (RELU6 only its clamp, quantized_activation_min and _max),
+// HARD_SWISH HardSwishParams, LEAKY_RELU LeakyReluParams (float32 stages: alpha only).
+using ReluStage = ReluParams;
+using HardSwishStage = HardSwishParams;
+using LeakyReluStage = LeakyReluParams;
 
-// HARD_SWISH (HardSwishParams' multipliers, 16-bit).
-struct HardSwishStage {
-  int32_t input_zero_point, output_zero_point;
-  int32_t output_multiplier, reluish_multiplier;
-  int output_shift, reluish_shift;
-};
-
-// LEAKY_RELU (LeakyReluParams).
-struct LeakyReluStage {
-  int32_t input_offset, output_offset;
-  int32_t alpha_multiplier, identity_multiplier;
-  int alpha_shift, identity_shift;
-  float alpha;  // float32 stages: the slope below zero
-};
-
-// PRELU (PreluParams; alpha a constant node input).
+// PRELU: alpha a constant node input; PreluParams.
 struct PreluStage {
   int32_t alpha;  // node input index
-  int32_t input_offset, alpha_offset, output_offset;
-  int32_t multiplier_1, multiplier_2;
-  int shift_1, shift_2;
+  PreluParams params;
 };
 
 // ELU: its 256-entry int8 table in the pool.
@@ -431,9 +413,12 @@ const char* FaultHint(const EvalState& v, ::tinyseg::Status st);
 inline int32_t MemberScratchBytes(const StreamOpData& d) {
   return d.op_scratch - d.accumulator_bytes;
 }
-// RuntimeStats::optimized_rows, when the application attached a tinyseg::Runtime.
-inline void CountOptimizedRow(const EvalState& v) {
-  if (v.stats != nullptr) ++v.stats->optimized_rows;
+// Whether CMSIS-NN computed the row (`optimized`, what a tinyseg_stream_cmsis.h function
+// returned), counted in RuntimeStats::optimized_rows when the application attached a
+// tinyseg::Runtime.
+inline bool OptimizedRow(const EvalState& v, bool optimized) {
+  if (optimized && v.stats != nullptr) ++v.stats->optimized_rows;
+  return optimized;
 }
 
 // ------------------------------------------------------------ the families
@@ -441,12 +426,13 @@ inline void CountOptimizedRow(const EvalState& v) {
 StagePrepareFunction PrepareConv;
 StageRowFunction ConvRow, DepthwiseConvRow, TransposeConvRow;
 
-// The convolution family's shared Prepare (tinyseg_stream_conv.cc): the options, then the filter
-// and bias to `with`, which checks their types and computes the parameters; ConvGeometry checks
-// the sizes and sets the row rule.
+// The convolution family's shared Prepare (tinyseg_stream_conv.cc): rows of `rows`, the options,
+// then the filter and bias to `with`, which checks their types and computes the parameters;
+// ConvGeometry checks the sizes and sets the row rule.
 using ConvPrepareWithFn = TfLiteStatus (*)(const StageArgs&, StageSlot&, const TensorSlot&,
                                            const TensorSlot&, TfLiteTensor*, TfLiteTensor*);
-TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g, ConvPrepareWithFn with);
+TfLiteStatus PrepareConvOf(const StageArgs& a, StageSlot& g, TfLiteType rows,
+                           ConvPrepareWithFn with);
 // A requantizing stage's input and output offsets, activation range and per-channel multiplier
 // and shift: its "quant" table read in place from the options (checked against TFLM's arithmetic),
 // or, without one, TFLM's PopulateConvolutionQuantizationParams into the pool.
@@ -501,8 +487,6 @@ StageRowFunction HardSwishRow, EluRow;
 StagePrepareFunction PrepareLeakyRelu, PrepareLeakyReluQuantized, PreparePrelu,
     PreparePreluQuantized;
 StageRowFunction LeakyReluRow, PreluRow;
-LeakyReluParams LeakyReluParamsOf(const LeakyReluStage& sv);
-PreluParams PreluParamsOf(const PreluStage& sv);
 
 StagePrepareFunction PreparePad, PrepareResizeBilinear;
 StageRowFunction PadRow, ResizeRow;

@@ -196,10 +196,7 @@ TfLiteStatus PreparePad(const StageArgs& a, StageSlot& g) {
   row.front = ps.front;
   row.back = ps.back;
   row.pad_value = static_cast<int8_t>(ps.pad_value);
-  if (tinyseg_ops::CmsisPadRow(row)) {
-    CountOptimizedRow(v);
-    return ::tinyseg::Status::kOk;
-  }
+  if (OptimizedRow(v, tinyseg_ops::CmsisPadRow(row))) return ::tinyseg::Status::kOk;
   return ReferencePadRow(ps, r, row.pad_value);
 }
 

@@ -27,9 +27,11 @@ inline int32_t TransposePadTop(const ConvStage& c, const StageRow& r) {
   return r.y - r.lo * c.stride_h + c.pad_h;
 }
 
-// The geometry ConvParams and DepthwiseParams share: the band's top padding `pad_top`.
+// The ConvParams or DepthwiseParams of one band (its top padding `pad_top`): the geometry, the
+// offsets and both activation ranges, as TFLM's structs carry both for every type; each reference
+// function reads its own type's fields (the other type's are 0: StageSlot is value-initialized).
 template <typename Params>
-Params ConvGeometryParams(const ConvStage& c, int32_t pad_top) {
+Params ConvParamsOf(const ConvStage& c, int32_t pad_top) {
   Params p = {};
   p.padding_type = PaddingType::kSame;
   p.padding_values.width = static_cast<int16_t>(c.pad_w);
@@ -38,24 +40,10 @@ Params ConvGeometryParams(const ConvStage& c, int32_t pad_top) {
   p.stride_height = static_cast<int16_t>(c.stride_h);
   p.dilation_width_factor = static_cast<int16_t>(c.dilation_w);
   p.dilation_height_factor = static_cast<int16_t>(c.dilation_h);
-  return p;
-}
-
-// The int8 and int16 forms: offsets and the quantized activation range (weights offset 0).
-template <typename Params>
-Params QuantizedConvParams(const ConvStage& c, int32_t pad_top) {
-  Params p = ConvGeometryParams<Params>(c, pad_top);
   p.input_offset = c.input_offset;
   p.output_offset = c.output_offset;
   p.quantized_activation_min = c.act_min;
   p.quantized_activation_max = c.act_max;
-  return p;
-}
-
-// The float32 form: ConvParamsFloat's float activation range.
-template <typename Params>
-Params FloatConvParams(const ConvStage& c, int32_t pad_top) {
-  Params p = ConvGeometryParams<Params>(c, pad_top);
   p.float_activation_min = c.float_min;
   p.float_activation_max = c.float_max;
   return p;
@@ -75,9 +63,14 @@ Params TransposeRowParams(Params p) {
   return p;
 }
 
-// A convolution stage's bias (nullptr: none).
-inline const TfLiteEvalTensor* ConvBias(const EvalState& v, const ConvStage& c) {
-  return c.bias >= 0 ? micro::GetEvalInput(v.context, v.node, c.bias) : nullptr;
+// A convolution stage's constants at Eval: its filter and its bias (nullptr: none).
+struct ConvConstants {
+  const TfLiteEvalTensor* filter;
+  const TfLiteEvalTensor* bias;
+};
+inline ConvConstants ConvConstantsOf(const EvalState& v, const ConvStage& c) {
+  return {micro::GetEvalInput(v.context, v.node, c.filter),
+          c.bias >= 0 ? micro::GetEvalInput(v.context, v.node, c.bias) : nullptr};
 }
 
 // A convolution stage's row as tinyseg_stream_cmsis.h takes it (the band: `rows` input rows from
@@ -112,7 +105,7 @@ tinyseg_ops::BandConvOf<T, B> BandConvRow(const EvalState& v, const ConvStage& c
   return b;
 }
 
-// PoolParams of one band (the quantized range; float rows add theirs).
+// PoolParams of one band, with both activation ranges (as ConvParamsOf).
 inline PoolParams PoolParamsOf(const PoolStage& ps, const StageRow& r) {
   PoolParams p = {};
   p.stride_height = ps.stride_h;
@@ -123,6 +116,8 @@ inline PoolParams PoolParamsOf(const PoolStage& ps, const StageRow& r) {
   p.padding_values.width = static_cast<int16_t>(ps.pad_w);
   p.quantized_activation_min = ps.act_min;
   p.quantized_activation_max = ps.act_max;
+  p.float_activation_min = ps.float_min;
+  p.float_activation_max = ps.float_max;
   return p;
 }
 

@@ -74,10 +74,7 @@ template <typename T>
 ::tinyseg::Status QuantizedMaxPoolRow(const EvalState& v, const StageSlot& g, const StageRow& r) {
   const PoolParams p = PoolParamsOf(g.pool, r);
   const tinyseg_ops::BandPoolOf<T> b = BandPoolRow<T>(g.pool, r, p.padding_values.height);
-  if (CmsisMaxPool(b)) {
-    CountOptimizedRow(v);
-    return ::tinyseg::Status::kOk;
-  }
+  if (OptimizedRow(v, CmsisMaxPool(b))) return ::tinyseg::Status::kOk;
   reference_integer_ops::MaxPool(p, r.in_shape, b.input, r.out_shape, b.output);
   return ::tinyseg::Status::kOk;
 }
@@ -87,8 +84,7 @@ template <typename T>
                                           const StageRow& r) {
   const PoolParams p = PoolParamsOf(g.pool, r);
   const tinyseg_ops::BandPoolOf<T> b = BandPoolRow<T>(g.pool, r, p.padding_values.height);
-  if (CmsisAveragePool(b, v.op_scratch, MemberScratchBytes(*v.d))) {
-    CountOptimizedRow(v);
+  if (OptimizedRow(v, CmsisAveragePool(b, v.op_scratch, MemberScratchBytes(*v.d)))) {
     return ::tinyseg::Status::kOk;
   }
   if (!reference_integer_ops::AveragePool(p, r.in_shape, b.input, r.out_shape, b.output)) {
@@ -131,18 +127,14 @@ TfLiteStatus PreparePoolFloat(const StageArgs& a, StageSlot& g) {
 }
 
 ::tinyseg::Status MaxPoolFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  PoolParams p = PoolParamsOf(g.pool, r);
-  p.float_activation_min = g.pool.float_min;
-  p.float_activation_max = g.pool.float_max;
+  const PoolParams p = PoolParamsOf(g.pool, r);
   reference_ops::MaxPool(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
                          reinterpret_cast<float*>(r.dst));
   return ::tinyseg::Status::kOk;
 }
 
 ::tinyseg::Status AveragePoolFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  PoolParams p = PoolParamsOf(g.pool, r);
-  p.float_activation_min = g.pool.float_min;
-  p.float_activation_max = g.pool.float_max;
+  const PoolParams p = PoolParamsOf(g.pool, r);
   if (!reference_ops::AveragePool(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
                                   reinterpret_cast<float*>(r.dst))) {
     return ::tinyseg::Status::kInvalidArgument;  // a window with no input (TFLM's kernel fails too)
