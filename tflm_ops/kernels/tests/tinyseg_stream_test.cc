@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "tensorflow/lite/c/builtin_op_data.h"
@@ -161,6 +162,20 @@ void PoolFields(flexbuffers::Builder& fbb, int padding, int stride, int filter) 
   fbb.Int("fusedActivationFunction", 0);
 }
 
+// A CONV_2D stage: SAME padding, a square `stride`, fused activation `act` (0 none, 1 RELU, 3
+// RELU6).
+Stage ConvStage(std::vector<int> inputs, int output, int stride, int act) {
+  return {"CONV_2D", std::move(inputs), output, "Conv2DOptions",
+          [stride, act](flexbuffers::Builder& f) { ConvFields(f, stride, act); }};
+}
+
+// A MAX_POOL_2D or AVERAGE_POOL_2D stage of one input (PoolFields).
+Stage PoolStage(const char* op, int input, int output, int padding, int stride, int filter) {
+  return {op, {input}, output, "Pool2DOptions", [padding, stride, filter](flexbuffers::Builder& f) {
+            PoolFields(f, padding, stride, filter);
+          }};
+}
+
 TfLiteStatus RunBuiltin(const TFLMRegistration& reg, TfLiteTensor* tensors, int n_in,
                         void* params) {
   int inputs[4] = {n_in, 0, 1, 2};
@@ -191,6 +206,12 @@ struct Weights {
 Weights& W() {
   static Weights w;
   return w;
+}
+
+// The input x as a tensor (its dims live as long as the test).
+TfLiteTensor XTensor() {
+  static int x_dims[] = {4, 1, kH, kW, kC};
+  return CreateQuantizedTensor(W().x, IntArrayFromInts(x_dims), kXScale, kXZp);
 }
 
 // Per-channel filter and bias tensors (the quantization arrays live as long as the test).
@@ -228,11 +249,9 @@ constexpr int kYH = (kH + 1) / 2, kYW = (kW + 1) / 2;  // the stride-2 SAME conv
 
 // TFLM's CONV_2D on whole tensors: m = RELU(CONV(x)) (stride 1, SAME) with c1's weights.
 TfLiteStatus ConvXIntoM(const ConvTensors& c1, int8_t* m) {
-  int x_dims[] = {4, 1, kH, kW, kC};
   int m_dims[] = {4, 1, kH, kW, kM};
   TfLiteConvParams p = {kTfLitePaddingSame, 1, 1, kTfLiteActRelu, 1, 1, kTfLiteNoType};
-  TfLiteTensor t[] = {CreateQuantizedTensor(W().x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                      c1.filter, c1.bias,
+  TfLiteTensor t[] = {XTensor(), c1.filter, c1.bias,
                       CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp)};
   return RunBuiltin(tflite::Register_CONV_2D(), t, 3, &p);
 }
@@ -249,6 +268,30 @@ TfLiteStatus ConvMIntoY(const ConvTensors& c2, int8_t* m, int8_t* y) {
 
 // A depthwise filter [1, K, K, C * multiplier] with per-channel scales (quantized dimension 3).
 constexpr int kMult = 2, kD = kC * kMult;
+
+// y = second(m) for m = first(x) as TFLM computed it whole (kH x kW x mc, kMScale, kMZp): TFLM's
+// `second` (one input, `params`) run whole on m against one chain of the `stages` first and
+// second (node inputs [x, filter, bias], output y (local 3), body m (local 4) in a ring of
+// `ring_rows` rows); y is oh x ow x mc of m's quantization. True when the chain writes TFLM's
+// bytes.
+bool TwoStagesMatchTflm(const TFLMRegistration& second, void* params, int8_t* m, int mc,
+                        const TfLiteTensor& filter, const TfLiteTensor& bias,
+                        const std::vector<Stage>& stages, int oh, int ow, int ring_rows) {
+  static int8_t want[kH * kW * kD], got[kH * kW * kD];
+  int m_dims[] = {4, 1, kH, kW, mc};
+  int y_dims[] = {4, 1, oh, ow, mc};
+  TfLiteTensor r[] = {CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp),
+                      CreateQuantizedTensor(want, IntArrayFromInts(y_dims), kMScale, kMZp)};
+  if (RunBuiltin(second, r, 1, params) != kTfLiteOk) return false;
+  std::memset(got, 0x5a, sizeof(got));
+  const std::vector<uint8_t> o =
+      ChainOptions(ring_rows * kW * mc, 0, 0, stages, {{"m", {1, kH, kW, mc}, kMScale, kMZp}}, {},
+                   {}, {{4, ring_rows}});
+  TfLiteTensor t[] = {XTensor(), filter, bias,
+                      CreateQuantizedTensor(got, IntArrayFromInts(y_dims), kMScale, kMZp)};
+  return RunChain(nullptr, t, 4, {0, 1, 2}, {3}, o) == kTfLiteOk &&
+         std::memcmp(want, got, static_cast<size_t>(oh * ow * mc)) == 0;
+}
 
 // A camera: rows of `x` on request, each call recorded; it fails at `fail_row`, and claims
 // `skew` bytes more (or fewer) than it was given room for.
@@ -319,16 +362,7 @@ std::vector<uint8_t> RowIoChain(std::function<void(flexbuffers::Builder&)> extra
     };
   }
   return ChainOptions(3 * kW * kC + 3 * kW * kM + kYW * kY, static_cast<int>(spill.size()), 0,
-                      {{"CONV_2D",
-                        {6, 0, 1},
-                        7,
-                        "Conv2DOptions",
-                        [](flexbuffers::Builder& f) { ConvFields(f, 1, 1); }},
-                       {"CONV_2D",
-                        {7, 2, 3},
-                        8,
-                        "Conv2DOptions",
-                        [](flexbuffers::Builder& f) { ConvFields(f, 2, 0); }}},
+                      {ConvStage({6, 0, 1}, 7, 1, 1), ConvStage({7, 2, 3}, 8, 2, 0)},
                       {{"x", {1, kH, kW, kC}, kXScale, kXZp},
                        {"m", {1, kH, kW, kM}, kMScale, kMZp},
                        {"y", {1, kYH, kYW, kY}, kYScale, kYZp}},
@@ -457,7 +491,6 @@ int TransposeConvRows(TfLitePadding padding, int kh, int kw, int sh, int sw,
 // one-stage chain; returns the chain's rows computed by CMSIS-NN, -1 on a mismatch.
 int PadRows(const int32_t (&pads)[8]) {
   constexpr int kMax = 5;
-  Weights& w = W();
   const int oh = kH + pads[2] + pads[3], ow = kW + pads[4] + pads[5], oc = kC + pads[6] + pads[7];
   static int8_t want[(kH + 2 * kMax) * (kW + 2 * kMax) * (kC + 2 * kMax)];
   static int8_t got[sizeof(want)];
@@ -466,11 +499,9 @@ int PadRows(const int32_t (&pads)[8]) {
     if (pads[k] < 0 || pads[k] > kMax) return -1;
     paddings[k] = pads[k];
   }
-  int x_dims[] = {4, 1, kH, kW, kC};
   int p_dims[] = {2, 4, 2};
   int y_dims[] = {4, 1, oh, ow, oc};
-  TfLiteTensor r[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                      CreateTensor(paddings, IntArrayFromInts(p_dims)),
+  TfLiteTensor r[] = {XTensor(), CreateTensor(paddings, IntArrayFromInts(p_dims)),
                       CreateQuantizedTensor(want, IntArrayFromInts(y_dims), kXScale, kXZp)};
   r[1].allocation_type = kTfLiteMmapRo;
   if (RunBuiltin(tflite::Register_PAD(), r, 2, nullptr) != kTfLiteOk) return -1;
@@ -481,8 +512,7 @@ int PadRows(const int32_t (&pads)[8]) {
   // inputs [x, paddings], outputs [y] (local 2); no body tensors, no rings.
   const std::vector<uint8_t> o =
       ChainOptions(0, 0, 0, {{"PAD", {0, 1}, 2, "", none}}, {}, {}, {}, {});
-  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                      CreateTensor(paddings, IntArrayFromInts(p_dims)),
+  TfLiteTensor t[] = {XTensor(), CreateTensor(paddings, IntArrayFromInts(p_dims)),
                       CreateQuantizedTensor(got, IntArrayFromInts(y_dims), kXScale, kXZp)};
   t[1].allocation_type = kTfLiteMmapRo;
   if (RunChain(&rt, t, 3, {0, 1}, {2}, o) != kTfLiteOk) return -1;
@@ -598,7 +628,6 @@ TF_LITE_MICRO_TEST(RowSpillThenRowFetchMatchesTwoConvolutions) {
   using namespace tflite::testing;
   Weights& w = W();
   static int8_t m[kH * kW * kM], want[kYH * kYW * kY], got[kYH * kYW * kY];
-  int x_dims[] = {4, 1, kH, kW, kC};
   int y_dims[] = {4, 1, kYH, kYW, kY};
   ConvTensors c1(w.f1, w.b1, kM, kC, kXScale);
   ConvTensors c2(w.f2, w.b2, kY, kM, kMScale);
@@ -609,15 +638,9 @@ TF_LITE_MICRO_TEST(RowSpillThenRowFetchMatchesTwoConvolutions) {
   ::tinyseg::Runtime& rt = tflite::tinyseg_testing::Storage().Reset();
   // Chain A: inputs [x, f1, b1], no outputs, body [m] (local 3): spilled, a ring of one row.
   const std::vector<uint8_t> a =
-      ChainOptions(kW * kM, 1, 0,
-                   {{"CONV_2D",
-                     {0, 1, 2},
-                     3,
-                     "Conv2DOptions",
-                     [](flexbuffers::Builder& f) { ConvFields(f, 1, 1); }}},
+      ChainOptions(kW * kM, 1, 0, {ConvStage({0, 1, 2}, 3, 1, 1)},
                    {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {{3, kSlot}}, {}, {{3, 1}});
-  TfLiteTensor ta[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                       c1.filter, c1.bias};
+  TfLiteTensor ta[] = {XTensor(), c1.filter, c1.bias};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(&rt, ta, 3, {0, 1, 2}, {}, a));
   TF_LITE_MICRO_EXPECT(rt.spill->slot(kSlot)->live);
   TF_LITE_MICRO_EXPECT_EQ(1u, static_cast<unsigned>(rt.stats.spills));
@@ -626,12 +649,7 @@ TF_LITE_MICRO_TEST(RowSpillThenRowFetchMatchesTwoConvolutions) {
   // rows.
   std::memset(got, 0x5a, sizeof(got));
   const std::vector<uint8_t> b =
-      ChainOptions(3 * kW * kM, 0, 1,
-                   {{"CONV_2D",
-                     {3, 0, 1},
-                     2,
-                     "Conv2DOptions",
-                     [](flexbuffers::Builder& f) { ConvFields(f, 2, 0); }}},
+      ChainOptions(3 * kW * kM, 0, 1, {ConvStage({3, 0, 1}, 2, 2, 0)},
                    {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {{3, kSlot}}, {{3, 3}});
   TfLiteTensor tb[] = {c2.filter, c2.bias,
                        CreateQuantizedTensor(got, IntArrayFromInts(y_dims), kYScale, kYZp)};
@@ -642,12 +660,7 @@ TF_LITE_MICRO_TEST(RowSpillThenRowFetchMatchesTwoConvolutions) {
 
   // The same chain with a ring one row short is refused while it runs, not miscomputed.
   const std::vector<uint8_t> short_ring =
-      ChainOptions(2 * kW * kM, 0, 1,
-                   {{"CONV_2D",
-                     {3, 0, 1},
-                     2,
-                     "Conv2DOptions",
-                     [](flexbuffers::Builder& f) { ConvFields(f, 2, 0); }}},
+      ChainOptions(2 * kW * kM, 0, 1, {ConvStage({3, 0, 1}, 2, 2, 0)},
                    {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {{3, kSlot}}, {{3, 2}});
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteError, RunChain(&rt, tb, 3, {0, 1}, {2}, short_ring));
 }
@@ -656,85 +669,36 @@ TF_LITE_MICRO_TEST(RowSpillThenRowFetchMatchesTwoConvolutions) {
 TF_LITE_MICRO_TEST(ConvolutionIntoMaxPoolThroughARingOfTwoRows) {
   using namespace tflite::testing;
   Weights& w = W();
-  constexpr int kPH = kH / 2, kPW = kW / 2;
-  static int8_t m[kH * kW * kM], want[kPH * kPW * kM], got[kPH * kPW * kM];
-  int x_dims[] = {4, 1, kH, kW, kC};
-  int m_dims[] = {4, 1, kH, kW, kM};
-  int p_dims[] = {4, 1, kPH, kPW, kM};
+  static int8_t m[kH * kW * kM];
   ConvTensors c1(w.f1, w.b1, kM, kC, kXScale);
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, ConvXIntoM(c1, m));
   TfLitePoolParams pool = {kTfLitePaddingValid, 2, 2, 2, 2, kTfLiteActNone, {}};
-  TfLiteTensor r2[] = {CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp),
-                       CreateQuantizedTensor(want, IntArrayFromInts(p_dims), kMScale, kMZp)};
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_MAX_POOL_2D(), r2, 1, &pool));
-
-  std::memset(got, 0x5a, sizeof(got));
-  // inputs [x, f1, b1], outputs [p] (local 3), body [m] (local 4) in a ring of two rows.
-  const std::vector<uint8_t> o =
-      ChainOptions(2 * kW * kM, 0, 0,
-                   {{"CONV_2D",
-                     {0, 1, 2},
-                     4,
-                     "Conv2DOptions",
-                     [](flexbuffers::Builder& f) { ConvFields(f, 1, 1); }},
-                    {"MAX_POOL_2D",
-                     {4},
-                     3,
-                     "Pool2DOptions",
-                     [](flexbuffers::Builder& f) { PoolFields(f, 1, 2, 2); }}},
-                   {{"m", {1, kH, kW, kM}, kMScale, kMZp}}, {}, {}, {{4, 2}});
-  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                      c1.filter, c1.bias,
-                      CreateQuantizedTensor(got, IntArrayFromInts(p_dims), kMScale, kMZp)};
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 4, {0, 1, 2}, {3}, o));
-  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
+  TF_LITE_MICRO_EXPECT(TwoStagesMatchTflm(
+      tflite::Register_MAX_POOL_2D(), &pool, m, kM, c1.filter, c1.bias,
+      {ConvStage({0, 1, 2}, 4, 1, 1), PoolStage("MAX_POOL_2D", 4, 3, 1, 2, 2)}, kH / 2, kW / 2, 2));
 }
 
 // One chain: a = AVERAGE_POOL(DEPTHWISE_CONV(x), stride 2 SAME padding) through a ring of the
 // depthwise rows.
 TF_LITE_MICRO_TEST(DepthwiseIntoAveragePool) {
   using namespace tflite::testing;
-  Weights& w = W();
-  constexpr int kAH = (kH + 1) / 2, kAW = (kW + 1) / 2;
-  static int8_t m[kH * kW * kD], want[kAH * kAW * kD], got[kAH * kAW * kD];
+  static int8_t m[kH * kW * kD];
   static DepthwiseTensors dw(kXScale);
-  int x_dims[] = {4, 1, kH, kW, kC};
   int m_dims[] = {4, 1, kH, kW, kD};
-  int a_dims[] = {4, 1, kAH, kAW, kD};
   TfLiteDepthwiseConvParams dp = {kTfLitePaddingSame, 1, 1, kMult, kTfLiteActRelu6, 1, 1};
-  TfLiteTensor r1[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                       dw.filter, dw.bias,
+  TfLiteTensor r1[] = {XTensor(), dw.filter, dw.bias,
                        CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp)};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_DEPTHWISE_CONV_2D(), r1, 3, &dp));
   TfLitePoolParams pool = {kTfLitePaddingSame, 2, 2, 3, 3, kTfLiteActNone, {}};
-  TfLiteTensor r2[] = {CreateQuantizedTensor(m, IntArrayFromInts(m_dims), kMScale, kMZp),
-                       CreateQuantizedTensor(want, IntArrayFromInts(a_dims), kMScale, kMZp)};
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_AVERAGE_POOL_2D(), r2, 1, &pool));
-
-  std::memset(got, 0x5a, sizeof(got));
-  // inputs [x, filter, bias], outputs [a] (local 3), body [m] (local 4); the 3x3 stride-2 pool
-  // reads rows 2y-1..2y+1 (SAME), so m's ring holds 3 rows.
-  const std::vector<uint8_t> o =
-      ChainOptions(3 * kW * kD, 0, 0,
-                   {{"DEPTHWISE_CONV_2D",
-                     {0, 1, 2},
-                     4,
-                     "DepthwiseConv2DOptions",
-                     [](flexbuffers::Builder& f) {
-                       ConvFields(f, 1, 3);  // RELU6
-                       f.Int("depthMultiplier", kMult);
-                     }},
-                    {"AVERAGE_POOL_2D",
-                     {4},
-                     3,
-                     "Pool2DOptions",
-                     [](flexbuffers::Builder& f) { PoolFields(f, 0, 2, 3); }}},
-                   {{"m", {1, kH, kW, kD}, kMScale, kMZp}}, {}, {}, {{4, 3}});
-  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                      dw.filter, dw.bias,
-                      CreateQuantizedTensor(got, IntArrayFromInts(a_dims), kMScale, kMZp)};
-  TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 4, {0, 1, 2}, {3}, o));
-  TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
+  const Stage depthwise = {
+      "DEPTHWISE_CONV_2D", {0, 1, 2}, 4, "DepthwiseConv2DOptions", [](flexbuffers::Builder& f) {
+        ConvFields(f, 1, 3);  // RELU6
+        f.Int("depthMultiplier", kMult);
+      }};
+  // The 3x3 stride-2 pool reads rows 2y-1..2y+1 (SAME), so m's ring holds 3 rows.
+  TF_LITE_MICRO_EXPECT(TwoStagesMatchTflm(
+      tflite::Register_AVERAGE_POOL_2D(), &pool, m, kD, dw.filter, dw.bias,
+      {depthwise, PoolStage("AVERAGE_POOL_2D", 4, 3, 0, 2, 3)}, (kH + 1) / 2, (kW + 1) / 2, 3));
 }
 
 // DEQUANTIZE as a stage: its rows against TFLM's DEQUANTIZE run whole; then the same stage
@@ -742,19 +706,16 @@ TF_LITE_MICRO_TEST(DepthwiseIntoAveragePool) {
 // DEQUANTIZE and RELU run whole (float32 stages read a DEQUANTIZE's rows inside the chain).
 TF_LITE_MICRO_TEST(DequantizeRowsFeedFloatStages) {
   using namespace tflite::testing;
-  Weights& w = W();
   static float want[kH * kW * kC], got[kH * kW * kC], relu[kH * kW * kC];
   int x_dims[] = {4, 1, kH, kW, kC};
-  TfLiteTensor r[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                      CreateTensor(want, IntArrayFromInts(x_dims))};
+  TfLiteTensor r[] = {XTensor(), CreateTensor(want, IntArrayFromInts(x_dims))};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunBuiltin(tflite::Register_DEQUANTIZE(), r, 1, nullptr));
 
   std::memset(got, 0x5a, sizeof(got));
   auto none = [](flexbuffers::Builder&) {};
   const std::vector<uint8_t> o =
       ChainOptions(0, 0, 0, {{"DEQUANTIZE", {0}, 1, "", none}}, {}, {}, {}, {});
-  TfLiteTensor t[] = {CreateQuantizedTensor(w.x, IntArrayFromInts(x_dims), kXScale, kXZp),
-                      CreateTensor(got, IntArrayFromInts(x_dims))};
+  TfLiteTensor t[] = {XTensor(), CreateTensor(got, IntArrayFromInts(x_dims))};
   TF_LITE_MICRO_EXPECT_EQ(kTfLiteOk, RunChain(nullptr, t, 2, {0}, {1}, o));
   TF_LITE_MICRO_EXPECT_EQ(0, std::memcmp(want, got, sizeof(want)));
 
@@ -797,13 +758,7 @@ TF_LITE_MICRO_TEST(FloatConvStagesMatchTflmAndRefuseInt8Filters) {
   std::memset(got, 0x5a, sizeof(got));
   auto none = [](flexbuffers::Builder&) {};
   const std::vector<uint8_t> o =
-      ChainOptions(kW * kM * 4, 0, 0,
-                   {{"CONV_2D",
-                     {0, 1, 2},
-                     4,
-                     "Conv2DOptions",
-                     [](flexbuffers::Builder& b) { ConvFields(b, 1, 1); }},
-                    {"RELU6", {4}, 3, "", none}},
+      ChainOptions(kW * kM * 4, 0, 0, {ConvStage({0, 1, 2}, 4, 1, 1), {"RELU6", {4}, 3, "", none}},
                    {{"c", {1, kH, kW, kM}, 1.0f, 0}}, {}, {}, {{4, 1}}, 0, "FLOAT32");
   TfLiteTensor t[] = {
       CreateTensor(x, IntArrayFromInts(x_dims)), CreateTensor(f, IntArrayFromInts(f_dims)),
