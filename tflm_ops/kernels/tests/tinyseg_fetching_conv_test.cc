@@ -221,37 +221,30 @@ TF_LITE_MICRO_TESTS_BEGIN
 
 TF_LITE_MICRO_TEST(Int8MatchesConcatenationPlusConv2D) {
   using namespace tflite::testing;
-  int i = 0;
-  for (const Case& c : kCases) {
-    const bool ok = QuantizedCaseMatches<int8_t, int32_t>(c, 100 + i, -3);
-    if (!ok) MicroPrintf("int8 case %d differs", i);
-    TF_LITE_MICRO_EXPECT(ok);
-    ++i;
-  }
+  TF_LITE_MICRO_EXPECT_EQ(
+      0, tflite::tinyseg_testing::FailingCases(kCases, "int8", [](const Case& c, int i) {
+        return QuantizedCaseMatches<int8_t, int32_t>(c, 100 + i, -3);
+      }));
 }
 
 TF_LITE_MICRO_TEST(Int16MatchesConcatenationPlusConv2D) {
   using namespace tflite::testing;
-  int i = 0;
-  for (const Case& c : kCases) {
-    const bool ok64 = QuantizedCaseMatches<int16_t, int64_t>(c, 200 + i, 0);
-    const bool ok32 = QuantizedCaseMatches<int16_t, int32_t>(c, 300 + i, 0);
-    if (!ok64 || !ok32) MicroPrintf("int16 case %d differs", i);
-    TF_LITE_MICRO_EXPECT(ok64 && ok32);
-    ++i;
-  }
+  TF_LITE_MICRO_EXPECT_EQ(
+      0, tflite::tinyseg_testing::FailingCases(kCases, "int16", [](const Case& c, int i) {
+        const bool ok64 = QuantizedCaseMatches<int16_t, int64_t>(c, 200 + i, 0);
+        const bool ok32 = QuantizedCaseMatches<int16_t, int32_t>(c, 300 + i, 0);
+        return ok64 && ok32;
+      }));
 }
 
 TF_LITE_MICRO_TEST(FloatMatchesConcatenationPlusConv2D) {
   using namespace tflite::testing;
-  int i = 0;
-  for (const Case& c : kCases) {
-    const bool ok = FloatCaseMatches(c, 400 + i, false);
-    const bool all = FloatCaseMatches(c, 500 + i, true);
-    if (!ok || !all) MicroPrintf("float case %d differs", i);
-    TF_LITE_MICRO_EXPECT(ok && all);
-    ++i;
-  }
+  TF_LITE_MICRO_EXPECT_EQ(
+      0, tflite::tinyseg_testing::FailingCases(kCases, "float", [](const Case& c, int i) {
+        const bool ok = FloatCaseMatches(c, 400 + i, false);
+        const bool all = FloatCaseMatches(c, 500 + i, true);
+        return ok && all;
+      }));
 }
 
 // Consecutive bands share input rows; they stay in the band buffer.

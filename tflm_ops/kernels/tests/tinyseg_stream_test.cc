@@ -36,6 +36,8 @@ namespace testing {
 namespace {
 
 using tinyseg_testing::AsChars;
+using tinyseg_testing::IntVector;
+using tinyseg_testing::IntVectors;
 using tinyseg_testing::Random;
 
 constexpr int kH = 9, kW = 7, kC = 3, kM = 4, kY = 2, kK = 3;
@@ -68,14 +70,6 @@ std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched,
                                   const char* body_type = "INT8",
                                   std::function<void(flexbuffers::Builder&)> extra = nullptr) {
   flexbuffers::Builder fbb;
-  auto pairs = [&fbb](const char* key, const std::vector<std::vector<int>>& v) {
-    fbb.Vector(key, [&]() {
-      for (const auto& p : v)
-        fbb.Vector([&]() {
-          for (int x : p) fbb.Int(x);
-        });
-    });
-  };
   fbb.Map([&]() {
     fbb.Int("version", 1);
     fbb.Int("ring_bytes", ring_bytes);
@@ -88,9 +82,7 @@ std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched,
         fbb.Map([&]() {
           fbb.String("op", s.op);
           fbb.Int("version", 1);
-          fbb.Vector("inputs", [&]() {
-            for (int i : s.inputs) fbb.Int(i);
-          });
+          IntVector(fbb, "inputs", s.inputs);
           fbb.Vector("outputs", [&]() { fbb.Int(s.output); });
           fbb.String("options", s.options);
           fbb.Map("fields", [&]() { s.fields(fbb); });
@@ -102,18 +94,16 @@ std::vector<uint8_t> ChainOptions(int ring_bytes, int spilled, int fetched,
         fbb.Map([&]() {
           fbb.String("name", t.name);
           fbb.String("type", body_type);
-          fbb.Vector("shape", [&]() {
-            for (int d : t.shape) fbb.Int(d);
-          });
+          IntVector(fbb, "shape", t.shape);
           fbb.Vector("scale", [&]() { fbb.Double(static_cast<double>(t.scale)); });
           fbb.Vector("zero_point", [&]() { fbb.Int(t.zero_point); });
           fbb.Int("quantized_dimension", 0);
         });
       }
     });
-    pairs("spill", spill);
-    pairs("fetch", fetch);
-    pairs("rings", rings);
+    IntVectors(fbb, "spill", spill);
+    IntVectors(fbb, "fetch", fetch);
+    IntVectors(fbb, "rings", rings);
     if (extra) extra(fbb);
   });
   fbb.Finish();
@@ -214,34 +204,44 @@ TfLiteTensor XTensor() {
   return CreateQuantizedTensor(W().x, IntArrayFromInts(x_dims), kXScale, kXZp);
 }
 
-// Per-channel filter and bias tensors (the quantization arrays live as long as the test).
-struct ConvTensors {
+// The most channels a test's per-channel filter has.
+constexpr int kMaxCh = 8;
+
+// A per-channel int8 filter [d0, kK, kK, d3] over `f`, quantized along `qdim` (0: CONV_2D and
+// TRANSPOSE_CONV, 3: DEPTHWISE_CONV_2D) with channel i's scale first + step * i, and its bias over
+// `b` (int32, or int64 for the 16x8 forms); the quantization arrays live as long as this.
+struct PerChannelTensors {
   TfLiteAffineQuantization fq, bq;
-  float f_scales[kM + 1];
-  int f_zps[kM + 1];
-  float b_scales[kM + 1];
-  int b_zps[kM + 1];
-  int f_dims[5];
-  int b_dims[2];
+  float f_scales[kMaxCh + 1], b_scales[kMaxCh + 1];
+  int f_zps[kMaxCh + 1], b_zps[kMaxCh + 1];
+  int f_dims[5], b_dims[2];
   TfLiteTensor filter, bias;
-  ConvTensors(int8_t* f, int32_t* b, int out_c, int in_c, float in_scale) {
-    f_scales[0] = static_cast<float>(out_c);
+  template <typename B>
+  void Init(int8_t* f, B* b, int d0, int d3, int qdim, float first, float step, float in_scale) {
+    const int out_c = qdim == 0 ? d0 : d3;
+    f_scales[0] = b_scales[0] = static_cast<float>(out_c);
     f_zps[0] = b_zps[0] = out_c;
-    b_scales[0] = static_cast<float>(out_c);
     for (int i = 1; i <= out_c; ++i) {
-      f_scales[i] = 0.01f + 0.003f * static_cast<float>(i);
+      f_scales[i] = first + step * static_cast<float>(i);
       f_zps[i] = b_zps[i] = 0;
     }
-    const int fd[] = {4, out_c, kK, kK, in_c};
+    const int fd[] = {4, d0, kK, kK, d3};
     std::memcpy(f_dims, fd, sizeof(fd));
     b_dims[0] = 1;
     b_dims[1] = out_c;
     TfLiteFloatArray* scales = FloatArrayFromFloats(f_scales);
     filter = CreatePerChannelQuantizedTensor(f, IntArrayFromInts(f_dims), scales,
-                                             IntArrayFromInts(f_zps), &fq, 0);
+                                             IntArrayFromInts(f_zps), &fq, qdim);
     bias = CreatePerChannelQuantizedBiasTensor(b, IntArrayFromInts(b_dims), in_scale, scales,
                                                FloatArrayFromFloats(b_scales),
                                                IntArrayFromInts(b_zps), &bq, 0);
+  }
+};
+
+// A CONV_2D's filter [out_c, kK, kK, in_c] and bias over the shared weights.
+struct ConvTensors : PerChannelTensors {
+  ConvTensors(int8_t* f, int32_t* b, int out_c, int in_c, float in_scale) {
+    Init(f, b, out_c, in_c, 0, 0.01f, 0.003f, in_scale);
   }
 };
 
@@ -335,32 +335,24 @@ struct Display {
   }
 };
 
+// A body's source, sink and tokens entries: [tensor, stream] pairs and the tokens list.
+std::function<void(flexbuffers::Builder&)> RowIo(std::vector<std::vector<int>> source,
+                                                 std::vector<std::vector<int>> sink,
+                                                 std::vector<int> tokens) {
+  return [source, sink, tokens](flexbuffers::Builder& f) {
+    IntVectors(f, "source", source);
+    IntVectors(f, "sink", sink);
+    IntVector(f, "tokens", tokens);
+  };
+}
+
 // y = CONV(CONV(x), stride 2) with x from row source 0 and y to row sink 1: node inputs [f1, b1,
 // f2, b2, token] (tokens come last), node output [token] (local 5), body x (6), m (7), y (8).
 // `extra` writes other source, sink and tokens entries (a hostile body); `spill` spills body
 // tensors.
 std::vector<uint8_t> RowIoChain(std::function<void(flexbuffers::Builder&)> extra = nullptr,
                                 const std::vector<std::vector<int>>& spill = {}) {
-  if (!extra) {
-    extra = [](flexbuffers::Builder& f) {
-      f.Vector("source", [&]() {
-        f.Vector([&]() {
-          f.Int(6);
-          f.Int(0);
-        });
-      });
-      f.Vector("sink", [&]() {
-        f.Vector([&]() {
-          f.Int(8);
-          f.Int(1);
-        });
-      });
-      f.Vector("tokens", [&]() {
-        f.Int(4);
-        f.Int(5);
-      });
-    };
-  }
+  if (!extra) extra = RowIo({{6, 0}}, {{8, 1}}, {4, 5});
   return ChainOptions(3 * kW * kC + 3 * kW * kM + kYW * kY, static_cast<int>(spill.size()), 0,
                       {ConvStage({6, 0, 1}, 7, 1, 1), ConvStage({7, 2, 3}, 8, 2, 0)},
                       {{"x", {1, kH, kW, kC}, kXScale, kXZp},
@@ -369,53 +361,15 @@ std::vector<uint8_t> RowIoChain(std::function<void(flexbuffers::Builder&)> extra
                       spill, {}, {{6, 3}, {7, 3}, {8, 1}}, 0, "INT8", extra);
 }
 
-// A source/sink/tokens body as `pairs` of source, sink and the tokens list.
-std::function<void(flexbuffers::Builder&)> RowIo(std::vector<std::vector<int>> source,
-                                                 std::vector<std::vector<int>> sink,
-                                                 std::vector<int> tokens) {
-  return [source, sink, tokens](flexbuffers::Builder& f) {
-    auto pairs = [&f](const char* key, const std::vector<std::vector<int>>& v) {
-      f.Vector(key, [&]() {
-        for (const auto& p : v)
-          f.Vector([&]() {
-            for (int x : p) f.Int(x);
-          });
-      });
-    };
-    pairs("source", source);
-    pairs("sink", sink);
-    f.Vector("tokens", [&]() {
-      for (int t : tokens) f.Int(t);
-    });
-  };
-}
-struct DepthwiseTensors {
-  TfLiteAffineQuantization fq, bq;
-  float f_scales[kD + 1];
-  int f_zps[kD + 1];
-  float b_scales[kD + 1];
-  int b_zps[kD + 1];
-  int f_dims[5] = {4, 1, kK, kK, kD};
-  int b_dims[2] = {1, kD};
+// The depthwise filter [1, kK, kK, kD] and bias, seeded random weights.
+struct DepthwiseTensors : PerChannelTensors {
   int8_t f[kK * kK * kD];
   int32_t b[kD];
-  TfLiteTensor filter, bias;
   explicit DepthwiseTensors(float in_scale) {
     Random rng(23);
     rng.Fill<int8_t>(f, sizeof(f), -127, 127, 10, 0);
     for (int i = 0; i < kD; ++i) b[i] = rng.Int(-1500, 1500);
-    f_scales[0] = b_scales[0] = static_cast<float>(kD);
-    f_zps[0] = b_zps[0] = kD;
-    for (int i = 1; i <= kD; ++i) {
-      f_scales[i] = 0.02f + 0.004f * static_cast<float>(i);
-      f_zps[i] = b_zps[i] = 0;
-    }
-    TfLiteFloatArray* scales = FloatArrayFromFloats(f_scales);
-    filter = CreatePerChannelQuantizedTensor(f, IntArrayFromInts(f_dims), scales,
-                                             IntArrayFromInts(f_zps), &fq, 3);
-    bias = CreatePerChannelQuantizedBiasTensor(b, IntArrayFromInts(b_dims), in_scale, scales,
-                                               FloatArrayFromFloats(b_scales),
-                                               IntArrayFromInts(b_zps), &bq, 0);
+    Init(f, b, 1, kD, 3, 0.02f, 0.004f, in_scale);
   }
 };
 
@@ -522,37 +476,16 @@ int PadRows(const int32_t (&pads)[8]) {
 
 // A 16x8 convolution's per-channel int8 filter [d0, kK, kK, d3], quantized along `qdim` (0:
 // CONV_2D, 3: DEPTHWISE_CONV_2D), and its bias of type B (TFLM takes int64, CONV_2D int32 too).
-constexpr int kMaxCh = 8;
 template <typename B>
-struct Int16ConvTensors {
-  TfLiteAffineQuantization fq, bq;
-  float f_scales[kMaxCh + 1], b_scales[kMaxCh + 1];
-  int f_zps[kMaxCh + 1], b_zps[kMaxCh + 1];
-  int f_dims[5], b_dims[2];
+struct Int16ConvTensors : PerChannelTensors {
   int8_t f[kMaxCh * kK * kK * kMaxCh];
   B b[kMaxCh];
-  TfLiteTensor filter, bias;
   Int16ConvTensors(int d0, int d3, int qdim, float in_scale) {
     const int out_c = qdim == 0 ? d0 : d3;
     Random rng(31);
     rng.Fill<int8_t>(f, static_cast<size_t>(d0 * kK * kK * d3), -127, 127, 10, 0);
     for (int i = 0; i < out_c; ++i) b[i] = static_cast<B>(rng.Int(-40000, 40000));
-    f_scales[0] = b_scales[0] = static_cast<float>(out_c);
-    f_zps[0] = b_zps[0] = out_c;
-    for (int i = 1; i <= out_c; ++i) {
-      f_scales[i] = 0.01f + 0.002f * static_cast<float>(i);
-      f_zps[i] = b_zps[i] = 0;
-    }
-    const int fd[] = {4, d0, kK, kK, d3};
-    std::memcpy(f_dims, fd, sizeof(fd));
-    b_dims[0] = 1;
-    b_dims[1] = out_c;
-    TfLiteFloatArray* scales = FloatArrayFromFloats(f_scales);
-    filter = CreatePerChannelQuantizedTensor(f, IntArrayFromInts(f_dims), scales,
-                                             IntArrayFromInts(f_zps), &fq, qdim);
-    bias = CreatePerChannelQuantizedBiasTensor(b, IntArrayFromInts(b_dims), in_scale, scales,
-                                               FloatArrayFromFloats(b_scales),
-                                               IntArrayFromInts(b_zps), &bq, 0);
+    Init(f, b, d0, d3, qdim, 0.01f, 0.002f, in_scale);
   }
 };
 

@@ -11,6 +11,7 @@
 
 #include "flatbuffers/flexbuffers.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_runtime.h"
+#include "tensorflow/lite/micro/micro_log.h"
 #include "tinyseg/block_device.h"
 #include "tinyseg/erase_queue.h"
 #include "tinyseg/source_recording_device.h"
@@ -133,6 +134,25 @@ class Random {
   uint32_t s_;
 };
 
+// An untyped vector of ints under `key`, as the optimizer writes its lists.
+inline void IntVector(flexbuffers::Builder& fbb, const char* key, const std::vector<int>& v) {
+  fbb.Vector(key, [&]() {
+    for (int x : v) fbb.Int(x);
+  });
+}
+
+// A vector of such vectors under `key` (pairs such as [tensor, slot]).
+inline void IntVectors(flexbuffers::Builder& fbb, const char* key,
+                       const std::vector<std::vector<int>>& v) {
+  fbb.Vector(key, [&]() {
+    for (const std::vector<int>& p : v) {
+      fbb.Vector([&]() {
+        for (int x : p) fbb.Int(x);
+      });
+    }
+  });
+}
+
 struct FetchedSpec {
   int position;
   int slot;
@@ -166,9 +186,7 @@ inline void FetchingFields(flexbuffers::Builder& fbb, int axis, int operands,
             for (int d : f.shape) fbb.Int(d);
           });
         } else {
-          fbb.Vector("shape", [&]() {
-            for (int d : f.shape) fbb.Int(d);
-          });
+          IntVector(fbb, "shape", f.shape);
         }
       });
     }
@@ -207,6 +225,19 @@ inline std::vector<uint8_t> FetchingConvOptions(int operands,
   });
   fbb.Finish();
   return fbb.GetBuffer();
+}
+
+// How many of `cases` `matches(case, index)` fails for, each named in the log as `what` case
+// index.
+template <typename Case, size_t N, typename Matches>
+int FailingCases(const Case (&cases)[N], const char* what, Matches matches) {
+  int failing = 0;
+  for (size_t i = 0; i < N; ++i) {
+    if (matches(cases[i], static_cast<int>(i))) continue;
+    MicroPrintf("%s case %d differs", what, static_cast<int>(i));
+    ++failing;
+  }
+  return failing;
 }
 
 inline const char* AsChars(const std::vector<uint8_t>& v) {

@@ -175,28 +175,26 @@ TF_LITE_MICRO_TESTS_BEGIN
 
 TF_LITE_MICRO_TEST(Int32BandsMatchReference) {
   using namespace tflite::testing;
-  int i = 0;
-  for (const Case& c : kCases) {
-    for (int rows : {1, 2, 3, 100}) {
-      const bool ok = MarkedMatches(c, kTfLiteInt32, rows, 10 + i, 127);
-      if (!ok) MicroPrintf("case %d, bands of %d rows differ", i, rows);
-      TF_LITE_MICRO_EXPECT(ok);
-    }
-    ++i;
-  }
+  TF_LITE_MICRO_EXPECT_EQ(
+      0, tflite::tinyseg_testing::FailingCases(kCases, "int32", [](const Case& c, int i) {
+        bool ok = true;
+        for (int rows : {1, 2, 3, 100}) {
+          if (MarkedMatches(c, kTfLiteInt32, rows, 10 + i, 127)) continue;
+          MicroPrintf("case %d, bands of %d rows differ", i, rows);
+          ok = false;
+        }
+        return ok;
+      }));
 }
 
 // Weights small enough that every partial sum fits int16 (|x - zp| <= 255,
 // 3 input channels, at most 16 taps, |w| <= 2: 24480 < 32767).
 TF_LITE_MICRO_TEST(Int16AccumulatorMatchesReference) {
   using namespace tflite::testing;
-  int i = 0;
-  for (const Case& c : kCases) {
-    const bool ok = MarkedMatches(c, kTfLiteInt16, 0, 20 + i, 2);
-    if (!ok) MicroPrintf("case %d, int16 accumulator differs", i);
-    TF_LITE_MICRO_EXPECT(ok);
-    ++i;
-  }
+  TF_LITE_MICRO_EXPECT_EQ(0, tflite::tinyseg_testing::FailingCases(
+                                 kCases, "int16 accumulator", [](const Case& c, int i) {
+                                   return MarkedMatches(c, kTfLiteInt16, 0, 20 + i, 2);
+                                 }));
 }
 
 TF_LITE_MICRO_TEST(ScratchBytesFollowTheContract) {
