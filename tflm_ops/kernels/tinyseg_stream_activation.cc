@@ -460,28 +460,31 @@ TfLiteStatus PreparePreluQuantized(const StageArgs& a, StageSlot& g) {
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
   TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
-  const int32_t* operands = a.tab->operands + g.operand_begin;
-  TF_LITE_ENSURE_MSG(context,
-                     g.operand_count == 2 && operands[1] >= 0 && operands[1] < NumInputs(a.node),
-                     "StreamChain: PRELU's alpha is a constant input");
-  PreluStage& sv = g.prelu;
-  sv.alpha = operands[1];
-  MicroContext* mc = GetMicroContext(context);
-  TfLiteTensor* alpha = mc->AllocateTempInputTensor(a.node, sv.alpha);
-  TF_LITE_ENSURE(context, alpha != nullptr);
-  const int rank = alpha->dims->size;
-  const bool one_row = rank < 3 || alpha->dims->data[rank - 3] == 1;
-  const bool ok = alpha->type == kTfLiteInt8 && rank <= 4 && one_row;
-  const double m1 = static_cast<double>(in.scale) / static_cast<double>(out.scale);
-  const double m2 = static_cast<double>(in.scale) * static_cast<double>(alpha->params.scale) /
-                    static_cast<double>(out.scale);
-  sv.params.alpha_offset = -alpha->params.zero_point;
-  mc->DeallocateTempTfLiteTensor(alpha);
+  bool ok = false;
+  TfLiteQuantizationParams alpha = {};
+  TF_LITE_ENSURE_STATUS(PreluAlpha(a, g, kTfLiteInt8, &ok, &alpha));
   TF_LITE_ENSURE_MSG(context, ok, "StreamChain: PRELU needs an int8 alpha of one row");
+  PreluStage& sv = g.prelu;
+  const double m1 = static_cast<double>(in.scale) / static_cast<double>(out.scale);
+  const double m2 = static_cast<double>(in.scale) * static_cast<double>(alpha.scale) /
+                    static_cast<double>(out.scale);
+  sv.params.alpha_offset = -alpha.zero_point;
   QuantizeMultiplier(m1, &sv.params.output_multiplier_1, &sv.params.output_shift_1);
   QuantizeMultiplier(m2, &sv.params.output_multiplier_2, &sv.params.output_shift_2);
   sv.params.input_offset = -in.zero_point;
   sv.params.output_offset = out.zero_point;
+  return kTfLiteOk;
+}
+
+TfLiteStatus PreluAlpha(const StageArgs& a, StageSlot& g, TfLiteType type, bool* ok,
+                        TfLiteQuantizationParams* q) {
+  g.prelu.alpha = g.operand_count == 2 ? a.tab->operands[g.operand_begin + 1] : -1;
+  const bool read = ReadNodeInput(a, g.prelu.alpha, [&](const TfLiteTensor& t) {
+    const int rank = t.dims->size;
+    *ok = t.type == type && rank <= 4 && (rank < 3 || t.dims->data[rank - 3] == 1);
+    *q = t.params;
+  });
+  TF_LITE_ENSURE_MSG(a.context, read, "StreamChain: PRELU's alpha is a constant input");
   return kTfLiteOk;
 }
 

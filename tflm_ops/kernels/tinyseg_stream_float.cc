@@ -74,20 +74,10 @@ TfLiteStatus PrepareLeakyReluFloat(const StageArgs& a, StageSlot& g) {
 // PRELU's alpha: a constant float32 node input of one row (broadcast along height).
 TfLiteStatus PreparePreluFloat(const StageArgs& a, StageSlot& g) {
   TF_LITE_ENSURE_STATUS(PrepareSameShapeFloat(a, g));
-  TfLiteContext* context = a.context;
-  const int32_t* operands = a.tab->operands + g.operand_begin;
-  TF_LITE_ENSURE_MSG(context,
-                     g.operand_count == 2 && operands[1] >= 0 && operands[1] < NumInputs(a.node),
-                     "StreamChain: PRELU's alpha is a constant input");
-  g.prelu.alpha = operands[1];
-  MicroContext* mc = GetMicroContext(context);
-  TfLiteTensor* alpha = mc->AllocateTempInputTensor(a.node, g.prelu.alpha);
-  TF_LITE_ENSURE(context, alpha != nullptr);
-  const int rank = alpha->dims->size;
-  const bool one_row = rank < 3 || alpha->dims->data[rank - 3] == 1;
-  const bool ok = alpha->type == kTfLiteFloat32 && rank <= 4 && one_row;
-  mc->DeallocateTempTfLiteTensor(alpha);
-  TF_LITE_ENSURE_MSG(context, ok, "StreamChain: PRELU needs a float32 alpha of one row");
+  bool ok = false;
+  TfLiteQuantizationParams alpha = {};
+  TF_LITE_ENSURE_STATUS(PreluAlpha(a, g, kTfLiteFloat32, &ok, &alpha));
+  TF_LITE_ENSURE_MSG(a.context, ok, "StreamChain: PRELU needs a float32 alpha of one row");
   return kTfLiteOk;
 }
 

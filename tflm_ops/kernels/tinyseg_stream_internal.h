@@ -15,8 +15,10 @@
 #include "tensorflow/lite/c/builtin_op_data.h"
 #include "tensorflow/lite/c/common.h"
 #include "tensorflow/lite/kernels/internal/types.h"
+#include "tensorflow/lite/kernels/kernel_util.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_common.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_contract.h"
+#include "tensorflow/lite/micro/micro_context.h"
 #include "tinyseg/chain_schedule.h"
 #include "tinyseg/row_ring.h"
 
@@ -375,6 +377,18 @@ TfLiteStatus RequireSameShape(TfLiteContext* context, const TensorSlot& in, cons
 // Rows of `type` (RequireRows) and of the input's shape: the element-wise stages.
 TfLiteStatus RequireSameShapeRows(const StageArgs& a, const StageSlot& g, TfLiteType type);
 int32_t ConstantOperand(const Tables& tab, const StageSlot& g, int32_t n, bool last);
+// Calls `read` with node input `index` as a TfLiteTensor (Prepare's temporary one, released after
+// `read`); false, reading nothing, when the node has no such input.
+template <typename Read>
+bool ReadNodeInput(const StageArgs& a, int32_t index, Read read) {
+  if (index < 0 || index >= NumInputs(a.node)) return false;
+  MicroContext* mc = GetMicroContext(a.context);
+  TfLiteTensor* t = mc->AllocateTempInputTensor(a.node, index);
+  if (t == nullptr) return false;
+  read(*t);
+  mc->DeallocateTempTfLiteTensor(t);
+  return true;
+}
 TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
                    const flexbuffers::Map& m);
 TfLiteStatus PrepareTensors(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
@@ -486,6 +500,10 @@ StagePrepareFunction PrepareHardSwish, PrepareElu;
 StageRowFunction HardSwishRow, EluRow;
 StagePrepareFunction PrepareLeakyRelu, PrepareLeakyReluQuantized, PreparePrelu,
     PreparePreluQuantized;
+// PRELU's alpha, operand 1: a constant node input (its index into the stage) of one row
+// (broadcast along height) and of `type` (`ok`), its quantization into `q`.
+TfLiteStatus PreluAlpha(const StageArgs& a, StageSlot& g, TfLiteType type, bool* ok,
+                        TfLiteQuantizationParams* q);
 StageRowFunction LeakyReluRow, PreluRow;
 
 StagePrepareFunction PreparePad, PrepareResizeBilinear;

@@ -28,16 +28,13 @@ namespace {
 // `p`.
 TfLiteStatus Paddings(const StageArgs& a, const PadStage& ps, int32_t p[8]) {
   TfLiteContext* context = a.context;
-  TF_LITE_ENSURE_MSG(context, ps.paddings >= 0 && ps.paddings < NumInputs(a.node),
-                     "StreamChain: PAD's paddings");
-  MicroContext* mc = GetMicroContext(context);
-  TfLiteTensor* paddings = mc->AllocateTempInputTensor(a.node, ps.paddings);
-  TF_LITE_ENSURE(context, paddings != nullptr);
-  const bool typed = paddings->type == kTfLiteInt32 && IsConstantTensor(paddings) &&
-                     NumDimensions(paddings) == 2 && SizeOfDimension(paddings, 0) == 4 &&
-                     SizeOfDimension(paddings, 1) == 2;
-  if (typed) std::memcpy(p, GetTensorData<int32_t>(paddings), 8 * sizeof(int32_t));
-  mc->DeallocateTempTfLiteTensor(paddings);
+  bool typed = false;
+  const bool read = ReadNodeInput(a, ps.paddings, [&](const TfLiteTensor& t) {
+    typed = t.type == kTfLiteInt32 && IsConstantTensor(&t) && NumDimensions(&t) == 2 &&
+            SizeOfDimension(&t, 0) == 4 && SizeOfDimension(&t, 1) == 2;
+    if (typed) std::memcpy(p, GetTensorData<int32_t>(&t), 8 * sizeof(int32_t));
+  });
+  TF_LITE_ENSURE_MSG(context, read, "StreamChain: PAD's paddings");
   TF_LITE_ENSURE_MSG(context, typed,
                      "StreamChain: PAD takes constant int32 paddings [4, 2] of a 4-D tensor");
   bool ok = p[0] == 0 && p[1] == 0;
@@ -71,15 +68,12 @@ bool ReadPadValue(const TfLiteTensor* value, const TensorSlot& out, PadStage& ps
 }  // namespace
 
 TfLiteStatus PadValue(const StageArgs& a, const TensorSlot& out, PadStage& ps) {
-  TfLiteContext* context = a.context;
-  TF_LITE_ENSURE_MSG(context, ps.value >= 0 && ps.value < NumInputs(a.node),
-                     "StreamChain: PADV2's pad value");
-  MicroContext* mc = GetMicroContext(context);
-  TfLiteTensor* value = mc->AllocateTempInputTensor(a.node, ps.value);
-  TF_LITE_ENSURE(context, value != nullptr);
-  const bool ok = value->type == out.type && IsConstantTensor(value) && NumElements(value) == 1 &&
-                  ReadPadValue(value, out, ps);
-  mc->DeallocateTempTfLiteTensor(value);
+  bool ok = false;
+  const bool read = ReadNodeInput(a, ps.value, [&](const TfLiteTensor& t) {
+    ok = t.type == out.type && IsConstantTensor(&t) && NumElements(&t) == 1 &&
+         ReadPadValue(&t, out, ps);
+  });
+  TF_LITE_ENSURE_MSG(a.context, read, "StreamChain: PADV2's pad value");
   if (!ok) {
     const bool int16 = out.type == kTfLiteInt16;
     MicroPrintf("StreamChain: %sPADV2 takes a constant %s scalar pad value%s",

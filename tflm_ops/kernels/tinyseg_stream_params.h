@@ -73,33 +73,40 @@ inline ConvConstants ConvConstantsOf(const EvalState& v, const ConvStage& c) {
           c.bias >= 0 ? micro::GetEvalInput(v.context, v.node, c.bias) : nullptr};
 }
 
-// A convolution stage's row as tinyseg_stream_cmsis.h takes it (the band: `rows` input rows from
-// `src`, with its own top padding `pad_top`); the caller sets the bias.
+// The window every band view of tinyseg_stream_cmsis.h has (BandConvOf, BandPoolOf): the band's
+// input rows from `src`, its one output row, the stage's window (ConvStage or PoolStage) with the
+// band's own top padding `pad_top`, and the activation range.
+template <typename T, typename Band, typename Stage>
+void SetBandWindow(const Stage& s, const StageRow& r, int32_t pad_top, Band* b) {
+  b->input = reinterpret_cast<const T*>(r.src);
+  b->in_h = r.rows;
+  b->in_w = r.in->width;
+  b->output = reinterpret_cast<T*>(r.dst);
+  b->out_w = r.out->width;
+  b->filter_h = s.filter_h;
+  b->filter_w = s.filter_w;
+  b->stride_h = s.stride_h;
+  b->stride_w = s.stride_w;
+  b->pad_h = pad_top;
+  b->pad_w = s.pad_w;
+  b->act_min = s.act_min;
+  b->act_max = s.act_max;
+}
+
+// A convolution stage's row as tinyseg_stream_cmsis.h takes it; the caller sets the bias.
 template <typename T, typename B>
 tinyseg_ops::BandConvOf<T, B> BandConvRow(const EvalState& v, const ConvStage& c, const StageRow& r,
                                           int32_t pad_top, const TfLiteEvalTensor* filter) {
   tinyseg_ops::BandConvOf<T, B> b = {};
-  b.input = reinterpret_cast<const T*>(r.src);
-  b.in_h = r.rows;
-  b.in_w = r.in->width;
+  SetBandWindow<T>(c, r, pad_top, &b);
   b.in_c = r.in->channels;
   b.filter = micro::GetTensorData<int8_t>(filter);
-  b.filter_h = c.filter_h;
-  b.filter_w = c.filter_w;
   b.filter_c = filter->dims->data[3];
-  b.output = reinterpret_cast<T*>(r.dst);
-  b.out_w = r.out->width;
   b.out_c = r.out->channels;
-  b.stride_h = c.stride_h;
-  b.stride_w = c.stride_w;
   b.dilation_h = c.dilation_h;
   b.dilation_w = c.dilation_w;
-  b.pad_h = pad_top;
-  b.pad_w = c.pad_w;
   b.input_offset = c.input_offset;
   b.output_offset = c.output_offset;
-  b.act_min = c.act_min;
-  b.act_max = c.act_max;
   b.multiplier = Multipliers(v, c);
   b.shift = Multipliers(v, c) + r.out->channels;
   return b;
@@ -124,20 +131,8 @@ inline PoolParams PoolParamsOf(const PoolStage& ps, const StageRow& r) {
 template <typename T>
 tinyseg_ops::BandPoolOf<T> BandPoolRow(const PoolStage& ps, const StageRow& r, int32_t pad_top) {
   tinyseg_ops::BandPoolOf<T> b = {};
-  b.input = reinterpret_cast<const T*>(r.src);
-  b.in_h = r.rows;
-  b.in_w = r.in->width;
+  SetBandWindow<T>(ps, r, pad_top, &b);
   b.channels = r.in->channels;
-  b.output = reinterpret_cast<T*>(r.dst);
-  b.out_w = r.out->width;
-  b.filter_h = ps.filter_h;
-  b.filter_w = ps.filter_w;
-  b.stride_h = ps.stride_h;
-  b.stride_w = ps.stride_w;
-  b.pad_h = pad_top;
-  b.pad_w = ps.pad_w;
-  b.act_min = ps.act_min;
-  b.act_max = ps.act_max;
   return b;
 }
 
