@@ -87,6 +87,12 @@ bool CountFetched(const Options& options, int32_t* count) {
   return true;
 }
 
+bool ReadFetchingOptions(const Options& options, FetchingOptions* o) {
+  return options.Int(contract::kKeyAxis, &o->axis) &&
+         options.Int(contract::kKeyOperands, &o->operands) &&
+         options.Int(contract::kKeyBlock, &o->block) && CountFetched(options, &o->num_fetched);
+}
+
 namespace {
 
 bool IntAt(const flexbuffers::Reference& r, int64_t lo, int64_t hi, int64_t* out) {

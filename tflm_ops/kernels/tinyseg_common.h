@@ -15,6 +15,7 @@
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_contract.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_tflm_compat.h"
 #include "tensorflow/lite/micro/kernels/tinyseg/tinyseg_runtime.h"
+#include "tensorflow/lite/micro/micro_log.h"
 #include "tinyseg/codec.h"
 #include "tinyseg/spill_manager.h"
 
@@ -187,6 +188,33 @@ bool ReadRegion(const flexbuffers::Map& m, const char* op, const char* what, int
 bool CountFetched(const Options& options, int32_t* count);
 // Entry i of `fetched`, validated.
 bool ReadFetched(const Options& options, int32_t i, FetchedOption* out);
+
+// The options Fetching and FetchingConv2D share: axis, operands, block, and how many entries
+// `fetched` has.
+struct FetchingOptions {
+  int64_t axis = 0, operands = 0, block = 0;
+  int32_t num_fetched = 0;
+};
+bool ReadFetchingOptions(const Options& options, FetchingOptions* o);
+
+// The `fetched` entries into f[0 .. n): `store` checks entry i's FetchedOption against the
+// operator's rules and writes it into f[i] (false: refused, with its message); two entries at one
+// position are refused here.
+template <typename Operand, typename Store>
+bool ReadFetchedOperands(const Options& options, int32_t n, Operand* f, Store store) {
+  for (int32_t i = 0; i < n; ++i) {
+    FetchedOption o;
+    if (!ReadFetched(options, i, &o) || !store(i, o, &f[i])) return false;
+    for (int32_t j = 0; j < i; ++j) {
+      if (f[j].position == f[i].position) {
+        MicroPrintf("%s: two fetched operands at position %d", options.op(),
+                    static_cast<int>(o.position));
+        return false;
+      }
+    }
+  }
+  return true;
+}
 
 // ------------------------------------------------------------ runtime
 

@@ -38,56 +38,44 @@ constexpr const char* kOp = contract::kFetching;
 
 void* FetchingInit(TfLiteContext* context, const char* buffer, size_t length) {
   tinyseg_ops::Options options;
-  if (!options.Open(kOp, buffer, length)) return nullptr;
-  int64_t axis = 0;
-  int64_t operands = 0;
-  int64_t block = 0;
-  int32_t num_fetched = 0;
-  if (!options.Int(contract::kKeyAxis, &axis) || !options.Int(contract::kKeyOperands, &operands) ||
-      !options.Int(contract::kKeyBlock, &block) ||
-      !tinyseg_ops::CountFetched(options, &num_fetched)) {
+  tinyseg_ops::FetchingOptions o;
+  if (!options.Open(kOp, buffer, length) || !tinyseg_ops::ReadFetchingOptions(options, &o)) {
     return nullptr;
   }
-  if (num_fetched > operands) {
-    MicroPrintf("Fetching: %d fetched operands but only %d operands", static_cast<int>(num_fetched),
-                static_cast<int>(operands));
+  if (o.num_fetched > o.operands) {
+    MicroPrintf("Fetching: %d fetched operands but only %d operands",
+                static_cast<int>(o.num_fetched), static_cast<int>(o.operands));
     return nullptr;
   }
   const size_t bytes = tinyseg_ops::kFetchingHeaderBytes +
-                       static_cast<size_t>(num_fetched) * sizeof(FetchedConcatOperand);
+                       static_cast<size_t>(o.num_fetched) * sizeof(FetchedConcatOperand);
   auto* h = static_cast<FetchingHeader*>(context->AllocatePersistentBuffer(context, bytes));
   if (h == nullptr) return nullptr;
-  h->axis = static_cast<int32_t>(axis);
-  h->operands = static_cast<int32_t>(operands);
-  h->num_fetched = num_fetched;
-  h->block = static_cast<int32_t>(block);
+  h->axis = static_cast<int32_t>(o.axis);
+  h->operands = static_cast<int32_t>(o.operands);
+  h->num_fetched = o.num_fetched;
+  h->block = static_cast<int32_t>(o.block);
   h->staging_index = -1;
   h->elem_size = 0;
   h->reserved[0] = h->reserved[1] = 0;
-  FetchedConcatOperand* f = tinyseg_ops::ConcatOperands(h);
-  for (int32_t i = 0; i < num_fetched; ++i) {
-    tinyseg_ops::FetchedOption o;
-    if (!tinyseg_ops::ReadFetched(options, i, &o)) return nullptr;
-    if (o.position >= operands || o.rank <= axis) {
-      MicroPrintf("Fetching: fetched[%d] has position %d / rank %d for %d operands, axis %d",
-                  static_cast<int>(i), static_cast<int>(o.position), static_cast<int>(o.rank),
-                  static_cast<int>(operands), static_cast<int>(axis));
-      return nullptr;
-    }
-    for (int32_t j = 0; j < i; ++j) {
-      if (f[j].position == o.position) {
-        MicroPrintf("Fetching: two fetched operands at position %d", static_cast<int>(o.position));
-        return nullptr;
-      }
-    }
-    f[i].position = o.position;
-    f[i].slot = o.slot;
-    f[i].axis_dim = o.shape[axis];
-    f[i].region = o.region;
-    f[i].elements = o.elements;
-    f[i].run_bytes = 0;
-  }
-  return h;
+  const bool read = tinyseg_ops::ReadFetchedOperands(
+      options, o.num_fetched, tinyseg_ops::ConcatOperands(h),
+      [&o](int32_t i, const tinyseg_ops::FetchedOption& e, FetchedConcatOperand* f) {
+        if (e.position >= o.operands || e.rank <= o.axis) {
+          MicroPrintf("Fetching: fetched[%d] has position %d / rank %d for %d operands, axis %d",
+                      static_cast<int>(i), static_cast<int>(e.position), static_cast<int>(e.rank),
+                      static_cast<int>(o.operands), static_cast<int>(o.axis));
+          return false;
+        }
+        f->position = e.position;
+        f->slot = e.slot;
+        f->axis_dim = e.shape[o.axis];
+        f->region = e.region;
+        f->elements = e.elements;
+        f->run_bytes = 0;
+        return true;
+      });
+  return read ? h : nullptr;
 }
 
 // One output; the inputs: the in-RAM operands, then tokens (zero elements, never read).

@@ -97,38 +97,29 @@ bool ParseBiasType(const tinyseg_ops::Options& options, bool* int32_accumulator)
 }
 
 // The fetched entries into the header: rank 4, each at its own position below `operands`.
-bool ReadFetchedOperands(const tinyseg_ops::Options& options, FetchingConvHeader* h) {
-  FetchedConvOperand* f = tinyseg_ops::ConvOperands(h);
-  for (int32_t i = 0; i < h->num_fetched; ++i) {
-    tinyseg_ops::FetchedOption o;
-    if (!tinyseg_ops::ReadFetched(options, i, &o)) return false;
-    if (o.rank != contract::kConvRank || o.position >= h->operands) {
-      MicroPrintf("FetchingConv2D: fetched[%d] must be rank 4 with position < %d",
-                  static_cast<int>(i), static_cast<int>(h->operands));
-      return false;
-    }
-    for (int32_t j = 0; j < i; ++j) {
-      if (f[j].position == o.position) {
-        MicroPrintf("FetchingConv2D: two fetched operands at position %d",
-                    static_cast<int>(o.position));
-        return false;
-      }
-    }
-    f[i].position = static_cast<int16_t>(o.position);  // < operands <= kMaxOperands
-    f[i].region = static_cast<int16_t>(o.region);
-    f[i].slot = o.slot;
-    f[i].height = o.shape[1];
-    f[i].width = o.shape[2];
-    f[i].channels = static_cast<size_t>(o.shape[3]);
-    f[i].elements = o.elements;
-  }
-  return true;
+bool ReadConvFetched(const tinyseg_ops::Options& options, FetchingConvHeader* h) {
+  return tinyseg_ops::ReadFetchedOperands(
+      options, h->num_fetched, tinyseg_ops::ConvOperands(h),
+      [h](int32_t i, const tinyseg_ops::FetchedOption& o, FetchedConvOperand* f) {
+        if (o.rank != contract::kConvRank || o.position >= h->operands) {
+          MicroPrintf("FetchingConv2D: fetched[%d] must be rank 4 with position < %d",
+                      static_cast<int>(i), static_cast<int>(h->operands));
+          return false;
+        }
+        f->position = static_cast<int16_t>(o.position);  // < operands <= kMaxOperands
+        f->region = static_cast<int16_t>(o.region);
+        f->slot = o.slot;
+        f->height = o.shape[1];
+        f->width = o.shape[2];
+        f->channels = static_cast<size_t>(o.shape[3]);
+        f->elements = o.elements;
+        return true;
+      });
 }
 
 // The options every FetchingConv2D has, parsed.
-struct ConvOptions {
-  int64_t axis = 0, operands = 0, block = 0, sh = 0, sw = 0, dh = 0, dw = 0, rows = 0;
-  int32_t num_fetched = 0;
+struct ConvOptions : tinyseg_ops::FetchingOptions {
+  int64_t sh = 0, sw = 0, dh = 0, dw = 0, rows = 0;
   TfLitePadding padding = kTfLitePaddingUnknown;
   TfLiteFusedActivation activation = kTfLiteActNone;
   bool int32_accumulator = false;
@@ -137,16 +128,13 @@ struct ConvOptions {
 bool ReadConvOptions(const tinyseg_ops::Options& options, ConvOptions* o) {
   const char* padding_name = nullptr;
   const char* activation_name = nullptr;
-  if (!options.Int(contract::kKeyAxis, &o->axis) ||
-      !options.Int(contract::kKeyOperands, &o->operands) ||
-      !options.Int(contract::kKeyBlock, &o->block) || !options.Int(contract::kKeyStrideH, &o->sh) ||
-      !options.Int(contract::kKeyStrideW, &o->sw) ||
+  if (!tinyseg_ops::ReadFetchingOptions(options, o) ||
+      !options.Int(contract::kKeyStrideH, &o->sh) || !options.Int(contract::kKeyStrideW, &o->sw) ||
       !options.Int(contract::kKeyDilationH, &o->dh) ||
       !options.Int(contract::kKeyDilationW, &o->dw) ||
       !options.Int(contract::kKeyBandRows, &o->rows) ||
       !options.String(contract::kKeyPadding, &padding_name) ||
       !options.String(contract::kKeyActivation, &activation_name) ||
-      !tinyseg_ops::CountFetched(options, &o->num_fetched) ||
       !ParseBiasType(options, &o->int32_accumulator)) {
     return false;
   }
@@ -183,7 +171,7 @@ void* FetchingConvInit(TfLiteContext* context, const char* buffer, size_t length
   h->padding = static_cast<uint8_t>(o.padding);
   h->int32_accumulator = o.int32_accumulator ? 1 : 0;
   h->activation = static_cast<uint8_t>(o.activation);
-  return ReadFetchedOperands(options, h) ? h : nullptr;
+  return ReadConvFetched(options, h) ? h : nullptr;
 }
 
 // The rows the band logic (tinyseg/band.h) works on: the kernel's height geometry.
