@@ -64,17 +64,6 @@ void RequantizeRow(const QuantizeStage& q, const StageRow& r, int32_t n) {
                             q.input_offset, q.output_offset, reinterpret_cast<Out*>(r.dst));
 }
 
-// One row through TFLM's DEQUANTIZE or float32 QUANTIZE function `fn`, with the quantized side's
-// zero point and its scale widened to double (as dequantize.cc's and quantize_common.cc's Eval).
-template <typename Params, typename In, typename Out>
-void AffineRow(void (*fn)(const Params&, const RuntimeShape&, const In*, const RuntimeShape&, Out*),
-               int32_t zero_point, float scale, const StageRow& r) {
-  Params p;
-  p.zero_point = zero_point;
-  p.scale = static_cast<double>(scale);
-  fn(p, r.in_shape, reinterpret_cast<const In*>(r.src), r.out_shape, reinterpret_cast<Out*>(r.dst));
-}
-
 }  // namespace
 
 // QUANTIZE between quantized types (quantize_common.cc: the multiplier of the scales' quotient,
@@ -129,17 +118,21 @@ TfLiteStatus PrepareAffine(const StageArgs& a, StageSlot& g,
 }
 
 // Either's row, as dequantize.cc's and quantize_common.cc's Eval: the quantized side's type picks
-// TFLM's function (float32 -> int16 starts an int16 (16x8) chain).
-void AffineQuantizationRow(const QuantizeStage& q, const StageRow& r) {
-  if (r.in->type == kTfLiteInt16) {
-    AffineRow(reference_ops::Dequantize<int16_t, float>, q.input_offset, r.in->scale, r);
-  } else if (r.in->type == kTfLiteInt8) {
-    AffineRow(reference_ops::Dequantize<int8_t, float>, q.input_offset, r.in->scale, r);
-  } else if (r.out->type == kTfLiteInt16) {
-    AffineRow(reference_ops::AffineQuantize<float, int16_t>, q.output_offset, r.out->scale, r);
-  } else {
-    AffineRow(reference_ops::AffineQuantize<float, int8_t>, q.output_offset, r.out->scale, r);
+// TFLM's function, with its zero point and its scale widened to double (float32 -> int16 starts an
+// int16 (16x8) chain).
+::tinyseg::Status AffineQuantizationRow(const QuantizeStage& q, const StageRow& r) {
+  if (r.in->type != kTfLiteFloat32) {
+    DequantizationParams p;
+    p.zero_point = q.input_offset;
+    p.scale = static_cast<double>(r.in->scale);
+    return r.in->type == kTfLiteInt16 ? MapRow<int16_t, float>(reference_ops::Dequantize, p, r)
+                                      : MapRow<int8_t, float>(reference_ops::Dequantize, p, r);
   }
+  QuantizationParams p;
+  p.zero_point = q.output_offset;
+  p.scale = static_cast<double>(r.out->scale);
+  return r.out->type == kTfLiteInt16 ? MapRow<float, int16_t>(reference_ops::AffineQuantize, p, r)
+                                     : MapRow<float, int8_t>(reference_ops::AffineQuantize, p, r);
 }
 
 }  // namespace
@@ -149,8 +142,7 @@ TfLiteStatus PrepareDequantize(const StageArgs& a, StageSlot& g) {
 }
 
 ::tinyseg::Status DequantizeRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  AffineQuantizationRow(g.quantize, r);
-  return ::tinyseg::Status::kOk;
+  return AffineQuantizationRow(g.quantize, r);
 }
 
 TfLiteStatus PrepareQuantizeFloat(const StageArgs& a, StageSlot& g) {
@@ -158,8 +150,7 @@ TfLiteStatus PrepareQuantizeFloat(const StageArgs& a, StageSlot& g) {
 }
 
 ::tinyseg::Status QuantizeFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  AffineQuantizationRow(g.quantize, r);
-  return ::tinyseg::Status::kOk;
+  return AffineQuantizationRow(g.quantize, r);
 }
 
 // ------------------------------------------------------------ float32 RELU, RELU6, LOGISTIC
@@ -171,21 +162,15 @@ TfLiteStatus PrepareSameShapeFloat(const StageArgs& a, StageSlot& g) {
 }
 
 ::tinyseg::Status ReluFloatRow(const EvalState&, const StageSlot&, const StageRow& r) {
-  ReluFloat(r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
-            reinterpret_cast<float*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return MapRow<float>(ReluFloat, r);
 }
 
 ::tinyseg::Status Relu6FloatRow(const EvalState&, const StageSlot&, const StageRow& r) {
-  Relu6Float(r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
-             reinterpret_cast<float*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return MapRow<float>(Relu6Float, r);
 }
 
 ::tinyseg::Status LogisticFloatRow(const EvalState&, const StageSlot&, const StageRow& r) {
-  reference_ops::Logistic(r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
-                          reinterpret_cast<float*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return MapRow<float>(reference_ops::Logistic, r);
 }
 
 // ------------------------------------------------------------ LOGISTIC, TANH
@@ -406,25 +391,27 @@ TfLiteStatus PrepareHardSwish(const StageArgs& a, StageSlot& g) {
 }
 
 ::tinyseg::Status HardSwishRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  reference_ops::HardSwish(g.hard_swish, r.in_shape, reinterpret_cast<const int8_t*>(r.src),
-                           r.out_shape, reinterpret_cast<int8_t*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return MapRow<int8_t>(reference_ops::HardSwish, g.hard_swish, r);
 }
 
-// The LeakyReluOpData leaky_relu_common.cc computes for int8 (alpha's multiplier from the float
-// product and quotient, the identity's from the float quotient of the scales); Eval calls TFLM's
-// reference_ops::QuantizeLeakyRelu.
-// leaky_relu_common.cc's int8 and int16 Prepare: the alpha and identity multipliers from the
-// scales (the products in float, as TFLM), the zero points as offsets.
+TfLiteStatus PrepareLeakyReluAlpha(const StageArgs& a, StageSlot& g) {
+  const flexbuffers::Reference alpha = (*a.fields)[contract::kFieldAlpha];
+  TF_LITE_ENSURE_MSG(a.context, alpha.IsNumeric(), "StreamChain: LEAKY_RELU needs its alpha");
+  g.leaky_relu.alpha = alpha.AsFloat();
+  TF_LITE_ENSURE_MSG(a.context, std::isfinite(g.leaky_relu.alpha),
+                     "StreamChain: LEAKY_RELU's alpha is not finite");
+  return kTfLiteOk;
+}
+
+// The LeakyReluOpData leaky_relu_common.cc's int8 and int16 Prepare computes: the alpha and
+// identity multipliers from the scales (the products in float, as TFLM), the zero points as
+// offsets; Eval calls TFLM's reference_ops::QuantizeLeakyRelu.
 TfLiteStatus PrepareLeakyReluQuantized(const StageArgs& a, StageSlot& g) {
-  TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireSameShape(context, in, out));
-  const flexbuffers::Reference alpha = (*a.fields)[contract::kFieldAlpha];
-  TF_LITE_ENSURE_MSG(context, alpha.IsNumeric(), "StreamChain: LEAKY_RELU needs its alpha");
-  const float al = alpha.AsFloat();
-  TF_LITE_ENSURE_MSG(context, std::isfinite(al), "StreamChain: LEAKY_RELU's alpha is not finite");
+  TF_LITE_ENSURE_STATUS(RequireSameShape(a.context, in, out));
+  TF_LITE_ENSURE_STATUS(PrepareLeakyReluAlpha(a, g));
+  const float al = g.leaky_relu.alpha;
   LeakyReluStage& sv = g.leaky_relu;
   int alpha_shift = 0;  // int32_t fields: QuantizeMultiplier takes an int
   int identity_shift = 0;
@@ -445,9 +432,7 @@ TfLiteStatus PrepareLeakyRelu(const StageArgs& a, StageSlot& g) {
 }
 
 ::tinyseg::Status LeakyReluRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  reference_ops::QuantizeLeakyRelu(g.leaky_relu, r.in_shape, reinterpret_cast<const int8_t*>(r.src),
-                                   r.out_shape, reinterpret_cast<int8_t*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return MapRow<int8_t>(reference_ops::QuantizeLeakyRelu, g.leaky_relu, r);
 }
 
 // ------------------------------------------------------------ PRELU, ELU

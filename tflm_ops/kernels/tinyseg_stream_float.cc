@@ -26,15 +26,11 @@ namespace tinyseg_stream {
 // ------------------------------------------------------------ TANH, HARD_SWISH, ELU
 
 ::tinyseg::Status TanhFloatRow(const EvalState&, const StageSlot&, const StageRow& r) {
-  reference_ops::Tanh(r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
-                      reinterpret_cast<float*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return MapRow<float>(reference_ops::Tanh, r);
 }
 
 ::tinyseg::Status HardSwishFloatRow(const EvalState&, const StageSlot&, const StageRow& r) {
-  reference_ops::HardSwish<float>(r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
-                                  reinterpret_cast<float*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return MapRow<float>(reference_ops::HardSwish, r);
 }
 
 // Float32 rows of the input's shape; the pool entries the body counts for every ELU stage (int8's
@@ -46,29 +42,18 @@ TfLiteStatus PrepareEluFloat(const StageArgs& a, StageSlot& g) {
 }
 
 ::tinyseg::Status EluFloatRow(const EvalState&, const StageSlot&, const StageRow& r) {
-  reference_ops::Elu(r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
-                     reinterpret_cast<float*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return MapRow<float>(reference_ops::Elu, r);
 }
 
 // ------------------------------------------------------------ LEAKY_RELU, PRELU
 
-// LEAKY_RELU's alpha (the stage's field, as leaky_relu.cc takes it from its builtin options).
 TfLiteStatus PrepareLeakyReluFloat(const StageArgs& a, StageSlot& g) {
   TF_LITE_ENSURE_STATUS(PrepareSameShapeFloat(a, g));
-  TfLiteContext* context = a.context;
-  const flexbuffers::Reference alpha = (*a.fields)[contract::kFieldAlpha];
-  TF_LITE_ENSURE_MSG(context, alpha.IsNumeric(), "StreamChain: LEAKY_RELU needs its alpha");
-  g.leaky_relu.alpha = alpha.AsFloat();
-  TF_LITE_ENSURE_MSG(context, std::isfinite(g.leaky_relu.alpha),
-                     "StreamChain: LEAKY_RELU's alpha is not finite");
-  return kTfLiteOk;
+  return PrepareLeakyReluAlpha(a, g);
 }
 
 ::tinyseg::Status LeakyReluFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  reference_ops::LeakyRelu(g.leaky_relu, r.in_shape, reinterpret_cast<const float*>(r.src),
-                           r.out_shape, reinterpret_cast<float*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return MapRow<float>(reference_ops::LeakyRelu, g.leaky_relu, r);
 }
 
 // PRELU's alpha: a constant float32 node input of one row (broadcast along height).

@@ -82,10 +82,7 @@ TfLiteStatus PrepareLeakyReluInt16(const StageArgs& a, StageSlot& g) {
 }
 
 ::tinyseg::Status LeakyReluInt16Row(const EvalState&, const StageSlot& g, const StageRow& r) {
-  reference_ops::QuantizeLeakyRelu(g.leaky_relu, r.in_shape,
-                                   reinterpret_cast<const int16_t*>(r.src), r.out_shape,
-                                   reinterpret_cast<int16_t*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return MapRow<int16_t>(reference_ops::QuantizeLeakyRelu, g.leaky_relu, r);
 }
 
 // ------------------------------------------------------------ PRELU

@@ -427,6 +427,24 @@ const char* FaultHint(const EvalState& v, ::tinyseg::Status st);
 inline int32_t MemberScratchBytes(const StreamOpData& d) {
   return d.op_scratch - d.accumulator_bytes;
 }
+// One row through TFLM's element-wise function `fn`: the input row's shape and elements to the
+// output row's, of T elements, with no parameters or with `params` (Out: the output's element
+// type where it differs). The caller names T; `fn` may be overloaded.
+template <typename T>
+::tinyseg::Status MapRow(void (*fn)(const RuntimeShape&, const T*, const RuntimeShape&, T*),
+                         const StageRow& r) {
+  fn(r.in_shape, reinterpret_cast<const T*>(r.src), r.out_shape, reinterpret_cast<T*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+template <typename T, typename Out = T, typename Params>
+::tinyseg::Status MapRow(void (*fn)(const Params&, const RuntimeShape&, const T*,
+                                    const RuntimeShape&, Out*),
+                         const Params& params, const StageRow& r) {
+  fn(params, r.in_shape, reinterpret_cast<const T*>(r.src), r.out_shape,
+     reinterpret_cast<Out*>(r.dst));
+  return ::tinyseg::Status::kOk;
+}
+
 // Whether CMSIS-NN computed the row (`optimized`, what a tinyseg_stream_cmsis.h function
 // returned), counted in RuntimeStats::optimized_rows when the application attached a
 // tinyseg::Runtime.
@@ -500,6 +518,8 @@ StagePrepareFunction PrepareHardSwish, PrepareElu;
 StageRowFunction HardSwishRow, EluRow;
 StagePrepareFunction PrepareLeakyRelu, PrepareLeakyReluQuantized, PreparePrelu,
     PreparePreluQuantized;
+// LEAKY_RELU's alpha, the stage's field (as leaky_relu.cc takes it from its builtin options).
+StagePrepareFunction PrepareLeakyReluAlpha;
 // PRELU's alpha, operand 1: a constant node input (its index into the stage) of one row
 // (broadcast along height) and of `type` (`ok`), its quantization into `q`.
 TfLiteStatus PreluAlpha(const StageArgs& a, StageSlot& g, TfLiteType type, bool* ok,

@@ -127,10 +127,7 @@ TfLiteStatus PreparePoolFloat(const StageArgs& a, StageSlot& g) {
 }
 
 ::tinyseg::Status MaxPoolFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
-  const PoolParams p = PoolParamsOf(g.pool, r);
-  reference_ops::MaxPool(p, r.in_shape, reinterpret_cast<const float*>(r.src), r.out_shape,
-                         reinterpret_cast<float*>(r.dst));
-  return ::tinyseg::Status::kOk;
+  return MapRow<float>(reference_ops::MaxPool, PoolParamsOf(g.pool, r), r);
 }
 
 ::tinyseg::Status AveragePoolFloatRow(const EvalState&, const StageSlot& g, const StageRow& r) {
