@@ -144,9 +144,8 @@ TfLiteStatus PrepareResizeBilinearFloat(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireRows(a, out, kTfLiteFloat32));
   bool align = false, half = false;
-  TF_LITE_ENSURE_STATUS(BilinearFlags(a, &align, &half));
+  TF_LITE_ENSURE_STATUS(BilinearFlags(a, g, kTfLiteFloat32, &align, &half));
   TF_LITE_ENSURE_MSG(context, in.channels == out.channels && in.width > 0 && out.width > 0,
                      "StreamChain: RESIZE_BILINEAR keeps the channels");
   TF_LITE_ENSURE_MSG(context, BilinearFloatRule(in.height, out.height, align, half, &g.rule),

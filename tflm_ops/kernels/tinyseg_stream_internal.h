@@ -528,8 +528,10 @@ StageRowFunction LeakyReluRow, PreluRow;
 
 StagePrepareFunction PreparePad, PrepareResizeBilinear;
 StageRowFunction PadRow, ResizeRow;
-// RESIZE_BILINEAR's align_corners and half_pixel_centers fields (not both, as TFLM refuses).
-TfLiteStatus BilinearFlags(const StageArgs& a, bool* align, bool* half);
+// RESIZE_BILINEAR's rows of `type`, and its align_corners and half_pixel_centers fields (not
+// both, as TFLM refuses).
+TfLiteStatus BilinearFlags(const StageArgs& a, const StageSlot& g, TfLiteType type, bool* align,
+                           bool* half);
 StagePrepareFunction PreparePadFloat;
 StageRowFunction ResizeBilinearRow, ConcatenationRow, PadFloatRow, ResizeFloatRow;
 

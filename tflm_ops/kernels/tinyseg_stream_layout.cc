@@ -315,7 +315,9 @@ int8_t Blend(int64_t v00, int64_t v10, int64_t v01, int64_t v11, int64_t fy, int
 
 }  // namespace
 
-TfLiteStatus BilinearFlags(const StageArgs& a, bool* align, bool* half) {
+TfLiteStatus BilinearFlags(const StageArgs& a, const StageSlot& g, TfLiteType type, bool* align,
+                           bool* half) {
+  TF_LITE_ENSURE_STATUS(RequireRows(a, a.tab->tensor(g.output), type));
   int32_t align_field = 0, half_field = 0;
   TF_LITE_ENSURE(a.context, Field(*a.fields, contract::kFieldAlignCorners, 0, &align_field) &&
                                 Field(*a.fields, contract::kFieldHalfPixelCenters, 0, &half_field));
@@ -333,9 +335,8 @@ TfLiteStatus PrepareResizeBilinear(const StageArgs& a, StageSlot& g) {
   TfLiteContext* context = a.context;
   const TensorSlot& in = a.tab->tensor(g.input);
   const TensorSlot& out = a.tab->tensor(g.output);
-  TF_LITE_ENSURE_STATUS(RequireRows(a, out, kTfLiteInt8));
   bool align = false, half = false;
-  TF_LITE_ENSURE_STATUS(BilinearFlags(a, &align, &half));
+  TF_LITE_ENSURE_STATUS(BilinearFlags(a, g, kTfLiteInt8, &align, &half));
   TF_LITE_ENSURE_MSG(context, in.channels == out.channels && in.height > 0 && in.width > 0,
                      "StreamChain: RESIZE_BILINEAR keeps the channels");
   BilinearStage& b = g.bilinear;
