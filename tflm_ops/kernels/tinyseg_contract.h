@@ -114,12 +114,14 @@ constexpr int64_t kMaxSpilled = 4096;
 constexpr int64_t kMinFetched = 0;
 constexpr int64_t kMaxFetched = 4096;
 
-// The same limits by key (Options::Int looks an option's limits up here).
+// A key's least and greatest accepted value.
 struct IntLimit {
   const char* key;
   int64_t min;
   int64_t max;
 };
+
+// The integer option limits by key (Options::Int looks an option's limits up here).
 constexpr IntLimit kIntLimits[] = {
     {"slot", 0, 2147483647},
     {"region", 0, 7},
@@ -141,11 +143,7 @@ constexpr IntLimit kIntLimits[] = {
 
 // StreamChain stage fields: least and greatest accepted value (a boolean counts 0/1); an absent
 // field takes the schema's default.
-struct FieldLimit {
-  const char* key;
-  int64_t min;
-  int64_t max;
-};
+using FieldLimit = IntLimit;
 constexpr FieldLimit kFieldLimits[] = {
     {"padding", 0, 1},
     {"strideW", 1, 32767},

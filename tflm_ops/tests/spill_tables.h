@@ -46,6 +46,12 @@ inline bool FetchesBack(tinyseg::SpillManager& m, uint32_t slot, const std::vect
          std::memcmp(out.data(), t.data(), t.size()) == 0;
 }
 
+// FetchesBack, then releases the slot: true when both succeed (a tensor's last read).
+inline bool FetchesBackAndReleases(tinyseg::SpillManager& m, uint32_t slot,
+                                   const std::vector<uint8_t>& t, std::vector<uint8_t>& out) {
+  return FetchesBack(m, slot, t, out) && tinyseg::Ok(m.Release(slot));
+}
+
 // Fetches `len` bytes of `slot` from `offset` into `out`: true when they are t[offset, +len).
 inline bool FetchesRange(tinyseg::SpillManager& m, uint32_t slot, size_t offset, size_t len,
                          const std::vector<uint8_t>& t, std::vector<uint8_t>& out) {

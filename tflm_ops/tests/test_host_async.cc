@@ -117,11 +117,9 @@ TEST(SpillWithThreadWorkerRoundTrips) {
     for (auto& v : c) v = rng.Below(4) ? rep : static_cast<uint8_t>(rng.Next());
     CHECK_OK(m.Spill(0, a.data(), a.size(), 1, tb.span()));
     CHECK_OK(m.Spill(1, c.data(), c.size(), 1, tb.span()));
-    CHECK(FetchesBack(m, 1, c, out));
-    CHECK_OK(m.Release(1));
+    CHECK(FetchesBackAndReleases(m, 1, c, out));
     CHECK(FetchesRange(m, 0, 777, 5000, a, out));
-    CHECK(FetchesBack(m, 0, a, out));
-    CHECK_OK(m.Release(0));
+    CHECK(FetchesBackAndReleases(m, 0, a, out));
     m.EndInference();
   }
   CHECK_OK(m.Drain());

@@ -76,14 +76,11 @@ TEST(SpillFetchRoundTripWithRotationAndWear) {
     CHECK_OK(m.Spill(0, t0.data(), t0.size(), 1, tb.span()));
     CHECK_OK(m.Spill(1, t1.data(), t1.size(), 1, tb.span()));
     CHECK_OK(m.Spill(2, t2.data(), t2.size(), 1, tb.span()));
-    CHECK(FetchesBack(m, 2, t2, out));
-    CHECK_OK(m.Release(2));
+    CHECK(FetchesBackAndReleases(m, 2, t2, out));
     // Row band of t1 (rows 10..19 of a 50x100 tensor).
     CHECK(FetchesRange(m, 1, 1000, 1000, t1, out));
-    CHECK(FetchesBack(m, 1, t1, out));
-    CHECK_OK(m.Release(1));
-    CHECK(FetchesBack(m, 0, t0, out));
-    CHECK_OK(m.Release(0));
+    CHECK(FetchesBackAndReleases(m, 1, t1, out));
+    CHECK(FetchesBackAndReleases(m, 0, t0, out));
     m.EndInference();
     if (inf == 0) programmed_before = m.stats().bytes_programmed;
   }

@@ -48,29 +48,20 @@ enum class Fault : uint8_t {
   kEraseInterrupted,  // erased, then the second half of the range cleared, error
 };
 
-const char* FaultName(Fault f) {
-  switch (f) {
-    case Fault::kNone:
-      return "none";
-    case Fault::kProgramFails:
-      return "program fails";
-    case Fault::kProgramPartial:
-      return "program partial";
-    case Fault::kProgramInterrupted:
-      return "program interrupted";
-    case Fault::kProgramSilentShort:
-      return "program silently short";
-    case Fault::kProgramNoSpace:
-      return "program: device full";
-    case Fault::kReadFails:
-      return "read fails";
-    case Fault::kEraseFails:
-      return "erase fails";
-    case Fault::kEraseInterrupted:
-      return "erase interrupted";
-  }
-  return "?";
-}
+constexpr const char* kFaultNames[] = {
+    "none",
+    "program fails",
+    "program partial",
+    "program interrupted",
+    "program silently short",
+    "program: device full",
+    "read fails",
+    "erase fails",
+    "erase interrupted",
+};
+static_assert(tinyseg::NamesUpTo(kFaultNames, Fault::kEraseInterrupted), "a name for every Fault");
+
+const char* FaultName(Fault f) { return tinyseg::EnumName(f, kFaultNames); }
 
 Op OpOf(Fault f) {
   if (f == Fault::kReadFails) return Op::kRead;

@@ -165,12 +165,14 @@ def _limits() -> list[str]:
         out.append(f"constexpr int64_t {_cname('max_' + k)} = {hi};")
     out += [
         "",
-        "// The same limits by key (Options::Int looks an option's limits up here).",
+        "// A key's least and greatest accepted value.",
         "struct IntLimit {",
         "  const char* key;",
         "  int64_t min;",
         "  int64_t max;",
         "};",
+        "",
+        "// The integer option limits by key (Options::Int looks an option's limits up here).",
         "constexpr IntLimit kIntLimits[] = {",
     ]
     out += [f'    {{"{k}", {lo}, {hi}}},' for k, (lo, hi) in INT_LIMITS.items()]
@@ -178,11 +180,7 @@ def _limits() -> list[str]:
     out += [
         "// StreamChain stage fields: least and greatest accepted value (a boolean counts 0/1); an absent",
         "// field takes the schema's default.",
-        "struct FieldLimit {",
-        "  const char* key;",
-        "  int64_t min;",
-        "  int64_t max;",
-        "};",
+        "using FieldLimit = IntLimit;",
         "constexpr FieldLimit kFieldLimits[] = {",
     ]
     out += [f'    {{"{k}", {lo}, {hi}}},' for k, (lo, hi) in STREAM_FIELD_LIMITS.items()]

@@ -272,39 +272,26 @@ inline uint32_t BlockElems(const StreamHeader& h, uint32_t block) {
   return (left < h.block_bytes ? left : h.block_bytes) / h.elem_size;
 }
 
+// By value (status.h numbers Status from 0 without gaps).
+constexpr const char* kStatusNames[] = {
+    "ok",
+    "invalid_argument",
+    "out_of_range",
+    "misaligned",
+    "not_erased",
+    "buffer_too_small",
+    "corrupt",
+    "io_error",
+    "busy",
+    "no_space",
+    "not_found",
+    "unsupported",
+    "checksum_mismatch",
+};
+static_assert(NamesUpTo(kStatusNames, Status::kChecksumMismatch), "a name for every Status");
 }  // namespace
 
-const char* StatusName(Status s) {
-  switch (s) {
-    case Status::kOk:
-      return "ok";
-    case Status::kInvalidArgument:
-      return "invalid_argument";
-    case Status::kOutOfRange:
-      return "out_of_range";
-    case Status::kMisaligned:
-      return "misaligned";
-    case Status::kNotErased:
-      return "not_erased";
-    case Status::kBufferTooSmall:
-      return "buffer_too_small";
-    case Status::kCorrupt:
-      return "corrupt";
-    case Status::kIoError:
-      return "io_error";
-    case Status::kBusy:
-      return "busy";
-    case Status::kNoSpace:
-      return "no_space";
-    case Status::kNotFound:
-      return "not_found";
-    case Status::kUnsupported:
-      return "unsupported";
-    case Status::kChecksumMismatch:
-      return "checksum_mismatch";
-  }
-  return "unknown";
-}
+const char* StatusName(Status s) { return EnumName(s, kStatusNames); }
 
 Status MemorySink::Write(const uint8_t* data, size_t len) {
   if (len > cap_ - len_) return Status::kBufferTooSmall;

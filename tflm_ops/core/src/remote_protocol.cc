@@ -31,27 +31,14 @@ FrameHeader Request(MsgType type, uint32_t slot = 0, uint32_t offset = 0, uint32
   return FrameHeader{type, /*flags=*/0, /*seq=*/0, slot, offset, arg};
 }
 
+// By value (remote_protocol.h numbers RemoteError from 0 without gaps).
+constexpr const char* kRemoteErrorNames[] = {
+    "none", "timeout", "corrupt_frame", "nak", "remote_status", "protocol", "stream",
+};
+static_assert(NamesUpTo(kRemoteErrorNames, RemoteError::kStream), "a name for every RemoteError");
 }  // namespace
 
-const char* RemoteErrorName(RemoteError e) {
-  switch (e) {
-    case RemoteError::kNone:
-      return "none";
-    case RemoteError::kTimeout:
-      return "timeout";
-    case RemoteError::kCorruptFrame:
-      return "corrupt_frame";
-    case RemoteError::kNak:
-      return "nak";
-    case RemoteError::kRemoteStatus:
-      return "remote_status";
-    case RemoteError::kProtocol:
-      return "protocol";
-    case RemoteError::kStream:
-      return "stream";
-  }
-  return "unknown";
-}
+const char* RemoteErrorName(RemoteError e) { return EnumName(e, kRemoteErrorNames); }
 
 size_t CobsEncode(const uint8_t* in, size_t len, uint8_t* out, size_t cap) {
   if (cap < CobsMaxEncoded(len)) return 0;

@@ -10,65 +10,41 @@ namespace tinyseg_nicla {
 using tinyseg::Status;
 
 InternalFlashBlockDevice::InternalFlashBlockDevice(uint32_t region_start, uint32_t region_size)
-    : start_(region_start) {
-  g_.read_size = 1;
-  g_.program_size = 32;
-  g_.erase_size = kInternalSector;
-  g_.total_size = region_size;
-}
+    : RegionBlockDevice<mbed::FlashIAP>(region_start, region_size, /*program_size=*/32,
+                                        kInternalSector) {}
 
 Status InternalFlashBlockDevice::Init() {
   if (ready_) return Status::kOk;
   if (start_ < kBank2Start || start_ + g_.total_size > kFlashEnd) return Status::kOutOfRange;
-  if (flash_.init() != 0) return Status::kIoError;
+  if (driver_.init() != 0) return Status::kIoError;
   // The region must not hold this core's code (and the M4's image, checked
   // by the M4 sketch the same way, must end below it).
   if (FLASHIAP_APP_ROM_END_ADDR > start_ && FLASHIAP_APP_ROM_END_ADDR < kFlashEnd) {
     return Status::kNoSpace;
   }
-  const uint32_t page = flash_.get_page_size();
+  const uint32_t page = driver_.get_page_size();
   if (page == 0 || page > g_.program_size || g_.program_size % page != 0)
     return Status::kUnsupported;
   for (uint64_t a = 0; a < g_.total_size; a += g_.erase_size) {
-    if (flash_.get_sector_size(static_cast<uint32_t>(start_ + a)) != g_.erase_size) {
+    if (driver_.get_sector_size(static_cast<uint32_t>(start_ + a)) != g_.erase_size) {
       return Status::kUnsupported;
     }
   }
-  erase_value_ = flash_.get_erase_value();
+  erase_value_ = driver_.get_erase_value();
   ready_ = true;
   return tinyseg::ValidateGeometry(g_);
 }
 
 Status InternalFlashBlockDevice::Read(uint64_t addr, void* dst, size_t len) {
-  if (!ready_) return Status::kInvalidArgument;
-  TINYSEG_RETURN_IF_ERROR(tinyseg::CheckAccess(g_, addr, len, g_.read_size));
-  if (len == 0) return Status::kOk;
-  const uint32_t a = static_cast<uint32_t>(start_ + addr);
+  return Access(addr, len, g_.read_size, [&](uint32_t a, uint32_t n) {
 #if defined(CORE_CM7) && defined(__DCACHE_PRESENT) && (__DCACHE_PRESENT == 1U)
-  // Flash is cacheable on the M7; another core may have erased it since.
-  const uint32_t line = a & ~31u;
-  SCB_InvalidateDCache_by_Addr(reinterpret_cast<uint32_t*>(line),
-                               static_cast<int32_t>(((a + len + 31u) & ~31u) - line));
+    // Flash is cacheable on the M7; another core may have erased it since.
+    const uint32_t line = a & ~31u;
+    SCB_InvalidateDCache_by_Addr(reinterpret_cast<uint32_t*>(line),
+                                 static_cast<int32_t>(((a + n + 31u) & ~31u) - line));
 #endif
-  return flash_.read(dst, a, static_cast<uint32_t>(len)) == 0 ? Status::kOk : Status::kIoError;
-}
-
-Status InternalFlashBlockDevice::Program(uint64_t addr, const void* src, size_t len) {
-  if (!ready_) return Status::kInvalidArgument;
-  TINYSEG_RETURN_IF_ERROR(tinyseg::CheckAccess(g_, addr, len, g_.program_size));
-  if (len == 0) return Status::kOk;
-  return flash_.program(src, static_cast<uint32_t>(start_ + addr), static_cast<uint32_t>(len)) == 0
-             ? Status::kOk
-             : Status::kIoError;
-}
-
-Status InternalFlashBlockDevice::Erase(uint64_t addr, uint64_t len) {
-  if (!ready_) return Status::kInvalidArgument;
-  TINYSEG_RETURN_IF_ERROR(tinyseg::CheckAccess(g_, addr, len, g_.erase_size));
-  if (len == 0) return Status::kOk;
-  return flash_.erase(static_cast<uint32_t>(start_ + addr), static_cast<uint32_t>(len)) == 0
-             ? Status::kOk
-             : Status::kIoError;
+    return driver_.read(dst, a, n);
+  });
 }
 
 uint32_t InternalFlashBlockDevice::BankOf(uint64_t addr) const {

@@ -16,11 +16,11 @@
 
 #include "FlashIAP.h"
 #include "nicla_layout.h"
-#include "tinyseg/block_device.h"
+#include "region_block_device.h"
 
 namespace tinyseg_nicla {
 
-class InternalFlashBlockDevice final : public tinyseg::BlockDevice {
+class InternalFlashBlockDevice final : public RegionBlockDevice<mbed::FlashIAP> {
  public:
   InternalFlashBlockDevice(uint32_t region_start = kInternalRegionStart,
                            uint32_t region_size = kInternalRegionSize);
@@ -28,20 +28,14 @@ class InternalFlashBlockDevice final : public tinyseg::BlockDevice {
   // expected, region above this core's own image (FLASHIAP_APP_ROM_END_ADDR).
   tinyseg::Status Init();
 
-  const tinyseg::Geometry& geometry() const override { return g_; }
+  // The driver's read after invalidating the range's D-cache lines on the M7.
   tinyseg::Status Read(uint64_t addr, void* dst, size_t len) override;
-  tinyseg::Status Program(uint64_t addr, const void* src, size_t len) override;
-  tinyseg::Status Erase(uint64_t addr, uint64_t len) override;
   uint8_t erased_value() const override { return erase_value_; }
   // Physical bank (0 or 1) of a region-relative address.
   uint32_t BankOf(uint64_t addr) const override;
 
  private:
-  mbed::FlashIAP flash_;
-  uint32_t start_;
-  tinyseg::Geometry g_;
   uint8_t erase_value_ = 0xFF;
-  bool ready_ = false;
 };
 
 }  // namespace tinyseg_nicla

@@ -16,28 +16,16 @@
 
 #include "QSPIFBlockDevice.h"
 #include "nicla_layout.h"
-#include "tinyseg/block_device.h"
+#include "region_block_device.h"
 
 namespace tinyseg_nicla {
 
-class QspiFlashBlockDevice final : public tinyseg::BlockDevice {
+class QspiFlashBlockDevice final : public RegionBlockDevice<QSPIFBlockDevice> {
  public:
   QspiFlashBlockDevice(uint32_t region_start = kQspiRegionStart,
                        uint32_t region_size = kQspiRegionSize);
   // Driver init (SFDP) and checks against the chip's size and erase size.
   tinyseg::Status Init();
-
-  const tinyseg::Geometry& geometry() const override { return g_; }
-  tinyseg::Status Read(uint64_t addr, void* dst, size_t len) override;
-  tinyseg::Status Program(uint64_t addr, const void* src, size_t len) override;
-  tinyseg::Status Erase(uint64_t addr, uint64_t len) override;
-  uint8_t erased_value() const override { return 0xFF; }
-
- private:
-  QSPIFBlockDevice qspi_;
-  uint32_t start_;
-  tinyseg::Geometry g_;
-  bool ready_ = false;
 };
 
 }  // namespace tinyseg_nicla

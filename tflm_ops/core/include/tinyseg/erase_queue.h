@@ -64,6 +64,17 @@ class EraseQueue {
   ~EraseQueue() = default;
 };
 
+// A queue that hands out its tickets itself: issued_ is the last one, and
+// every erase submitted is done once it is, so draining is waiting for it.
+class NumberingEraseQueue : public EraseQueue {
+ public:
+  Status Drain() override { return Wait(issued_); }
+
+ protected:
+  ~NumberingEraseQueue() = default;
+  EraseTicket issued_ = 0;
+};
+
 // The failed erases a queue still remembers, so Wait can report each
 // ticket's own result. Fixed size, no heap: failures are rare, and a ticket
 // older than a failure the table has dropped reports kIoError (the caller
@@ -84,19 +95,17 @@ class FailedTickets {
 
 // Erases synchronously inside Submit; with a clock, the erase time is booked
 // on the critical path.
-class SyncEraseQueue final : public EraseQueue {
+class SyncEraseQueue final : public NumberingEraseQueue {
  public:
   explicit SyncEraseQueue(BlockDevice& device, VirtualClock* clock = nullptr)
       : dev_(device), clock_(clock) {}
   Status Submit(uint64_t addr, uint64_t len, EraseTicket* ticket) override;
   Status Wait(EraseTicket ticket) override;
   bool IsDone(EraseTicket ticket) override { return ticket <= issued_; }
-  Status Drain() override { return Wait(issued_); }
 
  private:
   BlockDevice& dev_;
   VirtualClock* clock_;
-  EraseTicket issued_ = 0;
   FailedTickets failed_;
 };
 
@@ -116,7 +125,7 @@ struct EraseRecord {
 // Approximation: each erase's start time is fixed when it is submitted
 // (start = max(now, engine free)); the engine never yields a bank to the
 // main core once an erase has started there.
-class ModelledEraseQueue final : public EraseQueue {
+class ModelledEraseQueue final : public NumberingEraseQueue {
  public:
   ModelledEraseQueue(BlockDevice& device, VirtualClock& clock, EraseRecord* records,
                      size_t capacity)
@@ -124,7 +133,6 @@ class ModelledEraseQueue final : public EraseQueue {
   Status Submit(uint64_t addr, uint64_t len, EraseTicket* ticket) override;
   Status Wait(EraseTicket ticket) override;
   bool IsDone(EraseTicket ticket) override;
-  Status Drain() override { return Wait(issued_); }
   Status AwaitBankIdle(uint64_t addr, uint64_t len) override;
   uint64_t engine_busy_ns() const { return busy_ns_; }
 
@@ -138,7 +146,6 @@ class ModelledEraseQueue final : public EraseQueue {
   size_t cap_;
   size_t head_ = 0;   // oldest live record
   size_t count_ = 0;  // live records
-  EraseTicket issued_ = 0;
   uint64_t engine_free_ns_ = 0;
   uint64_t busy_ns_ = 0;
   FailedTickets failed_;

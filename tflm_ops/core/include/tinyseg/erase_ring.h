@@ -84,7 +84,7 @@ class RingPlatform {
 };
 
 // Main-core side.
-class RingEraseQueue final : public EraseQueue {
+class RingEraseQueue final : public NumberingEraseQueue {
  public:
   // `device` gives BankOf() for AwaitBankIdle; the ring memory is zeroed and
   // stamped with the magic by Init().
@@ -98,7 +98,6 @@ class RingEraseQueue final : public EraseQueue {
   Status Submit(uint64_t addr, uint64_t len, EraseTicket* ticket) override;
   Status Wait(EraseTicket ticket) override;
   bool IsDone(EraseTicket ticket) override;
-  Status Drain() override { return Wait(issued_); }
   Status AwaitBankIdle(uint64_t addr, uint64_t len) override;
 
   EraseTicket issued() const { return issued_; }
@@ -108,7 +107,6 @@ class RingEraseQueue final : public EraseQueue {
   EraseRingShared& ring_;
   RingPlatform& pf_;
   const BlockDevice& dev_;
-  EraseTicket issued_ = 0;
   uint64_t blocking_waits_ = 0;
   FailedTickets failed_;  // failures of entries reused since
 };

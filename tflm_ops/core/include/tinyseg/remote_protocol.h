@@ -347,8 +347,6 @@ class RamSlotStore {
   Status Erase(uint32_t slot, uint32_t offset, uint32_t len);
   Status Drop(uint32_t slot);
   Status Size(uint32_t slot, uint32_t* size);
-  // Sends text to the host's console (truncated to chunk_bytes()).
-  Status Log(const char* text, size_t len);
 
  private:
   Status Grow(uint32_t slot, uint64_t end);

@@ -5,6 +5,7 @@
 #ifndef TINYSEG_STATUS_H_
 #define TINYSEG_STATUS_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace tinyseg {
@@ -29,6 +30,21 @@ enum class Status : int32_t {
 const char* StatusName(Status s);
 
 inline bool Ok(Status s) { return s == Status::kOk; }
+
+// The name of an enum value for logs, from a table by value: names[k] for the
+// values 0..N-1 of an enum numbered from 0 without gaps, "unknown" for any
+// other value (a corrupt byte cast to the enum).
+template <typename Enum, size_t N>
+const char* EnumName(Enum e, const char* const (&names)[N]) {
+  const auto k = static_cast<uint64_t>(static_cast<int64_t>(e));
+  return k < N ? names[k] : "unknown";
+}
+// Whether such a table names every value up to `last` (for a static_assert
+// beside it, so a new enumerator cannot go without a name).
+template <typename Enum, size_t N>
+constexpr bool NamesUpTo(const char* const (&)[N], Enum last) {
+  return N == static_cast<size_t>(last) + 1;
+}
 
 }  // namespace tinyseg
 
