@@ -171,6 +171,13 @@ bool ReadsBack(RemoteClient& client, uint32_t slot, uint32_t offset,
   return Ok(client.Read(slot, offset, back.data(), back.size())) && back == data;
 }
 
+// Writes `data` to `slot` at `offset`, then reads it back (ReadsBack).
+bool WritesAndReadsBack(RemoteClient& client, uint32_t slot, uint32_t offset,
+                        const std::vector<uint8_t>& data) {
+  return Ok(client.Write(slot, offset, data.data(), data.size())) &&
+         ReadsBack(client, slot, offset, data);
+}
+
 }  // namespace
 
 TEST(Crc32MatchesZlib) {
@@ -302,9 +309,7 @@ TEST(ChunkSizeIsNegotiated) {
   Rig r{Faults(), 256};
   CHECK_OK(r.Connect());
   CHECK_EQ(r.client.chunk_bytes(), 256u);
-  const std::vector<uint8_t> data = Pattern(3000, 2);
-  CHECK_OK(r.client.Write(0, 0, data.data(), data.size()));
-  CHECK(ReadsBack(r.client, 0, 0, data));
+  CHECK(WritesAndReadsBack(r.client, 0, 0, Pattern(3000, 2)));
   CHECK_EQ(r.client.stats().requests, 1u + 12u + 12u);
 }
 
@@ -326,9 +331,7 @@ TEST(CorruptedResponseIsResentFromTheHostCache) {
   f.corrupt_response = 3;  // hello ack, 2 write acks, then the first read's data
   Rig r{f};
   CHECK_OK(r.Connect());
-  const std::vector<uint8_t> data = Pattern(2048, 4);
-  CHECK_OK(r.client.Write(2, 0, data.data(), data.size()));
-  CHECK(ReadsBack(r.client, 2, 0, data));
+  CHECK(WritesAndReadsBack(r.client, 2, 0, Pattern(2048, 4)));
   CHECK_EQ(r.client.stats().bad_frames, 1u);
   CHECK_EQ(r.server.stats().duplicates, 1u);  // not executed twice
 }
@@ -353,9 +356,7 @@ TEST(StaleDuplicateResponsesAreIgnored) {
   f.duplicate_response = 1;  // the first write's ack arrives twice
   Rig r{f};
   CHECK_OK(r.Connect());
-  const std::vector<uint8_t> data = Pattern(3000, 6);
-  CHECK_OK(r.client.Write(5, 0, data.data(), data.size()));
-  CHECK(ReadsBack(r.client, 5, 0, data));
+  CHECK(WritesAndReadsBack(r.client, 5, 0, Pattern(3000, 6)));
   CHECK_EQ(r.client.stats().stale, 1u);
 }
 
