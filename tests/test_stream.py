@@ -992,3 +992,24 @@ def test_a_constant_of_every_row_is_read_row_by_row():
     x = b.conv(b.input([1, 32, 3, 4]), 2, k=1)
     g = build_graph(b.build([b.add(x, b.constant([1, 16, 1, 2]))]))
     assert "a broadcast over rows ([1, 16, 1, 2])" in stream.stage_problem(g, g.operators[1])
+
+
+def test_a_stage_type_switched_off_is_in_no_chain(tiny_unet: Path) -> None:
+    """Options.stages_off keeps a stage type (operator, row type) out of every chain: the chains
+    found, and the StreamChains of the plan `optimize --target min` writes, hold none of it; the
+    other stage types still stream (benchmarks/monotone.py compares such plans)."""
+    from tinyseg_plugin.transforms.optimizer import Options, search_plans
+
+    g = build_graph(load_model(str(tiny_unet)))
+    off = ("MAX_POOL_2D", "quantized")
+
+    def opcodes(chains: list[list[int]]) -> set[str]:
+        return {g.operators[i].opcode for c in chains for i in c}
+
+    assert "MAX_POOL_2D" in opcodes(stream.find_chains(g, True))
+    assert stream.stage_key(g, next(o for o in g.operators if o.opcode == off[0])) == off
+    chains = stream.find_chains(g, True, frozenset({off}))
+    assert "MAX_POOL_2D" not in opcodes(chains) and "CONCATENATION" in opcodes(chains)
+    r = search_plans(g, Options(smallest=True, stages_off=frozenset({off})))
+    written = {op for c in r.chains for op in c["opcodes"]}
+    assert "MAX_POOL_2D" not in written and "CONCATENATION" in written

@@ -76,6 +76,8 @@ class Options:
     # application's row sources and sinks (tinyseg::Runtime), not held whole in the arena
     stream_io: bool = False
     limits: Limits = field(default_factory=Limits)  # what each search may spend
+    # stage types (operator, row type: stream.stage_key) the chains may not hold
+    stages_off: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def by_total(self) -> bool:
@@ -663,6 +665,7 @@ def streaming(
         kernel_only=True,
         objective=objective,
         stream_io=o.stream_io,
+        off=o.stages_off,
     )
     if choice.streamed is None:
         return None

@@ -824,12 +824,24 @@ def stage_gaps(graph: Graph) -> list[Gap]:
     return gaps
 
 
-def find_chains(graph: Graph, kernel_only: bool = False) -> list[list[int]]:
+def stage_key(graph: Graph, op: Operator) -> tuple[str, str]:
+    """The stage type of ``op``: its operator and its row type (contract/stages/ keys), from its
+    first activation input's type and its output's, as the kernel's RowsOf picks the rows."""
+    ins = activation_inputs(graph, op)
+    first = graph.tensors[ins[0]].dtype if ins else ""
+    return op.opcode, stages.rows_of(
+        first, graph.tensors[op.outputs[0]].dtype if op.outputs else ""
+    )
+
+
+def find_chains(
+    graph: Graph, kernel_only: bool = False, off: frozenset[tuple[str, str]] = frozenset()
+) -> list[list[int]]:
     """Maximal runs of consecutive row-local operators (in schedule order) that are connected:
     each operator after the first reads a tensor an earlier member produced; an accumulating stage
     (a MEAN over height and width) ends its chain. ``kernel_only``:
     only operators the StreamChain kernel computes (for models that will run; the estimate
-    plans every row-local operator)."""
+    plans every row-local operator). ``off``: stage types (``stage_key``) no chain may hold."""
     chains: list[list[int]] = []
     current: list[int] = []
     produced: set[int] = set()
@@ -838,6 +850,7 @@ def find_chains(graph: Graph, kernel_only: bool = False) -> list[list[int]]:
             is_row_local(graph, op)
             and (not kernel_only or kernel_computes(graph, op))
             and not _feeds_whole_operand(graph, op)
+            and not (off and stage_key(graph, op) in off)
         ):
             if current and not any(t in produced for t in activation_inputs(graph, op)):
                 chains.append(current)

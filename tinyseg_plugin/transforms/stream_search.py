@@ -354,15 +354,16 @@ def choose_streaming(
     kernel_only: bool = False,
     objective: Objective = Objective(),
     stream_io: bool = False,
+    off: frozenset[tuple[str, str]] = frozenset(),
 ) -> StreamChoice:
     """The chains (and row spills) that best meet ``objective``, judged by the planner.
     ``kernel_only``: chains of the stages the StreamChain kernel computes (a model to run).
     ``stream_io``: graph inputs one chain alone reads come in through row sources, and graph
     outputs only their own chain reads go out through row sinks (``row_io``), so the arena holds
-    neither whole."""
+    neither whole. ``off``: stage types no chain may hold (stream.stage_key)."""
     original = plan_graph(graph, kernel_set, build_profile)
     base = original.head
-    chains = find_chains(graph, kernel_only)
+    chains = find_chains(graph, kernel_only, off)
     budget = Budget.of(limits, len(graph.operators))
     shared = objective.searching  # skips spilled by a chain that also reads them
     budget.planned()
