@@ -493,6 +493,17 @@ def test_cpp_schedule_equals_python_on_random_unets(schedule_tool, seed):
         _compare(schedule_tool, g, c.ops, c)
 
 
+@pytest.mark.parametrize("out, align, half", [((24, 32), False, True), ((40, 52), False, True)])
+def test_cpp_schedule_equals_python_through_half_pixel_resizes(schedule_tool, out, align, half):
+    """Row maps with an offset term (a half-pixel RESIZE_BILINEAR's): the C++ schedule takes the
+    same rows in the same order and the rings hold the two rows a window reads."""
+    g = build_graph(synth.bilinear_seg(out=out, align_corners=align, half_pixel_centers=half))
+    resizes = [i for i, op in enumerate(g.operators) if op.opcode == "RESIZE_BILINEAR"]
+    assert any(stream.row_map(g, g.operators[i], g.operators[i].inputs[0]).offset for i in resizes)
+    for chain in stream.find_chains(g):
+        _compare(schedule_tool, g, chain, stream.simulate(g, chain))
+
+
 def test_cpp_schedule_refuses_a_ring_the_plan_made_too_small(schedule_tool):
     import subprocess
 

@@ -180,7 +180,7 @@ TfLiteStatus PrepareStage(TfLiteContext* context, TfLiteNode* node, const Stream
       PrepareStageCommon(context, node, d, tab, index, st, operand_next, edge_next, &a));
   StageSlot& g = tab.stage(index);
   const Rows rows = RowsOf(tab.tensor(g.input).type, tab.tensor(g.output).type);
-  g.entry = FindStage(g.op, rows);
+  g.entry = static_cast<int16_t>(FindStage(g.op, rows));  // kNumStageKeys fits (StageSlot)
   if (g.entry < 0) {
     MicroPrintf("StreamChain: stage %d is not a stage this kernel computes (on %s rows)",
                 static_cast<int>(index), contract::kRowsNames[static_cast<int32_t>(rows)]);

@@ -806,6 +806,7 @@ TfLiteStatus PrepareStageCommon(TfLiteContext* context, TfLiteNode* node, const 
   g.operand_count = static_cast<int32_t>(VectorSize(ins));
   g.input = -1;
   g.rule = RowRule{1, 1, 0, 0, 0};
+  g.resamples = 0;
   a->first_edge = *edge_next;
   TF_LITE_ENSURE_STATUS(
       StageOperands(context, node, d, tab, index, ins, g, operand_next, edge_next));
@@ -864,12 +865,13 @@ TfLiteStatus ScheduleEdges(TfLiteContext* context, const StreamOpData& d, const 
     ::tinyseg::RowMap& map = edge.map;
     map = ::tinyseg::RowMap();
     map.in_h = tab.tensor(edge.tensor).height;
-    map.out_h = tab.schedule[g.output].height;  // an accumulating stage's steps (ScheduleTensors)
     map.num = g.rule.num;
     map.den = g.rule.den;
+    map.offset = g.rule.offset;
     map.before = g.rule.before;
     map.after = g.rule.after;
-    TF_LITE_ENSURE_MSG(context, g.rule.resamples != 0 || map.in_h == map.out_h,
+    // The output's height is an accumulating stage's steps (ScheduleTensors).
+    TF_LITE_ENSURE_MSG(context, g.resamples != 0 || map.in_h == tab.schedule[g.output].height,
                        "StreamChain: an elementwise stage's inputs have the output's height");
     // Stages run in the order written (the lowering and the Python schedule do): a tensor a stage
     // reads is fetched, or made by an earlier stage.

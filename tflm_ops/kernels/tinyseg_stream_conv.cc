@@ -66,7 +66,7 @@ bool ConvGeometry(const StageArgs& a, StageSlot& g, const TensorSlot& in, const 
                   const TfLiteTensor* filter) {
   ConvStage& c = g.conv;
   int oh = 0, ow = 0;
-  g.rule.resamples = 1;
+  g.resamples = 1;
   if (g.op != StageOp::kTransposeConv) {
     const TfLitePaddingValues pad =
         ComputePaddingHeightWidth(c.stride_h, c.stride_w, c.dilation_h, c.dilation_w, in.height,

@@ -98,13 +98,14 @@ int64_t CeilDiv(int64_t n, int64_t d) { return -FloorDiv(-n, d); }
 
 }  // namespace
 
-// The float32 RESIZE_BILINEAR row rule (customops.bilinear_float_row_rule): anchor y * num / den
-// with TFLM's scale as the fraction num / den; TFLM's float position of row y lies within
-// `slack` of the exact one (0 when the scale is dyadic and every value fits float32's mantissa,
-// else (in + 1) / 2^20, four times float32's error bound), so the rows it reads lie in
-// [floor(p - slack), ceil(p + slack)] clipped to the input; before and after cover them for every
-// output row. False for sizes the rule does not cover (an empty axis, past 2^15, align_corners
-// onto one input row) or where a position's lower row could lie past the input.
+// The float32 RESIZE_BILINEAR row rule (customops.bilinear_float_row_rule): with TFLM's scale as
+// the fraction num / den, the exact position of row y is (2 * y * num + offset) / (2 * den),
+// offset = num - den with half-pixel centres, and its floor is the anchor; TFLM's float position of
+// row y lies within `slack` of the exact one (0 when the scale is dyadic and every value fits
+// float32's mantissa, else (in + 1) / 2^20, four times float32's error bound), so the rows it reads
+// lie in [floor(p - slack), ceil(p + slack)] clipped to the input; before and after cover them for
+// every output row. False for sizes the rule does not cover (an empty axis, past 2^15,
+// align_corners onto one input row) or where a position's lower row could lie past the input.
 bool BilinearFloatRule(int32_t in_h, int32_t out_h, bool align, bool half, RowRule* rule) {
   if (in_h < 1 || out_h < 1 || in_h > kFloatBilinearMaxSize || out_h > kFloatBilinearMaxSize ||
       (align && half)) {
@@ -119,21 +120,22 @@ bool BilinearFloatRule(int32_t in_h, int32_t out_h, bool align, bool half, RowRu
   const bool exact = PowerOfTwo(den / g) && 4 * (int64_t{out_h} + 1) * top < (int64_t{1} << 24);
   const int64_t q = 2 * den * kFloatBilinearUnit;
   const int64_t slack = exact ? 0 : 2 * den * (int64_t{in_h} + 1);
+  const int64_t offset = half ? num - den : 0;
   int64_t before = INT32_MIN, after = INT32_MIN;
   for (int64_t y = 0; y < out_h; ++y) {
-    const int64_t p = (half ? (2 * y + 1) * num - den : 2 * y * num) * kFloatBilinearUnit;
+    const int64_t p = (2 * y * num + offset) * kFloatBilinearUnit;
     if (FloorDiv(p + slack, q) > in_h - 1) return false;
     const int64_t lo_raw = FloorDiv(p - slack, q);
     const int64_t hi_raw = CeilDiv(p + slack, q);
     const int64_t lo = lo_raw > 0 ? lo_raw : 0;
     const int64_t hi = hi_raw < in_h - 1 ? hi_raw : in_h - 1;
-    const int64_t anchor = y * num / den;
+    const int64_t anchor = FloorDiv(2 * y * num + offset, 2 * den);
     if (anchor - lo > before) before = anchor - lo;
     if (hi - anchor > after) after = hi - anchor;
   }
-  rule->resamples = 1;
-  rule->num = static_cast<int32_t>(num);
-  rule->den = static_cast<int32_t>(den);
+  rule->num = static_cast<int32_t>(2 * num);
+  rule->den = static_cast<int32_t>(2 * den);
+  rule->offset = static_cast<int32_t>(offset);
   rule->before = static_cast<int32_t>(before);
   rule->after = static_cast<int32_t>(after);
   return true;
@@ -150,6 +152,7 @@ TfLiteStatus PrepareResizeBilinearFloat(const StageArgs& a, StageSlot& g) {
                      "StreamChain: RESIZE_BILINEAR keeps the channels");
   TF_LITE_ENSURE_MSG(context, BilinearFloatRule(in.height, out.height, align, half, &g.rule),
                      "StreamChain: float32 RESIZE_BILINEAR's rows have no row rule");
+  g.resamples = 1;
   g.resize.align_corners = align ? 1 : 0;
   g.resize.half_pixel_centers = half ? 1 : 0;
   return kTfLiteOk;

@@ -219,16 +219,18 @@ struct MeanStage {
 };
 
 // How output row y of a stage maps to input rows (tinyseg::RowMap without the heights): set by
-// the family's Prepare; `resamples` 0 means its inputs have the output's height.
+// the family's Prepare. The anchor is (y * num + offset) / den, floored.
 struct RowRule {
-  int32_t num, den, before, after;
-  int32_t resamples;
+  int32_t num, den, offset, before, after;
 };
 
 // One stage: what every stage has, then its family's state.
 struct StageSlot {
   StageOp op;
-  int32_t entry;          // index into kStages
+  int16_t entry;  // index into kStages
+  // 0: its inputs have the output's height (elementwise); 1: the row rule maps rows (a
+  // convolution, a pool, PAD, a resize), set by the family's Prepare with the rule
+  int16_t resamples;
   int32_t operand_begin;  // into the operand pool
   int32_t operand_count;
   int32_t input;   // first activation input (local id)
@@ -251,6 +253,7 @@ struct StageSlot {
     MeanStage mean;
   };
 };
+static_assert(contract::kNumStageKeys <= INT16_MAX, "StageSlot::entry is an int16_t");
 static_assert(sizeof(StageSlot) <= contract::kStreamStageBytes,
               "contract: StreamChain stage record");
 

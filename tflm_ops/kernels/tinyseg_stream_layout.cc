@@ -107,7 +107,7 @@ TfLiteStatus PadGeometry(const StageArgs& a, StageSlot& g) {
   ps.right = p[5];
   ps.front = p[6];
   ps.back = p[7];
-  g.rule.resamples = 1;
+  g.resamples = 1;
   g.rule.before = ps.top;
   g.rule.after = -ps.top;
   return kTfLiteOk;
@@ -229,7 +229,7 @@ TfLiteStatus ResizeGeometry(const StageArgs& a, StageSlot& g) {
         reference_ops::GetNearestNeighbor(y, in.height, out.height, align, half) == y / factor,
         "StreamChain: RESIZE_NEAREST_NEIGHBOR's rows are not y / factor");
   }
-  g.rule.resamples = 1;
+  g.resamples = 1;
   g.rule.den = factor;
   return kTfLiteOk;
 }
@@ -345,14 +345,14 @@ TfLiteStatus PrepareResizeBilinear(const StageArgs& a, StageSlot& g) {
   b.half_pixel_centers = half ? 1 : 0;
   TF_LITE_ENSURE_MSG(context, b.scale_y > 0 && b.scale_x > 0,
                      "StreamChain: RESIZE_BILINEAR's fixed-point scale is 0 or past int32");
-  // Rows [a - before, a + after], a = y * scale / 1024, hold both rows of position
-  // y * scale + offset (customops.bilinear_row_rule): floor divisions of the offset (>= -512).
-  const int32_t offset = half ? b.scale_y / 2 - kBilinearOne / 2 : 0;
-  g.rule.resamples = 1;
+  // Rows [a, a + 1], a = (y * scale + offset) / 1024 floored, are the two rows TFLM blends at
+  // position y * scale + offset (customops.bilinear_row_rule; offset >= -512, clipped at row 0).
+  g.resamples = 1;
   g.rule.num = b.scale_y;
   g.rule.den = kBilinearOne;
-  g.rule.before = offset < 0 ? 1 : -(offset / kBilinearOne);
-  g.rule.after = (offset + kBilinearOne - 1) / kBilinearOne + 1;
+  g.rule.offset = half ? b.scale_y / 2 - kBilinearOne / 2 : 0;
+  g.rule.before = 0;
+  g.rule.after = 1;
   return kTfLiteOk;
 }
 

@@ -40,7 +40,7 @@ TfLiteStatus PoolGeometry(const StageArgs& a, StageSlot& g) {
                      "StreamChain: a pool stage's output size does not match its tensors");
   p.pad_h = pad.height;
   p.pad_w = pad.width;
-  g.rule.resamples = 1;
+  g.resamples = 1;
   g.rule.num = p.stride_h;
   g.rule.before = p.pad_h;
   g.rule.after = (p.filter_h - 1) * a.f.dilation_h - p.pad_h;

@@ -22,7 +22,7 @@ struct TwoConvs {
     tensors[2] = ChainTensor{8, 1, true, 0};
     stages[0].output = 1;
     stages[1].output = 2;
-    const RowMap conv{8, 8, 1, 1, 1, 1};
+    const RowMap conv{8, 1, 1, 0, 1, 1};
     edges[0] = ChainEdge{0, 0, conv};
     edges[1] = ChainEdge{1, 1, conv};
   }
@@ -35,19 +35,31 @@ struct TwoConvs {
 
 TEST(WindowsOfConvPoolAndUpsampling) {
   int32_t lo, hi;
-  RowWindow(RowMap{8, 8, 1, 1, 1, 1}, 0, &lo, &hi);  // 3x3 SAME: top row reads rows 0..1
+  RowWindow(RowMap{8, 1, 1, 0, 1, 1}, 0, &lo, &hi);  // 3x3 SAME: top row reads rows 0..1
   CHECK_EQ(lo, 0);
   CHECK_EQ(hi, 1);
-  RowWindow(RowMap{8, 4, 2, 1, 0, 1}, 3, &lo, &hi);  // 2x2 stride 2 VALID pool
+  RowWindow(RowMap{8, 2, 1, 0, 0, 1}, 3, &lo, &hi);  // 2x2 stride 2 VALID pool
   CHECK_EQ(lo, 6);
   CHECK_EQ(hi, 7);
-  RowWindow(RowMap{4, 8, 1, 2, 0, 0}, 5, &lo, &hi);  // up-sampling by 2
+  RowWindow(RowMap{4, 1, 2, 0, 0, 0}, 5, &lo, &hi);  // up-sampling by 2
   CHECK_EQ(lo, 2);
   CHECK_EQ(hi, 2);
-  RowWindow(RowMap{6, 8, 1, 1, 1, -1}, 0, &lo, &hi);  // PAD one row on top: row 0 is padding
+  RowWindow(RowMap{6, 1, 1, 0, 1, -1}, 0, &lo, &hi);  // PAD one row on top: row 0 is padding
   CHECK(lo > hi);
-  RowWindow(RowMap{6, 8, 1, 1, 1, -1}, 3, &lo, &hi);  // and row 3 reads input row 2
+  RowWindow(RowMap{6, 1, 1, 0, 1, -1}, 3, &lo, &hi);  // and row 3 reads input row 2
   CHECK_EQ(lo, 2);
+  CHECK_EQ(hi, 2);
+  // A half-pixel bilinear resize by 2 (int8: position y * 512 - 256 in 1/1024ths): rows 0..1 for
+  // output row 1, 1..2 for output row 3, and row 0 alone for output row 0 (clipped).
+  const RowMap half{4, 512, 1024, -256, 0, 1};
+  RowWindow(half, 0, &lo, &hi);
+  CHECK_EQ(lo, 0);
+  CHECK_EQ(hi, 0);
+  RowWindow(half, 1, &lo, &hi);
+  CHECK_EQ(lo, 0);
+  CHECK_EQ(hi, 1);
+  RowWindow(half, 3, &lo, &hi);
+  CHECK_EQ(lo, 1);
   CHECK_EQ(hi, 2);
 }
 

@@ -1,13 +1,13 @@
 // Reads a chain's schedule program on stdin and prints the rows the C++ pull
 // schedule computes, in order, and the rows each ring held at most, so that
-// tests/test_stream.py can compare them with tinyseg_plugin/stream.py's
+// tests/test_stream.py can compare them with tinyseg_plugin/transforms/stream.py's
 // `simulate` (the planner sizes rings with the Python schedule; the kernel will
 // follow this one).
 //
 // Input (whitespace-separated integers):
 //   T  then T lines: height producer streamed ring_rows
 //   S  then S lines: output_tensor
-//   E  then E lines: stage tensor in_h out_h num den before after
+//   E  then E lines: stage tensor in_h num den offset before after
 //   O  then O tensor indices (the outputs, in the order rows are asked for)
 // Output: "step STAGE ROW" per computed row, then "held TENSOR ROWS" per tensor,
 // then "status NAME".
@@ -35,8 +35,8 @@ int main() {
   std::vector<ChainEdge> edges(ne);
   for (auto& e : edges) {
     RowMap& m = e.map;
-    if (std::scanf("%d %d %d %d %d %d %d %d", &e.stage, &e.tensor, &m.in_h, &m.out_h, &m.num,
-                   &m.den, &m.before, &m.after) != 8) {
+    if (std::scanf("%d %d %d %d %d %d %d %d", &e.stage, &e.tensor, &m.in_h, &m.num, &m.den,
+                   &m.offset, &m.before, &m.after) != 8) {
       return 2;
     }
   }

@@ -7,7 +7,7 @@ refused with one line before anything runs it."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .. import deadline
@@ -52,6 +52,7 @@ from .customops import (
     whole_index as customops_whole_index,
 )
 from .requant import requantization
+from .rows import RowMap
 from .stages import Stage
 
 
@@ -225,7 +226,7 @@ def _check_quant(name: str, st: StreamStage, x: _Local, out: _Local, flt) -> Non
 @dataclass
 class _Check:
     """One stage under check: what its rule's check reads, and the row maps of its activation
-    inputs it sets (RowMapSpec, identity until the rule says otherwise)."""
+    inputs it sets (identity until the rule says otherwise, ``rows``)."""
 
     graph: object
     o: StreamChainOptions
@@ -239,7 +240,17 @@ class _Check:
     out: _Local
     f: dict[str, int]
     kernel: bool
-    rowmap: dict[int, RowMapSpec]
+    rowmap: dict[int, RowMap]
+    # The inputs whose rows the stage maps itself (tinyseg_stream_internal.h RowRule::resamples):
+    # they may have other rows than the output (a convolution, a pool, PAD, a resize); the others
+    # are elementwise.
+    resampled: set[int] = field(default_factory=set)
+
+    def rows(self, **window: int) -> None:
+        """The first activation input's row map: the rule's window (rows.RowMap's fields)."""
+        a = self.acts[0]
+        self.rowmap[a] = replace(self.rowmap[a], **window)
+        self.resampled.add(a)
 
     @property
     def same(self) -> bool:
@@ -293,7 +304,7 @@ def _check_stage(
     loc: list[_Local],
     k: int,
     st: StreamStage,
-    edges: list[tuple[int, int, RowMapSpec]],
+    edges: list[tuple[int, int, RowMap]],
     kernel: bool,
 ) -> None:
     """What tinyseg_stream.cc's PrepareStage refuses; appends the stage's edges with their row maps.
@@ -309,14 +320,14 @@ def _check_stage(
             f"{name} writes local tensor {out_id}, a StreamChain input or a tensor without rows"
         )
     f = _stage_fields(k, st)
-    rowmap = {a: RowMapSpec(loc[a].height, out.height) for a in acts}
+    rowmap = {a: RowMap(loc[a].height, out.height) for a in acts}
     record = stages.record_of(st.op)
     c = _Check(graph, o, loc, name, st, record, acts, consts, loc[acts[0]], out, f, kernel, rowmap)
     _check_types(c)
     _RULE_CHECKS[record.rule](c)
     for a in acts:
         m = c.rowmap[a]
-        if not m.resamples and m.in_h != m.out_h:
+        if a not in c.resampled and m.in_h != m.out_h:
             raise _BodyError(
                 f"{name}'s input rows ({m.in_h}) differ from its output rows ({m.out_h})"
             )
@@ -387,7 +398,7 @@ def _check_transpose_conv_rows(c: _Check, fs: tuple[int, ...]) -> None:
             f"{c.name}: op_scratch {c.o.op_scratch} less the accumulators' {held} is smaller "
             f"than one accumulator row ({row} bytes)"
         )
-    c.rowmap[c.acts[0]].set_factor(sh, rows[1], rows[2])
+    c.rows(den=sh, before=rows[1], after=rows[2])
 
 
 def _check_conv_rows(c: _Check, fs: tuple[int, ...], dw: bool) -> None:
@@ -403,7 +414,7 @@ def _check_conv_rows(c: _Check, fs: tuple[int, ...], dw: bool) -> None:
             f"({x.height}x{x.width} -> {out.height}x{out.width})"
         )
     top = _pad_top(x.height, oh, fh, sh, dh)
-    c.rowmap[c.acts[0]].set_window(sh, top, (fh - 1) * dh + 1 - 1 - top)
+    c.rows(num=sh, before=top, after=(fh - 1) * dh + 1 - 1 - top)
 
 
 def _check_pool(c: _Check) -> None:
@@ -420,7 +431,7 @@ def _check_pool(c: _Check) -> None:
     if (oh, ow) != (out.height, out.width):
         raise _BodyError(f"{c.name}'s geometry does not match its tensors")
     top = _pad_top(x.height, oh, fh, sh, 1)
-    c.rowmap[c.acts[0]].set_window(sh, top, fh - 1 - top)
+    c.rows(num=sh, before=top, after=fh - 1 - top)
 
 
 def _check_concatenation(c: _Check) -> None:
@@ -493,7 +504,7 @@ def _check_resize_nearest(c: _Check) -> None:
     x, out = c.x, c.out
     if c.f["alignCorners"] or x.channels != out.channels or out.height % x.height:
         raise _BodyError(f"{c.name} by an integer factor, without align_corners")
-    c.rowmap[c.acts[0]].set_factor(out.height // x.height)
+    c.rows(den=out.height // x.height)
 
 
 def _check_resize_bilinear(c: _Check) -> None:
@@ -511,8 +522,8 @@ def _check_resize_bilinear(c: _Check) -> None:
             f"{c.name}: align_corners with half_pixel_centers, other channels, or a scale "
             "past TFLM's fixed-point rows"
         )
-    c.rowmap[c.acts[0]].set_window(rows[0], rows[2], rows[3])
-    c.rowmap[c.acts[0]].den = rows[1]
+    num, den, offset, before, after = rows
+    c.rows(num=num, den=den, offset=offset, before=before, after=after)
 
 
 def _check_pad(c: _Check) -> None:
@@ -533,14 +544,14 @@ def _check_pad(c: _Check) -> None:
     ):
         raise _BodyError(f"{c.name}'s output is not its input plus the paddings")
     top = int(pads[1][0])
-    c.rowmap[c.acts[0]].set_window(1, top, -top)
+    c.rows(before=top, after=-top)
 
 
 def _check_accumulating(c: _Check) -> None:
     """MEAN (_check_mean): one schedule step per input row, the one pixel written at the last."""
     x = c.x
     _check_mean(c.graph, c.o, c.loc, c.name, c.consts, x, c.out, c.f)
-    c.rowmap[c.acts[0]] = RowMapSpec(x.height, x.height)  # one step per input row
+    c.rowmap[c.acts[0]] = RowMap(x.height, x.height)  # one step per input row
     c.out.height = x.height  # the schedule's steps; the one pixel is written at the last
 
 
@@ -613,33 +624,8 @@ def _check_mean(graph, o, loc, name, consts, x: _Local, out: _Local, f: dict) ->
         )
 
 
-@dataclass
-class RowMapSpec:
-    """chain_schedule.h RowMap: output row y reads input rows [y*num//den - before, y*num//den + after]."""
-
-    in_h: int
-    out_h: int
-    num: int = 1
-    den: int = 1
-    before: int = 0
-    after: int = 0
-    # The stage maps rows itself (tinyseg_stream_internal.h RowRule::resamples): its input may have
-    # other rows than its output (a convolution, a pool, PAD, a resize); False: elementwise.
-    resamples: bool = False
-
-    def set_window(self, num: int, before: int, after: int) -> None:
-        self.num, self.before, self.after, self.resamples = num, before, after, True
-
-    def set_factor(self, den: int, before: int = 0, after: int = 0) -> None:
-        self.den, self.before, self.after, self.resamples = den, before, after, True
-
-    def window(self, y: int) -> tuple[int, int]:
-        anchor = y * self.num // self.den
-        return max(anchor - self.before, 0), min(anchor + self.after, self.in_h - 1)
-
-
 def _dry_run(
-    loc: list[_Local], stages: int, outputs: list[int], edges: list[tuple[int, int, RowMapSpec]]
+    loc: list[_Local], stages: int, outputs: list[int], edges: list[tuple[int, int, RowMap]]
 ) -> None:
     """chain_schedule.h's pull schedule, bookkeeping only (as the kernel's Prepare runs it): refuses a
     ring shorter than the rows its readers hold at once, and a cycle. The edges are indexed by
@@ -648,8 +634,8 @@ def _dry_run(
     done = [0] * len(loc)
     stage_out = {s: t for t, x in enumerate(loc) if (s := x.producer) >= 0}
     streamed = [x.producer >= 0 or x.fetched or x.sourced for x in loc]
-    by_stage: dict[int, list[tuple[int, RowMapSpec]]] = {}
-    readers: dict[int, list[tuple[int, RowMapSpec]]] = {}
+    by_stage: dict[int, list[tuple[int, RowMap]]] = {}
+    readers: dict[int, list[tuple[int, RowMap]]] = {}
     for s, u, m in edges:
         by_stage.setdefault(s, []).append((u, m))
         readers.setdefault(u, []).append((s, m))
@@ -902,7 +888,7 @@ def _check_body(graph, op, o: StreamChainOptions, kernel: bool) -> None:
     _check_tables(op, o, loc, _stage_channels(o, loc, kernel))
     _pairs(o, loc)
     _row_streams(o, loc, len(op.inputs), len(op.outputs))
-    edges: list[tuple[int, int, RowMapSpec]] = []
+    edges: list[tuple[int, int, RowMap]] = []
     unknown = False  # a stage of an estimate's chain the kernel has no row map for: no dry run
     for k, st in enumerate(o.stages):
         if st.op in STREAM_STAGE_OPS:

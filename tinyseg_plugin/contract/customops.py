@@ -983,18 +983,17 @@ def bilinear_scale(in_size: int, out_size: int, align_corners: bool) -> int:
 
 def bilinear_row_rule(
     in_h: int, out_h: int, align_corners: bool, half_pixel: bool
-) -> tuple[int, int, int, int] | None:
-    """(num, den, before, after) of the rows output row y of an int8 RESIZE_BILINEAR reads.
+) -> tuple[int, int, int, int, int] | None:
+    """(num, den, offset, before, after) of the rows output row y of an int8 RESIZE_BILINEAR reads
+    (rows.RowMap).
 
     TFLM's source position p = y * scale + offset (1/1024ths of a row; offset = scale / 2 - 512
-    with half-pixel centres, else 0) reads rows max(p / 1024, 0) and min(ceil(p / 1024), in_h - 1).
-    With a = y * scale // 1024, p // 1024 lies in [a + offset // 1024, a + (offset + 1023) // 1024],
-    so the window [a - before, a + after] holds both rows: two rows without half-pixel centres,
-    three with (the row map has no offset term, so the half row shift costs one row of slack).
-    p > -1024 always, so C's truncation and the floor agree once clipped at row 0. None where
-    TFLM's int32 positions are 0 for every row or overflow, or where the last row's lower input
-    lies past the input (TFLM clamps only the upper one). The C++ stage
-    (tinyseg_stream_layout.cc PrepareResizeBilinear) computes the same and refuses the same."""
+    with half-pixel centres, else 0) reads rows max(p / 1024, 0) and min(ceil(p / 1024), in_h - 1):
+    the anchor p // 1024 and the row below it, so the window is two rows. p > -1024 always, so C's
+    truncation and the floor agree once clipped at row 0. None where TFLM's int32 positions are 0
+    for every row or overflow, or where the last row's lower input lies past the input (TFLM clamps
+    only the upper one). The C++ stage (tinyseg_stream_layout.cc PrepareResizeBilinear) computes
+    the same and refuses the same."""
     if min(in_h, out_h) < 1 or (align_corners and half_pixel):
         return None
     scale = bilinear_scale(in_h, out_h, align_corners)
@@ -1005,9 +1004,7 @@ def bilinear_row_rule(
         return (
             None  # a scale rounded up: the last row's lower input is past the input (TFLM reads it)
         )
-    before = -(offset // BILINEAR_ONE)
-    after = (offset + BILINEAR_ONE - 1) // BILINEAR_ONE + 1
-    return scale, BILINEAR_ONE, before, after
+    return scale, BILINEAR_ONE, offset, 0, 1
 
 
 # RESIZE_BILINEAR stages (float32): TFLM's float source positions (reference_ops::ResizeBilinear).
@@ -1017,20 +1014,22 @@ BILINEAR_FLOAT_UNIT = 1 << 20  # the slack's denominator
 
 def bilinear_float_row_rule(
     in_h: int, out_h: int, align_corners: bool, half_pixel: bool
-) -> tuple[int, int, int, int] | None:
-    """(num, den, before, after) of the rows output row y of a float32 RESIZE_BILINEAR reads.
+) -> tuple[int, int, int, int, int] | None:
+    """(num, den, offset, before, after) of the rows output row y of a float32 RESIZE_BILINEAR
+    reads (rows.RowMap).
 
     TFLM computes the position p' = y * s (half-pixel centres: (y + 0.5) * s - 0.5) in float32,
     s = in_h / out_h (align_corners: (in_h - 1) / (out_h - 1)), and reads rows max(floor(p'), 0)
-    and min(ceil(p'), in_h - 1). num / den is s as a fraction, the anchor y * num // den. p' lies
-    within a slack of the exact p: 0 when s is dyadic and every value fits float32's mantissa
-    (then every operation is exact, whatever the compiler fuses), else (in_h + 1) / 2^20, four
-    times the error bound of float32's few roundings there. before and after cover
-    [floor(p - slack), ceil(p + slack)] clipped to the input for every row: two rows without
-    half-pixel centres where the positions are exact, three with (as the int8 rule), one more
-    where they are not. None for sizes past 2^15, align_corners onto one input row, both flags,
-    or a lower row that could lie past the input. The C++ stage (tinyseg_stream_float.cc
-    BilinearFloatRule) computes the same in the same integers."""
+    and min(ceil(p'), in_h - 1). With s = n / d as a fraction, the exact position is
+    (y * 2n + offset) / 2d (offset = n - d with half-pixel centres, else 0), and its floor is the
+    anchor. p' lies within a slack of the exact p: 0 when s is dyadic and every value fits
+    float32's mantissa (then every operation is exact, whatever the compiler fuses), else
+    (in_h + 1) / 2^20, four times the error bound of float32's few roundings there. before and
+    after cover [floor(p - slack), ceil(p + slack)] clipped to the input for every row: the two
+    rows TFLM blends where the positions are exact, a row more on a side the slack reaches. None
+    for sizes past 2^15, align_corners onto one input row, both flags, or a lower row that could
+    lie past the input. The C++ stage (tinyseg_stream_float.cc BilinearFloatRule) computes the
+    same in the same integers."""
     if (
         min(in_h, out_h) < 1
         or max(in_h, out_h) > BILINEAR_FLOAT_MAX_SIZE
@@ -1045,14 +1044,15 @@ def bilinear_float_row_rule(
     exact = (den // g) & (den // g - 1) == 0 and 4 * (out_h + 1) * max(num // g, den // g) < 1 << 24
     q = 2 * den * BILINEAR_FLOAT_UNIT
     slack = 0 if exact else 2 * den * (in_h + 1)
+    offset = num - den if half_pixel else 0
     before = after = -INT32_MAX - 1
     for y in range(out_h):
-        p = ((2 * y + 1) * num - den if half_pixel else 2 * y * num) * BILINEAR_FLOAT_UNIT
+        p = (2 * y * num + offset) * BILINEAR_FLOAT_UNIT
         if (p + slack) // q > in_h - 1:
             return None
         lo = max((p - slack) // q, 0)
         hi = min(-((-(p + slack)) // q), in_h - 1)
-        anchor = y * num // den
+        anchor = (2 * y * num + offset) // (2 * den)
         before = max(before, anchor - lo)
         after = max(after, hi - anchor)
-    return num, den, before, after
+    return 2 * num, 2 * den, offset, before, after

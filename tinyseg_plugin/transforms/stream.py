@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from ..contract import customops, stages
+from ..contract.rows import RowMap
 from ..ir.graph import Graph, Operator
 from ..ir.schema import TYPE_SIZES
 
@@ -32,26 +33,6 @@ ROW_LOCAL = stages.row_local()
 # Operators that read every input row once and write one pixel after the last (customops.
 # STREAM_ACCUMULATING_OPS): a MEAN over height and width. Their steps are the input's rows.
 ACCUMULATING = frozenset(customops.STREAM_ACCUMULATING_OPS)
-
-
-@dataclass(frozen=True)
-class RowMap:
-    """How output rows read one input: output row y reads input rows
-    [y * num // den - before, y * num // den + after] clipped to [0, in_h) (for a
-    down-sampling window num = stride, den = 1; for up-sampling by f: num = 1, den = f;
-    RESIZE_BILINEAR: TFLM's fixed-point source row, ``bilinear_rows``)."""
-
-    in_h: int
-    out_h: int
-    num: int = 1
-    den: int = 1
-    before: int = 0  # rows above the anchor row (top padding)
-    after: int = 0  # rows below it (effective kernel - 1 - top padding)
-
-    def window(self, y: int) -> tuple[int, int]:
-        """Input rows [lo, hi] output row y reads; lo > hi when it reads none (padding)."""
-        anchor = y * self.num // self.den
-        return max(anchor - self.before, 0), min(anchor + self.after, self.in_h - 1)
 
 
 def _padding_top(in_h: int, out_h: int, stride: int, eff_kernel: int) -> int:
@@ -164,7 +145,10 @@ def _bilinear_rows(graph: Graph, op: Operator, t: int, in_h: int, out_h: int) ->
     align, half = bool(o.alignCorners), bool(o.halfPixelCenters)
     if graph.tensors[t].dtype == "FLOAT32":  # TFLM's float positions
         rule = customops.bilinear_float_row_rule(in_h, out_h, align, half)
-        return None if rule is None else RowMap(in_h, out_h, *rule)
+        if rule is None:
+            return None
+        num, den, offset, before, after = rule
+        return RowMap(in_h, out_h, num, den, before, after, offset)
     if graph.tensors[t].dtype != "INT8":
         return None
     return bilinear_rows(in_h, out_h, align, half)
@@ -282,8 +266,8 @@ def bilinear_rows(in_h: int, out_h: int, align_corners: bool, half_pixel: bool) 
     rule = customops.bilinear_row_rule(in_h, out_h, align_corners, half_pixel)
     if rule is None:
         return None
-    num, den, before, after = rule
-    return RowMap(in_h, out_h, num, den, before, after)
+    num, den, offset, before, after = rule
+    return RowMap(in_h, out_h, num, den, before, after, offset)
 
 
 def row_bytes(graph: Graph, t: int) -> int:
@@ -464,9 +448,9 @@ def _chain_maps(
 
 # Precomputed for speed (the chain search simulates thousands of chains): each operator's
 # streamed inputs with their windows, and each ringed tensor's readers. A window is inlined as
-# (num, den, before, after, last input row): RowMap.window's arithmetic, without the calls.
-def _flat(m: RowMap) -> tuple[int, int, int, int, int]:
-    return m.num, m.den, m.before, m.after, m.in_h - 1
+# (num, den, offset, before, after, last input row): RowMap.window's arithmetic, without calls.
+def _flat(m: RowMap) -> tuple[int, int, int, int, int, int]:
+    return m.num, m.den, m.offset, m.before, m.after, m.in_h - 1
 
 
 def _note_rings(done: dict, height: dict, reads: dict, held: dict) -> Callable[[int], None]:
@@ -478,10 +462,10 @@ def _note_rings(done: dict, height: dict, reads: dict, held: dict) -> Callable[[
         produced: only then can the count grow (a reader's step only moves its first row down)."""
         d = done[t]
         low = height[t]
-        for out, out_h, (num, den, before, after, last) in reads[t]:
+        for out, out_h, (num, den, offset, before, after, last) in reads[t]:
             y = done[out]
             if y < out_h:
-                anchor = y * num // den
+                anchor = (y * num + offset) // den
                 lo, hi = anchor - before, anchor + after
                 if lo < 0:
                     lo = 0
@@ -530,9 +514,9 @@ def _puller(
                 inputs_i = pulls[i]
                 pushed = False
                 while k < len(inputs_i):
-                    u, (num, den, before, after, last) = inputs_i[k]
+                    u, (num, den, offset, before, after, last) = inputs_i[k]
                     k += 1
-                    anchor = y * num // den
+                    anchor = (y * num + offset) // den
                     lo, hi = anchor - before, anchor + after
                     if lo < 0:
                         lo = 0
@@ -892,7 +876,7 @@ def schedule_program(graph: Graph, ops: list[int], cost: ChainCost) -> str:
                 continue  # read whole: no schedule edge (as the kernel)
             m = row_map(graph, op, t)
             edges.append(
-                f"{stage_of[i]} {index[t]} {m.in_h} {m.out_h} {m.num} {m.den} {m.before} {m.after}"
+                f"{stage_of[i]} {index[t]} {m.in_h} {m.num} {m.den} {m.offset} {m.before} {m.after}"
             )
     lines += [str(len(edges))] + edges
     order = list(cost.outputs) + list(cost.spilled)

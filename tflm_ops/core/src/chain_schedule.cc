@@ -12,7 +12,7 @@ int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) 
 }  // namespace
 
 void RowWindow(const RowMap& m, int32_t y, int32_t* lo, int32_t* hi) {
-  const int64_t anchor = FloorDiv(static_cast<int64_t>(y) * m.num, m.den);
+  const int64_t anchor = FloorDiv(static_cast<int64_t>(y) * m.num + m.offset, m.den);
   int64_t a = anchor - m.before;
   int64_t b = anchor + m.after;
   if (a < 0) a = 0;
@@ -40,8 +40,7 @@ Status ChainSchedule::Init(const ChainTensor* tensors, int32_t num_tensors,
   for (int32_t e = 0; e < num_edges; ++e) {
     const ChainEdge& x = edges[e];
     if (x.stage < 0 || x.stage >= num_stages || x.tensor < 0 || x.tensor >= num_tensors ||
-        x.map.num <= 0 || x.map.den <= 0 || x.map.in_h != tensors[x.tensor].height ||
-        x.map.out_h != tensors[stages[x.stage].output].height) {
+        x.map.num <= 0 || x.map.den <= 0 || x.map.in_h != tensors[x.tensor].height) {
       return Status::kInvalidArgument;
     }
   }

@@ -816,7 +816,8 @@ TF_LITE_MICRO_TEST(FloatBilinearRuleHoldsTheRowsTflmReads) {
         if (!BilinearFloatRule(in_h, out_h, f[0], f[1], &rule)) continue;
         float scale = static_cast<float>(in_h) / out_h;
         if (f[0] && out_h > 1) scale = static_cast<float>(in_h - 1) / (out_h - 1);
-        const ::tinyseg::RowMap m = {in_h, out_h, rule.num, rule.den, rule.before, rule.after};
+        const ::tinyseg::RowMap m = {in_h,        rule.num,    rule.den,
+                                     rule.offset, rule.before, rule.after};
         for (int32_t y = 0; y < out_h; ++y) {
           float pos = 0.0f;
           int32_t y0 = 0, y1 = 0, lo = 0, hi = 0;
@@ -833,17 +834,18 @@ TF_LITE_MICRO_TEST(FloatBilinearRuleHoldsTheRowsTflmReads) {
   struct Case {
     int32_t in_h, out_h;
     bool align, half;
-    int32_t num, den, before, after;
+    int32_t num, den, offset, before, after;
   };
-  const Case cases[] = {{4, 8, false, false, 4, 8, 0, 1},   {4, 8, false, true, 4, 8, 1, 1},
-                        {5, 35, false, false, 5, 35, 1, 1}, {7, 23, false, true, 7, 23, 1, 1},
-                        {4, 38, true, false, 3, 37, 1, 1},  {33, 257, true, false, 32, 256, 0, 1},
-                        {12, 5, false, true, 12, 5, 0, 2}};
+  const Case cases[] = {
+      {4, 8, false, false, 8, 16, 0, 0, 1},   {4, 8, false, true, 8, 16, -4, 0, 1},
+      {5, 35, false, false, 10, 70, 0, 1, 1}, {7, 23, false, true, 14, 46, -16, 1, 1},
+      {4, 38, true, false, 6, 74, 0, 1, 1},   {33, 257, true, false, 64, 512, 0, 0, 1},
+      {12, 5, false, true, 24, 10, 7, 0, 1}};
   for (const Case& c : cases) {
     RowRule r = {};
     TF_LITE_MICRO_EXPECT(BilinearFloatRule(c.in_h, c.out_h, c.align, c.half, &r));
-    TF_LITE_MICRO_EXPECT(r.num == c.num && r.den == c.den && r.before == c.before &&
-                         r.after == c.after);
+    TF_LITE_MICRO_EXPECT(r.num == c.num && r.den == c.den && r.offset == c.offset &&
+                         r.before == c.before && r.after == c.after);
   }
   RowRule r = {};
   TF_LITE_MICRO_EXPECT(!BilinearFloatRule(1, 9, true, false, &r));  // align onto one row

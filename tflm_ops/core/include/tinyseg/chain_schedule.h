@@ -2,15 +2,16 @@
 // which row next, so that every row is computed exactly once and each ring
 // holds only the rows its readers' windows still need.
 //
-// This is the C++ side of tinyseg_plugin/stream.py `simulate`: the planner
+// This is the C++ side of tinyseg_plugin/transforms/stream.py `simulate`: the planner
 // sizes each ring with the Python schedule, the kernel follows this one, and
 // tests/test_stream_native.py runs both on the same chains and checks that
 // they produce the same rows in the same order with the same ring sizes.
 //
 // Rows: output row y of a stage reads rows [lo, hi] of an input through a
-// RowMap: anchor = y * num / den, lo = max(anchor - before, 0),
-// hi = min(anchor + after, in_h - 1) (band.h's arithmetic for windows; up-
-// sampling by f is num = 1, den = f; PAD's top rows are before = -top).
+// RowMap: anchor = floor((y * num + offset) / den), lo = max(anchor - before,
+// 0), hi = min(anchor + after, in_h - 1) (band.h's arithmetic for windows; up-
+// sampling by f is num = 1, den = f; PAD's top rows are before = -top; a
+// half-pixel resize's shift is the offset).
 //
 // The schedule: the chain's outputs, in the order given, get one row each in
 // turn until all are complete; a row is computed when a reader's window first
@@ -29,9 +30,9 @@ namespace tinyseg {
 
 struct RowMap {
   int32_t in_h = 0;
-  int32_t out_h = 0;
   int32_t num = 1;
   int32_t den = 1;
+  int32_t offset = 0;
   int32_t before = 0;
   int32_t after = 0;
 };
