@@ -19,6 +19,18 @@ SHARED_FIGURES = {
 }
 
 
+def stage_ops(graph) -> list[str]:
+    """The operator of every StreamChain stage of ``graph``, in order."""
+    from tinyseg_plugin.contract import customops
+
+    return [
+        st.op
+        for op in graph.operators
+        if op.opcode == customops.STREAM_CHAIN
+        for st in customops.decode(op).stages
+    ]
+
+
 def dumps_options(m: dict) -> bytes:
     """FlexBuffers bytes for custom options read with ``flexbuffers.Loads`` and edited: each
     stage's "quant" table written back as the typed vector of int32 the kernel reads in place

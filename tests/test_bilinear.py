@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 import synth
-from conftest import dumps_options
+from conftest import dumps_options, stage_ops
 
 from tinyseg_plugin.checks.verify import verify
 from tinyseg_plugin.cli import main
@@ -104,12 +104,7 @@ def test_optimize_streams_the_resizes_bit_exact(
     save_model(synth.bilinear_seg(out=out, align_corners=align, half_pixel_centers=half), src)
     assert main(["optimize", str(src), "-o", str(dst), "--target", "min"]) == 0
     g, o = build_graph(load_model(src)), build_graph(load_model(dst))
-    stages = [
-        st.op
-        for op in o.operators
-        if op.opcode == customops.STREAM_CHAIN
-        for st in customops.decode(op).stages
-    ]
+    stages = stage_ops(o)
     assert stages.count("RESIZE_BILINEAR") == 2
     assert not any(op.opcode == "RESIZE_BILINEAR" for op in o.operators)
     assert plan_graph(o).head < plan_graph(g).head

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 import synth
-from conftest import built_examples
+from conftest import built_examples, stage_ops
 
 from tinyseg_plugin.cli import main
-from tinyseg_plugin.contract import customops
 from tinyseg_plugin.ir import modelio
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.transforms import stream
@@ -86,12 +85,7 @@ def test_the_int16_unet_streams_through_transpose_conv_and_padv2(
     capsys.readouterr()
     assert _head(out, capsys) == estimate < before
     written = build_graph(modelio.load_model(out))
-    stages = [
-        st.op
-        for op in written.operators
-        if op.opcode == customops.STREAM_CHAIN
-        for st in customops.decode(op).stages
-    ]
+    stages = stage_ops(written)
     assert {"TRANSPOSE_CONV", "PADV2"} <= set(stages), stages
     assert stages.count("PRELU") == (2 if prelu else 0), stages
     assert not {op.opcode for op in written.operators} & {"TRANSPOSE_CONV", "PADV2", "PRELU"}

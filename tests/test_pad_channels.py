@@ -12,28 +12,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import synth
+from conftest import stage_ops
 from test_real_kernels import tflm_dir  # noqa: F401 (fixture)
 
 from tinyseg_plugin import pipeline
 from tinyseg_plugin.checks import real_kernels
 from tinyseg_plugin.checks.verify import REAL_KERNELS, verify
 from tinyseg_plugin.cli import main
-from tinyseg_plugin.contract import customops
 from tinyseg_plugin.ir import modelio
 from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.transforms import stream_search
 from tinyseg_plugin.transforms.optimizer import Options, search_plans
 
 DTYPES = ("INT8", "FLOAT32")
-
-
-def _stages(graph) -> list[str]:
-    return [
-        st.op
-        for op in graph.operators
-        if op.opcode == customops.STREAM_CHAIN
-        for st in customops.decode(op).stages
-    ]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -48,7 +39,7 @@ def test_optimize_reaches_the_estimate_through_a_channel_pad(dtype: str, monkeyp
     out = pipeline.optimize(data, pipeline.Run(Options(smallest=True), runs=1), "m")
     assert out.verification is not None and out.verification.identical, out.verification
     written = pipeline.load(out.data, "written")
-    stages = _stages(written)
+    stages = stage_ops(written)
     assert stages.count("PAD") == 1 and stages.count("PADV2") == 1, stages
     assert not any(op.opcode in ("PAD", "PADV2") for op in written.operators)
     # --target min's search also offers shared row spills: at most the estimate
@@ -60,7 +51,7 @@ def test_channel_pads_pass_the_real_kernel_check(tflm_dir: str, dtype: str) -> N
     """The C++ PAD and PADV2 stages pad channels as TFLM's PAD does, bit for bit."""
     g = build_graph(synth.channel_pad_chain(dtype=dtype))
     opt = search_plans(g, Options(smallest=True)).graph
-    assert {"PAD", "PADV2"} <= set(_stages(opt))
+    assert {"PAD", "PADV2"} <= set(stage_ops(opt))
     v = verify(g, opt, runs=2, seed=3, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
 
@@ -72,7 +63,7 @@ def test_an_int16_channel_pad_streams_and_passes_the_real_kernel_check(
     optimized model's outputs equal the original's in a real TFLM build."""
     g = build_graph(synth.int16_channel_pad_chain())
     opt = search_plans(g, Options(smallest=True)).graph
-    assert "PAD" in _stages(opt), _stages(opt)
+    assert "PAD" in stage_ops(opt), stage_ops(opt)
     v = verify(g, opt, runs=2, seed=3, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
 
@@ -82,7 +73,7 @@ def test_channel_pads_pass_with_cmsis_nn_kernels(tflm_dir: str) -> None:  # noqa
     through arm_pad_s8: the outputs equal the original's in the same build, on random inputs."""
     g = build_graph(synth.channel_pad_chain())
     opt = search_plans(g, Options(smallest=True, kernel_set="cmsis-nn")).graph
-    assert {"PAD", "PADV2"} <= set(_stages(opt))
+    assert {"PAD", "PADV2"} <= set(stage_ops(opt))
     exe = real_kernels.prepare(tflm_dir, "cmsis_nn")
     rng = np.random.default_rng(5)
     shape = g.tensors[g.inputs[0]].shape

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import synth
 from conftest import EXAMPLE_MODELS as EXAMPLES
-from conftest import SHARED_MODELS, TINY_UNET, dumps_options
+from conftest import SHARED_MODELS, TINY_UNET, dumps_options, stage_ops
 
 from tinyseg_plugin import cli
 from tinyseg_plugin.checks import real_kernels
@@ -46,16 +46,6 @@ def tflm_dir() -> str:
 
 def _optimized(graph):
     return search_plans(graph, Options(smallest=True)).graph
-
-
-def _stage_ops(graph) -> list[str]:
-    """The operator of every StreamChain stage of ``graph``, in order."""
-    return [
-        st.op
-        for op in graph.operators
-        if op.opcode == customops.STREAM_CHAIN
-        for st in customops.decode(op).stages
-    ]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
@@ -101,7 +91,7 @@ def test_streamed_resize_bilinear_passes_the_real_kernel_check(
     planner's (a ring too short for the window would fail the kernel's Prepare)."""
     graph = build_graph(synth.bilinear_seg(out=out, align_corners=align, half_pixel_centers=half))
     opt = _optimized(graph)
-    stages = _stage_ops(opt)
+    stages = stage_ops(opt)
     assert stages.count("RESIZE_BILINEAR") == 2
     v = verify(graph, opt, runs=2, seed=3, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
@@ -221,7 +211,7 @@ def test_random_unets_with_wider_transpose_convs_pass_the_real_kernel_check(
     through them, outputs identical to the original's in TFLM with TinySeg's kernels."""
     graph = build_graph(synth.random_unet(seed, dtype, up_kernels=(3, 4)))
     opt = _optimized(graph)
-    stages = _stage_ops(opt)
+    stages = stage_ops(opt)
     assert "TRANSPOSE_CONV" in stages, stages
     v = verify(graph, opt, runs=2, seed=seed, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
@@ -236,7 +226,7 @@ def test_a_detection_heads_grid_streams_bit_exact_in_the_real_kernels(
     constant; outputs identical to the unfused graph's in TFLM with TinySeg's kernels."""
     graph = build_graph(synth.grid_head(dtype=dtype))
     opt = _optimized(graph)
-    stages = _stage_ops(opt)
+    stages = stage_ops(opt)
     assert {"ADD", "MUL", "SUB"} <= set(stages), stages
     v = verify(graph, opt, runs=2, seed=3, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
@@ -496,7 +486,7 @@ def test_float32_stages_stream_bit_exact_in_the_real_kernels(tflm_dir: str, seed
     StreamChains TFLM runs with TinySeg's kernels: outputs identical to the unfused graph's."""
     graph = build_graph(synth.float_stages_unet(seed))
     opt = _optimized(graph)
-    stages = _stage_ops(opt)
+    stages = stage_ops(opt)
     assert {k: stages.count(k) for k in FLOAT_STAGES} == FLOAT_STAGES
     v = verify(graph, opt, runs=2, seed=seed, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
@@ -532,7 +522,7 @@ def test_int16_stages_stream_bit_exact_in_the_real_kernels(tflm_dir: str, seed: 
     to the unfused graph's."""
     graph = build_graph(synth.int16_stages_chain(seed))
     opt = _optimized(graph)
-    stages = _stage_ops(opt)
+    stages = stage_ops(opt)
     assert {k: stages.count(k) for k in INT16_STAGES} == INT16_STAGES
     v = verify(graph, opt, runs=2, seed=seed, tflm_dir=tflm_dir)
     assert v.check == REAL_KERNELS and v.identical, v.detail
@@ -775,7 +765,7 @@ def test_the_int16_unet_streams_bit_exact_in_the_real_kernels(
 
     graph = build_graph(synth.int16_unet_chain(tconv_bias=bias, prelu=prelu, tconv_kernel=kernel))
     opt = _optimized(graph)
-    stages = _stage_ops(opt)
+    stages = stage_ops(opt)
     assert {"TRANSPOSE_CONV", "PADV2"} <= set(stages), stages
     assert stages.count("PRELU") == (2 if prelu else 0), stages
     v = verify(graph, opt, runs=2, seed=2, tflm_dir=tflm_dir)

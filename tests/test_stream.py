@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import synth
+from conftest import stage_ops
 
 from tinyseg_plugin.cli import main
 from tinyseg_plugin.contract import customops, stages
@@ -701,12 +702,7 @@ def test_a_pad_of_the_bottom_rows_only_is_written_and_read_back():
     out = pipeline.optimize(data, pipeline.Run(Options(smallest=True), runs=1), "m")
     assert out.verification is not None and out.verification.identical
     written = pipeline.load(out.data, "written")
-    stages = [
-        st.op
-        for op in written.operators
-        if op.opcode == customops.STREAM_CHAIN
-        for st in customops.decode(op).stages
-    ]
+    stages = stage_ops(written)
     assert stages.count("PAD") == 2
 
 
