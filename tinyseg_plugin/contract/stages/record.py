@@ -17,8 +17,9 @@ FAMILIES = ("conv", "pool", "arithmetic", "activation", "layout", "reduce")
 # its body check (contract/bodies.py), its admission (transforms/stream.py stage_problem) and its
 # row map (transforms/stream.py row_map); the value is its row rule: "identity" (output row y reads
 # input row y), "windowed" (a window of rows around y * stride, less the top padding),
-# "upsampling" (y // factor, or a resize's fixed-point source row), "padding" (y - top) or
-# "accumulating" (one step per input row, one pixel written after the last).
+# "upsampling" (y // factor, or a resize's source row, a half-pixel shift as the row map's offset
+# term: contract/rows.py), "padding" (y - top) or "accumulating" (one step per input row, one
+# pixel written after the last).
 RULES = {
     "convolution": "windowed",
     "depthwise": "windowed",
