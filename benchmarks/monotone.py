@@ -40,18 +40,28 @@ def rank(f: tuple[int, int, int], smallest: bool) -> tuple[int, int]:
     return (head, moved) if smallest else (moved, total)
 
 
-def row(name: str, graph: Graph, smallest: bool) -> str:
+def compare(
+    graph: Graph, smallest: bool
+) -> tuple[tuple[int, int, int], list[tuple[tuple[str, str], tuple[int, int, int]]]]:
+    """The figures of the plan written with every stage type, and of each plan written with one
+    stage type its chains hold left out (that type, its figures)."""
     o = Options(smallest=smallest)
     every = figures(search_plans(graph, o))
     types = sorted(
         {stage_key(graph, graph.operators[i]) for c in find_chains(graph, True) for i in c}
     )
-    fewer = [figures(search_plans(graph, replace(o, stages_off=frozenset({t})))) for t in types]
-    worse = sum(rank(f, smallest) < rank(every, smallest) for f in fewer)
-    best = min(fewer, key=lambda f: rank(f, smallest), default=every)
+    return every, [
+        (t, figures(search_plans(graph, replace(o, stages_off=frozenset({t}))))) for t in types
+    ]
+
+
+def row(name: str, graph: Graph, smallest: bool) -> str:
+    every, fewer = compare(graph, smallest)
+    worse = sum(rank(f, smallest) < rank(every, smallest) for _, f in fewer)
+    best = min((f for _, f in fewer), key=lambda f: rank(f, smallest), default=every)
     shown = "min" if smallest else "-"
     cells = " | ".join(f"{x:,}" for x in every + best)
-    return f"| {name} | {shown} | {len(types)} | {cells} | {worse} |"
+    return f"| {name} | {shown} | {len(fewer)} | {cells} | {worse} |"
 
 
 def main() -> int:

@@ -13,6 +13,7 @@ import synth
 from conftest import shared_model
 
 from tinyseg_plugin import pipeline
+from tinyseg_plugin.ir.graph import build_graph
 from tinyseg_plugin.ir.modelio import model_to_bytes
 from tinyseg_plugin.transforms.optimizer import Options
 from tinyseg_plugin.transforms.search import Objective
@@ -369,3 +370,38 @@ def test_the_default_writes_the_smaller_total_not_the_smaller_head(tiny_unet: Pa
     assert by_head.score(two.head, 0, 0, 0) < by_head.score(one.head, 0, 0, 0)  # two wins
     written = search_plans(graph, Options(), None, board)
     assert written.plan.total == one.total and [c["operators"] for c in written.chains] == [decoder]
+
+
+def _monotone():
+    """benchmarks/monotone.py: the plans written with every stage type and with one left out."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import monotone
+    finally:
+        sys.path.pop(0)
+    return monotone
+
+
+# The random U-Nets whose --target min comparison takes under 1.5 CPU seconds, of the 30 (0..29)
+# python benchmarks/monotone.py checks: on all 30 no stage type left out gave a better plan.
+@pytest.mark.parametrize("seed", [2, 3, 5, 8, 10, 17, 18, 20, 21, 23, 27, 28])
+def test_a_stage_type_more_never_makes_the_target_min_plan_worse(seed: int) -> None:
+    """--target min ranks by the head, then the bytes moved through storage: the plan written with
+    every stage type ranks no worse than any written with one of its chains' stage types left
+    out of every chain (optimizer.Options.stages_off)."""
+    monotone = _monotone()
+    graph = build_graph(synth.random_unet(seed, up_kernels=(2, 3, 4)))
+    every, fewer = monotone.compare(graph, smallest=True)
+    assert len(fewer) >= 4  # stage types the chains hold
+    for t, f in fewer:
+        assert monotone.rank(every, True) <= monotone.rank(f, True), (t, every, f)
+
+
+def test_the_monotone_check_finds_a_default_plan_a_stage_type_makes_worse() -> None:
+    """The comparison can fail: under the default objective (free plans, then the total), random
+    U-Net 1's plan without some stage type ranks better (docs/design/streaming.md says why)."""
+    monotone = _monotone()
+    every, fewer = monotone.compare(build_graph(synth.random_unet(1, up_kernels=(2, 3, 4))), False)
+    assert any(monotone.rank(f, False) < monotone.rank(every, False) for _, f in fewer)

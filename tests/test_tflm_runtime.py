@@ -1012,6 +1012,7 @@ def test_cortex_m7_more_stages_end_to_end(installed: Path, kernels: str, tmp_pat
         "keras_unet_float",
         "keras_unet_up3",
         "keras_unet_up3_float",
+        "seg_tutorial",
         "int16_unet_up3",
     ],
 )
@@ -1032,7 +1033,8 @@ def test_cortex_m7_float32_and_bilinear_stages(
     (channel_pad_chain) and the MobileNetV3-style segmenter of examples/models/build.py (mnv3_seg
     and its float32 twin mnv3_seg_float, with TensorFlow), the float32 Keras U-Net
     keras_unet_float of the same builders and the Keras U-Net whose decoder is
-    Conv2DTranspose(3, strides=2) (keras_unet_up3, int8 and float32; int16_unet_up3 the int16
+    Conv2DTranspose(3, strides=2) (keras_unet_up3, int8 and float32; seg_tutorial, TensorFlow's
+    segmentation-tutorial model, whose pix2pix decoder has five; int16_unet_up3 the int16
     U-Net with a 3x3 TRANSPOSE_CONV and an int16 bias), built for a Cortex-M7 with the reference and the CMSIS-NN kernels: the
     streamed model's outputs identical to the original's there, and TFLM's figures as
     `tinyseg analyze` says."""
@@ -1047,7 +1049,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
         pytest.fail(str(exc))
     runtime = "cmsis-nn" if kernels == "cmsis_nn" else "reference"
     original = tmp_path / f"{name}.tflite"
-    if name.startswith(("mnv3_seg", "keras_unet")):
+    if name.startswith(("mnv3_seg", "keras_unet", "seg_tutorial")):
         original = built_examples(tmp_path_factory, [name])[name]
     else:
         made = {
@@ -1087,6 +1089,7 @@ def test_cortex_m7_float32_and_bilinear_stages(
         "keras_unet_float": "TRANSPOSE_CONV",
         "keras_unet_up3": "TRANSPOSE_CONV",
         "keras_unet_up3_float": "TRANSPOSE_CONV",
+        "seg_tutorial": "TRANSPOSE_CONV",
         "int16_unet_up3": "TRANSPOSE_CONV",
     }
     assert wanted.get(name, "QUANTIZE") in stages
