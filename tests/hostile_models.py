@@ -282,6 +282,20 @@ def _made_by_a_stage(m: dict, k: int = 0) -> int:
     return [st["outputs"][0] for st in m["stages"] if st["outputs"][0] >= _node_count(m)][k]
 
 
+def _filter(m: dict) -> int:
+    """The local id of the first CONV_2D stage's filter: a plain constant, which has no tensor
+    record of its own in the kernel (tinyseg_stream_body.cc PlainConstant)."""
+    return _stage(m, "CONV_2D")["inputs"][1]
+
+
+def _ring_on_the_filter(m: dict, op) -> None:
+    m["rings"][0][0] = _filter(m)
+
+
+def _stage_writes_the_filter(m: dict, op) -> None:
+    _stage(m, "CONV_2D")["outputs"] = [_filter(m)]
+
+
 def _quant(op_name: str, change: Callable[[list], object]) -> Callable[[dict, object], None]:
     """The first `op_name` stage's "quant" table changed (typed int32 unless `change` says)."""
 
@@ -486,6 +500,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "stream",
         "StreamChain",
         _row_io("sink", lambda m: [[_made_by_a_stage(m, 0), 3], [_made_by_a_stage(m, 1), 3]]),
+    ),
+    # a plain constant's record is shared and read-only: nothing may name it to write it
+    Mutation("stream_ring_on_a_filter", "stream", "StreamChain", _ring_on_the_filter),
+    Mutation("stream_stage_writes_a_filter", "stream", "StreamChain", _stage_writes_the_filter),
+    Mutation(
+        "stream_source_is_a_filter",
+        "stream",
+        "StreamChain",
+        _row_io("source", lambda m: [[_filter(m), 0]]),
     ),
     Mutation("stream_token_is_a_body_tensor", "stream", "StreamChain", _tokens_of_a_body_tensor),
     Mutation("stream_token_before_other_inputs", "stream", "StreamChain", _first_input_a_token),

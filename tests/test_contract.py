@@ -241,17 +241,38 @@ def test_row_sources_sinks_and_tokens_round_trip_and_are_absent_when_empty() -> 
     m = flexbuffers.Loads(customops.encode(plain))
     assert not {"source", "sink", "tokens"} & set(m)  # chains without them encode as before
     # The schedule pulls each sunk tensor (one int32 of `order`) and no token output (one fewer),
-    # and a token has no tensor record nor schedule entry (88 + 16 + 2 int32 = 112 B less):
+    # and a token has no tensor record nor schedule entry (88 + 16 + 3 int32 = 116 B less):
     # node inputs [0, 1], node output [2].
     base = customops.stream_chain_body_bytes(plain, [2], 2, 1)
-    record = customops.STREAM_TENSOR_BYTES + customops.STREAM_SCHEDULE_TENSOR_BYTES + 4 * 2
-    assert record == 112
+    record = customops.STREAM_TENSOR_BYTES + customops.STREAM_SCHEDULE_TENSOR_BYTES + 4 * 3
+    assert record == 116
     assert customops.stream_chain_body_bytes(replace(plain, sink=((4, 2),)), [2], 2, 1) == base + 4
     tokens_out = replace(plain, tokens=(2,))
     assert customops.stream_chain_body_bytes(tokens_out, [2], 2, 1) == base - 4 - record
     assert (
         customops.stream_chain_body_bytes(replace(plain, tokens=(1,)), [2], 2, 1) == base - record
     )
+
+
+def test_plain_constants_have_no_tensor_record() -> None:
+    """A filter or bias (a constant no stage reads as an activation) keeps its schedule entry but
+    no 88-B record; a constant an ADD reads where an activation could be (a per-channel vector
+    broadcast over the rows) keeps its record, and so does an input that is not constant."""
+    t = customops.StreamTensor("x", "INT8", (1, 4, 4, 2), (0.5,), (0,))
+    conv = customops.StreamStage("CONV_2D", (0, 1, 2), (5,))
+    add = customops.StreamStage("ADD", (5, 3), (4,))
+    o = customops.StreamChainOptions(
+        ring_bytes=16, stages=(conv, add), tensors=(t,), rings=((5, 2),)
+    )
+    # node inputs [0 activation, 1 filter, 2 bias, 3 broadcast vector], node output [4], body [5]
+    assert customops.stream_plain_constants(o, frozenset({1, 2, 3})) == {1, 2}
+    assert customops.stream_plain_constants(o, frozenset({1})) == {1}
+    every = customops.stream_chain_body_bytes(o, [2, 2], 4, 1)
+    assert every - customops.stream_chain_body_bytes(o, [2, 2], 4, 1, frozenset({1, 2, 3})) == (
+        2 * customops.STREAM_TENSOR_BYTES + customops.STREAM_EDGE_BYTES  # the ADD reads 3 whole
+    )
+    tokens = replace(o, tokens=(3,))
+    assert customops.stream_plain_constants(tokens, frozenset({1, 3})) == {1}
 
 
 def test_quant_tables_are_typed_int32_and_leave_the_persistent_block() -> None:

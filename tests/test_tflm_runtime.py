@@ -875,6 +875,12 @@ def test_cortex_m7_end_to_end(installed: Path, e2e_exe: Path, kernels: str, tmp_
         if streaming:
             assert got["head"] <= (64_000 if kernels == "reference" else 66_000), got
             assert got["total"] <= 74_000, got
+            print(
+                f"\nstreamed Tiny U-Net on the Cortex-M7 ({runtime}): head {got['head']} + tail "
+                f"{got['tail']} = {got['head'] + got['tail']} B; stage rows by CMSIS-NN per "
+                f"inference {got['optimized_rows'] // E2E_BATCHES}, of them TRANSPOSE_CONV "
+                f"{tconv_rows // E2E_BATCHES}"
+            )
     _stream_io_on_m7(exe, g, runtime, inputs, want, tmp_path)
 
 

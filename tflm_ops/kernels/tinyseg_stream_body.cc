@@ -37,8 +37,9 @@ uint64_t BodyBytes(const StreamOpData& d) {
                           contract::kStreamInt32PerStage * static_cast<uint64_t>(d.num_stages) +
                           static_cast<uint64_t>(d.num_operands) +
                           static_cast<uint64_t>(d.num_order) + static_cast<uint64_t>(d.per_channel);
-  return contract::kSpillStreamBytes * static_cast<uint64_t>(d.num_spill) +
-         (contract::kStreamTensorBytes + contract::kStreamScheduleTensorBytes) * t +
+  return contract::kSpillStreamBytes * static_cast<uint64_t>(d.spilled) +
+         contract::kStreamTensorBytes * static_cast<uint64_t>(d.num_slots) +
+         contract::kStreamScheduleTensorBytes * t +
          contract::kStreamStageBytes * static_cast<uint64_t>(d.num_stages) +
          contract::kStreamEdgeBytes * static_cast<uint64_t>(d.num_edges) + 4 * int32s;
 }
@@ -47,9 +48,9 @@ Tables Layout(const StreamOpData& d) {
   Tables t;
   uint8_t* p = d.tables;
   t.streams = p;
-  p += contract::kSpillStreamBytes * static_cast<size_t>(d.num_spill);
+  p += contract::kSpillStreamBytes * static_cast<size_t>(d.spilled);
   t.tensors = p;
-  p += contract::kStreamTensorBytes * static_cast<size_t>(d.num_tensors);
+  p += contract::kStreamTensorBytes * static_cast<size_t>(d.num_slots);
   t.schedule = reinterpret_cast<::tinyseg::ChainTensor*>(p);
   p += contract::kStreamScheduleTensorBytes * static_cast<size_t>(d.num_tensors);
   t.stages = p;
@@ -60,6 +61,8 @@ Tables Layout(const StreamOpData& d) {
   t.done = q;
   q += d.num_tensors;
   t.held = q;
+  q += d.num_tensors;
+  t.slots = q;
   q += d.num_tensors;
   t.chain_stages = reinterpret_cast<::tinyseg::ChainStage*>(q);
   q += d.num_stages;
@@ -247,18 +250,86 @@ TfLiteStatus BodyTensor(TfLiteContext* context, const flexbuffers::Reference& e,
   return BodyQuantization(context, index, type, At(scale, 0), At(zp, 0), s);
 }
 
+// The record every plain constant shares: no rows, no ring, never fetched, spilled, sourced or
+// sunk, so each check that names a record to write refuses it.
+constexpr TensorSlot PlainConstantRecord() {
+  TensorSlot s{};
+  s.ring_offset = s.fetch_slot = -1;
+  s.stream = -1;
+  s.type = static_cast<int8_t>(kTfLiteNoType);
+  s.kind = Kind::kNodeInput;
+  s.constant = 1;
+  s.source = s.sink = -1;
+  return s;
+}
+
 }  // namespace
 
-// Geometry and quantization of every chain-local tensor.
+const TensorSlot kPlainConstant = PlainConstantRecord();
+
+namespace {
+
+// Record `i`, a node input, is a constant no stage reads as an activation (a filter, a bias,
+// paddings, an alpha): its stages read it through the node, and it takes kPlainConstant's record
+// rather than a TensorSlot of its own (customops.stream_plain_constants).
+bool PlainConstant(MicroContext* mc, TfLiteNode* node, const StreamOpData& d,
+                   const flexbuffers::Reference& stages, int32_t i) {
+  if (i >= NumInputs(node) - d.in_tokens) return false;
+  TfLiteTensor* t = mc->AllocateTempInputTensor(node, i);
+  if (t == nullptr) return false;
+  const bool constant = IsConstantTensor(t);
+  mc->DeallocateTempTfLiteTensor(t);
+  for (size_t s = 0; constant && s < VectorSize(stages); ++s) {
+    const flexbuffers::Map st = At(stages, s).AsMap();
+    const flexbuffers::Reference name = st[contract::kKeyOp];
+    const StageOp op =
+        name.IsString() ? contract::ParseStageOp(name.AsString().c_str()) : StageOp::kUnknown;
+    const flexbuffers::Reference ins = st[contract::kKeyInputs];
+    for (size_t k = 0; k < VectorSize(ins); ++k) {
+      if (At(ins, k).AsInt64() == i && contract::IsActivationInput(op, static_cast<int>(k))) {
+        return false;
+      }
+    }
+  }
+  return constant;
+}
+
+// How many records have a TensorSlot: all but the plain constants.
+int32_t CountSlots(MicroContext* mc, TfLiteNode* node, const StreamOpData& d,
+                   const flexbuffers::Reference& stages) {
+  int32_t slots = 0;
+  for (int32_t i = 0; i < d.num_tensors; ++i)
+    slots += PlainConstant(mc, node, d, stages, i) ? 0 : 1;
+  return slots;
+}
+
+// Which records have a TensorSlot (Tables::slots), as Count counted them.
+TfLiteStatus PrepareSlots(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
+                          const Tables& tab, const flexbuffers::Map& m) {
+  MicroContext* mc = GetMicroContext(context);
+  const flexbuffers::Reference stages = m[contract::kKeyStages];
+  int32_t next = 0;
+  for (int32_t i = 0; i < d.num_tensors; ++i) {
+    tab.slots[i] = PlainConstant(mc, node, d, stages, i) ? -1 : next++;
+  }
+  TF_LITE_ENSURE(context, next == d.num_slots);
+  return kTfLiteOk;
+}
+
+}  // namespace
+
+// Geometry and quantization of every chain-local tensor with a TensorSlot.
 TfLiteStatus PrepareTensors(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
                             const Tables& tab, const flexbuffers::Map& m) {
   MicroContext* mc = GetMicroContext(context);
   const int n_in = NumInputs(node);
   const int n_out = NumOutputs(node);
   const flexbuffers::Reference body = m[contract::kKeyTensors];
+  TF_LITE_ENSURE_STATUS(PrepareSlots(context, node, d, tab, m));
   for (int32_t i = 0; i < d.num_tensors; ++i) {
-    TensorSlot& s = tab.tensor(i);
-    new (&s) TensorSlot();
+    TensorSlot* slot = tab.slot(i);
+    if (slot == nullptr) continue;  // a plain constant
+    TensorSlot& s = *new (slot) TensorSlot();
     s.stream = -1;
     s.fetch_slot = -1;
     s.ring_offset = -1;
@@ -380,9 +451,10 @@ TfLiteStatus PreparePairs(TfLiteContext* context, TfLiteNode* node, const Stream
         MicroPrintf("StreamChain: %s[%d] must be [local id, number]", keys[k], static_cast<int>(i));
         return kTfLiteError;
       }
-      TensorSlot& s = tab.tensor(id);
-      TF_LITE_ENSURE_MSG(context, s.kind == Kind::kBody && s.row_bytes > 0,
+      TF_LITE_ENSURE_MSG(context,
+                         tab.tensor(id).kind == Kind::kBody && tab.tensor(id).row_bytes > 0,
                          "StreamChain: rings, spills and fetches name body tensors");
+      TensorSlot& s = *tab.slot(id);  // a body tensor: never a plain constant
       if (k == 0) {
         TF_LITE_ENSURE_MSG(context, value >= 1 && value <= s.height && s.ring_rows == 0,
                            "StreamChain: a ring holds 1..height rows of a tensor, once");
@@ -396,7 +468,7 @@ TfLiteStatus PreparePairs(TfLiteContext* context, TfLiteNode* node, const Stream
       } else if (k == 1) {
         TF_LITE_ENSURE_MSG(context, s.stream < 0 && s.ring_rows > 0,
                            "StreamChain: a spilled tensor is spilled once and has a ring");
-        s.stream = static_cast<int16_t>(streams);  // < num_spill <= kMaxSpilled
+        s.stream = static_cast<int16_t>(streams);  // < spilled <= kMaxSpilled
         tab.order[SpillOrder(d) + streams] = id;
         ++streams;
         if (PlaceSlot(context, m, value, &s.spill_region) != kTfLiteOk) return kTfLiteError;
@@ -476,7 +548,7 @@ TfLiteStatus PrepareRowStreams(TfLiteContext* context, TfLiteNode* node, const S
         return kTfLiteError;
       }
       TF_LITE_ENSURE_STATUS(CheckRowCallback(context, k == 0, index));
-      TensorSlot& s = tab.tensor(id);
+      TensorSlot& s = *tab.slot(id);  // RowStreamOk: a body tensor
       if (k == 0) {
         s.source = static_cast<int8_t>(index);
       } else {
@@ -597,7 +669,7 @@ TfLiteStatus CountRowStreams(const flexbuffers::Map& m, int n_in, int n_out, Str
   }
   d->in_tokens = static_cast<int16_t>(inputs);  // n <= n_in + n_out: TFLM's node sizes are int
   d->out_tokens = static_cast<int16_t>(outputs);
-  d->num_order = n_out - outputs + d->num_spill + d->num_sink;
+  d->num_order = n_out - outputs + d->spilled + d->num_sink;
   return kTfLiteOk;
 }
 
@@ -613,15 +685,15 @@ TfLiteStatus Count(TfLiteContext* context, TfLiteNode* node, StreamOpData* d,
   const flexbuffers::Reference body = m[contract::kKeyTensors];
   const int32_t num_local = n_in + n_out + static_cast<int32_t>(VectorSize(body));
   d->num_stages = static_cast<int32_t>(VectorSize(stages));
-  d->num_spill = static_cast<int32_t>(VectorSize(m[contract::kKeySpill]));
-  TF_LITE_ENSURE_STATUS(CountRowStreams(m, n_in, n_out, d));
-  d->num_tensors = num_local - d->in_tokens - d->out_tokens;  // tokens have no record
-  d->num_edges = d->num_operands = d->per_channel = d->accumulator_bytes = 0;
-  int64_t per_channel = 0;  // summed in 64 bits: a body may declare 2^31-1 channels
   TF_LITE_ENSURE_MSG(context,
-                     d->num_spill == d->spilled &&
+                     static_cast<int32_t>(VectorSize(m[contract::kKeySpill])) == d->spilled &&
                          static_cast<int32_t>(VectorSize(m[contract::kKeyFetch])) == d->fetched,
                      "StreamChain: spilled/fetched disagree with the spill/fetch lists");
+  TF_LITE_ENSURE_STATUS(CountRowStreams(m, n_in, n_out, d));
+  d->num_tensors = num_local - d->in_tokens - d->out_tokens;  // tokens have no record
+  d->num_slots = CountSlots(mc, node, *d, stages);
+  d->num_edges = d->num_operands = d->per_channel = d->accumulator_bytes = 0;
+  int64_t per_channel = 0;  // summed in 64 bits: a body may declare 2^31-1 channels
   for (int32_t s = 0; s < d->num_stages; ++s) {
     const flexbuffers::Reference e = At(stages, static_cast<size_t>(s));
     TF_LITE_ENSURE_MSG(context, e.IsMap(), "StreamChain: a stage is not a map");

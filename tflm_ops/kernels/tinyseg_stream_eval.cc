@@ -59,7 +59,9 @@ uint8_t* NodeData(const EvalState& v, int32_t id) {
 // Where the stage writes output row y: the node output in place, or a row reserved in its ring
 // (dropping the rows no reader needs any more).
 ::tinyseg::Status OutputRow(const EvalState& v, const StageSlot& g, int32_t y, uint8_t** dst) {
-  TensorSlot& out = v.tab.tensor(g.output);
+  TensorSlot* slot = v.tab.slot(g.output);  // Prepare: a node output or a body tensor
+  if (slot == nullptr) return ::tinyseg::Status::kInvalidArgument;
+  TensorSlot& out = *slot;
   if (out.kind == Kind::kNodeOutput) {
     uint8_t* base = NodeData(v, g.output);
     if (base == nullptr) return ::tinyseg::Status::kInvalidArgument;
@@ -103,8 +105,11 @@ namespace {
 }  // namespace
 
 ::tinyseg::Status FetchRow(const EvalState& v, int32_t id, int32_t row) {
-  TensorSlot& s = v.tab.tensor(id);
-  if (s.fetch_slot < 0 && s.source < 0) return ::tinyseg::Status::kInvalidArgument;
+  TensorSlot* slot = v.tab.slot(id);
+  if (slot == nullptr || (slot->fetch_slot < 0 && slot->source < 0)) {
+    return ::tinyseg::Status::kInvalidArgument;
+  }
+  TensorSlot& s = *slot;
   int32_t keep = v.schedule->lowest_needed(id);
   if (keep > row) keep = row;
   uint8_t* dst = nullptr;
@@ -201,7 +206,8 @@ TfLiteStatus BeginEval(TfLiteContext* context, TfLiteNode* node, EvalState* v, u
   ::tinyseg::Runtime* attached = tinyseg_ops::PeekRuntime(context);
   v->stats = attached != nullptr ? &attached->stats : nullptr;
   for (int32_t i = 0; i < d->num_tensors; ++i) {
-    TensorSlot& ts = v->tab.tensor(i);
+    if (v->tab.slot(i) == nullptr) continue;  // a plain constant: no ring, never fetched
+    TensorSlot& ts = *v->tab.slot(i);
     if (ts.ring_rows > 0) {
       TF_LITE_ENSURE(context, ::tinyseg::Ok(ts.ring.Init(*rings + ts.ring_offset, ts.ring_rows,
                                                          static_cast<size_t>(ts.row_bytes))));
@@ -219,7 +225,7 @@ TfLiteStatus BeginEval(TfLiteContext* context, TfLiteNode* node, EvalState* v, u
 TfLiteStatus OpenStreams(const EvalState& v, uint8_t* rings) {
   const StreamOpData* d = v.d;
   const flexbuffers::Map m = flexbuffers::GetRoot(d->options, d->options_bytes).AsMap();
-  for (int32_t k = 0; k < d->num_spill; ++k) {
+  for (int32_t k = 0; k < d->spilled; ++k) {
     const int32_t id = v.tab.order[SpillOrder(*d) + k];
     const TensorSlot& s = v.tab.tensor(id);
     uint8_t* accumulator =
@@ -247,7 +253,7 @@ TfLiteStatus OpenStreams(const EvalState& v, uint8_t* rings) {
 namespace {
 
 TfLiteStatus CloseStreams(const EvalState& v) {
-  for (int32_t k = 0; k < v.d->num_spill; ++k) {
+  for (int32_t k = 0; k < v.d->spilled; ++k) {
     ::tinyseg::SpillStream& stream = v.tab.stream(k);
     const int32_t id = v.tab.order[SpillOrder(*v.d) + k];
     const ::tinyseg::Status end = StreamStorage(v, id)->EndStream(&stream);

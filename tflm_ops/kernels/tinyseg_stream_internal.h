@@ -39,15 +39,15 @@ struct StreamOpData {
   size_t options_bytes;
   int32_t ring_bytes;
   int32_t op_scratch;
-  int32_t spilled;
+  int32_t spilled;  // the SpillStreams: Count checks the "spill" list has as many entries
   int32_t fetched;
   int32_t block;
   int32_t num_tensors;  // records: the node inputs and outputs but the tokens, the body tensors
+  int32_t num_slots;    // records with a TensorSlot: all but the plain constants (PlainConstant)
   int32_t num_stages;
   int32_t num_edges;
   int32_t num_operands;
-  int32_t num_order;  // outputs the schedule pulls: node outputs but tokens, spilled, sunk
-  int32_t num_spill;
+  int32_t num_order;    // outputs the schedule pulls: node outputs but tokens, spilled, sunk
   int32_t num_sink;     // body tensors handed to a row sink
   int32_t num_source;   // body tensors read from a row source
   int32_t per_channel;  // int32 entries of the pool: multiplier/shift per channel, lookup tables
@@ -257,23 +257,37 @@ static_assert(contract::kNumStageKeys <= INT16_MAX, "StageSlot::entry is an int1
 static_assert(sizeof(StageSlot) <= contract::kStreamStageBytes,
               "contract: StreamChain stage record");
 
+// The record of every plain constant (a constant node input no stage reads as an activation:
+// filters, biases, paddings, alphas). Their stages read them through the node, so they share this
+// one, read-only: no rows, no ring, never fetched, spilled, sourced or sunk.
+extern const TensorSlot kPlainConstant;
+
 // Pointers into the persistent block (the order customops.stream_chain_body_bytes sums).
 struct Tables {
-  uint8_t* streams;  // num_spill * kSpillStreamBytes
-  uint8_t* tensors;  // num_tensors * kStreamTensorBytes
+  uint8_t* streams;  // spilled * kSpillStreamBytes
+  uint8_t* tensors;  // num_slots * kStreamTensorBytes
   ::tinyseg::ChainTensor* schedule;
   uint8_t* stages;  // num_stages * kStreamStageBytes
   ::tinyseg::ChainEdge* edges;
   int32_t* done;
   int32_t* held;
+  int32_t* slots;  // per record: its TensorSlot in `tensors`; -1: a plain constant
   ::tinyseg::ChainStage* chain_stages;
   int32_t* operands;
   int32_t* order;
   int32_t* per_channel;
 
-  TensorSlot& tensor(int32_t i) const {
-    return *reinterpret_cast<TensorSlot*>(tensors +
-                                          static_cast<size_t>(i) * contract::kStreamTensorBytes);
+  // Record i (0 .. num_tensors - 1) to read.
+  const TensorSlot& tensor(int32_t i) const {
+    const TensorSlot* s = slot(i);
+    return s != nullptr ? *s : kPlainConstant;
+  }
+  // Record i to write: nullptr for a plain constant, whose record is shared and read-only.
+  TensorSlot* slot(int32_t i) const {
+    const int32_t k = slots[i];
+    return k < 0 ? nullptr
+                 : reinterpret_cast<TensorSlot*>(tensors + static_cast<size_t>(k) *
+                                                               contract::kStreamTensorBytes);
   }
   StageSlot& stage(int32_t i) const {
     return *reinterpret_cast<StageSlot*>(stages +
@@ -402,7 +416,7 @@ TfLiteStatus PrepareRowStreams(TfLiteContext* context, TfLiteNode* node, const S
                                const Tables& tab, const flexbuffers::Map& m);
 // Where the spilled tensors start in `order` (after the node outputs the schedule pulls; the sunk
 // tensors follow them).
-inline int32_t SpillOrder(const StreamOpData& d) { return d.num_order - d.num_sink - d.num_spill; }
+inline int32_t SpillOrder(const StreamOpData& d) { return d.num_order - d.num_sink - d.spilled; }
 TfLiteStatus PrepareStageCommon(TfLiteContext* context, TfLiteNode* node, const StreamOpData& d,
                                 const Tables& tab, int32_t index, const flexbuffers::Map& st,
                                 int32_t* operand_next, int32_t* edge_next, StageArgs* a);

@@ -294,12 +294,14 @@ FETCHED_FIXED_BYTES = 16  # one fetched operand: 16 bytes and two pointers
 FETCHED_POINTERS = 2
 STREAM_CHAIN_OPDATA_BYTES = 96  # Init: the option numbers and the buffer indices
 # Prepare allocates one more persistent block: the chain's tables (stream_chain_body_bytes).
-STREAM_TENSOR_BYTES = 88  # per chain-local tensor: geometry, quantization, its ring (a RowRing)
+# per chain-local tensor but the plain constants (stream_plain_constants): geometry, quantization,
+# its ring (a RowRing)
+STREAM_TENSOR_BYTES = 88
 STREAM_SCHEDULE_TENSOR_BYTES = 16  # per tensor: chain_schedule.h ChainTensor
 STREAM_STAGE_BYTES = 112  # per stage: operator parameters
 STREAM_EDGE_BYTES = 32  # per (stage, distinct activation input): chain_schedule.h ChainEdge
 SPILL_STREAM_BYTES = 208  # per spilled tensor: spill_manager.h SpillStream
-STREAM_INT32_PER_TENSOR = 2  # the schedule's rows done and rows held
+STREAM_INT32_PER_TENSOR = 3  # the schedule's rows done and rows held; where its record is
 STREAM_INT32_PER_STAGE = 1  # chain_schedule.h ChainStage
 PER_CHANNEL_BYTES = 4  # FetchingConv2D: one int32 multiplier and one int32 shift per output channel
 
@@ -837,6 +839,19 @@ def stream_activation_inputs(
     return list(dict.fromkeys(ids))
 
 
+def stream_plain_constants(
+    o: StreamChainOptions, constants: frozenset[int] = frozenset()
+) -> frozenset[int]:
+    """The constant inputs of a StreamChain no stage reads as an activation (filters, biases,
+    paddings, alphas): the kernel reads them through the node and gives them no tensor record
+    (tinyseg_stream_body.cc PlainConstant). ``constants``: local ids of its constant inputs."""
+    read = set()
+    for st in o.stages:
+        positions = STREAM_STAGE_OPS.get(st.op, ())
+        read.update(t for k, t in enumerate(st.inputs) if positions is None or k in positions)
+    return frozenset(constants - read - set(o.tokens))
+
+
 # The types of a MUL operand the kernel may read whole, a one-pixel gate
 # (tinyseg_stream_arithmetic.cc WholeCandidate).
 STREAM_WHOLE_TYPES = ("INT8", "FLOAT32", "INT16")
@@ -881,7 +896,7 @@ def stream_chain_body_parts(
 ) -> dict[str, int]:
     """What StreamChain's persistent block holds, in bytes by part: per chain-local tensor (the
     operator's inputs and outputs but its tokens, which have no record, then the body's tensors)
-    its record and its schedule entry;
+    its schedule entry and, but for the plain constants (``stream_plain_constants``), its record;
     per stage its record; per edge its row map; per spilled tensor its SpillStream; int32 arrays:
     rows done and held per tensor, the schedule's stages, every stage's operands, the outputs
     the schedule pulls (the operator's but its tokens, then the spilled, then the sunk); and
@@ -907,7 +922,8 @@ def stream_chain_body_parts(
         + len(o.sink)
     )
     return {
-        "tensors": (STREAM_TENSOR_BYTES + STREAM_SCHEDULE_TENSOR_BYTES) * num_local,
+        "tensors": STREAM_TENSOR_BYTES * (num_local - len(stream_plain_constants(o, constants)))
+        + STREAM_SCHEDULE_TENSOR_BYTES * num_local,
         "stages": STREAM_STAGE_BYTES * stages,
         "edges": STREAM_EDGE_BYTES * edges,
         "spill streams": SPILL_STREAM_BYTES * len(o.spill),
