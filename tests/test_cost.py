@@ -226,7 +226,7 @@ def test_an_arena_the_named_board_cannot_hold_is_warned_of(tmp_path: Path, capsy
                     {
                         "name": "sram",
                         "kind": "ram",
-                        "capacity": 45_056,
+                        "capacity": 40_960,
                         "read_bandwidth": 1e9,
                         "write_bandwidth": 1e9,
                     }
@@ -239,9 +239,9 @@ def test_an_arena_the_named_board_cannot_hold_is_warned_of(tmp_path: Path, capsy
     assert cli.main(args + ["--board", str(board)]) == 0
     err = capsys.readouterr().err
     d = json.loads(report.read_text())["optimized"]
-    assert d["head"] + d["tail_estimate"] > 45_056
-    line = f"with this tail the head must be at most {45_056 - d['tail_estimate']:,} B (--target)"
-    assert "does not fit small 'sram', which has 45,056 B free" in err and line in err
+    assert d["head"] + d["tail_estimate"] > 40_960
+    line = f"with this tail the head must be at most {40_960 - d['tail_estimate']:,} B (--target)"
+    assert "does not fit small 'sram', which has 40,960 B free" in err and line in err
     assert cli.main(args + ["--force", "--rate", "1e-6"]) == 0
     assert "does not fit" not in capsys.readouterr().err
 

@@ -245,6 +245,22 @@ def test_on_nicla_vision_the_default_keeps_the_qspi_untouched(tiny_unet: Path) -
     assert out.fits is not None and "axi-sram" in out.fits
 
 
+def test_a_target_the_default_plan_meets_writes_the_default_plan(tiny_unet: Path) -> None:
+    """--stream-io on the Nicla Vision: the default's plan (43,200 B, its row spills in the DTCM,
+    no flash written) meets --target 43200, whose own climb ends at 32,224 B writing 19,200 B of
+    flash per inference; the target's search keeps the default's plan, the least storage time."""
+    from tinyseg_plugin.ir.modelio import load_model
+    from tinyseg_plugin.memory.boards import load_board
+    from tinyseg_plugin.transforms.optimizer import search_plans
+
+    board = load_board("nicla-vision")
+    graph = build_graph(load_model(tiny_unet))
+    free = search_plans(graph, Options(stream_io=True), None, board)
+    assert free.plan.head == 43_200
+    targeted = search_plans(graph, Options(stream_io=True, target_bytes=43_200), None, board)
+    assert targeted.chains == free.chains and targeted.plan.head == free.plan.head
+
+
 def test_an_unreachable_target_writes_the_plan_of_target_min(tiny_unet: Path) -> None:
     data = tiny_unet.read_bytes()
     smallest, unreachable = _optimize(data, "min", runs=None), _optimize(data, 1, runs=None)

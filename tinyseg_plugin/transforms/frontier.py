@@ -111,7 +111,8 @@ def _step(graph: Graph, o: Options, head: int, board: Board, rate: float) -> Fro
     """The plan ``--target head-1`` writes, or None when it is no smaller than ``head``."""
     deadline.check("searching the next point of the trade-off")
     t = head - 1
-    r = search_plans(graph, replace(o, target_bytes=t, smallest=False), None, board)
+    # The walk holds the default's plan as a point of its own (default_known: not searched again).
+    r = search_plans(graph, replace(o, target_bytes=t, smallest=False), None, board, True)
     if r.plan.head >= head:
         return None
     return point(graph, r, o.kernel_set, board, rate, t, f"--target {t}")
