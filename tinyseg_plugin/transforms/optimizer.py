@@ -539,7 +539,7 @@ def _settle(
     if (o.smallest or (o.target_bytes is not None and best.bytes_moved > 0)) and not default_known:
         # The searches climb from a few starts within a budget: the default's climb, which may
         # move no bytes, can end at a lower head than the climb the target drove (a float
-        # DeepLabV3 with --stream-io: 2,903,008 B free, 3,223,552 B from --target min's climb),
+        # DeepLabV3 with --stream-io: 1,977,184 B free, 3,223,552 B from --target min's climb),
         # and a target's climb that moves bytes can miss the default's free plan below it (the
         # Tiny U-Net with --stream-io on the Nicla Vision, --target 43200: 32,224 B writing
         # 19,200 B of flash per inference, where the default's 43,200 B writes none).

@@ -31,6 +31,7 @@ from .stream import (
     find_chains,
     row_step_scratch,
     simulate,
+    stage_key,
 )
 
 # Where each climb stops, as fractions of the budget the starting points leave, for 1 to 4 starts
@@ -275,6 +276,9 @@ def _seeds(graph: Graph, chains: list[list[int]], positions: list[int]) -> list[
     return seeds
 
 
+_Planned = tuple[Score, frozenset[int], frozenset[int]]  # a plan's score, cuts and row spills
+
+
 @dataclass
 class _Tidy:
     """The chain search's last step, from a climb's plan (``score``, ``cuts``, ``spills``):
@@ -284,8 +288,10 @@ class _Tidy:
     pass, an early drop that traded head for tail left a later cut needed: ResUNet-a's default plan
     kept 624 B more), and a cut beside each one left or each one moved by an operator (the climbs
     also spend rounds on tail bytes and one may end before it tries them: the Tiny U-Net's
-    smallest total at any price kept 304 B more), dropping again after each round that takes one.
-    ``priced(cuts, spills)``: the plan's score."""
+    smallest total at any price kept 304 B more), or the plan with every operator of one stage type
+    cut out of its chain (a plan the search with that stage type left out can reach, where longer
+    chains led the climbs elsewhere: MCUNet-320KB's --stream-io plan kept a head 23,232 B larger),
+    dropping again after each round that takes one. ``priced(cuts, spills)``: a plan's score."""
 
     graph: Graph
     chains: list[list[int]]
@@ -293,15 +299,20 @@ class _Tidy:
     positions: set[int]  # where a cut may go
     objective: Objective
     priced: Callable[[frozenset[int], frozenset[int]], Score]
-    score: Score
-    cuts: frozenset[int]
-    spills: frozenset[int]
+    types: dict[int, tuple[str, str]]  # each chain member's stage type (stream.stage_key)
+    bar: Score  # what a plan with a stage type cut out must rank before: the best tidied so far
+    score: Score = field(init=False)
+    cuts: frozenset[int] = field(init=False)
+    spills: frozenset[int] = field(init=False)
 
-    def run(self) -> tuple[Score, frozenset[int], frozenset[int]]:
+    def run(self, score: Score, cuts: frozenset[int], spills: frozenset[int]) -> _Planned:
+        """The plan (``score``, ``cuts``, ``spills``) tidied."""
+        self.score, self.cuts, self.spills = score, cuts, spills
         self.drops(keep_head=True)
         if self.objective.by_total:
             self.drops(keep_head=False)
-            while self.beside():  # each round ranks strictly better: it ends
+            # each round ranks strictly better: it ends
+            while self.beside() or self.without_a_type():
                 self.drops(keep_head=False)
         return self.score, self.cuts, self.spills
 
@@ -324,6 +335,26 @@ class _Tidy:
                 if got and _drop(self.objective, got[0], self.score, kind == "cut", keep_head):
                     self.score, self.cuts, self.spills = got[0], cuts, got[1]
 
+    def without_a_type(self) -> bool:
+        """Try the plan with every operator of one stage type cut out of its chain (a cut before
+        and after each), for each stage type the chains hold, and take the best if it also ranks
+        before ``bar``; whether one was taken."""
+        before = {c[k + 1]: c[k] for c in self.chains for k in range(len(c) - 1)}
+        held: dict[tuple[str, str], set[int]] = {}
+        for seg in _segments(self.chains, self.cuts):
+            for i in seg:
+                held.setdefault(self.types[i], set()).update({i, before.get(i, i)})
+        best = None
+        for t in sorted(held):
+            cuts = self.cuts | (held[t] & self.positions)
+            got = self._try(cuts, self.spills)
+            if got and got[0] < min(self.bar, self.score, best[0] if best else self.bar):
+                best = (got[0], cuts, got[1])
+        if best is None:
+            return False
+        self.score, self.cuts, self.spills = best
+        return True
+
     def beside(self) -> bool:
         """Try a cut beside each cut, and each cut moved to a neighbour (the climbs add or remove
         one cut a move, so a cut one operator off is two moves away: MCUNet-320KB's default plan
@@ -342,6 +373,22 @@ class _Tidy:
                         self.score, self.cuts, self.spills, taken = got[0], cuts, got[1], True
                         break
         return taken
+
+
+def _tidy_all(
+    graph: Graph, chains: list[list[int]], search: _Search, plans: list[_Planned]
+) -> _Planned:
+    """Each plan tidied (``_Tidy``), the best first, so a plan with a stage type cut out is taken
+    only where it ranks before every plan tidied so far (a climb's plan far behind the best is not
+    tidied further for nothing); the best of them, the first on a tie."""
+    at = set(search.positions)
+    types = {i: stage_key(graph, graph.operators[i]) for c in chains for i in c}
+    done: dict[int, _Planned] = {}
+    for k in sorted(range(len(plans)), key=lambda k: plans[k][0]):
+        bar = min([plans[k][0]] + [d[0] for d in done.values()])
+        tidy = _Tidy(graph, chains, search.shared, at, search.objective, search.priced, types, bar)
+        done[k] = tidy.run(*plans[k])
+    return min((done[k] for k in sorted(done)), key=lambda t: t[0])
 
 
 def _drop(objective: Objective, c: Score, best: Score, cut: bool, keep_head: bool) -> bool:
@@ -374,7 +421,6 @@ def choose_streaming(
     base = original.head
     chains = find_chains(graph, kernel_only, off)
     budget = Budget.of(limits, len(graph.operators))
-    shared = objective.searching  # skips spilled by a chain that also reads them
     budget.planned()
     rules = KernelRules(kernel_set, BUILD_PROFILES[build_profile])
     scratch = {
@@ -423,10 +469,8 @@ def choose_streaming(
     tidied = [(best_cost, current, spills)]
     if objective.by_total:
         tidied = [(score, cuts, kept) for (cuts, kept), score in ends.items()]
-    at = set(search.positions)
-    tidied = [_Tidy(graph, chains, shared, at, objective, search.priced, *t).run() for t in tidied]
     if tidied:
-        best_cost, current, spills = min(tidied, key=lambda t: t[0])
+        best_cost, current, spills = _tidy_all(graph, chains, search, tidied)
     if not found or not best_cost < unstreamed:
         return StreamChoice(None, base, base, 0, budget.plans)
     # The chosen chains with their bodies (the same plan).
